@@ -1,0 +1,8 @@
+// Kiln public C++ API (umbrella header).
+//
+//   kiln::SessionOptions opts;
+//   auto session = kiln::Session::load("model.onnx", opts);
+//   std::vector<kiln::Tensor> outs = session->run({{"input", x}});
+#pragma once
+
+#include "kiln/session.h"

@@ -1,0 +1,54 @@
+// Session: load a model, compile it for the given input shapes, run it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/error.h"
+#include "support/tensor.h"
+
+namespace kiln {
+
+struct SessionOptions {
+    /// Intra-op threads (0 = all cores).
+    int threads = 0;
+    /// Values for symbolic input dimensions.
+    std::map<std::string, int64_t> dims;
+};
+
+struct TensorInfo {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;        // -1 where symbolic/unknown
+    std::vector<std::string> symbols;  // per dim: symbol name or ""
+};
+
+struct SessionStats {
+    int kernels = 0;
+    int compiled = 0;        // kernels compiled by the system compiler (cache misses)
+    double compile_seconds = 0;
+    double load_seconds = 0; // import + compile + load, total
+};
+
+class Session {
+public:
+    /// Imports and compiles (static shapes are known once dims are bound; inputs whose values
+    /// shape the graph, such as a Reshape target fed by a graph input, compile at first run).
+    static std::unique_ptr<Session> load(const std::string& onnx_path, const SessionOptions& opts = {});
+    virtual ~Session() = default;
+
+    virtual const std::vector<TensorInfo>& inputs() const = 0;
+    virtual const std::vector<TensorInfo>& outputs() const = 0;
+
+    /// Runs the model. Every input must be given (kInvalidArgument naming the missing one);
+    /// dtypes and shapes are checked (expected vs got). Outputs in model order.
+    virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) = 0;
+
+    /// The IR (after inference) and every kernel's loop IR and C source, as text.
+    virtual std::string inspect() = 0;
+    virtual SessionStats stats() const = 0;
+};
+
+}  // namespace kiln

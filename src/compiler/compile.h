@@ -1,0 +1,49 @@
+// compile(Graph, Options) -> CompiledModel: shape inference with bound dims, per-node
+// lowering (op compute -> schedule -> tir -> simplify -> C), compilation through the kernel
+// cache, and the Executable's buffer and step tables.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/executable.h"
+
+namespace kiln::compiler {
+
+struct CompileOptions {
+    /// Values for symbolic dimensions ("N" -> 1). Unbound symbolic dims are an error.
+    std::map<std::string, int64_t> dims;
+    /// Parallel compiler processes (0 = cores).
+    int compile_jobs = 0;
+};
+
+struct KernelInfo {
+    std::string description;  // ops, e.g. "Conv"
+    std::string node_name;
+    std::string tir;          // loop IR text
+    std::string c_source;
+    bool from_cache = false;
+};
+
+struct CompileStats {
+    int kernels = 0;
+    int compiled = 0;  // compiler invocations (cache misses)
+    double seconds = 0;
+};
+
+struct CompiledModel {
+    std::shared_ptr<runtime::Executable> executable;
+    std::vector<KernelInfo> kernels;
+    CompileStats stats;
+};
+
+/// Binds dims and infers every node's static output types in place. Throws kiln::Error naming
+/// the node on an inference failure, an unbound dim, or a non-constant value input.
+void infer_static_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims);
+
+CompiledModel compile(ir::Graph& g, const CompileOptions& opts = {});
+
+}  // namespace kiln::compiler

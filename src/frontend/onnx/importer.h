@@ -1,0 +1,25 @@
+// ONNX import: ModelProto (protobuf) -> ir::Graph.
+//
+// Generic over ops: attributes are validated against OpDef::attrs and the node's opset against
+// OpDef::onnx_versions; ops whose older opsets differ in form (Clip-6 min/max attributes,
+// Softmax-1/11 2-D coercion, Reshape-1 shape attribute, ...) are rewritten by adapters
+// (frontend/onnx/adapters.cc) into the canonical form. Constant nodes become graph constants.
+// Initializers may live in external data files (resolved relative to the model's directory).
+// Errors are kiln::Error naming the node, its op and the opset.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+#include "support/tensor.h"
+
+namespace kiln::frontend {
+
+ir::Graph import_onnx_file(const std::string& path);
+/// `base_dir` resolves external data locations.
+ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir = ".");
+
+/// Reads a serialized TensorProto (.pb files of the ONNX test suite).
+Tensor read_tensor_proto_file(const std::string& path);
+
+}  // namespace kiln::frontend

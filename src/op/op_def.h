@@ -1,0 +1,75 @@
+// OpDef: one table row per operator (STYLE rule 3). Every layer reads the row; none owns a
+// per-op switch. Fields:
+//  - schema: name, claimed ONNX since-versions, input/output arity, attribute specs;
+//  - infer: output types from input types, attributes and constant inputs;
+//  - pattern: the fusion pattern (TVM's OpPatternKind);
+//  - compute: the op's meaning as tensor expressions over placeholders of its inputs;
+//  - schedule: the default CPU schedule for the op's stages (optional; a generic one is used).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "te/schedule.h"
+
+namespace kiln::op {
+
+/// TVM's fusion patterns, ordered: a smaller value fuses more freely.
+enum class OpPattern { kElemWise = 0, kBroadcast = 1, kInjective = 2, kCommReduce = 3, kOutEWiseFusable = 4, kTuple = 7, kOpaque = 8 };
+const char* op_pattern_name(OpPattern p);
+
+enum class AttrKind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor };
+
+struct AttrSpec {
+    std::string name;
+    AttrKind kind;
+    std::optional<ir::Attr> default_value;  // nullopt + !required: optional without default
+    bool required = false;
+};
+
+/// What compute receives for one node.
+struct ComputeArgs {
+    const ir::Node& node;
+    /// One placeholder per node input (nullptr for an omitted optional input). Shapes are static.
+    std::vector<te::Tensor> inputs;
+    /// Static output types (after inference).
+    std::vector<ir::TensorType> output_types;
+
+    const te::Tensor& in(size_t i) const { return inputs.at(i); }
+    bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+    /// Constant data of input i, or nullptr if it is not a constant.
+    const Tensor* constant_input(size_t i) const;
+    Shape out_shape(size_t i = 0) const { return output_types.at(i).static_shape(); }
+    DType out_dtype(size_t i = 0) const { return output_types.at(i).dtype; }
+};
+
+using InferFn = std::function<std::vector<ir::TensorType>(const ir::Node&)>;
+using ComputeFn = std::function<std::vector<te::Tensor>(const ComputeArgs&)>;
+/// Schedules the stages computing `outputs` (and their intermediate stages) in `s`.
+using ScheduleFn = std::function<void(te::Schedule& s, const std::vector<te::Tensor>& outputs)>;
+
+struct OpDef {
+    std::string name;
+    /// ONNX since-versions Kiln implements, ascending (e.g. {1, 6, 13, 14} for Relu). A model
+    /// opset selects the largest entry <= it; none selectable is an Unsupported error.
+    std::vector<int> onnx_versions;
+    int min_inputs = 1, max_inputs = 1;
+    int min_outputs = 1, max_outputs = 1;
+    std::vector<AttrSpec> attrs;
+    /// Input slots whose *values* shape the output (Reshape's shape): they must be constants
+    /// at compile time (the session specializes on them when they are graph inputs).
+    std::vector<int> value_inputs;
+    InferFn infer;
+    OpPattern pattern = OpPattern::kOpaque;
+    ComputeFn compute;
+    ScheduleFn schedule;  // may be empty: compiler uses default_schedule()
+};
+
+/// Generic CPU schedule: for each non-inlined stage, fuse outer data-parallel axes and run them
+/// in parallel; vectorize the innermost axis when contiguous and long enough.
+void default_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs);
+
+}  // namespace kiln::op

@@ -1,0 +1,38 @@
+// The operator registry: an explicit list (op/all_ops.cc), no static initializers.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "op/op_def.h"
+
+namespace kiln::op {
+
+class OpRegistry {
+public:
+    /// The registry with every op Kiln ships.
+    static const OpRegistry& global();
+
+    void add(OpDef def);  // throws kInternal on a duplicate name
+    /// nullptr if unknown.
+    const OpDef* find(const std::string& name) const;
+    std::vector<const OpDef*> all() const;  // sorted by name
+
+private:
+    std::map<std::string, OpDef> ops_;
+};
+
+// One function per family (op/defs/<family>.cc), called from all_ops.cc.
+void register_elementwise_ops(OpRegistry& r);
+void register_nn_ops(OpRegistry& r);
+void register_shape_ops(OpRegistry& r);
+
+/// Validates a node against its OpDef: arity, attribute kinds, required attributes. Throws
+/// kiln::Error naming the node. Fills in defaults for missing attributes that have one.
+void check_node(ir::Node& n, const OpDef& def);
+
+/// Runs def.infer and sets the node's output types.
+void infer_node(ir::Node& n);
+
+}  // namespace kiln::op

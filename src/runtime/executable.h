@@ -1,0 +1,63 @@
+// Executable: a compiled model, self-contained and depending on the runtime only.
+// It is a table of kernels (shared libraries + symbols), a table of buffers (inputs, outputs,
+// constants with their data, intermediates), and a static order of steps (kernel, buffer args).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/kernel_abi.h"
+#include "support/tensor.h"
+
+namespace kiln::runtime {
+
+enum class BufferRole { kInput, kOutput, kConstant, kIntermediate };
+
+struct BufferDesc {
+    std::string name;
+    DType dtype = DType::kFloat32;
+    Shape shape;
+    BufferRole role = BufferRole::kIntermediate;
+    Tensor constant;  // data, for kConstant
+    size_t nbytes() const { return static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype); }
+};
+
+struct KernelDesc {
+    std::string library;      // path of the compiled shared library
+    std::string symbol;       // exported kiln_kernel_fn
+    std::string description;  // the ops it computes, e.g. "Conv+Relu"
+};
+
+struct StepDesc {
+    int kernel = -1;
+    std::vector<int> args;  // buffer ids: inputs, then outputs
+    std::string node_name;  // for errors and profiles
+};
+
+class LoadedLibrary;
+
+class Executable {
+public:
+    Executable() = default;
+    ~Executable();
+    Executable(const Executable&) = delete;
+    Executable& operator=(const Executable&) = delete;
+
+    std::vector<BufferDesc> buffers;
+    std::vector<KernelDesc> kernels;
+    std::vector<StepDesc> steps;
+    std::vector<int> inputs;   // buffer ids of the model inputs, in model order
+    std::vector<int> outputs;  // buffer ids of the model outputs, in model order
+
+    /// dlopens every kernel library and resolves symbols (idempotent). Throws kiln::Error.
+    void load();
+    kiln_kernel_fn kernel_fn(int kernel) const { return fns_.at(kernel); }
+    bool loaded() const { return !fns_.empty() || kernels.empty(); }
+
+private:
+    std::vector<std::shared_ptr<LoadedLibrary>> libs_;
+    std::vector<kiln_kernel_fn> fns_;
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,29 @@
+/* The C calling convention between generated kernels and the runtime. Generated sources embed an
+ * identical copy of these declarations (codegen/c_emitter.cc); keep them in sync. */
+#ifndef KILN_RUNTIME_KERNEL_ABI_H_
+#define KILN_RUNTIME_KERNEL_ABI_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A chunk of a parallel loop: iterations [begin, end). */
+typedef void (*kiln_task_fn)(int64_t begin, int64_t end, void* ctx);
+
+/* What the runtime hands every kernel call: its intra-op thread pool. */
+typedef struct kiln_kernel_env {
+    void* pool;
+    /* Runs fn over [0, n) split into chunks across the pool's threads; returns when all are done. */
+    void (*parallel_for)(void* pool, int64_t n, kiln_task_fn fn, void* ctx);
+} kiln_kernel_env;
+
+/* A kernel: args are the data pointers of its buffers (inputs, then outputs). Returns 0 on success. */
+typedef int32_t (*kiln_kernel_fn)(void* const* args, const kiln_kernel_env* env);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_RUNTIME_KERNEL_ABI_H_ */

@@ -1,0 +1,37 @@
+// SequentialExecutor: runs an Executable's steps in their static order on the calling thread;
+// kernels use the intra-op pool for their parallel loops. Intermediate buffers are allocated
+// once (first run) and reused by every later run.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+class SequentialExecutor {
+public:
+    SequentialExecutor(std::shared_ptr<Executable> exe, ThreadPool* pool, Allocator* alloc);
+    ~SequentialExecutor();
+    SequentialExecutor(const SequentialExecutor&) = delete;
+    SequentialExecutor& operator=(const SequentialExecutor&) = delete;
+
+    /// inputs match exe->inputs in order (dtype and shape are checked: a mismatch is a
+    /// kInvalidArgument Status naming the input, expected vs got). outputs are (re)allocated
+    /// by the executor as fresh tensors.
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+
+private:
+    Status prepare();
+    std::shared_ptr<Executable> exe_;
+    ThreadPool* pool_;
+    Allocator* alloc_;
+    std::vector<void*> storage_;  // per buffer: intermediates owned here; others bound per run
+    bool prepared_ = false;
+};
+
+}  // namespace kiln::runtime

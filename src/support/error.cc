@@ -1,0 +1,42 @@
+#include "support/error.h"
+
+namespace kiln {
+
+const char* error_kind_name(ErrorKind kind) {
+    switch (kind) {
+        case ErrorKind::kInvalidModel: return "InvalidModel";
+        case ErrorKind::kInvalidArgument: return "InvalidArgument";
+        case ErrorKind::kUnsupported: return "Unsupported";
+        case ErrorKind::kCompileError: return "CompileError";
+        case ErrorKind::kOutOfMemory: return "OutOfMemory";
+        case ErrorKind::kIOError: return "IOError";
+        case ErrorKind::kParseError: return "ParseError";
+        case ErrorKind::kInternal: return "Internal";
+    }
+    return "Unknown";
+}
+
+Error::Error(ErrorKind kind, std::string message)
+    : std::runtime_error(message), kind_(kind), message_(std::move(message)) {
+    rebuild();
+}
+
+Error& Error::add_context(std::string line) {
+    context_.push_back(std::move(line));
+    rebuild();
+    return *this;
+}
+
+void Error::rebuild() {
+    full_ = std::string(error_kind_name(kind_)) + ": " + message_;
+    for (const auto& c : context_) full_ += "\n  " + c;
+}
+
+namespace detail {
+ErrorThrower::~ErrorThrower() noexcept(false) {
+    std::string msg = os_.str();
+    if (kind_ == ErrorKind::kInternal) msg += " (" + std::string(file_) + ":" + std::to_string(line_) + ")";
+    throw Error(kind_, std::move(msg));
+}
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,190 @@
+// Scalar expressions shared by tensor expressions (te) and the loop IR (tir).
+//
+// An Expr is an immutable tree (shared_ptr to a const node). Index arithmetic is int64; element
+// arithmetic uses the tensor's dtype. f16/bf16 values are computed as f32 (loads widen, stores
+// narrow), so expressions never carry f16/bf16 dtypes except in Load/Store buffers.
+//
+// Node set (kept small, STYLE rule 5): IntImm, FloatImm, Var, Binary, Unary (intrinsic call),
+// Select, Cast, TensorRead (te only: multi-dimensional read of a Tensor), BufferLoad (tir only:
+// flat read of a Buffer), Reduce (te only: top level of a compute body).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/dtype.h"
+
+namespace kiln::te {
+
+enum class ExprKind { kIntImm, kFloatImm, kVar, kBinary, kUnary, kSelect, kCast, kTensorRead, kBufferLoad, kReduce };
+
+// keep-sorted
+enum class BinaryOp {
+    kAdd, kSub, kMul,
+    kDiv,       // float division; for ints: C truncating division
+    kFloorDiv,  // ints only: floor division (index math)
+    kFloorMod,  // ints only: floor modulo (index math)
+    kMod,       // C fmod / truncating % (ONNX Mod fmod=1)
+    kMin, kMax, kPow,
+    kEQ, kNE, kLT, kLE, kGT, kGE,  // result dtype bool
+    kAnd, kOr,                     // logical, bool operands
+    kCount
+};
+const char* binary_op_name(BinaryOp op);  // "add", "floordiv", ...
+
+/// Scalar intrinsics (the C emitter, CUDA emitter and interpreter each have an entry per row).
+enum class UnaryOp {
+    kNeg, kNot, kAbs, kExp, kLog, kSqrt, kTanh, kSigmoid, kErf, kFloor, kCeil, kRound, kSin, kCos,
+    kCount
+};
+const char* unary_op_name(UnaryOp op);  // "neg", "exp", ...
+
+/// Reduction combiners.
+enum class ReduceOp { kSum, kMax, kMin, kProd };
+
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct TensorNode;
+using Tensor = std::shared_ptr<TensorNode>;
+struct BufferNode;
+using Buffer = std::shared_ptr<BufferNode>;
+
+struct VarNode;
+using Var = std::shared_ptr<const VarNode>;
+
+struct ExprNode {
+    ExprKind kind;
+    DType dtype;
+    ExprNode(ExprKind k, DType t) : kind(k), dtype(t) {}
+    virtual ~ExprNode() = default;
+};
+
+struct IntImmNode : ExprNode {
+    int64_t value;
+    IntImmNode(DType t, int64_t v) : ExprNode(ExprKind::kIntImm, t), value(v) {}
+};
+struct FloatImmNode : ExprNode {
+    double value;
+    FloatImmNode(DType t, double v) : ExprNode(ExprKind::kFloatImm, t), value(v) {}
+};
+/// A variable (loop index, usually int64). Identity is the node's address, not its name.
+struct VarNode : ExprNode {
+    std::string name;
+    VarNode(std::string n, DType t = DType::kInt64) : ExprNode(ExprKind::kVar, t), name(std::move(n)) {}
+};
+struct BinaryNode : ExprNode {
+    BinaryOp op;
+    Expr a, b;
+    BinaryNode(DType t, BinaryOp o, Expr x, Expr y) : ExprNode(ExprKind::kBinary, t), op(o), a(std::move(x)), b(std::move(y)) {}
+};
+struct UnaryNode : ExprNode {
+    UnaryOp op;
+    Expr a;
+    UnaryNode(DType t, UnaryOp o, Expr x) : ExprNode(ExprKind::kUnary, t), op(o), a(std::move(x)) {}
+};
+struct SelectNode : ExprNode {
+    Expr cond, t, f;
+    SelectNode(DType ty, Expr c, Expr a, Expr b) : ExprNode(ExprKind::kSelect, ty), cond(std::move(c)), t(std::move(a)), f(std::move(b)) {}
+};
+struct CastNode : ExprNode {
+    Expr a;
+    CastNode(DType t, Expr x) : ExprNode(ExprKind::kCast, t), a(std::move(x)) {}
+};
+/// te: tensor(i, j, ...). dtype is the compute dtype (f32 for f16/bf16 tensors).
+struct TensorReadNode : ExprNode {
+    Tensor tensor;
+    std::vector<Expr> indices;
+    TensorReadNode(DType t, Tensor ten, std::vector<Expr> idx)
+        : ExprNode(ExprKind::kTensorRead, t), tensor(std::move(ten)), indices(std::move(idx)) {}
+};
+/// tir: buffer[index] with a flat (row-major) element index.
+struct BufferLoadNode : ExprNode {
+    Buffer buffer;
+    Expr index;
+    BufferLoadNode(DType t, Buffer b, Expr i) : ExprNode(ExprKind::kBufferLoad, t), buffer(std::move(b)), index(std::move(i)) {}
+};
+
+/// An iteration variable with range [0, extent).
+struct IterVarNode;
+using IterVar = std::shared_ptr<IterVarNode>;
+struct IterVarNode {
+    Var var;
+    int64_t extent;
+    bool is_reduce = false;
+};
+IterVar make_iter_var(const std::string& name, int64_t extent, bool is_reduce = false);
+
+/// Reduction over `axes` of `source`, combined with `op` starting from the combiner's identity.
+/// Only allowed as the whole body of a compute.
+struct ReduceNode : ExprNode {
+    ReduceOp op;
+    Expr source;
+    std::vector<IterVar> axes;
+    ReduceNode(DType t, ReduceOp o, Expr s, std::vector<IterVar> ax)
+        : ExprNode(ExprKind::kReduce, t), op(o), source(std::move(s)), axes(std::move(ax)) {}
+};
+
+/// A flat, row-major buffer (a kernel argument or a kernel-local allocation).
+struct BufferNode {
+    std::string name;
+    DType dtype;            // storage dtype (f16 stored as uint16_t bits)
+    std::vector<int64_t> shape;
+    int64_t numel() const;
+};
+Buffer make_buffer(const std::string& name, DType dtype, std::vector<int64_t> shape);
+
+// ---- construction helpers (constant-fold trivially where both sides are immediates) ----
+Expr int_imm(int64_t v, DType t = DType::kInt64);
+Expr float_imm(double v, DType t = DType::kFloat32);
+/// An immediate of dtype `t` holding `v` (int or float as the dtype requires).
+Expr make_const(DType t, double v);
+Var make_var(const std::string& name, DType t = DType::kInt64);
+
+/// The dtype arithmetic happens in: f16/bf16 compute as f32; others as themselves.
+DType compute_dtype(DType storage);
+
+Expr binary(BinaryOp op, Expr a, Expr b);  // result dtype: bool for comparisons, else a's dtype
+Expr unary(UnaryOp op, Expr a);
+Expr select(Expr cond, Expr t, Expr f);
+Expr cast(DType t, Expr a);  // no-op if already t
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+Expr floordiv(Expr a, Expr b);
+Expr floormod(Expr a, Expr b);
+Expr logical_and(Expr a, Expr b);
+Expr logical_or(Expr a, Expr b);
+
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b);
+Expr operator-(Expr a);
+Expr operator+(Expr a, int64_t b);
+Expr operator-(Expr a, int64_t b);
+Expr operator*(Expr a, int64_t b);
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator>(Expr a, Expr b);
+Expr operator>=(Expr a, Expr b);
+Expr eq(Expr a, Expr b);
+Expr ne(Expr a, Expr b);
+
+/// Reductions over reduce axes (make them with reduce_axis()).
+IterVar reduce_axis(int64_t extent, const std::string& name = "r");
+Expr sum(Expr source, std::vector<IterVar> axes);
+Expr max_reduce(Expr source, std::vector<IterVar> axes);
+Expr min_reduce(Expr source, std::vector<IterVar> axes);
+Expr prod_reduce(Expr source, std::vector<IterVar> axes);
+/// Identity of a combiner in dtype t (0, -inf / lowest, +inf / highest, 1).
+Expr reduce_identity(ReduceOp op, DType t);
+
+/// Readable form for debugging and tests: "(x + 1) * y".
+std::string expr_str(const Expr& e);
+
+// Convenience: Expr from a Var.
+inline Expr ex(const Var& v) { return v; }
+
+}  // namespace kiln::te

@@ -1,0 +1,97 @@
+// Schedules: plain data describing how each compute stage's loops are transformed.
+// A schedule never changes what is computed, only the loop structure (compute/schedule split,
+// STYLE rule 4). Lowering (tir/lower.h) reads it.
+//
+//   Schedule s = create_schedule({C});
+//   Stage& st = s[C];
+//   auto [io, ii] = st.split(st.axis(0), 32);
+//   st.reorder({io, st.reduce_axis(0), ii});
+//   st.vectorize(ii);
+//   st.parallel(io);
+#pragma once
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "te/tensor.h"
+
+namespace kiln::te {
+
+enum class LoopKind { kSerial, kParallel, kVectorized, kUnrolled };
+const char* loop_kind_name(LoopKind k);
+
+/// How a leaf loop variable relates to the original axes.
+struct SplitRelation {
+    IterVar parent, outer, inner;
+    int64_t factor;  // inner extent; the outer extent is ceil(parent/factor); a guard handles the tail
+};
+struct FuseRelation {
+    IterVar outer, inner, fused;
+};
+
+class Stage {
+public:
+    explicit Stage(Tensor t);
+
+    const Tensor& tensor() const { return tensor_; }
+    /// Original data-parallel axes and reduce axes of the compute.
+    IterVar axis(size_t i) const;
+    IterVar reduce_axis(size_t i) const;
+    const std::vector<IterVar>& all_reduce_axes() const { return reduce_axes_; }
+
+    /// Current loop order, outermost first.
+    const std::vector<IterVar>& leaf_iter_vars() const { return leaves_; }
+
+    std::pair<IterVar, IterVar> split(const IterVar& iv, int64_t factor);
+    /// Splits so that the outer loop has `nparts` iterations.
+    std::pair<IterVar, IterVar> split_nparts(const IterVar& iv, int64_t nparts);
+    /// Fuses two adjacent leaves (outer immediately before inner) into one loop.
+    IterVar fuse(const IterVar& outer, const IterVar& inner);
+    /// Reorders the given leaves among the positions they occupy (others stay in place).
+    void reorder(const std::vector<IterVar>& order);
+    void vectorize(const IterVar& iv);
+    void unroll(const IterVar& iv);
+    void parallel(const IterVar& iv);
+    /// Splits both iv's with factors and orders (xo, yo, xi, yi).
+    std::vector<IterVar> tile(const IterVar& x, const IterVar& y, int64_t fx, int64_t fy);
+    /// Substitutes this stage's body into its consumers; it gets no loops of its own.
+    void compute_inline();
+
+    bool is_inlined() const { return inlined_; }
+    LoopKind loop_kind(const IterVar& iv) const;
+    const std::vector<SplitRelation>& splits() const { return splits_; }
+    const std::vector<FuseRelation>& fuses() const { return fuses_; }
+
+private:
+    size_t leaf_pos(const IterVar& iv) const;  // throws kInvalidArgument if not a leaf
+    Tensor tensor_;
+    std::vector<IterVar> reduce_axes_;
+    std::vector<IterVar> leaves_;
+    std::vector<SplitRelation> splits_;
+    std::vector<FuseRelation> fuses_;
+    std::map<const IterVarNode*, LoopKind> kinds_;
+    bool inlined_ = false;
+};
+
+class Schedule {
+public:
+    /// One stage per compute tensor reachable from outputs (placeholders get none), in
+    /// producer-before-consumer order.
+    explicit Schedule(std::vector<Tensor> outputs);
+
+    Stage& operator[](const Tensor& t);
+    const Stage& operator[](const Tensor& t) const;
+    bool has_stage(const Tensor& t) const;
+    std::vector<Stage>& stages() { return stages_; }
+    const std::vector<Stage>& stages() const { return stages_; }
+    const std::vector<Tensor>& outputs() const { return outputs_; }
+
+private:
+    std::vector<Tensor> outputs_;
+    std::vector<Stage> stages_;
+};
+
+inline Schedule create_schedule(std::vector<Tensor> outputs) { return Schedule(std::move(outputs)); }
+
+}  // namespace kiln::te

@@ -1,0 +1,79 @@
+// tir: the loop IR produced by lowering a scheduled TE. Expressions are te::Expr (with
+// BufferLoad instead of TensorRead); statements are below. A PrimFunc is one kernel.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "te/expr.h"
+#include "te/schedule.h"
+
+namespace kiln::tir {
+
+using te::Buffer;
+using te::Expr;
+using te::Var;
+
+enum class StmtKind { kFor, kStore, kSeq, kIf, kAllocate };
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct StmtNode {
+    StmtKind kind;
+    explicit StmtNode(StmtKind k) : kind(k) {}
+    virtual ~StmtNode() = default;
+};
+
+/// for (var = 0; var < extent; ++var) body — `kind` says how the loop may be run.
+struct ForNode : StmtNode {
+    Var var;
+    Expr extent;  // int64
+    te::LoopKind loop_kind;
+    Stmt body;
+    ForNode(Var v, Expr e, te::LoopKind k, Stmt b)
+        : StmtNode(StmtKind::kFor), var(std::move(v)), extent(std::move(e)), loop_kind(k), body(std::move(b)) {}
+};
+/// buffer[index] = value (value is in compute dtype; stored converted to the buffer's dtype).
+struct StoreNode : StmtNode {
+    Buffer buffer;
+    Expr index;
+    Expr value;
+    StoreNode(Buffer b, Expr i, Expr v) : StmtNode(StmtKind::kStore), buffer(std::move(b)), index(std::move(i)), value(std::move(v)) {}
+};
+struct SeqNode : StmtNode {
+    std::vector<Stmt> stmts;
+    explicit SeqNode(std::vector<Stmt> s) : StmtNode(StmtKind::kSeq), stmts(std::move(s)) {}
+};
+struct IfNode : StmtNode {
+    Expr cond;
+    Stmt then_case;
+    Stmt else_case;  // may be null
+    IfNode(Expr c, Stmt t, Stmt e) : StmtNode(StmtKind::kIf), cond(std::move(c)), then_case(std::move(t)), else_case(std::move(e)) {}
+};
+/// A kernel-local buffer (an intermediate stage) live during `body`.
+struct AllocateNode : StmtNode {
+    Buffer buffer;
+    Stmt body;
+    AllocateNode(Buffer b, Stmt s) : StmtNode(StmtKind::kAllocate), buffer(std::move(b)), body(std::move(s)) {}
+};
+
+Stmt make_for(Var v, Expr extent, te::LoopKind k, Stmt body);
+Stmt make_store(Buffer b, Expr index, Expr value);
+Stmt make_seq(std::vector<Stmt> stmts);  // flattens nested Seqs, drops nulls
+Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr);
+Stmt make_allocate(Buffer b, Stmt body);
+
+/// One kernel: parameters are buffers (inputs first, then outputs, as lowering was asked).
+struct PrimFunc {
+    std::string name;
+    std::vector<Buffer> params;
+    Stmt body;
+};
+
+/// Readable loop-nest text (for `kiln inspect` and tests).
+std::string stmt_str(const Stmt& s, int indent = 0);
+std::string func_str(const PrimFunc& f);
+
+}  // namespace kiln::tir

@@ -1,9 +1,11 @@
-// The C emitter: prints a tir PrimFunc as a C99 translation unit exporting
+// The C emitter: prints a tir PrimFunc as a self-contained C11 translation unit exporting
 //   int32_t <func.name>(void* const* args, const kiln_kernel_env* env)
 // (runtime/kernel_abi.h). Parallel loops become a task function over a context struct of the
-// captured variables, run through env->parallel_for; vectorized loops get `#pragma omp simd`
-// -free hints (GCC ivdep); unrolled loops `#pragma GCC unroll`. f16/bf16 buffers are uint16_t
-// converted by inline helpers.
+// captured variables, run through env->parallel_for; vectorized loops get `#pragma GCC ivdep`
+// (no OpenMP); unrolled loops `#pragma GCC unroll`. f16/bf16 buffers are uint16_t converted by
+// inline helpers. Kernel-local Allocates are heap buffers; a failed allocation returns 1.
+// func.name must be a C identifier (it is the exported symbol); compile with the flags of
+// compile_driver.h (-fwrapv is relied on for wrapping integer arithmetic).
 #pragma once
 
 #include <string>

@@ -3,9 +3,13 @@
 // flags; a hit compiles nothing.
 //
 // Cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
-// Compiler: $KILN_CC, else cc. Flags: -O3 -march=native -fPIC -shared -std=c11.
+// Layout: <cache>/<first two hex digits of key>/<key>.so with <key>.c kept beside it.
+// Compiler: $KILN_CC (may hold extra words, e.g. "ccache gcc"), else cc.
+// Flags: -O3 -march=native -fPIC -shared -std=gnu11 -fwrapv -fno-math-errno -ffp-contract=off
+// (no -ffast-math and no FMA contraction: compiled kernels must match the tir interpreter).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,15 @@ std::string cache_dir();
 CompiledLibrary compile_c(const std::string& source);
 
 /// Compiles several sources, up to `jobs` compiler processes at once (0 = number of cores).
+/// Identical sources are compiled once. Throws the first failure (in source order).
 std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sources, int jobs = 0);
+
+/// Process-wide counters of compile_c / compile_c_many results since start.
+struct CompileStats {
+    uint64_t compiled = 0;  // compiler invocations that produced a library
+    uint64_t cached = 0;    // requests answered from the cache
+    uint64_t failed = 0;    // compiler invocations that failed
+};
+CompileStats compile_stats();
 
 }  // namespace kiln::codegen

@@ -20,4 +20,11 @@ using AttrMap = std::map<std::string, Attr>;
 /// "3", "0.5", "\"same\"", "[1,1]", "tensor<f32[2]>[...]" — the IR text form of an attribute.
 std::string attr_str(const Attr& a);
 
+/// "int", "float", "string", "ints", "floats", "strings" or "tensor" (for error messages).
+const char* attr_kind_name(const Attr& a);
+
+/// Flat data of a tensor in the IR text form: "[1, 2.5, 3]" (bool: true/false; f16/bf16 print
+/// their float value). Floats print the shortest text that reads back to the same value.
+std::string tensor_data_str(const Tensor& t);
+
 }  // namespace kiln::ir

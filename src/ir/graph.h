@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/attr.h"
@@ -30,7 +31,8 @@ class Node;
 class Value {
 public:
     const std::string& name() const { return name_; }
-    void set_name(std::string n) { name_ = std::move(n); }
+    /// Renames the value (the caller keeps names unique; the verifier checks).
+    void set_name(std::string n);
     const TensorType& type() const { return type_; }
     void set_type(TensorType t) { type_ = std::move(t); }
 
@@ -134,6 +136,8 @@ public:
     void replace_all_uses(Value* from, Value* to);
     /// Removes a node whose outputs have no users and are not graph outputs.
     void erase_node(Node* n);
+    /// Removes a constant that has no users and is no graph output.
+    void erase_constant(Value* v);
     /// Re-sorts nodes topologically (stable w.r.t. current order where possible).
     void topo_sort();
     /// A fresh, unused value name with the given prefix.
@@ -147,6 +151,9 @@ private:
     std::vector<Value*> outputs_;
     std::vector<Value*> constants_;
     int64_t next_name_ = 0;
+    // Name -> value index for find_value; rebuilt when any Value was renamed since (see graph.cc).
+    mutable std::unordered_map<std::string, Value*> by_name_;
+    mutable uint64_t by_name_epoch_ = ~uint64_t{0};
 };
 
 }  // namespace kiln::ir

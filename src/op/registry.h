@@ -25,10 +25,13 @@ private:
 
 // One function per family (op/defs/<family>.cc), called from all_ops.cc.
 void register_elementwise_ops(OpRegistry& r);
-void register_nn_ops(OpRegistry& r);
+void register_nn_ops(OpRegistry& r);    // BatchNormalization, Softmax, ArgMax
+void register_conv_ops(OpRegistry& r);  // Conv
+void register_pool_ops(OpRegistry& r);  // MaxPool, AveragePool, GlobalAveragePool
+void register_matmul_ops(OpRegistry& r);  // MatMul, Gemm
 void register_shape_ops(OpRegistry& r);
 
-/// Validates a node against its OpDef: arity, attribute kinds, required attributes. Throws
+/// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws
 /// kiln::Error naming the node. Fills in defaults for missing attributes that have one.
 void check_node(ir::Node& n, const OpDef& def);
 

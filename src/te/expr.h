@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "support/dtype.h"
@@ -146,7 +147,11 @@ Var make_var(const std::string& name, DType t = DType::kInt64);
 /// The dtype arithmetic happens in: f16/bf16 compute as f32; others as themselves.
 DType compute_dtype(DType storage);
 
-Expr binary(BinaryOp op, Expr a, Expr b);  // result dtype: bool for comparisons, else a's dtype
+/// Both operands are first converted to a common dtype (an immediate takes the other side's
+/// dtype unless that would turn a float immediate into an int; else float beats int, wider beats
+/// narrower). Result dtype: bool for comparisons and And/Or, else the common dtype. Two
+/// immediates fold.
+Expr binary(BinaryOp op, Expr a, Expr b);
 Expr unary(UnaryOp op, Expr a);
 Expr select(Expr cond, Expr t, Expr f);
 Expr cast(DType t, Expr a);  // no-op if already t
@@ -186,5 +191,31 @@ std::string expr_str(const Expr& e);
 
 // Convenience: Expr from a Var.
 inline Expr ex(const Var& v) { return v; }
+
+// ---- additions (te layer): substitution and the scalar semantics shared by folding and the
+// tir interpreter ----
+
+/// Replaces variables by expressions (by Var identity) everywhere in `e`, including the indices
+/// of TensorRead/BufferLoad and the source of a Reduce. Unchanged subtrees are shared.
+Expr substitute(const Expr& e, const std::unordered_map<const VarNode*, Expr>& vmap);
+
+/// Wraps an integer to the width of int/bool dtype `t` (sign- or zero-extended into int64;
+/// u64 keeps its bit pattern; bool becomes 0/1).
+int64_t wrap_int(DType t, int64_t v);
+/// Rounds a double to the precision of float dtype `t` (f32/f16/bf16 round through float; f64
+/// unchanged).
+double round_float(DType t, double v);
+/// Integer binary op in dtype `t` (operands already wrapped). Comparisons return 0/1. Returns
+/// false (no value) for division or modulo by zero.
+bool eval_int_binary(BinaryOp op, DType t, int64_t a, int64_t b, int64_t* out);
+/// Float binary op (unrounded; comparisons and logical ops return 0/1).
+double eval_float_binary(BinaryOp op, double a, double b);
+/// Unary intrinsic on a double / on an int of dtype t (result wrapped).
+double eval_float_unary(UnaryOp op, double a);
+int64_t eval_int_unary(UnaryOp op, DType t, int64_t a);
+/// Float -> int conversion truncating toward zero (NaN -> 0, saturating at int64 range), wrapped.
+int64_t float_to_int(DType t, double v);
+/// Int of dtype `from` -> double (u64 read as unsigned).
+double int_to_float(DType from, int64_t v);
 
 }  // namespace kiln::te

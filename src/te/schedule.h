@@ -50,6 +50,8 @@ public:
     IterVar fuse(const IterVar& outer, const IterVar& inner);
     /// Reorders the given leaves among the positions they occupy (others stay in place).
     void reorder(const std::vector<IterVar>& order);
+    /// Loop kinds. vectorize and parallel promise independent iterations, so they accept
+    /// data-parallel leaves only (kInvalidArgument for a reduce leaf); unroll accepts any leaf.
     void vectorize(const IterVar& iv);
     void unroll(const IterVar& iv);
     void parallel(const IterVar& iv);
@@ -63,8 +65,13 @@ public:
     const std::vector<SplitRelation>& splits() const { return splits_; }
     const std::vector<FuseRelation>& fuses() const { return fuses_; }
 
+    /// True when the stage's tensor is one of the schedule's outputs (set by Schedule).
+    bool is_output() const { return is_output_; }
+
 private:
+    friend class Schedule;
     size_t leaf_pos(const IterVar& iv) const;  // throws kInvalidArgument if not a leaf
+    void set_kind(const IterVar& iv, LoopKind k);
     Tensor tensor_;
     std::vector<IterVar> reduce_axes_;
     std::vector<IterVar> leaves_;
@@ -72,6 +79,7 @@ private:
     std::vector<FuseRelation> fuses_;
     std::map<const IterVarNode*, LoopKind> kinds_;
     bool inlined_ = false;
+    bool is_output_ = false;
 };
 
 class Schedule {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "te/expr.h"
@@ -75,5 +76,9 @@ struct PrimFunc {
 /// Readable loop-nest text (for `kiln inspect` and tests).
 std::string stmt_str(const Stmt& s, int indent = 0);
 std::string func_str(const PrimFunc& f);
+
+/// Replaces variables (by identity) in every expression of `s`; loop variables themselves are
+/// not renamed.
+Stmt substitute(const Stmt& s, const std::unordered_map<const te::VarNode*, Expr>& vmap);
 
 }  // namespace kiln::tir

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what Kiln needs to build and test, idempotently: Debian packages (apt-get) and
+# Python packages (pip). Safe to run again; skips what is already present.
+set -euo pipefail
+
+DEB_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  libprotobuf-dev protobuf-compiler libonnx-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  python3 python3-pip
+)
+# onnx is pinned: 1.19.x is the newest wheel that still ships the backend node test data
+# (onnx/backend/test/data/node) that `kiln test-onnx` and CI run.
+PY_PACKAGES=("onnx==1.19.1" "onnxruntime>=1.17" "numpy>=1.24" "pytest>=7" "scikit-learn>=1.3")
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install_deps: apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! $PY - <<'PYEOF' 2>/dev/null
+import importlib.metadata as m, sys
+need = {"onnx": "1.19.1"}
+for pkg in ["onnxruntime", "numpy", "pytest", "scikit-learn"]:
+    m.version(pkg)
+if m.version("onnx") != need["onnx"]:
+    sys.exit(1)
+PYEOF
+then
+  echo "install_deps: pip install ${PY_PACKAGES[*]}"
+  $PY -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+fi
+echo "install_deps: ok"

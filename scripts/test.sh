@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The full test run: installs what is missing, builds, then runs every test suite:
+#  1. gtest unit tests per layer (ctest -j2)
+#  2. the ONNX backend node conformance run (kiln test-onnx) against the expected-pass list
+#  3. pytest: CLI, models vs ONNX Runtime, bad-input errors
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${KILN_BUILD_DIR:-$ROOT/build}"
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$BUILD/kernel_cache}"
+
+"$ROOT/scripts/install_deps.sh"
+"$ROOT/scripts/build.sh"
+
+echo "== unit tests (ctest)"
+(cd "$BUILD" && ctest -j2 --output-on-failure --timeout 600)
+
+echo "== ONNX backend node conformance"
+python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" \
+  --expected "$ROOT/tests/conformance/expected_pass.txt"
+
+echo "== pytest (CLI, models vs ONNX Runtime, errors)"
+KILN_BIN="$BUILD/bin/kiln" python3 -m pytest -q "$ROOT/tests/models" "$ROOT/tests/cli"

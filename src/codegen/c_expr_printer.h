@@ -1,0 +1,39 @@
+// C expressions for tir: identifier naming and the per-node C forms used by the C emitter.
+#pragma once
+
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "te/expr.h"
+
+namespace kiln::codegen {
+
+/// Unique C identifiers for Vars and Buffers (by node identity), clear of C keywords, libc/libm
+/// names and the reserved kiln_ prefix.
+class CNames {
+public:
+    std::string var(const te::VarNode* v);
+    std::string buffer(const te::BufferNode* b);
+    /// Marks a name as taken (function and struct names the emitter creates).
+    void reserve_name(const std::string& name) { used_.insert(name); }
+
+private:
+    std::string fresh(const std::string& hint);
+    std::unordered_map<const void*, std::string> names_;
+    std::set<std::string> used_;
+};
+
+bool is_c_identifier(const std::string& s);
+/// True if `e` mentions variable `v`.
+bool expr_uses_var(const te::Expr& e, const te::VarNode* v);
+
+/// `s` without one pair of parentheses enclosing all of it ("(a + b)" -> "a + b").
+std::string strip_parens(const std::string& s);
+
+/// The C text of an expression (fully parenthesized where needed).
+std::string print_c_expr(const te::Expr& e, CNames& names);
+/// The C text of `value` converted for storing into a buffer of `storage` dtype.
+std::string store_value_c(DType storage, const te::Expr& value, CNames& names);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,291 @@
+// The compile driver: system compiler + content-addressed cache.
+//
+// key = 128-bit FNV-1a (two 64-bit lanes with different offsets) of the source, the compiler
+// command, the compiler's identity (first line of `<cc> --version`, computed once per command)
+// and the flags. A library is built into a uniquely named temporary file in its cache folder
+// and rename()d into place, so concurrent processes (or threads) compiling the same key never
+// see a partial file; the last rename wins with identical content. The compiler runs through
+// posix_spawnp with an argv (no shell), its stdout and stderr captured to a log file.
+#include "codegen/compile_driver.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "support/error.h"
+
+extern char** environ;
+
+namespace kiln::codegen {
+namespace fs = std::filesystem;
+namespace {
+
+// -fwrapv: signed overflow wraps as in the interpreter; -ffp-contract=off: no FMA contraction,
+// so float results match the interpreter's separately rounded operations.
+const char* const kFlags[] = {"-O3",        "-march=native", "-fPIC",           "-shared",
+                              "-std=gnu11", "-fwrapv",       "-fno-math-errno", "-ffp-contract=off"};
+constexpr int kDiagnosticLines = 40;
+
+std::atomic<uint64_t> g_compiled{0}, g_cached{0}, g_failed{0}, g_tmp_counter{0};
+
+struct Fnv128 {
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+    void add(const std::string& s) {
+        for (unsigned char c : s) {
+            a = (a ^ c) * 0x100000001b3ull;
+            b = (b ^ c) * 0x100000001b3ull;
+            b ^= b >> 29;
+        }
+        // A separator so ("ab","c") and ("a","bc") differ.
+        a = (a ^ 0xff) * 0x100000001b3ull;
+        b = (b ^ 0xff) * 0x100000001b3ull;
+    }
+    std::string hex() const {
+        char buf[33];
+        std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
+                      static_cast<unsigned long long>(b));
+        return buf;
+    }
+};
+
+/// The compiler command split into words ($KILN_CC or "cc").
+std::vector<std::string> compiler_command() {
+    const char* env = std::getenv("KILN_CC");
+    std::string cmd = env && *env ? env : "cc";
+    std::vector<std::string> words;
+    std::istringstream is(cmd);
+    for (std::string w; is >> w;) words.push_back(w);
+    if (words.empty()) words.push_back("cc");
+    return words;
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& w : v) s += (s.empty() ? "" : " ") + w;
+    return s;
+}
+
+/// A path unique to this process and call, beside `base`.
+std::string temp_path(const std::string& base, const char* suffix) {
+    return base + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_tmp_counter++) + suffix;
+}
+
+/// Runs argv with stdout+stderr appended to log_path; returns the exit status (-1: could not
+/// start, errno in *spawn_errno; 128+sig if killed by a signal).
+int run_process(const std::vector<std::string>& argv, const std::string& log_path, int* spawn_errno) {
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        *spawn_errno = rc;
+        return -1;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            *spawn_errno = errno;
+            return -1;
+        }
+    }
+    if (WIFEXITED(status)) {
+        // posix_spawnp reports exec failure of the child as exit 127 on some libcs.
+        return WEXITSTATUS(status);
+    }
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string first_lines(const std::string& text, int n) {
+    std::string out;
+    std::istringstream is(text);
+    int count = 0;
+    for (std::string line; std::getline(is, line);) {
+        if (count++ == n) {
+            out += "... (diagnostics truncated)\n";
+            break;
+        }
+        out += line + "\n";
+    }
+    return out;
+}
+
+void remove_quietly(const std::string& path) {
+    std::error_code ec;
+    fs::remove(path, ec);
+}
+
+/// First line of `<cc> --version` (or the command itself if that fails), once per command.
+std::string compiler_identity(const std::vector<std::string>& cc, const std::string& scratch_dir) {
+    static std::mutex mu;
+    static std::map<std::string, std::string> known;
+    std::string cmd = join(cc);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find(cmd);
+    if (it != known.end()) return it->second;
+    std::string log = temp_path(scratch_dir + "/cc-version", ".txt");
+    std::vector<std::string> argv = cc;
+    argv.push_back("--version");
+    int err = 0;
+    std::string id = cmd;
+    if (run_process(argv, log, &err) == 0) {
+        std::string text = read_file(log);
+        std::string line = text.substr(0, text.find('\n'));
+        if (!line.empty()) id = line;
+    }
+    remove_quietly(log);
+    known.emplace(cmd, id);
+    return id;
+}
+
+/// Writes `text` to `path` atomically (temp + rename) unless it already exists.
+void write_file_atomic(const std::string& path, const std::string& text) {
+    if (fs::exists(path)) return;
+    std::string tmp = temp_path(path, "");
+    {
+        std::ofstream out(tmp, std::ios::binary);
+        out << text;
+        KILN_CHECK(out.good(), kIOError) << "cannot write '" << tmp << "'";
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        remove_quietly(tmp);
+        KILN_THROW(kIOError) << "cannot rename '" << tmp << "' to '" << path << "': " << std::strerror(e);
+    }
+}
+
+}  // namespace
+
+std::string cache_dir() {
+    if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
+    return "/tmp/kiln-cache-" + std::to_string(::getuid());
+}
+
+CompiledLibrary compile_c(const std::string& source) {
+    std::string root = cache_dir();
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    KILN_CHECK(fs::is_directory(root), kIOError)
+        << "cannot create the kernel cache directory '" << root << "'" << (ec ? ": " + ec.message() : "");
+    std::vector<std::string> cc = compiler_command();
+    Fnv128 h;
+    h.add(source);
+    h.add(join(cc));
+    h.add(compiler_identity(cc, root));
+    for (const char* f : kFlags) h.add(f);
+    std::string key = h.hex();
+    std::string dir = root + "/" + key.substr(0, 2);
+    std::string so = dir + "/" + key + ".so";
+    if (fs::exists(so)) {
+        ++g_cached;
+        return {so, true};
+    }
+    fs::create_directories(dir, ec);
+    KILN_CHECK(fs::is_directory(dir), kIOError) << "cannot create '" << dir << "'" << (ec ? ": " + ec.message() : "");
+    std::string src = dir + "/" + key + ".c";
+    write_file_atomic(src, source);
+
+    std::string tmp_so = temp_path(so, ".so");
+    std::string log = temp_path(dir + "/" + key, ".log");
+    std::vector<std::string> argv = cc;
+    for (const char* f : kFlags) argv.push_back(f);
+    argv.insert(argv.end(), {"-o", tmp_so, src, "-lm"});
+    int err = 0;
+    int rc = run_process(argv, log, &err);
+    if (rc != 0) {
+        ++g_failed;
+        std::string diag = rc == -1 ? std::string("cannot start the compiler: ") + std::strerror(err) : read_file(log);
+        remove_quietly(log);
+        remove_quietly(tmp_so);
+        if (rc == 127 && diag.empty()) diag = "the compiler could not be executed (exit status 127)";
+        KILN_THROW(kCompileError) << "C compiler '" << join(cc) << "' failed (exit status " << rc
+                                  << ") on the generated kernel source kept at " << src << ":\n"
+                                  << first_lines(diag, kDiagnosticLines);
+    }
+    remove_quietly(log);
+    if (std::rename(tmp_so.c_str(), so.c_str()) != 0) {
+        int e = errno;
+        remove_quietly(tmp_so);
+        KILN_THROW(kIOError) << "cannot move the compiled kernel to '" << so << "': " << std::strerror(e);
+    }
+    ++g_compiled;
+    return {so, false};
+}
+
+std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sources, int jobs) {
+    // Dedupe: unique[k] is the source index that represents group k.
+    std::map<std::string, size_t> group_of;
+    std::vector<size_t> unique, group(sources.size());
+    for (size_t i = 0; i < sources.size(); ++i) {
+        auto [it, inserted] = group_of.emplace(sources[i], unique.size());
+        if (inserted) unique.push_back(i);
+        group[i] = it->second;
+    }
+    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    jobs = static_cast<int>(std::min<size_t>(jobs, unique.size()));
+
+    std::vector<CompiledLibrary> done(unique.size());
+    std::vector<std::exception_ptr> errors(unique.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+        for (size_t k; (k = next++) < unique.size();) {
+            try {
+                done[k] = compile_c(sources[unique[k]]);
+            } catch (...) {
+                errors[k] = std::current_exception();
+            }
+        }
+    };
+    if (jobs <= 1) {
+        worker();
+    } else {
+        std::vector<std::thread> threads;
+        for (int j = 0; j < jobs; ++j) threads.emplace_back(worker);
+        for (auto& t : threads) t.join();
+    }
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+    std::vector<CompiledLibrary> out(sources.size());
+    for (size_t i = 0; i < sources.size(); ++i) out[i] = done[group[i]];
+    return out;
+}
+
+CompileStats compile_stats() {
+    CompileStats s;
+    s.compiled = g_compiled.load();
+    s.cached = g_cached.load();
+    s.failed = g_failed.load();
+    return s;
+}
+
+}  // namespace kiln::codegen

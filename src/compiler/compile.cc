@@ -1,0 +1,238 @@
+// compile(): Graph -> Executable.
+//
+// 1. Bind symbolic dims of the graph inputs and re-infer every node's static output types
+//    through its OpDef (importer types are provisional).
+// 2. Assign one runtime buffer per value: inputs, constants (data copied by reference),
+//    intermediates, outputs. An output that is not a fresh node result (a graph input, a
+//    constant, or a value listed twice) gets its own buffer and a copy kernel.
+// 3. Lower each node: placeholders for its inputs -> OpDef::compute -> schedule (the op's own or
+//    op::default_schedule) -> tir -> simplify -> C. Identical sources share one kernel.
+// 4. Compile all distinct sources through the cached compile driver, in parallel.
+// Fusion and memory planning are later pipeline stages (DESIGN.md §1); this compiles each node
+// to one kernel and gives each intermediate its own buffer.
+#include "compiler/compile.h"
+
+#include <chrono>
+#include <map>
+#include <unordered_map>
+
+#include "codegen/c_emitter.h"
+#include "codegen/compile_driver.h"
+#include "ir/verifier.h"
+#include "op/registry.h"
+#include "support/error.h"
+#include "te/schedule.h"
+#include "tir/lower.h"
+#include "tir/simplify.h"
+
+namespace kiln::compiler {
+namespace {
+
+using runtime::BufferDesc;
+using runtime::BufferRole;
+
+Shape bind_shape(const ir::Value& v, const std::map<std::string, int64_t>& dims) {
+    Shape out;
+    for (const ir::Dim& d : v.type().shape) {
+        if (d.is_static()) {
+            out.push_back(d.value);
+            continue;
+        }
+        auto it = dims.find(d.symbol);
+        KILN_CHECK(it != dims.end(), kInvalidArgument)
+            << "input '" << v.name() << "' has symbolic dimension '" << d.symbol
+            << "': give it a value (kiln run --dim " << d.symbol << "=VALUE)";
+        KILN_CHECK(it->second >= 0, kInvalidArgument)
+            << "dimension '" << d.symbol << "' must be >= 0, got " << it->second;
+        out.push_back(it->second);
+    }
+    return out;
+}
+
+struct LoweredKernel {
+    std::string description;
+    std::string node_name;
+    tir::PrimFunc func;
+    std::string source;
+};
+
+/// Lowers one node (or a copy) given the te outputs; args = non-null input placeholders + outputs.
+LoweredKernel lower_kernel(const std::vector<te::Tensor>& in_placeholders, const std::vector<te::Tensor>& outs,
+                           const op::ScheduleFn& schedule, const std::string& description,
+                           const std::string& node_name) {
+    te::Schedule sch = te::create_schedule(outs);
+    if (schedule)
+        schedule(sch, outs);
+    else
+        op::default_schedule(sch, outs);
+    std::vector<te::Tensor> args;
+    for (const auto& t : in_placeholders)
+        if (t) args.push_back(t);
+    for (const auto& t : outs) args.push_back(t);
+    LoweredKernel k;
+    k.description = description;
+    k.node_name = node_name;
+    k.func = tir::simplify(tir::lower(sch, args, "kiln_kernel"));
+    k.source = codegen::emit_c(k.func);
+    return k;
+}
+
+}  // namespace
+
+void infer_static_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+    for (ir::Value* in : g.inputs()) in->set_type(ir::TensorType::of_static(in->type().dtype, bind_shape(*in, dims)));
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    for (ir::Node* n : g.nodes()) {
+        const op::OpDef* def = reg.find(n->op());
+        KILN_CHECK(def != nullptr, kUnsupported) << "unsupported op '" << n->op() << "' (" << n->describe() << ")";
+        for (int vi : def->value_inputs) {
+            ir::Value* v = n->input(static_cast<size_t>(vi));
+            KILN_CHECK(v == nullptr || v->is_constant(), kUnsupported)
+                << n->describe() << ": input " << vi << " ('" << v->name()
+                << "') determines the output shape and must be a constant when compiling";
+        }
+        try {
+            op::infer_node(*n);
+        } catch (Error& e) {
+            e.add_context("while inferring types of " + n->describe());
+            throw;
+        }
+        for (ir::Value* o : n->outputs())
+            KILN_CHECK(o->type().is_static(), kUnsupported)
+                << n->describe() << ": output '" << o->name() << "' has a non-static shape " << o->type().str();
+    }
+}
+
+CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
+    auto t0 = std::chrono::steady_clock::now();
+    infer_static_shapes(g, opts.dims);
+    ir::verify_graph(g);
+
+    CompiledModel result;
+    auto exe = std::make_shared<runtime::Executable>();
+    std::unordered_map<const ir::Value*, int> buffer_of;
+    auto add_buffer = [&](const ir::Value* v, BufferRole role) {
+        BufferDesc b;
+        b.name = v->name();
+        b.dtype = v->type().dtype;
+        b.shape = v->type().static_shape();
+        b.role = role;
+        if (role == BufferRole::kConstant) b.constant = v->constant();
+        exe->buffers.push_back(std::move(b));
+        int id = static_cast<int>(exe->buffers.size()) - 1;
+        buffer_of[v] = id;
+        return id;
+    };
+    for (ir::Value* in : g.inputs()) exe->inputs.push_back(add_buffer(in, BufferRole::kInput));
+    for (ir::Node* n : g.nodes()) {
+        for (ir::Value* in : n->inputs())
+            if (in && in->is_constant() && !buffer_of.count(in)) add_buffer(in, BufferRole::kConstant);
+        for (ir::Value* out : n->outputs()) add_buffer(out, BufferRole::kIntermediate);
+    }
+
+    std::vector<LoweredKernel> lowered;
+    std::vector<std::vector<int>> step_args;
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    for (ir::Node* n : g.nodes()) {
+        const op::OpDef* def = reg.find(n->op());
+        KILN_ICHECK(def != nullptr && def->compute) << "op " << n->op() << " has no compute";
+        try {
+            op::ComputeArgs args{*n, {}, {}};
+            std::vector<int> arg_ids;
+            for (size_t i = 0; i < n->num_inputs(); ++i) {
+                ir::Value* v = n->input(i);
+                if (!v) {
+                    args.inputs.push_back(nullptr);
+                    continue;
+                }
+                args.inputs.push_back(te::placeholder(v->type().static_shape(), v->type().dtype, "in" + std::to_string(i)));
+                arg_ids.push_back(buffer_of.at(v));
+            }
+            for (ir::Value* o : n->outputs()) {
+                args.output_types.push_back(o->type());
+                arg_ids.push_back(buffer_of.at(o));
+            }
+            std::vector<te::Tensor> outs = def->compute(args);
+            KILN_ICHECK(outs.size() == n->num_outputs())
+                << n->describe() << ": compute returned " << outs.size() << " tensors for " << n->num_outputs() << " outputs";
+            for (size_t i = 0; i < outs.size(); ++i) {
+                KILN_ICHECK(outs[i]->dtype == n->output(i)->type().dtype && outs[i]->shape == n->output(i)->type().static_shape())
+                    << n->describe() << ": compute output " << i << " is " << dtype_name(outs[i]->dtype)
+                    << shape_str(outs[i]->shape) << ", inferred " << n->output(i)->type().str();
+            }
+            lowered.push_back(lower_kernel(args.inputs, outs, def->schedule, n->op(), n->name()));
+            step_args.push_back(std::move(arg_ids));
+        } catch (Error& e) {
+            e.add_context("while lowering " + n->describe());
+            throw;
+        }
+    }
+
+    // Graph outputs: mark fresh node results as outputs; copy anything else into its own buffer.
+    std::unordered_map<int, bool> is_output;
+    for (ir::Value* v : g.outputs()) {
+        if (!buffer_of.count(v)) {
+            KILN_ICHECK(v->is_constant()) << "graph output '" << v->name() << "' has no definition";
+            add_buffer(v, BufferRole::kConstant);
+        }
+        int id = buffer_of.at(v);
+        BufferDesc& b = exe->buffers[id];
+        if (b.role == BufferRole::kIntermediate && !is_output[id]) {
+            b.role = BufferRole::kOutput;
+            is_output[id] = true;
+            exe->outputs.push_back(id);
+            continue;
+        }
+        BufferDesc copy = b;
+        copy.role = BufferRole::kOutput;
+        copy.constant = Tensor();
+        exe->buffers.push_back(copy);
+        int out_id = static_cast<int>(exe->buffers.size()) - 1;
+        exe->outputs.push_back(out_id);
+        te::Tensor src = te::placeholder(b.shape, b.dtype, "src");
+        te::Tensor dst = te::compute(
+            b.shape, [&](const std::vector<te::Var>& i) { return te::read(src, i); }, "dst", b.dtype);
+        lowered.push_back(lower_kernel({src}, {dst}, nullptr, "Copy", v->name()));
+        step_args.push_back({id, out_id});
+    }
+
+    // Distinct sources -> kernels.
+    std::map<std::string, int> kernel_of_source;
+    std::vector<std::string> sources;
+    for (size_t s = 0; s < lowered.size(); ++s) {
+        auto [it, inserted] = kernel_of_source.emplace(lowered[s].source, static_cast<int>(sources.size()));
+        if (inserted) sources.push_back(lowered[s].source);
+        runtime::StepDesc step;
+        step.kernel = it->second;
+        step.args = step_args[s];
+        step.node_name = lowered[s].node_name.empty() ? lowered[s].description : lowered[s].node_name;
+        exe->steps.push_back(std::move(step));
+    }
+    std::vector<codegen::CompiledLibrary> libs = codegen::compile_c_many(sources, opts.compile_jobs);
+    exe->kernels.resize(sources.size());
+    for (size_t s = 0; s < lowered.size(); ++s) {
+        int k = exe->steps[s].kernel;
+        runtime::KernelDesc& kd = exe->kernels[k];
+        if (kd.library.empty()) {
+            kd.library = libs[k].path;
+            kd.symbol = "kiln_kernel";
+            kd.description = lowered[s].description;
+        }
+        KernelInfo info;
+        info.description = lowered[s].description;
+        info.node_name = lowered[s].node_name;
+        info.tir = tir::func_str(lowered[s].func);
+        info.c_source = lowered[s].source;
+        info.from_cache = libs[k].from_cache;
+        result.kernels.push_back(std::move(info));
+    }
+    for (const auto& l : libs)
+        if (!l.from_cache) ++result.stats.compiled;
+    result.stats.kernels = static_cast<int>(sources.size());
+    exe->load();
+    result.executable = std::move(exe);
+    result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+}
+
+}  // namespace kiln::compiler

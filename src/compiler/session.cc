@@ -1,0 +1,213 @@
+// kiln::Session: import once, compile per specialization, run with the sequential executor.
+//
+// A specialization is the set of facts compile() needs that the model may leave open: the
+// values of symbolic input dimensions, and the values of graph inputs that feed an op's
+// value input (a Reshape target given as a graph input). When every such fact is known at load
+// time (dims given in the options, no value inputs fed by graph inputs) the model compiles in
+// load(); otherwise it compiles at the first run(), and again whenever a run brings a different
+// specialization (each compile is cheap the second time: kernels come from the on-disk cache).
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "compiler/compile.h"
+#include "frontend/onnx/importer.h"
+#include "ir/printer.h"
+#include "kiln/session.h"
+#include "op/registry.h"
+#include "runtime/allocator.h"
+#include "runtime/sequential_executor.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Names of graph inputs whose values an op needs at compile time.
+std::set<std::string> value_fed_inputs(const ir::Graph& g) {
+    std::set<std::string> out;
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    for (ir::Node* n : g.nodes()) {
+        const op::OpDef* def = reg.find(n->op());
+        if (!def) continue;
+        for (int vi : def->value_inputs) {
+            ir::Value* v = n->input(static_cast<size_t>(vi));
+            if (v && v->is_graph_input()) out.insert(v->name());
+        }
+    }
+    return out;
+}
+
+std::string tensor_key(const Tensor& t) {
+    std::string s = std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + ":";
+    s.append(static_cast<const char*>(t.data()), t.nbytes());
+    return s;
+}
+
+class SessionImpl final : public Session {
+public:
+    SessionImpl(std::string path, const SessionOptions& opts) : path_(std::move(path)), opts_(opts), pool_(opts.threads) {
+        auto t0 = Clock::now();
+        ir::Graph g = frontend::import_onnx_file(path_);
+        for (ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
+        for (ir::Value* v : g.outputs()) outputs_.push_back(info_of(*v));
+        value_inputs_ = value_fed_inputs(g);
+        // Check every op is known now, so an unsupported op fails at load, not at first run.
+        for (ir::Node* n : g.nodes())
+            KILN_CHECK(op::OpRegistry::global().find(n->op()), kUnsupported)
+                << "unsupported op '" << n->op() << "' (" << n->describe() << ")";
+        bool all_dims_known = true;
+        for (const TensorInfo& t : inputs_)
+            for (const std::string& s : t.symbols)
+                if (!s.empty() && !opts_.dims.count(s)) all_dims_known = false;
+        if (all_dims_known && value_inputs_.empty()) {
+            specialize(std::move(g), opts_.dims, {});
+            key_ = specialization_key(opts_.dims, {});
+        }
+        stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+
+    const std::vector<TensorInfo>& inputs() const override { return inputs_; }
+    const std::vector<TensorInfo>& outputs() const override { return outputs_; }
+
+    std::vector<Tensor> run(const std::map<std::string, Tensor>& given) override {
+        for (const auto& [name, t] : given) {
+            bool known = false;
+            for (const TensorInfo& i : inputs_) known |= i.name == name;
+            if (!known) {
+                std::string names;
+                for (const TensorInfo& i : inputs_) names += (names.empty() ? "'" : ", '") + i.name + "'";
+                KILN_THROW(kInvalidArgument) << "'" << name << "' is not an input of the model (inputs: " << names << ")";
+            }
+        }
+        std::map<std::string, int64_t> dims = opts_.dims;
+        std::vector<Tensor> ordered;
+        for (const TensorInfo& info : inputs_) {
+            auto it = given.find(info.name);
+            KILN_CHECK(it != given.end(), kInvalidArgument) << "missing input '" << info.name << "'";
+            const Tensor& t = it->second;
+            KILN_CHECK(t.dtype() == info.dtype, kInvalidArgument)
+                << "input '" << info.name << "': expected dtype " << dtype_name(info.dtype) << ", got " << dtype_name(t.dtype());
+            KILN_CHECK(t.shape().size() == info.shape.size(), kInvalidArgument)
+                << "input '" << info.name << "': expected shape " << expected_str(info) << " (rank " << info.shape.size()
+                << "), got " << shape_str(t.shape());
+            for (size_t d = 0; d < info.shape.size(); ++d) {
+                if (info.symbols[d].empty()) {
+                    KILN_CHECK(t.shape()[d] == info.shape[d], kInvalidArgument)
+                        << "input '" << info.name << "': expected shape " << expected_str(info) << ", got " << shape_str(t.shape());
+                    continue;
+                }
+                auto [dit, fresh] = dims.emplace(info.symbols[d], t.shape()[d]);
+                KILN_CHECK(dit->second == t.shape()[d], kInvalidArgument)
+                    << "input '" << info.name << "': dimension '" << info.symbols[d] << "' is " << dit->second
+                    << " elsewhere, got " << t.shape()[d] << " (shape " << shape_str(t.shape()) << ")";
+            }
+            ordered.push_back(t);
+        }
+        std::map<std::string, Tensor> frozen;
+        for (const std::string& name : value_inputs_) frozen[name] = given.at(name);
+        std::string key = specialization_key(dims, frozen);
+        if (!compiled_ || key != key_) {
+            ir::Graph g = frontend::import_onnx_file(path_);
+            specialize(std::move(g), dims, frozen);
+            key_ = key;
+        }
+        // Frozen inputs are constants of the executable: drop them from the runtime inputs.
+        std::vector<Tensor> runtime_inputs;
+        for (size_t i = 0; i < inputs_.size(); ++i)
+            if (!value_inputs_.count(inputs_[i].name)) runtime_inputs.push_back(ordered[i]);
+        std::vector<Tensor> outs;
+        Status st = executor_->run(runtime_inputs, outs);
+        st.throw_if_error();
+        return outs;
+    }
+
+    std::string inspect() override {
+        if (!compiled_) {
+            KILN_CHECK(value_inputs_.empty(), kUnsupported)
+                << "cannot inspect before a run: graph input '" << *value_inputs_.begin()
+                << "' determines a shape; kernels are compiled when its value is known";
+            specialize(frontend::import_onnx_file(path_), opts_.dims, {});
+        }
+        return inspect_text_;
+    }
+
+    SessionStats stats() const override { return stats_; }
+
+private:
+    static TensorInfo info_of(const ir::Value& v) {
+        TensorInfo t;
+        t.name = v.name();
+        t.dtype = v.type().dtype;
+        for (const ir::Dim& d : v.type().shape) {
+            t.shape.push_back(d.is_static() ? d.value : -1);
+            t.symbols.push_back(d.is_static() ? "" : d.symbol);
+        }
+        return t;
+    }
+
+    static std::string expected_str(const TensorInfo& t) {
+        std::string s = std::string(dtype_name(t.dtype)) + "[";
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+            if (d) s += ",";
+            s += t.symbols[d].empty() ? std::to_string(t.shape[d]) : t.symbols[d];
+        }
+        return s + "]";
+    }
+
+    static std::string specialization_key(const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& frozen) {
+        std::ostringstream os;
+        for (const auto& [k, v] : dims) os << k << "=" << v << ";";
+        for (const auto& [k, t] : frozen) os << k << ":" << tensor_key(t) << ";";
+        return os.str();
+    }
+
+    void specialize(ir::Graph g, const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& frozen) {
+        for (const auto& [name, t] : frozen) g.freeze_input(g.find_value(name), t.clone());
+        compiler::CompileOptions copts;
+        copts.dims = dims;
+        compiler::CompiledModel m = compiler::compile(g, copts);
+        executor_ = std::make_unique<runtime::SequentialExecutor>(m.executable, &pool_, &allocator_);
+        stats_.kernels = m.stats.kernels;
+        stats_.compiled = m.stats.compiled;
+        stats_.compile_seconds = m.stats.seconds;
+        std::ostringstream os;
+        ir::PrintOptions popts;
+        popts.max_constant_elements = 16;
+        os << "// IR after type inference\n" << ir::print_graph(g, popts) << "\n";
+        os << "// " << m.kernels.size() << " kernel launches, " << m.stats.kernels << " distinct kernels\n";
+        for (size_t i = 0; i < m.kernels.size(); ++i) {
+            const compiler::KernelInfo& k = m.kernels[i];
+            os << "\n// ---- kernel " << i << ": " << k.description;
+            if (!k.node_name.empty()) os << " (node '" << k.node_name << "')";
+            os << (k.from_cache ? " [cached]" : " [compiled]") << "\n// loop IR:\n";
+            std::istringstream tir(k.tir);
+            for (std::string line; std::getline(tir, line);) os << "//   " << line << "\n";
+            os << k.c_source << "\n";
+        }
+        inspect_text_ = os.str();
+        compiled_ = true;
+    }
+
+    std::string path_;
+    SessionOptions opts_;
+    runtime::ThreadPool pool_;
+    runtime::CpuAllocator allocator_;
+    std::vector<TensorInfo> inputs_, outputs_;
+    std::set<std::string> value_inputs_;
+    std::unique_ptr<runtime::SequentialExecutor> executor_;
+    bool compiled_ = false;
+    std::string key_;
+    std::string inspect_text_;
+    SessionStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<Session> Session::load(const std::string& onnx_path, const SessionOptions& opts) {
+    return std::make_unique<SessionImpl>(onnx_path, opts);
+}
+
+}  // namespace kiln

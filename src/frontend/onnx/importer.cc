@@ -1,0 +1,339 @@
+// ONNX import: ModelProto -> ir::Graph (see importer.h).
+//
+// One pass over the graph in file order, keeping a name -> Value environment:
+//  1. the default-domain opset from opset_import;
+//  2. initializers become constants (a graph input with the same name is a constant too, not a
+//     runtime input); the remaining graph inputs become typed runtime inputs;
+//  3. each node: Constant nodes become constants; other nodes resolve their OpDef and version
+//     (largest claimed since-version <= opset), resolve inputs by name (a name not yet defined
+//     is an error: ONNX requires topological order and we rely on it), convert attributes,
+//     run the opset adapter, then emit: add to the graph, op::check_node, and a best-effort
+//     op::infer_node (types are provisional; the compiler re-infers every node);
+//  4. graph outputs are looked up by name.
+// Output types before inference come from graph.value_info / graph.output, else a f32 rank-0
+// placeholder that type_known() reports as unknown.
+#include "frontend/onnx/importer.h"
+
+#include <filesystem>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <onnx/onnx_pb.h>
+
+#include "frontend/onnx/adapters.h"
+#include "frontend/onnx/attributes.h"
+#include "frontend/onnx/opset.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::frontend {
+namespace {
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+// "node 'conv1'" ("node #3" when unnamed).
+std::string node_who(const onnx::NodeProto& node, int index) {
+    return "node " + (node.name().empty() ? "#" + std::to_string(index) : "'" + node.name() + "'");
+}
+// "node 'conv1' (Conv)"
+std::string node_label(const onnx::NodeProto& node, int index) {
+    return node_who(node, index) + " (" + node.op_type() + ")";
+}
+
+// Tensor type of a ValueInfo. strict: errors name `name`; lenient: nullopt on anything odd.
+std::optional<ir::TensorType> type_from_proto(const onnx::ValueInfoProto& vi, bool strict) {
+    const std::string& name = vi.name();
+    if (!vi.has_type()) {
+        KILN_CHECK(!strict, kInvalidModel) << "graph input '" << name << "' has no type";
+        return std::nullopt;
+    }
+    const onnx::TypeProto& tp = vi.type();
+    if (!tp.has_tensor_type()) {
+        KILN_CHECK(!strict, kUnsupported)
+            << "graph input '" << name << "' is not a tensor (sequence, map, optional and sparse inputs are not supported)";
+        return std::nullopt;
+    }
+    const auto& tt = tp.tensor_type();
+    std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
+    if (!dt) {
+        KILN_CHECK(!strict, kUnsupported) << "graph input '" << name << "' has element type "
+                                          << onnx_type_name(tt.elem_type()) << ", which Kiln does not support";
+        return std::nullopt;
+    }
+    if (!tt.has_shape()) {
+        KILN_CHECK(!strict, kUnsupported) << "graph input '" << name << "' has no shape (unknown rank is not supported)";
+        return std::nullopt;
+    }
+    ir::TensorType t;
+    t.dtype = *dt;
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto& d = tt.shape().dim(i);
+        if (d.has_dim_value()) {
+            if (d.dim_value() < 0) {
+                KILN_CHECK(!strict, kInvalidModel)
+                    << "graph input '" << name << "' has negative dimension " << d.dim_value() << " at axis " << i;
+                return std::nullopt;
+            }
+            t.shape.emplace_back(d.dim_value());
+        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+            t.shape.push_back(ir::Dim::sym(d.dim_param()));
+        } else {
+            t.shape.push_back(ir::Dim::sym("unk__" + name + "_" + std::to_string(i)));
+        }
+    }
+    return t;
+}
+
+class Importer {
+public:
+    Importer(const onnx::ModelProto& model, std::string base_dir) : model_(model), base_dir_(std::move(base_dir)) {}
+
+    ir::Graph run() {
+        KILN_CHECK(model_.has_graph(), kInvalidModel) << "the model has no graph";
+        const onnx::GraphProto& gp = model_.graph();
+        if (!gp.name().empty()) g_.name = gp.name();
+        read_opset();
+        collect_names(gp);
+        import_initializers(gp);
+        import_inputs(gp);
+        for (int i = 0; i < gp.node_size(); ++i) {
+            const onnx::NodeProto& node = gp.node(i);
+            try {
+                import_node(node, i);
+            } catch (Error& e) {
+                e.add_context("while importing " + node_label(node, i));
+                throw;
+            }
+        }
+        import_outputs(gp);
+        return std::move(g_);
+    }
+
+private:
+    void read_opset() {
+        for (const auto& os : model_.opset_import())
+            if (is_default_domain(os.domain())) opset_ = static_cast<int>(std::min<int64_t>(os.version(), 1 << 20));
+        KILN_CHECK(opset_ > 0, kInvalidModel)
+            << "the model declares no (valid) opset for the default domain 'ai.onnx' in opset_import";
+    }
+
+    // Every name the model uses, so names Kiln makes up never collide with a later one.
+    void collect_names(const onnx::GraphProto& gp) {
+        for (const auto& v : gp.input()) reserved_.insert(v.name());
+        for (const auto& t : gp.initializer()) reserved_.insert(t.name());
+        for (const auto& n : gp.node())
+            for (const auto& o : n.output()) reserved_.insert(o);
+        for (const auto& v : gp.value_info()) declared_.emplace(v.name(), &v);
+        for (const auto& v : gp.output()) declared_.emplace(v.name(), &v);
+    }
+
+    std::string fresh_name(const std::string& hint) {
+        std::string base = hint.empty() ? "v" : hint;
+        for (int i = 0;; ++i) {
+            std::string n = i == 0 ? base : base + "_" + std::to_string(i);
+            if (!reserved_.count(n) && !g_.find_value(n)) {
+                reserved_.insert(n);
+                return n;
+            }
+        }
+    }
+
+    void define(const std::string& name, ir::Value* v, bool typed) {
+        KILN_CHECK(!env_.count(name), kInvalidModel) << "value '" << name << "' is defined twice";
+        env_[name] = v;
+        if (typed) typed_.insert(v);
+    }
+
+    void import_initializers(const onnx::GraphProto& gp) {
+        KILN_CHECK(gp.sparse_initializer_size() == 0, kUnsupported) << "sparse initializers are not supported";
+        for (const auto& t : gp.initializer()) {
+            KILN_CHECK(!t.name().empty(), kInvalidModel) << "an initializer has no name";
+            KILN_CHECK(!env_.count(t.name()), kInvalidModel) << "initializer '" << t.name() << "' is defined twice";
+            Tensor data = tensor_from_proto(t, base_dir_, "initializer '" + t.name() + "'");
+            define(t.name(), g_.add_constant(t.name(), std::move(data)), true);
+        }
+    }
+
+    void import_inputs(const onnx::GraphProto& gp) {
+        for (const auto& vi : gp.input()) {
+            KILN_CHECK(!vi.name().empty(), kInvalidModel) << "a graph input has no name";
+            if (env_.count(vi.name()) && env_[vi.name()]->is_constant()) continue;  // initializer
+            std::optional<ir::TensorType> t = type_from_proto(vi, /*strict=*/true);
+            KILN_CHECK(!env_.count(vi.name()), kInvalidModel) << "graph input '" << vi.name() << "' is listed twice";
+            define(vi.name(), g_.add_input(vi.name(), *t), true);
+        }
+    }
+
+    ir::Value* lookup_input(const onnx::NodeProto& node, int index, const std::string& name) {
+        auto it = env_.find(name);
+        KILN_CHECK(it != env_.end(), kInvalidModel)
+            << node_label(node, index) << " reads '" << name << "', which is not defined before it";
+        return it->second;
+    }
+
+    void import_constant_node(const onnx::NodeProto& node, int index) {
+        const std::string where = node_label(node, index);
+        KILN_CHECK(node.output_size() == 1 && !node.output(0).empty(), kInvalidModel)
+            << where << ": a Constant node must have exactly one output";
+        KILN_CHECK(node.attribute_size() == 1, kInvalidModel)
+            << where << ": a Constant node must have exactly one attribute, got " << node.attribute_size();
+        const onnx::AttributeProto& a = node.attribute(0);
+        const std::string& key = a.name();
+        KILN_CHECK(key != "sparse_value" && key != "value_string" && key != "value_strings", kUnsupported)
+            << where << ": Constant '" << key << "' is not supported";
+        ir::Attr v = attr_from_proto(a, base_dir_, where);
+        Tensor t;
+        auto expect = [&](bool ok) {
+            KILN_CHECK(ok, kInvalidModel) << where << ": Constant attribute '" << key << "' has kind " << ir::attr_kind_name(v);
+        };
+        if (key == "value") {
+            expect(std::holds_alternative<Tensor>(v));
+            t = std::get<Tensor>(v);
+        } else if (key == "value_float") {
+            expect(std::holds_alternative<double>(v));
+            t = Tensor(DType::kFloat32, {});
+            t.set_f64(0, std::get<double>(v));
+        } else if (key == "value_int") {
+            expect(std::holds_alternative<int64_t>(v));
+            t = Tensor(DType::kInt64, {});
+            t.set_i64(0, std::get<int64_t>(v));
+        } else if (key == "value_floats") {
+            expect(std::holds_alternative<std::vector<double>>(v));
+            const auto& fs = std::get<std::vector<double>>(v);
+            t = Tensor(DType::kFloat32, {static_cast<int64_t>(fs.size())});
+            for (size_t i = 0; i < fs.size(); ++i) t.set_f64(static_cast<int64_t>(i), fs[i]);
+        } else if (key == "value_ints") {
+            expect(std::holds_alternative<std::vector<int64_t>>(v));
+            const auto& is = std::get<std::vector<int64_t>>(v);
+            t = Tensor(DType::kInt64, {static_cast<int64_t>(is.size())});
+            for (size_t i = 0; i < is.size(); ++i) t.set_i64(static_cast<int64_t>(i), is[i]);
+        } else {
+            KILN_THROW(kInvalidModel) << where << ": unknown Constant attribute '" << key << "'";
+        }
+        const std::string& out = node.output(0);
+        KILN_CHECK(!env_.count(out), kInvalidModel) << "value '" << out << "' is defined twice";
+        define(out, g_.add_constant(out, std::move(t)), true);
+    }
+
+    const op::OpDef& resolve_op(const onnx::NodeProto& node, int index) {
+        const std::string& op = node.op_type();
+        KILN_CHECK(is_default_domain(node.domain()), kUnsupported)
+            << node_label(node, index) << " uses domain '" << node.domain() << "', which Kiln does not support";
+        const op::OpDef* def = op::OpRegistry::global().find(op);
+        KILN_CHECK(def != nullptr, kUnsupported)
+            << "unsupported op '" << op << "' (" << node_who(node, index) << ", opset " << opset_ << ")";
+        select_since_version(*def, opset_);
+        return *def;
+    }
+
+    void import_node(const onnx::NodeProto& node, int index) {
+        if (node.op_type() == "Constant" && is_default_domain(node.domain())) return import_constant_node(node, index);
+        const op::OpDef& def = resolve_op(node, index);
+        const std::string where = node_label(node, index);
+
+        PendingNode p;
+        p.op = node.op_type();
+        p.name = node.name();
+        for (const std::string& in : node.input()) p.inputs.push_back(in.empty() ? nullptr : lookup_input(node, index, in));
+        while (!p.inputs.empty() && p.inputs.back() == nullptr) p.inputs.pop_back();
+        p.attrs = attrs_from_node(node, base_dir_, where);
+        coerce_attrs_to_schema(p.attrs, def);
+        // Only trailing outputs can be omitted; an empty name in the middle is an unused value.
+        size_t n_out = node.output_size();
+        while (n_out > static_cast<size_t>(std::max(def.min_outputs, 1)) && node.output(n_out - 1).empty()) --n_out;
+        for (size_t i = 0; i < n_out; ++i) p.output_names.push_back(node.output(static_cast<int>(i)));
+        p.output_types.resize(n_out);
+
+        AdapterContext ctx{g_, opset_, [this](PendingNode n) { return emit(std::move(n)); },
+                           [this](const ir::Value* v) { return typed_.count(v) != 0; },
+                           [this](const std::string& h) { return fresh_name(h); }};
+        adapt_node(p, def, ctx);
+        emit(std::move(p));
+    }
+
+    // Validates `p` against its OpDef, appends it and infers its output types.
+    ir::Node* emit(PendingNode p) {
+        const op::OpDef* def = op::OpRegistry::global().find(p.op);
+        KILN_CHECK(def != nullptr, kUnsupported) << "unsupported op '" << p.op << "' (needed to import node '" << p.name << "')";
+        std::vector<bool> declared(p.output_names.size(), false);
+        p.output_types.resize(p.output_names.size());
+        for (size_t i = 0; i < p.output_names.size(); ++i) {
+            std::string& name = p.output_names[i];
+            if (name.empty()) {
+                name = fresh_name((p.name.empty() ? p.op : p.name) + "_unused" + std::to_string(i));
+                continue;
+            }
+            KILN_CHECK(!env_.count(name), kInvalidModel) << "value '" << name << "' is defined twice";
+            auto it = declared_.find(name);
+            if (it == declared_.end()) continue;
+            if (auto t = type_from_proto(*it->second, /*strict=*/false)) {
+                p.output_types[i] = *t;
+                declared[i] = true;
+            }
+        }
+        ir::Node* node = g_.add_node(p.op, p.inputs, std::move(p.attrs), p.output_types, p.output_names, p.name);
+        op::check_node(*node, *def);
+        bool inferred = false;
+        try {
+            op::infer_node(*node);
+            inferred = true;
+        } catch (const Error&) {
+            // Provisional types stay; compile() re-infers and reports the error there.
+        }
+        for (size_t i = 0; i < node->num_outputs(); ++i) {
+            ir::Value* v = node->output(i);
+            define(v->name(), v, inferred || declared[i]);
+        }
+        return node;
+    }
+
+    void import_outputs(const onnx::GraphProto& gp) {
+        KILN_CHECK(gp.output_size() > 0, kInvalidModel) << "the graph has no outputs";
+        for (const auto& vi : gp.output()) {
+            auto it = env_.find(vi.name());
+            KILN_CHECK(it != env_.end(), kInvalidModel) << "graph output '" << vi.name() << "' is not defined by any node";
+            g_.add_output(it->second);
+        }
+    }
+
+    const onnx::ModelProto& model_;
+    std::string base_dir_;
+    ir::Graph g_;
+    int opset_ = -1;
+    std::unordered_map<std::string, ir::Value*> env_;
+    std::unordered_set<const ir::Value*> typed_;
+    std::unordered_set<std::string> reserved_;
+    std::unordered_map<std::string, const onnx::ValueInfoProto*> declared_;
+};
+
+ir::Graph import_model_bytes(const std::string& bytes, const std::string& display_name, const std::string& base_dir) {
+    onnx::ModelProto model;
+    KILN_CHECK(model.ParseFromString(bytes), kInvalidModel) << "could not parse '" << display_name << "' as an ONNX model";
+    return Importer(model, base_dir).run();
+}
+
+std::string parent_dir(const std::string& path) {
+    std::string d = std::filesystem::path(path).parent_path().string();
+    return d.empty() ? "." : d;
+}
+
+}  // namespace
+
+ir::Graph import_onnx_file(const std::string& path) {
+    std::string bytes = read_file_bytes(path);
+    return import_model_bytes(bytes, path, parent_dir(path));
+}
+
+ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
+    return import_model_bytes(bytes, "<bytes>", base_dir);
+}
+
+Tensor read_tensor_proto_file(const std::string& path) {
+    std::string bytes = read_file_bytes(path);
+    onnx::TensorProto proto;
+    KILN_CHECK(proto.ParseFromString(bytes), kInvalidModel) << "could not parse '" << path << "' as an ONNX TensorProto";
+    return tensor_from_proto(proto, parent_dir(path), "tensor '" + (proto.name().empty() ? path : proto.name()) + "'");
+}
+
+}  // namespace kiln::frontend

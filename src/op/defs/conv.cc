@@ -1,0 +1,179 @@
+// Conv (N-d: 1-D, 2-D, 3-D, ...), ONNX opset 11 semantics: auto_pad, dilations, group,
+// kernel_shape, pads, strides, optional bias.
+//
+// Compute, in stages:
+//   pad  [N, C, P...]   = X inside the pads, 0 outside (only when there is padding);
+//   acc  [N, M, O...]   = sum over (rc < C/group, rk...) of
+//                         pad[n, g*C/group + rc, o*s + rk*d] * W[m, rc, rk...], g = m / (M/group);
+//   out  [N, M, O...]   = acc + B[m] (only with a bias or a narrower storage type, f16/bf16).
+// Schedule: the pad stage is materialized (a plain copy loop, vectorized) so the inner loop
+// reads without bounds checks; acc runs n*m in parallel, then the outer output rows, the
+// reduce loops, and the last output axis innermost and vectorized.
+#include <string>
+
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "op/schedule_util.h"
+#include "op/window.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+struct ConvShape {
+    int64_t channels = 0, out_channels = 0, group = 1;
+    std::vector<int64_t> in_spatial, kernel;
+    WindowGeometry geo;
+};
+
+ConvShape conv_shape(const ir::Node& n, const ir::TensorType& x, const ir::TensorType& w) {
+    KILN_CHECK(x.rank() >= 3, kInvalidModel)
+        << node_label(n) << ": input X must have rank >= 3 (N, C, spatial...), got rank " << x.rank();
+    KILN_CHECK(x.rank() == w.rank(), kInvalidModel)
+        << node_label(n) << ": input X has rank " << x.rank() << " but W has rank " << w.rank();
+    ConvShape cs;
+    cs.group = n.attr_int("group", 1);
+    KILN_CHECK(cs.group >= 1, kInvalidModel) << node_label(n) << ": group must be >= 1, got " << cs.group;
+    cs.channels = static_dim(n, x.shape[1], "X");
+    cs.out_channels = static_dim(n, w.shape[0], "W");
+    int64_t wc = static_dim(n, w.shape[1], "W");
+    KILN_CHECK(wc * cs.group == cs.channels, kInvalidModel)
+        << node_label(n) << ": input X has " << cs.channels << " channels but W expects " << wc << " x group "
+        << cs.group << " = " << wc * cs.group;
+    KILN_CHECK(cs.out_channels % cs.group == 0, kInvalidModel)
+        << node_label(n) << ": W has " << cs.out_channels << " output channels, not divisible by group " << cs.group;
+    for (int i = 2; i < x.rank(); ++i) {
+        cs.in_spatial.push_back(static_dim(n, x.shape[i], "X"));
+        cs.kernel.push_back(static_dim(n, w.shape[i], "W"));
+    }
+    std::vector<int64_t> ks = n.attr_ints("kernel_shape");
+    KILN_CHECK(ks.empty() || ks == cs.kernel, kInvalidModel)
+            << node_label(n) << ": kernel_shape " << shape_str(ks) << " does not match W's spatial shape "
+            << shape_str(cs.kernel);
+    cs.geo = window_geometry(n, cs.in_spatial, cs.kernel, false);
+    return cs;
+}
+
+std::vector<ir::TensorType> conv_infer(const ir::Node& n) {
+    const auto& x = input_type(n, 0, "X");
+    const auto& w = input_type(n, 1, "W");
+    check_dtype(n, "X", x.dtype, float_types());
+    check_same_dtype(n, "X", x.dtype, "W", w.dtype);
+    ConvShape cs = conv_shape(n, x, w);
+    if (has_input(n, 2)) {
+        const auto& b = n.input(2)->type();
+        check_same_dtype(n, "X", x.dtype, "B", b.dtype);
+        KILN_CHECK(b.rank() == 1 && b.shape[0] == ir::Dim(cs.out_channels), kInvalidModel)
+            << node_label(n) << ": bias B must have shape [" << cs.out_channels << "], got " << dims_str(b.shape);
+    }
+    std::vector<ir::Dim> out = {x.shape[0], cs.out_channels};
+    for (int64_t o : cs.geo.out) out.push_back(o);
+    return {{x.dtype, out}};
+}
+
+std::vector<te::Tensor> conv_compute(const ComputeArgs& a) {
+    te::Tensor x = a.in(0), w = a.in(1);
+    ConvShape cs = conv_shape(a.node, ir::TensorType::of_static(x->dtype, x->shape),
+                              ir::TensorType::of_static(w->dtype, w->shape));
+    const WindowGeometry& g = cs.geo;
+    const int sp = g.spatial();
+    const DType cdt = te::compute_dtype(a.out_dtype());
+
+    te::Tensor src = x;
+    std::vector<int64_t> offset(sp, 0);  // where window position 0 sits in src coordinates
+    if (g.any_padding(cs.in_spatial)) {
+        Shape ps = {x->shape[0], x->shape[1]};
+        for (int i = 0; i < sp; ++i) ps.push_back(g.padded_extent(i, cs.in_spatial[i]));
+        src = te::compute(
+            ps, [&](const std::vector<Var>& i) {
+                std::vector<Expr> idx = {i[0], i[1]};
+                Expr inside;
+                for (int d = 0; d < sp; ++d) {
+                    Expr p = Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]);
+                    Expr ok = te::logical_and(p >= te::int_imm(0), p < te::int_imm(cs.in_spatial[d]));
+                    inside = inside ? te::logical_and(inside, ok) : ok;
+                    idx.push_back(clamp_index(p, cs.in_spatial[d]));
+                }
+                return te::select(inside, te::read(x, idx), te::make_const(te::compute_dtype(x->dtype), 0));
+            },
+            "conv_pad", x->dtype);
+    }
+
+    const int64_t cg = cs.channels / cs.group, mg = cs.out_channels / cs.group;
+    te::IterVar rc = te::reduce_axis(cg, "rc");
+    std::vector<te::IterVar> rk;
+    for (int i = 0; i < sp; ++i) rk.push_back(te::reduce_axis(g.kernel[i], "rk" + std::to_string(i)));
+    std::vector<te::IterVar> axes = {rc};
+    axes.insert(axes.end(), rk.begin(), rk.end());
+
+    const bool has_bias = a.has_input(2);
+    const bool epilogue = has_bias || cdt != a.out_dtype();
+    te::Tensor acc = te::compute(
+        a.out_shape(), [&](const std::vector<Var>& i) {
+            Expr ch = cs.group == 1 ? Expr(rc->var) : te::floordiv(i[1], te::int_imm(mg)) * cg + Expr(rc->var);
+            std::vector<Expr> xi = {i[0], ch}, wi = {i[1], rc->var};
+            for (int d = 0; d < sp; ++d) {
+                xi.push_back(Expr(i[2 + d]) * g.strides[d] + Expr(rk[d]->var) * g.dilations[d]);
+                wi.push_back(rk[d]->var);
+            }
+            return te::sum(te::read(src, xi) * te::read(w, wi), axes);
+        },
+        epilogue ? "conv_acc" : "Conv", epilogue ? cdt : a.out_dtype());
+    if (!epilogue) return {acc};
+    te::Tensor bias = has_bias ? a.in(2) : nullptr;
+    te::Tensor out = te::compute(
+        a.out_shape(), [&](const std::vector<Var>& i) {
+            Expr v = te::read(acc, i);
+            return bias ? v + te::read(bias, {Expr(i[1])}) : v;
+        },
+        "Conv", a.out_dtype());
+    return {out};
+}
+
+void conv_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (te::Stage& st : s.stages()) {
+        if (stage_untouched(st) && st.tensor()->name == "conv_pad") schedule_rows(st);
+        if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
+        // The accumulation stage: [n, m, o...] x [rc, rk...].
+        const int nd = st.tensor()->ndim();
+        te::IterVar nm = st.fuse(st.axis(0), st.axis(1));
+        std::vector<te::IterVar> order = {nm};
+        for (int d = 2; d < nd - 1; ++d) order.push_back(st.axis(d));
+        for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+        te::IterVar last = st.axis(nd - 1);
+        order.push_back(last);
+        st.reorder(order);
+        if (st.tensor()->shape[nd - 1] > 1) st.vectorize(last);
+        int64_t work = st.tensor()->numel();
+        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+        if (work > kParallelMin && st.tensor()->shape[0] * st.tensor()->shape[1] > 1) st.parallel(nm);
+    }
+    default_schedule(s, outputs);  // the epilogue stage
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+    OpDef d;
+    d.name = "Conv";
+    d.onnx_versions = {1, 11};
+    d.min_inputs = 2;
+    d.max_inputs = 3;
+    d.attrs = {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
+               {"dilations", AttrKind::kInts, std::nullopt},
+               {"group", AttrKind::kInt, ir::Attr(int64_t{1})},
+               {"kernel_shape", AttrKind::kInts, std::nullopt},
+               {"pads", AttrKind::kInts, std::nullopt},
+               {"strides", AttrKind::kInts, std::nullopt}};
+    d.infer = conv_infer;
+    d.pattern = OpPattern::kOutEWiseFusable;
+    d.compute = conv_compute;
+    d.schedule = conv_schedule;
+    r.add(std::move(d));
+}
+
+}  // namespace kiln::op

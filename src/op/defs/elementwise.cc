@@ -1,0 +1,127 @@
+// Elementwise ops: Add Sub Mul Div (numpy broadcasting), Relu Sigmoid Tanh Exp Clip Identity.
+// f16/bf16 compute in f32 (reads widen, the stage stores narrowed); integer Div truncates (C).
+#include <string>
+
+#include "op/broadcast.h"
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+OpDef binary_op(const std::string& name, te::BinaryOp bop) {
+    OpDef d;
+    d.name = name;
+    d.onnx_versions = {1, 6, 7, 13, 14};
+    d.min_inputs = d.max_inputs = 2;
+    d.pattern = OpPattern::kBroadcast;
+    d.infer = [](const ir::Node& n) {
+        const auto& a = input_type(n, 0, "A");
+        const auto& b = input_type(n, 1, "B");
+        check_dtype(n, "A", a.dtype, numeric_types());
+        check_same_dtype(n, "A", a.dtype, "B", b.dtype);
+        return std::vector<ir::TensorType>{{a.dtype, broadcast_shapes(n, {a.shape, b.shape})}};
+    };
+    d.compute = [bop, name](const ComputeArgs& a) {
+        te::Tensor x = a.in(0), y = a.in(1);
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                return te::binary(bop, broadcast_read(x, i), broadcast_read(y, i));
+            },
+            name, a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+OpDef unary_op(const std::string& name, std::vector<int> versions, std::vector<DType> types,
+               std::function<Expr(Expr)> f) {
+    OpDef d;
+    d.name = name;
+    d.onnx_versions = std::move(versions);
+    d.pattern = OpPattern::kElemWise;
+    d.infer = [types](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "X");
+        check_dtype(n, "X", x.dtype, types);
+        return std::vector<ir::TensorType>{x};
+    };
+    d.compute = [f, name](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) { return f(te::read(x, i)); }, name, a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+std::vector<DType> relu_types() {
+    std::vector<DType> t = float_types();
+    for (DType s : {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64}) t.push_back(s);
+    return t;
+}
+
+// Reads a tensor holding one element (Clip's min / max).
+Expr scalar_read(const te::Tensor& t) { return te::read(t, std::vector<Expr>(t->ndim(), te::int_imm(0))); }
+
+OpDef clip_op() {
+    OpDef d;
+    d.name = "Clip";
+    d.onnx_versions = {1, 6, 11, 12, 13};
+    d.min_inputs = 1;
+    d.max_inputs = 3;
+    d.pattern = OpPattern::kElemWise;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "input");
+        check_dtype(n, "input", x.dtype, numeric_types());
+        const char* names[] = {"input", "min", "max"};
+        for (size_t i = 1; i < 3; ++i) {
+            if (!has_input(n, i)) continue;
+            const auto& t = n.input(i)->type();
+            check_same_dtype(n, "input", x.dtype, names[i], t.dtype);
+            bool scalar = true;
+            for (const auto& dim : t.shape) scalar = scalar && dim.is_static() && dim.value == 1;
+            KILN_CHECK(scalar, kInvalidModel)
+                << node_label(n) << ": input " << names[i] << " must be a scalar, got shape " << dims_str(t.shape);
+        }
+        return std::vector<ir::TensorType>{x};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        te::Tensor lo = a.has_input(1) ? a.in(1) : nullptr;
+        te::Tensor hi = a.has_input(2) ? a.in(2) : nullptr;
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                Expr v = te::read(x, i);
+                // NOTE: min(max(x, lo), hi): when lo > hi every element becomes hi (ONNX).
+                if (lo) v = te::max(v, scalar_read(lo));
+                if (hi) v = te::min(v, scalar_read(hi));
+                return v;
+            },
+            "Clip", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpRegistry& r) {
+    r.add(binary_op("Add", te::BinaryOp::kAdd));
+    r.add(binary_op("Sub", te::BinaryOp::kSub));
+    r.add(binary_op("Mul", te::BinaryOp::kMul));
+    r.add(binary_op("Div", te::BinaryOp::kDiv));
+    r.add(unary_op("Relu", {1, 6, 13, 14}, relu_types(),
+                   [](Expr x) { return te::max(x, te::make_const(x->dtype, 0)); }));
+    r.add(unary_op("Sigmoid", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kSigmoid, x); }));
+    r.add(unary_op("Tanh", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kTanh, x); }));
+    r.add(unary_op("Exp", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kExp, x); }));
+    r.add(unary_op("Identity", {1, 13, 14, 16, 19, 21}, all_types(), [](Expr x) { return x; }));
+    r.add(clip_op());
+}
+
+}  // namespace kiln::op

@@ -1,0 +1,204 @@
+// MatMul (numpy semantics: 1-D operands are promoted then the added dim removed; batch dims
+// broadcast) and Gemm (Y = alpha * A' * B' + beta * C, C unidirectionally broadcast to [M, N]).
+//
+// Compute: a sum-reduction stage over k (in the compute dtype), then an epilogue stage when
+// alpha/beta/C or a narrower storage dtype need one.
+// Schedule: rows (batch * M) in parallel, then k, then the contiguous output column j innermost
+// and vectorized, so the inner loop streams a row of B into a row of the output.
+#include <string>
+
+#include "op/broadcast.h"
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "op/schedule_util.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+std::vector<DType> matmul_types() {
+    std::vector<DType> t = float_types();
+    for (DType s : {DType::kInt32, DType::kInt64, DType::kUInt32, DType::kUInt64}) t.push_back(s);
+    return t;
+}
+
+// Schedules a [rows..., i, j] x [k] reduction stage: fuse rows+i (parallel), k, j (vectorized).
+void schedule_matmul_stage(te::Stage& st) {
+    const int nd = st.tensor()->ndim();
+    if (nd == 0) return;
+    te::IterVar j = st.axis(nd - 1);
+    std::vector<te::IterVar> order;
+    if (nd > 1) {
+        te::IterVar rows = st.axis(0);
+        for (int d = 1; d < nd - 1; ++d) rows = st.fuse(rows, st.axis(d));
+        order.push_back(rows);
+        int64_t work = st.tensor()->numel();
+        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+        if (work > kParallelMin && st.tensor()->numel() / st.tensor()->shape[nd - 1] > 1) st.parallel(rows);
+    }
+    for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+    order.push_back(j);
+    st.reorder(order);
+    if (st.tensor()->shape[nd - 1] > 1) st.vectorize(j);
+}
+
+void matmul_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (te::Stage& st : s.stages())
+        if (stage_untouched(st) && !st.all_reduce_axes().empty()) schedule_matmul_stage(st);
+    default_schedule(s, outputs);
+}
+
+// Adds a cast-to-storage stage when the accumulation dtype differs from the output's.
+te::Tensor narrow_if_needed(const te::Tensor& acc, DType out_dtype, const std::string& name) {
+    if (acc->dtype == out_dtype) return acc;
+    return te::compute(
+        acc->shape, [&](const std::vector<Var>& i) { return te::read(acc, i); }, name, out_dtype);
+}
+
+OpDef matmul_op() {
+    OpDef d;
+    d.name = "MatMul";
+    d.onnx_versions = {1, 9, 13};
+    d.min_inputs = d.max_inputs = 2;
+    d.pattern = OpPattern::kOutEWiseFusable;
+    d.infer = [](const ir::Node& n) {
+        const auto& a = input_type(n, 0, "A");
+        const auto& b = input_type(n, 1, "B");
+        check_dtype(n, "A", a.dtype, matmul_types());
+        check_same_dtype(n, "A", a.dtype, "B", b.dtype);
+        KILN_CHECK(a.rank() >= 1 && b.rank() >= 1, kInvalidModel)
+            << node_label(n) << ": inputs must have rank >= 1, got A " << dims_str(a.shape) << " and B "
+            << dims_str(b.shape);
+        const ir::Dim ka = a.shape[a.rank() - 1];
+        const ir::Dim kb = b.rank() == 1 ? b.shape[0] : b.shape[b.rank() - 2];
+        KILN_CHECK(!(ka.is_static() && kb.is_static()) || ka == kb, kInvalidModel)
+            << node_label(n) << ": inner dimensions differ: A " << dims_str(a.shape) << " and B " << dims_str(b.shape);
+        std::vector<ir::Dim> ab(a.shape.begin(), a.shape.end() - std::min(a.rank(), 2));
+        std::vector<ir::Dim> bb(b.shape.begin(), b.shape.end() - std::min(b.rank(), 2));
+        std::vector<ir::Dim> out = broadcast_shapes(n, {ab, bb});
+        if (a.rank() >= 2) out.push_back(a.shape[a.rank() - 2]);
+        if (b.rank() >= 2) out.push_back(b.shape[b.rank() - 1]);
+        return std::vector<ir::TensorType>{{a.dtype, out}};
+    };
+    d.compute = [](const ComputeArgs& args) {
+        te::Tensor a = args.in(0), b = args.in(1);
+        const int ra = a->ndim(), rb = b->ndim();
+        const DType cdt = te::compute_dtype(args.out_dtype());
+        Shape out = args.out_shape();
+        const int nbatch = static_cast<int>(out.size()) - (ra >= 2) - (rb >= 2);
+        te::IterVar k = te::reduce_axis(a->shape[ra - 1], "k");
+        te::Tensor acc = te::compute(
+            out, [&](const std::vector<Var>& i) {
+                std::vector<Var> batch(i.begin(), i.begin() + nbatch);
+                std::vector<Expr> ai, bi;
+                if (ra > 2) ai = broadcast_indices(Shape(a->shape.begin(), a->shape.end() - 2), batch);
+                if (rb > 2) bi = broadcast_indices(Shape(b->shape.begin(), b->shape.end() - 2), batch);
+                int pos = nbatch;
+                if (ra >= 2) ai.push_back(i[pos++]);
+                ai.push_back(k->var);
+                bi.push_back(k->var);
+                if (rb >= 2) bi.push_back(i[pos++]);
+                return te::sum(te::read(a, ai) * te::read(b, bi), {k});
+            },
+            cdt == args.out_dtype() ? "MatMul" : "matmul_acc", cdt);
+        return std::vector<te::Tensor>{narrow_if_needed(acc, args.out_dtype(), "MatMul")};
+    };
+    d.schedule = matmul_schedule;
+    return d;
+}
+
+struct GemmDims {
+    int64_t m, k, n;
+};
+
+GemmDims gemm_dims(const ir::Node& n, const std::vector<ir::Dim>& a, const std::vector<ir::Dim>& b) {
+    KILN_CHECK(a.size() == 2 && b.size() == 2, kInvalidModel)
+        << node_label(n) << ": inputs A and B must have rank 2, got " << dims_str(a) << " and " << dims_str(b);
+    const bool ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
+    GemmDims g;
+    g.m = static_dim(n, a[ta ? 1 : 0], "A");
+    g.k = static_dim(n, a[ta ? 0 : 1], "A");
+    int64_t kb = static_dim(n, b[tb ? 1 : 0], "B");
+    g.n = static_dim(n, b[tb ? 0 : 1], "B");
+    KILN_CHECK(g.k == kb, kInvalidModel) << node_label(n) << ": inner dimensions differ: A' has K=" << g.k
+                                         << " but B' has K=" << kb << " (transA=" << ta << ", transB=" << tb << ")";
+    return g;
+}
+
+OpDef gemm_op() {
+    OpDef d;
+    d.name = "Gemm";
+    d.onnx_versions = {1, 6, 7, 9, 11, 13};
+    d.min_inputs = 2;
+    d.max_inputs = 3;
+    d.attrs = {{"alpha", AttrKind::kFloat, ir::Attr(1.0)},
+               {"beta", AttrKind::kFloat, ir::Attr(1.0)},
+               {"transA", AttrKind::kInt, ir::Attr(int64_t{0})},
+               {"transB", AttrKind::kInt, ir::Attr(int64_t{0})}};
+    d.pattern = OpPattern::kOutEWiseFusable;
+    d.infer = [](const ir::Node& n) {
+        const auto& a = input_type(n, 0, "A");
+        const auto& b = input_type(n, 1, "B");
+        check_dtype(n, "A", a.dtype, matmul_types());
+        check_same_dtype(n, "A", a.dtype, "B", b.dtype);
+        GemmDims g = gemm_dims(n, a.shape, b.shape);
+        if (has_input(n, 2)) {
+            const auto& c = n.input(2)->type();
+            check_same_dtype(n, "A", a.dtype, "C", c.dtype);
+            std::vector<ir::Dim> mn = {g.m, g.n};
+            bool ok = c.rank() <= 2;  // unidirectional: each C dim is 1 or the output's
+            for (int i = 0; ok && i < c.rank(); ++i) {
+                const ir::Dim& d = c.shape[i];
+                ok = d == mn[2 - c.rank() + i] || (d.is_static() && d.value == 1);
+            }
+            KILN_CHECK(ok, kInvalidModel)
+                << node_label(n) << ": C of shape " << dims_str(c.shape) << " does not broadcast to " << dims_str(mn);
+        }
+        return std::vector<ir::TensorType>{{a.dtype, {g.m, g.n}}};
+    };
+    d.compute = [](const ComputeArgs& args) {
+        te::Tensor a = args.in(0), b = args.in(1);
+        const bool ta = args.node.attr_int("transA", 0) != 0, tb = args.node.attr_int("transB", 0) != 0;
+        const double alpha = args.node.attr_float("alpha", 1.0), beta = args.node.attr_float("beta", 1.0);
+        const DType cdt = te::compute_dtype(args.out_dtype());
+        GemmDims g = gemm_dims(args.node, to_dims(a->shape), to_dims(b->shape));
+        te::IterVar k = te::reduce_axis(g.k, "k");
+        te::Tensor c = args.has_input(2) && beta != 0.0 ? args.in(2) : nullptr;
+        const bool epilogue = c || alpha != 1.0 || cdt != args.out_dtype();
+        te::Tensor acc = te::compute(
+            {g.m, g.n}, [&](const std::vector<Var>& i) {
+                Expr av = ta ? te::read(a, {Expr(k->var), Expr(i[0])}) : te::read(a, {Expr(i[0]), Expr(k->var)});
+                Expr bv = tb ? te::read(b, {Expr(i[1]), Expr(k->var)}) : te::read(b, {Expr(k->var), Expr(i[1])});
+                return te::sum(av * bv, {k});
+            },
+            epilogue ? "gemm_acc" : "Gemm", cdt);
+        if (!epilogue) return std::vector<te::Tensor>{acc};
+        te::Tensor out = te::compute(
+            {g.m, g.n}, [&](const std::vector<Var>& i) {
+                Expr v = te::read(acc, i);
+                if (alpha != 1.0) v = v * te::make_const(cdt, alpha);
+                if (c) {
+                    Expr cv = broadcast_read(c, i);
+                    v = v + (beta != 1.0 ? cv * te::make_const(cdt, beta) : cv);
+                }
+                return v;
+            },
+            "Gemm", args.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    d.schedule = matmul_schedule;
+    return d;
+}
+
+}  // namespace
+
+void register_matmul_ops(OpRegistry& r) {
+    r.add(matmul_op());
+    r.add(gemm_op());
+}
+
+}  // namespace kiln::op

@@ -1,0 +1,23 @@
+// Building blocks of the op schedules (default_schedule and the per-op schedules use them).
+#pragma once
+
+#include "te/schedule.h"
+
+namespace kiln::op {
+
+/// Stages with more elements (or reduction work) than this run their outer loop in parallel.
+constexpr int64_t kParallelMin = 16384;
+
+/// True if no loop transformation or loop kind was applied to the stage yet.
+bool stage_untouched(const te::Stage& st);
+/// Elements of 64 bytes (at most 16) in dtype t's compute type.
+int64_t vector_width(DType t);
+/// Fuse all axes, split by the vector width, vectorize inner, parallel outer when large.
+void schedule_injective(te::Stage& st);
+/// Row-wise: fuse all but the last axis (parallel when large), vectorize the last axis. Avoids
+/// the div/mod of a fully fused index for stages with structured bodies (padding copies).
+void schedule_rows(te::Stage& st);
+/// Fuse data-parallel axes (parallel when large), reduce loops serial inside.
+void schedule_reduction(te::Stage& st);
+
+}  // namespace kiln::op

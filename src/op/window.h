@@ -1,0 +1,31 @@
+// Sliding-window geometry shared by Conv and the pools: kernel, strides, dilations, begin/end
+// pads and output sizes per spatial dimension, from the ONNX attributes (auto_pad, pads,
+// strides, dilations) and ceil_mode.
+//
+// Output size (ONNX): NOTSET: floor_or_ceil((in + pb + pe - ((k-1)*d + 1)) / s) + 1, where with
+// ceil_mode a last window that would start in the end padding (or beyond) is dropped;
+// VALID: no pads, floor((in - ((k-1)*d + 1)) / s) + 1; SAME_UPPER / SAME_LOWER: ceil(in / s),
+// total pad max(0, (out-1)*s + (k-1)*d + 1 - in) split with the extra on the end / begin.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::op {
+
+struct WindowGeometry {
+    std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end, out;
+    int spatial() const { return static_cast<int>(kernel.size()); }
+    /// Extent of a padded input that covers every window (>= in + pb + pe with ceil_mode).
+    int64_t padded_extent(int i, int64_t in) const;
+    bool any_padding(const std::vector<int64_t>& in) const;
+};
+
+/// Reads the window attributes of `n` for the given input spatial sizes and kernel sizes.
+/// Throws kInvalidModel naming the node for inconsistent attributes or an empty output.
+WindowGeometry window_geometry(const ir::Node& n, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+                               bool ceil_mode);
+
+}  // namespace kiln::op

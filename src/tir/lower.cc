@@ -1,0 +1,369 @@
+// Lowering a scheduled TE to one tir PrimFunc.
+//
+// Per non-inlined stage (producer-before-consumer order):
+//  1. Index recovery. Every leaf loop variable stands for itself; the split and fuse relations
+//     are then applied backwards until every original axis has a value:
+//       split:  parent = outer*factor + inner
+//       fuse:   outer = floordiv(fused, inner_extent), inner = floormod(fused, inner_extent)
+//     (a fixed-point iteration, so the relative order of splits and fuses does not matter).
+//  2. Tail guards. A split whose factor does not divide the extent gets `if (parent < extent)`,
+//     placed right inside the deepest leaf loop it depends on (so the guard is hoisted as far
+//     out as possible). Every split guard is kept, nested splits included, so no element is
+//     visited twice (which would double-count a reduction). When the split's outer and inner
+//     are both leaves, the outer loop is peeled: iterations 0..E-2 cannot overrun and run
+//     without the guard; the last one (outer = E-1) keeps it, and simplify() then turns
+//     `for i in 0..f { if (i < r) ... }` into `for i in 0..r`. Iteration order is unchanged, so
+//     reductions add in the same order as without the peel.
+//  3. Body. TensorReads become BufferLoads at row-major flat int64 indices; reads of inlined
+//     stages are replaced by that stage's body with its axes substituted (recursively, so
+//     chains of inlined stages work).
+//  4. Reductions. `out[idx] = identity` is placed just outside the outermost reduce leaf and the
+//     innermost statement is `out[idx] = combine(out[idx], source)`. If a data-parallel leaf is
+//     nested inside a reduce leaf, no single position initializes each element exactly once
+//     before its first update, so a separate init loop nest over the output runs first.
+// f16/bf16 reductions accumulate in an f32 buffer (Allocated around the stage) and are narrowed
+// into the output once, after the reduction.
+// Stages not in `args` are intermediates: their buffers are Allocated around the whole body.
+#include "tir/lower.h"
+
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "support/error.h"
+
+namespace kiln::tir {
+
+using te::ExprKind;
+using te::IterVar;
+using te::IterVarNode;
+
+namespace {
+
+// Peeling duplicates the loop body once per peeled split; cap the growth at 4x.
+constexpr int kMaxPeeledSplits = 2;
+
+void collect_vars(const Expr& e, std::unordered_set<const te::VarNode*>& out) {
+    if (!e) return;
+    switch (e->kind) {
+        case ExprKind::kVar: out.insert(static_cast<const te::VarNode*>(e.get())); break;
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            collect_vars(n.a, out);
+            collect_vars(n.b, out);
+            break;
+        }
+        case ExprKind::kUnary: collect_vars(static_cast<const te::UnaryNode&>(*e).a, out); break;
+        case ExprKind::kCast: collect_vars(static_cast<const te::CastNode&>(*e).a, out); break;
+        default: break;  // index expressions contain only vars, immediates and arithmetic
+    }
+}
+
+Expr flat_index(const std::vector<int64_t>& shape, const std::vector<Expr>& idx) {
+    KILN_ICHECK(shape.size() == idx.size())
+        << "index rank " << idx.size() << " vs buffer rank " << shape.size();
+    if (idx.empty()) return te::int_imm(0);
+    std::vector<Expr> terms(idx.size());
+    int64_t stride = 1;
+    for (size_t k = idx.size(); k-- > 0;) {
+        terms[k] =
+            stride == 1 ? idx[k] : te::binary(te::BinaryOp::kMul, idx[k], te::int_imm(stride));
+        stride *= shape[k];
+    }
+    Expr out = terms[0];
+    for (size_t k = 1; k < terms.size(); ++k) out = te::binary(te::BinaryOp::kAdd, out, terms[k]);
+    return out;
+}
+
+Expr combine(te::ReduceOp op, Expr acc, Expr src) {
+    switch (op) {
+        case te::ReduceOp::kSum:
+            return te::binary(te::BinaryOp::kAdd, std::move(acc), std::move(src));
+        case te::ReduceOp::kProd:
+            return te::binary(te::BinaryOp::kMul, std::move(acc), std::move(src));
+        case te::ReduceOp::kMax:
+            return te::binary(te::BinaryOp::kMax, std::move(acc), std::move(src));
+        case te::ReduceOp::kMin:
+            return te::binary(te::BinaryOp::kMin, std::move(acc), std::move(src));
+    }
+    return nullptr;
+}
+
+class Lowerer {
+public:
+    explicit Lowerer(const te::Schedule& sch) : sch_(sch) {
+        for (const auto& st : sch.stages()) stages_[st.tensor().get()] = &st;
+    }
+
+    Buffer add_buffer(const te::Tensor& t) {
+        std::string name = t->name.empty() ? "buf" : t->name;
+        for (int k = 1; used_names_.count(name); ++k) name = t->name + "_" + std::to_string(k);
+        used_names_.insert(name);
+        Buffer b = te::make_buffer(name, t->dtype, t->shape);
+        buffers_[t.get()] = b;
+        return b;
+    }
+    bool has_buffer(const te::Tensor& t) const { return buffers_.count(t.get()) > 0; }
+
+    /// TensorReads -> BufferLoads / inlined bodies.
+    Expr convert(const Expr& e) {
+        switch (e->kind) {
+            case ExprKind::kIntImm:
+            case ExprKind::kFloatImm:
+            case ExprKind::kVar:
+            case ExprKind::kBufferLoad: return e;
+            case ExprKind::kBinary: {
+                const auto& n = static_cast<const te::BinaryNode&>(*e);
+                return std::make_shared<te::BinaryNode>(n.dtype, n.op, convert(n.a), convert(n.b));
+            }
+            case ExprKind::kUnary: {
+                const auto& n = static_cast<const te::UnaryNode&>(*e);
+                return std::make_shared<te::UnaryNode>(n.dtype, n.op, convert(n.a));
+            }
+            case ExprKind::kCast: {
+                const auto& n = static_cast<const te::CastNode&>(*e);
+                return std::make_shared<te::CastNode>(n.dtype, convert(n.a));
+            }
+            case ExprKind::kSelect: {
+                const auto& n = static_cast<const te::SelectNode&>(*e);
+                return std::make_shared<te::SelectNode>(n.dtype, convert(n.cond), convert(n.t),
+                                                        convert(n.f));
+            }
+            case ExprKind::kTensorRead:
+                return convert_read(static_cast<const te::TensorReadNode&>(*e));
+            case ExprKind::kReduce: break;
+        }
+        KILN_THROW(kInvalidArgument) << "a reduction may only be the whole body of a compute";
+    }
+
+    Stmt lower_stage(const te::Stage& st);
+    /// Serial loop nest over t's axes running store(flat index).
+    Stmt over_output(const te::Tensor& t, const std::string& suffix,
+                     const std::function<Stmt(const Expr&)>& store);
+
+private:
+    Expr convert_read(const te::TensorReadNode& r) {
+        std::vector<Expr> idx;
+        for (const auto& i : r.indices) idx.push_back(convert(i));
+        const te::Tensor& t = r.tensor;
+        auto sit = stages_.find(t.get());
+        if (sit != stages_.end() && sit->second->is_inlined()) {
+            std::unordered_map<const te::VarNode*, Expr> vmap;
+            for (size_t k = 0; k < t->axis.size(); ++k) vmap[t->axis[k]->var.get()] = idx[k];
+            return convert(te::substitute(t->body, vmap));
+        }
+        auto bit = buffers_.find(t.get());
+        KILN_CHECK(bit != buffers_.end(), kInvalidArgument)
+            << "lower: tensor '" << t->name
+            << "' is read but is neither a kernel argument nor a scheduled stage";
+        return std::make_shared<te::BufferLoadNode>(r.dtype, bit->second,
+                                                    flat_index(t->shape, idx));
+    }
+
+    const te::Schedule& sch_;
+    std::unordered_map<const te::TensorNode*, const te::Stage*> stages_;
+    std::unordered_map<const te::TensorNode*, Buffer> buffers_;
+    std::unordered_set<std::string> used_names_;
+};
+
+Stmt Lowerer::lower_stage(const te::Stage& st) {
+    const te::Tensor& t = st.tensor();
+    const Buffer& out_buf = buffers_.at(t.get());
+    // f16/bf16 reductions accumulate in an f32 buffer, narrowed once at the end.
+    Buffer buf = out_buf;
+    const bool is_reduce = t->body->kind == ExprKind::kReduce;
+    if (is_reduce && te::compute_dtype(out_buf->dtype) != out_buf->dtype) {
+        std::string name = out_buf->name + "_acc";
+        for (int k = 1; used_names_.count(name); ++k)
+            name = out_buf->name + "_acc" + std::to_string(k);
+        used_names_.insert(name);
+        buf = te::make_buffer(name, te::compute_dtype(out_buf->dtype), t->shape);
+    }
+    const std::vector<IterVar>& leaves = st.leaf_iter_vars();
+    const size_t n = leaves.size();
+
+    // 1. Index recovery.
+    std::unordered_map<const IterVarNode*, Expr> val;
+    for (const auto& l : leaves) val[l.get()] = l->var;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (const auto& s : st.splits()) {
+            if (val.count(s.parent.get()) || !val.count(s.outer.get()) || !val.count(s.inner.get()))
+                continue;
+            val[s.parent.get()] = te::binary(
+                te::BinaryOp::kAdd,
+                te::binary(te::BinaryOp::kMul, val[s.outer.get()], te::int_imm(s.factor)),
+                val[s.inner.get()]);
+            changed = true;
+        }
+        for (const auto& f : st.fuses()) {
+            if (!val.count(f.fused.get()) || val.count(f.outer.get())) continue;
+            Expr ext = te::int_imm(f.inner->extent);
+            val[f.outer.get()] = te::floordiv(val[f.fused.get()], ext);
+            val[f.inner.get()] = te::floormod(val[f.fused.get()], ext);
+            changed = true;
+        }
+    }
+    std::unordered_map<const te::VarNode*, Expr> vmap;
+    std::vector<Expr> out_idx;
+    for (const auto& ax : t->axis) {
+        KILN_ICHECK(val.count(ax.get()))
+            << "axis " << ax->var->name << " of " << t->name << " not recovered";
+        vmap[ax->var.get()] = val[ax.get()];
+        out_idx.push_back(val[ax.get()]);
+    }
+    for (const auto& ax : st.all_reduce_axes()) {
+        KILN_ICHECK(val.count(ax.get()))
+            << "reduce axis " << ax->var->name << " of " << t->name << " not recovered";
+        vmap[ax->var.get()] = val[ax.get()];
+    }
+
+    // 2. Tail guards, attached at depth (1 + deepest leaf they depend on).
+    std::unordered_map<const te::VarNode*, size_t> leaf_of_var;
+    for (size_t k = 0; k < n; ++k) leaf_of_var[leaves[k]->var.get()] = k;
+    // guards_at[depth] = (split index, condition); peel_at[leaf] = split whose loop is peeled.
+    std::vector<std::vector<std::pair<size_t, Expr>>> guards_at(n + 1);
+    std::vector<int> peel_at(n, -1);
+    int peeled = 0;
+    for (size_t si = 0; si < st.splits().size(); ++si) {
+        const auto& s = st.splits()[si];
+        if (s.parent->extent % s.factor == 0) continue;
+        Expr v = val.at(s.parent.get());
+        std::unordered_set<const te::VarNode*> deps;
+        collect_vars(v, deps);
+        size_t depth = 0;
+        for (const auto* d : deps) {
+            auto it = leaf_of_var.find(d);
+            KILN_ICHECK(it != leaf_of_var.end()) << "guard depends on a non-leaf var " << d->name;
+            depth = std::max(depth, it->second + 1);
+        }
+        guards_at[depth].emplace_back(
+            si, te::binary(te::BinaryOp::kLT, v, te::int_imm(s.parent->extent)));
+        auto po = leaf_of_var.find(s.outer->var.get());
+        if (peeled < kMaxPeeledSplits && po != leaf_of_var.end() && peel_at[po->second] < 0 &&
+            leaf_of_var.count(s.inner->var.get())) {
+            peel_at[po->second] = static_cast<int>(si);
+            ++peeled;
+        }
+    }
+
+    // 3./4. Body and reduction structure.
+    Expr out_index = flat_index(t->shape, out_idx);
+    Stmt main_store, init_store;
+    size_t first_reduce = n;
+    bool separate_init = false;
+    if (is_reduce) {
+        const auto& r = static_cast<const te::ReduceNode&>(*t->body);
+        Expr src = convert(te::substitute(r.source, vmap));
+        Expr acc = std::make_shared<te::BufferLoadNode>(r.dtype, buf, out_index);
+        main_store = make_store(buf, out_index, combine(r.op, acc, src));
+        init_store = make_store(buf, out_index, te::reduce_identity(r.op, r.dtype));
+        for (size_t k = 0; k < n; ++k) {
+            if (leaves[k]->is_reduce) {
+                first_reduce = std::min(first_reduce, k);
+            } else if (first_reduce < k) {
+                separate_init = true;
+            }
+        }
+    } else {
+        main_store = make_store(buf, out_index, convert(te::substitute(t->body, vmap)));
+    }
+
+    // `dropped[si]`: split si's guard is known true here (inside the main part of its peel).
+    std::function<Stmt(size_t, const std::vector<bool>&)> build =
+        [&](size_t d, const std::vector<bool>& dropped) -> Stmt {
+        Stmt inner;
+        if (d == n) {
+            inner = main_store;
+        } else {
+            const Var& v = leaves[d]->var;
+            const int64_t extent = leaves[d]->extent;
+            const te::LoopKind kind = st.loop_kind(leaves[d]);
+            const int peel = peel_at[d];
+            if (peel >= 0 && !dropped[static_cast<size_t>(peel)]) {
+                std::vector<bool> main_dropped = dropped;
+                main_dropped[static_cast<size_t>(peel)] = true;
+                Stmt main = make_for(v, te::int_imm(extent - 1), kind, build(d + 1, main_dropped));
+                Stmt tail = substitute(build(d + 1, dropped), {{v.get(), te::int_imm(extent - 1)}});
+                inner = make_seq({main, tail});
+            } else {
+                inner = make_for(v, te::int_imm(extent), kind, build(d + 1, dropped));
+            }
+        }
+        if (is_reduce && !separate_init && d == first_reduce) inner = make_seq({init_store, inner});
+        Expr cond;
+        for (const auto& [si, c] : guards_at[d]) {
+            if (dropped[si]) continue;
+            cond = cond ? te::logical_and(cond, c) : c;
+        }
+        if (cond) inner = make_if(cond, inner);
+        return inner;
+    };
+    Stmt nest = build(0, std::vector<bool>(st.splits().size(), false));
+    if (separate_init) {
+        const auto& r = static_cast<const te::ReduceNode&>(*t->body);
+        Expr identity = te::reduce_identity(r.op, r.dtype);
+        nest = make_seq(
+            {over_output(t, "_init", [&](const Expr& i) { return make_store(buf, i, identity); }),
+             nest});
+    }
+    if (buf == out_buf) return nest;
+    Stmt narrow = over_output(t, "_out", [&](const Expr& i) {
+        return make_store(out_buf, i, std::make_shared<te::BufferLoadNode>(buf->dtype, buf, i));
+    });
+    return make_allocate(buf, make_seq({nest, narrow}));
+}
+
+Stmt Lowerer::over_output(const te::Tensor& t, const std::string& suffix,
+                          const std::function<Stmt(const Expr&)>& store) {
+    std::vector<Var> vars;
+    std::vector<Expr> idx;
+    for (const auto& ax : t->axis) {
+        vars.push_back(te::make_var(ax->var->name + suffix));
+        idx.push_back(vars.back());
+    }
+    Stmt body = store(flat_index(t->shape, idx));
+    for (size_t k = t->axis.size(); k-- > 0;) {
+        body = make_for(vars[k], te::int_imm(t->axis[k]->extent), te::LoopKind::kSerial, body);
+    }
+    return body;
+}
+
+}  // namespace
+
+PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
+               const std::string& name) {
+    Lowerer lw(sch);
+    PrimFunc f;
+    f.name = name;
+    for (const auto& a : args) {
+        KILN_CHECK(a != nullptr, kInvalidArgument) << "lower '" << name << "': null tensor in args";
+        KILN_CHECK(!lw.has_buffer(a), kInvalidArgument)
+            << "lower '" << name << "': tensor '" << a->name << "' appears twice in args";
+        f.params.push_back(lw.add_buffer(a));
+    }
+    for (const auto& t : te::post_order(sch.outputs())) {
+        KILN_CHECK(!t->is_placeholder || lw.has_buffer(t), kInvalidArgument)
+            << "lower '" << name << "': placeholder '" << t->name
+            << "' is read but not listed in args";
+    }
+    std::vector<Buffer> allocs;
+    std::vector<Stmt> body;
+    for (const auto& st : sch.stages()) {
+        const te::Tensor& t = st.tensor();
+        if (st.is_inlined()) {
+            KILN_CHECK(!lw.has_buffer(t), kInvalidArgument)
+                << "lower '" << name << "': stage '" << t->name
+                << "' is inlined but also a kernel argument";
+            continue;
+        }
+        if (!lw.has_buffer(t)) allocs.push_back(lw.add_buffer(t));
+        body.push_back(lw.lower_stage(st));
+    }
+    f.body = make_seq(std::move(body));
+    if (!f.body) f.body = std::make_shared<SeqNode>(std::vector<Stmt>{});
+    for (size_t k = allocs.size(); k-- > 0;) f.body = make_allocate(allocs[k], f.body);
+    return f;
+}
+
+}  // namespace kiln::tir

@@ -1,0 +1,167 @@
+// The compile driver: cache layout and hits, diagnostics on failure, parallel compiles.
+#include "codegen/compile_driver.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "support/error.h"
+
+namespace kiln::codegen {
+namespace {
+namespace fs = std::filesystem;
+
+/// Points KILN_CACHE_DIR (and optionally KILN_CC) at fresh values for one test, restoring after.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const std::string& value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+        setenv(name, value.c_str(), 1);
+    }
+    ~ScopedEnv() {
+        if (had_) setenv(name_, old_.c_str(), 1);
+        else unsetenv(name_);
+    }
+
+private:
+    const char* name_;
+    std::string old_;
+    bool had_ = false;
+};
+
+std::string fresh_dir(const std::string& tag) {
+    static int counter = 0;
+    fs::path p = fs::temp_directory_path() /
+                 ("kiln-cd-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(p);
+    return p.string();
+}
+
+std::string unique_source(const std::string& tag) {
+    // Unique per process run so a first compile is never a cache hit from an earlier run.
+    return "/* " + tag + " " + std::to_string(::getpid()) + " " + std::to_string(std::rand()) +
+           " */\nint answer(void) { return 42; }\n";
+}
+
+TEST(CompileDriver, CacheDirFromEnvironment) {
+    ScopedEnv e("KILN_CACHE_DIR", "/some/where");
+    EXPECT_EQ(cache_dir(), "/some/where");
+    unsetenv("KILN_CACHE_DIR");
+    ScopedEnv x("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(cache_dir(), "/xdg/kiln");
+}
+
+TEST(CompileDriver, SecondCompileIsACacheHitWithoutTheCompiler) {
+    std::string dir = fresh_dir("hit");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    std::string src = unique_source("hit");
+    CompileStats before = compile_stats();
+    CompiledLibrary a = compile_c(src);
+    EXPECT_FALSE(a.from_cache);
+    EXPECT_EQ(compile_stats().compiled, before.compiled + 1);
+    ASSERT_TRUE(fs::exists(a.path));
+    // Layout: <cache>/<hh>/<key>.so with <key>.c beside it.
+    fs::path so(a.path);
+    EXPECT_EQ(so.parent_path().parent_path(), fs::path(dir));
+    std::string key = so.stem().string();
+    EXPECT_EQ(so.parent_path().filename().string(), key.substr(0, 2));
+    EXPECT_EQ(so.extension(), ".so");
+    EXPECT_TRUE(fs::exists(so.parent_path() / (key + ".c")));
+    // No temporary files are left behind.
+    int files = 0;
+    for (const auto& e : fs::directory_iterator(so.parent_path())) {
+        ++files;
+        EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+    }
+    EXPECT_EQ(files, 2);
+
+    CompiledLibrary b = compile_c(src);
+    EXPECT_TRUE(b.from_cache);
+    EXPECT_EQ(b.path, a.path);
+    EXPECT_EQ(compile_stats().compiled, before.compiled + 1);  // the compiler did not run again
+    EXPECT_EQ(compile_stats().cached, before.cached + 1);
+
+    // A different source is a different key.
+    CompiledLibrary c = compile_c(src + "\n");
+    EXPECT_FALSE(c.from_cache);
+    EXPECT_NE(c.path, a.path);
+    fs::remove_all(dir);
+}
+
+TEST(CompileDriver, SyntaxErrorIsCompileErrorWithDiagnostics) {
+    std::string dir = fresh_dir("err");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    std::string src = "int broken(void) { return 1 +; }\n";
+    try {
+        compile_c(src);
+        FAIL() << "expected a CompileError";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+        std::string msg = e.message();
+        EXPECT_NE(msg.find("error"), std::string::npos) << msg;          // the compiler's diagnostic
+        EXPECT_NE(msg.find("broken"), std::string::npos) << msg;         // ... quoting the source
+        size_t at = msg.find(dir);
+        ASSERT_NE(at, std::string::npos) << msg;                          // the kept source's path
+        std::string path = msg.substr(at, msg.find(".c", at) + 2 - at);
+        EXPECT_TRUE(fs::exists(path)) << path;
+    }
+    // Nothing was cached for the failed source: a retry fails again.
+    EXPECT_THROW(compile_c(src), Error);
+    fs::remove_all(dir);
+}
+
+TEST(CompileDriver, MissingCompilerIsCompileError) {
+    std::string dir = fresh_dir("nocc");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    ScopedEnv cc("KILN_CC", "/nonexistent/kiln-no-such-cc");
+    try {
+        compile_c(unique_source("nocc"));
+        FAIL() << "expected a CompileError";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+        EXPECT_NE(e.message().find("kiln-no-such-cc"), std::string::npos) << e.message();
+    }
+    fs::remove_all(dir);
+}
+
+TEST(CompileDriver, ManyDedupesAndCompilesInParallel) {
+    std::string dir = fresh_dir("many");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    std::vector<std::string> srcs;
+    for (int i = 0; i < 4; ++i) srcs.push_back(unique_source("many" + std::to_string(i)));
+    srcs.push_back(srcs[1]);
+    srcs.push_back(srcs[0]);
+    CompileStats before = compile_stats();
+    auto libs = compile_c_many(srcs, 3);
+    ASSERT_EQ(libs.size(), srcs.size());
+    EXPECT_EQ(compile_stats().compiled, before.compiled + 4);
+    EXPECT_EQ(libs[4].path, libs[1].path);
+    EXPECT_EQ(libs[5].path, libs[0].path);
+    for (const auto& l : libs) EXPECT_TRUE(fs::exists(l.path));
+    auto again = compile_c_many(srcs, 0);
+    for (const auto& l : again) EXPECT_TRUE(l.from_cache);
+    // A failure among many is reported.
+    srcs.push_back("syntax error here");
+    EXPECT_THROW(compile_c_many(srcs, 2), Error);
+    fs::remove_all(dir);
+}
+
+TEST(CompileDriver, ConcurrentCompilesOfOneSourceAgree) {
+    std::string dir = fresh_dir("conc");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    std::string src = unique_source("conc");
+    std::vector<std::string> paths(4);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 4; ++i) ts.emplace_back([&, i] { paths[i] = compile_c(src).path; });
+    for (auto& t : ts) t.join();
+    for (const auto& p : paths) EXPECT_EQ(p, paths[0]);
+    EXPECT_TRUE(fs::exists(paths[0]));
+    fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::codegen

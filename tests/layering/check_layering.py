@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Flags an #include that crosses a missing arrow of DESIGN.md's layer table.
+
+Each src/<layer> may include only itself and the layers listed for it below (the same table
+CMakeLists.txt links). Exit 1 with one line per violation.
+"""
+import os
+import re
+import sys
+
+ALLOWED = {
+    "support": set(),
+    "ir": {"support"},
+    "te": {"support"},
+    "tir": {"te", "support"},
+    "runtime": {"support"},
+    "codegen": {"tir", "te", "runtime", "support"},
+    "op": {"ir", "te", "support"},
+    "frontend": {"op", "ir", "te", "support"},
+    "compiler": {"frontend", "op", "ir", "te", "tir", "codegen", "runtime", "support", "kiln"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+    src = os.path.join(root, "src")
+    bad = []
+    for layer in sorted(os.listdir(src)):
+        if layer not in ALLOWED:
+            bad.append(f"src/{layer}: not a layer of DESIGN.md's table (add it to check_layering.py)")
+            continue
+        for dirpath, _, files in os.walk(os.path.join(src, layer)):
+            for f in files:
+                path = os.path.join(dirpath, f)
+                with open(path, errors="replace") as fh:
+                    for n, line in enumerate(fh, 1):
+                        m = INCLUDE.match(line)
+                        if m and m.group(1) != layer and m.group(1) not in ALLOWED[layer]:
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: {layer} may not include {m.group(1)}/")
+    for b in bad:
+        print(b)
+    print(f"layering: {len(bad)} violations")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

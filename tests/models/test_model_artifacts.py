@@ -1,0 +1,87 @@
+"""The shipped digits model and the test-model generator, checked against ONNX Runtime and
+numpy (no Kiln needed)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+
+from kiln_helpers import REPO, load_npz, make_models, ort_outputs
+
+DIGITS = os.path.join(REPO, "models", "digits")
+
+
+def test_digits_files_have_the_documented_form():
+    model = onnx.load(os.path.join(DIGITS, "digits_cnn.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    assert model.opset_import[0].version == 17
+    assert os.path.getsize(os.path.join(DIGITS, "digits_cnn.onnx")) < 64 * 1024
+    (inp,) = model.graph.input
+    assert inp.name == "image"
+    dims = inp.type.tensor_type.shape.dim
+    assert dims[0].dim_param == "N" and [d.dim_value for d in dims[1:]] == [1, 8, 8]
+    assert [o.name for o in model.graph.output] == ["probabilities", "digit"]
+    images = load_npz(os.path.join(DIGITS, "test_images.npz"))
+    assert list(images) == ["image"]
+    assert images["image"].shape == (360, 1, 8, 8) and images["image"].dtype == np.float32
+    assert 0.0 <= images["image"].min() and images["image"].max() <= 1.0
+    labels = np.load(os.path.join(DIGITS, "test_labels.npy"))
+    assert labels.shape == (360,) and labels.dtype == np.int64
+    assert sorted(np.bincount(labels))[0] >= 35          # stratified: every digit ~36 times
+
+
+def test_digits_model_is_accurate_under_ort():
+    images = load_npz(os.path.join(DIGITS, "test_images.npz"))
+    labels = np.load(os.path.join(DIGITS, "test_labels.npy"))
+    out = ort_outputs(os.path.join(DIGITS, "digits_cnn.onnx"), images)
+    assert (out["digit"] == labels).mean() >= 0.95
+    np.testing.assert_allclose(out["probabilities"].sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(out["digit"], out["probabilities"].argmax(axis=1))
+
+
+def test_generated_models_match_numpy_reference_and_are_deterministic(tmp_path):
+    # write_test_models(check=True) compares ORT with the float64 eager numpy reference.
+    names = [n for n in make_models.TEST_MODELS if n != "resnet18"]
+    make_models.write_test_models(str(tmp_path / "a"), names, check=True)
+    make_models.write_test_models(str(tmp_path / "b"), ["mlp", "two_input_mix"], check=False)
+    for n in ["mlp", "two_input_mix"]:
+        assert (tmp_path / "a" / f"{n}.onnx").read_bytes() == \
+            (tmp_path / "b" / f"{n}.onnx").read_bytes()
+
+
+def test_models_use_only_the_allowed_ops(models_dir):
+    allowed = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh",
+               "Exp", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool",
+               "BatchNormalization", "Flatten", "Reshape", "Transpose", "Concat", "Softmax",
+               "Identity", "Constant", "ArgMax"}
+    paths = [str(models_dir / f"{n}.onnx") for n in make_models.TEST_MODELS]
+    paths.append(os.path.join(DIGITS, "digits_cnn.onnx"))
+    for p in paths:
+        ops = {n.op_type for n in onnx.load(p, load_external_data=False).graph.node}
+        assert ops <= allowed, f"{p}: ops outside the supported set: {ops - allowed}"
+
+
+def test_resnet18_has_the_torchvision_layout(models_dir):
+    g = onnx.load(str(models_dir / "resnet18.onnx")).graph
+    convs = [n for n in g.node if n.op_type == "Conv"]
+    bns = [n for n in g.node if n.op_type == "BatchNormalization"]
+    assert len(convs) == 20 and len(bns) == 20          # 1 + 16 + 3 projection shortcuts
+    assert sum(n.op_type == "Add" for n in g.node) == 8  # one residual add per basic block
+    n_params = sum(int(np.prod(t.dims)) for t in g.initializer)
+    # torchvision resnet18: 11,689,512 parameters + BN running mean/var (9,600).
+    assert n_params == 11_689_512 + 9_600
+
+
+def test_digits_report_prints_predictions_and_accuracy(tmp_path):
+    labels = np.load(os.path.join(DIGITS, "test_labels.npy"))
+    pred = labels.copy()
+    pred[[0, 5, 100]] = (pred[[0, 5, 100]] + 1) % 10
+    np.save(tmp_path / "digit.npy", pred)
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "digits_report.py"),
+                           str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "accuracy: 99.2% (357/360)"
+    assert len(lines) == 1 + 20 + 1
+    assert "wrong" in lines[1] and "wrong" in lines[6] and "wrong" not in lines[2]

@@ -1,0 +1,67 @@
+"""End-to-end: Kiln's CLI against ONNX Runtime on the generated test models and the digits CNN.
+
+Each test model of scripts/make_models.py runs under `kiln run` and under ONNX Runtime on the
+same seeded inputs; float outputs must agree to rtol 1e-4 / atol 1e-5, integer outputs exactly.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from kiln_helpers import (REPO, assert_matches_ort, kiln_run_model, load_npz, make_models,
+                          ort_outputs, parse_median_ms)
+
+DIGITS = os.path.join(REPO, "models", "digits")
+
+
+def _model_files(models_dir, name):
+    return str(models_dir / f"{name}.onnx"), str(models_dir / f"{name}_inputs.npz")
+
+
+@pytest.mark.parametrize("name", list(make_models.TEST_MODELS))
+def test_model_matches_ort(models_dir, tmp_path, name):
+    model, inputs = _model_files(models_dir, name)
+    outs, _ = kiln_run_model(model, inputs, str(tmp_path))
+    assert_matches_ort(outs, ort_outputs(model, load_npz(inputs)), name)
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "resnet_block"])
+def test_model_matches_ort_multithreaded(models_dir, tmp_path, name):
+    model, inputs = _model_files(models_dir, name)
+    outs, _ = kiln_run_model(model, inputs, str(tmp_path), extra=["--threads", "2"])
+    assert_matches_ort(outs, ort_outputs(model, load_npz(inputs), threads=2), name)
+
+
+def test_repeat_prints_median_and_keeps_results(models_dir, tmp_path):
+    model, inputs = _model_files(models_dir, "mlp")
+    outs, proc = kiln_run_model(model, inputs, str(tmp_path), extra=["--repeat", "5"])
+    ms = parse_median_ms(proc.stdout + proc.stderr)
+    assert ms is not None, f"no 'median X ms' in kiln output:\n{proc.stdout}\n{proc.stderr}"
+    assert ms > 0.0
+    assert_matches_ort(outs, ort_outputs(model, load_npz(inputs)), "mlp --repeat 5")
+
+
+def test_digits_heldout_matches_ort_and_is_accurate(tmp_path):
+    model = os.path.join(DIGITS, "digits_cnn.onnx")
+    images = os.path.join(DIGITS, "test_images.npz")
+    labels = np.load(os.path.join(DIGITS, "test_labels.npy"))
+    feed = load_npz(images)
+    n = feed["image"].shape[0]
+    assert n == len(labels) == 360
+    outs, _ = kiln_run_model(model, images, str(tmp_path), dims={"N": n})
+    ref = ort_outputs(model, feed)
+    assert_matches_ort(outs, ref, "digits")
+    accuracy = float((outs["digit"] == labels).mean())
+    assert accuracy >= 0.9, f"digits accuracy {accuracy:.3f} < 0.9"
+
+
+def test_digits_other_batch_size(tmp_path):
+    """The symbolic batch dim N bound to a size other than the held-out set's."""
+    feed = {"image": load_npz(os.path.join(DIGITS, "test_images.npz"))["image"][:7]}
+    inputs = str(tmp_path / "seven.npz")
+    np.savez(inputs, **feed)
+    model = os.path.join(DIGITS, "digits_cnn.onnx")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    outs, _ = kiln_run_model(model, inputs, str(out_dir), dims={"N": 7})
+    assert_matches_ort(outs, ort_outputs(model, feed), "digits N=7")

@@ -1,0 +1,22 @@
+// The subcommands of the `kiln` program. Each add_*_command registers its options on `app` and,
+// when that subcommand is the one parsed, stores in `action` the work to run after parsing. main.cc
+// runs the action outside CLI11's parse so that parse errors (exit 2) and model errors (exit 1)
+// stay apart.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace kiln::cli {
+
+/// Work of a parsed subcommand; returns the process exit code.
+using CommandAction = std::function<int()>;
+
+/// `kiln run MODEL.onnx ...`: run a model on given or random inputs and time it.
+void add_run_command(CLI::App& app, CommandAction& action);
+/// `kiln inspect MODEL.onnx ...`: print the IR and every kernel.
+void add_inspect_command(CLI::App& app, CommandAction& action);
+/// `kiln test-onnx DIR ...`: run ONNX backend node tests, one forked child per test.
+void add_test_onnx_command(CLI::App& app, CommandAction& action);
+
+}  // namespace kiln::cli

@@ -1,0 +1,48 @@
+// `kiln inspect`: load a model and print Session::inspect() — the IR after inference and every
+// kernel's loop IR and C source.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "name_value_args.h"
+
+namespace kiln::cli {
+namespace {
+
+struct InspectArgs {
+    std::string model;
+    std::vector<std::string> dims;  // NAME=VALUE
+};
+
+int inspect_model(const InspectArgs& args) {
+    KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
+        << "cannot open model '" << args.model << "': no such file";
+    SessionOptions opts;
+    opts.dims = parse_dims(args.dims);
+    std::unique_ptr<Session> session = Session::load(args.model, opts);
+    std::string text = session->inspect();
+    fmt::print("{}", text);
+    if (!text.empty() && text.back() != '\n') fmt::print("\n");
+    return 0;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, CommandAction& action) {
+    auto args = std::make_shared<InspectArgs>();
+    CLI::App* sub = app.add_subcommand(
+        "inspect", "Print a model's IR and the loop IR and C source of every kernel");
+    sub->add_option("model", args->model, "ONNX model file")->required();
+    sub->add_option("--dim", args->dims, "Value of a symbolic dimension (repeatable)")
+        ->type_name("NAME=VALUE")
+        ->allow_extra_args(false)
+        ->check(name_value_check(true));
+    sub->callback([args, &action] { action = [args] { return inspect_model(*args); }; });
+}
+
+}  // namespace kiln::cli

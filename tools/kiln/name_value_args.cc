@@ -1,0 +1,58 @@
+#include "name_value_args.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "support/error.h"
+
+namespace kiln::cli {
+
+std::pair<std::string, std::string> split_name_value(const std::string& arg,
+                                                     const std::string& option) {
+    size_t eq = arg.find('=');
+    KILN_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < arg.size(), kInvalidArgument)
+        << option << " expects NAME=VALUE, got '" << arg << "'";
+    return {arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+CLI::Validator name_value_check(bool integer_value) {
+    return CLI::Validator(
+        [integer_value](std::string& value) -> std::string {
+            size_t eq = value.find('=');
+            if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
+                return "expected NAME=VALUE, got '" + value + "'";
+            if (integer_value && value.find_first_not_of("0123456789", eq + 1) != std::string::npos)
+                return "expected NAME=<non-negative integer>, got '" + value + "'";
+            return "";
+        },
+        integer_value ? "NAME=INT" : "NAME=VALUE");
+}
+
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& args) {
+    std::map<std::string, int64_t> dims;
+    for (const std::string& arg : args) {
+        auto [name, text] = split_name_value(arg, "--dim");
+        errno = 0;
+        char* end = nullptr;
+        long long v = std::strtoll(text.c_str(), &end, 10);
+        KILN_CHECK(errno == 0 && end != nullptr && *end == '\0' && v >= 0, kInvalidArgument)
+            << "--dim " << name << ": expected a non-negative integer, got '" << text << "'";
+        KILN_CHECK(dims.count(name) == 0, kInvalidArgument) << "--dim " << name << " given twice";
+        dims[name] = v;
+    }
+    return dims;
+}
+
+std::string sanitize_file_name(const std::string& name) {
+    std::string out;
+    out.reserve(name.size());
+    for (char c : name) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+        out += ok ? c : '_';
+    }
+    if (out.empty() || out == "." || out == "..") out = "_" + out;
+    return out;
+}
+
+}  // namespace kiln::cli

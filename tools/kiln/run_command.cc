@@ -1,0 +1,172 @@
+// `kiln run`: load a model, bind inputs (from .npy/.npz files or seeded random data of the declared
+// type), run once to warm up (which includes any compile deferred to the first run), then time N
+// runs and report the median. Prints the compile statistics, each output's type, shape and leading
+// values, and optionally writes every output to DIR/<name>.npy.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "name_value_args.h"
+#include "random_inputs.h"
+#include "support/npy.h"
+#include "tensor_format.h"
+
+namespace kiln::cli {
+namespace {
+
+struct RunArgs {
+    std::string model;
+    std::vector<std::string> inputs;  // NAME=FILE.npy
+    std::string inputs_npz;
+    std::vector<std::string> dims;  // NAME=VALUE
+    std::string output_dir;
+    int repeat = 10;
+    int threads = 0;
+    uint64_t seed = 0;
+};
+
+constexpr int64_t kValuesShown = 10;
+
+std::string input_names(const std::vector<TensorInfo>& infos) {
+    std::string out;
+    for (const TensorInfo& info : infos) out += (out.empty() ? "" : ", ") + info.name;
+    return out.empty() ? "(none)" : out;
+}
+
+/// Tensors given on the command line, by input name; checks every name is a model input.
+std::map<std::string, Tensor> read_given_inputs(const RunArgs& args, const Session& session,
+                                                std::map<std::string, std::string>& origin) {
+    std::map<std::string, Tensor> given;
+    if (!args.inputs_npz.empty()) {
+        for (auto& [name, t] : read_npz(args.inputs_npz)) {
+            given[name] = t;
+            origin[name] = args.inputs_npz;
+        }
+    }
+    std::map<std::string, bool> seen;
+    for (const std::string& arg : args.inputs) {
+        auto [name, path] = split_name_value(arg, "--input");
+        KILN_CHECK(!seen[name], kInvalidArgument) << "--input " << name << " given twice";
+        seen[name] = true;
+        given[name] = read_npy(path);  // overrides an array of the same name from --inputs
+        origin[name] = path;
+    }
+    for (const auto& [name, t] : given) {
+        bool known = std::any_of(session.inputs().begin(), session.inputs().end(),
+                                 [&](const TensorInfo& info) { return info.name == name; });
+        KILN_CHECK(known, kInvalidArgument)
+            << "'" << name << "' (from " << origin[name]
+            << ") is not an input of the model; its inputs are: " << input_names(session.inputs());
+    }
+    return given;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void write_outputs(const std::string& dir, const std::vector<TensorInfo>& infos,
+                   const std::vector<Tensor>& outputs) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    KILN_CHECK(!ec, kIOError) << "cannot create output directory '" << dir << "': " << ec.message();
+    std::map<std::string, std::string> used;  // file name -> output name, to catch collisions
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        std::string name = i < infos.size() ? infos[i].name : fmt::format("output_{}", i);
+        std::string file = sanitize_file_name(name);
+        if (used.count(file)) file = fmt::format("{}_{}", file, i);
+        used[file] = name;
+        std::string path = (std::filesystem::path(dir) / (file + ".npy")).string();
+        write_npy(path, outputs[i]);
+        fmt::print("wrote {}\n", path);
+    }
+}
+
+int run_model(const RunArgs& args) {
+    KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
+        << "cannot open model '" << args.model << "': no such file";
+    SessionOptions opts;
+    opts.threads = args.threads;
+    opts.dims = parse_dims(args.dims);
+    std::unique_ptr<Session> session = Session::load(args.model, opts);
+
+    std::map<std::string, std::string> origin;
+    std::map<std::string, Tensor> feeds = read_given_inputs(args, *session, origin);
+    RandomInputs random(args.seed);
+    for (const TensorInfo& info : session->inputs()) {
+        if (feeds.count(info.name)) {
+            const Tensor& t = feeds[info.name];
+            fmt::print("input {}: {} {} (from {})\n", info.name, dtype_name(t.dtype()),
+                       shape_str(t.shape()), origin[info.name]);
+            continue;
+        }
+        Shape shape = resolve_input_shape(info, opts.dims);
+        feeds[info.name] = random.make(info.dtype, shape);
+        fmt::print("input {}: {} {} (random, seed {})\n", info.name, dtype_name(info.dtype),
+                   shape_str(shape), args.seed);
+    }
+
+    using Clock = std::chrono::steady_clock;
+    std::vector<Tensor> outputs = session->run(feeds);  // warm-up; may compile
+    SessionStats stats = session->stats();
+    fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", stats.kernels,
+               stats.compiled, stats.kernels - stats.compiled, stats.compile_seconds);
+
+    std::vector<double> ms;
+    for (int r = 0; r < args.repeat; ++r) {
+        auto t0 = Clock::now();
+        outputs = session->run(feeds);
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+
+    const std::vector<TensorInfo>& infos = session->outputs();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        std::string name = i < infos.size() ? infos[i].name : fmt::format("output_{}", i);
+        const Tensor& t = outputs[i];
+        fmt::print("{}: {} {}\n", name, dtype_name(t.dtype()), shape_str(t.shape()));
+        fmt::print("  values: {}\n", format_leading_values(t, kValuesShown));
+    }
+    fmt::print("median {:.2f} ms ({} runs)\n", median(ms), ms.size());
+    if (!args.output_dir.empty()) write_outputs(args.output_dir, infos, outputs);
+    return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandAction& action) {
+    auto args = std::make_shared<RunArgs>();
+    CLI::App* sub = app.add_subcommand("run", "Run a model on given or random inputs and time it");
+    sub->add_option("model", args->model, "ONNX model file")->required();
+    sub->add_option("--input", args->inputs, "Input from a .npy file (repeatable)")
+        ->type_name("NAME=FILE.npy")
+        ->allow_extra_args(false)
+        ->check(name_value_check(false));
+    sub->add_option("--inputs", args->inputs_npz, "Inputs from an .npz archive (np.savez), by name")
+        ->type_name("FILE.npz");
+    sub->add_option("--dim", args->dims, "Value of a symbolic dimension (repeatable)")
+        ->type_name("NAME=VALUE")
+        ->allow_extra_args(false)
+        ->check(name_value_check(true));
+    sub->add_option("--output-dir", args->output_dir, "Write each output to DIR/<name>.npy")
+        ->type_name("DIR");
+    sub->add_option("--repeat", args->repeat, "Timed runs after the warm-up run")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--threads", args->threads, "Intra-op threads (0 = all cores)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--seed", args->seed, "Seed of the random inputs")->capture_default_str();
+    sub->callback([args, &action] { action = [args] { return run_model(*args); }; });
+}
+
+}  // namespace kiln::cli

@@ -55,9 +55,7 @@ def kiln_cmd(kiln, model, inputs, dims, out_dir, threads, repeat):
            "--threads", str(threads)]
     for k, v in dims.items():
         cmd += ["--dim", f"{k}={v}"]
-    if repeat > 1:
-        cmd += ["--repeat", str(repeat)]
-    return cmd
+    return cmd + ["--repeat", str(repeat)]
 
 
 def run_checked(cmd, env):

@@ -176,9 +176,9 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             add_buffer(v, BufferRole::kConstant);
         }
         int id = buffer_of.at(v);
-        BufferDesc& b = exe->buffers[id];
+        const BufferDesc b = exe->buffers[id];  // a copy: buffers grows below
         if (b.role == BufferRole::kIntermediate && !is_output[id]) {
-            b.role = BufferRole::kOutput;
+            exe->buffers[id].role = BufferRole::kOutput;
             is_output[id] = true;
             exe->outputs.push_back(id);
             continue;

@@ -114,6 +114,12 @@ private:
     void read_opset() {
         for (const auto& os : model_.opset_import())
             if (is_default_domain(os.domain())) opset_ = static_cast<int>(std::min<int64_t>(os.version(), 1 << 20));
+        if (opset_ <= 0) {
+            for (const auto& os : model_.opset_import())
+                KILN_CHECK(is_default_domain(os.domain()), kUnsupported)
+                    << "the model uses only operator domain '" << os.domain() << "' (opset " << os.version()
+                    << "), which Kiln does not support";
+        }
         KILN_CHECK(opset_ > 0, kInvalidModel)
             << "the model declares no (valid) opset for the default domain 'ai.onnx' in opset_import";
     }

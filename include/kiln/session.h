@@ -11,9 +11,23 @@
 
 namespace kiln {
 
+/// Which executor runs the compiled steps.
+enum class ExecutorKind { kAuto, kSequential, kDataflow };
+
 struct SessionOptions {
-    /// Intra-op threads (0 = all cores).
+    /// Intra-op threads (0 = all cores). `threads` is the historical name of intra_op_threads.
     int threads = 0;
+    /// Inter-op threads for the dataflow executor (0 = auto from cores).
+    int inter_op_threads = 0;
+    /// kAuto picks dataflow when the graph has enough parallel width.
+    ExecutorKind executor = ExecutorKind::kAuto;
+    /// Share the process-wide thread pools with other sessions (false: this session owns its pools).
+    bool use_global_thread_pools = false;
+    /// Memory budget in bytes for this session's tensors (0 = unlimited); exceeding it is an
+    /// OutOfMemory error naming the tensor.
+    size_t memory_limit = 0;
+    /// Write a Chrome trace (chrome://tracing, Perfetto) of every run to this path ("" = off).
+    std::string profile_path;
     /// Values for symbolic input dimensions.
     std::map<std::string, int64_t> dims;
 };

@@ -16,8 +16,9 @@ ALLOWED = {
     "runtime": {"support"},
     "codegen": {"tir", "te", "runtime", "support"},
     "op": {"ir", "te", "support"},
+    "plan": {"ir", "op", "te", "support"},
     "frontend": {"op", "ir", "te", "support"},
-    "compiler": {"frontend", "op", "ir", "te", "tir", "codegen", "runtime", "support", "kiln"},
+    "compiler": {"frontend", "plan", "op", "ir", "te", "tir", "codegen", "runtime", "support", "kiln"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

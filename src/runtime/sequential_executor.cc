@@ -1,147 +1,24 @@
-// SequentialExecutor: binds buffers and calls each step's kernel in the Executable's order.
-//
-// prepare() (first run) loads the kernel libraries, allocates every intermediate buffer once
-// through the Allocator and binds constants to their data. run() checks the inputs against the
-// input BufferDescs (count, dtype, shape), allocates fresh output tensors, fills a per-buffer
-// pointer table and calls the kernels with the pool's env. Nothing throws out of run(): every
-// kiln::Error (allocation, loading) becomes a Status.
+// SequentialExecutor: calls each step's kernel in the Executable's static order on the calling
+// thread. Memory binding (intermediates once, inputs/outputs per run) is the BufferTable's.
 #include "runtime/sequential_executor.h"
-
-#include <cstring>
-#include <map>
 
 namespace kiln::runtime {
 
 SequentialExecutor::SequentialExecutor(std::shared_ptr<Executable> exe, ThreadPool* pool, Allocator* alloc)
-    : exe_(std::move(exe)), pool_(pool), alloc_(alloc) {}
+    : table_(std::move(exe), alloc), pool_(pool) {}
 
-SequentialExecutor::~SequentialExecutor() {
-    if (!exe_) return;
-    for (size_t i = 0; i < storage_.size() && i < exe_->buffers.size(); ++i) {
-        if (storage_[i] && exe_->buffers[i].role == BufferRole::kIntermediate)
-            alloc_->deallocate(storage_[i], exe_->buffers[i].nbytes());
-    }
-}
-
-Status SequentialExecutor::prepare() {
-    if (prepared_) return Status::ok_status();
-    if (!exe_) return Status(ErrorKind::kInvalidArgument, "executor has no executable");
-    const auto& bufs = exe_->buffers;
-    try {
-        if (!exe_->loaded()) exe_->load();
-        for (size_t s = 0; s < exe_->steps.size(); ++s) {
-            const StepDesc& st = exe_->steps[s];
-            KILN_ICHECK(st.kernel >= 0 && static_cast<size_t>(st.kernel) < exe_->kernels.size())
-                << "step " << s << " (" << st.node_name << ") names kernel " << st.kernel;
-            for (int b : st.args)
-                KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size())
-                    << "step " << s << " (" << st.node_name << ") names buffer " << b;
-        }
-        for (int b : exe_->inputs) KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size()) << "input buffer " << b;
-        for (int b : exe_->outputs) KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size()) << "output buffer " << b;
-        storage_.assign(bufs.size(), nullptr);
-        for (size_t i = 0; i < bufs.size(); ++i) {
-            const BufferDesc& d = bufs[i];
-            if (d.role == BufferRole::kIntermediate) {
-                storage_[i] = alloc_->allocate(d.nbytes(), d.name);
-            } else if (d.role == BufferRole::kConstant) {
-                KILN_ICHECK(d.constant.defined() && d.constant.nbytes() == d.nbytes())
-                    << "constant '" << d.name << "' has " << d.constant.nbytes() << " bytes of data, expected "
-                    << d.nbytes();
-                storage_[i] = const_cast<void*>(d.constant.data());
-            }
-        }
-    } catch (const Error& e) {
-        // Give back what was allocated so a later attempt (e.g. with a larger budget) starts clean.
-        for (size_t i = 0; i < storage_.size(); ++i)
-            if (storage_[i] && bufs[i].role == BufferRole::kIntermediate) alloc_->deallocate(storage_[i], bufs[i].nbytes());
-        storage_.clear();
-        return Status::from(e);
-    }
-    prepared_ = true;
-    return Status::ok_status();
-}
+SequentialExecutor::~SequentialExecutor() = default;
 
 Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
-    if (!exe_) return Status(ErrorKind::kInvalidArgument, "executor has no executable");
-    const auto& bufs = exe_->buffers;
-    if (inputs.size() != exe_->inputs.size()) {
-        return Status(ErrorKind::kInvalidArgument, "expected " + std::to_string(exe_->inputs.size()) +
-                                                       " inputs, got " + std::to_string(inputs.size()));
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        int id = exe_->inputs[i];
-        if (id < 0 || static_cast<size_t>(id) >= bufs.size())
-            return Status(ErrorKind::kInternal, "bug in Kiln: input " + std::to_string(i) + " names buffer " + std::to_string(id));
-        const BufferDesc& d = bufs[id];
-        const Tensor& t = inputs[i];
-        if (t.dtype() != d.dtype || t.shape() != d.shape) {
-            return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': expected " + dtype_name(d.dtype) +
-                                                           shape_str(d.shape) + ", got " + dtype_name(t.dtype()) +
-                                                           shape_str(t.shape()));
-        }
-        if (t.data() == nullptr && t.numel() > 0)
-            return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': tensor has no data");
-    }
-    Status st = prepare();
+    RunBindings b;
+    Status st = table_.bind(inputs, b);
     if (!st.ok()) return st;
-
-    std::vector<void*> ptrs = storage_;
-    for (size_t i = 0; i < inputs.size(); ++i) ptrs[exe_->inputs[i]] = const_cast<void*>(inputs[i].data());
-    std::map<int, Tensor> fresh;  // output buffers allocated for this run
-    try {
-        for (size_t i = 0; i < bufs.size(); ++i) {
-            if (bufs[i].role != BufferRole::kOutput) continue;
-            Tensor t(bufs[i].dtype, bufs[i].shape);
-            ptrs[i] = t.data();
-            fresh.emplace(static_cast<int>(i), std::move(t));
-        }
-    } catch (const Error& e) {
-        return Status::from(e);
+    kiln_kernel_env env = make_kernel_env(pool_);
+    for (size_t s = 0; s < table_.executable().steps.size(); ++s) {
+        st = table_.run_step(s, b, env);
+        if (!st.ok()) return st;
     }
-    for (size_t i = 0; i < bufs.size(); ++i) {
-        if (ptrs[i] == nullptr && bufs[i].nbytes() > 0 && bufs[i].role != BufferRole::kInput)
-            return Status(ErrorKind::kInternal, "bug in Kiln: buffer '" + bufs[i].name + "' is not bound");
-    }
-
-    kiln_kernel_env env;
-    if (pool_) {
-        env = pool_->kernel_env();
-    } else {
-        env.pool = nullptr;
-        env.parallel_for = [](void*, int64_t n, kiln_task_fn fn, void* ctx) {
-            if (n > 0) fn(0, n, ctx);
-        };
-    }
-    std::vector<void*> args;
-    for (const StepDesc& step : exe_->steps) {
-        args.clear();
-        for (int b : step.args) args.push_back(ptrs[b]);
-        int32_t rc = exe_->kernel_fn(step.kernel)(args.data(), &env);
-        if (rc != 0) {
-            const KernelDesc& k = exe_->kernels[step.kernel];
-            return Status(ErrorKind::kInternal, "kernel '" + k.symbol + "' for node '" + step.node_name + "'" +
-                                                    (k.description.empty() ? "" : " (" + k.description + ")") +
-                                                    " failed with code " + std::to_string(rc) +
-                                                    (rc == 1 ? " (could not allocate a kernel-local buffer)" : ""));
-        }
-    }
-
-    outputs.clear();
-    outputs.reserve(exe_->outputs.size());
-    for (int id : exe_->outputs) {
-        auto it = fresh.find(id);
-        if (it != fresh.end()) {
-            // The same buffer listed twice as an output gets an independent copy the second time.
-            outputs.push_back(it->second);
-            it->second = it->second.clone();
-        } else {
-            // An output that is an input or a constant (an identity model): copy it out.
-            Tensor t(bufs[id].dtype, bufs[id].shape);
-            if (t.nbytes()) std::memcpy(t.data(), ptrs[id], t.nbytes());
-            outputs.push_back(std::move(t));
-        }
-    }
+    table_.collect_outputs(b, outputs);
     return Status::ok_status();
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/allocator.h"
+#include "runtime/buffer_table.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
 #include "support/status.h"
@@ -26,12 +27,8 @@ public:
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
 
 private:
-    Status prepare();
-    std::shared_ptr<Executable> exe_;
+    BufferTable table_;
     ThreadPool* pool_;
-    Allocator* alloc_;
-    std::vector<void*> storage_;  // per buffer: intermediates owned here; others bound per run
-    bool prepared_ = false;
 };
 
 }  // namespace kiln::runtime

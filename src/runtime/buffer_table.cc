@@ -1,0 +1,150 @@
+// BufferTable: see buffer_table.h. prepare() validates the executable once (ids in range,
+// constant sizes), loads kernels and allocates intermediates; bind() validates inputs per run.
+#include "runtime/buffer_table.h"
+
+#include <cstring>
+
+namespace kiln::runtime {
+
+BufferTable::BufferTable(std::shared_ptr<Executable> exe, Allocator* alloc) : exe_(std::move(exe)), alloc_(alloc) {}
+
+BufferTable::~BufferTable() { release(); }
+
+void BufferTable::release() {
+    if (!exe_) return;
+    for (size_t i = 0; i < storage_.size() && i < exe_->buffers.size(); ++i)
+        if (storage_[i] && exe_->buffers[i].role == BufferRole::kIntermediate)
+            alloc_->deallocate(storage_[i], exe_->buffers[i].nbytes());
+    storage_.clear();
+}
+
+Status BufferTable::prepare() {
+    if (prepared_) return Status::ok_status();
+    if (!exe_) return Status(ErrorKind::kInvalidArgument, "executor has no executable");
+    const auto& bufs = exe_->buffers;
+    try {
+        if (!exe_->loaded()) exe_->load();
+        for (size_t s = 0; s < exe_->steps.size(); ++s) {
+            const StepDesc& st = exe_->steps[s];
+            KILN_ICHECK(st.kernel >= 0 && static_cast<size_t>(st.kernel) < exe_->kernels.size())
+                << "step " << s << " (" << st.node_name << ") names kernel " << st.kernel;
+            for (int b : st.args)
+                KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size())
+                    << "step " << s << " (" << st.node_name << ") names buffer " << b;
+        }
+        for (int b : exe_->inputs) KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size()) << "input buffer " << b;
+        for (int b : exe_->outputs) KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size()) << "output buffer " << b;
+        storage_.assign(bufs.size(), nullptr);
+        for (size_t i = 0; i < bufs.size(); ++i) {
+            const BufferDesc& d = bufs[i];
+            if (d.role == BufferRole::kIntermediate) {
+                storage_[i] = alloc_->allocate(d.nbytes(), d.name);
+            } else if (d.role == BufferRole::kConstant) {
+                KILN_ICHECK(d.constant.defined() && d.constant.nbytes() == d.nbytes())
+                    << "constant '" << d.name << "' has " << d.constant.nbytes() << " bytes of data, expected "
+                    << d.nbytes();
+                storage_[i] = const_cast<void*>(d.constant.data());
+            }
+        }
+    } catch (const Error& e) {
+        // Give back what was allocated so a later attempt (e.g. with a larger budget) starts clean.
+        release();
+        return Status::from(e);
+    }
+    prepared_ = true;
+    return Status::ok_status();
+}
+
+Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b) {
+    if (!exe_) return Status(ErrorKind::kInvalidArgument, "executor has no executable");
+    const auto& bufs = exe_->buffers;
+    if (inputs.size() != exe_->inputs.size()) {
+        return Status(ErrorKind::kInvalidArgument, "expected " + std::to_string(exe_->inputs.size()) +
+                                                       " inputs, got " + std::to_string(inputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        int id = exe_->inputs[i];
+        if (id < 0 || static_cast<size_t>(id) >= bufs.size())
+            return Status(ErrorKind::kInternal, "bug in Kiln: input " + std::to_string(i) + " names buffer " + std::to_string(id));
+        const BufferDesc& d = bufs[id];
+        const Tensor& t = inputs[i];
+        if (t.dtype() != d.dtype || t.shape() != d.shape) {
+            return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': expected " + dtype_name(d.dtype) +
+                                                           shape_str(d.shape) + ", got " + dtype_name(t.dtype()) +
+                                                           shape_str(t.shape()));
+        }
+        if (t.data() == nullptr && t.numel() > 0)
+            return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': tensor has no data");
+    }
+    Status st = prepare();
+    if (!st.ok()) return st;
+
+    b.ptrs = storage_;
+    b.fresh_outputs.clear();
+    for (size_t i = 0; i < inputs.size(); ++i) b.ptrs[exe_->inputs[i]] = const_cast<void*>(inputs[i].data());
+    try {
+        for (size_t i = 0; i < bufs.size(); ++i) {
+            if (bufs[i].role != BufferRole::kOutput) continue;
+            Tensor t(bufs[i].dtype, bufs[i].shape);
+            b.ptrs[i] = t.data();
+            b.fresh_outputs.emplace(static_cast<int>(i), std::move(t));
+        }
+    } catch (const Error& e) {
+        return Status::from(e);
+    }
+    for (size_t i = 0; i < bufs.size(); ++i) {
+        if (b.ptrs[i] == nullptr && bufs[i].nbytes() > 0 && bufs[i].role != BufferRole::kInput)
+            return Status(ErrorKind::kInternal, "bug in Kiln: buffer '" + bufs[i].name + "' is not bound");
+    }
+    return Status::ok_status();
+}
+
+Status BufferTable::run_step(size_t s, const RunBindings& b, const kiln_kernel_env& env) const {
+    const StepDesc& step = exe_->steps[s];
+    void* args[64];
+    std::vector<void*> many;
+    void** argv = args;
+    if (step.args.size() > 64) {
+        many.resize(step.args.size());
+        argv = many.data();
+    }
+    for (size_t i = 0; i < step.args.size(); ++i) argv[i] = b.ptrs[step.args[i]];
+    int32_t rc = exe_->kernel_fn(step.kernel)(argv, &env);
+    if (rc == 0) return Status::ok_status();
+    const KernelDesc& k = exe_->kernels[step.kernel];
+    return Status(ErrorKind::kInternal, "kernel '" + k.symbol + "' for node '" + step.node_name + "'" +
+                                            (k.description.empty() ? "" : " (" + k.description + ")") +
+                                            " failed with code " + std::to_string(rc) +
+                                            (rc == 1 ? " (could not allocate a kernel-local buffer)" : ""));
+}
+
+void BufferTable::collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const {
+    const auto& bufs = exe_->buffers;
+    outputs.clear();
+    outputs.reserve(exe_->outputs.size());
+    for (int id : exe_->outputs) {
+        auto it = b.fresh_outputs.find(id);
+        if (it != b.fresh_outputs.end()) {
+            // The same buffer listed twice as an output gets an independent copy the second time.
+            outputs.push_back(it->second);
+            it->second = it->second.clone();
+        } else {
+            // An output that is an input or a constant (an identity model): copy it out.
+            Tensor t(bufs[id].dtype, bufs[id].shape);
+            if (t.nbytes()) std::memcpy(t.data(), b.ptrs[id], t.nbytes());
+            outputs.push_back(std::move(t));
+        }
+    }
+}
+
+kiln_kernel_env make_kernel_env(ThreadPool* pool) {
+    if (pool) return pool->kernel_env();
+    kiln_kernel_env env;
+    env.pool = nullptr;
+    env.parallel_for = [](void*, int64_t n, kiln_task_fn fn, void* ctx) {
+        if (n > 0) fn(0, n, ctx);
+    };
+    return env;
+}
+
+}  // namespace kiln::runtime

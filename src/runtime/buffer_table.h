@@ -1,0 +1,54 @@
+// BufferTable: the memory an executor binds for one Executable, shared by every executor.
+// Intermediates are allocated once (prepare), constants are bound to their data, inputs and
+// fresh output tensors are bound per run (bind). Nothing here throws: errors are Status.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+/// Per-run bindings: one data pointer per buffer, and the output tensors made for this run.
+struct RunBindings {
+    std::vector<void*> ptrs;
+    std::map<int, Tensor> fresh_outputs;
+};
+
+class BufferTable {
+public:
+    BufferTable(std::shared_ptr<Executable> exe, Allocator* alloc);
+    ~BufferTable();
+    BufferTable(const BufferTable&) = delete;
+    BufferTable& operator=(const BufferTable&) = delete;
+
+    const Executable& executable() const { return *exe_; }
+
+    /// First call: loads the kernels, validates step and buffer ids, allocates intermediates
+    /// through the allocator (a failure gives everything back and can be retried). Idempotent.
+    Status prepare();
+    /// Checks inputs against the executable (count, dtype, shape: "input 'x': expected f32[1,3],
+    /// got f32[1,4]"), allocates fresh outputs and fills `b`. Calls prepare() if needed.
+    Status bind(const std::vector<Tensor>& inputs, RunBindings& b);
+    /// Calls step s's kernel on the bound pointers; a non-zero return names the node.
+    Status run_step(size_t s, const RunBindings& b, const kiln_kernel_env& env) const;
+    /// The model outputs in order (an output that is an input or constant is copied).
+    void collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const;
+
+private:
+    void release();
+    std::shared_ptr<Executable> exe_;
+    Allocator* alloc_;
+    std::vector<void*> storage_;  // per buffer: intermediates and constants
+    bool prepared_ = false;
+};
+
+/// The env generated kernels get: the pool's parallel_for, or a serial one when pool is null.
+kiln_kernel_env make_kernel_env(ThreadPool* pool);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,202 @@
+// Session: load -> specialize -> run, through the whole stack, on small models built with the
+// ONNX protobuf API. References are naive loops written here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../frontend/onnx_model_builder.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::frontend::testing;
+namespace fs = std::filesystem;
+
+class SessionTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() / ("kiln_session_test_" + std::to_string(::getpid()) + "_" +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    std::string save(const onnx::ModelProto& m, const std::string& name = "model.onnx") {
+        std::string path = (dir_ / name).string();
+        std::ofstream f(path, std::ios::binary);
+        m.SerializeToOstream(&f);
+        return path;
+    }
+
+    fs::path dir_;
+};
+
+std::vector<float> iota_weights(size_t n, float scale) {
+    std::vector<float> w(n);
+    for (size_t i = 0; i < n; ++i) w[i] = scale * (static_cast<float>(i % 7) - 3.0f);
+    return w;
+}
+
+Tensor random_tensor(Shape shape, uint32_t seed) {
+    Tensor t(DType::kFloat32, shape);
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
+    return t;
+}
+
+/// y = Relu(x @ W + b) with x: [N, 4] (symbolic N), W: [4, 3], b: [3].
+onnx::ModelProto mlp_model() {
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {std::string("N"), int64_t{4}});
+    add_float_init(g, "W", {4, 3}, iota_weights(12, 0.25f));
+    add_float_init(g, "b", {3}, {0.5f, -0.25f, 0.125f}, /*raw=*/true);
+    add_node(g, "MatMul", {"x", "W"}, {"xw"}, "mm");
+    add_node(g, "Add", {"xw", "b"}, {"z"}, "add");
+    add_node(g, "Relu", {"z"}, {"y"}, "relu");
+    add_output(g, "y", {std::string("N"), int64_t{3}});
+    return m;
+}
+
+std::vector<float> mlp_reference(const Tensor& x) {
+    std::vector<float> w = iota_weights(12, 0.25f), b = {0.5f, -0.25f, 0.125f};
+    int64_t n = x.shape()[0];
+    std::vector<float> y(n * 3);
+    for (int64_t i = 0; i < n; ++i)
+        for (int j = 0; j < 3; ++j) {
+            float acc = 0;
+            for (int k = 0; k < 4; ++k) acc += x.data_as<float>()[i * 4 + k] * w[k * 3 + j];
+            y[i * 3 + j] = std::max(acc + b[j], 0.0f);
+        }
+    return y;
+}
+
+void expect_close(const Tensor& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
+    for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got.data_as<float>()[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << "element " << i;
+}
+
+TEST_F(SessionTest, SymbolicBatchCompilesPerShape) {
+    auto s = Session::load(save(mlp_model()));
+    ASSERT_EQ(s->inputs().size(), 1u);
+    EXPECT_EQ(s->inputs()[0].symbols[0], "N");
+    for (int64_t n : {2, 5, 2}) {
+        Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(n));
+        std::vector<Tensor> out = s->run({{"x", x}});
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].shape(), (Shape{n, 3}));
+        expect_close(out[0], mlp_reference(x));
+    }
+}
+
+TEST_F(SessionTest, DimsGivenInOptionsCompileAtLoad) {
+    SessionOptions opts;
+    opts.dims["N"] = 3;
+    auto s = Session::load(save(mlp_model()), opts);
+    EXPECT_GT(s->stats().kernels, 0);  // compiled in load()
+    Tensor x = random_tensor({3, 4}, 7);
+    expect_close(s->run({{"x", x}})[0], mlp_reference(x));
+    // A run disagreeing with the bound dim is an error naming the input and the dim.
+    try {
+        s->run({{"x", random_tensor({4, 4}, 1)}});
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("'N'"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(SessionTest, InputErrorsNameTheInputWithExpectedAndGot) {
+    auto s = Session::load(save(mlp_model()));
+    auto expect_error = [&](const std::map<std::string, Tensor>& in, const std::vector<std::string>& parts) {
+        try {
+            s->run(in);
+            FAIL() << "expected an error";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+            for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+        }
+    };
+    expect_error({}, {"missing input 'x'"});
+    expect_error({{"x", random_tensor({2, 4}, 1)}, {"bogus", random_tensor({1}, 1)}}, {"'bogus'", "'x'"});
+    expect_error({{"x", random_tensor({2, 5}, 1)}}, {"input 'x'", "expected", "got", "[2,5]"});
+    expect_error({{"x", random_tensor({2, 4, 1}, 1)}}, {"input 'x'", "rank 2", "[2,4,1]"});
+    expect_error({{"x", Tensor(DType::kInt64, {2, 4})}}, {"input 'x'", "f32", "i64"});
+    // The session stays usable after errors.
+    Tensor x = random_tensor({2, 4}, 3);
+    expect_close(s->run({{"x", x}})[0], mlp_reference(x));
+}
+
+TEST_F(SessionTest, ReshapeTargetFromGraphInputSpecializesOnItsValue) {
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "data", {int64_t{2}, int64_t{6}});
+    add_input(g, "shape", {int64_t{2}}, onnx::TensorProto::INT64);
+    add_node(g, "Reshape", {"data", "shape"}, {"r"}, "reshape");
+    add_node(g, "Relu", {"r"}, {"y"}, "relu");
+    add_output(g, "y");
+    auto s = Session::load(save(m));
+    Tensor data = random_tensor({2, 6}, 11);
+    for (Shape target : {Shape{3, 4}, Shape{4, -1}, Shape{12, 1}}) {
+        Tensor shape(DType::kInt64, {2});
+        shape.data_as<int64_t>()[0] = target[0];
+        shape.data_as<int64_t>()[1] = target[1];
+        std::vector<Tensor> out = s->run({{"data", data}, {"shape", shape}});
+        Shape want = target[1] == -1 ? Shape{target[0], 12 / target[0]} : target;
+        EXPECT_EQ(out[0].shape(), want);
+        for (int64_t i = 0; i < 12; ++i)
+            EXPECT_EQ(out[0].data_as<float>()[i], std::max(data.data_as<float>()[i], 0.0f));
+    }
+}
+
+TEST_F(SessionTest, SecondLoadCompilesNothing) {
+    fs::path cache = dir_ / "cache";
+    ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
+    SessionOptions opts;
+    opts.dims["N"] = 2;
+    std::string path = save(mlp_model());
+    auto first = Session::load(path, opts);
+    EXPECT_GT(first->stats().compiled, 0);
+    auto second = Session::load(path, opts);
+    EXPECT_EQ(second->stats().compiled, 0);
+    EXPECT_EQ(second->stats().kernels, first->stats().kernels);
+    Tensor x = random_tensor({2, 4}, 5);
+    expect_close(second->run({{"x", x}})[0], mlp_reference(x));
+    ::unsetenv("KILN_CACHE_DIR");
+}
+
+TEST_F(SessionTest, UnsupportedOpFailsAtLoadNamingNodeAndOp) {
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {int64_t{2}});
+    add_node(g, "NoSuchOp", {"x"}, {"y"}, "mystery");
+    add_output(g, "y");
+    try {
+        Session::load(save(m));
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+        EXPECT_NE(std::string(e.what()).find("NoSuchOp"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("mystery"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(SessionTest, InspectShowsIrAndKernelSource) {
+    SessionOptions opts;
+    opts.dims["N"] = 1;
+    auto s = Session::load(save(mlp_model()), opts);
+    std::string text = s->inspect();
+    EXPECT_NE(text.find("MatMul("), std::string::npos);
+    EXPECT_NE(text.find("int32_t kiln_kernel("), std::string::npos);
+    EXPECT_NE(text.find("for "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln

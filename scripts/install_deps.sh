@@ -8,6 +8,7 @@ DEB_PACKAGES=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   python3 python3-pip
+  time  # /usr/bin/time -v: peak RSS in bench/memory_figures.py
 )
 # onnx is pinned: 1.19.x is the newest wheel that still ships the backend node test data
 # (onnx/backend/test/data/node) that `kiln test-onnx` and CI run.

@@ -6,8 +6,11 @@ Two kinds of models:
 * The digits CNN (models/digits/, committed): a small CNN trained here, in plain numpy
   (hand-written forward and backward passes, Adam), on scikit-learn's 8x8 `load_digits`.
 * Test models with seeded random weights (written to --out, default build/models, not
-  committed): mlp, small_cnn, resnet_block, resnet18, two_input_mix, old_opsets, opset11.
+  committed): mlp, small_cnn, resnet_block, resnet18, two_input_mix, old_opsets, opset11,
+  bert_tiny, inception, two_tower, mobilenetv2_96 (the default set, used by the tests).
   Each comes with `<name>_inputs.npz` holding seeded random inputs.
+* Benchmark models, built only when named with --only: resnet50, mobilenetv2 (torchvision
+  layouts, 224x224) and bert_base (12-layer BERT-base encoder, seq 128; ~340 MB of weights).
 
 Test models are built with `EagerGraph`, which emits ONNX nodes and at the same time evaluates
 every node in float64 numpy. The eager values give (1) an independent reference checked against
@@ -20,6 +23,7 @@ Everything is deterministic (fixed seeds) and runs in well under a minute on two
     python3 scripts/make_models.py                 # digits model + test models
     python3 scripts/make_models.py --out DIR --skip-digits
     python3 scripts/make_models.py --only mlp,small_cnn
+    python3 scripts/make_models.py --skip-digits --only resnet50,mobilenetv2,bert_base
 """
 from __future__ import annotations
 
@@ -49,15 +53,17 @@ def _patches(xp, kh, kw, sh, sw, oh, ow):
     return np.stack(cols, axis=2)
 
 
-def np_conv(x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0)):
+def np_conv(x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0), group=1):
     n, c, h, wd = x.shape
     o, ci, kh, kw = w.shape
-    assert ci == c, (ci, c)
+    assert ci * group == c and o % group == 0, (ci, group, c, o)
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
     oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
     ow = (wd + pads[1] + pads[3] - kw) // strides[1] + 1
-    cols = _patches(xp, kh, kw, strides[0], strides[1], oh, ow).reshape(n, c * kh * kw, oh * ow)
-    y = np.einsum("ok,nkp->nop", w.reshape(o, -1), cols, optimize=True).reshape(n, o, oh, ow)
+    cols = _patches(xp, kh, kw, strides[0], strides[1], oh, ow).reshape(
+        n, group, ci * kh * kw, oh * ow)
+    y = np.einsum("gok,ngkp->ngop", w.reshape(group, o // group, -1), cols,
+                  optimize=True).reshape(n, o, oh, ow)
     if b is not None:
         y = y + b.reshape(1, -1, 1, 1)
     return y
@@ -169,12 +175,14 @@ class EagerGraph:
 
     # ---- layers ---------------------------------------------------------------------------
 
-    def conv(self, x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0)):
+    def conv(self, x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0), group=1):
         wn = self.init(w, "conv_w")
         ins = [x, wn] + ([self.init(b, "conv_b")] if b is not None else [])
         k = list(w.shape[2:])
-        return self.op("Conv", ins, lambda a, ww, bb=None: np_conv(a, ww, bb, strides, pads),
-                       kernel_shape=k, strides=list(strides), pads=list(pads))
+        attrs = {"group": group} if group != 1 else {}
+        return self.op("Conv", ins,
+                       lambda a, ww, bb=None: np_conv(a, ww, bb, strides, pads, group),
+                       kernel_shape=k, strides=list(strides), pads=list(pads), **attrs)
 
     def bn(self, x, scale, bias, mean, var, eps=1e-5):
         names = [self.init(a, "bn") for a in (scale, bias, mean, var)]
@@ -184,8 +192,49 @@ class EagerGraph:
     def relu(self, x):
         return self.op("Relu", [x], lambda a: np.maximum(a, 0.0))
 
+    def relu6(self, x):
+        """torch ReLU6 as exported at opset 11+: Clip with constant min 0 and max 6."""
+        lo = self.init(np.array(0.0, np.float32), "relu6_min")
+        hi = self.init(np.array(6.0, np.float32), "relu6_max")
+        return self.op("Clip", [x, lo, hi], lambda a, l, h: np.clip(a, l, h))
+
     def add(self, a, b):
         return self.op("Add", [a, b], np.add)
+
+    def matmul(self, a, b):
+        return self.op("MatMul", [a, b], np.matmul)
+
+    def linear(self, x, w, b):
+        """torch Linear on a [.., in] tensor as exported for rank > 2: MatMul(x, W^T) + b."""
+        return self.add(self.matmul(x, self.init(w.T.copy(), "lin_w")), self.init(b, "lin_b"))
+
+    def layer_norm(self, x, gamma, beta, eps=1e-12):
+        def f(a, s, b):
+            mu = a.mean(axis=-1, keepdims=True)
+            var = ((a - mu) ** 2).mean(axis=-1, keepdims=True)
+            return (a - mu) / np.sqrt(var + eps) * s + b
+        return self.op("LayerNormalization", [x, self.init(gamma, "ln_g"), self.init(beta, "ln_b")],
+                       f, axis=-1, epsilon=eps)
+
+    def gelu_erf(self, x):
+        """torch's exact GELU as exported below opset 20: x * 0.5 * (1 + erf(x / sqrt 2))."""
+        from scipy.special import erf as verf
+        d = self.op("Div", [x, self.init(np.array(1.4142135381698608, np.float32), "sqrt2")],
+                    np.divide)
+        e = self.op("Erf", [d], verf)
+        a = self.op("Add", [e, self.init(np.array(1.0, np.float32), "one")], np.add)
+        m = self.op("Mul", [x, a], np.multiply)
+        return self.op("Mul", [m, self.init(np.array(0.5, np.float32), "half")], np.multiply)
+
+    def reshape(self, x, shape):
+        return self.op("Reshape", [x, self.init(np.array(shape, np.int64), "shape")],
+                       lambda a, sh: a.reshape(sh))
+
+    def transpose(self, x, perm):
+        return self.op("Transpose", [x], lambda a: a.transpose(perm), perm=list(perm))
+
+    def concat(self, xs, axis):
+        return self.op("Concat", xs, lambda *a: np.concatenate(a, axis), axis=axis)
 
     def maxpool(self, x, kernel, strides, pads=(0, 0, 0, 0)):
         return self.op("MaxPool", [x], lambda a: np_pool(a, "max", kernel, strides, pads),
@@ -212,11 +261,13 @@ def he(rng, shape):
     return rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
 
 
-def conv_bn(g, rng, x, cin, cout, k, stride, relu=True, gamma=(0.5, 1.5)):
+def conv_bn(g, rng, x, cin, cout, k, stride, relu=True, gamma=(0.5, 1.5), group=1):
     """Conv (no bias) + BatchNormalization with running stats set near the real statistics of
-    the eager activations (so the net stays O(1)), perturbed so they are not trivial."""
+    the eager activations (so the net stays O(1)), perturbed so they are not trivial.
+    `relu`: True (Relu), False (none) or "relu6" (Clip(0, 6), how torch exports ReLU6)."""
     p = k // 2
-    y = g.conv(x, he(rng, (cout, cin, k, k)), None, (stride, stride), (p, p, p, p))
+    y = g.conv(x, he(rng, (cout, cin // group, k, k)), None, (stride, stride), (p, p, p, p),
+               group)
     act = g.vals[y]
     mu = act.mean(axis=(0, 2, 3))
     sd = act.std(axis=(0, 2, 3)) + 1e-3
@@ -225,6 +276,8 @@ def conv_bn(g, rng, x, cin, cout, k, stride, relu=True, gamma=(0.5, 1.5)):
     scale = rng.uniform(*gamma, cout) * rng.choice([-1.0, 1.0], cout, p=[0.1, 0.9])
     bias = 0.2 * rng.standard_normal(cout)
     y = g.bn(y, scale, bias, mean, var)
+    if relu == "relu6":
+        return g.relu6(y)
     return g.relu(y) if relu else y
 
 
@@ -360,6 +413,177 @@ def build_opset11(rng):
     return g
 
 
+# ---- model-zoo nets (benchmarks) and their reduced-size variants (tests) -------------------
+
+
+def bottleneck(g, rng, x, cin, width, stride):
+    """torchvision Bottleneck (v1.5: stride on the 3x3): 1x1-bn-relu, 3x3-bn-relu, 1x1-bn
+    (+ shortcut, a strided 1x1 conv + bn when the shape changes) -> relu. Expansion 4."""
+    cout = 4 * width
+    y = conv_bn(g, rng, x, cin, width, 1, 1)
+    y = conv_bn(g, rng, y, width, width, 3, stride)
+    y = conv_bn(g, rng, y, width, cout, 1, 1, relu=False, gamma=(0.3, 0.7))
+    sc = x if (stride == 1 and cin == cout) else \
+        conv_bn(g, rng, x, cin, cout, 1, stride, relu=False, gamma=(0.3, 0.7))
+    return g.relu(g.add(y, sc))
+
+
+def build_resnet50(rng):
+    """torchvision resnet50: stem, layers of [3, 4, 6, 3] bottlenecks, GAP, fc 2048->1000."""
+    g = EagerGraph("resnet50")
+    x = g.input("input", rng.standard_normal((1, 3, 224, 224)).astype(np.float32))
+    h = conv_bn(g, rng, x, 3, 64, 7, 2)
+    h = g.maxpool(h, (3, 3), (2, 2), (1, 1, 1, 1))
+    cin = 64
+    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for i in range(blocks):
+            h = bottleneck(g, rng, h, cin, width, stride if i == 0 else 1)
+            cin = 4 * width
+    h = g.flatten(g.gap(h))
+    g.gemm(h, he(rng, (1000, 2048)), 0.1 * rng.standard_normal(1000), out="logits")
+    g.output("logits")
+    return g
+
+
+# (expansion t, output channels c, repeats n, first stride s) of torchvision's MobileNetV2.
+MOBILENETV2_SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                        (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def build_mobilenetv2(rng, size=224, name="mobilenetv2"):
+    """torchvision mobilenet_v2 (width 1.0): conv-bn-relu6 stem, inverted residuals (1x1 expand
+    -> 3x3 depthwise (group = channels) -> 1x1 linear project, residual add when the shape is
+    kept), 1x1 conv to 1280, GAP, fc 1280->1000. ReLU6 is Clip(0, 6)."""
+    g = EagerGraph(name)
+    x = g.input("input", rng.standard_normal((1, 3, size, size)).astype(np.float32))
+    h = conv_bn(g, rng, x, 3, 32, 3, 2, relu="relu6")
+    cin = 32
+    for t, c, n, s in MOBILENETV2_SETTINGS:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            y = h if t == 1 else conv_bn(g, rng, h, cin, hidden, 1, 1, relu="relu6")
+            y = conv_bn(g, rng, y, hidden, hidden, 3, stride, relu="relu6", group=hidden)
+            y = conv_bn(g, rng, y, hidden, c, 1, 1, relu=False, gamma=(0.3, 0.7))
+            h = g.add(h, y) if (stride == 1 and cin == c) else y
+            cin = c
+    h = conv_bn(g, rng, h, cin, 1280, 1, 1, relu="relu6")
+    h = g.flatten(g.gap(h))
+    g.gemm(h, he(rng, (1000, 1280)) * 0.5, 0.1 * rng.standard_normal(1000), out="logits")
+    g.output("logits")
+    return g
+
+
+def build_mobilenetv2_96(rng):
+    return build_mobilenetv2(rng, 96, "mobilenetv2_96")
+
+
+def inception_block(g, rng, x, cin, c1, c3r, c3, c5r, c5, cp):
+    """GoogLeNet inception: 1x1 | 1x1->3x3 | 1x1->5x5 | maxpool 3x3/1->1x1, concatenated."""
+    b1 = conv_bn(g, rng, x, cin, c1, 1, 1)
+    b2 = conv_bn(g, rng, conv_bn(g, rng, x, cin, c3r, 1, 1), c3r, c3, 3, 1)
+    b3 = conv_bn(g, rng, conv_bn(g, rng, x, cin, c5r, 1, 1), c5r, c5, 5, 1)
+    b4 = conv_bn(g, rng, g.maxpool(x, (3, 3), (1, 1), (1, 1, 1, 1)), cin, cp, 1, 1)
+    return g.concat([b1, b2, b3, b4], 1), c1 + c3 + c5 + cp
+
+
+def build_inception(rng):
+    """A GoogLeNet-style net on 112x112: stem (7x7/2, maxpool, 1x1, 3x3, maxpool), inception
+    3a, 3b, maxpool, 4a (torchvision GoogLeNet widths; conv + bn + relu everywhere), GAP, fc."""
+    g = EagerGraph("inception")
+    x = g.input("input", rng.standard_normal((1, 3, 112, 112)).astype(np.float32))
+    h = conv_bn(g, rng, x, 3, 64, 7, 2)                      # 56
+    h = g.maxpool(h, (3, 3), (2, 2), (1, 1, 1, 1))            # 28
+    h = conv_bn(g, rng, h, 64, 64, 1, 1)
+    h = conv_bn(g, rng, h, 64, 192, 3, 1)
+    h = g.maxpool(h, (3, 3), (2, 2), (1, 1, 1, 1))            # 14
+    h, c = inception_block(g, rng, h, 192, 64, 96, 128, 16, 32, 32)     # 256
+    h, c = inception_block(g, rng, h, c, 128, 128, 192, 32, 96, 64)     # 480
+    h = g.maxpool(h, (3, 3), (2, 2), (1, 1, 1, 1))            # 7
+    h, c = inception_block(g, rng, h, c, 192, 96, 208, 16, 48, 64)      # 512
+    h = g.flatten(g.gap(h))
+    g.gemm(h, he(rng, (100, c)), 0.1 * rng.standard_normal(100), out="logits")
+    g.output("logits")
+    return g
+
+
+def build_two_tower(rng):
+    """Two independent towers joined at the end: a conv tower on an image and an MLP tower on
+    a feature vector, Concat + Gemm head. Batch 2."""
+    g = EagerGraph("two_tower")
+    img = g.input("image", rng.standard_normal((2, 3, 32, 32)).astype(np.float32))
+    feat = g.input("features", rng.standard_normal((2, 48)).astype(np.float32))
+    a = conv_bn(g, rng, img, 3, 16, 3, 1)
+    a = g.maxpool(a, (2, 2), (2, 2))
+    a = conv_bn(g, rng, a, 16, 32, 3, 2)
+    a = g.flatten(g.gap(a))                                            # [2,32]
+    b = g.relu(g.gemm(feat, he(rng, (64, 48)), 0.1 * rng.standard_normal(64)))
+    b = g.relu(g.gemm(b, he(rng, (32, 64)), 0.1 * rng.standard_normal(32)))   # [2,32]
+    j = g.concat([a, b], 1)
+    g.gemm(j, he(rng, (10, 64)), 0.1 * rng.standard_normal(10), out="logits")
+    g.output("logits")
+    return g
+
+
+def bert_layer(g, rng, x, seq, hidden, heads, ffn):
+    """One BERT encoder layer as torch.onnx exports HF BertLayer at opset 17: Q/K/V linears
+    (MatMul + Add), heads split by Reshape + Transpose, scores / sqrt(d), Softmax, context
+    Transpose + Reshape, output linear, residual + LayerNormalization, FFN with erf GELU,
+    residual + LayerNormalization."""
+    d = hidden // heads
+    wstd = 1.0 / np.sqrt(hidden)
+    def lin(h, fi, fo, std):
+        return g.linear(h, rng.standard_normal((fo, fi)) * std, 0.1 * rng.standard_normal(fo))
+    def split_heads(h, perm):
+        return g.transpose(g.reshape(h, [1, seq, heads, d]), perm)
+    q = split_heads(lin(x, hidden, hidden, wstd), (0, 2, 1, 3))          # [1,h,S,d]
+    k = split_heads(lin(x, hidden, hidden, wstd), (0, 2, 3, 1))          # [1,h,d,S]
+    v = split_heads(lin(x, hidden, hidden, wstd), (0, 2, 1, 3))
+    scores = g.op("Div", [g.matmul(q, k), g.init(np.array(np.sqrt(d), np.float32), "sqrt_d")],
+                  np.divide)
+    probs = g.op("Softmax", [scores], lambda a: np_softmax(a, -1), axis=-1)
+    ctx = g.reshape(g.transpose(g.matmul(probs, v), (0, 2, 1, 3)), [1, seq, hidden])
+    attn = lin(ctx, hidden, hidden, wstd)
+    def ln(h):
+        return g.layer_norm(h, rng.uniform(0.5, 1.5, hidden), 0.1 * rng.standard_normal(hidden))
+    h1 = ln(g.add(attn, x))
+    f = g.gelu_erf(lin(h1, hidden, ffn, wstd))
+    f = lin(f, ffn, hidden, 1.0 / np.sqrt(ffn))
+    return ln(g.add(f, h1))
+
+
+def build_bert(rng, name, layers, hidden, heads, ffn, seq, vocab=None):
+    """A BERT encoder. With `vocab`, the input is input_ids [1, S] (i64) looked up by Gather in
+    word and position embedding tables (+ LayerNormalization); otherwise the input is the
+    embeddings f32[1, S, hidden]. Output: last_hidden_state [1, S, hidden]."""
+    g = EagerGraph(name)
+    if vocab:
+        ids = g.input("input_ids", rng.integers(0, vocab, (1, seq)).astype(np.int64))
+        take = lambda table, i: table[i]  # noqa: E731
+        words = g.op("Gather", [g.init(rng.standard_normal((vocab, hidden)), "word_emb"), ids],
+                     take, axis=0)
+        pos = g.op("Gather", [g.init(rng.standard_normal((512, hidden)) * 0.5, "pos_emb"),
+                              g.init(np.arange(seq, dtype=np.int64)[None, :], "pos_ids")],
+                   take, axis=0)
+        h = g.layer_norm(g.add(words, pos), rng.uniform(0.5, 1.5, hidden),
+                         0.1 * rng.standard_normal(hidden))
+    else:
+        h = g.input("embeddings", rng.standard_normal((1, seq, hidden)).astype(np.float32))
+    for i in range(layers):
+        h = bert_layer(g, rng, h, seq, hidden, heads, ffn)
+    g.op("Identity", [h], lambda a: a, out="last_hidden_state")
+    g.output("last_hidden_state")
+    return g
+
+
+def build_bert_base(rng):
+    return build_bert(rng, "bert_base", 12, 768, 12, 3072, 128)
+
+
+def build_bert_tiny(rng):
+    return build_bert(rng, "bert_tiny", 2, 128, 2, 512, 32, vocab=1000)
+
+
 TEST_MODELS = {
     "mlp": (build_mlp, OPSET),
     "small_cnn": (build_small_cnn, OPSET),
@@ -368,7 +592,27 @@ TEST_MODELS = {
     "two_input_mix": (build_two_input_mix, OPSET),
     "old_opsets": (build_old_opsets, 10),
     "opset11": (build_opset11, 11),
+    "bert_tiny": (build_bert_tiny, OPSET),
+    "inception": (build_inception, OPSET),
+    "two_tower": (build_two_tower, OPSET),
+    "mobilenetv2_96": (build_mobilenetv2_96, OPSET),
 }
+
+# Benchmark-size models: built only when named (--only, bench/bench_models.py), never by the
+# default set the tests use. bert_base's weights are ~340 MB: build/ only, never committed.
+BIG_MODELS = {
+    "resnet50": (build_resnet50, OPSET),
+    "mobilenetv2": (build_mobilenetv2, OPSET),
+    "bert_base": (build_bert_base, OPSET),
+}
+ALL_MODELS = {**TEST_MODELS, **BIG_MODELS}
+
+# Fixed seeds (the first seven are the historical 1000 + sorted index) so adding a model never
+# changes another model's weights.
+SEEDS = {"mlp": 1000, "small_cnn": 1005, "resnet_block": 1004, "resnet18": 1003,
+         "two_input_mix": 1006, "old_opsets": 1001, "opset11": 1002,
+         "bert_tiny": 1010, "inception": 1011, "two_tower": 1012, "mobilenetv2_96": 1013,
+         "resnet50": 1020, "mobilenetv2": 1021, "bert_base": 1022}
 
 
 def ort_run(path_or_bytes, feed, threads=1):
@@ -384,9 +628,8 @@ def ort_run(path_or_bytes, feed, threads=1):
 def write_test_model(name, out_dir, check=True):
     """Builds test model `name` into out_dir/<name>.onnx and out_dir/<name>_inputs.npz.
     With `check`, runs it under ONNX Runtime and compares to the float64 eager reference."""
-    builder, opset = TEST_MODELS[name]
-    seed = 1000 + sorted(TEST_MODELS).index(name)
-    g = builder(np.random.default_rng(seed))
+    builder, opset = ALL_MODELS[name]
+    g = builder(np.random.default_rng(SEEDS[name]))
     model = g.model(opset)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, name + ".onnx")
@@ -619,9 +862,9 @@ def main(argv=None):
         make_digits(args.digits_dir)
     if not args.skip_tests:
         names = [n for n in args.only.split(",") if n] or list(TEST_MODELS)
-        unknown = [n for n in names if n not in TEST_MODELS]
+        unknown = [n for n in names if n not in ALL_MODELS]
         if unknown:
-            ap.error(f"unknown model(s) {unknown}; known: {sorted(TEST_MODELS)}")
+            ap.error(f"unknown model(s) {unknown}; known: {sorted(ALL_MODELS)}")
         print(f"test models -> {args.out}")
         write_test_models(args.out, names, verbose=True)
     return 0

@@ -28,6 +28,8 @@ struct SessionOptions {
     size_t memory_limit = 0;
     /// Write a Chrome trace (chrome://tracing, Perfetto) of every run to this path ("" = off).
     std::string profile_path;
+    /// Record per-kernel timings of every run (implied by profile_path): Session::profile_summary.
+    bool profile = false;
     /// Values for symbolic input dimensions.
     std::map<std::string, int64_t> dims;
 };
@@ -44,6 +46,10 @@ struct SessionStats {
     int compiled = 0;        // kernels compiled by the system compiler (cache misses)
     double compile_seconds = 0;
     double load_seconds = 0; // import + compile + load, total
+    std::string executor;        // the executor running the model: "sequential" or "dataflow"
+    int intra_op_threads = 0;    // resolved thread counts (0 before the first compile)
+    int inter_op_threads = 0;
+    int parallel_width = 0;      // most substantial steps at one dependency level
 };
 
 class Session {
@@ -63,6 +69,18 @@ public:
     /// The IR (after inference) and every kernel's loop IR and C source, as text.
     virtual std::string inspect() = 0;
     virtual SessionStats stats() const = 0;
+
+    /// The static memory plan, one figure per line in bytes ("arena: N", "naive sum: N",
+    /// "lower bound: N", in-place steps, the largest tensors), then the session allocator's
+    /// statistics (bytes in use and cached, cache hits and misses). Compiles first if needed.
+    virtual std::string memory_report() { return ""; }
+
+    /// A table of the top kernels by total time over the runs so far (share %, GFLOP/s); empty
+    /// unless SessionOptions::profile or profile_path is set.
+    virtual std::string profile_summary(int top = 15) const { (void)top; return ""; }
+    /// Writes the Chrome trace of the runs so far to SessionOptions::profile_path (also done
+    /// when the session is destroyed). Throws kIOError if the file cannot be written.
+    virtual void write_profile() const {}
 };
 
 }  // namespace kiln

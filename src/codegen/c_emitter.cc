@@ -167,7 +167,7 @@ public:
         for (size_t i = 0; i < f_.params.size(); ++i) {
             const auto& b = f_.params[i];
             std::string t = dtype_c_type(b->dtype);
-            body << "    " << t << "* restrict " << names_.buffer(b.get()) << " = (" << t << "*)args[" << i
+            body << "    " << t << param_qualifier() << names_.buffer(b.get()) << " = (" << t << "*)args[" << i
                  << "];\n";
         }
         Scope sc{&body};
@@ -181,6 +181,14 @@ public:
     }
 
 private:
+    /// "* restrict " unless the kernel's parameters may alias (computed in place).
+    const char* param_qualifier() const { return f_.params_may_alias ? "* " : "* restrict "; }
+    bool is_param(const te::BufferNode* b) const {
+        for (const auto& p : f_.params)
+            if (p.get() == b) return true;
+        return false;
+    }
+
     static void pad(Scope& sc) {
         for (int i = 0; i < sc.indent; ++i) *sc.out << "    ";
     }
@@ -307,7 +315,8 @@ private:
         fn << "    " << ctx_t << "* kiln_ctx = (" << ctx_t << "*)kiln_ctx_;\n";
         for (const auto* b : uses.buffers) {
             std::string t = dtype_c_type(b->dtype);
-            fn << "    " << t << "* restrict " << names_.buffer(b) << " = kiln_ctx->" << names_.buffer(b) << ";\n";
+            fn << "    " << t << (is_param(b) ? param_qualifier() : "* restrict ") << names_.buffer(b) << " = kiln_ctx->"
+               << names_.buffer(b) << ";\n";
         }
         for (const auto* x : uses.vars)
             fn << "    const " << dtype_c_type(x->dtype) << " " << names_.var(x) << " = kiln_ctx->" << names_.var(x) << ";\n";

@@ -8,8 +8,9 @@
 // 3. Lower each node: placeholders for its inputs -> OpDef::compute -> schedule (the op's own or
 //    op::default_schedule) -> tir -> simplify -> C. Identical sources share one kernel.
 // 4. Compile all distinct sources through the cached compile driver, in parallel.
-// Fusion and memory planning are later pipeline stages (DESIGN.md §1); this compiles each node
-// to one kernel and gives each intermediate its own buffer.
+// 5. Plan memory: every intermediate gets an offset in one arena (compiler/plan_executable.h);
+//    elementwise kernels that may run in place are emitted without `restrict`.
+// Fusion is a later pipeline stage (DESIGN.md §1); this compiles each node to one kernel.
 #include "compiler/compile.h"
 
 #include <chrono>
@@ -18,8 +19,10 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
+#include "compiler/plan_executable.h"
 #include "ir/verifier.h"
 #include "op/registry.h"
+#include "runtime/async_kernel.h"
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/lower.h"
@@ -54,12 +57,23 @@ struct LoweredKernel {
     std::string node_name;
     tir::PrimFunc func;
     std::string source;
+    bool async_copy = false;  // the runtime's built-in async copy: no func, no source
+    int num_inputs = -1;      // StepDesc::num_inputs
+    double flops = 0;         // StepDesc::flops
 };
+
+/// OpDef::flops, or one per output element.
+double node_flops(const op::OpDef& def, const ir::Node& n) {
+    if (def.flops) return def.flops(n);
+    double f = 0;
+    for (const ir::Value* o : n.outputs()) f += static_cast<double>(shape_numel(o->type().static_shape()));
+    return f;
+}
 
 /// Lowers one node (or a copy) given the te outputs; args = non-null input placeholders + outputs.
 LoweredKernel lower_kernel(const std::vector<te::Tensor>& in_placeholders, const std::vector<te::Tensor>& outs,
                            const op::ScheduleFn& schedule, const std::string& description,
-                           const std::string& node_name) {
+                           const std::string& node_name, bool params_may_alias = false) {
     te::Schedule sch = te::create_schedule(outs);
     if (schedule)
         schedule(sch, outs);
@@ -73,6 +87,7 @@ LoweredKernel lower_kernel(const std::vector<te::Tensor>& in_placeholders, const
     k.description = description;
     k.node_name = node_name;
     k.func = tir::simplify(tir::lower(sch, args, "kiln_kernel"));
+    k.func.params_may_alias = params_may_alias;  // an in-place candidate (memory planning)
     k.source = codegen::emit_c(k.func);
     return k;
 }
@@ -132,6 +147,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
 
     std::vector<LoweredKernel> lowered;
     std::vector<std::vector<int>> step_args;
+    std::vector<std::vector<std::pair<int, int>>> step_inplace;  // per step: (output, input) buffer ids
     const op::OpRegistry& reg = op::OpRegistry::global();
     for (ir::Node* n : g.nodes()) {
         const op::OpDef* def = reg.find(n->op());
@@ -160,7 +176,13 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
                     << n->describe() << ": compute output " << i << " is " << dtype_name(outs[i]->dtype)
                     << shape_str(outs[i]->shape) << ", inferred " << n->output(i)->type().str();
             }
-            lowered.push_back(lower_kernel(args.inputs, outs, def->schedule, n->op(), n->name()));
+            // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
+            step_inplace.resize(lowered.size());
+            step_inplace.push_back(inplace_pairs(*def, *n, buffer_of));
+            lowered.push_back(lower_kernel(args.inputs, outs, def->schedule, n->op(), n->name(),
+                                           !step_inplace.back().empty()));
+            lowered.back().num_inputs = static_cast<int>(arg_ids.size() - n->num_outputs());
+            lowered.back().flops = node_flops(*def, *n);
             step_args.push_back(std::move(arg_ids));
         } catch (Error& e) {
             e.add_context("while lowering " + n->describe());
@@ -189,10 +211,14 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         exe->buffers.push_back(copy);
         int out_id = static_cast<int>(exe->buffers.size()) - 1;
         exe->outputs.push_back(out_id);
-        te::Tensor src = te::placeholder(b.shape, b.dtype, "src");
-        te::Tensor dst = te::compute(
-            b.shape, [&](const std::vector<te::Var>& i) { return te::read(src, i); }, "dst", b.dtype);
-        lowered.push_back(lower_kernel({src}, {dst}, nullptr, "Copy", v->name()));
+        // An asynchronous host copy (runtime/async_kernel.h): overlaps with other steps.
+        LoweredKernel copy_kernel;
+        copy_kernel.description = "Copy";
+        copy_kernel.node_name = v->name();
+        copy_kernel.async_copy = true;
+        copy_kernel.num_inputs = 1;
+        copy_kernel.flops = static_cast<double>(shape_numel(b.shape));
+        lowered.push_back(std::move(copy_kernel));
         step_args.push_back({id, out_id});
     }
 
@@ -200,17 +226,35 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     std::map<std::string, int> kernel_of_source;
     std::vector<std::string> sources;
     for (size_t s = 0; s < lowered.size(); ++s) {
-        auto [it, inserted] = kernel_of_source.emplace(lowered[s].source, static_cast<int>(sources.size()));
-        if (inserted) sources.push_back(lowered[s].source);
         runtime::StepDesc step;
-        step.kernel = it->second;
+        if (lowered[s].async_copy) {
+            step.kernel = -1;  // assigned below, after the compiled kernels
+        } else {
+            auto [it, inserted] = kernel_of_source.emplace(lowered[s].source, static_cast<int>(sources.size()));
+            if (inserted) sources.push_back(lowered[s].source);
+            step.kernel = it->second;
+        }
         step.args = step_args[s];
+        step.num_inputs = lowered[s].num_inputs;
+        step.flops = lowered[s].flops;
         step.node_name = lowered[s].node_name.empty() ? lowered[s].description : lowered[s].node_name;
         exe->steps.push_back(std::move(step));
     }
     std::vector<codegen::CompiledLibrary> libs = codegen::compile_c_many(sources, opts.compile_jobs);
     exe->kernels.resize(sources.size());
     for (size_t s = 0; s < lowered.size(); ++s) {
+        if (lowered[s].async_copy) {
+            if (exe->kernels.size() == sources.size())
+                exe->kernels.push_back({"", runtime::kAsyncCopySymbol, "Copy", /*is_async=*/true});
+            exe->steps[s].kernel = static_cast<int>(sources.size());
+            KernelInfo info;
+            info.description = "Copy";
+            info.node_name = lowered[s].node_name;
+            info.c_source = "// asynchronous host copy: the runtime's built-in kiln_async_copy\n";
+            info.from_cache = true;
+            result.kernels.push_back(std::move(info));
+            continue;
+        }
         int k = exe->steps[s].kernel;
         runtime::KernelDesc& kd = exe->kernels[k];
         if (kd.library.empty()) {
@@ -229,6 +273,14 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     for (const auto& l : libs)
         if (!l.from_cache) ++result.stats.compiled;
     result.stats.kernels = static_cast<int>(sources.size());
+    // Static memory plan (issue 5): one arena for the intermediates, checked by the plan checker;
+    // sets planned_for_concurrency from the plan's mode (or when nothing shares memory).
+    ExecutablePlan mem = plan_executable(*exe, step_inplace, opts.plan_for_concurrency);
+    result.memory.arena = mem.plan.arena_bytes;
+    result.memory.naive_sum = mem.naive_sum;
+    result.memory.lower_bound = mem.lower_bound;
+    result.memory.inplace_steps = mem.plan.inplace_count;
+    result.memory.report = mem.report;
     exe->load();
     result.executable = std::move(exe);
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -18,6 +18,9 @@ struct CompileOptions {
     std::map<std::string, int64_t> dims;
     /// Parallel compiler processes (0 = cores).
     int compile_jobs = 0;
+    /// The executable will run under the DataflowExecutor: the memory plan must let no two
+    /// steps that may run concurrently share memory (sets Executable::planned_for_concurrency).
+    bool plan_for_concurrency = false;
 };
 
 struct KernelInfo {
@@ -34,10 +37,20 @@ struct CompileStats {
     double seconds = 0;
 };
 
+/// Figures of the static memory plan (bytes), see plan/plan_report.h.
+struct MemoryFigures {
+    size_t arena = 0;        // the one arena of planned intermediates
+    size_t naive_sum = 0;    // one buffer per intermediate
+    size_t lower_bound = 0;  // largest total live at one step
+    int inplace_steps = 0;   // steps computing their output in place of an input
+    std::string report;      // the text `kiln inspect --memory` prints
+};
+
 struct CompiledModel {
     std::shared_ptr<runtime::Executable> executable;
     std::vector<KernelInfo> kernels;
     CompileStats stats;
+    MemoryFigures memory;
 };
 
 /// Binds dims and infers every node's static output types in place. Throws kiln::Error naming

@@ -6,10 +6,12 @@
 // time (dims given in the options, no value inputs fed by graph inputs) the model compiles in
 // load(); otherwise it compiles at the first run(), and again whenever a run brings a different
 // specialization (each compile is cheap the second time: kernels come from the on-disk cache).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "compiler/compile.h"
 #include "frontend/onnx/importer.h"
@@ -17,7 +19,12 @@
 #include "kiln/session.h"
 #include "op/registry.h"
 #include "runtime/allocator.h"
+#include "runtime/caching_allocator.h"
+#include "runtime/dataflow_executor.h"
+#include "runtime/inter_op_thread_pool.h"
+#include "runtime/profiler.h"
 #include "runtime/sequential_executor.h"
+#include "runtime/step_graph.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
@@ -48,8 +55,9 @@ std::string tensor_key(const Tensor& t) {
 
 class SessionImpl final : public Session {
 public:
-    SessionImpl(std::string path, const SessionOptions& opts) : path_(std::move(path)), opts_(opts), pool_(opts.threads) {
+    SessionImpl(std::string path, const SessionOptions& opts) : path_(std::move(path)), opts_(opts) {
         auto t0 = Clock::now();
+        setup_threads();
         ir::Graph g = frontend::import_onnx_file(path_);
         for (ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
         for (ir::Value* v : g.outputs()) outputs_.push_back(info_of(*v));
@@ -168,8 +176,10 @@ private:
         for (const auto& [name, t] : frozen) g.freeze_input(g.find_value(name), t.clone());
         compiler::CompileOptions copts;
         copts.dims = dims;
+        copts.plan_for_concurrency = may_use_dataflow();
         compiler::CompiledModel m = compiler::compile(g, copts);
-        executor_ = std::make_unique<runtime::SequentialExecutor>(m.executable, &pool_, &allocator_);
+        memory_report_ = m.memory.report;
+        make_executor(m.executable);
         stats_.kernels = m.stats.kernels;
         stats_.compiled = m.stats.compiled;
         stats_.compile_seconds = m.stats.seconds;
@@ -191,13 +201,106 @@ private:
         compiled_ = true;
     }
 
+    // ---- threads, executor choice, profiling (runtime scheduling, docs/runtime.md) ----
+
+    /// A step below this many FLOPs does not count towards the parallel width.
+    static constexpr double kMinWidthFlops = 1e5;
+
+    static int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+    void setup_threads() {
+        KILN_CHECK(opts_.threads >= 0, kInvalidArgument) << "intra-op threads must be >= 0, got " << opts_.threads;
+        KILN_CHECK(opts_.inter_op_threads >= 0, kInvalidArgument)
+            << "inter-op threads must be >= 0, got " << opts_.inter_op_threads;
+        int intra = opts_.threads > 0 ? opts_.threads : cores();
+        if (opts_.use_global_thread_pools) {
+            intra_ = runtime::global_thread_pool(intra);
+        } else {
+            own_intra_ = std::make_unique<runtime::ThreadPool>(intra);
+            intra_ = own_intra_.get();
+        }
+        inter_threads_ = opts_.inter_op_threads > 0 ? opts_.inter_op_threads : cores();
+        stats_.intra_op_threads = intra;
+        if (opts_.profile || !opts_.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
+    }
+
+    bool may_use_dataflow() const {
+        return opts_.executor == ExecutorKind::kDataflow || (opts_.executor == ExecutorKind::kAuto && inter_threads_ > 1);
+    }
+
+    runtime::InterOpThreadPool* inter_pool() {
+        if (inter_) return inter_;
+        if (opts_.use_global_thread_pools) {
+            inter_ = runtime::global_inter_op_thread_pool(inter_threads_);
+        } else {
+            own_inter_ = std::make_unique<runtime::InterOpThreadPool>(inter_threads_);
+            inter_ = own_inter_.get();
+        }
+        return inter_;
+    }
+
+    /// kAuto: dataflow when at least two substantial steps may run at once and there are
+    /// inter-op threads to run them.
+    void make_executor(const std::shared_ptr<runtime::Executable>& exe) {
+        runtime::StepGraph g = runtime::build_step_graph(*exe);
+        int width = runtime::parallel_width(*exe, g, kMinWidthFlops);
+        bool dataflow = opts_.executor == ExecutorKind::kDataflow ||
+                        (opts_.executor == ExecutorKind::kAuto && width >= 2 && inter_threads_ > 1);
+        executor_.reset();
+        if (dataflow)
+            executor_ = std::make_unique<runtime::DataflowExecutor>(exe, intra_, inter_pool(), &allocator_);
+        else
+            executor_ = std::make_unique<runtime::SequentialExecutor>(exe, intra_, &allocator_);
+        executor_->set_profiler(profiler_.get());
+        stats_.executor = executor_->name();
+        stats_.inter_op_threads = dataflow ? inter_threads_ : 1;
+        stats_.parallel_width = width;
+    }
+
+public:
+    ~SessionImpl() override {
+        if (profiler_ && !opts_.profile_path.empty() && profiler_->num_runs() != written_runs_)
+            (void)profiler_->write_chrome_trace(opts_.profile_path);  // best effort: no throw here
+    }
+
+    std::string memory_report() override {
+        (void)inspect();  // compiles first if the model has not been compiled yet
+        runtime::CachingStats st = memory_->stats();
+        std::ostringstream os;
+        os << memory_report_;
+        os << "allocator: " << st.bytes_in_use << " bytes in use, " << st.bytes_cached << " cached, peak "
+           << st.peak_held << " held; " << st.hits << " hits, " << st.misses << " misses";
+        if (opts_.memory_limit) os << "; budget " << opts_.memory_limit << " bytes";
+        os << "\n";
+        return os.str();
+    }
+
+    std::string profile_summary(int top) const override { return profiler_ ? profiler_->summary(top) : ""; }
+
+    void write_profile() const override {
+        if (!profiler_ || opts_.profile_path.empty()) return;
+        profiler_->write_chrome_trace(opts_.profile_path).throw_if_error();
+        written_runs_ = profiler_->num_runs();
+    }
+
+private:
     std::string path_;
     SessionOptions opts_;
-    runtime::ThreadPool pool_;
-    runtime::CpuAllocator allocator_;
+    std::unique_ptr<runtime::ThreadPool> own_intra_;
+    std::unique_ptr<runtime::InterOpThreadPool> own_inter_;
+    runtime::ThreadPool* intra_ = nullptr;
+    runtime::InterOpThreadPool* inter_ = nullptr;
+    int inter_threads_ = 1;
+    std::unique_ptr<runtime::Profiler> profiler_;
+    mutable size_t written_runs_ = 0;
+    // Memory (docs/memory.md): a caching pool over the budget (memory_limit) over the CPU
+    // allocator; executors take `&allocator_`. Declared before executor_, so it outlives it.
+    std::shared_ptr<runtime::CachingAllocator> memory_ = runtime::make_session_allocator(opts_.memory_limit);
+    runtime::Allocator& allocator_ = *memory_;
+    std::string memory_report_;
     std::vector<TensorInfo> inputs_, outputs_;
     std::set<std::string> value_inputs_;
-    std::unique_ptr<runtime::SequentialExecutor> executor_;
+    std::unique_ptr<runtime::Executor> executor_;
     bool compiled_ = false;
     std::string key_;
     std::string inspect_text_;

@@ -9,8 +9,10 @@ const OpRegistry& OpRegistry::global() {
         // keep-sorted
         register_conv_ops(r);
         register_elementwise_ops(r);
+        register_gather_ops(r);
         register_matmul_ops(r);
         register_nn_ops(r);
+        register_norm_ops(r);
         register_pool_ops(r);
         register_shape_ops(r);
         return r;

@@ -66,6 +66,9 @@ struct OpDef {
     OpPattern pattern = OpPattern::kOpaque;
     ComputeFn compute;
     ScheduleFn schedule;  // may be empty: compiler uses default_schedule()
+    /// Estimated floating-point operations of one evaluation with static types (2 per
+    /// multiply-accumulate); empty: one per output element. Feeds the profiler's GFLOP/s.
+    std::function<double(const ir::Node&)> flops;
 };
 
 /// Generic CPU schedule: for each non-inlined stage, fuse outer data-parallel axes and run them

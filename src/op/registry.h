@@ -30,6 +30,8 @@ void register_conv_ops(OpRegistry& r);  // Conv
 void register_pool_ops(OpRegistry& r);  // MaxPool, AveragePool, GlobalAveragePool
 void register_matmul_ops(OpRegistry& r);  // MatMul, Gemm
 void register_shape_ops(OpRegistry& r);
+void register_norm_ops(OpRegistry& r);    // LayerNormalization, ReduceMean
+void register_gather_ops(OpRegistry& r);  // Gather
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws
 /// kiln::Error naming the node. Fills in defaults for missing attributes that have one.

@@ -42,6 +42,15 @@ size_t CpuAllocator::bytes_in_use() const {
     return in_use_;
 }
 
+Tensor Allocator::allocate_tensor(DType dtype, Shape shape, const std::string& what) {
+    size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+    void* p = allocate(bytes, what);
+    std::shared_ptr<Allocator> keep = weak_from_this().lock();
+    Allocator* self = this;
+    std::shared_ptr<void> storage(p, [keep, self, bytes](void* q) { self->deallocate(q, bytes); });
+    return Tensor::from_storage(dtype, std::move(shape), std::move(storage));
+}
+
 size_t CpuAllocator::peak_bytes() const {
     std::lock_guard<std::mutex> lock(mu_);
     return peak_;

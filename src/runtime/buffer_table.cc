@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "runtime/async_kernel.h"
+
 namespace kiln::runtime {
 
 BufferTable::BufferTable(std::shared_ptr<Executable> exe, Allocator* alloc) : exe_(std::move(exe)), alloc_(alloc) {}
@@ -12,10 +14,40 @@ BufferTable::~BufferTable() { release(); }
 
 void BufferTable::release() {
     if (!exe_) return;
-    for (size_t i = 0; i < storage_.size() && i < exe_->buffers.size(); ++i)
-        if (storage_[i] && exe_->buffers[i].role == BufferRole::kIntermediate)
-            alloc_->deallocate(storage_[i], exe_->buffers[i].nbytes());
+    for (size_t i = 0; i < storage_.size() && i < exe_->buffers.size() && i < owned_.size(); ++i)
+        if (storage_[i] && owned_[i]) alloc_->deallocate(storage_[i], exe_->buffers[i].nbytes());
+    if (arena_) alloc_->deallocate(arena_, exe_->arena_bytes);
+    arena_ = nullptr;
+    owned_.clear();
     storage_.clear();
+}
+
+// Planned intermediates (arena_offset >= 0) are bound inside one arena allocated through the
+// allocator under one name; an unplanned one gets an allocation of its own. Throws kiln::Error.
+Status BufferTable::allocate_intermediates() {
+    const auto& bufs = exe_->buffers;
+    owned_.assign(bufs.size(), false);
+    size_t planned = 0;
+    for (const BufferDesc& d : bufs)
+        if (d.role == BufferRole::kIntermediate && d.arena_offset >= 0) ++planned;
+    if (planned > 0 && exe_->arena_bytes > 0)
+        arena_ = alloc_->allocate(exe_->arena_bytes,
+                                  "arena for " + std::to_string(planned) + " model intermediates");
+    for (size_t i = 0; i < bufs.size(); ++i) {
+        const BufferDesc& d = bufs[i];
+        if (d.role != BufferRole::kIntermediate) continue;
+        if (d.arena_offset < 0) {
+            storage_[i] = alloc_->allocate(d.nbytes(), d.name);
+            owned_[i] = true;
+            continue;
+        }
+        KILN_ICHECK(static_cast<size_t>(d.arena_offset) <= exe_->arena_bytes &&
+                    d.nbytes() <= exe_->arena_bytes - static_cast<size_t>(d.arena_offset))
+            << "intermediate '" << d.name << "' at offset " << d.arena_offset << " (" << d.nbytes()
+            << " bytes) is outside the arena of " << exe_->arena_bytes << " bytes";
+        if (d.nbytes() > 0) storage_[i] = static_cast<char*>(arena_) + d.arena_offset;
+    }
+    return Status::ok_status();
 }
 
 Status BufferTable::prepare() {
@@ -37,14 +69,17 @@ Status BufferTable::prepare() {
         storage_.assign(bufs.size(), nullptr);
         for (size_t i = 0; i < bufs.size(); ++i) {
             const BufferDesc& d = bufs[i];
-            if (d.role == BufferRole::kIntermediate) {
-                storage_[i] = alloc_->allocate(d.nbytes(), d.name);
-            } else if (d.role == BufferRole::kConstant) {
+            if (d.role == BufferRole::kConstant) {
                 KILN_ICHECK(d.constant.defined() && d.constant.nbytes() == d.nbytes())
                     << "constant '" << d.name << "' has " << d.constant.nbytes() << " bytes of data, expected "
                     << d.nbytes();
                 storage_[i] = const_cast<void*>(d.constant.data());
             }
+        }
+        Status st = allocate_intermediates();
+        if (!st.ok()) {
+            release();
+            return st;
         }
     } catch (const Error& e) {
         // Give back what was allocated so a later attempt (e.g. with a larger budget) starts clean.
@@ -85,7 +120,9 @@ Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b) {
     try {
         for (size_t i = 0; i < bufs.size(); ++i) {
             if (bufs[i].role != BufferRole::kOutput) continue;
-            Tensor t(bufs[i].dtype, bufs[i].shape);
+            // From the allocator (a session's is a caching pool: after the first runs, outputs reuse
+            // the blocks of outputs the caller has dropped).
+            Tensor t = alloc_->allocate_tensor(bufs[i].dtype, bufs[i].shape, bufs[i].name);
             b.ptrs[i] = t.data();
             b.fresh_outputs.emplace(static_cast<int>(i), std::move(t));
         }
@@ -109,6 +146,7 @@ Status BufferTable::run_step(size_t s, const RunBindings& b, const kiln_kernel_e
         argv = many.data();
     }
     for (size_t i = 0; i < step.args.size(); ++i) argv[i] = b.ptrs[step.args[i]];
+    if (exe_->kernels[step.kernel].is_async) return run_async_step(s, b);
     int32_t rc = exe_->kernel_fn(step.kernel)(argv, &env);
     if (rc == 0) return Status::ok_status();
     const KernelDesc& k = exe_->kernels[step.kernel];
@@ -116,6 +154,23 @@ Status BufferTable::run_step(size_t s, const RunBindings& b, const kiln_kernel_e
                                             (k.description.empty() ? "" : " (" + k.description + ")") +
                                             " failed with code " + std::to_string(rc) +
                                             (rc == 1 ? " (could not allocate a kernel-local buffer)" : ""));
+}
+
+// Async kernels (async_kernel.h) run synchronously here: started, then waited for.
+Status BufferTable::run_async_step(size_t s, const RunBindings& b) const {
+    const StepDesc& step = exe_->steps[s];
+    const KernelDesc& k = exe_->kernels[step.kernel];
+    AsyncKernel* ak = find_async_kernel(k.symbol);
+    if (!ak)
+        return Status(ErrorKind::kInternal, "bug in Kiln: node '" + step.node_name + "' names unknown async kernel '" +
+                                                k.symbol + "'");
+    std::vector<void*> args;
+    std::vector<size_t> bytes;
+    for (int id : step.args) {
+        args.push_back(b.ptrs[id]);
+        bytes.push_back(exe_->buffers[id].nbytes());
+    }
+    return run_async_kernel_and_wait(*ak, std::move(args), std::move(bytes));
 }
 
 void BufferTable::collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const {

@@ -37,6 +37,8 @@ public:
     Status bind(const std::vector<Tensor>& inputs, RunBindings& b);
     /// Calls step s's kernel on the bound pointers; a non-zero return names the node.
     Status run_step(size_t s, const RunBindings& b, const kiln_kernel_env& env) const;
+    /// Runs step s's asynchronous kernel (KernelDesc::is_async) and waits for it.
+    Status run_async_step(size_t s, const RunBindings& b) const;
     /// The model outputs in order (an output that is an input or constant is copied).
     void collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const;
 
@@ -45,6 +47,11 @@ private:
     std::shared_ptr<Executable> exe_;
     Allocator* alloc_;
     std::vector<void*> storage_;  // per buffer: intermediates and constants
+    /// Memory planning (issue 5): the one arena of planned intermediates, and whether each
+    /// buffer's storage_ entry is an allocation of its own (given back in release()).
+    Status allocate_intermediates();
+    void* arena_ = nullptr;
+    std::vector<bool> owned_;
     bool prepared_ = false;
 };
 

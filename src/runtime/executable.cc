@@ -55,6 +55,10 @@ void Executable::load() {
     std::vector<kiln_kernel_fn> fns;
     fns.reserve(kernels.size());
     for (const KernelDesc& k : kernels) {
+        if (k.is_async) {  // a runtime built-in (async_kernel.h): nothing to load
+            fns.push_back(nullptr);
+            continue;
+        }
         auto& lib = by_path[k.library];
         if (!lib) {
             lib = std::make_shared<LoadedLibrary>(k.library);

@@ -20,6 +20,9 @@ struct BufferDesc {
     Shape shape;
     BufferRole role = BufferRole::kIntermediate;
     Tensor constant;  // data, for kConstant
+    /// For a planned kIntermediate: its byte offset in the Executable's arena (-1 = its own
+    /// allocation). Set by the static memory planner (src/plan).
+    int64_t arena_offset = -1;
     size_t nbytes() const { return static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype); }
 };
 
@@ -27,12 +30,21 @@ struct KernelDesc {
     std::string library;      // path of the compiled shared library
     std::string symbol;       // exported kiln_kernel_fn
     std::string description;  // the ops it computes, e.g. "Conv+Relu"
+    /// A runtime built-in asynchronous kernel named by `symbol` (library empty): it starts its
+    /// work and signals completion later (runtime/async_kernel.h), e.g. "kiln_async_copy".
+    bool is_async = false;
 };
 
 struct StepDesc {
     int kernel = -1;
     std::vector<int> args;  // buffer ids: inputs, then outputs
     std::string node_name;  // for errors and profiles
+    /// How many leading args are read (the rest are written); -1 = unknown: executors then
+    /// treat every arg as read and written (conservative ordering).
+    int num_inputs = -1;
+    /// Estimated floating-point operations of one call (Conv/Gemm/MatMul: 2*MACs; others: output
+    /// elements); the profiler's GFLOP/s and the dataflow executor's inline/auto decisions.
+    double flops = 0;
 };
 
 class LoadedLibrary;
@@ -49,6 +61,12 @@ public:
     std::vector<StepDesc> steps;
     std::vector<int> inputs;   // buffer ids of the model inputs, in model order
     std::vector<int> outputs;  // buffer ids of the model outputs, in model order
+    /// Set by the memory planner when its plan lets no two steps that may run concurrently (per
+    /// the step dependency graph) share memory; the DataflowExecutor requires it whenever
+    /// intermediates share memory. An executable without shared memory may set it directly.
+    bool planned_for_concurrency = false;
+    /// Bytes of the one arena that holds every planned intermediate (BufferDesc::arena_offset).
+    size_t arena_bytes = 0;
 
     /// dlopens every kernel library and resolves symbols (idempotent). Throws kiln::Error.
     void load();

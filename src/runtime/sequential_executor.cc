@@ -5,7 +5,7 @@
 namespace kiln::runtime {
 
 SequentialExecutor::SequentialExecutor(std::shared_ptr<Executable> exe, ThreadPool* pool, Allocator* alloc)
-    : table_(std::move(exe), alloc), pool_(pool) {}
+    : exe_(exe), table_(std::move(exe), alloc), pool_(pool) {}
 
 SequentialExecutor::~SequentialExecutor() = default;
 
@@ -14,7 +14,9 @@ Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Te
     Status st = table_.bind(inputs, b);
     if (!st.ok()) return st;
     kiln_kernel_env env = make_kernel_env(pool_);
+    ProfiledRun* prof = profiler_ ? profiler_->begin_run(exe_) : nullptr;
     for (size_t s = 0; s < table_.executable().steps.size(); ++s) {
+        StepTimer timer(profiler_, prof, s);
         st = table_.run_step(s, b, env);
         if (!st.ok()) return st;
     }

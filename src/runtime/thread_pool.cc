@@ -1,17 +1,38 @@
-// The intra-op thread pool.
+// The intra-op thread pool, shared by concurrent callers.
 //
-// One job at a time (concurrent callers serialize on submit_mu_). A job over [0, n) is cut into
-// min(n, num_threads) contiguous chunks of near-equal size; workers and the calling thread claim
-// chunks by index under mu_ until none are left, and the caller waits until every chunk is
-// done. A thread-local flag marks threads running inside a job, so a nested parallel_for (a
-// kernel's parallel loop called from within another parallel region) runs inline and serially
-// instead of deadlocking on submit_mu_.
+// A parallel_for is a Job on the caller's stack: [0, n) cut into min(n, num_threads) contiguous
+// chunks of near-equal size, claimed by index with an atomic counter. The caller publishes the
+// job in `active_`, claims chunks itself, then withdraws the job (no new helpers) and waits for
+// the helpers already inside it (a per-job reference count) before returning. Idle workers scan
+// `active_` for a job with unclaimed chunks; with several callers (inter-op threads running
+// different kernels) each caller always progresses on its own loop and workers spread over
+// the jobs, so the process runs at most (callers + workers) threads — never more than the
+// pools were given. Idle workers spin (yielding) for spin_us before sleeping on a condition
+// variable, so back-to-back kernels of a sequential run find them awake; bench/executor_wakeup.cc
+// measures the wake-up latency. A thread-local flag makes a nested parallel_for (from inside a
+// chunk) run inline and serially. Chunks never depend on which thread runs them, so results
+// are independent of scheduling.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <map>
+#include <memory>
 
 namespace kiln::runtime {
+
+struct ThreadPool::Job {
+    const std::function<void(int64_t, int64_t)>* fn = nullptr;
+    int64_t n = 0;
+    int chunks = 0;
+    std::atomic<int> next{0};  // next chunk to claim
+    std::atomic<int> refs{0};  // helpers inside the job
+    std::mutex mu;             // guards error, and the final wake-up of the caller
+    std::condition_variable cv;
+    std::exception_ptr error;
+};
+
 namespace {
 
 thread_local bool t_in_parallel_region = false;
@@ -33,13 +54,30 @@ inline void chunk_range(int64_t n, int chunks, int c, int64_t* begin, int64_t* e
     *end = *begin + base + (c < rem ? 1 : 0);
 }
 
+/// Claims and runs chunks of `job` until none are left.
+void run_chunks(ThreadPool::Job& job) {
+    RegionGuard guard;
+    for (int c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
+        int64_t b, e;
+        chunk_range(job.n, job.chunks, c, &b, &e);
+        try {
+            (*job.fn)(b, e);
+        } catch (...) {
+            std::lock_guard<std::mutex> g(job.mu);
+            if (!job.error) job.error = std::current_exception();
+        }
+    }
+}
+
+using Clock = std::chrono::steady_clock;
+
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, int spin_us) : spin_us_(std::max(0, spin_us)) {
     if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     num_threads_ = num_threads;
     workers_.reserve(num_threads_ - 1);
-    for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -51,27 +89,44 @@ ThreadPool::~ThreadPool() {
     for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::worker_loop(int /*index*/) {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mu_);
+ThreadPool::Job* ThreadPool::claimable_locked() {
+    for (Job* j : active_) {
+        if (j->next.load(std::memory_order_relaxed) < j->chunks) {
+            j->refs.fetch_add(1, std::memory_order_relaxed);
+            return j;
+        }
+    }
+    return nullptr;
+}
+
+void ThreadPool::worker_loop() {
     for (;;) {
-        work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && next_chunk_ < job_chunks_); });
-        if (stop_) return;
-        seen = generation_;
-        while (next_chunk_ < job_chunks_) {
-            int c = next_chunk_++;
-            const auto* fn = job_;
-            int64_t n = job_n_;
-            int chunks = job_chunks_;
-            lock.unlock();
-            int64_t b, e;
-            chunk_range(n, chunks, c, &b, &e);
-            {
-                RegionGuard guard;
-                (*fn)(b, e);
+        Job* job = nullptr;
+        // Spin (yielding the core) for a while before sleeping.
+        auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
+        for (;;) {
+            if (num_active_.load(std::memory_order_acquire) > 0) {
+                std::lock_guard<std::mutex> lock(mu_);
+                if (stop_) return;
+                job = claimable_locked();
+                if (job) break;
             }
-            lock.lock();
-            if (++chunks_done_ == job_chunks_) done_cv_.notify_all();
+            if (Clock::now() >= spin_end) break;
+            std::this_thread::yield();
+        }
+        if (!job) {
+            std::unique_lock<std::mutex> lock(mu_);
+            ++sleeping_;
+            work_cv_.wait(lock, [&] { return stop_ || (job = claimable_locked()) != nullptr; });
+            --sleeping_;
+            if (stop_ && !job) return;
+        }
+        run_chunks(*job);
+        {
+            // Drop the reference under the job's mutex: the caller takes it before returning, so
+            // the job outlives this block.
+            std::lock_guard<std::mutex> g(job->mu);
+            if (job->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) job->cv.notify_all();
         }
     }
 }
@@ -83,49 +138,32 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         fn(0, n);
         return;
     }
-    std::lock_guard<std::mutex> submit(submit_mu_);
-    int chunks = static_cast<int>(std::min<int64_t>(n, num_threads_));
-    // An exception thrown by a chunk is kept and rethrown on the calling thread once every
-    // chunk has finished (workers must never unwind through worker_loop).
-    std::mutex error_mu;
-    std::exception_ptr error;
-    const std::function<void(int64_t, int64_t)> guarded = [&](int64_t b, int64_t e) {
-        try {
-            fn(b, e);
-        } catch (...) {
-            std::lock_guard<std::mutex> g(error_mu);
-            if (!error) error = std::current_exception();
-        }
-    };
+    Job job;
+    job.fn = &fn;
+    job.n = n;
+    job.chunks = static_cast<int>(std::min<int64_t>(n, num_threads_));
+    bool wake;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        job_ = &guarded;
-        job_n_ = n;
-        job_chunks_ = chunks;
-        next_chunk_ = 0;
-        chunks_done_ = 0;
-        ++generation_;
+        active_.push_back(&job);
+        num_active_.store(static_cast<int>(active_.size()), std::memory_order_release);
+        wake = sleeping_ > 0;
     }
-    work_cv_.notify_all();
-    // The calling thread claims chunks too.
-    std::unique_lock<std::mutex> lock(mu_);
-    while (next_chunk_ < job_chunks_) {
-        int c = next_chunk_++;
-        lock.unlock();
-        int64_t b, e;
-        chunk_range(n, chunks, c, &b, &e);
-        {
-            RegionGuard guard;
-            guarded(b, e);
-        }
-        lock.lock();
-        ++chunks_done_;
+    if (wake) work_cv_.notify_all();
+    run_chunks(job);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        active_.erase(std::find(active_.begin(), active_.end(), &job));
+        num_active_.store(static_cast<int>(active_.size()), std::memory_order_release);
     }
-    done_cv_.wait(lock, [&] { return chunks_done_ == job_chunks_; });
-    job_ = nullptr;
-    job_chunks_ = 0;
-    lock.unlock();
-    if (error) std::rethrow_exception(error);
+    // Helpers still inside finish their last chunk: spin briefly, then sleep.
+    auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
+    while (job.refs.load(std::memory_order_acquire) != 0 && Clock::now() < spin_end) std::this_thread::yield();
+    {
+        std::unique_lock<std::mutex> g(job.mu);
+        job.cv.wait(g, [&] { return job.refs.load(std::memory_order_acquire) == 0; });
+    }
+    if (job.error) std::rethrow_exception(job.error);
 }
 
 void ThreadPool::c_parallel_for(void* pool, int64_t n, kiln_task_fn fn, void* ctx) {
@@ -142,6 +180,17 @@ kiln_kernel_env ThreadPool::kernel_env() {
     env.pool = this;
     env.parallel_for = &ThreadPool::c_parallel_for;
     return env;
+}
+
+ThreadPool* global_thread_pool(int num_threads) {
+    if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    static std::mutex mu;
+    // Leaked on purpose: pools must outlive every session, including static ones at exit.
+    static auto* pools = new std::map<int, std::unique_ptr<ThreadPool>>();
+    std::lock_guard<std::mutex> lock(mu);
+    auto& p = (*pools)[num_threads];
+    if (!p) p = std::make_unique<ThreadPool>(num_threads);
+    return p.get();
 }
 
 }  // namespace kiln::runtime

@@ -1,7 +1,11 @@
 // The intra-op thread pool. Generated kernels reach it through kiln_kernel_env::parallel_for,
-// so the number of threads a model uses is exactly what the user configured.
+// so the number of threads a model uses is exactly what the user configured. Several threads
+// (the dataflow executor's inter-op threads) may call parallel_for at the same time: each caller
+// works on its own loop and idle workers help, so the pool never starts more threads than it
+// was given.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -16,7 +20,8 @@ namespace kiln::runtime {
 class ThreadPool {
 public:
     /// num_threads counts the calling thread: 1 means no worker threads. 0 = hardware concurrency.
-    explicit ThreadPool(int num_threads = 0);
+    /// spin_us: how long an idle worker (or a caller waiting for helpers) spins before sleeping.
+    explicit ThreadPool(int num_threads = 0, int spin_us = 50);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -24,29 +29,34 @@ public:
     int num_threads() const { return num_threads_; }
 
     /// Runs fn(begin, end) over [0, n) in at most num_threads() contiguous chunks; the calling
-    /// thread takes part. Blocks until all chunks are done. Nested calls run serially.
+    /// thread takes part and idle workers help. Blocks until all chunks are done. Safe to call
+    /// from several threads at once; nested calls (from inside a chunk) run serially inline.
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
     /// The env to pass to generated kernels.
     kiln_kernel_env kernel_env();
 
+    struct Job;
+
 private:
     static void c_parallel_for(void* pool, int64_t n, kiln_task_fn fn, void* ctx);
-    void worker_loop(int index);
+    void worker_loop();
+    /// A job with unclaimed chunks (and a reference on it), or nullptr. Caller holds mu_.
+    Job* claimable_locked();
 
     int num_threads_;
+    int spin_us_;
     std::vector<std::thread> workers_;
     std::mutex mu_;
-    std::condition_variable work_cv_, done_cv_;
-    // The current job (one at a time).
-    const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-    int64_t job_n_ = 0;
-    int job_chunks_ = 0;
-    int next_chunk_ = 0;
-    int chunks_done_ = 0;
-    uint64_t generation_ = 0;
+    std::condition_variable work_cv_;
+    std::vector<Job*> active_;             // jobs accepting helpers, guarded by mu_
+    std::atomic<int> num_active_{0};       // active_.size(), read while spinning
+    int sleeping_ = 0;                     // workers waiting on work_cv_, guarded by mu_
     bool stop_ = false;
-    std::mutex submit_mu_;  // serializes concurrent parallel_for callers
 };
+
+/// A process-wide pool of `num_threads` threads (0 = cores), created on first use and shared
+/// by every session that asks for that size (SessionOptions::use_global_thread_pools).
+ThreadPool* global_thread_pool(int num_threads);
 
 }  // namespace kiln::runtime

@@ -14,7 +14,13 @@ public:
     Status() = default;
     Status(ErrorKind kind, std::string message) : ok_(false), kind_(kind), message_(std::move(message)) {}
     static Status ok_status() { return Status(); }
-    static Status from(const Error& e) { return Status(e.kind(), e.what()); }
+    /// The error's message and context chain; the kind is kept apart (not repeated in the text,
+    /// so throw_if_error() gives back "<kind>: <message>", not "<kind>: <kind>: <message>").
+    static Status from(const Error& e) {
+        std::string w = e.what();
+        std::string prefix = std::string(error_kind_name(e.kind())) + ": ";
+        return Status(e.kind(), w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w);
+    }
 
     bool ok() const { return ok_; }
     ErrorKind kind() const { return kind_; }

@@ -43,6 +43,15 @@ Tensor Tensor::borrow(DType dtype, Shape shape, void* data) {
     return t;
 }
 
+Tensor Tensor::from_storage(DType dtype, Shape shape, std::shared_ptr<void> storage) {
+    Tensor t;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.data_ = storage.get();
+    t.storage_ = std::move(storage);
+    return t;
+}
+
 Tensor Tensor::clone() const {
     Tensor t(dtype_, shape_);
     if (nbytes()) std::memcpy(t.data_, data_, nbytes());

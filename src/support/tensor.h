@@ -23,6 +23,9 @@ public:
     Tensor(DType dtype, Shape shape);
     /// Wraps external memory without owning it (caller keeps it alive).
     static Tensor borrow(DType dtype, Shape shape, void* data);
+    /// Takes shared ownership of `storage` (at least nbytes, 64-byte aligned; e.g. a block from
+    /// an allocator whose deleter gives it back). Contents are left as they are.
+    static Tensor from_storage(DType dtype, Shape shape, std::shared_ptr<void> storage);
 
     DType dtype() const { return dtype_; }
     const Shape& shape() const { return shape_; }

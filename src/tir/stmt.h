@@ -71,6 +71,9 @@ struct PrimFunc {
     std::string name;
     std::vector<Buffer> params;
     Stmt body;
+    /// Parameters may alias (an output planned in place of an elementwise input): the C emitter
+    /// then declares them without `restrict`.
+    bool params_may_alias = false;
 };
 
 /// Readable loop-nest text (for `kiln inspect` and tests).

@@ -54,7 +54,7 @@ def test_models_use_only_the_allowed_ops(models_dir):
     allowed = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh",
                "Exp", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool",
                "BatchNormalization", "Flatten", "Reshape", "Transpose", "Concat", "Softmax",
-               "Identity", "Constant", "ArgMax"}
+               "Identity", "Constant", "ArgMax", "LayerNormalization", "Erf", "Gather"}
     paths = [str(models_dir / f"{n}.onnx") for n in make_models.TEST_MODELS]
     paths.append(os.path.join(DIGITS, "digits_cnn.onnx"))
     for p in paths:
@@ -71,6 +71,36 @@ def test_resnet18_has_the_torchvision_layout(models_dir):
     n_params = sum(int(np.prod(t.dims)) for t in g.initializer)
     # torchvision resnet18: 11,689,512 parameters + BN running mean/var (9,600).
     assert n_params == 11_689_512 + 9_600
+
+
+def test_mobilenetv2_has_the_torchvision_layout(models_dir):
+    g = onnx.load(str(models_dir / "mobilenetv2_96.onnx")).graph
+    convs = [n for n in g.node if n.op_type == "Conv"]
+    depthwise = [n for n in convs if any(a.name == "group" and a.i > 1 for a in n.attribute)]
+    assert len(convs) == 52 and len(depthwise) == 17     # stem + 17 blocks (2-3 each) + head
+    assert sum(n.op_type == "Add" for n in g.node) == 10  # residual adds of the stride-1 blocks
+    assert sum(n.op_type == "Clip" for n in g.node) == 35  # ReLU6 = Clip(0, 6)
+    bn_channels = sum(int(t.dims[0]) for t in g.initializer if t.name.startswith("bn")) // 4
+    n_params = sum(int(np.prod(t.dims)) for t in g.initializer
+                   if not t.name.startswith("relu6"))
+    # torchvision mobilenet_v2: 3,504,872 parameters + BN running mean/var.
+    assert n_params == 3_504_872 + 2 * bn_channels
+
+
+def test_bert_tiny_is_an_encoder_of_the_exported_form(models_dir):
+    g = onnx.load(str(models_dir / "bert_tiny.onnx")).graph
+    ops = [n.op_type for n in g.node]
+    assert ops.count("LayerNormalization") == 1 + 2 * 2   # embeddings + 2 per layer
+    assert ops.count("Softmax") == 2 and ops.count("Erf") == 2
+    assert ops.count("Gather") == 2                       # word and position embeddings
+    assert ops.count("MatMul") == 2 * (6 + 2)             # q k v o ffn1 ffn2 + 2 attention
+    (inp,) = g.input
+    assert inp.name == "input_ids" and inp.type.tensor_type.elem_type == onnx.TensorProto.INT64
+
+
+def test_big_models_are_not_in_the_default_set():
+    assert set(make_models.BIG_MODELS) == {"resnet50", "mobilenetv2", "bert_base"}
+    assert not set(make_models.BIG_MODELS) & set(make_models.TEST_MODELS)
 
 
 def test_digits_report_prints_predictions_and_accuracy(tmp_path):

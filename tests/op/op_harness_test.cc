@@ -218,6 +218,87 @@ RefFn concat_ref() {
     };
 }
 
+// LayerNormalization from the spec: per row of x.shape[:axis], two-pass mean / variance.
+RefFn layer_norm_ref() {
+    return [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const int axis = norm_axis(n.attr_int("axis", -1), x[0].rank());
+        const double eps = n.attr_float("epsilon", 1e-5);
+        int64_t cols = 1;
+        for (int k = axis; k < x[0].rank(); ++k) cols *= x[0].shape[k];
+        const int64_t rows = x[0].numel() / cols;
+        Arr y(x[0].shape);
+        Refs r{y};
+        for (size_t i = 1; i < out.size(); ++i) r.emplace_back(out[i]);
+        for (int64_t row = 0; row < rows; ++row) {
+            double mean = 0, var = 0;
+            for (int64_t c = 0; c < cols; ++c) mean += x[0].v[row * cols + c];
+            mean /= cols;
+            for (int64_t c = 0; c < cols; ++c) var += (x[0].v[row * cols + c] - mean) * (x[0].v[row * cols + c] - mean);
+            var /= cols;
+            const double inv = 1.0 / std::sqrt(var + eps);
+            for (int64_t c = 0; c < cols; ++c) {
+                const int64_t f = row * cols + c;
+                const auto idx = r[0].unravel(f);
+                double v = (x[0].v[f] - mean) * inv * x[1].bread(idx);
+                if (x.size() > 2 && x[2].present) v += x[2].bread(idx);
+                r[0].v[f] = v;
+            }
+            if (r.size() > 1) r[1].v[row] = mean;
+            if (r.size() > 2) r[2].v[row] = inv;
+        }
+        return r;
+    };
+}
+// ReduceMean: every input element adds into the output cell it maps to (reduced dims dropped or
+// kept as size 1); integer means truncate.
+RefFn reduce_mean_ref(bool is_int = false) {
+    return [is_int](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const int rank = x[0].rank();
+        std::vector<bool> mask(rank, false);
+        bool any = false;
+        if (x.size() > 1 && x[1].present)
+            for (double a : x[1].v) mask[norm_axis(static_cast<int64_t>(a), rank)] = any = true;
+        if (!any && n.attr_int("noop_with_empty_axes", 0)) return Refs{x[0]};
+        if (!any) mask.assign(rank, true);
+        const bool keep = n.attr_int("keepdims", 1) != 0;
+        Arr y(out[0]);
+        std::vector<double> cnt(y.numel(), 0.0);
+        for (int64_t f = 0; f < x[0].numel(); ++f) {
+            const auto idx = x[0].unravel(f);
+            std::vector<int64_t> o;
+            for (int k = 0; k < rank; ++k) {
+                if (!mask[k])
+                    o.push_back(idx[k]);
+                else if (keep)
+                    o.push_back(0);
+            }
+            const int64_t of = y.ravel(o);
+            y.v[of] += x[0].v[f];
+            cnt[of] += 1;
+        }
+        for (int64_t i = 0; i < y.numel(); ++i) y.v[i] = is_int ? std::trunc(y.v[i] / cnt[i]) : y.v[i] / cnt[i];
+        return Refs{y};
+    };
+}
+RefFn gather_ref() {
+    return [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const int axis = norm_axis(n.attr_int("axis", 0), x[0].rank());
+        const int q = x[1].rank();
+        Arr y(out[0]);
+        for (int64_t f = 0; f < y.numel(); ++f) {
+            const auto o = y.unravel(f);
+            std::vector<int64_t> ii(o.begin() + axis, o.begin() + axis + q);
+            int64_t k = static_cast<int64_t>(x[1].at(ii));
+            if (k < 0) k += x[0].shape[axis];
+            std::vector<int64_t> idx(o.begin(), o.begin() + axis);
+            idx.push_back(k);
+            idx.insert(idx.end(), o.begin() + axis + q, o.end());
+            y.v[f] = x[0].at(idx);
+        }
+        return Refs{y};
+    };
+}
+
 std::vector<Case> all_cases() {
     std::vector<Case> c;
     auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref, int nout = 1) {
@@ -354,6 +435,61 @@ std::vector<Case> all_cases() {
     add("concat_neg_axis_i64", "Concat", {in(I64, {2, 2, 3}, -9, 9), in(I64, {2, 2, 2}, -9, 9)}, {{"axis", int64_t{-1}}},
         concat_ref());
     add("concat_single_bool", "Concat", {in(DType::kBool, {3, 2}, 0, 1)}, {{"axis", int64_t{0}}}, concat_ref());
+    // Erf Sqrt Log Neg Abs Pow Gelu.
+    auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+    auto gelu_tanh = [](double x) {
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    };
+    add("erf_f32", "Erf", {in(F32, {3, 40}, -3, 3)}, {}, unary_ref([](double x) { return std::erf(x); }));
+    add("erf_f64", "Erf", {in(F64, {7}, -3, 3)}, {}, unary_ref([](double x) { return std::erf(x); }));
+    add("sqrt_f32", "Sqrt", {in(F32, {2, 9}, 0, 9)}, {}, unary_ref([](double x) { return std::sqrt(x); }));
+    add("sqrt_bf16", "Sqrt", {in(BF16, {6}, 0.1, 4)}, {}, unary_ref([](double x) { return std::sqrt(x); }));
+    add("log_f64", "Log", {in(F64, {4, 5}, 0.01, 10)}, {}, unary_ref([](double x) { return std::log(x); }));
+    add("log_f16", "Log", {in(F16, {8}, 0.5, 4)}, {}, unary_ref([](double x) { return std::log(x); }));
+    add("neg_f32", "Neg", {in(F32, {33})}, {}, unary_ref([](double x) { return -x; }));
+    add("neg_i8", "Neg", {in(I8, {9}, -100, 100)}, {}, unary_ref([](double x) { return -x; }));
+    add("abs_f32", "Abs", {in(F32, {5, 5})}, {}, unary_ref([](double x) { return std::fabs(x); }));
+    add("abs_i64", "Abs", {in(I64, {6}, -99, 99)}, {}, unary_ref([](double x) { return std::fabs(x); }));
+    add("abs_u16", "Abs", {in(U16, {4}, 0, 60000)}, {}, unary_ref([](double x) { return x; }));
+    auto fpow = [](double a, double b) { return std::pow(a, b); };
+    auto ipow = [](double a, double b) { return std::trunc(std::pow(a, b)); };
+    add("pow_f32_bcast", "Pow", {in(F32, {2, 3, 4}, 0.2, 3), in(F32, {4}, -2, 2)}, {}, binary_ref(fpow));
+    add("pow_f32_i64_exp", "Pow", {in(F32, {3, 4}), in(I64, {1, 4}, -3, 3)}, {}, binary_ref(fpow));
+    add("pow_i32_i32", "Pow", {in(I32, {2, 5}, -6, 6), in(I32, {5}, 0, 5)}, {}, binary_ref(ipow));
+    add("pow_i64_f32_exp", "Pow", {in(I64, {6}, 1, 9), in(F32, {}, 0.3, 2.5)}, {}, binary_ref(ipow));
+    add("pow_f64_scalar", "Pow", {in(F64, {}, 0.5, 2), in(F64, {3}, -1, 3)}, {}, binary_ref(fpow));
+    add("gelu_f32", "Gelu", {in(F32, {4, 50}, -4, 4)}, {}, unary_ref(gelu));
+    add("gelu_tanh_f32", "Gelu", {in(F32, {3, 17}, -4, 4)}, {{"approximate", std::string("tanh")}}, unary_ref(gelu_tanh));
+    add("gelu_f16", "Gelu", {in(F16, {12}, -3, 3)}, {}, unary_ref(gelu));
+    // LayerNormalization.
+    add("layer_norm_last_axis_bias", "LayerNormalization", {in(F32, {2, 3, 16}, -3, 5), in(F32, {16}), in(F32, {16})}, {},
+        layer_norm_ref());
+    add("layer_norm_axis1_3_outputs", "LayerNormalization", {in(F32, {2, 3, 4, 5}), in(F32, {3, 4, 5})},
+        {{"axis", int64_t{1}}, {"epsilon", 1e-3}}, layer_norm_ref(), 3);
+    add("layer_norm_axis0_scale_bcast", "LayerNormalization", {in(F32, {3, 4}), in(F32, {4}), in(F32, {1})},
+        {{"axis", int64_t{0}}}, layer_norm_ref(), 2);
+    add("layer_norm_large", "LayerNormalization", {in(F32, {128, 256}), in(F32, {256}), in(F32, {256})}, {},
+        layer_norm_ref(), 3);
+    add("layer_norm_f16", "LayerNormalization", {in(F16, {4, 8}), in(F16, {8}), in(F16, {8})}, {}, layer_norm_ref(), 3);
+    add("layer_norm_f64_neg_axis", "LayerNormalization", {in(F64, {2, 3, 4}), in(F64, {3, 4}), omitted()},
+        {{"axis", int64_t{-2}}}, layer_norm_ref());
+    // ReduceMean.
+    add("reduce_mean_axis1_keep", "ReduceMean", {in(F32, {2, 5, 3}), constant({1})}, {}, reduce_mean_ref());
+    add("reduce_mean_two_axes_nokeep", "ReduceMean", {in(F32, {3, 4, 6}), constant({0, -1})}, {{"keepdims", int64_t{0}}},
+        reduce_mean_ref());
+    add("reduce_mean_all_scalar", "ReduceMean", {in(F64, {4, 5})}, {{"keepdims", int64_t{0}}}, reduce_mean_ref());
+    add("reduce_mean_all_keep_large", "ReduceMean", {in(F32, {64, 512})}, {}, reduce_mean_ref());
+    add("reduce_mean_no_axes_noop", "ReduceMean", {in(F32, {2, 3})}, {{"noop_with_empty_axes", int64_t{1}}},
+        reduce_mean_ref());
+    add("reduce_mean_i32", "ReduceMean", {in(I32, {4, 6}, -50, 50), constant({1})}, {}, reduce_mean_ref(true));
+    add("reduce_mean_f16_last", "ReduceMean", {in(F16, {3, 8}), constant({-1})}, {}, reduce_mean_ref());
+    // Gather.
+    add("gather_axis0_neg_i64", "Gather", {in(F32, {5, 4}), in(I64, {2, 3}, -5, 4)}, {}, gather_ref());
+    add("gather_axis1_i32", "Gather", {in(F64, {2, 6, 3}), in(I32, {4}, -6, 5)}, {{"axis", int64_t{1}}}, gather_ref());
+    add("gather_scalar_index_neg_axis", "Gather", {in(I16, {3, 7}, -99, 99), in(I64, {}, -7, 6)},
+        {{"axis", int64_t{-1}}}, gather_ref());
+    add("gather_bool", "Gather", {in(DType::kBool, {6, 2}, 0, 1), in(I64, {3}, 0, 5)}, {}, gather_ref());
+    add("gather_embedding", "Gather", {in(F32, {300, 64}), in(I64, {1, 32}, 0, 299)}, {}, gather_ref());
     return c;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -113,6 +114,47 @@ TEST(ThreadPool, KernelEnvAdapter) {
     CCtx ctx{hits.data()};
     env.parallel_for(env.pool, 1001, c_task, &ctx);
     for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+// Several callers at once (the dataflow executor's inter-op threads): every index once, and
+// the threads that run chunks are only the callers and the pool's workers.
+TEST(ThreadPool, ManyConcurrentCallersStayWithinTheirThreads) {
+    ThreadPool pool(3);
+    std::mutex mu;
+    std::set<std::thread::id> seen;
+    std::set<std::thread::id> callers;
+    std::vector<std::thread> ts;
+    std::atomic<int> bad{0};
+    for (int c = 0; c < 4; ++c) {
+        ts.emplace_back([&] {
+            {
+                std::lock_guard<std::mutex> g(mu);
+                callers.insert(std::this_thread::get_id());
+            }
+            for (int rep = 0; rep < 200; ++rep) {
+                std::vector<std::atomic<int>> hits(97);
+                pool.parallel_for(97, [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i) hits[i]++;
+                    std::lock_guard<std::mutex> g(mu);
+                    seen.insert(std::this_thread::get_id());
+                });
+                for (auto& h : hits) bad += h.load() != 1;
+            }
+        });
+    }
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(bad.load(), 0);
+    size_t workers = 0;
+    for (auto id : seen) workers += !callers.count(id);
+    EXPECT_LE(workers, 2u);  // num_threads - 1 workers, however many callers
+}
+
+TEST(ThreadPool, GlobalPoolIsSharedPerSize) {
+    ThreadPool* a = global_thread_pool(2);
+    EXPECT_EQ(a, global_thread_pool(2));
+    EXPECT_EQ(a->num_threads(), 2);
+    EXPECT_NE(a, global_thread_pool(3));
+    EXPECT_EQ(global_thread_pool(3)->num_threads(), 3);
 }
 
 }  // namespace

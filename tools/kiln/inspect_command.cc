@@ -17,6 +17,8 @@ namespace {
 struct InspectArgs {
     std::string model;
     std::vector<std::string> dims;  // NAME=VALUE
+    bool memory = false;            // print only the memory plan
+    std::string executor = "auto";  // the plan depends on it: concurrent for dataflow
 };
 
 int inspect_model(const InspectArgs& args) {
@@ -24,8 +26,11 @@ int inspect_model(const InspectArgs& args) {
         << "cannot open model '" << args.model << "': no such file";
     SessionOptions opts;
     opts.dims = parse_dims(args.dims);
+    opts.executor = args.executor == "sequential" ? ExecutorKind::kSequential
+                    : args.executor == "dataflow" ? ExecutorKind::kDataflow
+                                                  : ExecutorKind::kAuto;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
-    std::string text = session->inspect();
+    std::string text = args.memory ? session->memory_report() : session->inspect();
     fmt::print("{}", text);
     if (!text.empty() && text.back() != '\n') fmt::print("\n");
     return 0;
@@ -42,6 +47,12 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
         ->type_name("NAME=VALUE")
         ->allow_extra_args(false)
         ->check(name_value_check(true));
+    sub->add_flag("--memory", args->memory,
+                  "Print the memory plan instead: arena, naive sum, lower bound (bytes), the largest tensors");
+    sub->add_option("--executor", args->executor,
+                    "Plan for this executor: sequential, dataflow (concurrency-safe plan), or auto")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"sequential", "dataflow", "auto"}));
     sub->callback([args, &action] { action = [args] { return inspect_model(*args); }; });
 }
 

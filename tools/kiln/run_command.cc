@@ -31,7 +31,20 @@ struct RunArgs {
     int repeat = 10;
     int threads = 0;
     uint64_t seed = 0;
+    std::string executor = "auto";  // sequential | dataflow | auto
+    int inter_op_threads = 0;
+    bool global_pools = false;
+    std::string profile_path;
+    bool profile_summary = false;
+    size_t memory_limit = 0;     // bytes, 0 = unlimited
+    bool memory_report = false;  // print the memory plan and allocator statistics
 };
+
+ExecutorKind parse_executor(const std::string& s) {
+    if (s == "sequential") return ExecutorKind::kSequential;
+    if (s == "dataflow") return ExecutorKind::kDataflow;
+    return ExecutorKind::kAuto;
+}
 
 constexpr int64_t kValuesShown = 10;
 
@@ -98,6 +111,12 @@ int run_model(const RunArgs& args) {
     SessionOptions opts;
     opts.threads = args.threads;
     opts.dims = parse_dims(args.dims);
+    opts.executor = parse_executor(args.executor);
+    opts.inter_op_threads = args.inter_op_threads;
+    opts.use_global_thread_pools = args.global_pools;
+    opts.profile_path = args.profile_path;
+    opts.profile = args.profile_summary;
+    opts.memory_limit = args.memory_limit;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
 
     std::map<std::string, std::string> origin;
@@ -137,6 +156,15 @@ int run_model(const RunArgs& args) {
         fmt::print("  values: {}\n", format_leading_values(t, kValuesShown));
     }
     fmt::print("median {:.2f} ms ({} runs)\n", median(ms), ms.size());
+    stats = session->stats();
+    fmt::print("executor {} (intra-op threads {}, inter-op threads {}, parallel width {})\n", stats.executor,
+               stats.intra_op_threads, stats.inter_op_threads, stats.parallel_width);
+    if (args.profile_summary) fmt::print("{}", session->profile_summary(15));
+    if (args.memory_report) fmt::print("{}", session->memory_report());
+    if (!args.profile_path.empty()) {
+        session->write_profile();
+        fmt::print("wrote profile {}\n", args.profile_path);
+    }
     if (!args.output_dir.empty()) write_outputs(args.output_dir, infos, outputs);
     return 0;
 }
@@ -166,6 +194,26 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     sub->add_option("--seed", args->seed, "Seed of the random inputs")->capture_default_str();
+    sub->add_option("--executor", args->executor,
+                    "sequential, dataflow, or auto (dataflow when >= 2 substantial steps can run at once)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"sequential", "dataflow", "auto"}));
+    sub->add_option("--inter-op-threads", args->inter_op_threads,
+                    "Threads running independent kernels (dataflow executor; 0 = all cores)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sub->add_flag("--global-thread-pools", args->global_pools,
+                  "Use the process-wide thread pools instead of this session's own");
+    sub->add_option("--profile", args->profile_path, "Write a Chrome trace (chrome://tracing, Perfetto) of all runs")
+        ->type_name("FILE.json");
+    sub->add_flag("--profile-summary", args->profile_summary,
+                  "Print the top kernels by total time with their share and GFLOP/s");
+    sub->add_option("--memory-limit", args->memory_limit,
+                    "Memory budget in bytes for the model's tensors (0 = unlimited); exceeding it is an "
+                    "OutOfMemory error")
+        ->type_name("BYTES")
+        ->capture_default_str();
+    sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
     sub->callback([args, &action] { action = [args] { return run_model(*args); }; });
 }
 

@@ -15,6 +15,7 @@
 #include "frontend/onnx/importer.h"
 
 #include <filesystem>
+#include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -87,7 +88,7 @@ std::optional<ir::TensorType> type_from_proto(const onnx::ValueInfoProto& vi, bo
 
 class Importer {
 public:
-    Importer(const onnx::ModelProto& model, std::string base_dir) : model_(model), base_dir_(std::move(base_dir)) {}
+    Importer(onnx::ModelProto& model, std::string base_dir) : model_(model), base_dir_(std::move(base_dir)) {}
 
     ir::Graph run() {
         KILN_CHECK(model_.has_graph(), kInvalidModel) << "the model has no graph";
@@ -153,11 +154,14 @@ private:
 
     void import_initializers(const onnx::GraphProto& gp) {
         KILN_CHECK(gp.sparse_initializer_size() == 0, kUnsupported) << "sparse initializers are not supported";
-        for (const auto& t : gp.initializer()) {
+        KILN_ICHECK(&gp == &model_.graph()) << "initializers are imported from the model's own graph";
+        for (onnx::TensorProto& t : *model_.mutable_graph()->mutable_initializer()) {
             KILN_CHECK(!t.name().empty(), kInvalidModel) << "an initializer has no name";
             KILN_CHECK(!env_.count(t.name()), kInvalidModel) << "initializer '" << t.name() << "' is defined twice";
             Tensor data = tensor_from_proto(t, base_dir_, "initializer '" + t.name() + "'");
             define(t.name(), g_.add_constant(t.name(), std::move(data)), true);
+            // The weights now live in `data`: free the proto's copy so import peaks at ~1x the weights.
+            if (t.has_raw_data()) std::string().swap(*t.mutable_raw_data());
         }
     }
 
@@ -303,7 +307,7 @@ private:
         }
     }
 
-    const onnx::ModelProto& model_;
+    onnx::ModelProto& model_;  // initializer payloads are released as they are converted
     std::string base_dir_;
     ir::Graph g_;
     int opset_ = -1;
@@ -313,23 +317,31 @@ private:
     std::unordered_map<std::string, const onnx::ValueInfoProto*> declared_;
 };
 
+std::string parent_dir(const std::string& path) {
+    std::string d = std::filesystem::path(path).parent_path().string();
+    return d.empty() ? "." : d;
+}
+
 ir::Graph import_model_bytes(const std::string& bytes, const std::string& display_name, const std::string& base_dir) {
     onnx::ModelProto model;
     KILN_CHECK(model.ParseFromString(bytes), kInvalidModel) << "could not parse '" << display_name << "' as an ONNX model";
     return Importer(model, base_dir).run();
 }
 
-std::string parent_dir(const std::string& path) {
-    std::string d = std::filesystem::path(path).parent_path().string();
-    return d.empty() ? "." : d;
+/// Parses straight from the file (no second copy of the bytes in memory).
+ir::Graph import_model_file(const std::string& path) {
+    KILN_CHECK(std::filesystem::is_regular_file(path), kIOError) << "cannot open '" << path << "': no such file";
+    std::ifstream in(path, std::ios::binary);
+    KILN_CHECK(in.good(), kIOError) << "cannot open '" << path << "' for reading";
+    onnx::ModelProto model;
+    KILN_CHECK(model.ParseFromIstream(&in), kInvalidModel) << "could not parse '" << path << "' as an ONNX model";
+    return Importer(model, parent_dir(path)).run();
 }
+
 
 }  // namespace
 
-ir::Graph import_onnx_file(const std::string& path) {
-    std::string bytes = read_file_bytes(path);
-    return import_model_bytes(bytes, path, parent_dir(path));
-}
+ir::Graph import_onnx_file(const std::string& path) { return import_model_file(path); }
 
 ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
     return import_model_bytes(bytes, "<bytes>", base_dir);

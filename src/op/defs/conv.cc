@@ -173,6 +173,12 @@ void register_conv_ops(OpRegistry& r) {
     d.pattern = OpPattern::kOutEWiseFusable;
     d.compute = conv_compute;
     d.schedule = conv_schedule;
+    d.flops = [](const ir::Node& n) {  // 2 * outputs * (Cin/group * kernel elements)
+        Shape w = n.input(1)->type().static_shape();
+        double per_out = 1;
+        for (size_t i = 1; i < w.size(); ++i) per_out *= static_cast<double>(w[i]);
+        return 2.0 * static_cast<double>(shape_numel(n.output(0)->type().static_shape())) * per_out;
+    };
     r.add(std::move(d));
 }
 

@@ -1,5 +1,12 @@
-// Elementwise ops: Add Sub Mul Div (numpy broadcasting), Relu Sigmoid Tanh Exp Clip Identity.
+// Elementwise ops: Add Sub Mul Div Pow (numpy broadcasting), Relu Sigmoid Tanh Exp Erf Sqrt
+// Neg Abs Log Gelu Clip Identity.
 // f16/bf16 compute in f32 (reads widen, the stage stores narrowed); integer Div truncates (C).
+// Pow: the result has the base's dtype; the exponent may have another numeric dtype (Pow-12+).
+// Float bases compute pow in the base's compute type; integer bases with integer exponents use
+// exact integer powers, integer bases with float exponents compute in double and truncate (ORT).
+// Gelu (opset 20): approximate="none": 0.5 x (1 + erf(x / sqrt 2)); "tanh":
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+#include <cmath>
 #include <string>
 
 #include "op/broadcast.h"
@@ -59,6 +66,7 @@ OpDef unary_op(const std::string& name, std::vector<int> versions, std::vector<D
     return d;
 }
 
+// Floats and signed ints (Relu, Neg).
 std::vector<DType> relu_types() {
     std::vector<DType> t = float_types();
     for (DType s : {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64}) t.push_back(s);
@@ -108,6 +116,70 @@ OpDef clip_op() {
     return d;
 }
 
+OpDef pow_op() {
+    OpDef d;
+    d.name = "Pow";
+    d.onnx_versions = {1, 7, 12, 13, 15};
+    d.min_inputs = d.max_inputs = 2;
+    d.pattern = OpPattern::kBroadcast;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "X");
+        const auto& y = input_type(n, 1, "Y");
+        check_dtype(n, "X", x.dtype,
+                    {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt32,
+                     DType::kInt64});
+        check_dtype(n, "Y", y.dtype, numeric_types());
+        return std::vector<ir::TensorType>{{x.dtype, broadcast_shapes(n, {x.shape, y.shape})}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0), y = a.in(1);
+        const DType xt = a.in(0)->dtype, yt = a.in(1)->dtype;
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                Expr base = broadcast_read(x, i), ex = broadcast_read(y, i);
+                if (dtype_is_float(xt)) {
+                    const DType cdt = te::compute_dtype(xt);
+                    return te::binary(te::BinaryOp::kPow, base, te::cast(cdt, ex));
+                }
+                if (dtype_is_int(yt))  // exact integer power (negative exponents: C semantics of the helper)
+                    return te::binary(te::BinaryOp::kPow, te::cast(DType::kInt64, base), te::cast(DType::kInt64, ex));
+                return te::binary(te::BinaryOp::kPow, te::cast(DType::kFloat64, base), te::cast(DType::kFloat64, ex));
+            },
+            "Pow", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+OpDef gelu_op() {
+    OpDef d = unary_op("Gelu", {20}, float_types(), nullptr);
+    d.attrs = {{"approximate", AttrKind::kString, ir::Attr(std::string("none"))}};
+    const auto base_infer = d.infer;
+    d.infer = [base_infer](const ir::Node& n) {
+        const std::string ap = n.attr_string("approximate", "none");
+        KILN_CHECK(ap == "none" || ap == "tanh", kInvalidModel)
+            << node_label(n) << ": attribute approximate must be 'none' or 'tanh', got '" << ap << "'";
+        return base_infer(n);
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        const bool tanh_form = a.node.attr_string("approximate", "none") == "tanh";
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                Expr v = te::read(x, i);
+                const DType t = v->dtype;
+                auto c = [&](double k) { return te::make_const(t, k); };
+                Expr inner = tanh_form
+                                 ? te::unary(te::UnaryOp::kTanh, c(std::sqrt(2.0 / M_PI)) * (v + c(0.044715) * v * v * v))
+                                 : te::unary(te::UnaryOp::kErf, v * c(M_SQRT1_2));
+                return c(0.5) * v * (c(1.0) + inner);
+            },
+            "Gelu", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
@@ -122,6 +194,14 @@ void register_elementwise_ops(OpRegistry& r) {
     r.add(unary_op("Exp", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kExp, x); }));
     r.add(unary_op("Identity", {1, 13, 14, 16, 19, 21}, all_types(), [](Expr x) { return x; }));
     r.add(clip_op());
+    r.add(pow_op());
+    auto un = [](te::UnaryOp op) { return [op](Expr x) { return te::unary(op, x); }; };
+    r.add(unary_op("Erf", {9, 13}, float_types(), un(te::UnaryOp::kErf)));
+    r.add(unary_op("Sqrt", {1, 6, 13}, float_types(), un(te::UnaryOp::kSqrt)));
+    r.add(unary_op("Log", {1, 6, 13}, float_types(), un(te::UnaryOp::kLog)));
+    r.add(unary_op("Neg", {1, 6, 13}, relu_types(), un(te::UnaryOp::kNeg)));
+    r.add(unary_op("Abs", {1, 6, 13}, numeric_types(), un(te::UnaryOp::kAbs)));
+    r.add(gelu_op());
 }
 
 }  // namespace kiln::op

@@ -65,6 +65,11 @@ OpDef matmul_op() {
     d.onnx_versions = {1, 9, 13};
     d.min_inputs = d.max_inputs = 2;
     d.pattern = OpPattern::kOutEWiseFusable;
+    d.flops = [](const ir::Node& n) {  // 2 * outputs * K (K: A's last dim)
+        Shape a = n.input(0)->type().static_shape();
+        double k = a.empty() ? 1.0 : static_cast<double>(a.back());
+        return 2.0 * static_cast<double>(shape_numel(n.output(0)->type().static_shape())) * k;
+    };
     d.infer = [](const ir::Node& n) {
         const auto& a = input_type(n, 0, "A");
         const auto& b = input_type(n, 1, "B");
@@ -133,6 +138,11 @@ OpDef gemm_op() {
     OpDef d;
     d.name = "Gemm";
     d.onnx_versions = {1, 6, 7, 9, 11, 13};
+    d.flops = [](const ir::Node& n) {  // 2 * M * N * K
+        Shape a = n.input(0)->type().static_shape();
+        double k = a.size() == 2 ? static_cast<double>(n.attr_int("transA", 0) ? a[0] : a[1]) : 1.0;
+        return 2.0 * static_cast<double>(shape_numel(n.output(0)->type().static_shape())) * k;
+    };
     d.min_inputs = 2;
     d.max_inputs = 3;
     d.attrs = {{"alpha", AttrKind::kFloat, ir::Attr(1.0)},

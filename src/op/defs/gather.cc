@@ -1,0 +1,75 @@
+// Gather (opset 1/11/13): out[o[:axis], o[axis:axis+q], o[axis+q:]] =
+//   data[o[:axis], idx(indices[o[axis:axis+q]]), o[axis+q:]]       (q = rank of indices)
+// where idx maps a negative index i to i + data.shape[axis]. Indices are i32 or i64, data any
+// dtype. Constant indices are range-checked at shape inference (kInvalidModel); runtime indices
+// cannot raise from a kernel, so out-of-range values are clamped into the axis (ONNX leaves
+// them undefined). Pattern kInjective (an embedding lookup is a gather of rows).
+#include <string>
+
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+OpDef gather_op() {
+    OpDef d;
+    d.name = "Gather";
+    d.onnx_versions = {1, 11, 13};
+    d.min_inputs = d.max_inputs = 2;
+    d.attrs = {{"axis", AttrKind::kInt, ir::Attr(int64_t{0})}};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        const auto& ind = input_type(n, 1, "indices");
+        check_dtype(n, "data", x.dtype, all_types());
+        check_dtype(n, "indices", ind.dtype, {DType::kInt32, DType::kInt64});
+        KILN_CHECK(x.rank() >= 1, kInvalidModel) << node_label(n) << ": input data must have rank >= 1, got rank 0";
+        const int axis = normalize_axis(n, n.attr_int("axis", 0), x.rank());
+        const ir::Value* iv = n.input(1);
+        if (iv->is_constant() && x.shape[axis].is_static()) {
+            const int64_t extent = x.shape[axis].value;
+            const Tensor& t = iv->constant();
+            for (int64_t k = 0; k < t.numel(); ++k) {
+                const int64_t v = t.get_i64(k);
+                KILN_CHECK(v >= -extent && v < extent, kInvalidModel)
+                    << node_label(n) << ": index " << v << " (element " << k << " of indices) is out of range for axis "
+                    << axis << " of size " << extent;
+            }
+        }
+        std::vector<ir::Dim> out(x.shape.begin(), x.shape.begin() + axis);
+        out.insert(out.end(), ind.shape.begin(), ind.shape.end());
+        out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0), ind = a.in(1);
+        const int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), x->ndim());
+        const int q = ind->ndim();
+        const int64_t extent = x->shape[axis];
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& o) {
+                std::vector<Var> ii(o.begin() + axis, o.begin() + axis + q);
+                Expr k = te::cast(DType::kInt64, te::read(ind, ii));
+                k = te::select(k < te::int_imm(0), k + extent, k);
+                std::vector<Expr> idx(o.begin(), o.begin() + axis);
+                idx.push_back(clamp_index(k, extent));
+                idx.insert(idx.end(), o.begin() + axis + q, o.end());
+                return te::read(x, idx);
+            },
+            "Gather", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+}  // namespace
+
+void register_gather_ops(OpRegistry& r) { r.add(gather_op()); }
+
+}  // namespace kiln::op

@@ -1,0 +1,259 @@
+// Normalizations over trailing / chosen axes: LayerNormalization (opset 17) and ReduceMean.
+//
+// LayerNormalization follows the ONNX function body (two-pass, as the spec writes it):
+//   sum  = sum of x over axes [axis, rank)                      (reduce stage "ln_sum")
+//   mean = sum / N
+//   sq   = sum of (x - mean)^2 over the same axes               (reduce stage "ln_sqsum")
+//   inv  = 1 / sqrt(sq / N + epsilon)                           (per row, stage "ln_inv")
+//   Y    = (x - mean) * inv * Scale + B                          (Scale, B broadcast to x[axis:])
+// Optional outputs Mean and InvStdDev have shape x.shape[:axis] + [1] * (rank - axis) and the
+// stash dtype (f32 for stash_type=1, the only stash type supported). The statistics compute in
+// the input's compute type (f32 for f16/bf16, f64 for f64).
+// Pattern: kOpaque. TVM has no fused layer_norm kernel in Relay (SimplifyInference decomposes
+// it into reductions and elementwise ops); as one node here it is two chained reductions plus
+// an elementwise epilogue, like Softmax, which this registry also marks opaque so the fusion
+// pass keeps it a kernel of its own.
+//
+// ReduceMean (axes as a constant input from opset 18; the importer's adapter turns the opset
+// 1/11/13 `axes` attribute into that input): sum over the axes in the input's compute type,
+// then a second stage divides by the element count (integer types: truncating division).
+// Empty / omitted axes reduce everything, or copy the input with noop_with_empty_axes=1.
+// Pattern kCommReduce.
+#include <set>
+#include <string>
+
+#include "op/broadcast.h"
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+// ---- LayerNormalization ----
+
+OpDef layer_norm_op() {
+    OpDef d;
+    d.name = "LayerNormalization";
+    d.onnx_versions = {17};
+    d.min_inputs = 2;
+    d.max_inputs = 3;
+    d.min_outputs = 1;
+    d.max_outputs = 3;
+    d.attrs = {{"axis", AttrKind::kInt, ir::Attr(int64_t{-1})},
+               {"epsilon", AttrKind::kFloat, ir::Attr(1e-5)},
+               {"stash_type", AttrKind::kInt, ir::Attr(int64_t{1})}};
+    d.pattern = OpPattern::kOpaque;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "X");
+        check_dtype(n, "X", x.dtype, float_types());
+        KILN_CHECK(x.rank() >= 1, kInvalidModel) << node_label(n) << ": input X must have rank >= 1, got rank 0";
+        const int axis = normalize_axis(n, n.attr_int("axis", -1), x.rank());
+        const int64_t stash = n.attr_int("stash_type", 1);
+        KILN_CHECK(stash == 1, kUnsupported)
+            << node_label(n) << ": stash_type=" << stash << " is not supported (only 1, float32)";
+        const std::vector<ir::Dim> norm_dims(x.shape.begin() + axis, x.shape.end());
+        const char* names[] = {"X", "Scale", "B"};
+        for (size_t i = 1; i < 3; ++i) {
+            if (!has_input(n, i)) continue;
+            const auto& t = n.input(i)->type();
+            check_same_dtype(n, "X", x.dtype, names[i], t.dtype);
+            // Unidirectional broadcast of Scale / B to the normalized shape x.shape[axis:].
+            bool ok = t.rank() <= static_cast<int>(norm_dims.size());
+            for (int k = 0; ok && k < t.rank(); ++k) {
+                const ir::Dim& s = t.shape[t.rank() - 1 - k];
+                const ir::Dim& want = norm_dims[norm_dims.size() - 1 - k];
+                ok = (s.is_static() && s.value == 1) || !s.is_static() || !want.is_static() || s == want;
+            }
+            KILN_CHECK(ok, kInvalidModel)
+                << node_label(n) << ": input " << names[i] << " of shape " << dims_str(t.shape)
+                << " does not broadcast to the normalized shape " << dims_str(norm_dims) << " (axis " << axis << ")";
+        }
+        std::vector<ir::TensorType> out{x};
+        std::vector<ir::Dim> stat(x.shape.begin(), x.shape.begin() + axis);
+        stat.resize(x.shape.size(), ir::Dim(1));
+        for (size_t i = 1; i < n.num_outputs(); ++i) out.push_back({DType::kFloat32, stat});
+        return out;
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        te::Tensor scale = a.in(1);
+        te::Tensor bias = a.has_input(2) ? a.in(2) : nullptr;
+        const int rank = x->ndim();
+        const int axis = normalize_axis(a.node, a.node.attr_int("axis", -1), rank);
+        const DType cdt = te::compute_dtype(x->dtype);
+        const double eps = a.node.attr_float("epsilon", 1e-5);
+        int64_t count = 1;
+        Shape stat = x->shape;
+        for (int k = axis; k < rank; ++k) {
+            count *= x->shape[k];
+            stat[k] = 1;
+        }
+        const Expr inv_n = te::make_const(cdt, 1.0 / static_cast<double>(count));
+        auto stat_idx = [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx(i.begin(), i.end());
+            for (int k = axis; k < rank; ++k) idx[k] = te::int_imm(0);
+            return idx;
+        };
+        // Reads x at the row of stat index i with the normalized axes at the reduce vars.
+        auto row_read = [&](const std::vector<Var>& i, const std::vector<te::IterVar>& r) {
+            std::vector<Expr> idx(i.begin(), i.end());
+            for (int k = axis; k < rank; ++k) idx[k] = r[k - axis]->var;
+            return te::cast(cdt, te::read(x, idx));
+        };
+        auto reduce_vars = [&] {
+            std::vector<te::IterVar> r;
+            for (int k = axis; k < rank; ++k) r.push_back(te::reduce_axis(x->shape[k], "r" + std::to_string(k)));
+            return r;
+        };
+        const std::vector<te::IterVar> r1 = reduce_vars();
+        te::Tensor sum = te::compute(
+            stat, [&](const std::vector<Var>& i) { return te::sum(row_read(i, r1), r1); }, "ln_sum", cdt);
+        const std::vector<te::IterVar> r2 = reduce_vars();
+        te::Tensor sqsum = te::compute(
+            stat, [&](const std::vector<Var>& i) {
+                Expr dev = row_read(i, r2) - te::read(sum, i) * inv_n;
+                return te::sum(dev * dev, r2);
+            },
+            "ln_sqsum", cdt);
+        auto inv_std = [&](const std::vector<Expr>& idx) {
+            return te::make_const(cdt, 1.0) /
+                   te::unary(te::UnaryOp::kSqrt, te::read(sqsum, idx) * inv_n + te::make_const(cdt, eps));
+        };
+        te::Tensor inv = te::compute(
+            stat, [&](const std::vector<Var>& i) { return inv_std(std::vector<Expr>(i.begin(), i.end())); }, "ln_inv",
+            cdt);
+        // Scale / B read with the output index right-aligned (they broadcast to x[axis:]).
+        te::Tensor y = te::compute(
+            x->shape, [&](const std::vector<Var>& i) {
+                const std::vector<Expr> s = stat_idx(i);
+                Expr v = (te::cast(cdt, te::read(x, i)) - te::read(sum, s) * inv_n) * te::read(inv, s) *
+                         te::cast(cdt, broadcast_read(scale, i));
+                if (bias) v = v + te::cast(cdt, broadcast_read(bias, i));
+                return v;
+            },
+            "LayerNormalization", a.out_dtype());
+        std::vector<te::Tensor> outs{y};
+        if (a.output_types.size() > 1) {
+            outs.push_back(te::compute(
+                stat, [&](const std::vector<Var>& i) { return te::read(sum, i) * inv_n; }, "ln_mean", a.out_dtype(1)));
+        }
+        if (a.output_types.size() > 2) {
+            outs.push_back(te::compute(
+                stat, [&](const std::vector<Var>& i) { return inv_std(std::vector<Expr>(i.begin(), i.end())); },
+                "ln_inv_std_dev", a.out_dtype(2)));
+        }
+        return outs;
+    };
+    return d;
+}
+
+// ---- ReduceMean ----
+
+// The reduced axes (sorted, normalized); empty when the axes input is omitted or empty.
+std::vector<int> reduce_axes(const ir::Node& n, int rank) {
+    std::set<int> axes;
+    if (has_input(n, 1)) {
+        for (int64_t a : constant_ints(n, 1, "axes")) {
+            const int ax = normalize_axis(n, a, rank, "axes");
+            KILN_CHECK(axes.insert(ax).second, kInvalidModel)
+                << node_label(n) << ": axis " << a << " appears more than once in input axes";
+        }
+    }
+    return {axes.begin(), axes.end()};
+}
+
+// Every axis is reduced when no axes are given (and noop_with_empty_axes=0).
+std::vector<bool> reduced_mask(const ir::Node& n, int rank, bool* noop) {
+    std::vector<int> axes = reduce_axes(n, rank);
+    *noop = axes.empty() && n.attr_int("noop_with_empty_axes", 0) != 0;
+    std::vector<bool> mask(rank, axes.empty() && !*noop);
+    for (int a : axes) mask[a] = true;
+    return mask;
+}
+
+OpDef reduce_mean_op() {
+    OpDef d;
+    d.name = "ReduceMean";
+    d.onnx_versions = {1, 11, 13, 18};
+    d.min_inputs = 1;
+    d.max_inputs = 2;
+    d.attrs = {{"keepdims", AttrKind::kInt, ir::Attr(int64_t{1})},
+               {"noop_with_empty_axes", AttrKind::kInt, ir::Attr(int64_t{0})}};
+    d.value_inputs = {1};
+    d.pattern = OpPattern::kCommReduce;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        std::vector<DType> types = float_types();
+        for (DType t : {DType::kInt32, DType::kInt64, DType::kUInt32, DType::kUInt64}) types.push_back(t);
+        check_dtype(n, "data", x.dtype, types);
+        bool noop = false;
+        const std::vector<bool> mask = reduced_mask(n, x.rank(), &noop);
+        if (noop) return std::vector<ir::TensorType>{x};
+        const bool keep = n.attr_int("keepdims", 1) != 0;
+        std::vector<ir::Dim> out;
+        for (int k = 0; k < x.rank(); ++k) {
+            if (!mask[k])
+                out.push_back(x.shape[k]);
+            else if (keep)
+                out.push_back(ir::Dim(1));
+        }
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        const int rank = x->ndim();
+        bool noop = false;
+        const std::vector<bool> mask = reduced_mask(a.node, rank, &noop);
+        if (noop) {
+            auto y = te::compute(
+                x->shape, [&](const std::vector<Var>& i) { return te::read(x, i); }, "ReduceMean", a.out_dtype());
+            return std::vector<te::Tensor>{y};
+        }
+        const bool keep = a.node.attr_int("keepdims", 1) != 0;
+        const DType cdt = te::compute_dtype(x->dtype);
+        std::vector<te::IterVar> r;
+        int64_t count = 1;
+        for (int k = 0; k < rank; ++k) {
+            if (!mask[k]) continue;
+            r.push_back(te::reduce_axis(x->shape[k], "r" + std::to_string(k)));
+            count *= x->shape[k];
+        }
+        te::Tensor s = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& o) {
+                std::vector<Expr> idx;
+                size_t oi = 0, ri = 0;
+                for (int k = 0; k < rank; ++k) {
+                    if (mask[k]) {
+                        idx.push_back(r[ri++]->var);
+                        if (keep) ++oi;  // the kept size-1 dim
+                    } else {
+                        idx.push_back(o[oi++]);
+                    }
+                }
+                return te::sum(te::cast(cdt, te::read(x, idx)), r);
+            },
+            "reduce_mean_sum", cdt);
+        // NOTE: count 0 (an empty reduced dim) divides 0 by 0 like ORT: NaN for floats.
+        auto y = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& o) {
+                return te::read(s, o) / te::make_const(cdt, static_cast<double>(count));
+            },
+            "ReduceMean", a.out_dtype());
+        return std::vector<te::Tensor>{y};
+    };
+    return d;
+}
+
+}  // namespace
+
+void register_norm_ops(OpRegistry& r) {
+    r.add(layer_norm_op());
+    r.add(reduce_mean_op());
+}
+
+}  // namespace kiln::op

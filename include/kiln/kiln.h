@@ -5,4 +5,5 @@
 //   std::vector<kiln::Tensor> outs = session->run({{"input", x}});
 #pragma once
 
+#include "kiln/ops.h"
 #include "kiln/session.h"

@@ -38,7 +38,7 @@ const std::set<std::string>& reserved() {
         "fmodf", "fabs", "fabsf", "round", "roundf", "trunc", "truncf", "lgamma", "tgamma", "log2",
         "log10", "exp2", "fmin", "fmax", "index", "rindex", "time", "div", "ldiv", "rand", "random",
         "exit", "abort", "atan", "atan2", "asin", "acos", "sinh", "cosh", "expm1", "log1p", "cbrt",
-        "hypot", "ldexp", "frexp", "modf", "isnan", "isinf", "signbit", "copysign", "nan", "HUGE_VAL",
+        "hypot", "tan", "tanf", "asinh", "acosh", "atanh", "ldexp", "frexp", "modf", "isnan", "isinf", "signbit", "copysign", "nan", "HUGE_VAL",
         "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t"};
     return r;
 }
@@ -120,6 +120,29 @@ std::string int_literal(int64_t v, DType t) {
     }
 }
 
+/// Number of nodes of `e`, counting stops past `limit`.
+int expr_size(const te::Expr& e, int limit) {
+    if (!e || limit <= 0) return 0;
+    switch (e->kind) {
+        case ExprKind::kBinary: {
+            const auto& b = static_cast<const te::BinaryNode&>(*e);
+            int n = 1 + expr_size(b.a, limit - 1);
+            return n + expr_size(b.b, limit - n);
+        }
+        case ExprKind::kUnary: return 4 + expr_size(static_cast<const te::UnaryNode&>(*e).a, limit - 4);
+        case ExprKind::kCast: return 1 + expr_size(static_cast<const te::CastNode&>(*e).a, limit - 1);
+        case ExprKind::kSelect: {
+            const auto& s = static_cast<const te::SelectNode&>(*e);
+            int n = 1 + expr_size(s.cond, limit - 1);
+            n += expr_size(s.t, limit - n);
+            return n + expr_size(s.f, limit - n);
+        }
+        case ExprKind::kBufferLoad:
+            return 1 + expr_size(static_cast<const te::BufferLoadNode&>(*e).index, limit - 1) / 4;
+        default: return 1;
+    }
+}
+
 class Printer {
 public:
     explicit Printer(CNames& n) : names_(n) {}
@@ -141,6 +164,13 @@ public:
             case ExprKind::kUnary: return unary(static_cast<const te::UnaryNode&>(*e));
             case ExprKind::kSelect: {
                 const auto& s = static_cast<const te::SelectNode&>(*e);
+                // Cheap operands go through an inline helper that evaluates both (guarded reads are
+                // clamped in bounds, op_util.h): GCC 12 -O3 -march=native (AVX-512) miscompiles the
+                // if-converted masked loads of `c[i] ? a[i] : b[i]` in fixed-trip inner loops.
+                // Expensive operands keep C's lazy ternary.
+                if (expr_size(s.t, 12) + expr_size(s.f, 12) <= 12)
+                    return std::string("kiln_select_") + type_suffix(e->dtype) + "(" + print(s.cond) + ", " +
+                           print(s.t) + ", " + print(s.f) + ")";
                 return "(" + print(s.cond) + " ? " + print(s.t) + " : " + print(s.f) + ")";
             }
             case ExprKind::kCast: {
@@ -220,6 +250,19 @@ private:
             case BinaryOp::kGE: return "(" + x + " >= " + y + ")";
             case BinaryOp::kAnd: return "(" + x + " && " + y + ")";
             case BinaryOp::kOr: return "(" + x + " || " + y + ")";
+            case BinaryOp::kBitAnd: return wrap("(" + x + " & " + y + ")");
+            case BinaryOp::kBitOr: return wrap("(" + x + " | " + y + ")");
+            case BinaryOp::kBitXor: return wrap("(" + x + " ^ " + y + ")");
+            case BinaryOp::kShl:
+            case BinaryOp::kShr: {
+                // 64-bit helpers (count >= 64 defined), the result cast back to the dtype.
+                const bool shl = b.op == BinaryOp::kShl;
+                const bool uns = dtype_is_unsigned_int(t) || t == DType::kBool;
+                std::string call = shl ? "kiln_shl_u64((uint64_t)" + x + ", (uint64_t)" + y + ")"
+                                 : uns ? "kiln_shr_u64((uint64_t)" + x + ", (uint64_t)" + y + ")"
+                                       : "kiln_shr_i64((int64_t)" + x + ", (uint64_t)" + y + ")";
+                return "((" + std::string(dtype_c_type(b.dtype)) + ")" + call + ")";
+            }
             case BinaryOp::kCount: break;
         }
         KILN_ICHECK(false) << "unknown binary op " << static_cast<int>(b.op);
@@ -249,6 +292,11 @@ private:
             return is_narrow_int(u.dtype) ? "((" + std::string(dtype_c_type(u.dtype)) + ")" + s + ")" : s;
         }
         if (u.op == UnaryOp::kNot) return "(!" + x + ")";
+        if (u.op == UnaryOp::kBitNot) {
+            KILN_ICHECK(!dtype_is_float(t)) << "bitnot of a float expression";
+            return "((" + std::string(dtype_c_type(u.dtype)) + ")(~" + x + "))";
+        }
+        if (u.op == UnaryOp::kIsNaN) return dtype_is_float(t) ? "(" + x + " != " + x + ")" : "0";
         if (!dtype_is_float(t)) {
             switch (u.op) {
                 case UnaryOp::kAbs:
@@ -279,6 +327,18 @@ private:
             case UnaryOp::kRound: name = "nearbyint"; break;
             case UnaryOp::kSin: name = "sin"; break;
             case UnaryOp::kCos: name = "cos"; break;
+            case UnaryOp::kTan: name = "tan"; break;
+            case UnaryOp::kAsin: name = "asin"; break;
+            case UnaryOp::kAcos: name = "acos"; break;
+            case UnaryOp::kAtan: name = "atan"; break;
+            case UnaryOp::kSinh: name = "sinh"; break;
+            case UnaryOp::kCosh: name = "cosh"; break;
+            case UnaryOp::kAsinh: name = "asinh"; break;
+            case UnaryOp::kAcosh: name = "acosh"; break;
+            case UnaryOp::kAtanh: name = "atanh"; break;
+            case UnaryOp::kLog1p: name = "log1p"; break;
+            case UnaryOp::kIsNaN: return "(" + x + " != " + x + ")";
+            case UnaryOp::kBitNot: break;
             case UnaryOp::kSigmoid: return std::string(f32 ? "kiln_sigmoid_f32(" : "kiln_sigmoid_f64(") + x + ")";
             case UnaryOp::kNeg: return "(-" + x + ")";
             case UnaryOp::kNot: return "(!" + x + ")";

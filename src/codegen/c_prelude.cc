@@ -116,6 +116,10 @@ static inline int64_t kiln_pow_i64(int64_t base, int64_t e) {
     }
     return (int64_t)result;
 }
+/* Shifts: a count >= 64 gives 0 (an arithmetic right shift of a negative value: -1). */
+static inline uint64_t kiln_shl_u64(uint64_t a, uint64_t n) { return n >= 64 ? 0 : a << n; }
+static inline uint64_t kiln_shr_u64(uint64_t a, uint64_t n) { return n >= 64 ? 0 : a >> n; }
+static inline int64_t kiln_shr_i64(int64_t a, uint64_t n) { return a >> (n >= 63 ? 63 : n); }
 static inline uint64_t kiln_f2u(double v) {
     if (v != v || v <= 0) return 0;
     if (v >= 18446744073709551616.0) return UINT64_MAX;
@@ -145,6 +149,21 @@ KILN_MINMAX(u16, uint16_t)
 KILN_MINMAX(u32, uint32_t)
 KILN_MINMAX(u64, uint64_t)
 #undef KILN_MINMAX
+
+/* select with both operands evaluated (see c_expr_printer.cc: avoids a GCC 12 AVX-512 miscompile). */
+#define KILN_SELECT(suffix, type) \
+    static inline type kiln_select_##suffix(int c, type a, type b) { return c ? a : b; }
+KILN_SELECT(f32, float)
+KILN_SELECT(f64, double)
+KILN_SELECT(i8, int8_t)
+KILN_SELECT(i16, int16_t)
+KILN_SELECT(i32, int32_t)
+KILN_SELECT(i64, int64_t)
+KILN_SELECT(u8, uint8_t)
+KILN_SELECT(u16, uint16_t)
+KILN_SELECT(u32, uint32_t)
+KILN_SELECT(u64, uint64_t)
+#undef KILN_SELECT
 
 /* f32 sigmoid computes in double: exp(-x) overflows float long before the result underflows. */
 static inline float kiln_sigmoid_f32(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }

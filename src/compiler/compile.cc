@@ -19,6 +19,7 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
+#include "compiler/fold_constant_node.h"
 #include "compiler/plan_executable.h"
 #include "ir/verifier.h"
 #include "op/registry.h"
@@ -115,6 +116,13 @@ void infer_static_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dim
         for (ir::Value* o : n->outputs())
             KILN_CHECK(o->type().is_static(), kUnsupported)
                 << n->describe() << ": output '" << o->name() << "' has a non-static shape " << o->type().str();
+        std::string what = n->describe();
+        try {
+            fold_constant_node(g, n);  // may erase n
+        } catch (Error& e) {
+            e.add_context("while evaluating " + what + " at compile time");
+            throw;
+        }
     }
 }
 

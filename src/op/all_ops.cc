@@ -7,14 +7,27 @@ const OpRegistry& OpRegistry::global() {
     static const OpRegistry registry = [] {
         OpRegistry r;
         // keep-sorted
+        register_cast_ops(r);
+        register_compare_logic_ops(r);
         register_conv_ops(r);
+        register_conv_transpose_ops(r);
         register_elementwise_ops(r);
         register_gather_ops(r);
+        register_generator_ops(r);
+        register_index_ops(r);
         register_matmul_ops(r);
+        register_movement_ops(r);
         register_nn_ops(r);
+        register_norm_extra_ops(r);
         register_norm_ops(r);
         register_pool_ops(r);
+        register_reduce_ops(r);
+        register_scan_ops(r);
         register_shape_ops(r);
+        register_slice_pad_ops(r);
+        register_softmax_ops(r);
+        register_unary_math_ops(r);
+        register_variadic_ops(r);
         return r;
     }();
     return registry;

@@ -25,13 +25,26 @@ private:
 
 // One function per family (op/defs/<family>.cc), called from all_ops.cc.
 void register_elementwise_ops(OpRegistry& r);
-void register_nn_ops(OpRegistry& r);    // BatchNormalization, Softmax, ArgMax
+void register_unary_math_ops(OpRegistry& r);     // Floor, Sin, Elu, IsNaN, Not, ...
+void register_compare_logic_ops(OpRegistry& r);  // Equal, Less, And, Bitwise*, Mod, Where
+void register_variadic_ops(OpRegistry& r);       // Max, Min, Sum, Mean
+void register_cast_ops(OpRegistry& r);           // Cast, CastLike
+void register_nn_ops(OpRegistry& r);    // BatchNormalization
 void register_conv_ops(OpRegistry& r);  // Conv
-void register_pool_ops(OpRegistry& r);  // MaxPool, AveragePool, GlobalAveragePool
+void register_pool_ops(OpRegistry& r);  // MaxPool, AveragePool, LpPool, Global*Pool
 void register_matmul_ops(OpRegistry& r);  // MatMul, Gemm
 void register_shape_ops(OpRegistry& r);
-void register_norm_ops(OpRegistry& r);    // LayerNormalization, ReduceMean
+void register_norm_ops(OpRegistry& r);    // LayerNormalization
 void register_gather_ops(OpRegistry& r);  // Gather
+void register_reduce_ops(OpRegistry& r);   // Reduce*, ArgMax, ArgMin
+void register_softmax_ops(OpRegistry& r);  // Softmax, LogSoftmax, Hardmax
+void register_scan_ops(OpRegistry& r);     // CumSum, TopK
+void register_norm_extra_ops(OpRegistry& r);  // Instance/Group/LpNormalization, MVN, LRN
+void register_conv_transpose_ops(OpRegistry& r);  // ConvTranspose
+void register_movement_ops(OpRegistry& r);   // Expand, Tile, DepthToSpace, SpaceToDepth, Trilu, ReverseSequence, Dropout
+void register_slice_pad_ops(OpRegistry& r);  // Slice, Split, Pad, Compress, CenterCropPad
+void register_index_ops(OpRegistry& r);      // GatherElements, GatherND, Scatter*, ScatterND, OneHot
+void register_generator_ops(OpRegistry& r);  // Range, ConstantOfShape, EyeLike
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws
 /// kiln::Error naming the node. Fills in defaults for missing attributes that have one.

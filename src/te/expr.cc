@@ -68,14 +68,17 @@ Expr make_reduce(ReduceOp op, Expr source, std::vector<IterVar> axes) {
 const char* binary_op_name(BinaryOp op) {
     static const char* kNames[] = {"add", "sub", "mul", "div", "floordiv", "floormod",
                                    "mod", "min", "max", "pow", "eq",       "ne",
-                                   "lt",  "le",  "gt",  "ge",  "and",      "or"};
+                                   "lt",  "le",  "gt",  "ge",  "and",      "or",
+                                   "bitand", "bitor", "bitxor", "shl", "shr"};
     static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(BinaryOp::kCount));
     return kNames[static_cast<size_t>(op)];
 }
 
 const char* unary_op_name(UnaryOp op) {
     static const char* kNames[] = {"neg",     "not", "abs",   "exp",  "log",   "sqrt", "tanh",
-                                   "sigmoid", "erf", "floor", "ceil", "round", "sin",  "cos"};
+                                   "sigmoid", "erf", "floor", "ceil", "round", "sin",  "cos",
+                                   "tan",     "asin", "acos",  "atan", "sinh",  "cosh", "asinh",
+                                   "acosh",   "atanh", "log1p", "isnan", "bitnot"};
     static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(UnaryOp::kCount));
     return kNames[static_cast<size_t>(op)];
 }
@@ -174,7 +177,7 @@ Expr binary(BinaryOp op, Expr a, Expr b) {
 
 Expr unary(UnaryOp op, Expr a) {
     KILN_ICHECK(a != nullptr) << "unary " << unary_op_name(op) << " of a null expression";
-    DType t = op == UnaryOp::kNot ? DType::kBool : a->dtype;
+    DType t = (op == UnaryOp::kNot || op == UnaryOp::kIsNaN) ? DType::kBool : a->dtype;
     if (a->kind == ExprKind::kIntImm) {
         return int_imm(eval_int_unary(op, a->dtype, static_cast<const IntImmNode&>(*a).value), t);
     }

@@ -31,6 +31,9 @@ enum class BinaryOp {
     kMin, kMax, kPow,
     kEQ, kNE, kLT, kLE, kGT, kGE,  // result dtype bool
     kAnd, kOr,                     // logical, bool operands
+    // ints only (bitwise on the wrapped value); shift counts are read as unsigned, a count >= 64
+    // gives 0 (kShr of a negative signed value: -1); kShr is arithmetic for signed dtypes.
+    kBitAnd, kBitOr, kBitXor, kShl, kShr,
     kCount
 };
 const char* binary_op_name(BinaryOp op);  // "add", "floordiv", ...
@@ -38,6 +41,9 @@ const char* binary_op_name(BinaryOp op);  // "add", "floordiv", ...
 /// Scalar intrinsics (the C emitter, CUDA emitter and interpreter each have an entry per row).
 enum class UnaryOp {
     kNeg, kNot, kAbs, kExp, kLog, kSqrt, kTanh, kSigmoid, kErf, kFloor, kCeil, kRound, kSin, kCos,
+    kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kLog1p,
+    kIsNaN,   // result dtype bool (false for ints)
+    kBitNot,  // ints only: ~x wrapped to the dtype
     kCount
 };
 const char* unary_op_name(UnaryOp op);  // "neg", "exp", ...

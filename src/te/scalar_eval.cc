@@ -131,6 +131,17 @@ bool eval_int_binary(BinaryOp op, DType t, int64_t a, int64_t b, int64_t* out) {
         case BinaryOp::kGE: *out = u64 ? ua >= ub : a >= b; return true;
         case BinaryOp::kAnd: *out = (a != 0) && (b != 0); return true;
         case BinaryOp::kOr: *out = (a != 0) || (b != 0); return true;
+        case BinaryOp::kBitAnd: r = a & b; break;
+        case BinaryOp::kBitOr: r = a | b; break;
+        case BinaryOp::kBitXor: r = a ^ b; break;
+        case BinaryOp::kShl: r = ub >= 64 ? 0 : static_cast<int64_t>(ua << ub); break;
+        case BinaryOp::kShr:
+            if (dtype_is_unsigned_int(t) || t == DType::kBool) {
+                r = ub >= 64 ? 0 : static_cast<int64_t>(ua >> ub);
+            } else {
+                r = a >> (ub >= 63 ? 63 : ub);  // arithmetic
+            }
+            break;
         case BinaryOp::kCount: return false;
     }
     *out = wrap_int(t, r);
@@ -158,6 +169,11 @@ double eval_float_binary(BinaryOp op, double a, double b) {
         case BinaryOp::kGE: return a >= b;
         case BinaryOp::kAnd: return (a != 0) && (b != 0);
         case BinaryOp::kOr: return (a != 0) || (b != 0);
+        case BinaryOp::kBitAnd:
+        case BinaryOp::kBitOr:
+        case BinaryOp::kBitXor:
+        case BinaryOp::kShl:
+        case BinaryOp::kShr:  // ints only
         case BinaryOp::kCount: break;
     }
     return NAN;
@@ -179,6 +195,18 @@ double eval_float_unary(UnaryOp op, double a) {
         case UnaryOp::kRound: return std::nearbyint(a);
         case UnaryOp::kSin: return std::sin(a);
         case UnaryOp::kCos: return std::cos(a);
+        case UnaryOp::kTan: return std::tan(a);
+        case UnaryOp::kAsin: return std::asin(a);
+        case UnaryOp::kAcos: return std::acos(a);
+        case UnaryOp::kAtan: return std::atan(a);
+        case UnaryOp::kSinh: return std::sinh(a);
+        case UnaryOp::kCosh: return std::cosh(a);
+        case UnaryOp::kAsinh: return std::asinh(a);
+        case UnaryOp::kAcosh: return std::acosh(a);
+        case UnaryOp::kAtanh: return std::atanh(a);
+        case UnaryOp::kLog1p: return std::log1p(a);
+        case UnaryOp::kIsNaN: return std::isnan(a) ? 1.0 : 0.0;
+        case UnaryOp::kBitNot:  // ints only
         case UnaryOp::kCount: break;
     }
     return NAN;
@@ -194,6 +222,8 @@ int64_t eval_int_unary(UnaryOp op, DType t, int64_t a) {
         case UnaryOp::kFloor:
         case UnaryOp::kCeil:
         case UnaryOp::kRound: return a;
+        case UnaryOp::kIsNaN: return 0;
+        case UnaryOp::kBitNot: return wrap_int(t, ~a);
         default: return float_to_int(t, eval_float_unary(op, int_to_float(t, a)));
     }
 }

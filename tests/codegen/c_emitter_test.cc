@@ -32,7 +32,7 @@ Expr bin(BinaryOp op, Expr a, Expr b) {
     return std::make_shared<te::BinaryNode>(t, op, std::move(a), std::move(b));
 }
 Expr un(UnaryOp op, Expr a) {
-    DType t = op == UnaryOp::kNot ? DType::kBool : a->dtype;
+    DType t = (op == UnaryOp::kNot || op == UnaryOp::kIsNaN) ? DType::kBool : a->dtype;
     return std::make_shared<te::UnaryNode>(t, op, std::move(a));
 }
 Expr cast_to(DType t, Expr a) { return std::make_shared<te::CastNode>(t, std::move(a)); }
@@ -99,7 +99,9 @@ TEST_P(FloatUnary, MatchesInterpreterAndLibm) {
     int64_t n = static_cast<int64_t>(xs.size());
     const UnaryOp ops[] = {UnaryOp::kNeg, UnaryOp::kAbs,   UnaryOp::kExp,     UnaryOp::kLog,  UnaryOp::kSqrt,
                            UnaryOp::kTanh, UnaryOp::kSigmoid, UnaryOp::kErf, UnaryOp::kFloor, UnaryOp::kCeil,
-                           UnaryOp::kRound, UnaryOp::kSin, UnaryOp::kCos};
+                           UnaryOp::kRound, UnaryOp::kSin, UnaryOp::kCos, UnaryOp::kTan, UnaryOp::kAsin,
+                           UnaryOp::kAcos, UnaryOp::kAtan, UnaryOp::kSinh, UnaryOp::kCosh, UnaryOp::kAsinh,
+                           UnaryOp::kAcosh, UnaryOp::kAtanh, UnaryOp::kLog1p};
     for (UnaryOp op : ops) {
         auto X = te::make_buffer("X", t, {n});
         auto Y = te::make_buffer("Y", t, {n});
@@ -130,6 +132,16 @@ TEST_P(FloatUnary, MatchesInterpreterAndLibm) {
                 case UnaryOp::kRound: want = std::nearbyint(x); break;
                 case UnaryOp::kSin: want = std::sin(x); break;
                 case UnaryOp::kCos: want = std::cos(x); break;
+                case UnaryOp::kTan: want = std::tan(x); break;
+                case UnaryOp::kAsin: want = std::asin(x); break;
+                case UnaryOp::kAcos: want = std::acos(x); break;
+                case UnaryOp::kAtan: want = std::atan(x); break;
+                case UnaryOp::kSinh: want = std::sinh(x); break;
+                case UnaryOp::kCosh: want = std::cosh(x); break;
+                case UnaryOp::kAsinh: want = std::asinh(x); break;
+                case UnaryOp::kAcosh: want = std::acosh(x); break;
+                case UnaryOp::kAtanh: want = std::atanh(x); break;
+                case UnaryOp::kLog1p: want = std::log1p(x); break;
                 default: break;
             }
             if (t == DType::kFloat32) want = static_cast<float>(want);
@@ -137,7 +149,7 @@ TEST_P(FloatUnary, MatchesInterpreterAndLibm) {
                 EXPECT_TRUE(std::isnan(y)) << te::unary_op_name(op) << "(" << x << ")";
             } else if (y == want) {
                 continue;
-            } else if (!(std::fabs(x) > 1e15 && (op == UnaryOp::kSin || op == UnaryOp::kCos))) {
+            } else if (!(std::fabs(x) > 1e15 && (op == UnaryOp::kSin || op == UnaryOp::kCos || op == UnaryOp::kTan))) {
                 EXPECT_NEAR(y, want, std::fabs(want) * 1e-6 + 1e-30) << te::unary_op_name(op) << "(" << x << ")";
             }
         }
@@ -178,7 +190,8 @@ TEST(CEmitter, IntegerOpsMatchInterpreterAndNaiveFloorDiv) {
                     DType::kUInt64}) {
         for (BinaryOp op : {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul, BinaryOp::kDiv, BinaryOp::kMod,
                             BinaryOp::kFloorDiv, BinaryOp::kFloorMod, BinaryOp::kMin, BinaryOp::kMax, BinaryOp::kPow,
-                            BinaryOp::kLT, BinaryOp::kGE}) {
+                            BinaryOp::kLT, BinaryOp::kGE, BinaryOp::kBitAnd, BinaryOp::kBitOr, BinaryOp::kBitXor,
+                            BinaryOp::kShl, BinaryOp::kShr}) {
             bool cmp = op == BinaryOp::kLT || op == BinaryOp::kGE;
             auto X = te::make_buffer("X", t, {n});
             auto Y = te::make_buffer("Y", t, {n});
@@ -215,6 +228,72 @@ TEST(CEmitter, IntegerOpsMatchInterpreterAndNaiveFloorDiv) {
     // floor(7/2)=3 r1; floor(-7/2)=-4 r1; floor(7/-2)=-4 r-1; floor(-7/-2)=3 r-1.
     int64_t want[] = {3 * 1000 + 1, -4 * 1000 + 1, -4 * 1000 - 1, 3 * 1000 - 1};
     for (int j = 0; j < 4; ++j) EXPECT_EQ(args[2].get_i64(j), want[j]) << j;
+}
+
+// Bitwise ops, shifts (counts past the width included) and IsNaN against naive C++ written here.
+TEST(CEmitter, BitwiseShiftAndIsNaNMatchNaive) {
+    const std::vector<uint64_t> xs = {0, 1, 0x80, 0xff, 0x1234, 0xdeadbeefcafef00dULL, ~0ULL};
+    const std::vector<uint64_t> ns = {0, 1, 3, 7, 8, 15, 31, 63, 64, 200};
+    const int64_t n = static_cast<int64_t>(xs.size() * ns.size());
+    for (DType t : {DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64, DType::kInt8, DType::kInt32}) {
+        const int bits = static_cast<int>(dtype_size(t)) * 8;
+        const uint64_t mask = bits == 64 ? ~0ULL : (1ULL << bits) - 1;
+        for (BinaryOp op : {BinaryOp::kShl, BinaryOp::kShr, BinaryOp::kBitAnd, BinaryOp::kBitXor}) {
+            auto X = te::make_buffer("X", t, {n});
+            auto Y = te::make_buffer("Y", t, {n});
+            auto Z = te::make_buffer("Z", t, {n});
+            PrimFunc f = map_func("bitop", {X, Y, Z}, n, [&](Expr i) { return bin(op, load(X, i), load(Y, i)); });
+            LoadedKernel k = compile_func(f);
+            std::vector<Tensor> args;
+            for (size_t p = 0; p < 3; ++p) args.emplace_back(t, Shape{n});
+            for (int64_t i = 0; i < n; ++i) {
+                args[0].set_i64(i, te::wrap_int(t, static_cast<int64_t>(xs[i / ns.size()])));
+                args[1].set_i64(i, te::wrap_int(t, static_cast<int64_t>(ns[i % ns.size()])));
+            }
+            auto ref = clone_all(args);
+            ASSERT_EQ(k.run(args), 0);
+            tir::interpret(f, ref);
+            EXPECT_TRUE(bits_equal(args[2], ref[2])) << dtype_name(t) << " " << te::binary_op_name(op);
+            if (dtype_is_signed_int(t)) continue;
+            for (int64_t i = 0; i < n; ++i) {
+                const uint64_t a = xs[i / ns.size()] & mask, c = ns[i % ns.size()] & mask;
+                uint64_t want = 0;
+                if (op == BinaryOp::kShl) want = c >= static_cast<uint64_t>(bits) ? 0 : (a << c) & mask;
+                if (op == BinaryOp::kShr) want = c >= static_cast<uint64_t>(bits) ? 0 : a >> c;
+                if (op == BinaryOp::kBitAnd) want = a & c;
+                if (op == BinaryOp::kBitXor) want = a ^ c;
+                ASSERT_EQ(static_cast<uint64_t>(args[2].get_i64(i)) & mask, want)
+                    << dtype_name(t) << " " << te::binary_op_name(op) << " " << a << ", " << c;
+            }
+        }
+        // BitNot: ~x within the width.
+        auto X = te::make_buffer("X", t, {n});
+        auto Z = te::make_buffer("Z", t, {n});
+        PrimFunc f = map_func("bitnot", {X, Z}, n, [&](Expr i) { return un(UnaryOp::kBitNot, load(X, i)); });
+        LoadedKernel k = compile_func(f);
+        std::vector<Tensor> args = {Tensor(t, Shape{n}), Tensor(t, Shape{n})};
+        for (int64_t i = 0; i < n; ++i) args[0].set_i64(i, te::wrap_int(t, static_cast<int64_t>(xs[i / ns.size()] + i)));
+        auto ref = clone_all(args);
+        ASSERT_EQ(k.run(args), 0);
+        tir::interpret(f, ref);
+        EXPECT_TRUE(bits_equal(args[1], ref[1])) << dtype_name(t) << " bitnot";
+        for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(static_cast<uint64_t>(args[1].get_i64(i)) & mask, ~static_cast<uint64_t>(args[0].get_i64(i)) & mask);
+    }
+    std::vector<double> fs = interesting_floats();
+    const int64_t m = static_cast<int64_t>(fs.size());
+    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+        auto X = te::make_buffer("X", t, {m});
+        auto Z = te::make_buffer("Z", DType::kBool, {m});
+        PrimFunc f = map_func("isnan_k", {X, Z}, m, [&](Expr i) { return un(UnaryOp::kIsNaN, load(X, i)); });
+        LoadedKernel k = compile_func(f);
+        auto args = make_args(f, [&](size_t p, int64_t i) { return p == 0 ? fs[i] : 0.0; });
+        auto ref = clone_all(args);
+        ASSERT_EQ(k.run(args), 0);
+        tir::interpret(f, ref);
+        EXPECT_TRUE(bits_equal(args[1], ref[1])) << dtype_name(t) << " isnan";
+        for (int64_t i = 0; i < m; ++i) EXPECT_EQ(args[1].get_i64(i), std::isnan(fs[i]) ? 1 : 0) << fs[i];
+    }
 }
 
 TEST(CEmitter, IntegerDivisionByZeroDoesNotTrap) {

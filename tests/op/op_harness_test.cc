@@ -304,6 +304,123 @@ void add_math_cases(std::vector<Case>& c) {
     auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref, int nout = 1) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
     };
+    // Unary math (ONNX spec formulas, written out here in double).
+    const AttrMap none;
+    auto u = [&](const char* name, const char* op, In x, std::function<double(double)> f, AttrMap a = {}) {
+        add(name, op, {std::move(x)}, std::move(a), unary_ref(std::move(f)));
+    };
+    auto splus = [](double x) { return std::log(1 + std::exp(x)); };
+    u("reciprocal_f32", "Reciprocal", in(F32, {3, 4}, 0.5, 3), [](double x) { return 1 / x; });
+    u("reciprocal_f64", "Reciprocal", in(F64, {5}, -3, -0.5), [](double x) { return 1 / x; });
+    u("floor_f32", "Floor", in(F32, {2, 7}, -5, 5), [](double x) { return std::floor(x); });
+    u("ceil_f64", "Ceil", in(F64, {9}, -5, 5), [](double x) { return std::ceil(x); });
+    u("round_f32", "Round", in(F32, {4, 6}, -6, 6), [](double x) { return std::nearbyint(x); });
+    u("round_f16", "Round", in(F16, {11}, -6, 6), [](double x) { return std::nearbyint(x); });
+    auto sgn = [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; };
+    u("sign_f32", "Sign", in(F32, {13}, -3, 3), sgn);
+    u("sign_i32", "Sign", in(I32, {3, 5}, -3, 3), sgn);
+    u("sign_u8", "Sign", in(U8, {7}, 0, 3), sgn);
+    u("sin_f64", "Sin", in(F64, {6}, -4, 4), [](double x) { return std::sin(x); });
+    u("cos_f32", "Cos", in(F32, {2, 6}, -4, 4), [](double x) { return std::cos(x); });
+    u("tan_f32", "Tan", in(F32, {10}, -1.2, 1.2), [](double x) { return std::tan(x); });
+    u("asin_f32", "Asin", in(F32, {10}, -0.95, 0.95), [](double x) { return std::asin(x); });
+    u("acos_f64", "Acos", in(F64, {10}, -0.95, 0.95), [](double x) { return std::acos(x); });
+    u("atan_f16", "Atan", in(F16, {10}, -4, 4), [](double x) { return std::atan(x); });
+    u("sinh_f32", "Sinh", in(F32, {8}, -3, 3), [](double x) { return std::sinh(x); });
+    u("cosh_bf16", "Cosh", in(BF16, {8}, -3, 3), [](double x) { return std::cosh(x); });
+    u("asinh_f32", "Asinh", in(F32, {8}, -5, 5), [](double x) { return std::asinh(x); });
+    u("acosh_f32", "Acosh", in(F32, {8}, 1.01, 6), [](double x) { return std::acosh(x); });
+    u("atanh_f64", "Atanh", in(F64, {8}, -0.95, 0.95), [](double x) { return std::atanh(x); });
+    u("softplus_f32", "Softplus", in(F32, {3, 9}, -15, 15), splus);
+    u("softsign_f32", "Softsign", in(F32, {12}, -5, 5), [](double x) { return x / (1 + std::fabs(x)); });
+    u("elu_alpha", "Elu", in(F32, {3, 5}, -3, 3), [](double x) { return x < 0 ? 2.0 * (std::exp(x) - 1) : x; },
+      {{"alpha", 2.0}});
+    u("elu_default_f64", "Elu", in(F64, {9}, -3, 3), [](double x) { return x < 0 ? std::exp(x) - 1 : x; });
+    const double sa = 1.67326319217681884765625, sg = 1.05070102214813232421875;
+    u("selu_default", "Selu", in(F32, {10}, -3, 3),
+      [=](double x) { return x > 0 ? sg * x : sg * (sa * std::exp(x) - sa); });
+    u("selu_attrs", "Selu", in(F32, {10}, -3, 3), [](double x) { return x > 0 ? 3 * x : 3 * (2 * std::exp(x) - 2); },
+      {{"alpha", 2.0}, {"gamma", 3.0}});
+    u("celu_alpha", "Celu", in(F32, {12}, -4, 4),
+      [](double x) { return std::max(0.0, x) + std::min(0.0, 2.0 * (std::exp(x / 2.0) - 1)); }, {{"alpha", 2.0}});
+    u("leakyrelu_default", "LeakyRelu", in(F32, {12}), [](double x) { return x < 0 ? 0.01 * x : x; });
+    u("leakyrelu_f16", "LeakyRelu", in(F16, {12}), [](double x) { return x < 0 ? 0.5 * x : x; }, {{"alpha", 0.5}});
+    u("thresholdedrelu", "ThresholdedRelu", in(F32, {12}), [](double x) { return x > 0.5 ? x : 0; },
+      {{"alpha", 0.5}});
+    u("hardsigmoid_attrs", "HardSigmoid", in(F32, {12}, -6, 6),
+      [](double x) { return std::max(0.0, std::min(1.0, 0.25 * x + 0.4)); }, {{"alpha", 0.25}, {"beta", 0.4}});
+    u("hardswish", "HardSwish", in(F32, {14}, -5, 5),
+      [](double x) { return x * std::max(0.0, std::min(1.0, x / 6 + 0.5)); });
+    u("mish_f32", "Mish", in(F32, {3, 8}, -8, 8), [=](double x) { return x * std::tanh(splus(x)); });
+    auto prelu = [](double x, double s) { return x < 0 ? s * x : x; };
+    add("prelu_bcast", "PRelu", {in(F32, {2, 3, 4}), in(F32, {3, 1})}, none, binary_ref(prelu));
+    add("prelu_i64_scalar_slope", "PRelu", {in(I64, {6}, -9, 9), in(I64, {1}, 1, 3)}, none, binary_ref(prelu));
+    u("isnan_f32", "IsNaN", in(F32, {7}), [](double x) { return std::isnan(x) ? 1.0 : 0.0; });
+    u("isinf_f64", "IsInf", in(F64, {7}), [](double x) { return std::isinf(x) ? 1.0 : 0.0; });
+    u("isinf_neg_only", "IsInf", in(F32, {7}), [](double x) { return x == -INFINITY ? 1.0 : 0.0; },
+      {{"detect_positive", int64_t{0}}});
+    u("not_bool", "Not", in(DType::kBool, {3, 4}, 0, 1), [](double x) { return x == 0 ? 1.0 : 0.0; });
+    // Cast / CastLike (float -> int truncates; -> bool is != 0).
+    auto code = [](DType t) -> int64_t {  // TensorProto.DataType
+        switch (t) {
+            case DType::kFloat32: return 1;
+            case DType::kUInt8: return 2;
+            case DType::kInt8: return 3;
+            case DType::kUInt16: return 4;
+            case DType::kInt16: return 5;
+            case DType::kInt32: return 6;
+            case DType::kInt64: return 7;
+            case DType::kBool: return 9;
+            case DType::kFloat16: return 10;
+            case DType::kFloat64: return 11;
+            case DType::kUInt32: return 12;
+            case DType::kUInt64: return 13;
+            case DType::kBFloat16: return 16;
+        }
+        return 0;
+    };
+    auto cast_case = [&](const char* name, In x, DType to, std::function<double(double)> f) {
+        add(name, "Cast", {std::move(x)}, {{"to", code(to)}}, unary_ref(std::move(f)));
+    };
+    auto same = [](double x) { return x; };
+    cast_case("cast_f32_to_i32", in(F32, {3, 5}, -100, 100), I32, [](double x) { return std::trunc(x); });
+    cast_case("cast_f64_to_f16", in(F64, {9}), F16, same);
+    cast_case("cast_f32_to_bf16", in(F32, {9}), BF16, same);
+    cast_case("cast_f16_to_f64", in(F16, {9}), F64, same);
+    cast_case("cast_i64_to_f32", in(I64, {9}, -1000, 1000), F32, same);
+    cast_case("cast_i32_to_u8", in(I32, {9}, -300, 300), U8, same);  // wraps (checked after wrapping)
+    cast_case("cast_f32_to_bool", in(F32, {9}, -1, 1), DType::kBool, [](double x) { return x != 0 ? 1.0 : 0.0; });
+    cast_case("cast_bool_to_f32", in(DType::kBool, {9}, 0, 1), F32, same);
+    cast_case("cast_u16_to_i8", in(U16, {9}, 0, 60000), I8, same);
+    add("castlike_f32_to_i64", "CastLike", {in(F32, {2, 4}, -50, 50), in(I64, {1}, 0, 1)}, none,
+        unary_ref([](double x) { return std::trunc(x); }));
+    add("castlike_i8_to_f16", "CastLike", {in(I8, {5}, -100, 100), in(F16, {}, 0, 1)}, none, unary_ref(same));
+    // Variadic Max / Min / Sum / Mean with multidirectional broadcasting.
+    auto nary = [](std::function<double(const std::vector<double>&)> f) -> RefFn {
+        return [f](const std::vector<Arr>& x, const ir::Node&, const std::vector<Shape>& out) {
+            Arr r(out[0]);
+            for (int64_t i = 0; i < r.numel(); ++i) {
+                auto idx = r.unravel(i);
+                std::vector<double> vals;
+                for (const Arr& a : x) vals.push_back(a.bread(idx));
+                r.v[i] = f(vals);
+            }
+            return Refs{r};
+        };
+    };
+    auto vmax = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+    auto vmin = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+    auto vsum = [](const std::vector<double>& v) { double s = 0; for (double x : v) s += x; return s; };
+    auto vmean = [=](const std::vector<double>& v) { return vsum(v) / v.size(); };
+    add("max_three_bcast", "Max", {in(F32, {2, 1, 4}), in(F32, {3, 1}), in(F32, {4})}, none, nary(vmax));
+    add("max_one_input_i8", "Max", {in(I8, {5}, -100, 100)}, none, nary(vmax));
+    add("max_u64", "Max", {in(U64, {6}, 0, 1000), in(U64, {6}, 0, 1000)}, none, nary(vmax));
+    add("min_two_i32", "Min", {in(I32, {3, 4}, -50, 50), in(I32, {4}, -50, 50)}, none, nary(vmin));
+    add("min_f16", "Min", {in(F16, {6}), in(F16, {6}), in(F16, {1})}, none, nary(vmin));
+    add("sum_four_bcast", "Sum", {in(F32, {2, 3}), in(F32, {3}), in(F32, {2, 1}), in(F32, {})}, none, nary(vsum));
+    add("sum_one_f64", "Sum", {in(F64, {4})}, none, nary(vsum));
+    add("mean_three_f32", "Mean", {in(F32, {3, 4}), in(F32, {4}), in(F32, {3, 1})}, none, nary(vmean));
+    add("mean_bf16", "Mean", {in(BF16, {6}), in(BF16, {6})}, none, nary(vmean));
     (void)add;
     // END add_math_cases
 }
@@ -313,6 +430,77 @@ void add_logic_cases(std::vector<Case>& c) {
     auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref, int nout = 1) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
     };
+    // Comparisons (bool results), logic, bitwise, BitShift, Mod, Where.
+    const AttrMap none;
+    const DType B = DType::kBool;
+    auto cmp = [](std::function<bool(double, double)> f) {
+        return binary_ref([f](double a, double b) { return f(a, b) ? 1.0 : 0.0; });
+    };
+    add("equal_i32_bcast", "Equal", {in(I32, {3, 4}, -2, 2), in(I32, {4}, -2, 2)}, none,
+        cmp([](double a, double b) { return a == b; }));
+    add("equal_bool", "Equal", {in(B, {6}, 0, 1), in(B, {6}, 0, 1)}, none, cmp([](double a, double b) { return a == b; }));
+    add("equal_u16", "Equal", {in(U16, {8}, 0, 3), in(U16, {}, 0, 3)}, none, cmp([](double a, double b) { return a == b; }));
+    add("less_f32_bcast", "Less", {in(F32, {2, 3, 4}), in(F32, {3, 1})}, none, cmp([](double a, double b) { return a < b; }));
+    add("less_u8", "Less", {in(U8, {9}, 0, 255), in(U8, {9}, 0, 255)}, none, cmp([](double a, double b) { return a < b; }));
+    add("greater_f16", "Greater", {in(F16, {7}), in(F16, {7})}, none, cmp([](double a, double b) { return a > b; }));
+    add("greater_u64", "Greater", {in(U64, {7}, 0, 9), in(U64, {7}, 0, 9)}, none,
+        cmp([](double a, double b) { return a > b; }));
+    add("less_or_equal_i64", "LessOrEqual", {in(I64, {3, 3}, -2, 2), in(I64, {3, 1}, -2, 2)}, none,
+        cmp([](double a, double b) { return a <= b; }));
+    add("greater_or_equal_i8", "GreaterOrEqual", {in(I8, {9}, -2, 2), in(I8, {9}, -2, 2)}, none,
+        cmp([](double a, double b) { return a >= b; }));
+    add("greater_or_equal_f64", "GreaterOrEqual", {in(F64, {2, 5}), in(F64, {5})}, none,
+        cmp([](double a, double b) { return a >= b; }));
+    add("and_bcast", "And", {in(B, {2, 3, 4}, 0, 1), in(B, {4}, 0, 1)}, none,
+        cmp([](double a, double b) { return a != 0 && b != 0; }));
+    add("or_bcast", "Or", {in(B, {3, 4}, 0, 1), in(B, {3, 1}, 0, 1)}, none,
+        cmp([](double a, double b) { return a != 0 || b != 0; }));
+    add("xor_2d", "Xor", {in(B, {3, 4}, 0, 1), in(B, {3, 4}, 0, 1)}, none,
+        cmp([](double a, double b) { return (a != 0) != (b != 0); }));
+    // Bitwise: on the two's-complement bit patterns (naive, via uint64).
+    auto bits = [](std::function<uint64_t(uint64_t, uint64_t)> f) {
+        return binary_ref([f](double a, double b) {
+            return static_cast<double>(static_cast<int64_t>(
+                f(static_cast<uint64_t>(static_cast<int64_t>(a)), static_cast<uint64_t>(static_cast<int64_t>(b)))));
+        });
+    };
+    add("bitwise_and_i16", "BitwiseAnd", {in(I16, {3, 4}, -3000, 3000), in(I16, {4}, -3000, 3000)}, none,
+        bits([](uint64_t a, uint64_t b) { return a & b; }));
+    add("bitwise_or_u64", "BitwiseOr", {in(U64, {6}, 0, 1 << 30), in(U64, {1}, 0, 1 << 30)}, none,
+        bits([](uint64_t a, uint64_t b) { return a | b; }));
+    add("bitwise_xor_i32", "BitwiseXor", {in(I32, {2, 5}, -1000000, 1000000), in(I32, {2, 5}, -1000000, 1000000)}, none,
+        bits([](uint64_t a, uint64_t b) { return a ^ b; }));
+    add("bitwise_not_i32", "BitwiseNot", {in(I32, {3, 3}, -1000, 1000)}, none, unary_ref([](double x) { return -x - 1; }));
+    add("bitwise_not_u8", "BitwiseNot", {in(U8, {8}, 0, 255)}, none, unary_ref([](double x) { return 255 - x; }));
+    add("bitshift_left_u8", "BitShift", {in(U8, {8}, 0, 255), in(U8, {8}, 0, 7)}, {{"direction", std::string("LEFT")}},
+        binary_ref([](double a, double b) { return std::fmod(a * std::ldexp(1.0, static_cast<int>(b)), 256.0); }));
+    add("bitshift_right_u32_bcast", "BitShift", {in(U32, {2, 4}, 0, 4000000000.0), in(U32, {4}, 0, 31)},
+        {{"direction", std::string("RIGHT")}},
+        binary_ref([](double a, double b) { return std::floor(a / std::ldexp(1.0, static_cast<int>(b))); }));
+    add("bitshift_left_u64", "BitShift", {in(U64, {5}, 0, 1000), in(U64, {5}, 0, 40)}, {{"direction", std::string("LEFT")}},
+        binary_ref([](double a, double b) { return a * std::ldexp(1.0, static_cast<int>(b)); }));
+    // Mod: fmod=0 takes the divisor's sign (Python), fmod=1 the dividend's (C fmod).
+    auto pymod = [](double a, double b) { return a - std::floor(a / b) * b; };
+    add("mod_i32_pos_divisor", "Mod", {in(I32, {3, 5}, -20, 20), in(I32, {5}, 1, 7)}, none, binary_ref(pymod));
+    add("mod_i64_neg_divisor", "Mod", {in(I64, {9}, -20, 20), in(I64, {9}, -7, -1)}, none, binary_ref(pymod));
+    add("mod_i8_fmod", "Mod", {in(I8, {9}, -100, 100), in(I8, {9}, -9, -1)}, {{"fmod", int64_t{1}}},
+        binary_ref([](double a, double b) { return std::fmod(a, b); }));
+    add("mod_u16", "Mod", {in(U16, {9}, 0, 60000), in(U16, {}, 1, 300)}, none, binary_ref(pymod));
+    add("mod_f32_fmod", "Mod", {in(F32, {2, 6}, -10, 10), in(F32, {6}, 0.5, 3)}, {{"fmod", int64_t{1}}},
+        binary_ref([](double a, double b) { return std::fmod(a, b); }));
+    add("mod_f16_fmod", "Mod", {in(F16, {8}, -10, 10), in(F16, {8}, -3, -0.5)}, {{"fmod", int64_t{1}}},
+        binary_ref([](double a, double b) { return std::fmod(a, b); }));
+    auto where = [](const std::vector<Arr>& x, const ir::Node&, const std::vector<Shape>& out) {
+        Arr r(out[0]);
+        for (int64_t i = 0; i < r.numel(); ++i) {
+            auto idx = r.unravel(i);
+            r.v[i] = x[0].bread(idx) != 0 ? x[1].bread(idx) : x[2].bread(idx);
+        }
+        return Refs{r};
+    };
+    add("where_3way_bcast", "Where", {in(B, {2, 1, 4}, 0, 1), in(F32, {3, 1}), in(F32, {4})}, none, where);
+    add("where_i64", "Where", {in(B, {5}, 0, 1), in(I64, {5}, -9, 9), in(I64, {}, -9, 9)}, none, where);
+    add("where_bool_values", "Where", {in(B, {2, 3}, 0, 1), in(B, {2, 3}, 0, 1), in(B, {3}, 0, 1)}, none, where);
     (void)add;
     // END add_logic_cases
 }
@@ -322,7 +510,354 @@ void add_shape_cases(std::vector<Case>& c) {
     auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref, int nout = 1) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
     };
-    (void)add;
+    // ---- shape / data movement family (shape.cc, movement.cc, slice_pad.cc, index_ops.cc,
+    // generators.cc). References are written from the ONNX spec text: per-element loops.
+    using ElemFn = std::function<double(const std::vector<Arr>&, const ir::Node&, const std::vector<int64_t>&)>;
+    auto elem_ref = [](ElemFn f) -> RefFn {
+        return [f](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+            Arr y(out[0]);
+            for (int64_t i = 0; i < y.numel(); ++i) y.v[i] = f(x, n, y.unravel(i));
+            return Refs{y};
+        };
+    };
+    auto values_ref = [](std::vector<double> v) -> RefFn {  // a fixed expected output
+        return [v](const std::vector<Arr>&, const ir::Node&, const std::vector<Shape>& out) {
+            Arr y(out[0]);
+            EXPECT_EQ(y.numel(), static_cast<int64_t>(v.size()));
+            y.v = v;
+            return Refs{y};
+        };
+    };
+    auto cst = [](DType t, Shape s, std::vector<double> v) {
+        In i{t, std::move(s)};
+        i.constant = std::move(v);
+        return i;
+    };
+    const DType BOOL = DType::kBool;
+    // Squeeze / Unsqueeze / Shape / Size.
+    add("squeeze_axes", "Squeeze", {in(F32, {1, 3, 1, 2}), constant({0, -2})}, {}, copy_ref());
+    add("squeeze_all_bool", "Squeeze", {in(BOOL, {1, 3, 1}, 0, 1)}, {}, copy_ref());
+    add("unsqueeze_unsorted_i8", "Unsqueeze", {in(I8, {3, 2}, -9, 9), constant({3, 0, -1})}, {}, copy_ref());
+    add("shape_full", "Shape", {in(F32, {2, 3, 4})}, {}, values_ref({2, 3, 4}));
+    add("shape_start_end", "Shape", {in(U8, {2, 3, 4, 5}, 0, 9)}, {{"start", int64_t{-3}}, {"end", int64_t{-1}}},
+        values_ref({3, 4}));
+    add("shape_clip_start", "Shape", {in(F16, {2, 3})}, {{"start", int64_t{-10}}, {"end", int64_t{10}}}, values_ref({2, 3}));
+    add("size_i64", "Size", {in(I64, {2, 5, 3}, -9, 9)}, {}, values_ref({30}));
+    // Expand / Tile.
+    add("expand_bidirectional", "Expand", {in(F32, {3, 1}), constant({2, 1, 4})}, {},
+        elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
+    add("expand_bool", "Expand", {in(BOOL, {1, 2}, 0, 1), constant({3, 2})}, {},
+        elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
+    auto tile_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) {
+        std::vector<int64_t> idx(o.size());
+        for (size_t k = 0; k < o.size(); ++k) idx[k] = o[k] % x[0].shape[k];
+        return x[0].at(idx);
+    });
+    add("tile_2d_i32", "Tile", {in(I32, {2, 3}, -50, 50), constant({2, 3})}, {}, tile_ref);
+    add("tile_3d_f64", "Tile", {in(F64, {1, 2, 3}), constant({3, 1, 2})}, {}, tile_ref);
+    // DepthToSpace / SpaceToDepth via the spec's reshape + transpose.
+    auto d2s_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int64_t b = n.attr_int("blocksize", 1), cc = x[0].shape[1] / (b * b);
+        const int64_t H = o[2] / b, b1 = o[2] % b, W = o[3] / b, b2 = o[3] % b;
+        const int64_t ch = n.attr_string("mode", "DCR") == "DCR" ? (b1 * b + b2) * cc + o[1] : o[1] * b * b + b1 * b + b2;
+        return x[0].at({o[0], ch, H, W});
+    });
+    add("depth_to_space_dcr", "DepthToSpace", {in(F32, {2, 8, 2, 3})}, {{"blocksize", int64_t{2}}}, d2s_ref);
+    add("depth_to_space_crd_u16", "DepthToSpace", {in(U16, {1, 18, 2, 2}, 0, 999)},
+        {{"blocksize", int64_t{3}}, {"mode", std::string("CRD")}}, d2s_ref);
+    add("space_to_depth", "SpaceToDepth", {in(F32, {2, 3, 4, 6})}, {{"blocksize", int64_t{2}}},
+        elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) {
+            const int64_t b = 2, C = x[0].shape[1];
+            const int64_t blk = o[1] / C, c = o[1] % C;
+            return x[0].at({o[0], c, o[2] * b + blk / b, o[3] * b + blk % b});
+        }));
+    // Trilu (k read at run time).
+    auto trilu_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int64_t k = x.size() > 1 ? static_cast<int64_t>(x[1].v[0]) : 0;
+        const int64_t i = o[o.size() - 2], j = o.back();
+        const bool keep = n.attr_int("upper", 1) ? j - i >= k : j - i <= k;
+        return keep ? x[0].at(o) : 0.0;
+    });
+    add("triu_k", "Trilu", {in(F32, {2, 4, 5}), in(I64, {}, -2, 2)}, {}, trilu_ref);
+    add("tril_default_k_i64", "Trilu", {in(I64, {5, 3}, -9, 9)}, {{"upper", int64_t{0}}}, trilu_ref);
+    add("tril_k_neg", "Trilu", {in(F64, {4, 4}), in(I64, {1}, -2, -1)}, {{"upper", int64_t{0}}}, trilu_ref);
+    // ReverseSequence.
+    auto revseq_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int b = static_cast<int>(n.attr_int("batch_axis", 1)), t = static_cast<int>(n.attr_int("time_axis", 0));
+        const int64_t len = static_cast<int64_t>(x[1].v[o[b]]);
+        std::vector<int64_t> idx = o;
+        if (o[t] < len) idx[t] = len - 1 - o[t];
+        return x[0].at(idx);
+    });
+    add("reverse_sequence_time0", "ReverseSequence", {in(F32, {4, 3, 2}), in(I64, {3}, 0, 4)}, {}, revseq_ref);
+    add("reverse_sequence_batch0_i16", "ReverseSequence", {in(I16, {3, 5}, -99, 99), in(I64, {3}, 1, 5)},
+        {{"batch_axis", int64_t{0}}, {"time_axis", int64_t{1}}}, revseq_ref);
+    // Dropout (inference).
+    add("dropout_mask", "Dropout", {in(F32, {3, 4})}, {},
+        [](const std::vector<Arr>& x, const ir::Node&, const std::vector<Shape>& out) {
+            Arr m(out[1]);
+            for (double& v : m.v) v = 1;
+            return Refs{x[0], m};
+        },
+        2);
+    add("dropout_ratio_f16", "Dropout", {in(F16, {5}), cst(F32, {}, {0})}, {}, unary_ref([](double v) { return v; }));
+    // Slice: per axis, the list of selected input positions by walking the numpy rules.
+    auto slice_ref = [](const std::vector<Arr>& x, const ir::Node&, const std::vector<Shape>& out) {
+        const int rank = x[0].rank();
+        std::vector<std::vector<int64_t>> pos(rank);
+        for (int a = 0; a < rank; ++a)
+            for (int64_t i = 0; i < x[0].shape[a]; ++i) pos[a].push_back(i);
+        for (size_t k = 0; k < x[1].v.size(); ++k) {
+            const int a = x.size() > 3 && x[3].present ? norm_axis(static_cast<int64_t>(x[3].v[k]), rank) : static_cast<int>(k);
+            const int64_t dim = x[0].shape[a], st = x.size() > 4 ? static_cast<int64_t>(x[4].v[k]) : 1;
+            int64_t s = static_cast<int64_t>(x[1].v[k]), e = static_cast<int64_t>(x[2].v[k]);
+            if (s < 0) s += dim;
+            if (e < 0) e += dim;
+            pos[a].clear();
+            if (st > 0) {
+                for (int64_t i = std::max<int64_t>(s, 0); i < std::min(e, dim); i += st) pos[a].push_back(i);
+            } else {
+                for (int64_t i = std::min(s, dim - 1); i > std::max<int64_t>(e, -1); i += st) pos[a].push_back(i);
+            }
+        }
+        Arr y(out[0]);
+        for (int64_t f = 0; f < y.numel(); ++f) {
+            auto o = y.unravel(f);
+            for (int a = 0; a < rank; ++a) o[a] = pos[a].at(o[a]);
+            y.v[f] = x[0].at(o);
+        }
+        return Refs{y};
+    };
+    add("slice_basic", "Slice", {in(F32, {5, 6}), constant({1, 0}), constant({4, 5})}, {}, slice_ref);
+    add("slice_neg_steps_axes", "Slice",
+        {in(I32, {4, 5, 6}, -99, 99), constant({-1, 5}), constant({-1000, 0}), constant({2, -2}), constant({-2, -2})}, {},
+        slice_ref);
+    add("slice_out_of_range", "Slice", {in(U8, {3, 7}, 0, 200), constant({-100, 2}), constant({100, 1000}), constant({0, 1}),
+                                        constant({1, 3})},
+        {}, slice_ref);
+    add("slice_empty_bool", "Slice", {in(BOOL, {4, 3}, 0, 1), constant({3}), constant({1}), constant({0})}, {}, slice_ref);
+    // Split.
+    auto split_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const int axis = norm_axis(n.attr_int("axis", 0), x[0].rank());
+        Refs r;
+        int64_t off = 0;
+        for (const Shape& s : out) {
+            Arr y(s);
+            for (int64_t f = 0; f < y.numel(); ++f) {
+                auto o = y.unravel(f);
+                o[axis] += off;
+                y.v[f] = x[0].at(o);
+            }
+            off += s[axis];
+            r.push_back(y);
+        }
+        return r;
+    };
+    add("split_sizes_axis1", "Split", {in(F32, {2, 6}), constant({1, 3, 2})}, {{"axis", int64_t{1}}}, split_ref, 3);
+    add("split_num_outputs_uneven", "Split", {in(I64, {7, 2}, -9, 9)}, {{"num_outputs", int64_t{3}}}, split_ref, 3);
+    add("split_equal_neg_axis_f16", "Split", {in(F16, {2, 3, 4})}, {{"axis", int64_t{-1}}}, split_ref, 2);
+    add("split_zero_part", "Split", {in(F32, {5}), constant({2, 0, 3})}, {}, split_ref, 3);
+    // Pad: constant / edge / reflect / wrap, negative pads, axes.
+    auto pad_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const int rank = x[0].rank();
+        std::vector<int64_t> begin(rank, 0);
+        std::vector<int64_t> axes;
+        const size_t na = x[1].v.size() / 2;
+        for (size_t k = 0; k < na; ++k)
+            axes.push_back(x.size() > 3 && x[3].present ? norm_axis(static_cast<int64_t>(x[3].v[k]), rank) : static_cast<int64_t>(k));
+        for (size_t k = 0; k < na; ++k) begin[axes[k]] = static_cast<int64_t>(x[1].v[k]);
+        const std::string mode = n.attr_string("mode", "constant");
+        const double cv = x.size() > 2 && x[2].present ? x[2].v[0] : 0.0;
+        Arr y(out[0]);
+        for (int64_t f = 0; f < y.numel(); ++f) {
+            auto o = y.unravel(f);
+            bool outside = false;
+            for (int a = 0; a < rank; ++a) {
+                const int64_t dim = x[0].shape[a];
+                int64_t j = o[a] - begin[a];
+                if (j >= 0 && j < dim) {
+                    o[a] = j;
+                    continue;
+                }
+                if (mode == "constant") {
+                    outside = true;
+                } else if (mode == "edge") {
+                    j = j < 0 ? 0 : dim - 1;
+                } else if (mode == "wrap") {
+                    j = ((j % dim) + dim) % dim;
+                } else {  // reflect: bounce off the ends until inside
+                    while (j < 0 || j >= dim) j = j < 0 ? -j : 2 * (dim - 1) - j;
+                }
+                o[a] = j;
+            }
+            y.v[f] = outside ? cv : x[0].at(o);
+        }
+        return Refs{y};
+    };
+    add("pad_constant_value", "Pad", {in(F32, {3, 4}), constant({1, 2, 2, 0}), in(F32, {}, 5, 6)}, {}, pad_ref);
+    add("pad_constant_default_i32", "Pad", {in(I32, {2, 3}, -9, 9), constant({0, 1, 1, 1})}, {}, pad_ref);
+    add("pad_edge", "Pad", {in(F64, {2, 3, 2}), constant({1, 2, 0, 0, 3, 1})}, {{"mode", std::string("edge")}}, pad_ref);
+    add("pad_reflect", "Pad", {in(F32, {3, 4}), constant({2, 3, 2, 3})}, {{"mode", std::string("reflect")}}, pad_ref);
+    add("pad_wrap_neg", "Pad", {in(I8, {3, 4}, -99, 99), constant({4, -1, 2, 5})}, {{"mode", std::string("wrap")}}, pad_ref);
+    add("pad_axes_crop", "Pad", {in(F32, {2, 5, 3}), constant({-1, 2, 1, -2}), in(F32, {}, -1, 1), constant({-2, 2})}, {},
+        pad_ref);
+    // Compress.
+    auto compress_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        std::vector<int64_t> pos;
+        for (size_t k = 0; k < x[1].v.size(); ++k)
+            if (x[1].v[k] != 0) pos.push_back(static_cast<int64_t>(k));
+        Arr y(out[0]);
+        for (int64_t f = 0; f < y.numel(); ++f) {
+            if (!n.has_attr("axis")) {
+                y.v[f] = x[0].v[pos[f]];
+                continue;
+            }
+            auto o = y.unravel(f);
+            const int a = norm_axis(n.attr_int("axis", 0), x[0].rank());
+            o[a] = pos[o[a]];
+            y.v[f] = x[0].at(o);
+        }
+        return Refs{y};
+    };
+    add("compress_axis1", "Compress", {in(F32, {3, 4}), cst(BOOL, {3}, {1, 0, 1})}, {{"axis", int64_t{1}}}, compress_ref);
+    add("compress_flat_i64", "Compress", {in(I64, {2, 3}, -9, 9), cst(BOOL, {5}, {0, 1, 1, 0, 1})}, {}, compress_ref);
+    // GatherElements / GatherND.
+    auto gather_elements_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int a = norm_axis(n.attr_int("axis", 0), x[0].rank());
+        std::vector<int64_t> idx = o;
+        int64_t k = static_cast<int64_t>(x[1].at(o));
+        idx[a] = k < 0 ? k + x[0].shape[a] : k;
+        return x[0].at(idx);
+    });
+    add("gather_elements_axis1", "GatherElements", {in(F32, {3, 4}), in(I64, {3, 6}, -4, 3)}, {{"axis", int64_t{1}}},
+        gather_elements_ref);
+    add("gather_elements_axis0_i32", "GatherElements", {in(I16, {4, 2, 3}, -99, 99), in(I32, {2, 2, 2}, -4, 3)}, {},
+        gather_elements_ref);
+    auto gather_nd_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int b = static_cast<int>(n.attr_int("batch_dims", 0)), q = x[1].rank();
+        const int64_t k = x[1].shape[q - 1];
+        std::vector<int64_t> idx(o.begin(), o.begin() + b), ii(o.begin(), o.begin() + q - 1);
+        ii.push_back(0);
+        for (int64_t j = 0; j < k; ++j) {
+            ii.back() = j;
+            int64_t v = static_cast<int64_t>(x[1].at(ii));
+            idx.push_back(v < 0 ? v + x[0].shape[b + j] : v);
+        }
+        idx.insert(idx.end(), o.begin() + q - 1, o.end());
+        return x[0].at(idx);
+    });
+    add("gather_nd_k2", "GatherND", {in(F32, {3, 3, 4}), in(I64, {2, 2}, -3, 2)}, {}, gather_nd_ref);
+    add("gather_nd_batch1_i32data", "GatherND", {in(I32, {2, 3, 4}, -99, 99), in(I64, {2, 2, 1}, -3, 2)},
+        {{"batch_dims", int64_t{1}}}, gather_nd_ref);
+    add("gather_nd_full_index", "GatherND", {in(F64, {2, 3}), in(I64, {4, 2}, -2, 1)}, {}, gather_nd_ref);
+    // ScatterElements / Scatter / ScatterND: apply the updates in order to a copy of the data.
+    auto combine = [](const std::string& red, double d, double u) {
+        if (red == "add") return d + u;
+        if (red == "mul") return d * u;
+        if (red == "max") return std::max(d, u);
+        if (red == "min") return std::min(d, u);
+        return u;
+    };
+    auto scatter_elements_ref = [combine](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        const int a = norm_axis(n.attr_int("axis", 0), x[0].rank());
+        const std::string red = n.attr_string("reduction", "none");
+        Arr y = x[0];
+        for (int64_t f = 0; f < x[1].numel(); ++f) {
+            auto idx = x[1].unravel(f);
+            int64_t k = static_cast<int64_t>(x[1].v[f]);
+            idx[a] = k < 0 ? k + x[0].shape[a] : k;
+            double& t = y.v[y.ravel(idx)];
+            t = combine(red, t, x[2].v[f]);
+        }
+        return Refs{y};
+    };
+    add("scatter_elements_none_dups", "ScatterElements", {in(F32, {4, 5}), in(I64, {2, 5}, -4, 3), in(F32, {2, 5})}, {},
+        scatter_elements_ref);
+    add("scatter_elements_add_axis1", "ScatterElements", {in(F32, {3, 4}), in(I32, {3, 6}, -4, 3), in(F32, {3, 6})},
+        {{"axis", int64_t{1}}, {"reduction", std::string("add")}}, scatter_elements_ref);
+    add("scatter_elements_mul_f64", "ScatterElements", {in(F64, {3, 3}), in(I64, {2, 3}, 0, 2), in(F64, {2, 3})},
+        {{"reduction", std::string("mul")}}, scatter_elements_ref);
+    add("scatter_elements_max_i32", "ScatterElements", {in(I32, {5, 2}, -50, 50), in(I64, {4, 2}, -5, 4), in(I32, {4, 2}, -50, 50)},
+        {{"reduction", std::string("max")}}, scatter_elements_ref);
+    add("scatter_elements_min_axis_neg", "ScatterElements", {in(F32, {2, 3, 4}), in(I64, {2, 2, 3}, -4, 3), in(F32, {2, 2, 3})},
+        {{"axis", int64_t{-1}}, {"reduction", std::string("min")}}, scatter_elements_ref);
+    add("scatter_legacy", "Scatter", {in(F32, {3, 3}), in(I64, {1, 3}, 0, 2), in(F32, {1, 3})}, {{"axis", int64_t{1}}},
+        scatter_elements_ref);
+    auto scatter_nd_ref = [combine](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        const std::string red = n.attr_string("reduction", "none");
+        const int q = x[1].rank();
+        const int64_t k = x[1].shape[q - 1], rows = x[1].numel() / k;
+        int64_t slice = 1;
+        for (int d = static_cast<int>(k); d < x[0].rank(); ++d) slice *= x[0].shape[d];
+        Arr y = x[0];
+        for (int64_t r = 0; r < rows; ++r) {
+            int64_t base = 0;
+            for (int64_t j = 0; j < k; ++j) {
+                int64_t v = static_cast<int64_t>(x[1].v[r * k + j]);
+                base = base * x[0].shape[j] + (v < 0 ? v + x[0].shape[j] : v);
+            }
+            for (int64_t s = 0; s < slice; ++s) {
+                double& t = y.v[base * slice + s];
+                t = combine(red, t, x[2].v[r * slice + s]);
+            }
+        }
+        return Refs{y};
+    };
+    add("scatter_nd_rows", "ScatterND", {in(F32, {4, 3}), in(I64, {2, 1}, -4, 3), in(F32, {2, 3})}, {}, scatter_nd_ref);
+    add("scatter_nd_add_dups", "ScatterND", {in(F32, {3, 3, 2}), in(I64, {2, 3, 2}, -3, 2), in(F32, {2, 3, 2})},
+        {{"reduction", std::string("add")}}, scatter_nd_ref);
+    add("scatter_nd_mul_single", "ScatterND", {in(F64, {2, 3}), in(I64, {2}, 0, 1), in(F64, {})},
+        {{"reduction", std::string("mul")}}, scatter_nd_ref);
+    add("scatter_nd_max_i64", "ScatterND", {in(I64, {4, 2}, -50, 50), in(I64, {5, 1}, 0, 3), in(I64, {5, 2}, -50, 50)},
+        {{"reduction", std::string("max")}}, scatter_nd_ref);
+    add("scatter_nd_min", "ScatterND", {in(F32, {3, 4}), in(I64, {6, 2}, -3, 2), in(F32, {6})},
+        {{"reduction", std::string("min")}}, scatter_nd_ref);
+    // OneHot.
+    auto onehot_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int a = norm_axis(n.attr_int("axis", -1), x[0].rank() + 1);
+        const int64_t depth = static_cast<int64_t>(x[1].v[0]);
+        std::vector<int64_t> ii = o;
+        ii.erase(ii.begin() + a);
+        int64_t v = static_cast<int64_t>(x[0].at(ii));
+        if (v < 0) v += depth;
+        return v == o[a] ? x[2].v[1] : x[2].v[0];
+    });
+    add("onehot_last_axis", "OneHot", {in(I64, {2, 3}, -5, 6), cst(I64, {}, {5}), in(F32, {2})}, {}, onehot_ref);
+    add("onehot_axis0_f32_indices", "OneHot", {in(F32, {4}, -3, 3), cst(F32, {1}, {4}), in(I32, {2}, -9, 9)},
+        {{"axis", int64_t{0}}}, onehot_ref);
+    // Range / ConstantOfShape / EyeLike.
+    add("range_f32", "Range", {cst(F32, {}, {1}), cst(F32, {}, {10}), cst(F32, {}, {3})}, {}, values_ref({1, 4, 7}));
+    add("range_i32_negative_delta", "Range", {cst(I32, {}, {10}), cst(I32, {}, {-3}), cst(I32, {}, {-4})}, {},
+        values_ref({10, 6, 2, -2}));
+    add("range_i64_empty", "Range", {cst(I64, {}, {5}), cst(I64, {}, {5}), cst(I64, {}, {1})}, {}, values_ref({}));
+    Tensor seven(DType::kInt32, {1});
+    seven.set_i64(0, 7);
+    add("constant_of_shape_i32", "ConstantOfShape", {constant({2, 3})}, {{"value", seven}},
+        values_ref({7, 7, 7, 7, 7, 7}));
+    add("constant_of_shape_default", "ConstantOfShape", {constant({2})}, {}, values_ref({0, 0}));
+    auto eye_ref = elem_ref([](const std::vector<Arr>&, const ir::Node& n, const std::vector<int64_t>& o) {
+        return o[1] - o[0] == n.attr_int("k", 0) ? 1.0 : 0.0;
+    });
+    add("eyelike_k1_to_i32", "EyeLike", {in(F32, {3, 4})}, {{"k", int64_t{1}}, {"dtype", int64_t{6}}}, eye_ref);
+    add("eyelike_neg_k_f64", "EyeLike", {in(F64, {4, 3})}, {{"k", int64_t{-2}}}, eye_ref);
+    // CenterCropPad: numpy-style centre crop (start (dim - t) / 2) then zero pad (start (t - dim) / 2).
+    auto center_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int rank = x[0].rank();
+        std::vector<int64_t> axes = n.attr_ints("axes");
+        if (axes.empty())
+            for (int i = 0; i < rank; ++i) axes.push_back(i);
+        std::vector<int64_t> idx = o;
+        for (size_t k = 0; k < axes.size(); ++k) {
+            const int a = norm_axis(axes[k], rank);
+            const int64_t dim = x[0].shape[a], t = static_cast<int64_t>(x[1].v[k]);
+            idx[a] = t < dim ? o[a] + (dim - t) / 2 : o[a] - (t - dim) / 2;
+            if (idx[a] < 0 || idx[a] >= dim) return 0.0;
+        }
+        return x[0].at(idx);
+    });
+    add("center_crop_pad_mixed", "CenterCropPad", {in(F32, {5, 4, 3}), constant({2, 7, 4})}, {}, center_ref);
+    add("center_crop_pad_axes_i32", "CenterCropPad", {in(I32, {3, 6, 5}, -9, 9), constant({3, 8})},
+        {{"axes", Ints{-1, 1}}}, center_ref);
     // END add_shape_cases
 }
 
@@ -332,6 +867,180 @@ void add_reduce_cases(std::vector<Case>& c) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
     };
     (void)add;
+    // Every Reduce* op: each input element folds pre(x) into the output cell it maps to (reduced
+    // dims dropped or kept as size 1), then post(acc). Straight from the spec formulas.
+    auto reduce_ref = [](double init, std::function<double(double, double)> comb, std::function<double(double)> pre,
+                         std::function<double(double)> post) -> RefFn {
+        return [=](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+            const int rank = x[0].rank();
+            std::vector<bool> mask(rank, false);
+            bool any = false;
+            if (x.size() > 1 && x[1].present)
+                for (double a : x[1].v) mask[norm_axis(static_cast<int64_t>(a), rank)] = any = true;
+            if (!any && n.attr_int("noop_with_empty_axes", 0)) return Refs{x[0]};
+            if (!any) mask.assign(rank, true);
+            const bool keep = n.attr_int("keepdims", 1) != 0;
+            Arr y(out[0]);
+            std::fill(y.v.begin(), y.v.end(), init);
+            for (int64_t f = 0; f < x[0].numel(); ++f) {
+                const auto idx = x[0].unravel(f);
+                std::vector<int64_t> o;
+                for (int k = 0; k < rank; ++k) {
+                    if (!mask[k])
+                        o.push_back(idx[k]);
+                    else if (keep)
+                        o.push_back(0);
+                }
+                const int64_t of = y.ravel(o);
+                y.v[of] = comb(y.v[of], pre(x[0].v[f]));
+            }
+            for (double& v : y.v) v = post(v);
+            return Refs{y};
+        };
+    };
+    auto id = [](double v) { return v; };
+    auto sq = [](double v) { return v * v; };
+    auto add2 = [](double a, double b) { return a + b; };
+    auto mul2 = [](double a, double b) { return a * b; };
+    auto max2 = [](double a, double b) { return std::max(a, b); };
+    auto min2 = [](double a, double b) { return std::min(a, b); };
+    auto fabs1 = [](double v) { return std::fabs(v); };
+    auto sqrt1 = [](double v) { return std::sqrt(v); };
+    auto log1 = [](double v) { return std::log(v); };
+    auto exp1 = [](double v) { return std::exp(v); };
+    const AttrMap nokeep = {{"keepdims", int64_t{0}}};
+    add("reduce_sum_axis1_keep", "ReduceSum", {in(F32, {2, 5, 3}), constant({1})}, {}, reduce_ref(0, add2, id, id));
+    add("reduce_sum_i64_two_axes_nokeep", "ReduceSum", {in(I64, {3, 4, 5}, -50, 50), constant({0, -1})}, nokeep,
+        reduce_ref(0, add2, id, id));
+    add("reduce_sum_all_f16", "ReduceSum", {in(F16, {4, 6}, -1, 1)}, {}, reduce_ref(0, add2, id, id));
+    add("reduce_sum_noop", "ReduceSum", {in(F32, {2, 3})}, {{"noop_with_empty_axes", int64_t{1}}},
+        reduce_ref(0, add2, id, id));
+    add("reduce_sum_large", "ReduceSum", {in(F32, {64, 300}), constant({1})}, {}, reduce_ref(0, add2, id, id));
+    add("reduce_max_neg_axis_nokeep", "ReduceMax", {in(F32, {3, 4, 5}), constant({-2})}, nokeep,
+        reduce_ref(-INFINITY, max2, id, id));
+    add("reduce_max_i8_all", "ReduceMax", {in(I8, {5, 7}, -100, 100)}, nokeep, reduce_ref(-INFINITY, max2, id, id));
+    add("reduce_max_bool", "ReduceMax", {in(DType::kBool, {4, 3}, 0, 1), constant({1})}, {},
+        reduce_ref(0, max2, id, id));
+    add("reduce_min_u8", "ReduceMin", {in(U8, {3, 6}, 0, 255), constant({0})}, {}, reduce_ref(INFINITY, min2, id, id));
+    add("reduce_min_f64_two_axes", "ReduceMin", {in(F64, {2, 3, 4}), constant({2, 0})}, {},
+        reduce_ref(INFINITY, min2, id, id));
+    add("reduce_prod_f32", "ReduceProd", {in(F32, {3, 4, 2}, 0.5, 1.5), constant({1})}, {}, reduce_ref(1, mul2, id, id));
+    add("reduce_prod_i32_all", "ReduceProd", {in(I32, {2, 5}, -3, 3)}, nokeep, reduce_ref(1, mul2, id, id));
+    add("reduce_l1_f32", "ReduceL1", {in(F32, {3, 5}), constant({-1})}, {}, reduce_ref(0, add2, fabs1, id));
+    add("reduce_l1_i32_nokeep", "ReduceL1", {in(I32, {4, 3}, -20, 20), constant({0})}, nokeep,
+        reduce_ref(0, add2, fabs1, id));
+    add("reduce_l2_f64", "ReduceL2", {in(F64, {2, 3, 4}), constant({1, 2})}, {}, reduce_ref(0, add2, sq, sqrt1));
+    add("reduce_l2_f16_all", "ReduceL2", {in(F16, {3, 4}, -1, 1)}, nokeep, reduce_ref(0, add2, sq, sqrt1));
+    add("reduce_log_sum_f32", "ReduceLogSum", {in(F32, {3, 4, 5}, 0.1, 2), constant({0, 2})}, {},
+        reduce_ref(0, add2, id, log1));
+    add("reduce_log_sum_exp_f32", "ReduceLogSumExp", {in(F32, {4, 6}, -5, 5), constant({1})}, nokeep,
+        reduce_ref(0, add2, exp1, log1));
+    add("reduce_log_sum_exp_f64_all", "ReduceLogSumExp", {in(F64, {2, 3, 4}, -5, 5)}, {},
+        reduce_ref(0, add2, exp1, log1));
+    add("reduce_sum_square_f32", "ReduceSumSquare", {in(F32, {3, 4, 5}), constant({1})}, {}, reduce_ref(0, add2, sq, id));
+    add("reduce_sum_square_i64", "ReduceSumSquare", {in(I64, {3, 4}, -9, 9), constant({-1})}, nokeep,
+        reduce_ref(0, add2, sq, id));
+    // Empty sets: the reduced dim has size 0 -> the combiner's identity through post.
+    add("reduce_sum_empty_set", "ReduceSum", {in(F32, {2, 0, 4}), constant({1})}, {}, reduce_ref(0, add2, id, id));
+    add("reduce_prod_empty_set", "ReduceProd", {in(F32, {2, 0, 4}), constant({1})}, {}, reduce_ref(1, mul2, id, id));
+    // ArgMin: the first (or last) position of the minimum along the axis.
+    auto argmin_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        Arr y(out[0]);
+        const bool last = n.attr_int("select_last_index", 0);
+        int64_t k = 0;
+        for_each_line(x[0].shape, norm_axis(n.attr_int("axis", 0), x[0].rank()), [&](const std::vector<int64_t>& line) {
+            int64_t best = 0;
+            for (size_t r = 1; r < line.size(); ++r) {
+                const double v = x[0].v[line[r]], b = x[0].v[line[best]];
+                if (v < b || (last && v == b)) best = static_cast<int64_t>(r);
+            }
+            y.v[k++] = static_cast<double>(best);
+        });
+        return Refs{y};
+    };
+    add("argmin_keepdims", "ArgMin", {in(F32, {3, 5, 2})}, {{"axis", int64_t{1}}}, argmin_ref);
+    add("argmin_nokeep_last_axis_f64", "ArgMin", {in(F64, {4, 6})}, {{"axis", int64_t{-1}}, {"keepdims", int64_t{0}}},
+        argmin_ref);
+    add("argmin_ties_first", "ArgMin", {in(I32, {5, 6}, 0, 2)}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}},
+        argmin_ref);
+    add("argmin_ties_last_u8", "ArgMin", {in(U8, {5, 6}, 0, 2)}, {{"axis", int64_t{0}}, {"select_last_index", int64_t{1}}},
+        argmin_ref);
+    // CumSum along each line, from either end, with or without the element itself.
+    auto cumsum_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        Arr y(x[0].shape);
+        const bool excl = n.attr_int("exclusive", 0), rev = n.attr_int("reverse", 0);
+        for_each_line(x[0].shape, norm_axis(static_cast<int64_t>(x[1].v[0]), x[0].rank()),
+                      [&](std::vector<int64_t> line) {
+                          if (rev) std::reverse(line.begin(), line.end());
+                          double acc = 0;
+                          for (int64_t p : line) {
+                              if (excl) y.v[p] = acc;
+                              acc += x[0].v[p];
+                              if (!excl) y.v[p] = acc;
+                          }
+                      });
+        return Refs{y};
+    };
+    add("cumsum_axis1", "CumSum", {in(F32, {3, 5}), constant({1})}, {}, cumsum_ref);
+    add("cumsum_exclusive_neg_axis", "CumSum", {in(F64, {2, 3, 4}), constant({-1})}, {{"exclusive", int64_t{1}}},
+        cumsum_ref);
+    add("cumsum_reverse_axis0_i32", "CumSum", {in(I32, {4, 3}, -20, 20), constant({0})}, {{"reverse", int64_t{1}}},
+        cumsum_ref);
+    add("cumsum_reverse_exclusive_i64", "CumSum", {in(I64, {7}, -20, 20), constant({0})},
+        {{"reverse", int64_t{1}}, {"exclusive", int64_t{1}}}, cumsum_ref);
+    // TopK: a stable sort of each line (ties: lower index first), the first k entries.
+    auto topk_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        Arr vals(out[0]), idxs(out[1]);
+        const int axis = norm_axis(n.attr_int("axis", -1), x[0].rank());
+        const bool largest = n.attr_int("largest", 1);
+        const int64_t k = static_cast<int64_t>(x[1].v[0]);
+        for_each_line(x[0].shape, axis, [&](const std::vector<int64_t>& line) {
+            std::vector<int64_t> order(line.size());
+            for (size_t r = 0; r < line.size(); ++r) order[r] = static_cast<int64_t>(r);
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+                const double va = x[0].v[line[a]], vb = x[0].v[line[b]];
+                return largest ? va > vb : va < vb;
+            });
+            auto pos = x[0].unravel(line[0]);
+            for (int64_t p = 0; p < k; ++p) {
+                pos[axis] = p;
+                vals.v[vals.ravel(pos)] = x[0].v[line[order[p]]];
+                idxs.v[idxs.ravel(pos)] = static_cast<double>(order[p]);
+            }
+        });
+        return Refs{vals, idxs};
+    };
+    add("topk_largest_last_axis", "TopK", {in(F32, {3, 7}), constant({3})}, {}, topk_ref, 2);
+    add("topk_smallest_axis0_f64", "TopK", {in(F64, {6, 4}), constant({2})}, {{"axis", int64_t{0}}, {"largest", int64_t{0}}},
+        topk_ref, 2);
+    add("topk_ties_i32", "TopK", {in(I32, {4, 9}, 0, 3), constant({5})}, {}, topk_ref, 2);
+    add("topk_ties_smallest_u64", "TopK", {in(U64, {2, 3, 8}, 0, 4), constant({4})},
+        {{"axis", int64_t{-1}}, {"largest", int64_t{0}}}, topk_ref, 2);
+    // LogSoftmax / Hardmax along the axis.
+    auto logsoftmax_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        Arr y(x[0].shape);
+        for_each_line(x[0].shape, norm_axis(n.attr_int("axis", -1), x[0].rank()), [&](const std::vector<int64_t>& line) {
+            double s = 0;
+            for (int64_t p : line) s += std::exp(x[0].v[p]);
+            for (int64_t p : line) y.v[p] = x[0].v[p] - std::log(s);
+        });
+        return Refs{y};
+    };
+    auto hardmax_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        Arr y(x[0].shape);
+        for_each_line(x[0].shape, norm_axis(n.attr_int("axis", -1), x[0].rank()), [&](const std::vector<int64_t>& line) {
+            int64_t best = line[0];
+            for (int64_t p : line)
+                if (x[0].v[p] > x[0].v[best]) best = p;
+            y.v[best] = 1;
+        });
+        return Refs{y};
+    };
+    add("logsoftmax_last", "LogSoftmax", {in(F32, {3, 10}, -5, 5)}, {}, logsoftmax_ref);
+    add("logsoftmax_axis1_f64", "LogSoftmax", {in(F64, {2, 5, 3}, -5, 5)}, {{"axis", int64_t{1}}}, logsoftmax_ref);
+    add("logsoftmax_f16_axis0", "LogSoftmax", {in(F16, {4, 3})}, {{"axis", int64_t{0}}}, logsoftmax_ref);
+    add("hardmax_last", "Hardmax", {in(F32, {4, 6})}, {}, hardmax_ref);
+    add("hardmax_axis0_f64", "Hardmax", {in(F64, {5, 2, 3})}, {{"axis", int64_t{0}}}, hardmax_ref);
     // END add_reduce_cases
 }
 
@@ -341,6 +1050,204 @@ void add_nn_cases(std::vector<Case>& c) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
     };
     (void)add;
+    // LpPool: (sum over the in-bounds window of |x|^p)^(1/p), pads from the spec (ref_window).
+    auto lp_pool_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const double p = static_cast<double>(n.attr_int("p", 2));
+        const Ints kernel = n.attr_ints("kernel_shape");
+        RefWindow g = ref_window(n, x[0].shape, kernel, out[0]);
+        Arr y(out[0]);
+        for (int64_t f = 0; f < y.numel(); ++f) {
+            const auto o = y.unravel(f);
+            double s = 0;
+            for (const auto& k : kernel_offsets(kernel)) {
+                std::vector<int64_t> idx = {o[0], o[1]};
+                bool inside = true;
+                for (size_t d = 0; d < k.size(); ++d) {
+                    const int64_t pos = o[2 + d] * g.s[d] + k[d] * g.d[d] - g.pb[d];
+                    inside = inside && pos >= 0 && pos < g.in[d];
+                    idx.push_back(pos);
+                }
+                if (inside) s += std::pow(std::fabs(x[0].at(idx)), p);
+            }
+            y.v[f] = std::pow(s, 1.0 / p);
+        }
+        return Refs{y};
+    };
+    add("lppool2d_p2_pad_stride", "LpPool", {in(F32, {1, 2, 7, 7})},
+        {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}, lp_pool_ref);
+    add("lppool1d_p3_dilation", "LpPool", {in(F64, {2, 1, 11})},
+        {{"kernel_shape", Ints{3}}, {"dilations", Ints{2}}, {"p", int64_t{3}}}, lp_pool_ref);
+    add("lppool2d_p1_same_upper", "LpPool", {in(F32, {1, 1, 5, 6})},
+        {{"kernel_shape", Ints{2, 3}}, {"auto_pad", std::string("SAME_UPPER")}, {"p", int64_t{1}}}, lp_pool_ref);
+    // Global pools: one reduction over all spatial positions of each (n, c).
+    auto global_ref = [](bool is_max) -> RefFn {
+        return [is_max](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+            const double p = static_cast<double>(n.attr_int("p", 2));
+            Arr y(out[0]);
+            const int64_t per = x[0].numel() / y.numel();
+            for (int64_t i = 0; i < y.numel(); ++i) {
+                double acc = is_max ? -INFINITY : 0;
+                for (int64_t k = 0; k < per; ++k) {
+                    const double v = x[0].v[i * per + k];
+                    acc = is_max ? std::max(acc, v) : acc + std::pow(std::fabs(v), p);
+                }
+                y.v[i] = is_max ? acc : std::pow(acc, 1.0 / p);
+            }
+            return Refs{y};
+        };
+    };
+    add("global_max_pool_2d", "GlobalMaxPool", {in(F32, {2, 3, 5, 5})}, {}, global_ref(true));
+    add("global_max_pool_3d_f64", "GlobalMaxPool", {in(F64, {1, 2, 3, 2, 4})}, {}, global_ref(true));
+    add("global_lp_pool_p2", "GlobalLpPool", {in(F32, {2, 3, 4, 4})}, {}, global_ref(false));
+    add("global_lp_pool_p3_1d", "GlobalLpPool", {in(F64, {1, 2, 9})}, {{"p", int64_t{3}}}, global_ref(false));
+    // Instance / Group / MeanVariance normalization: elements grouped by key(flat index);
+    // y = (x - mean) / sqrt(var + eps) (MVN: / (sqrt(var) + 1e-9)), then * scale + bias per channel
+    // (GroupNormalization with G-entry scale: per group).
+    auto grouped_norm_ref = [](std::function<int64_t(const Arr&, const std::vector<int64_t>&, const ir::Node&)> key,
+                               bool mvn) -> RefFn {
+        return [key, mvn](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+            const double eps = mvn ? 1e-9 : n.attr_float("epsilon", 1e-5);
+            std::map<int64_t, std::vector<int64_t>> groups;
+            for (int64_t f = 0; f < x[0].numel(); ++f) groups[key(x[0], x[0].unravel(f), n)].push_back(f);
+            Arr y(x[0].shape);
+            for (const auto& [k, members] : groups) {
+                double mean = 0, var = 0;
+                for (int64_t f : members) mean += x[0].v[f];
+                mean /= static_cast<double>(members.size());
+                for (int64_t f : members) var += (x[0].v[f] - mean) * (x[0].v[f] - mean);
+                var /= static_cast<double>(members.size());
+                for (int64_t f : members)
+                    y.v[f] = (x[0].v[f] - mean) / (mvn ? std::sqrt(var) + eps : std::sqrt(var + eps));
+            }
+            if (x.size() > 1) {
+                const int64_t channels = x[0].shape[1];
+                for (int64_t f = 0; f < y.numel(); ++f) {
+                    int64_t c = x[0].unravel(f)[1];
+                    if (x[1].numel() != channels) c /= channels / x[1].numel();
+                    y.v[f] = y.v[f] * x[1].v[c] + x[2].v[c];
+                }
+            }
+            return Refs{y};
+        };
+    };
+    auto by_nc = [](const Arr& a, const std::vector<int64_t>& i, const ir::Node&) { return i[0] * a.shape[1] + i[1]; };
+    auto by_group = [](const Arr& a, const std::vector<int64_t>& i, const ir::Node& n) {
+        const int64_t g = n.attr_int("num_groups", 1);
+        return i[0] * g + i[1] / (a.shape[1] / g);
+    };
+    auto by_unmasked = [](const Arr& a, const std::vector<int64_t>& i, const ir::Node& n) {
+        std::vector<int64_t> k = i;
+        for (int64_t ax : n.attr_ints("axes", {0, 2, 3})) k[norm_axis(ax, a.rank())] = 0;
+        return a.ravel(k);
+    };
+    add("instance_norm_4d", "InstanceNormalization", {in(F32, {2, 3, 4, 5}), in(F32, {3}), in(F32, {3})},
+        {{"epsilon", 1e-3}}, grouped_norm_ref(by_nc, false));
+    add("instance_norm_3d_f16", "InstanceNormalization", {in(F16, {1, 2, 8}), in(F16, {2}), in(F16, {2})}, {},
+        grouped_norm_ref(by_nc, false));
+    add("group_norm_per_channel", "GroupNormalization", {in(F32, {2, 6, 3, 2}), in(F32, {6}), in(F32, {6})},
+        {{"num_groups", int64_t{3}}}, grouped_norm_ref(by_group, false));
+    add("group_norm_per_group_f64", "GroupNormalization", {in(F64, {3, 4, 5}), in(F64, {2}), in(F64, {2})},
+        {{"num_groups", int64_t{2}}, {"epsilon", 1e-2}}, grouped_norm_ref(by_group, false));
+    add("mvn_default_axes", "MeanVarianceNormalization", {in(F32, {3, 2, 4, 3})}, {}, grouped_norm_ref(by_unmasked, true));
+    add("mvn_axis1_f64", "MeanVarianceNormalization", {in(F64, {2, 5, 3})}, {{"axes", Ints{1}}},
+        grouped_norm_ref(by_unmasked, true));
+    // LpNormalization along the axis.
+    auto lp_norm_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        Arr y(x[0].shape);
+        const bool l1 = n.attr_int("p", 2) == 1;
+        for_each_line(x[0].shape, norm_axis(n.attr_int("axis", -1), x[0].rank()), [&](const std::vector<int64_t>& line) {
+            double s = 0;
+            for (int64_t p : line) s += l1 ? std::fabs(x[0].v[p]) : x[0].v[p] * x[0].v[p];
+            if (!l1) s = std::sqrt(s);
+            for (int64_t p : line) y.v[p] = x[0].v[p] / s;
+        });
+        return Refs{y};
+    };
+    add("lp_norm_p2_last", "LpNormalization", {in(F32, {3, 4, 5})}, {}, lp_norm_ref);
+    add("lp_norm_p1_axis0_f64", "LpNormalization", {in(F64, {4, 3})}, {{"axis", int64_t{0}}, {"p", int64_t{1}}},
+        lp_norm_ref);
+    // LRN across channels.
+    auto lrn_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        const int64_t size = n.attr_int("size", 1), C = x[0].shape[1];
+        const double alpha = n.attr_float("alpha", 1e-4), beta = n.attr_float("beta", 0.75), bias = n.attr_float("bias", 1);
+        Arr y(x[0].shape);
+        for (int64_t f = 0; f < y.numel(); ++f) {
+            auto idx = x[0].unravel(f);
+            const int64_t c = idx[1];
+            double s = 0;
+            for (int64_t cc = std::max<int64_t>(0, c - (size - 1) / 2); cc <= std::min(C - 1, c + size / 2); ++cc) {
+                idx[1] = cc;
+                s += x[0].at(idx) * x[0].at(idx);
+            }
+            y.v[f] = x[0].v[f] / std::pow(bias + alpha / static_cast<double>(size) * s, beta);
+        }
+        return Refs{y};
+    };
+    add("lrn_size3", "LRN", {in(F32, {2, 5, 3, 3})}, {{"size", int64_t{3}}, {"alpha", 2e-2}, {"beta", 0.5}, {"bias", 2.0}},
+        lrn_ref);
+    add("lrn_size4_f64", "LRN", {in(F64, {1, 6, 4})}, {{"size", int64_t{4}}}, lrn_ref);
+    // ConvTranspose as a scatter: every input element adds x * w into out[i*s + k*d - pad_begin].
+    auto conv_transpose_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const Arr &X = x[0], &W = x[1];
+        const size_t sp = X.shape.size() - 2;
+        const int64_t group = n.attr_int("group", 1), cg = X.shape[1] / group, mg = W.shape[1];
+        const Ints strides = n.attr_ints("strides", Ints(sp, 1)), dil = n.attr_ints("dilations", Ints(sp, 1));
+        const Ints pads = n.attr_ints("pads"), opad = n.attr_ints("output_padding", Ints(sp, 0));
+        const Ints oshape = n.attr_ints("output_shape");
+        const std::string ap = n.attr_string("auto_pad", "NOTSET");
+        std::vector<int64_t> pb(sp, 0);
+        for (size_t d = 0; d < sp; ++d) {
+            const int64_t full = strides[d] * (X.shape[2 + d] - 1) + opad[d] + (W.shape[2 + d] - 1) * dil[d] + 1;
+            if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+                const int64_t total = full - X.shape[2 + d] * strides[d];
+                const int64_t half = static_cast<int64_t>(std::floor(total / 2.0));
+                pb[d] = ap == "SAME_UPPER" ? half : total - half;
+            } else if (!oshape.empty() && pads.empty()) {
+                const int64_t total = std::max<int64_t>(0, full - oshape[d]);
+                pb[d] = total - total / 2;
+            } else if (!pads.empty()) {
+                pb[d] = pads[d];
+            }
+        }
+        Arr y(out[0]);
+        std::vector<int64_t> kernel(W.shape.begin() + 2, W.shape.end());
+        for (int64_t f = 0; f < X.numel(); ++f) {
+            const auto xi = X.unravel(f);
+            const int64_t g = xi[1] / cg;
+            for (int64_t m = 0; m < mg; ++m)
+                for (const auto& k : kernel_offsets(kernel)) {
+                    std::vector<int64_t> o = {xi[0], g * mg + m}, wi = {xi[1], m};
+                    bool inside = true;
+                    for (size_t d = 0; d < sp; ++d) {
+                        const int64_t pos = xi[2 + d] * strides[d] + k[d] * dil[d] - pb[d];
+                        inside = inside && pos >= 0 && pos < out[0][2 + d];
+                        o.push_back(pos);
+                        wi.push_back(k[d]);
+                    }
+                    if (inside) y.v[y.ravel(o)] += X.v[f] * W.at(wi);
+                }
+        }
+        if (x.size() > 2 && x[2].present)
+            for (int64_t f = 0; f < y.numel(); ++f) y.v[f] += x[2].v[y.unravel(f)[1]];
+        return Refs{y};
+    };
+    add("conv_transpose2d_stride_pads", "ConvTranspose", {in(F32, {1, 2, 4, 3}), in(F32, {2, 3, 3, 3})},
+        {{"strides", Ints{3, 2}}, {"pads", Ints{1, 2, 1, 0}}}, conv_transpose_ref);
+    add("conv_transpose2d_group_dilation_bias", "ConvTranspose",
+        {in(F32, {2, 4, 3, 3}), in(F32, {4, 3, 2, 3}), in(F32, {6})},
+        {{"group", int64_t{2}}, {"dilations", Ints{2, 1}}, {"strides", Ints{1, 2}}}, conv_transpose_ref);
+    add("conv_transpose2d_output_padding", "ConvTranspose", {in(F64, {1, 1, 3, 3}), in(F64, {1, 2, 3, 3})},
+        {{"strides", Ints{3, 2}}, {"output_padding", Ints{1, 1}}}, conv_transpose_ref);
+    add("conv_transpose2d_output_shape", "ConvTranspose", {in(F32, {1, 1, 3, 3}), in(F32, {1, 2, 3, 3})},
+        {{"strides", Ints{3, 2}}, {"output_shape", Ints{10, 8}}}, conv_transpose_ref);
+    add("conv_transpose2d_same_upper", "ConvTranspose", {in(F32, {1, 1, 3, 3}), in(F32, {1, 2, 3, 3})},
+        {{"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}, conv_transpose_ref);
+    add("conv_transpose2d_same_lower_k1", "ConvTranspose", {in(F32, {1, 2, 3, 2}), in(F32, {2, 1, 1, 2})},
+        {{"strides", Ints{2, 3}}, {"auto_pad", std::string("SAME_LOWER")}}, conv_transpose_ref);
+    add("conv_transpose1d_bias_f16", "ConvTranspose", {in(F16, {1, 2, 5}, -1, 1), in(F16, {2, 3, 3}, -1, 1), in(F16, {3})},
+        {{"strides", Ints{2}}}, conv_transpose_ref);
+    add("conv_transpose3d", "ConvTranspose", {in(F32, {1, 2, 2, 3, 2}), in(F32, {2, 2, 2, 2, 3})},
+        {{"strides", Ints{2, 1, 2}}, {"pads", Ints{0, 1, 1, 1, 0, 0}}}, conv_transpose_ref);
     // END add_nn_cases
 }
 

@@ -65,6 +65,29 @@ TEST(TeExpr, ConstantFoldingFloats) {
     EXPECT_DOUBLE_EQ(fval(cast(DType::kFloat32, int_imm(5))), 5.0);
 }
 
+TEST(TeExpr, ConstantFoldingBitwiseShiftsAndNewIntrinsics) {
+    EXPECT_EQ(ival(binary(BinaryOp::kBitAnd, int_imm(0b1100), int_imm(0b1010))), 0b1000);
+    EXPECT_EQ(ival(binary(BinaryOp::kBitOr, int_imm(0b1100), int_imm(0b1010))), 0b1110);
+    EXPECT_EQ(ival(binary(BinaryOp::kBitXor, int_imm(0b1100), int_imm(0b1010))), 0b0110);
+    EXPECT_EQ(ival(binary(BinaryOp::kShl, int_imm(1, DType::kUInt8), int_imm(7, DType::kUInt8))), 128);
+    EXPECT_EQ(ival(binary(BinaryOp::kShl, int_imm(1, DType::kUInt8), int_imm(8, DType::kUInt8))), 0);  // wraps
+    EXPECT_EQ(ival(binary(BinaryOp::kShr, int_imm(255, DType::kUInt8), int_imm(3, DType::kUInt8))), 31);
+    EXPECT_EQ(ival(binary(BinaryOp::kShl, int_imm(1, DType::kUInt64), int_imm(64, DType::kUInt64))), 0);
+    EXPECT_EQ(ival(binary(BinaryOp::kShr, int_imm(-8), int_imm(1))), -4);  // arithmetic for signed
+    EXPECT_EQ(ival(unary(UnaryOp::kBitNot, int_imm(0, DType::kUInt8))), 255);
+    EXPECT_EQ(ival(unary(UnaryOp::kBitNot, int_imm(5, DType::kInt32))), -6);
+    Expr nan = unary(UnaryOp::kIsNaN, float_imm(NAN));
+    EXPECT_EQ(nan->dtype, DType::kBool);
+    EXPECT_EQ(ival(nan), 1);
+    EXPECT_EQ(ival(unary(UnaryOp::kIsNaN, float_imm(INFINITY))), 0);
+    EXPECT_EQ(ival(unary(UnaryOp::kIsNaN, int_imm(3))), 0);
+    EXPECT_EQ(unary(UnaryOp::kIsNaN, ex(make_var("x", DType::kFloat32)))->dtype, DType::kBool);
+    EXPECT_DOUBLE_EQ(fval(unary(UnaryOp::kAtanh, float_imm(0.5, DType::kFloat64))), 0.5 * std::log(3.0));
+    EXPECT_DOUBLE_EQ(fval(unary(UnaryOp::kLog1p, float_imm(0.0, DType::kFloat64))), 0.0);
+    EXPECT_EQ(expr_str(binary(BinaryOp::kShl, ex(make_var("x")), int_imm(2))), "shl(x, 2)");
+    EXPECT_EQ(expr_str(unary(UnaryOp::kTan, ex(make_var("y", DType::kFloat32)))), "tan(y)");
+}
+
 TEST(TeExpr, DtypeRules) {
     Var x = make_var("x", DType::kInt32);
     Expr e = ex(x) + int_imm(1);  // immediate takes x's dtype

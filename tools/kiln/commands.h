@@ -18,5 +18,7 @@ void add_run_command(CLI::App& app, CommandAction& action);
 void add_inspect_command(CLI::App& app, CommandAction& action);
 /// `kiln test-onnx DIR ...`: run ONNX backend node tests, one forked child per test.
 void add_test_onnx_command(CLI::App& app, CommandAction& action);
+/// `kiln ops [--markdown]`: list the operators Kiln implements.
+void add_ops_command(CLI::App& app, CommandAction& action);
 
 }  // namespace kiln::cli

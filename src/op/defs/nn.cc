@@ -1,10 +1,7 @@
-// BatchNormalization (inference), Softmax (opset 13: along one axis), ArgMax.
+// BatchNormalization (inference). (Softmax lives in softmax_family.cc, ArgMax in reduce.cc.)
 //
 // BatchNormalization: per-channel stages inv = scale / sqrt(var + eps) and
 // shift = B - mean * inv, then y = x * inv[c] + shift[c].
-// Softmax: m = max over the axis, e = exp(x - m), s = sum of e over the axis, y = e / s.
-// ArgMax: TE has no arg-reduction, so two stages: m = max over the axis, then the min (first)
-// or max (select_last_index) of the positions r where x[..r..] == m.
 #include <string>
 
 #include "op/op_util.h"
@@ -73,114 +70,10 @@ OpDef batch_norm_op() {
     return d;
 }
 
-// Indices of x with position `axis` replaced by `at`.
-std::vector<Expr> with_axis(const std::vector<Var>& i, int axis, Expr at) {
-    std::vector<Expr> idx(i.begin(), i.end());
-    idx[axis] = std::move(at);
-    return idx;
-}
-
-OpDef softmax_op() {
-    OpDef d;
-    d.name = "Softmax";
-    d.onnx_versions = {1, 11, 13};
-    d.attrs = {{"axis", AttrKind::kInt, ir::Attr(int64_t{-1})}};
-    d.pattern = OpPattern::kOpaque;
-    d.infer = [](const ir::Node& n) {
-        const auto& x = input_type(n, 0, "input");
-        check_dtype(n, "input", x.dtype, float_types());
-        normalize_axis(n, n.attr_int("axis", -1), x.rank());
-        return std::vector<ir::TensorType>{x};
-    };
-    d.compute = [](const ComputeArgs& a) {
-        te::Tensor x = a.in(0);
-        const int axis = normalize_axis(a.node, a.node.attr_int("axis", -1), x->ndim());
-        const DType cdt = te::compute_dtype(a.out_dtype());
-        Shape red = x->shape;
-        red[axis] = 1;
-        te::IterVar r1 = te::reduce_axis(x->shape[axis], "r");
-        te::Tensor m = te::compute(
-            red, [&](const std::vector<Var>& i) { return te::max_reduce(te::read(x, with_axis(i, axis, r1->var)), {r1}); },
-            "softmax_max", cdt);
-        te::Tensor e = te::compute(
-            x->shape, [&](const std::vector<Var>& i) {
-                return te::unary(te::UnaryOp::kExp, te::read(x, i) - te::read(m, with_axis(i, axis, te::int_imm(0))));
-            },
-            "softmax_exp", cdt);
-        te::IterVar r2 = te::reduce_axis(x->shape[axis], "r");
-        te::Tensor s = te::compute(
-            red, [&](const std::vector<Var>& i) { return te::sum(te::read(e, with_axis(i, axis, r2->var)), {r2}); },
-            "softmax_sum", cdt);
-        te::Tensor y = te::compute(
-            x->shape, [&](const std::vector<Var>& i) {
-                return te::read(e, i) / te::read(s, with_axis(i, axis, te::int_imm(0)));
-            },
-            "Softmax", a.out_dtype());
-        return std::vector<te::Tensor>{y};
-    };
-    return d;
-}
-
-OpDef argmax_op() {
-    OpDef d;
-    d.name = "ArgMax";
-    d.onnx_versions = {1, 11, 12, 13};
-    d.attrs = {{"axis", AttrKind::kInt, ir::Attr(int64_t{0})},
-               {"keepdims", AttrKind::kInt, ir::Attr(int64_t{1})},
-               {"select_last_index", AttrKind::kInt, ir::Attr(int64_t{0})}};
-    d.pattern = OpPattern::kCommReduce;
-    d.infer = [](const ir::Node& n) {
-        const auto& x = input_type(n, 0, "data");
-        check_dtype(n, "data", x.dtype, numeric_types());
-        KILN_CHECK(x.rank() >= 1, kInvalidModel) << node_label(n) << ": input data must have rank >= 1";
-        const int axis = normalize_axis(n, n.attr_int("axis", 0), x.rank());
-        std::vector<ir::Dim> out = x.shape;
-        if (n.attr_int("keepdims", 1) != 0)
-            out[axis] = 1;
-        else
-            out.erase(out.begin() + axis);
-        return std::vector<ir::TensorType>{{DType::kInt64, out}};
-    };
-    d.compute = [](const ComputeArgs& a) {
-        te::Tensor x = a.in(0);
-        const int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), x->ndim());
-        const bool keep = a.node.attr_int("keepdims", 1) != 0;
-        const bool last = a.node.attr_int("select_last_index", 0) != 0;
-        const int64_t extent = x->shape[axis];
-        Shape red = x->shape;
-        red[axis] = 1;
-        te::IterVar r1 = te::reduce_axis(extent, "r");
-        te::Tensor m = te::compute(
-            red, [&](const std::vector<Var>& i) { return te::max_reduce(te::read(x, with_axis(i, axis, r1->var)), {r1}); },
-            "argmax_max", te::compute_dtype(x->dtype));
-        te::IterVar r2 = te::reduce_axis(extent, "r");
-        te::Tensor idx = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& o) {
-                // Output index -> full-rank index with the axis position free.
-                std::vector<Var> full;
-                if (keep) {
-                    full = o;
-                } else {
-                    full.assign(o.begin(), o.begin() + axis);
-                    full.push_back(o.empty() ? te::make_var("unused") : o[0]);  // placeholder, replaced below
-                    full.insert(full.end(), o.begin() + axis, o.end());
-                }
-                Expr hit = te::eq(te::read(x, with_axis(full, axis, r2->var)), te::read(m, with_axis(full, axis, te::int_imm(0))));
-                if (last) return te::max_reduce(te::select(hit, Expr(r2->var), te::int_imm(-1)), {r2});
-                return te::min_reduce(te::select(hit, Expr(r2->var), te::int_imm(extent)), {r2});
-            },
-            "ArgMax", DType::kInt64);
-        return std::vector<te::Tensor>{idx};
-    };
-    return d;
-}
-
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
     r.add(batch_norm_op());
-    r.add(softmax_op());
-    r.add(argmax_op());
 }
 
 }  // namespace kiln::op

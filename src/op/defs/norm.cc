@@ -1,4 +1,5 @@
-// Normalizations over trailing / chosen axes: LayerNormalization (opset 17) and ReduceMean.
+// Normalizations over trailing / chosen axes: LayerNormalization (opset 17). (ReduceMean is a
+// row of the Reduce* table in reduce.cc.)
 //
 // LayerNormalization follows the ONNX function body (two-pass, as the spec writes it):
 //   sum  = sum of x over axes [axis, rank)                      (reduce stage "ln_sum")
@@ -13,13 +14,7 @@
 // it into reductions and elementwise ops); as one node here it is two chained reductions plus
 // an elementwise epilogue, like Softmax, which this registry also marks opaque so the fusion
 // pass keeps it a kernel of its own.
-//
-// ReduceMean (axes as a constant input from opset 18; the importer's adapter turns the opset
-// 1/11/13 `axes` attribute into that input): sum over the axes in the input's compute type,
-// then a second stage divides by the element count (integer types: truncating division).
-// Empty / omitted axes reduce everything, or copy the input with noop_with_empty_axes=1.
-// Pattern kCommReduce.
-#include <set>
+
 #include <string>
 
 #include "op/broadcast.h"
@@ -152,108 +147,10 @@ OpDef layer_norm_op() {
     return d;
 }
 
-// ---- ReduceMean ----
-
-// The reduced axes (sorted, normalized); empty when the axes input is omitted or empty.
-std::vector<int> reduce_axes(const ir::Node& n, int rank) {
-    std::set<int> axes;
-    if (has_input(n, 1)) {
-        for (int64_t a : constant_ints(n, 1, "axes")) {
-            const int ax = normalize_axis(n, a, rank, "axes");
-            KILN_CHECK(axes.insert(ax).second, kInvalidModel)
-                << node_label(n) << ": axis " << a << " appears more than once in input axes";
-        }
-    }
-    return {axes.begin(), axes.end()};
-}
-
-// Every axis is reduced when no axes are given (and noop_with_empty_axes=0).
-std::vector<bool> reduced_mask(const ir::Node& n, int rank, bool* noop) {
-    std::vector<int> axes = reduce_axes(n, rank);
-    *noop = axes.empty() && n.attr_int("noop_with_empty_axes", 0) != 0;
-    std::vector<bool> mask(rank, axes.empty() && !*noop);
-    for (int a : axes) mask[a] = true;
-    return mask;
-}
-
-OpDef reduce_mean_op() {
-    OpDef d;
-    d.name = "ReduceMean";
-    d.onnx_versions = {1, 11, 13, 18};
-    d.min_inputs = 1;
-    d.max_inputs = 2;
-    d.attrs = {{"keepdims", AttrKind::kInt, ir::Attr(int64_t{1})},
-               {"noop_with_empty_axes", AttrKind::kInt, ir::Attr(int64_t{0})}};
-    d.value_inputs = {1};
-    d.pattern = OpPattern::kCommReduce;
-    d.infer = [](const ir::Node& n) {
-        const auto& x = input_type(n, 0, "data");
-        std::vector<DType> types = float_types();
-        for (DType t : {DType::kInt32, DType::kInt64, DType::kUInt32, DType::kUInt64}) types.push_back(t);
-        check_dtype(n, "data", x.dtype, types);
-        bool noop = false;
-        const std::vector<bool> mask = reduced_mask(n, x.rank(), &noop);
-        if (noop) return std::vector<ir::TensorType>{x};
-        const bool keep = n.attr_int("keepdims", 1) != 0;
-        std::vector<ir::Dim> out;
-        for (int k = 0; k < x.rank(); ++k) {
-            if (!mask[k])
-                out.push_back(x.shape[k]);
-            else if (keep)
-                out.push_back(ir::Dim(1));
-        }
-        return std::vector<ir::TensorType>{{x.dtype, out}};
-    };
-    d.compute = [](const ComputeArgs& a) {
-        te::Tensor x = a.in(0);
-        const int rank = x->ndim();
-        bool noop = false;
-        const std::vector<bool> mask = reduced_mask(a.node, rank, &noop);
-        if (noop) {
-            auto y = te::compute(
-                x->shape, [&](const std::vector<Var>& i) { return te::read(x, i); }, "ReduceMean", a.out_dtype());
-            return std::vector<te::Tensor>{y};
-        }
-        const bool keep = a.node.attr_int("keepdims", 1) != 0;
-        const DType cdt = te::compute_dtype(x->dtype);
-        std::vector<te::IterVar> r;
-        int64_t count = 1;
-        for (int k = 0; k < rank; ++k) {
-            if (!mask[k]) continue;
-            r.push_back(te::reduce_axis(x->shape[k], "r" + std::to_string(k)));
-            count *= x->shape[k];
-        }
-        te::Tensor s = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& o) {
-                std::vector<Expr> idx;
-                size_t oi = 0, ri = 0;
-                for (int k = 0; k < rank; ++k) {
-                    if (mask[k]) {
-                        idx.push_back(r[ri++]->var);
-                        if (keep) ++oi;  // the kept size-1 dim
-                    } else {
-                        idx.push_back(o[oi++]);
-                    }
-                }
-                return te::sum(te::cast(cdt, te::read(x, idx)), r);
-            },
-            "reduce_mean_sum", cdt);
-        // NOTE: count 0 (an empty reduced dim) divides 0 by 0 like ORT: NaN for floats.
-        auto y = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& o) {
-                return te::read(s, o) / te::make_const(cdt, static_cast<double>(count));
-            },
-            "ReduceMean", a.out_dtype());
-        return std::vector<te::Tensor>{y};
-    };
-    return d;
-}
-
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
     r.add(layer_norm_op());
-    r.add(reduce_mean_op());
 }
 
 }  // namespace kiln::op

@@ -1,4 +1,5 @@
-// Pools: MaxPool (optional Indices output), AveragePool, GlobalAveragePool — N-d, NCHW...
+// Pools: MaxPool (optional Indices output), AveragePool, LpPool, GlobalAveragePool,
+// GlobalMaxPool, GlobalLpPool — N-d, NCHW...
 //
 // Both windowed pools read a padded copy of X whose extent covers every window (ceil_mode can
 // reach past the end pad): MaxPool pads with the lowest value, AveragePool with 0.
@@ -7,6 +8,9 @@
 // AveragePool divides by a closed-form count per output element: the number of window
 // positions inside [0, in) (count_include_pad=0) or inside [-pad_begin, in + pad_end)
 // (count_include_pad=1: pad positions count, positions ceil_mode adds beyond them do not).
+// LpPool: (sum over the window of |x|^p)^(1/p) over a zero-padded copy (pads add nothing);
+// p = 1 and 2 use |x| / x*x and sqrt, other p use pow. GlobalLpPool / GlobalMaxPool reduce over
+// every spatial dim.
 #include <string>
 
 #include "op/op_util.h"
@@ -73,7 +77,8 @@ std::vector<te::IterVar> window_axes(const WindowGeometry& g) {
 void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         const std::string& name = st.tensor()->name;
-        if (stage_untouched(st) && (name == "maxpool_pad" || name == "avgpool_pad")) schedule_rows(st);
+        const bool pad = name == "maxpool_pad" || name == "avgpool_pad" || name == "lppool_pad";
+        if (stage_untouched(st) && pad) schedule_rows(st);
     }
     default_schedule(s, outputs);
 }
@@ -255,9 +260,115 @@ OpDef global_average_pool_op() {
     return d;
 }
 
+// ---- LpPool, GlobalLpPool, GlobalMaxPool ----
+
+// |v|^p, with the exact forms for p = 1 and 2.
+Expr abs_pow(Expr v, int64_t p) {
+    if (p == 2) return v * v;
+    Expr a = te::unary(te::UnaryOp::kAbs, v);
+    if (p == 1) return a;
+    return te::binary(te::BinaryOp::kPow, a, te::make_const(v->dtype, static_cast<double>(p)));
+}
+
+// s^(1/p), with the exact forms for p = 1 and 2.
+Expr root(Expr s, int64_t p) {
+    if (p == 1) return s;
+    if (p == 2) return te::unary(te::UnaryOp::kSqrt, s);
+    return te::binary(te::BinaryOp::kPow, s, te::make_const(s->dtype, 1.0 / static_cast<double>(p)));
+}
+
+int64_t lp_order(const ir::Node& n) {
+    const int64_t p = n.attr_int("p", 2);
+    KILN_CHECK(p >= 1, kInvalidModel) << node_label(n) << ": attribute p must be >= 1, got " << p;
+    return p;
+}
+
+OpDef lp_pool_op() {
+    OpDef d;
+    d.name = "LpPool";
+    d.onnx_versions = {2, 11, 18};
+    d.attrs = window_attrs();
+    d.attrs.push_back({"p", AttrKind::kInt, ir::Attr(int64_t{2})});
+    d.pattern = OpPattern::kOutEWiseFusable;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "X");
+        check_dtype(n, "X", x.dtype, float_types());
+        lp_order(n);
+        WindowGeometry g = pool_geometry(n, x.shape);
+        return std::vector<ir::TensorType>{{x.dtype, pool_out_shape(x.shape, g)}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        WindowGeometry g = pool_geometry(a.node, to_dims(x->shape));
+        const int sp = g.spatial();
+        const int64_t p = lp_order(a.node);
+        const DType cdt = te::compute_dtype(a.out_dtype());
+        te::Tensor src = padded_source(x, g, te::make_const(cdt, 0), "lppool_pad");
+        auto rk = window_axes(g);
+        te::Tensor total = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                std::vector<Expr> idx = {i[0], i[1]};
+                for (int dd = 0; dd < sp; ++dd) idx.push_back(window_pos(g, dd, i[2 + dd], rk[dd]));
+                return te::sum(abs_pow(te::cast(cdt, te::read(src, idx)), p), rk);
+            },
+            "lppool_sum", cdt);
+        te::Tensor out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) { return root(te::read(total, i), p); }, "LpPool",
+            a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    d.schedule = pool_schedule;
+    return d;
+}
+
+// GlobalMaxPool (max) and GlobalLpPool (sum of |x|^p, then the p-th root) over all spatial dims.
+OpDef global_pool_op(const char* name, bool is_max) {
+    OpDef d;
+    d.name = name;
+    d.onnx_versions = is_max ? std::vector<int>{1} : std::vector<int>{2};
+    if (!is_max) d.attrs = {{"p", AttrKind::kInt, ir::Attr(int64_t{2})}};
+    d.pattern = OpPattern::kOutEWiseFusable;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "X");
+        check_dtype(n, "X", x.dtype, float_types());
+        KILN_CHECK(x.rank() >= 3, kInvalidModel)
+            << node_label(n) << ": input X must have rank >= 3 (N, C, spatial...), got rank " << x.rank();
+        std::vector<ir::Dim> out = {x.shape[0], x.shape[1]};
+        for (int i = 2; i < x.rank(); ++i) out.push_back(1);
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = [is_max, n = std::string(name)](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        const DType cdt = te::compute_dtype(a.out_dtype());
+        const int64_t p = is_max ? 1 : lp_order(a.node);
+        std::vector<te::IterVar> rk;
+        for (int i = 2; i < x->ndim(); ++i) rk.push_back(te::reduce_axis(x->shape[i], "rk" + std::to_string(i - 2)));
+        auto src = [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx = {i[0], i[1]};
+            for (const auto& r : rk) idx.push_back(r->var);
+            return te::cast(cdt, te::read(x, idx));
+        };
+        if (is_max) {
+            te::Tensor y = te::compute(
+                a.out_shape(), [&](const std::vector<Var>& i) { return te::max_reduce(src(i), rk); }, n, a.out_dtype());
+            return std::vector<te::Tensor>{y};
+        }
+        te::Tensor total = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) { return te::sum(abs_pow(src(i), p), rk); }, "glppool_sum",
+            cdt);
+        te::Tensor y = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) { return root(te::read(total, i), p); }, n, a.out_dtype());
+        return std::vector<te::Tensor>{y};
+    };
+    return d;
+}
+
 }  // namespace
 
 void register_pool_ops(OpRegistry& r) {
+    r.add(lp_pool_op());
+    r.add(global_pool_op("GlobalLpPool", false));
+    r.add(global_pool_op("GlobalMaxPool", true));
     r.add(max_pool_op());
     r.add(average_pool_op());
     r.add(global_average_pool_op());

@@ -1,8 +1,14 @@
-// Shape ops: Flatten, Reshape (constant shape input), Transpose, Concat. All injective; any dtype.
-// Reshape and Flatten read the input at the row-major position of the output element.
+// Shape ops: Flatten, Reshape (constant shape input), Transpose, Concat, Squeeze, Unsqueeze (axes
+// input; the importer turns the pre-13 attribute into it), Shape (start/end) and Size. All
+// injective; any dtype. Reshape, Flatten, Squeeze and Unsqueeze read the input at the row-major
+// position of the output element. Shape and Size depend only on the static input shape: their
+// computes write constants (a select table) and never read the data.
+#include <algorithm>
 #include <numeric>
+#include <utility>
 #include <string>
 
+#include "op/defs/movement_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -220,6 +226,129 @@ OpDef concat_op() {
     return d;
 }
 
+
+// ---- Squeeze / Unsqueeze / Shape / Size ----
+
+// Normalized, de-duplicated axes of an optional constant axes input (input 1).
+std::vector<int> axes_input(const ir::Node& n, int rank, bool* given) {
+    *given = has_input(n, 1);
+    std::vector<int> axes;
+    if (!*given) return axes;
+    std::vector<bool> seen(std::max(rank, 0), false);
+    for (int64_t a : constant_ints(n, 1, "axes")) {
+        int ax = normalize_axis(n, a, rank, "axes");
+        KILN_CHECK(!seen[ax], kInvalidModel) << node_label(n) << ": axis " << a << " repeats in axes";
+        seen[ax] = true;
+        axes.push_back(ax);
+    }
+    return axes;
+}
+
+OpDef squeeze_op() {
+    OpDef d;
+    d.name = "Squeeze";
+    d.onnx_versions = {1, 11, 13, 21, 23};
+    d.min_inputs = 1;
+    d.max_inputs = 2;
+    d.value_inputs = {1};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        bool given = false;
+        std::vector<int> axes = axes_input(n, x.rank(), &given);
+        std::vector<bool> drop(x.rank(), false);
+        if (!given) {
+            for (int i = 0; i < x.rank(); ++i) drop[i] = static_dim(n, x.shape[i], "data") == 1;
+        }
+        for (int ax : axes) {
+            int64_t dim = static_dim(n, x.shape[ax], "data");
+            KILN_CHECK(dim == 1, kInvalidModel)
+                << node_label(n) << ": cannot squeeze axis " << ax << " of size " << dim << " (shape " << dims_str(x.shape) << ")";
+            drop[ax] = true;
+        }
+        std::vector<ir::Dim> out;
+        for (int i = 0; i < x.rank(); ++i)
+            if (!drop[i]) out.push_back(x.shape[i]);
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = reshape_compute;
+    return d;
+}
+
+OpDef unsqueeze_op() {
+    OpDef d;
+    d.name = "Unsqueeze";
+    d.onnx_versions = {1, 11, 13, 21, 23};
+    d.min_inputs = d.max_inputs = 2;
+    d.value_inputs = {1};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        const int out_rank = x.rank() + static_cast<int>(constant_ints(n, 1, "axes").size());
+        bool given = false;
+        std::vector<int> axes = axes_input(n, out_rank, &given);
+        std::vector<bool> ins(out_rank, false);
+        for (int ax : axes) ins[ax] = true;
+        std::vector<ir::Dim> out;
+        size_t k = 0;
+        for (int i = 0; i < out_rank; ++i) out.push_back(ins[i] ? ir::Dim(int64_t{1}) : x.shape[k++]);
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = reshape_compute;
+    return d;
+}
+
+// Shape-15 start/end: clamped into [0, rank] after adding rank to negatives.
+std::pair<int64_t, int64_t> shape_range(const ir::Node& n, int rank) {
+    auto clampr = [rank](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+    int64_t start = clampr(n.attr_int("start", 0));
+    int64_t end = n.has_attr("end") ? clampr(n.attr_int("end", rank)) : rank;
+    return {start, std::max(end, start)};
+}
+
+OpDef shape_op() {
+    OpDef d;
+    d.name = "Shape";
+    d.onnx_versions = {1, 13, 15, 19, 21, 23};
+    d.attrs = {{"start", AttrKind::kInt, ir::Attr(int64_t{0})}, {"end", AttrKind::kInt, std::nullopt}};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        auto [start, end] = shape_range(n, x.rank());
+        for (int64_t i = start; i < end; ++i) static_dim(n, x.shape[i], "data");
+        return std::vector<ir::TensorType>{{DType::kInt64, {end - start}}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        const te::Tensor& x = a.in(0);
+        auto [start, end] = shape_range(a.node, x->ndim());
+        std::vector<int64_t> dims(x->shape.begin() + start, x->shape.begin() + end);
+        auto out = te::compute(
+            a.out_shape(),
+            [&](const std::vector<Var>& i) { return dims.empty() ? te::int_imm(0) : const_table(i[0], dims); }, "Shape",
+            DType::kInt64);
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+OpDef size_op() {
+    OpDef d;
+    d.name = "Size";
+    d.onnx_versions = {1, 13, 19, 21, 23};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        for (const auto& dim : x.shape) static_dim(n, dim, "data");
+        return std::vector<ir::TensorType>{{DType::kInt64, {}}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        const int64_t numel = a.in(0)->numel();
+        auto out = te::compute({}, [&](const std::vector<Var>&) { return te::int_imm(numel); }, "Size", DType::kInt64);
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
@@ -227,6 +356,10 @@ void register_shape_ops(OpRegistry& r) {
     r.add(reshape_op());
     r.add(transpose_op());
     r.add(concat_op());
+    r.add(squeeze_op());
+    r.add(unsqueeze_op());
+    r.add(shape_op());
+    r.add(size_op());
 }
 
 }  // namespace kiln::op

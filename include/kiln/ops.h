@@ -1,0 +1,20 @@
+// The operators Kiln implements, as the public API sees them (for `kiln ops` and docs/ops.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct OpInfo {
+    std::string name;
+    std::vector<int> onnx_versions;  // ONNX since-versions implemented, ascending
+    std::string pattern;             // fusion pattern: elemwise, broadcast, injective, ...
+    int min_inputs = 0, max_inputs = 0;  // max_inputs < 0: variadic
+    int min_outputs = 0, max_outputs = 0;
+};
+
+/// Every registered op, sorted by name.
+std::vector<OpInfo> supported_ops();
+
+}  // namespace kiln

@@ -1,0 +1,24 @@
+// Compile-time evaluation of one node whose result does not depend on runtime data.
+//
+// A node folds when every tensor its compute reads is a constant (Shape and Size read no
+// tensor at all: their result is the input's static shape) and its outputs are small. It is
+// evaluated through the op's own TE compute, lowered unscheduled and run by the tir interpreter
+// (STYLE rule 7: no second evaluator), and its outputs become graph constants that keep the
+// outputs' names. This is what makes Shape -> Gather -> Concat -> Reshape chains (PyTorch
+// exports) compile: the Reshape target becomes a constant before Reshape is inferred.
+// The graph-level constant folding pass of the optimization pipeline will reuse this.
+#pragma once
+
+#include "ir/graph.h"
+
+namespace kiln::compiler {
+
+/// Largest output (elements, all outputs together) folded: bigger results stay kernels so
+/// weights are not duplicated into new constants.
+constexpr int64_t kMaxFoldedElements = 1 << 16;
+
+/// Folds `n` if it qualifies (types must be inferred). Returns true if the node was replaced
+/// by constants and erased.
+bool fold_constant_node(ir::Graph& g, ir::Node* n);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,23 @@
+// kiln::supported_ops(): the public view of the operator registry.
+#include "kiln/ops.h"
+#include "op/registry.h"
+
+namespace kiln {
+
+std::vector<OpInfo> supported_ops() {
+    std::vector<OpInfo> out;
+    for (const op::OpDef* d : op::OpRegistry::global().all()) {
+        OpInfo i;
+        i.name = d->name;
+        i.onnx_versions = d->onnx_versions;
+        i.pattern = op::op_pattern_name(d->pattern);
+        i.min_inputs = d->min_inputs;
+        i.max_inputs = d->max_inputs;
+        i.min_outputs = d->min_outputs;
+        i.max_outputs = d->max_outputs;
+        out.push_back(std::move(i));
+    }
+    return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,269 @@
+// Data-movement ops whose output element reads one input element at computed indices:
+//  - Expand (opset 8/13): numpy broadcast of the input against the constant `shape` input;
+//  - Tile (6/13): out[i] = x[i mod x.shape] with out.shape = x.shape * repeats (constant);
+//  - DepthToSpace (1/11/13), mode DCR (default) or CRD, and SpaceToDepth (1/13), NCHW:
+//      DCR: out[n, c, y, x] = in[n, ((y % b) * b + x % b) * C' + c, y / b, x / b]
+//      CRD: out[n, c, y, x] = in[n, c * b * b + (y % b) * b + x % b, y / b, x / b]
+//      SpaceToDepth: out[n, (i * b + j) * C + c, h, w] = in[n, c, h * b + i, w * b + j];
+//  - Trilu (14): keeps x where j - i >= k (upper) or j - i <= k (lower), else 0; k is read at
+//    run time from the optional scalar input;
+//  - ReverseSequence (10): along time_axis, the first seq_lens[b] elements of batch b are
+//    reversed (lengths read at run time, clamped into [0, T]);
+//  - Dropout (inference): identity, optional mask output all true. training_mode (a value
+//    input) true with a ratio other than 0 is random and kUnsupported.
+#include <string>
+
+#include "op/broadcast.h"
+#include "op/defs/movement_util.h"
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+OpDef expand_op() {
+    OpDef d;
+    d.name = "Expand";
+    d.onnx_versions = {8, 13};
+    d.min_inputs = d.max_inputs = 2;
+    d.value_inputs = {1};
+    d.pattern = OpPattern::kBroadcast;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "input");
+        std::vector<int64_t> shape = constant_ints(n, 1, "shape");
+        for (int64_t s : shape)
+            KILN_CHECK(s >= 0, kInvalidModel) << node_label(n) << ": negative dimension " << s << " in shape";
+        return std::vector<ir::TensorType>{{x.dtype, broadcast_shapes(n, {x.shape, to_dims(shape)})}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) { return broadcast_read(x, i); }, "Expand", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+OpDef tile_op() {
+    OpDef d;
+    d.name = "Tile";
+    d.onnx_versions = {6, 13};
+    d.min_inputs = d.max_inputs = 2;
+    d.value_inputs = {1};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "input");
+        std::vector<int64_t> rep = constant_ints(n, 1, "repeats");
+        KILN_CHECK(static_cast<int>(rep.size()) == x.rank(), kInvalidModel)
+            << node_label(n) << ": repeats has " << rep.size() << " entries but the input has rank " << x.rank();
+        std::vector<ir::Dim> out;
+        for (int i = 0; i < x.rank(); ++i) {
+            KILN_CHECK(rep[i] >= 0, kInvalidModel) << node_label(n) << ": negative repeat " << rep[i];
+            out.push_back(static_dim(n, x.shape[i], "input") * rep[i]);
+        }
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                std::vector<Expr> idx;
+                for (size_t k = 0; k < i.size(); ++k)
+                    idx.push_back(x->shape[k] == 1 ? te::int_imm(0) : te::floormod(i[k], te::int_imm(x->shape[k])));
+                return te::read(x, idx);
+            },
+            "Tile", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+// DepthToSpace (to_space) / SpaceToDepth: 4-D NCHW, blocksize b.
+OpDef space_depth_op(bool to_space) {
+    OpDef d;
+    d.name = to_space ? "DepthToSpace" : "SpaceToDepth";
+    d.onnx_versions = to_space ? std::vector<int>{1, 11, 13} : std::vector<int>{1, 13};
+    d.attrs = {{"blocksize", AttrKind::kInt, std::nullopt, /*required=*/true}};
+    if (to_space) d.attrs.push_back({"mode", AttrKind::kString, ir::Attr(std::string("DCR"))});
+    d.pattern = OpPattern::kInjective;
+    d.infer = [to_space](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "input");
+        check_rank(n, "input", x.rank(), 4);
+        const int64_t b = n.attr_int("blocksize", 1);
+        KILN_CHECK(b >= 1, kInvalidModel) << node_label(n) << ": blocksize must be >= 1, got " << b;
+        if (to_space) {
+            const std::string mode = n.attr_string("mode", "DCR");
+            KILN_CHECK(mode == "DCR" || mode == "CRD", kInvalidModel)
+                << node_label(n) << ": mode must be DCR or CRD, got '" << mode << "'";
+        }
+        int64_t dims[4];
+        for (int i = 0; i < 4; ++i) dims[i] = static_dim(n, x.shape[i], "input");
+        if (to_space) {
+            KILN_CHECK(dims[1] % (b * b) == 0, kInvalidModel)
+                << node_label(n) << ": channels " << dims[1] << " are not divisible by blocksize^2 = " << b * b;
+            return std::vector<ir::TensorType>{{x.dtype, {dims[0], dims[1] / (b * b), dims[2] * b, dims[3] * b}}};
+        }
+        KILN_CHECK(dims[2] % b == 0 && dims[3] % b == 0, kInvalidModel)
+            << node_label(n) << ": spatial dims " << dims_str(x.shape) << " are not divisible by blocksize " << b;
+        return std::vector<ir::TensorType>{{x.dtype, {dims[0], dims[1] * b * b, dims[2] / b, dims[3] / b}}};
+    };
+    d.compute = [to_space](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        const int64_t b = a.node.attr_int("blocksize", 1);
+        const bool crd = to_space && a.node.attr_string("mode", "DCR") == "CRD";
+        const Shape os = a.out_shape();
+        auto bi = [b](const Expr& e) { return te::floordiv(e, te::int_imm(b)); };
+        auto bm = [b](const Expr& e) { return te::floormod(e, te::int_imm(b)); };
+        auto out = te::compute(
+            os, [&](const std::vector<Var>& o) {
+                if (to_space) {
+                    Expr off = bm(o[2]) * b + bm(o[3]);
+                    Expr c = crd ? Expr(o[1]) * (b * b) + off : off * os[1] + Expr(o[1]);
+                    return te::read(x, {o[0], c, bi(o[2]), bi(o[3])});
+                }
+                const int64_t C = x->shape[1];
+                Expr blk = te::floordiv(o[1], te::int_imm(C));  // i * b + j
+                Expr c = te::floormod(o[1], te::int_imm(C));
+                return te::read(x, {o[0], c, Expr(o[2]) * b + bi(blk), Expr(o[3]) * b + bm(blk)});
+            },
+            to_space ? "DepthToSpace" : "SpaceToDepth", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+OpDef trilu_op() {
+    OpDef d;
+    d.name = "Trilu";
+    d.onnx_versions = {14};
+    d.min_inputs = 1;
+    d.max_inputs = 2;
+    d.attrs = {{"upper", AttrKind::kInt, ir::Attr(int64_t{1})}};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "input");
+        KILN_CHECK(x.rank() >= 2, kInvalidModel) << node_label(n) << ": input must have rank >= 2, got " << x.rank();
+        if (has_input(n, 1)) {
+            const auto& k = input_type(n, 1, "k");
+            check_dtype(n, "k", k.dtype, {DType::kInt64});
+            KILN_CHECK(k.rank() == 0 || (k.rank() == 1 && k.shape[0] == ir::Dim(int64_t{1})), kInvalidModel)
+                << node_label(n) << ": k must be a scalar, got shape " << dims_str(k.shape);
+        }
+        return std::vector<ir::TensorType>{x};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        const bool upper = a.node.attr_int("upper", 1) != 0;
+        const int r = x->ndim();
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                Expr k = a.has_input(1) ? read_scalar(a.in(1)) : te::int_imm(0);
+                Expr diff = Expr(i[r - 1]) - Expr(i[r - 2]);
+                Expr keep = upper ? diff >= k : diff <= k;
+                return te::select(keep, te::read(x, i), te::make_const(te::compute_dtype(x->dtype), 0));
+            },
+            "Trilu", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+OpDef reverse_sequence_op() {
+    OpDef d;
+    d.name = "ReverseSequence";
+    d.onnx_versions = {10};
+    d.min_inputs = d.max_inputs = 2;
+    d.attrs = {{"batch_axis", AttrKind::kInt, ir::Attr(int64_t{1})}, {"time_axis", AttrKind::kInt, ir::Attr(int64_t{0})}};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "input");
+        const auto& lens = input_type(n, 1, "sequence_lens");
+        check_dtype(n, "sequence_lens", lens.dtype, {DType::kInt64});
+        KILN_CHECK(x.rank() >= 2, kInvalidModel) << node_label(n) << ": input must have rank >= 2, got " << x.rank();
+        int b = normalize_axis(n, n.attr_int("batch_axis", 1), x.rank(), "batch_axis");
+        int t = normalize_axis(n, n.attr_int("time_axis", 0), x.rank(), "time_axis");
+        KILN_CHECK(b != t && b <= 1 && t <= 1, kInvalidModel)
+            << node_label(n) << ": batch_axis and time_axis must be 0 and 1 in some order, got " << b << " and " << t;
+        check_rank(n, "sequence_lens", lens.rank(), 1);
+        KILN_CHECK(lens.shape[0] == x.shape[b], kInvalidModel)
+            << node_label(n) << ": sequence_lens has shape " << dims_str(lens.shape) << " but the batch dim is "
+            << dims_str({x.shape[b]});
+        return std::vector<ir::TensorType>{x};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0), lens = a.in(1);
+        const int b = normalize_axis(a.node, a.node.attr_int("batch_axis", 1), x->ndim(), "batch_axis");
+        const int t = normalize_axis(a.node, a.node.attr_int("time_axis", 0), x->ndim(), "time_axis");
+        const int64_t T = x->shape[t];
+        auto out = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                Expr len = te::min(te::max(te::read(lens, {Expr(i[b])}), te::int_imm(0)), te::int_imm(T));
+                std::vector<Expr> idx(i.begin(), i.end());
+                idx[t] = te::select(Expr(i[t]) < len, len - 1 - Expr(i[t]), Expr(i[t]));
+                idx[t] = clamp_index(idx[t], T);
+                return te::read(x, idx);
+            },
+            "ReverseSequence", a.out_dtype());
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
+// True when Dropout runs in training mode with a nonzero ratio (random output).
+bool dropout_is_random(const ir::Node& n) {
+    if (!has_input(n, 2)) return false;
+    if (constant_scalar(n, 2, "training_mode").get_i64(0) == 0) return false;
+    double ratio = has_input(n, 1) ? constant_scalar(n, 1, "ratio").get_f64(0) : 0.5;
+    return ratio != 0.0;
+}
+
+OpDef dropout_op() {
+    OpDef d;
+    d.name = "Dropout";
+    d.onnx_versions = {1, 6, 7, 10, 12, 13, 22};
+    d.min_inputs = 1;
+    d.max_inputs = 3;
+    d.max_outputs = 2;
+    d.attrs = {{"seed", AttrKind::kInt, std::nullopt}};
+    d.value_inputs = {1, 2};
+    d.pattern = OpPattern::kElemWise;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        check_dtype(n, "data", x.dtype, float_types());
+        KILN_CHECK(!dropout_is_random(n), kUnsupported)
+            << node_label(n) << ": training_mode=true with a nonzero ratio (random dropout) is not supported";
+        std::vector<ir::TensorType> out{x};
+        if (n.num_outputs() > 1) out.push_back({DType::kBool, x.shape});
+        return out;
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        std::vector<te::Tensor> outs{te::compute(
+            a.out_shape(), [&](const std::vector<Var>& i) { return te::read(x, i); }, "Dropout", a.out_dtype())};
+        if (a.output_types.size() > 1)
+            outs.push_back(te::compute(
+                a.out_shape(1), [](const std::vector<Var>&) { return te::int_imm(1, DType::kBool); }, "DropoutMask",
+                DType::kBool));
+        return outs;
+    };
+    return d;
+}
+
+}  // namespace
+
+void register_movement_ops(OpRegistry& r) {
+    r.add(expand_op());
+    r.add(tile_op());
+    r.add(space_depth_op(true));
+    r.add(space_depth_op(false));
+    r.add(trilu_op());
+    r.add(reverse_sequence_op());
+    r.add(dropout_op());
+}
+
+}  // namespace kiln::op

@@ -1,0 +1,276 @@
+// The Reduce* family and the arg-reductions, one table row per op.
+//
+// Reduce* (axes as a constant input: from opset 13 for ReduceSum, 18 for the others; the
+// importer's adapter turns the older `axes` attribute into that input). Every op is
+//   acc = combine over the reduced axes of pre(x)     (stage "<op>_acc", in the compute type)
+//   y   = post(acc, count)                            (stage "<op>", the input dtype)
+// with (pre, combine, post):
+//   ReduceSum (x, +, acc)          ReduceMean (x, +, acc / count; ints truncate)
+//   ReduceMax (x, max, acc)        ReduceMin (x, min, acc)        ReduceProd (x, *, acc)
+//   ReduceL1 (|x|, +, acc)         ReduceL2 (x*x, +, sqrt(acc))   ReduceSumSquare (x*x, +, acc)
+//   ReduceLogSum (x, +, log(acc))
+//   ReduceLogSumExp: m = max over the axes (stage "<op>_max"), acc = sum exp(x - m),
+//                    y = log(acc) + m (overflow-free; an empty set gives log(0) + -inf = -inf).
+// Empty / omitted axes reduce everything, or copy the input with noop_with_empty_axes=1. An
+// empty reduced dim gives the combiner's identity (0, -inf, +inf, 1) through post, as ONNX
+// specifies for empty sets. Integer inputs of L2/LogSum/LogSumExp apply post in f64 and
+// truncate back. Pattern kCommReduce.
+//
+// ArgMax / ArgMin: TE has no arg-reduction, so two stages: m = max (min) over the axis, then
+// the min (first) or max (select_last_index) of the positions r where x[..r..] == m.
+#include <functional>
+#include <set>
+#include <string>
+
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+// ---- axes ----
+
+// The reduced axes (sorted, normalized); empty when the axes input is omitted or empty.
+std::vector<int> reduce_axes(const ir::Node& n, int rank) {
+    std::set<int> axes;
+    if (has_input(n, 1)) {
+        for (int64_t a : constant_ints(n, 1, "axes")) {
+            const int ax = normalize_axis(n, a, rank, "axes");
+            KILN_CHECK(axes.insert(ax).second, kInvalidModel)
+                << node_label(n) << ": axis " << a << " appears more than once in input axes";
+        }
+    }
+    return {axes.begin(), axes.end()};
+}
+
+// Every axis is reduced when no axes are given (and noop_with_empty_axes=0).
+std::vector<bool> reduced_mask(const ir::Node& n, int rank, bool* noop) {
+    std::vector<int> axes = reduce_axes(n, rank);
+    *noop = axes.empty() && n.attr_int("noop_with_empty_axes", 0) != 0;
+    std::vector<bool> mask(rank, axes.empty() && !*noop);
+    for (int a : axes) mask[a] = true;
+    return mask;
+}
+
+// ---- the generic Reduce* row ----
+
+struct ReduceKind {
+    const char* name;
+    std::vector<int> versions;
+    std::vector<DType> dtypes;
+    te::ReduceOp combine;
+    std::function<Expr(Expr)> pre;                          // x (compute type) -> summand
+    std::function<Expr(Expr acc, Expr count)> post;         // may be empty: identity
+    bool float_post = false;                                // post in f64 for integer inputs
+    bool log_sum_exp = false;
+};
+
+std::vector<DType> with_types(std::vector<DType> base, std::initializer_list<DType> more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+}
+
+Expr ident(Expr x) { return x; }
+Expr square(Expr x) { return x * x; }
+Expr absval(Expr x) { return te::unary(te::UnaryOp::kAbs, x); }
+
+OpDef reduce_op(const ReduceKind& k) {
+    OpDef d;
+    d.name = k.name;
+    d.onnx_versions = k.versions;
+    d.min_inputs = 1;
+    d.max_inputs = 2;
+    d.attrs = {{"keepdims", AttrKind::kInt, ir::Attr(int64_t{1})},
+               {"noop_with_empty_axes", AttrKind::kInt, ir::Attr(int64_t{0})}};
+    d.value_inputs = {1};
+    d.pattern = OpPattern::kCommReduce;
+    d.infer = [k](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        check_dtype(n, "data", x.dtype, k.dtypes);
+        bool noop = false;
+        const std::vector<bool> mask = reduced_mask(n, x.rank(), &noop);
+        if (noop) return std::vector<ir::TensorType>{x};
+        const bool keep = n.attr_int("keepdims", 1) != 0;
+        std::vector<ir::Dim> out;
+        for (int i = 0; i < x.rank(); ++i) {
+            if (!mask[i])
+                out.push_back(x.shape[i]);
+            else if (keep)
+                out.push_back(ir::Dim(1));
+        }
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = [k](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        const int rank = x->ndim();
+        const std::string name = k.name;
+        bool noop = false;
+        const std::vector<bool> mask = reduced_mask(a.node, rank, &noop);
+        if (noop) {
+            auto y = te::compute(
+                x->shape, [&](const std::vector<Var>& i) { return te::read(x, i); }, name, a.out_dtype());
+            return std::vector<te::Tensor>{y};
+        }
+        const bool keep = a.node.attr_int("keepdims", 1) != 0;
+        const DType cdt = te::compute_dtype(x->dtype);
+        int64_t count = 1;
+        for (int i = 0; i < rank; ++i)
+            if (mask[i]) count *= x->shape[i];
+        auto make_axes = [&] {
+            std::vector<te::IterVar> r;
+            for (int i = 0; i < rank; ++i)
+                if (mask[i]) r.push_back(te::reduce_axis(x->shape[i], "r" + std::to_string(i)));
+            return r;
+        };
+        // The input index of output index o with the reduced dims at the reduce vars r.
+        auto in_index = [&](const std::vector<Var>& o, const std::vector<te::IterVar>& r) {
+            std::vector<Expr> idx;
+            size_t oi = 0, ri = 0;
+            for (int i = 0; i < rank; ++i) {
+                if (mask[i]) {
+                    idx.push_back(r[ri++]->var);
+                    if (keep) ++oi;  // the kept size-1 dim
+                } else {
+                    idx.push_back(o[oi++]);
+                }
+            }
+            return idx;
+        };
+        te::Tensor m;
+        if (k.log_sum_exp) {
+            const auto r = make_axes();
+            m = te::compute(
+                a.out_shape(), [&](const std::vector<Var>& o) {
+                    return te::max_reduce(te::cast(cdt, te::read(x, in_index(o, r))), r);
+                },
+                name + "_max", cdt);
+        }
+        const auto r = make_axes();
+        te::Tensor acc = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& o) {
+                Expr v = te::cast(cdt, te::read(x, in_index(o, r)));
+                if (m) v = te::unary(te::UnaryOp::kExp, v - te::read(m, o));
+                v = k.pre(v);
+                switch (k.combine) {
+                    case te::ReduceOp::kSum: return te::sum(v, r);
+                    case te::ReduceOp::kMax: return te::max_reduce(v, r);
+                    case te::ReduceOp::kMin: return te::min_reduce(v, r);
+                    case te::ReduceOp::kProd: return te::prod_reduce(v, r);
+                }
+                return Expr();
+            },
+            k.post || m ? name + "_acc" : name, k.post || m ? cdt : a.out_dtype());
+        if (!k.post && !m) return std::vector<te::Tensor>{acc};
+        // NOTE: ReduceMean over an empty set divides 0 by 0 like ORT: NaN for floats.
+        const DType pdt = k.float_post && !dtype_is_float(cdt) ? DType::kFloat64 : cdt;
+        auto y = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& o) {
+                Expr v = te::cast(pdt, te::read(acc, o));
+                if (k.post) v = k.post(v, te::make_const(pdt, static_cast<double>(count)));
+                if (m) v = v + te::cast(pdt, te::read(m, o));
+                return v;
+            },
+            name, a.out_dtype());
+        return std::vector<te::Tensor>{y};
+    };
+    return d;
+}
+
+std::vector<ReduceKind> reduce_kinds() {
+    using te::ReduceOp;
+    using te::UnaryOp;
+    const std::vector<DType> sum_types =
+        with_types(float_types(), {DType::kInt32, DType::kInt64, DType::kUInt32, DType::kUInt64});
+    const std::vector<DType> minmax_types = with_types(numeric_types(), {DType::kBool});
+    const std::vector<int> v18 = {1, 11, 13, 18};
+    auto log_post = [](Expr acc, Expr) { return te::unary(UnaryOp::kLog, acc); };
+    return {
+        {"ReduceL1", v18, sum_types, ReduceOp::kSum, absval, nullptr},
+        {"ReduceL2", v18, sum_types, ReduceOp::kSum, square,
+         [](Expr acc, Expr) { return te::unary(UnaryOp::kSqrt, acc); }, true},
+        {"ReduceLogSum", v18, sum_types, ReduceOp::kSum, ident, log_post, true},
+        {"ReduceLogSumExp", v18, float_types(), ReduceOp::kSum, ident, log_post, true, true},
+        {"ReduceMax", {1, 11, 12, 13, 18, 20}, minmax_types, ReduceOp::kMax, ident, nullptr},
+        {"ReduceMean", v18, sum_types, ReduceOp::kSum, ident, [](Expr acc, Expr count) { return acc / count; }},
+        {"ReduceMin", {1, 11, 12, 13, 18, 20}, minmax_types, ReduceOp::kMin, ident, nullptr},
+        {"ReduceProd", v18, sum_types, ReduceOp::kProd, ident, nullptr},
+        {"ReduceSum", {1, 11, 13}, sum_types, ReduceOp::kSum, ident, nullptr},
+        {"ReduceSumSquare", v18, sum_types, ReduceOp::kSum, square, nullptr},
+    };
+}
+
+// ---- ArgMax / ArgMin ----
+
+// Indices of x with position `axis` replaced by `at`.
+std::vector<Expr> with_axis(const std::vector<Var>& i, int axis, Expr at) {
+    std::vector<Expr> idx(i.begin(), i.end());
+    idx[axis] = std::move(at);
+    return idx;
+}
+
+OpDef arg_reduce_op(bool is_max) {
+    OpDef d;
+    d.name = is_max ? "ArgMax" : "ArgMin";
+    d.onnx_versions = {1, 11, 12, 13};
+    d.attrs = {{"axis", AttrKind::kInt, ir::Attr(int64_t{0})},
+               {"keepdims", AttrKind::kInt, ir::Attr(int64_t{1})},
+               {"select_last_index", AttrKind::kInt, ir::Attr(int64_t{0})}};
+    d.pattern = OpPattern::kCommReduce;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        check_dtype(n, "data", x.dtype, numeric_types());
+        KILN_CHECK(x.rank() >= 1, kInvalidModel) << node_label(n) << ": input data must have rank >= 1";
+        const int axis = normalize_axis(n, n.attr_int("axis", 0), x.rank());
+        std::vector<ir::Dim> out = x.shape;
+        if (n.attr_int("keepdims", 1) != 0)
+            out[axis] = 1;
+        else
+            out.erase(out.begin() + axis);
+        return std::vector<ir::TensorType>{{DType::kInt64, out}};
+    };
+    d.compute = [is_max, name = d.name](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        const int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), x->ndim());
+        const bool keep = a.node.attr_int("keepdims", 1) != 0;
+        const bool last = a.node.attr_int("select_last_index", 0) != 0;
+        const int64_t extent = x->shape[axis];
+        Shape red = x->shape;
+        red[axis] = 1;
+        te::IterVar r1 = te::reduce_axis(extent, "r");
+        te::Tensor m = te::compute(
+            red, [&](const std::vector<Var>& i) {
+                Expr v = te::read(x, with_axis(i, axis, r1->var));
+                return is_max ? te::max_reduce(v, {r1}) : te::min_reduce(v, {r1});
+            },
+            is_max ? "argmax_max" : "argmin_min", te::compute_dtype(x->dtype));
+        te::IterVar r2 = te::reduce_axis(extent, "r");
+        te::Tensor idx = te::compute(
+            a.out_shape(), [&](const std::vector<Var>& o) {
+                // Output index -> full-rank index; the axis position is replaced below.
+                std::vector<Var> full = o;
+                if (!keep) full.insert(full.begin() + axis, te::make_var("unused"));
+                Expr hit = te::eq(te::read(x, with_axis(full, axis, r2->var)),
+                                  te::read(m, with_axis(full, axis, te::int_imm(0))));
+                if (last) return te::max_reduce(te::select(hit, Expr(r2->var), te::int_imm(-1)), {r2});
+                return te::min_reduce(te::select(hit, Expr(r2->var), te::int_imm(extent)), {r2});
+            },
+            name, DType::kInt64);
+        return std::vector<te::Tensor>{idx};
+    };
+    return d;
+}
+
+}  // namespace
+
+void register_reduce_ops(OpRegistry& r) {
+    for (const ReduceKind& k : reduce_kinds()) r.add(reduce_op(k));
+    r.add(arg_reduce_op(true));
+    r.add(arg_reduce_op(false));
+}
+
+}  // namespace kiln::op

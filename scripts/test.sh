@@ -19,4 +19,4 @@ python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" \
   --expected "$ROOT/tests/conformance/expected_pass.txt"
 
 echo "== pytest (CLI, models vs ONNX Runtime, errors)"
-KILN_BIN="$BUILD/bin/kiln" python3 -m pytest -q "$ROOT/tests/models" "$ROOT/tests/cli"
+KILN_BIN="$BUILD/bin/kiln" python3 -m pytest -q "$ROOT/tests/models" "$ROOT/tests/cli" "$ROOT/tests/conformance"

@@ -7,6 +7,7 @@ const OpRegistry& OpRegistry::global() {
     static const OpRegistry registry = [] {
         OpRegistry r;
         // keep-sorted
+        register_attention_ops(r);
         register_cast_ops(r);
         register_compare_logic_ops(r);
         register_conv_ops(r);
@@ -14,7 +15,9 @@ const OpRegistry& OpRegistry::global() {
         register_elementwise_ops(r);
         register_gather_ops(r);
         register_generator_ops(r);
+        register_grid_sample_ops(r);
         register_index_ops(r);
+        register_loss_ops(r);
         register_matmul_ops(r);
         register_movement_ops(r);
         register_nn_ops(r);
@@ -22,6 +25,8 @@ const OpRegistry& OpRegistry::global() {
         register_norm_ops(r);
         register_pool_ops(r);
         register_reduce_ops(r);
+        register_resize_ops(r);
+        register_rms_norm_ops(r);
         register_scan_ops(r);
         register_shape_ops(r);
         register_slice_pad_ops(r);

@@ -45,6 +45,11 @@ void register_movement_ops(OpRegistry& r);   // Expand, Tile, DepthToSpace, Spac
 void register_slice_pad_ops(OpRegistry& r);  // Slice, Split, Pad, Compress, CenterCropPad
 void register_index_ops(OpRegistry& r);      // GatherElements, GatherND, Scatter*, ScatterND, OneHot
 void register_generator_ops(OpRegistry& r);  // Range, ConstantOfShape, EyeLike
+void register_resize_ops(OpRegistry& r);       // Resize
+void register_grid_sample_ops(OpRegistry& r);  // GridSample
+void register_attention_ops(OpRegistry& r);  // Attention, RotaryEmbedding
+void register_rms_norm_ops(OpRegistry& r);   // RMSNormalization
+void register_loss_ops(OpRegistry& r);       // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws
 /// kiln::Error naming the node. Fills in defaults for missing attributes that have one.

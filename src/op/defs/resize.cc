@@ -1,0 +1,419 @@
+// Resize (opset 10/11/13/18/19), following onnx.reference.ops.op_resize:
+//  - Output size: from `sizes` (optionally with keep_aspect_ratio_policy not_larger/not_smaller,
+//    which picks one scale for all `axes` and rounds size = int(scale * in + 0.5)), else
+//    floor(scales[d] * in[d]). roi/scales/sizes are value inputs (compile-time constants).
+//  - Per axis, the source coordinate x_ori of output index x comes from the
+//    coordinate_transformation_mode formula, evaluated in f64 in the reference's operation order
+//    (nearest-mode rounding decisions depend on exact ties). With base = ceil(x_ori) - 1 and
+//    ratio = x_ori - base in (0, 1], the taps are the n input indices nearest to x_ori (ties to
+//    the smaller): base + i for i in [1 - n/2, n/2], clamped into the axis (the reference pads
+//    with edge values). Weights: nearest picks base or base+1 by nearest_mode; linear
+//    [1-ratio, ratio]; cubic the Keys kernel with cubic_coeff_a; antialias (downscale s < 1)
+//    widens the linear/cubic kernel by 1/s and normalizes; exclude_outside zeroes the weights
+//    of taps outside the axis and renormalizes. tf_crop_and_resize maps through roi and yields
+//    extrapolation_value where x_ori falls outside [0, in-1].
+//  - Nearest is one gather stage. Linear/cubic are separable: one stage per resized axis, last
+//    axis first (the reference's recursion order), intermediates in f64, final cast to X's
+//    dtype. Axes whose mapping is the identity are skipped.
+//  - The 2-input form (opset 10: X, scales) uses asymmetric coordinates; its nearest rounds
+//    down when upsampling and up when downsampling (ONNX Runtime's opset-10 behaviour).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+namespace {
+
+using te::Expr;
+using te::Var;
+
+constexpr DType kF64 = DType::kFloat64;
+
+/// Everything the coordinate math needs for one node, resolved from constants and attributes.
+struct ResizePlan {
+    std::vector<int64_t> in, out;
+    std::vector<double> scale;      // per-axis scale factor (f64 view)
+    std::vector<double> out_width;  // scale * in as the reference computes it (f32 for `scales`)
+    std::vector<double> roi0, roi1;
+    std::string mode, ctm, nearest_mode;
+    bool legacy = false;  // opset-10 two-input form
+};
+
+const Tensor* const_input(const ir::Node& n, size_t i, const char* what) {
+    if (!has_input(n, i)) return nullptr;
+    const ir::Value* v = n.input(i);
+    KILN_CHECK(v->is_constant(), kUnsupported)
+        << node_label(n) << ": input " << what << " must be a constant at compile time";
+    return v->constant().numel() == 0 ? nullptr : &v->constant();
+}
+
+ResizePlan make_plan(const ir::Node& n, const std::vector<int64_t>& in) {
+    ResizePlan p;
+    const int r = static_cast<int>(in.size());
+    p.in = in;
+    p.legacy = n.inputs().size() == 2;
+    p.mode = n.attr_string("mode", "nearest");
+    p.ctm = p.legacy ? "asymmetric" : n.attr_string("coordinate_transformation_mode", "half_pixel");
+    p.nearest_mode = p.legacy ? "legacy" : n.attr_string("nearest_mode", "round_prefer_floor");
+    KILN_CHECK(p.mode == "nearest" || p.mode == "linear" || p.mode == "cubic", kInvalidModel)
+        << node_label(n) << ": mode must be nearest, linear or cubic, got '" << p.mode << "'";
+    static const char* const kCtm[] = {"half_pixel",         "half_pixel_symmetric",
+                                       "pytorch_half_pixel", "align_corners",
+                                       "asymmetric",         "tf_crop_and_resize"};
+    KILN_CHECK(std::find(std::begin(kCtm), std::end(kCtm), p.ctm) != std::end(kCtm), kInvalidModel)
+        << node_label(n) << ": unknown coordinate_transformation_mode '" << p.ctm << "'";
+    static const char* const kNm[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil",
+                                      "legacy"};
+    KILN_CHECK(std::find(std::begin(kNm), std::end(kNm), p.nearest_mode) != std::end(kNm),
+               kInvalidModel)
+        << node_label(n) << ": unknown nearest_mode '" << p.nearest_mode << "'";
+    const std::string policy = n.attr_string("keep_aspect_ratio_policy", "stretch");
+    KILN_CHECK(policy == "stretch" || policy == "not_larger" || policy == "not_smaller",
+               kInvalidModel)
+        << node_label(n) << ": unknown keep_aspect_ratio_policy '" << policy << "'";
+
+    std::vector<int> axes;
+    for (int64_t a : n.attr_ints("axes", {})) axes.push_back(normalize_axis(n, a, r, "axes"));
+    if (axes.empty())
+        for (int d = 0; d < r; ++d) axes.push_back(d);
+    for (size_t i = 0; i < axes.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            KILN_CHECK(axes[i] != axes[j], kInvalidModel)
+                << node_label(n) << ": axes repeats axis " << axes[i];
+    const int na = static_cast<int>(axes.size());
+
+    const Tensor* roi = p.legacy ? nullptr : const_input(n, 1, "roi");
+    const Tensor* scales = const_input(n, p.legacy ? 1 : 2, "scales");
+    const Tensor* sizes = p.legacy ? nullptr : const_input(n, 3, "sizes");
+    KILN_CHECK((scales != nullptr) != (sizes != nullptr), kInvalidModel)
+        << node_label(n) << ": exactly one of scales and sizes must be given (non-empty)";
+
+    p.scale.assign(r, 1.0);
+    p.out = in;
+    p.out_width.resize(r);
+    for (int d = 0; d < r; ++d) p.out_width[d] = static_cast<double>(in[d]);
+    if (scales) {
+        KILN_CHECK(scales->numel() == na, kInvalidModel)
+            << node_label(n) << ": scales has " << scales->numel() << " elements, expected " << na;
+        for (int i = 0; i < na; ++i) {
+            const int d = axes[i];
+            const double s = scales->get_f64(i);
+            KILN_CHECK(s > 0, kInvalidModel)
+                << node_label(n) << ": scales[" << i << "] must be > 0, got " << s;
+            p.scale[d] = s;
+            p.out[d] = static_cast<int64_t>(s * static_cast<double>(in[d]));
+            // The reference multiplies the f32 scale by the Python int width in f32.
+            p.out_width[d] = static_cast<double>(static_cast<float>(s) * static_cast<float>(in[d]));
+        }
+    } else {
+        KILN_CHECK(sizes->numel() == na, kInvalidModel)
+            << node_label(n) << ": sizes has " << sizes->numel() << " elements, expected " << na;
+        for (int i = 0; i < na; ++i) {
+            const int d = axes[i];
+            p.out[d] = sizes->get_i64(i);
+            KILN_CHECK(p.out[d] > 0, kInvalidModel)
+                << node_label(n) << ": sizes[" << i << "] must be > 0, got " << p.out[d];
+            KILN_CHECK(in[d] > 0, kInvalidModel) << node_label(n) << ": X has an empty axis " << d;
+            p.scale[d] = static_cast<double>(p.out[d]) / static_cast<double>(in[d]);
+        }
+        if (policy != "stretch") {
+            double s = p.scale[axes[0]];
+            for (int d : axes)
+                s = policy == "not_larger" ? std::min(s, p.scale[d]) : std::max(s, p.scale[d]);
+            for (int d : axes) {
+                p.scale[d] = s;
+                p.out[d] = static_cast<int64_t>(s * static_cast<double>(in[d]) + 0.5);
+            }
+        }
+        for (int d = 0; d < r; ++d) p.out_width[d] = p.scale[d] * static_cast<double>(in[d]);
+    }
+
+    p.roi0.assign(r, 0.0);
+    p.roi1.assign(r, 1.0);
+    if (p.ctm == "tf_crop_and_resize") {
+        KILN_CHECK(roi != nullptr, kInvalidModel)
+            << node_label(n)
+            << ": coordinate_transformation_mode tf_crop_and_resize needs a roi input";
+        KILN_CHECK(roi->numel() == 2 * na, kInvalidModel)
+            << node_label(n) << ": roi has " << roi->numel() << " elements, expected " << 2 * na;
+        for (int i = 0; i < na; ++i) {
+            p.roi0[axes[i]] = roi->get_f64(i);
+            p.roi1[axes[i]] = roi->get_f64(na + i);
+        }
+    }
+    return p;
+}
+
+/// The coordinate-transform constants of axis d, shared by the TE and the identity check.
+struct AxisMap {
+    std::string ctm;
+    int64_t in, out;
+    double scale, ow, ow_m1, dr, start, offset;
+    bool scalar;  // output width 1 in a mode that then maps to a constant
+    double scalar_value;
+};
+
+AxisMap axis_map(const ResizePlan& p, int d) {
+    AxisMap m;
+    m.ctm = p.ctm;
+    m.in = p.in[d];
+    m.out = p.out[d];
+    m.scale = p.scale[d];
+    m.ow = p.out_width[d];
+    m.ow_m1 = m.ow - 1.0;
+    const double in_m1 = static_cast<double>(m.in - 1);
+    m.dr = static_cast<double>(static_cast<float>(p.roi1[d]) - static_cast<float>(p.roi0[d]));
+    m.start = static_cast<double>(static_cast<float>(p.roi0[d]) * static_cast<float>(m.in - 1));
+    const double adjustment = static_cast<double>(m.out) / m.ow;
+    m.offset = (static_cast<double>(m.in) / 2.0) * (1.0 - adjustment);
+    m.scalar = false;
+    m.scalar_value = 0.0;
+    if (m.ow == 1.0) {
+        if (m.ctm == "align_corners") m.scalar = true, m.scalar_value = 0.0;
+        if (m.ctm == "pytorch_half_pixel") m.scalar = true, m.scalar_value = -0.5;
+        if (m.ctm == "tf_crop_and_resize")
+            m.scalar = true, m.scalar_value = m.dr * in_m1 / 2 + m.start;
+    }
+    return m;
+}
+
+/// x_ori for a constant x (identity detection), mirroring x_ori_expr.
+double x_ori_value(const AxisMap& m, int64_t x) {
+    if (m.scalar) return m.scalar_value;
+    const double xf = static_cast<double>(x);
+    if (m.ctm == "align_corners") return static_cast<double>(x * (m.in - 1)) / m.ow_m1;
+    if (m.ctm == "asymmetric") return xf / m.scale;
+    if (m.ctm == "tf_crop_and_resize")
+        return xf * m.dr * static_cast<double>(m.in - 1) / m.ow_m1 + m.start;
+    if (m.ctm == "half_pixel_symmetric") return m.offset + (xf + 0.5) / m.scale - 0.5;
+    return (xf + 0.5) / m.scale - 0.5;  // half_pixel, pytorch_half_pixel
+}
+
+Expr c64(double v) { return te::float_imm(v, kF64); }
+
+Expr x_ori_expr(const AxisMap& m, const Expr& x) {
+    if (m.scalar) return c64(m.scalar_value);
+    const Expr xf = te::cast(kF64, x);
+    if (m.ctm == "align_corners") return te::cast(kF64, x * (m.in - 1)) / c64(m.ow_m1);
+    if (m.ctm == "asymmetric") return xf / c64(m.scale);
+    if (m.ctm == "tf_crop_and_resize")
+        return xf * c64(m.dr) * c64(static_cast<double>(m.in - 1)) / c64(m.ow_m1) + c64(m.start);
+    if (m.ctm == "half_pixel_symmetric")
+        return c64(m.offset) + (xf + c64(0.5)) / c64(m.scale) - c64(0.5);
+    return (xf + c64(0.5)) / c64(m.scale) - c64(0.5);
+}
+
+bool is_identity(const AxisMap& m) {
+    if (m.in != m.out) return false;
+    for (int64_t x = 0; x < m.out; ++x)
+        if (x_ori_value(m, x) != static_cast<double>(x)) return false;
+    return true;
+}
+
+/// Out-of-range test of tf_crop_and_resize (false for other modes).
+Expr out_of_range(const AxisMap& m, const Expr& xo) {
+    if (m.ctm != "tf_crop_and_resize") return nullptr;
+    return te::logical_or(xo<c64(0.0), xo> c64(static_cast<double>(m.in - 1)));
+}
+
+Expr any_of(const Expr& a, const Expr& b) {
+    if (!a) return b;
+    if (!b) return a;
+    return te::logical_or(a, b);
+}
+
+/// Nearest: a single gather over all axes.
+te::Tensor nearest_compute(const ComputeArgs& a, const ResizePlan& p) {
+    te::Tensor x = a.in(0);
+    const int r = static_cast<int>(p.in.size());
+    const double extrap = a.node.attr_float("extrapolation_value", 0.0);
+    const DType cdt = te::compute_dtype(a.out_dtype());
+    return te::compute(
+        p.out,
+        [&](const std::vector<Var>& o) {
+            std::vector<Expr> idx(o.begin(), o.end());
+            Expr oob;
+            for (int d = 0; d < r; ++d) {
+                const AxisMap m = axis_map(p, d);
+                if (is_identity(m)) continue;
+                const Expr xo = x_ori_expr(m, o[d]);
+                oob = any_of(oob, out_of_range(m, xo));
+                const Expr base_f = te::unary(te::UnaryOp::kCeil, xo) - c64(1.0);
+                const Expr ratio = xo - base_f;
+                const Expr base = te::cast(DType::kInt64, base_f);
+                Expr up;  // choose base + 1
+                const std::string& nm = p.nearest_mode;
+                if (nm == "round_prefer_floor")
+                    up = ratio > c64(0.5);
+                else if (nm == "round_prefer_ceil")
+                    up = ratio >= c64(0.5);
+                else if (nm == "floor")
+                    up = te::eq(ratio, c64(1.0));
+                else if (nm == "ceil")
+                    up = nullptr;
+                else if (m.scale < 1.0)
+                    up = nullptr;  // legacy downsample: ceil
+                else
+                    up = te::eq(ratio, c64(1.0));  // legacy upsample: floor
+                const Expr pick = up ? te::select(up, base + 1, base) : base + 1;
+                idx[d] = clamp_index(pick, m.in);
+            }
+            Expr v = te::read(x, idx);
+            if (oob) v = te::select(oob, te::make_const(cdt, extrap), v);
+            return v;
+        },
+        "Resize", a.out_dtype());
+}
+
+/// Weights of the n taps (relative positions first..first+n-1 from base) as f64 expressions.
+std::vector<Expr> tap_weights(const ResizePlan& p, const AxisMap& m, const ir::Node& n,
+                              const Expr& ratio, const Expr& base, int first, int taps) {
+    const double A = n.attr_float("cubic_coeff_a", -0.75);
+    const bool aa = n.attr_int("antialias", 0) != 0;
+    std::vector<Expr> w;
+    if (aa) {
+        const double s = std::min(m.scale, 1.0);
+        for (int i = first; i < first + taps; ++i) {
+            if (p.mode == "linear") {
+                const Expr arg = (c64(i) - ratio) * c64(s);
+                const Expr v = c64(1.0) - te::unary(te::UnaryOp::kAbs, arg);
+                w.push_back(te::min(te::max(v, c64(0.0)), c64(1.0)));
+            } else {
+                const Expr x = te::unary(te::UnaryOp::kAbs, c64(s) * (c64(i) - ratio));
+                const Expr x2 = x * x, x3 = x * x2;
+                const Expr near = c64(A + 2) * x3 - c64(A + 3) * x2 + c64(1.0);
+                const Expr far = c64(A) * x3 - c64(5 * A) * x2 + c64(8 * A) * x - c64(4 * A);
+                w.push_back(
+                    te::select(x <= c64(1.0), near, te::select(x < c64(2.0), far, c64(0.0))));
+            }
+        }
+    } else if (p.mode == "linear") {
+        w = {c64(1.0) - ratio, ratio};
+    } else {
+        const Expr r1 = ratio + c64(1.0), q = c64(1.0) - ratio, q1 = q + c64(1.0);
+        w.push_back(((c64(A) * r1 - c64(5 * A)) * r1 + c64(8 * A)) * r1 - c64(4 * A));
+        w.push_back((c64(A + 2) * ratio - c64(A + 3)) * ratio * ratio + c64(1.0));
+        w.push_back((c64(A + 2) * q - c64(A + 3)) * q * q + c64(1.0));
+        w.push_back(((c64(A) * q1 - c64(5 * A)) * q1 + c64(8 * A)) * q1 - c64(4 * A));
+    }
+    auto normalize = [&] {
+        Expr sum = w[0];
+        for (size_t k = 1; k < w.size(); ++k) sum = sum + w[k];
+        for (auto& e : w) e = e / sum;
+    };
+    if (aa) normalize();
+    if (n.attr_int("exclude_outside", 0) != 0) {
+        for (int k = 0; k < taps; ++k) {
+            const Expr pos = base + (first + k);
+            const Expr inside = te::logical_and(pos >= te::int_imm(0), pos < te::int_imm(m.in));
+            w[k] = te::select(inside, w[k], c64(0.0));
+        }
+        normalize();
+    }
+    return w;
+}
+
+/// Linear / cubic: one interpolation stage per non-identity axis, last axis first.
+te::Tensor interp_compute(const ComputeArgs& a, const ResizePlan& p) {
+    te::Tensor cur = a.in(0);
+    const int r = static_cast<int>(p.in.size());
+    const double extrap = a.node.attr_float("extrapolation_value", 0.0);
+    const bool aa = a.node.attr_int("antialias", 0) != 0;
+    std::vector<int> todo;
+    for (int d = r - 1; d >= 0; --d)
+        if (!is_identity(axis_map(p, d))) todo.push_back(d);
+    const DType cdt = te::compute_dtype(a.out_dtype());
+    if (todo.empty())
+        return te::compute(
+            p.out, [&](const std::vector<Var>& o) { return te::read(cur, o); }, "Resize",
+            a.out_dtype());
+    std::vector<int64_t> shape = p.in;
+    for (size_t t = 0; t < todo.size(); ++t) {
+        const int d = todo[t];
+        const bool last = t + 1 == todo.size();
+        const AxisMap m = axis_map(p, d);
+        int first = p.mode == "linear" ? 0 : -1, taps = p.mode == "linear" ? 2 : 4;
+        if (aa) {
+            const double s = std::min(m.scale, 1.0);
+            first = static_cast<int>(std::floor((p.mode == "linear" ? -1.0 : -2.0) / s) + 1);
+            taps = 2 - 2 * first;
+        }
+        shape[d] = p.out[d];
+        const te::Tensor src = cur;
+        cur = te::compute(
+            shape,
+            [&](const std::vector<Var>& o) {
+                const Expr xo = x_ori_expr(m, o[d]);
+                const Expr base_f = te::unary(te::UnaryOp::kCeil, xo) - c64(1.0);
+                const Expr ratio = xo - base_f;
+                const Expr base = te::cast(DType::kInt64, base_f);
+                const std::vector<Expr> w = tap_weights(p, m, a.node, ratio, base, first, taps);
+                Expr acc;
+                for (int k = 0; k < taps; ++k) {
+                    std::vector<Expr> idx(o.begin(), o.end());
+                    idx[d] = clamp_index(base + (first + k), m.in);
+                    const Expr term = w[k] * te::cast(kF64, te::read(src, idx));
+                    acc = acc ? acc + term : term;
+                }
+                if (const Expr oob = out_of_range(m, xo)) acc = te::select(oob, c64(extrap), acc);
+                return last ? te::cast(cdt, acc) : acc;
+            },
+            last ? "Resize" : "Resize_axis" + std::to_string(d), last ? a.out_dtype() : kF64);
+    }
+    return cur;
+}
+
+std::vector<int64_t> static_shape(const ir::Node& n, const ir::TensorType& t) {
+    std::vector<int64_t> s;
+    for (const auto& d : t.shape) s.push_back(static_dim(n, d, "X"));
+    return s;
+}
+
+OpDef resize_op() {
+    OpDef d;
+    d.name = "Resize";
+    d.onnx_versions = {10, 11, 13, 18, 19};
+    d.min_inputs = 1;
+    d.max_inputs = 4;
+    d.attrs = {
+        {"antialias", AttrKind::kInt, ir::Attr(int64_t{0})},
+        {"axes", AttrKind::kInts, std::nullopt},
+        {"coordinate_transformation_mode", AttrKind::kString, ir::Attr(std::string("half_pixel"))},
+        {"cubic_coeff_a", AttrKind::kFloat, ir::Attr(-0.75)},
+        {"exclude_outside", AttrKind::kInt, ir::Attr(int64_t{0})},
+        {"extrapolation_value", AttrKind::kFloat, ir::Attr(0.0)},
+        {"keep_aspect_ratio_policy", AttrKind::kString, ir::Attr(std::string("stretch"))},
+        {"mode", AttrKind::kString, ir::Attr(std::string("nearest"))},
+        {"nearest_mode", AttrKind::kString, ir::Attr(std::string("round_prefer_floor"))}};
+    d.value_inputs = {1, 2, 3};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "X");
+        const ResizePlan p = make_plan(n, static_shape(n, x));
+        if (p.mode == "nearest") {
+            check_dtype(n, "X", x.dtype, numeric_types());
+        } else {
+            check_dtype(n, "X", x.dtype, float_types());
+        }
+        KILN_CHECK(!(p.mode == "nearest" && n.attr_int("antialias", 0) != 0), kInvalidModel)
+            << node_label(n) << ": antialias=1 is not defined for mode nearest";
+        return std::vector<ir::TensorType>{{x.dtype, to_dims(p.out)}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        const ResizePlan p = make_plan(a.node, a.in(0)->shape);
+        return std::vector<te::Tensor>{p.mode == "nearest" ? nearest_compute(a, p)
+                                                           : interp_compute(a, p)};
+    };
+    return d;
+}
+
+}  // namespace
+
+void register_resize_ops(OpRegistry& r) { r.add(resize_op()); }
+
+}  // namespace kiln::op

@@ -249,35 +249,44 @@ RefFn layer_norm_ref() {
         return r;
     };
 }
-// ReduceMean: every input element adds into the output cell it maps to (reduced dims dropped or
-// kept as size 1); integer means truncate.
+// Every Reduce* op: each input element folds pre(x) into the output cell it maps to (reduced
+// dims dropped or kept as size 1), starting from init, then post(acc). Straight from the spec.
+Refs reduce_into(const std::vector<Arr>& x, const ir::Node& n, const Shape& out, double init,
+                 const std::function<double(double, double)>& comb, const std::function<double(double)>& pre,
+                 const std::function<double(double)>& post) {
+    const int rank = x[0].rank();
+    std::vector<bool> mask(rank, false);
+    bool any = false;
+    if (x.size() > 1 && x[1].present)
+        for (double a : x[1].v) mask[norm_axis(static_cast<int64_t>(a), rank)] = any = true;
+    if (!any && n.attr_int("noop_with_empty_axes", 0)) return Refs{x[0]};
+    if (!any) mask.assign(rank, true);
+    const bool keep = n.attr_int("keepdims", 1) != 0;
+    Arr y(out);
+    std::fill(y.v.begin(), y.v.end(), init);
+    for (int64_t f = 0; f < x[0].numel(); ++f) {
+        const auto idx = x[0].unravel(f);
+        std::vector<int64_t> o;
+        for (int k = 0; k < rank; ++k) {
+            if (!mask[k])
+                o.push_back(idx[k]);
+            else if (keep)
+                o.push_back(0);
+        }
+        const int64_t of = y.ravel(o);
+        y.v[of] = comb(y.v[of], pre(x[0].v[f]));
+    }
+    for (double& v : y.v) v = post(v);
+    return Refs{y};
+}
+// ReduceMean: the sum of each output cell over the (equal) number of elements mapped to it;
+// integer means truncate.
 RefFn reduce_mean_ref(bool is_int = false) {
     return [is_int](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
-        const int rank = x[0].rank();
-        std::vector<bool> mask(rank, false);
-        bool any = false;
-        if (x.size() > 1 && x[1].present)
-            for (double a : x[1].v) mask[norm_axis(static_cast<int64_t>(a), rank)] = any = true;
-        if (!any && n.attr_int("noop_with_empty_axes", 0)) return Refs{x[0]};
-        if (!any) mask.assign(rank, true);
-        const bool keep = n.attr_int("keepdims", 1) != 0;
-        Arr y(out[0]);
-        std::vector<double> cnt(y.numel(), 0.0);
-        for (int64_t f = 0; f < x[0].numel(); ++f) {
-            const auto idx = x[0].unravel(f);
-            std::vector<int64_t> o;
-            for (int k = 0; k < rank; ++k) {
-                if (!mask[k])
-                    o.push_back(idx[k]);
-                else if (keep)
-                    o.push_back(0);
-            }
-            const int64_t of = y.ravel(o);
-            y.v[of] += x[0].v[f];
-            cnt[of] += 1;
-        }
-        for (int64_t i = 0; i < y.numel(); ++i) y.v[i] = is_int ? std::trunc(y.v[i] / cnt[i]) : y.v[i] / cnt[i];
-        return Refs{y};
+        const double count = static_cast<double>(x[0].numel()) / static_cast<double>(shape_numel(out[0]));
+        return reduce_into(
+            x, n, out[0], 0.0, [](double a, double b) { return a + b; }, [](double v) { return v; },
+            [=](double v) { return is_int ? std::trunc(v / count) : v / count; });
     };
 }
 RefFn gather_ref() {
@@ -867,35 +876,10 @@ void add_reduce_cases(std::vector<Case>& c) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
     };
     (void)add;
-    // Every Reduce* op: each input element folds pre(x) into the output cell it maps to (reduced
-    // dims dropped or kept as size 1), then post(acc). Straight from the spec formulas.
     auto reduce_ref = [](double init, std::function<double(double, double)> comb, std::function<double(double)> pre,
                          std::function<double(double)> post) -> RefFn {
         return [=](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
-            const int rank = x[0].rank();
-            std::vector<bool> mask(rank, false);
-            bool any = false;
-            if (x.size() > 1 && x[1].present)
-                for (double a : x[1].v) mask[norm_axis(static_cast<int64_t>(a), rank)] = any = true;
-            if (!any && n.attr_int("noop_with_empty_axes", 0)) return Refs{x[0]};
-            if (!any) mask.assign(rank, true);
-            const bool keep = n.attr_int("keepdims", 1) != 0;
-            Arr y(out[0]);
-            std::fill(y.v.begin(), y.v.end(), init);
-            for (int64_t f = 0; f < x[0].numel(); ++f) {
-                const auto idx = x[0].unravel(f);
-                std::vector<int64_t> o;
-                for (int k = 0; k < rank; ++k) {
-                    if (!mask[k])
-                        o.push_back(idx[k]);
-                    else if (keep)
-                        o.push_back(0);
-                }
-                const int64_t of = y.ravel(o);
-                y.v[of] = comb(y.v[of], pre(x[0].v[f]));
-            }
-            for (double& v : y.v) v = post(v);
-            return Refs{y};
+            return reduce_into(x, n, out[0], init, comb, pre, post);
         };
     };
     auto id = [](double v) { return v; };

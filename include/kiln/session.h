@@ -32,6 +32,13 @@ struct SessionOptions {
     bool profile = false;
     /// Values for symbolic input dimensions.
     std::map<std::string, int64_t> dims;
+    /// Graph optimization level, 0..3 (docs/passes.md): -O0 runs every node as its own kernel;
+    /// -O3 folds, simplifies and fuses.
+    int opt_level = 3;
+    /// Passes after which inspect() shows the IR (pass names as `kiln inspect --print-after`
+    /// takes them), or all of them.
+    std::vector<std::string> print_after;
+    bool print_after_all = false;
 };
 
 struct TensorInfo {
@@ -66,8 +73,12 @@ public:
     /// dtypes and shapes are checked (expected vs got). Outputs in model order.
     virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) = 0;
 
-    /// The IR (after inference) and every kernel's loop IR and C source, as text.
+    /// The IR after the pass pipeline (and after the passes of SessionOptions::print_after),
+    /// the passes' node counts and timings, and every kernel's loop IR and C source, as text.
     virtual std::string inspect() = 0;
+    /// One line per kernel a run launches (its position, fused op list and node), then a line
+    /// "N kernels". Compiles first if needed.
+    virtual std::string kernel_list() { return ""; }
     virtual SessionStats stats() const = 0;
 
     /// The static memory plan, one figure per line in bytes ("arena: N", "naive sum: N",

@@ -1,28 +1,32 @@
 // compile(): Graph -> Executable.
 //
-// 1. Bind symbolic dims of the graph inputs and re-infer every node's static output types
-//    through its OpDef (importer types are provisional).
+// 1. Bind symbolic dims of the graph inputs, then run the pass pipeline of the -O level
+//    (pass/pipeline.h): type inference and shape arithmetic at every level; folding, CSE, DCE,
+//    simplification and fusion above -O0. Folding evaluates through fold_constant_node.
 // 2. Assign one runtime buffer per value: inputs, constants (data copied by reference),
 //    intermediates, outputs. An output that is not a fresh node result (a graph input, a
 //    constant, or a value listed twice) gets its own buffer and a copy kernel.
-// 3. Lower each node: placeholders for its inputs -> OpDef::compute -> schedule (the op's own or
-//    op::default_schedule) -> tir -> simplify -> C. Identical sources share one kernel.
+// 3. Lower each kernel unit — a fusion group or a single node (compiler/lower_group.h):
+//    composed computes -> schedule -> tir -> simplify -> C. Identical sources share one kernel.
 // 4. Compile all distinct sources through the cached compile driver, in parallel.
 // 5. Plan memory: every intermediate gets an offset in one arena (compiler/plan_executable.h);
 //    elementwise kernels that may run in place are emitted without `restrict`.
-// Fusion is a later pipeline stage (DESIGN.md §1); this compiles each node to one kernel.
 #include "compiler/compile.h"
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
 #include "compiler/fold_constant_node.h"
+#include "compiler/lower_group.h"
 #include "compiler/plan_executable.h"
 #include "ir/verifier.h"
 #include "op/registry.h"
+#include "pass/pass_manager.h"
+#include "pass/pipeline.h"
 #include "runtime/async_kernel.h"
 #include "support/error.h"
 #include "te/schedule.h"
@@ -53,85 +57,27 @@ Shape bind_shape(const ir::Value& v, const std::map<std::string, int64_t>& dims)
     return out;
 }
 
-struct LoweredKernel {
-    std::string description;
-    std::string node_name;
-    tir::PrimFunc func;
-    std::string source;
-    bool async_copy = false;  // the runtime's built-in async copy: no func, no source
-    int num_inputs = -1;      // StepDesc::num_inputs
-    double flops = 0;         // StepDesc::flops
-};
-
-/// OpDef::flops, or one per output element.
-double node_flops(const op::OpDef& def, const ir::Node& n) {
-    if (def.flops) return def.flops(n);
-    double f = 0;
-    for (const ir::Value* o : n.outputs()) f += static_cast<double>(shape_numel(o->type().static_shape()));
-    return f;
-}
-
-/// Lowers one node (or a copy) given the te outputs; args = non-null input placeholders + outputs.
-LoweredKernel lower_kernel(const std::vector<te::Tensor>& in_placeholders, const std::vector<te::Tensor>& outs,
-                           const op::ScheduleFn& schedule, const std::string& description,
-                           const std::string& node_name, bool params_may_alias = false) {
-    te::Schedule sch = te::create_schedule(outs);
-    if (schedule)
-        schedule(sch, outs);
-    else
-        op::default_schedule(sch, outs);
-    std::vector<te::Tensor> args;
-    for (const auto& t : in_placeholders)
-        if (t) args.push_back(t);
-    for (const auto& t : outs) args.push_back(t);
-    LoweredKernel k;
-    k.description = description;
-    k.node_name = node_name;
-    k.func = tir::simplify(tir::lower(sch, args, "kiln_kernel"));
-    k.func.params_may_alias = params_may_alias;  // an in-place candidate (memory planning)
-    k.source = codegen::emit_c(k.func);
-    return k;
-}
-
 }  // namespace
 
-void infer_static_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+void bind_input_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
     for (ir::Value* in : g.inputs()) in->set_type(ir::TensorType::of_static(in->type().dtype, bind_shape(*in, dims)));
-    const op::OpRegistry& reg = op::OpRegistry::global();
-    for (ir::Node* n : g.nodes()) {
-        const op::OpDef* def = reg.find(n->op());
-        KILN_CHECK(def != nullptr, kUnsupported) << "unsupported op '" << n->op() << "' (" << n->describe() << ")";
-        for (int vi : def->value_inputs) {
-            ir::Value* v = n->input(static_cast<size_t>(vi));
-            KILN_CHECK(v == nullptr || v->is_constant(), kUnsupported)
-                << n->describe() << ": input " << vi << " ('" << v->name()
-                << "') determines the output shape and must be a constant when compiling";
-        }
-        try {
-            op::infer_node(*n);
-        } catch (Error& e) {
-            e.add_context("while inferring types of " + n->describe());
-            throw;
-        }
-        for (ir::Value* o : n->outputs())
-            KILN_CHECK(o->type().is_static(), kUnsupported)
-                << n->describe() << ": output '" << o->name() << "' has a non-static shape " << o->type().str();
-        std::string what = n->describe();
-        try {
-            fold_constant_node(g, n);  // may erase n
-        } catch (Error& e) {
-            e.add_context("while evaluating " + what + " at compile time");
-            throw;
-        }
-    }
+}
+
+pass::PassContext pass_context() {
+    pass::PassContext ctx;
+    ctx.evaluate = [](ir::Graph& g, ir::Node* n) {
+        return fold_constant_node(g, n, std::numeric_limits<int64_t>::max());
+    };
+    return ctx;
 }
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
-    infer_static_shapes(g, opts.dims);
+    bind_input_shapes(g, opts.dims);
+    CompiledModel result;
+    result.pass_records = pass::run_passes(g, pass::passes_for_level(opts.opt_level), pass_context(), opts.passes);
     ir::verify_graph(g);
 
-    CompiledModel result;
     auto exe = std::make_shared<runtime::Executable>();
     std::unordered_map<const ir::Value*, int> buffer_of;
     auto add_buffer = [&](const ir::Value* v, BufferRole role) {
@@ -156,46 +102,15 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     std::vector<LoweredKernel> lowered;
     std::vector<std::vector<int>> step_args;
     std::vector<std::vector<std::pair<int, int>>> step_inplace;  // per step: (output, input) buffer ids
-    const op::OpRegistry& reg = op::OpRegistry::global();
-    for (ir::Node* n : g.nodes()) {
-        const op::OpDef* def = reg.find(n->op());
-        KILN_ICHECK(def != nullptr && def->compute) << "op " << n->op() << " has no compute";
-        try {
-            op::ComputeArgs args{*n, {}, {}};
-            std::vector<int> arg_ids;
-            for (size_t i = 0; i < n->num_inputs(); ++i) {
-                ir::Value* v = n->input(i);
-                if (!v) {
-                    args.inputs.push_back(nullptr);
-                    continue;
-                }
-                args.inputs.push_back(te::placeholder(v->type().static_shape(), v->type().dtype, "in" + std::to_string(i)));
-                arg_ids.push_back(buffer_of.at(v));
-            }
-            for (ir::Value* o : n->outputs()) {
-                args.output_types.push_back(o->type());
-                arg_ids.push_back(buffer_of.at(o));
-            }
-            std::vector<te::Tensor> outs = def->compute(args);
-            KILN_ICHECK(outs.size() == n->num_outputs())
-                << n->describe() << ": compute returned " << outs.size() << " tensors for " << n->num_outputs() << " outputs";
-            for (size_t i = 0; i < outs.size(); ++i) {
-                KILN_ICHECK(outs[i]->dtype == n->output(i)->type().dtype && outs[i]->shape == n->output(i)->type().static_shape())
-                    << n->describe() << ": compute output " << i << " is " << dtype_name(outs[i]->dtype)
-                    << shape_str(outs[i]->shape) << ", inferred " << n->output(i)->type().str();
-            }
-            // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
-            step_inplace.resize(lowered.size());
-            step_inplace.push_back(inplace_pairs(*def, *n, buffer_of));
-            lowered.push_back(lower_kernel(args.inputs, outs, def->schedule, n->op(), n->name(),
-                                           !step_inplace.back().empty()));
-            lowered.back().num_inputs = static_cast<int>(arg_ids.size() - n->num_outputs());
-            lowered.back().flops = node_flops(*def, *n);
-            step_args.push_back(std::move(arg_ids));
-        } catch (Error& e) {
-            e.add_context("while lowering " + n->describe());
-            throw;
-        }
+    for (const KernelUnit& unit : partition_kernels(g)) {
+        std::vector<int> arg_ids;
+        for (const ir::Value* v : unit.inputs) arg_ids.push_back(buffer_of.at(v));
+        for (const ir::Value* v : unit.outputs) arg_ids.push_back(buffer_of.at(v));
+        // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
+        step_inplace.resize(lowered.size());
+        step_inplace.push_back(inplace_pairs(unit, buffer_of));
+        lowered.push_back(lower_unit(unit, !step_inplace.back().empty()));
+        step_args.push_back(std::move(arg_ids));
     }
 
     // Graph outputs: mark fresh node results as outputs; copy anything else into its own buffer.

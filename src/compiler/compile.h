@@ -1,4 +1,4 @@
-// compile(Graph, Options) -> CompiledModel: shape inference with bound dims, per-node
+// compile(Graph, Options) -> CompiledModel: the pass pipeline with bound dims, per-kernel
 // lowering (op compute -> schedule -> tir -> simplify -> C), compilation through the kernel
 // cache, and the Executable's buffer and step tables.
 #pragma once
@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "pass/pass_manager.h"
+#include "pass/pipeline.h"
 #include "runtime/executable.h"
 
 namespace kiln::compiler {
@@ -21,6 +23,10 @@ struct CompileOptions {
     /// The executable will run under the DataflowExecutor: the memory plan must let no two
     /// steps that may run concurrently share memory (sets Executable::planned_for_concurrency).
     bool plan_for_concurrency = false;
+    /// The pass pipeline's level, 0..3 (pass/pipeline.h).
+    int opt_level = pass::kMaxOptLevel;
+    /// Verification and IR printing between passes.
+    pass::PassManagerOptions passes;
 };
 
 struct KernelInfo {
@@ -51,11 +57,12 @@ struct CompiledModel {
     std::vector<KernelInfo> kernels;
     CompileStats stats;
     MemoryFigures memory;
+    std::vector<pass::PassRecord> pass_records;
 };
 
-/// Binds dims and infers every node's static output types in place. Throws kiln::Error naming
-/// the node on an inference failure, an unbound dim, or a non-constant value input.
-void infer_static_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims);
+/// Gives every graph input its static type (symbolic dims from `dims`); kInvalidArgument names
+/// an unbound dim.
+void bind_input_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims);
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts = {});
 

@@ -11,7 +11,7 @@
 
 namespace kiln::compiler {
 
-bool fold_constant_node(ir::Graph& g, ir::Node* n) {
+bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements) {
     const op::OpDef* def = op::OpRegistry::global().find(n->op());
     if (!def || !def->compute) return false;
     int64_t elements = 0;
@@ -19,7 +19,7 @@ bool fold_constant_node(ir::Graph& g, ir::Node* n) {
         if (!o->type().is_static()) return false;
         elements += shape_numel(o->type().static_shape());
     }
-    if (elements > kMaxFoldedElements) return false;
+    if (elements > max_elements) return false;
 
     op::ComputeArgs args{*n, {}, {}};
     std::vector<Tensor> input_data;  // per input slot; undefined where not constant

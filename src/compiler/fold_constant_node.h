@@ -6,7 +6,7 @@
 // (STYLE rule 7: no second evaluator), and its outputs become graph constants that keep the
 // outputs' names. This is what makes Shape -> Gather -> Concat -> Reshape chains (PyTorch
 // exports) compile: the Reshape target becomes a constant before Reshape is inferred.
-// The graph-level constant folding pass of the optimization pipeline will reuse this.
+// The pass pipeline's evaluator (PassContext::evaluate, src/pass) is this function.
 #pragma once
 
 #include "ir/graph.h"
@@ -19,6 +19,6 @@ constexpr int64_t kMaxFoldedElements = 1 << 16;
 
 /// Folds `n` if it qualifies (types must be inferred). Returns true if the node was replaced
 /// by constants and erased.
-bool fold_constant_node(ir::Graph& g, ir::Node* n);
+bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements = kMaxFoldedElements);
 
 }  // namespace kiln::compiler

@@ -2,6 +2,8 @@
 // steps reading it; inputs, outputs and constants pinned), plan, check, write offsets.
 #include "compiler/plan_executable.h"
 
+#include "op/registry.h"
+
 #include "plan/plan_checker.h"
 #include "plan/plan_report.h"
 #include "support/error.h"
@@ -10,17 +12,20 @@ namespace kiln::compiler {
 
 using runtime::BufferRole;
 
-std::vector<std::pair<int, int>> inplace_pairs(const op::OpDef& def, const ir::Node& n,
+std::vector<std::pair<int, int>> inplace_pairs(const KernelUnit& unit,
                                                const std::unordered_map<const ir::Value*, int>& buffer_of) {
     std::vector<std::pair<int, int>> out;
-    if (def.pattern != op::OpPattern::kElemWise && def.pattern != op::OpPattern::kBroadcast) return out;
-    if (n.num_outputs() != 1) return out;
-    const ir::Value* o = n.output(0);
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    for (const ir::Node* n : unit.nodes) {
+        const op::OpDef* def = reg.find(n->op());
+        if (!def || (def->pattern != op::OpPattern::kElemWise && def->pattern != op::OpPattern::kBroadcast)) return out;
+    }
+    if (unit.outputs.size() != 1) return out;
+    const ir::Value* o = unit.outputs[0];
     auto oit = buffer_of.find(o);
     if (oit == buffer_of.end() || !o->type().is_static()) return out;
-    for (size_t i = 0; i < n.num_inputs(); ++i) {
-        const ir::Value* v = n.input(i);
-        if (!v || v->is_constant() || !v->type().is_static()) continue;
+    for (const ir::Value* v : unit.inputs) {
+        if (v->is_constant() || !v->type().is_static()) continue;
         if (v->type().dtype != o->type().dtype || v->type().static_shape() != o->type().static_shape()) continue;
         auto it = buffer_of.find(v);
         if (it != buffer_of.end()) out.emplace_back(oit->second, it->second);

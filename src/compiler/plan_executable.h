@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/lower_group.h"
 #include "ir/graph.h"
 #include "op/op_def.h"
 #include "plan/memory_plan.h"
@@ -23,10 +24,11 @@ struct ExecutablePlan {
     std::string report;  // plan::plan_report
 };
 
-/// (output buffer, input buffer) pairs node n may compute in place: n's op is elementwise or
-/// broadcast (OpDef::pattern kElemWise / kBroadcast: an input of the output's shape is read at
-/// the index written), n has one output, and the input has the output's dtype and shape.
-std::vector<std::pair<int, int>> inplace_pairs(const op::OpDef& def, const ir::Node& n,
+/// (output buffer, input buffer) pairs a kernel unit may compute in place: every op of the unit
+/// is elementwise or broadcast (OpDef::pattern kElemWise / kBroadcast: shapes only grow along
+/// the chain, so an input of the output's shape is read exactly at the index written), the unit
+/// has one output, and the input has the output's dtype and shape.
+std::vector<std::pair<int, int>> inplace_pairs(const KernelUnit& unit,
                                                const std::unordered_map<const ir::Value*, int>& buffer_of);
 
 /// Plans every kIntermediate buffer of `exe` into one arena (sets BufferDesc::arena_offset and

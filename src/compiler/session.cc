@@ -47,6 +47,14 @@ std::set<std::string> value_fed_inputs(const ir::Graph& g) {
     return out;
 }
 
+std::string pass_names() {
+    std::set<std::string> names;
+    for (const pass::Pass& p : pass::all_passes()) names.insert(p.name);
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
 std::string tensor_key(const Tensor& t) {
     std::string s = std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + ":";
     s.append(static_cast<const char*>(t.data()), t.nbytes());
@@ -144,6 +152,11 @@ public:
 
     SessionStats stats() const override { return stats_; }
 
+    std::string kernel_list() override {
+        (void)inspect();  // compiles first if the model has not been compiled yet
+        return kernel_list_;
+    }
+
 private:
     static TensorInfo info_of(const ir::Value& v) {
         TensorInfo t;
@@ -177,6 +190,21 @@ private:
         compiler::CompileOptions copts;
         copts.dims = dims;
         copts.plan_for_concurrency = may_use_dataflow();
+        copts.opt_level = opts_.opt_level;
+        copts.passes.print_after.insert(opts_.print_after.begin(), opts_.print_after.end());
+        copts.passes.print_after_all = opts_.print_after_all;
+        for (const std::string& name : opts_.print_after) {
+            bool known = name == "*";
+            for (const pass::Pass& p : pass::all_passes()) known |= p.name == name;
+            KILN_CHECK(known, kInvalidArgument) << "--print-after: no pass named '" << name << "' (passes: "
+                                                << pass_names() << ")";
+        }
+        std::ostringstream after;
+        ir::PrintOptions popts;
+        popts.max_constant_elements = 16;
+        copts.passes.print = [&](const std::string& name, const ir::Graph& graph) {
+            after << "// IR after pass " << name << "\n" << ir::print_graph(graph, popts) << "\n";
+        };
         compiler::CompiledModel m = compiler::compile(g, copts);
         memory_report_ = m.memory.report;
         make_executor(m.executable);
@@ -184,10 +212,20 @@ private:
         stats_.compiled = m.stats.compiled;
         stats_.compile_seconds = m.stats.seconds;
         std::ostringstream os;
-        ir::PrintOptions popts;
-        popts.max_constant_elements = 16;
-        os << "// IR after type inference\n" << ir::print_graph(g, popts) << "\n";
-        os << "// " << m.kernels.size() << " kernel launches, " << m.stats.kernels << " distinct kernels\n";
+        os << after.str();
+        os << "// IR after the -O" << opts_.opt_level << " pipeline\n" << ir::print_graph(g, popts) << "\n";
+        std::istringstream table(pass::pass_records_str(m.pass_records));
+        os << "// passes (nodes before -> after, time)\n";
+        for (std::string line; std::getline(table, line);) os << "//   " << line << "\n";
+        os << "\n// " << m.kernels.size() << " kernel launches, " << m.stats.kernels << " distinct kernels\n";
+        std::ostringstream list;
+        for (size_t i = 0; i < m.kernels.size(); ++i) {
+            list << "kernel " << i << ": " << m.kernels[i].description;
+            if (!m.kernels[i].node_name.empty()) list << " (node '" << m.kernels[i].node_name << "')";
+            list << "\n";
+        }
+        list << m.kernels.size() << " kernels\n";
+        kernel_list_ = list.str();
         for (size_t i = 0; i < m.kernels.size(); ++i) {
             const compiler::KernelInfo& k = m.kernels[i];
             os << "\n// ---- kernel " << i << ": " << k.description;
@@ -304,6 +342,7 @@ private:
     bool compiled_ = false;
     std::string key_;
     std::string inspect_text_;
+    std::string kernel_list_;
     SessionStats stats_;
 };
 

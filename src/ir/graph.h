@@ -87,6 +87,11 @@ public:
     std::vector<int64_t> attr_ints(const std::string& k, const std::vector<int64_t>& dflt = {}) const;
     std::vector<double> attr_floats(const std::string& k, const std::vector<double>& dflt = {}) const;
 
+    /// Fusion group (pass/fuse_operators.h): nodes with the same group id >= 0 lower to one
+    /// kernel; -1 means the node is its own kernel. Printed as `# group=N`.
+    int group() const { return group_; }
+    void set_group(int g) { group_ = g; }
+
 private:
     friend class Graph;
     std::string op_;
@@ -94,6 +99,7 @@ private:
     std::vector<Value*> inputs_;
     std::vector<Value*> outputs_;
     AttrMap attrs_;
+    int group_ = -1;
 };
 
 class Graph {

@@ -238,6 +238,20 @@ private:
             case DType::kUInt64:
                 out.data_as<uint64_t>()[i] = integer<uint64_t>(e, what.c_str());
                 break;
+            case DType::kInt4:
+                int_in(-8, 7);
+                break;
+            case DType::kUInt4:
+                int_in(0, 15);
+                break;
+            case DType::kFloat8E4M3FN:
+            case DType::kFloat8E4M3FNUZ:
+            case DType::kFloat8E5M2:
+            case DType::kFloat8E5M2FNUZ:
+            case DType::kFloat8E8M0:
+            case DType::kFloat4E2M1:  // the storage conversion (exact for the printed values)
+                out.set_f64(i, floating<float>(e, what.c_str()));
+                break;
         }
     }
 
@@ -355,15 +369,25 @@ private:
                      std::to_string(types.size()));
         }
         std::string node_name;
-        if (accept('#')) {
-            expect_word("name");
-            expect('=');
-            if (peek().kind != Tok::kString) fail("a quoted node name");
-            node_name = next().text;
+        int64_t group = -1;
+        if (accept('#')) {  // trailer: [group=INT] [name="..."]
+            if (peek().kind == Tok::kIdent && peek().text == "group") {
+                next();
+                expect('=');
+                group = integer<int>(next(), "a fusion group number >= 0");
+                if (group < 0) fail("a fusion group number >= 0");
+            }
+            if (peek().kind == Tok::kIdent && peek().text == "name") {
+                next();
+                expect('=');
+                if (peek().kind != Tok::kString) fail("a quoted node name");
+                node_name = next().text;
+            }
         }
         std::vector<std::string> names;
         for (const Token* t : outs) names.push_back(t->text);
-        g_.add_node(op, ins, std::move(attrs), types, names, node_name);
+        Node* n = g_.add_node(op, ins, std::move(attrs), types, names, node_name);
+        n->set_group(static_cast<int>(group));
     }
 
     std::vector<Token> toks_;

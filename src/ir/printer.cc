@@ -36,7 +36,9 @@ void print_node(std::string& out, const Node& n) {
         out += i ? ", " : " : ";
         out += n.output(i)->type().str();
     }
-    if (!n.name().empty()) out += " # name=" + quote_string(n.name());
+    if (n.group() >= 0 || !n.name().empty()) out += " #";
+    if (n.group() >= 0) out += " group=" + std::to_string(n.group());
+    if (!n.name().empty()) out += " name=" + quote_string(n.name());
     out += '\n';
 }
 }  // namespace

@@ -18,7 +18,8 @@ ALLOWED = {
     "op": {"ir", "te", "support"},
     "plan": {"ir", "op", "te", "support"},
     "frontend": {"op", "ir", "te", "support"},
-    "compiler": {"frontend", "plan", "op", "ir", "te", "tir", "codegen", "runtime", "support", "kiln"},
+    "pass": {"ir", "op", "te", "support"},
+    "compiler": {"frontend", "pass", "plan", "op", "ir", "te", "tir", "codegen", "runtime", "support", "kiln"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -12,6 +12,13 @@ namespace kiln::cli {
 /// Work of a parsed subcommand; returns the process exit code.
 using CommandAction = std::function<int()>;
 
+/// The -O0..-O3 option (graph optimization level; default -O3) of run, inspect and test-onnx.
+inline void add_opt_level_option(CLI::App* sub, int& level) {
+    sub->add_option("-O", level, "Optimization level 0..3 (-O0: each node one kernel; -O3: fold, simplify, fuse)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 3));
+}
+
 /// `kiln run MODEL.onnx ...`: run a model on given or random inputs and time it.
 void add_run_command(CLI::App& app, CommandAction& action);
 /// `kiln inspect MODEL.onnx ...`: print the IR and every kernel.

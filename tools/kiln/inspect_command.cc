@@ -1,5 +1,6 @@
-// `kiln inspect`: load a model and print Session::inspect() — the IR after inference and every
-// kernel's loop IR and C source.
+// `kiln inspect`: load a model and print Session::inspect() — the IR after the pass pipeline
+// (and after chosen passes), the passes' node counts and times, every kernel's loop IR and C
+// source — or only the memory plan (--memory) or the kernel list (--kernels).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -19,6 +20,10 @@ struct InspectArgs {
     std::vector<std::string> dims;  // NAME=VALUE
     bool memory = false;            // print only the memory plan
     std::string executor = "auto";  // the plan depends on it: concurrent for dataflow
+    int opt_level = 3;
+    std::vector<std::string> print_after;
+    bool print_after_all = false;
+    bool kernels = false;  // print only the kernel list
 };
 
 int inspect_model(const InspectArgs& args) {
@@ -29,8 +34,11 @@ int inspect_model(const InspectArgs& args) {
     opts.executor = args.executor == "sequential" ? ExecutorKind::kSequential
                     : args.executor == "dataflow" ? ExecutorKind::kDataflow
                                                   : ExecutorKind::kAuto;
+    opts.opt_level = args.opt_level;
+    opts.print_after = args.print_after;
+    opts.print_after_all = args.print_after_all;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
-    std::string text = args.memory ? session->memory_report() : session->inspect();
+    std::string text = args.memory ? session->memory_report() : args.kernels ? session->kernel_list() : session->inspect();
     fmt::print("{}", text);
     if (!text.empty() && text.back() != '\n') fmt::print("\n");
     return 0;
@@ -49,6 +57,14 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
         ->check(name_value_check(true));
     sub->add_flag("--memory", args->memory,
                   "Print the memory plan instead: arena, naive sum, lower bound (bytes), the largest tensors");
+    add_opt_level_option(sub, args->opt_level);
+    sub->add_option("--print-after", args->print_after,
+                    "Also print the IR after this pass (repeatable; names: see docs/passes.md)")
+        ->type_name("PASS")
+        ->allow_extra_args(false);
+    sub->add_flag("--print-after-all", args->print_after_all, "Also print the IR after every pass");
+    sub->add_flag("--kernels", args->kernels,
+                  "Print only the kernels a run launches, one line each (fused ops), and their count");
     sub->add_option("--executor", args->executor,
                     "Plan for this executor: sequential, dataflow (concurrency-safe plan), or auto")
         ->capture_default_str()

@@ -29,6 +29,7 @@ struct TestOnnxArgs {
     bool verbose = false;
     int jobs = 2;
     int threads = 1;
+    int opt_level = 3;
     double timeout = 60;
     double rtol = 1e-3;
     double atol = 1e-5;
@@ -123,6 +124,7 @@ int test_onnx(const TestOnnxArgs& args) {
     std::vector<TestCase> tests = find_tests(args.dir, args.filter);
     OnnxTestOptions opts;
     opts.threads = args.threads;
+    opts.opt_level = args.opt_level;
     opts.tolerance = {args.rtol, args.atol};
     ForkedRunnerOptions run_opts;
     run_opts.jobs = args.jobs;
@@ -167,6 +169,7 @@ void add_test_onnx_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--jobs,-j", args->jobs, "Tests run at once, each in its own process")
         ->capture_default_str()
         ->check(CLI::Range(1, 256));
+    add_opt_level_option(sub, args->opt_level);
     sub->add_option("--threads", args->threads, "Intra-op threads per test (0 = all cores)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);

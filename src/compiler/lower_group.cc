@@ -1,0 +1,160 @@
+#include "compiler/lower_group.h"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codegen/c_emitter.h"
+#include "op/registry.h"
+#include "support/error.h"
+#include "te/schedule.h"
+#include "tir/lower.h"
+#include "tir/simplify.h"
+
+namespace kiln::compiler {
+namespace {
+
+bool is_anchor(op::OpPattern p) { return p == op::OpPattern::kOutEWiseFusable || p == op::OpPattern::kCommReduce; }
+
+double node_flops(const op::OpDef& def, const ir::Node& n) {
+    if (def.flops) return def.flops(n);
+    double f = 0;
+    for (const ir::Value* o : n.outputs()) f += static_cast<double>(shape_numel(o->type().static_shape()));
+    return f;
+}
+
+}  // namespace
+
+std::string KernelUnit::ops() const {
+    std::string s;
+    for (const ir::Node* n : nodes) s += (s.empty() ? "" : "+") + n->op();
+    return s;
+}
+
+std::vector<KernelUnit> partition_kernels(const ir::Graph& g) {
+    std::vector<ir::Node*> nodes = g.nodes();
+    std::unordered_map<const ir::Node*, int> unit_of;
+    std::vector<KernelUnit> units;
+    std::map<int, int> unit_of_group;
+    for (ir::Node* n : nodes) {
+        int u;
+        if (n->group() >= 0 && unit_of_group.count(n->group())) {
+            u = unit_of_group[n->group()];
+        } else {
+            u = static_cast<int>(units.size());
+            units.emplace_back();
+            if (n->group() >= 0) unit_of_group[n->group()] = u;
+        }
+        units[u].nodes.push_back(n);
+        unit_of[n] = u;
+    }
+    std::unordered_set<const ir::Value*> graph_outputs(g.outputs().begin(), g.outputs().end());
+    const int nu = static_cast<int>(units.size());
+    std::vector<std::set<int>> succ(nu);
+    std::vector<int> pending(nu, 0);
+    for (int u = 0; u < nu; ++u) {
+        KernelUnit& k = units[u];
+        std::unordered_set<const ir::Value*> seen;
+        for (ir::Node* n : k.nodes) {
+            for (ir::Value* in : n->inputs()) {
+                if (!in) continue;
+                ir::Node* p = in->producer();
+                bool inside = p && unit_of.at(p) == u;
+                if (!inside && seen.insert(in).second) k.inputs.push_back(in);
+                if (p && !inside && succ[unit_of.at(p)].insert(u).second) ++pending[u];
+            }
+            for (ir::Value* o : n->outputs()) {
+                bool outside = graph_outputs.count(o) > 0;
+                for (const ir::Node* user : o->users()) outside |= unit_of.at(user) != u;
+                if (outside) k.outputs.push_back(o);
+            }
+        }
+    }
+    // Kahn's algorithm over units; ties by first node position (the graph's order).
+    std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+    for (int u = 0; u < nu; ++u)
+        if (pending[u] == 0) ready.push(u);
+    std::vector<KernelUnit> ordered;
+    while (!ready.empty()) {
+        int u = ready.top();
+        ready.pop();
+        ordered.push_back(std::move(units[u]));
+        for (int s : succ[u])
+            if (--pending[s] == 0) ready.push(s);
+    }
+    KILN_ICHECK(static_cast<int>(ordered.size()) == nu) << "fusion groups form a cycle (a group is not convex)";
+    return ordered;
+}
+
+LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias) {
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    std::unordered_map<const ir::Value*, te::Tensor> tensor_of;
+    std::vector<te::Tensor> params;
+    for (size_t i = 0; i < unit.inputs.size(); ++i) {
+        const ir::Value* v = unit.inputs[i];
+        te::Tensor p = te::placeholder(v->type().static_shape(), v->type().dtype, "in" + std::to_string(i));
+        tensor_of[v] = p;
+        params.push_back(p);
+    }
+    LoweredKernel k;
+    k.description = unit.ops();
+    const ir::Node* anchor = nullptr;
+    const op::OpDef* anchor_def = nullptr;
+    std::vector<te::Tensor> anchor_outs;
+    std::set<const te::TensorNode*> node_outputs;  // each member's returned tensors
+    for (const ir::Node* n : unit.nodes) {
+        const op::OpDef* def = reg.find(n->op());
+        KILN_ICHECK(def != nullptr && def->compute) << "op " << n->op() << " has no compute";
+        try {
+            op::ComputeArgs args{*n, {}, {}};
+            for (const ir::Value* v : n->inputs()) args.inputs.push_back(v ? tensor_of.at(v) : nullptr);
+            for (const ir::Value* o : n->outputs()) args.output_types.push_back(o->type());
+            std::vector<te::Tensor> outs = def->compute(args);
+            KILN_ICHECK(outs.size() == n->num_outputs())
+                << n->describe() << ": compute returned " << outs.size() << " tensors for " << n->num_outputs() << " outputs";
+            for (size_t i = 0; i < outs.size(); ++i) {
+                KILN_ICHECK(outs[i]->dtype == n->output(i)->type().dtype && outs[i]->shape == n->output(i)->type().static_shape())
+                    << n->describe() << ": compute output " << i << " is " << dtype_name(outs[i]->dtype)
+                    << shape_str(outs[i]->shape) << ", inferred " << n->output(i)->type().str();
+                tensor_of[n->output(i)] = outs[i];
+                node_outputs.insert(outs[i].get());
+            }
+            k.flops += node_flops(*def, *n);
+            if (!anchor && (unit.nodes.size() == 1 || is_anchor(def->pattern))) {
+                anchor = n;
+                anchor_def = def;
+                anchor_outs = outs;
+            }
+        } catch (Error& e) {
+            e.add_context("while lowering " + n->describe());
+            throw;
+        }
+    }
+    k.node_name = (anchor ? anchor : unit.nodes.front())->name();
+    std::vector<te::Tensor> outs;
+    std::set<const te::TensorNode*> out_set;
+    for (const ir::Value* v : unit.outputs) {
+        outs.push_back(tensor_of.at(v));
+        out_set.insert(outs.back().get());
+    }
+    te::Schedule sch = te::create_schedule(outs);
+    if (unit.nodes.size() > 1) {
+        for (te::Stage& st : sch.stages()) {
+            const te::TensorNode* t = st.tensor().get();
+            if (node_outputs.count(t) && !out_set.count(t) && st.all_reduce_axes().empty()) st.compute_inline();
+        }
+    }
+    if (anchor && anchor_def->schedule) anchor_def->schedule(sch, anchor_outs);
+    op::default_schedule(sch, outs);
+    for (const te::Tensor& o : outs) params.push_back(o);
+    k.func = tir::simplify(tir::lower(sch, params, "kiln_kernel"));
+    k.func.params_may_alias = params_may_alias;
+    k.source = codegen::emit_c(k.func);
+    k.num_inputs = static_cast<int>(unit.inputs.size());
+    return k;
+}
+
+}  // namespace kiln::compiler

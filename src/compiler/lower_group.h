@@ -1,0 +1,46 @@
+// Lowering of one kernel: a fusion group (pass/fuse_operators.h) or a single node.
+//
+// The members' TE computes compose: each member's compute is called on the tensors of its
+// producers inside the group (placeholders for values from outside), so the group is one TE
+// program. Scheduling: every member's output stage that has no reduction and is not a group
+// output is inlined into its consumers (the elementwise chain becomes the expression of one
+// loop nest); the anchor (the group's conv/matmul/reduction, if any) gets its op's schedule;
+// the remaining stages (the group outputs, stages an op keeps materialized such as a conv's
+// padded input) get op::default_schedule. The result is one tir function, one C kernel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "tir/stmt.h"
+
+namespace kiln::compiler {
+
+/// One step of the executable: the nodes it computes, in order.
+struct KernelUnit {
+    std::vector<ir::Node*> nodes;
+    std::vector<ir::Value*> inputs;   // distinct values read from outside the unit, first-use order
+    std::vector<ir::Value*> outputs;  // values read outside the unit or graph outputs
+    std::string ops() const;          // "Conv+Add+Relu"
+};
+
+/// The graph's kernels in an execution order: nodes with the same group id >= 0 form one
+/// unit, every other node its own; units are ordered topologically (ties by first node).
+std::vector<KernelUnit> partition_kernels(const ir::Graph& g);
+
+struct LoweredKernel {
+    std::string description;  // ops of the unit
+    std::string node_name;    // the anchor's (or first node's) name
+    tir::PrimFunc func;
+    std::string source;
+    bool async_copy = false;  // the runtime's built-in async copy: no func, no source
+    int num_inputs = -1;      // StepDesc::num_inputs
+    double flops = 0;         // StepDesc::flops
+};
+
+/// Lowers a unit to one kernel whose parameters are the unit's inputs then its outputs.
+/// `params_may_alias`: emit without `restrict` (the memory plan may compute it in place).
+LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,168 @@
+#include "pass/fuse_operators.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "op/registry.h"
+#include "pass/rewrite.h"
+
+namespace kiln::pass {
+namespace {
+
+using op::OpPattern;
+
+bool is_anchor(OpPattern p) { return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce; }
+
+struct FusionGraph {
+    std::vector<ir::Node*> nodes;
+    std::vector<OpPattern> pattern;
+    std::vector<std::vector<int>> users;  // distinct user node indices
+    std::vector<int> ipdom;               // immediate post-dominator, -1 = the root
+    std::vector<int> depth;               // in the post-dominator tree (root = 0)
+
+    explicit FusionGraph(const ir::Graph& g) {
+        nodes = g.nodes();
+        std::unordered_map<const ir::Node*, int> index;
+        for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = static_cast<int>(i);
+        const op::OpRegistry& reg = op::OpRegistry::global();
+        std::unordered_set<const ir::Value*> outputs(g.outputs().begin(), g.outputs().end());
+        const int n = static_cast<int>(nodes.size());
+        users.resize(n);
+        pattern.resize(n, OpPattern::kOpaque);
+        std::vector<bool> external(n, false);
+        for (int i = 0; i < n; ++i) {
+            const op::OpDef* def = reg.find(nodes[i]->op());
+            if (def) pattern[i] = def->pattern;
+            for (const ir::Value* o : nodes[i]->outputs()) {
+                external[i] = external[i] || outputs.count(o) > 0;
+                for (const ir::Node* u : o->users()) {
+                    int ui = index.at(u);
+                    if (std::find(users[i].begin(), users[i].end(), ui) == users[i].end()) users[i].push_back(ui);
+                }
+            }
+        }
+        ipdom.assign(n, -1);
+        depth.assign(n, 1);
+        for (int i = n - 1; i >= 0; --i) {
+            if (external[i] || users[i].empty()) continue;
+            int lca = users[i][0];
+            for (size_t k = 1; k < users[i].size() && lca >= 0; ++k) lca = common_ancestor(lca, users[i][k]);
+            ipdom[i] = lca;
+            depth[i] = lca >= 0 ? depth[lca] + 1 : 1;
+        }
+    }
+
+    int common_ancestor(int a, int b) const {
+        while (a != b) {
+            if (a < 0 || b < 0) return -1;
+            if (depth[a] < depth[b]) std::swap(a, b);
+            a = ipdom[a];
+        }
+        return a;
+    }
+};
+
+/// Union-find over nodes; the root of a set keeps the group's facts.
+struct Groups {
+    std::vector<int> parent;
+    std::vector<OpPattern> pattern;  // combined (max) pattern of the set
+    std::vector<int> anchors, size;
+
+    explicit Groups(const FusionGraph& fg) : parent(fg.nodes.size()), pattern(fg.pattern), anchors(fg.nodes.size()), size(fg.nodes.size(), 1) {
+        for (size_t i = 0; i < parent.size(); ++i) {
+            parent[i] = static_cast<int>(i);
+            anchors[i] = is_anchor(fg.pattern[i]) ? 1 : 0;
+        }
+    }
+    int find(int x) {
+        while (parent[x] != x) x = parent[x] = parent[parent[x]];
+        return x;
+    }
+    void merge(int from, int into) {
+        from = find(from);
+        into = find(into);
+        if (from == into) return;
+        parent[from] = into;
+        pattern[into] = std::max(pattern[into], pattern[from]);
+        anchors[into] += anchors[from];
+        size[into] += size[from];
+    }
+};
+
+using PathCondition = std::function<bool(OpPattern p, bool is_sink)>;
+
+/// Nodes strictly between src and sink (sink post-dominates src); false when one fails `cond`.
+bool collect_path(const FusionGraph& fg, int src, int sink, const PathCondition& cond, std::vector<int>& between) {
+    std::unordered_set<int> seen;
+    std::vector<int> stack(fg.users[src].begin(), fg.users[src].end());
+    while (!stack.empty()) {
+        int v = stack.back();
+        stack.pop_back();
+        if (!seen.insert(v).second) continue;
+        if (v == sink) {
+            if (!cond(fg.pattern[v], true)) return false;
+            continue;
+        }
+        if (!cond(fg.pattern[v], false)) return false;
+        between.push_back(v);
+        for (int u : fg.users[v]) stack.push_back(u);
+    }
+    return seen.count(sink) > 0;
+}
+
+bool try_fuse(const FusionGraph& fg, Groups& groups, int src, int sink, const PathCondition& cond) {
+    std::vector<int> between;
+    if (!collect_path(fg, src, sink, cond, between)) return false;
+    std::unordered_set<int> roots = {groups.find(src), groups.find(sink)};
+    for (int v : between) roots.insert(groups.find(v));
+    int anchors = 0, size = 0;
+    for (int r : roots) {
+        anchors += groups.anchors[r];
+        size += groups.size[r];
+    }
+    if (anchors > 1 || size > kMaxGroupSize) return false;
+    for (int v : between) groups.merge(v, sink);
+    groups.merge(src, sink);
+    return true;
+}
+
+}  // namespace
+
+bool fuse_operators(ir::Graph& g, const PassContext&) {
+    FusionGraph fg(g);
+    Groups groups(fg);
+    const int n = static_cast<int>(fg.nodes.size());
+    auto elemwise_path = [](OpPattern p, bool) { return p <= OpPattern::kBroadcast; };
+    auto prologue_path = [](OpPattern p, bool is_sink) {
+        return p <= OpPattern::kInjective || (is_sink && p == OpPattern::kCommReduce);
+    };
+    auto injective_path = [](OpPattern p, bool) { return p <= OpPattern::kInjective; };
+    for (int i = 0; i < n; ++i) {
+        int sink = fg.ipdom[i];
+        if (fg.pattern[i] == OpPattern::kOpaque || sink < 0) continue;
+        if (groups.find(i) == groups.find(sink)) continue;
+        const OpPattern gp = groups.pattern[groups.find(i)];
+        if (is_anchor(gp))
+            try_fuse(fg, groups, i, sink, elemwise_path);
+        else if (gp <= OpPattern::kBroadcast)
+            try_fuse(fg, groups, i, sink, prologue_path);
+        else if (gp == OpPattern::kInjective)
+            try_fuse(fg, groups, i, sink, injective_path);
+    }
+    // Number the groups of two or more nodes in order of their first node.
+    std::map<int, int> id_of_root;
+    bool changed = false;
+    for (int i = 0; i < n; ++i) {
+        int r = groups.find(i);
+        int id = -1;
+        if (groups.size[r] > 1) id = id_of_root.emplace(r, static_cast<int>(id_of_root.size())).first->second;
+        changed |= fg.nodes[i]->group() != id;
+        fg.nodes[i]->set_group(id);
+    }
+    return changed;
+}
+
+}  // namespace kiln::pass

@@ -1,0 +1,51 @@
+// The pass pipeline (STYLE rule 2: the -O levels are this one list).
+//
+//   -O0  infer-shapes only: every node is its own kernel (the reference for -O3).
+//   -O1  + simplify, constant folding, dead code: less work, same kernels.
+//   -O2  + BatchNorm/scale folding, CSE, fusion: fewer kernels.
+//   -O3  (default) the same passes today; layout transformation (NCHWc) will join here.
+//
+// Order matters where noted.
+#include "pass/pipeline.h"
+
+#include "pass/eliminate_common_subexpressions.h"
+#include "pass/eliminate_dead_code.h"
+#include "pass/fold_batch_norm.h"
+#include "pass/fold_constants.h"
+#include "pass/fuse_operators.h"
+#include "pass/infer_shapes.h"
+#include "pass/simplify_algebra.h"
+#include "support/error.h"
+
+namespace kiln::pass {
+
+const std::vector<Pass>& all_passes() {
+    static const std::vector<Pass> passes = {
+        // Static types and constant shape operands first: every later pass relies on them.
+        {"infer-shapes", 0, "re-infer types; evaluate Shape/Size and shape arithmetic", infer_shapes},
+        // Before folding: reassociation leaves constant-only nodes for fold-constants.
+        {"simplify-algebra", 1, "identities, transpose/reshape chains, constant reassociation", simplify_algebra},
+        {"fold-constants", 1, "evaluate nodes whose inputs are all constants", fold_constants},
+        // Writes the new weights as constant-only nodes: fold again right after.
+        {"fold-batch-norm", 2, "fold BatchNormalization and per-channel Mul/Add into Conv", fold_batch_norm},
+        {"fold-constants", 2, "evaluate the folded weights", fold_constants},
+        {"eliminate-common-subexpressions", 2, "merge equal constants and equal nodes", eliminate_common_subexpressions},
+        {"eliminate-dead-code", 1, "drop unused nodes and constants", eliminate_dead_code},
+        // Types may have changed under rewrites; fusion reads final types.
+        {"infer-shapes", 1, "re-infer types after the rewrites", infer_shapes},
+        // Last: groups refer to the final nodes.
+        {"fuse-operators", 2, "fusion groups on the post-dominator tree (one kernel each)", fuse_operators},
+    };
+    return passes;
+}
+
+std::vector<Pass> passes_for_level(int opt_level) {
+    KILN_CHECK(opt_level >= 0 && opt_level <= kMaxOptLevel, kInvalidArgument)
+        << "optimization level must be 0.." << kMaxOptLevel << ", got " << opt_level;
+    std::vector<Pass> out;
+    for (const Pass& p : all_passes())
+        if (p.level <= opt_level) out.push_back(p);
+    return out;
+}
+
+}  // namespace kiln::pass

@@ -1,0 +1,57 @@
+#include "pass/rewrite.h"
+
+#include <algorithm>
+
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::pass {
+
+bool is_graph_output(const ir::Graph& g, const ir::Value* v) {
+    return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+}
+
+bool replace_value(ir::Graph& g, ir::Value* from, ir::Value* to) {
+    KILN_ICHECK(from != to && from->type() == to->type())
+        << "replace_value: '" << from->name() << "' " << from->type().str() << " by '" << to->name() << "' "
+        << to->type().str();
+    if (is_graph_output(g, from)) {
+        if (!to->producer() || is_graph_output(g, to)) return false;
+        std::string name = from->name();
+        from->set_name(g.fresh_name(name + ".replaced"));
+        to->set_name(name);
+    }
+    g.replace_all_uses(from, to);
+    return true;
+}
+
+std::optional<double> uniform_constant(const ir::Value* v) {
+    if (!v || !v->is_constant()) return std::nullopt;
+    const Tensor& t = v->constant();
+    if (t.numel() == 0) return std::nullopt;
+    double first = t.get_f64(0);
+    for (int64_t i = 1; i < t.numel(); ++i)
+        if (t.get_f64(i) != first) return std::nullopt;
+    return first;
+}
+
+ir::Value* add_constant_like(ir::Graph& g, const std::string& hint, Tensor data) {
+    return g.add_constant(g.fresh_name(hint), std::move(data));
+}
+
+ir::Node* add_inferred_node(ir::Graph& g, const std::string& op, const std::vector<ir::Value*>& inputs,
+                            ir::AttrMap attrs, int num_outputs, const std::string& name_hint) {
+    std::vector<ir::TensorType> placeholder_types(static_cast<size_t>(num_outputs));
+    std::vector<std::string> names;
+    for (int i = 0; i < num_outputs; ++i) names.push_back(g.fresh_name(name_hint.empty() ? op : name_hint));
+    ir::Node* n = g.add_node(op, inputs, std::move(attrs), placeholder_types, names, "");
+    op::infer_node(*n);
+    return n;
+}
+
+ir::Node* sole_user(const ir::Graph& g, const ir::Value* v) {
+    if (v->users().size() != 1 || is_graph_output(g, v)) return nullptr;
+    return v->users()[0];
+}
+
+}  // namespace kiln::pass

@@ -1,0 +1,32 @@
+// Small graph-rewriting vocabulary shared by the passes.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace kiln::pass {
+
+bool is_graph_output(const ir::Graph& g, const ir::Value* v);
+
+/// Replaces every use of `from` with `to` (same type). Graph outputs keep their names: when
+/// `from` is a graph output, `to` takes over its name, which needs `to` to be a node result
+/// that is not itself a graph output; otherwise nothing changes and false is returned.
+bool replace_value(ir::Graph& g, ir::Value* from, ir::Value* to);
+
+/// When every element of constant `v` equals one value, that value (as double); else nullopt.
+std::optional<double> uniform_constant(const ir::Value* v);
+
+/// Adds a constant named after `hint` (made unique).
+ir::Value* add_constant_like(ir::Graph& g, const std::string& hint, Tensor data);
+
+/// Appends a node whose output types come from the op's inference (op registry). The caller
+/// rewires uses and then restores the order with g.topo_sort().
+ir::Node* add_inferred_node(ir::Graph& g, const std::string& op, const std::vector<ir::Value*>& inputs,
+                            ir::AttrMap attrs = {}, int num_outputs = 1, const std::string& name_hint = "");
+
+/// The node's single user when its output 0 has exactly one use and is no graph output.
+ir::Node* sole_user(const ir::Graph& g, const ir::Value* v);
+
+}  // namespace kiln::pass

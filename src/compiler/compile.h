@@ -64,6 +64,10 @@ struct CompiledModel {
 /// an unbound dim.
 void bind_input_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims);
 
+/// The context compile() runs the passes with: folding evaluates through fold_constant_node
+/// (the op's compute run by the tir interpreter).
+pass::PassContext pass_context();
+
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts = {});
 
 }  // namespace kiln::compiler

@@ -377,7 +377,8 @@ private:
                 group = integer<int>(next(), "a fusion group number >= 0");
                 if (group < 0) fail("a fusion group number >= 0");
             }
-            if (peek().kind == Tok::kIdent && peek().text == "name") {
+            if (group < 0 || (peek().kind == Tok::kIdent && peek().text == "name")) {
+                if (peek().kind != Tok::kIdent || peek().text != "name") fail("'group' or 'name'");
                 next();
                 expect('=');
                 if (peek().kind != Tok::kString) fail("a quoted node name");

@@ -23,12 +23,23 @@ ir::Value* per_out_channel(ir::Graph& g, ir::Value* c, int64_t cm, size_t rank) 
     return node1(g, "Reshape", {c, shape_constant(g, s)});
 }
 
-/// A Conv whose output is read only by `user` and whose weights (and bias) are constants.
+/// A constant, or a value computed from constants only (weights an earlier fold rewrote, not
+/// yet evaluated by fold_constants).
+bool is_constant_expr(const ir::Value* v, int depth = 0) {
+    if (v->is_constant()) return true;
+    const ir::Node* p = v->producer();
+    if (!p || p->num_inputs() == 0 || depth > 16) return false;
+    for (const ir::Value* in : p->inputs())
+        if (in && !is_constant_expr(in, depth + 1)) return false;
+    return true;
+}
+
+/// A Conv whose output is read only by `user` and whose weights (and bias) are constant.
 ir::Node* foldable_conv(const ir::Graph& g, const ir::Value* v, const ir::Node* user) {
     ir::Node* conv = v->producer();
     if (!conv || conv->op() != "Conv" || sole_user(g, v) != user) return nullptr;
-    if (!conv->input(1)->is_constant()) return nullptr;
-    if (conv->input(2) && !conv->input(2)->is_constant()) return nullptr;
+    if (!is_constant_expr(conv->input(1))) return nullptr;
+    if (conv->input(2) && !is_constant_expr(conv->input(2))) return nullptr;
     return conv;
 }
 
@@ -50,7 +61,7 @@ bool fold_bn(ir::Graph& g, ir::Node* bn) {
     if (!conv) return false;
     const DType dt = conv->output(0)->type().dtype;
     for (size_t i = 1; i < 5; ++i)
-        if (!bn->input(i)->is_constant() || bn->input(i)->type().dtype != dt) return false;
+        if (!is_constant_expr(bn->input(i)) || bn->input(i)->type().dtype != dt) return false;
     ir::Value* w = conv->input(1);
     const int64_t m = w->type().static_shape()[0];
     Tensor eps(dt, {});
@@ -66,7 +77,7 @@ bool fold_bn(ir::Graph& g, ir::Node* bn) {
 /// Conv followed by Mul/Add with a constant that varies at most along the channel axis.
 bool fold_scale_shift(ir::Graph& g, ir::Node* n) {
     if (n->num_inputs() != 2 || !n->input(0) || !n->input(1)) return false;
-    int slot = n->input(1)->is_constant() ? 1 : n->input(0)->is_constant() ? 0 : -1;
+    int slot = is_constant_expr(n->input(1)) ? 1 : is_constant_expr(n->input(0)) ? 0 : -1;
     if (slot < 0) return false;
     ir::Value* c = n->input(static_cast<size_t>(slot));
     ir::Value* y = n->input(static_cast<size_t>(1 - slot));

@@ -56,9 +56,16 @@ void expect_chain_output(const Tensor& in, const Tensor& out) {
         ASSERT_NEAR(out.data_as<float>()[i], chain_ref(in.data_as<float>()[i]), 1e-5) << "element " << i;
 }
 
+// These tests count per-node steps: -O0 keeps one kernel per node (at -O3 the chain fuses).
+CompileOptions per_node() {
+    CompileOptions o;
+    o.opt_level = 0;
+    return o;
+}
+
 TEST(MemoryPlanCompile, ElementwiseChainRunsInPlaceInOneTensor) {
     ir::Graph g = chain_graph();
-    CompiledModel m = compile(g);
+    CompiledModel m = compile(g, per_node());
     // Intermediates t0, t1, t2 (t3 is the output): t1 in place of t0, t2 in place of t1.
     EXPECT_EQ(m.memory.inplace_steps, 2);
     EXPECT_EQ(m.memory.arena, static_cast<size_t>(kN) * 4);
@@ -85,7 +92,7 @@ TEST(MemoryPlanCompile, ElementwiseChainRunsInPlaceInOneTensor) {
 
 TEST(MemoryPlanCompile, BudgetOneByteShortFailsCleanlyAndTheExactPlanSucceeds) {
     ir::Graph g = chain_graph();
-    CompiledModel m = compile(g);
+    CompiledModel m = compile(g, per_node());
     const size_t arena = m.memory.arena;
     const size_t out_bytes = static_cast<size_t>(kN) * 4;
     Tensor x = ramp({1, kN});
@@ -157,8 +164,8 @@ float diamond_ref(float x) {
 
 TEST(MemoryPlanCompile, ConcurrentPlanKeepsBranchesApartAndRunsUnderDataflow) {
     ir::Graph g1 = diamond_graph();
-    CompiledModel seq = compile(g1);
-    CompileOptions copts;
+    CompiledModel seq = compile(g1, per_node());
+    CompileOptions copts = per_node();
     copts.plan_for_concurrency = true;
     ir::Graph g2 = diamond_graph();
     CompiledModel con = compile(g2, copts);

@@ -1,0 +1,129 @@
+// simplify_algebra: before/after IR for each rewrite, and the cases it must leave alone.
+#include "pass/simplify_algebra.h"
+
+#include "pass_test_util.h"
+
+namespace kiln::pass {
+namespace {
+
+TEST(SimplifyAlgebra, RemovesNeutralArithmeticAndIdentity) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[2,3]) {
+  const %one: f32[] = [1]
+  const %zero: f32[3] = [0, 0, 0]
+  %a = Mul(%x, %one) : f32[2,3]
+  %b = Add(%zero, %a) : f32[2,3]
+  %c = Identity(%b) : f32[2,3]
+  %y = Relu(%c) : f32[2,3]
+  return %y
+})", R"(
+graph g(%x: f32[2,3]) {
+  %y = Relu(%x) : f32[2,3]
+  return %y
+})");
+}
+
+TEST(SimplifyAlgebra, KeepsABroadcastingNeutralOperand) {
+    // x + 0 with a wider zero changes the result's shape: not an identity.
+    const char* text = R"(
+graph g(%x: f32[3]) {
+  const %zero: f32[2,3] = [0, 0, 0, 0, 0, 0]
+  %y = Add(%x, %zero) : f32[2,3]
+  return %y
+})";
+    EXPECT_PASS_GIVES(simplify_algebra, text, text);
+}
+
+TEST(SimplifyAlgebra, GraphOutputKeepsItsName) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[4]) {
+  %r = Relu(%x) : f32[4]
+  %out = Identity(%r) : f32[4]
+  return %out
+})", R"(
+graph g(%x: f32[4]) {
+  %out = Relu(%x) : f32[4]
+  return %out
+})");
+}
+
+TEST(SimplifyAlgebra, IdentityOfAGraphInputStays) {
+    // Removing it would rename the model's input or output.
+    const char* text = R"(
+graph g(%x: f32[4]) {
+  %out = Identity(%x) : f32[4]
+  return %out
+})";
+    EXPECT_PASS_GIVES(simplify_algebra, text, text);
+}
+
+TEST(SimplifyAlgebra, DoubleTransposeComposesOrVanishes) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[2,3,4]) {
+  %a = Transpose(%x) {perm=[1,0,2]} : f32[3,2,4]
+  %b = Transpose(%a) {perm=[1,0,2]} : f32[2,3,4]
+  %c = Transpose(%b) {perm=[2,0,1]} : f32[4,2,3]
+  %d = Transpose(%c) {perm=[0,2,1]} : f32[4,3,2]
+  %y = Relu(%d) : f32[4,3,2]
+  return %y
+})", R"(
+graph g(%x: f32[2,3,4]) {
+  %d = Transpose(%x) {perm=[2,1,0]} : f32[4,3,2]
+  %y = Relu(%d) : f32[4,3,2]
+  return %y
+})");
+}
+
+TEST(SimplifyAlgebra, ReshapeChainBecomesOneReshape) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[2,3,4]) {
+  const %s: i64[2] = [6, 4]
+  const %ax: i64[1] = [0]
+  %a = Reshape(%x, %s) : f32[6,4]
+  %b = Unsqueeze(%a, %ax) : f32[1,6,4]
+  %c = Flatten(%b) {axis=2} : f32[6,4]
+  %y = Relu(%c) : f32[6,4]
+  return %y
+})", R"(
+graph g(%x: f32[2,3,4]) {
+  const %s: i64[2] = [6, 4]
+  %c = Reshape(%x, %s) : f32[6,4]
+  %y = Relu(%c) : f32[6,4]
+  return %y
+})");
+}
+
+TEST(SimplifyAlgebra, ReassociatesConstants) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[2]) {
+  const %c1: f32[2] = [1, 2]
+  const %c2: f32[] = [10]
+  %a = Add(%x, %c1) : f32[2]
+  %y = Add(%a, %c2) : f32[2]
+  return %y
+})", R"(
+graph g(%x: f32[2]) {
+  const %c1: f32[2] = [1, 2]
+  const %c2: f32[] = [10]
+  %k = Add(%c1, %c2) : f32[2]
+  %y = Add(%x, %k) : f32[2]
+  return %y
+})");
+}
+
+TEST(SimplifyAlgebra, DropoutInInferenceAndSameTypeCast) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[2]) {
+  %a = Dropout(%x) : f32[2]
+  %b = Cast(%a) {to=1} : f32[2]
+  %y = Neg(%b) : f32[2]
+  return %y
+})", R"(
+graph g(%x: f32[2]) {
+  %y = Neg(%x) : f32[2]
+  return %y
+})");
+}
+
+}  // namespace
+}  // namespace kiln::pass

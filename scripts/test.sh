@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The full test run: installs what is missing, builds, then runs every test suite:
 #  1. gtest unit tests per layer (ctest -j2)
-#  2. the ONNX backend node conformance run (kiln test-onnx) against the expected-pass list
+#  2. the ONNX backend node conformance run (kiln test-onnx) against the expected-pass list,
+#     at -O3 (with ONNX Runtime in the same run) and at -O0 (the pass pipeline's equivalence
+#     property: both levels pass the same tests against the ONNX reference outputs)
 #  3. pytest: CLI, models vs ONNX Runtime, bad-input errors
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -17,6 +19,9 @@ echo "== unit tests (ctest)"
 echo "== ONNX backend node conformance"
 python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" \
   --expected "$ROOT/tests/conformance/expected_pass.txt"
+echo "== ONNX backend node conformance at -O0"
+python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" --no-ort -O0 \
+  --expected "$ROOT/tests/conformance/expected_pass.txt" | tail -3
 
 echo "== pytest (CLI, models vs ONNX Runtime, errors)"
 KILN_BIN="$BUILD/bin/kiln" python3 -m pytest -q "$ROOT/tests/models" "$ROOT/tests/cli" "$ROOT/tests/conformance"

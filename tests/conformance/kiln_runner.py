@@ -19,9 +19,9 @@ def parse(stdout):
     return results
 
 
-def run(kiln, node_dir, jobs=2, filter_substr=None):
-    """(results, completed process) of `kiln test-onnx node_dir`."""
-    cmd = [kiln, "test-onnx", node_dir, "--jobs", str(jobs)]
+def run(kiln, node_dir, jobs=2, filter_substr=None, opt_level=3):
+    """(results, completed process) of `kiln test-onnx node_dir -O<opt_level>`."""
+    cmd = [kiln, "test-onnx", node_dir, "--jobs", str(jobs), f"-O{opt_level}"]
     if filter_substr:
         cmd += ["--filter", filter_substr]
     proc = subprocess.run(cmd, capture_output=True, text=True)

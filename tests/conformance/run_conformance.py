@@ -90,6 +90,9 @@ def main():
     ap.add_argument("--ort-timeout", type=float, default=60.0,
                     help="seconds before an ORT test is killed (a FAIL)")
     ap.add_argument("--filter", help="run only tests whose name contains SUBSTR")
+    ap.add_argument("-O", dest="opt_level", type=int, default=3, choices=range(4),
+                    help="Kiln's graph optimization level (the -O0 run checks that the unoptimized "
+                         "graph passes the same tests)")
     ap.add_argument("--json", metavar="OUT", help="write per-test results and the table here")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = ap.parse_args()
@@ -99,7 +102,7 @@ def main():
     root = node_test_dir()
     tests = list_tests(root, args.filter)
     t0 = time.monotonic()
-    kiln, proc = kiln_runner.run(args.kiln, root, args.jobs, args.filter)
+    kiln, proc = kiln_runner.run(args.kiln, root, args.jobs, args.filter, args.opt_level)
     kiln_s = time.monotonic() - t0
     if not kiln:
         print(proc.stdout[-3000:], proc.stderr[-3000:])

@@ -69,16 +69,28 @@ const char* type_suffix(DType t) {
         case DType::kUInt16: return "u16";
         case DType::kUInt32: return "u32";
         case DType::kUInt64: return "u64";
+        case DType::kInt4: return "i8";
+        case DType::kUInt4: return "u8";
+        default: return "f32";  // f8, f4 (compute as f32)
     }
     return "i64";
 }
 
 /// The C type an expression of dtype t computes in (f16/bf16 compute as float).
 const char* compute_c_type(DType t) {
-    if (t == DType::kFloat16 || t == DType::kBFloat16) return "float";
+    if (t == DType::kFloat16 || t == DType::kBFloat16 || dtype_is_lowp_float(t)) return "float";
     return dtype_c_type(t);
 }
-bool is_f32ish(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
+bool is_f32ish(DType t) {
+    return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || dtype_is_lowp_float(t);
+}
+/// Prelude helper converting a f8/f4 bit pattern to float (and back: kiln_f32_to_<name>).
+std::string lowp_load(DType t, const std::string& v) {
+    return std::string("kiln_") + dtype_name(t) + "_to_f32(" + v + ")";
+}
+std::string lowp_store(DType t, const std::string& v) {
+    return std::string("kiln_f32_to_") + dtype_name(t) + "(" + v + ")";
+}
 /// Types C promotes to int: arithmetic results need a cast back.
 bool is_narrow_int(DType t) {
     return t == DType::kInt8 || t == DType::kInt16 || t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kBool;
@@ -182,6 +194,7 @@ public:
                 std::string ref = names_.buffer(l.buffer.get()) + "[" + strip_parens(print(l.index)) + "]";
                 if (l.buffer->dtype == DType::kFloat16) return "kiln_f16_to_f32(" + ref + ")";
                 if (l.buffer->dtype == DType::kBFloat16) return "kiln_bf16_to_f32(" + ref + ")";
+                if (dtype_is_lowp_float(l.buffer->dtype)) return lowp_load(l.buffer->dtype, ref);
                 return ref;
             }
             case ExprKind::kTensorRead:
@@ -200,6 +213,11 @@ public:
         if (to == DType::kBool) return "(" + src + " != 0)";
         if (to == DType::kFloat16) return "kiln_f16_to_f32(kiln_f32_to_f16((float)" + src + "))";
         if (to == DType::kBFloat16) return "kiln_bf16_to_f32(kiln_f32_to_bf16((float)" + src + "))";
+        if (dtype_is_lowp_float(to)) return lowp_load(to, lowp_store(to, "(float)" + src));
+        if (to == DType::kInt4 || to == DType::kUInt4) {
+            std::string wide = cast(DType::kInt64, from, src);
+            return std::string(to == DType::kInt4 ? "kiln_wrap_i4(" : "kiln_wrap_u4(") + wide + ")";
+        }
         if (dtype_is_float(from) && (dtype_is_int(to))) {
             if (to == DType::kInt64) return "kiln_f2i((double)" + src + ")";
             if (to == DType::kUInt64) return "kiln_f2u((double)" + src + ")";
@@ -420,7 +438,11 @@ std::string store_value_c(DType storage, const te::Expr& value, CNames& names) {
     switch (storage) {
         case DType::kFloat16: return "kiln_f32_to_f16(" + (is_f32ish(from) ? v : "(float)" + v) + ")";
         case DType::kBFloat16: return "kiln_f32_to_bf16(" + (is_f32ish(from) ? v : "(float)" + v) + ")";
-        default: return from == storage ? v : p.cast(storage, from, v);
+        case DType::kInt4:
+        case DType::kUInt4: return p.cast(storage, from, v);
+        default:
+            if (dtype_is_lowp_float(storage)) return lowp_store(storage, is_f32ish(from) ? v : "(float)" + v);
+            return from == storage ? v : p.cast(storage, from, v);
     }
 }
 

@@ -1,5 +1,6 @@
 // The prelude of generated kernels. Semantics mirror the tir interpreter and src/support:
-//  - f16/bf16 conversions are bit-exact ports of support/dtype.cc (round to nearest even);
+//  - f16/bf16 conversions are bit-exact ports of support/dtype.cc (round to nearest even), the
+//    f8/f4/e8m0 ones of support/lowp_float.cc (non-saturating storage conversions);
 //  - integer division and modulo by zero give 0 instead of trapping (and INT64_MIN / -1 wraps),
 //    floordiv/floormod round toward negative infinity;
 //  - float -> int conversion truncates, maps NaN to 0 and saturates at the int64 range before
@@ -87,6 +88,91 @@ static inline uint16_t kiln_f32_to_bf16(float f) {
     uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
     return (uint16_t)((x + rounding) >> 16);
 }
+
+/* Low-precision types: a port of support/lowp_float.cc (round to nearest even; stores do not
+   saturate: overflow gives inf (e5m2) or NaN; f4e2m1 always saturates). special: 0 = FN (NaN =
+   S.1..1), 1 = FNUZ (NaN = 0x80, no -0), 2 = IEEE (e5m2), 3 = none (e2m1). */
+static inline float kiln_bits_f32(uint32_t b) {
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+static inline float kiln_exp2i_f32(int e) {
+    return kiln_bits_f32(e >= -126 ? (uint32_t)(e + 127) << 23 : 1u << (e + 149));
+}
+static inline float kiln_lowp_to_f32(uint8_t bits, int e_bits, int m_bits, int bias, int special) {
+    int width = e_bits + m_bits;
+    bits &= (uint8_t)((1u << (width + 1)) - 1);
+    uint32_t neg = (bits >> width) & 1u, mag = bits & ((1u << width) - 1);
+    uint32_t e = mag >> m_bits, m = mag & ((1u << m_bits) - 1), e_max = (1u << e_bits) - 1;
+    float nan = kiln_bits_f32(neg ? 0xffc00000u : 0x7fc00000u);
+    if (special == 1 && neg && mag == 0) return kiln_bits_f32(0x7fc00000u);
+    if (special == 0 && mag == (1u << width) - 1) return nan;
+    if (special == 2 && e == e_max) return m == 0 ? kiln_bits_f32(neg ? 0xff800000u : 0x7f800000u) : nan;
+    float v = e == 0 ? (float)m * kiln_exp2i_f32(1 - bias - m_bits)
+                     : (float)((1u << m_bits) | m) * kiln_exp2i_f32((int)e - bias - m_bits);
+    return neg ? -v : v;
+}
+static inline uint8_t kiln_f32_to_lowp(float x, int e_bits, int m_bits, int bias, uint32_t max_code,
+                                       int special) {
+    int width = e_bits + m_bits;
+    uint32_t u, code;
+    memcpy(&u, &x, 4);
+    uint32_t sign = u >> 31, abs = u & 0x7fffffffu, sign_bit = sign << width;
+    uint32_t nan_code = special == 1 ? 0x80u : (sign_bit | ((1u << width) - 1));
+    if (abs > 0x7f800000u) {
+        if (special == 3) return (uint8_t)((sign ^ 1u) << width);
+        if (special == 2) return (uint8_t)(sign_bit | 0x7eu);
+        return (uint8_t)nan_code;
+    }
+    if (abs == 0x7f800000u) {
+        code = max_code + 1;
+    } else if (abs < 0x00800000u) {
+        code = 0;
+    } else {
+        int e = (int)(abs >> 23) - 127, min_e = 1 - bias;
+        uint32_t sig = (abs & 0x7fffffu) | 0x800000u;
+        int shift = (e < min_e ? min_e - e : 0) + 23 - m_bits;
+        if (shift > 25) {
+            code = 0;
+        } else {
+            uint32_t n = sig >> shift, rem = sig & ((1u << shift) - 1), half = 1u << (shift - 1);
+            if (rem > half || (rem == half && (n & 1u))) ++n;
+            int64_t c = ((int64_t)(e < min_e ? 0 : e - min_e) << m_bits) + n;
+            code = c > 0xff ? 0x100u : (uint32_t)c;
+        }
+    }
+    if (code > max_code) {
+        if (special == 3) code = max_code;
+        else if (special == 2) return (uint8_t)(sign_bit | 0x7cu);
+        else return (uint8_t)nan_code;
+    }
+    if (code == 0 && special == 1) return 0;
+    return (uint8_t)(sign_bit | code);
+}
+static inline float kiln_f8e4m3fn_to_f32(uint8_t b) { return kiln_lowp_to_f32(b, 4, 3, 7, 0); }
+static inline float kiln_f8e4m3fnuz_to_f32(uint8_t b) { return kiln_lowp_to_f32(b, 4, 3, 8, 1); }
+static inline float kiln_f8e5m2_to_f32(uint8_t b) { return kiln_lowp_to_f32(b, 5, 2, 15, 2); }
+static inline float kiln_f8e5m2fnuz_to_f32(uint8_t b) { return kiln_lowp_to_f32(b, 5, 2, 16, 1); }
+static inline float kiln_f4e2m1_to_f32(uint8_t b) { return kiln_lowp_to_f32(b, 2, 1, 1, 3); }
+static inline float kiln_f8e8m0_to_f32(uint8_t b) {
+    return b == 0xffu ? kiln_bits_f32(0x7fc00000u) : kiln_exp2i_f32((int)b - 127);
+}
+static inline uint8_t kiln_f32_to_f8e4m3fn(float x) { return kiln_f32_to_lowp(x, 4, 3, 7, 0x7eu, 0); }
+static inline uint8_t kiln_f32_to_f8e4m3fnuz(float x) { return kiln_f32_to_lowp(x, 4, 3, 8, 0x7fu, 1); }
+static inline uint8_t kiln_f32_to_f8e5m2(float x) { return kiln_f32_to_lowp(x, 5, 2, 15, 0x7bu, 2); }
+static inline uint8_t kiln_f32_to_f8e5m2fnuz(float x) { return kiln_f32_to_lowp(x, 5, 2, 16, 0x7fu, 1); }
+static inline uint8_t kiln_f32_to_f4e2m1(float x) { return kiln_f32_to_lowp(x, 2, 1, 1, 0x7u, 3); }
+/* float -> e8m0, round up, no saturation: NaN/inf and increments past 0xfe give 0xff. */
+static inline uint8_t kiln_f32_to_f8e8m0(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t exp = (u >> 23) & 0xffu, mant = u & 0x7fffffu;
+    if (exp == 0xffu) return 0xffu;
+    return (uint8_t)(mant != 0 ? exp + 1 : exp);
+}
+static inline int8_t kiln_wrap_i4(int64_t v) { return (int8_t)((int8_t)((v & 0xf) << 4) >> 4); }
+static inline uint8_t kiln_wrap_u4(int64_t v) { return (uint8_t)(v & 0xf); }
 
 static inline int64_t kiln_div_i64(int64_t a, int64_t b) {
     return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;

@@ -43,6 +43,7 @@ std::string element_str(const Tensor& t, int64_t i) {
         case DType::kBool:
             return *reinterpret_cast<const uint8_t*>(p) ? "true" : "false";
         default:
+            if (dtype_is_lowp_float(t.dtype())) return format_f32(static_cast<float>(t.get_f64(i)));
             return std::to_string(t.get_i64(i));
     }
 }

@@ -8,10 +8,14 @@ const OpRegistry& OpRegistry::global() {
         OpRegistry r;
         // keep-sorted
         register_attention_ops(r);
+        register_affine_grid_ops(r);
         register_cast_ops(r);
+        register_col2im_ops(r);
         register_compare_logic_ops(r);
         register_conv_ops(r);
         register_conv_transpose_ops(r);
+        register_det_ops(r);
+        register_einsum_ops(r);
         register_elementwise_ops(r);
         register_gather_ops(r);
         register_generator_ops(r);
@@ -24,6 +28,8 @@ const OpRegistry& OpRegistry::global() {
         register_norm_extra_ops(r);
         register_norm_ops(r);
         register_pool_ops(r);
+        register_quantize_ops(r);
+        register_recurrent_ops(r);
         register_reduce_ops(r);
         register_resize_ops(r);
         register_rms_norm_ops(r);
@@ -31,8 +37,10 @@ const OpRegistry& OpRegistry::global() {
         register_shape_ops(r);
         register_slice_pad_ops(r);
         register_softmax_ops(r);
+        register_tensor_scatter_ops(r);
         register_unary_math_ops(r);
         register_variadic_ops(r);
+        register_window_ops(r);
         return r;
     }();
     return registry;

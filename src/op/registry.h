@@ -50,6 +50,14 @@ void register_grid_sample_ops(OpRegistry& r);  // GridSample
 void register_attention_ops(OpRegistry& r);  // Attention, RotaryEmbedding
 void register_rms_norm_ops(OpRegistry& r);   // RMSNormalization
 void register_loss_ops(OpRegistry& r);       // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void register_recurrent_ops(OpRegistry& r);  // RNN, GRU, LSTM
+void register_window_ops(OpRegistry& r);      // Hann/Hamming/BlackmanWindow, MelWeightMatrix
+void register_affine_grid_ops(OpRegistry& r);  // AffineGrid
+void register_col2im_ops(OpRegistry& r);       // Col2Im
+void register_einsum_ops(OpRegistry& r);       // Einsum
+void register_det_ops(OpRegistry& r);          // Det
+void register_tensor_scatter_ops(OpRegistry& r);  // TensorScatter
+void register_quantize_ops(OpRegistry& r);  // Quantize/DequantizeLinear, QLinear*, *Integer
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws
 /// kiln::Error naming the node. Fills in defaults for missing attributes that have one.

@@ -27,8 +27,16 @@ constexpr DTypeInfo kInfo[] = {
     {DType::kUInt32, 4, "u32", "uint32_t", "<u4", 12},
     {DType::kUInt64, 8, "u64", "uint64_t", "<u8", 13},
     {DType::kBool, 1, "bool", "uint8_t", "|b1", 9},
+    {DType::kFloat8E4M3FN, 1, "f8e4m3fn", "uint8_t", "", 17},
+    {DType::kFloat8E4M3FNUZ, 1, "f8e4m3fnuz", "uint8_t", "", 18},
+    {DType::kFloat8E5M2, 1, "f8e5m2", "uint8_t", "", 19},
+    {DType::kFloat8E5M2FNUZ, 1, "f8e5m2fnuz", "uint8_t", "", 20},
+    {DType::kFloat8E8M0, 1, "f8e8m0", "uint8_t", "", 24},
+    {DType::kInt4, 1, "i4", "int8_t", "", 22},
+    {DType::kUInt4, 1, "u4", "uint8_t", "", 21},
+    {DType::kFloat4E2M1, 1, "f4e2m1", "uint8_t", "", 23},
 };
-static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::kBool) + 1,
+static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::kFloat4E2M1) + 1,
               "kInfo must list every DType in enum order");
 const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 }  // namespace
@@ -46,7 +54,7 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 }
 std::optional<DType> dtype_from_numpy_descr(std::string_view descr) {
     for (const auto& i : kInfo)
-        if (descr == i.numpy) return i.dtype;
+        if (!descr.empty() && descr == i.numpy) return i.dtype;
     if (descr == "<i1" || descr == "i1") return DType::kInt8;
     if (descr == "<u1" || descr == "u1") return DType::kUInt8;
     if (descr == "<b1") return DType::kBool;
@@ -59,14 +67,22 @@ std::optional<DType> dtype_from_onnx(int onnx_type) {
 }
 
 bool dtype_is_float(DType t) {
-    return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+    return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16 ||
+           dtype_is_lowp_float(t);
 }
 bool dtype_is_signed_int(DType t) {
-    return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64;
+    return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64 ||
+           t == DType::kInt4;
 }
 bool dtype_is_unsigned_int(DType t) {
-    return t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 || t == DType::kUInt64;
+    return t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 || t == DType::kUInt64 ||
+           t == DType::kUInt4;
 }
+bool dtype_is_lowp_float(DType t) {
+    return t == DType::kFloat8E4M3FN || t == DType::kFloat8E4M3FNUZ || t == DType::kFloat8E5M2 ||
+           t == DType::kFloat8E5M2FNUZ || t == DType::kFloat8E8M0 || t == DType::kFloat4E2M1;
+}
+bool dtype_is_int4(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
 
 float half_to_float(uint16_t h) {
     uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;

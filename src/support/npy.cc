@@ -211,6 +211,8 @@ Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), pat
 void write_npy(const std::string& path, const Tensor& t) {
     KILN_CHECK(t.dtype() != DType::kBFloat16, kUnsupported)
         << "write_npy('" << path << "'): bf16 has no numpy dtype; convert to f32 first";
+    KILN_CHECK(*dtype_numpy_descr(t.dtype()) != '\0', kUnsupported)
+        << "write_npy('" << path << "'): " << dtype_name(t.dtype()) << " has no numpy dtype; convert to f32 first";
     // The same dict numpy writes: shape "()", "(3,)", "(2, 3)".
     std::string dims;
     for (size_t i = 0; i < t.shape().size(); ++i)

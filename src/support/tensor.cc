@@ -82,6 +82,14 @@ double Tensor::get_f64(int64_t i) const {
         case DType::kUInt32: return *reinterpret_cast<const uint32_t*>(p);
         case DType::kUInt64: return static_cast<double>(*reinterpret_cast<const uint64_t*>(p));
         case DType::kBool: return *reinterpret_cast<const uint8_t*>(p) ? 1.0 : 0.0;
+        case DType::kInt4: return *reinterpret_cast<const int8_t*>(p);
+        case DType::kUInt4: return *reinterpret_cast<const uint8_t*>(p);
+        case DType::kFloat8E4M3FN:
+        case DType::kFloat8E4M3FNUZ:
+        case DType::kFloat8E5M2:
+        case DType::kFloat8E5M2FNUZ:
+        case DType::kFloat8E8M0:
+        case DType::kFloat4E2M1: return lowp_to_float(dtype_, *reinterpret_cast<const uint8_t*>(p));
     }
     return 0;
 }
@@ -111,6 +119,20 @@ void Tensor::set_f64(int64_t i, double v) {
         case DType::kUInt32: *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(v); break;
         case DType::kUInt64: *reinterpret_cast<uint64_t*>(p) = static_cast<uint64_t>(v); break;
         case DType::kBool: *reinterpret_cast<uint8_t*>(p) = v != 0.0; break;
+        // i4/u4 wrap like the other ints; the low-precision floats use the storage conversion
+        // (round to nearest even / e8m0 up, no saturation: see dtype.h).
+        case DType::kInt4: *reinterpret_cast<int8_t*>(p) = wrap_int4(static_cast<int64_t>(v)); break;
+        case DType::kUInt4: *reinterpret_cast<uint8_t*>(p) = wrap_uint4(static_cast<int64_t>(v)); break;
+        case DType::kFloat8E8M0:
+            *reinterpret_cast<uint8_t*>(p) = float_to_e8m0(static_cast<float>(v), false);
+            break;
+        case DType::kFloat8E4M3FN:
+        case DType::kFloat8E4M3FNUZ:
+        case DType::kFloat8E5M2:
+        case DType::kFloat8E5M2FNUZ:
+        case DType::kFloat4E2M1:
+            *reinterpret_cast<uint8_t*>(p) = float_to_lowp(dtype_, static_cast<float>(v), false);
+            break;
     }
 }
 

@@ -125,7 +125,11 @@ Var make_var(const std::string& name, DType t) {
 }
 
 DType compute_dtype(DType storage) {
-    return (storage == DType::kFloat16 || storage == DType::kBFloat16) ? DType::kFloat32 : storage;
+    if (storage == DType::kFloat16 || storage == DType::kBFloat16 || dtype_is_lowp_float(storage))
+        return DType::kFloat32;
+    if (storage == DType::kInt4) return DType::kInt8;  // i4/u4 compute as i8/u8, wrap on store
+    if (storage == DType::kUInt4) return DType::kUInt8;
+    return storage;
 }
 
 Expr cast(DType t, Expr a) {

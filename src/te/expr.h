@@ -150,7 +150,8 @@ Expr float_imm(double v, DType t = DType::kFloat32);
 Expr make_const(DType t, double v);
 Var make_var(const std::string& name, DType t = DType::kInt64);
 
-/// The dtype arithmetic happens in: f16/bf16 compute as f32; others as themselves.
+/// The dtype arithmetic happens in: f16/bf16 and the f8/f4 types compute as f32, i4/u4 as i8/u8;
+/// others as themselves.
 DType compute_dtype(DType storage);
 
 /// Both operands are first converted to a common dtype (an immediate takes the other side's

@@ -23,6 +23,8 @@ int64_t wrap_int(DType t, int64_t v) {
         case DType::kUInt8: return static_cast<uint8_t>(v);
         case DType::kUInt16: return static_cast<uint16_t>(v);
         case DType::kUInt32: return static_cast<uint32_t>(v);
+        case DType::kInt4: return wrap_int4(v);
+        case DType::kUInt4: return wrap_uint4(v);
         default: return v;  // i64, u64 (bit pattern)
     }
 }
@@ -32,6 +34,13 @@ double round_float(DType t, double v) {
         case DType::kFloat32: return static_cast<double>(static_cast<float>(v));
         case DType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
         case DType::kBFloat16: return bfloat16_to_float(float_to_bfloat16(static_cast<float>(v)));
+        // Storage conversions of the f8/f4 types do not saturate (ops that saturate clamp first).
+        case DType::kFloat8E8M0: return lowp_to_float(t, float_to_e8m0(static_cast<float>(v), false));
+        case DType::kFloat8E4M3FN:
+        case DType::kFloat8E4M3FNUZ:
+        case DType::kFloat8E5M2:
+        case DType::kFloat8E5M2FNUZ:
+        case DType::kFloat4E2M1: return lowp_to_float(t, float_to_lowp(t, static_cast<float>(v), false));
         default: return v;
     }
 }

@@ -4,7 +4,7 @@
 // in a Frame, so the inner loop does no name or map lookups. Each expression compiles to
 // either an int closure (ints and bool: the value wrapped to its dtype's width, see
 // te/scalar_eval.cc) or a float closure (double, rounded to f32 after every f32 operation so
-// results match float C code). f16/bf16 buffers load widened to f32 and store narrowed.
+// results match float C code). f16/bf16/f8/f4 buffers load widened to f32 and store narrowed.
 // Every load and store is bounds-checked (KILN_ICHECK): a bad kernel raises an error instead
 // of corrupting memory. Integer division by zero raises kInvalidArgument.
 #include "tir/interpreter.h"
@@ -38,7 +38,8 @@ double load_float(DType t, const char* base, int64_t i) {
         case DType::kFloat32: return reinterpret_cast<const float*>(base)[i];
         case DType::kFloat64: return reinterpret_cast<const double*>(base)[i];
         case DType::kFloat16: return half_to_float(reinterpret_cast<const uint16_t*>(base)[i]);
-        default: return bfloat16_to_float(reinterpret_cast<const uint16_t*>(base)[i]);
+        case DType::kBFloat16: return bfloat16_to_float(reinterpret_cast<const uint16_t*>(base)[i]);
+        default: return lowp_to_float(t, reinterpret_cast<const uint8_t*>(base)[i]);  // f8, f4
     }
 }
 int64_t load_int(DType t, const char* base, int64_t i) {
@@ -52,6 +53,8 @@ int64_t load_int(DType t, const char* base, int64_t i) {
         case DType::kUInt32: return reinterpret_cast<const uint32_t*>(base)[i];
         case DType::kUInt64:
             return static_cast<int64_t>(reinterpret_cast<const uint64_t*>(base)[i]);
+        case DType::kInt4: return reinterpret_cast<const int8_t*>(base)[i];
+        case DType::kUInt4: return reinterpret_cast<const uint8_t*>(base)[i];
         default: return reinterpret_cast<const uint8_t*>(base)[i] != 0;  // bool
     }
 }
@@ -62,8 +65,14 @@ void store_float(DType t, char* base, int64_t i, double v) {
         case DType::kFloat16:
             reinterpret_cast<uint16_t*>(base)[i] = float_to_half(static_cast<float>(v));
             break;
-        default:
+        case DType::kBFloat16:
             reinterpret_cast<uint16_t*>(base)[i] = float_to_bfloat16(static_cast<float>(v));
+            break;
+        case DType::kFloat8E8M0:  // storage conversions do not saturate (ops clamp first)
+            reinterpret_cast<uint8_t*>(base)[i] = float_to_e8m0(static_cast<float>(v), false);
+            break;
+        default:  // f8, f4
+            reinterpret_cast<uint8_t*>(base)[i] = float_to_lowp(t, static_cast<float>(v), false);
             break;
     }
 }

@@ -8,7 +8,9 @@
 //  2. raw_data: little-endian bytes, exactly numel * element size of them.
 //  3. the typed repeated fields: float_data (f32), double_data (f64), int64_data (i64),
 //     uint64_data (u32, u64) and int32_data for everything narrower (i32, i16, i8, u16, u8,
-//     bool, and f16/bf16 as 16-bit patterns in the low bits). Exactly numel entries.
+//     bool, and f16/bf16/float8 as bit patterns in the low bits). Exactly numel entries.
+// The 4-bit types (i4, u4, f4e2m1) are packed two per byte in all three places (first element
+// in the low nibble); they are unpacked to Kiln's one-element-per-byte layout.
 // Every size is checked against the declared dims *before* storage is allocated, so a corrupt
 // model can neither make us read out of bounds nor allocate more than its data holds.
 #include "frontend/onnx/tensor_proto.h"
@@ -119,6 +121,38 @@ void copy_typed(const Field& f, void* dst) {
     for (int i = 0; i < f.size(); ++i) out[i] = static_cast<T>(f.Get(i));
 }
 
+// i4 / u4 / f4e2m1: ONNX packs two elements per byte (first in the low nibble) in raw_data,
+// external data and int32_data alike (one packed byte per int32_data entry); Kiln keeps one
+// element per byte (i4 sign-extended), so unpack here.
+bool dtype_is_4bit(DType t) { return dtype_is_int4(t) || t == DType::kFloat4E2M1; }
+
+Tensor tensor_from_packed_4bit(const onnx::TensorProto& proto, const std::string& base_dir,
+                               const std::string& what, DType dt, const Shape& shape) {
+    const int64_t numel = shape_numel(shape);
+    const size_t packed_bytes = static_cast<size_t>((numel + 1) / 2);
+    std::string packed(packed_bytes, '\0');
+    if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+        ExternalSlice slice = locate_external(proto, base_dir, what, packed_bytes);
+        read_external(slice, what, packed_bytes, packed.data());
+    } else if (proto.has_raw_data()) {
+        KILN_CHECK(proto.raw_data().size() == packed_bytes, kInvalidModel)
+            << what << ": raw_data has " << proto.raw_data().size() << " bytes, expected " << packed_bytes
+            << " (" << shape_str(shape) << " x " << dtype_name(dt) << ", two per byte)";
+        packed = proto.raw_data();
+    } else {
+        check_count(proto.int32_data(), static_cast<int64_t>(packed_bytes), "int32_data (packed 4-bit)", what);
+        for (size_t i = 0; i < packed_bytes; ++i) packed[i] = static_cast<char>(proto.int32_data(static_cast<int>(i)));
+    }
+    Tensor out(dt, shape);
+    uint8_t* o = out.data_as<uint8_t>();
+    for (int64_t i = 0; i < numel; ++i) {
+        const uint8_t byte = static_cast<uint8_t>(packed[static_cast<size_t>(i / 2)]);
+        const uint8_t nib = (i % 2 == 0) ? (byte & 0xf) : (byte >> 4);
+        o[i] = dt == DType::kInt4 ? static_cast<uint8_t>(wrap_int4(nib)) : nib;
+    }
+    return out;
+}
+
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what) {
@@ -140,6 +174,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
         shape.push_back(d);
     }
     const size_t nbytes = static_cast<size_t>(numel * esize);
+
+    if (dtype_is_4bit(*dt)) return tensor_from_packed_4bit(proto, base_dir, what, *dt, shape);
 
     if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
         ExternalSlice slice = locate_external(proto, base_dir, what, nbytes);  // validates sizes
@@ -180,7 +216,15 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
         case DType::kUInt16:
         case DType::kFloat16:
         case DType::kBFloat16: copy_typed<uint16_t>(proto.int32_data(), dst); break;
-        case DType::kUInt8: copy_typed<uint8_t>(proto.int32_data(), dst); break;
+        case DType::kUInt8:
+        case DType::kFloat8E4M3FN:
+        case DType::kFloat8E4M3FNUZ:
+        case DType::kFloat8E5M2:
+        case DType::kFloat8E5M2FNUZ:
+        case DType::kFloat8E8M0: copy_typed<uint8_t>(proto.int32_data(), dst); break;
+        case DType::kInt4:
+        case DType::kUInt4:
+        case DType::kFloat4E2M1: break;  // unpacked above
         case DType::kBool: {
             uint8_t* o = static_cast<uint8_t*>(dst);
             for (int i = 0; i < proto.int32_data_size(); ++i) o[i] = proto.int32_data(i) != 0;

@@ -18,7 +18,7 @@ std::string onnx_type_name(int onnx_type);
 /// carries f16/bf16 bit patterns, 8/16-bit ints and bool --, int64_data, double_data,
 /// uint64_data) or external data (location/offset/length resolved relative to `base_dir` and
 /// required to stay inside it). Sizes are validated; a mismatch is kInvalidModel, a type Kiln
-/// lacks (string, complex, float8) is kUnsupported. `what` names the tensor in messages
+/// lacks (string, complex) is kUnsupported. `what` names the tensor in messages
 /// ("initializer 'w'").
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
                          const std::string& what);

@@ -9,8 +9,11 @@
 // Schedule: the pad stage is materialized (a plain copy loop, vectorized) so the inner loop
 // reads without bounds checks; acc runs n*m in parallel, then the outer output rows, the
 // reduce loops, and the last output axis innermost and vectorized.
+// The pad + acc core (conv_accumulate) and the schedule are shared with ConvInteger and
+// QLinearConv (linear_util.h).
 #include <string>
 
+#include "op/defs/linear_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "op/schedule_util.h"
@@ -76,53 +79,10 @@ std::vector<ir::TensorType> conv_infer(const ir::Node& n) {
 }
 
 std::vector<te::Tensor> conv_compute(const ComputeArgs& a) {
-    te::Tensor x = a.in(0), w = a.in(1);
-    ConvShape cs = conv_shape(a.node, ir::TensorType::of_static(x->dtype, x->shape),
-                              ir::TensorType::of_static(w->dtype, w->shape));
-    const WindowGeometry& g = cs.geo;
-    const int sp = g.spatial();
     const DType cdt = te::compute_dtype(a.out_dtype());
-
-    te::Tensor src = x;
-    std::vector<int64_t> offset(sp, 0);  // where window position 0 sits in src coordinates
-    if (g.any_padding(cs.in_spatial)) {
-        Shape ps = {x->shape[0], x->shape[1]};
-        for (int i = 0; i < sp; ++i) ps.push_back(g.padded_extent(i, cs.in_spatial[i]));
-        src = te::compute(
-            ps, [&](const std::vector<Var>& i) {
-                std::vector<Expr> idx = {i[0], i[1]};
-                Expr inside;
-                for (int d = 0; d < sp; ++d) {
-                    Expr p = Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]);
-                    Expr ok = te::logical_and(p >= te::int_imm(0), p < te::int_imm(cs.in_spatial[d]));
-                    inside = inside ? te::logical_and(inside, ok) : ok;
-                    idx.push_back(clamp_index(p, cs.in_spatial[d]));
-                }
-                return te::select(inside, te::read(x, idx), te::make_const(te::compute_dtype(x->dtype), 0));
-            },
-            "conv_pad", x->dtype);
-    }
-
-    const int64_t cg = cs.channels / cs.group, mg = cs.out_channels / cs.group;
-    te::IterVar rc = te::reduce_axis(cg, "rc");
-    std::vector<te::IterVar> rk;
-    for (int i = 0; i < sp; ++i) rk.push_back(te::reduce_axis(g.kernel[i], "rk" + std::to_string(i)));
-    std::vector<te::IterVar> axes = {rc};
-    axes.insert(axes.end(), rk.begin(), rk.end());
-
     const bool has_bias = a.has_input(2);
     const bool epilogue = has_bias || cdt != a.out_dtype();
-    te::Tensor acc = te::compute(
-        a.out_shape(), [&](const std::vector<Var>& i) {
-            Expr ch = cs.group == 1 ? Expr(rc->var) : te::floordiv(i[1], te::int_imm(mg)) * cg + Expr(rc->var);
-            std::vector<Expr> xi = {i[0], ch}, wi = {i[1], rc->var};
-            for (int d = 0; d < sp; ++d) {
-                xi.push_back(Expr(i[2 + d]) * g.strides[d] + Expr(rk[d]->var) * g.dilations[d]);
-                wi.push_back(rk[d]->var);
-            }
-            return te::sum(te::read(src, xi) * te::read(w, wi), axes);
-        },
-        epilogue ? "conv_acc" : "Conv", epilogue ? cdt : a.out_dtype());
+    te::Tensor acc = conv_accumulate(a.node, a.in(0), a.in(1), a.out_shape(), cdt, epilogue ? "conv_acc" : "Conv");
     if (!epilogue) return {acc};
     te::Tensor bias = has_bias ? a.in(2) : nullptr;
     te::Tensor out = te::compute(
@@ -156,6 +116,65 @@ void conv_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
 }
 
 }  // namespace
+
+std::vector<ir::Dim> conv_output_dims(const ir::Node& n, const ir::TensorType& x, const ir::TensorType& w) {
+    ConvShape cs = conv_shape(n, x, w);
+    std::vector<ir::Dim> out = {x.shape[0], cs.out_channels};
+    for (int64_t o : cs.geo.out) out.push_back(o);
+    return out;
+}
+
+te::Tensor conv_accumulate(const ir::Node& n, const te::Tensor& x, const te::Tensor& w, const Shape& out,
+                           DType acc_dtype, const std::string& name, const ElemReader& read_x,
+                           const ElemReader& read_w) {
+    ConvShape cs = conv_shape(n, ir::TensorType::of_static(x->dtype, x->shape),
+                              ir::TensorType::of_static(w->dtype, w->shape));
+    const WindowGeometry& g = cs.geo;
+    const int sp = g.spatial();
+    auto xval = [&](const std::vector<Expr>& idx) { return read_x ? read_x(idx) : te::read(x, idx); };
+
+    te::Tensor src = nullptr;  // the padded input (nullptr: read x directly)
+    if (g.any_padding(cs.in_spatial)) {
+        Shape ps = {x->shape[0], x->shape[1]};
+        for (int i = 0; i < sp; ++i) ps.push_back(g.padded_extent(i, cs.in_spatial[i]));
+        src = te::compute(
+            ps, [&](const std::vector<Var>& i) {
+                std::vector<Expr> idx = {i[0], i[1]};
+                Expr inside;
+                for (int d = 0; d < sp; ++d) {
+                    Expr p = Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]);
+                    Expr ok = te::logical_and(p >= te::int_imm(0), p < te::int_imm(cs.in_spatial[d]));
+                    inside = inside ? te::logical_and(inside, ok) : ok;
+                    idx.push_back(clamp_index(p, cs.in_spatial[d]));
+                }
+                Expr v = xval(idx);
+                return te::select(inside, v, te::make_const(v->dtype, 0));
+            },
+            "conv_pad", read_x ? std::nullopt : std::optional<DType>(x->dtype));
+    }
+
+    const int64_t cg = cs.channels / cs.group, mg = cs.out_channels / cs.group;
+    te::IterVar rc = te::reduce_axis(cg, "rc");
+    std::vector<te::IterVar> rk;
+    for (int i = 0; i < sp; ++i) rk.push_back(te::reduce_axis(g.kernel[i], "rk" + std::to_string(i)));
+    std::vector<te::IterVar> axes = {rc};
+    axes.insert(axes.end(), rk.begin(), rk.end());
+    return te::compute(
+        out, [&](const std::vector<Var>& i) {
+            Expr ch = cs.group == 1 ? Expr(rc->var) : te::floordiv(i[1], te::int_imm(mg)) * cg + Expr(rc->var);
+            std::vector<Expr> xi = {i[0], ch}, wi = {i[1], rc->var};
+            for (int d = 0; d < sp; ++d) {
+                xi.push_back(Expr(i[2 + d]) * g.strides[d] + Expr(rk[d]->var) * g.dilations[d]);
+                wi.push_back(rk[d]->var);
+            }
+            Expr xv = src ? te::read(src, xi) : xval(xi);
+            Expr wv = read_w ? read_w(wi) : te::read(w, wi);
+            return te::sum(te::cast(acc_dtype, xv) * te::cast(acc_dtype, wv), axes);
+        },
+        name, acc_dtype);
+}
+
+void schedule_conv_stages(te::Schedule& s, const std::vector<te::Tensor>& outputs) { conv_schedule(s, outputs); }
 
 void register_conv_ops(OpRegistry& r) {
     OpDef d;

@@ -5,9 +5,12 @@
 // alpha/beta/C or a narrower storage dtype need one.
 // Schedule: rows (batch * M) in parallel, then k, then the contiguous output column j innermost
 // and vectorized, so the inner loop streams a row of B into a row of the output.
+// MatMul's core (matmul_output_dims, matmul_accumulate) and schedule are shared with
+// MatMulInteger and QLinearMatMul (linear_util.h).
 #include <string>
 
 #include "op/broadcast.h"
+#include "op/defs/linear_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "op/schedule_util.h"
@@ -75,41 +78,12 @@ OpDef matmul_op() {
         const auto& b = input_type(n, 1, "B");
         check_dtype(n, "A", a.dtype, matmul_types());
         check_same_dtype(n, "A", a.dtype, "B", b.dtype);
-        KILN_CHECK(a.rank() >= 1 && b.rank() >= 1, kInvalidModel)
-            << node_label(n) << ": inputs must have rank >= 1, got A " << dims_str(a.shape) << " and B "
-            << dims_str(b.shape);
-        const ir::Dim ka = a.shape[a.rank() - 1];
-        const ir::Dim kb = b.rank() == 1 ? b.shape[0] : b.shape[b.rank() - 2];
-        KILN_CHECK(!(ka.is_static() && kb.is_static()) || ka == kb, kInvalidModel)
-            << node_label(n) << ": inner dimensions differ: A " << dims_str(a.shape) << " and B " << dims_str(b.shape);
-        std::vector<ir::Dim> ab(a.shape.begin(), a.shape.end() - std::min(a.rank(), 2));
-        std::vector<ir::Dim> bb(b.shape.begin(), b.shape.end() - std::min(b.rank(), 2));
-        std::vector<ir::Dim> out = broadcast_shapes(n, {ab, bb});
-        if (a.rank() >= 2) out.push_back(a.shape[a.rank() - 2]);
-        if (b.rank() >= 2) out.push_back(b.shape[b.rank() - 1]);
-        return std::vector<ir::TensorType>{{a.dtype, out}};
+        return std::vector<ir::TensorType>{{a.dtype, matmul_output_dims(n, a, b)}};
     };
     d.compute = [](const ComputeArgs& args) {
-        te::Tensor a = args.in(0), b = args.in(1);
-        const int ra = a->ndim(), rb = b->ndim();
         const DType cdt = te::compute_dtype(args.out_dtype());
-        Shape out = args.out_shape();
-        const int nbatch = static_cast<int>(out.size()) - (ra >= 2) - (rb >= 2);
-        te::IterVar k = te::reduce_axis(a->shape[ra - 1], "k");
-        te::Tensor acc = te::compute(
-            out, [&](const std::vector<Var>& i) {
-                std::vector<Var> batch(i.begin(), i.begin() + nbatch);
-                std::vector<Expr> ai, bi;
-                if (ra > 2) ai = broadcast_indices(Shape(a->shape.begin(), a->shape.end() - 2), batch);
-                if (rb > 2) bi = broadcast_indices(Shape(b->shape.begin(), b->shape.end() - 2), batch);
-                int pos = nbatch;
-                if (ra >= 2) ai.push_back(i[pos++]);
-                ai.push_back(k->var);
-                bi.push_back(k->var);
-                if (rb >= 2) bi.push_back(i[pos++]);
-                return te::sum(te::read(a, ai) * te::read(b, bi), {k});
-            },
-            cdt == args.out_dtype() ? "MatMul" : "matmul_acc", cdt);
+        te::Tensor acc = matmul_accumulate(args.in(0), args.in(1), args.out_shape(), cdt,
+                                           cdt == args.out_dtype() ? "MatMul" : "matmul_acc");
         return std::vector<te::Tensor>{narrow_if_needed(acc, args.out_dtype(), "MatMul")};
     };
     d.schedule = matmul_schedule;
@@ -205,6 +179,47 @@ OpDef gemm_op() {
 }
 
 }  // namespace
+
+std::vector<ir::Dim> matmul_output_dims(const ir::Node& n, const ir::TensorType& a, const ir::TensorType& b) {
+    KILN_CHECK(a.rank() >= 1 && b.rank() >= 1, kInvalidModel)
+        << node_label(n) << ": inputs must have rank >= 1, got A " << dims_str(a.shape) << " and B "
+        << dims_str(b.shape);
+    const ir::Dim ka = a.shape[a.rank() - 1];
+    const ir::Dim kb = b.rank() == 1 ? b.shape[0] : b.shape[b.rank() - 2];
+    KILN_CHECK(!(ka.is_static() && kb.is_static()) || ka == kb, kInvalidModel)
+        << node_label(n) << ": inner dimensions differ: A " << dims_str(a.shape) << " and B " << dims_str(b.shape);
+    std::vector<ir::Dim> ab(a.shape.begin(), a.shape.end() - std::min(a.rank(), 2));
+    std::vector<ir::Dim> bb(b.shape.begin(), b.shape.end() - std::min(b.rank(), 2));
+    std::vector<ir::Dim> out = broadcast_shapes(n, {ab, bb});
+    if (a.rank() >= 2) out.push_back(a.shape[a.rank() - 2]);
+    if (b.rank() >= 2) out.push_back(b.shape[b.rank() - 1]);
+    return out;
+}
+
+te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const Shape& out, DType acc_dtype,
+                             const std::string& name, const ElemReader& read_a, const ElemReader& read_b) {
+    const int ra = a->ndim(), rb = b->ndim();
+    const int nbatch = static_cast<int>(out.size()) - (ra >= 2) - (rb >= 2);
+    te::IterVar k = te::reduce_axis(a->shape[ra - 1], "k");
+    return te::compute(
+        out, [&](const std::vector<Var>& i) {
+            std::vector<Var> batch(i.begin(), i.begin() + nbatch);
+            std::vector<Expr> ai, bi;
+            if (ra > 2) ai = broadcast_indices(Shape(a->shape.begin(), a->shape.end() - 2), batch);
+            if (rb > 2) bi = broadcast_indices(Shape(b->shape.begin(), b->shape.end() - 2), batch);
+            int pos = nbatch;
+            if (ra >= 2) ai.push_back(i[pos++]);
+            ai.push_back(k->var);
+            bi.push_back(k->var);
+            if (rb >= 2) bi.push_back(i[pos++]);
+            Expr av = read_a ? read_a(ai) : te::read(a, ai);
+            Expr bv = read_b ? read_b(bi) : te::read(b, bi);
+            return te::sum(te::cast(acc_dtype, av) * te::cast(acc_dtype, bv), {k});
+        },
+        name, acc_dtype);
+}
+
+void schedule_matmul_stages(te::Schedule& s, const std::vector<te::Tensor>& outputs) { matmul_schedule(s, outputs); }
 
 void register_matmul_ops(OpRegistry& r) {
     r.add(matmul_op());

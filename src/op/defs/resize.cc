@@ -412,8 +412,23 @@ OpDef resize_op() {
     return d;
 }
 
+// Upsample (9; deprecated since 10): exactly Resize's two-input form (X, constant scales,
+// asymmetric coordinates; nearest rounds down when upsampling) with only the `mode` attribute.
+OpDef upsample_op() {
+    OpDef d = resize_op();
+    d.name = "Upsample";
+    d.onnx_versions = {9};
+    d.min_inputs = d.max_inputs = 2;
+    d.attrs = {{"mode", AttrKind::kString, ir::Attr(std::string("nearest"))}};
+    d.value_inputs = {1};
+    return d;
+}
+
 }  // namespace
 
-void register_resize_ops(OpRegistry& r) { r.add(resize_op()); }
+void register_resize_ops(OpRegistry& r) {
+    r.add(resize_op());
+    r.add(upsample_op());
+}
 
 }  // namespace kiln::op

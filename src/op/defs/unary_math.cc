@@ -7,7 +7,7 @@
 //   ThresholdedRelu x>alpha ? x : 0; HardSigmoid max(0, min(1, alpha x + beta));
 //   HardSwish x HardSigmoid_{1/6, 1/2}(x); Mish x tanh(softplus(x));
 //   PRelu x<0 ? slope x : x with slope broadcast unidirectionally to X;
-//   IsNaN; IsInf (detect_negative / detect_positive); Not (bool).
+//   IsNaN; IsInf (detect_negative / detect_positive); Not (bool); Shrink; Swish.
 // Floats compute in their compute dtype (f16/bf16 in f32); attribute constants are converted to it.
 #include <cmath>
 #include <limits>
@@ -89,6 +89,23 @@ OpDef isinf_op() {
     return d;
 }
 
+// Shrink (9): x < -lambd ? x + bias : x > lambd ? x - bias : 0 (every numeric dtype; the
+// comparisons in f64, bias in the input dtype). Swish (24): x * sigmoid(alpha x).
+void register_shrink_swish(OpRegistry& r) {
+    OpDef shrink = unary_map_op("Shrink", {9}, numeric_types(), [](Expr x, const ir::Node& n) {
+        const double lambd = n.attr_float("lambd", 0.5), bias = n.attr_float("bias", 0.0);
+        Expr xd = te::cast(DType::kFloat64, x);
+        Expr kd = te::make_const(DType::kFloat64, lambd);
+        return te::select(xd < -kd, x + k(x, bias), te::select(xd > kd, x - k(x, bias), k(x, 0)));
+    });
+    shrink.attrs = {float_attr("bias", 0.0), float_attr("lambd", 0.5)};
+    r.add(std::move(shrink));
+    r.add(float_unary(
+        "Swish", {24},
+        [](Expr x, const ir::Node& n) { return x * un(UnaryOp::kSigmoid, k(x, n.attr_float("alpha", 1.0)) * x); },
+        {float_attr("alpha", 1.0)}));
+}
+
 }  // namespace
 
 void register_unary_math_ops(OpRegistry& r) {
@@ -161,6 +178,7 @@ void register_unary_math_ops(OpRegistry& r) {
         DType::kBool));
     r.add(isinf_op());
     r.add(unary_map_op("Not", {1}, {DType::kBool}, [](Expr x, const ir::Node&) { return un(UnaryOp::kNot, x); }));
+    register_shrink_swish(r);
 }
 
 }  // namespace kiln::op

@@ -26,6 +26,72 @@ double node_flops(const op::OpDef& def, const ir::Node& n) {
     return f;
 }
 
+/// Whether `t` reads `r`, directly or through other tensors.
+bool depends_on(const te::TensorNode* t, const te::TensorNode* r, int depth = 0) {
+    if (t == r) return true;
+    if (t->is_placeholder || depth > 256) return false;
+    for (const te::Tensor& in : t->inputs())
+        if (depends_on(in.get(), r, depth + 1)) return true;
+    return false;
+}
+
+/// True when every read of `r` in `e`, looking through inlined stages, is at exactly `axes`
+/// (the reading stage's own index): then `r` may share the reader's buffer.
+bool reads_only_at(const te::Expr& e, const te::TensorNode* r, const std::vector<const te::VarNode*>& axes,
+                   const te::Schedule& sch) {
+    using te::ExprKind;
+    switch (e->kind) {
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return reads_only_at(n.a, r, axes, sch) && reads_only_at(n.b, r, axes, sch);
+        }
+        case ExprKind::kUnary: return reads_only_at(static_cast<const te::UnaryNode&>(*e).a, r, axes, sch);
+        case ExprKind::kCast: return reads_only_at(static_cast<const te::CastNode&>(*e).a, r, axes, sch);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const te::SelectNode&>(*e);
+            return reads_only_at(n.cond, r, axes, sch) && reads_only_at(n.t, r, axes, sch) &&
+                   reads_only_at(n.f, r, axes, sch);
+        }
+        case ExprKind::kReduce: return reads_only_at(static_cast<const te::ReduceNode&>(*e).source, r, axes, sch);
+        case ExprKind::kTensorRead: {
+            const auto& n = static_cast<const te::TensorReadNode&>(*e);
+            if (!depends_on(n.tensor.get(), r)) return true;
+            bool identity = n.indices.size() == axes.size();
+            for (size_t k = 0; identity && k < axes.size(); ++k)
+                identity = n.indices[k]->kind == ExprKind::kVar && n.indices[k].get() == axes[k];
+            if (!identity) return false;
+            if (n.tensor.get() == r) return true;
+            // An inlined stage read at our index: check its body at its own axes.
+            if (!sch.has_stage(n.tensor) || !sch[n.tensor].is_inlined()) return false;
+            std::vector<const te::VarNode*> inner;
+            for (const te::IterVar& iv : n.tensor->axis) inner.push_back(iv->var.get());
+            return reads_only_at(n.tensor->body, r, inner, sch);
+        }
+        default: return true;
+    }
+}
+
+/// A fused kernel with one output O whose last materialized stage before O is a reduction R of
+/// O's shape and dtype, read by O only at O's own index (an elementwise epilogue): R writes O's
+/// buffer directly and the epilogue updates it in place, so the kernel needs no temporary of
+/// the output's size.
+void store_reduction_in_output(te::Schedule& sch, const std::vector<te::Tensor>& outs) {
+    if (outs.size() != 1) return;
+    const te::Tensor& o = outs[0];
+    std::vector<te::Stage*> live;
+    for (te::Stage& st : sch.stages())
+        if (!st.is_inlined()) live.push_back(&st);
+    if (live.size() < 2 || live.back()->tensor() != o) return;
+    te::Stage* r = live[live.size() - 2];
+    const te::Tensor& rt = r->tensor();
+    if (r->all_reduce_axes().empty() || rt->shape != o->shape || rt->dtype != o->dtype) return;
+    if (te::compute_dtype(rt->dtype) != rt->dtype) return;  // f16/bf16 accumulate elsewhere
+    std::vector<const te::VarNode*> axes;
+    for (const te::IterVar& iv : o->axis) axes.push_back(iv->var.get());
+    if (!reads_only_at(o->body, rt.get(), axes, sch)) return;
+    r->store_in(o);
+}
+
 }  // namespace
 
 std::string KernelUnit::ops() const {
@@ -149,6 +215,7 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias) {
     }
     if (anchor && anchor_def->schedule) anchor_def->schedule(sch, anchor_outs);
     op::default_schedule(sch, outs);
+    store_reduction_in_output(sch, outs);
     for (const te::Tensor& o : outs) params.push_back(o);
     k.func = tir::simplify(tir::lower(sch, params, "kiln_kernel"));
     k.func.params_may_alias = params_may_alias;

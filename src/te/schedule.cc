@@ -151,6 +151,14 @@ void Stage::compute_inline() {
     inlined_ = true;
 }
 
+void Stage::store_in(const Tensor& target) {
+    KILN_CHECK(target && target->shape == tensor_->shape && target->dtype == tensor_->dtype, kInvalidArgument)
+        << "stage '" << tensor_->name << "': store_in needs a tensor of the same shape and dtype";
+    KILN_CHECK(!inlined_ && !is_output_, kInvalidArgument)
+        << "stage '" << tensor_->name << "': store_in applies to a materialized intermediate";
+    storage_ = target;
+}
+
 LoopKind Stage::loop_kind(const IterVar& iv) const {
     auto it = kinds_.find(iv.get());
     return it == kinds_.end() ? LoopKind::kSerial : it->second;

@@ -60,6 +60,15 @@ public:
     /// Substitutes this stage's body into its consumers; it gets no loops of its own.
     void compute_inline();
 
+    /// Stores this stage's values in `target`'s buffer (same shape and dtype) instead of a
+    /// buffer of its own: a reduction whose elementwise epilogue is the kernel's output writes
+    /// the output directly and the epilogue then updates it in place. The caller promises that
+    /// target's stage reads this stage only at target's own index and that no other stage reads
+    /// this one after target's stage starts (lowering checks shape and dtype only).
+    void store_in(const Tensor& target);
+    /// The tensor whose buffer this stage writes (nullptr: its own).
+    const Tensor& storage() const { return storage_; }
+
     bool is_inlined() const { return inlined_; }
     LoopKind loop_kind(const IterVar& iv) const;
     const std::vector<SplitRelation>& splits() const { return splits_; }
@@ -80,6 +89,7 @@ private:
     std::map<const IterVarNode*, LoopKind> kinds_;
     bool inlined_ = false;
     bool is_output_ = false;
+    Tensor storage_;
 };
 
 class Schedule {

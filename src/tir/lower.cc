@@ -23,7 +23,8 @@
 //     before its first update, so a separate init loop nest over the output runs first.
 // f16/bf16 reductions accumulate in an f32 buffer (Allocated around the stage) and are narrowed
 // into the output once, after the reduction.
-// Stages not in `args` are intermediates: their buffers are Allocated around the whole body.
+// Stages not in `args` are intermediates: their buffers are Allocated around the whole body,
+// unless the schedule stores them in another tensor's buffer (Stage::store_in).
 #include "tir/lower.h"
 
 #include <functional>
@@ -104,6 +105,13 @@ public:
         return b;
     }
     bool has_buffer(const te::Tensor& t) const { return buffers_.count(t.get()) > 0; }
+    /// t's values live in target's buffer (Stage::store_in).
+    void alias_buffer(const te::Tensor& t, const te::Tensor& target) {
+        auto it = buffers_.find(target.get());
+        KILN_CHECK(it != buffers_.end(), kInvalidArgument)
+            << "stage '" << t->name << "' is stored in '" << target->name << "', which has no buffer yet";
+        buffers_[t.get()] = it->second;
+    }
 
     /// TensorReads -> BufferLoads / inlined bodies.
     Expr convert(const Expr& e) {
@@ -357,7 +365,12 @@ PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
                 << "' is inlined but also a kernel argument";
             continue;
         }
-        if (!lw.has_buffer(t)) allocs.push_back(lw.add_buffer(t));
+        if (!lw.has_buffer(t)) {
+            if (st.storage())
+                lw.alias_buffer(t, st.storage());
+            else
+                allocs.push_back(lw.add_buffer(t));
+        }
         body.push_back(lw.lower_stage(st));
     }
     f.body = make_seq(std::move(body));

@@ -29,8 +29,12 @@
 // Elu), as ONNX Runtime does; missing values take the functions' defaults.
 //
 // COST NOTE: unrolling makes the stage count, the generated C and the compile time grow
-// linearly with the sequence length (3-4 stages per step and direction). The VM issue will
-// replace the unrolled steps with a loop (one step kernel run T times).
+// linearly with the sequence length (2 stages per step and direction for RNN, 3 for LSTM, 2 or 4
+// for GRU), and each stage's buffer nests one allocation scope deeper in the C, whose failure
+// paths free every live buffer (C size quadratic in T). A T=40 bidirectional LSTM takes ~20 s of
+// cc. (Merging LSTM's c and h stages into one was tried: fewer scopes, but the duplicated gate
+// expressions made cc slower.) The VM issue will replace the unrolled steps with a loop (one step
+// kernel run T times).
 // Pattern kOpaque; schedule: default_schedule (reduction stages parallel over the fused
 // batch*gate axis when large, elementwise stages vectorized).
 #include <cctype>
@@ -231,6 +235,11 @@ Expr apply_act(const Act& a, Expr x, DType cdt) {
            te::unary(te::UnaryOp::kLog1p, te::unary(te::UnaryOp::kExp, -te::unary(te::UnaryOp::kAbs, x)));
 }
 
+// The per-step state tensors of one direction ([batch, H] each; c: LSTM only).
+struct Steps {
+    std::vector<te::Tensor> h, c;
+};
+
 // Builds the stages of one node.
 class RnnBuilder {
 public:
@@ -249,12 +258,12 @@ public:
     }
 
     std::vector<te::Tensor> build() {
-        std::vector<std::vector<te::Tensor>> hs(c_.dirs), cs(c_.dirs);
-        for (int64_t d = 0; d < c_.dirs; ++d) direction(d, &hs[d], &cs[d]);
+        std::vector<Steps> hs(c_.dirs);
+        for (int64_t d = 0; d < c_.dirs; ++d) direction(d, &hs[d]);
         std::vector<te::Tensor> outs;
         outs.push_back(y_output(hs));
-        if (a_.output_types.size() > 1) outs.push_back(final_output(hs, h0_, 1, "Y_h"));
-        if (a_.output_types.size() > 2) outs.push_back(final_output(cs, c0_, 2, "Y_c"));
+        if (a_.output_types.size() > 1) outs.push_back(final_output(hs, 0, "Y_h"));
+        if (a_.output_types.size() > 2) outs.push_back(final_output(hs, 1, "Y_c"));
         return outs;
     }
 
@@ -271,10 +280,10 @@ private:
         if (!t) return k(0);
         return c_.layout1 ? te::read(t, {b, te::int_imm(d), j}) : te::read(t, {te::int_imm(d), b, j});
     }
-    // State before step s (s == 0: the initial state).
-    Expr state_read(const std::vector<te::Tensor>& steps, const te::Tensor& init, int64_t d, int64_t s, Expr b,
-                    Expr j) const {
-        return s == 0 ? init_read(init, d, b, j) : te::read(steps[s - 1], {b, j});
+    // State before step s (s == 0: the initial state), slot 0 h, slot 1 c.
+    Expr state_read(const Steps& steps, int64_t d, int64_t s, int slot, Expr b, Expr j) const {
+        if (s == 0) return init_read(slot == 0 ? h0_ : c0_, d, b, j);
+        return te::read(slot == 0 ? steps.h[s - 1] : steps.c[s - 1], {b, j});
     }
     // L_b clamped to [0, T] (only with sequence_lens).
     Expr seq_len(Expr b) const {
@@ -317,46 +326,46 @@ private:
     }
 
     // rec[b, g] = sum_k prev[b, k] * R[d, g0 + g, k] for g in [0, n); nullptr when prev is 0.
-    te::Tensor recurrent(int64_t d, int64_t s, const std::vector<te::Tensor>& hs, int64_t g0, int64_t n,
+    te::Tensor recurrent(int64_t d, int64_t s, const Steps& hs, int64_t g0, int64_t n,
                          const std::string& name) {
         if (s == 0 && !h0_) return nullptr;
         te::IterVar kk = te::reduce_axis(c_.hidden, "k");
         return te::compute(
             {batch_, n}, [&](const std::vector<Var>& i) {
-                Expr hv = state_read(hs, h0_, d, s, i[0], kk->var);
+                Expr hv = state_read(hs, d, s, 0, i[0], kk->var);
                 return te::sum(hv * te::read(r_, {te::int_imm(d), i[1] + g0, Expr(kk->var)}), {kk});
             },
             nm(name, d, s), cdt_);
     }
     Expr rec_read(const te::Tensor& rec, Expr b, Expr g) const { return rec ? te::read(rec, {b, g}) : k(0); }
 
-    void direction(int64_t d, std::vector<te::Tensor>* hs, std::vector<te::Tensor>* cs) {
+    void direction(int64_t d, Steps* hs) {
         te::Tensor xw = input_projection(d);
         const int64_t H = c_.hidden;
         auto xw_read = [&](int64_t s, Expr b, Expr g) { return te::read(xw, {time_of(d, s, b), b, g}); };
         for (int64_t s = 0; s < t_; ++s) {
             if (c_.cell == Cell::kRnn) {
                 te::Tensor rec = recurrent(d, s, *hs, 0, H, "rec");
-                hs->push_back(te::compute(
+                hs->h.push_back(te::compute(
                     {batch_, H}, [&](const std::vector<Var>& i) {
                         Expr v = act(d, 0, xw_read(s, i[0], i[1]) + rec_read(rec, i[0], i[1]));
-                        return keep_if_invalid(s, i[0], v, state_read(*hs, h0_, d, s, i[0], i[1]));
+                        return keep_if_invalid(s, i[0], v, state_read(*hs, d, s, 0, i[0], i[1]));
                     },
                     nm("h", d, s), cdt_));
             } else if (c_.cell == Cell::kGru) {
                 gru_step(d, s, xw_read, hs);
             } else {
-                lstm_step(d, s, xw_read, hs, cs);
+                lstm_step(d, s, xw_read, hs);
             }
         }
     }
 
     template <typename XwRead>
-    void gru_step(int64_t d, int64_t s, const XwRead& xw_read, std::vector<te::Tensor>* hs) {
+    void gru_step(int64_t d, int64_t s, const XwRead& xw_read, Steps* hs) {
         const int64_t H = c_.hidden;
         const bool lbr = c_.linear_before_reset;
         te::Tensor zr = recurrent(d, s, *hs, 0, (lbr ? 3 : 2) * H, "zr");
-        auto prev = [&](Expr b, Expr j) { return state_read(*hs, h0_, d, s, b, j); };
+        auto prev = [&](Expr b, Expr j) { return state_read(*hs, d, s, 0, b, j); };
         auto reset = [&](Expr b, Expr j) { return act(d, 0, xw_read(s, b, j + H) + rec_read(zr, b, j + H)); };
         te::Tensor hh;  // (r * h_prev) Rh^T, linear_before_reset = 0 only
         if (!lbr && (s > 0 || h0_)) {
@@ -372,7 +381,7 @@ private:
                 },
                 nm("hh", d, s), cdt_);
         }
-        hs->push_back(te::compute(
+        hs->h.push_back(te::compute(
             {batch_, H}, [&](const std::vector<Var>& i) {
                 Expr b = i[0], j = i[1];
                 Expr z = act(d, 0, xw_read(s, b, j) + rec_read(zr, b, j));
@@ -391,8 +400,7 @@ private:
     }
 
     template <typename XwRead>
-    void lstm_step(int64_t d, int64_t s, const XwRead& xw_read, std::vector<te::Tensor>* hs,
-                   std::vector<te::Tensor>* cs) {
+    void lstm_step(int64_t d, int64_t s, const XwRead& xw_read, Steps* hs) {
         const int64_t H = c_.hidden;
         te::Tensor rec = recurrent(d, s, *hs, 0, 4 * H, "gates");
         // Gate q (0 i, 1 o, 2 f, 3 c) pre-activation without the peephole.
@@ -400,30 +408,28 @@ private:
         auto peep = [&](int q, Expr j, Expr cv) {  // q: 0 i, 1 o, 2 f
             return p_ ? te::read(p_, {te::int_imm(d), j + q * H}) * cv : k(0);
         };
-        const std::vector<te::Tensor>& csr = *cs;
         te::Tensor cnew = te::compute(
             {batch_, H}, [&](const std::vector<Var>& i) {
                 Expr b = i[0], j = i[1];
-                Expr cp = state_read(csr, c0_, d, s, b, j);
+                Expr cp = state_read(*hs, d, s, 1, b, j);
                 Expr ig = act(d, 0, pre(0, b, j) + peep(0, j, cp));
                 Expr fg = c_.input_forget ? k(1) - ig : act(d, 0, pre(2, b, j) + peep(2, j, cp));
-                Expr cc = act(d, 1, pre(3, b, j));
-                return keep_if_invalid(s, b, fg * cp + ig * cc, cp);
+                return keep_if_invalid(s, b, fg * cp + ig * act(d, 1, pre(3, b, j)), cp);
             },
             nm("c", d, s), cdt_);
-        cs->push_back(cnew);
-        hs->push_back(te::compute(
+        hs->c.push_back(cnew);
+        hs->h.push_back(te::compute(
             {batch_, H}, [&](const std::vector<Var>& i) {
                 Expr b = i[0], j = i[1];
                 Expr cv = te::read(cnew, {b, j});
                 Expr og = act(d, 0, pre(1, b, j) + peep(1, j, cv));
-                return keep_if_invalid(s, b, og * act(d, 2, cv), state_read(*hs, h0_, d, s, b, j));
+                return keep_if_invalid(s, b, og * act(d, 2, cv), state_read(*hs, d, s, 0, b, j));
             },
             nm("h", d, s), cdt_));
     }
 
     // Y[t, d, b, j] (layout 1: [b, t, d, j]): the state of the step that consumed time t.
-    te::Tensor y_output(const std::vector<std::vector<te::Tensor>>& hs) {
+    te::Tensor y_output(const std::vector<Steps>& hs) {
         return te::compute(
             a_.out_shape(0), [&](const std::vector<Var>& i) {
                 Expr t = c_.layout1 ? i[1] : i[0];
@@ -435,8 +441,8 @@ private:
                     Expr step = !c_.reverse[d] ? t : lens_ ? seq_len(b) - 1 - t : te::int_imm(t_ - 1) - t;
                     Expr v = k(0);
                     for (int64_t s = 0; s < t_; ++s)
-                        v = s == 0 ? te::read(hs[d][0], {b, j})
-                                   : te::select(te::eq(step, te::int_imm(s)), te::read(hs[d][s], {b, j}), v);
+                        v = s == 0 ? te::read(hs[d].h[0], {b, j})
+                                   : te::select(te::eq(step, te::int_imm(s)), te::read(hs[d].h[s], {b, j}), v);
                     if (lens_) v = te::select(t < seq_len(b), v, k(0));
                     out = d == c_.dirs - 1 ? v : te::select(te::eq(dv, te::int_imm(d)), v, out);
                 }
@@ -447,8 +453,8 @@ private:
 
     // Y_h / Y_c: the state after the last step (invalid steps keep it); 0 for a batch entry of
     // length 0, as ONNX Runtime does.
-    te::Tensor final_output(const std::vector<std::vector<te::Tensor>>& st, const te::Tensor& init, size_t o,
-                            const std::string& name) {
+    te::Tensor final_output(const std::vector<Steps>& st, int slot, const std::string& name) {
+        const size_t o = static_cast<size_t>(slot) + 1;
         return te::compute(
             a_.out_shape(o), [&](const std::vector<Var>& i) {
                 Expr dv = c_.layout1 ? i[1] : i[0];
@@ -456,7 +462,7 @@ private:
                 Expr j = i[2];
                 Expr out = k(0);
                 for (int64_t d = c_.dirs - 1; d >= 0; --d) {
-                    Expr v = state_read(st[d], init, d, t_, b, j);
+                    Expr v = state_read(st[d], d, t_, slot, b, j);
                     if (lens_) v = te::select(te::eq(seq_len(b), te::int_imm(0)), k(0), v);
                     out = d == c_.dirs - 1 ? v : te::select(te::eq(dv, te::int_imm(d)), v, out);
                 }

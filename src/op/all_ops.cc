@@ -13,6 +13,7 @@ const OpRegistry& OpRegistry::global() {
         register_col2im_ops(r);
         register_compare_logic_ops(r);
         register_conv_ops(r);
+        register_conv_nchwc_ops(r);
         register_conv_transpose_ops(r);
         register_det_ops(r);
         register_einsum_ops(r);

@@ -3,7 +3,7 @@
 //   -O0  infer-shapes only: every node is its own kernel (the reference for -O3).
 //   -O1  + simplify, constant folding, dead code: less work, same kernels.
 //   -O2  + BatchNorm/scale folding, CSE, fusion: fewer kernels.
-//   -O3  (default) the same passes today; layout transformation (NCHWc) will join here.
+//   -O3  (default) + layout transformation: convolutions in the blocked NCHW{c} layout.
 //
 // Order matters where noted.
 #include "pass/pipeline.h"
@@ -15,6 +15,7 @@
 #include "pass/fuse_operators.h"
 #include "pass/infer_shapes.h"
 #include "pass/simplify_algebra.h"
+#include "pass/transform_layout.h"
 #include "support/error.h"
 
 namespace kiln::pass {
@@ -31,6 +32,11 @@ const std::vector<Pass>& all_passes() {
         {"fold-constants", 2, "evaluate the folded weights", fold_constants},
         {"eliminate-common-subexpressions", 2, "merge equal constants and equal nodes", eliminate_common_subexpressions},
         {"eliminate-dead-code", 1, "drop unused nodes and constants", eliminate_dead_code},
+        // After BN folding (the blocked conv takes the folded weights); its weight repacking is
+        // constant-only nodes, evaluated right after, and the unpacked weights then die.
+        {"transform-layout", 3, "blocked NCHWc convolutions, layout transforms hoisted", transform_layout},
+        {"fold-constants", 3, "pre-pack the blocked weights", fold_constants},
+        {"eliminate-dead-code", 3, "drop the unpacked weights", eliminate_dead_code},
         // Types may have changed under rewrites; fusion reads final types.
         {"infer-shapes", 1, "re-infer types after the rewrites", infer_shapes},
         // Last: groups refer to the final nodes.

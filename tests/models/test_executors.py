@@ -61,9 +61,10 @@ def test_auto_picks_sequential_for_a_chain_and_one_inter_op_thread(models_dir, t
     _, proc = kiln_run_model(model, inputs, str(tmp_path / "r1"),
                              extra=["--executor", "auto", "--inter-op-threads", "1", "--repeat", "1"])
     assert "executor sequential" in proc.stdout, proc.stdout
-    # ResNet-18's downsampling shortcuts run beside the main branch: width 2.
+    # ResNet-18's downsampling shortcuts run beside the main branch: width 2 (at -O0, where
+    # the shortcut's BatchNormalization is a step of its own beside the main branch's).
     _, proc = kiln_run_model(model, inputs, str(tmp_path / "r2"),
-                             extra=["--executor", "auto", "--inter-op-threads", "2", "--repeat", "1"])
+                             extra=["--executor", "auto", "--inter-op-threads", "2", "--repeat", "1", "-O0"])
     assert "executor dataflow" in proc.stdout and "parallel width 2" in proc.stdout, proc.stdout
 
 
@@ -82,11 +83,11 @@ def test_profile_trace_parses_with_one_event_per_kernel_per_run(models_dir, tmp_
     per_run = [sorted(e["args"]["step"] for e in events if e["args"]["run"] == r) for r in runs]
     assert per_run[0] and all(p == list(range(len(per_run[0]))) for p in per_run), per_run
     names = {e["name"] for e in events}
-    assert "Conv" in names, names
+    assert any("Conv" in n for n in names), names  # "Conv+Relu": a fused kernel's ops
     for e in events:
         assert e["dur"] >= 0 and e["ts"] >= 0 and e["pid"] == 1 and isinstance(e["tid"], int), e
         assert e["args"]["bytes"] > 0 and "f32[" in e["args"]["shapes"], e
-    conv = next(e for e in events if e["name"] == "Conv")
+    conv = next(e for e in events if "Conv" in e["name"])
     assert conv["args"]["flops"] > 0
     threads = {e["tid"] for e in doc["traceEvents"] if e["ph"] == "M"}
     assert {e["tid"] for e in events} == threads

@@ -2035,8 +2035,6 @@ void add_recurrent_cases(std::vector<Case>& c) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
     };
     (void)add;
-    if (std::getenv("KILN_SKIP_RNN")) return;  // DEBUG-TEMP
-    if (std::getenv("KILN_ONLY_RNN")) c.clear();  // DEBUG-TEMP
     // RNN / GRU / LSTM reference: the spec's per-time-step equations, run per direction and batch
     // entry over its own length L (sequence_lens, else T); reverse consumes times L-1 .. 0;
     // Y stays 0 at times >= L; Y_h / Y_c are the state after the last processed step.
@@ -2223,6 +2221,78 @@ void add_recurrent_cases(std::vector<Case>& c) {
         {in(F32, {3, 64, 16}, -0.5, 0.5), in(F32, {1, 128, 16}, -0.5, 0.5), in(F32, {1, 128, 32}, -0.5, 0.5)}, {},
         recurrent_ref(2), 3);
     // END add_recurrent_cases
+}
+
+// Blocked-layout ops (transform_layout): naive loops over the blocked index formulas.
+RefFn to_blocked_ref() {
+    return [](const std::vector<Arr>& x, const ir::Node&, const std::vector<Shape>& out) {
+        Arr y(out[0]);
+        const Shape& s = out[0];  // [N, C/c, H, W, c]
+        for (int64_t n = 0; n < s[0]; ++n)
+            for (int64_t cb = 0; cb < s[1]; ++cb)
+                for (int64_t h = 0; h < s[2]; ++h)
+                    for (int64_t w = 0; w < s[3]; ++w)
+                        for (int64_t ci = 0; ci < s[4]; ++ci)
+                            y.v[y.ravel({n, cb, h, w, ci})] = x[0].v[x[0].ravel({n, cb * s[4] + ci, h, w})];
+        return Refs{y};
+    };
+}
+RefFn from_blocked_ref() {
+    return [](const std::vector<Arr>& x, const ir::Node&, const std::vector<Shape>& out) {
+        Arr y(out[0]);
+        const Shape& s = x[0].shape;
+        for (int64_t n = 0; n < s[0]; ++n)
+            for (int64_t c = 0; c < s[1] * s[4]; ++c)
+                for (int64_t h = 0; h < s[2]; ++h)
+                    for (int64_t w = 0; w < s[3]; ++w)
+                        y.v[y.ravel({n, c, h, w})] = x[0].v[x[0].ravel({n, c / s[4], h, w, c % s[4]})];
+        return Refs{y};
+    };
+}
+/// Direct convolution in the blocked layouts (zero padding; pads/strides/dilations attributes).
+RefFn conv_nchwc_ref() {
+    return [](const std::vector<Arr>& x, const ir::Node& node, const std::vector<Shape>& out) {
+        const Arr& X = x[0];
+        const Arr& W = x[1];
+        Arr y(out[0]);
+        const Ints st = node.attr_ints("strides", {1, 1}), dl = node.attr_ints("dilations", {1, 1}),
+                   pd = node.attr_ints("pads", {0, 0, 0, 0});
+        const Shape& o = out[0];
+        for (int64_t n = 0; n < o[0]; ++n)
+            for (int64_t ob = 0; ob < o[1]; ++ob)
+                for (int64_t oh = 0; oh < o[2]; ++oh)
+                    for (int64_t ow = 0; ow < o[3]; ++ow)
+                        for (int64_t oi = 0; oi < o[4]; ++oi) {
+                            double s = x.size() > 2 && x[2].present ? x[2].v[x[2].ravel({ob, oi})] : 0.0;
+                            for (int64_t ib = 0; ib < W.shape[1]; ++ib)
+                                for (int64_t kh = 0; kh < W.shape[2]; ++kh)
+                                    for (int64_t kw = 0; kw < W.shape[3]; ++kw)
+                                        for (int64_t ii = 0; ii < W.shape[4]; ++ii) {
+                                            int64_t h = oh * st[0] + kh * dl[0] - pd[0];
+                                            int64_t w = ow * st[1] + kw * dl[1] - pd[1];
+                                            if (h < 0 || h >= X.shape[2] || w < 0 || w >= X.shape[3]) continue;
+                                            s += X.v[X.ravel({n, ib, h, w, ii})] * W.v[W.ravel({ob, ib, kh, kw, ii, oi})];
+                                        }
+                            y.v[y.ravel({n, ob, oh, ow, oi})] = s;
+                        }
+        return Refs{y};
+    };
+}
+
+void add_layout_cases(std::vector<Case>& c) {
+    auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref) {
+        c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), 1});
+    };
+    add("to_blocked_8", "KilnLayoutToBlocked", {in(F32, {2, 16, 3, 5})}, {{"block", int64_t{8}}}, to_blocked_ref());
+    add("from_blocked_16", "KilnLayoutFromBlocked", {in(F32, {1, 2, 3, 4, 16})}, {}, from_blocked_ref());
+    add("conv_nchwc_3x3_pad_bias", "KilnConv2dNCHWc",
+        {in(F32, {1, 2, 9, 10, 8}), in(F32, {2, 2, 3, 3, 8, 16}), in(F32, {2, 16})},
+        {{"pads", Ints{1, 1, 1, 1}}}, conv_nchwc_ref());
+    add("conv_nchwc_1x1_stride2", "KilnConv2dNCHWc", {in(F32, {2, 1, 7, 7, 16}), in(F32, {1, 1, 1, 1, 16, 8})},
+        {{"strides", Ints{2, 2}}}, conv_nchwc_ref());
+    add("conv_nchwc_dilated_asym_pad", "KilnConv2dNCHWc",
+        {in(F32, {1, 1, 12, 14, 8}), in(F32, {1, 1, 3, 2, 8, 8}), in(F32, {1, 8})},
+        {{"pads", Ints{2, 0, 1, 1}}, {"dilations", Ints{2, 3}}, {"strides", Ints{1, 2}}}, conv_nchwc_ref());
 }
 
 std::vector<Case> all_cases() {
@@ -2428,6 +2498,7 @@ std::vector<Case> all_cases() {
     add_dtype_cases(c);
     add_signal_cases(c);
     add_recurrent_cases(c);
+    add_layout_cases(c);
     return c;
 }
 

@@ -1,0 +1,220 @@
+// Blocked-layout convolution ops (Kiln-internal; the transform-layout pass writes them):
+//
+//   KilnLayoutToBlocked {block=c}:   X[N, C, H, W]        -> Y[N, C/c, H, W, c],
+//                                    Y[n, cb, h, w, ci] = X[n, cb*c + ci, h, w]
+//   KilnLayoutFromBlocked:           Y[N, C/c, H, W, c]   -> X[N, C, H, W] (the inverse)
+//   KilnConv2dNCHWc (Conv's window attributes):
+//       X [N, C/ci, H, W, ci], W [M/co, C/ci, KH, KW, ci, co], optional B [M/co, co]
+//       Y [N, M/co, OH, OW, co] = sum over (icb, kh, kw, ii) of
+//           pad(X)[n, icb, oh*s + kh*d, ow*s + kw*d, ii] * W[ob, icb, kh, kw, ii, oi]  (+ B[ob, oi])
+//
+// The conv's schedule: the padding copy is materialized; the accumulation runs (n, ob, oh)
+// fused in parallel, then blocks of T output columns, the reduce loops (input-channel blocks,
+// kernel window, input channels within the block), and innermost the T columns (unrolled) times
+// the co output channels (vectorized: 16 f32 = one AVX-512 vector). Every vector step
+// broadcasts one input value against one contiguous weight vector.
+#include <string>
+
+#include "op/op_util.h"
+#include "op/registry.h"
+#include "op/schedule_util.h"
+#include "op/window.h"
+#include "support/error.h"
+
+namespace kiln::op {
+namespace {
+
+using te::Expr;
+using te::Var;
+
+std::vector<ir::TensorType> to_blocked_infer(const ir::Node& n) {
+    const auto& x = input_type(n, 0, "X");
+    check_rank(n, "X", x.rank(), 4);
+    const int64_t c = n.attr_int("block", 0);
+    const int64_t ch = static_dim(n, x.shape[1], "X");
+    KILN_CHECK(c >= 1 && ch % c == 0, kInvalidModel)
+        << node_label(n) << ": block " << c << " must divide the channel count " << ch;
+    return {{x.dtype, {x.shape[0], ch / c, x.shape[2], x.shape[3], c}}};
+}
+
+std::vector<te::Tensor> to_blocked_compute(const ComputeArgs& a) {
+    const int64_t c = a.out_shape()[4];
+    const te::Tensor& x = a.in(0);
+    return {te::compute(
+        a.out_shape(),
+        [&](const std::vector<Var>& i) { return te::read(x, {Expr(i[0]), Expr(i[1]) * c + Expr(i[4]), i[2], i[3]}); },
+        "KilnLayoutToBlocked", a.out_dtype())};
+}
+
+std::vector<ir::TensorType> from_blocked_infer(const ir::Node& n) {
+    const auto& x = input_type(n, 0, "X");
+    check_rank(n, "X", x.rank(), 5);
+    const int64_t cb = static_dim(n, x.shape[1], "X"), c = static_dim(n, x.shape[4], "X");
+    return {{x.dtype, {x.shape[0], cb * c, x.shape[2], x.shape[3]}}};
+}
+
+std::vector<te::Tensor> from_blocked_compute(const ComputeArgs& a) {
+    const te::Tensor& x = a.in(0);
+    const int64_t c = x->shape[4];
+    return {te::compute(
+        a.out_shape(),
+        [&](const std::vector<Var>& i) {
+            return te::read(x, {Expr(i[0]), te::floordiv(i[1], te::int_imm(c)), i[2], i[3],
+                                te::floormod(i[1], te::int_imm(c))});
+        },
+        "KilnLayoutFromBlocked", a.out_dtype())};
+}
+
+struct BlockedConv {
+    int64_t n, icb, ci, h, w, ocb, co;
+    std::vector<int64_t> kernel;
+};
+
+BlockedConv blocked_conv(const ir::Node& n, const Shape& x, const Shape& w) {
+    KILN_CHECK(x.size() == 5 && w.size() == 6, kInvalidModel)
+        << node_label(n) << ": X must be [N, C/c, H, W, c] and W [M/co, C/ci, KH, KW, ci, co], got "
+        << shape_str(x) << " and " << shape_str(w);
+    KILN_CHECK(w[1] == x[1] && w[4] == x[4], kInvalidModel)
+        << node_label(n) << ": X " << shape_str(x) << " and W " << shape_str(w) << " disagree on input channels";
+    return {x[0], x[1], x[4], x[2], x[3], w[0], w[5], {w[2], w[3]}};
+}
+
+std::vector<ir::TensorType> conv_nchwc_infer(const ir::Node& n) {
+    const auto& x = input_type(n, 0, "X");
+    const auto& w = input_type(n, 1, "W");
+    check_dtype(n, "X", x.dtype, {DType::kFloat32});
+    check_same_dtype(n, "X", x.dtype, "W", w.dtype);
+    BlockedConv b = blocked_conv(n, x.static_shape(), w.static_shape());
+    if (has_input(n, 2)) {
+        const auto& bias = n.input(2)->type();
+        check_same_dtype(n, "X", x.dtype, "B", bias.dtype);
+        KILN_CHECK(bias.static_shape() == Shape({b.ocb, b.co}), kInvalidModel)
+            << node_label(n) << ": bias must be [" << b.ocb << ", " << b.co << "], got " << bias.str();
+    }
+    WindowGeometry g = window_geometry(n, {b.h, b.w}, b.kernel, false);
+    return {{x.dtype, {b.n, b.ocb, g.out[0], g.out[1], b.co}}};
+}
+
+std::vector<te::Tensor> conv_nchwc_compute(const ComputeArgs& a) {
+    const te::Tensor& x = a.in(0);
+    const te::Tensor& w = a.in(1);
+    BlockedConv b = blocked_conv(a.node, x->shape, w->shape);
+    WindowGeometry g = window_geometry(a.node, {b.h, b.w}, b.kernel, false);
+    te::Tensor src = x;
+    if (g.any_padding({b.h, b.w})) {
+        const int64_t hw[2] = {b.h, b.w};
+        Shape ps = {b.n, b.icb, g.padded_extent(0, b.h), g.padded_extent(1, b.w), b.ci};
+        src = te::compute(
+            ps, [&](const std::vector<Var>& i) {
+                std::vector<Expr> idx = {i[0], i[1]};
+                Expr inside;
+                for (int d = 0; d < 2; ++d) {
+                    Expr p = Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]);
+                    Expr ok = te::logical_and(p >= te::int_imm(0), p < te::int_imm(hw[d]));
+                    inside = inside ? te::logical_and(inside, ok) : ok;
+                    idx.push_back(clamp_index(p, hw[d]));
+                }
+                idx.push_back(i[4]);
+                return te::select(inside, te::read(x, idx), te::make_const(x->dtype, 0));
+            },
+            "conv_nchwc_pad", x->dtype);
+    }
+    te::IterVar ricb = te::reduce_axis(b.icb, "ricb"), rkh = te::reduce_axis(b.kernel[0], "rkh"),
+                rkw = te::reduce_axis(b.kernel[1], "rkw"), rii = te::reduce_axis(b.ci, "rii");
+    const bool has_bias = a.has_input(2);
+    te::Tensor acc = te::compute(
+        a.out_shape(), [&](const std::vector<Var>& i) {
+            Expr xv = te::read(src, {Expr(i[0]), Expr(ricb->var), Expr(i[2]) * g.strides[0] + Expr(rkh->var) * g.dilations[0],
+                                     Expr(i[3]) * g.strides[1] + Expr(rkw->var) * g.dilations[1], Expr(rii->var)});
+            Expr wv = te::read(w, {Expr(i[1]), Expr(ricb->var), Expr(rkh->var), Expr(rkw->var), Expr(rii->var), Expr(i[4])});
+            return te::sum(xv * wv, {ricb, rkh, rkw, rii});
+        },
+        has_bias ? "conv_nchwc_acc" : "KilnConv2dNCHWc", a.out_dtype());
+    if (!has_bias) return {acc};
+    const te::Tensor& bias = a.in(2);
+    return {te::compute(
+        a.out_shape(),
+        [&](const std::vector<Var>& i) { return te::read(acc, i) + te::read(bias, {Expr(i[1]), Expr(i[4])}); },
+        "KilnConv2dNCHWc", a.out_dtype())};
+}
+
+/// Output columns per register block: the largest of 8..4 dividing OW (no tail), else 1.
+int64_t column_block(int64_t ow) {
+    for (int64_t t = 8; t >= 4; --t)
+        if (ow % t == 0) return t;
+    return ow <= 8 ? ow : 1;
+}
+
+void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (te::Stage& st : s.stages()) {
+        if (stage_untouched(st) && st.tensor()->name == "conv_nchwc_pad") schedule_rows(st);
+        if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
+        const Shape& sh = st.tensor()->shape;  // [n, ob, oh, ow, oi]
+        te::IterVar nb = st.fuse(st.axis(0), st.axis(1));
+        te::IterVar nbh = st.fuse(nb, st.axis(2));
+        std::vector<te::IterVar> order = {nbh};
+        te::IterVar owi = st.axis(3);
+        const int64_t t = column_block(sh[3]);
+        if (t > 1 && t < sh[3]) {
+            auto [o, i] = st.split(st.axis(3), t);
+            order.push_back(o);
+            owi = i;
+        }
+        for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+        order.push_back(owi);
+        order.push_back(st.axis(4));
+        st.reorder(order);
+        if (t > 1) st.unroll(owi);
+        st.vectorize(st.axis(4));
+        int64_t work = st.tensor()->numel();
+        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+        if (work > kParallelMin && sh[0] * sh[1] * sh[2] > 1) st.parallel(nbh);
+    }
+    default_schedule(s, outputs);  // the bias epilogue (and fused elementwise consumers)
+}
+
+}  // namespace
+
+void register_conv_nchwc_ops(OpRegistry& r) {
+    {
+        OpDef d;
+        d.name = "KilnLayoutToBlocked";
+        d.onnx_versions = {1};  // Kiln-internal; the registry wants a version
+        d.attrs = {{"block", AttrKind::kInt, std::nullopt, true}};
+        d.infer = to_blocked_infer;
+        d.pattern = OpPattern::kInjective;
+        d.compute = to_blocked_compute;
+        r.add(std::move(d));
+    }
+    {
+        OpDef d;
+        d.name = "KilnLayoutFromBlocked";
+        d.onnx_versions = {1};
+        d.infer = from_blocked_infer;
+        d.pattern = OpPattern::kInjective;
+        d.compute = from_blocked_compute;
+        r.add(std::move(d));
+    }
+    OpDef d;
+    d.name = "KilnConv2dNCHWc";
+    d.onnx_versions = {1};
+    d.min_inputs = 2;
+    d.max_inputs = 3;
+    d.attrs = {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
+               {"dilations", AttrKind::kInts, std::nullopt},
+               {"kernel_shape", AttrKind::kInts, std::nullopt},
+               {"pads", AttrKind::kInts, std::nullopt},
+               {"strides", AttrKind::kInts, std::nullopt}};
+    d.infer = conv_nchwc_infer;
+    d.pattern = OpPattern::kOutEWiseFusable;
+    d.compute = conv_nchwc_compute;
+    d.schedule = conv_nchwc_schedule;
+    d.flops = [](const ir::Node& n) {  // 2 * outputs * (C/ci * KH * KW * ci)
+        Shape w = n.input(1)->type().static_shape();
+        double per_out = static_cast<double>(w[1] * w[2] * w[3] * w[4]);
+        return 2.0 * static_cast<double>(shape_numel(n.output(0)->type().static_shape())) * per_out;
+    };
+    r.add(std::move(d));
+}
+
+}  // namespace kiln::op

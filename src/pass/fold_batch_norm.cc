@@ -6,12 +6,6 @@
 namespace kiln::pass {
 namespace {
 
-ir::Value* shape_constant(ir::Graph& g, const Shape& s) {
-    Tensor t(DType::kInt64, {static_cast<int64_t>(s.size())});
-    for (size_t i = 0; i < s.size(); ++i) t.set_i64(static_cast<int64_t>(i), s[i]);
-    return add_constant_like(g, "shape", std::move(t));
-}
-
 ir::Value* node1(ir::Graph& g, const std::string& op, const std::vector<ir::Value*>& ins) {
     return add_inferred_node(g, op, ins, {}, 1, "bnfold")->output(0);
 }
@@ -21,17 +15,6 @@ ir::Value* per_out_channel(ir::Graph& g, ir::Value* c, int64_t cm, size_t rank) 
     Shape s(rank, 1);
     s[0] = cm;
     return node1(g, "Reshape", {c, shape_constant(g, s)});
-}
-
-/// A constant, or a value computed from constants only (weights an earlier fold rewrote, not
-/// yet evaluated by fold_constants).
-bool is_constant_expr(const ir::Value* v, int depth = 0) {
-    if (v->is_constant()) return true;
-    const ir::Node* p = v->producer();
-    if (!p || p->num_inputs() == 0 || depth > 16) return false;
-    for (const ir::Value* in : p->inputs())
-        if (in && !is_constant_expr(in, depth + 1)) return false;
-    return true;
 }
 
 /// A Conv whose output is read only by `user` and whose weights (and bias) are constant.

@@ -35,6 +35,21 @@ std::optional<double> uniform_constant(const ir::Value* v) {
     return first;
 }
 
+ir::Value* shape_constant(ir::Graph& g, const Shape& s) {
+    Tensor t(DType::kInt64, {static_cast<int64_t>(s.size())});
+    for (size_t i = 0; i < s.size(); ++i) t.set_i64(static_cast<int64_t>(i), s[i]);
+    return add_constant_like(g, "shape", std::move(t));
+}
+
+bool is_constant_expr(const ir::Value* v, int depth) {
+    if (v->is_constant()) return true;
+    const ir::Node* p = v->producer();
+    if (!p || p->num_inputs() == 0 || depth > 16) return false;
+    for (const ir::Value* in : p->inputs())
+        if (in && !is_constant_expr(in, depth + 1)) return false;
+    return true;
+}
+
 ir::Value* add_constant_like(ir::Graph& g, const std::string& hint, Tensor data) {
     return g.add_constant(g.fresh_name(hint), std::move(data));
 }

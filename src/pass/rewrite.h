@@ -18,6 +18,12 @@ bool replace_value(ir::Graph& g, ir::Value* from, ir::Value* to);
 /// When every element of constant `v` equals one value, that value (as double); else nullopt.
 std::optional<double> uniform_constant(const ir::Value* v);
 
+/// An i64 constant holding `s` (a Reshape target).
+ir::Value* shape_constant(ir::Graph& g, const Shape& s);
+
+/// A constant, or a value computed from constants only (not yet evaluated by fold_constants).
+bool is_constant_expr(const ir::Value* v, int depth = 0);
+
 /// Adds a constant named after `hint` (made unique).
 ir::Value* add_constant_like(ir::Graph& g, const std::string& hint, Tensor data);
 

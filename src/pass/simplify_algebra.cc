@@ -88,10 +88,7 @@ bool simplify_reshape(ir::Graph& g, ir::Node* n) {
     ir::Node* inner = x->producer();
     if (!inner || !is_reshape_like(inner->op()) || !inner->input(0)) return false;
     // One Reshape from the innermost source to the final static shape.
-    Shape target = out.static_shape();
-    Tensor t(DType::kInt64, {static_cast<int64_t>(target.size())});
-    for (size_t i = 0; i < target.size(); ++i) t.set_i64(static_cast<int64_t>(i), target[i]);
-    ir::Value* shape = add_constant_like(g, "shape", std::move(t));
+    ir::Value* shape = shape_constant(g, out.static_shape());
     ir::Node* r = add_inferred_node(g, "Reshape", {inner->input(0), shape}, {}, 1, "reshape");
     if (!replace_value(g, n->output(0), r->output(0))) {
         g.erase_node(r);

@@ -13,24 +13,8 @@ namespace {
 constexpr const char* kToBlocked = "KilnLayoutToBlocked";
 constexpr const char* kFromBlocked = "KilnLayoutFromBlocked";
 
-ir::Value* shape_constant(ir::Graph& g, const Shape& s) {
-    Tensor t(DType::kInt64, {static_cast<int64_t>(s.size())});
-    for (size_t i = 0; i < s.size(); ++i) t.set_i64(static_cast<int64_t>(i), s[i]);
-    return add_constant_like(g, "shape", std::move(t));
-}
-
 ir::Value* node1(ir::Graph& g, const std::string& op, const std::vector<ir::Value*>& ins, ir::AttrMap attrs = {}) {
     return add_inferred_node(g, op, ins, std::move(attrs), 1, "layout")->output(0);
-}
-
-/// A constant, or a value computed from constants only (not yet folded).
-bool is_constant_expr(const ir::Value* v, int depth = 0) {
-    if (v->is_constant()) return true;
-    const ir::Node* p = v->producer();
-    if (!p || p->num_inputs() == 0 || depth > 16) return false;
-    for (const ir::Value* in : p->inputs())
-        if (in && !is_constant_expr(in, depth + 1)) return false;
-    return true;
 }
 
 bool static_f32(const ir::Value* v, int rank) {

@@ -9,6 +9,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${KILN_BUILD_DIR:-$ROOT/build}"
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$BUILD/kernel_cache}"
+# Every compile in the test run checks the graph after each pass (pass/verify_typed.h), as a
+# debug build does: the build is RelWithDebInfo (NDEBUG), where it is off by default.
+export KILN_VERIFY_PASSES=1
 
 "$ROOT/scripts/install_deps.sh"
 "$ROOT/scripts/build.sh"

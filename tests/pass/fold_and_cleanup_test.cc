@@ -124,3 +124,26 @@ graph g(%x: f32[6], %s: i64[2]) {
 
 }  // namespace
 }  // namespace kiln::pass
+
+namespace kiln::pass {
+namespace {
+
+TEST(EliminateDeadCode, DropsUnusedTrailingOutputs) {
+    // MaxPool's Indices and Dropout's mask are unused: the nodes lose those outputs.
+    EXPECT_PASS_GIVES(eliminate_dead_code, R"(
+graph g(%x: f32[1,1,4,4]) {
+  %p, %idx = MaxPool(%x) {kernel_shape=[2,2], strides=[2,2]} : f32[1,1,2,2], i64[1,1,2,2]
+  %d, %mask = Dropout(%p) : f32[1,1,2,2], bool[1,1,2,2]
+  %y = Relu(%d) : f32[1,1,2,2]
+  return %y
+})", R"(
+graph g(%x: f32[1,1,4,4]) {
+  %p = MaxPool(%x) {kernel_shape=[2,2], strides=[2,2]} : f32[1,1,2,2]
+  %d = Dropout(%p) : f32[1,1,2,2]
+  %y = Relu(%d) : f32[1,1,2,2]
+  return %y
+})");
+}
+
+}  // namespace
+}  // namespace kiln::pass

@@ -89,3 +89,38 @@ graph g(%x: f32[1,2,3,3]) {
 
 }  // namespace
 }  // namespace kiln::pass
+
+namespace kiln::pass {
+namespace {
+
+TEST(FoldBatchNorm, GemmWithTransposedWeightsAndBeta) {
+    // y = BN(1 * x B^T + 0.5 * C) with B [2,3] (transB), C [2]: B'[n,:] = B[n,:] * s[n],
+    // C' = (0.5 * C - mean) * s + shift, beta = 1.
+    ir::Graph g = ir::parse_graph(R"(
+graph g(%x: f32[4,3]) {
+  const %b: f32[2,3] = [1, 2, 3, 4, 5, 6]
+  const %c: f32[2] = [2, -4]
+  const %scale: f32[2] = [2, 3]
+  const %shift: f32[2] = [0.25, 0.75]
+  const %mean: f32[2] = [1, -2]
+  const %var: f32[2] = [4, 0.25]
+  %m = Gemm(%x, %b, %c) {beta=0.5, transB=1} : f32[4,2]
+  %y = BatchNormalization(%m, %scale, %shift, %mean, %var) {epsilon=0} : f32[4,2]
+  return %y
+})");
+    fold_all(g);
+    ASSERT_EQ(g.num_nodes(), 1u);
+    ir::Node* gemm = g.nodes()[0];
+    EXPECT_EQ(gemm->op(), "Gemm");
+    EXPECT_DOUBLE_EQ(gemm->attr_float("beta", 0), 1.0);
+    const double b[6] = {1, 2, 3, 4, 5, 6}, c[2] = {2, -4}, scale[2] = {2, 3}, shift[2] = {0.25, 0.75},
+                 mean[2] = {1, -2}, var[2] = {4, 0.25};
+    for (int n = 0; n < 2; ++n) {
+        double s = scale[n] / std::sqrt(var[n]);
+        for (int k = 0; k < 3; ++k) EXPECT_NEAR(gemm->input(1)->constant().get_f64(n * 3 + k), b[n * 3 + k] * s, 1e-5);
+        EXPECT_NEAR(gemm->input(2)->constant().get_f64(n), (0.5 * c[n] - mean[n]) * s + shift[n], 1e-5);
+    }
+}
+
+}  // namespace
+}  // namespace kiln::pass

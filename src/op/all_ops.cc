@@ -16,11 +16,13 @@ const OpRegistry& OpRegistry::global() {
         register_conv_nchwc_ops(r);
         register_conv_transpose_ops(r);
         register_det_ops(r);
+        register_deform_conv_ops(r);
         register_einsum_ops(r);
         register_elementwise_ops(r);
         register_gather_ops(r);
         register_generator_ops(r);
         register_grid_sample_ops(r);
+        register_max_unpool_ops(r);
         register_index_ops(r);
         register_loss_ops(r);
         register_matmul_ops(r);

@@ -48,6 +48,8 @@ void register_index_ops(OpRegistry& r);      // GatherElements, GatherND, Scatte
 void register_generator_ops(OpRegistry& r);  // Range, ConstantOfShape, EyeLike
 void register_resize_ops(OpRegistry& r);       // Resize
 void register_grid_sample_ops(OpRegistry& r);  // GridSample
+void register_max_unpool_ops(OpRegistry& r);   // MaxUnpool
+void register_deform_conv_ops(OpRegistry& r);  // DeformConv
 void register_attention_ops(OpRegistry& r);  // Attention, RotaryEmbedding
 void register_rms_norm_ops(OpRegistry& r);   // RMSNormalization
 void register_loss_ops(OpRegistry& r);       // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss

@@ -178,9 +178,14 @@ TEST(Infer, BatchNormalization) {
     ir::Graph g;
     auto c = tt(F32, {3});
     EXPECT_EQ(out(make_node(g, "BatchNormalization", {tt(F32, {2, 3, 4, 4}), c, c, c, c})), tt(F32, {2, 3, 4, 4}));
+    ir::Node* train = make_node(g, "BatchNormalization", {tt(F32, {2, 3, 4, 4}), c, c, c, tt(DType::kFloat64, {3})},
+                                {{"training_mode", int64_t{1}}}, 3);
+    EXPECT_EQ(out(train, 0), tt(F32, {2, 3, 4, 4}));
+    EXPECT_EQ(out(train, 1), tt(F32, {3}));
+    EXPECT_EQ(out(train, 2), tt(DType::kFloat64, {3}));
     expect_error([&] {
-        make_node(g, "BatchNormalization", {tt(F32, {2, 3, 4, 4}), c, c, c, c}, {{"training_mode", int64_t{1}}}, 1, {}, "bn");
-    }, ErrorKind::kUnsupported, "BatchNormalization node 'bn': training_mode=1 is not supported");
+        make_node(g, "BatchNormalization", {tt(F32, {2, 3, 4, 4}), c, c, c, c}, {}, 3, {}, "bn");
+    }, ErrorKind::kUnsupported, "BatchNormalization node 'bn': outputs running_mean / running_var exist only in training mode");
     expect_error([&] { make_node(g, "BatchNormalization", {tt(F32, {2, 4, 4, 4}), c, c, c, c}); }, ErrorKind::kInvalidModel,
                  "input scale must have shape [4], got [3]");
 }

@@ -2295,6 +2295,119 @@ void add_layout_cases(std::vector<Case>& c) {
         {{"pads", Ints{2, 0, 1, 1}}, {"dilations", Ints{2, 3}}, {"strides", Ints{1, 2}}}, conv_nchwc_ref());
 }
 
+// Naive references for the nn2 family: BatchNormalization training mode, MaxUnpool, DeformConv.
+void add_nn2_cases(std::vector<Case>& c) {
+    auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref, int nout = 1) {
+        c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), nout});
+    };
+    // BatchNormalization, training_mode=1: batch statistics over N and spatial axes.
+    RefFn bn_train_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
+        const double eps = n.attr_float("epsilon", 1e-5), mom = n.attr_float("momentum", 0.9);
+        const Arr& X = x[0];
+        const int64_t C = X.shape[1];
+        std::vector<double> sum(C, 0.0), sq(C, 0.0), cnt(C, 0.0);
+        for (int64_t f = 0; f < X.numel(); ++f) {
+            int64_t ch = X.unravel(f)[1];
+            sum[ch] += X.v[f];
+            cnt[ch] += 1;
+        }
+        for (int64_t f = 0; f < X.numel(); ++f) {
+            int64_t ch = X.unravel(f)[1];
+            double d = X.v[f] - sum[ch] / cnt[ch];
+            sq[ch] += d * d;
+        }
+        Arr y(X.shape), rm(Shape{C}), rv(Shape{C});
+        for (int64_t f = 0; f < X.numel(); ++f) {
+            int64_t ch = X.unravel(f)[1];
+            y.v[f] = (X.v[f] - sum[ch] / cnt[ch]) / std::sqrt(sq[ch] / cnt[ch] + eps) * x[1].v[ch] + x[2].v[ch];
+        }
+        for (int64_t ch = 0; ch < C; ++ch) {
+            rm.v[ch] = x[3].v[ch] * mom + sum[ch] / cnt[ch] * (1 - mom);
+            rv.v[ch] = x[4].v[ch] * mom + sq[ch] / cnt[ch] * (1 - mom);
+        }
+        return Refs{y, rm, rv};
+    };
+    add("bn_training_4d", "BatchNormalization",
+        {in(F32, {2, 3, 4, 5}), in(F32, {3}), in(F32, {3}), in(F32, {3}), in(F32, {3}, 0.5, 2)},
+        {{"training_mode", int64_t{1}}, {"momentum", 0.8}, {"epsilon", 1e-3}}, bn_train_ref, 3);
+    add("bn_training_3d_f64", "BatchNormalization",
+        {in(F64, {3, 2, 7}), in(F64, {2}), in(F64, {2}), in(F64, {2}), in(F64, {2}, 0.5, 2)},
+        {{"training_mode", int64_t{1}}}, bn_train_ref, 3);
+    // MaxUnpool: scatter with the last write winning, into the inferred (or given) shape.
+    RefFn unpool_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const Arr& X = x[0];
+        const Ints ks = n.attr_ints("kernel_shape"), st = n.attr_ints("strides", Ints(ks.size(), 1));
+        const Ints pd = n.attr_ints("pads", Ints(2 * ks.size(), 0));
+        Shape inf = {X.shape[0], X.shape[1]};
+        for (size_t i = 0; i < ks.size(); ++i) inf.push_back((X.shape[2 + i] - 1) * st[i] - pd[i] - pd[ks.size() + i] + ks[i]);
+        Arr flat(inf);
+        for (int64_t f = 0; f < X.numel(); ++f) flat.v[static_cast<int64_t>(x[1].v[f])] = X.v[f];
+        Arr y(out[0]);
+        for (int64_t f = 0; f < flat.numel(); ++f) y.v[y.ravel(flat.unravel(f))] = flat.v[f];
+        return Refs{y};
+    };
+    // Indices drawn from the (single) output plane, duplicates included.
+    add("maxunpool_2d_dup", "MaxUnpool", {in(F32, {1, 1, 2, 3}), in(I64, {1, 1, 2, 3}, 0, 23)},
+        {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}, unpool_ref);
+    add("maxunpool_1d_pads", "MaxUnpool", {in(F64, {1, 1, 4}), in(I64, {1, 1, 4}, 0, 6)},
+        {{"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}}, unpool_ref);
+    add("maxunpool_output_shape", "MaxUnpool",
+        {in(F32, {1, 1, 2, 2}), in(I64, {1, 1, 2, 2}, 0, 15), constant({1, 1, 5, 6})},
+        {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}, unpool_ref);
+    // DeformConv: per-tap bilinear sampling with zero padding, written straight from the spec.
+    RefFn deform_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const Arr& X = x[0];
+        const Arr& W = x[1];
+        const Arr& O = x[2];
+        const bool has_b = x.size() > 3 && x[3].present, has_m = x.size() > 4 && x[4].present;
+        const Ints st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1}),
+                   pd = n.attr_ints("pads", {0, 0, 0, 0});
+        const int64_t grp = n.attr_int("group", 1), og = n.attr_int("offset_group", 1);
+        const int64_t C = X.shape[1], H = X.shape[2], Wd = X.shape[3], M = W.shape[0], Cg = W.shape[1];
+        const int64_t KH = W.shape[2], KW = W.shape[3];
+        auto px = [&](int64_t b, int64_t ch, int64_t h, int64_t w) {
+            return h < 0 || h >= H || w < 0 || w >= Wd ? 0.0 : X.at({b, ch, h, w});
+        };
+        Arr y(out[0]);
+        const Shape& o = out[0];
+        for (int64_t b = 0; b < o[0]; ++b)
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t oh = 0; oh < o[2]; ++oh)
+                    for (int64_t ow = 0; ow < o[3]; ++ow) {
+                        double s = has_b ? x[3].v[m] : 0.0;
+                        for (int64_t cc = 0; cc < Cg; ++cc) {
+                            int64_t ch = (m / (M / grp)) * Cg + cc, g = ch / (C / og);
+                            for (int64_t i = 0; i < KH; ++i)
+                                for (int64_t j = 0; j < KW; ++j) {
+                                    int64_t k = (g * KH + i) * KW + j;
+                                    double h = oh * st[0] - pd[0] + i * dl[0] + O.at({b, 2 * k, oh, ow});
+                                    double w = ow * st[1] - pd[1] + j * dl[1] + O.at({b, 2 * k + 1, oh, ow});
+                                    int64_t h0 = static_cast<int64_t>(std::floor(h)), w0 = static_cast<int64_t>(std::floor(w));
+                                    double lh = h - h0, lw = w - w0;
+                                    double v = (1 - lh) * (1 - lw) * px(b, ch, h0, w0) + (1 - lh) * lw * px(b, ch, h0, w0 + 1) +
+                                               lh * (1 - lw) * px(b, ch, h0 + 1, w0) + lh * lw * px(b, ch, h0 + 1, w0 + 1);
+                                    double mk = has_m ? x[4].at({b, k, oh, ow}) : 1.0;
+                                    s += W.at({m, cc, i, j}) * mk * v;
+                                }
+                        }
+                        y.v[y.ravel({b, m, oh, ow})] = s;
+                    }
+        return Refs{y};
+    };
+    add("deform_conv_basic_pad", "DeformConv",
+        {in(F32, {1, 2, 5, 4}), in(F32, {3, 2, 2, 2}), in(F32, {1, 8, 6, 5}, -1.5, 1.5)},
+        {{"pads", Ints{1, 1, 1, 1}}}, deform_ref);
+    add("deform_conv_groups_mask_bias", "DeformConv",
+        {in(F32, {2, 4, 6, 5}), in(F32, {4, 2, 3, 2}), in(F32, {2, 24, 2, 3}, -2, 2), in(F32, {4}),
+         in(F32, {2, 12, 2, 3}, 0, 1)},
+        {{"group", int64_t{2}}, {"offset_group", int64_t{2}}, {"strides", Ints{2, 1}}, {"dilations", Ints{1, 2}}},
+        deform_ref);
+    add("deform_conv_f64_offset_groups4", "DeformConv",
+        {in(F64, {1, 4, 4, 4}), in(F64, {2, 4, 2, 2}), in(F64, {1, 32, 3, 3}, -3, 3)},
+        {{"offset_group", int64_t{4}}}, deform_ref);
+    // END add_nn2_cases
+}
+
 std::vector<Case> all_cases() {
     std::vector<Case> c;
     auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref, int nout = 1) {
@@ -2499,6 +2612,7 @@ std::vector<Case> all_cases() {
     add_signal_cases(c);
     add_recurrent_cases(c);
     add_layout_cases(c);
+    add_nn2_cases(c);
     return c;
 }
 

@@ -1,7 +1,11 @@
-// BatchNormalization (inference). (Softmax lives in softmax_family.cc, ArgMax in reduce.cc.)
+// BatchNormalization. (Softmax lives in softmax_family.cc, ArgMax in reduce.cc.)
 //
 // BatchNormalization: per-channel stages inv = scale / sqrt(var + eps) and
 // shift = B - mean * inv, then y = x * inv[c] + shift[c].
+// Training mode (training_mode=1, opset 14+): the batch statistics replace input_mean/var:
+// mean[c] = sum over N and spatial axes of x / count, var[c] = sum (x - mean[c])^2 / count
+// (population variance, two passes); Y normalizes with them, and the optional outputs are
+// running_mean = input_mean * momentum + mean * (1 - momentum), likewise running_var.
 #include <string>
 
 #include "op/op_util.h"
@@ -26,10 +30,10 @@ OpDef batch_norm_op() {
                {"training_mode", AttrKind::kInt, ir::Attr(int64_t{0})}};
     d.pattern = OpPattern::kBroadcast;
     d.infer = [](const ir::Node& n) {
-        KILN_CHECK(n.attr_int("training_mode", 0) == 0, kUnsupported)
-            << node_label(n) << ": training_mode=1 is not supported (inference only)";
-        KILN_CHECK(n.num_outputs() == 1, kUnsupported)
-            << node_label(n) << ": outputs running_mean / running_var exist only in training mode, which is not supported";
+        const bool training = n.attr_int("training_mode", 0) != 0;
+        KILN_CHECK(training || n.num_outputs() == 1, kUnsupported)
+            << node_label(n) << ": outputs running_mean / running_var exist only in training mode "
+            << "(training_mode=1); got " << n.num_outputs() << " outputs with training_mode=0";
         const auto& x = input_type(n, 0, "X");
         check_dtype(n, "X", x.dtype, float_types());
         KILN_CHECK(x.rank() >= 2, kInvalidModel)
@@ -44,7 +48,10 @@ OpDef batch_norm_op() {
                 << node_label(n) << ": input " << names[i] << " must have shape [" << x.shape[1].str() << "], got "
                 << dims_str(t.shape);
         }
-        return std::vector<ir::TensorType>{x};
+        std::vector<ir::TensorType> out{x};
+        if (n.num_outputs() > 1) out.push_back(input_type(n, 3, "input_mean"));
+        if (n.num_outputs() > 2) out.push_back(input_type(n, 4, "input_var"));
+        return out;
     };
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0), scale = a.in(1), bias = a.in(2), mean = a.in(3), var = a.in(4);
@@ -52,6 +59,47 @@ OpDef batch_norm_op() {
         const double eps = a.node.attr_float("epsilon", 1e-5);
         const int64_t c = x->shape[1];
         auto rd = [&](const te::Tensor& t, const Var& i) { return te::cast(cdt, te::read(t, {Expr(i)})); };
+        std::vector<te::Tensor> running;  // training mode: running_mean, running_var outputs
+        if (a.node.attr_int("training_mode", 0) != 0) {
+            const te::Tensor in_mean = mean, in_var = var;
+            const double momentum = a.node.attr_float("momentum", 0.9);
+            // Reduce axes: N and every spatial axis; index = (r0, c, r2, ...).
+            std::vector<te::IterVar> r1, r2;
+            int64_t count = 1;
+            for (int k = 0; k < x->ndim(); ++k) {
+                if (k == 1) continue;
+                r1.push_back(te::reduce_axis(x->shape[k], "r" + std::to_string(k)));
+                r2.push_back(te::reduce_axis(x->shape[k], "s" + std::to_string(k)));
+                count *= x->shape[k];
+            }
+            auto x_at = [&](const std::vector<te::IterVar>& r, const Var& ch) {
+                std::vector<Expr> idx;
+                for (size_t k = 0, j = 0; k < static_cast<size_t>(x->ndim()); ++k)
+                    idx.push_back(k == 1 ? Expr(ch) : Expr(r[j++]->var));
+                return te::cast(cdt, te::read(x, idx));
+            };
+            const Expr inv_count = te::make_const(cdt, 1.0 / static_cast<double>(count));
+            mean = te::compute(
+                {c}, [&](const std::vector<Var>& i) { return te::sum(x_at(r1, i[0]) * inv_count, r1); },
+                "bn_batch_mean", cdt);
+            var = te::compute(
+                {c}, [&](const std::vector<Var>& i) {
+                    const Expr dev = x_at(r2, i[0]) - te::read(mean, {Expr(i[0])});
+                    return te::sum(dev * dev * inv_count, r2);
+                },
+                "bn_batch_var", cdt);
+            const te::Tensor stats[2] = {mean, var}, inputs[2] = {in_mean, in_var};
+            for (size_t k = 1; k < a.output_types.size() && k < 3; ++k) {
+                const te::Tensor cur = stats[k - 1], prev = inputs[k - 1];
+                const DType odt = a.out_dtype(k), ocdt = te::compute_dtype(odt);
+                running.push_back(te::compute(
+                    {c}, [&](const std::vector<Var>& i) {
+                        return te::cast(ocdt, te::read(prev, {Expr(i[0])})) * te::make_const(ocdt, momentum) +
+                               te::cast(ocdt, te::read(cur, {Expr(i[0])})) * te::make_const(ocdt, 1.0 - momentum);
+                    },
+                    k == 1 ? "bn_running_mean" : "bn_running_var", odt));
+            }
+        }
         te::Tensor inv = te::compute(
             {c}, [&](const std::vector<Var>& i) {
                 return rd(scale, i[0]) / te::unary(te::UnaryOp::kSqrt, rd(var, i[0]) + te::make_const(cdt, eps));
@@ -65,7 +113,9 @@ OpDef batch_norm_op() {
                 return te::read(x, i) * te::read(inv, {Expr(i[1])}) + te::read(shift, {Expr(i[1])});
             },
             "BatchNormalization", a.out_dtype());
-        return std::vector<te::Tensor>{y};
+        std::vector<te::Tensor> outs{y};
+        outs.insert(outs.end(), running.begin(), running.end());
+        return outs;
     };
     return d;
 }

@@ -56,6 +56,9 @@ struct OpDef {
     /// ONNX since-versions Kiln implements, ascending (e.g. {1, 6, 13, 14} for Relu). A model
     /// opset selects the largest entry <= it; none selectable is an Unsupported error.
     std::vector<int> onnx_versions;
+    /// An op the passes introduce (KilnConv2dNCHWc, the layout transforms), not an ONNX op: it has
+    /// no onnx_versions and the importer rejects it by name.
+    bool internal = false;
     int min_inputs = 1, max_inputs = 1;
     int min_outputs = 1, max_outputs = 1;
     std::vector<AttrSpec> attrs;

@@ -94,3 +94,14 @@ def test_levels_agree_numerically(model, tmp_path):
         assert r.returncode == 0, r.stderr
         outs[level] = np.load(d / "y.npy")
     np.testing.assert_allclose(outs[3], outs[0], rtol=1e-5, atol=1e-5)
+
+
+def test_internal_ops_are_not_importable(tmp_path):
+    """The blocked-layout ops exist only between passes; a model naming one is rejected."""
+    t = helper.make_tensor_value_info
+    g = helper.make_graph([helper.make_node("KilnLayoutToBlocked", ["x"], ["y"])], "g",
+                          [t("x", TensorProto.FLOAT, [1, 16, 2, 2])], [t("y", TensorProto.FLOAT, [1, 1, 2, 2, 16])])
+    path = tmp_path / "internal.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = kiln("run", path, "--repeat", "1")
+    assert r.returncode == 1 and "Kiln-internal op" in r.stderr, r.stderr

@@ -231,8 +231,9 @@ private:
         KILN_CHECK(is_default_domain(node.domain()), kUnsupported)
             << node_label(node, index) << " uses domain '" << node.domain() << "', which Kiln does not support";
         const op::OpDef* def = op::OpRegistry::global().find(op);
-        KILN_CHECK(def != nullptr, kUnsupported)
-            << "unsupported op '" << op << "' (" << node_who(node, index) << ", opset " << opset_ << ")";
+        KILN_CHECK(def != nullptr && !def->internal, kUnsupported)
+            << "unsupported op '" << op << "' (" << node_who(node, index) << ", opset " << opset_ << ")"
+            << (def ? ": a Kiln-internal op, not an ONNX op" : "");
         select_since_version(*def, opset_);
         return *def;
     }

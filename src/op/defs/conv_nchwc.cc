@@ -179,7 +179,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
     {
         OpDef d;
         d.name = "KilnLayoutToBlocked";
-        d.onnx_versions = {1};  // Kiln-internal; the registry wants a version
+        d.internal = true;
         d.attrs = {{"block", AttrKind::kInt, std::nullopt, true}};
         d.infer = to_blocked_infer;
         d.pattern = OpPattern::kInjective;
@@ -189,7 +189,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
     {
         OpDef d;
         d.name = "KilnLayoutFromBlocked";
-        d.onnx_versions = {1};
+        d.internal = true;
         d.infer = from_blocked_infer;
         d.pattern = OpPattern::kInjective;
         d.compute = from_blocked_compute;
@@ -197,7 +197,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
     }
     OpDef d;
     d.name = "KilnConv2dNCHWc";
-    d.onnx_versions = {1};
+    d.internal = true;
     d.min_inputs = 2;
     d.max_inputs = 3;
     d.attrs = {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},

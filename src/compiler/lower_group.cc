@@ -17,8 +17,6 @@
 namespace kiln::compiler {
 namespace {
 
-bool is_anchor(op::OpPattern p) { return p == op::OpPattern::kOutEWiseFusable || p == op::OpPattern::kCommReduce; }
-
 double node_flops(const op::OpDef& def, const ir::Node& n) {
     if (def.flops) return def.flops(n);
     double f = 0;
@@ -189,7 +187,7 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias) {
                 node_outputs.insert(outs[i].get());
             }
             k.flops += node_flops(*def, *n);
-            if (!anchor && (unit.nodes.size() == 1 || is_anchor(def->pattern))) {
+            if (!anchor && (unit.nodes.size() == 1 || op::is_fusion_anchor(def->pattern))) {
                 anchor = n;
                 anchor_def = def;
                 anchor_outs = outs;

@@ -20,6 +20,9 @@ namespace kiln::op {
 /// TVM's fusion patterns, ordered: a smaller value fuses more freely.
 enum class OpPattern { kElemWise = 0, kBroadcast = 1, kInjective = 2, kCommReduce = 3, kOutEWiseFusable = 4, kTuple = 7, kOpaque = 8 };
 const char* op_pattern_name(OpPattern p);
+/// A fusion group's anchor: the one non-injective op (conv/matmul/pooling or a reduction) whose
+/// elementwise prologue/epilogue the group gathers; a group holds at most one.
+inline bool is_fusion_anchor(OpPattern p) { return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce; }
 
 enum class AttrKind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor };
 

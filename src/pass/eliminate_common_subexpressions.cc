@@ -44,17 +44,13 @@ std::string node_key(const ir::Node& n) {
     return os.str();
 }
 
-bool is_nondeterministic(const std::string& op) {
-    return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial" || op == "Dropout";
-}
-
 }  // namespace
 
 bool eliminate_common_subexpressions(ir::Graph& g, const PassContext&) {
     bool changed = merge_equal_constants(g);
     std::map<std::string, ir::Node*> seen;
     for (ir::Node* n : g.nodes()) {
-        if (is_nondeterministic(n->op())) continue;
+        if (is_random_op(n->op()) || n->op() == "Dropout") continue;  // Dropout may train
         auto [it, inserted] = seen.emplace(node_key(*n), n);
         if (inserted) continue;
         ir::Node* first = it->second;

@@ -2,14 +2,11 @@
 
 #include <unordered_set>
 
+#include "pass/rewrite.h"
 #include "support/error.h"
 
 namespace kiln::pass {
 namespace {
-
-bool is_nondeterministic(const std::string& op) {
-    return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
-}
 
 /// Elements of constant inputs read only by `n`: folding `n` lets dead-code elimination drop them.
 int64_t freed_elements(const ir::Node& n) {
@@ -30,7 +27,7 @@ bool fold_constants(ir::Graph& g, const PassContext& ctx) {
     if (!ctx.evaluate) return false;
     bool changed = false;
     for (ir::Node* n : g.nodes()) {
-        if (n->num_inputs() == 0 || is_nondeterministic(n->op())) continue;
+        if (n->num_inputs() == 0 || is_random_op(n->op())) continue;
         bool constant = true;
         bool any = false;
         for (const ir::Value* in : n->inputs()) {

@@ -14,8 +14,6 @@ namespace {
 
 using op::OpPattern;
 
-bool is_anchor(OpPattern p) { return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce; }
-
 struct FusionGraph {
     std::vector<ir::Node*> nodes;
     std::vector<OpPattern> pattern;
@@ -74,7 +72,7 @@ struct Groups {
     explicit Groups(const FusionGraph& fg) : parent(fg.nodes.size()), pattern(fg.pattern), anchors(fg.nodes.size()), size(fg.nodes.size(), 1) {
         for (size_t i = 0; i < parent.size(); ++i) {
             parent[i] = static_cast<int>(i);
-            anchors[i] = is_anchor(fg.pattern[i]) ? 1 : 0;
+            anchors[i] = op::is_fusion_anchor(fg.pattern[i]) ? 1 : 0;
         }
     }
     int find(int x) {
@@ -145,7 +143,7 @@ bool fuse_operators(ir::Graph& g, const PassContext&) {
         if (fg.pattern[i] == OpPattern::kOpaque || sink < 0) continue;
         if (groups.find(i) == groups.find(sink)) continue;
         const OpPattern gp = groups.pattern[groups.find(i)];
-        if (is_anchor(gp))
+        if (op::is_fusion_anchor(gp))
             try_fuse(fg, groups, i, sink, elemwise_path);
         else if (gp <= OpPattern::kBroadcast)
             try_fuse(fg, groups, i, sink, prologue_path);

@@ -35,6 +35,10 @@ std::optional<double> uniform_constant(const ir::Value* v) {
     return first;
 }
 
+bool is_random_op(const std::string& op) {
+    return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
+}
+
 ir::Value* shape_constant(ir::Graph& g, const Shape& s) {
     Tensor t(DType::kInt64, {static_cast<int64_t>(s.size())});
     for (size_t i = 0; i < s.size(); ++i) t.set_i64(static_cast<int64_t>(i), s[i]);

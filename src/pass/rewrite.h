@@ -18,6 +18,10 @@ bool replace_value(ir::Graph& g, ir::Value* from, ir::Value* to);
 /// When every element of constant `v` equals one value, that value (as double); else nullopt.
 std::optional<double> uniform_constant(const ir::Value* v);
 
+/// Ops whose value is a fresh random draw (RandomNormal*, RandomUniform*, Bernoulli,
+/// Multinomial): never folded, never merged.
+bool is_random_op(const std::string& op);
+
 /// An i64 constant holding `s` (a Reshape target).
 ir::Value* shape_constant(ir::Graph& g, const Shape& s);
 

@@ -5,11 +5,17 @@
 // kind ("[]:ints") since "[]" alone would be ambiguous.
 #include "ir/attr.h"
 
+#include "ir/graph.h"
 #include "ir/text_format.h"
 #include "ir/type.h"
 
 namespace kiln::ir {
 namespace {
+// A sub-graph prints as a summary; `kiln inspect` of an interpreted model shows nesting this way.
+std::string graph_attr_str(const Graph& g) {
+    return "graph<" + quote_string(g.name) + ", " + std::to_string(g.inputs().size()) + " inputs, " +
+           std::to_string(g.num_nodes()) + " nodes, " + std::to_string(g.outputs().size()) + " outputs>";
+}
 std::string float_attr_str(double v) {
     std::string s = format_f64(v);
     if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // "1" -> "1.0"; keeps e/inf/nan
@@ -51,7 +57,7 @@ std::string element_str(const Tensor& t, int64_t i) {
 
 const char* attr_kind_name(const Attr& a) {
     static const char* const kNames[] = {"int",    "float",   "string", "ints",
-                                         "floats", "strings", "tensor"};
+                                         "floats", "strings", "tensor", "graph"};
     return kNames[a.index()];
 }
 
@@ -80,6 +86,8 @@ std::string attr_str(const Attr& a) {
         case 5:
             return list_str(std::get<std::vector<std::string>>(a), "strings",
                             [](const std::string& s) { return quote_string(s); });
+        case 7:
+            return graph_attr_str(*std::get<GraphAttr>(a));
         default: {
             const Tensor& t = std::get<Tensor>(a);
             return "tensor<" + TensorType::of_static(t.dtype(), t.shape()).str() + ">" +

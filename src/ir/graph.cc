@@ -131,6 +131,14 @@ Value* Graph::add_input(const std::string& name, TensorType type) {
     return v;
 }
 
+Value* Graph::add_outer_input(const std::string& name, TensorType type) {
+    Value* v = new_value(name);
+    v->type_ = std::move(type);
+    v->is_input_ = true;
+    outer_inputs_.push_back(v);
+    return v;
+}
+
 Value* Graph::add_constant(const std::string& name, Tensor data) {
     Value* v = new_value(name);
     v->type_ = TensorType::of_static(data.dtype(), data.shape());

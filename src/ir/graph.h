@@ -114,6 +114,10 @@ public:
 
     /// Adds a graph input (in order). Names must be unique within the graph.
     Value* add_input(const std::string& name, TensorType type);
+    /// Adds a value this graph reads from an enclosing graph's scope (a sub-graph of If, Loop or
+    /// Scan naming an outer value): bound by name when the sub-graph runs. Not in inputs().
+    Value* add_outer_input(const std::string& name, TensorType type);
+    const std::vector<Value*>& outer_inputs() const { return outer_inputs_; }
     /// Adds a constant (initializer); its type is derived from the tensor.
     Value* add_constant(const std::string& name, Tensor data);
     /// Appends a node at the end of the order. Output values are created with the given types
@@ -154,6 +158,7 @@ private:
     std::vector<std::unique_ptr<Value>> values_;
     std::list<std::unique_ptr<Node>> nodes_;
     std::vector<Value*> inputs_;
+    std::vector<Value*> outer_inputs_;
     std::vector<Value*> outputs_;
     std::vector<Value*> constants_;
     int64_t next_name_ = 0;

@@ -43,7 +43,14 @@ std::string TensorType::str() const {
         else
             out += identifier_or_quoted(d.symbol);
     }
-    return out + ']';
+    out += ']';
+    switch (kind) {
+        case TypeKind::kTensor: return out;
+        case TypeKind::kSequence: return "seq<" + out + ">";
+        case TypeKind::kOptionalTensor: return "opt<" + out + ">";
+        case TypeKind::kOptionalSequence: return "opt<seq<" + out + ">>";
+    }
+    return out;
 }
 
 }  // namespace kiln::ir

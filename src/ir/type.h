@@ -28,9 +28,15 @@ struct Dim {
     std::string str() const { return is_static() ? std::to_string(value) : symbol; }
 };
 
+/// What a value is: a tensor, a sequence of tensors, or an optional of either. For the
+/// non-tensor kinds, dtype and shape describe the elements (shape may be empty when the
+/// elements' shapes are not tracked). Only the graph interpreter runs non-tensor values.
+enum class TypeKind : uint8_t { kTensor, kSequence, kOptionalTensor, kOptionalSequence };
+
 struct TensorType {
     DType dtype = DType::kFloat32;
     std::vector<Dim> shape;
+    TypeKind kind = TypeKind::kTensor;
 
     TensorType() = default;
     TensorType(DType t, std::vector<Dim> s) : dtype(t), shape(std::move(s)) {}
@@ -40,8 +46,11 @@ struct TensorType {
     bool is_static() const;
     /// The static shape; throws kInternal if a dimension is symbolic.
     Shape static_shape() const;
-    bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape; }
-    /// "f32[1,3,N,N]"
+    bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape && kind == o.kind; }
+    bool is_tensor() const { return kind == TypeKind::kTensor; }
+    bool is_sequence() const { return kind == TypeKind::kSequence || kind == TypeKind::kOptionalSequence; }
+    bool is_optional() const { return kind == TypeKind::kOptionalTensor || kind == TypeKind::kOptionalSequence; }
+    /// "f32[1,3,N,N]"; "seq<f32[2]>", "opt<f32[2]>", "opt<seq<f32[]>>" for the other kinds.
     std::string str() const;
 };
 

@@ -37,6 +37,7 @@ void verify_graph(const Graph& g) {
                                       : "a value not marked as input");
         define(v, "graph input " + vname(v));
     }
+    for (const Value* v : g.outer_inputs()) define(v, "outer-scope value " + vname(v));
     for (const Value* v : g.constants()) {
         KILN_CHECK(v->is_constant() && !v->producer() && !v->is_graph_input(), kInvalidModel)
             << "constant " << vname(v) << ": expected data and no producer";

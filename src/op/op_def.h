@@ -4,7 +4,8 @@
 //  - infer: output types from input types, attributes and constant inputs;
 //  - pattern: the fusion pattern (TVM's OpPatternKind);
 //  - compute: the op's meaning as tensor expressions over placeholders of its inputs;
-//  - schedule: the default CPU schedule for the op's stages (optional; a generic one is used).
+//  - schedule: the default CPU schedule for the op's stages (optional; a generic one is used);
+//  - host: a host kernel (op/host.h) for what compute cannot express; the graph interpreter runs it.
 #pragma once
 
 #include <functional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "op/host.h"
 #include "te/schedule.h"
 
 namespace kiln::op {
@@ -24,7 +26,7 @@ const char* op_pattern_name(OpPattern p);
 /// elementwise prologue/epilogue the group gathers; a group holds at most one.
 inline bool is_fusion_anchor(OpPattern p) { return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce; }
 
-enum class AttrKind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor };
+enum class AttrKind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kGraph };
 
 struct AttrSpec {
     std::string name;
@@ -59,6 +61,9 @@ struct OpDef {
     /// ONNX since-versions Kiln implements, ascending (e.g. {1, 6, 13, 14} for Relu). A model
     /// opset selects the largest entry <= it; none selectable is an Unsupported error.
     std::vector<int> onnx_versions;
+    /// ONNX operator domain: "" is ai.onnx; "ai.onnx.ml" for the traditional-ML ops. A node's
+    /// domain must match; onnx_versions count in that domain's opset.
+    std::string domain;
     /// An op the passes introduce (KilnConv2dNCHWc, the layout transforms), not an ONNX op: it has
     /// no onnx_versions and the importer rejects it by name.
     bool internal = false;
@@ -72,6 +77,10 @@ struct OpDef {
     OpPattern pattern = OpPattern::kOpaque;
     ComputeFn compute;
     ScheduleFn schedule;  // may be empty: compiler uses default_schedule()
+    /// Host kernel (op/host.h). An op without compute runs only in the graph interpreter
+    /// (Session picks it for such models); an op with both uses host for what compute cannot
+    /// take (string tensors, sequences: see compiler/graph_interpreter.cc).
+    HostFn host;
     /// Estimated floating-point operations of one evaluation with static types (2 per
     /// multiply-accumulate); empty: one per output element. Feeds the profiler's GFLOP/s.
     std::function<double(const ir::Node&)> flops;

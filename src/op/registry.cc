@@ -41,13 +41,9 @@ const char* kind_name(AttrKind k) {
         case AttrKind::kFloats: return "floats";
         case AttrKind::kStrings: return "strings";
         case AttrKind::kTensor: return "tensor";
+        case AttrKind::kGraph: return "graph";
     }
     return "?";
-}
-
-const char* attr_kind_name(const ir::Attr& a) {
-    static const char* names[] = {"int", "float", "string", "ints", "floats", "strings", "tensor"};
-    return names[a.index()];
 }
 
 // Returns true if `a` has (or was converted to) kind k.
@@ -64,6 +60,7 @@ bool coerce(ir::Attr& a, AttrKind k) {
             return std::holds_alternative<std::vector<double>>(a);
         case AttrKind::kStrings: return std::holds_alternative<std::vector<std::string>>(a);
         case AttrKind::kTensor: return std::holds_alternative<Tensor>(a);
+        case AttrKind::kGraph: return std::holds_alternative<ir::GraphAttr>(a);
     }
     return false;
 }
@@ -95,7 +92,7 @@ void check_node(ir::Node& n, const OpDef& def) {
             << node_label(n) << ": unknown attribute '" << name << "' for op " << n.op();
         KILN_CHECK(coerce(value, spec->kind), kInvalidModel)
             << node_label(n) << ": attribute '" << name << "' must be of kind " << kind_name(spec->kind) << ", got "
-            << attr_kind_name(value);
+            << ir::attr_kind_name(value);
     }
     for (const auto& s : def.attrs) {
         if (n.has_attr(s.name)) continue;

@@ -1,6 +1,7 @@
 #include "support/dtype.h"
 
 #include <cstring>
+#include <string>
 
 namespace kiln {
 namespace {
@@ -35,8 +36,9 @@ constexpr DTypeInfo kInfo[] = {
     {DType::kInt4, 1, "i4", "int8_t", "", 22},
     {DType::kUInt4, 1, "u4", "uint8_t", "", 21},
     {DType::kFloat4E2M1, 1, "f4e2m1", "uint8_t", "", 23},
+    {DType::kString, sizeof(std::string), "str", "", "", 8},
 };
-static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::kFloat4E2M1) + 1,
+static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::kString) + 1,
               "kInfo must list every DType in enum order");
 const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 }  // namespace

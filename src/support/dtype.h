@@ -34,12 +34,15 @@ enum class DType : uint8_t {
     kInt4,            // stored sign-extended in an int8_t, range [-8, 7]
     kUInt4,           // stored in a uint8_t, range [0, 15]
     kFloat4E2M1,      // 1-2-1, bias 1, no inf/NaN, max 6; stored in the low 4 bits of a uint8_t
+    // UTF-8 strings: a Tensor of them holds std::string objects. Only host kernels (op/host.h)
+    // read them; the compiled path rejects them (no C type).
+    kString,
 };
 
 /// Size of one element in bytes.
 size_t dtype_size(DType t);
 /// Short name used by the IR text form and the CLI: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool
-/// f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f8e8m0 i4 u4 f4e2m1.
+/// f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f8e8m0 i4 u4 f4e2m1 str.
 const char* dtype_name(DType t);
 /// Inverse of dtype_name; nullopt for an unknown name.
 std::optional<DType> dtype_from_name(std::string_view name);
@@ -49,7 +52,7 @@ const char* dtype_c_type(DType t);
 /// (numpy has none: .npy files cannot hold them).
 const char* dtype_numpy_descr(DType t);
 std::optional<DType> dtype_from_numpy_descr(std::string_view descr);
-/// ONNX TensorProto.DataType value <-> DType (nullopt where Kiln has no such type, e.g. string).
+/// ONNX TensorProto.DataType value <-> DType (nullopt where Kiln has no such type, e.g. complex64).
 int dtype_to_onnx(DType t);
 std::optional<DType> dtype_from_onnx(int onnx_type);
 

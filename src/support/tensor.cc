@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
 
 #include "support/error.h"
 
@@ -31,11 +33,24 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
     KILN_CHECK(p != nullptr, kOutOfMemory) << "could not allocate " << bytes << " bytes for a tensor of shape "
                                            << shape_str(shape_);
     std::memset(p, 0, alloc);
-    storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    if (dtype_ == DType::kString) {
+        // Strings are objects: construct them here and destroy them with the storage.
+        const int64_t n = numel();
+        auto* strs = static_cast<std::string*>(p);
+        for (int64_t i = 0; i < n; ++i) new (strs + i) std::string();
+        storage_ = std::shared_ptr<void>(p, [n](void* q) {
+            auto* s = static_cast<std::string*>(q);
+            for (int64_t i = 0; i < n; ++i) s[i].~basic_string();
+            std::free(q);
+        });
+    } else {
+        storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    }
     data_ = p;
 }
 
 Tensor Tensor::borrow(DType dtype, Shape shape, void* data) {
+    KILN_ICHECK(dtype != DType::kString) << "string tensors own their elements; they cannot borrow memory";
     Tensor t;
     t.dtype_ = dtype;
     t.shape_ = std::move(shape);
@@ -44,6 +59,7 @@ Tensor Tensor::borrow(DType dtype, Shape shape, void* data) {
 }
 
 Tensor Tensor::from_storage(DType dtype, Shape shape, std::shared_ptr<void> storage) {
+    KILN_ICHECK(dtype != DType::kString) << "string tensors own their elements; they cannot adopt storage";
     Tensor t;
     t.dtype_ = dtype;
     t.shape_ = std::move(shape);
@@ -54,6 +70,10 @@ Tensor Tensor::from_storage(DType dtype, Shape shape, std::shared_ptr<void> stor
 
 Tensor Tensor::clone() const {
     Tensor t(dtype_, shape_);
+    if (dtype_ == DType::kString) {
+        for (int64_t i = 0; i < numel(); ++i) t.data_as<std::string>()[i] = data_as<std::string>()[i];
+        return t;
+    }
     if (nbytes()) std::memcpy(t.data_, data_, nbytes());
     return t;
 }
@@ -67,6 +87,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 double Tensor::get_f64(int64_t i) const {
+    KILN_CHECK(dtype_ != DType::kString, kInvalidArgument) << "a string tensor has no numeric elements";
     const char* p = static_cast<const char*>(data_) + i * dtype_size(dtype_);
     switch (dtype_) {
         case DType::kFloat32: return *reinterpret_cast<const float*>(p);
@@ -90,6 +111,7 @@ double Tensor::get_f64(int64_t i) const {
         case DType::kFloat8E5M2FNUZ:
         case DType::kFloat8E8M0:
         case DType::kFloat4E2M1: return lowp_to_float(dtype_, *reinterpret_cast<const uint8_t*>(p));
+        case DType::kString: break;
     }
     return 0;
 }
@@ -104,6 +126,7 @@ int64_t Tensor::get_i64(int64_t i) const {
 }
 
 void Tensor::set_f64(int64_t i, double v) {
+    KILN_CHECK(dtype_ != DType::kString, kInvalidArgument) << "a string tensor has no numeric elements";
     char* p = static_cast<char*>(data_) + i * dtype_size(dtype_);
     switch (dtype_) {
         case DType::kFloat32: *reinterpret_cast<float*>(p) = static_cast<float>(v); break;
@@ -133,6 +156,7 @@ void Tensor::set_f64(int64_t i, double v) {
         case DType::kFloat4E2M1:
             *reinterpret_cast<uint8_t*>(p) = float_to_lowp(dtype_, static_cast<float>(v), false);
             break;
+        case DType::kString: break;
     }
 }
 

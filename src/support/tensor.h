@@ -1,5 +1,6 @@
 // A host tensor: dtype, static shape and a shared, 64-byte-aligned byte buffer.
 // Used for constants in the IR, the interpreter's buffers, and runtime inputs/outputs.
+// A DType::kString tensor holds std::string objects (data_as<std::string>()); it is always owned.
 #pragma once
 
 #include <cstdint>

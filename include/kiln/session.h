@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "support/datum.h"
 #include "support/error.h"
 #include "support/tensor.h"
 
@@ -41,9 +42,13 @@ struct SessionOptions {
     bool print_after_all = false;
 };
 
+/// What a model input or output is. Sequences and optionals are run through Session::run_values.
+enum class ValueKind { kTensor, kSequence, kOptionalTensor, kOptionalSequence };
+
 struct TensorInfo {
     std::string name;
-    DType dtype;
+    ValueKind kind = ValueKind::kTensor;
+    DType dtype;  // of the elements, for a sequence or optional
     std::vector<int64_t> shape;        // -1 where symbolic/unknown
     std::vector<std::string> symbols;  // per dim: symbol name or ""
 };
@@ -57,6 +62,9 @@ struct SessionStats {
     int intra_op_threads = 0;    // resolved thread counts (0 before the first compile)
     int inter_op_threads = 0;
     int parallel_width = 0;      // most substantial steps at one dependency level
+    /// The model runs in the graph interpreter (compiler/graph_interpreter.h), and why.
+    bool interpreted = false;
+    std::string interpreter_reason;
 };
 
 class Session {
@@ -72,6 +80,10 @@ public:
     /// Runs the model. Every input must be given (kInvalidArgument naming the missing one);
     /// dtypes and shapes are checked (expected vs got). Outputs in model order.
     virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) = 0;
+
+    /// Runs the model on values of any kind the model takes (sequences, optionals: Datum::none()
+    /// for an empty one; tensors of any dtype, strings included). Outputs in model order.
+    virtual std::vector<Datum> run_values(const std::map<std::string, Datum>& inputs) = 0;
 
     /// The IR after the pass pipeline (and after the passes of SessionOptions::print_after),
     /// the passes' node counts and timings, and every kernel's loop IR and C source, as text.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "compiler/compile.h"
+#include "compiler/graph_interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "ir/printer.h"
 #include "kiln/session.h"
@@ -74,6 +75,17 @@ public:
         for (ir::Node* n : g.nodes())
             KILN_CHECK(op::OpRegistry::global().find(n->op()), kUnsupported)
                 << "unsupported op '" << n->op() << "' (" << n->describe() << ")";
+        stats_.interpreter_reason =
+            compiler::interpreter_reason(g, std::vector<std::string>(value_inputs_.begin(), value_inputs_.end()));
+        if (!stats_.interpreter_reason.empty()) {
+            // Runs node by node; no pass pipeline, no whole-model compile.
+            stats_.interpreted = true;
+            stats_.executor = "interpreter";
+            interp_graph_ = std::make_shared<const ir::Graph>(std::move(g));
+            interpreter_ = std::make_unique<compiler::GraphInterpreter>(interp_graph_, intra_, &allocator_);
+            stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+            return;
+        }
         bool all_dims_known = true;
         for (const TensorInfo& t : inputs_)
             for (const std::string& s : t.symbols)
@@ -88,7 +100,58 @@ public:
     const std::vector<TensorInfo>& inputs() const override { return inputs_; }
     const std::vector<TensorInfo>& outputs() const override { return outputs_; }
 
+    std::vector<Datum> run_values(const std::map<std::string, Datum>& given) override {
+        if (!interpreter_) {
+            std::map<std::string, Tensor> tensors;
+            for (const auto& [name, d] : given) tensors[name] = d.tensor("input '" + name + "'");
+            std::vector<Tensor> outs = run(tensors);
+            return std::vector<Datum>(outs.begin(), outs.end());
+        }
+        check_names(given);
+        std::vector<Datum> ordered;
+        for (const TensorInfo& info : inputs_) {
+            auto it = given.find(info.name);
+            KILN_CHECK(it != given.end(), kInvalidArgument) << "missing input '" << info.name << "'";
+            check_value(info, it->second);
+            ordered.push_back(it->second);
+        }
+        return interpreter_->run(ordered);
+    }
+
     std::vector<Tensor> run(const std::map<std::string, Tensor>& given) override {
+        if (interpreter_) {
+            std::map<std::string, Datum> values(given.begin(), given.end());
+            std::vector<Tensor> outs;
+            std::vector<Datum> got = run_values(values);
+            for (size_t i = 0; i < got.size(); ++i)
+                outs.push_back(got[i].tensor("output '" + outputs_[i].name + "' (use run_values for sequences and optionals)"));
+            return outs;
+        }
+        check_names(given);
+        return run_compiled(given);
+    }
+
+    /// A value given for input `info` of an interpreted model: its kind, dtype and rank.
+    static void check_value(const TensorInfo& info, const Datum& d) {
+        const bool optional = info.kind == ValueKind::kOptionalTensor || info.kind == ValueKind::kOptionalSequence;
+        const bool sequence = info.kind == ValueKind::kSequence || info.kind == ValueKind::kOptionalSequence;
+        if (d.is_none()) {
+            KILN_CHECK(optional, kInvalidArgument) << "input '" << info.name << "': expected " << expected_str(info)
+                                                   << ", got an empty optional";
+            return;
+        }
+        KILN_CHECK(d.is_sequence() == sequence, kInvalidArgument)
+            << "input '" << info.name << "': expected " << expected_str(info) << ", got " << d.str();
+        KILN_CHECK(d.elem_dtype() == info.dtype, kInvalidArgument)
+            << "input '" << info.name << "': expected dtype " << dtype_name(info.dtype) << ", got " << dtype_name(d.elem_dtype());
+        if (d.is_tensor() && info.kind == ValueKind::kTensor)
+            KILN_CHECK(d.tensor().shape().size() == info.shape.size(), kInvalidArgument)
+                << "input '" << info.name << "': expected shape " << expected_str(info) << " (rank " << info.shape.size()
+                << "), got " << shape_str(d.tensor().shape());
+    }
+
+    template <typename Map>
+    void check_names(const Map& given) const {
         for (const auto& [name, t] : given) {
             bool known = false;
             for (const TensorInfo& i : inputs_) known |= i.name == name;
@@ -98,6 +161,9 @@ public:
                 KILN_THROW(kInvalidArgument) << "'" << name << "' is not an input of the model (inputs: " << names << ")";
             }
         }
+    }
+
+    std::vector<Tensor> run_compiled(const std::map<std::string, Tensor>& given) {
         std::map<std::string, int64_t> dims = opts_.dims;
         std::vector<Tensor> ordered;
         for (const TensorInfo& info : inputs_) {
@@ -141,6 +207,12 @@ public:
     }
 
     std::string inspect() override {
+        if (interpreter_) {
+            ir::PrintOptions popts;
+            popts.max_constant_elements = 16;
+            return "// runs in the graph interpreter: " + stats_.interpreter_reason + "\n" +
+                   ir::print_graph(*interp_graph_, popts);
+        }
         if (!compiled_) {
             KILN_CHECK(value_inputs_.empty(), kUnsupported)
                 << "cannot inspect before a run: graph input '" << *value_inputs_.begin()
@@ -153,6 +225,7 @@ public:
     SessionStats stats() const override { return stats_; }
 
     std::string kernel_list() override {
+        if (interpreter_) return "0 kernels (the model runs in the graph interpreter: " + stats_.interpreter_reason + ")\n";
         (void)inspect();  // compiles first if the model has not been compiled yet
         return kernel_list_;
     }
@@ -162,6 +235,7 @@ private:
         TensorInfo t;
         t.name = v.name();
         t.dtype = v.type().dtype;
+        t.kind = static_cast<ValueKind>(v.type().kind);  // same order as ir::TypeKind
         for (const ir::Dim& d : v.type().shape) {
             t.shape.push_back(d.is_static() ? d.value : -1);
             t.symbols.push_back(d.is_static() ? "" : d.symbol);
@@ -175,7 +249,14 @@ private:
             if (d) s += ",";
             s += t.symbols[d].empty() ? std::to_string(t.shape[d]) : t.symbols[d];
         }
-        return s + "]";
+        s += "]";
+        switch (t.kind) {
+            case ValueKind::kTensor: return s;
+            case ValueKind::kSequence: return "seq<" + s + ">";
+            case ValueKind::kOptionalTensor: return "opt<" + s + ">";
+            case ValueKind::kOptionalSequence: return "opt<seq<" + s + ">>";
+        }
+        return s;
     }
 
     static std::string specialization_key(const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& frozen) {
@@ -302,6 +383,7 @@ public:
     }
 
     std::string memory_report() override {
+        if (interpreter_) return "no static memory plan: the model runs in the graph interpreter\n";
         (void)inspect();  // compiles first if the model has not been compiled yet
         runtime::CachingStats st = memory_->stats();
         std::ostringstream os;
@@ -339,6 +421,8 @@ private:
     std::vector<TensorInfo> inputs_, outputs_;
     std::set<std::string> value_inputs_;
     std::unique_ptr<runtime::Executor> executor_;
+    std::shared_ptr<const ir::Graph> interp_graph_;
+    std::unique_ptr<compiler::GraphInterpreter> interpreter_;
     bool compiled_ = false;
     std::string key_;
     std::string inspect_text_;

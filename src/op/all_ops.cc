@@ -12,6 +12,7 @@ const OpRegistry& OpRegistry::global() {
         register_cast_ops(r);
         register_col2im_ops(r);
         register_compare_logic_ops(r);
+        register_control_flow_ops(r);
         register_conv_ops(r);
         register_conv_nchwc_ops(r);
         register_conv_transpose_ops(r);
@@ -26,10 +27,16 @@ const OpRegistry& OpRegistry::global() {
         register_index_ops(r);
         register_loss_ops(r);
         register_matmul_ops(r);
+        register_ml_label_encoder_ops(r);
+        register_ml_ops(r);
+        register_ml_tree_ensemble_ops(r);
         register_movement_ops(r);
         register_nn_ops(r);
+        register_non_max_suppression_ops(r);
+        register_nonzero_unique_ops(r);
         register_norm_extra_ops(r);
         register_norm_ops(r);
+        register_optional_ops(r);
         register_pool_ops(r);
         register_quantize_ops(r);
         register_recurrent_ops(r);
@@ -37,10 +44,13 @@ const OpRegistry& OpRegistry::global() {
         register_resize_ops(r);
         register_rms_norm_ops(r);
         register_scan_ops(r);
+        register_sequence_ops(r);
         register_shape_ops(r);
         register_slice_pad_ops(r);
         register_softmax_ops(r);
+        register_string_ops(r);
         register_tensor_scatter_ops(r);
+        register_tfidf_vectorizer_ops(r);
         register_unary_math_ops(r);
         register_variadic_ops(r);
         register_window_ops(r);

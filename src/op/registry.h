@@ -61,6 +61,16 @@ void register_einsum_ops(OpRegistry& r);       // Einsum
 void register_det_ops(OpRegistry& r);          // Det
 void register_tensor_scatter_ops(OpRegistry& r);  // TensorScatter
 void register_quantize_ops(OpRegistry& r);  // Quantize/DequantizeLinear, QLinear*, *Integer
+void register_sequence_ops(OpRegistry& r);  // SequenceConstruct/Empty/At/Insert/Erase/Length, SplitToSequence, ConcatFromSequence (host)
+void register_optional_ops(OpRegistry& r);  // Optional, OptionalHasElement, OptionalGetElement (host)
+void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan, SequenceMap (host)
+void register_string_ops(OpRegistry& r);  // StringConcat, StringSplit, RegexFullMatch, StringNormalizer (host)
+void register_tfidf_vectorizer_ops(OpRegistry& r);  // TfIdfVectorizer (host)
+void register_ml_label_encoder_ops(OpRegistry& r);  // ai.onnx.ml LabelEncoder (host)
+void register_nonzero_unique_ops(OpRegistry& r);       // NonZero, Unique (host)
+void register_non_max_suppression_ops(OpRegistry& r);  // NonMaxSuppression (host)
+void register_ml_ops(OpRegistry& r);                   // ai.onnx.ml ArrayFeatureExtractor, Binarizer (host)
+void register_ml_tree_ensemble_ops(OpRegistry& r);     // ai.onnx.ml TreeEnsemble (host)
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws
 /// kiln::Error naming the node. Fills in defaults for missing attributes that have one.

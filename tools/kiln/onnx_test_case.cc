@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "frontend/onnx/importer.h"
+#include "ir/type.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -66,17 +67,21 @@ std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& pre
     return out;
 }
 
-std::vector<Tensor> read_tensors(const std::vector<fs::path>& files) {
-    std::vector<Tensor> out;
-    for (const fs::path& f : files) {
+/// Reads data file i as the kind of value model input/output i is (tensor, sequence, optional).
+std::vector<Datum> read_values(const std::vector<fs::path>& files, const std::vector<TensorInfo>& infos) {
+    std::vector<Datum> out;
+    for (size_t i = 0; i < files.size(); ++i) {
+        ir::TensorType type;
+        if (i < infos.size()) {
+            type.dtype = infos[i].dtype;
+            type.kind = static_cast<ir::TypeKind>(infos[i].kind);
+        }
         try {
-            out.push_back(frontend::read_tensor_proto_file(f.string()));
+            out.push_back(frontend::read_value_proto_file(files[i].string(), type));
         } catch (const Error& e) {
-            // Sequence, optional and map test data are not TensorProtos and fail to read as one.
-            throw Verdict{{TestStatus::kUnsupported,
-                           fmt::format("{} is not a plain tensor: {}", f.filename().string(),
-                                       first_line(e.message()).first),
-                           ""}};
+            // Map test data, for one, is no TensorProto, SequenceProto or OptionalProto.
+            throw Verdict{{e.kind() == ErrorKind::kUnsupported ? TestStatus::kUnsupported : TestStatus::kFail,
+                           fmt::format("{}: {}", files[i].filename().string(), first_line(e.message()).first), ""}};
         }
     }
     return out;
@@ -84,11 +89,12 @@ std::vector<Tensor> read_tensors(const std::vector<fs::path>& files) {
 
 /// Symbolic dimension values implied by the shapes of the data set's inputs.
 std::map<std::string, int64_t> bind_dims(const std::vector<TensorInfo>& infos,
-                                         const std::vector<Tensor>& inputs) {
+                                         const std::vector<Datum>& inputs) {
     std::map<std::string, int64_t> dims;
     for (size_t i = 0; i < infos.size() && i < inputs.size(); ++i) {
         const TensorInfo& info = infos[i];
-        const Shape& shape = inputs[i].shape();
+        if (info.kind != ValueKind::kTensor || !inputs[i].is_tensor()) continue;
+        const Shape& shape = inputs[i].tensor().shape();
         for (size_t d = 0; d < info.shape.size() && d < shape.size(); ++d) {
             if (info.shape[d] < 0 && d < info.symbols.size() && !info.symbols[d].empty())
                 dims.emplace(info.symbols[d], shape[d]);
@@ -100,11 +106,11 @@ std::map<std::string, int64_t> bind_dims(const std::vector<TensorInfo>& infos,
 void run_data_set(const fs::path& model, const fs::path& set, const OnnxTestOptions& opts,
                   std::unique_ptr<Session>& session, SessionOptions& session_opts,
                   const std::string& prefix) {
-    std::vector<Tensor> inputs = read_tensors(numbered_files(set, "input_", ".pb"));
-    std::vector<Tensor> expected = read_tensors(numbered_files(set, "output_", ".pb"));
+    std::vector<Datum> inputs = read_values(numbered_files(set, "input_", ".pb"), session->inputs());
+    std::vector<Datum> expected = read_values(numbered_files(set, "output_", ".pb"), session->outputs());
 
     std::map<std::string, int64_t> dims = bind_dims(session->inputs(), inputs);
-    if (!dims.empty() && dims != session_opts.dims) {
+    if (!dims.empty() && dims != session_opts.dims && !session->stats().interpreted) {
         session_opts.dims = dims;
         session = Session::load(model.string(), session_opts);
     }
@@ -112,16 +118,16 @@ void run_data_set(const fs::path& model, const fs::path& set, const OnnxTestOpti
     if (inputs.size() > infos.size())
         fail(fmt::format("{}test data has {} inputs, the model has {}", prefix, inputs.size(),
                          infos.size()));
-    std::map<std::string, Tensor> feeds;
+    std::map<std::string, Datum> feeds;
     for (size_t i = 0; i < inputs.size(); ++i) feeds[infos[i].name] = inputs[i];
 
-    std::vector<Tensor> got = session->run(feeds);
+    std::vector<Datum> got = session->run_values(feeds);
     if (got.size() != expected.size())
         fail(fmt::format("{}expected {} outputs, got {}", prefix, expected.size(), got.size()));
     const std::vector<TensorInfo>& out_infos = session->outputs();
     for (size_t i = 0; i < got.size(); ++i) {
         std::string name = i < out_infos.size() ? out_infos[i].name : fmt::format("#{}", i);
-        if (auto mismatch = compare_output(name, expected[i], got[i], opts.tolerance))
+        if (auto mismatch = compare_value(name, expected[i], got[i], opts.tolerance))
             fail(prefix + *mismatch);
     }
 }

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "support/datum.h"
 #include "support/tensor.h"
 
 namespace kiln::cli {
@@ -19,5 +20,10 @@ struct Tolerance {
 /// "output 'y' element 17: expected 0.5, got 0.6 (3 of 6 elements differ)".
 std::optional<std::string> compare_output(const std::string& name, const Tensor& expected,
                                           const Tensor& got, const Tolerance& tol);
+
+/// The same for any value: kinds must match (an empty optional matches only an empty one);
+/// sequences compare item by item ("output 'y[2]' element 0: ...").
+std::optional<std::string> compare_value(const std::string& name, const Datum& expected, const Datum& got,
+                                         const Tolerance& tol);
 
 }  // namespace kiln::cli

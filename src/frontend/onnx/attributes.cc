@@ -31,7 +31,44 @@ AP::AttributeType guess_type(const AP& a) {
 
 }  // namespace
 
-ir::Attr attr_from_proto(const AP& a, const std::string& base_dir, const std::string& where) {
+std::optional<ir::TensorType> type_from_type_proto(const onnx::TypeProto& tp, bool allow_unknown_shape) {
+    const onnx::TypeProto* elem = &tp;
+    ir::TypeKind kind = ir::TypeKind::kTensor;
+    if (tp.has_optional_type()) {
+        elem = &tp.optional_type().elem_type();
+        kind = ir::TypeKind::kOptionalTensor;
+        allow_unknown_shape = true;
+    }
+    if (elem->has_sequence_type()) {
+        elem = &elem->sequence_type().elem_type();
+        kind = kind == ir::TypeKind::kOptionalTensor ? ir::TypeKind::kOptionalSequence : ir::TypeKind::kSequence;
+        allow_unknown_shape = true;
+    }
+    if (!elem->has_tensor_type()) return std::nullopt;
+    const auto& tt = elem->tensor_type();
+    std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
+    if (!dt) return std::nullopt;
+    ir::TensorType t;
+    t.dtype = *dt;
+    t.kind = kind;
+    if (!tt.has_shape()) {
+        if (!allow_unknown_shape) return std::nullopt;
+        return t;
+    }
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto& d = tt.shape().dim(i);
+        if (d.has_dim_value() && d.dim_value() >= 0)
+            t.shape.emplace_back(d.dim_value());
+        else if (d.has_dim_param() && !d.dim_param().empty())
+            t.shape.push_back(ir::Dim::sym(d.dim_param()));
+        else
+            t.shape.push_back(ir::Dim::sym("?"));
+    }
+    return t;
+}
+
+ir::Attr attr_from_proto(const AP& a, const std::string& base_dir, const std::string& where,
+                         const GraphImportFn& import_graph) {
     KILN_CHECK(a.ref_attr_name().empty(), kUnsupported)
         << where << ": attribute '" << a.name() << "' refers to a function attribute, which Kiln does not support";
     AP::AttributeType t = a.type() == AP::UNDEFINED ? guess_type(a) : a.type();
@@ -44,6 +81,16 @@ ir::Attr attr_from_proto(const AP& a, const std::string& base_dir, const std::st
         case AP::FLOATS: return std::vector<double>(a.floats().begin(), a.floats().end());
         case AP::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
         case AP::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+        case AP::GRAPH:
+            KILN_CHECK(import_graph != nullptr, kUnsupported)
+                << where << ": graph attribute '" << a.name() << "' is not supported here";
+            return import_graph(a.g(), a.name());
+        case AP::TYPE_PROTO: {
+            std::optional<ir::TensorType> ty = type_from_type_proto(a.tp(), /*allow_unknown_shape=*/true);
+            KILN_CHECK(ty.has_value(), kUnsupported)
+                << where << ": type attribute '" << a.name() << "' names a type Kiln does not support (maps, sparse tensors)";
+            return ty->str();
+        }
         case AP::UNDEFINED:
             KILN_THROW(kInvalidModel) << where << ": attribute '" << a.name() << "' has no type and no value";
         default:
@@ -51,14 +98,15 @@ ir::Attr attr_from_proto(const AP& a, const std::string& base_dir, const std::st
     }
     std::string kind = AP::AttributeType_IsValid(t) ? AP::AttributeType_Name(t) : std::to_string(int(t));
     KILN_THROW(kUnsupported) << where << ": attribute '" << a.name() << "' of type " << kind
-                             << " is not supported (Kiln handles int, float, string, tensor and lists of them)";
+                             << " is not supported (Kiln handles int, float, string, tensor, graph, type and lists of the first three)";
 }
 
-ir::AttrMap attrs_from_node(const onnx::NodeProto& node, const std::string& base_dir, const std::string& where) {
+ir::AttrMap attrs_from_node(const onnx::NodeProto& node, const std::string& base_dir, const std::string& where,
+                            const GraphImportFn& import_graph) {
     ir::AttrMap out;
     for (const AP& a : node.attribute()) {
         KILN_CHECK(!a.name().empty(), kInvalidModel) << where << ": attribute with an empty name";
-        auto [it, inserted] = out.emplace(a.name(), attr_from_proto(a, base_dir, where));
+        auto [it, inserted] = out.emplace(a.name(), attr_from_proto(a, base_dir, where, import_graph));
         KILN_CHECK(inserted, kInvalidModel) << where << ": attribute '" << a.name() << "' given twice";
     }
     return out;

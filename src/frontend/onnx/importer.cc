@@ -10,16 +10,21 @@
 //     run the opset adapter, then emit: add to the graph, op::check_node, and a best-effort
 //     op::infer_node (types are provisional; the compiler re-infers every node);
 //  4. graph outputs are looked up by name.
+// Sub-graph attributes (If's branches, Loop's/Scan's body) are imported by a child Importer in
+// the same way; a name the sub-graph reads but does not define is looked up in the enclosing
+// scopes and becomes an outer input of the sub-graph (ir::Graph::add_outer_input), bound by
+// name when the sub-graph runs. Ops of the ai.onnx.ml domain resolve against that domain's opset.
 // Output types before inference come from graph.value_info / graph.output, else a f32 rank-0
 // placeholder that type_known() reports as unknown.
 #include "frontend/onnx/importer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
-#include <onnx/onnx_pb.h>
+#include <onnx/onnx-data_pb.h>
 
 #include "frontend/onnx/adapters.h"
 #include "frontend/onnx/attributes.h"
@@ -51,9 +56,10 @@ std::optional<ir::TensorType> type_from_proto(const onnx::ValueInfoProto& vi, bo
     }
     const onnx::TypeProto& tp = vi.type();
     if (!tp.has_tensor_type()) {
-        KILN_CHECK(!strict, kUnsupported)
-            << "graph input '" << name << "' is not a tensor (sequence, map, optional and sparse inputs are not supported)";
-        return std::nullopt;
+        std::optional<ir::TensorType> t = type_from_type_proto(tp, /*allow_unknown_shape=*/true);
+        KILN_CHECK(t.has_value() || !strict, kUnsupported)
+            << "graph input '" << name << "' has a type Kiln does not support (maps, sparse tensors, nested sequences)";
+        return t;
     }
     const auto& tt = tp.tensor_type();
     std::optional<DType> dt = dtype_from_onnx(tt.elem_type());
@@ -98,6 +104,50 @@ public:
         collect_names(gp);
         import_initializers(gp);
         import_inputs(gp);
+        import_body(gp);
+        return std::move(g_);
+    }
+
+private:
+    /// A child importer for a sub-graph of a node of `parent`.
+    Importer(Importer& parent) : model_(parent.model_), base_dir_(parent.base_dir_), parent_(&parent) {
+        opset_ = parent.opset_;
+        domain_opsets_ = parent.domain_opsets_;
+    }
+
+    ir::GraphAttr import_subgraph(const onnx::GraphProto& gp, const std::string& attr_name) {
+        Importer child(*this);
+        child.g_.name = gp.name().empty() ? attr_name : gp.name();
+        child.collect_names(gp);
+        for (const onnx::TensorProto& t : gp.initializer()) {
+            KILN_CHECK(!t.name().empty(), kInvalidModel) << "an initializer of sub-graph '" << child.g_.name << "' has no name";
+            Tensor data = tensor_from_proto(t, base_dir_, "initializer '" + t.name() + "'");
+            child.define(t.name(), child.g_.add_constant(t.name(), std::move(data)), true);
+        }
+        for (const auto& vi : gp.input()) {
+            KILN_CHECK(!vi.name().empty(), kInvalidModel) << "an input of sub-graph '" << child.g_.name << "' has no name";
+            if (child.env_.count(vi.name())) continue;  // an initializer
+            // Sub-graph inputs often leave shapes (even types) open: they are bound at run time.
+            std::optional<ir::TensorType> t =
+                vi.has_type() ? type_from_type_proto(vi.type(), /*allow_unknown_shape=*/true) : std::nullopt;
+            KILN_CHECK(!vi.has_type() || t.has_value(), kUnsupported)
+                << "input '" << vi.name() << "' of sub-graph '" << child.g_.name << "' has a type Kiln does not support";
+            child.define(vi.name(), child.g_.add_input(vi.name(), t.value_or(ir::TensorType())), t.has_value());
+        }
+        child.import_body(gp);
+        return std::make_shared<const ir::Graph>(std::move(child.g_));
+    }
+
+    // Looks `name` up in the enclosing scopes; nullptr if no scope defines it.
+    ir::Value* find_outer(const std::string& name) {
+        for (Importer* s = parent_; s; s = s->parent_) {
+            auto it = s->env_.find(name);
+            if (it != s->env_.end()) return it->second;
+        }
+        return nullptr;
+    }
+
+    void import_body(const onnx::GraphProto& gp) {
         for (int i = 0; i < gp.node_size(); ++i) {
             const onnx::NodeProto& node = gp.node(i);
             try {
@@ -108,20 +158,17 @@ public:
             }
         }
         import_outputs(gp);
-        return std::move(g_);
     }
 
-private:
     void read_opset() {
-        for (const auto& os : model_.opset_import())
-            if (is_default_domain(os.domain())) opset_ = static_cast<int>(std::min<int64_t>(os.version(), 1 << 20));
-        if (opset_ <= 0) {
-            for (const auto& os : model_.opset_import())
-                KILN_CHECK(is_default_domain(os.domain()), kUnsupported)
-                    << "the model uses only operator domain '" << os.domain() << "' (opset " << os.version()
-                    << "), which Kiln does not support";
+        for (const auto& os : model_.opset_import()) {
+            int v = static_cast<int>(std::clamp<int64_t>(os.version(), 0, 1 << 20));
+            if (is_default_domain(os.domain()))
+                opset_ = v;
+            else
+                domain_opsets_[os.domain()] = v;
         }
-        KILN_CHECK(opset_ > 0, kInvalidModel)
+        KILN_CHECK(opset_ > 0 || !domain_opsets_.empty(), kInvalidModel)
             << "the model declares no (valid) opset for the default domain 'ai.onnx' in opset_import";
     }
 
@@ -177,9 +224,19 @@ private:
 
     ir::Value* lookup_input(const onnx::NodeProto& node, int index, const std::string& name) {
         auto it = env_.find(name);
-        KILN_CHECK(it != env_.end(), kInvalidModel)
+        if (it != env_.end()) return it->second;
+        ir::Value* outer = find_outer(name);
+        KILN_CHECK(outer != nullptr, kInvalidModel)
             << node_label(node, index) << " reads '" << name << "', which is not defined before it";
-        return it->second;
+        ir::Value* v = g_.add_outer_input(name, outer->type());
+        define(name, v, typed_in_scope(outer));
+        return v;
+    }
+
+    bool typed_in_scope(const ir::Value* v) const {
+        for (const Importer* s = this; s; s = s->parent_)
+            if (s->typed_.count(v)) return true;
+        return false;
     }
 
     void import_constant_node(const onnx::NodeProto& node, int index) {
@@ -190,8 +247,7 @@ private:
             << where << ": a Constant node must have exactly one attribute, got " << node.attribute_size();
         const onnx::AttributeProto& a = node.attribute(0);
         const std::string& key = a.name();
-        KILN_CHECK(key != "sparse_value" && key != "value_string" && key != "value_strings", kUnsupported)
-            << where << ": Constant '" << key << "' is not supported";
+        KILN_CHECK(key != "sparse_value", kUnsupported) << where << ": Constant '" << key << "' is not supported";
         ir::Attr v = attr_from_proto(a, base_dir_, where);
         Tensor t;
         auto expect = [&](bool ok) {
@@ -213,6 +269,15 @@ private:
             const auto& fs = std::get<std::vector<double>>(v);
             t = Tensor(DType::kFloat32, {static_cast<int64_t>(fs.size())});
             for (size_t i = 0; i < fs.size(); ++i) t.set_f64(static_cast<int64_t>(i), fs[i]);
+        } else if (key == "value_string") {
+            expect(std::holds_alternative<std::string>(v));
+            t = Tensor(DType::kString, {});
+            t.data_as<std::string>()[0] = std::get<std::string>(v);
+        } else if (key == "value_strings") {
+            expect(std::holds_alternative<std::vector<std::string>>(v));
+            const auto& ss = std::get<std::vector<std::string>>(v);
+            t = Tensor(DType::kString, {static_cast<int64_t>(ss.size())});
+            for (size_t i = 0; i < ss.size(); ++i) t.data_as<std::string>()[i] = ss[i];
         } else if (key == "value_ints") {
             expect(std::holds_alternative<std::vector<int64_t>>(v));
             const auto& is = std::get<std::vector<int64_t>>(v);
@@ -228,13 +293,25 @@ private:
 
     const op::OpDef& resolve_op(const onnx::NodeProto& node, int index) {
         const std::string& op = node.op_type();
-        KILN_CHECK(is_default_domain(node.domain()), kUnsupported)
-            << node_label(node, index) << " uses domain '" << node.domain() << "', which Kiln does not support";
+        const bool default_domain = is_default_domain(node.domain());
+        int opset = opset_;
+        if (!default_domain) {
+            auto it = domain_opsets_.find(node.domain());
+            KILN_CHECK(it != domain_opsets_.end(), kInvalidModel)
+                << node_label(node, index) << " uses domain '" << node.domain() << "', which opset_import does not declare";
+            opset = it->second;
+        } else {
+            KILN_CHECK(opset_ > 0, kInvalidModel) << node_label(node, index)
+                                                  << " is an ai.onnx op, but opset_import declares no ai.onnx opset";
+        }
         const op::OpDef* def = op::OpRegistry::global().find(op);
-        KILN_CHECK(def != nullptr && !def->internal, kUnsupported)
-            << "unsupported op '" << op << "' (" << node_who(node, index) << ", opset " << opset_ << ")"
-            << (def ? ": a Kiln-internal op, not an ONNX op" : "");
-        select_since_version(*def, opset_);
+        const std::string domain_name = default_domain ? "ai.onnx" : node.domain();
+        KILN_CHECK(def != nullptr && !def->internal && def->domain == (default_domain ? "" : node.domain()),
+                   kUnsupported)
+            << "unsupported op '" << op << "' (" << node_who(node, index) << ", "
+            << (default_domain ? "" : "domain " + domain_name + " ") << "opset " << opset << ")"
+            << (def && def->internal ? ": a Kiln-internal op, not an ONNX op" : "");
+        select_since_version(*def, opset);
         return *def;
     }
 
@@ -248,7 +325,9 @@ private:
         p.name = node.name();
         for (const std::string& in : node.input()) p.inputs.push_back(in.empty() ? nullptr : lookup_input(node, index, in));
         while (!p.inputs.empty() && p.inputs.back() == nullptr) p.inputs.pop_back();
-        p.attrs = attrs_from_node(node, base_dir_, where);
+        p.attrs = attrs_from_node(node, base_dir_, where, [this](const onnx::GraphProto& sub, const std::string& attr) {
+            return import_subgraph(sub, attr);
+        });
         coerce_attrs_to_schema(p.attrs, def);
         // Only trailing outputs can be omitted; an empty name in the middle is an unused value.
         size_t n_out = node.output_size();
@@ -300,18 +379,25 @@ private:
     }
 
     void import_outputs(const onnx::GraphProto& gp) {
-        KILN_CHECK(gp.output_size() > 0, kInvalidModel) << "the graph has no outputs";
+        KILN_CHECK(gp.output_size() > 0, kInvalidModel) << "graph '" << g_.name << "' has no outputs";
         for (const auto& vi : gp.output()) {
             auto it = env_.find(vi.name());
-            KILN_CHECK(it != env_.end(), kInvalidModel) << "graph output '" << vi.name() << "' is not defined by any node";
-            g_.add_output(it->second);
+            ir::Value* v = it != env_.end() ? it->second : nullptr;
+            if (!v && find_outer(vi.name())) {  // a sub-graph passing an outer value through
+                v = g_.add_outer_input(vi.name(), find_outer(vi.name())->type());
+                define(vi.name(), v, true);
+            }
+            KILN_CHECK(v != nullptr, kInvalidModel) << "graph output '" << vi.name() << "' is not defined by any node";
+            g_.add_output(v);
         }
     }
 
     onnx::ModelProto& model_;  // initializer payloads are released as they are converted
     std::string base_dir_;
+    Importer* parent_ = nullptr;  // the enclosing scope's importer, for a sub-graph
     ir::Graph g_;
     int opset_ = -1;
+    std::unordered_map<std::string, int> domain_opsets_;  // ai.onnx.ml, ...
     std::unordered_map<std::string, ir::Value*> env_;
     std::unordered_set<const ir::Value*> typed_;
     std::unordered_set<std::string> reserved_;
@@ -353,6 +439,42 @@ Tensor read_tensor_proto_file(const std::string& path) {
     onnx::TensorProto proto;
     KILN_CHECK(proto.ParseFromString(bytes), kInvalidModel) << "could not parse '" << path << "' as an ONNX TensorProto";
     return tensor_from_proto(proto, parent_dir(path), "tensor '" + (proto.name().empty() ? path : proto.name()) + "'");
+}
+
+namespace {
+
+Datum sequence_from_proto(const onnx::SequenceProto& seq, DType elem, const std::string& base_dir,
+                          const std::string& what) {
+    KILN_CHECK(seq.elem_type() == onnx::SequenceProto::TENSOR || seq.tensor_values_size() > 0 ||
+                   seq.elem_type() == onnx::SequenceProto::UNDEFINED,
+               kUnsupported)
+        << what << ": only sequences of tensors are supported (elem_type " << seq.elem_type() << ")";
+    std::vector<Tensor> items;
+    for (int i = 0; i < seq.tensor_values_size(); ++i)
+        items.push_back(tensor_from_proto(seq.tensor_values(i), base_dir, what + " item " + std::to_string(i)));
+    if (!items.empty()) elem = items.front().dtype();
+    return Datum::sequence(elem, std::move(items));
+}
+
+}  // namespace
+
+Datum read_value_proto_file(const std::string& path, const ir::TensorType& type) {
+    if (type.is_tensor()) return read_tensor_proto_file(path);
+    std::string bytes = read_file_bytes(path);
+    const std::string what = "'" + path + "'";
+    const std::string dir = parent_dir(path);
+    if (type.kind == ir::TypeKind::kSequence) {
+        onnx::SequenceProto seq;
+        KILN_CHECK(seq.ParseFromString(bytes), kInvalidModel) << "could not parse " << what << " as an ONNX SequenceProto";
+        return sequence_from_proto(seq, type.dtype, dir, what);
+    }
+    onnx::OptionalProto opt;
+    KILN_CHECK(opt.ParseFromString(bytes), kInvalidModel) << "could not parse " << what << " as an ONNX OptionalProto";
+    if (opt.has_tensor_value()) return tensor_from_proto(opt.tensor_value(), dir, what);
+    if (opt.has_sequence_value()) return sequence_from_proto(opt.sequence_value(), type.dtype, dir, what);
+    KILN_CHECK(!opt.has_map_value() && !opt.has_sparse_tensor_value() && !opt.has_optional_value(), kUnsupported)
+        << what << ": only optionals of tensors and sequences are supported";
+    return Datum::none();
 }
 
 }  // namespace kiln::frontend

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "support/datum.h"
 #include "support/tensor.h"
 
 namespace kiln::frontend {
@@ -21,5 +22,10 @@ ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_di
 
 /// Reads a serialized TensorProto (.pb files of the ONNX test suite).
 Tensor read_tensor_proto_file(const std::string& path);
+
+/// Reads a .pb file holding a value of type `type`: a TensorProto for a tensor, a SequenceProto
+/// (of tensors) for a sequence, an OptionalProto for an optional (empty: Datum::none()).
+/// Maps and sparse tensors are kUnsupported.
+Datum read_value_proto_file(const std::string& path, const ir::TensorType& type);
 
 }  // namespace kiln::frontend

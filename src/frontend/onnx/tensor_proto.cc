@@ -176,6 +176,14 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
     const size_t nbytes = static_cast<size_t>(numel * esize);
 
     if (dtype_is_4bit(*dt)) return tensor_from_packed_4bit(proto, base_dir, what, *dt, shape);
+    if (*dt == DType::kString) {
+        KILN_CHECK(proto.data_location() != onnx::TensorProto::EXTERNAL && !proto.has_raw_data(), kInvalidModel)
+            << what << ": a string tensor keeps its elements in string_data (not raw or external data)";
+        check_count(proto.string_data(), numel, "string_data", what);
+        Tensor out(DType::kString, shape);
+        for (int64_t i = 0; i < numel; ++i) out.data_as<std::string>()[i] = proto.string_data(static_cast<int>(i));
+        return out;
+    }
 
     if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
         ExternalSlice slice = locate_external(proto, base_dir, what, nbytes);  // validates sizes
@@ -224,7 +232,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
         case DType::kFloat8E8M0: copy_typed<uint8_t>(proto.int32_data(), dst); break;
         case DType::kInt4:
         case DType::kUInt4:
-        case DType::kFloat4E2M1: break;  // unpacked above
+        case DType::kFloat4E2M1:
+        case DType::kString: break;  // converted above
         case DType::kBool: {
             uint8_t* o = static_cast<uint8_t*>(dst);
             for (int i = 0; i < proto.int32_data_size(); ++i) o[i] = proto.int32_data(i) != 0;

@@ -8,6 +8,7 @@
 //   Where: select(cond, X, Y) with three-way broadcasting.
 #include "op/broadcast.h"
 #include "op/elementwise_util.h"
+#include "op/host_broadcast.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -84,11 +85,48 @@ OpDef where_op() {
     return d;
 }
 
+// Equal: the TE compute for numeric and bool operands; string operands (DType::kString) have only
+// the host kernel (numpy-broadcast elementwise ==, which the graph interpreter runs). The host
+// kernel also takes the other dtypes (floats compared as values: NaN != NaN).
+std::vector<Datum> equal_host(const HostArgs& a) {
+    const Tensor& x = a.tensor(0);
+    const Tensor& y = a.tensor(1);
+    KILN_CHECK(x.dtype() == y.dtype(), kInvalidArgument)
+        << a.node.describe() << ": expected the same dtype for A and B, got " << dtype_name(x.dtype()) << " and "
+        << dtype_name(y.dtype());
+    const Shape shape = host_broadcast_shape(a.node, {x.shape(), y.shape()});
+    const auto xi = host_broadcast_index(x.shape(), shape);
+    const auto yi = host_broadcast_index(y.shape(), shape);
+    Tensor out(DType::kBool, shape);
+    bool* o = out.data_as<bool>();
+    const DType t = x.dtype();
+    for (size_t k = 0; k < xi.size(); ++k) {
+        if (t == DType::kString) o[k] = x.data_as<std::string>()[xi[k]] == y.data_as<std::string>()[yi[k]];
+        else if (dtype_is_float(t)) o[k] = x.get_f64(xi[k]) == y.get_f64(yi[k]);
+        else o[k] = x.get_i64(xi[k]) == y.get_i64(yi[k]);
+    }
+    return {Datum(std::move(out))};
+}
+
+OpDef equal_op() {
+    OpDef d = bin("Equal", {7, 11, 13, 19}, all_types(), BinaryOp::kEQ, DType::kBool);
+    const auto base = d.infer;
+    d.infer = [base](const ir::Node& n) {
+        const auto& a = input_type(n, 0, "A");
+        const auto& b = input_type(n, 1, "B");
+        if (a.dtype != DType::kString && b.dtype != DType::kString) return base(n);
+        check_same_dtype(n, "A", a.dtype, "B", b.dtype);
+        return std::vector<ir::TensorType>{{DType::kBool, broadcast_shapes(n, {a.shape, b.shape})}};
+    };
+    d.host = equal_host;
+    return d;
+}
+
 }  // namespace
 
 void register_compare_logic_ops(OpRegistry& r) {
     const DType kBool = DType::kBool;
-    r.add(bin("Equal", {7, 11, 13, 19}, all_types(), BinaryOp::kEQ, kBool));
+    r.add(equal_op());
     r.add(bin("Less", {7, 9, 13}, numeric_types(), BinaryOp::kLT, kBool));
     r.add(bin("Greater", {7, 9, 13}, numeric_types(), BinaryOp::kGT, kBool));
     r.add(bin("LessOrEqual", {12, 16}, numeric_types(), BinaryOp::kLE, kBool));

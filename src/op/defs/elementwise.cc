@@ -192,7 +192,10 @@ void register_elementwise_ops(OpRegistry& r) {
     r.add(unary_op("Sigmoid", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kSigmoid, x); }));
     r.add(unary_op("Tanh", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kTanh, x); }));
     r.add(unary_op("Exp", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kExp, x); }));
-    r.add(unary_op("Identity", {1, 13, 14, 16, 19, 21}, all_types(), [](Expr x) { return x; }));
+    OpDef identity = unary_op("Identity", {1, 13, 14, 16, 19, 21}, all_types(), [](Expr x) { return x; });
+    // Sequences and optionals (Identity-14/16) pass through the host kernel unchanged.
+    identity.host = [](const HostArgs& a) { return std::vector<Datum>{a.inputs.at(0)}; };
+    r.add(std::move(identity));
     r.add(clip_op());
     r.add(pow_op());
     auto un = [](te::UnaryOp op) { return [op](Expr x) { return te::unary(op, x); }; };

@@ -1,0 +1,257 @@
+// GraphInterpreter (see graph_interpreter.h).
+//
+// A Frame is one running (sub-)graph: its values by ir::Value*, and the frame of the graph whose
+// node runs it. Outer-scope values of a sub-graph are bound by name from the enclosing frames when
+// the frame starts. Values are dropped after their last use in the frame.
+#include "compiler/graph_interpreter.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "compiler/compile.h"
+#include "compiler/fold_constant_node.h"
+#include "ir/attr.h"
+#include "op/registry.h"
+#include "runtime/sequential_executor.h"
+#include "support/error.h"
+
+namespace kiln::compiler {
+namespace {
+
+bool is_plain_tensor_type(const ir::TensorType& t) { return t.is_tensor() && t.dtype != DType::kString; }
+
+bool has_graph_attr(const ir::Node& n) {
+    for (const auto& [k, a] : n.attrs())
+        if (std::holds_alternative<ir::GraphAttr>(a)) return true;
+    return false;
+}
+
+// "Range(i64[], f32[3], none)" for error messages.
+std::string signature_str(const ir::Node& n, const std::vector<Datum>& inputs) {
+    std::string s = n.op() + "(";
+    for (size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : "") + inputs[i].str();
+    return s + ")";
+}
+
+}  // namespace
+
+std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string>& frozen_inputs) {
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    for (const ir::Value* v : g.inputs())
+        if (!is_plain_tensor_type(v->type()))
+            return "graph input '" + v->name() + "' is a " + v->type().str();
+    for (const ir::Value* v : g.outputs())
+        if (!is_plain_tensor_type(v->type()))
+            return "graph output '" + v->name() + "' is a " + v->type().str();
+    for (const ir::Value* v : g.constants())
+        if (v->constant().dtype() == DType::kString) return "constant '" + v->name() + "' holds strings";
+    // Values whose contents depend on a (not frozen) graph input's data; Shape and Size read only
+    // shapes, which compile() knows.
+    std::set<const ir::Value*> data_dependent;
+    for (const ir::Value* v : g.inputs())
+        if (std::find(frozen_inputs.begin(), frozen_inputs.end(), v->name()) == frozen_inputs.end())
+            data_dependent.insert(v);
+    for (const ir::Node* n : g.nodes()) {
+        const op::OpDef* def = reg.find(n->op());
+        if (!def) continue;  // the session reports unknown ops
+        if (!def->compute) return n->describe() + " runs on the host (data-dependent output shape, strings or sequences)";
+        if (has_graph_attr(*n)) return n->describe() + " has a sub-graph";
+        for (const ir::Value* o : n->outputs())
+            if (!is_plain_tensor_type(o->type()))
+                return n->describe() + " produces a " + o->type().str();
+        for (int vi : def->value_inputs) {
+            const ir::Value* in = n->input(static_cast<size_t>(vi));
+            if (in && data_dependent.count(in) && !in->is_graph_input())
+                return n->describe() + " reads input " + std::to_string(vi) + " ('" + in->name() +
+                       "') as a shape-determining value, and it is computed from run-time data";
+        }
+        if (n->op() == "Shape" || n->op() == "Size") continue;
+        bool dep = false;
+        for (const ir::Value* in : n->inputs()) dep |= in && data_dependent.count(in);
+        if (dep)
+            for (const ir::Value* o : n->outputs()) data_dependent.insert(o);
+    }
+    return "";
+}
+
+struct GraphInterpreter::Frame {
+    const ir::Graph* graph;
+    const Frame* parent;
+    std::unordered_map<const ir::Value*, Datum> env;
+
+    const Datum* find(const std::string& name) const {
+        for (const Frame* f = this; f; f = f->parent) {
+            const ir::Value* v = f->graph->find_value(name);
+            if (!v) continue;
+            auto it = f->env.find(v);
+            if (it != f->env.end()) return &it->second;
+        }
+        return nullptr;
+    }
+};
+
+struct GraphInterpreter::CompiledNode {
+    std::shared_ptr<runtime::Executable> exe;
+    std::unique_ptr<runtime::SequentialExecutor> executor;
+    std::vector<size_t> runtime_slots;  // node input slots fed as executable inputs, in order
+};
+
+GraphInterpreter::GraphInterpreter(std::shared_ptr<const ir::Graph> g, runtime::ThreadPool* pool,
+                                   runtime::Allocator* alloc)
+    : graph_(std::move(g)), pool_(pool), alloc_(alloc) {}
+
+GraphInterpreter::~GraphInterpreter() = default;
+
+std::vector<Datum> GraphInterpreter::run(const std::vector<Datum>& inputs) {
+    return run_graph(*graph_, inputs, nullptr);
+}
+
+std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent) {
+    KILN_CHECK(inputs.size() <= g.inputs().size(), kInvalidArgument)
+        << "graph '" << g.name << "' takes " << g.inputs().size() << " inputs, got " << inputs.size();
+    Frame frame{&g, parent, {}};
+    for (size_t i = 0; i < g.inputs().size(); ++i) frame.env[g.inputs()[i]] = i < inputs.size() ? inputs[i] : Datum::none();
+    for (const ir::Value* c : g.constants()) frame.env[c] = Datum(c->constant());
+    for (const ir::Value* v : g.outer_inputs()) {
+        const Datum* d = parent ? parent->find(v->name()) : nullptr;
+        KILN_CHECK(d != nullptr, kInvalidModel)
+            << "graph '" << g.name << "' reads '" << v->name() << "' from an enclosing scope, which does not define it";
+        frame.env[v] = *d;
+    }
+    // Last use of each value, so large intermediates are released as the frame goes.
+    std::vector<ir::Node*> nodes = g.nodes();
+    std::unordered_map<const ir::Value*, size_t> last_use;
+    for (size_t i = 0; i < nodes.size(); ++i)
+        for (const ir::Value* in : nodes[i]->inputs())
+            if (in) last_use[in] = i;
+    std::set<const ir::Value*> outputs(g.outputs().begin(), g.outputs().end());
+
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const ir::Node& n = *nodes[i];
+        std::vector<Datum> ins;
+        for (size_t s = 0; s < n.num_inputs(); ++s) {
+            const ir::Value* v = n.input(s);
+            if (!v) {
+                ins.push_back(Datum::none());
+                continue;
+            }
+            auto it = frame.env.find(v);
+            KILN_ICHECK(it != frame.env.end()) << n.describe() << " reads '" << v->name() << "' before it is computed";
+            ins.push_back(it->second);
+        }
+        std::vector<Datum> outs;
+        try {
+            outs = run_node(n, ins, frame);
+        } catch (Error& e) {
+            e.add_context("while running " + n.describe() + (g.name.empty() ? "" : " in graph '" + g.name + "'"));
+            throw;
+        }
+        KILN_CHECK(outs.size() == n.num_outputs(), kInternal)
+            << n.describe() << ": produced " << outs.size() << " values for " << n.num_outputs() << " outputs";
+        for (size_t o = 0; o < outs.size(); ++o) frame.env[n.output(o)] = std::move(outs[o]);
+        for (const ir::Value* in : n.inputs())
+            if (in && last_use[in] == i && !outputs.count(in) && !in->is_constant()) frame.env.erase(in);
+    }
+    std::vector<Datum> result;
+    for (const ir::Value* v : g.outputs()) {
+        auto it = frame.env.find(v);
+        KILN_ICHECK(it != frame.env.end()) << "graph output '" << v->name() << "' was not computed";
+        result.push_back(it->second);
+    }
+    return result;
+}
+
+std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const std::vector<Datum>& inputs, const Frame& frame) {
+    const op::OpDef* def = op::OpRegistry::global().find(n.op());
+    KILN_CHECK(def != nullptr, kUnsupported) << "unsupported op '" << n.op() << "' (" << n.describe() << ")";
+    bool plain = true;
+    for (const Datum& d : inputs) plain &= d.is_none() || (d.is_tensor() && d.tensor().dtype() != DType::kString);
+    // An omitted optional input is none too; a compute handles that. A present empty optional is
+    // indistinguishable here, and only host kernels take optionals.
+    if (def->host && (!def->compute || !plain)) {
+        ++counts_.host;
+        op::HostArgs args{n, inputs, [this, &frame](const ir::Graph& sub, const std::vector<Datum>& ins) {
+                              return run_graph(sub, ins, &frame);
+                          }};
+        return def->host(args);
+    }
+    KILN_CHECK(def->compute != nullptr, kUnsupported) << n.describe() << " has no host kernel and no compute";
+    KILN_CHECK(plain, kUnsupported) << n.describe() << " (" << signature_str(n, inputs)
+                                    << "): Kiln runs this op on numeric tensors only";
+    return eval_compute(n, inputs);
+}
+
+std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const std::vector<Datum>& inputs) {
+    const op::OpDef& def = *op::OpRegistry::global().find(n.op());
+    std::set<int> value_slots(def.value_inputs.begin(), def.value_inputs.end());
+    int64_t input_elements = 0;
+    for (const Datum& d : inputs)
+        if (d.is_tensor()) input_elements += d.tensor().numel();
+
+    // The one-node graph: value inputs (and, when interpreting, every input) are constants.
+    const bool interpret = input_elements <= kInterpretElements;
+    ir::Graph g;
+    g.name = n.op();
+    std::vector<ir::Value*> ins;
+    std::vector<size_t> runtime_slots;
+    std::ostringstream key;
+    key << n.op() << "|";
+    for (const auto& [k, a] : n.attrs()) key << k << "=" << ir::attr_str(a) << ";";
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].is_none()) {
+            ins.push_back(nullptr);
+            key << "|-";
+            continue;
+        }
+        const Tensor& t = inputs[i].tensor();
+        const std::string name = "in" + std::to_string(i);
+        if (interpret || value_slots.count(static_cast<int>(i))) {
+            ins.push_back(g.add_constant(name, t));
+            key << "|c" << dtype_name(t.dtype()) << shape_str(t.shape()) << ":" << ir::tensor_data_str(t);
+        } else {
+            ins.push_back(g.add_input(name, ir::TensorType::of_static(t.dtype(), t.shape())));
+            runtime_slots.push_back(i);
+            key << "|" << dtype_name(t.dtype()) << shape_str(t.shape());
+        }
+    }
+    while (!ins.empty() && ins.back() == nullptr) ins.pop_back();
+    std::vector<std::string> out_names;
+    for (size_t o = 0; o < n.num_outputs(); ++o) out_names.push_back("out" + std::to_string(o));
+    ir::Node* node = g.add_node(n.op(), ins, n.attrs(), std::vector<ir::TensorType>(n.num_outputs()), out_names, n.name());
+    op::infer_node(*node);
+    for (ir::Value* o : node->outputs()) g.add_output(o);
+
+    int64_t output_elements = 0;
+    for (ir::Value* o : node->outputs()) output_elements += shape_numel(o->type().static_shape());
+    if (interpret && output_elements <= kInterpretElements) {
+        ++counts_.interpreted;
+        KILN_CHECK(fold_constant_node(g, node, kInterpretElements), kUnsupported)
+            << n.describe() << ": the op cannot be evaluated from its inputs alone";
+        std::vector<Datum> outs;
+        for (const std::string& name : out_names) outs.emplace_back(g.find_value(name)->constant());
+        return outs;
+    }
+    // Otherwise compile (small inputs with a large output, e.g. ConstantOfShape, compile with
+    // their inputs as constants).
+    ++counts_.compiled;
+    auto it = compiled_.find(key.str());
+    if (it == compiled_.end()) {
+        CompileOptions opts;
+        opts.opt_level = 0;
+        opts.compile_jobs = 1;
+        CompiledModel m = compile(g, opts);
+        auto c = std::make_shared<CompiledNode>();
+        c->exe = m.executable;
+        c->executor = std::make_unique<runtime::SequentialExecutor>(c->exe, pool_, alloc_);
+        c->runtime_slots = runtime_slots;
+        ++counts_.compiles;
+        it = compiled_.emplace(key.str(), std::move(c)).first;
+    }
+    std::vector<Tensor> feeds, outs;
+    for (size_t s : it->second->runtime_slots) feeds.push_back(inputs[s].tensor());
+    it->second->executor->run(feeds, outs).throw_if_error();
+    return std::vector<Datum>(outs.begin(), outs.end());
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,70 @@
+// GraphInterpreter: runs a graph node by node on run-time values (kiln::Datum), for what the
+// compiled path cannot take: control flow (If/Loop/Scan run their sub-graphs here), sequences
+// and optionals, string tensors, ops whose output shapes depend on data (NonZero, Unique, NMS),
+// and value inputs (Range's limit, Pad's pads) computed from run-time data.
+//
+// Each node runs one of two ways:
+//  - its host kernel (OpDef::host, op/host.h) when the op has no compute, or when an input is a
+//    string tensor, a sequence or an empty optional;
+//  - otherwise its TE compute, specialized to the run-time shapes with its value inputs frozen
+//    to their run-time values: small nodes (inputs and outputs up to kInterpretElements
+//    elements) are evaluated by the tir interpreter (no compiler call), larger ones are compiled
+//    as a one-node model (-O0 pipeline, the kernel cache on disk) and run by the sequential
+//    executor; compiled nodes are cached by their specialization.
+// This is the "simple path" the operator-coverage issue allows; the VM (DESIGN.md) will make
+// control flow fast.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/allocator.h"
+#include "runtime/thread_pool.h"
+#include "support/datum.h"
+
+namespace kiln::compiler {
+
+/// Nodes whose inputs and outputs together hold at most this many elements are evaluated by the
+/// tir interpreter instead of being compiled.
+constexpr int64_t kInterpretElements = 1 << 16;
+
+/// Why `g` needs the graph interpreter ("" when compile() can run it): an op without a compute,
+/// a sub-graph attribute, a non-tensor or string value, or a value input that depends on the
+/// data of a graph input not in `frozen_inputs` (graph inputs whose values the session
+/// specializes on).
+std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string>& frozen_inputs = {});
+
+class GraphInterpreter {
+public:
+    /// `pool` and `alloc` serve the compiled nodes; both must outlive the interpreter.
+    GraphInterpreter(std::shared_ptr<const ir::Graph> g, runtime::ThreadPool* pool, runtime::Allocator* alloc);
+    ~GraphInterpreter();
+
+    /// Runs the graph on its inputs (in graph-input order); returns its outputs in order.
+    std::vector<Datum> run(const std::vector<Datum>& inputs);
+
+    /// Nodes run so far by each path (for tests and `kiln inspect`).
+    struct Counts {
+        int64_t host = 0, interpreted = 0, compiled = 0, compiles = 0;
+    };
+    Counts counts() const { return counts_; }
+
+private:
+    struct Frame;
+    struct CompiledNode;
+    std::vector<Datum> run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent);
+    std::vector<Datum> run_node(const ir::Node& n, const std::vector<Datum>& inputs, const Frame& frame);
+    std::vector<Datum> eval_compute(const ir::Node& n, const std::vector<Datum>& inputs);
+
+    std::shared_ptr<const ir::Graph> graph_;
+    runtime::ThreadPool* pool_;
+    runtime::Allocator* alloc_;
+    std::unordered_map<std::string, std::shared_ptr<CompiledNode>> compiled_;
+    Counts counts_;
+};
+
+}  // namespace kiln::compiler

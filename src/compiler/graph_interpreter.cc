@@ -27,6 +27,16 @@ bool has_graph_attr(const ir::Node& n) {
     return false;
 }
 
+// Names a node's sub-graphs (and theirs, recursively) read from enclosing scopes.
+void captured_names(const ir::Node& n, std::set<std::string>& out) {
+    for (const auto& [k, a] : n.attrs()) {
+        const auto* g = std::get_if<ir::GraphAttr>(&a);
+        if (!g || !*g) continue;
+        for (const ir::Value* v : (*g)->outer_inputs()) out.insert(v->name());
+        for (const ir::Node* inner : (*g)->nodes()) captured_names(*inner, out);
+    }
+}
+
 // "Range(i64[], f32[3], none)" for error messages.
 std::string signature_str(const ir::Node& n, const std::vector<Datum>& inputs) {
     std::string s = n.op() + "(";
@@ -122,10 +132,18 @@ std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::ve
     // Last use of each value, so large intermediates are released as the frame goes.
     std::vector<ir::Node*> nodes = g.nodes();
     std::unordered_map<const ir::Value*, size_t> last_use;
-    for (size_t i = 0; i < nodes.size(); ++i)
+    for (size_t i = 0; i < nodes.size(); ++i) {
         for (const ir::Value* in : nodes[i]->inputs())
             if (in) last_use[in] = i;
+        std::set<std::string> captured;  // a sub-graph reading a value by name uses it here too
+        captured_names(*nodes[i], captured);
+        for (const std::string& name : captured)
+            if (const ir::Value* v = g.find_value(name)) last_use[v] = i;
+    }
     std::set<const ir::Value*> outputs(g.outputs().begin(), g.outputs().end());
+    std::vector<std::vector<const ir::Value*>> release(nodes.size());  // values dead after node i
+    for (const auto& [v, last] : last_use)
+        if (!outputs.count(v) && !v->is_constant()) release[last].push_back(v);
 
     for (size_t i = 0; i < nodes.size(); ++i) {
         const ir::Node& n = *nodes[i];
@@ -150,8 +168,7 @@ std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::ve
         KILN_CHECK(outs.size() == n.num_outputs(), kInternal)
             << n.describe() << ": produced " << outs.size() << " values for " << n.num_outputs() << " outputs";
         for (size_t o = 0; o < outs.size(); ++o) frame.env[n.output(o)] = std::move(outs[o]);
-        for (const ir::Value* in : n.inputs())
-            if (in && last_use[in] == i && !outputs.count(in) && !in->is_constant()) frame.env.erase(in);
+        for (const ir::Value* v : release[i]) frame.env.erase(v);
     }
     std::vector<Datum> result;
     for (const ir::Value* v : g.outputs()) {

@@ -51,6 +51,7 @@ const OpRegistry& OpRegistry::global() {
         register_string_ops(r);
         register_tensor_scatter_ops(r);
         register_tfidf_vectorizer_ops(r);
+        register_training_ops(r);
         register_unary_math_ops(r);
         register_variadic_ops(r);
         register_window_ops(r);

@@ -71,6 +71,7 @@ void register_nonzero_unique_ops(OpRegistry& r);       // NonZero, Unique (host)
 void register_non_max_suppression_ops(OpRegistry& r);  // NonMaxSuppression (host)
 void register_ml_ops(OpRegistry& r);                   // ai.onnx.ml ArrayFeatureExtractor, Binarizer (host)
 void register_ml_tree_ensemble_ops(OpRegistry& r);     // ai.onnx.ml TreeEnsemble (host)
+void register_training_ops(OpRegistry& r);  // ai.onnx.preview.training Adagrad, Adam, Momentum
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws
 /// kiln::Error naming the node. Fills in defaults for missing attributes that have one.

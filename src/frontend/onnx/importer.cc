@@ -373,6 +373,9 @@ private:
         }
         for (size_t i = 0; i < node->num_outputs(); ++i) {
             ir::Value* v = node->output(i);
+            // The model's declaration decides what kind of value this is (a Loop output may be a
+            // sequence where inference could not tell).
+            if (declared[i] && p.output_types[i].kind != v->type().kind) v->set_type(p.output_types[i]);
             define(v->name(), v, inferred || declared[i]);
         }
         return node;

@@ -10,6 +10,7 @@
 // Float keys compare as floats of the keys' dtype (keys_floats are f32: an f64 attribute value is
 // rounded to f32 first); a NaN key matches a NaN element; 0.0 and -0.0 are one key. A key listed
 // twice maps to its last value (Python's dict(zip(keys, values)), as the ONNX reference does).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -72,10 +73,11 @@ std::optional<Tensor> table_attr(const ir::Node& n, const std::string& prefix) {
     }
     KILN_CHECK(found <= 1, kInvalidModel) << n.describe() << ": expected one " << prefix << "_* attribute, got "
                                           << found;
-    if (got)
+    if (got) {
         KILN_CHECK(std::find(table_types().begin(), table_types().end(), got->dtype()) != table_types().end(),
                    kUnsupported)
             << n.describe() << ": LabelEncoder does not support " << prefix << " of dtype " << dtype_name(got->dtype());
+    }
     return got;
 }
 

@@ -13,6 +13,8 @@
 //    elementwise kernels that may run in place are emitted without `restrict`.
 #include "compiler/compile.h"
 
+#include "compiler/graph_interpreter.h"
+
 #include <chrono>
 #include <limits>
 #include <map>
@@ -73,6 +75,14 @@ pass::PassContext pass_context() {
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
+    // What only the graph interpreter runs (Session routes such models there).
+    std::string why = interpreter_reason(g, [&] {
+        std::vector<std::string> all;  // data-dependent value inputs fail later, naming the node
+        for (const ir::Value* v : g.inputs()) all.push_back(v->name());
+        return all;
+    }());
+    KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "': " << why
+                                          << "; it runs in the graph interpreter (kiln::Session picks it)";
     bind_input_shapes(g, opts.dims);
     CompiledModel result;
     result.pass_records = pass::run_passes(g, pass::passes_for_level(opts.opt_level), pass_context(), opts.passes);

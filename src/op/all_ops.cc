@@ -18,6 +18,7 @@ const OpRegistry& OpRegistry::global() {
         register_conv_transpose_ops(r);
         register_det_ops(r);
         register_deform_conv_ops(r);
+        register_dft_ops(r);
         register_einsum_ops(r);
         register_elementwise_ops(r);
         register_gather_ops(r);
@@ -43,6 +44,7 @@ const OpRegistry& OpRegistry::global() {
         register_reduce_ops(r);
         register_resize_ops(r);
         register_rms_norm_ops(r);
+        register_roi_align_ops(r);
         register_scan_ops(r);
         register_sequence_ops(r);
         register_shape_ops(r);

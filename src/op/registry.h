@@ -55,6 +55,8 @@ void register_rms_norm_ops(OpRegistry& r);   // RMSNormalization
 void register_loss_ops(OpRegistry& r);       // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_recurrent_ops(OpRegistry& r);  // RNN, GRU, LSTM
 void register_window_ops(OpRegistry& r);      // Hann/Hamming/BlackmanWindow, MelWeightMatrix
+void register_dft_ops(OpRegistry& r);         // DFT, STFT
+void register_roi_align_ops(OpRegistry& r);   // RoiAlign
 void register_affine_grid_ops(OpRegistry& r);  // AffineGrid
 void register_col2im_ops(OpRegistry& r);       // Col2Im
 void register_einsum_ops(OpRegistry& r);       // Einsum

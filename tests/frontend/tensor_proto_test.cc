@@ -117,8 +117,17 @@ TEST(TensorProto, RawDataAndSizeMismatch) {
     onnx::TensorProto str;
     str.set_data_type(onnx::TensorProto::STRING);
     str.add_string_data("a");
-    str.add_dims(1);
-    EXPECT_EQ(kind_of([&] { tensor_from_proto(str, ".", "t"); }), ErrorKind::kUnsupported);
+    str.add_dims(2);  // two elements declared, one given
+    EXPECT_EQ(kind_of([&] { tensor_from_proto(str, ".", "t"); }), ErrorKind::kInvalidModel);
+    str.add_string_data("b");
+    EXPECT_EQ(tensor_from_proto(str, ".", "t").data_as<std::string>()[1], "b");
+    str.set_raw_data("ab");  // strings never come as raw bytes
+    EXPECT_EQ(kind_of([&] { tensor_from_proto(str, ".", "t"); }), ErrorKind::kInvalidModel);
+
+    onnx::TensorProto cplx;
+    cplx.set_data_type(onnx::TensorProto::COMPLEX64);
+    cplx.add_dims(1);
+    EXPECT_EQ(kind_of([&] { tensor_from_proto(cplx, ".", "t"); }), ErrorKind::kUnsupported);
 }
 
 class ExternalData : public ::testing::Test {

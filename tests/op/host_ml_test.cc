@@ -26,7 +26,8 @@ std::vector<double> doubles_of(const Datum& d) {
     return v;
 }
 
-template <typename F> void expect_error_kind(F f, ErrorKind kind) {
+template <typename F>
+void expect_error_kind(F f, ErrorKind kind) {
     try {
         f();
         ADD_FAILURE() << "expected a kiln::Error";
@@ -57,12 +58,14 @@ TEST(HostArrayFeatureExtractor, GathersLastAxisLikeNaiveLoop) {
         EXPECT_EQ(doubles_of(out[0]), want) << dtype_name(t);
     }
     // A 1-D X gives [1, K] (ONNX Runtime's and the ONNX reference's shape).
-    auto v = run_host("ArrayFeatureExtractor",
-                      {make_tensor(DType::kFloat32, {5}, {10, 11, 12, 13, 14}), make_tensor(DType::kInt64, {2}, {4, 1})});
+    auto v =
+        run_host("ArrayFeatureExtractor", {make_tensor(DType::kFloat32, {5}, {10, 11, 12, 13, 14}),
+                                           make_tensor(DType::kInt64, {2}, {4, 1})});
     EXPECT_EQ(v[0].tensor().shape(), (Shape{1, 2}));
     EXPECT_EQ(doubles_of(v[0]), (std::vector<double>{14, 11}));
     // Strings.
-    auto s = run_host("ArrayFeatureExtractor", {make_strings({2, 2}, {"a", "b", "c", "d"}), make_tensor(DType::kInt64, {1}, {1})});
+    auto s = run_host("ArrayFeatureExtractor", {make_strings({2, 2}, {"a", "b", "c", "d"}),
+                                                make_tensor(DType::kInt64, {1}, {1})});
     ASSERT_EQ(s[0].tensor().shape(), (Shape{2, 1}));
     EXPECT_EQ(s[0].tensor().data_as<std::string>()[0], "b");
     EXPECT_EQ(s[0].tensor().data_as<std::string>()[1], "d");
@@ -70,16 +73,31 @@ TEST(HostArrayFeatureExtractor, GathersLastAxisLikeNaiveLoop) {
 
 TEST(HostArrayFeatureExtractor, BadIndicesAndDtypes) {
     Tensor x = make_tensor(DType::kFloat32, {2, 3}, {1, 2, 3, 4, 5, 6});
-    expect_error_kind([&] { run_host("ArrayFeatureExtractor", {x, make_tensor(DType::kInt64, {1}, {3})}); },
-                      ErrorKind::kInvalidArgument);
-    expect_error_kind([&] { run_host("ArrayFeatureExtractor", {x, make_tensor(DType::kInt64, {1}, {-1})}); },
-                      ErrorKind::kInvalidArgument);
-    expect_error_kind([&] { run_host("ArrayFeatureExtractor", {x, make_tensor(DType::kInt32, {1}, {0})}); },
-                      ErrorKind::kInvalidArgument);
-    expect_error_kind([&] { run_host("ArrayFeatureExtractor", {x, Tensor(DType::kInt64, {0})}); },
-                      ErrorKind::kInvalidArgument);
     expect_error_kind(
-        [&] { run_host("ArrayFeatureExtractor", {make_tensor(DType::kInt8, {2}, {1, 2}), make_tensor(DType::kInt64, {1}, {0})}); },
+        [&] {
+            run_host("ArrayFeatureExtractor", {x, make_tensor(DType::kInt64, {1}, {3})});
+        },
+        ErrorKind::kInvalidArgument);
+    expect_error_kind(
+        [&] {
+            run_host("ArrayFeatureExtractor", {x, make_tensor(DType::kInt64, {1}, {-1})});
+        },
+        ErrorKind::kInvalidArgument);
+    expect_error_kind(
+        [&] {
+            run_host("ArrayFeatureExtractor", {x, make_tensor(DType::kInt32, {1}, {0})});
+        },
+        ErrorKind::kInvalidArgument);
+    expect_error_kind(
+        [&] {
+            run_host("ArrayFeatureExtractor", {x, Tensor(DType::kInt64, {0})});
+        },
+        ErrorKind::kInvalidArgument);
+    expect_error_kind(
+        [&] {
+            run_host("ArrayFeatureExtractor", {make_tensor(DType::kInt8, {2}, {1, 2}),
+                                               make_tensor(DType::kInt64, {1}, {0})});
+        },
         ErrorKind::kUnsupported);
 }
 
@@ -91,7 +109,8 @@ TEST(HostBinarizer, ThresholdsLikeNaiveLoop) {
     std::uniform_real_distribution<double> dist(-3, 3);
     for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64}) {
         std::vector<double> xv;
-        for (int i = 0; i < 30; ++i) xv.push_back(dtype_is_float(t) ? dist(rng) : std::round(dist(rng)));
+        for (int i = 0; i < 30; ++i)
+            xv.push_back(dtype_is_float(t) ? dist(rng) : std::round(dist(rng)));
         Tensor x = make_tensor(t, {5, 6}, xv);
         auto out = run_host("Binarizer", {x}, {{"threshold", 0.5}});
         EXPECT_EQ(out[0].tensor().dtype(), t);
@@ -102,15 +121,25 @@ TEST(HostBinarizer, ThresholdsLikeNaiveLoop) {
     // Default threshold 0; NaN gives 0 (like the ONNX reference: NaN > t is false).
     auto d = run_host("Binarizer", {make_tensor(DType::kFloat32, {4}, {-1, 0, 2, std::nan("")})});
     EXPECT_EQ(doubles_of(d[0]), (std::vector<double>{0, 0, 1, 0}));
-    expect_error_kind([] { run_host("Binarizer", {make_tensor(DType::kUInt8, {2}, {1, 2})}); }, ErrorKind::kUnsupported);
+    expect_error_kind(
+        [] {
+            run_host("Binarizer", {make_tensor(DType::kUInt8, {2}, {1, 2})});
+        },
+        ErrorKind::kUnsupported);
 }
 
 // ---------------------------------------------------------------------------------------------
 // TreeEnsemble
 
-Tensor u8s(const std::vector<double>& v) { return make_tensor(DType::kUInt8, {static_cast<int64_t>(v.size())}, v); }
-Tensor f64s(const std::vector<double>& v) { return make_tensor(DType::kFloat64, {static_cast<int64_t>(v.size())}, v); }
-Tensor f32s(const std::vector<double>& v) { return make_tensor(DType::kFloat32, {static_cast<int64_t>(v.size())}, v); }
+Tensor u8s(const std::vector<double>& v) {
+    return make_tensor(DType::kUInt8, {static_cast<int64_t>(v.size())}, v);
+}
+Tensor f64s(const std::vector<double>& v) {
+    return make_tensor(DType::kFloat64, {static_cast<int64_t>(v.size())}, v);
+}
+Tensor f32s(const std::vector<double>& v) {
+    return make_tensor(DType::kFloat32, {static_cast<int64_t>(v.size())}, v);
+}
 
 // The node test's single tree: node0 x0 <= 3.14 ? node1 : node2; node1 x0 <= 1.2 ? leaf0 : leaf2;
 // node2 x0 <= 4.2 ? leaf1 : leaf3; leaves (5.23, t0) (12.12, t1) (-12.23, t0) (7.21, t1).
@@ -158,8 +187,9 @@ TEST(HostTreeEnsemble, SetMembershipByHand) {
     Tensor x = make_tensor(DType::kFloat32, {6, 1}, {1.2, 3.7, 7, 12, 5, nan});
     auto out = run_host("TreeEnsemble", {x}, attrs);
     ASSERT_EQ(out[0].tensor().shape(), (Shape{6, 4}));
-    EXPECT_EQ(doubles_of(out[0]), (std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 0, 10, 0, 0, 0, 0, 1000, 0,
-                                                       0, 0, 0, 100, 0, 0, 1000, 0}));
+    EXPECT_EQ(doubles_of(out[0]),
+              (std::vector<double>{1, 0, 0,    0, 1, 0, 0, 0,   0, 10, 0,    0,
+                                   0, 0, 1000, 0, 0, 0, 0, 100, 0, 0,  1000, 0}));
     // A NaN feature takes the true branch where nodes_missing_value_tracks_true says so:
     // node0 true -> node1 true -> leaf0.
     attrs["nodes_missing_value_tracks_true"] = std::vector<int64_t>{1, 1, 0};
@@ -185,15 +215,17 @@ ir::AttrMap stumps(int64_t aggregate, int64_t post) {
 }
 
 TEST(HostTreeEnsemble, AggregatesAndPostTransforms) {
-    // Row [-1, 1, 2]: stump0 -1 < 0 -> 1.5 (t0); stump1 1 > 0.5 -> 0.25 (t0); stump2 2 != 2 false -> 0.5 (t1).
-    // Row [1, 0, 7]: stump0 -> -2 (t1); stump1 -> 3 (t1); stump2 -> -1 (t0).
+    // Row [-1, 1, 2]: stump0 -1 < 0 -> 1.5 (t0); stump1 1 > 0.5 -> 0.25 (t0); stump2 2 != 2 false
+    // -> 0.5 (t1). Row [1, 0, 7]: stump0 -> -2 (t1); stump1 -> 3 (t1); stump2 -> -1 (t0).
     Tensor x = make_tensor(DType::kFloat32, {2, 3}, {-1, 1, 2, 1, 0, 7});
     const std::vector<double> sum{1.75, 0.5, -1, 1};
     expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(1, 0))[0]), sum, 1e-6);
     expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(0, 0))[0]),
                     {1.75 / 3, 0.5 / 3, -1.0 / 3, 1.0 / 3}, 1e-6);
-    expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(2, 0))[0]), {0.25, 0.5, -1, -2}, 1e-6);
-    expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(3, 0))[0]), {1.5, 0.5, -1, 3}, 1e-6);
+    expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(2, 0))[0]), {0.25, 0.5, -1, -2},
+                    1e-6);
+    expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(3, 0))[0]), {1.5, 0.5, -1, 3},
+                    1e-6);
     // Post transforms on the SUM scores, by their formulas.
     std::vector<double> logistic, softmax;
     for (double v : sum) logistic.push_back(1 / (1 + std::exp(-v)));
@@ -204,7 +236,8 @@ TEST(HostTreeEnsemble, AggregatesAndPostTransforms) {
     expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(1, 2))[0]), logistic, 1e-6);
     expect_near_all(doubles_of(run_host("TreeEnsemble", {x}, stumps(1, 1))[0]), softmax, 1e-6);
     // PROBIT of the average (values in (0, 1) after LOGISTIC are not reachable here; use AVERAGE
-    // of weights in (0, 1)): probit(p) = sqrt(2) * erfinv(2p - 1); check erf(probit / sqrt2) = 2p - 1.
+    // of weights in (0, 1)): probit(p) = sqrt(2) * erfinv(2p - 1); check erf(probit / sqrt2) = 2p
+    // - 1.
     Tensor x1 = make_tensor(DType::kFloat64, {1, 3}, {-1, 1, 2});
     ir::AttrMap p = stumps(1, 4);
     p["leaf_weights"] = f32s({0.125, 0, 0.25, 0, 0, 0.5});
@@ -220,13 +253,15 @@ TEST(HostTreeEnsemble, MalformedEnsembles) {
         a[key] = std::move(v);
         return a;
     };
-    auto throws = [&](ir::AttrMap a) { expect_error_kind([&] { run_host("TreeEnsemble", {x}, a); }, ErrorKind::kInvalidArgument); };
-    throws(bad("nodes_featureids", std::vector<int64_t>{0, 1, 3}));       // feature 3 of 3
-    throws(bad("nodes_modes", u8s({1, 3, 7})));                           // no mode 7
-    throws(bad("nodes_modes", u8s({1, 3, 6})));                           // MEMBER without sets
-    throws(bad("nodes_truenodeids", std::vector<int64_t>{0, 2, 6}));      // leaf 6 of 6
+    auto throws = [&](ir::AttrMap a) {
+        expect_error_kind([&] { run_host("TreeEnsemble", {x}, a); }, ErrorKind::kInvalidArgument);
+    };
+    throws(bad("nodes_featureids", std::vector<int64_t>{0, 1, 3}));         // feature 3 of 3
+    throws(bad("nodes_modes", u8s({1, 3, 7})));                             // no mode 7
+    throws(bad("nodes_modes", u8s({1, 3, 6})));                             // MEMBER without sets
+    throws(bad("nodes_truenodeids", std::vector<int64_t>{0, 2, 6}));        // leaf 6 of 6
     throws(bad("leaf_targetids", std::vector<int64_t>{0, 1, 0, 1, 0, 2}));  // target 2 of 2
-    throws(bad("nodes_splits", f32s({0, 1})));                            // length
+    throws(bad("nodes_splits", f32s({0, 1})));                              // length
     throws(bad("tree_roots", std::vector<int64_t>{3}));
     throws(bad("aggregate_function", int64_t{4}));
     throws(bad("post_transform", int64_t{5}));
@@ -237,10 +272,16 @@ TEST(HostTreeEnsemble, MalformedEnsembles) {
     cyc["nodes_truenodeids"] = std::vector<int64_t>{0, 2, 4};
     throws(cyc);
     // X rank 3, and an int X.
-    expect_error_kind([&] { run_host("TreeEnsemble", {Tensor(DType::kFloat32, {1, 1, 3})}, stumps(1, 0)); },
-                      ErrorKind::kInvalidArgument);
-    expect_error_kind([&] { run_host("TreeEnsemble", {Tensor(DType::kInt64, {1, 3})}, stumps(1, 0)); },
-                      ErrorKind::kUnsupported);
+    expect_error_kind(
+        [&] {
+            run_host("TreeEnsemble", {Tensor(DType::kFloat32, {1, 1, 3})}, stumps(1, 0));
+        },
+        ErrorKind::kInvalidArgument);
+    expect_error_kind(
+        [&] {
+            run_host("TreeEnsemble", {Tensor(DType::kInt64, {1, 3})}, stumps(1, 0));
+        },
+        ErrorKind::kUnsupported);
 }
 
 }  // namespace

@@ -300,7 +300,7 @@ TEST(HostLabelEncoder, Version1ClassesStrings) {
 TEST(HostLabelEncoder, Errors) {
     ir::AttrMap attrs = {{"keys_strings", Strs{"a"}}, {"values_int64s", std::vector<int64_t>{0}}};
     expect_error([&] { run_host("LabelEncoder", {make_tensor(DType::kInt64, {1}, {0})}, attrs); },
-                 ErrorKind::kInvalidArgument, "keys are string");
+                 ErrorKind::kInvalidArgument, "input X is i64 but the keys are str");
     ir::AttrMap mismatched = {{"keys_strings", Strs{"a", "b"}}, {"values_int64s", std::vector<int64_t>{0}}};
     expect_error([&] { run_host("LabelEncoder", {make_strings({1}, {"a"})}, mismatched); }, ErrorKind::kInvalidModel,
                  "as many values as keys");

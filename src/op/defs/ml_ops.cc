@@ -17,12 +17,14 @@ namespace kiln::op {
 namespace {
 
 const std::vector<DType>& afe_types() {
-    static const std::vector<DType> t{DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kInt32, DType::kString};
+    static const std::vector<DType> t{DType::kFloat32, DType::kFloat64, DType::kInt64,
+                                      DType::kInt32, DType::kString};
     return t;
 }
 
 const std::vector<DType>& binarizer_types() {
-    static const std::vector<DType> t{DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kInt32};
+    static const std::vector<DType> t{DType::kFloat32, DType::kFloat64, DType::kInt64,
+                                      DType::kInt32};
     return t;
 }
 
@@ -33,16 +35,18 @@ std::vector<Datum> afe_host(const HostArgs& a) {
     check_dtype(n, "X", x.dtype(), afe_types());
     KILN_CHECK(y.dtype() == DType::kInt64, kInvalidArgument)
         << n.describe() << ": Y must be i64 indices, got " << dtype_name(y.dtype());
-    KILN_CHECK(!x.shape().empty(), kInvalidArgument) << n.describe() << ": X must have rank >= 1, got a scalar";
+    KILN_CHECK(!x.shape().empty(), kInvalidArgument)
+        << n.describe() << ": X must have rank >= 1, got a scalar";
     const int64_t last = x.shape().back();
     const int64_t k = y.numel();
     KILN_CHECK(k > 0, kInvalidArgument) << n.describe() << ": Y must hold at least one index";
     std::vector<int64_t> idx(static_cast<size_t>(k));
     for (int64_t i = 0; i < k; ++i) {
         idx[static_cast<size_t>(i)] = y.data_as<int64_t>()[i];
-        KILN_CHECK(idx[static_cast<size_t>(i)] >= 0 && idx[static_cast<size_t>(i)] < last, kInvalidArgument)
-            << n.describe() << ": index Y[" << i << "]=" << idx[static_cast<size_t>(i)] << " is out of range [0, "
-            << last << ")";
+        KILN_CHECK(idx[static_cast<size_t>(i)] >= 0 && idx[static_cast<size_t>(i)] < last,
+                   kInvalidArgument)
+            << n.describe() << ": index Y[" << i << "]=" << idx[static_cast<size_t>(i)]
+            << " is out of range [0, " << last << ")";
     }
     Shape z_shape = x.shape();
     if (z_shape.size() == 1) z_shape.insert(z_shape.begin(), 1);
@@ -56,7 +60,8 @@ std::vector<Datum> afe_host(const HostArgs& a) {
             if (x.dtype() == DType::kString)
                 z.data_as<std::string>()[dst] = x.data_as<std::string>()[src];
             else
-                std::memcpy(static_cast<char*>(z.data()) + dst * sz, static_cast<const char*>(x.data()) + src * sz, sz);
+                std::memcpy(static_cast<char*>(z.data()) + dst * sz,
+                            static_cast<const char*>(x.data()) + src * sz, sz);
         }
     return {std::move(z)};
 }
@@ -73,7 +78,8 @@ OpDef array_feature_extractor_op() {
         const auto& y = input_type(n, 1, "Y");
         check_dtype(n, "X", x.dtype, afe_types());
         check_dtype(n, "Y", y.dtype, {DType::kInt64});
-        KILN_CHECK(x.rank() >= 1, kInvalidModel) << node_label(n) << ": X must have rank >= 1, got a scalar";
+        KILN_CHECK(x.rank() >= 1, kInvalidModel)
+            << node_label(n) << ": X must have rank >= 1, got a scalar";
         std::vector<ir::Dim> z = x.shape;
         if (z.size() == 1) z.insert(z.begin(), ir::Dim(1));
         z.back() = y.is_static() ? ir::Dim(shape_numel(y.static_shape())) : ir::Dim::sym("?");
@@ -83,10 +89,12 @@ OpDef array_feature_extractor_op() {
     return d;
 }
 
-template <typename T> void binarize(const Tensor& x, Tensor& y, double threshold) {
+template <typename T>
+void binarize(const Tensor& x, Tensor& y, double threshold) {
     const T* in = x.data_as<T>();
     T* out = y.data_as<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<double>(in[i]) > threshold ? T(1) : T(0);
+    for (int64_t i = 0; i < x.numel(); ++i)
+        out[i] = static_cast<double>(in[i]) > threshold ? T(1) : T(0);
 }
 
 OpDef binarizer_op() {
@@ -107,10 +115,18 @@ OpDef binarizer_op() {
         const double threshold = a.node.attr_float("threshold", 0.0);
         Tensor y(x.dtype(), x.shape());
         switch (x.dtype()) {
-            case DType::kFloat32: binarize<float>(x, y, threshold); break;
-            case DType::kFloat64: binarize<double>(x, y, threshold); break;
-            case DType::kInt64: binarize<int64_t>(x, y, threshold); break;
-            default: binarize<int32_t>(x, y, threshold); break;
+            case DType::kFloat32:
+                binarize<float>(x, y, threshold);
+                break;
+            case DType::kFloat64:
+                binarize<double>(x, y, threshold);
+                break;
+            case DType::kInt64:
+                binarize<int64_t>(x, y, threshold);
+                break;
+            default:
+                binarize<int32_t>(x, y, threshold);
+                break;
         }
         return std::vector<Datum>{std::move(y)};
     };

@@ -37,7 +37,8 @@ enum PostTransform : int64_t { kNone = 0, kSoftmax, kLogistic, kSoftmaxZero, kPr
 
 const Tensor& tensor_attr(const ir::Node& n, const std::string& name) {
     auto it = n.attrs().find(name);
-    KILN_CHECK(it != n.attrs().end() && std::holds_alternative<Tensor>(it->second), kInvalidArgument)
+    KILN_CHECK(it != n.attrs().end() && std::holds_alternative<Tensor>(it->second),
+               kInvalidArgument)
         << n.describe() << ": missing tensor attribute '" << name << "'";
     return std::get<Tensor>(it->second);
 }
@@ -63,7 +64,8 @@ Ensemble read_ensemble(const ir::Node& n, int64_t num_features) {
     e.splits = tensor_values(tensor_attr(n, "nodes_splits"));
     const Tensor& modes = tensor_attr(n, "nodes_modes");
     KILN_CHECK(!dtype_is_float(modes.dtype()) && modes.dtype() != DType::kString, kInvalidArgument)
-        << n.describe() << ": nodes_modes must be an integer tensor (u8), got " << dtype_name(modes.dtype());
+        << n.describe() << ": nodes_modes must be an integer tensor (u8), got "
+        << dtype_name(modes.dtype());
     for (int64_t i = 0; i < modes.numel(); ++i) e.modes.push_back(modes.get_i64(i));
     e.features = n.attr_ints("nodes_featureids");
     e.true_ids = n.attr_ints("nodes_truenodeids");
@@ -74,7 +76,8 @@ Ensemble read_ensemble(const ir::Node& n, int64_t num_features) {
     e.leaf_targets = n.attr_ints("leaf_targetids");
     e.roots = n.attr_ints("tree_roots");
     const size_t num_nodes = e.features.size(), num_leaves = e.leaf_targets.size();
-    e.missing_true = n.attr_ints("nodes_missing_value_tracks_true", std::vector<int64_t>(num_nodes, 0));
+    e.missing_true =
+        n.attr_ints("nodes_missing_value_tracks_true", std::vector<int64_t>(num_nodes, 0));
 
     auto check_len = [&](const char* what, size_t got, size_t want) {
         KILN_CHECK(got == want, kInvalidArgument)
@@ -93,32 +96,36 @@ Ensemble read_ensemble(const ir::Node& n, int64_t num_features) {
     int64_t max_target = -1;
     for (int64_t t : e.leaf_targets) max_target = std::max(max_target, t);
     e.n_targets = n.attr_int("n_targets", max_target + 1);
-    KILN_CHECK(e.n_targets >= 1, kInvalidArgument) << n.describe() << ": n_targets must be >= 1, got " << e.n_targets;
+    KILN_CHECK(e.n_targets >= 1, kInvalidArgument)
+        << n.describe() << ": n_targets must be >= 1, got " << e.n_targets;
     for (size_t l = 0; l < num_leaves; ++l)
         KILN_CHECK(e.leaf_targets[l] >= 0 && e.leaf_targets[l] < e.n_targets, kInvalidArgument)
-            << n.describe() << ": leaf_targetids[" << l << "]=" << e.leaf_targets[l] << " is out of range [0, "
-            << e.n_targets << ")";
+            << n.describe() << ": leaf_targetids[" << l << "]=" << e.leaf_targets[l]
+            << " is out of range [0, " << e.n_targets << ")";
     for (int64_t r : e.roots)
         KILN_CHECK(r >= 0 && r < static_cast<int64_t>(num_nodes), kInvalidArgument)
             << n.describe() << ": tree root " << r << " is out of range [0, " << num_nodes << ")";
 
     std::vector<double> member_values;
-    if (n.has_attr("membership_values")) member_values = tensor_values(tensor_attr(n, "membership_values"));
+    if (n.has_attr("membership_values"))
+        member_values = tensor_values(tensor_attr(n, "membership_values"));
     size_t next_member = 0;
     e.members.resize(num_nodes);
     for (size_t i = 0; i < num_nodes; ++i) {
         KILN_CHECK(e.modes[i] >= kLeq && e.modes[i] <= kMember, kInvalidArgument)
-            << n.describe() << ": nodes_modes[" << i << "]=" << e.modes[i] << " is not a mode in [0, 6]";
+            << n.describe() << ": nodes_modes[" << i << "]=" << e.modes[i]
+            << " is not a mode in [0, 6]";
         KILN_CHECK(e.features[i] >= 0 && e.features[i] < num_features, kInvalidArgument)
-            << n.describe() << ": nodes_featureids[" << i << "]=" << e.features[i] << " is out of range [0, "
-            << num_features << ")";
+            << n.describe() << ": nodes_featureids[" << i << "]=" << e.features[i]
+            << " is out of range [0, " << num_features << ")";
         for (bool t : {true, false}) {
             const int64_t id = t ? e.true_ids[i] : e.false_ids[i];
             const bool leaf = (t ? e.true_leaf[i] : e.false_leaf[i]) != 0;
             const size_t bound = leaf ? num_leaves : num_nodes;
             KILN_CHECK(id >= 0 && id < static_cast<int64_t>(bound), kInvalidArgument)
-                << n.describe() << ": nodes_" << (t ? "true" : "false") << "nodeids[" << i << "]=" << id
-                << " is out of range [0, " << bound << ") of the " << (leaf ? "leaves" : "nodes");
+                << n.describe() << ": nodes_" << (t ? "true" : "false") << "nodeids[" << i
+                << "]=" << id << " is out of range [0, " << bound << ") of the "
+                << (leaf ? "leaves" : "nodes");
         }
         if (e.modes[i] != kMember) continue;
         KILN_CHECK(next_member < member_values.size(), kInvalidArgument)
@@ -135,13 +142,20 @@ bool branch_true(const Ensemble& e, size_t i, double x) {
     if (std::isnan(x) && e.missing_true[i] != 0) return true;
     const double s = e.splits[i];
     switch (e.modes[i]) {
-        case kLeq: return x <= s;
-        case kLt: return x < s;
-        case kGte: return x >= s;
-        case kGt: return x > s;
-        case kEq: return x == s;
-        case kNeq: return x != s;
-        default: return std::binary_search(e.members[i].begin(), e.members[i].end(), x);
+        case kLeq:
+            return x <= s;
+        case kLt:
+            return x < s;
+        case kGte:
+            return x >= s;
+        case kGt:
+            return x > s;
+        case kEq:
+            return x == s;
+        case kNeq:
+            return x != s;
+        default:
+            return std::binary_search(e.members[i].begin(), e.members[i].end(), x);
     }
 }
 
@@ -167,7 +181,8 @@ double erfinv(double y) {
     const double ln = std::log((1 - y) * (1 + y));
     const double t = 2 / (std::numbers::pi * kA) + ln / 2;
     double x = std::copysign(std::sqrt(std::sqrt(t * t - ln / kA) - t), y);
-    for (int k = 0; k < 3; ++k) x -= (std::erf(x) - y) / (2 / std::sqrt(std::numbers::pi) * std::exp(-x * x));
+    for (int k = 0; k < 3; ++k)
+        x -= (std::erf(x) - y) / (2 / std::sqrt(std::numbers::pi) * std::exp(-x * x));
     return x;
 }
 
@@ -191,7 +206,8 @@ void post_transform(int64_t kind, double* v, int64_t m) {
         case kProbit:
             for (int64_t j = 0; j < m; ++j) v[j] = std::sqrt(2.0) * erfinv(2 * v[j] - 1);
             break;
-        default: break;
+        default:
+            break;
     }
 }
 
@@ -221,18 +237,27 @@ std::vector<Datum> tree_ensemble_host(const HostArgs& a) {
     Tensor y(x.dtype(), {rows, m});
     std::vector<double> row(static_cast<size_t>(num_features)), acc(static_cast<size_t>(m));
     std::vector<char> hit(static_cast<size_t>(m));
-    const double init = agg == kMin ? dtype_max(x.dtype()) : agg == kMax ? -dtype_max(x.dtype()) : 0.0;
+    const double init = agg == kMin   ? dtype_max(x.dtype())
+                        : agg == kMax ? -dtype_max(x.dtype())
+                                      : 0.0;
     for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t f = 0; f < num_features; ++f) row[static_cast<size_t>(f)] = x.get_f64(r * num_features + f);
+        for (int64_t f = 0; f < num_features; ++f)
+            row[static_cast<size_t>(f)] = x.get_f64(r * num_features + f);
         std::fill(acc.begin(), acc.end(), init);
         for (int64_t root : e.roots) {
             const auto leaf = static_cast<size_t>(find_leaf(n, e, root, row.data()));
             const auto t = static_cast<size_t>(e.leaf_targets[leaf]);
             const double w = e.leaf_weights[leaf];
             switch (agg) {
-                case kMin: acc[t] = std::min(acc[t], w); break;
-                case kMax: acc[t] = std::max(acc[t], w); break;
-                default: acc[t] += w; break;
+                case kMin:
+                    acc[t] = std::min(acc[t], w);
+                    break;
+                case kMax:
+                    acc[t] = std::max(acc[t], w);
+                    break;
+                default:
+                    acc[t] += w;
+                    break;
             }
         }
         if (agg == kAverage)

@@ -54,10 +54,12 @@ double optional_scalar(const HostArgs& a, size_t i, const char* what, DType want
     if (!a.has_input(i)) return dflt;
     const Tensor& t = a.tensor(i);
     KILN_CHECK(t.dtype() == want, kInvalidArgument)
-        << a.node.describe() << ": " << what << " must be " << dtype_name(want) << ", got " << dtype_name(t.dtype());
+        << a.node.describe() << ": " << what << " must be " << dtype_name(want) << ", got "
+        << dtype_name(t.dtype());
     if (t.numel() == 0) return dflt;
     KILN_CHECK(t.numel() == 1, kInvalidArgument)
-        << a.node.describe() << ": " << what << " must hold one value, got shape " << shape_str(t.shape());
+        << a.node.describe() << ": " << what << " must hold one value, got shape "
+        << shape_str(t.shape());
     return want == DType::kInt64 ? static_cast<double>(t.get_i64(0)) : t.get_f64(0);
 }
 
@@ -65,29 +67,36 @@ std::vector<Datum> nms_host(const HostArgs& a) {
     const ir::Node& n = a.node;
     const Tensor& boxes = a.tensor(0);
     const Tensor& scores = a.tensor(1);
-    KILN_CHECK(boxes.dtype() == DType::kFloat32 && scores.dtype() == DType::kFloat32, kInvalidArgument)
-        << n.describe() << ": boxes and scores must be f32, got " << dtype_name(boxes.dtype()) << " and "
-        << dtype_name(scores.dtype());
+    KILN_CHECK(boxes.dtype() == DType::kFloat32 && scores.dtype() == DType::kFloat32,
+               kInvalidArgument)
+        << n.describe() << ": boxes and scores must be f32, got " << dtype_name(boxes.dtype())
+        << " and " << dtype_name(scores.dtype());
     KILN_CHECK(boxes.shape().size() == 3 && boxes.shape()[2] == 4, kInvalidArgument)
-        << n.describe() << ": boxes must have shape [num_batches, num_boxes, 4], got " << shape_str(boxes.shape());
+        << n.describe() << ": boxes must have shape [num_batches, num_boxes, 4], got "
+        << shape_str(boxes.shape());
     KILN_CHECK(scores.shape().size() == 3, kInvalidArgument)
         << n.describe() << ": scores must have shape [num_batches, num_classes, num_boxes], got "
         << shape_str(scores.shape());
-    const int64_t num_batches = boxes.shape()[0], num_boxes = boxes.shape()[1], num_classes = scores.shape()[1];
+    const int64_t num_batches = boxes.shape()[0], num_boxes = boxes.shape()[1],
+                  num_classes = scores.shape()[1];
     KILN_CHECK(scores.shape()[0] == num_batches && scores.shape()[2] == num_boxes, kInvalidArgument)
-        << n.describe() << ": scores shape " << shape_str(scores.shape()) << " does not match boxes shape "
-        << shape_str(boxes.shape()) << " (expected [" << num_batches << ",C," << num_boxes << "])";
+        << n.describe() << ": scores shape " << shape_str(scores.shape())
+        << " does not match boxes shape " << shape_str(boxes.shape()) << " (expected ["
+        << num_batches << ",C," << num_boxes << "])";
     const int64_t center = n.attr_int("center_point_box", 0);
     KILN_CHECK(center == 0 || center == 1, kInvalidArgument)
         << n.describe() << ": attribute center_point_box must be 0 or 1, got " << center;
 
-    const double max_boxes_d = optional_scalar(a, 2, "max_output_boxes_per_class", DType::kInt64, 0);
+    const double max_boxes_d =
+        optional_scalar(a, 2, "max_output_boxes_per_class", DType::kInt64, 0);
     const int64_t max_boxes = std::max<int64_t>(0, static_cast<int64_t>(max_boxes_d));
-    const auto iou_threshold = static_cast<float>(optional_scalar(a, 3, "iou_threshold", DType::kFloat32, 0));
+    const auto iou_threshold =
+        static_cast<float>(optional_scalar(a, 3, "iou_threshold", DType::kFloat32, 0));
     KILN_CHECK(iou_threshold >= 0 && iou_threshold <= 1, kInvalidArgument)
         << n.describe() << ": iou_threshold must be in [0, 1], got " << iou_threshold;
     const bool has_score_threshold = a.has_input(4) && a.tensor(4).numel() != 0;
-    const auto score_threshold = static_cast<float>(optional_scalar(a, 4, "score_threshold", DType::kFloat32, 0));
+    const auto score_threshold =
+        static_cast<float>(optional_scalar(a, 4, "score_threshold", DType::kFloat32, 0));
 
     const float* box_data = boxes.data_as<float>();
     const float* score_data = scores.data_as<float>();

@@ -1,4 +1,5 @@
-// NonZero (9/13) and Unique (11): host kernels (op/host.h) — their output shapes depend on the data.
+// NonZero (9/13) and Unique (11): host kernels (op/host.h) — their output shapes depend on the
+// data.
 //
 // NonZero: the coordinates of the non-zero elements of X in row-major order, as int64 [rank, nnz]
 // (numpy.nonzero stacked); a rank-0 X gives [0, nnz] (the ONNX spec, unlike numpy). "Non-zero"
@@ -121,9 +122,12 @@ int compare_elems(const Keys& k, int64_t i, int64_t j) {
             if (na || nb) return na == nb ? 0 : (na ? 1 : -1);
             return a < b ? -1 : (b < a ? 1 : 0);
         }
-        case Keys::Kind::kSigned: return k.s[ui] < k.s[uj] ? -1 : (k.s[uj] < k.s[ui] ? 1 : 0);
-        case Keys::Kind::kUnsigned: return k.u[ui] < k.u[uj] ? -1 : (k.u[uj] < k.u[ui] ? 1 : 0);
-        case Keys::Kind::kString: return k.str[ui].compare(k.str[uj]) < 0 ? -1 : (k.str[ui] == k.str[uj] ? 0 : 1);
+        case Keys::Kind::kSigned:
+            return k.s[ui] < k.s[uj] ? -1 : (k.s[uj] < k.s[ui] ? 1 : 0);
+        case Keys::Kind::kUnsigned:
+            return k.u[ui] < k.u[uj] ? -1 : (k.u[uj] < k.u[ui] ? 1 : 0);
+        case Keys::Kind::kString:
+            return k.str[ui].compare(k.str[uj]) < 0 ? -1 : (k.str[ui] == k.str[uj] ? 0 : 1);
     }
     return 0;
 }
@@ -136,7 +140,9 @@ bool is_nan_elem(const Keys& k, int64_t i) {
 // element (o, s, e) of X reshaped to [outer, count, inner].
 struct SliceView {
     int64_t outer = 1, count = 1, inner = 1;
-    int64_t elem(int64_t s, int64_t p) const { return ((p / inner) * count + s) * inner + p % inner; }
+    int64_t elem(int64_t s, int64_t p) const {
+        return ((p / inner) * count + s) * inner + p % inner;
+    }
     int64_t size() const { return outer * inner; }
 };
 
@@ -164,7 +170,8 @@ void copy_element(const Tensor& src, int64_t i, Tensor& dst, int64_t j) {
         return;
     }
     const size_t sz = dtype_size(src.dtype());
-    std::memcpy(static_cast<char*>(dst.data()) + j * sz, static_cast<const char*>(src.data()) + i * sz, sz);
+    std::memcpy(static_cast<char*>(dst.data()) + j * sz,
+                static_cast<const char*>(src.data()) + i * sz, sz);
 }
 
 Tensor int64_vector(const std::vector<int64_t>& v) {
@@ -187,7 +194,8 @@ std::vector<Datum> unique_host(const HostArgs& a) {
     if (by_axis) {
         const int64_t attr_axis = n.attr_int("axis", 0);
         KILN_CHECK(rank >= 1 && attr_axis >= -rank && attr_axis < rank, kInvalidArgument)
-            << n.describe() << ": attribute axis=" << attr_axis << " is out of range for X of rank " << rank;
+            << n.describe() << ": attribute axis=" << attr_axis << " is out of range for X of rank "
+            << rank;
         axis = static_cast<int>(attr_axis < 0 ? attr_axis + rank : attr_axis);
         view.count = x.shape()[static_cast<size_t>(axis)];
         for (int d = 0; d < axis; ++d) view.outer *= x.shape()[static_cast<size_t>(d)];
@@ -221,7 +229,8 @@ std::vector<Datum> unique_host(const HostArgs& a) {
     if (sorted == 0) {
         std::vector<int64_t> runs(first.size());
         std::iota(runs.begin(), runs.end(), int64_t{0});
-        std::sort(runs.begin(), runs.end(), [&](int64_t p, int64_t q) { return first[p] < first[q]; });
+        std::sort(runs.begin(), runs.end(),
+                  [&](int64_t p, int64_t q) { return first[p] < first[q]; });
         std::vector<int64_t> first2(first.size()), counts2(first.size());
         for (size_t r = 0; r < runs.size(); ++r) {
             rank_of_run[static_cast<size_t>(runs[r])] = static_cast<int64_t>(r);
@@ -232,7 +241,8 @@ std::vector<Datum> unique_host(const HostArgs& a) {
         counts.swap(counts2);
     }
     std::vector<int64_t> inverse(static_cast<size_t>(view.count));
-    for (size_t s = 0; s < inverse.size(); ++s) inverse[s] = rank_of_run[static_cast<size_t>(run_of[s])];
+    for (size_t s = 0; s < inverse.size(); ++s)
+        inverse[s] = rank_of_run[static_cast<size_t>(run_of[s])];
 
     Shape y_shape{num_unique};
     if (by_axis) {
@@ -246,7 +256,8 @@ std::vector<Datum> unique_host(const HostArgs& a) {
         for (int64_t p = 0; p < view.size(); ++p)
             copy_element(x, view.elem(first[static_cast<size_t>(u)], p), y, out_view.elem(u, p));
 
-    std::vector<Datum> outs{std::move(y), int64_vector(first), int64_vector(inverse), int64_vector(counts)};
+    std::vector<Datum> outs{std::move(y), int64_vector(first), int64_vector(inverse),
+                            int64_vector(counts)};
     outs.resize(n.num_outputs());
     return outs;
 }
@@ -257,7 +268,8 @@ OpDef unique_op() {
     d.onnx_versions = {11};
     d.min_outputs = 1;
     d.max_outputs = 4;
-    d.attrs = {{"axis", AttrKind::kInt, std::nullopt}, {"sorted", AttrKind::kInt, ir::Attr(int64_t{1})}};
+    d.attrs = {{"axis", AttrKind::kInt, std::nullopt},
+               {"sorted", AttrKind::kInt, ir::Attr(int64_t{1})}};
     d.pattern = OpPattern::kOpaque;
     d.infer = [](const ir::Node& n) {
         const auto& x = input_type(n, 0, "X");

@@ -10,11 +10,14 @@
 #include <sstream>
 
 #include "compiler/compile.h"
-#include "compiler/fold_constant_node.h"
 #include "ir/attr.h"
 #include "op/registry.h"
 #include "runtime/sequential_executor.h"
 #include "support/error.h"
+#include "te/schedule.h"
+#include "tir/interpreter.h"
+#include "tir/lower.h"
+#include "tir/simplify.h"
 
 namespace kiln::compiler {
 namespace {
@@ -101,10 +104,13 @@ struct GraphInterpreter::Frame {
     }
 };
 
-struct GraphInterpreter::CompiledNode {
-    std::shared_ptr<runtime::Executable> exe;
-    std::unique_ptr<runtime::SequentialExecutor> executor;
-    std::vector<size_t> runtime_slots;  // node input slots fed as executable inputs, in order
+// One node specialized to its input types (and value-input values): a lowered function for the
+// tir interpreter, or a compiled one-node executable.
+struct GraphInterpreter::SpecializedNode {
+    std::vector<size_t> runtime_slots;  // node input slots passed at run time, in order
+    std::vector<ir::TensorType> output_types;
+    tir::PrimFunc func;                                   // interpreted, or
+    std::unique_ptr<runtime::SequentialExecutor> executor;  // compiled
 };
 
 GraphInterpreter::GraphInterpreter(std::shared_ptr<const ir::Graph> g, runtime::ThreadPool* pool,
@@ -202,73 +208,102 @@ std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const std::vect
 std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const std::vector<Datum>& inputs) {
     const op::OpDef& def = *op::OpRegistry::global().find(n.op());
     std::set<int> value_slots(def.value_inputs.begin(), def.value_inputs.end());
-    int64_t input_elements = 0;
-    for (const Datum& d : inputs)
-        if (d.is_tensor()) input_elements += d.tensor().numel();
 
-    // The one-node graph: value inputs (and, when interpreting, every input) are constants.
-    const bool interpret = input_elements <= kInterpretElements;
-    ir::Graph g;
-    g.name = n.op();
-    std::vector<ir::Value*> ins;
-    std::vector<size_t> runtime_slots;
+    // The specialization: op, attributes, input types, and the values of the value inputs (the
+    // only inputs a compute may read as data: the rest are graph inputs of the one-node graph).
     std::ostringstream key;
     key << n.op() << "|";
     for (const auto& [k, a] : n.attrs()) key << k << "=" << ir::attr_str(a) << ";";
+    int64_t elements = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].is_none()) {
-            ins.push_back(nullptr);
             key << "|-";
             continue;
         }
         const Tensor& t = inputs[i].tensor();
+        elements += t.numel();
+        key << "|" << dtype_name(t.dtype()) << shape_str(t.shape());
+        if (value_slots.count(static_cast<int>(i))) key << "=" << ir::tensor_data_str(t);
+    }
+    auto it = specialized_.find(key.str());
+    if (it == specialized_.end()) it = specialized_.emplace(key.str(), specialize(n, inputs, elements)).first;
+    SpecializedNode& sn = *it->second;
+
+    if (sn.executor) {
+        ++counts_.compiled;
+        std::vector<Tensor> feeds, outs;
+        for (size_t s : sn.runtime_slots) feeds.push_back(inputs[s].tensor());
+        sn.executor->run(feeds, outs).throw_if_error();
+        return std::vector<Datum>(outs.begin(), outs.end());
+    }
+    ++counts_.interpreted;
+    std::vector<Tensor> buffers;
+    for (size_t s : sn.runtime_slots) buffers.push_back(inputs[s].tensor());
+    for (const ir::TensorType& t : sn.output_types) buffers.emplace_back(t.dtype, t.static_shape());
+    tir::interpret(sn.func, buffers);
+    return std::vector<Datum>(buffers.end() - static_cast<std::ptrdiff_t>(sn.output_types.size()), buffers.end());
+}
+
+std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(const ir::Node& n,
+                                                                                const std::vector<Datum>& inputs,
+                                                                                int64_t input_elements) {
+    const op::OpDef& def = *op::OpRegistry::global().find(n.op());
+    std::set<int> value_slots(def.value_inputs.begin(), def.value_inputs.end());
+    auto sn = std::make_unique<SpecializedNode>();
+    ir::Graph g;
+    g.name = n.op();
+    std::vector<ir::Value*> ins;
+    std::vector<size_t> graph_input_slots;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].is_none()) {
+            ins.push_back(nullptr);
+            continue;
+        }
+        const Tensor& t = inputs[i].tensor();
         const std::string name = "in" + std::to_string(i);
-        if (interpret || value_slots.count(static_cast<int>(i))) {
-            ins.push_back(g.add_constant(name, t));
-            key << "|c" << dtype_name(t.dtype()) << shape_str(t.shape()) << ":" << ir::tensor_data_str(t);
+        if (value_slots.count(static_cast<int>(i))) {
+            ins.push_back(g.add_constant(name, t.clone()));
         } else {
             ins.push_back(g.add_input(name, ir::TensorType::of_static(t.dtype(), t.shape())));
-            runtime_slots.push_back(i);
-            key << "|" << dtype_name(t.dtype()) << shape_str(t.shape());
+            graph_input_slots.push_back(i);
         }
     }
     while (!ins.empty() && ins.back() == nullptr) ins.pop_back();
-    std::vector<std::string> out_names;
-    for (size_t o = 0; o < n.num_outputs(); ++o) out_names.push_back("out" + std::to_string(o));
-    ir::Node* node = g.add_node(n.op(), ins, n.attrs(), std::vector<ir::TensorType>(n.num_outputs()), out_names, n.name());
+    ir::Node* node = g.add_node(n.op(), ins, n.attrs(), std::vector<ir::TensorType>(n.num_outputs()), {}, n.name());
     op::infer_node(*node);
-    for (ir::Value* o : node->outputs()) g.add_output(o);
-
     int64_t output_elements = 0;
-    for (ir::Value* o : node->outputs()) output_elements += shape_numel(o->type().static_shape());
-    if (interpret && output_elements <= kInterpretElements) {
-        ++counts_.interpreted;
-        KILN_CHECK(fold_constant_node(g, node, kInterpretElements), kUnsupported)
-            << n.describe() << ": the op cannot be evaluated from its inputs alone";
-        std::vector<Datum> outs;
-        for (const std::string& name : out_names) outs.emplace_back(g.find_value(name)->constant());
-        return outs;
+    for (ir::Value* o : node->outputs()) {
+        g.add_output(o);
+        sn->output_types.push_back(o->type());
+        output_elements += shape_numel(o->type().static_shape());
     }
-    // Otherwise compile (small inputs with a large output, e.g. ConstantOfShape, compile with
-    // their inputs as constants).
-    ++counts_.compiled;
-    auto it = compiled_.find(key.str());
-    if (it == compiled_.end()) {
-        CompileOptions opts;
-        opts.opt_level = 0;
-        opts.compile_jobs = 1;
-        CompiledModel m = compile(g, opts);
-        auto c = std::make_shared<CompiledNode>();
-        c->exe = m.executable;
-        c->executor = std::make_unique<runtime::SequentialExecutor>(c->exe, pool_, alloc_);
-        c->runtime_slots = runtime_slots;
-        ++counts_.compiles;
-        it = compiled_.emplace(key.str(), std::move(c)).first;
+
+    if (input_elements <= kInterpretElements && output_elements <= kInterpretElements) {
+        // Lower the op's compute unscheduled, once, for the tir interpreter.
+        op::ComputeArgs args{*node, {}, sn->output_types};
+        for (size_t i = 0; i < node->num_inputs(); ++i) {
+            const ir::Value* v = node->input(i);
+            args.inputs.push_back(v ? te::placeholder(v->type().static_shape(), v->type().dtype, "in" + std::to_string(i))
+                                    : nullptr);
+        }
+        std::vector<te::Tensor> outs = def.compute(args);
+        KILN_CHECK(outs.size() == node->num_outputs(), kInternal)
+            << n.describe() << ": compute gave " << outs.size() << " tensors for " << node->num_outputs() << " outputs";
+        std::vector<te::Tensor> params;
+        for (size_t slot : graph_input_slots) params.push_back(args.inputs[slot]);
+        params.insert(params.end(), outs.begin(), outs.end());
+        sn->func = tir::simplify(tir::lower(te::create_schedule(outs), params, "interp_" + n.op()));
+        sn->runtime_slots = graph_input_slots;
+        return sn;
     }
-    std::vector<Tensor> feeds, outs;
-    for (size_t s : it->second->runtime_slots) feeds.push_back(inputs[s].tensor());
-    it->second->executor->run(feeds, outs).throw_if_error();
-    return std::vector<Datum>(outs.begin(), outs.end());
+    CompileOptions opts;
+    opts.opt_level = 0;
+    opts.compile_jobs = 1;
+    CompiledModel m = compile(g, opts);
+    sn->executor = std::make_unique<runtime::SequentialExecutor>(m.executable, pool_, alloc_);
+    sn->runtime_slots = graph_input_slots;
+    ++counts_.compiles;
+    return sn;
 }
 
 }  // namespace kiln::compiler

@@ -8,9 +8,10 @@
 //    string tensor, a sequence or an empty optional;
 //  - otherwise its TE compute, specialized to the run-time shapes with its value inputs frozen
 //    to their run-time values: small nodes (inputs and outputs up to kInterpretElements
-//    elements) are evaluated by the tir interpreter (no compiler call), larger ones are compiled
-//    as a one-node model (-O0 pipeline, the kernel cache on disk) and run by the sequential
-//    executor; compiled nodes are cached by their specialization.
+//    elements) are lowered unscheduled and run by the tir interpreter (no compiler call),
+//    larger ones are compiled as a one-node model (-O0 pipeline, the kernel cache on disk) and
+//    run by the sequential executor. Both are cached by their specialization (op, attributes,
+//    input types, value-input values), so a Loop body pays the lowering once.
 // This is the "simple path" the operator-coverage issue allows; the VM (DESIGN.md) will make
 // control flow fast.
 #pragma once
@@ -55,15 +56,17 @@ public:
 
 private:
     struct Frame;
-    struct CompiledNode;
+    struct SpecializedNode;
     std::vector<Datum> run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent);
     std::vector<Datum> run_node(const ir::Node& n, const std::vector<Datum>& inputs, const Frame& frame);
     std::vector<Datum> eval_compute(const ir::Node& n, const std::vector<Datum>& inputs);
+    std::unique_ptr<SpecializedNode> specialize(const ir::Node& n, const std::vector<Datum>& inputs,
+                                                int64_t input_elements);
 
     std::shared_ptr<const ir::Graph> graph_;
     runtime::ThreadPool* pool_;
     runtime::Allocator* alloc_;
-    std::unordered_map<std::string, std::shared_ptr<CompiledNode>> compiled_;
+    std::unordered_map<std::string, std::unique_ptr<SpecializedNode>> specialized_;
     Counts counts_;
 };
 

@@ -46,6 +46,10 @@ TEST(HostTfIdf, DocExamples1D) {
     // int64 input gives the same counts.
     auto i64 = run_host("TfIdfVectorizer", {make_tensor(DType::kInt64, {12}, kX)}, doc_attrs(1, 2, 5));
     EXPECT_EQ(floats_of(i64[0]), (Floats{0, 3, 1, 0, 1, 3, 1}));
+    // Huge skip / gram lengths: no pair in 12 items is more than 11 apart and the pool has no
+    // 3-grams, so the counts are those of skip 5; the kernel must not loop over 2^40 skips.
+    auto huge = run_host("TfIdfVectorizer", {x}, doc_attrs(1, int64_t{1} << 40, int64_t{1} << 40));
+    EXPECT_EQ(floats_of(huge[0]), (Floats{0, 3, 1, 0, 1, 3, 1}));
 }
 
 TEST(HostTfIdf, DocExamplesBatch) {

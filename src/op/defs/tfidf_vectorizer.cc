@@ -104,9 +104,9 @@ void count_ngrams(const TfIdfConfig& c, const std::vector<K>& pool, const std::v
     for (int64_t r = 0; r < rows; ++r) {
         const K* row = x.data() + r * cols;
         int64_t* f = freq.data() + r * c.out_size;
-        for (int64_t size = c.min_n; size <= c.max_n; ++size) {
+        for (int64_t size = c.min_n; size <= c.max_n && size <= cols; ++size) {
             const int64_t max_d = size == 1 ? 1 : c.max_skip + 1;
-            for (int64_t d = 1; d <= max_d; ++d) {
+            for (int64_t d = 1; d <= max_d && (size - 1) * d < cols; ++d) {  // the window fits
                 for (int64_t s = 0; s + (size - 1) * d < cols; ++s) {
                     gram.clear();
                     for (int64_t k = 0; k < size; ++k) gram.push_back(row[s + k * d]);

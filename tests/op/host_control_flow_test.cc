@@ -72,8 +72,11 @@ TEST(HostIf, RunsTheSelectedBranch) {
     // A one-element [1] condition is fine; two elements are not.
     EXPECT_EQ(values(run_host("If", {make_tensor(DType::kBool, {1}, {1})}, attrs, 1, run)[0].tensor()),
               (std::vector<double>{1, 2}));
-    expect_error([&] { run_host("If", {make_tensor(DType::kBool, {2}, {1, 1})}, attrs, 1, run); },
-                 ErrorKind::kInvalidArgument, "one-element");
+    expect_error(
+        [&] {
+            run_host("If", {make_tensor(DType::kBool, {2}, {1, 1})}, attrs, 1, run);
+        },
+        ErrorKind::kInvalidArgument, "one-element");
     // Branch outputs may be sequences / empty optionals: passed through.
     RunGraphFn run_seq = [](const ir::Graph&, const std::vector<Datum>&) {
         return std::vector<Datum>{Datum::sequence(DType::kFloat32, {f32({1}, {7})}), Datum::none()};
@@ -105,8 +108,8 @@ struct LoopFixture {
         };
     }
     /// Naive loop: returns the final carried value and the scan rows.
-    static std::pair<std::vector<double>, std::vector<double>> reference(bool has_m, int64_t m, bool has_cond, bool cond,
-                                                                         int64_t stop) {
+    static std::pair<std::vector<double>, std::vector<double>> reference(bool has_m, int64_t m, bool has_cond,
+                                                                         bool cond, int64_t stop) {
         std::vector<double> s = {1, 1}, scan;
         for (int64_t i = 0; (!has_m || i < m) && cond; ++i) {
             s[0] += static_cast<double>(i);
@@ -169,18 +172,30 @@ TEST(HostLoop, CarriesSequencesAndOptionals) {
 TEST(HostLoop, Errors) {
     LoopFixture fx{9};
     ir::AttrMap attrs{{"body", fx.body}};
-    expect_error([&] { run_host("Loop", {Datum::none(), Datum::none(), f32({2}, {1, 1})}, attrs, 2, fx.run(), {true, true}); },
-                 ErrorKind::kUnsupported, "never end");
+    expect_error(
+        [&] {
+            run_host("Loop", {Datum::none(), Datum::none(), f32({2}, {1, 1})}, attrs, 2, fx.run(), {true, true});
+        },
+        ErrorKind::kUnsupported, "never end");
     // The body gives 3 outputs; a Loop node with 1 carried value and 2 scan outputs needs 4.
-    expect_error([&] { run_host("Loop", {i64(2), boolean(true), f32({2}, {1, 1})}, attrs, 3, fx.run()); },
-                 ErrorKind::kInvalidModel, "returned 3 outputs, expected 4");
-    expect_error([&] { run_host("Loop", {f32({}, {2}), boolean(true), f32({2}, {1, 1})}, attrs, 2, fx.run()); },
-                 ErrorKind::kInvalidArgument, "M must be");
+    expect_error(
+        [&] {
+            run_host("Loop", {i64(2), boolean(true), f32({2}, {1, 1})}, attrs, 3, fx.run());
+        },
+        ErrorKind::kInvalidModel, "returned 3 outputs, expected 4");
+    expect_error(
+        [&] {
+            run_host("Loop", {f32({}, {2}), boolean(true), f32({2}, {1, 1})}, attrs, 2, fx.run());
+        },
+        ErrorKind::kInvalidArgument, "M must be");
     RunGraphFn bad_cond = [](const ir::Graph&, const std::vector<Datum>& ins) {
         return std::vector<Datum>{f32({2}, {1, 1}), ins[2], ins[2]};
     };
-    expect_error([&] { run_host("Loop", {i64(2), boolean(true), f32({2}, {1, 1})}, attrs, 2, bad_cond); },
-                 ErrorKind::kInvalidArgument, "cond");
+    expect_error(
+        [&] {
+            run_host("Loop", {i64(2), boolean(true), f32({2}, {1, 1})}, attrs, 2, bad_cond);
+        },
+        ErrorKind::kInvalidArgument, "cond");
 }
 
 // ---- Scan (9+) ----
@@ -258,13 +273,24 @@ TEST(HostScan, ZeroStepsAndErrors) {
     // Two scan inputs of different lengths.
     ir::GraphAttr body3 = make_body({kF2, kF2, kF2}, {kF2, kF2});
     ir::AttrMap attrs3{{"body", body3}, {"num_scan_inputs", int64_t{2}}};
-    expect_error([&] { run_host("Scan", {f32({2}, {0, 0}), Tensor(DType::kFloat32, {3, 2}), Tensor(DType::kFloat32, {4, 2})}, attrs3, 2, fx.run()); },
-                 ErrorKind::kInvalidArgument, "steps");
-    expect_error([&] { run_host("Scan", {f32({2}, {0, 0}), Tensor(DType::kFloat32, {3, 2})}, attrs, 3, fx.run()); },
-                 ErrorKind::kInvalidModel, "returned 2 outputs, expected 3");
-    ir::AttrMap bad_axes{{"body", fx.body}, {"num_scan_inputs", int64_t{1}}, {"scan_input_axes", std::vector<int64_t>{0, 0}}};
-    expect_error([&] { run_host("Scan", {f32({2}, {0, 0}), Tensor(DType::kFloat32, {3, 2})}, bad_axes, 2, fx.run()); },
-                 ErrorKind::kInvalidModel, "scan_input_axes");
+    expect_error(
+        [&] {
+            run_host("Scan", {f32({2}, {0, 0}), Tensor(DType::kFloat32, {3, 2}), Tensor(DType::kFloat32, {4, 2})},
+                     attrs3, 2, fx.run());
+        },
+        ErrorKind::kInvalidArgument, "steps");
+    expect_error(
+        [&] {
+            run_host("Scan", {f32({2}, {0, 0}), Tensor(DType::kFloat32, {3, 2})}, attrs, 3, fx.run());
+        },
+        ErrorKind::kInvalidModel, "returned 2 outputs, expected 3");
+    ir::AttrMap bad_axes{
+        {"body", fx.body}, {"num_scan_inputs", int64_t{1}}, {"scan_input_axes", std::vector<int64_t>{0, 0}}};
+    expect_error(
+        [&] {
+            run_host("Scan", {f32({2}, {0, 0}), Tensor(DType::kFloat32, {3, 2})}, bad_axes, 2, fx.run());
+        },
+        ErrorKind::kInvalidModel, "scan_input_axes");
 }
 
 // ---- Scan-8 ----
@@ -281,30 +307,42 @@ TEST(HostScan, Scan8BatchAndSequenceLens) {
             for (int64_t j = 0; j < 2; ++j) x.set_f64((b * 3 + t) * 2 + j, rows[b][t][j]);
     }
     for (int dir : {0, 1}) {
-        for (bool with_lens : {false, true}) {
-            const std::vector<int64_t> lens = with_lens ? std::vector<int64_t>{3, 1} : std::vector<int64_t>{3, 3};
-            ir::AttrMap attrs{{"body", fx.body}, {"num_scan_inputs", int64_t{1}}, {"directions", std::vector<int64_t>{dir}}};
-            Datum sl = with_lens ? Datum(make_tensor(DType::kInt64, {2}, {3, 1})) : Datum::none();
+        // No sequence_lens (all 3), a shorter entry, and an entry of length 0 (all padding).
+        for (const std::vector<int64_t>& lens : {std::vector<int64_t>{}, {3, 1}, {0, 2}}) {
+            const bool with_lens = !lens.empty();
+            ir::AttrMap attrs{
+                {"body", fx.body}, {"num_scan_inputs", int64_t{1}}, {"directions", std::vector<int64_t>{dir}}};
+            Datum sl = with_lens ? Datum(make_tensor(DType::kInt64, {2},
+                                                     {static_cast<double>(lens[0]), static_cast<double>(lens[1])}))
+                                 : Datum::none();
             auto out = run_host("Scan", {sl, s, x}, attrs, 2, fx.run(), {!with_lens});
             ASSERT_EQ(out[0].tensor().shape(), (Shape{2, 2}));
             ASSERT_EQ(out[1].tensor().shape(), (Shape{2, 3, 2}));
             for (int64_t b = 0; b < 2; ++b) {
-                std::vector<std::vector<double>> r(rows[b].begin(), rows[b].begin() + lens[b]);
+                const int64_t len = with_lens ? lens[b] : 3;
+                std::vector<std::vector<double>> r(rows[b].begin(), rows[b].begin() + len);
                 auto sums = prefix_sums(r, init[b], dir == 1);
-                for (int64_t j = 0; j < 2; ++j) EXPECT_EQ(out[0].tensor().get_f64(b * 2 + j), sums.back()[j]);
+                const std::vector<double> final_state = len > 0 ? sums.back() : init[b];
+                for (int64_t j = 0; j < 2; ++j) EXPECT_EQ(out[0].tensor().get_f64(b * 2 + j), final_state[j]);
                 for (int64_t t = 0; t < 3; ++t)
                     for (int64_t j = 0; j < 2; ++j)
                         EXPECT_EQ(out[1].tensor().get_f64((b * 3 + t) * 2 + j),
-                                  t < lens[b] ? sums[static_cast<size_t>(t)][j] : 0.0)
+                                  t < len ? sums[static_cast<size_t>(t)][j] : 0.0)
                             << "b " << b << " t " << t << " dir " << dir << " lens " << with_lens;
             }
         }
     }
     ir::AttrMap attrs{{"body", fx.body}, {"num_scan_inputs", int64_t{1}}};
-    expect_error([&] { run_host("Scan", {make_tensor(DType::kInt64, {2}, {4, 1}), s, x}, attrs, 2, fx.run()); },
-                 ErrorKind::kInvalidArgument, "sequence_lens[0]");
-    expect_error([&] { run_host("Scan", {Datum::none(), f32({3, 2}, {}), x}, attrs, 2, fx.run(), {true}); },
-                 ErrorKind::kInvalidArgument, "batch");
+    expect_error(
+        [&] {
+            run_host("Scan", {make_tensor(DType::kInt64, {2}, {4, 1}), s, x}, attrs, 2, fx.run());
+        },
+        ErrorKind::kInvalidArgument, "sequence_lens[0]");
+    expect_error(
+        [&] {
+            run_host("Scan", {Datum::none(), f32({3, 2}, {}), x}, attrs, 2, fx.run(), {true});
+        },
+        ErrorKind::kInvalidArgument, "batch");
 }
 
 // ---- SequenceMap ----
@@ -328,13 +366,18 @@ TEST(HostSequenceMap, MapsPositionsWithWholeTensorInputs) {
         EXPECT_EQ(values(out[1].items()[k]), values(as[k]));
     }
     // An empty sequence: empty output sequences typed from the body.
-    auto empty = run_host("SequenceMap", {Datum::sequence(DType::kFloat32, {}), Datum::sequence(DType::kFloat32, {}), t},
-                          {{"body", body}}, 2, run);
+    auto empty =
+        run_host("SequenceMap", {Datum::sequence(DType::kFloat32, {}), Datum::sequence(DType::kFloat32, {}), t},
+                 {{"body", body}}, 2, run);
     EXPECT_TRUE(empty[0].items().empty());
     EXPECT_EQ(empty[0].elem_dtype(), DType::kFloat32);
-    expect_error([&] { run_host("SequenceMap", {Datum::sequence(DType::kFloat32, as), Datum::sequence(DType::kFloat32, {as[0]}), t},
-                               {{"body", body}}, 2, run); },
-                 ErrorKind::kInvalidArgument, "expected 3");
+    expect_error(
+        [&] {
+            run_host("SequenceMap",
+                     {Datum::sequence(DType::kFloat32, as), Datum::sequence(DType::kFloat32, {as[0]}), t},
+                     {{"body", body}}, 2, run);
+        },
+        ErrorKind::kInvalidArgument, "expected 3");
 }
 
 }  // namespace

@@ -62,8 +62,11 @@ TEST(HostSequence, ConstructKeepsOrderAndDtype) {
 }
 
 TEST(HostSequence, ConstructRejectsMixedDtypes) {
-    expect_error([] { run_host("SequenceConstruct", {iota(DType::kFloat32, {2}), iota(DType::kInt64, {2})}); },
-                 ErrorKind::kInvalidArgument, "dtype");
+    expect_error(
+        [] {
+            run_host("SequenceConstruct", {iota(DType::kFloat32, {2}), iota(DType::kInt64, {2})});
+        },
+        ErrorKind::kInvalidArgument, "dtype");
 }
 
 TEST(HostSequence, EmptyDefaultsToFloatAndTakesDtype) {
@@ -95,8 +98,11 @@ TEST(HostSequence, AtOutOfRangeIsAnError) {
     expect_error([&] { run_host("SequenceAt", {s, i64(3)}); }, ErrorKind::kInvalidArgument, "[-3, 2]");
     expect_error([&] { run_host("SequenceAt", {s, i64(-4)}); }, ErrorKind::kInvalidArgument, "-4");
     expect_error([&] { run_host("SequenceAt", {seq_of({}), i64(0)}); }, ErrorKind::kInvalidArgument, "out of range");
-    expect_error([&] { run_host("SequenceAt", {s, make_tensor(DType::kFloat32, {}, {0})}); },
-                 ErrorKind::kInvalidArgument, "int32 or int64");
+    expect_error(
+        [&] {
+            run_host("SequenceAt", {s, make_tensor(DType::kFloat32, {}, {0})});
+        },
+        ErrorKind::kInvalidArgument, "int32 or int64");
 }
 
 // ---- SequenceInsert / SequenceErase ----
@@ -125,10 +131,16 @@ TEST(HostSequence, InsertLikeListInsert) {
 
 TEST(HostSequence, InsertErrors) {
     Datum s = seq_of(abc());
-    expect_error([&] { run_host("SequenceInsert", {s, iota(DType::kFloat32, {1}), i64(4)}); },
-                 ErrorKind::kInvalidArgument, "[-3, 3]");
-    expect_error([&] { run_host("SequenceInsert", {s, iota(DType::kInt32, {1})}); }, ErrorKind::kInvalidArgument,
-                 "i32");
+    expect_error(
+        [&] {
+            run_host("SequenceInsert", {s, iota(DType::kFloat32, {1}), i64(4)});
+        },
+        ErrorKind::kInvalidArgument, "[-3, 3]");
+    expect_error(
+        [&] {
+            run_host("SequenceInsert", {s, iota(DType::kInt32, {1})});
+        },
+        ErrorKind::kInvalidArgument, "i32");
 }
 
 TEST(HostSequence, EraseLikeListPop) {
@@ -203,11 +215,17 @@ TEST(HostSequence, SplitToSequenceStrings) {
 
 TEST(HostSequence, SplitToSequenceErrors) {
     Tensor x = iota(DType::kFloat32, {3, 4});
-    expect_error([&] { run_host("SplitToSequence", {x, make_tensor(DType::kInt64, {2}, {1, 1})}); },
-                 ErrorKind::kInvalidArgument, "sum to 2");
+    expect_error(
+        [&] {
+            run_host("SplitToSequence", {x, make_tensor(DType::kInt64, {2}, {1, 1})});
+        },
+        ErrorKind::kInvalidArgument, "sum to 2");
     expect_error([&] { run_host("SplitToSequence", {x, i64(0)}); }, ErrorKind::kInvalidArgument, "> 0");
-    expect_error([&] { run_host("SplitToSequence", {x, make_tensor(DType::kInt64, {1, 1}, {3})}); },
-                 ErrorKind::kInvalidArgument, "scalar or 1-D");
+    expect_error(
+        [&] {
+            run_host("SplitToSequence", {x, make_tensor(DType::kInt64, {1, 1}, {3})});
+        },
+        ErrorKind::kInvalidArgument, "scalar or 1-D");
     EXPECT_THROW(run_host("SplitToSequence", {x}, {{"axis", int64_t{2}}}), Error);
 }
 
@@ -230,25 +248,32 @@ TEST(HostSequence, ConcatFromSequenceNewAxisLikeNumpyStack) {
     // numpy.stack([x0, x1, x2], axis=1) of [2] vectors -> [2, 3], out[i][k] = xk[i]; axis -1 too.
     std::vector<Tensor> xs = {iota(DType::kInt32, {2}, 0), iota(DType::kInt32, {2}, 5), iota(DType::kInt32, {2}, 9)};
     for (int64_t axis : {1, -1}) {
-        auto out = run_host("ConcatFromSequence", {seq_of(xs, DType::kInt32)},
-                            {{"axis", axis}, {"new_axis", int64_t{1}}});
+        auto out =
+            run_host("ConcatFromSequence", {seq_of(xs, DType::kInt32)}, {{"axis", axis}, {"new_axis", int64_t{1}}});
         EXPECT_EQ(out[0].tensor().shape(), (Shape{2, 3}));
         std::vector<double> want;
         for (int64_t i = 0; i < 2; ++i)
             for (size_t k = 0; k < 3; ++k) want.push_back(xs[k].get_f64(i));
         EXPECT_EQ(values(out[0].tensor()), want);
     }
-    auto front = run_host("ConcatFromSequence", {seq_of(xs, DType::kInt32)}, {{"axis", int64_t{0}}, {"new_axis", int64_t{1}}});
+    auto front =
+        run_host("ConcatFromSequence", {seq_of(xs, DType::kInt32)}, {{"axis", int64_t{0}}, {"new_axis", int64_t{1}}});
     EXPECT_EQ(front[0].tensor().shape(), (Shape{3, 2}));
     EXPECT_EQ(values(front[0].tensor()), (std::vector<double>{0, 1, 5, 6, 9, 10}));
 }
 
 TEST(HostSequence, ConcatFromSequenceErrors) {
-    expect_error([] { run_host("ConcatFromSequence", {seq_of({})}, {{"axis", int64_t{0}}}); },
-                 ErrorKind::kInvalidArgument, "empty");
+    expect_error(
+        [] {
+            run_host("ConcatFromSequence", {seq_of({})}, {{"axis", int64_t{0}}});
+        },
+        ErrorKind::kInvalidArgument, "empty");
     Datum s = seq_of({iota(DType::kFloat32, {2, 2}), iota(DType::kFloat32, {3, 3})});
-    expect_error([&] { run_host("ConcatFromSequence", {s}, {{"axis", int64_t{0}}}); }, ErrorKind::kInvalidArgument,
-                 "[3,3]");
+    expect_error(
+        [&] {
+            run_host("ConcatFromSequence", {s}, {{"axis", int64_t{0}}});
+        },
+        ErrorKind::kInvalidArgument, "[3,3]");
     EXPECT_THROW(run_host("ConcatFromSequence", {s}, {{"axis", int64_t{2}}}), Error);
     EXPECT_THROW(run_host("ConcatFromSequence", {s}), Error);  // axis is required
 }

@@ -11,7 +11,7 @@
 //    scan_output_directions[k] = 1). Scan-8 (told apart by its extra first input, which the body
 //    does not take) has sequence_lens first and a batch axis 0 on every state and scan value:
 //    each batch entry scans its first sequence_lens[b] steps of axis 1 (directions per input);
-//    the scan outputs of shorter entries are zero-padded to the longest length.
+//    the scan outputs of shorter entries are zero-padded to axis 1's length.
 //  - SequenceMap (17): runs the body once per position of the sequence inputs (tensor inputs
 //    are passed whole) and gathers each body output into a sequence.
 #include <algorithm>
@@ -327,13 +327,11 @@ std::vector<Datum> scan8_host(const HostArgs& a, const ir::Graph& body, const Sc
         for (size_t k = 0; k < l.num_state; ++k)
             final_states[k].push_back(st[k].tensor(node_label(n) + " state " + std::to_string(k)));
         for (size_t k = 0; k < l.num_scan_out; ++k) {
-            const std::string who = node_label(n) + " scan output " + std::to_string(k);
-            KILN_CHECK(!outs[k].empty() || max_len == 0, kUnsupported)
-                << who << ": a batch entry with sequence length 0 is not supported";
             if (outs[k].empty()) {
-                scan_outs[k].push_back(empty_stack(body, l.num_state + k, 0));
+                scan_outs[k].emplace_back();  // all padding: shaped below like the other entries
                 continue;
             }
+            const std::string who = node_label(n) + " scan output " + std::to_string(k);
             Tensor y = stack_axis(outs[k], 0, who);
             if (lens[b] < max_len) {
                 Shape pad = y.shape();
@@ -346,8 +344,18 @@ std::vector<Datum> scan8_host(const HostArgs& a, const ir::Graph& body, const Sc
     std::vector<Datum> result;
     for (size_t k = 0; k < l.num_state; ++k)
         result.push_back(stack_axis(final_states[k], 0, node_label(n) + " state " + std::to_string(k)));
-    for (size_t k = 0; k < l.num_scan_out; ++k)
+    for (size_t k = 0; k < l.num_scan_out; ++k) {
+        // Entries with sequence length 0 are zeros shaped like a non-empty entry (or, when every
+        // entry is empty, like the body output's static type).
+        Tensor like = empty_stack(body, l.num_state + k, 0);
+        for (const Tensor& y : scan_outs[k])
+            if (!y.shape().empty()) like = y;
+        Shape pad = like.shape();
+        pad[0] = max_len;
+        for (Tensor& y : scan_outs[k])
+            if (y.shape().empty()) y = Tensor(like.dtype(), pad);
         result.push_back(stack_axis(scan_outs[k], 0, node_label(n) + " scan output " + std::to_string(k)));
+    }
     return result;
 }
 

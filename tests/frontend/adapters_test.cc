@@ -31,6 +31,37 @@ ErrorKind import_kind(const onnx::ModelProto& m, std::string* msg = nullptr) {
     return ErrorKind::kInternal;
 }
 
+TEST(OnnxAdapters, Dft17AxisAttributeBecomesInputTwo) {
+    for (bool given : {true, false}) {
+        onnx::ModelProto m = make_model(17);
+        auto* g = m.mutable_graph();
+        add_input(g, "x", {int64_t{2}, int64_t{8}, int64_t{3}, int64_t{1}});
+        auto* d = add_node(g, "DFT", {"x"}, {"y"}, "dft");
+        if (given) attr_int(d, "axis", 2);
+        add_output(g, "y");
+        ir::Graph ig = import_onnx_bytes(serialize(m));
+        ir::Node* n = ig.nodes()[0];
+        EXPECT_FALSE(n->has_attr("axis"));
+        ASSERT_EQ(n->num_inputs(), 3u);
+        EXPECT_EQ(n->input(1), nullptr);  // no dft_length
+        // DFT-17's default axis is 1; DFT-20's would be -2.
+        EXPECT_EQ(ints_of(n->input(2)), std::vector<int64_t>({given ? 2 : 1}));
+        EXPECT_EQ(n->output(0)->type().str(), "f32[2,8,3,2]");
+    }
+}
+
+TEST(OnnxAdapters, RoiAlign10SamplesAsOutputHalfPixel) {
+    onnx::ModelProto m = make_model(10);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}});
+    add_input(g, "rois", {int64_t{1}, int64_t{4}});
+    add_input(g, "idx", {int64_t{1}}, onnx::TensorProto::INT64);
+    add_node(g, "RoiAlign", {"x", "rois", "idx"}, {"y"}, "roi");
+    add_output(g, "y");
+    ir::Graph ig = import_onnx_bytes(serialize(m));
+    EXPECT_EQ(ig.nodes()[0]->attr_string("coordinate_transformation_mode", ""), "output_half_pixel");
+}
+
 TEST(OnnxAdapters, Clip6AttributesBecomeConstantInputs) {
     onnx::ModelProto m = make_model(6);
     auto* g = m.mutable_graph();

@@ -21,29 +21,9 @@ namespace {
 using testing::make_strings;
 using testing::make_tensor;
 using testing::run_host;
-
-std::vector<int64_t> ints_of(const Datum& d) {
-    const Tensor& t = d.tensor();
-    EXPECT_EQ(t.dtype(), DType::kInt64);
-    return std::vector<int64_t>(t.data_as<int64_t>(), t.data_as<int64_t>() + t.numel());
-}
-
-std::vector<double> doubles_of(const Datum& d) {
-    const Tensor& t = d.tensor();
-    std::vector<double> v;
-    for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
-    return v;
-}
-
-template <typename F>
-void expect_error_kind(F f, ErrorKind kind) {
-    try {
-        f();
-        ADD_FAILURE() << "expected a kiln::Error";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), kind) << e.what();
-    }
-}
+using testing::expect_error_kind;
+using testing::ints_of;
+using testing::doubles_of;
 
 // ---------------------------------------------------------------------------------------------
 // NonZero

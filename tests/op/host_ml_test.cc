@@ -18,23 +18,8 @@ namespace {
 using testing::make_strings;
 using testing::make_tensor;
 using testing::run_host;
-
-std::vector<double> doubles_of(const Datum& d) {
-    const Tensor& t = d.tensor();
-    std::vector<double> v;
-    for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
-    return v;
-}
-
-template <typename F>
-void expect_error_kind(F f, ErrorKind kind) {
-    try {
-        f();
-        ADD_FAILURE() << "expected a kiln::Error";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), kind) << e.what();
-    }
-}
+using testing::expect_error_kind;
+using testing::doubles_of;
 
 void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
     ASSERT_EQ(got.size(), want.size());

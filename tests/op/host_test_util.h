@@ -13,6 +13,7 @@
 #include "op/host.h"
 #include "op/registry.h"
 #include "support/datum.h"
+#include "support/error.h"
 
 namespace kiln::op::testing {
 
@@ -62,6 +63,30 @@ inline Tensor make_strings(Shape shape, const std::vector<std::string>& vals) {
     for (size_t i = 0; i < vals.size() && static_cast<int64_t>(i) < x.numel(); ++i)
         x.data_as<std::string>()[i] = vals[i];
     return x;
+}
+
+/// A tensor Datum's elements as doubles / as int64 (the tensor must be i64 for ints_of).
+inline std::vector<double> doubles_of(const Datum& d) {
+    const Tensor& t = d.tensor();
+    std::vector<double> v;
+    for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get_f64(i));
+    return v;
+}
+inline std::vector<int64_t> ints_of(const Datum& d) {
+    const Tensor& t = d.tensor();
+    EXPECT_EQ(t.dtype(), DType::kInt64);
+    return std::vector<int64_t>(t.data_as<int64_t>(), t.data_as<int64_t>() + t.numel());
+}
+
+/// `f` must throw a kiln::Error of kind `kind`.
+template <typename F>
+void expect_error_kind(F f, ErrorKind kind) {
+    try {
+        f();
+        ADD_FAILURE() << "expected a kiln::Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), kind) << e.what();
+    }
 }
 
 }  // namespace kiln::op::testing

@@ -2425,7 +2425,7 @@ void add_signal2_cases(std::vector<Case>& c) {
     auto dft_ref = [pi](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
         const Arr& s = x[0];
         const int rank = s.rank();
-        int64_t axis = x.size() > 2 && x[2].present ? static_cast<int64_t>(x[2].v[0]) : n.attr_int("axis", 1);
+        int64_t axis = x.size() > 2 && x[2].present ? static_cast<int64_t>(x[2].v[0]) : -2;  // DFT-20 default
         if (axis < 0) axis += rank;
         const int64_t len = x.size() > 1 && x[1].present ? static_cast<int64_t>(x[1].v[0]) : s.shape[axis];
         const bool inverse = n.attr_int("inverse", 0) != 0, cplx = s.shape.back() == 2;
@@ -2451,14 +2451,15 @@ void add_signal2_cases(std::vector<Case>& c) {
         }
         return Refs{y};
     };
-    add("dft_real_axis1_attr", "DFT", {in(F32, {2, 8, 3, 1})}, {{"axis", int64_t{1}}}, dft_ref);
+    add("dft_real_axis1", "DFT", {in(F32, {2, 8, 3, 1}), omitted(), scalar(1)}, {}, dft_ref);
+    add("dft_default_axis_rank4", "DFT", {in(F32, {2, 3, 5, 1})}, {}, dft_ref);
     add("dft_complex_inverse_axis_input_f64", "DFT", {in(F64, {2, 5, 2}), omitted(), scalar(-2)},
         {{"inverse", int64_t{1}}}, dft_ref);
-    add("dft_onesided_zero_pad", "DFT", {in(F32, {3, 6, 1}), scalar(10)}, {{"axis", int64_t{1}}, {"onesided", int64_t{1}}},
+    add("dft_onesided_zero_pad", "DFT", {in(F32, {3, 6, 1}), scalar(10), scalar(1)}, {{"onesided", int64_t{1}}},
         dft_ref);
     add("dft_truncate_axis0_f64", "DFT", {in(F64, {7, 3, 2}), scalar(5), scalar(0)}, {}, dft_ref);
-    add("dft_f16_rank2", "DFT", {in(F16, {6, 1})}, {{"axis", int64_t{0}}}, dft_ref);
-    add("dft_large_values", "DFT", {in(F32, {1, 64, 1}, 0, 100)}, {{"axis", int64_t{1}}}, dft_ref);
+    add("dft_f16_rank2", "DFT", {in(F16, {6, 1}), omitted(), scalar(0)}, {}, dft_ref);
+    add("dft_large_values", "DFT", {in(F32, {1, 64, 1}, 0, 100), omitted(), scalar(1)}, {}, dft_ref);
     // STFT: frame f = samples [f * step, f * step + L), times the window, forward DFT of length L.
     auto stft_ref = [pi](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
         const Arr& s = x[0];

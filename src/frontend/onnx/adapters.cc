@@ -240,6 +240,18 @@ void cast_to_name(PendingNode& n, AdapterContext&) {
     }
 }
 
+// DFT-17: `axis` was an attribute (default 1); DFT-20 takes it as input 2 (default -2).
+void dft_axis_to_input(PendingNode& n, AdapterContext& ctx) {
+    int64_t axis = 1;
+    if (auto a = take_attr(n, "axis")) axis = as_ints(n, "axis", *a).at(0);
+    set_input(n, 2, ints_constant(ctx, hint(n, "axis"), {axis}));
+}
+
+// RoiAlign-10 had no coordinate_transformation_mode and sampled as output_half_pixel does.
+void roi_align_legacy_mode(PendingNode& n, AdapterContext&) {
+    n.attrs["coordinate_transformation_mode"] = std::string("output_half_pixel");
+}
+
 struct AdapterRow {
     const char* op;
     int since;  // the opset that introduced the canonical form
@@ -253,6 +265,7 @@ const AdapterRow kAdapters[] = {
     {"Cast", 6, cast_to_name},
     {"Clip", 11, clip_attrs_to_inputs},
     {"Concat", 4, concat_default_axis},
+    {"DFT", 20, dft_axis_to_input},
     {"Div", 7, arith_legacy_broadcast},
     {"Dropout", 12, dropout_drop_attrs},
     {"Gemm", 7, gemm_drop_broadcast},
@@ -271,6 +284,7 @@ const AdapterRow kAdapters[] = {
     {"ReduceProd", 18, axes_to_input},
     {"ReduceSum", 13, axes_to_input},
     {"ReduceSumSquare", 18, axes_to_input},
+    {"RoiAlign", 16, roi_align_legacy_mode},
     {"Reshape", 5, reshape_shape_to_input},
     {"Slice", 10, slice_attrs_to_inputs},
     {"Softmax", 13, softmax_coerce_2d},

@@ -8,13 +8,11 @@
 // The index product is reduced mod L in integers before the angle is formed, and the sums run in
 // f64 whatever the signal dtype (an f64 stage `*_acc`, then a cast stage): the node tests compare
 // with atol 1e-5, which an f32 accumulation of large sums misses.
-//  - DFT: along `axis` (opset 17: attribute, default 1; opset 20: input 2, default -2; valid
-//    axes exclude the last, complex, dimension). dft_length (input 1) zero-pads or truncates the
-//    axis to L (numpy's fft n=). onesided keeps bins [0, L/2] (the reference slices the output,
-//    also for an inverse transform). dft_length and axis are value inputs (they shape the
-//    output). An opset-17 node without the attribute and an opset-20 node without the input
-//    have different defaults (1 vs -2); the node does not carry its opset, so the default is
-//    applied only where both agree (rank 3) and is kUnsupported otherwise.
+//  - DFT: along `axis` (input 2, default -2; the importer turns DFT-17's attribute, default 1,
+//    into that input; valid axes exclude the last, complex, dimension). dft_length (input 1)
+//    zero-pads or truncates the axis to L (numpy's fft n=). onesided keeps bins [0, L/2] (the
+//    reference slices the output, also for an inverse transform). dft_length and axis are value
+//    inputs (they shape the output).
 //  - STFT: signal [B, N, 1|2]; frame f covers samples [f * frame_step, f * frame_step + L),
 //    L = frame_length (input 3), else the window's length, else N; frames = 1 + (N - L) /
 //    frame_step; the optional window (length L) multiplies each frame; output
@@ -91,13 +89,8 @@ DftGeometry dft_geometry(const ir::Node& n) {
     int64_t axis = 0;
     if (has_input(n, 2)) {
         axis = scalar_value_input(n, 2, "axis");
-    } else if (n.has_attr("axis")) {
-        axis = n.attr_int("axis", 1);
     } else {
-        KILN_CHECK(rank == 3, kUnsupported)
-            << node_label(n) << ": no axis given for a rank-" << rank
-            << " input; the default differs between DFT opset 17 (1) and 20 (-2)";
-        axis = 1;
+        axis = -2;  // DFT-20's default (the importer turns DFT-17's attribute into input 2)
     }
     KILN_CHECK(axis >= -rank && axis <= rank - 2 && axis != -1, kInvalidModel)
         << node_label(n) << ": axis must be in [" << -rank << ", -2] or [0, " << rank - 2 << "], got " << axis;
@@ -117,8 +110,7 @@ OpDef dft_op() {
     d.onnx_versions = {17, 20};
     d.min_inputs = 1;
     d.max_inputs = 3;
-    d.attrs = {{"axis", AttrKind::kInt, std::nullopt},  // opset 17 only (20: input 2)
-               {"inverse", AttrKind::kInt, ir::Attr(int64_t{0})},
+    d.attrs = {{"inverse", AttrKind::kInt, ir::Attr(int64_t{0})},
                {"onesided", AttrKind::kInt, ir::Attr(int64_t{0})}};
     d.value_inputs = {1, 2};
     d.pattern = OpPattern::kOpaque;

@@ -160,7 +160,7 @@ Taps taps(const Expr& c, int64_t dim) {
 OpDef roi_align_op() {
     OpDef d;
     d.name = "RoiAlign";
-    d.onnx_versions = {16, 22};
+    d.onnx_versions = {10, 16, 22};  // 10: the importer sets output_half_pixel
     d.min_inputs = d.max_inputs = 3;
     d.attrs = {{"coordinate_transformation_mode", AttrKind::kString, ir::Attr(std::string("half_pixel"))},
                {"mode", AttrKind::kString, ir::Attr(std::string("avg"))},

@@ -8,7 +8,11 @@ namespace kiln {
 
 struct OpInfo {
     std::string name;
-    std::vector<int> onnx_versions;  // ONNX since-versions implemented, ascending
+    std::string domain;              // "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"
+    std::vector<int> onnx_versions;  // ONNX since-versions implemented (in the domain's opset), ascending
+    /// How it runs: "kernel" (TE compute, compiled), "host" (host kernel, graph interpreter), or
+    /// "kernel + host" (compiled; the host kernel takes strings or sequences).
+    std::string runs_as;
     std::string pattern;             // fusion pattern: elemwise, broadcast, injective, ...
     int min_inputs = 0, max_inputs = 0;  // max_inputs < 0: variadic
     int min_outputs = 0, max_outputs = 0;

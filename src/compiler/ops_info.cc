@@ -9,7 +9,9 @@ std::vector<OpInfo> supported_ops() {
     for (const op::OpDef* d : op::OpRegistry::global().all()) {
         OpInfo i;
         i.name = d->name;
+        i.domain = d->domain.empty() ? "ai.onnx" : d->domain;
         i.onnx_versions = d->onnx_versions;
+        i.runs_as = d->compute && d->host ? "kernel + host" : d->compute ? "kernel" : "host";
         i.pattern = op::op_pattern_name(d->pattern);
         i.min_inputs = d->min_inputs;
         i.max_inputs = d->max_inputs;

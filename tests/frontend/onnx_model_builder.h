@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include <onnx/onnx_pb.h>
+
+#include "support/error.h"
 
 namespace kiln::frontend::testing {
 
@@ -102,6 +105,25 @@ inline void attr_string(onnx::NodeProto* n, const std::string& name, const std::
     a->set_name(name);
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(v);
+}
+
+/// Imports `trials` copies of `good` with 1-4 random bytes overwritten; returns how many threw a
+/// kiln::Error (the rest imported). Anything else (a crash, another exception) fails the test.
+template <typename ImportFn>
+int fuzz_byte_flips(const std::string& good, int trials, uint32_t seed, ImportFn import) {
+    std::mt19937 rng(seed);
+    int threw = 0;
+    for (int trial = 0; trial < trials; ++trial) {
+        std::string bad = good;
+        int flips = 1 + static_cast<int>(rng() % 4);
+        for (int f = 0; f < flips; ++f) bad[rng() % bad.size()] = static_cast<char>(rng() & 0xff);
+        try {
+            import(bad);
+        } catch (const kiln::Error&) {
+            ++threw;
+        }
+    }
+    return threw;
 }
 
 inline std::string serialize(const onnx::ModelProto& m) {

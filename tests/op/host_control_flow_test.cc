@@ -42,18 +42,6 @@ ir::GraphAttr make_body(const std::vector<ir::TensorType>& ins, const std::vecto
     return g;
 }
 
-template <typename F>
-void expect_error(F f, ErrorKind kind, const std::string& needle) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing '" << needle << "'";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), kind) << e.what();
-        EXPECT_NE(std::string(e.what()).find("n0"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-}
-
 const ir::TensorType kF2(DType::kFloat32, {2});
 const ir::TensorType kI64(DType::kInt64, {});
 const ir::TensorType kBool(DType::kBool, {});

@@ -28,19 +28,6 @@ Tensor i64(int64_t v) { return make_tensor(DType::kInt64, {}, {static_cast<doubl
 
 Datum seq_of(const std::vector<Tensor>& items, DType dt = DType::kFloat32) { return Datum::sequence(dt, items); }
 
-/// Expects a kiln::Error of `kind` whose message names node "n0" and contains `needle`.
-template <typename F>
-void expect_error(F f, ErrorKind kind, const std::string& needle) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing '" << needle << "'";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), kind) << e.what();
-        EXPECT_NE(std::string(e.what()).find("n0"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-}
-
 // Three distinguishable tensors: a = [0,1], b = [10,11,12], c = [20].
 std::vector<Tensor> abc() {
     return {iota(DType::kFloat32, {2}, 0), iota(DType::kFloat32, {3}, 10), iota(DType::kFloat32, {1}, 20)};

@@ -1,7 +1,7 @@
 // Calling one op's host kernel (op/host.h) directly in a test: a one-node graph whose input
 // types come from the given Datums, attribute defaults filled by op::check_node, then
 // OpDef::host. Sub-graph running is the caller's (a lambda), so control-flow semantics can be
-// tested without the graph interpreter.
+// tested without the graph interpreter. Errors: op_test_util.h's expect_error.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "op/host.h"
 #include "op/registry.h"
 #include "support/datum.h"
+#include "op_test_util.h"
 #include "support/error.h"
 
 namespace kiln::op::testing {

@@ -148,6 +148,77 @@ uint32_t crc32(const char* p, size_t n) {
     return c ^ 0xFFFFFFFFu;
 }
 
+// numpy's unicode arrays ('<U<n>') hold n UCS-4 code units per element, NUL-padded; Kiln's
+// string tensors hold UTF-8. Invalid UTF-8 or code points are a kInvalidArgument error.
+std::u32string utf8_to_utf32(const std::string& s, const std::string& what) {
+    std::u32string out;
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
+        KILN_CHECK(extra >= 0 && i + static_cast<size_t>(extra) < s.size(), kInvalidArgument)
+            << what << ": invalid UTF-8 at byte " << i;
+        char32_t cp = extra == 0 ? c : c & (0x3f >> extra);
+        for (int k = 1; k <= extra; ++k) {
+            const auto cc = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+            KILN_CHECK((cc & 0xc0) == 0x80, kInvalidArgument) << what << ": invalid UTF-8 at byte " << i + k;
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        out += cp;
+        i += static_cast<size_t>(extra) + 1;
+    }
+    return out;
+}
+
+std::string utf32_to_utf8(char32_t cp, const std::string& what) {
+    KILN_CHECK(cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff), kInvalidArgument)
+        << what << ": invalid code point " << static_cast<uint32_t>(cp);
+    std::string o;
+    if (cp < 0x80) {
+        o += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        o += static_cast<char>(0xc0 | (cp >> 6));
+        o += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        o += static_cast<char>(0xe0 | (cp >> 12));
+        o += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+        o += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+        o += static_cast<char>(0xf0 | (cp >> 18));
+        o += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+        o += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+        o += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+    return o;
+}
+
+Tensor parse_unicode_array(std::string_view data, const std::string& descr, const Shape& shape, const std::string& what) {
+    const std::string digits = descr.substr(2);
+    KILN_CHECK(digits.find_first_not_of("0123456789") == std::string::npos && digits.size() <= 6, kUnsupported)
+        << what << ": numpy dtype '" << descr << "' is not supported";
+    const size_t width = std::stoul(digits);
+    uint64_t numel = 1;
+    for (int64_t x : shape) {
+        KILN_CHECK(width == 0 || x == 0 || numel <= data.size() / (width * 4) / static_cast<uint64_t>(x), kInvalidArgument)
+            << what << ": data of shape " << shape_str(shape) << " runs past the end of the file";
+        numel *= static_cast<uint64_t>(x);
+    }
+    KILN_CHECK(numel * width * 4 == data.size(), kInvalidArgument)
+        << what << ": expected " << numel * width * 4 << " data bytes for " << descr << " " << shape_str(shape)
+        << ", found " << data.size();
+    Tensor t(DType::kString, shape);
+    for (uint64_t i = 0; i < numel; ++i) {
+        std::string& out = t.data_as<std::string>()[i];
+        for (size_t c = 0; c < width; ++c) {
+            char32_t cp = 0;
+            for (int b = 0; b < 4; ++b)
+                cp |= static_cast<char32_t>(static_cast<unsigned char>(data[(i * width + c) * 4 + b])) << (8 * b);
+            if (cp == 0) break;  // NUL padding
+            out += utf32_to_utf8(cp, what);
+        }
+    }
+    return t;
+}
+
 }  // namespace
 
 Tensor parse_npy(const std::string& bytes, const std::string& what) {
@@ -178,6 +249,8 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
     if (!d.empty() && d[0] == '=') d[0] = '<';  // native order: little-endian on supported hosts
     KILN_CHECK(d.empty() || d[0] != '>', kUnsupported)
         << what << ": big-endian dtype '" << descr << "' is not supported";
+    if (d.size() > 2 && d[0] == '<' && d[1] == 'U')
+        return parse_unicode_array(std::string_view(bytes).substr(data_off), d, shape, what);
     auto dtype = dtype_from_numpy_descr(d);
     KILN_CHECK(dtype.has_value(), kUnsupported)
         << what << ": numpy dtype '" << descr << "' is not supported";
@@ -209,16 +282,32 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
 Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
 void write_npy(const std::string& path, const Tensor& t) {
+    std::string descr = t.dtype() == DType::kString ? "" : dtype_numpy_descr(t.dtype());
+    std::string data;  // strings: UCS-4 code units, every element padded to the longest
+    if (t.dtype() == DType::kString) {
+        std::vector<std::u32string> wide;
+        size_t width = 1;
+        for (int64_t i = 0; i < t.numel(); ++i) {
+            wide.push_back(utf8_to_utf32(t.data_as<std::string>()[i], "write_npy('" + path + "')"));
+            width = std::max(width, wide.back().size());
+        }
+        descr = "<U" + std::to_string(width);
+        data.assign(wide.size() * width * 4, '\0');
+        for (size_t i = 0; i < wide.size(); ++i)
+            for (size_t c = 0; c < wide[i].size(); ++c)
+                for (int b = 0; b < 4; ++b)
+                    data[(i * width + c) * 4 + b] = static_cast<char>((wide[i][c] >> (8 * b)) & 0xff);
+    }
     KILN_CHECK(t.dtype() != DType::kBFloat16, kUnsupported)
         << "write_npy('" << path << "'): bf16 has no numpy dtype; convert to f32 first";
-    KILN_CHECK(*dtype_numpy_descr(t.dtype()) != '\0', kUnsupported)
+    KILN_CHECK(!descr.empty(), kUnsupported)
         << "write_npy('" << path << "'): " << dtype_name(t.dtype()) << " has no numpy dtype; convert to f32 first";
     // The same dict numpy writes: shape "()", "(3,)", "(2, 3)".
     std::string dims;
     for (size_t i = 0; i < t.shape().size(); ++i)
         dims += (i ? ", " : "") + std::to_string(t.shape()[i]);
     if (t.shape().size() == 1) dims += ",";
-    std::string header = "{'descr': '" + std::string(dtype_numpy_descr(t.dtype())) +
+    std::string header = "{'descr': '" + descr +
                          "', 'fortran_order': False, 'shape': (" + dims + "), }";
     size_t total = 10 + header.size() + 1;  // magic+version+len, dict, '\n'
     header.append((64 - total % 64) % 64, ' ');
@@ -233,7 +322,9 @@ void write_npy(const std::string& path, const Tensor& t) {
     std::ofstream f(path, std::ios::binary);
     KILN_CHECK(f.good(), kIOError) << "cannot open '" << path << "' for writing";
     f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    if (t.nbytes())
+    if (t.dtype() == DType::kString)
+        f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    else if (t.nbytes())
         f.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
     f.close();
     KILN_CHECK(!f.fail(), kIOError) << "error writing '" << path << "'";

@@ -168,3 +168,38 @@ def test_inspect_says_the_model_is_interpreted(tmp_path):
     proc = run_kiln(["inspect", path, "--kernels"])
     assert proc.returncode == 0, proc.stderr
     assert "graph interpreter" in proc.stdout and "Loop" in proc.stdout, proc.stdout
+
+
+def test_string_model_matches_ort(tmp_path):
+    """Strings in and out through .npy files (numpy unicode arrays): StringConcat with a constant
+    suffix, RegexFullMatch on the result, StringSplit on the input."""
+    suffix = helper.make_tensor("suffix", TensorProto.STRING, [], [b"@kiln.dev"])
+    graph = helper.make_graph(
+        [
+            helper.make_node("StringConcat", ["x", "suffix"], ["email"]),
+            helper.make_node("RegexFullMatch", ["email"], ["valid"], pattern=r"[a-z]+@[a-z]+\.dev"),
+            helper.make_node("StringSplit", ["x"], ["parts", "counts"], delimiter="-"),
+        ],
+        "strings",
+        [helper.make_tensor_value_info("x", TensorProto.STRING, [4])],
+        [helper.make_tensor_value_info("email", TensorProto.STRING, [4]),
+         helper.make_tensor_value_info("valid", TensorProto.BOOL, [4]),
+         helper.make_tensor_value_info("parts", TensorProto.STRING, [4, None]),
+         helper.make_tensor_value_info("counts", TensorProto.INT64, [4])],
+        [suffix],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    onnx.checker.check_model(model, full_check=True)
+    path = str(tmp_path / "strings.onnx")
+    onnx.save(model, path)
+    x = np.array(["ada", "grace-hopper", "x-y-", "\u00e9t\u00e9"])
+    np.savez(str(tmp_path / "in.npz"), x=x)
+    (tmp_path / "out").mkdir()
+    got, _ = kiln_run_model(path, str(tmp_path / "in.npz"), str(tmp_path / "out"), extra=["--repeat", "1"])
+    want = ort_outputs(path, {"x": x.astype(object)})
+    for name, ref in want.items():
+        ref = np.asarray(ref)
+        if ref.dtype == object:
+            ref = ref.astype(str)
+        assert got[name].shape == ref.shape, name
+        np.testing.assert_array_equal(got[name], ref, err_msg=name)

@@ -17,6 +17,18 @@
 namespace kiln {
 namespace {
 
+// np.save(np.array(['ab', '\u00e9t\u00e9x'])): a '<U4' unicode array, UCS-4 and NUL-padded.
+// 160 bytes.
+const std::string kUnicodeNpy(
+    "\x93\x4e\x55\x4d\x50\x59\x01\x00\x76\x00\x7b\x27\x64\x65\x73\x63\x72\x27\x3a\x20\x27\x3c\x55"
+    "\x34\x27\x2c\x20\x27\x66\x6f\x72\x74\x72\x61\x6e\x5f\x6f\x72\x64\x65\x72\x27\x3a\x20\x46\x61"
+    "\x6c\x73\x65\x2c\x20\x27\x73\x68\x61\x70\x65\x27\x3a\x20\x28\x32\x2c\x29\x2c\x20\x7d\x20\x20"
+    "\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20"
+    "\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20"
+    "\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x0a\x61\x00\x00\x00\x62\x00\x00\x00\x00\x00"
+    "\x00\x00\x00\x00\x00\x00\xe9\x00\x00\x00\x74\x00\x00\x00\xe9\x00\x00\x00\x78\x00\x00\x00",
+    160);
+
 // np.save(np.array([[1, -2, 3], [400, 5, -32768]], dtype='<i2'))
 // 140 bytes.
 const std::string kI16Npy(
@@ -190,6 +202,26 @@ TEST(Npy, RoundTripSeveralDtypes) {
         }
     }
     std::remove(path.c_str());
+}
+
+TEST(Npy, UnicodeArraysAreStringTensors) {
+    Tensor t = parse_npy(kUnicodeNpy, "unicode");
+    ASSERT_EQ(t.dtype(), DType::kString);
+    ASSERT_EQ(t.shape(), Shape({2}));
+    EXPECT_EQ(t.data_as<std::string>()[0], "ab");
+    EXPECT_EQ(t.data_as<std::string>()[1], "\xc3\xa9t\xc3\xa9x");  // UTF-8
+    // Written back, the bytes are numpy's.
+    std::string path = ::testing::TempDir() + "kiln_unicode.npy";
+    write_npy(path, t);
+    std::ifstream f(path, std::ios::binary);
+    std::string back((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(back, kUnicodeNpy);
+    std::remove(path.c_str());
+    // A truncated payload and invalid UTF-8 are errors.
+    EXPECT_THROW(parse_npy(kUnicodeNpy.substr(0, kUnicodeNpy.size() - 4), "cut"), Error);
+    Tensor bad(DType::kString, {1});
+    bad.data_as<std::string>()[0] = "\xff";
+    EXPECT_THROW(write_npy(path, bad), Error);
 }
 
 TEST(Npy, Bf16WriteRefused) {

@@ -131,6 +131,9 @@ int run_model(const RunArgs& args) {
                        shape_str(t.shape()), origin[info.name]);
             continue;
         }
+        KILN_CHECK(info.kind == ValueKind::kTensor && info.dtype != DType::kString, kInvalidArgument)
+            << "input '" << info.name << "' is a " << (info.kind == ValueKind::kTensor ? "string tensor" : "sequence or optional")
+            << ": Kiln makes no random data for it; give it with --input (strings: a numpy unicode array)";
         Shape shape = resolve_input_shape(info, opts.dims);
         feeds[info.name] = random.make(info.dtype, shape);
         fmt::print("input {}: {} {} (random, seed {})\n", info.name, dtype_name(info.dtype),

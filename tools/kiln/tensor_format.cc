@@ -8,6 +8,7 @@ namespace kiln::cli {
 
 std::string format_element(const Tensor& t, int64_t i) {
     DType dt = t.dtype();
+    if (dt == DType::kString) return fmt::format("\"{}\"", t.data_as<std::string>()[i]);
     if (dtype_is_float(dt)) {
         double v = t.get_f64(i);
         if (std::isnan(v)) return "nan";

@@ -29,7 +29,9 @@ const OpRegistry& OpRegistry::global() {
         register_loss_ops(r);
         register_matmul_ops(r);
         register_ml_label_encoder_ops(r);
+        register_ml_linear_ops(r);
         register_ml_ops(r);
+        register_ml_tree_classic_ops(r);
         register_ml_tree_ensemble_ops(r);
         register_movement_ops(r);
         register_nn_ops(r);

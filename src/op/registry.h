@@ -71,8 +71,10 @@ void register_tfidf_vectorizer_ops(OpRegistry& r);  // TfIdfVectorizer (host)
 void register_ml_label_encoder_ops(OpRegistry& r);  // ai.onnx.ml LabelEncoder (host)
 void register_nonzero_unique_ops(OpRegistry& r);       // NonZero, Unique (host)
 void register_non_max_suppression_ops(OpRegistry& r);  // NonMaxSuppression (host)
-void register_ml_ops(OpRegistry& r);                   // ai.onnx.ml ArrayFeatureExtractor, Binarizer (host)
+void register_ml_ops(OpRegistry& r);                   // ai.onnx.ml ArrayFeatureExtractor, Binarizer, Scaler, Normalizer, Imputer, CategoryMapper (host)
 void register_ml_tree_ensemble_ops(OpRegistry& r);     // ai.onnx.ml TreeEnsemble (host)
+void register_ml_tree_classic_ops(OpRegistry& r);      // ai.onnx.ml TreeEnsembleRegressor/Classifier (host)
+void register_ml_linear_ops(OpRegistry& r);            // ai.onnx.ml LinearRegressor/Classifier (host)
 void register_training_ops(OpRegistry& r);  // ai.onnx.preview.training Adagrad, Adam, Momentum
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws

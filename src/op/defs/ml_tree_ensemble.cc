@@ -15,7 +15,8 @@
 // post_transform per row: 0 NONE, 1 SOFTMAX, 2 LOGISTIC, 3 SOFTMAX_ZERO (ONNX Runtime's: zeros
 // stay zero), 4 PROBIT (sqrt(2) * erfinv(2y - 1)). Arithmetic is in double.
 // Every id is validated up front and walks are bounded by the node count, so a malformed
-// ensemble (bad ids, cycles) is a kiln::Error, never a crash or a hang.
+// ensemble (bad ids, cycles) is a kiln::Error, never a crash or a hang. The walk and the post
+// transforms are ml_tree_core's, shared with TreeEnsembleRegressor/Classifier (ml_tree_classic.cc).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "op/defs/ml_tree_core.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -31,9 +33,9 @@ namespace kiln::op {
 
 namespace {
 
-enum Mode : int64_t { kLeq = 0, kLt, kGte, kGt, kEq, kNeq, kMember };
+using ml::TreeCore;
+using ml::TreeRef;
 enum Aggregate : int64_t { kAverage = 0, kSum, kMin, kMax };
-enum PostTransform : int64_t { kNone = 0, kSoftmax, kLogistic, kSoftmaxZero, kProbit };
 
 const Tensor& tensor_attr(const ir::Node& n, const std::string& name) {
     auto it = n.attrs().find(name);
@@ -50,165 +52,85 @@ std::vector<double> tensor_values(const Tensor& t) {
 }
 
 struct Ensemble {
-    std::vector<double> splits;
-    std::vector<int64_t> features, modes, true_ids, false_ids, true_leaf, false_leaf, missing_true;
-    std::vector<std::vector<double>> members;  // per node; only MEMBER nodes' are non-empty
-    std::vector<double> leaf_weights;
-    std::vector<int64_t> leaf_targets;
-    std::vector<int64_t> roots;
+    TreeCore core;
     int64_t n_targets = 0;
 };
 
 Ensemble read_ensemble(const ir::Node& n, int64_t num_features) {
     Ensemble e;
-    e.splits = tensor_values(tensor_attr(n, "nodes_splits"));
-    const Tensor& modes = tensor_attr(n, "nodes_modes");
-    KILN_CHECK(!dtype_is_float(modes.dtype()) && modes.dtype() != DType::kString, kInvalidArgument)
+    const std::vector<double> splits = tensor_values(tensor_attr(n, "nodes_splits"));
+    const Tensor& modes_t = tensor_attr(n, "nodes_modes");
+    KILN_CHECK(!dtype_is_float(modes_t.dtype()) && modes_t.dtype() != DType::kString,
+               kInvalidArgument)
         << n.describe() << ": nodes_modes must be an integer tensor (u8), got "
-        << dtype_name(modes.dtype());
-    for (int64_t i = 0; i < modes.numel(); ++i) e.modes.push_back(modes.get_i64(i));
-    e.features = n.attr_ints("nodes_featureids");
-    e.true_ids = n.attr_ints("nodes_truenodeids");
-    e.false_ids = n.attr_ints("nodes_falsenodeids");
-    e.true_leaf = n.attr_ints("nodes_trueleafs");
-    e.false_leaf = n.attr_ints("nodes_falseleafs");
-    e.leaf_weights = tensor_values(tensor_attr(n, "leaf_weights"));
-    e.leaf_targets = n.attr_ints("leaf_targetids");
-    e.roots = n.attr_ints("tree_roots");
-    const size_t num_nodes = e.features.size(), num_leaves = e.leaf_targets.size();
-    e.missing_true =
+        << dtype_name(modes_t.dtype());
+    std::vector<int64_t> modes;
+    for (int64_t i = 0; i < modes_t.numel(); ++i) modes.push_back(modes_t.get_i64(i));
+    const std::vector<int64_t> features = n.attr_ints("nodes_featureids");
+    const std::vector<int64_t> true_ids = n.attr_ints("nodes_truenodeids");
+    const std::vector<int64_t> false_ids = n.attr_ints("nodes_falsenodeids");
+    const std::vector<int64_t> true_leaf = n.attr_ints("nodes_trueleafs");
+    const std::vector<int64_t> false_leaf = n.attr_ints("nodes_falseleafs");
+    const std::vector<double> leaf_weights = tensor_values(tensor_attr(n, "leaf_weights"));
+    const std::vector<int64_t> leaf_targets = n.attr_ints("leaf_targetids");
+    const std::vector<int64_t> roots = n.attr_ints("tree_roots");
+    const size_t num_nodes = features.size(), num_leaves = leaf_targets.size();
+    const std::vector<int64_t> missing_true =
         n.attr_ints("nodes_missing_value_tracks_true", std::vector<int64_t>(num_nodes, 0));
 
     auto check_len = [&](const char* what, size_t got, size_t want) {
         KILN_CHECK(got == want, kInvalidArgument)
             << n.describe() << ": " << what << " has " << got << " entries, expected " << want;
     };
-    check_len("nodes_splits", e.splits.size(), num_nodes);
-    check_len("nodes_modes", e.modes.size(), num_nodes);
-    check_len("nodes_truenodeids", e.true_ids.size(), num_nodes);
-    check_len("nodes_falsenodeids", e.false_ids.size(), num_nodes);
-    check_len("nodes_trueleafs", e.true_leaf.size(), num_nodes);
-    check_len("nodes_falseleafs", e.false_leaf.size(), num_nodes);
-    check_len("nodes_missing_value_tracks_true", e.missing_true.size(), num_nodes);
-    check_len("leaf_weights", e.leaf_weights.size(), num_leaves);
-    KILN_CHECK(!e.roots.empty(), kInvalidArgument) << n.describe() << ": tree_roots is empty";
+    check_len("nodes_splits", splits.size(), num_nodes);
+    check_len("nodes_modes", modes.size(), num_nodes);
+    check_len("nodes_truenodeids", true_ids.size(), num_nodes);
+    check_len("nodes_falsenodeids", false_ids.size(), num_nodes);
+    check_len("nodes_trueleafs", true_leaf.size(), num_nodes);
+    check_len("nodes_falseleafs", false_leaf.size(), num_nodes);
+    check_len("nodes_missing_value_tracks_true", missing_true.size(), num_nodes);
+    check_len("leaf_weights", leaf_weights.size(), num_leaves);
+    KILN_CHECK(!roots.empty(), kInvalidArgument) << n.describe() << ": tree_roots is empty";
 
     int64_t max_target = -1;
-    for (int64_t t : e.leaf_targets) max_target = std::max(max_target, t);
+    for (int64_t t : leaf_targets) max_target = std::max(max_target, t);
     e.n_targets = n.attr_int("n_targets", max_target + 1);
     KILN_CHECK(e.n_targets >= 1, kInvalidArgument)
         << n.describe() << ": n_targets must be >= 1, got " << e.n_targets;
-    for (size_t l = 0; l < num_leaves; ++l)
-        KILN_CHECK(e.leaf_targets[l] >= 0 && e.leaf_targets[l] < e.n_targets, kInvalidArgument)
-            << n.describe() << ": leaf_targetids[" << l << "]=" << e.leaf_targets[l]
+    for (size_t l = 0; l < num_leaves; ++l) {
+        KILN_CHECK(leaf_targets[l] >= 0 && leaf_targets[l] < e.n_targets, kInvalidArgument)
+            << n.describe() << ": leaf_targetids[" << l << "]=" << leaf_targets[l]
             << " is out of range [0, " << e.n_targets << ")";
-    for (int64_t r : e.roots)
-        KILN_CHECK(r >= 0 && r < static_cast<int64_t>(num_nodes), kInvalidArgument)
-            << n.describe() << ": tree root " << r << " is out of range [0, " << num_nodes << ")";
+        e.core.leaves.push_back({{leaf_targets[l], leaf_weights[l]}});
+    }
+    for (int64_t r : roots) e.core.roots.push_back(TreeRef{r, false});
 
     std::vector<double> member_values;
     if (n.has_attr("membership_values"))
         member_values = tensor_values(tensor_attr(n, "membership_values"));
     size_t next_member = 0;
-    e.members.resize(num_nodes);
+    e.core.nodes.resize(num_nodes);
     for (size_t i = 0; i < num_nodes; ++i) {
-        KILN_CHECK(e.modes[i] >= kLeq && e.modes[i] <= kMember, kInvalidArgument)
-            << n.describe() << ": nodes_modes[" << i << "]=" << e.modes[i]
+        KILN_CHECK(modes[i] >= ml::kLeq && modes[i] <= ml::kMember, kInvalidArgument)
+            << n.describe() << ": nodes_modes[" << i << "]=" << modes[i]
             << " is not a mode in [0, 6]";
-        KILN_CHECK(e.features[i] >= 0 && e.features[i] < num_features, kInvalidArgument)
-            << n.describe() << ": nodes_featureids[" << i << "]=" << e.features[i]
-            << " is out of range [0, " << num_features << ")";
-        for (bool t : {true, false}) {
-            const int64_t id = t ? e.true_ids[i] : e.false_ids[i];
-            const bool leaf = (t ? e.true_leaf[i] : e.false_leaf[i]) != 0;
-            const size_t bound = leaf ? num_leaves : num_nodes;
-            KILN_CHECK(id >= 0 && id < static_cast<int64_t>(bound), kInvalidArgument)
-                << n.describe() << ": nodes_" << (t ? "true" : "false") << "nodeids[" << i
-                << "]=" << id << " is out of range [0, " << bound << ") of the "
-                << (leaf ? "leaves" : "nodes");
-        }
-        if (e.modes[i] != kMember) continue;
+        ml::TreeInterior& d = e.core.nodes[i];
+        d.feature = features[i];
+        d.mode = modes[i];
+        d.split = splits[i];
+        d.missing_true = missing_true[i] != 0;
+        d.on_true = TreeRef{true_ids[i], true_leaf[i] != 0};
+        d.on_false = TreeRef{false_ids[i], false_leaf[i] != 0};
+        if (modes[i] != ml::kMember) continue;
         KILN_CHECK(next_member < member_values.size(), kInvalidArgument)
             << n.describe() << ": membership_values has no set for BRANCH_MEMBER node " << i;
         while (next_member < member_values.size() && !std::isnan(member_values[next_member]))
-            e.members[i].push_back(member_values[next_member++]);
+            d.members.push_back(member_values[next_member++]);
         ++next_member;  // the NaN ending the set (or the end)
-        std::sort(e.members[i].begin(), e.members[i].end());
+        std::sort(d.members.begin(), d.members.end());
     }
+    ml::validate_tree_core(n, e.core, num_features);
     return e;
-}
-
-bool branch_true(const Ensemble& e, size_t i, double x) {
-    if (std::isnan(x) && e.missing_true[i] != 0) return true;
-    const double s = e.splits[i];
-    switch (e.modes[i]) {
-        case kLeq:
-            return x <= s;
-        case kLt:
-            return x < s;
-        case kGte:
-            return x >= s;
-        case kGt:
-            return x > s;
-        case kEq:
-            return x == s;
-        case kNeq:
-            return x != s;
-        default:
-            return std::binary_search(e.members[i].begin(), e.members[i].end(), x);
-    }
-}
-
-// The leaf a row reaches from root `root`.
-int64_t find_leaf(const ir::Node& n, const Ensemble& e, int64_t root, const double* row) {
-    auto i = static_cast<size_t>(root);
-    for (size_t steps = 0; steps <= e.features.size(); ++steps) {
-        const bool t = branch_true(e, i, row[e.features[i]]);
-        const int64_t id = t ? e.true_ids[i] : e.false_ids[i];
-        if ((t ? e.true_leaf[i] : e.false_leaf[i]) != 0) return id;
-        i = static_cast<size_t>(id);
-    }
-    KILN_THROW(kInvalidArgument) << n.describe() << ": the tree at root " << root << " has a cycle";
-    return -1;  // not reached: KILN_THROW throws
-}
-
-// Inverse error function: Winitzki's closed-form approximation refined by Newton steps on erf.
-double erfinv(double y) {
-    if (std::isnan(y)) return y;
-    if (y <= -1) return -std::numeric_limits<double>::infinity();
-    if (y >= 1) return std::numeric_limits<double>::infinity();
-    constexpr double kA = 0.147;
-    const double ln = std::log((1 - y) * (1 + y));
-    const double t = 2 / (std::numbers::pi * kA) + ln / 2;
-    double x = std::copysign(std::sqrt(std::sqrt(t * t - ln / kA) - t), y);
-    for (int k = 0; k < 3; ++k)
-        x -= (std::erf(x) - y) / (2 / std::sqrt(std::numbers::pi) * std::exp(-x * x));
-    return x;
-}
-
-void post_transform(int64_t kind, double* v, int64_t m) {
-    switch (kind) {
-        case kSoftmax:
-        case kSoftmaxZero: {
-            double mx = -std::numeric_limits<double>::infinity();
-            for (int64_t j = 0; j < m; ++j) mx = std::max(mx, v[j]);
-            double sum = 0;
-            for (int64_t j = 0; j < m; ++j) {
-                v[j] = (kind == kSoftmaxZero && v[j] == 0) ? 0 : std::exp(v[j] - mx);
-                sum += v[j];
-            }
-            for (int64_t j = 0; j < m; ++j) v[j] /= sum;
-            break;
-        }
-        case kLogistic:
-            for (int64_t j = 0; j < m; ++j) v[j] = 1 / (1 + std::exp(-v[j]));
-            break;
-        case kProbit:
-            for (int64_t j = 0; j < m; ++j) v[j] = std::sqrt(2.0) * erfinv(2 * v[j] - 1);
-            break;
-        default:
-            break;
-    }
 }
 
 double dtype_max(DType t) {
@@ -227,10 +149,10 @@ std::vector<Datum> tree_ensemble_host(const HostArgs& a) {
     const int64_t num_features = x.shape().back();
     const Ensemble e = read_ensemble(n, num_features);
     const int64_t agg = n.attr_int("aggregate_function", kSum);
-    const int64_t post = n.attr_int("post_transform", kNone);
+    const int64_t post = n.attr_int("post_transform", ml::kNone);
     KILN_CHECK(agg >= kAverage && agg <= kMax, kInvalidArgument)
         << n.describe() << ": aggregate_function must be in [0, 3], got " << agg;
-    KILN_CHECK(post >= kNone && post <= kProbit, kInvalidArgument)
+    KILN_CHECK(post >= ml::kNone && post <= ml::kProbit, kInvalidArgument)
         << n.describe() << ": post_transform must be in [0, 4], got " << post;
 
     const int64_t m = e.n_targets;
@@ -244,10 +166,10 @@ std::vector<Datum> tree_ensemble_host(const HostArgs& a) {
         for (int64_t f = 0; f < num_features; ++f)
             row[static_cast<size_t>(f)] = x.get_f64(r * num_features + f);
         std::fill(acc.begin(), acc.end(), init);
-        for (int64_t root : e.roots) {
-            const auto leaf = static_cast<size_t>(find_leaf(n, e, root, row.data()));
-            const auto t = static_cast<size_t>(e.leaf_targets[leaf]);
-            const double w = e.leaf_weights[leaf];
+        for (const TreeRef& root : e.core.roots) {
+            const auto leaf = static_cast<size_t>(ml::tree_find_leaf(n, e.core, root, row.data()));
+            const auto t = static_cast<size_t>(e.core.leaves[leaf][0].first);
+            const double w = e.core.leaves[leaf][0].second;
             switch (agg) {
                 case kMin:
                     acc[t] = std::min(acc[t], w);
@@ -261,8 +183,8 @@ std::vector<Datum> tree_ensemble_host(const HostArgs& a) {
             }
         }
         if (agg == kAverage)
-            for (double& v : acc) v /= static_cast<double>(e.roots.size());
-        post_transform(post, acc.data(), m);
+            for (double& v : acc) v /= static_cast<double>(e.core.roots.size());
+        ml::tree_post_transform(post, acc.data(), m);
         for (int64_t j = 0; j < m; ++j) y.set_f64(r * m + j, acc[static_cast<size_t>(j)]);
     }
     return {std::move(y)};
@@ -288,7 +210,7 @@ OpDef tree_ensemble_op() {
         {"nodes_splits", AttrKind::kTensor, std::nullopt, true},
         {"nodes_trueleafs", AttrKind::kInts, std::nullopt, true},
         {"nodes_truenodeids", AttrKind::kInts, std::nullopt, true},
-        {"post_transform", AttrKind::kInt, ir::Attr(int64_t{kNone})},
+        {"post_transform", AttrKind::kInt, ir::Attr(int64_t{ml::kNone})},
         {"tree_roots", AttrKind::kInts, std::nullopt, true},
     };
     d.pattern = OpPattern::kOpaque;

@@ -161,6 +161,13 @@ void check_columns(const ir::Node& n, const char* what, size_t got, int64_t cols
         << " (X's last dimension)";
 }
 
+// Scaler and Normalizer: numeric X in, f32 of X's shape out.
+std::vector<ir::TensorType> float_like_input(const ir::Node& n) {
+    const auto& x = input_type(n, 0, "X");
+    check_dtype(n, "X", x.dtype, numeric_in_types());
+    return {{DType::kFloat32, x.shape}};
+}
+
 OpDef scaler_op() {
     OpDef d;
     d.name = "Scaler";
@@ -169,11 +176,7 @@ OpDef scaler_op() {
     d.attrs = {{"offset", AttrKind::kFloats, std::nullopt},
                {"scale", AttrKind::kFloats, std::nullopt}};
     d.pattern = OpPattern::kOpaque;
-    d.infer = [](const ir::Node& n) {
-        const auto& x = input_type(n, 0, "X");
-        check_dtype(n, "X", x.dtype, numeric_in_types());
-        return std::vector<ir::TensorType>{{DType::kFloat32, x.shape}};
-    };
+    d.infer = float_like_input;
     d.host = [](const HostArgs& a) {
         const ir::Node& n = a.node;
         const Tensor& x = a.tensor(0);
@@ -201,11 +204,7 @@ OpDef normalizer_op() {
     d.onnx_versions = {1};
     d.attrs = {{"norm", AttrKind::kString, ir::Attr(std::string("MAX"))}};
     d.pattern = OpPattern::kOpaque;
-    d.infer = [](const ir::Node& n) {
-        const auto& x = input_type(n, 0, "X");
-        check_dtype(n, "X", x.dtype, numeric_in_types());
-        return std::vector<ir::TensorType>{{DType::kFloat32, x.shape}};
-    };
+    d.infer = float_like_input;
     d.host = [](const HostArgs& a) {
         const ir::Node& n = a.node;
         const Tensor& x = a.tensor(0);

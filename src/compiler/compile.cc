@@ -13,8 +13,6 @@
 //    elementwise kernels that may run in place are emitted without `restrict`.
 #include "compiler/compile.h"
 
-#include "compiler/graph_interpreter.h"
-
 #include <chrono>
 #include <limits>
 #include <map>
@@ -23,6 +21,7 @@
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
 #include "compiler/fold_constant_node.h"
+#include "compiler/graph_interpreter.h"
 #include "compiler/lower_group.h"
 #include "compiler/plan_executable.h"
 #include "ir/verifier.h"
@@ -75,12 +74,9 @@ pass::PassContext pass_context() {
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
-    // What only the graph interpreter runs (Session routes such models there).
-    std::string why = interpreter_reason(g, [&] {
-        std::vector<std::string> all;  // data-dependent value inputs fail later, naming the node
-        for (const ir::Value* v : g.inputs()) all.push_back(v->name());
-        return all;
-    }());
+    // What only the graph interpreter runs (Session routes such models there). A data-dependent
+    // value input fails later, naming the node.
+    std::string why = host_only_reason(g);
     KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "': " << why
                                           << "; it runs in the graph interpreter (kiln::Session picks it)";
     bind_input_shapes(g, opts.dims);

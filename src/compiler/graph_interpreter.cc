@@ -49,7 +49,7 @@ std::string signature_str(const ir::Node& n, const std::vector<Datum>& inputs) {
 
 }  // namespace
 
-std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string>& frozen_inputs) {
+std::string host_only_reason(const ir::Graph& g) {
     const op::OpRegistry& reg = op::OpRegistry::global();
     for (const ir::Value* v : g.inputs())
         if (!is_plain_tensor_type(v->type()))
@@ -59,12 +59,6 @@ std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string
             return "graph output '" + v->name() + "' is a " + v->type().str();
     for (const ir::Value* v : g.constants())
         if (v->constant().dtype() == DType::kString) return "constant '" + v->name() + "' holds strings";
-    // Values whose contents depend on a (not frozen) graph input's data; Shape and Size read only
-    // shapes, which compile() knows.
-    std::set<const ir::Value*> data_dependent;
-    for (const ir::Value* v : g.inputs())
-        if (std::find(frozen_inputs.begin(), frozen_inputs.end(), v->name()) == frozen_inputs.end())
-            data_dependent.insert(v);
     for (const ir::Node* n : g.nodes()) {
         const op::OpDef* def = reg.find(n->op());
         if (!def) continue;  // the session reports unknown ops
@@ -73,6 +67,22 @@ std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string
         for (const ir::Value* o : n->outputs())
             if (!is_plain_tensor_type(o->type()))
                 return n->describe() + " produces a " + o->type().str();
+    }
+    return "";
+}
+
+std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string>& frozen_inputs) {
+    if (std::string why = host_only_reason(g); !why.empty()) return why;
+    // Values whose contents depend on a (not frozen) graph input's data; Shape and Size read only
+    // shapes, which compile() knows.
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    std::set<const ir::Value*> data_dependent;
+    for (const ir::Value* v : g.inputs())
+        if (std::find(frozen_inputs.begin(), frozen_inputs.end(), v->name()) == frozen_inputs.end())
+            data_dependent.insert(v);
+    for (const ir::Node* n : g.nodes()) {
+        const op::OpDef* def = reg.find(n->op());
+        if (!def) continue;
         for (int vi : def->value_inputs) {
             const ir::Value* in = n->input(static_cast<size_t>(vi));
             if (in && data_dependent.count(in) && !in->is_graph_input())
@@ -202,18 +212,23 @@ std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const std::vect
     KILN_CHECK(def->compute != nullptr, kUnsupported) << n.describe() << " has no host kernel and no compute";
     KILN_CHECK(plain, kUnsupported) << n.describe() << " (" << signature_str(n, inputs)
                                     << "): Kiln runs this op on numeric tensors only";
-    return eval_compute(n, inputs);
+    return eval_compute(n, *def, inputs);
 }
 
-std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const std::vector<Datum>& inputs) {
-    const op::OpDef& def = *op::OpRegistry::global().find(n.op());
-    std::set<int> value_slots(def.value_inputs.begin(), def.value_inputs.end());
-
+std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::OpDef& def,
+                                                  const std::vector<Datum>& inputs) {
+    const std::set<int> value_slots(def.value_inputs.begin(), def.value_inputs.end());
     // The specialization: op, attributes, input types, and the values of the value inputs (the
     // only inputs a compute may read as data: the rest are graph inputs of the one-node graph).
+    // The op-and-attributes part is the node's, printed once (a Loop body runs it many times).
+    auto prefix = node_keys_.find(&n);
+    if (prefix == node_keys_.end()) {
+        std::string p = n.op() + "|";
+        for (const auto& [k, a] : n.attrs()) p += k + "=" + ir::attr_str(a) + ";";
+        prefix = node_keys_.emplace(&n, std::move(p)).first;
+    }
     std::ostringstream key;
-    key << n.op() << "|";
-    for (const auto& [k, a] : n.attrs()) key << k << "=" << ir::attr_str(a) << ";";
+    key << prefix->second;
     int64_t elements = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].is_none()) {
@@ -226,7 +241,8 @@ std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const std::
         if (value_slots.count(static_cast<int>(i))) key << "=" << ir::tensor_data_str(t);
     }
     auto it = specialized_.find(key.str());
-    if (it == specialized_.end()) it = specialized_.emplace(key.str(), specialize(n, inputs, elements)).first;
+    if (it == specialized_.end())
+        it = specialized_.emplace(key.str(), specialize(n, def, value_slots, inputs, elements)).first;
     SpecializedNode& sn = *it->second;
 
     if (sn.executor) {
@@ -244,11 +260,10 @@ std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const std::
     return std::vector<Datum>(buffers.end() - static_cast<std::ptrdiff_t>(sn.output_types.size()), buffers.end());
 }
 
-std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(const ir::Node& n,
+std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(const ir::Node& n, const op::OpDef& def,
+                                                                                const std::set<int>& value_slots,
                                                                                 const std::vector<Datum>& inputs,
                                                                                 int64_t input_elements) {
-    const op::OpDef& def = *op::OpRegistry::global().find(n.op());
-    std::set<int> value_slots(def.value_inputs.begin(), def.value_inputs.end());
     auto sn = std::make_unique<SpecializedNode>();
     ir::Graph g;
     g.name = n.op();

@@ -18,11 +18,13 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
+#include "op/op_def.h"
 #include "runtime/allocator.h"
 #include "runtime/thread_pool.h"
 #include "support/datum.h"
@@ -38,6 +40,10 @@ constexpr int64_t kInterpretElements = 1 << 16;
 /// data of a graph input not in `frozen_inputs` (graph inputs whose values the session
 /// specializes on).
 std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string>& frozen_inputs = {});
+
+/// The part of interpreter_reason that no specialization removes: host-only ops, sub-graphs,
+/// non-tensor or string values ("" when compile() can take the graph's ops and types).
+std::string host_only_reason(const ir::Graph& g);
 
 class GraphInterpreter {
 public:
@@ -59,14 +65,15 @@ private:
     struct SpecializedNode;
     std::vector<Datum> run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent);
     std::vector<Datum> run_node(const ir::Node& n, const std::vector<Datum>& inputs, const Frame& frame);
-    std::vector<Datum> eval_compute(const ir::Node& n, const std::vector<Datum>& inputs);
-    std::unique_ptr<SpecializedNode> specialize(const ir::Node& n, const std::vector<Datum>& inputs,
-                                                int64_t input_elements);
+    std::vector<Datum> eval_compute(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs);
+    std::unique_ptr<SpecializedNode> specialize(const ir::Node& n, const op::OpDef& def, const std::set<int>& value_slots,
+                                                const std::vector<Datum>& inputs, int64_t input_elements);
 
     std::shared_ptr<const ir::Graph> graph_;
     runtime::ThreadPool* pool_;
     runtime::Allocator* alloc_;
     std::unordered_map<std::string, std::unique_ptr<SpecializedNode>> specialized_;
+    std::unordered_map<const ir::Node*, std::string> node_keys_;  // op and attributes, per node
     Counts counts_;
 };
 

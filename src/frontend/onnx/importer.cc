@@ -386,8 +386,8 @@ private:
         for (const auto& vi : gp.output()) {
             auto it = env_.find(vi.name());
             ir::Value* v = it != env_.end() ? it->second : nullptr;
-            if (!v && find_outer(vi.name())) {  // a sub-graph passing an outer value through
-                v = g_.add_outer_input(vi.name(), find_outer(vi.name())->type());
+            if (ir::Value* outer = v ? nullptr : find_outer(vi.name())) {  // a sub-graph passing an outer value through
+                v = g_.add_outer_input(vi.name(), outer->type());
                 define(vi.name(), v, true);
             }
             KILN_CHECK(v != nullptr, kInvalidModel) << "graph output '" << vi.name() << "' is not defined by any node";

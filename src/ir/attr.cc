@@ -48,6 +48,8 @@ std::string element_str(const Tensor& t, int64_t i) {
             return std::to_string(*reinterpret_cast<const uint64_t*>(p));
         case DType::kBool:
             return *reinterpret_cast<const uint8_t*>(p) ? "true" : "false";
+        case DType::kString:
+            return quote_string(t.data_as<std::string>()[i]);
         default:
             if (dtype_is_lowp_float(t.dtype())) return format_f32(static_cast<float>(t.get_f64(i)));
             return std::to_string(t.get_i64(i));

@@ -197,6 +197,10 @@ private:
             out.set_i64(i, v);
         };
         switch (out.dtype()) {
+            case DType::kString:
+                if (e.kind != Tok::kString) fail_at(e, "a quoted string element");
+                out.data_as<std::string>()[i] = e.text;
+                break;
             case DType::kFloat32:
                 out.data_as<float>()[i] = floating<float>(e, what.c_str());
                 break;

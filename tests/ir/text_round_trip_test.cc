@@ -265,3 +265,24 @@ TEST(TextRoundTrip, ElidedConstantsDoNotParse) {
 
 }  // namespace
 }  // namespace kiln::ir
+
+namespace kiln::ir {
+namespace {
+
+// String constants (the interpreted path's suffixes, label tables) print quoted and read back.
+TEST(TextRoundTrip, StringConstants) {
+    Graph g;
+    Tensor s(DType::kString, {3});
+    s.data_as<std::string>()[0] = "@kiln.dev";
+    s.data_as<std::string>()[1] = "";
+    s.data_as<std::string>()[2] = "quote \" and \\ backslash";
+    Value* c = g.add_constant("suffix", s);
+    g.add_output(c);
+    Graph h = round_trip(g);
+    const Tensor& back = h.find_value("suffix")->constant();
+    ASSERT_EQ(back.dtype(), DType::kString);
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(back.data_as<std::string>()[i], s.data_as<std::string>()[i]);
+}
+
+}  // namespace
+}  // namespace kiln::ir

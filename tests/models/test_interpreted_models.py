@@ -192,6 +192,8 @@ def test_string_model_matches_ort(tmp_path):
     onnx.checker.check_model(model, full_check=True)
     path = str(tmp_path / "strings.onnx")
     onnx.save(model, path)
+    proc = run_kiln(["inspect", path])  # string constants print in the IR text
+    assert proc.returncode == 0 and '["@kiln.dev"]' in proc.stdout, proc.stdout + proc.stderr
     x = np.array(["ada", "grace-hopper", "x-y-", "\u00e9t\u00e9"])
     np.savez(str(tmp_path / "in.npz"), x=x)
     (tmp_path / "out").mkdir()

@@ -36,6 +36,9 @@ struct SessionOptions {
     /// Graph optimization level, 0..3 (docs/passes.md): -O0 runs every node as its own kernel;
     /// -O3 folds, simplifies and fuses.
     int opt_level = 3;
+    /// Who computes convolutions and matrix products: "generated" (Kiln's own kernels), "dnnl"
+    /// (oneDNN wherever it can), or "auto" (a rule per workload; docs/kernels.md).
+    std::string kernels = "auto";
     /// Passes after which inspect() shows the IR (pass names as `kiln inspect --print-after`
     /// takes them), or all of them.
     std::vector<std::string> print_after;

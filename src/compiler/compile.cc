@@ -33,6 +33,8 @@
 #include "te/schedule.h"
 #include "tir/lower.h"
 #include "tir/simplify.h"
+#include "topi/dnnl_match.h"
+#include "runtime/extern_kernel.h"
 
 namespace kiln::compiler {
 namespace {
@@ -58,7 +60,36 @@ Shape bind_shape(const ir::Value& v, const std::map<std::string, int64_t>& dims)
     return out;
 }
 
+/// Below this many flops a oneDNN call costs more than it saves (primitive dispatch and the
+/// OpenMP team's start are a few microseconds); auto keeps such units generated.
+constexpr double kDnnlMinFlops = 2e5;
+
+/// The extern kernel for `unit` under `source`, or nullopt for a generated one.
+std::optional<topi::ExternChoice> choose_extern(const KernelUnit& unit, KernelSource source) {
+    if (source == KernelSource::kGenerated || !runtime::have_dnnl()) return std::nullopt;
+    std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+    if (c && source == KernelSource::kAuto && unit_flops(unit) < kDnnlMinFlops) return std::nullopt;
+    return c;
+}
+
 }  // namespace
+
+const char* kernel_source_name(KernelSource k) {
+    switch (k) {
+        case KernelSource::kAuto: return "auto";
+        case KernelSource::kGenerated: return "generated";
+        case KernelSource::kDnnl: return "dnnl";
+    }
+    return "?";
+}
+
+KernelSource parse_kernel_source(const std::string& s) {
+    if (s == "auto") return KernelSource::kAuto;
+    if (s == "generated") return KernelSource::kGenerated;
+    if (s == "dnnl") return KernelSource::kDnnl;
+    KILN_CHECK(false, kInvalidArgument) << "kernels must be auto, generated or dnnl, got '" << s << "'";
+    return KernelSource::kAuto;
+}
 
 void bind_input_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
     for (ir::Value* in : g.inputs()) in->set_type(ir::TensorType::of_static(in->type().dtype, bind_shape(*in, dims)));
@@ -79,6 +110,8 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     std::string why = host_only_reason(g);
     KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "': " << why
                                           << "; it runs in the graph interpreter (kiln::Session picks it)";
+    KILN_CHECK(opts.kernels != KernelSource::kDnnl || runtime::have_dnnl(), kUnsupported)
+        << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
     bind_input_shapes(g, opts.dims);
     CompiledModel result;
     result.pass_records = pass::run_passes(g, pass::passes_for_level(opts.opt_level), pass_context(), opts.passes);
@@ -112,11 +145,24 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         std::vector<int> arg_ids;
         for (const ir::Value* v : unit.inputs) arg_ids.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) arg_ids.push_back(buffer_of.at(v));
-        // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.resize(lowered.size());
+        step_args.push_back(std::move(arg_ids));
+        if (auto ext = choose_extern(unit, opts.kernels)) {
+            // oneDNN reads a residual and writes the output at once: never in place.
+            step_inplace.push_back({});
+            LoweredKernel k;
+            k.description = unit.ops();
+            k.node_name = unit.nodes.front()->name();
+            k.extern_name = ext->name;
+            k.extern_params = ext->params;
+            k.num_inputs = static_cast<int>(unit.inputs.size());
+            k.flops = unit_flops(unit);
+            lowered.push_back(std::move(k));
+            continue;
+        }
+        // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
         lowered.push_back(lower_unit(unit, !step_inplace.back().empty()));
-        step_args.push_back(std::move(arg_ids));
     }
 
     // Graph outputs: mark fresh node results as outputs; copy anything else into its own buffer.
@@ -156,7 +202,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     std::vector<std::string> sources;
     for (size_t s = 0; s < lowered.size(); ++s) {
         runtime::StepDesc step;
-        if (lowered[s].async_copy) {
+        if (lowered[s].async_copy || !lowered[s].extern_name.empty()) {
             step.kernel = -1;  // assigned below, after the compiled kernels
         } else {
             auto [it, inserted] = kernel_of_source.emplace(lowered[s].source, static_cast<int>(sources.size()));
@@ -171,11 +217,30 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     }
     std::vector<codegen::CompiledLibrary> libs = codegen::compile_c_many(sources, opts.compile_jobs);
     exe->kernels.resize(sources.size());
+    int async_copy_kernel = -1;
     for (size_t s = 0; s < lowered.size(); ++s) {
+        if (!lowered[s].extern_name.empty()) {  // one kernel per extern step: it owns packed weights
+            runtime::KernelDesc kd;
+            kd.description = lowered[s].description;
+            kd.extern_name = lowered[s].extern_name;
+            kd.extern_params = lowered[s].extern_params;
+            exe->kernels.push_back(std::move(kd));
+            exe->steps[s].kernel = static_cast<int>(exe->kernels.size()) - 1;
+            KernelInfo info;
+            info.description = lowered[s].description;
+            info.node_name = lowered[s].node_name;
+            info.extern_name = lowered[s].extern_name;
+            info.c_source = "// extern kernel " + lowered[s].extern_name + ": " + lowered[s].extern_params + "\n";
+            info.from_cache = true;
+            result.kernels.push_back(std::move(info));
+            continue;
+        }
         if (lowered[s].async_copy) {
-            if (exe->kernels.size() == sources.size())
+            if (async_copy_kernel < 0) {
                 exe->kernels.push_back({"", runtime::kAsyncCopySymbol, "Copy", /*is_async=*/true});
-            exe->steps[s].kernel = static_cast<int>(sources.size());
+                async_copy_kernel = static_cast<int>(exe->kernels.size()) - 1;
+            }
+            exe->steps[s].kernel = async_copy_kernel;
             KernelInfo info;
             info.description = "Copy";
             info.node_name = lowered[s].node_name;
@@ -202,6 +267,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     for (const auto& l : libs)
         if (!l.from_cache) ++result.stats.compiled;
     result.stats.kernels = static_cast<int>(sources.size());
+    for (const LoweredKernel& k : lowered) result.stats.kernels += !k.extern_name.empty();
     // Static memory plan (issue 5): one arena for the intermediates, checked by the plan checker;
     // sets planned_for_concurrency from the plan's mode (or when nothing shares memory).
     ExecutablePlan mem = plan_executable(*exe, step_inplace, opts.plan_for_concurrency);

@@ -15,6 +15,13 @@
 
 namespace kiln::compiler {
 
+/// Who computes convolutions and matrix products (docs/kernels.md): Kiln's generated kernels,
+/// oneDNN wherever it can (topi/dnnl_match.h), or a rule per workload (auto).
+enum class KernelSource { kAuto, kGenerated, kDnnl };
+const char* kernel_source_name(KernelSource k);
+/// Parses "auto" | "generated" | "dnnl"; kInvalidArgument otherwise.
+KernelSource parse_kernel_source(const std::string& s);
+
 struct CompileOptions {
     /// Values for symbolic dimensions ("N" -> 1). Unbound symbolic dims are an error.
     std::map<std::string, int64_t> dims;
@@ -27,6 +34,9 @@ struct CompileOptions {
     int opt_level = pass::kMaxOptLevel;
     /// Verification and IR printing between passes.
     pass::PassManagerOptions passes;
+    /// Generated kernels or oneDNN for conv/matmul units. kDnnl without oneDNN built in is a
+    /// kUnsupported error; kAuto then generates everything.
+    KernelSource kernels = KernelSource::kAuto;
 };
 
 struct KernelInfo {
@@ -35,6 +45,7 @@ struct KernelInfo {
     std::string tir;          // loop IR text
     std::string c_source;
     bool from_cache = false;
+    std::string extern_name;  // "dnnl_conv" / "dnnl_matmul" for an extern kernel, else empty
 };
 
 struct CompileStats {

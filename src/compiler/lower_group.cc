@@ -222,4 +222,11 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias) {
     return k;
 }
 
+double unit_flops(const KernelUnit& unit) {
+    double f = 0;
+    for (const ir::Node* n : unit.nodes)
+        if (const op::OpDef* def = op::OpRegistry::global().find(n->op())) f += node_flops(*def, *n);
+    return f;
+}
+
 }  // namespace kiln::compiler

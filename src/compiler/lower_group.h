@@ -35,6 +35,8 @@ struct LoweredKernel {
     tir::PrimFunc func;
     std::string source;
     bool async_copy = false;  // the runtime's built-in async copy: no func, no source
+    /// An extern kernel (runtime/extern_kernel.h): no func, no source.
+    std::string extern_name, extern_params;
     int num_inputs = -1;      // StepDesc::num_inputs
     double flops = 0;         // StepDesc::flops
 };
@@ -42,5 +44,8 @@ struct LoweredKernel {
 /// Lowers a unit to one kernel whose parameters are the unit's inputs then its outputs.
 /// `params_may_alias`: emit without `restrict` (the memory plan may compute it in place).
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias);
+
+/// Estimated floating-point operations of one run of the unit (StepDesc::flops).
+double unit_flops(const KernelUnit& unit);
 
 }  // namespace kiln::compiler

@@ -272,6 +272,7 @@ private:
         copts.dims = dims;
         copts.plan_for_concurrency = may_use_dataflow();
         copts.opt_level = opts_.opt_level;
+        copts.kernels = compiler::parse_kernel_source(opts_.kernels);
         copts.passes.print_after.insert(opts_.print_after.begin(), opts_.print_after.end());
         copts.passes.print_after_all = opts_.print_after_all;
         for (const std::string& name : opts_.print_after) {

@@ -147,13 +147,12 @@ Status BufferTable::run_step(size_t s, const RunBindings& b, const kiln_kernel_e
     }
     for (size_t i = 0; i < step.args.size(); ++i) argv[i] = b.ptrs[step.args[i]];
     if (exe_->kernels[step.kernel].is_async) return run_async_step(s, b);
-    int32_t rc = exe_->kernel_fn(step.kernel)(argv, &env);
-    if (rc == 0) return Status::ok_status();
+    Status st = exe_->run_kernel(step.kernel, argv, env);
+    if (st.ok()) return st;
     const KernelDesc& k = exe_->kernels[step.kernel];
-    return Status(ErrorKind::kInternal, "kernel '" + k.symbol + "' for node '" + step.node_name + "'" +
-                                            (k.description.empty() ? "" : " (" + k.description + ")") +
-                                            " failed with code " + std::to_string(rc) +
-                                            (rc == 1 ? " (could not allocate a kernel-local buffer)" : ""));
+    return Status(st.kind(), "kernel '" + (k.is_extern() ? k.extern_name : k.symbol) + "' for node '" + step.node_name +
+                                 "'" + (k.description.empty() ? "" : " (" + k.description + ")") + " failed: " +
+                                 st.message());
 }
 
 // Async kernels (async_kernel.h) run synchronously here: started, then waited for.

@@ -1,12 +1,14 @@
 // Executable loading: each distinct kernel library is dlopened once (RTLD_NOW | RTLD_LOCAL, so
 // missing symbols fail here and kernels of different libraries never interpose), then every
-// kernel's symbol is resolved. Libraries stay open as long as the Executable lives.
+// kernel's symbol is resolved; extern kernels (oneDNN) are built from their parameters. Libraries stay open as long as the Executable lives.
 #include "runtime/executable.h"
 
 #include <dlfcn.h>
 
 #include <map>
 
+#include "runtime/extern_kernel.h"
+#include "runtime/thread_pool.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -44,6 +46,7 @@ private:
 };
 
 Executable::~Executable() {
+    externs_.clear();
     fns_.clear();
     libs_.clear();
 }
@@ -53,9 +56,16 @@ void Executable::load() {
     std::map<std::string, std::shared_ptr<LoadedLibrary>> by_path;
     std::vector<std::shared_ptr<LoadedLibrary>> libs;
     std::vector<kiln_kernel_fn> fns;
+    std::vector<std::shared_ptr<ExternKernel>> externs(kernels.size());
     fns.reserve(kernels.size());
-    for (const KernelDesc& k : kernels) {
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+        const KernelDesc& k = kernels[ki];
         if (k.is_async) {  // a runtime built-in (async_kernel.h): nothing to load
+            fns.push_back(nullptr);
+            continue;
+        }
+        if (k.is_extern()) {
+            externs[ki] = make_extern(static_cast<int>(ki));
             fns.push_back(nullptr);
             continue;
         }
@@ -73,6 +83,48 @@ void Executable::load() {
     }
     libs_ = std::move(libs);
     fns_ = std::move(fns);
+    externs_ = std::move(externs);
+}
+
+std::shared_ptr<ExternKernel> Executable::make_extern(int kernel) const {
+    const KernelDesc& k = kernels[kernel];
+    ExternKernelFactory factory = find_extern_kernel(k.extern_name);
+    KILN_CHECK(factory, kUnsupported) << "kernel for " << k.description << " needs the extern kernel '" << k.extern_name
+                                      << "', which this build of Kiln lacks (built without oneDNN?)";
+    const StepDesc* step = nullptr;
+    for (const StepDesc& s : steps)
+        if (s.kernel == kernel) {
+            KILN_ICHECK(!step) << "extern kernel " << kernel << " is shared by two steps";
+            step = &s;
+        }
+    KILN_CHECK(step, kInternal) << "bug in Kiln: extern kernel " << kernel << " has no step";
+    std::vector<ExternArg> args;
+    for (int id : step->args) {
+        const BufferDesc& b = buffers.at(id);
+        args.push_back({b.dtype, b.shape, b.role == BufferRole::kConstant ? b.constant.data() : nullptr});
+    }
+    try {
+        return factory(ExternParams(k.extern_params), args);
+    } catch (Error& e) {
+        e.add_context("while preparing " + k.extern_name + " for node '" + step->node_name + "'");
+        throw;
+    }
+}
+
+Status Executable::run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const {
+    if (ExternKernel* ext = externs_.at(kernel).get()) {
+        const int threads = env.pool ? static_cast<ThreadPool*>(env.pool)->num_threads() : 1;
+        return ext->run(args, threads);
+    }
+    int32_t rc = fns_.at(kernel)(args, &env);
+    if (rc == 0) return Status::ok_status();
+    return Status(ErrorKind::kInternal, "code " + std::to_string(rc) +
+                                            (rc == 1 ? " (could not allocate a kernel-local buffer)" : ""));
+}
+
+std::string Executable::extern_implementation(int kernel) const {
+    const ExternKernel* ext = kernel < static_cast<int>(externs_.size()) ? externs_[kernel].get() : nullptr;
+    return ext ? ext->implementation() : "";
 }
 
 }  // namespace kiln::runtime

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/kernel_abi.h"
+#include "support/status.h"
 #include "support/tensor.h"
 
 namespace kiln::runtime {
@@ -33,6 +34,11 @@ struct KernelDesc {
     /// A runtime built-in asynchronous kernel named by `symbol` (library empty): it starts its
     /// work and signals completion later (runtime/async_kernel.h), e.g. "kiln_async_copy".
     bool is_async = false;
+    /// An extern kernel (runtime/extern_kernel.h) named `extern_name` (library empty), built from
+    /// `extern_params` and the argument types of the one step that uses it.
+    std::string extern_name;
+    std::string extern_params;
+    bool is_extern() const { return !extern_name.empty(); }
 };
 
 struct StepDesc {
@@ -48,6 +54,7 @@ struct StepDesc {
 };
 
 class LoadedLibrary;
+class ExternKernel;
 
 class Executable {
 public:
@@ -68,14 +75,21 @@ public:
     /// Bytes of the one arena that holds every planned intermediate (BufferDesc::arena_offset).
     size_t arena_bytes = 0;
 
-    /// dlopens every kernel library and resolves symbols (idempotent). Throws kiln::Error.
+    /// dlopens every kernel library and resolves symbols, and builds the extern kernels
+    /// (idempotent). Throws kiln::Error.
     void load();
     kiln_kernel_fn kernel_fn(int kernel) const { return fns_.at(kernel); }
     bool loaded() const { return !fns_.empty() || kernels.empty(); }
+    /// Runs a loaded (non-async) kernel on `args`; extern kernels get the pool's thread count.
+    Status run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const;
+    /// What the extern library chose for kernel `kernel` ("" for generated kernels).
+    std::string extern_implementation(int kernel) const;
 
 private:
+    std::shared_ptr<ExternKernel> make_extern(int kernel) const;
     std::vector<std::shared_ptr<LoadedLibrary>> libs_;
     std::vector<kiln_kernel_fn> fns_;
+    std::vector<std::shared_ptr<ExternKernel>> externs_;  // per kernel; null for generated ones
 };
 
 }  // namespace kiln::runtime

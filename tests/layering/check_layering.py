@@ -19,7 +19,8 @@ ALLOWED = {
     "plan": {"ir", "op", "te", "support"},
     "frontend": {"op", "ir", "te", "support"},
     "pass": {"ir", "op", "te", "support"},
-    "compiler": {"frontend", "pass", "plan", "op", "ir", "te", "tir", "codegen", "runtime", "support", "kiln"},
+    "topi": {"op", "ir", "te", "support"},
+    "compiler": {"frontend", "pass", "plan", "op", "ir", "te", "tir", "topi", "codegen", "runtime", "support", "kiln"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

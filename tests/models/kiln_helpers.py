@@ -40,6 +40,11 @@ def run_kiln(args, env=None, timeout=KILN_TIMEOUT_S):
                           env=full_env, timeout=timeout)
 
 
+def kiln_has_dnnl():
+    """Whether the kiln binary was built with oneDNN (`kiln --version` says)."""
+    return "(oneDNN kernels)" in run_kiln(["--version"]).stdout
+
+
 def kiln_run_model(model, inputs, out_dir, dims=None, extra=()):
     """`kiln run` that must succeed; returns ({output name: array}, CompletedProcess)."""
     args = ["run", model, "--inputs", inputs, "--output-dir", out_dir]

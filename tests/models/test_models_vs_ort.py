@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kiln_helpers import (ATOL, REPO, RTOL, assert_matches_ort, kiln_run_model, load_npz,
-                          make_models, ort_outputs, parse_median_ms)
+                          make_models, ort_outputs, parse_median_ms, kiln_has_dnnl)
 
 DIGITS = os.path.join(REPO, "models", "digits")
 
@@ -36,6 +36,19 @@ def test_model_matches_ort(models_dir, tmp_path, name):
     outs, _ = kiln_run_model(model, inputs, str(tmp_path))
     rtol, atol = TOLERANCE.get(name, (RTOL, ATOL))
     assert_matches_ort(outs, ort_outputs(model, load_npz(inputs)), name, rtol, atol)
+
+
+@pytest.mark.parametrize("kernels", ["generated", "dnnl"])
+@pytest.mark.parametrize("name", ["resnet18", "bert_tiny", "inception", "mobilenetv2_96", "two_tower"])
+def test_model_matches_ort_per_kernel_source(models_dir, tmp_path, name, kernels):
+    """The default (auto) run above mixes oneDNN and generated kernels; each source alone must
+    agree with ONNX Runtime too (CI tests both paths)."""
+    if kernels == "dnnl" and not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    model, inputs = _model_files(models_dir, name)
+    outs, _ = kiln_run_model(model, inputs, str(tmp_path), extra=["--kernels", kernels])
+    rtol, atol = TOLERANCE.get(name, (RTOL, ATOL))
+    assert_matches_ort(outs, ort_outputs(model, load_npz(inputs)), f"{name} --kernels {kernels}", rtol, atol)
 
 
 @pytest.mark.parametrize("name", ["bert_tiny", "inception"])

@@ -19,6 +19,13 @@ inline void add_opt_level_option(CLI::App* sub, int& level) {
         ->check(CLI::Range(0, 3));
 }
 
+inline void add_kernels_option(CLI::App* sub, std::string& kernels, const char* flag = "--kernels") {
+    sub->add_option(flag, kernels,
+                    "Who computes conv/matmul: generated (Kiln's kernels), dnnl (oneDNN where it can), auto")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "generated", "dnnl"}));
+}
+
 /// `kiln run MODEL.onnx ...`: run a model on given or random inputs and time it.
 void add_run_command(CLI::App& app, CommandAction& action);
 /// `kiln inspect MODEL.onnx ...`: print the IR and every kernel.

@@ -21,6 +21,7 @@ struct InspectArgs {
     bool memory = false;            // print only the memory plan
     std::string executor = "auto";  // the plan depends on it: concurrent for dataflow
     int opt_level = 3;
+    std::string kernel_source = "auto";
     std::vector<std::string> print_after;
     bool print_after_all = false;
     bool kernels = false;  // print only the kernel list
@@ -35,6 +36,7 @@ int inspect_model(const InspectArgs& args) {
                     : args.executor == "dataflow" ? ExecutorKind::kDataflow
                                                   : ExecutorKind::kAuto;
     opts.opt_level = args.opt_level;
+    opts.kernels = args.kernel_source;
     opts.print_after = args.print_after;
     opts.print_after_all = args.print_after_all;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
@@ -58,6 +60,7 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--memory", args->memory,
                   "Print the memory plan instead: arena, naive sum, lower bound (bytes), the largest tensors");
     add_opt_level_option(sub, args->opt_level);
+    add_kernels_option(sub, args->kernel_source, "--kernel-source");  // --kernels prints the kernels
     sub->add_option("--print-after", args->print_after,
                     "Also print the IR after this pass (repeatable; names: see docs/passes.md)")
         ->type_name("PASS")

@@ -19,7 +19,9 @@ namespace {
 
 int run_main(int argc, char** argv) {
     CLI::App app{"kiln: compile and run ONNX models", "kiln"};
-    app.set_version_flag("--version", "kiln " KILN_VERSION, "Print the version and exit");
+    app.set_version_flag("--version",
+                         std::string("kiln " KILN_VERSION) + (KILN_HAVE_DNNL ? " (oneDNN kernels)" : " (no oneDNN)"),
+                         "Print the version and exit");
     app.require_subcommand(1);
     app.failure_message(CLI::FailureMessage::help);
 

@@ -152,6 +152,7 @@ TestOutcome run_checked(const fs::path& dir, const OnnxTestOptions& opts) {
     SessionOptions session_opts;
     session_opts.threads = opts.threads;
     session_opts.opt_level = opts.opt_level;
+    session_opts.kernels = opts.kernels;
     std::unique_ptr<Session> session = Session::load(model.string(), session_opts);
     for (const fs::path& set : sets) {
         std::string prefix = sets.size() > 1 ? set.filename().string() + ": " : "";

@@ -23,6 +23,7 @@ struct TestOutcome {
 struct OnnxTestOptions {
     int threads = 1;
     int opt_level = 3;  // graph optimization level of the session
+    std::string kernels = "auto";  // SessionOptions::kernels
     Tolerance tolerance;
 };
 

@@ -39,6 +39,7 @@ struct RunArgs {
     size_t memory_limit = 0;     // bytes, 0 = unlimited
     bool memory_report = false;  // print the memory plan and allocator statistics
     int opt_level = 3;
+    std::string kernels = "auto";
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -119,6 +120,7 @@ int run_model(const RunArgs& args) {
     opts.profile = args.profile_summary;
     opts.memory_limit = args.memory_limit;
     opts.opt_level = args.opt_level;
+    opts.kernels = args.kernels;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
 
     std::map<std::string, std::string> origin;
@@ -200,6 +202,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->check(CLI::NonNegativeNumber);
     sub->add_option("--seed", args->seed, "Seed of the random inputs")->capture_default_str();
     add_opt_level_option(sub, args->opt_level);
+    add_kernels_option(sub, args->kernels);
     sub->add_option("--executor", args->executor,
                     "sequential, dataflow, or auto (dataflow when >= 2 substantial steps can run at once)")
         ->capture_default_str()

@@ -30,6 +30,7 @@ struct TestOnnxArgs {
     int jobs = 2;
     int threads = 1;
     int opt_level = 3;
+    std::string kernels = "auto";
     double timeout = 60;
     double rtol = 1e-3;
     double atol = 1e-5;
@@ -125,6 +126,7 @@ int test_onnx(const TestOnnxArgs& args) {
     OnnxTestOptions opts;
     opts.threads = args.threads;
     opts.opt_level = args.opt_level;
+    opts.kernels = args.kernels;
     opts.tolerance = {args.rtol, args.atol};
     ForkedRunnerOptions run_opts;
     run_opts.jobs = args.jobs;
@@ -170,6 +172,7 @@ void add_test_onnx_command(CLI::App& app, CommandAction& action) {
         ->capture_default_str()
         ->check(CLI::Range(1, 256));
     add_opt_level_option(sub, args->opt_level);
+    add_kernels_option(sub, args->kernels);
     sub->add_option("--threads", args->threads, "Intra-op threads per test (0 = all cores)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);

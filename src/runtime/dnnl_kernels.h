@@ -1,0 +1,15 @@
+// oneDNN extern kernels (runtime/extern_kernel.h): convolution and matmul primitives with fused
+// post-ops, built from the parameters the compiler wrote (topi/dnnl_match.h documents them).
+// Compiled only when Kiln is built with oneDNN (KILN_HAVE_DNNL).
+#pragma once
+
+#include "runtime/extern_kernel.h"
+
+namespace kiln::runtime {
+
+#if KILN_HAVE_DNNL
+std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& params, const std::vector<ExternArg>& args);
+std::unique_ptr<ExternKernel> make_dnnl_matmul(const ExternParams& params, const std::vector<ExternArg>& args);
+#endif
+
+}  // namespace kiln::runtime

@@ -1,0 +1,84 @@
+#include "runtime/extern_kernel.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "runtime/dnnl_kernels.h"
+#include "support/error.h"
+
+namespace kiln::runtime {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::string cur;
+    std::istringstream is(s);
+    while (std::getline(is, cur, sep))
+        if (!cur.empty()) out.push_back(cur);
+    return out;
+}
+
+}  // namespace
+
+ExternParams::ExternParams(const std::string& text) {
+    for (const std::string& pair : split(text, ';')) {
+        size_t eq = pair.find('=');
+        KILN_CHECK(eq != std::string::npos && eq > 0, kInvalidModel)
+            << "extern kernel parameters: expected key=value, got '" << pair << "'";
+        kv_[pair.substr(0, eq)] = pair.substr(eq + 1);
+    }
+}
+
+const std::string& ExternParams::str(const std::string& key) const {
+    auto it = kv_.find(key);
+    KILN_CHECK(it != kv_.end(), kInvalidModel) << "extern kernel parameters: missing '" << key << "'";
+    return it->second;
+}
+
+int64_t ExternParams::integer(const std::string& key) const {
+    const std::string& v = str(key);
+    char* end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    KILN_CHECK(end && *end == '\0' && !v.empty(), kInvalidModel)
+        << "extern kernel parameter '" << key << "': expected an integer, got '" << v << "'";
+    return x;
+}
+
+int64_t ExternParams::integer_or(const std::string& key, int64_t fallback) const {
+    return has(key) ? integer(key) : fallback;
+}
+
+std::vector<int64_t> ExternParams::ints(const std::string& key) const {
+    std::vector<int64_t> out;
+    for (const std::string& w : split(str(key), ',')) {
+        char* end = nullptr;
+        long long x = std::strtoll(w.c_str(), &end, 10);
+        KILN_CHECK(end && *end == '\0', kInvalidModel)
+            << "extern kernel parameter '" << key << "': expected integers, got '" << str(key) << "'";
+        out.push_back(x);
+    }
+    return out;
+}
+
+std::vector<std::string> ExternParams::list(const std::string& key) const {
+    return has(key) ? split(str(key), ',') : std::vector<std::string>{};
+}
+
+std::string ExternParams::format(const std::vector<std::pair<std::string, std::string>>& pairs) {
+    std::string s;
+    for (const auto& [k, v] : pairs) s += (s.empty() ? "" : ";") + k + "=" + v;
+    return s;
+}
+
+ExternKernelFactory find_extern_kernel(const std::string& name) {
+#if KILN_HAVE_DNNL
+    if (name == "dnnl_conv") return &make_dnnl_conv;
+    if (name == "dnnl_matmul") return &make_dnnl_matmul;
+#endif
+    (void)name;
+    return nullptr;
+}
+
+bool have_dnnl() { return KILN_HAVE_DNNL != 0; }
+
+}  // namespace kiln::runtime

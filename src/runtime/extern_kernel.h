@@ -1,0 +1,66 @@
+// Extern kernels: a step computed by a vendor library (oneDNN on CPU) instead of generated code.
+//
+// The compiler names the kernel (KernelDesc::extern_name) and describes what it computes in a
+// parameter string (KernelDesc::extern_params, `key=value` pairs, see ExternParams). When the
+// Executable loads, the named factory builds one ExternKernel per step from the parameters and
+// the step's argument types; the factory sees the data of constant arguments (weights) so that it
+// can pack them once into the library's preferred layout. Runs never throw: they return Status.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/status.h"
+#include "support/tensor.h"
+
+namespace kiln::runtime {
+
+/// One argument of an extern step (inputs, then outputs): its type and, for a constant buffer,
+/// its data (nullptr otherwise).
+struct ExternArg {
+    DType dtype = DType::kFloat32;
+    Shape shape;
+    const void* constant = nullptr;
+};
+
+/// A parsed parameter string: `key=value;key=value` (values have no ';' or '='). A missing key
+/// or a malformed number is a kInvalidModel error naming the key.
+class ExternParams {
+public:
+    explicit ExternParams(const std::string& text);
+    bool has(const std::string& key) const { return kv_.count(key) > 0; }
+    const std::string& str(const std::string& key) const;
+    int64_t integer(const std::string& key) const;
+    int64_t integer_or(const std::string& key, int64_t fallback) const;
+    std::vector<int64_t> ints(const std::string& key) const;  // comma-separated
+    std::vector<std::string> list(const std::string& key) const;  // comma-separated words
+    /// Writes pairs back in the same form.
+    static std::string format(const std::vector<std::pair<std::string, std::string>>& pairs);
+
+private:
+    std::map<std::string, std::string> kv_;
+};
+
+class ExternKernel {
+public:
+    virtual ~ExternKernel() = default;
+    /// Computes the step on `args` (data pointers, inputs then outputs) with at most `threads`
+    /// threads (the caller's included). Never throws.
+    virtual Status run(void* const* args, int threads) = 0;
+    /// What the library chose, for `kiln inspect` and profiles (e.g. "brg:avx512_core").
+    virtual std::string implementation() const = 0;
+};
+
+using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams& params,
+                                                              const std::vector<ExternArg>& args);
+
+/// The factory of extern kernel `name` ("dnnl_conv", "dnnl_matmul"), nullptr when unknown or when
+/// its library is not built into this runtime.
+ExternKernelFactory find_extern_kernel(const std::string& name);
+
+/// Whether Kiln was built with oneDNN.
+bool have_dnnl();
+
+}  // namespace kiln::runtime

@@ -1,0 +1,292 @@
+#include "topi/dnnl_match.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "op/window.h"
+
+namespace kiln::topi {
+namespace {
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+std::string join(const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+}
+
+std::string num(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", x);
+    return buf;
+}
+
+bool static_f32(const ir::Value* v) { return v && v->type().dtype == DType::kFloat32 && v->type().is_static(); }
+
+/// The value of a one-element float32 constant.
+std::optional<double> scalar_constant(const ir::Value* v) {
+    if (!v || !v->is_constant() || v->type().dtype != DType::kFloat32) return std::nullopt;
+    const Tensor& t = v->constant();
+    if (shape_numel(t.shape()) != 1) return std::nullopt;
+    return static_cast<double>(t.data_as<float>()[0]);
+}
+
+bool near(std::optional<double> v, double want) { return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want); }
+
+int arg_index(const std::vector<ir::Value*>& inputs, const ir::Value* v) {
+    auto it = std::find(inputs.begin(), inputs.end(), v);
+    return it == inputs.end() ? -1 : static_cast<int>(it - inputs.begin());
+}
+
+/// The epilogue after the anchor: post-ops (and a matmul bias) for nodes[first..].
+struct Epilogue {
+    std::vector<std::string> posts;
+    int bias_arg = -1;  // a MatMul's constant [N] bias Add
+    const ir::Value* result = nullptr;
+};
+
+/// The other operand of binary node `n` whose one operand is `cur`, or nullptr.
+const ir::Value* other_operand(const ir::Node* n, const ir::Value* cur) {
+    if (n->num_inputs() != 2) return nullptr;
+    if (n->input(0) == cur && n->input(1) != cur) return n->input(1);
+    if (n->input(1) == cur && n->input(0) != cur) return n->input(0);
+    return nullptr;
+}
+
+/// Recognizes x * 0.5 * (1 + erf(x / sqrt 2)) at nodes[i..i+4] on x = cur.
+bool erf_gelu_at(const std::vector<ir::Node*>& nodes, size_t i, const ir::Value* cur) {
+    if (i + 5 > nodes.size()) return false;
+    const ir::Node *d = nodes[i], *e = nodes[i + 1], *a = nodes[i + 2], *m = nodes[i + 3], *h = nodes[i + 4];
+    const bool scaled = (d->op() == "Div" && d->input(0) == cur && near(scalar_constant(d->input(1)), std::sqrt(2.0))) ||
+                        (d->op() == "Mul" && other_operand(d, cur) && near(scalar_constant(other_operand(d, cur)), std::sqrt(0.5)));
+    return scaled && e->op() == "Erf" && e->input(0) == d->output(0) && a->op() == "Add" &&
+           near(scalar_constant(other_operand(a, e->output(0))), 1.0) && m->op() == "Mul" &&
+           other_operand(m, a->output(0)) == cur && h->op() == "Mul" &&
+           near(scalar_constant(other_operand(h, m->output(0))), 0.5);
+}
+
+std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size_t first, const ir::Value* anchor_out,
+                                       const std::vector<ir::Value*>& inputs, bool matmul_bias_ok) {
+    Epilogue ep;
+    const ir::Value* cur = anchor_out;
+    const ir::TensorType type = anchor_out->type();
+    for (size_t i = first; i < nodes.size(); ++i) {
+        const ir::Node* n = nodes[i];
+        if (n->num_outputs() != 1 || !(n->output(0)->type() == type)) return std::nullopt;
+        const std::string& op = n->op();
+        if (erf_gelu_at(nodes, i, cur)) {
+            ep.posts.push_back("gelu_erf");
+            i += 4;
+            cur = nodes[i]->output(0);
+            continue;
+        }
+        const bool unary_on_cur = n->num_inputs() >= 1 && n->input(0) == cur;
+        if (op == "Relu" && unary_on_cur) ep.posts.push_back("relu");
+        else if (op == "LeakyRelu" && unary_on_cur) ep.posts.push_back("leaky:" + num(n->attr_float("alpha", 0.01)));
+        else if (op == "Sigmoid" && unary_on_cur) ep.posts.push_back("sigmoid");
+        else if (op == "Tanh" && unary_on_cur) ep.posts.push_back("tanh");
+        else if (op == "Exp" && unary_on_cur) ep.posts.push_back("exp");
+        else if (op == "Gelu" && unary_on_cur)
+            ep.posts.push_back(n->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu_erf");
+        else if (op == "Clip" && unary_on_cur) {
+            double lo = n->attr_float("min", -3.4028234663852886e38), hi = n->attr_float("max", 3.4028234663852886e38);
+            if (n->num_inputs() > 1 && n->input(1)) {
+                auto v = scalar_constant(n->input(1));
+                if (!v) return std::nullopt;
+                lo = *v;
+            }
+            if (n->num_inputs() > 2 && n->input(2)) {
+                auto v = scalar_constant(n->input(2));
+                if (!v) return std::nullopt;
+                hi = *v;
+            }
+            ep.posts.push_back("clip:" + num(lo) + ":" + num(hi));
+        } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+            const ir::Value* other = other_operand(n, cur);
+            if (!other) return std::nullopt;
+            const bool cur_first = n->input(0) == cur;
+            if (auto c = scalar_constant(other)) {
+                if (op == "Add") ep.posts.push_back("linear:1:" + num(*c));
+                else if (op == "Sub") ep.posts.push_back(cur_first ? "linear:1:" + num(-*c) : "linear:-1:" + num(*c));
+                else if (op == "Mul") ep.posts.push_back("linear:" + num(*c) + ":0");
+                else if (cur_first && *c != 0) ep.posts.push_back("linear:" + num(1.0 / *c) + ":0");
+                else return std::nullopt;
+            } else if ((op == "Add" || op == "Mul") && static_f32(other) && other->type() == type) {
+                int arg = arg_index(inputs, other);
+                if (arg < 0) return std::nullopt;
+                ep.posts.push_back(std::string(op == "Add" ? "add:" : "mul:") + std::to_string(arg));
+            } else if (op == "Add" && matmul_bias_ok && i == first && other->is_constant() && static_f32(other)) {
+                // A bias [N] (or [1, .., 1, N]) along the matmul's last dim.
+                Shape s = other->type().static_shape();
+                if (s.empty() || s.back() != type.static_shape().back() || shape_numel(s) != s.back()) return std::nullopt;
+                ep.bias_arg = arg_index(inputs, other);
+                if (ep.bias_arg < 0) return std::nullopt;
+            } else {
+                return std::nullopt;
+            }
+        } else {
+            return std::nullopt;
+        }
+        cur = n->output(0);
+    }
+    ep.result = cur;
+    return ep;
+}
+
+/// Window parameters of a 2-D conv node with input spatial `hw`, kernel `k` and output `out`:
+/// false when oneDNN cannot express them (end pads that would be negative).
+bool window_params(const ir::Node& n, const std::vector<int64_t>& hw, const std::vector<int64_t>& k,
+                   const std::vector<int64_t>& out, Pairs& p) {
+    op::WindowGeometry g = op::window_geometry(n, hw, k, false);
+    if (g.out != out) return false;
+    std::vector<int64_t> pe(2);
+    for (int d = 0; d < 2; ++d) {
+        pe[d] = (out[d] - 1) * g.strides[d] + (k[d] - 1) * g.dilations[d] + 1 - hw[d] - g.pads_begin[d];
+        if (pe[d] < 0 || g.pads_begin[d] < 0) return false;
+    }
+    p.push_back({"strides", join(g.strides)});
+    p.push_back({"dilations", join(g.dilations)});
+    p.push_back({"pads_begin", join(g.pads_begin)});
+    p.push_back({"pads_end", join(pe)});
+    return true;
+}
+
+std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                       const std::vector<ir::Value*>& outputs) {
+    const ir::Node* c = nodes[0];
+    const std::string& op = c->op();
+    const ir::Value *x = c->input(0), *w = c->input(1);
+    const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
+    const ir::Value* y = c->output(0);
+    if (!static_f32(x) || !static_f32(w) || !static_f32(y) || !w->is_constant() || (b && !static_f32(b))) return std::nullopt;
+    const Shape xs = x->type().static_shape(), ws = w->type().static_shape(), ys = y->type().static_shape();
+    Pairs p;
+    std::vector<int64_t> src, dst, kernel;
+    int64_t groups = 1;
+    if (op == "KilnConv2dNCHWc") {  // X [N, C/ci, H, W, ci], W [M/co, C/ci, KH, KW, ci, co]
+        if (xs.size() != 5 || ws.size() != 6) return std::nullopt;
+        src = {xs[0], xs[1] * xs[4], xs[2], xs[3]};
+        dst = {ys[0], ys[1] * ys[4], ys[2], ys[3]};
+        kernel = {ws[2], ws[3]};
+        p = {{"src_block", std::to_string(xs[4])}, {"dst_block", std::to_string(ys[4])},
+             {"wei", "blocked:" + std::to_string(ws[4]) + ":" + std::to_string(ws[5])}};
+    } else if (op == "KilnDepthwiseConv2dNCHWc") {  // X [N, C/c, H, W, c], W [C/c, KH, KW, c]
+        if (xs.size() != 5 || ws.size() != 4) return std::nullopt;
+        src = {xs[0], xs[1] * xs[4], xs[2], xs[3]};
+        dst = {ys[0], ys[1] * ys[4], ys[2], ys[3]};
+        kernel = {ws[1], ws[2]};
+        groups = src[1];
+        p = {{"src_block", std::to_string(xs[4])}, {"dst_block", std::to_string(ys[4])},
+             {"wei", "depthwise:" + std::to_string(ws[3])}};
+    } else {  // ONNX Conv, NCHW, W [M, C/G, KH, KW]
+        if (xs.size() != 4 || ws.size() != 4) return std::nullopt;
+        src = xs;
+        dst = ys;
+        kernel = {ws[2], ws[3]};
+        groups = c->attr_int("group", 1);
+        if (groups < 1 || src[1] % groups || dst[1] % groups || ws[1] * groups != src[1]) return std::nullopt;
+        p = {{"wei", "oihw"}};
+    }
+    if (b && (!b->is_constant() || shape_numel(b->type().static_shape()) != dst[1])) return std::nullopt;
+    if (!window_params(*c, {src[2], src[3]}, kernel, {dst[2], dst[3]}, p)) return std::nullopt;
+    std::optional<Epilogue> ep = match_epilogue(nodes, 1, y, inputs, false);
+    if (!ep || outputs.size() != 1 || outputs[0] != ep->result) return std::nullopt;
+    // oneDNN computes in nChw16c; another output layout is a reorder after the primitive, which
+    // a residual post-op (read in the output's layout) cannot follow.
+    const bool dst16 = ys.size() == 5 && ys[4] == 16;
+    for (const std::string& post : ep->posts)
+        if (!dst16 && (post.rfind("add:", 0) == 0 || post.rfind("mul:", 0) == 0)) return std::nullopt;
+    p.push_back({"src", join(src)});
+    p.push_back({"dst", join(dst)});
+    p.push_back({"kernel", join(kernel)});
+    p.push_back({"groups", std::to_string(groups)});
+    p.push_back({"x", std::to_string(arg_index(inputs, x))});
+    p.push_back({"w", std::to_string(arg_index(inputs, w))});
+    if (b) p.push_back({"b", std::to_string(arg_index(inputs, b))});
+    p.push_back({"y", std::to_string(inputs.size())});
+    std::string post;
+    for (const auto& s : ep->posts) post += (post.empty() ? "" : ",") + s;
+    if (!post.empty()) p.push_back({"post", post});
+    std::string text;
+    for (const auto& [k, v] : p) text += (text.empty() ? "" : ";") + k + "=" + v;
+    return ExternChoice{"dnnl_conv", text};
+}
+
+/// Element strides of a row-major tensor of shape `s`.
+std::vector<int64_t> strides_of(const Shape& s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+    return st;
+}
+
+std::optional<ExternChoice> match_matmul(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                         const std::vector<ir::Value*>& outputs) {
+    const ir::Node* mm = nodes[0];
+    const ir::Value *a = mm->input(0), *bm = mm->input(1), *y = mm->output(0);
+    if (!static_f32(a) || !static_f32(bm) || !static_f32(y)) return std::nullopt;
+    Shape as = a->type().static_shape(), bs = bm->type().static_shape(), ys = y->type().static_shape();
+    int64_t batch = 1, m, k, n;
+    std::vector<int64_t> astr(3), bstr(3);
+    int gemm_c_arg = -1;
+    if (mm->op() == "Gemm") {
+        if (as.size() != 2 || bs.size() != 2 || mm->attr_float("alpha", 1.0) != 1.0) return std::nullopt;
+        const bool ta = mm->attr_int("transA", 0), tb = mm->attr_int("transB", 0);
+        m = ta ? as[1] : as[0];
+        k = ta ? as[0] : as[1];
+        n = tb ? bs[0] : bs[1];
+        astr = {m * k, ta ? 1 : k, ta ? m : 1};
+        bstr = {0, tb ? 1 : n, tb ? k : 1};
+        const ir::Value* c = mm->num_inputs() > 2 ? mm->input(2) : nullptr;
+        if (c) {  // beta * C as a bias [N] (a constant broadcast along rows)
+            if (!c->is_constant() || !static_f32(c) || mm->attr_float("beta", 1.0) != 1.0) return std::nullopt;
+            Shape cs = c->type().static_shape();
+            if (shape_numel(cs) != n || (!cs.empty() && cs.back() != n)) return std::nullopt;
+            gemm_c_arg = arg_index(inputs, c);
+        }
+    } else {  // MatMul: A [..., M, K] x B [..., K, N]
+        if (as.size() < 2 || bs.size() < 2 || ys.size() < 2) return std::nullopt;
+        m = as[as.size() - 2];
+        k = as.back();
+        n = bs.back();
+        for (size_t i = 0; i + 2 < ys.size(); ++i) batch *= ys[i];
+        int64_t a_batch = shape_numel(as) / (m * k), b_batch = shape_numel(bs) / (k * n);
+        if (b_batch == 1 && a_batch == batch) {  // one B for every row block: fold the batch into M
+            m *= batch;
+            batch = 1;
+        } else if (a_batch != batch || b_batch != batch || as.size() != ys.size() || bs.size() != ys.size()) {
+            return std::nullopt;
+        }
+        astr = {m * k, k, 1};
+        bstr = {b_batch == 1 ? 0 : k * n, n, 1};
+    }
+    std::optional<Epilogue> ep = match_epilogue(nodes, 1, y, inputs, gemm_c_arg < 0);
+    if (!ep || outputs.size() != 1 || outputs[0] != ep->result) return std::nullopt;
+    const int bias = gemm_c_arg >= 0 ? gemm_c_arg : ep->bias_arg;
+    Pairs p = {{"a", std::to_string(arg_index(inputs, a))}, {"bm", std::to_string(arg_index(inputs, bm))},
+               {"out", std::to_string(inputs.size())},      {"batch", std::to_string(batch)},
+               {"m", std::to_string(m)},                    {"k", std::to_string(k)},
+               {"n", std::to_string(n)},                    {"a_strides", join(astr)},
+               {"b_strides", join(bstr)}};
+    if (bias >= 0) p.push_back({"bias", std::to_string(bias)});
+    std::string post;
+    for (const auto& s : ep->posts) post += (post.empty() ? "" : ",") + s;
+    if (!post.empty()) p.push_back({"post", post});
+    std::string text;
+    for (const auto& [key, v] : p) text += (text.empty() ? "" : ";") + key + "=" + v;
+    return ExternChoice{"dnnl_matmul", text};
+}
+
+}  // namespace
+
+std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                       const std::vector<ir::Value*>& outputs) {
+    if (nodes.empty()) return std::nullopt;
+    const std::string& op = nodes[0]->op();
+    if (op == "KilnConv2dNCHWc" || op == "KilnDepthwiseConv2dNCHWc" || op == "Conv") return match_conv(nodes, inputs, outputs);
+    if (op == "MatMul" || op == "Gemm") return match_matmul(nodes, inputs, outputs);
+    return std::nullopt;
+}
+
+}  // namespace kiln::topi

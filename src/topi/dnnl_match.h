@@ -1,0 +1,33 @@
+// Which kernels oneDNN computes: matches a fused kernel unit (its nodes in order, the values it
+// reads from outside and the values it writes) to a oneDNN primitive with post-ops, and writes the
+// parameter string the runtime's extern kernel reads (runtime/dnnl_kernels.cc).
+//
+// Matched: an anchor first — KilnConv2dNCHWc (blocked NCHW{c}), KilnDepthwiseConv2dNCHWc, a 2-D
+// ONNX Conv on NCHW (any group count), MatMul (a 2-D constant B shared across A's batch, or
+// equal batch dims), Gemm (alpha = 1, any transposes, C broadcast along rows) — then a chain of
+// elementwise nodes each consuming the previous result once: Relu, LeakyRelu, Clip, Sigmoid,
+// Tanh, Exp, Gelu, the erf GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))), Add/Sub/Mul/Div
+// by a scalar constant, a MatMul's bias Add of a constant [N], and Add/Mul of a tensor of the
+// result's type (a residual). Only float32 and static shapes; anything else is left to the
+// generated kernel (nullopt).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::topi {
+
+struct ExternChoice {
+    std::string name;    // runtime extern kernel: "dnnl_conv" or "dnnl_matmul"
+    std::string params;  // its parameter string (runtime::ExternParams)
+};
+
+/// The oneDNN kernel computing the unit, or nullopt. `inputs` and `outputs` are the unit's
+/// arguments in order (the kernel's args are inputs then outputs).
+std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                       const std::vector<ir::Value*>& outputs);
+
+}  // namespace kiln::topi

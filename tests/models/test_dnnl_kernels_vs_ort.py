@@ -1,0 +1,137 @@
+"""oneDNN extern kernels (`--kernels dnnl`) against ONNX Runtime, one small model per pattern.
+
+Each case is a single Conv / MatMul / Gemm with the epilogue Kiln fuses into it (bias, ReLU,
+Clip, erf GELU, scalar scale, residual Add). It must (1) compile to a oneDNN extern kernel
+(`kiln inspect --kernels` names dnnl_conv / dnnl_matmul: a test of the matcher) and (2) agree
+with ONNX Runtime. The same models under `--kernels generated` must agree too, so both paths stay
+tested. Tolerance: oneDNN and Kiln's generated kernels use FMA and reassociate the reduction;
+rtol 1e-4 / atol 1e-4 over reductions of at most ~600 terms of O(1) values.
+"""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from kiln_helpers import assert_matches_ort, kiln_has_dnnl, kiln_run_model, ort_outputs, run_kiln
+
+RTOL, ATOL = 1e-4, 1e-4
+
+
+def _save(tmp_path, nodes, inputs, inits, feed):
+    inits = {k: v.astype(np.float32) for k, v in inits.items()}
+    out_name = nodes[-1].output[0]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, feed[n].shape)
+                                       for n in inputs],
+                          [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    np.savez(tmp_path / "in.npz", **feed)
+    return str(path), str(tmp_path / "in.npz")
+
+
+def _rand(rng, *shape):
+    return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+
+
+def conv_case(rng, cin, cout, hw, k, stride, pad, group=1, dil=1, post=()):
+    w = _rand(rng, cout, cin // group, k, k) / np.sqrt(cin // group * k * k)
+    inits = {"w": w, "b": _rand(rng, cout)}
+    feed = {"x": _rand(rng, 1, cin, hw, hw)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y0"], kernel_shape=[k, k], strides=[stride] * 2,
+                              pads=[pad] * 4, group=group, dilations=[dil] * 2)]
+    cur = "y0"
+    for i, p in enumerate(post):
+        nxt = f"y{i + 1}"
+        if p == "relu":
+            nodes.append(helper.make_node("Relu", [cur], [nxt]))
+        elif p == "clip":
+            inits["lo"], inits["hi"] = np.array(0, np.float32), np.array(6, np.float32)
+            nodes.append(helper.make_node("Clip", [cur, "lo", "hi"], [nxt]))
+        elif p == "residual":  # a second conv's output of the same shape
+            inits["w2"] = w.copy()
+            nodes.insert(0, helper.make_node("Conv", ["x", "w2"], ["r"], kernel_shape=[k, k], strides=[stride] * 2,
+                                             pads=[pad] * 4, group=group, dilations=[dil] * 2))
+            nodes.append(helper.make_node("Add", [cur, "r"], [nxt]))
+        cur = nxt
+    return nodes, ["x"], inits, feed
+
+
+def matmul_case(rng, a_shape, b_shape, bias=False, post=()):
+    inits = {"B": _rand(rng, *b_shape) / np.sqrt(b_shape[-2])}
+    feed = {"A": _rand(rng, *a_shape)}
+    nodes = [helper.make_node("MatMul", ["A", "B"], ["y0"])]
+    cur = "y0"
+    if bias:
+        inits["bias"] = _rand(rng, b_shape[-1])
+        nodes.append(helper.make_node("Add", [cur, "bias"], ["yb"]))
+        cur = "yb"
+    for i, p in enumerate(post):
+        nxt = f"y{i + 1}"
+        if p == "gelu":  # x * 0.5 * (1 + erf(x / sqrt 2)), as torch exports it below opset 20
+            inits.update(sqrt2=np.array(1.4142135381698608, np.float32), one=np.array(1, np.float32),
+                         half=np.array(0.5, np.float32))
+            nodes += [helper.make_node("Div", [cur, "sqrt2"], ["g0"]), helper.make_node("Erf", ["g0"], ["g1"]),
+                      helper.make_node("Add", ["g1", "one"], ["g2"]), helper.make_node("Mul", [cur, "g2"], ["g3"]),
+                      helper.make_node("Mul", ["g3", "half"], [nxt])]
+        elif p == "scale":
+            inits["s"] = np.array(8.0, np.float32)
+            nodes.append(helper.make_node("Div", [cur, "s"], [nxt]))
+        cur = nxt
+    return nodes, ["A"], inits, feed
+
+
+def batched_matmul_case(rng):  # attention scores: two activations, batch of heads
+    feed = {"A": _rand(rng, 1, 4, 32, 16), "B": _rand(rng, 1, 4, 16, 32)}
+    return [helper.make_node("MatMul", ["A", "B"], ["y"])], ["A", "B"], {}, feed
+
+
+def gemm_case(rng, m, k, n, trans_b):
+    inits = {"B": _rand(rng, *((n, k) if trans_b else (k, n))) / np.sqrt(k), "C": _rand(rng, n)}
+    feed = {"A": _rand(rng, m, k)}
+    nodes = [helper.make_node("Gemm", ["A", "B", "C"], ["y0"], transB=int(trans_b)),
+             helper.make_node("Relu", ["y0"], ["y1"])]
+    return nodes, ["A"], inits, feed
+
+
+CASES = {
+    "stem_7x7_s2": lambda r: conv_case(r, 3, 64, 56, 7, 2, 3, post=("relu",)),
+    "conv3x3_blocked": lambda r: conv_case(r, 32, 32, 14, 3, 1, 1, post=("relu",)),
+    "conv1x1_residual": lambda r: conv_case(r, 32, 64, 14, 1, 1, 0, post=("residual", "relu")),
+    "conv3x3_s2_dilated": lambda r: conv_case(r, 16, 32, 15, 3, 2, 2, dil=2),
+    "conv_block8_clip": lambda r: conv_case(r, 24, 40, 14, 1, 1, 0, post=("clip",)),
+    "depthwise_clip": lambda r: conv_case(r, 32, 32, 14, 3, 1, 1, group=32, post=("clip",)),
+    "grouped": lambda r: conv_case(r, 32, 64, 10, 3, 1, 1, group=4, post=("relu",)),
+    "matmul_bias_gelu": lambda r: matmul_case(r, (1, 32, 64), (64, 96), bias=True, post=("gelu",)),
+    "matmul_scale": lambda r: matmul_case(r, (48, 64), (64, 40), post=("scale",)),
+    "batched_matmul": batched_matmul_case,
+    "gemm_transb": lambda r: gemm_case(r, 8, 96, 40, True),
+    "gemm": lambda r: gemm_case(r, 8, 96, 40, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dnnl_matches_ort(tmp_path, name):
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    rng = np.random.default_rng(sorted(CASES).index(name))
+    path, inputs = _save(tmp_path, *CASES[name](rng))
+    kernels = run_kiln(["inspect", path, "--kernel-source", "dnnl"])
+    assert kernels.returncode == 0, kernels.stderr
+    assert "extern kernel dnnl_" in kernels.stdout, f"{name}: no oneDNN kernel chosen:\n{kernels.stdout[-3000:]}"
+    feed = dict(np.load(inputs))
+    ref = ort_outputs(path, feed)
+    for source in ("dnnl", "generated"):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            assert_matches_ort(outs, ref, f"{name} --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
+def test_kernels_flag_rejects_unknown_value(tmp_path):
+    rng = np.random.default_rng(0)
+    path, inputs = _save(tmp_path, *CASES["gemm"](rng))
+    proc = run_kiln(["run", path, "--kernels", "mkl"])
+    assert proc.returncode != 0
+    assert "--kernels" in proc.stderr and "mkl" in proc.stderr

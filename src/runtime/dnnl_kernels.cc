@@ -1,8 +1,10 @@
 // oneDNN convolution and matmul as extern kernels.
 //
-// A primitive is created lazily on the first run with a given thread count (oneDNN's OpenMP
-// runtime sizes its work split at creation, so a primitive runs with the count it was made for)
-// and kept; constant weights are unpacked from Kiln's layout to plain oihw / [K, N] and reordered
+// oneDNN runs single-threaded (its OpenMP team is never started): a step is split into one part
+// per intra-op thread (images, channel blocks, matrix rows or columns), each part a primitive of
+// its own, and the parts run on Kiln's pool, so `--threads N` is exact and no second runtime's
+// threads spin beside the pool. Parts are made on the first run with a given thread count and
+// kept; constant weights are unpacked from Kiln's layout to plain oihw / [K, N] and reordered
 // once into the layout the primitive prefers (`format_tag::any`). Activations stay in Kiln's
 // buffers: blocked NCHW{c} is oneDNN's nChw{c}c, plain tensors are plain. Post-ops (the fused
 // epilogue) are oneDNN eltwise and binary post-ops.
@@ -85,39 +87,58 @@ void build_post_ops(const std::vector<PostOp>& posts, const memory::desc& dst, d
     }
 }
 
-/// What every primitive keeps per thread count.
-struct Prepared {
+/// One part of a split step: a primitive over a slice of the work, with the element offsets of
+/// its slices in Kiln's buffers. Slices keep every dim of size > 1 at the dense strides of the
+/// slice's own dims (whole images, or channel blocks of a single image, or matrix rows), so the
+/// primitive is made with dense descriptors and run on offset pointers.
+struct Part {
     dnnl::primitive prim;
-    memory weights;  // reordered constant weights (empty: the argument's own buffer)
-    std::string impl;
-    /// A plain NCHW activation the primitive wants blocked: reordered into `src_tmp` before
-    /// the primitive / out of `dst_tmp` after it (empty: the primitive uses Kiln's buffer).
+    memory weights;                // this part's constant weights in the primitive's layout
+    memory::desc src, dst;         // Kiln's layouts of the slices
+    memory::desc bias;             // slice of the bias (empty: none)
+    int64_t src_off = 0, dst_off = 0, bias_off = 0, b_off = 0;  // elements
+    /// Activations oneDNN wants in another layout: reordered into `src_tmp` before the
+    /// primitive and out of `dst_tmp` after it.
     memory src_tmp, dst_tmp;
+    dnnl::reorder src_reorder, dst_reorder;
+    memory::desc b_desc;  // a non-constant matmul B slice (empty: constant weights)
 };
 
-/// Shared machinery: the lazily created primitive per thread count, post-op arguments, running.
+struct Plan {
+    std::vector<Part> parts;
+    std::string impl;
+};
+
+float* at(void* base, int64_t off) { return static_cast<float*>(base) + off; }
+
+/// The shared machinery: plans per thread count, running the parts on Kiln's intra-op pool with
+/// oneDNN itself single-threaded (so `--threads N` is exact: no OpenMP team beside the pool).
 class DnnlKernel : public ExternKernel {
 public:
-    Status run(void* const* args, int threads) override {
+    Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
-            if (threads < 1) threads = 1;
-            omp_set_num_threads(threads);
-            Prepared& p = prepared(threads);
-            std::unordered_map<int, memory> m = bind(args, p);
-            dnnl::stream s(cpu_engine());
-            if (p.src_tmp) {
-                memory user(user_src_desc_, cpu_engine(), args[src_arg_]);
-                dnnl::reorder(user, p.src_tmp).execute(s, user, p.src_tmp);
-                m[DNNL_ARG_SRC] = p.src_tmp;
-            }
-            if (p.dst_tmp) m[DNNL_ARG_DST] = p.dst_tmp;
-            p.prim.execute(s, m);
-            if (p.dst_tmp) {
-                memory user(user_dst_desc_, cpu_engine(), args[dst_arg_]);
-                dnnl::reorder(p.dst_tmp, user).execute(s, p.dst_tmp, user);
-            }
-            s.wait();
-            return Status::ok_status();
+            Plan& plan = plan_for(std::max(1, threads));
+            if (plan.parts.size() == 1) return run_part(plan.parts[0], args);
+            struct Ctx {
+                DnnlKernel* self;
+                Plan* plan;
+                void* const* args;
+                std::mutex mu;
+                Status first;
+            } ctx{this, &plan, args, {}, Status::ok_status()};
+            env.parallel_for(env.pool, static_cast<int64_t>(plan.parts.size()),
+                             [](int64_t b, int64_t e, void* c) {
+                                 auto* x = static_cast<Ctx*>(c);
+                                 for (int64_t i = b; i < e; ++i) {
+                                     Status st = x->self->run_part(x->plan->parts[i], x->args);
+                                     if (!st.ok()) {
+                                         std::lock_guard<std::mutex> lock(x->mu);
+                                         if (x->first.ok()) x->first = st;
+                                     }
+                                 }
+                             },
+                             &ctx);
+            return ctx.first;
         } catch (const Error& e) {
             return Status::from(e);
         } catch (const dnnl::error& e) {
@@ -126,57 +147,101 @@ public:
     }
     std::string implementation() const override {
         std::lock_guard<std::mutex> lock(mu_);
-        return by_threads_.empty() ? "" : by_threads_.begin()->second.impl;
+        return plans_.empty() ? "" : plans_.begin()->second.impl;
     }
 
 protected:
-    virtual Prepared create() = 0;
-    /// The execute() arguments for one run.
-    virtual std::unordered_map<int, memory> bind(void* const* args, const Prepared& p) = 0;
+    /// Splits the step into at most `parts` parts and makes their primitives.
+    virtual Plan make_plan(int parts) = 0;
+    /// Argument indices: src (activation or A), dst, bias (-1: none), non-constant B (-1: none).
+    int64_t src_arg_ = -1, dst_arg_ = -1, bias_arg_ = -1, b_arg_ = -1;
+    std::vector<PostOp> posts_;
 
-    void bind_post_ops(void* const* args, std::unordered_map<int, memory>& m) {
-        for (const auto& [index, arg] : binary_)
-            m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = memory(post_src_desc_, cpu_engine(), args[arg]);
-    }
-    size_t binary_count() const { return binary_.size(); }
+    /// The primitive attributes of the post-ops on a dst of `dst` (binary operands: its layout).
     dnnl::primitive_attr post_attr(const memory::desc& dst) {
         dnnl::post_ops ops;
         binary_.clear();
         build_post_ops(posts_, dst, ops, binary_);
-        post_src_desc_ = dst;
         dnnl::primitive_attr attr;
         attr.set_post_ops(ops);
         return attr;
     }
-    /// Constant weights in layout `want`: the copy made for an earlier thread count when it has
-    /// that layout, else a reorder of it (or of the plain copy, which is then freed).
-    memory weights_for(const memory::desc& want, const memory::desc& plain_desc, std::vector<float>& plain) {
-        if (weights_ && weights_.get_desc() == want) return weights_;
-        memory src = weights_ ? weights_ : memory(plain_desc, cpu_engine(), plain.data());
+    bool has_binary_post_op() const {
+        for (const PostOp& p : posts_)
+            if (p.kind == "add" || p.kind == "mul") return true;
+        return false;
+    }
+    /// Finishes part `p` for primitive descriptor `pd` (any primitive kind): temporaries and
+    /// reorders where oneDNN chose another activation layout than Kiln's.
+    template <typename PD>
+    void finish_part(Part& p, const PD& pd) {
+        if (pd.src_desc() != p.src) {
+            p.src_tmp = memory(pd.src_desc(), cpu_engine());
+            p.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.src, cpu_engine(), pd.src_desc()));
+        }
+        if (pd.dst_desc() != p.dst) {
+            KILN_CHECK(!has_binary_post_op(), kUnsupported)
+                << "dnnl: a residual post-op needs the output in oneDNN's layout";
+            p.dst_tmp = memory(pd.dst_desc(), cpu_engine());
+            p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), p.dst));
+        }
+    }
+    /// Constant weights reordered from `plain` into `want` (shared by parts that want the same).
+    memory reorder_weights(const memory::desc& want, const memory::desc& plain_desc, const void* plain) {
+        for (const memory& m : weights_cache_)
+            if (m.get_desc() == want && plain == weights_src_) return m;
+        memory src(plain_desc, cpu_engine(), const_cast<void*>(plain));
         memory dst(want, cpu_engine());
         dnnl::stream s(cpu_engine());
         dnnl::reorder(src, dst).execute(s, src, dst);
         s.wait();
-        weights_ = dst;
-        std::vector<float>().swap(plain);
+        weights_src_ = plain;
+        weights_cache_.push_back(dst);
         return dst;
     }
-    std::vector<PostOp> posts_;
-    memory::desc user_src_desc_, user_dst_desc_;  // Kiln's layouts of the src/dst arguments
-    int64_t src_arg_ = -1, dst_arg_ = -1;
+    void forget_weight_sources() { weights_src_ = nullptr; weights_cache_.clear(); }
 
 private:
-    memory weights_;
-    Prepared& prepared(int threads) {
+    Status run_part(Part& p, void* const* args) {
+        try {
+            omp_set_num_threads(1);
+            dnnl::stream s(cpu_engine());
+            std::unordered_map<int, memory> m;
+            memory src(p.src, cpu_engine(), at(args[src_arg_], p.src_off));
+            if (p.src_tmp) {
+                p.src_reorder.execute(s, src, p.src_tmp);
+                m[DNNL_ARG_SRC] = p.src_tmp;
+            } else {
+                m[DNNL_ARG_SRC] = src;
+            }
+            memory dst(p.dst, cpu_engine(), at(args[dst_arg_], p.dst_off));
+            m[DNNL_ARG_DST] = p.dst_tmp ? p.dst_tmp : dst;
+            m[DNNL_ARG_WEIGHTS] = p.b_desc ? memory(p.b_desc, cpu_engine(), at(args[b_arg_], p.b_off)) : p.weights;
+            if (bias_arg_ >= 0) m[DNNL_ARG_BIAS] = memory(p.bias, cpu_engine(), at(args[bias_arg_], p.bias_off));
+            for (const auto& [index, arg] : binary_)
+                m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = memory(p.dst, cpu_engine(), at(args[arg], p.dst_off));
+            p.prim.execute(s, m);
+            if (p.dst_tmp) p.dst_reorder.execute(s, p.dst_tmp, dst);
+            s.wait();
+            return Status::ok_status();
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+    Plan& plan_for(int threads) {
         std::lock_guard<std::mutex> lock(mu_);
-        auto it = by_threads_.find(threads);
-        if (it == by_threads_.end()) it = by_threads_.emplace(threads, create()).first;
+        auto it = plans_.find(threads);
+        if (it == plans_.end()) {
+            omp_set_num_threads(1);
+            it = plans_.emplace(threads, make_plan(threads)).first;
+        }
         return it->second;
     }
     mutable std::mutex mu_;
-    std::map<int, Prepared> by_threads_;
+    std::map<int, Plan> plans_;
     std::vector<std::pair<int, int>> binary_;
-    memory::desc post_src_desc_;
+    const void* weights_src_ = nullptr;
+    std::vector<memory> weights_cache_;
 };
 
 memory::dims dims_of(const std::vector<int64_t>& v) { return memory::dims(v.begin(), v.end()); }
@@ -192,13 +257,15 @@ tag blocked_tag(int64_t block) {
 ///   src_block / dst_block: 0 (plain NCHW) or the c of NCHW{c}
 ///   wei=oihw | blocked:ci:co ([M/co, C/ci, KH, KW, ci, co]) | depthwise:c ([C/c, KH, KW, c])
 ///   strides, dilations (ONNX convention: 1 = dense), pads_begin, pads_end; post (see PostOp)
+/// Split across threads: whole images when N divides evenly, else (one image) output channels
+/// in blocks of 16 (depthwise: input channels with them).
 class DnnlConv final : public DnnlKernel {
 public:
     DnnlConv(const ExternParams& p, const std::vector<ExternArg>& args) {
-        x_ = p.integer("x");
+        src_arg_ = p.integer("x");
         w_ = p.integer("w");
-        y_ = p.integer("y");
-        b_ = p.integer_or("b", -1);
+        dst_arg_ = p.integer("y");
+        bias_arg_ = p.integer_or("b", -1);
         src_ = p.ints("src");
         dst_ = p.ints("dst");
         kernel_ = p.ints("kernel");
@@ -209,17 +276,20 @@ public:
         dil_ = p.ints("dilations");
         pads_b_ = p.ints("pads_begin");
         pads_e_ = p.ints("pads_end");
+        wei_ = p.str("wei");
         posts_ = parse_post_ops(p);
         KILN_CHECK(src_.size() == 4 && dst_.size() == 4 && kernel_.size() == 2, kInvalidModel)
             << "dnnl_conv: only 2-D convolutions";
         KILN_CHECK(w_ < static_cast<int64_t>(args.size()) && args[w_].constant, kInvalidModel)
             << "dnnl_conv: the weights must be a constant";
-        plain_weights_ = unpack_weights(p.str("wei"), static_cast<const float*>(args[w_].constant));
+        kiln_weights_ = static_cast<const float*>(args[w_].constant);
     }
 
 private:
     /// Kiln's packed weights -> [G, M/G, C/G, KH, KW] (plain goihw; oihw when G == 1).
-    std::vector<float> unpack_weights(const std::string& layout, const float* w) const {
+    std::vector<float> unpack_weights() const {
+        const float* w = kiln_weights_;
+        const std::string& layout = wei_;
         const int64_t m = dst_[1], c = src_[1], kh = kernel_[0], kw = kernel_[1], g = groups_;
         const int64_t cg = c / g;
         std::vector<float> out(static_cast<size_t>(m * cg * kh * kw));
@@ -250,69 +320,85 @@ private:
         return out;
     }
 
-    Prepared create() override {
-        const int64_t m = dst_[1], c = src_[1], g = groups_;
-        // Activations not in nChw16c (plain NCHW, or NCHW8c for channel counts like 24): let
-        // oneDNN pick (its fast kernels read nChw16c, padding the channels; the first conv's few
-        // input channels it reads plain) and reorder at the edges.
-        memory::desc src_user(dims_of(src_), memory::data_type::f32, blocked_tag(src_block_));
-        memory::desc dst_user(dims_of(dst_), memory::data_type::f32, blocked_tag(dst_block_));
-        const bool src_free = src_block_ != 16 && c % 8 == 0, dst_free = dst_block_ != 16;
-        memory::desc src = src_free ? memory::desc(dims_of(src_), memory::data_type::f32, tag::any) : src_user;
-        memory::desc dst = dst_free ? memory::desc(dims_of(dst_), memory::data_type::f32, tag::any) : dst_user;
-        memory::dims wdims = g == 1 ? memory::dims{m, c, kernel_[0], kernel_[1]}
-                                    : memory::dims{g, m / g, c / g, kernel_[0], kernel_[1]};
-        memory::desc wany(wdims, memory::data_type::f32, tag::any);
-        memory::desc wplain(wdims, memory::data_type::f32, g == 1 ? tag::oihw : tag::goihw);
-        memory::desc bias = b_ >= 0 ? memory::desc({m}, memory::data_type::f32, tag::x) : memory::desc();
-        memory::dims dil = {dil_[0] - 1, dil_[1] - 1};
-        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                          src, wany, bias, dst, dims_of(strides_), dil, dims_of(pads_b_),
-                                          dims_of(pads_e_));
-        dnnl::primitive_attr attr = post_attr(dst_user);
-        dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-        Prepared p;
-        p.impl = pd.impl_info_str();
-        p.weights = weights_for(pd.weights_desc(), wplain, plain_weights_);
-        p.prim = dnnl::convolution_forward(pd);
-        if (pd.src_desc() != src_user) p.src_tmp = memory(pd.src_desc(), cpu_engine());
-        if (pd.dst_desc() != dst_user) p.dst_tmp = memory(pd.dst_desc(), cpu_engine());
-        KILN_CHECK(!p.dst_tmp || binary_count() == 0, kUnsupported)
-            << "dnnl_conv: a residual post-op needs the output in oneDNN's layout";
-        user_src_desc_ = src_desc_ = src_user;
-        user_dst_desc_ = dst_desc_ = dst_user;
-        src_arg_ = x_;
-        dst_arg_ = y_;
-        bias_desc_ = bias;
-        return p;
+    Plan make_plan(int threads) override {
+        const int64_t n = src_[0], c = src_[1], m = dst_[1], g = groups_;
+        const bool depthwise = g > 1 && g == c && g == m;
+        // Split: whole images, else channel blocks of one image (groups == 1 or depthwise).
+        int64_t parts = 1;
+        bool by_batch = false;
+        if (threads > 1 && n % threads == 0) {
+            parts = threads;
+            by_batch = true;
+        } else if (threads > 1 && n == 1 && (g == 1 || depthwise) && m % 16 == 0 && m / 16 >= threads) {
+            parts = threads;
+        }
+        std::vector<float> plain = unpack_weights();
+        const int64_t per_out = (c / g) * kernel_[0] * kernel_[1];
+        const int64_t blocks = m / 16;
+        Plan plan;
+        for (int64_t i = 0; i < parts; ++i) {
+            int64_t n0 = 0, nn = n, m0 = 0, mm = m;
+            if (by_batch) {
+                n0 = i * (n / parts);
+                nn = n / parts;
+            } else if (parts > 1) {
+                m0 = 16 * (blocks * i / parts);
+                mm = 16 * (blocks * (i + 1) / parts) - m0;
+            }
+            const int64_t c0 = depthwise ? m0 : 0, cc = depthwise ? mm : c, gg = depthwise ? mm : g;
+            Part p;
+            std::vector<int64_t> sd = {nn, cc, src_[2], src_[3]}, dd = {nn, mm, dst_[2], dst_[3]};
+            p.src = memory::desc(dims_of(sd), memory::data_type::f32, blocked_tag(src_block_));
+            p.dst = memory::desc(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_));
+            p.src_off = n0 * c * src_[2] * src_[3] + c0 * src_[2] * src_[3];
+            p.dst_off = n0 * m * dst_[2] * dst_[3] + m0 * dst_[2] * dst_[3];
+            p.bias_off = m0;
+            if (bias_arg_ >= 0) p.bias = memory::desc({mm}, memory::data_type::f32, tag::x);
+            // Activations not in nChw16c (plain NCHW, or NCHW8c for channel counts like 24): let
+            // oneDNN pick (its fast kernels read nChw16c, padding the channels; the first conv's
+            // few input channels it reads plain) and reorder at the edges.
+            const bool src_free = src_block_ != 16 && cc % 8 == 0, dst_free = dst_block_ != 16;
+            memory::desc src = src_free ? memory::desc(dims_of(sd), memory::data_type::f32, tag::any) : p.src;
+            memory::desc dst = dst_free ? memory::desc(dims_of(dd), memory::data_type::f32, tag::any) : p.dst;
+            memory::dims wdims = gg == 1 ? memory::dims{mm, cc, kernel_[0], kernel_[1]}
+                                         : memory::dims{gg, mm / gg, cc / gg, kernel_[0], kernel_[1]};
+            memory::desc wany(wdims, memory::data_type::f32, tag::any);
+            memory::desc wplain(wdims, memory::data_type::f32, gg == 1 ? tag::oihw : tag::goihw);
+            memory::dims dil = {dil_[0] - 1, dil_[1] - 1};
+            dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              src, wany, p.bias, dst, dims_of(strides_), dil, dims_of(pads_b_),
+                                              dims_of(pads_e_));
+            dnnl::primitive_attr attr = post_attr(p.dst);
+            dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
+            if (i == 0) plan.impl = pd.impl_info_str();
+            p.weights = reorder_weights(pd.weights_desc(), wplain, plain.data() + m0 * per_out);
+            p.prim = dnnl::convolution_forward(pd);
+            finish_part(p, pd);
+            plan.parts.push_back(std::move(p));
+        }
+        forget_weight_sources();
+        return plan;
     }
 
-    std::unordered_map<int, memory> bind(void* const* args, const Prepared& p) override {
-        std::unordered_map<int, memory> m = {{DNNL_ARG_SRC, memory(src_desc_, cpu_engine(), args[x_])},
-                                             {DNNL_ARG_WEIGHTS, p.weights},
-                                             {DNNL_ARG_DST, memory(dst_desc_, cpu_engine(), args[y_])}};
-        if (b_ >= 0) m[DNNL_ARG_BIAS] = memory(bias_desc_, cpu_engine(), args[b_]);
-        bind_post_ops(args, m);
-        return m;
-    }
-
-    int64_t x_, w_, y_, b_, groups_, src_block_, dst_block_;
+    int64_t w_, groups_, src_block_, dst_block_;
     std::vector<int64_t> src_, dst_, kernel_, strides_, dil_, pads_b_, pads_e_;
-    std::vector<float> plain_weights_;
-    memory::desc src_desc_, dst_desc_, bias_desc_;
+    std::string wei_;
+    const float* kiln_weights_ = nullptr;  // the Executable's constant, alive as long as it is
 };
 
 /// Matmul: out[b, m, n] = sum_k A[b, m, k] * B[b, k, n] (+ bias[n]) then post-ops. Parameters:
 ///   a, bm, out: argument indices; bias: argument of a [N] bias (optional)
 ///   batch, m, k, n; a_strides=b,m,k; b_strides=b,k,n (element strides; b stride 0: B shared
 ///   across the batch). A constant B is reordered once into the primitive's preferred layout.
+/// Split across threads: the batch when it divides evenly, else rows of A (M >= 16 per part),
+/// else (one row) columns of B.
 class DnnlMatmul final : public DnnlKernel {
 public:
     DnnlMatmul(const ExternParams& p, const std::vector<ExternArg>& args) {
-        a_ = p.integer("a");
+        src_arg_ = p.integer("a");
         bm_ = p.integer("bm");
-        out_ = p.integer("out");
-        bias_ = p.integer_or("bias", -1);
+        dst_arg_ = p.integer("out");
+        bias_arg_ = p.integer_or("bias", -1);
         batch_ = p.integer("batch");
         m_ = p.integer("m");
         k_ = p.integer("k");
@@ -322,56 +408,63 @@ public:
         posts_ = parse_post_ops(p);
         KILN_CHECK(as_.size() == 3 && bs_.size() == 3, kInvalidModel) << "dnnl_matmul: strides need 3 entries";
         KILN_CHECK(bm_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_matmul: bad argument index";
-        const_b_ = args[bm_].constant != nullptr;
-        if (const_b_) {  // copy B plain [batchB, K, N] out of its strides
-            const int64_t bb = bs_[0] == 0 ? 1 : batch_;
-            const float* w = static_cast<const float*>(args[bm_].constant);
-            plain_b_.resize(static_cast<size_t>(bb * k_ * n_));
-            for (int64_t b = 0; b < bb; ++b)
-                for (int64_t kk = 0; kk < k_; ++kk)
-                    for (int64_t nn = 0; nn < n_; ++nn)
-                        plain_b_[(b * k_ + kk) * n_ + nn] = w[b * bs_[0] + kk * bs_[1] + nn * bs_[2]];
-        }
+        const_b_ = static_cast<const float*>(args[bm_].constant);
+        if (!const_b_) b_arg_ = bm_;
     }
 
 private:
-    Prepared create() override {
-        const int64_t bb = bs_[0] == 0 ? 1 : batch_;
-        memory::desc a({batch_, m_, k_}, memory::data_type::f32, memory::dims{as_[0], as_[1], as_[2]});
-        memory::desc b_strided({bb, k_, n_}, memory::data_type::f32,
-                               memory::dims{bs_[0] == 0 ? k_ * n_ : bs_[0], bs_[1], bs_[2]});
-        memory::desc b_plain({bb, k_, n_}, memory::data_type::f32, tag::abc);
-        memory::desc dst({batch_, m_, n_}, memory::data_type::f32, tag::abc);
-        memory::desc bias = bias_ >= 0 ? memory::desc({1, 1, n_}, memory::data_type::f32, tag::abc) : memory::desc();
-        memory::desc b_want = const_b_ ? memory::desc({bb, k_, n_}, memory::data_type::f32, tag::any) : b_strided;
-        dnnl::matmul::desc d = bias_ >= 0 ? dnnl::matmul::desc(a, b_want, bias, dst) : dnnl::matmul::desc(a, b_want, dst);
-        dnnl::primitive_attr attr = post_attr(dst);
-        dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
-        Prepared p;
-        p.impl = pd.impl_info_str();
-        if (const_b_) p.weights = weights_for(pd.weights_desc(), b_plain, plain_b_);
-        p.prim = dnnl::matmul(pd);
-        a_desc_ = a;
-        b_desc_ = b_strided;
-        dst_desc_ = dst;
-        bias_desc_ = bias;
-        return p;
+    Plan make_plan(int threads) override {
+        enum { kNone, kBatch, kRows, kCols } split = kNone;
+        if (threads > 1 && batch_ % threads == 0) split = kBatch;
+        else if (threads > 1 && batch_ == 1 && m_ >= 16 * threads) split = kRows;
+        else if (threads > 1 && batch_ == 1 && m_ == 1 && n_ >= 64 * threads) split = kCols;
+        const int64_t parts = split == kNone ? 1 : threads;
+        const int64_t bshared = bs_[0] == 0;
+        Plan plan;
+        for (int64_t i = 0; i < parts; ++i) {
+            int64_t b0 = 0, bb = batch_, m0 = 0, mm = m_, n0 = 0, nn = n_;
+            auto range = [&](int64_t total, int64_t align, int64_t& lo, int64_t& len) {
+                const int64_t units = total / align;
+                lo = align * (units * i / parts);
+                len = (i + 1 == parts ? total : align * (units * (i + 1) / parts)) - lo;
+            };
+            if (split == kBatch) range(batch_, 1, b0, bb);
+            if (split == kRows) range(m_, 8, m0, mm);
+            if (split == kCols) range(n_, 16, n0, nn);
+            Part p;
+            const int64_t bbatch = bshared ? 1 : bb;
+            p.src = memory::desc({bb, mm, k_}, memory::data_type::f32, memory::dims{as_[0], as_[1], as_[2]});
+            p.dst = memory::desc({bb, mm, nn}, memory::data_type::f32, memory::dims{mm * n_, n_, 1});
+            p.src_off = b0 * as_[0] + m0 * as_[1];
+            p.dst_off = b0 * m_ * n_ + m0 * n_ + n0;
+            p.bias_off = n0;
+            if (bias_arg_ >= 0) p.bias = memory::desc({1, 1, nn}, memory::data_type::f32, tag::abc);
+            memory::desc b_strided({bbatch, k_, nn}, memory::data_type::f32,
+                                   memory::dims{bshared ? k_ * n_ : bs_[0], bs_[1], bs_[2]});
+            const int64_t b_off = b0 * bs_[0] + n0 * bs_[2];
+            memory::desc b_want = const_b_ ? memory::desc({bbatch, k_, nn}, memory::data_type::f32, tag::any) : b_strided;
+            dnnl::matmul::desc d = bias_arg_ >= 0 ? dnnl::matmul::desc(p.src, b_want, p.bias, p.dst)
+                                                  : dnnl::matmul::desc(p.src, b_want, p.dst);
+            dnnl::primitive_attr attr = post_attr(p.dst);
+            dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
+            if (i == 0) plan.impl = pd.impl_info_str();
+            if (const_b_) {
+                p.weights = reorder_weights(pd.weights_desc(), b_strided, const_b_ + b_off);
+            } else {
+                p.b_desc = b_strided;
+                p.b_off = b_off;
+            }
+            p.prim = dnnl::matmul(pd);
+            finish_part(p, pd);
+            plan.parts.push_back(std::move(p));
+        }
+        forget_weight_sources();
+        return plan;
     }
 
-    std::unordered_map<int, memory> bind(void* const* args, const Prepared& p) override {
-        std::unordered_map<int, memory> m = {{DNNL_ARG_SRC, memory(a_desc_, cpu_engine(), args[a_])},
-                                             {DNNL_ARG_DST, memory(dst_desc_, cpu_engine(), args[out_])}};
-        m[DNNL_ARG_WEIGHTS] = !const_b_ ? memory(b_desc_, cpu_engine(), args[bm_]) : p.weights;
-        if (bias_ >= 0) m[DNNL_ARG_BIAS] = memory(bias_desc_, cpu_engine(), args[bias_]);
-        bind_post_ops(args, m);
-        return m;
-    }
-
-    int64_t a_, bm_, out_, bias_, batch_, m_, k_, n_;
+    int64_t bm_, batch_, m_, k_, n_;
     std::vector<int64_t> as_, bs_;
-    std::vector<float> plain_b_;
-    bool const_b_ = false;
-    memory::desc a_desc_, b_desc_, dst_desc_, bias_desc_;
+    const float* const_b_ = nullptr;  // the Executable's constant B (nullptr: an activation)
 };
 
 template <typename K>

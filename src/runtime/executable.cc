@@ -114,7 +114,7 @@ std::shared_ptr<ExternKernel> Executable::make_extern(int kernel) const {
 Status Executable::run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const {
     if (ExternKernel* ext = externs_.at(kernel).get()) {
         const int threads = env.pool ? static_cast<ThreadPool*>(env.pool)->num_threads() : 1;
-        return ext->run(args, threads);
+        return ext->run(args, env, threads);
     }
     int32_t rc = fns_.at(kernel)(args, &env);
     if (rc == 0) return Status::ok_status();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kernel_abi.h"
 #include "support/status.h"
 #include "support/tensor.h"
 
@@ -46,9 +47,9 @@ private:
 class ExternKernel {
 public:
     virtual ~ExternKernel() = default;
-    /// Computes the step on `args` (data pointers, inputs then outputs) with at most `threads`
-    /// threads (the caller's included). Never throws.
-    virtual Status run(void* const* args, int threads) = 0;
+    /// Computes the step on `args` (data pointers, inputs then outputs) on the caller's thread
+    /// and the intra-op pool of `env` (`threads` of them, the caller's included). Never throws.
+    virtual Status run(void* const* args, const kiln_kernel_env& env, int threads) = 0;
     /// What the library chose, for `kiln inspect` and profiles (e.g. "brg:avx512_core").
     virtual std::string implementation() const = 0;
 };

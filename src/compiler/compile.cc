@@ -5,7 +5,9 @@
 //    simplification and fusion above -O0. Folding evaluates through fold_constant_node.
 // 2. Assign one runtime buffer per value: inputs, constants (data copied by reference),
 //    intermediates, outputs. An output that is not a fresh node result (a graph input, a
-//    constant, or a value listed twice) gets its own buffer and a copy kernel.
+//    constant, or a value listed twice) gets its own buffer and a copy kernel. A Reshape /
+//    Flatten / Squeeze / Unsqueeze / Identity kernel of its own is a view instead: its value
+//    names its input's buffer and it gets no kernel.
 // 3. Lower each kernel unit — a fusion group or a single node (compiler/lower_group.h):
 //    composed computes -> schedule -> tir -> simplify -> C. Identical sources share one kernel.
 // 4. Compile all distinct sources through the cached compile driver, in parallel.
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "codegen/c_emitter.h"
@@ -58,6 +61,21 @@ Shape bind_shape(const ir::Value& v, const std::map<std::string, int64_t>& dims)
         out.push_back(it->second);
     }
     return out;
+}
+
+/// Ops that only reinterpret their input's buffer: with the same dtype and element count, the
+/// output is a view (the input's buffer under another shape) with no kernel and no copy.
+bool is_view_node(const ir::Node* n, const ir::Graph& g) {
+    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    if (!ops.count(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
+    const ir::Value* in = n->input(0);
+    const ir::Value* out = n->output(0);
+    if (!in->type().is_static() || !out->type().is_static() || in->type().dtype != out->type().dtype ||
+        in->type().dtype == DType::kString || shape_numel(in->type().static_shape()) != shape_numel(out->type().static_shape()))
+        return false;
+    for (const ir::Value* o : g.outputs())  // a graph output gets a buffer of its own
+        if (o == out) return false;
+    return true;
 }
 
 /// Below this many flops a oneDNN call costs more than it saves (primitive dispatch and the
@@ -132,16 +150,27 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         return id;
     };
     for (ir::Value* in : g.inputs()) exe->inputs.push_back(add_buffer(in, BufferRole::kInput));
+    // Views: units of one reinterpreting node (not fused into a kernel); none at -O0, where
+    // every node is its own kernel by definition.
+    std::vector<KernelUnit> units = partition_kernels(g);
+    std::set<const ir::Node*> views;
+    for (const KernelUnit& unit : units)
+        if (unit.nodes.size() == 1 && opts.opt_level > 0 && is_view_node(unit.nodes[0], g)) views.insert(unit.nodes[0]);
     for (ir::Node* n : g.nodes()) {
         for (ir::Value* in : n->inputs())
             if (in && in->is_constant() && !buffer_of.count(in)) add_buffer(in, BufferRole::kConstant);
+        if (views.count(n)) {
+            buffer_of[n->output(0)] = buffer_of.at(n->input(0));  // a view: no buffer of its own
+            continue;
+        }
         for (ir::Value* out : n->outputs()) add_buffer(out, BufferRole::kIntermediate);
     }
 
     std::vector<LoweredKernel> lowered;
     std::vector<std::vector<int>> step_args;
     std::vector<std::vector<std::pair<int, int>>> step_inplace;  // per step: (output, input) buffer ids
-    for (const KernelUnit& unit : partition_kernels(g)) {
+    for (const KernelUnit& unit : units) {
+        if (views.count(unit.nodes[0])) continue;
         std::vector<int> arg_ids;
         for (const ir::Value* v : unit.inputs) arg_ids.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) arg_ids.push_back(buffer_of.at(v));

@@ -246,9 +246,14 @@ private:
 
 memory::dims dims_of(const std::vector<int64_t>& v) { return memory::dims(v.begin(), v.end()); }
 
-tag blocked_tag(int64_t block) {
-    KILN_CHECK(block == 0 || block == 8 || block == 16, kInvalidModel) << "dnnl: unsupported channel block " << block;
-    return block == 16 ? tag::nChw16c : block == 8 ? tag::nChw8c : tag::nchw;
+/// oneDNN's tag for Kiln's layout of `channels` channels in blocks of `block` (0: plain NCHW);
+/// one block of all channels is NHWC.
+tag blocked_tag(int64_t block, int64_t channels) {
+    if (block == 16) return tag::nChw16c;
+    if (block == 8) return tag::nChw8c;
+    if (block == 0) return tag::nchw;
+    KILN_CHECK(block == channels, kInvalidModel) << "dnnl: unsupported channel block " << block << " of " << channels;
+    return tag::nhwc;
 }
 
 /// Convolution (2-D). Parameters:
@@ -348,8 +353,8 @@ private:
             const int64_t c0 = depthwise ? m0 : 0, cc = depthwise ? mm : c, gg = depthwise ? mm : g;
             Part p;
             std::vector<int64_t> sd = {nn, cc, src_[2], src_[3]}, dd = {nn, mm, dst_[2], dst_[3]};
-            p.src = memory::desc(dims_of(sd), memory::data_type::f32, blocked_tag(src_block_));
-            p.dst = memory::desc(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_));
+            p.src = memory::desc(dims_of(sd), memory::data_type::f32, blocked_tag(src_block_, cc));
+            p.dst = memory::desc(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_, mm));
             p.src_off = n0 * c * src_[2] * src_[3] + c0 * src_[2] * src_[3];
             p.dst_off = n0 * m * dst_[2] * dst_[3] + m0 * dst_[2] * dst_[3];
             p.bias_off = m0;
@@ -357,7 +362,7 @@ private:
             // Activations not in nChw16c (plain NCHW, or NCHW8c for channel counts like 24): let
             // oneDNN pick (its fast kernels read nChw16c, padding the channels; the first conv's
             // few input channels it reads plain) and reorder at the edges.
-            const bool src_free = src_block_ != 16 && cc % 8 == 0, dst_free = dst_block_ != 16;
+            const bool src_free = src_block_ != 16 && cc % 8 == 0 && src_block_ != cc, dst_free = dst_block_ != 16;
             memory::desc src = src_free ? memory::desc(dims_of(sd), memory::data_type::f32, tag::any) : p.src;
             memory::desc dst = dst_free ? memory::desc(dims_of(dd), memory::data_type::f32, tag::any) : p.dst;
             memory::dims wdims = gg == 1 ? memory::dims{mm, cc, kernel_[0], kernel_[1]}

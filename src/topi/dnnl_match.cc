@@ -167,13 +167,16 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     int64_t groups = 1;
     if (op == "KilnConv2dNCHWc") {  // X [N, C/ci, H, W, ci], W [M/co, C/ci, KH, KW, ci, co]
         if (xs.size() != 5 || ws.size() != 6) return std::nullopt;
+        // Blocks of 8 or 16, or one block of every channel (NHWC: the stem's 3 channels).
+        if (xs[4] != 8 && xs[4] != 16 && xs[1] != 1) return std::nullopt;
+        if (ys[4] != 8 && ys[4] != 16 && ys[1] != 1) return std::nullopt;
         src = {xs[0], xs[1] * xs[4], xs[2], xs[3]};
         dst = {ys[0], ys[1] * ys[4], ys[2], ys[3]};
         kernel = {ws[2], ws[3]};
         p = {{"src_block", std::to_string(xs[4])}, {"dst_block", std::to_string(ys[4])},
              {"wei", "blocked:" + std::to_string(ws[4]) + ":" + std::to_string(ws[5])}};
     } else if (op == "KilnDepthwiseConv2dNCHWc") {  // X [N, C/c, H, W, c], W [C/c, KH, KW, c]
-        if (xs.size() != 5 || ws.size() != 4) return std::nullopt;
+        if (xs.size() != 5 || ws.size() != 4 || (xs[4] != 8 && xs[4] != 16)) return std::nullopt;
         src = {xs[0], xs[1] * xs[4], xs[2], xs[3]};
         dst = {ys[0], ys[1] * ys[4], ys[2], ys[3]};
         kernel = {ws[1], ws[2]};

@@ -301,15 +301,17 @@ def cpu_name():
     return platform.processor() or "unknown CPU"
 
 
-def write_docs(path, text):
+def write_docs(path, text, begin=BEGIN, end=END,
+               heading="CPU: Kiln vs ONNX Runtime and OpenVINO (`bench/peers.py`)"):
+    """Replaces the block between `begin` and `end` in the page at `path` with `text`; a page
+    without the markers gets a new section `## heading` at its end."""
     with open(path) as f:
         page = f.read()
-    block = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in page and END in page:
-        page = page[:page.index(BEGIN)] + block + page[page.index(END) + len(END):]
+    block = f"{begin}\n{text}\n{end}"
+    if begin in page and end in page:
+        page = page[:page.index(begin)] + block + page[page.index(end) + len(end):]
     else:
-        page = page.rstrip("\n") + "\n\n## CPU: Kiln vs ONNX Runtime and OpenVINO " \
-            "(`bench/peers.py`)\n\n" + block + "\n"
+        page = page.rstrip("\n") + f"\n\n## {heading}\n\n{block}\n"
     with open(path, "w") as f:
         f.write(page)
 

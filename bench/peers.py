@@ -236,8 +236,12 @@ def kiln_startup(args, name, threads, batch, cache_dir):
 
 # ---- tables ----------------------------------------------------------------------------------
 
+def ms_str(ms):
+    return f"{ms:.3f}" if ms >= 1 else f"{ms:.4f}"
+
+
 def fmt_ms(s):
-    return f"{s[0]:.3f} / {s[1]:.3f}" if s else "-"
+    return f"{ms_str(s[0])} / {ms_str(s[1])}" if s else "-"
 
 
 def latency_table(rows, peaks):

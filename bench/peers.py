@@ -399,7 +399,7 @@ def main(argv=None):
     versions = f"ONNX Runtime {onnxruntime.__version__}"
     if use_ov:
         import openvino
-        versions += f", OpenVINO {openvino.__version__}"
+        versions += f", OpenVINO {openvino.__version__.split('-')[0]}"
     if args.kiln_kernels:
         versions += f", Kiln `--kernels {args.kiln_kernels}`"
     log("measuring the FP32 peak (bench/fma_peak.c)")

@@ -197,16 +197,23 @@ def main(argv=None):
         ort_ms = []
         for _ in range(args.rounds):
             for c in choices:
-                res[c].append(kiln_once(args.kiln, path, c, args.repeat, env))
+                if res[c] is None:
+                    continue  # failed in an earlier round
+                try:
+                    res[c].append(kiln_once(args.kiln, path, c, args.repeat, env))
+                except RuntimeError as e:
+                    log(f"{label}: kiln[{c or 'default'}] failed: {e}")
+                    res[c] = None
             if ort:
                 ort_ms.append(ort.median_ms(args.repeat))
         row = {"label": label, "flops": fl}
         for c in choices:
-            row[c] = (statistics.median(r[0] for r in res[c]),
-                      statistics.median(r[1] for r in res[c]))
+            row[c] = res[c] and (statistics.median(r[0] for r in res[c]),
+                                 statistics.median(r[1] for r in res[c]))
         row["ort"] = statistics.median(ort_ms) if ort_ms else None
         rows.append(row)
-        log(f"{label}: " + ", ".join(f"kiln[{c or 'default'}] {row[c][0]:.3f} ms" for c in choices)
+        log(f"{label}: " + ", ".join(f"kiln[{c or 'default'}] {row[c][0]:.3f} ms"
+                                     for c in choices if row[c])
             + (f", ort {row['ort']:.3f} ms" if row["ort"] else ""))
 
     def gf(ms):
@@ -226,7 +233,8 @@ def main(argv=None):
     for row in rows:
         line = f"| {row['label']} | {row['flops'] / 1e6:.1f} |"
         for c in choices:
-            line += f" {row[c][0]:.3f} / {row[c][1]:.3f} | {gf(row[c][0])} |"
+            line += (f" {row[c][0]:.3f} / {row[c][1]:.3f} | {gf(row[c][0])} |" if row[c]
+                     else " failed | - | - |")
         if row["ort"]:
             line += f" {row['ort']:.3f} | {gf(row['ort'])} |"
         lines.append(line)

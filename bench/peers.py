@@ -249,6 +249,10 @@ def latency_table(rows, peaks):
            "OpenVINO ms p50 / p90 | Kiln / best peer | Kiln GFLOP/s | % of peak |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        if r.get("failed"):
+            out.append(f"| {r['model']} | {r['threads']} | {r['batch']} | - | failed (see the "
+                       "run's log) | - | - | - | - | - |")
+            continue
         k = r["kiln"][0]
         peers = [r[e][0] for e in ("ort", "openvino") if r.get(e)]
         gflops = r["gflop"] / (k / 1e3)
@@ -419,7 +423,12 @@ def main(argv=None):
                 log(f"{name}: Kiln start-up cold {cold:.3f} s, warm {warm:.3f} s")
             for batch in batches:
                 for t in thread_counts:
-                    row = measure_config(args, name, t, batch, cache, use_ov, log)
+                    try:
+                        row = measure_config(args, name, t, batch, cache, use_ov, log)
+                    except RuntimeError as e:  # a failing kiln run: say so, go on
+                        log(f"{name} T={t} B={batch}: failed: {e}")
+                        rows.append({"model": name, "threads": t, "batch": batch, "failed": 1})
+                        continue
                     if name in startup and batch == batches[0] and t == thread_counts[0]:
                         startup[name].update(row["startup"])
                     rows.append(row)

@@ -14,7 +14,8 @@ processes on a shared machine falls on all of them alike:
 * OpenVINO: CPU plugin, INFERENCE_PRECISION_HINT=f32, PERFORMANCE_HINT=LATENCY,
   INFERENCE_NUM_THREADS=T; `infer(share_inputs=True)`, one warm-up run per round, R timed runs.
 
-Each engine's median and p90 are over all its timed runs of all rounds. `kiln/best` is Kiln's
+Each engine's median and p90 are over all its timed runs of all rounds: up to 3 in round 0,
+then up to R per round, fewer (at least 1) where R runs would take more than --budget seconds. `kiln/best` is Kiln's
 median over the faster peer's (below 1: Kiln is faster). GFLOP/s counts 2 x the MACs of Conv,
 MatMul and Gemm (bench/flops.py); `% peak` is against the FP32 FMA peak measured for T threads
 (bench/fma_peak.py). Kiln's outputs are compared with ONNX Runtime's (np.allclose, rtol 2e-3,
@@ -195,6 +196,16 @@ def compare(kiln_outs, ort_outs):
     return "; ".join(bad)
 
 
+def runs_this_round(args, r, ms_so_far):
+    """Timed runs of one engine in round r: --repeat, but at most 3 in round 0 (which measures
+    how long a run takes) and afterwards as many as fit in --budget seconds (at least 1), so a
+    configuration where a run takes seconds does not take hours."""
+    if r == 0:
+        return min(args.repeat, 3)
+    per_run_s = float(np.median(ms_so_far)) / 1e3
+    return max(1, min(args.repeat, int(args.budget / max(per_run_s, 1e-9))))
+
+
 def stats(ms):
     return (float(np.median(ms)), float(np.percentile(ms, 90))) if ms else None
 
@@ -214,12 +225,13 @@ def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
         k = r % len(engines)
         for e in engines[k:] + engines[:k]:  # rotate who goes first
             names = ort.names if (e.name == "kiln" and r == 0) else None
-            times[e.name] += e.timed_runs(args.repeat, names)
+            times[e.name] += e.timed_runs(runs_this_round(args, r, times[e.name]), names)
     row = {"model": name, "threads": threads, "batch": batch,
            "gflop": flops.model_flops(path) / 1e9,
            "check": compare(engines[0].outputs, ort.outputs),
            "startup": {e.name: e.startup_s for e in engines[1:]}}
     row.update({e: stats(ms) for e, ms in times.items()})
+    row["kiln_runs"] = len(times["kiln"])
     if row["check"]:
         log(f"  {name} T={threads} B={batch}: Kiln differs from ORT: {row['check']}")
     return row
@@ -246,12 +258,12 @@ def fmt_ms(s):
 
 def latency_table(rows, peaks):
     out = ["| model | T | batch | GFLOP | Kiln ms p50 / p90 | ORT ms p50 / p90 | "
-           "OpenVINO ms p50 / p90 | Kiln / best peer | Kiln GFLOP/s | % of peak |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "OpenVINO ms p50 / p90 | Kiln / best peer | Kiln GFLOP/s | % of peak | Kiln runs |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if r.get("failed"):
             out.append(f"| {r['model']} | {r['threads']} | {r['batch']} | - | failed (see the "
-                       "run's log) | - | - | - | - | - |")
+                       "run's log) | - | - | - | - | - | - |")
             continue
         k = r["kiln"][0]
         peers = [r[e][0] for e in ("ort", "openvino") if r.get(e)]
@@ -259,7 +271,8 @@ def latency_table(rows, peaks):
         ratio = f"{k / min(peers):.2f}" + (" MISMATCH" if r["check"] else "")
         out.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['gflop']:.3g} | "
                    f"{fmt_ms(r['kiln'])} | {fmt_ms(r['ort'])} | {fmt_ms(r.get('openvino'))} | "
-                   f"{ratio} | {gflops:.1f} | {100 * gflops / peaks[r['threads']][0]:.1f} |")
+                   f"{ratio} | {gflops:.1f} | {100 * gflops / peaks[r['threads']][0]:.1f} | "
+                   f"{r['kiln_runs']} |")
     return "\n".join(out)
 
 
@@ -286,8 +299,10 @@ def report(args, argv, rows, startup, peaks, versions):
         "build/peers-venv/bin/python bench/peers.py " + shlex.join(argv),
         "```",
         "",
-        f"Latency: median and p90 of {args.rounds} rounds x {args.repeat} timed runs per engine, "
-        "engines interleaved round by round. Kiln / best peer below 1: Kiln is faster.",
+        f"Latency: median and p90 over {args.rounds} rounds of up to {args.repeat} timed runs per "
+        f"engine (round 0: up to 3; later rounds: as many as fit in {args.budget:g} s, at least "
+        "1; `Kiln runs` = Kiln's total), engines interleaved round by round. Kiln / best peer "
+        "below 1: Kiln is faster.",
         "",
         latency_table(rows, peaks),
     ]
@@ -368,7 +383,11 @@ def main(argv=None):
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--batches", default=None, help="default 1,8 (--smoke: 1, and mlp at 8)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per configuration")
-    ap.add_argument("--repeat", type=int, default=10, help="timed runs per engine per round")
+    ap.add_argument("--repeat", type=int, default=10,
+                    help="timed runs per engine per round (round 0: at most 3)")
+    ap.add_argument("--budget", type=float, default=20.0,
+                    help="seconds of timed runs per engine per round after round 0: fewer "
+                         "runs than --repeat (at least 1) where a run is slow")
     ap.add_argument("--kiln-kernels", default=None, help="pass `--kernels X` to kiln run")
     ap.add_argument("--no-openvino", action="store_true")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up table")

@@ -24,6 +24,7 @@ Everything is deterministic (fixed seeds) and runs in well under a minute on two
     python3 scripts/make_models.py --out DIR --skip-digits
     python3 scripts/make_models.py --only mlp,small_cnn
     python3 scripts/make_models.py --skip-digits --only resnet50,mobilenetv2,bert_base
+    python3 scripts/make_models.py --skip-digits --only resnet18 --batch 8   # + resnet18_b8
 """
 from __future__ import annotations
 
@@ -856,6 +857,8 @@ def main(argv=None):
     ap.add_argument("--skip-digits", action="store_true", help="do not retrain the digits CNN")
     ap.add_argument("--skip-tests", action="store_true", help="do not write the test models")
     ap.add_argument("--only", default="", help="comma-separated test model names")
+    ap.add_argument("--batch", type=int, default=0,
+                    help="also write <name>_b<N> variants at batch N (scripts/batch_variants.py)")
     args = ap.parse_args(argv)
     if not args.skip_digits:
         print(f"digits CNN -> {args.digits_dir}")
@@ -867,6 +870,10 @@ def main(argv=None):
             ap.error(f"unknown model(s) {unknown}; known: {sorted(ALL_MODELS)}")
         print(f"test models -> {args.out}")
         write_test_models(args.out, names, verbose=True)
+        if args.batch:
+            from batch_variants import write_batched
+            for n in names:
+                print(f"  {n} at batch {args.batch}: {write_batched(n, args.out, args.batch)[0]}")
     return 0
 
 

@@ -5,6 +5,8 @@
 #     at -O3 (with ONNX Runtime in the same run) and at -O0 (the pass pipeline's equivalence
 #     property: both levels pass the same tests against the ONNX reference outputs)
 #  3. pytest: CLI, models vs ONNX Runtime, bad-input errors
+#  4. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
+#     Runtime's (no timing assertions; keeps the benchmark script from rotting)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${KILN_BUILD_DIR:-$ROOT/build}"
@@ -28,3 +30,6 @@ python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" --
 
 echo "== pytest (CLI, models vs ONNX Runtime, errors)"
 KILN_BIN="$BUILD/bin/kiln" python3 -m pytest -q "$ROOT/tests/models" "$ROOT/tests/cli" "$ROOT/tests/conformance"
+
+echo "== bench smoke"
+KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "$BUILD/models"

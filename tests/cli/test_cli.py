@@ -4,6 +4,7 @@ output format and exit status of `test-onnx`.
 Expected values are computed here with numpy (x + y), never taken from Kiln's own output.
 The binary is $KILN_BIN, or <repo>/build/bin/kiln.
 """
+import json
 import os
 import pathlib
 import re
@@ -143,6 +144,19 @@ def test_run_writes_outputs_matching_numpy(tmp_path):
     values = re.search(r"^  values: (.*)$", r.stdout, re.M).group(1)
     np.testing.assert_allclose([float(v) for v in values.split(", ")], (x + y).ravel(), rtol=1e-5)
     np.testing.assert_allclose(np.load(out_dir / "z.npy"), x + y, rtol=1e-6)
+
+
+def test_run_timings_json_has_one_entry_per_timed_run(tmp_path):
+    model = tmp_path / "add.onnx"
+    binary_model(model)
+    timings = tmp_path / "t.json"
+    r = kiln("run", model, "--repeat", "4", "--timings-json", timings)
+    assert r.returncode == 0, r.stderr
+    t = json.loads(timings.read_text())
+    assert len(t["runs_ms"]) == 4 and all(ms > 0 for ms in t["runs_ms"])
+    assert t["load_ms"] > 0 and t["first_run_ms"] > 0 and t["compile_s"] >= 0
+    median = float(re.search(r"^median (\d+\.\d\d) ms", r.stdout, re.M).group(1))
+    assert abs(median - float(np.median(t["runs_ms"]))) <= 0.006
 
 
 def test_run_npz_inputs_and_random_fill_are_seeded(tmp_path):

@@ -1,12 +1,14 @@
 // `kiln run`: load a model, bind inputs (from .npy/.npz files or seeded random data of the declared
 // type), run once to warm up (which includes any compile deferred to the first run), then time N
 // runs and report the median. Prints the compile statistics, each output's type, shape and leading
-// values, and optionally writes every output to DIR/<name>.npy.
+// values, and optionally writes every output to DIR/<name>.npy and the timings to a JSON file
+// (--timings-json: load, first run and each timed run in ms, for bench/peers.py).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +42,7 @@ struct RunArgs {
     bool memory_report = false;  // print the memory plan and allocator statistics
     int opt_level = 3;
     std::string kernels = "auto";
+    std::string timings_json;  // write load / first-run / per-run milliseconds here
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -107,9 +110,24 @@ void write_outputs(const std::string& dir, const std::vector<TensorInfo>& infos,
     }
 }
 
+/// {"load_ms": L, "first_run_ms": F, "compile_s": C, "runs_ms": [...]}: one line of JSON.
+void write_timings(const std::string& path, double load_ms, double first_run_ms, double compile_s,
+                   const std::vector<double>& ms) {
+    std::ofstream f(path);
+    KILN_CHECK(f.good(), kIOError) << "cannot write timings to '" << path << "'";
+    f << fmt::format("{{\"load_ms\": {:.4f}, \"first_run_ms\": {:.4f}, \"compile_s\": {:.4f}, ",
+                     load_ms, first_run_ms, compile_s)
+      << "\"runs_ms\": [";
+    for (size_t i = 0; i < ms.size(); ++i) f << (i ? ", " : "") << fmt::format("{:.4f}", ms[i]);
+    f << "]}\n";
+    KILN_CHECK(f.good(), kIOError) << "cannot write timings to '" << path << "'";
+}
+
 int run_model(const RunArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
+    using Clock = std::chrono::steady_clock;
+    const auto load_start = Clock::now();
     SessionOptions opts;
     opts.threads = args.threads;
     opts.dims = parse_dims(args.dims);
@@ -122,6 +140,10 @@ int run_model(const RunArgs& args) {
     opts.opt_level = args.opt_level;
     opts.kernels = args.kernels;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
+    const auto elapsed_ms = [](Clock::time_point t0) {
+        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
+    const double load_ms = elapsed_ms(load_start);
 
     std::map<std::string, std::string> origin;
     std::map<std::string, Tensor> feeds = read_given_inputs(args, *session, origin);
@@ -142,8 +164,9 @@ int run_model(const RunArgs& args) {
                    shape_str(shape), args.seed);
     }
 
-    using Clock = std::chrono::steady_clock;
+    const auto first_start = Clock::now();
     std::vector<Tensor> outputs = session->run(feeds);  // warm-up; may compile
+    const double first_run_ms = elapsed_ms(first_start);
     SessionStats stats = session->stats();
     fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", stats.kernels,
                stats.compiled, stats.kernels - stats.compiled, stats.compile_seconds);
@@ -173,6 +196,8 @@ int run_model(const RunArgs& args) {
         fmt::print("wrote profile {}\n", args.profile_path);
     }
     if (!args.output_dir.empty()) write_outputs(args.output_dir, infos, outputs);
+    if (!args.timings_json.empty())
+        write_timings(args.timings_json, load_ms, first_run_ms, stats.compile_seconds, ms);
     return 0;
 }
 
@@ -222,6 +247,9 @@ void add_run_command(CLI::App& app, CommandAction& action) {
                     "OutOfMemory error")
         ->type_name("BYTES")
         ->capture_default_str();
+    sub->add_option("--timings-json", args->timings_json,
+                    "Write load, first-run and each timed run's milliseconds to FILE as JSON")
+        ->type_name("FILE.json");
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
     sub->callback([args, &action] { action = [args] { return run_model(*args); }; });
 }

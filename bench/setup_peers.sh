@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Creates the peer engines' virtual environment for bench/peers.py and bench/kernels.py:
+# ONNX Runtime, OpenVINO, numpy and onnx in a venv of its own (default build/peers-venv), so
+# the project's test environment is never touched. Idempotent: an existing venv is reused and
+# pip runs only when a package is missing. Prints the venv's python path last.
+#
+#   bench/setup_peers.sh [VENV_DIR]
+#   $(bench/setup_peers.sh | tail -1) bench/peers.py --models mlp --rounds 3
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+VENV="${1:-${KILN_PEERS_VENV:-$ROOT/build/peers-venv}}"
+PY_BASE="${PYTHON:-python3}"
+PACKAGES=(onnxruntime openvino numpy onnx)
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup_peers: creating $VENV" >&2
+  mkdir -p "$(dirname "$VENV")"
+  "$PY_BASE" -m venv "$VENV"
+fi
+missing=()
+for p in "${PACKAGES[@]}"; do
+  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('$p')" 2>/dev/null || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup_peers: pip install ${missing[*]}" >&2
+  "$VENV/bin/python" -m pip install -q "${missing[@]}" >&2
+fi
+"$VENV/bin/python" - >&2 <<'PYEOF'
+import importlib.metadata as m
+print("setup_peers: " + ", ".join(f"{p} {m.version(p)}" for p in ["onnxruntime", "openvino", "numpy", "onnx"]))
+PYEOF
+echo "$VENV/bin/python"

@@ -3,10 +3,12 @@
 //
 // Compute: a sum-reduction stage over k (in the compute dtype), then an epilogue stage when
 // alpha/beta/C or a narrower storage dtype need one.
-// Schedule: rows (batch * M) in parallel, then k, then the contiguous output column j innermost
-// and vectorized, so the inner loop streams a row of B into a row of the output.
+// Schedule: a register-tiled micro-kernel (schedule_matmul_stage): an mr x nc output tile
+// accumulates in registers across the whole k loop (FMA: broadcast A, contiguous B vectors)
+// and is written once.
 // MatMul's core (matmul_output_dims, matmul_accumulate) and schedule are shared with
 // MatMulInteger and QLinearMatMul (linear_util.h).
+#include <algorithm>
 #include <string>
 
 #include "op/broadcast.h"
@@ -29,24 +31,69 @@ std::vector<DType> matmul_types() {
     return t;
 }
 
-// Schedules a [rows..., i, j] x [k] reduction stage: fuse rows+i (parallel), k, j (vectorized).
+// The register tile of the micro-kernel: mr output rows x nr vectors of output columns, each
+// a vector accumulator; at most 24 of the 32 AVX-512 registers (the rest hold nr B vectors and
+// an A broadcast). Picks the shape with the best FMAs per load (mr*nr / (mr+nr)) after the
+// waste of a tail in M or N.
+struct MatmulTile {
+    int64_t mr, nc;  // rows, columns (nr * vector width)
+};
+
+MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec) {
+    MatmulTile best{1, vec};
+    double best_score = -1;
+    const int64_t max_nr = std::max<int64_t>(1, std::min<int64_t>(4, (n + vec - 1) / vec));
+    for (int64_t mr = std::min<int64_t>(8, m); mr >= 1; --mr)
+        for (int64_t nr = max_nr; nr >= 1; --nr) {
+            if (mr * nr > 24) continue;
+            const int64_t nc = nr * vec;
+            double useful = static_cast<double>(m) / static_cast<double>((m + mr - 1) / mr * mr) *
+                            static_cast<double>(n) / static_cast<double>((n + nc - 1) / nc * nc);
+            double score = useful * static_cast<double>(mr * nr) / static_cast<double>(mr + nr);
+            if (score > best_score + 1e-9) {
+                best_score = score;
+                best = {mr, nc};
+            }
+        }
+    return best;
+}
+
+// Schedules a [rows..., i, j] x [k] reduction stage as a register-tiled micro-kernel:
+// (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,
+// j-inner vectorized) accumulated in a local array (Stage::cache_write_local) and written
+// once. Every k step broadcasts mr values of A against nc/vec contiguous vectors of B's row k.
 void schedule_matmul_stage(te::Stage& st) {
     const int nd = st.tensor()->ndim();
     if (nd == 0) return;
+    const Shape& sh = st.tensor()->shape;
     te::IterVar j = st.axis(nd - 1);
-    std::vector<te::IterVar> order;
-    if (nd > 1) {
-        te::IterVar rows = st.axis(0);
-        for (int d = 1; d < nd - 1; ++d) rows = st.fuse(rows, st.axis(d));
-        order.push_back(rows);
-        int64_t work = st.tensor()->numel();
-        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-        if (work > kParallelMin && st.tensor()->numel() / st.tensor()->shape[nd - 1] > 1) st.parallel(rows);
+    if (nd == 1) {  // a vector result: k outer, j vectorized (no rows to tile)
+        std::vector<te::IterVar> order(st.all_reduce_axes().begin(), st.all_reduce_axes().end());
+        order.push_back(j);
+        st.reorder(order);
+        if (sh[0] > 1) st.vectorize(j);
+        return;
     }
+    const int64_t vec = vector_width(st.tensor()->dtype);
+    MatmulTile tile = matmul_tile(sh[nd - 2], sh[nd - 1], vec);
+    auto [io, ii] = st.split(st.axis(nd - 2), tile.mr);
+    auto [jo, ji] = st.split(j, tile.nc);
+    std::vector<te::IterVar> order;
+    for (int d = 0; d < nd - 2; ++d) order.push_back(st.axis(d));
+    order.push_back(jo);
+    order.push_back(io);
     for (const auto& r : st.all_reduce_axes()) order.push_back(r);
-    order.push_back(j);
+    order.push_back(ii);
+    order.push_back(ji);
     st.reorder(order);
-    if (st.tensor()->shape[nd - 1] > 1) st.vectorize(j);
+    te::IterVar outer = jo;
+    for (int d = nd - 3; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    if (tile.mr > 1) st.unroll(ii);
+    if (sh[nd - 1] > 1) st.vectorize(ji);
+    st.cache_write_local();
+    int64_t work = st.tensor()->numel();
+    for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+    if (work > kParallelMin && outer->extent > 1) st.parallel(outer);
 }
 
 void matmul_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {

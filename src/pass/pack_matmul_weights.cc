@@ -40,7 +40,9 @@ bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache) {
     const bool trans_b = gemm && n->attr_int("transB", 0) != 0;
     const Shape as = a->type().static_shape(), bs = b->type().static_shape();
     const int64_t m = as[as.size() - 2], cols = trans_b ? bs[0] : bs[1];
-    if (cols < 8 || m * cols < 256) return false;  // too small to gain from a packed panel
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < as.size(); ++d) rows *= as[d];
+    if (cols < 8 || rows * cols < 64) return false;  // too small to gain from a packed panel
     const int64_t nb = op::matmul_packed_block(m, cols);
     std::vector<ir::Value*> ins = {a, packed(g, b, trans_b, nb, cache)};
     ir::AttrMap attrs = {{"n", ir::Attr(cols)}};

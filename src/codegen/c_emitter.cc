@@ -9,7 +9,8 @@
 // context struct holding every variable and buffer the body uses from the enclosing scope, run
 // through env->parallel_for. A parallel loop inside a task is emitted serially (the runtime
 // would run it inline anyway). Allocate becomes an aligned heap buffer freed at the end of its
-// scope; when allocation fails the kernel frees what it holds and returns 1 (a task sets
+// scope (a local buffer, Stage::cache_write_local, is a fixed-size array instead); when
+// allocation fails the kernel frees what it holds and returns 1 (a task sets
 // ctx->failed, checked by the kernel after parallel_for).
 //
 // Vectorized loops get `#pragma GCC ivdep` only when every store in the body indexes with the
@@ -244,6 +245,16 @@ private:
                 pad(sc);
                 *sc.out << "{\n";
                 ++sc.indent;
+                if (a.buffer->local) {  // a register tile: a fixed-size array gcc keeps in registers
+                    pad(sc);
+                    *sc.out << t << " " << name << "[" << numel << "] __attribute__((aligned(64)));  /* "
+                            << a.buffer->name << " local */\n";
+                    stmt(a.body, sc);
+                    --sc.indent;
+                    pad(sc);
+                    *sc.out << "}\n";
+                    break;
+                }
                 pad(sc);
                 *sc.out << t << "* restrict " << name << " = (" << t << "*)kiln_alloc(" << bytes << ");  /* "
                         << a.buffer->name << " " << dtype_name(a.buffer->dtype) << "["

@@ -32,7 +32,7 @@ const Tensor* ComputeArgs::constant_input(size_t i) const {
 }
 
 bool stage_untouched(const te::Stage& st) {
-    if (st.is_inlined() || !st.splits().empty() || !st.fuses().empty()) return false;
+    if (st.is_inlined() || st.writes_local() || !st.splits().empty() || !st.fuses().empty()) return false;
     for (const auto& iv : st.leaf_iter_vars())
         if (st.loop_kind(iv) != te::LoopKind::kSerial) return false;
     return true;

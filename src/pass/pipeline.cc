@@ -14,6 +14,7 @@
 #include "pass/fold_constants.h"
 #include "pass/fuse_operators.h"
 #include "pass/infer_shapes.h"
+#include "pass/pack_matmul_weights.h"
 #include "pass/simplify_algebra.h"
 #include "pass/transform_layout.h"
 #include "support/error.h"
@@ -35,6 +36,8 @@ const std::vector<Pass>& all_passes() {
         // After BN folding (the blocked conv takes the folded weights); its weight repacking is
         // constant-only nodes, evaluated right after, and the unpacked weights then die.
         {"transform-layout", 3, "blocked NCHWc convolutions, layout transforms hoisted", transform_layout},
+        // Before the fold below, which evaluates the packing (constant B -> [N/nb, K, nb]).
+        {"pack-matmul-weights", 3, "MatMul/Gemm with constant B read a packed B", pack_matmul_weights},
         {"fold-constants", 3, "pre-pack the blocked weights", fold_constants},
         {"eliminate-dead-code", 3, "drop the unpacked weights", eliminate_dead_code},
         // Types may have changed under rewrites; fusion reads final types.

@@ -139,6 +139,9 @@ struct BufferNode {
     std::string name;
     DType dtype;            // storage dtype (f16 stored as uint16_t bits)
     std::vector<int64_t> shape;
+    /// A small kernel-local array meant to live in registers (a reduction's accumulator tile,
+    /// Stage::cache_write_local): the C emitter declares it as a fixed-size local array.
+    bool local = false;
     int64_t numel() const;
 };
 Buffer make_buffer(const std::string& name, DType dtype, std::vector<int64_t> shape);

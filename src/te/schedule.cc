@@ -159,6 +159,12 @@ void Stage::store_in(const Tensor& target) {
     storage_ = target;
 }
 
+void Stage::cache_write_local() {
+    KILN_CHECK(!reduce_axes_.empty() && !inlined_, kInvalidArgument)
+        << "stage '" << tensor_->name << "': cache_write_local applies to a materialized reduction";
+    local_ = true;
+}
+
 LoopKind Stage::loop_kind(const IterVar& iv) const {
     auto it = kinds_.find(iv.get());
     return it == kinds_.end() ? LoopKind::kSerial : it->second;

@@ -69,6 +69,15 @@ public:
     /// The tensor whose buffer this stage writes (nullptr: its own).
     const Tensor& storage() const { return storage_; }
 
+    /// Register-tile accumulation (TVM's cache_write to "local"): a reduction stage accumulates
+    /// into a small local array indexed by the data-parallel leaves nested inside its outermost
+    /// reduce leaf (the tile); the array is initialized just outside that reduce leaf and
+    /// written to the stage's buffer once after the reduction, so the buffer is never
+    /// read-modify-written per reduction step. Lowering rejects tiles over kMaxLocalElems.
+    void cache_write_local();
+    bool writes_local() const { return local_; }
+    static constexpr int64_t kMaxLocalElems = 1024;
+
     bool is_inlined() const { return inlined_; }
     LoopKind loop_kind(const IterVar& iv) const;
     const std::vector<SplitRelation>& splits() const { return splits_; }
@@ -89,6 +98,7 @@ private:
     std::map<const IterVarNode*, LoopKind> kinds_;
     bool inlined_ = false;
     bool is_output_ = false;
+    bool local_ = false;
     Tensor storage_;
 };
 

@@ -21,6 +21,11 @@
 //     innermost statement is `out[idx] = combine(out[idx], source)`. If a data-parallel leaf is
 //     nested inside a reduce leaf, no single position initializes each element exactly once
 //     before its first update, so a separate init loop nest over the output runs first.
+//  5. Local accumulation (Stage::cache_write_local): the reduction's updates go to a small
+//     local array indexed by the tile (the data-parallel leaves nested inside the outermost
+//     reduce leaf). Just outside that reduce leaf: Allocate(local) { init every tile element;
+//     the reduce loops; for each tile element in range (the tile leaves' tail guards):
+//     out[idx] = local[tile idx] }. The order of additions per element is unchanged.
 // f16/bf16 reductions accumulate in an f32 buffer (Allocated around the stage) and are narrowed
 // into the output once, after the reduction.
 // Stages not in `args` are intermediates: their buffers are Allocated around the whole body,
@@ -177,7 +182,12 @@ private:
 Stmt Lowerer::lower_stage(const te::Stage& st) {
     const te::Tensor& t = st.tensor();
     const Buffer& out_buf = buffers_.at(t.get());
-    // f16/bf16 reductions accumulate in an f32 buffer, narrowed once at the end.
+    //  5. Local accumulation (Stage::cache_write_local): the reduction's updates go to a small
+//     local array indexed by the tile (the data-parallel leaves nested inside the outermost
+//     reduce leaf). Just outside that reduce leaf: Allocate(local) { init every tile element;
+//     the reduce loops; for each tile element in range (the tile leaves' tail guards):
+//     out[idx] = local[tile idx] }. The order of additions per element is unchanged.
+// f16/bf16 reductions accumulate in an f32 buffer, narrowed once at the end.
     Buffer buf = out_buf;
     const bool is_reduce = t->body->kind == ExprKind::kReduce;
     if (is_reduce && te::compute_dtype(out_buf->dtype) != out_buf->dtype) {
@@ -260,19 +270,55 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
     Stmt main_store, init_store;
     size_t first_reduce = n;
     bool separate_init = false;
+    // 5. Local accumulation (Stage::cache_write_local): `tile` holds the positions of the
+    // data-parallel leaves inside the outermost reduce leaf; they index `local`.
+    const bool use_local = is_reduce && st.writes_local();
+    std::vector<size_t> tile;
+    Buffer local;
+    Expr local_index;
+    Stmt local_init, local_write;
     if (is_reduce) {
         const auto& r = static_cast<const te::ReduceNode&>(*t->body);
         Expr src = convert(te::substitute(r.source, vmap));
-        Expr acc = std::make_shared<te::BufferLoadNode>(r.dtype, buf, out_index);
-        main_store = make_store(buf, out_index, combine(r.op, acc, src));
-        init_store = make_store(buf, out_index, te::reduce_identity(r.op, r.dtype));
         for (size_t k = 0; k < n; ++k) {
             if (leaves[k]->is_reduce) {
                 first_reduce = std::min(first_reduce, k);
             } else if (first_reduce < k) {
                 separate_init = true;
+                tile.push_back(k);
             }
         }
+        if (use_local) {
+            separate_init = false;
+            std::vector<int64_t> shape;
+            std::vector<Expr> idx;
+            int64_t elems = 1;
+            for (size_t k : tile) {
+                KILN_CHECK(st.loop_kind(leaves[k]) != te::LoopKind::kParallel, kInvalidArgument)
+                    << "stage '" << t->name << "': a local accumulator tile cannot hold parallel leaf "
+                    << leaves[k]->var->name;
+                shape.push_back(leaves[k]->extent);
+                idx.push_back(leaves[k]->var);
+                elems *= leaves[k]->extent;
+            }
+            KILN_CHECK(elems <= te::Stage::kMaxLocalElems, kInvalidArgument)
+                << "stage '" << t->name << "': local accumulator tile of " << elems << " elements exceeds "
+                << te::Stage::kMaxLocalElems;
+            std::string name = t->name + "_local";
+            for (int k = 1; used_names_.count(name); ++k) name = t->name + "_local" + std::to_string(k);
+            used_names_.insert(name);
+            local = te::make_buffer(name, r.dtype, shape);
+            local->local = true;
+            local_index = flat_index(shape, idx);
+            Expr acc = std::make_shared<te::BufferLoadNode>(r.dtype, local, local_index);
+            main_store = make_store(local, local_index, combine(r.op, acc, src));
+            local_init = make_store(local, local_index, te::reduce_identity(r.op, r.dtype));
+            local_write = make_store(buf, out_index, acc);
+        } else {
+            Expr acc = std::make_shared<te::BufferLoadNode>(r.dtype, buf, out_index);
+            main_store = make_store(buf, out_index, combine(r.op, acc, src));
+        }
+        init_store = make_store(buf, out_index, te::reduce_identity(r.op, r.dtype));
     } else {
         main_store = make_store(buf, out_index, convert(te::substitute(t->body, vmap)));
     }
@@ -298,7 +344,25 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
                 inner = make_for(v, te::int_imm(extent), kind, build(d + 1, dropped));
             }
         }
-        if (is_reduce && !separate_init && d == first_reduce) inner = make_seq({init_store, inner});
+        if (use_local && d == first_reduce) {
+            // init the tile, reduce into it, then write each in-range element once.
+            Stmt init = local_init, write = local_write;
+            for (size_t q = tile.size(); q-- > 0;) {
+                const size_t k = tile[q];
+                Expr c;
+                for (const auto& [si, g] : guards_at[k + 1]) {
+                    if (dropped[si]) continue;
+                    c = c ? te::logical_and(c, g) : g;
+                }
+                if (c) write = make_if(c, write);
+                const te::LoopKind kind = st.loop_kind(leaves[k]);
+                init = make_for(leaves[k]->var, te::int_imm(leaves[k]->extent), kind, init);
+                write = make_for(leaves[k]->var, te::int_imm(leaves[k]->extent), kind, write);
+            }
+            inner = make_allocate(local, make_seq({init, inner, write}));
+        } else if (is_reduce && !separate_init && d == first_reduce) {
+            inner = make_seq({init_store, inner});
+        }
         Expr cond;
         for (const auto& [si, c] : guards_at[d]) {
             if (dropped[si]) continue;

@@ -125,7 +125,7 @@ std::string stmt_str(const Stmt& s, int indent) {
         }
         case StmtKind::kAllocate: {
             const auto& n = static_cast<const AllocateNode&>(*s);
-            return pad(indent) + "allocate " + n.buffer->name + ": " + shape_text(n.buffer) +
+            return pad(indent) + (n.buffer->local ? "local " : "allocate ") + n.buffer->name + ": " + shape_text(n.buffer) +
                    " {\n" + stmt_str(n.body, indent + 1) + pad(indent) + "}\n";
         }
     }

@@ -2280,6 +2280,32 @@ RefFn conv_nchwc_ref() {
     };
 }
 
+// KilnMatMulPackedB: Y[..., i, j] = alpha * sum_k A[..., i, k] * Bp[j / nb, k, j % nb] + beta * C
+// (C broadcast from the right), naively in double.
+RefFn matmul_packed_ref() {
+    return [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+        const Arr& A = x[0];
+        const Arr& Bp = x[1];
+        const double alpha = n.attr_float("alpha", 1), beta = n.attr_float("beta", 1);
+        const int64_t K = Bp.shape[1], nb = Bp.shape[2], N = out[0].back();
+        Arr y(out[0]);
+        const int64_t rows = y.numel() / N;
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < N; ++j) {
+                double s = 0;
+                for (int64_t k = 0; k < K; ++k) s += A.v[r * K + k] * Bp.v[((j / nb) * K + k) * nb + j % nb];
+                double v = alpha * s;
+                if (x.size() > 2) {  // C: [N] or [rows', N] with rows' 1 or the output's rows
+                    const Arr& C = x[2];
+                    const int64_t cn = C.shape.back(), cr = C.numel() / cn;
+                    v += beta * C.v[(cr == 1 ? 0 : r) * cn + (cn == 1 ? 0 : j)];
+                }
+                y.v[r * N + j] = v;
+            }
+        return Refs{y};
+    };
+}
+
 void add_layout_cases(std::vector<Case>& c) {
     auto add = [&](std::string name, std::string op, std::vector<In> ins, AttrMap attrs, RefFn ref) {
         c.push_back({std::move(name), std::move(op), std::move(ins), std::move(attrs), std::move(ref), 1});
@@ -2294,6 +2320,13 @@ void add_layout_cases(std::vector<Case>& c) {
     add("conv_nchwc_dilated_asym_pad", "KilnConv2dNCHWc",
         {in(F32, {1, 1, 12, 14, 8}), in(F32, {1, 1, 3, 2, 8, 8}), in(F32, {1, 8})},
         {{"pads", Ints{2, 0, 1, 1}}, {"dilations", Ints{2, 3}}, {"strides", Ints{1, 2}}}, conv_nchwc_ref());
+    // Batched A; n = 40 of 3 blocks of 16 (the last block partly unused): tails in M and N.
+    add("matmul_packed_b_batched_tail", "KilnMatMulPackedB", {in(F32, {2, 5, 12}), in(F32, {3, 12, 16})},
+        {{"n", int64_t{40}}}, matmul_packed_ref());
+    // Gemm's epilogue: alpha, beta and a C over rows and columns.
+    add("matmul_packed_b_alpha_beta_c", "KilnMatMulPackedB",
+        {in(F32, {7, 9}), in(F32, {2, 9, 8}), in(F32, {7, 16})},
+        {{"n", int64_t{16}}, {"alpha", 0.5}, {"beta", 2.0}}, matmul_packed_ref());
 }
 
 // Naive references for the nn2 family: BatchNormalization training mode, MaxUnpool, DeformConv.

@@ -220,6 +220,36 @@ TEST(ScheduleEquivalence, MatmulRandomSchedules) {
     }
 }
 
+// Random schedules plus a local accumulator tile (Stage::cache_write_local): the data-parallel
+// leaves inside the outermost reduce leaf index a local array, initialized before the reduction
+// and written once after it; tails (non-dividing splits) must neither drop nor duplicate.
+TEST(ScheduleEquivalence, MatmulRandomSchedulesWithLocalAccumulator) {
+    std::mt19937 rng(11);
+    int tiled = 0;
+    for (int trial = 0; trial < 250; ++trial) {
+        Matmul mm(1 + rng() % 12, 1 + rng() % 12, 1 + rng() % 12);
+        te::Schedule s = te::create_schedule({mm.C});
+        te::Stage& st = s[mm.C];
+        random_schedule(st, rng, 1 + static_cast<int>(rng() % 6));
+        bool inside_reduce = false, parallel_tile = false;
+        for (const auto& l : st.leaf_iter_vars()) {
+            if (l->is_reduce) inside_reduce = true;
+            else if (inside_reduce && st.loop_kind(l) == te::LoopKind::kParallel) parallel_tile = true;
+            else if (inside_reduce) ++tiled;
+        }
+        if (parallel_tile) {
+            st.cache_write_local();
+            EXPECT_THROW(tir::lower(s, {mm.A, mm.B, mm.C}, "mm"), kiln::Error);
+            continue;
+        }
+        st.cache_write_local();
+        tir::PrimFunc f = tir::lower(s, {mm.A, mm.B, mm.C}, "mm");
+        EXPECT_NE(tir::func_str(f).find("local C_local"), std::string::npos);
+        mm.check(f, rng, "trial " + std::to_string(trial));
+    }
+    EXPECT_GT(tiled, 50);  // most trials have a real tile, not a scalar accumulator
+}
+
 TEST(ScheduleEquivalence, ElementwiseRandomSchedules) {
     std::mt19937 rng(11);
     for (int trial = 0; trial < 250; ++trial) {

@@ -8,12 +8,15 @@
 //       Y [N, M/co, OH, OW, co] = sum over (icb, kh, kw, ii) of
 //           pad(X)[n, icb, oh*s + kh*d, ow*s + kw*d, ii] * W[ob, icb, kh, kw, ii, oi]  (+ B[ob, oi])
 //
-// The conv's schedule: the padding copy is materialized; the accumulation runs (n, ob, oh)
-// fused in parallel, then blocks of T output columns, the reduce loops (input-channel blocks,
-// kernel window, input channels within the block), and innermost the T columns (unrolled) times
-// the co output channels (vectorized: 16 f32 = one AVX-512 vector). Every vector step
-// broadcasts one input value against one contiguous weight vector.
+// The conv's schedule: the padding copy is materialized; the accumulation runs (n, ob-outer,
+// oh) fused in parallel, then blocks of T output columns, the reduce loops (input-channel
+// blocks, kernel window, input channels within the block), and innermost a register tile of
+// OB output-channel blocks x T columns x co channels (vectorized: 16 f32 = one AVX-512 vector)
+// accumulated in a local array (registers) and written once. Every vector step broadcasts one
+// input value against one contiguous weight vector.
+#include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "op/op_util.h"
 #include "op/registry.h"
@@ -138,37 +141,59 @@ std::vector<te::Tensor> conv_nchwc_compute(const ComputeArgs& a) {
         "KilnConv2dNCHWc", a.out_dtype())};
 }
 
-/// Output columns per register block: the largest of 8..4 dividing OW (no tail), else 1.
-int64_t column_block(int64_t ow) {
-    for (int64_t t = 8; t >= 4; --t)
-        if (ow % t == 0) return t;
-    return ow <= 8 ? ow : 1;
+/// The register tile of the micro-kernel: `ob` output-channel blocks x `t` output columns,
+/// each one co-wide vector accumulator (co = 16 f32 is one AVX-512 register). Up to 24
+/// accumulators (of 32 vector registers; the rest hold the weight vectors and a broadcast).
+struct ConvTile {
+    int64_t ob, t;
+};
+
+ConvTile conv_tile(int64_t ocb, int64_t ow) {
+    const int64_t ob = ocb % 2 == 0 ? 2 : 1;
+    const int64_t max_t = 24 / ob;
+    // Prefer a column block that divides OW (no tail); else the largest that fits.
+    int64_t best = 0;
+    for (int64_t t = std::min(max_t, ow); t >= 4; --t)
+        if (ow % t == 0) {
+            best = t;
+            break;
+        }
+    // No divisor: half the register budget, the last block guarded.
+    if (best == 0) best = std::min(ow, std::max<int64_t>(max_t / 2, 4));
+    return {ob, best};
 }
 
+// The micro-kernel: per (n, ob-outer, oh) in parallel and each block of t columns, a local
+// accumulator tile [ob x t x co] (Stage::cache_write_local) is initialized, the reduction runs
+// over (icb, kh, kw, ii) with the tile innermost (ob and columns unrolled, co vectorized:
+// one broadcast input value per column times one contiguous weight vector per ob, fused
+// multiply-add into the register), and the tile is written to the output once.
 void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         if (stage_untouched(st) && st.tensor()->name == "conv_nchwc_pad") schedule_rows(st);
         if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
         const Shape& sh = st.tensor()->shape;  // [n, ob, oh, ow, oi]
-        te::IterVar nb = st.fuse(st.axis(0), st.axis(1));
-        te::IterVar nbh = st.fuse(nb, st.axis(2));
-        std::vector<te::IterVar> order = {nbh};
-        te::IterVar owi = st.axis(3);
-        const int64_t t = column_block(sh[3]);
-        if (t > 1 && t < sh[3]) {
-            auto [o, i] = st.split(st.axis(3), t);
-            order.push_back(o);
-            owi = i;
-        }
+        ConvTile tile = conv_tile(sh[1], sh[3]);
+        te::IterVar obo = st.axis(1), obi;
+        const bool split_ob = tile.ob > 1;
+        if (split_ob) std::tie(obo, obi) = st.split(st.axis(1), tile.ob);
+        te::IterVar owo, owi = st.axis(3);
+        if (tile.t < sh[3]) std::tie(owo, owi) = st.split(st.axis(3), tile.t);
+        std::vector<te::IterVar> order = {st.axis(0), obo, st.axis(2)};
+        if (owo) order.push_back(owo);
         for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+        if (split_ob) order.push_back(obi);
         order.push_back(owi);
         order.push_back(st.axis(4));
         st.reorder(order);
-        if (t > 1) st.unroll(owi);
+        te::IterVar nbh = st.fuse(st.fuse(st.axis(0), obo), st.axis(2));
+        if (split_ob) st.unroll(obi);
+        if (tile.t > 1) st.unroll(owi);
         st.vectorize(st.axis(4));
+        st.cache_write_local();
         int64_t work = st.tensor()->numel();
         for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-        if (work > kParallelMin && sh[0] * sh[1] * sh[2] > 1) st.parallel(nbh);
+        if (work > kParallelMin && sh[0] * (sh[1] / tile.ob) * sh[2] > 1) st.parallel(nbh);
     }
     default_schedule(s, outputs);  // the bias epilogue (and fused elementwise consumers)
 }

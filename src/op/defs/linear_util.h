@@ -43,7 +43,12 @@ te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const Sha
                              DType acc_dtype, const std::string& name,
                              const ElemReader& read_a = {}, const ElemReader& read_b = {});
 
-/// MatMul's schedule (rows parallel, k, then the output column vectorized; the rest default).
+/// MatMul's schedule (a register-tiled micro-kernel per sum stage; the rest default).
 void schedule_matmul_stages(te::Schedule& s, const std::vector<te::Tensor>& outputs);
+
+/// The column block nb of a constant B packed as Bp[N/nb, K, nb] for KilnMatMulPackedB with
+/// M output rows and N columns: the micro-kernel's tile width when it divides N, else a
+/// divisor of N among 64..8, else N (a single block: B' transposed to [1, K, N]).
+int64_t matmul_packed_block(int64_t m, int64_t n);
 
 }  // namespace kiln::op

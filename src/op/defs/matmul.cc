@@ -3,10 +3,12 @@
 //
 // Compute: a sum-reduction stage over k (in the compute dtype), then an epilogue stage when
 // alpha/beta/C or a narrower storage dtype need one.
-// Schedule: rows (batch * M) in parallel, then k, then the contiguous output column j innermost
-// and vectorized, so the inner loop streams a row of B into a row of the output.
+// Schedule: a register-tiled micro-kernel (schedule_matmul_stage): an mr x nc output tile
+// accumulates in registers across the whole k loop (FMA: broadcast A, contiguous B vectors)
+// and is written once.
 // MatMul's core (matmul_output_dims, matmul_accumulate) and schedule are shared with
 // MatMulInteger and QLinearMatMul (linear_util.h).
+#include <algorithm>
 #include <string>
 
 #include "op/broadcast.h"
@@ -29,24 +31,72 @@ std::vector<DType> matmul_types() {
     return t;
 }
 
-// Schedules a [rows..., i, j] x [k] reduction stage: fuse rows+i (parallel), k, j (vectorized).
-void schedule_matmul_stage(te::Stage& st) {
+// The register tile of the micro-kernel: mr output rows x nr vectors of output columns, each
+// a vector accumulator; at most 24 of the 32 AVX-512 registers (the rest hold nr B vectors and
+// an A broadcast). Picks the shape with the best FMAs per load (mr*nr / (mr+nr)) after the
+// waste of a tail in M or N.
+struct MatmulTile {
+    int64_t mr, nc;  // rows, columns (nr * vector width)
+};
+
+/// fixed_nc > 0: the columns are given (a packed B's block), only mr is chosen.
+MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0) {
+    MatmulTile best{1, fixed_nc > 0 ? fixed_nc : vec};
+    double best_score = -1;
+    const int64_t max_nr = fixed_nc > 0 ? (fixed_nc + vec - 1) / vec
+                                        : std::max<int64_t>(1, std::min<int64_t>(4, (n + vec - 1) / vec));
+    for (int64_t mr = std::min<int64_t>(8, m); mr >= 1; --mr)
+        for (int64_t nr = max_nr; nr >= 1; --nr) {
+            if (mr * nr > 24 && mr > 1) continue;
+            const int64_t nc = fixed_nc > 0 ? fixed_nc : nr * vec;
+            double useful = static_cast<double>(m) / static_cast<double>((m + mr - 1) / mr * mr) *
+                            static_cast<double>(n) / static_cast<double>((n + nc - 1) / nc * nc);
+            double score = useful * static_cast<double>(mr * nr) / static_cast<double>(mr + nr);
+            if (score > best_score + 1e-9) {
+                best_score = score;
+                best = {mr, nc};
+            }
+            if (fixed_nc > 0) break;
+        }
+    return best;
+}
+
+// Schedules a [rows..., i, j] x [k] reduction stage as a register-tiled micro-kernel:
+// (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,
+// j-inner vectorized) accumulated in a local array (Stage::cache_write_local) and written
+// once. Every k step broadcasts mr values of A against nc/vec contiguous vectors of B's row k.
+void schedule_matmul_stage(te::Stage& st, int64_t fixed_nc = 0) {
     const int nd = st.tensor()->ndim();
     if (nd == 0) return;
+    const Shape& sh = st.tensor()->shape;
     te::IterVar j = st.axis(nd - 1);
-    std::vector<te::IterVar> order;
-    if (nd > 1) {
-        te::IterVar rows = st.axis(0);
-        for (int d = 1; d < nd - 1; ++d) rows = st.fuse(rows, st.axis(d));
-        order.push_back(rows);
-        int64_t work = st.tensor()->numel();
-        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-        if (work > kParallelMin && st.tensor()->numel() / st.tensor()->shape[nd - 1] > 1) st.parallel(rows);
+    if (nd == 1) {  // a vector result: k outer, j vectorized (no rows to tile)
+        std::vector<te::IterVar> order(st.all_reduce_axes().begin(), st.all_reduce_axes().end());
+        order.push_back(j);
+        st.reorder(order);
+        if (sh[0] > 1) st.vectorize(j);
+        return;
     }
+    const int64_t vec = vector_width(st.tensor()->dtype);
+    MatmulTile tile = matmul_tile(sh[nd - 2], sh[nd - 1], vec, fixed_nc);
+    auto [io, ii] = st.split(st.axis(nd - 2), tile.mr);
+    auto [jo, ji] = st.split(j, tile.nc);
+    std::vector<te::IterVar> order;
+    for (int d = 0; d < nd - 2; ++d) order.push_back(st.axis(d));
+    order.push_back(jo);
+    order.push_back(io);
     for (const auto& r : st.all_reduce_axes()) order.push_back(r);
-    order.push_back(j);
+    order.push_back(ii);
+    order.push_back(ji);
     st.reorder(order);
-    if (st.tensor()->shape[nd - 1] > 1) st.vectorize(j);
+    te::IterVar outer = jo;
+    for (int d = nd - 3; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    if (tile.mr > 1) st.unroll(ii);
+    if (sh[nd - 1] > 1) st.vectorize(ji);
+    st.cache_write_local();
+    int64_t work = st.tensor()->numel();
+    for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+    if (work > kParallelMin && outer->extent > 1) st.parallel(outer);
 }
 
 void matmul_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
@@ -178,7 +228,115 @@ OpDef gemm_op() {
     return d;
 }
 
+// KilnMatMulPackedB (internal; pack_matmul_weights writes it for a MatMul or Gemm whose B is
+// a constant): Y[..., i, j] = alpha * sum_k A[..., i, k] * Bp[j / nb, k, j % nb] + beta * C,
+// with Bp[N/nb, K, nb] the packed B (Bp[jb, k, jj] = B'[k, jb*nb + jj]) and C (optional)
+// broadcast to Y as numpy does. The micro-kernel's nc is nb, so each k step reads nb
+// contiguous floats and the panel of one column block is contiguous over all of k.
+std::vector<ir::TensorType> packed_infer(const ir::Node& n) {
+    const auto& a = input_type(n, 0, "A");
+    const auto& b = input_type(n, 1, "Bp");
+    check_dtype(n, "A", a.dtype, {DType::kFloat32});
+    check_same_dtype(n, "A", a.dtype, "Bp", b.dtype);
+    KILN_CHECK(a.rank() >= 2 && b.rank() == 3, kInvalidModel)
+        << node_label(n) << ": A must have rank >= 2 and Bp rank 3, got " << dims_str(a.shape) << " and "
+        << dims_str(b.shape);
+    Shape bs = b.static_shape();
+    const int64_t cols = n.attr_int("n", 0);
+    KILN_CHECK(a.shape[a.rank() - 1] == ir::Dim(bs[1]) && cols > (bs[0] - 1) * bs[2] && cols <= bs[0] * bs[2],
+               kInvalidModel)
+        << node_label(n) << ": A " << dims_str(a.shape) << ", Bp " << dims_str(b.shape) << " and n=" << cols
+        << " disagree";
+    std::vector<ir::Dim> out(a.shape.begin(), a.shape.end() - 1);
+    out.push_back(cols);
+    if (has_input(n, 2)) {
+        const auto& c = n.input(2)->type();
+        check_same_dtype(n, "A", a.dtype, "C", c.dtype);
+        bool ok = c.rank() <= static_cast<int>(out.size());
+        for (int i = 0; ok && i < c.rank(); ++i) {
+            const ir::Dim& d = c.shape[i];
+            ok = d == out[out.size() - c.rank() + i] || (d.is_static() && d.value == 1);
+        }
+        KILN_CHECK(ok, kInvalidModel) << node_label(n) << ": C of shape " << dims_str(c.shape)
+                                      << " does not broadcast to " << dims_str(out);
+    }
+    return {{a.dtype, out}};
+}
+
+std::vector<te::Tensor> packed_compute(const ComputeArgs& args) {
+    const te::Tensor& a = args.in(0);
+    const te::Tensor& bp = args.in(1);
+    const int64_t nb = bp->shape[2];
+    const double alpha = args.node.attr_float("alpha", 1.0), beta = args.node.attr_float("beta", 1.0);
+    const te::Tensor c = args.has_input(2) && beta != 0.0 ? args.in(2) : nullptr;
+    const bool epilogue = c || alpha != 1.0;
+    const Shape& out = args.out_shape();
+    const int ra = a->ndim();
+    te::IterVar k = te::reduce_axis(a->shape[ra - 1], "k");
+    te::Tensor acc = te::compute(
+        out, [&](const std::vector<Var>& i) {
+            std::vector<Expr> ai(i.begin(), i.end() - 1);
+            ai.push_back(k->var);
+            Expr j = i.back();
+            Expr bv = te::read(bp, {te::floordiv(j, te::int_imm(nb)), Expr(k->var), te::floormod(j, te::int_imm(nb))});
+            return te::sum(te::read(a, ai) * bv, {k});
+        },
+        epilogue ? "packed_matmul_acc" : "KilnMatMulPackedB", DType::kFloat32);
+    if (!epilogue) return {acc};
+    return {te::compute(
+        out, [&](const std::vector<Var>& i) {
+            Expr v = te::read(acc, i);
+            if (alpha != 1.0) v = v * te::make_const(DType::kFloat32, alpha);
+            if (c) {
+                Expr cv = broadcast_read(c, i);
+                v = v + (beta != 1.0 ? cv * te::make_const(DType::kFloat32, beta) : cv);
+            }
+            return v;
+        },
+        "KilnMatMulPackedB", DType::kFloat32)};
+}
+
+void packed_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (te::Stage& st : s.stages()) {
+        if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
+        int64_t nb = 0;  // the packed operand's block: the tile's columns
+        for (const te::Tensor& in : st.tensor()->inputs())
+            if (in->ndim() == 3 && in->is_placeholder) nb = in->shape[2];
+        schedule_matmul_stage(st, nb > 0 && nb <= 64 ? nb : 0);
+    }
+    default_schedule(s, outputs);
+}
+
+OpDef packed_op() {
+    OpDef d;
+    d.name = "KilnMatMulPackedB";
+    d.internal = true;
+    d.min_inputs = 2;
+    d.max_inputs = 3;
+    d.attrs = {{"n", AttrKind::kInt, std::nullopt, true},
+               {"alpha", AttrKind::kFloat, ir::Attr(1.0)},
+               {"beta", AttrKind::kFloat, ir::Attr(1.0)}};
+    d.pattern = OpPattern::kOutEWiseFusable;
+    d.flops = [](const ir::Node& n) {  // 2 * outputs * K
+        Shape b = n.input(1)->type().static_shape();
+        return 2.0 * static_cast<double>(shape_numel(n.output(0)->type().static_shape())) * static_cast<double>(b[1]);
+    };
+    d.infer = packed_infer;
+    d.compute = packed_compute;
+    d.schedule = packed_schedule;
+    return d;
+}
+
 }  // namespace
+
+int64_t matmul_packed_block(int64_t m, int64_t n) {
+    constexpr int64_t kVec = 16;  // f32 lanes of one AVX-512 register
+    MatmulTile t = matmul_tile(m, n, kVec);
+    if (n % t.nc == 0) return t.nc;
+    for (int64_t nb : {64, 48, 32, 16, 8})
+        if (n % nb == 0) return nb;
+    return n;  // one block: Bp[0] is B' itself, rows read contiguously
+}
 
 std::vector<ir::Dim> matmul_output_dims(const ir::Node& n, const ir::TensorType& a, const ir::TensorType& b) {
     KILN_CHECK(a.rank() >= 1 && b.rank() >= 1, kInvalidModel)
@@ -224,6 +382,7 @@ void schedule_matmul_stages(te::Schedule& s, const std::vector<te::Tensor>& outp
 void register_matmul_ops(OpRegistry& r) {
     r.add(matmul_op());
     r.add(gemm_op());
+    r.add(packed_op());
 }
 
 }  // namespace kiln::op

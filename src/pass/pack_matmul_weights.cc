@@ -1,0 +1,77 @@
+#include "pass/pack_matmul_weights.h"
+
+#include <map>
+#include <tuple>
+
+#include "op/defs/linear_util.h"
+#include "pass/rewrite.h"
+
+namespace kiln::pass {
+namespace {
+
+bool static_f32(const ir::Value* v) {
+    return v && v->type().dtype == DType::kFloat32 && v->type().is_static();
+}
+
+/// Packed weights per (B, transB, nb): matmuls sharing a weight share one packing.
+using PackCache = std::map<std::tuple<const ir::Value*, bool, int64_t>, ir::Value*>;
+
+ir::Value* packed(ir::Graph& g, ir::Value* b, bool trans_b, int64_t nb, PackCache& cache) {
+    ir::Value*& p = cache[{b, trans_b, nb}];
+    if (p) return p;
+    const Shape bs = b->type().static_shape();
+    const int64_t k = trans_b ? bs[1] : bs[0], n = trans_b ? bs[0] : bs[1];
+    Shape split = trans_b ? Shape{n / nb, nb, k} : Shape{k, n / nb, nb};
+    std::vector<int64_t> perm = trans_b ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{1, 0, 2};
+    ir::Value* r = add_inferred_node(g, "Reshape", {b, shape_constant(g, split)}, {}, 1, "pack")->output(0);
+    p = add_inferred_node(g, "Transpose", {r}, {{"perm", ir::Attr(perm)}}, 1, "pack")->output(0);
+    return p;
+}
+
+bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache) {
+    const bool gemm = n->op() == "Gemm";
+    if (n->num_outputs() != 1 || (gemm && n->attr_int("transA", 0) != 0)) return false;
+    ir::Value* a = n->input(0);
+    ir::Value* b = n->input(1);
+    ir::Value* y = n->output(0);
+    if (!static_f32(a) || !static_f32(b) || !static_f32(y) || a->type().rank() < 2 || b->type().rank() != 2 ||
+        !is_constant_expr(b))
+        return false;
+    const bool trans_b = gemm && n->attr_int("transB", 0) != 0;
+    const Shape as = a->type().static_shape(), bs = b->type().static_shape();
+    const int64_t m = as[as.size() - 2], cols = trans_b ? bs[0] : bs[1];
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < as.size(); ++d) rows *= as[d];
+    if (cols < 8 || rows * cols < 64) return false;  // too small to gain from a packed panel
+    const int64_t nb = op::matmul_packed_block(m, cols);
+    std::vector<ir::Value*> ins = {a, packed(g, b, trans_b, nb, cache)};
+    ir::AttrMap attrs = {{"n", ir::Attr(cols)}};
+    if (gemm) {
+        attrs["alpha"] = ir::Attr(n->attr_float("alpha", 1.0));
+        attrs["beta"] = ir::Attr(n->attr_float("beta", 1.0));
+        if (n->input(2)) ins.push_back(n->input(2));
+    }
+    ir::Node* mm = add_inferred_node(g, "KilnMatMulPackedB", ins, attrs, 1, "matmul");
+    if (!(mm->output(0)->type() == y->type()) || !replace_value(g, y, mm->output(0))) {
+        g.topo_sort();
+        return false;  // leaves dead nodes: dead-code elimination drops them
+    }
+    mm->set_name(n->name());
+    g.topo_sort();
+    g.erase_node(n);
+    return true;
+}
+
+}  // namespace
+
+bool pack_matmul_weights(ir::Graph& g, const PassContext&) {
+    bool changed = false;
+    PackCache cache;
+    for (ir::Node* n : g.nodes()) {
+        if (n->op() != "MatMul" && n->op() != "Gemm") continue;
+        if (rewrite(g, n, cache)) changed = true;
+    }
+    return changed;
+}
+
+}  // namespace kiln::pass

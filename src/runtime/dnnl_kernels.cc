@@ -415,6 +415,8 @@ public:
         KILN_CHECK(bm_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_matmul: bad argument index";
         const_b_ = static_cast<const float*>(args[bm_].constant);
         if (!const_b_) b_arg_ = bm_;
+        packed_nb_ = p.integer_or("b_packed", 0);
+        KILN_CHECK(!packed_nb_ || (const_b_ && batch_ == 1), kInvalidModel) << "dnnl_matmul: a packed B must be a constant";
     }
 
 private:
@@ -425,6 +427,16 @@ private:
         else if (threads > 1 && batch_ == 1 && m_ == 1 && n_ >= 64 * threads) split = kCols;
         const int64_t parts = split == kNone ? 1 : threads;
         const int64_t bshared = bs_[0] == 0;
+        // Kiln's packed B [N/nb, K, nb] (KilnMatMulPackedB) unpacked to plain [K, N].
+        std::vector<float> unpacked;
+        const float* b_plain = const_b_;
+        if (packed_nb_) {
+            unpacked.resize(static_cast<size_t>(k_ * n_));
+            for (int64_t kk = 0; kk < k_; ++kk)
+                for (int64_t j = 0; j < n_; ++j)
+                    unpacked[kk * n_ + j] = const_b_[((j / packed_nb_) * k_ + kk) * packed_nb_ + j % packed_nb_];
+            b_plain = unpacked.data();
+        }
         Plan plan;
         for (int64_t i = 0; i < parts; ++i) {
             int64_t b0 = 0, bb = batch_, m0 = 0, mm = m_, n0 = 0, nn = n_;
@@ -454,7 +466,7 @@ private:
             dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
             if (i == 0) plan.impl = pd.impl_info_str();
             if (const_b_) {
-                p.weights = reorder_weights(pd.weights_desc(), b_strided, const_b_ + b_off);
+                p.weights = reorder_weights(pd.weights_desc(), b_strided, b_plain + b_off);
             } else {
                 p.b_desc = b_strided;
                 p.b_off = b_off;
@@ -470,6 +482,7 @@ private:
     int64_t bm_, batch_, m_, k_, n_;
     std::vector<int64_t> as_, bs_;
     const float* const_b_ = nullptr;  // the Executable's constant B (nullptr: an activation)
+    int64_t packed_nb_ = 0;           // B is Kiln's packed [N/nb, K, nb] (b_strides then describe [K, N])
 };
 
 template <typename K>

@@ -233,7 +233,24 @@ std::optional<ExternChoice> match_matmul(const std::vector<ir::Node*>& nodes, co
     int64_t batch = 1, m, k, n;
     std::vector<int64_t> astr(3), bstr(3);
     int gemm_c_arg = -1;
-    if (mm->op() == "Gemm") {
+    int64_t packed_nb = 0;
+    if (mm->op() == "KilnMatMulPackedB") {  // A [..., M, K] x Bp [N/nb, K, nb] (+ beta * C)
+        if (as.size() < 2 || bs.size() != 3 || !bm->is_constant() || mm->attr_float("alpha", 1.0) != 1.0) return std::nullopt;
+        k = as.back();
+        n = mm->attr_int("n", 0);
+        m = shape_numel(as) / k;
+        packed_nb = bs[2];
+        if (bs[1] != k || bs[0] * packed_nb < n || n != ys.back()) return std::nullopt;
+        astr = {m * k, k, 1};
+        bstr = {0, n, 1};  // of B once unpacked to [K, N]
+        const ir::Value* c = mm->num_inputs() > 2 ? mm->input(2) : nullptr;
+        if (c) {
+            if (!c->is_constant() || !static_f32(c) || mm->attr_float("beta", 1.0) != 1.0) return std::nullopt;
+            Shape cs = c->type().static_shape();
+            if (shape_numel(cs) != n || (!cs.empty() && cs.back() != n)) return std::nullopt;
+            gemm_c_arg = arg_index(inputs, c);
+        }
+    } else if (mm->op() == "Gemm") {
         if (as.size() != 2 || bs.size() != 2 || mm->attr_float("alpha", 1.0) != 1.0) return std::nullopt;
         const bool ta = mm->attr_int("transA", 0), tb = mm->attr_int("transB", 0);
         m = ta ? as[1] : as[0];
@@ -273,6 +290,7 @@ std::optional<ExternChoice> match_matmul(const std::vector<ir::Node*>& nodes, co
                {"n", std::to_string(n)},                    {"a_strides", join(astr)},
                {"b_strides", join(bstr)}};
     if (bias >= 0) p.push_back({"bias", std::to_string(bias)});
+    if (packed_nb) p.push_back({"b_packed", std::to_string(packed_nb)});
     std::string post;
     for (const auto& s : ep->posts) post += (post.empty() ? "" : ",") + s;
     if (!post.empty()) p.push_back({"post", post});
@@ -288,7 +306,7 @@ std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, cons
     if (nodes.empty()) return std::nullopt;
     const std::string& op = nodes[0]->op();
     if (op == "KilnConv2dNCHWc" || op == "KilnDepthwiseConv2dNCHWc" || op == "Conv") return match_conv(nodes, inputs, outputs);
-    if (op == "MatMul" || op == "Gemm") return match_matmul(nodes, inputs, outputs);
+    if (op == "MatMul" || op == "Gemm" || op == "KilnMatMulPackedB") return match_matmul(nodes, inputs, outputs);
     return std::nullopt;
 }
 

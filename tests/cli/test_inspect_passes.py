@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(not KILN.is_file(), reason=f"kiln binary not bui
 
 PASSES = ["infer-shapes", "simplify-algebra", "fold-constants", "fold-batch-norm",
           "eliminate-common-subexpressions", "eliminate-dead-code", "transform-layout",
+          "pack-matmul-weights",
           "fuse-operators"]
 
 

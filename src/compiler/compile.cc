@@ -78,15 +78,29 @@ bool is_view_node(const ir::Node* n, const ir::Graph& g) {
     return true;
 }
 
-/// Below this many flops a oneDNN call costs more than it saves (primitive dispatch and the
-/// OpenMP team's start are a few microseconds); auto keeps such units generated.
+/// Below this many flops a oneDNN call costs more than it saves (primitive creation, argument
+/// binding and the split across threads cost a few microseconds); auto keeps such units generated.
 constexpr double kDnnlMinFlops = 2e5;
+
+/// auto's rule until the tuner measures per workload (figures: one thread, docs/kernels.md):
+/// oneDNN for convolutions (ResNet-50 48 ms vs 69 ms generated) and for matrix products whose
+/// epilogue has a transcendental function (BERT's FFN-up + erf GELU: 138 vs 108 GFLOP/s);
+/// Kiln's packed micro-kernel for the other matrix products (BERT's projections: 218-224 vs
+/// 159-161 GFLOP/s).
+bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
+    if (unit_flops(unit) < kDnnlMinFlops) return false;
+    if (c.name == "dnnl_conv") return true;
+    static const std::set<std::string> transcendental = {"Erf", "Exp", "Tanh", "Sigmoid", "Gelu"};
+    for (const ir::Node* n : unit.nodes)
+        if (transcendental.count(n->op())) return true;
+    return false;
+}
 
 /// The extern kernel for `unit` under `source`, or nullopt for a generated one.
 std::optional<topi::ExternChoice> choose_extern(const KernelUnit& unit, KernelSource source) {
     if (source == KernelSource::kGenerated || !runtime::have_dnnl()) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
-    if (c && source == KernelSource::kAuto && unit_flops(unit) < kDnnlMinFlops) return std::nullopt;
+    if (c && source == KernelSource::kAuto && !auto_prefers_dnnl(unit, *c)) return std::nullopt;
     return c;
 }
 

@@ -2265,6 +2265,9 @@ void add_layout_cases(std::vector<Case>& c) {
     add("conv_nchwc_dilated_asym_pad", "KilnConv2dNCHWc",
         {in(F32, {1, 1, 12, 14, 8}), in(F32, {1, 1, 3, 2, 8, 8}), in(F32, {1, 8})},
         {{"pads", Ints{2, 0, 1, 1}}, {"dilations", Ints{2, 3}}, {"strides", Ints{1, 2}}}, conv_nchwc_ref());
+    // A stem conv: 3 input channels are one block (transform_layout writes ci = C when C < 8).
+    add("conv_nchwc_stem_ci3", "KilnConv2dNCHWc", {in(F32, {1, 1, 11, 11, 3}), in(F32, {1, 1, 3, 3, 3, 16})},
+        {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, conv_nchwc_ref());
 }
 
 // Naive references for the nn2 family: BatchNormalization training mode, MaxUnpool, DeformConv.

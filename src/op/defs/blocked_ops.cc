@@ -102,7 +102,6 @@ std::vector<te::Tensor> depthwise_compute(const ComputeArgs& a) {
 std::vector<ir::TensorType> window_pool_infer(const ir::Node& n) {
     const auto& x = blocked_input(n);
     WindowGeometry g = pool_geometry(n, x.shape, /*trailing=*/1);
-    KILN_CHECK(g.spatial() == 2, kInvalidModel) << node_label(n) << ": expected a 2-D window";
     return {{x.dtype, pool_out_shape(x.shape, g, 1)}};
 }
 

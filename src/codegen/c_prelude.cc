@@ -218,11 +218,13 @@ static inline int64_t kiln_f2i(double v) {
     return (int64_t)v;
 }
 
-/* Float min/max propagate NaN (ONNX Min/Max); ints compare plainly. */
-static inline float kiln_min_f32(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
-static inline float kiln_max_f32(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
-static inline double kiln_min_f64(double a, double b) { return (a != a || b != b) ? (double)NAN : (a < b ? a : b); }
-static inline double kiln_max_f64(double a, double b) { return (a != a || b != b) ? (double)NAN : (a > b ? a : b); }
+/* Float min/max propagate NaN (ONNX Min/Max); ints compare plainly. NOTE: written as three
+   selects without && / || so that GCC if-converts and vectorizes them (the short-circuit form
+   kept every Clip/Relu epilogue loop scalar). */
+static inline float kiln_min_f32(float a, float b) { float m = a < b ? a : b; m = b != b ? NAN : m; return a != a ? NAN : m; }
+static inline float kiln_max_f32(float a, float b) { float m = a > b ? a : b; m = b != b ? NAN : m; return a != a ? NAN : m; }
+static inline double kiln_min_f64(double a, double b) { double m = a < b ? a : b; m = b != b ? (double)NAN : m; return a != a ? (double)NAN : m; }
+static inline double kiln_max_f64(double a, double b) { double m = a > b ? a : b; m = b != b ? (double)NAN : m; return a != a ? (double)NAN : m; }
 #define KILN_MINMAX(suffix, type) \
     static inline type kiln_min_##suffix(type a, type b) { return a < b ? a : b; } \
     static inline type kiln_max_##suffix(type a, type b) { return a > b ? a : b; }

@@ -9,6 +9,7 @@ const OpRegistry& OpRegistry::global() {
         // keep-sorted
         register_attention_ops(r);
         register_affine_grid_ops(r);
+        register_blocked_ops(r);
         register_cast_ops(r);
         register_col2im_ops(r);
         register_compare_logic_ops(r);

@@ -1,7 +1,9 @@
 #include "pass/transform_layout.h"
 
+#include <array>
 #include <map>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "pass/rewrite.h"
@@ -23,6 +25,21 @@ bool static_f32(const ir::Value* v, int rank) {
 
 int64_t block_for(int64_t channels) { return channels % 16 == 0 ? 16 : channels % 8 == 0 ? 8 : 0; }
 
+/// The blocked value `v` is the FromBlocked of, or nullptr.
+ir::Value* blocked_source(const ir::Value* v) {
+    const ir::Node* p = v ? v->producer() : nullptr;
+    return p && p->op() == kFromBlocked ? p->input(0) : nullptr;
+}
+
+int64_t block_of(const ir::Value* blocked) { return blocked->type().static_shape()[4]; }
+
+/// Block of an operand with `channels` channels: the block it already has when it is a
+/// FromBlocked value (so no reorder is needed), else block_for.
+int64_t operand_block(const ir::Value* x, int64_t channels) {
+    const ir::Value* src = blocked_source(x);
+    return src ? block_of(src) : block_for(channels);
+}
+
 /// Packed weights per (weights, ci, co), blocked inputs per (x, ci, -1): convs sharing them share one.
 using PackCache = std::map<std::tuple<const ir::Value*, int64_t, int64_t>, ir::Value*>;
 
@@ -36,6 +53,32 @@ void erase_tracked(ir::Graph& g, ir::Node* n, PackCache& cache) {
     g.erase_node(n);
 }
 
+constexpr std::array<const char*, 5> kConvWindowAttrs = {"auto_pad", "dilations", "kernel_shape", "pads", "strides"};
+
+ir::AttrMap copy_attrs(const ir::Node& n, std::span<const char* const> keys) {
+    ir::AttrMap attrs;
+    for (const char* k : keys)
+        if (n.has_attr(k)) attrs[k] = n.attrs().at(k);
+    return attrs;
+}
+
+/// One ToBlocked per (value, block), shared by every consumer.
+ir::Value* to_blocked(ir::Graph& g, ir::Value* x, int64_t block, PackCache& cache) {
+    ir::Value*& xb = cache[{x, block, -1}];
+    if (!xb) xb = node1(g, kToBlocked, {x}, {{"block", ir::Attr(block)}});
+    return xb;
+}
+
+/// Replaces n's output 0 with FromBlocked(blocked) (named like n) and erases n.
+bool finish(ir::Graph& g, ir::Node* n, ir::Node* blocked, PackCache& cache) {
+    blocked->set_name(n->name());
+    ir::Value* y = node1(g, kFromBlocked, {blocked->output(0)});
+    if (!replace_value(g, n->output(0), y)) return false;  // leaves dead nodes: the caller erases them
+    g.topo_sort();
+    erase_tracked(g, n, cache);
+    return true;
+}
+
 bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     if (n->num_outputs() != 1 || n->attr_int("group", 1) != 1) return false;
     ir::Value* x = n->input(0);
@@ -44,13 +87,12 @@ bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     if (!static_f32(x, 4) || !static_f32(w, 4) || !static_f32(n->output(0), 4) || !is_constant_expr(w)) return false;
     if (b && (!static_f32(b, 1) || !is_constant_expr(b))) return false;
     const Shape ws = w->type().static_shape();
-    const int64_t m = ws[0], c = ws[1], ci = block_for(c), co = block_for(m);
+    const int64_t m = ws[0], c = ws[1], co = block_for(m);
+    // A few input channels that 8 does not divide (an image's colours) make one block.
+    const int64_t ci = operand_block(x, c) ? operand_block(x, c) : c < 8 ? c : 0;
     if (ci == 0 || co == 0) return false;
-    ir::AttrMap attrs;
-    for (const char* k : {"auto_pad", "dilations", "kernel_shape", "pads", "strides"})
-        if (n->has_attr(k)) attrs[k] = n->attrs().at(k);
-    ir::Value*& xb = packed[{x, ci, -1}];  // one ToBlocked per (value, block)
-    if (!xb) xb = node1(g, kToBlocked, {x}, {{"block", ir::Attr(ci)}});
+    ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
+    ir::Value* xb = to_blocked(g, x, ci, packed);
     ir::Value*& wb = packed[{w, ci, co}];
     if (!wb) {
         ir::Value* wr = node1(g, "Reshape", {w, shape_constant(g, {m / co, co, c / ci, ci, ws[2], ws[3]})});
@@ -58,19 +100,31 @@ bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     }
     std::vector<ir::Value*> ins = {xb, wb};
     if (b) ins.push_back(node1(g, "Reshape", {b, shape_constant(g, {m / co, co})}));
-    ir::Node* conv = add_inferred_node(g, "KilnConv2dNCHWc", ins, attrs, 1, "conv");
-    conv->set_name(n->name());
-    ir::Value* y = node1(g, kFromBlocked, {conv->output(0)});
-    if (!replace_value(g, n->output(0), y)) return false;  // leaves dead nodes: the caller erases them
-    g.topo_sort();
-    erase_tracked(g, n, packed);
-    return true;
+    return finish(g, n, add_inferred_node(g, "KilnConv2dNCHWc", ins, attrs, 1, "conv"), packed);
 }
 
-/// The blocked value `v` is the FromBlocked of, or nullptr.
-ir::Value* blocked_source(const ir::Value* v) {
-    const ir::Node* p = v ? v->producer() : nullptr;
-    return p && p->op() == kFromBlocked ? p->input(0) : nullptr;
+/// Depthwise Conv (group = C = M, weights [C, 1, KH, KW]) -> KilnDepthwiseConv2dNCHWc with
+/// weights Transpose(Reshape(W, [C/c, c, KH, KW]), [0, 2, 3, 1]) = [C/c, KH, KW, c].
+bool rewrite_depthwise(ir::Graph& g, ir::Node* n, PackCache& packed) {
+    if (n->num_outputs() != 1) return false;
+    ir::Value* x = n->input(0);
+    ir::Value* w = n->input(1);
+    ir::Value* b = n->input(2);
+    if (!static_f32(x, 4) || !static_f32(w, 4) || !static_f32(n->output(0), 4) || !is_constant_expr(w)) return false;
+    if (b && (!static_f32(b, 1) || !is_constant_expr(b))) return false;
+    const Shape ws = w->type().static_shape();
+    const int64_t ch = x->type().static_shape()[1], c = operand_block(x, ch);
+    if (c == 0 || n->attr_int("group", 1) != ch || ws[0] != ch || ws[1] != 1) return false;
+    ir::Value* xb = to_blocked(g, x, c, packed);
+    ir::Value*& wb = packed[{w, c, 0}];
+    if (!wb) {
+        ir::Value* wr = node1(g, "Reshape", {w, shape_constant(g, {ch / c, c, ws[2], ws[3]})});
+        wb = node1(g, "Transpose", {wr}, {{"perm", ir::Attr(std::vector<int64_t>{0, 2, 3, 1})}});
+    }
+    std::vector<ir::Value*> ins = {xb, wb};
+    if (b) ins.push_back(node1(g, "Reshape", {b, shape_constant(g, {ch / c, c})}));
+    ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
+    return finish(g, n, add_inferred_node(g, "KilnDepthwiseConv2dNCHWc", ins, attrs, 1, "dwconv"), packed);
 }
 
 /// Per-channel constant of an NCHW operand with `channels` channels: its (right-aligned,
@@ -103,7 +157,7 @@ bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
         ir::Value* in = n->input(i);
         ir::Value* src = i < tensor_inputs ? blocked_source(in) : nullptr;
         if (src) {
-            const int64_t bl = src->type().static_shape()[4];
+            const int64_t bl = block_of(src);
             if ((block && bl != block) || !(in->type() == out)) return false;
             block = bl;
         } else if (i < tensor_inputs ? !(in && (per_channel(in, channels) || (binary && in->type() == out)))
@@ -119,19 +173,53 @@ bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
         if (src) ins.push_back(src);
         else if (i < tensor_inputs && per_channel(in, channels) == channels)
             ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {channels / block, 1, 1, block})}));
-        else if (i < tensor_inputs && !per_channel(in, channels)) {
-            ir::Value*& xb = cache[{in, block, -1}];
-            if (!xb) xb = node1(g, kToBlocked, {in}, {{"block", ir::Attr(block)}});
-            ins.push_back(xb);
-        } else ins.push_back(in);
+        else if (i < tensor_inputs && !per_channel(in, channels))
+            ins.push_back(to_blocked(g, in, block, cache));
+        else ins.push_back(in);
     }
-    ir::Node* nb = add_inferred_node(g, n->op(), ins, n->attrs(), 1, n->op());
-    nb->set_name(n->name());
-    ir::Value* y = node1(g, kFromBlocked, {nb->output(0)});
-    if (!replace_value(g, n->output(0), y)) return false;
-    g.topo_sort();
-    erase_tracked(g, n, cache);
-    return true;
+    return finish(g, n, add_inferred_node(g, n->op(), ins, n->attrs(), 1, n->op()), cache);
+}
+
+/// A pool of a FromBlocked value runs blocked: MaxPool (without a used Indices output),
+/// AveragePool, GlobalAveragePool, GlobalMaxPool -> Kiln<op>NCHWc.
+bool sink_pool(ir::Graph& g, ir::Node* n, PackCache& cache) {
+    static const std::array<const char*, 7> kPoolAttrs = {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
+                                                          "pads",     "strides",   "count_include_pad"};
+    const std::string& op = n->op();
+    const bool window = op == "MaxPool" || op == "AveragePool";
+    if (!window && op != "GlobalAveragePool" && op != "GlobalMaxPool") return false;
+    ir::Value* src = blocked_source(n->input(0));
+    if (!src || !static_f32(n->output(0), 4)) return false;
+    for (size_t i = 1; i < n->num_outputs(); ++i)  // MaxPool's Indices: only when unused
+        if (!n->output(i)->users().empty() || is_graph_output(g, n->output(i))) return false;
+    ir::AttrMap attrs = window ? copy_attrs(*n, std::span(kPoolAttrs).first(op == "MaxPool" ? 6 : 7)) : ir::AttrMap{};
+    return finish(g, n, add_inferred_node(g, "Kiln" + op + "NCHWc", {src}, attrs, 1, op), cache);
+}
+
+/// Concat along the channels of values whose channel counts are multiples of one block, at
+/// least one of them a FromBlocked value: the blocked tensors concatenate along their axis 1
+/// (the same layout); NCHW operands get a (shared) ToBlocked.
+bool sink_concat(ir::Graph& g, ir::Node* n, PackCache& cache) {
+    if (n->op() != "Concat" || !static_f32(n->output(0), 4)) return false;
+    const int64_t axis = n->attr_int("axis", 0);
+    if (axis != 1 && axis != -3) return false;
+    int64_t block = 0;
+    for (const ir::Value* in : n->inputs()) {
+        const ir::Value* src = blocked_source(in);
+        if (!src) continue;
+        if (block && block_of(src) != block) return false;
+        block = block_of(src);
+    }
+    if (!block) return false;
+    std::vector<ir::Value*> ins;
+    for (ir::Value* in : n->inputs()) {
+        if (!static_f32(in, 4) || in->type().static_shape()[1] % block != 0) return false;
+        ir::Value* src = blocked_source(in);
+        ins.push_back(src ? src : nullptr);
+    }
+    for (size_t i = 0; i < ins.size(); ++i)
+        if (!ins[i]) ins[i] = to_blocked(g, n->input(i), block, cache);
+    return finish(g, n, add_inferred_node(g, "Concat", ins, {{"axis", ir::Attr(int64_t{1})}}, 1, "concat"), cache);
 }
 
 /// ToBlocked(FromBlocked(t)) with t's block: t.
@@ -166,12 +254,15 @@ bool transform_layout(ir::Graph& g, const PassContext&) {
     bool changed = false;
     PackCache packed;
     for (ir::Node* n : g.nodes())
-        if (n->op() == "Conv" && rewrite_conv(g, n, packed)) changed = true;
+        if (n->op() == "Conv" && (rewrite_conv(g, n, packed) || rewrite_depthwise(g, n, packed))) changed = true;
     if (!changed) return false;
     for (bool again = true; again;) {
         again = false;
         for (ir::Node* n : g.nodes()) {
-            if (n->op() == kToBlocked ? cancel(g, n, packed) : sink_through(g, n, packed)) {
+            const bool done = n->op() == kToBlocked ? cancel(g, n, packed)
+                                                    : sink_through(g, n, packed) || sink_pool(g, n, packed) ||
+                                                          sink_concat(g, n, packed);
+            if (done) {
                 again = true;
                 break;
             }

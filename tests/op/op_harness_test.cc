@@ -18,6 +18,7 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
+#include "op_harness_cases.h"
 #include "op_reference.h"
 #include "op_test_util.h"
 #include "runtime/kernel_abi.h"
@@ -30,36 +31,6 @@ namespace {
 
 using ir::AttrMap;
 using Ints = std::vector<int64_t>;
-
-struct In {
-    DType dtype = DType::kFloat32;
-    Shape shape;
-    double lo = -2, hi = 2;
-    bool present = true;
-    std::vector<double> constant;  // non-empty: a constant input with this data
-};
-In in(DType t, Shape s, double lo = -2, double hi = 2) { return In{t, std::move(s), lo, hi}; }
-In omitted() {
-    In i;
-    i.present = false;
-    return i;
-}
-In constant(std::vector<double> v) {
-    In i{DType::kInt64, {static_cast<int64_t>(v.size())}};
-    i.constant = std::move(v);
-    return i;
-}
-
-using RefFn = std::function<Refs(const std::vector<Arr>& in, const ir::Node& n, const std::vector<Shape>& out)>;
-
-struct Case {
-    std::string name;
-    std::string op;
-    std::vector<In> inputs;
-    AttrMap attrs;
-    RefFn ref;
-    int num_outputs = 1;
-};
 
 constexpr DType F32 = DType::kFloat32, F64 = DType::kFloat64, F16 = DType::kFloat16, BF16 = DType::kBFloat16;
 constexpr DType I8 = DType::kInt8, I16 = DType::kInt16, I32 = DType::kInt32, I64 = DType::kInt64;
@@ -2327,6 +2298,9 @@ void add_layout_cases(std::vector<Case>& c) {
     add("matmul_packed_b_alpha_beta_c", "KilnMatMulPackedB",
         {in(F32, {7, 9}), in(F32, {2, 9, 8}), in(F32, {7, 16})},
         {{"n", int64_t{16}}, {"alpha", 0.5}, {"beta", 2.0}}, matmul_packed_ref());
+    // A stem conv: 3 input channels are one block (transform_layout writes ci = C when C < 8).
+    add("conv_nchwc_stem_ci3", "KilnConv2dNCHWc", {in(F32, {1, 1, 11, 11, 3}), in(F32, {1, 1, 3, 3, 3, 16})},
+        {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, conv_nchwc_ref());
 }
 
 // Naive references for the nn2 family: BatchNormalization training mode, MaxUnpool, DeformConv.
@@ -2888,6 +2862,7 @@ std::vector<Case> all_cases() {
     add_signal_cases(c);
     add_recurrent_cases(c);
     add_layout_cases(c);
+    add_blocked_op_cases(c);
     add_nn2_cases(c);
     add_signal2_cases(c);
     add_training_cases(c);

@@ -1,5 +1,6 @@
-// transform_layout: before/after IR of the conv rewrite, the elementwise sinking and the
-// cancellation of transform pairs; the packed weights against the blocked index formula.
+// transform_layout: before/after IR of the conv and depthwise rewrites, the sinking through
+// elementwise ops, pools and channel concats, and the cancellation of transform pairs; the packed
+// weights against the blocked index formula.
 #include "pass/transform_layout.h"
 
 #include "pass/eliminate_dead_code.h"
@@ -11,15 +12,22 @@ namespace kiln::pass {
 namespace {
 
 // w[o, i] = W64[o * 8 + i] (8x8, 1x1 kernel).
+/// "[v0, v1, ...]": n small integers (constant data of a test graph).
+std::string values(int n) {
+    std::string s = "[";
+    for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(i % 5 - 2);
+    return s + "]";
+}
+
 const std::string kW = "const %w: f32[8,8,1,1] = [-2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1, 1, -2, 0, 2, -1]\n";
 
-TEST(TransformLayout, ConvReluRunBlockedAndPoolReadsNchw) {
+TEST(TransformLayout, ConvReluRunBlockedAndLpPoolReadsNchw) {
     const std::string before = R"(
 graph g(%x: f32[1,8,2,2]) {
 )" + kW + R"(
   %c = Conv(%x, %w) : f32[1,8,2,2]
   %r = Relu(%c) : f32[1,8,2,2]
-  %p = MaxPool(%r) {kernel_shape=[2,2]} : f32[1,8,1,1]
+  %p = LpPool(%r) {kernel_shape=[2,2]} : f32[1,8,1,1]
   return %p
 })";
     const std::string after = R"(
@@ -32,7 +40,7 @@ graph g(%x: f32[1,8,2,2]) {
   %cb = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,2,2,8]
   %rb = Relu(%cb) : f32[1,1,2,2,8]
   %r = KilnLayoutFromBlocked(%rb) : f32[1,8,2,2]
-  %p = MaxPool(%r) {kernel_shape=[2,2]} : f32[1,8,1,1]
+  %p = LpPool(%r) {kernel_shape=[2,2]} : f32[1,8,1,1]
   return %p
 })";
     EXPECT_PASS_GIVES(transform_layout, before, after);
@@ -102,10 +110,10 @@ graph g(%x: f32[1,8,4,4]) {
 }
 
 TEST(TransformLayout, LeavesIndivisibleGroupedAndSpatialBroadcastAlone) {
-    // 3 input channels; a grouped conv; a Mul varying along W stays in NCHW after its conv.
+    // 12 input channels; a grouped conv; a Mul varying along W stays in NCHW after its conv.
     const std::string text = R"(
-graph g(%x: f32[1,3,4,4], %z: f32[1,8,4,4]) {
-  const %w3: f32[8,3,1,1] = [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3]
+graph g(%x: f32[1,12,4,4], %z: f32[1,8,4,4]) {
+  const %w3: f32[8,12,1,1] = )" + values(96) + R"(
   const %wg: f32[8,4,1,1] = [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1]
   const %kw: f32[4] = [1, 2, 3, 4]
   %a = Conv(%x, %w3) : f32[1,8,4,4]
@@ -144,6 +152,173 @@ TEST(TransformLayout, PackedWeightsFollowTheBlockedIndex) {
                     ASSERT_EQ(p.get_f64(((kh * 3 + kw) * 8 + i) * 16 + o), w.get_f64(((o * 8 + i) * 3 + kh) * 3 + kw));
     EXPECT_EQ(g.outputs()[0]->producer()->op(), "KilnLayoutFromBlocked");
     EXPECT_EQ(g.outputs()[0]->type().static_shape(), Shape({1, 16, 5, 5}));
+}
+
+TEST(TransformLayout, StemConvOverThreeChannelsTakesThemAsOneBlock) {
+    const std::string before = R"(
+graph g(%x: f32[1,3,4,4]) {
+  const %w: f32[8,3,1,1] = )" + values(24) + R"(
+  %c = Conv(%x, %w) : f32[1,8,4,4]
+  return %c
+})";
+    const std::string after = R"(
+graph g(%x: f32[1,3,4,4]) {
+  const %w: f32[8,3,1,1] = )" + values(24) + R"(
+  const %s: i64[6] = [1, 8, 1, 3, 1, 1]
+  %xb = KilnLayoutToBlocked(%x) {block=3} : f32[1,1,4,4,3]
+  %wr = Reshape(%w, %s) : f32[1,8,1,3,1,1]
+  %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,3,8]
+  %cb = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,4,4,8]
+  %c = KilnLayoutFromBlocked(%cb) : f32[1,8,4,4]
+  return %c
+})";
+    EXPECT_PASS_GIVES(transform_layout, before, after);
+}
+
+TEST(TransformLayout, DepthwiseConvAndPoolsStayBlocked) {
+    // conv -> relu -> depthwise 3x3 (bias) -> relu6 -> max pool -> average pool -> global pool:
+    // one ToBlocked at the input, one FromBlocked at the output.
+    const std::string consts = kW + "  const %wd: f32[8,1,3,3] = " + values(72) + R"(
+  const %bd: f32[8] = [-4, -3, -2, -1, 0, 1, 2, 3]
+  const %lo: f32[] = [0]
+  const %hi: f32[] = [6]
+)";
+    const std::string before = R"(
+graph g(%x: f32[1,8,8,8]) {
+)" + consts + R"(
+  %c = Conv(%x, %w) : f32[1,8,8,8]
+  %r = Relu(%c) : f32[1,8,8,8]
+  %d = Conv(%r, %wd, %bd) {group=8, kernel_shape=[3,3], pads=[1,1,1,1]} : f32[1,8,8,8]
+  %r6 = Clip(%d, %lo, %hi) : f32[1,8,8,8]
+  %m = MaxPool(%r6) {kernel_shape=[2,2], strides=[2,2], storage_order=0} : f32[1,8,4,4]
+  %a = AveragePool(%m) {count_include_pad=1, kernel_shape=[3,3], pads=[1,1,1,1]} : f32[1,8,4,4]
+  %y = GlobalAveragePool(%a) : f32[1,8,1,1]
+  return %y
+})";
+    const std::string after = R"(
+graph g(%x: f32[1,8,8,8]) {
+)" + consts + R"(
+  const %s6: i64[6] = [1, 8, 1, 8, 1, 1]
+  const %s4: i64[4] = [1, 8, 3, 3]
+  const %s2: i64[2] = [1, 8]
+  %xb = KilnLayoutToBlocked(%x) {block=8} : f32[1,1,8,8,8]
+  %wr = Reshape(%w, %s6) : f32[1,8,1,8,1,1]
+  %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,8,8]
+  %cb = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,8,8,8]
+  %wdr = Reshape(%wd, %s4) : f32[1,8,3,3]
+  %wdt = Transpose(%wdr) {perm=[0, 2, 3, 1]} : f32[1,3,3,8]
+  %bdb = Reshape(%bd, %s2) : f32[1,8]
+  %r = Relu(%cb) : f32[1,1,8,8,8]
+  %d = KilnDepthwiseConv2dNCHWc(%r, %wdt, %bdb) {kernel_shape=[3,3], pads=[1,1,1,1]} : f32[1,1,8,8,8]
+  %r6 = Clip(%d, %lo, %hi) : f32[1,1,8,8,8]
+  %m = KilnMaxPoolNCHWc(%r6) {kernel_shape=[2,2], strides=[2,2]} : f32[1,1,4,4,8]
+  %a = KilnAveragePoolNCHWc(%m) {count_include_pad=1, kernel_shape=[3,3], pads=[1,1,1,1]} : f32[1,1,4,4,8]
+  %yb = KilnGlobalAveragePoolNCHWc(%a) : f32[1,1,1,1,8]
+  %y = KilnLayoutFromBlocked(%yb) : f32[1,8,1,1]
+  return %y
+})";
+    EXPECT_PASS_GIVES(transform_layout, before, after);
+}
+
+TEST(TransformLayout, ChannelConcatOfBlockedBranchesStaysBlocked) {
+    // Two conv branches and an NCHW input concatenate blocked (24 channels in blocks of 8); the
+    // conv after the concat reads the blocks of 8 it has (not 24's default) without a reorder.
+    const std::string consts = kW + "  const %w24: f32[8,24,1,1] = " + values(192) + "\n";
+    const std::string before = R"(
+graph g(%x: f32[1,8,4,4], %z: f32[1,8,4,4]) {
+)" + consts + R"(
+  %c1 = Conv(%x, %w) : f32[1,8,4,4]
+  %c2 = Conv(%x, %w) : f32[1,8,4,4]
+  %r = Relu(%c2) : f32[1,8,4,4]
+  %cat = Concat(%c1, %r, %z) {axis=1} : f32[1,24,4,4]
+  %y = Conv(%cat, %w24) : f32[1,8,4,4]
+  return %y
+})";
+    const std::string after = R"(
+graph g(%x: f32[1,8,4,4], %z: f32[1,8,4,4]) {
+)" + consts + R"(
+  const %s6: i64[6] = [1, 8, 1, 8, 1, 1]
+  const %s24: i64[6] = [1, 8, 3, 8, 1, 1]
+  %xb = KilnLayoutToBlocked(%x) {block=8} : f32[1,1,4,4,8]
+  %wr = Reshape(%w, %s6) : f32[1,8,1,8,1,1]
+  %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,8,8]
+  %c1 = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,4,4,8]
+  %c2 = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,4,4,8]
+  %w24r = Reshape(%w24, %s24) : f32[1,8,3,8,1,1]
+  %w24t = Transpose(%w24r) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,3,1,1,8,8]
+  %r = Relu(%c2) : f32[1,1,4,4,8]
+  %zb = KilnLayoutToBlocked(%z) {block=8} : f32[1,1,4,4,8]
+  %cat = Concat(%c1, %r, %zb) {axis=1} : f32[1,3,4,4,8]
+  %yb = KilnConv2dNCHWc(%cat, %w24t) : f32[1,1,4,4,8]
+  %y = KilnLayoutFromBlocked(%yb) : f32[1,8,4,4]
+  return %y
+})";
+    EXPECT_PASS_GIVES(transform_layout, before, after);
+}
+
+TEST(TransformLayout, LeavesUsedIndicesSpatialConcatAndDepthMultiplierAlone) {
+    // A MaxPool whose Indices are used, a Concat along H, a Concat with 4 (< block) channels and
+    // a depthwise conv with channel multiplier 2 read NCHW.
+    const std::string consts = kW + "  const %wm: f32[16,1,1,1] = " + values(16) + "\n";
+    const std::string before = R"(
+graph g(%x: f32[1,8,2,2], %z: f32[1,4,2,2]) {
+)" + consts + R"(
+  %c = Conv(%x, %w) : f32[1,8,2,2]
+  %p, %i = MaxPool(%c) {kernel_shape=[1,1]} : f32[1,8,2,2], i64[1,8,2,2]
+  %h = Concat(%c, %c) {axis=2} : f32[1,8,4,2]
+  %q = Concat(%c, %z) {axis=1} : f32[1,12,2,2]
+  %d = Conv(%c, %wm) {group=8} : f32[1,16,2,2]
+  return %p, %i, %h, %q, %d
+})";
+    const std::string after = R"(
+graph g(%x: f32[1,8,2,2], %z: f32[1,4,2,2]) {
+)" + consts + R"(
+  const %s6: i64[6] = [1, 8, 1, 8, 1, 1]
+  %xb = KilnLayoutToBlocked(%x) {block=8} : f32[1,1,2,2,8]
+  %wr = Reshape(%w, %s6) : f32[1,8,1,8,1,1]
+  %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,8,8]
+  %cb = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,2,2,8]
+  %c = KilnLayoutFromBlocked(%cb) : f32[1,8,2,2]
+  %p, %i = MaxPool(%c) {kernel_shape=[1,1]} : f32[1,8,2,2], i64[1,8,2,2]
+  %h = Concat(%c, %c) {axis=2} : f32[1,8,4,2]
+  %q = Concat(%c, %z) {axis=1} : f32[1,12,2,2]
+  %d = Conv(%c, %wm) {group=8} : f32[1,16,2,2]
+  return %p, %i, %h, %q, %d
+})";
+    EXPECT_PASS_GIVES(transform_layout, before, after);
+}
+
+TEST(TransformLayout, PackedDepthwiseWeightsFollowTheBlockedIndex) {
+    // 32 channels (c = 16), 3x3 kernel, bias.
+    Tensor w(DType::kFloat32, {32, 1, 3, 3}), b(DType::kFloat32, {32});
+    for (int64_t i = 0; i < w.numel(); ++i) w.set_f64(i, static_cast<double>(i % 89) - 40);
+    for (int64_t i = 0; i < b.numel(); ++i) b.set_f64(i, static_cast<double>(i) - 16);
+    ir::Graph g;
+    ir::Value* x = g.add_input("x", ir::TensorType::of_static(DType::kFloat32, {1, 32, 6, 6}));
+    ir::Node* conv = add_inferred_node(g, "Conv", {x, g.add_constant("w", w), g.add_constant("b", b)},
+                                       {{"group", ir::Attr(int64_t{32})}, {"strides", ir::Attr(std::vector<int64_t>{2, 2})}});
+    g.add_output(conv->output(0));
+    PassContext ctx = compiler::pass_context();
+    ASSERT_TRUE(transform_layout(g, ctx));
+    fold_constants(g, ctx);
+    eliminate_dead_code(g, ctx);
+    verify_typed_graph(g);
+    const ir::Node* dw = nullptr;
+    for (const ir::Node* n : g.nodes())
+        if (n->op() == "KilnDepthwiseConv2dNCHWc") dw = n;
+    ASSERT_NE(dw, nullptr);
+    ASSERT_TRUE(dw->input(1)->is_constant() && dw->input(2)->is_constant());
+    const Tensor& p = dw->input(1)->constant();
+    ASSERT_EQ(p.shape(), Shape({2, 3, 3, 16}));
+    for (int64_t c = 0; c < 32; ++c) {
+        for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 3; ++kw)
+                ASSERT_EQ(p.get_f64(((c / 16 * 3 + kh) * 3 + kw) * 16 + c % 16), w.get_f64((c * 3 + kh) * 3 + kw));
+        ASSERT_EQ(dw->input(2)->constant().get_f64(c), b.get_f64(c));  // [2, 16] row-major = [32]
+    }
+    EXPECT_EQ(dw->input(2)->type().static_shape(), Shape({2, 16}));
+    EXPECT_EQ(dw->output(0)->type().static_shape(), Shape({1, 2, 2, 2, 16}));  // (6 - 3) / 2 + 1
+    EXPECT_EQ(g.outputs()[0]->producer()->op(), "KilnLayoutFromBlocked");
 }
 
 }  // namespace

@@ -1,19 +1,17 @@
 // Pools: MaxPool (optional Indices output), AveragePool, LpPool, GlobalAveragePool,
 // GlobalMaxPool, GlobalLpPool — N-d, NCHW...
 //
-// Both windowed pools read a padded copy of X whose extent covers every window (ceil_mode can
-// reach past the end pad): MaxPool pads with the lowest value, AveragePool with 0.
+// The window geometry, padding, MaxPool, AveragePool and GlobalAverage/MaxPool computes live in
+// op/pool_compute.h (shared with the blocked pools of defs/blocked_ops.cc).
 // MaxPool Indices: the smallest flat input index (row-major, or column-major spatial with
 // storage_order=1) among in-bounds window positions equal to the max.
-// AveragePool divides by a closed-form count per output element: the number of window
-// positions inside [0, in) (count_include_pad=0) or inside [-pad_begin, in + pad_end)
-// (count_include_pad=1: pad positions count, positions ceil_mode adds beyond them do not).
 // LpPool: (sum over the window of |x|^p)^(1/p) over a zero-padded copy (pads add nothing);
 // p = 1 and 2 use |x| / x*x and sqrt, other p use pow. GlobalLpPool / GlobalMaxPool reduce over
 // every spatial dim.
 #include <string>
 
 #include "op/op_util.h"
+#include "op/pool_compute.h"
 #include "op/registry.h"
 #include "op/schedule_util.h"
 #include "op/window.h"
@@ -26,53 +24,6 @@ namespace {
 using te::Expr;
 using te::Var;
 
-WindowGeometry pool_geometry(const ir::Node& n, const std::vector<ir::Dim>& x_shape) {
-    KILN_CHECK(x_shape.size() >= 3, kInvalidModel)
-        << node_label(n) << ": input X must have rank >= 3 (N, C, spatial...), got rank " << x_shape.size();
-    std::vector<int64_t> in;
-    for (size_t i = 2; i < x_shape.size(); ++i) in.push_back(static_dim(n, x_shape[i], "X"));
-    std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
-    KILN_CHECK(kernel.size() == in.size(), kInvalidModel)
-        << node_label(n) << ": kernel_shape has " << kernel.size() << " entries but X has " << in.size()
-        << " spatial dimensions";
-    return window_geometry(n, in, kernel, n.attr_int("ceil_mode", 0) != 0);
-}
-
-std::vector<ir::Dim> pool_out_shape(const std::vector<ir::Dim>& x, const WindowGeometry& g) {
-    std::vector<ir::Dim> out = {x[0], x[1]};
-    for (int64_t o : g.out) out.push_back(o);
-    return out;
-}
-
-// The padded source (or x itself when no padding is needed); `fill` outside the input.
-te::Tensor padded_source(const te::Tensor& x, const WindowGeometry& g, Expr fill, const char* name) {
-    const int sp = g.spatial();
-    std::vector<int64_t> in(x->shape.begin() + 2, x->shape.end());
-    if (!g.any_padding(in)) return x;
-    Shape ps = {x->shape[0], x->shape[1]};
-    for (int i = 0; i < sp; ++i) ps.push_back(g.padded_extent(i, in[i]));
-    return te::compute(
-        ps, [&](const std::vector<Var>& i) {
-            std::vector<Expr> idx = {i[0], i[1]};
-            Expr inside;
-            for (int d = 0; d < sp; ++d) {
-                Expr p = Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]);
-                Expr ok = te::logical_and(p >= te::int_imm(0), p < te::int_imm(in[d]));
-                inside = inside ? te::logical_and(inside, ok) : ok;
-                idx.push_back(clamp_index(p, in[d]));
-            }
-            return te::select(inside, te::read(x, idx), fill);
-        },
-        name, x->dtype);
-}
-
-std::vector<te::IterVar> window_axes(const WindowGeometry& g) {
-    std::vector<te::IterVar> rk;
-    for (int i = 0; i < g.spatial(); ++i) rk.push_back(te::reduce_axis(g.kernel[i], "rk" + std::to_string(i)));
-    return rk;
-}
-
-// Position in the padded source of window element rk for output index o along dim d.
 // Pad stages row-wise (no div/mod per element), the rest generic.
 void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
@@ -83,25 +34,12 @@ void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     default_schedule(s, outputs);
 }
 
-Expr window_pos(const WindowGeometry& g, int d, const Var& o, const te::IterVar& rk) {
-    return Expr(o) * g.strides[d] + Expr(rk->var) * g.dilations[d];
-}
-
-std::vector<AttrSpec> window_attrs() {
-    return {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
-            {"ceil_mode", AttrKind::kInt, ir::Attr(int64_t{0})},
-            {"dilations", AttrKind::kInts, std::nullopt},
-            {"kernel_shape", AttrKind::kInts, std::nullopt, /*required=*/true},
-            {"pads", AttrKind::kInts, std::nullopt},
-            {"strides", AttrKind::kInts, std::nullopt}};
-}
-
 OpDef max_pool_op() {
     OpDef d;
     d.name = "MaxPool";
     d.onnx_versions = {1, 8, 10, 11, 12};
     d.max_outputs = 2;
-    d.attrs = window_attrs();
+    d.attrs = pool_window_attrs();
     d.attrs.push_back({"storage_order", AttrKind::kInt, ir::Attr(int64_t{0})});
     d.pattern = OpPattern::kOpaque;
     d.infer = [](const ir::Node& n) {
@@ -117,14 +55,7 @@ OpDef max_pool_op() {
         WindowGeometry g = pool_geometry(a.node, to_dims(x->shape));
         const int sp = g.spatial();
         te::Tensor src = padded_source(x, g, lowest_value(x->dtype), "maxpool_pad");
-        auto rk = window_axes(g);
-        te::Tensor y = te::compute(
-            a.out_shape(0), [&](const std::vector<Var>& i) {
-                std::vector<Expr> idx = {i[0], i[1]};
-                for (int dd = 0; dd < sp; ++dd) idx.push_back(window_pos(g, dd, i[2 + dd], rk[dd]));
-                return te::max_reduce(te::read(src, idx), rk);
-            },
-            "MaxPool", a.out_dtype(0));
+        te::Tensor y = max_pool_tensor(src, g, a.out_shape(0), a.out_dtype(0), "MaxPool");
         if (a.node.num_outputs() < 2) return std::vector<te::Tensor>{y};
 
         const bool col_major = a.node.attr_int("storage_order", 0) != 0;
@@ -163,18 +94,11 @@ OpDef max_pool_op() {
     return d;
 }
 
-// Number of k in [0, K) with lo <= start + k*d < hi (start may be negative).
-Expr window_count(Expr start, int64_t K, int64_t d, int64_t lo, int64_t hi) {
-    Expr kmin = te::max(te::int_imm(0), te::floordiv(te::int_imm(lo + d - 1) - start, te::int_imm(d)));
-    Expr kmax = te::min(te::int_imm(K - 1), te::floordiv(te::int_imm(hi - 1) - start, te::int_imm(d)));
-    return te::max(te::int_imm(0), kmax - kmin + 1);
-}
-
 OpDef average_pool_op() {
     OpDef d;
     d.name = "AveragePool";
     d.onnx_versions = {1, 7, 10, 11, 19};
-    d.attrs = window_attrs();
+    d.attrs = pool_window_attrs();
     d.attrs.push_back({"count_include_pad", AttrKind::kInt, ir::Attr(int64_t{0})});
     d.pattern = OpPattern::kOutEWiseFusable;
     d.infer = [](const ir::Node& n) {
@@ -186,31 +110,8 @@ OpDef average_pool_op() {
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
         WindowGeometry g = pool_geometry(a.node, to_dims(x->shape));
-        const int sp = g.spatial();
-        const DType cdt = te::compute_dtype(a.out_dtype());
         const bool include_pad = a.node.attr_int("count_include_pad", 0) != 0;
-        std::vector<int64_t> in(x->shape.begin() + 2, x->shape.end());
-        te::Tensor src = padded_source(x, g, te::make_const(cdt, 0), "avgpool_pad");
-        auto rk = window_axes(g);
-        te::Tensor total = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
-                std::vector<Expr> idx = {i[0], i[1]};
-                for (int dd = 0; dd < sp; ++dd) idx.push_back(window_pos(g, dd, i[2 + dd], rk[dd]));
-                return te::sum(te::read(src, idx), rk);
-            },
-            "avgpool_sum", cdt);
-        te::Tensor out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
-                Expr count = te::int_imm(1);
-                for (int dd = 0; dd < sp; ++dd) {
-                    Expr start = Expr(i[2 + dd]) * g.strides[dd] - te::int_imm(g.pads_begin[dd]);
-                    int64_t lo = include_pad ? -g.pads_begin[dd] : 0;
-                    int64_t hi = include_pad ? in[dd] + g.pads_end[dd] : in[dd];
-                    count = count * window_count(start, g.kernel[dd], g.dilations[dd], lo, hi);
-                }
-                return te::read(total, i) / te::cast(cdt, count);
-            },
-            "AveragePool", a.out_dtype());
+        te::Tensor out = average_pool_tensor(x, g, a.out_shape(), a.out_dtype(), include_pad, "AveragePool");
         return std::vector<te::Tensor>{out};
     };
     d.schedule = pool_schedule;
@@ -235,27 +136,8 @@ OpDef global_average_pool_op() {
         return std::vector<ir::TensorType>{{x.dtype, out}};
     };
     d.compute = [](const ComputeArgs& a) {
-        te::Tensor x = a.in(0);
-        const DType cdt = te::compute_dtype(a.out_dtype());
-        std::vector<te::IterVar> rk;
-        int64_t count = 1;
-        for (int i = 2; i < x->ndim(); ++i) {
-            rk.push_back(te::reduce_axis(x->shape[i], "rk" + std::to_string(i - 2)));
-            count *= x->shape[i];
-        }
-        te::Tensor total = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
-                std::vector<Expr> idx = {i[0], i[1]};
-                for (const auto& r : rk) idx.push_back(r->var);
-                return te::sum(te::read(x, idx), rk);
-            },
-            "gap_sum", cdt);
-        te::Tensor out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
-                return te::read(total, i) / te::make_const(cdt, static_cast<double>(count));
-            },
-            "GlobalAveragePool", a.out_dtype());
-        return std::vector<te::Tensor>{out};
+        return std::vector<te::Tensor>{
+            global_pool_tensor(a.in(0), a.out_shape(), a.out_dtype(), /*is_max=*/false, "GlobalAveragePool")};
     };
     return d;
 }
@@ -287,7 +169,7 @@ OpDef lp_pool_op() {
     OpDef d;
     d.name = "LpPool";
     d.onnx_versions = {2, 11, 18};
-    d.attrs = window_attrs();
+    d.attrs = pool_window_attrs();
     d.attrs.push_back({"p", AttrKind::kInt, ir::Attr(int64_t{2})});
     d.pattern = OpPattern::kOutEWiseFusable;
     d.infer = [](const ir::Node& n) {
@@ -300,16 +182,14 @@ OpDef lp_pool_op() {
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
         WindowGeometry g = pool_geometry(a.node, to_dims(x->shape));
-        const int sp = g.spatial();
         const int64_t p = lp_order(a.node);
         const DType cdt = te::compute_dtype(a.out_dtype());
         te::Tensor src = padded_source(x, g, te::make_const(cdt, 0), "lppool_pad");
         auto rk = window_axes(g);
         te::Tensor total = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
-                std::vector<Expr> idx = {i[0], i[1]};
-                for (int dd = 0; dd < sp; ++dd) idx.push_back(window_pos(g, dd, i[2 + dd], rk[dd]));
-                return te::sum(abs_pow(te::cast(cdt, te::read(src, idx)), p), rk);
+            a.out_shape(),
+            [&](const std::vector<Var>& i) {
+                return te::sum(abs_pow(te::cast(cdt, te::read(src, window_index(g, i, rk))), p), rk);
             },
             "lppool_sum", cdt);
         te::Tensor out = te::compute(
@@ -321,7 +201,8 @@ OpDef lp_pool_op() {
     return d;
 }
 
-// GlobalMaxPool (max) and GlobalLpPool (sum of |x|^p, then the p-th root) over all spatial dims.
+// GlobalMaxPool (pool_compute.h) and GlobalLpPool (sum of |x|^p, then the p-th root) over all
+// spatial dims.
 OpDef global_pool_op(const char* name, bool is_max) {
     OpDef d;
     d.name = name;
@@ -339,8 +220,9 @@ OpDef global_pool_op(const char* name, bool is_max) {
     };
     d.compute = [is_max, n = std::string(name)](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
+        if (is_max) return std::vector<te::Tensor>{global_pool_tensor(x, a.out_shape(), a.out_dtype(), true, n)};
         const DType cdt = te::compute_dtype(a.out_dtype());
-        const int64_t p = is_max ? 1 : lp_order(a.node);
+        const int64_t p = lp_order(a.node);
         std::vector<te::IterVar> rk;
         for (int i = 2; i < x->ndim(); ++i) rk.push_back(te::reduce_axis(x->shape[i], "rk" + std::to_string(i - 2)));
         auto src = [&](const std::vector<Var>& i) {
@@ -348,11 +230,6 @@ OpDef global_pool_op(const char* name, bool is_max) {
             for (const auto& r : rk) idx.push_back(r->var);
             return te::cast(cdt, te::read(x, idx));
         };
-        if (is_max) {
-            te::Tensor y = te::compute(
-                a.out_shape(), [&](const std::vector<Var>& i) { return te::max_reduce(src(i), rk); }, n, a.out_dtype());
-            return std::vector<te::Tensor>{y};
-        }
         te::Tensor total = te::compute(
             a.out_shape(), [&](const std::vector<Var>& i) { return te::sum(abs_pow(src(i), p), rk); }, "glppool_sum",
             cdt);

@@ -1,0 +1,148 @@
+// Pool computes shared by the NCHW and the blocked pools (see pool_compute.h).
+#include "op/pool_compute.h"
+
+#include "op/op_util.h"
+#include "support/error.h"
+
+namespace kiln::op {
+
+using te::Expr;
+using te::Var;
+
+std::vector<AttrSpec> pool_window_attrs() {
+    return {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
+            {"ceil_mode", AttrKind::kInt, ir::Attr(int64_t{0})},
+            {"dilations", AttrKind::kInts, std::nullopt},
+            {"kernel_shape", AttrKind::kInts, std::nullopt, /*required=*/true},
+            {"pads", AttrKind::kInts, std::nullopt},
+            {"strides", AttrKind::kInts, std::nullopt}};
+}
+
+WindowGeometry pool_geometry(const ir::Node& n, const std::vector<ir::Dim>& x, int trailing) {
+    KILN_CHECK(static_cast<int>(x.size()) >= 3 + trailing, kInvalidModel)
+        << node_label(n) << ": input X must have rank >= " << 3 + trailing << " (N, C, spatial...), got rank "
+        << x.size();
+    std::vector<int64_t> in;
+    for (size_t i = 2; i + trailing < x.size(); ++i) in.push_back(static_dim(n, x[i], "X"));
+    std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+    KILN_CHECK(kernel.size() == in.size(), kInvalidModel)
+        << node_label(n) << ": kernel_shape has " << kernel.size() << " entries but X has " << in.size()
+        << " spatial dimensions";
+    return window_geometry(n, in, kernel, n.attr_int("ceil_mode", 0) != 0);
+}
+
+std::vector<ir::Dim> pool_out_shape(const std::vector<ir::Dim>& x, const WindowGeometry& g, int trailing) {
+    std::vector<ir::Dim> out = {x[0], x[1]};
+    for (int64_t o : g.out) out.push_back(o);
+    out.insert(out.end(), x.end() - trailing, x.end());
+    return out;
+}
+
+te::Tensor padded_source(const te::Tensor& x, const WindowGeometry& g, Expr fill, const std::string& name,
+                         int trailing) {
+    const int sp = g.spatial();
+    KILN_ICHECK(x->ndim() == 2 + sp + trailing) << "pool source of rank " << x->ndim() << " for " << sp << " spatial dims";
+    std::vector<int64_t> in(x->shape.begin() + 2, x->shape.begin() + 2 + sp);
+    if (!g.any_padding(in)) return x;
+    Shape ps = x->shape;
+    for (int i = 0; i < sp; ++i) ps[2 + i] = g.padded_extent(i, in[i]);
+    return te::compute(
+        ps, [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx(i.begin(), i.end());
+            Expr inside;
+            for (int d = 0; d < sp; ++d) {
+                Expr p = Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]);
+                Expr ok = te::logical_and(p >= te::int_imm(0), p < te::int_imm(in[d]));
+                inside = inside ? te::logical_and(inside, ok) : ok;
+                idx[2 + d] = clamp_index(p, in[d]);
+            }
+            return te::select(inside, te::read(x, idx), fill);
+        },
+        name, x->dtype);
+}
+
+std::vector<te::IterVar> window_axes(const WindowGeometry& g) {
+    std::vector<te::IterVar> rk;
+    for (int i = 0; i < g.spatial(); ++i) rk.push_back(te::reduce_axis(g.kernel[i], "rk" + std::to_string(i)));
+    return rk;
+}
+
+Expr window_pos(const WindowGeometry& g, int d, const Var& o, const te::IterVar& rk) {
+    return Expr(o) * g.strides[d] + Expr(rk->var) * g.dilations[d];
+}
+
+std::vector<Expr> window_index(const WindowGeometry& g, const std::vector<Var>& i, const std::vector<te::IterVar>& rk) {
+    std::vector<Expr> idx(i.begin(), i.end());
+    for (int d = 0; d < g.spatial(); ++d) idx[2 + d] = window_pos(g, d, i[2 + d], rk[d]);
+    return idx;
+}
+
+te::Tensor max_pool_tensor(const te::Tensor& src, const WindowGeometry& g, const Shape& out, DType dtype,
+                           const std::string& name) {
+    auto rk = window_axes(g);
+    return te::compute(
+        out, [&](const std::vector<Var>& i) { return te::max_reduce(te::read(src, window_index(g, i, rk)), rk); }, name,
+        dtype);
+}
+
+namespace {
+// Number of k in [0, K) with lo <= start + k*d < hi (start may be negative).
+Expr window_count(Expr start, int64_t K, int64_t d, int64_t lo, int64_t hi) {
+    Expr kmin = te::max(te::int_imm(0), te::floordiv(te::int_imm(lo + d - 1) - start, te::int_imm(d)));
+    Expr kmax = te::min(te::int_imm(K - 1), te::floordiv(te::int_imm(hi - 1) - start, te::int_imm(d)));
+    return te::max(te::int_imm(0), kmax - kmin + 1);
+}
+}  // namespace
+
+te::Tensor average_pool_tensor(const te::Tensor& x, const WindowGeometry& g, const Shape& out, DType dtype,
+                               bool count_include_pad, const std::string& name, int trailing) {
+    const int sp = g.spatial();
+    const DType cdt = te::compute_dtype(dtype);
+    std::vector<int64_t> in(x->shape.begin() + 2, x->shape.begin() + 2 + sp);
+    te::Tensor src = padded_source(x, g, te::make_const(cdt, 0), "avgpool_pad", trailing);
+    auto rk = window_axes(g);
+    te::Tensor total = te::compute(
+        out, [&](const std::vector<Var>& i) { return te::sum(te::read(src, window_index(g, i, rk)), rk); },
+        "avgpool_sum", cdt);
+    return te::compute(
+        out, [&](const std::vector<Var>& i) {
+            Expr count = te::int_imm(1);
+            for (int d = 0; d < sp; ++d) {
+                Expr start = Expr(i[2 + d]) * g.strides[d] - te::int_imm(g.pads_begin[d]);
+                int64_t lo = count_include_pad ? -g.pads_begin[d] : 0;
+                int64_t hi = count_include_pad ? in[d] + g.pads_end[d] : in[d];
+                count = count * window_count(start, g.kernel[d], g.dilations[d], lo, hi);
+            }
+            return te::read(total, i) / te::cast(cdt, count);
+        },
+        name, dtype);
+}
+
+te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype, bool is_max, const std::string& name,
+                              int trailing) {
+    const DType cdt = te::compute_dtype(dtype);
+    const int sp = x->ndim() - 2 - trailing;
+    std::vector<te::IterVar> rk;
+    int64_t count = 1;
+    for (int i = 0; i < sp; ++i) {
+        rk.push_back(te::reduce_axis(x->shape[2 + i], "rk" + std::to_string(i)));
+        count *= x->shape[2 + i];
+    }
+    auto read = [&](const std::vector<Var>& i) {
+        std::vector<Expr> idx(i.begin(), i.end());
+        for (int d = 0; d < sp; ++d) idx[2 + d] = rk[d]->var;
+        return te::read(x, idx);
+    };
+    if (is_max)
+        return te::compute(
+            out, [&](const std::vector<Var>& i) { return te::max_reduce(te::cast(cdt, read(i)), rk); }, name, dtype);
+    te::Tensor total = te::compute(
+        out, [&](const std::vector<Var>& i) { return te::sum(read(i), rk); }, "gap_sum", cdt);
+    return te::compute(
+        out, [&](const std::vector<Var>& i) {
+            return te::read(total, i) / te::make_const(cdt, static_cast<double>(count));
+        },
+        name, dtype);
+}
+
+}  // namespace kiln::op

@@ -1,0 +1,58 @@
+// Pool computes shared by the NCHW pools (defs/pool.cc) and the blocked NCHW{c} pools
+// (defs/blocked_ops.cc). A pooled tensor is [N, C, spatial..., trailing...]: the windows slide
+// over the spatial dims; the `trailing` dims after them (the channel block c of a blocked
+// tensor: trailing = 1) are indexed like N and C. Semantics (window geometry in window.h):
+//  - padding: a copy of X whose extent covers every window (ceil_mode can reach past the end
+//    pad), `fill` outside X (MaxPool: the lowest value, the sums: 0);
+//  - AveragePool divides by a closed-form count per output element: the number of window
+//    positions inside [0, in) (count_include_pad=0) or inside [-pad_begin, in + pad_end)
+//    (count_include_pad=1: pad positions count, positions ceil_mode adds beyond them do not).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "op/op_def.h"
+#include "op/window.h"
+
+namespace kiln::op {
+
+/// Attributes of the windowed pools: auto_pad, ceil_mode, dilations, kernel_shape (required),
+/// pads, strides.
+std::vector<AttrSpec> pool_window_attrs();
+
+/// Window geometry of pool node `n` over X of shape `x` (rank >= 3 + trailing, static spatial
+/// dims); throws kInvalidModel naming the node for inconsistent attributes.
+WindowGeometry pool_geometry(const ir::Node& n, const std::vector<ir::Dim>& x, int trailing = 0);
+
+/// X's shape with the spatial dims replaced by the window counts.
+std::vector<ir::Dim> pool_out_shape(const std::vector<ir::Dim>& x, const WindowGeometry& g, int trailing = 0);
+
+/// The padded source (x itself when no window reaches outside it); `fill` outside x.
+te::Tensor padded_source(const te::Tensor& x, const WindowGeometry& g, te::Expr fill, const std::string& name,
+                         int trailing = 0);
+
+/// One reduce axis per spatial dim, over the kernel.
+std::vector<te::IterVar> window_axes(const WindowGeometry& g);
+
+/// Position in the padded source of window element rk for output index o along dim d.
+te::Expr window_pos(const WindowGeometry& g, int d, const te::Var& o, const te::IterVar& rk);
+
+/// The padded-source index output index `i` reads at window offsets `rk`:
+/// [i0, i1, i_s * stride + rk_s * dilation ..., trailing indices of i].
+std::vector<te::Expr> window_index(const WindowGeometry& g, const std::vector<te::Var>& i,
+                                   const std::vector<te::IterVar>& rk);
+
+/// Max over each window of `src` (a padded source), shape `out`.
+te::Tensor max_pool_tensor(const te::Tensor& src, const WindowGeometry& g, const Shape& out, DType dtype,
+                           const std::string& name);
+
+/// AveragePool of x: the window sums ("avgpool_sum", compute dtype) divided by the count.
+te::Tensor average_pool_tensor(const te::Tensor& x, const WindowGeometry& g, const Shape& out, DType dtype,
+                               bool count_include_pad, const std::string& name, int trailing = 0);
+
+/// GlobalAveragePool (the spatial sum "gap_sum" over the element count) or GlobalMaxPool of x.
+te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype, bool is_max,
+                              const std::string& name, int trailing = 0);
+
+}  // namespace kiln::op

@@ -51,8 +51,8 @@ TEST(InterOpThreadPool, RunUntilReturnsWhenAnotherThreadSetsTheFlag) {
         pool.notify();
     });
     pool.run_until(done);
+    EXPECT_TRUE(done.load());  // before the join: run_until must not return while done is false
     setter.join();
-    EXPECT_TRUE(done.load());
 }
 
 TEST(InterOpThreadPool, GlobalPoolIsSharedPerSize) {

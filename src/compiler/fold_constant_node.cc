@@ -2,7 +2,12 @@
 
 #include <unordered_set>
 
+#include "codegen/c_emitter.h"
+#include "codegen/compile_driver.h"
+#include "op/op_def.h"
 #include "op/registry.h"
+#include "runtime/buffer_table.h"
+#include "runtime/executable.h"
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/interpreter.h"
@@ -10,6 +15,26 @@
 #include "tir/simplify.h"
 
 namespace kiln::compiler {
+namespace {
+
+/// Runs the node's compute on `buffers` (inputs, then outputs) as a compiled kernel: the default
+/// schedule, lowered and printed like any kernel and compiled through the kernel cache, so a
+/// warm start folds a model's weights (BatchNorm folding, packing) without the compiler and
+/// without interpreting millions of elements.
+void run_compiled(const std::vector<te::Tensor>& outs, const std::vector<te::Tensor>& params, std::vector<Tensor>& buffers) {
+    te::Schedule s = te::create_schedule(outs);
+    op::default_schedule(s, outs);
+    tir::PrimFunc f = tir::simplify(tir::lower(s, params, "kiln_kernel"));
+    codegen::CompiledLibrary lib = codegen::compile_c(codegen::emit_c(f));
+    runtime::Executable exe;
+    exe.kernels.push_back({lib.path, "kiln_kernel", "fold"});
+    exe.load();
+    std::vector<void*> args;
+    for (Tensor& b : buffers) args.push_back(b.data());
+    exe.run_kernel(0, args.data(), runtime::make_kernel_env(nullptr)).throw_if_error();
+}
+
+}  // namespace
 
 bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements) {
     const op::OpDef* def = op::OpRegistry::global().find(n->op());
@@ -53,9 +78,15 @@ bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements) {
         params.push_back(outs[i]);
         buffers.emplace_back(outs[i]->dtype, outs[i]->shape);
     }
-    te::Schedule plain = te::create_schedule(outs);
-    tir::PrimFunc f = tir::simplify(tir::lower(plain, params, "fold"));
-    tir::interpret(f, buffers);
+    bool compiled = elements >= kCompiledFoldElements;
+    for (const Tensor& b : buffers) compiled &= b.dtype() != DType::kString;
+    if (compiled) {
+        run_compiled(outs, params, buffers);
+    } else {
+        te::Schedule plain = te::create_schedule(outs);
+        tir::PrimFunc f = tir::simplify(tir::lower(plain, params, "fold"));
+        tir::interpret(f, buffers);
+    }
 
     size_t first_out = buffers.size() - outs.size();
     for (size_t i = 0; i < outs.size(); ++i) {

@@ -335,11 +335,17 @@ private:
         const char* name = nullptr;
         switch (op) {
             case UnaryOp::kAbs: name = "fabs"; break;
-            case UnaryOp::kExp: name = "exp"; break;
+            case UnaryOp::kExp:  // f32: the prelude's vectorizable approximation (c_prelude.cc)
+                if (f32) return "kiln_exp_f32(" + x + ")";
+                name = "exp";
+                break;
             case UnaryOp::kLog: name = "log"; break;
             case UnaryOp::kSqrt: name = "sqrt"; break;
             case UnaryOp::kTanh: name = "tanh"; break;
-            case UnaryOp::kErf: name = "erf"; break;
+            case UnaryOp::kErf:
+                if (f32) return "kiln_erf_f32(" + x + ")";
+                name = "erf";
+                break;
             case UnaryOp::kFloor: name = "floor"; break;
             case UnaryOp::kCeil: name = "ceil"; break;
             case UnaryOp::kRound: name = "nearbyint"; break;

@@ -253,6 +253,71 @@ KILN_SELECT(u32, uint32_t)
 KILN_SELECT(u64, uint64_t)
 #undef KILN_SELECT
 
+/* Vectorizable f32 exp and erf: branch-free (selects only, no libm call), so GCC vectorizes them
+   inside `#pragma GCC ivdep` loops. The tir interpreter keeps libm as the exact reference;
+   tests/codegen/c_math_test.cc sweeps all of float against libm in double.
+   kiln_exp_f32: max error 2 ulp (subnormal results: in units of 2^-149); exp(-inf) = 0,
+   exp(+inf) and overflow = inf, NaN -> NaN. x = n ln2 + r with n = round(x / ln2) taken from the
+   low mantissa bits of x / ln2 + 1.5 * 2^23 (no float -> int conversion), ln2 split hi/lo (hi has
+   8 trailing zero bits, so n * hi is exact), e^r = 1 + r + r^2 S(r) on |r| <= ln2 / 2 with S a
+   degree-4 least-squares (Lawson-weighted) fit, and 2^n applied as two power-of-two factors so
+   results down in the subnormals round once. */
+static inline float kiln_exp_f32(float x) {
+    x = x > 89.0f ? 89.0f : x; /* comparisons keep NaN */
+    x = x < -104.0f ? -104.0f : x;
+    float t = x * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = x - n * 0.693145751953125f;
+    r = r - n * 1.42860682030941723e-6f;
+    float s = 1.38145313652307e-3f;
+    s = s * r + 8.36874594011075e-3f;
+    s = s * r + 4.166839096767587e-2f;
+    s = s * r + 1.6666520390097878e-1f;
+    s = s * r + 4.999999343121299e-1f;
+    float p = (r * r * s + r) + 1.0f;
+    uint32_t tb;
+    memcpy(&tb, &t, 4);
+    int32_t k = (int32_t)(tb - 0x4b400000u), k1 = k >> 1, k2 = k - k1;
+    return p * kiln_bits_f32((uint32_t)(k1 + 127) << 23) * kiln_bits_f32((uint32_t)(k2 + 127) << 23);
+}
+/* kiln_erf_f32: max absolute error 4e-7 (a few ulp near |erf| = 1), within 2 ulp for |x| < 1,
+   erf(+-inf) = +-1, erf(-0) = -0, NaN -> NaN. erf(x) = x P(x^2) / Q(x^2) on |x| <= 3.925 with P
+   of degree 6 and Q of degree 5, fitted (iteratively reweighted least squares) to relative error
+   2e-9 in double; beyond 3.925 erf rounds to 1 in float. Computed on |x| (then the sign of x
+   copied back). For |x| < 1 as |x| (c0 + x^2 P1(x^2) / Q(x^2)), P1 = (P - c0 Q) / x^2, with
+   c0 = 2 / sqrt(pi) split hi + lo so small arguments keep their relative accuracy; above, as
+   |x| P / Q (P1's cancellation would cost accuracy near 1). */
+static inline float kiln_erf_f32(float x) {
+    float ax = fabsf(x);
+    float a = ax > 3.925f ? 3.925f : ax; /* keeps NaN */
+    float z = a * a;
+    float p = -1.2828699075262406e-08f;
+    p = p * z - 6.585214827058647e-05f;
+    p = p * z - 1.092157903631242e-03f;
+    p = p * z - 1.3574233901668105e-02f;
+    p = p * z - 7.425121734317991e-02f;
+    p = p * z - 3.7612647268666044e-01f;
+    float q = 6.2449523740796403e-05f;
+    q = q * z + 1.3019738287046350e-03f;
+    q = q * z + 1.5432516920341435e-02f;
+    q = q * z + 1.1388075928371746e-01f;
+    q = q * z + 4.9741173006453926e-01f;
+    q = q * z + 1.0f;
+    float small = a * 1.128379225730896f + a * (z * (p / q) - 5.6590808483747423e-08f);
+    float b = -1.2828699075262406e-08f;
+    b = b * z + 4.6145934412475387e-06f;
+    b = b * z + 3.7696224344463273e-04f;
+    b = b * z + 3.8394967186471062e-03f;
+    b = b * z + 5.4249459198423500e-02f;
+    b = b * z + 1.8514256200409784e-01f;
+    b = b * z + 1.1283791691400875e+00f;
+    float big = a * b / q;
+    float y = ax < 1.0f ? small : big;
+    y = y > 1.0f ? 1.0f : y;
+    y = ax >= 3.925f ? 1.0f : y;
+    return copysignf(y, x);
+}
+
 /* f32 sigmoid computes in double: exp(-x) overflows float long before the result underflows. */
 static inline float kiln_sigmoid_f32(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 static inline double kiln_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }

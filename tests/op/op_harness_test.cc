@@ -2776,6 +2776,11 @@ std::vector<Case> all_cases() {
     add("softmax_last", "Softmax", {in(F32, {3, 10}, -5, 5)}, {}, softmax_ref());
     add("softmax_axis1_f64", "Softmax", {in(F64, {2, 5, 3}, -5, 5)}, {{"axis", int64_t{1}}}, softmax_ref());
     add("softmax_f16", "Softmax", {in(F16, {2, 6})}, {{"axis", int64_t{0}}}, softmax_ref());
+    // Rows of >= 2 vectors reduce in vector lanes (op/defs/row_reduce.h): a tail, parallel rows, f16, f64.
+    add("softmax_lanes_tail", "Softmax", {in(F32, {5, 37}, -20, 20)}, {}, softmax_ref());
+    add("softmax_lanes_parallel", "Softmax", {in(F32, {2, 48, 200}, -30, 30)}, {}, softmax_ref());
+    add("softmax_lanes_f16", "Softmax", {in(F16, {3, 40}, -4, 4)}, {}, softmax_ref());
+    add("softmax_lanes_f64", "Softmax", {in(F64, {3, 19}, -9, 9)}, {}, softmax_ref());
     add("argmax_keepdims", "ArgMax", {in(F32, {3, 5, 2})}, {{"axis", int64_t{1}}}, argmax_ref());
     add("argmax_nokeep_last_axis", "ArgMax", {in(F32, {4, 6})}, {{"axis", int64_t{-1}}, {"keepdims", int64_t{0}}},
         argmax_ref());
@@ -2828,6 +2833,12 @@ std::vector<Case> all_cases() {
     add("layer_norm_axis0_scale_bcast", "LayerNormalization", {in(F32, {3, 4}), in(F32, {4}), in(F32, {1})},
         {{"axis", int64_t{0}}}, layer_norm_ref(), 2);
     add("layer_norm_large", "LayerNormalization", {in(F32, {128, 256}), in(F32, {256}), in(F32, {256})}, {},
+        layer_norm_ref(), 3);
+    add("layer_norm_lanes_tail", "LayerNormalization", {in(F32, {6, 45}, -3, 5), in(F32, {45}), in(F32, {45})}, {},
+        layer_norm_ref(), 3);
+    add("layer_norm_lanes_parallel", "LayerNormalization", {in(F32, {2, 64, 300}, -3, 5), in(F32, {300})}, {},
+        layer_norm_ref());
+    add("layer_norm_lanes_f64", "LayerNormalization", {in(F64, {3, 17}), in(F64, {17}), in(F64, {17})}, {},
         layer_norm_ref(), 3);
     add("layer_norm_f16", "LayerNormalization", {in(F16, {4, 8}), in(F16, {8}), in(F16, {8})}, {}, layer_norm_ref(), 3);
     add("layer_norm_f64_neg_axis", "LayerNormalization", {in(F64, {2, 3, 4}), in(F64, {3, 4}), omitted()},

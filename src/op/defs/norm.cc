@@ -18,6 +18,7 @@
 #include <string>
 
 #include "op/broadcast.h"
+#include "op/defs/row_reduce.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -74,6 +75,7 @@ OpDef layer_norm_op() {
         for (size_t i = 1; i < n.num_outputs(); ++i) out.push_back({DType::kFloat32, stat});
         return out;
     };
+    d.schedule = row_reduce_schedule;
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
         te::Tensor scale = a.in(1);
@@ -105,16 +107,40 @@ OpDef layer_norm_op() {
             for (int k = axis; k < rank; ++k) r.push_back(te::reduce_axis(x->shape[k], "r" + std::to_string(k)));
             return r;
         };
-        const std::vector<te::IterVar> r1 = reduce_vars();
-        te::Tensor sum = te::compute(
-            stat, [&](const std::vector<Var>& i) { return te::sum(row_read(i, r1), r1); }, "ln_sum", cdt);
-        const std::vector<te::IterVar> r2 = reduce_vars();
-        te::Tensor sqsum = te::compute(
-            stat, [&](const std::vector<Var>& i) {
-                Expr dev = row_read(i, r2) - te::read(sum, i) * inv_n;
-                return te::sum(dev * dev, r2);
-            },
-            "ln_sqsum", cdt);
+        // Normalizing the last axis only, the row sums reduce in vector lanes (row_reduce.h).
+        const int64_t lanes = axis == rank - 1 ? row_lanes(cdt, x->shape[axis]) : 0;
+        auto at = [&](const std::vector<Var>& i, Expr k) {
+            std::vector<Expr> idx(i.begin(), i.end());
+            idx[rank - 1] = std::move(k);
+            return te::cast(cdt, te::read(x, idx));
+        };
+        auto stat_of = [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx(i.begin(), i.end());
+            idx[rank - 1] = te::int_imm(0);
+            return idx;
+        };
+        te::Tensor sum, sqsum;
+        if (lanes > 0) {
+            sum = lane_reduce(x->shape, lanes, te::ReduceOp::kSum, cdt, at, "ln_sum");
+            sqsum = lane_reduce(
+                x->shape, lanes, te::ReduceOp::kSum, cdt,
+                [&](const std::vector<Var>& i, Expr k) {
+                    Expr dev = at(i, std::move(k)) - te::read(sum, stat_of(i)) * inv_n;
+                    return dev * dev;
+                },
+                "ln_sqsum");
+        } else {
+            const std::vector<te::IterVar> r1 = reduce_vars();
+            sum = te::compute(
+                stat, [&](const std::vector<Var>& i) { return te::sum(row_read(i, r1), r1); }, "ln_sum", cdt);
+            const std::vector<te::IterVar> r2 = reduce_vars();
+            sqsum = te::compute(
+                stat, [&](const std::vector<Var>& i) {
+                    Expr dev = row_read(i, r2) - te::read(sum, i) * inv_n;
+                    return te::sum(dev * dev, r2);
+                },
+                "ln_sqsum", cdt);
+        }
         auto inv_std = [&](const std::vector<Expr>& idx) {
             return te::make_const(cdt, 1.0) /
                    te::unary(te::UnaryOp::kSqrt, te::read(sqsum, idx) * inv_n + te::make_const(cdt, eps));

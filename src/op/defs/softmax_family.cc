@@ -8,6 +8,7 @@
 // Pattern kOpaque: chained reductions plus an elementwise epilogue form one kernel.
 #include <string>
 
+#include "op/defs/row_reduce.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -37,10 +38,19 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
     red[axis] = 1;
     auto at0 = [&](const std::vector<Var>& i) { return with_axis(i, axis, te::int_imm(0)); };
     auto xv = [&](const std::vector<Expr>& idx) { return te::cast(cdt, te::read(x, idx)); };
+    // Along the last axis, the row max and sum reduce in vector lanes (row_reduce.h).
+    const int64_t lanes = kind == Kind::kSoftmax && axis == x->ndim() - 1 ? row_lanes(cdt, extent) : 0;
     te::IterVar r1 = te::reduce_axis(extent, "r");
-    te::Tensor m = te::compute(
-        red, [&](const std::vector<Var>& i) { return te::max_reduce(xv(with_axis(i, axis, r1->var)), {r1}); },
-        name + "_max", cdt);
+    te::Tensor m =
+        lanes > 0 ? lane_reduce(
+                        x->shape, lanes, te::ReduceOp::kMax, cdt,
+                        [&](const std::vector<Var>& i, Expr k) { return xv(with_axis(i, axis, k)); }, name + "_max")
+                  : te::compute(
+                        red,
+                        [&](const std::vector<Var>& i) {
+                            return te::max_reduce(xv(with_axis(i, axis, r1->var)), {r1});
+                        },
+                        name + "_max", cdt);
     te::IterVar r2 = te::reduce_axis(extent, "r");
     if (kind == Kind::kHardmax) {
         te::Tensor first = te::compute(
@@ -77,6 +87,15 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
             return te::unary(te::UnaryOp::kExp, xv(idx) - te::read(m, at0(i)));
         },
         name + "_exp", cdt);
+    if (lanes > 0) {
+        te::Tensor s = lane_reduce(
+            x->shape, lanes, te::ReduceOp::kSum, cdt,
+            [&](const std::vector<Var>& i, Expr k) { return te::read(e, with_axis(i, axis, k)); }, name + "_sum");
+        te::Tensor y = te::compute(
+            x->shape, [&](const std::vector<Var>& i) { return te::read(e, i) / te::read(s, at0(i)); }, name,
+            a.out_dtype());
+        return {y};
+    }
     te::Tensor s = te::compute(
         red, [&](const std::vector<Var>& i) { return te::sum(te::read(e, with_axis(i, axis, r2->var)), {r2}); },
         name + "_sum", cdt);
@@ -100,6 +119,7 @@ OpDef softmax_like_op(const char* name, Kind kind) {
         return std::vector<ir::TensorType>{x};
     };
     d.compute = [kind, n = std::string(name)](const ComputeArgs& a) { return softmax_compute(a, kind, n); };
+    d.schedule = row_reduce_schedule;
     return d;
 }
 

@@ -1,0 +1,104 @@
+// Row reductions along the last axis in a form the C emitter vectorizes (Softmax, LayerNorm).
+//
+// A float sum along a row cannot be vectorized by GCC without reassociation (no -ffast-math), so
+// the compute reassociates explicitly (TVM's rfactor, written in the compute): with W lanes,
+//   part[rows..., l] = reduce over o of body(rows, o * W + l)     (stage "<name>_part")
+//   out[rows..., 0]  = reduce over l of part[rows..., l]          (stage "<name>")
+// schedule_lane_partial orders the partial stage (rows, o, l) with l vectorized and accumulated
+// in a local register tile, so the hot loop is W independent lanes with unit-stride reads. A
+// row whose extent is not a multiple of W clamps the index and adds the identity for the tail.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "op/op_def.h"
+#include "op/schedule_util.h"
+#include "support/tensor.h"
+#include "te/schedule.h"
+#include "te/tensor.h"
+
+namespace kiln::op {
+
+/// Lanes of a row reduction over `extent` elements in dtype t, or 0 when the plain reduction
+/// is as good (rows shorter than two vectors).
+inline int64_t row_lanes(DType t, int64_t extent) {
+    const int64_t w = vector_width(t);
+    return extent >= 2 * w ? w : 0;
+}
+
+/// out = reduce over the last axis of x-shaped rows: body(i, k) is the element at row index i
+/// (the leading axes of `shape`, its last axis ignored) and position k of the row. Returns
+/// out with shape[-1] = 1. `lanes` from row_lanes (> 0).
+inline te::Tensor lane_reduce(const Shape& shape, int64_t lanes, te::ReduceOp op, DType dt,
+                              const std::function<te::Expr(const std::vector<te::Var>&, te::Expr)>& body,
+                              const std::string& name) {
+    const int nd = static_cast<int>(shape.size());
+    const int64_t extent = shape[nd - 1];
+    const int64_t outer = (extent + lanes - 1) / lanes;
+    auto combine = [&](te::Expr v, const te::IterVar& r) {
+        return op == te::ReduceOp::kSum ? te::sum(std::move(v), {r}) : te::max_reduce(std::move(v), {r});
+    };
+    Shape part_shape = shape;
+    part_shape[nd - 1] = lanes;
+    te::IterVar ro = te::reduce_axis(outer, "ro");
+    te::Tensor part = te::compute(
+        part_shape,
+        [&](const std::vector<te::Var>& i) {
+            te::Expr k = te::Expr(ro->var) * te::int_imm(lanes) + te::Expr(i[nd - 1]);
+            if (extent % lanes == 0) return combine(body(i, k), ro);
+            te::Expr in = k < te::int_imm(extent);
+            te::Expr v = body(i, te::min(k, te::int_imm(extent - 1)));
+            return combine(te::select(in, v, te::reduce_identity(op, dt)), ro);
+        },
+        name + "_part", dt);
+    Shape out_shape = shape;
+    out_shape[nd - 1] = 1;
+    te::IterVar rl = te::reduce_axis(lanes, "rl");
+    return te::compute(
+        out_shape,
+        [&](const std::vector<te::Var>& i) {
+            std::vector<te::Expr> idx(i.begin(), i.end());
+            idx[nd - 1] = rl->var;
+            return combine(te::read(part, idx), rl);
+        },
+        name, dt);
+}
+
+/// Schedules a lane_reduce partial stage: rows fused (parallel when large), then the reduce
+/// loop, then the lanes vectorized into a local accumulator tile.
+inline void schedule_lane_partial(te::Stage& st) {
+    const te::Tensor& t = st.tensor();
+    const int nd = t->ndim();
+    te::IterVar lane = st.axis(nd - 1);
+    te::IterVar ro = st.reduce_axis(0);
+    if (nd == 1) {
+        st.reorder({ro, lane});
+    } else {
+        te::IterVar f = st.axis(0);
+        for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
+        st.reorder({f, ro, lane});
+        if (t->numel() / t->shape[nd - 1] > 1 && t->numel() * ro->extent > kParallelMin) st.parallel(f);
+    }
+    st.vectorize(lane);
+    st.cache_write_local();
+}
+
+/// Lane-partial stages vectorized over their lanes, row-wise stages fused by rows with the last
+/// axis vectorized (no per-element index division), the rest generic.
+inline void row_reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (te::Stage& st : s.stages()) {
+        if (!stage_untouched(st)) continue;
+        const std::string& n = st.tensor()->name;
+        const bool part = n.size() > 5 && n.compare(n.size() - 5, 5, "_part") == 0;
+        if (part && st.all_reduce_axes().size() == 1) {
+            schedule_lane_partial(st);
+        } else if (st.all_reduce_axes().empty() && st.tensor()->ndim() >= 2 && st.tensor()->shape.back() >= 16) {
+            schedule_rows(st);
+        }
+    }
+    default_schedule(s, outputs);
+}
+
+}  // namespace kiln::op

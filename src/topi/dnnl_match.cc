@@ -135,6 +135,16 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
     return ep;
 }
 
+/// The kernel `name` with parameters `p` and the epilogue's post-ops, as the parameter string.
+ExternChoice choice(const char* name, Pairs p, const Epilogue& ep) {
+    std::string post;
+    for (const auto& s : ep.posts) post += (post.empty() ? "" : ",") + s;
+    if (!post.empty()) p.push_back({"post", post});
+    std::string text;
+    for (const auto& [key, v] : p) text += (text.empty() ? "" : ";") + key + "=" + v;
+    return ExternChoice{name, text};
+}
+
 /// Window parameters of a 2-D conv node with input spatial `hw`, kernel `k` and output `out`:
 /// false when oneDNN cannot express them (end pads that would be negative).
 bool window_params(const ir::Node& n, const std::vector<int64_t>& hw, const std::vector<int64_t>& k,
@@ -209,12 +219,7 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     p.push_back({"w", std::to_string(arg_index(inputs, w))});
     if (b) p.push_back({"b", std::to_string(arg_index(inputs, b))});
     p.push_back({"y", std::to_string(inputs.size())});
-    std::string post;
-    for (const auto& s : ep->posts) post += (post.empty() ? "" : ",") + s;
-    if (!post.empty()) p.push_back({"post", post});
-    std::string text;
-    for (const auto& [k, v] : p) text += (text.empty() ? "" : ";") + k + "=" + v;
-    return ExternChoice{"dnnl_conv", text};
+    return choice("dnnl_conv", std::move(p), *ep);
 }
 
 /// Element strides of a row-major tensor of shape `s`.
@@ -291,12 +296,7 @@ std::optional<ExternChoice> match_matmul(const std::vector<ir::Node*>& nodes, co
                {"b_strides", join(bstr)}};
     if (bias >= 0) p.push_back({"bias", std::to_string(bias)});
     if (packed_nb) p.push_back({"b_packed", std::to_string(packed_nb)});
-    std::string post;
-    for (const auto& s : ep->posts) post += (post.empty() ? "" : ",") + s;
-    if (!post.empty()) p.push_back({"post", post});
-    std::string text;
-    for (const auto& [key, v] : p) text += (text.empty() ? "" : ";") + key + "=" + v;
-    return ExternChoice{"dnnl_matmul", text};
+    return choice("dnnl_matmul", std::move(p), *ep);
 }
 
 }  // namespace

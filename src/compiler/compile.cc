@@ -84,12 +84,16 @@ constexpr double kDnnlMinFlops = 2e5;
 
 /// auto's rule until the tuner measures per workload (figures: one thread, docs/kernels.md):
 /// oneDNN for convolutions (ResNet-50 48 ms vs 69 ms generated) and for matrix products whose
-/// epilogue has a transcendental function (BERT's FFN-up + erf GELU: 138 vs 108 GFLOP/s);
-/// Kiln's packed micro-kernel for the other matrix products (BERT's projections: 218-224 vs
+/// epilogue has a transcendental function (BERT's FFN-up + erf GELU: 138 vs 108 GFLOP/s) or
+/// that have fewer than 32 rows; Kiln's packed micro-kernel for the other matrix products (BERT's projections: 218-224 vs
 /// 159-161 GFLOP/s).
 bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     if (unit_flops(unit) < kDnnlMinFlops) return false;
     if (c.name == "dnnl_conv") return true;
+    // Few rows (a classifier at batch 1..8): the micro-kernel's row tile idles; oneDNN's GEMV-like
+    // kernels are bandwidth-bound as they should be (ResNet-50's logits: 1.7 ms vs 0.5 ms).
+    const Shape& out = unit.outputs[0]->type().static_shape();
+    if (out.size() >= 2 && shape_numel(out) / out.back() < 32) return true;
     static const std::set<std::string> transcendental = {"Erf", "Exp", "Tanh", "Sigmoid", "Gelu"};
     for (const ir::Node* n : unit.nodes)
         if (transcendental.count(n->op())) return true;
@@ -191,8 +195,14 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         step_inplace.resize(lowered.size());
         step_args.push_back(std::move(arg_ids));
         if (auto ext = choose_extern(unit, opts.kernels)) {
-            // oneDNN reads a residual and writes the output at once: never in place.
-            step_inplace.push_back({});
+            // In place only over the residual that oneDNN's sum post-op accumulates onto.
+            std::vector<std::pair<int, int>> inplace;
+            if (ext->inplace_input >= 0) {
+                const ir::Value* r = unit.inputs.at(static_cast<size_t>(ext->inplace_input));
+                if (!r->is_constant() && r->type() == unit.outputs[0]->type())
+                    inplace.emplace_back(buffer_of.at(unit.outputs[0]), buffer_of.at(r));
+            }
+            step_inplace.push_back(std::move(inplace));
             LoweredKernel k;
             k.description = unit.ops();
             k.node_name = unit.nodes.front()->name();

@@ -13,6 +13,7 @@
 
 #include <omp.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -61,10 +62,20 @@ std::vector<PostOp> parse_post_ops(const ExternParams& p) {
 }
 
 /// Appends the post-ops to `ops`; binary ones record (post-op index, argument) in `binary`.
+/// The first `add` of a tensor becomes oneDNN's sum post-op (it adds what dst holds before the
+/// primitive runs: the kernel puts the residual there, or the memory plan already did by
+/// computing in place), recorded in `sum_arg`: oneDNN 2.6's binary add of a full tensor is slow
+/// (a ResNet-50 residual conv at batch 8 ran at 7 GFLOP/s).
 void build_post_ops(const std::vector<PostOp>& posts, const memory::desc& dst, dnnl::post_ops& ops,
-                    std::vector<std::pair<int, int>>& binary) {
+                    std::vector<std::pair<int, int>>& binary, int& sum_arg) {
     using alg = dnnl::algorithm;
+    sum_arg = -1;
     for (const PostOp& p : posts) {
+        if (p.kind == "add" && sum_arg < 0 && !p.fields.empty()) {
+            sum_arg = static_cast<int>(to_float(p.fields[0]));
+            ops.append_sum(1.f);
+            continue;
+        }
         auto f = [&](size_t i) {
             KILN_CHECK(i < p.fields.size(), kInvalidModel) << "dnnl post-op '" << p.kind << "' lacks a parameter";
             return to_float(p.fields[i]);
@@ -100,7 +111,7 @@ struct Part {
     /// Activations oneDNN wants in another layout: reordered into `src_tmp` before the
     /// primitive and out of `dst_tmp` after it.
     memory src_tmp, dst_tmp;
-    dnnl::reorder src_reorder, dst_reorder;
+    dnnl::reorder src_reorder, dst_reorder, sum_reorder;
     memory::desc b_desc;  // a non-constant matmul B slice (empty: constant weights)
 };
 
@@ -153,6 +164,8 @@ public:
 protected:
     /// Splits the step into at most `parts` parts and makes their primitives.
     virtual Plan make_plan(int parts) = 0;
+    /// The shapes, for KILN_DNNL_VERBOSE.
+    virtual std::string describe() const = 0;
     /// Argument indices: src (activation or A), dst, bias (-1: none), non-constant B (-1: none).
     int64_t src_arg_ = -1, dst_arg_ = -1, bias_arg_ = -1, b_arg_ = -1;
     std::vector<PostOp> posts_;
@@ -161,15 +174,10 @@ protected:
     dnnl::primitive_attr post_attr(const memory::desc& dst) {
         dnnl::post_ops ops;
         binary_.clear();
-        build_post_ops(posts_, dst, ops, binary_);
+        build_post_ops(posts_, dst, ops, binary_, sum_arg_);
         dnnl::primitive_attr attr;
         attr.set_post_ops(ops);
         return attr;
-    }
-    bool has_binary_post_op() const {
-        for (const PostOp& p : posts_)
-            if (p.kind == "add" || p.kind == "mul") return true;
-        return false;
     }
     /// Finishes part `p` for primitive descriptor `pd` (any primitive kind): temporaries and
     /// reorders where oneDNN chose another activation layout than Kiln's.
@@ -180,10 +188,12 @@ protected:
             p.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.src, cpu_engine(), pd.src_desc()));
         }
         if (pd.dst_desc() != p.dst) {
-            KILN_CHECK(!has_binary_post_op(), kUnsupported)
-                << "dnnl: a residual post-op needs the output in oneDNN's layout";
+            KILN_CHECK(binary_.empty(), kUnsupported) << "dnnl: a binary post-op needs the output in oneDNN's layout";
             p.dst_tmp = memory(pd.dst_desc(), cpu_engine());
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), p.dst));
+            // The sum post-op's residual goes into oneDNN's layout of dst first.
+            if (sum_arg_ >= 0)
+                p.sum_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst, cpu_engine(), pd.dst_desc()));
         }
     }
     /// Constant weights reordered from `plain` into `want` (shared by parts that want the same).
@@ -216,6 +226,14 @@ private:
             }
             memory dst(p.dst, cpu_engine(), at(args[dst_arg_], p.dst_off));
             m[DNNL_ARG_DST] = p.dst_tmp ? p.dst_tmp : dst;
+            if (sum_arg_ >= 0 && p.dst_tmp) {  // the residual into oneDNN's layout of dst
+                memory residual(p.dst, cpu_engine(), at(args[sum_arg_], p.dst_off));
+                p.sum_reorder.execute(s, residual, p.dst_tmp);
+            } else if (sum_arg_ >= 0) {  // the residual into dst, unless the plan computes in place
+                const float* residual = at(args[sum_arg_], p.dst_off);
+                float* out = at(args[dst_arg_], p.dst_off);
+                if (residual != out) std::memcpy(out, residual, p.dst.get_size());
+            }
             m[DNNL_ARG_WEIGHTS] = p.b_desc ? memory(p.b_desc, cpu_engine(), at(args[b_arg_], p.b_off)) : p.weights;
             if (bias_arg_ >= 0) m[DNNL_ARG_BIAS] = memory(p.bias, cpu_engine(), at(args[bias_arg_], p.bias_off));
             for (const auto& [index, arg] : binary_)
@@ -234,12 +252,16 @@ private:
         if (it == plans_.end()) {
             omp_set_num_threads(1);
             it = plans_.emplace(threads, make_plan(threads)).first;
+            if (std::getenv("KILN_DNNL_VERBOSE"))  // what oneDNN chose, per kernel and thread count
+                std::fprintf(stderr, "kiln dnnl: %s, %d thread(s): %zu part(s), %s\n", describe().c_str(), threads,
+                             it->second.parts.size(), it->second.impl.c_str());
         }
         return it->second;
     }
     mutable std::mutex mu_;
     std::map<int, Plan> plans_;
     std::vector<std::pair<int, int>> binary_;
+    int sum_arg_ = -1;  // the argument oneDNN's sum post-op adds (-1: none)
     const void* weights_src_ = nullptr;
     std::vector<memory> weights_cache_;
 };
@@ -387,6 +409,17 @@ private:
         return plan;
     }
 
+    std::string describe() const override {
+        auto j = [](const std::vector<int64_t>& v) {
+            std::string t;
+            for (int64_t x : v) t += (t.empty() ? "" : "x") + std::to_string(x);
+            return t;
+        };
+        return "conv src " + j(src_) + "/" + std::to_string(src_block_) + " dst " + j(dst_) + "/" +
+               std::to_string(dst_block_) + " k " + j(kernel_) + " s " + j(strides_) + " g " + std::to_string(groups_) +
+               (posts_.empty() ? "" : " post " + std::to_string(posts_.size()));
+    }
+
     int64_t w_, groups_, src_block_, dst_block_;
     std::vector<int64_t> src_, dst_, kernel_, strides_, dil_, pads_b_, pads_e_;
     std::string wei_;
@@ -479,6 +512,11 @@ private:
         }
         forget_weight_sources();
         return plan;
+    }
+
+    std::string describe() const override {
+        return "matmul " + std::to_string(batch_) + "x" + std::to_string(m_) + "x" + std::to_string(k_) + "x" +
+               std::to_string(n_);
     }
 
     int64_t bm_, batch_, m_, k_, n_;

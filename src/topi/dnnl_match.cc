@@ -142,7 +142,19 @@ ExternChoice choice(const char* name, Pairs p, const Epilogue& ep) {
     if (!post.empty()) p.push_back({"post", post});
     std::string text;
     for (const auto& [key, v] : p) text += (text.empty() ? "" : ";") + key + "=" + v;
-    return ExternChoice{name, text};
+    ExternChoice c{name, text};
+    // The first residual Add runs as oneDNN's sum post-op on what dst holds: in place, unless
+    // the residual is also another operand of the kernel (conv(x) + x reads x while writing).
+    for (const auto& s : ep.posts) {
+        if (s.rfind("add:", 0) != 0) continue;
+        const std::string arg = s.substr(4);
+        bool other_use = false;
+        for (const auto& [key, v] : p)
+            other_use |= v == arg && (key == "x" || key == "w" || key == "b" || key == "a" || key == "bm" || key == "bias");
+        if (!other_use) c.inplace_input = std::stoi(arg);
+        break;
+    }
+    return c;
 }
 
 /// Window parameters of a 2-D conv node with input spatial `hw`, kernel `k` and output `out`:
@@ -151,10 +163,14 @@ bool window_params(const ir::Node& n, const std::vector<int64_t>& hw, const std:
                    const std::vector<int64_t>& out, Pairs& p) {
     op::WindowGeometry g = op::window_geometry(n, hw, k, false);
     if (g.out != out) return false;
+    // oneDNN's output size is floor((in + pb + pe - ext) / s) + 1, as ONNX's: the end pad is the
+    // least that covers the last window (0 when the last input rows are not read, as in a
+    // strided 1x1 conv), and must give the same output size.
     std::vector<int64_t> pe(2);
     for (int d = 0; d < 2; ++d) {
-        pe[d] = (out[d] - 1) * g.strides[d] + (k[d] - 1) * g.dilations[d] + 1 - hw[d] - g.pads_begin[d];
-        if (pe[d] < 0 || g.pads_begin[d] < 0) return false;
+        const int64_t ext = (k[d] - 1) * g.dilations[d] + 1;
+        pe[d] = std::max<int64_t>(0, (out[d] - 1) * g.strides[d] + ext - hw[d] - g.pads_begin[d]);
+        if (g.pads_begin[d] < 0 || (hw[d] + g.pads_begin[d] + pe[d] - ext) / g.strides[d] + 1 != out[d]) return false;
     }
     p.push_back({"strides", join(g.strides)});
     p.push_back({"dilations", join(g.dilations)});
@@ -206,11 +222,16 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     if (!window_params(*c, {src[2], src[3]}, kernel, {dst[2], dst[3]}, p)) return std::nullopt;
     std::optional<Epilogue> ep = match_epilogue(nodes, 1, y, inputs, false);
     if (!ep || outputs.size() != 1 || outputs[0] != ep->result) return std::nullopt;
-    // oneDNN computes in nChw16c; another output layout is a reorder after the primitive, which
-    // a residual post-op (read in the output's layout) cannot follow.
+    // oneDNN computes in nChw16c; another output layout is a reorder after the primitive. The
+    // first residual Add (oneDNN's sum post-op) is reordered in before it; a further binary
+    // post-op, read in the output's layout, cannot follow.
     const bool dst16 = ys.size() == 5 && ys[4] == 16;
-    for (const std::string& post : ep->posts)
-        if (!dst16 && (post.rfind("add:", 0) == 0 || post.rfind("mul:", 0) == 0)) return std::nullopt;
+    bool first_add = true;
+    for (const std::string& post : ep->posts) {
+        const bool add = post.rfind("add:", 0) == 0, binary = add || post.rfind("mul:", 0) == 0;
+        if (!dst16 && binary && !(add && first_add)) return std::nullopt;
+        first_add &= !add;
+    }
     p.push_back({"src", join(src)});
     p.push_back({"dst", join(dst)});
     p.push_back({"kernel", join(kernel)});

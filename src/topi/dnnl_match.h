@@ -23,6 +23,9 @@ namespace kiln::topi {
 struct ExternChoice {
     std::string name;    // runtime extern kernel: "dnnl_conv" or "dnnl_matmul"
     std::string params;  // its parameter string (runtime::ExternParams)
+    /// The input the output may share a buffer with (the residual that oneDNN's sum post-op adds
+    /// in place; the kernel copies it into the output otherwise), or -1.
+    int inplace_input = -1;
 };
 
 /// The oneDNN kernel computing the unit, or nullopt. `inputs` and `outputs` are the unit's

@@ -100,6 +100,10 @@ CASES = {
     "conv3x3_blocked": lambda r: conv_case(r, 32, 32, 14, 3, 1, 1, post=("relu",)),
     "conv1x1_residual": lambda r: conv_case(r, 32, 64, 14, 1, 1, 0, post=("residual", "relu")),
     "conv3x3_s2_dilated": lambda r: conv_case(r, 16, 32, 15, 3, 2, 2, dil=2),
+    # ResNet's downsampling shortcut: the last input row is never read (ONNX end pad 0).
+    "conv1x1_s2_residual": lambda r: conv_case(r, 32, 64, 14, 1, 2, 0, post=("residual", "relu")),
+    # 24 channels: blocks of 8, which oneDNN computes in blocks of 16 (residual reordered in).
+    "conv_block8_residual": lambda r: conv_case(r, 24, 24, 12, 1, 1, 0, post=("residual",)),
     "conv_block8_clip": lambda r: conv_case(r, 24, 40, 14, 1, 1, 0, post=("clip",)),
     "depthwise_clip": lambda r: conv_case(r, 32, 32, 14, 3, 1, 1, group=32, post=("clip",)),
     "grouped": lambda r: conv_case(r, 32, 64, 10, 3, 1, 1, group=4, post=("relu",)),
@@ -120,6 +124,9 @@ def test_dnnl_matches_ort(tmp_path, name):
     kernels = run_kiln(["inspect", path, "--kernel-source", "dnnl"])
     assert kernels.returncode == 0, kernels.stderr
     assert "extern kernel dnnl_" in kernels.stdout, f"{name}: no oneDNN kernel chosen:\n{kernels.stdout[-3000:]}"
+    if "residual" in name:  # the residual Add itself rides in the oneDNN kernel
+        assert any("extern kernel dnnl_conv" in line and "add:" in line for line in kernels.stdout.splitlines()), \
+            f"{name}: the residual conv is not a oneDNN kernel:\n{kernels.stdout[-3000:]}"
     feed = dict(np.load(inputs))
     ref = ort_outputs(path, feed)
     for source in ("dnnl", "generated"):

@@ -180,16 +180,20 @@ static inline int64_t kiln_div_i64(int64_t a, int64_t b) {
 static inline int64_t kiln_mod_i64(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
 static inline uint64_t kiln_div_u64(uint64_t a, uint64_t b) { return b == 0 ? 0 : a / b; }
 static inline uint64_t kiln_mod_u64(uint64_t a, uint64_t b) { return b == 0 ? 0 : a % b; }
+/* floordiv / floormod are branch-free (selects only): an inner loop whose index uses one (a
+   broadcast bias read at floormod(i, C)) still vectorizes; with branches GCC left the BERT GELU
+   epilogue scalar (6 ns per element). */
 static inline int64_t kiln_floordiv_i64(int64_t a, int64_t b) {
-    if (b == 0) return 0;
-    if (b == -1) return (int64_t)(0 - (uint64_t)a);
-    int64_t q = a / b, r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+    const int64_t d = ((b == 0) | (b == -1)) ? 1 : b;
+    const int64_t q = a / d, r = a % d;
+    const int64_t f = q - (((r != 0) & ((r < 0) != (d < 0))) ? 1 : 0);
+    return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : f;
 }
 static inline int64_t kiln_floormod_i64(int64_t a, int64_t b) {
-    if (b == 0 || b == -1) return 0;
-    int64_t r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    const int64_t d = ((b == 0) | (b == -1)) ? 1 : b;
+    const int64_t r = a % d;
+    const int64_t m = r + (((r != 0) & ((r < 0) != (d < 0))) ? d : 0);
+    return ((b == 0) | (b == -1)) ? 0 : m;
 }
 static inline int64_t kiln_abs_i64(int64_t a) { return a < 0 ? (int64_t)(0 - (uint64_t)a) : a; }
 static inline int64_t kiln_pow_i64(int64_t base, int64_t e) {

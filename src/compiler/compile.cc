@@ -83,10 +83,10 @@ bool is_view_node(const ir::Node* n, const ir::Graph& g) {
 constexpr double kDnnlMinFlops = 2e5;
 
 /// auto's rule until the tuner measures per workload (figures: one thread, docs/kernels.md):
-/// oneDNN for convolutions (ResNet-50 48 ms vs 69 ms generated) and for matrix products whose
-/// epilogue has a transcendental function (BERT's FFN-up + erf GELU: 138 vs 108 GFLOP/s) or
-/// that have fewer than 32 rows; Kiln's packed micro-kernel for the other matrix products (BERT's projections: 218-224 vs
-/// 159-161 GFLOP/s).
+/// oneDNN for convolutions (ResNet-50 40 ms vs 54 ms generated) except one image of at most
+/// 7x7 outputs, and for matrix products of fewer than 32 rows; Kiln's packed micro-kernel for
+/// the other matrix products (BERT's projections 228 vs 173-185 GFLOP/s, FFN-up with its erf
+/// GELU 217 vs 160).
 bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     if (unit_flops(unit) < kDnnlMinFlops) return false;
     if (c.name == "dnnl_conv") {
@@ -103,11 +103,7 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // Few rows (a classifier at batch 1..8): the micro-kernel's row tile idles; oneDNN's GEMV-like
     // kernels are bandwidth-bound as they should be (ResNet-50's logits: 1.7 ms vs 0.5 ms).
     const Shape& out = unit.outputs[0]->type().static_shape();
-    if (out.size() >= 2 && shape_numel(out) / out.back() < 32) return true;
-    static const std::set<std::string> transcendental = {"Erf", "Exp", "Tanh", "Sigmoid", "Gelu"};
-    for (const ir::Node* n : unit.nodes)
-        if (transcendental.count(n->op())) return true;
-    return false;
+    return out.size() >= 2 && shape_numel(out) / out.back() < 32;
 }
 
 /// The extern kernel for `unit` under `source`, or nullopt for a generated one.

@@ -54,9 +54,15 @@ bool reads_only_at(const te::Expr& e, const te::TensorNode* r, const std::vector
         case ExprKind::kTensorRead: {
             const auto& n = static_cast<const te::TensorReadNode&>(*e);
             if (!depends_on(n.tensor.get(), r)) return true;
+            // Identity: each index is our axis, or 0 on a dim of extent 1 (broadcasting writes a
+            // size-1 dim's index as 0; the output's dim is then 1 too).
             bool identity = n.indices.size() == axes.size();
-            for (size_t k = 0; identity && k < axes.size(); ++k)
-                identity = n.indices[k]->kind == ExprKind::kVar && n.indices[k].get() == axes[k];
+            for (size_t k = 0; identity && k < axes.size(); ++k) {
+                const te::Expr& ix = n.indices[k];
+                identity = (ix->kind == ExprKind::kVar && ix.get() == axes[k]) ||
+                           (ix->kind == ExprKind::kIntImm && static_cast<const te::IntImmNode&>(*ix).value == 0 &&
+                            k < n.tensor->shape.size() && n.tensor->shape[k] == 1);
+            }
             if (!identity) return false;
             if (n.tensor.get() == r) return true;
             // An inlined stage read at our index: check its body at its own axes.

@@ -18,7 +18,8 @@ enum class ExecutorKind { kAuto, kSequential, kDataflow };
 struct SessionOptions {
     /// Intra-op threads (0 = all cores). `threads` is the historical name of intra_op_threads.
     int threads = 0;
-    /// Inter-op threads for the dataflow executor (0 = auto from cores).
+    /// Inter-op threads for the dataflow executor (0 = one: kernels run one at a time, so a run
+    /// uses exactly `threads` threads; give 2 or more to run independent kernels at once).
     int inter_op_threads = 0;
     /// kAuto picks dataflow when the graph has enough parallel width.
     ExecutorKind executor = ExecutorKind::kAuto;

@@ -339,7 +339,9 @@ private:
             own_intra_ = std::make_unique<runtime::ThreadPool>(intra);
             intra_ = own_intra_.get();
         }
-        inter_threads_ = opts_.inter_op_threads > 0 ? opts_.inter_op_threads : cores();
+        // Default one: inter-op threads add to the intra-op ones (a run may use J + I - 1), so
+        // only an explicit request runs kernels concurrently and `threads` stays exact.
+        inter_threads_ = opts_.inter_op_threads > 0 ? opts_.inter_op_threads : 1;
         stats_.intra_op_threads = intra;
         if (opts_.profile || !opts_.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
     }

@@ -116,15 +116,6 @@ std::optional<topi::ExternChoice> choose_extern(const KernelUnit& unit, KernelSo
 
 }  // namespace
 
-const char* kernel_source_name(KernelSource k) {
-    switch (k) {
-        case KernelSource::kAuto: return "auto";
-        case KernelSource::kGenerated: return "generated";
-        case KernelSource::kDnnl: return "dnnl";
-    }
-    return "?";
-}
-
 KernelSource parse_kernel_source(const std::string& s) {
     if (s == "auto") return KernelSource::kAuto;
     if (s == "generated") return KernelSource::kGenerated;
@@ -213,7 +204,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             k.description = unit.ops();
             k.node_name = unit.nodes.front()->name();
             k.extern_name = ext->name;
-            k.extern_params = ext->params;
+            k.extern_params = runtime::ExternParams::format(ext->params);
             k.num_inputs = static_cast<int>(unit.inputs.size());
             k.flops = unit_flops(unit);
             lowered.push_back(std::move(k));

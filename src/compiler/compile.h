@@ -18,7 +18,6 @@ namespace kiln::compiler {
 /// Who computes convolutions and matrix products (docs/kernels.md): Kiln's generated kernels,
 /// oneDNN wherever it can (topi/dnnl_match.h), or a rule per workload (auto).
 enum class KernelSource { kAuto, kGenerated, kDnnl };
-const char* kernel_source_name(KernelSource k);
 /// Parses "auto" | "generated" | "dnnl"; kInvalidArgument otherwise.
 KernelSource parse_kernel_source(const std::string& s);
 

@@ -85,4 +85,14 @@ WindowGeometry window_geometry(const ir::Node& n, const std::vector<int64_t>& in
     return g;
 }
 
+std::vector<AttrSpec> conv_window_attrs(bool with_group) {
+    std::vector<AttrSpec> a = {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
+                               {"dilations", AttrKind::kInts, std::nullopt},
+                               {"kernel_shape", AttrKind::kInts, std::nullopt},
+                               {"pads", AttrKind::kInts, std::nullopt},
+                               {"strides", AttrKind::kInts, std::nullopt}};
+    if (with_group) a.insert(a.begin() + 2, {"group", AttrKind::kInt, ir::Attr(int64_t{1})});
+    return a;
+}
+
 }  // namespace kiln::op

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "op/op_def.h"
 
 namespace kiln::op {
 
@@ -27,5 +28,10 @@ struct WindowGeometry {
 /// Throws kInvalidModel naming the node for inconsistent attributes or an empty output.
 WindowGeometry window_geometry(const ir::Node& n, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
                                bool ceil_mode);
+
+/// The attribute specs of a convolution's window (auto_pad, dilations, kernel_shape, pads,
+/// strides), and `group` (default 1) when `with_group`: Conv, the quantized convs and the
+/// blocked convs share them.
+std::vector<AttrSpec> conv_window_attrs(bool with_group);
 
 }  // namespace kiln::op

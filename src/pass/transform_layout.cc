@@ -79,13 +79,19 @@ bool finish(ir::Graph& g, ir::Node* n, ir::Node* blocked, PackCache& cache) {
     return true;
 }
 
+/// A 2-D conv with static float32 operands, constant weights and an optional constant bias.
+bool conv_operands_blockable(const ir::Node* n) {
+    const ir::Value *x = n->input(0), *w = n->input(1), *b = n->input(2);
+    if (!static_f32(x, 4) || !static_f32(w, 4) || !static_f32(n->output(0), 4) || !is_constant_expr(w)) return false;
+    return !b || (static_f32(b, 1) && is_constant_expr(b));
+}
+
 bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     if (n->num_outputs() != 1 || n->attr_int("group", 1) != 1) return false;
     ir::Value* x = n->input(0);
     ir::Value* w = n->input(1);
     ir::Value* b = n->input(2);
-    if (!static_f32(x, 4) || !static_f32(w, 4) || !static_f32(n->output(0), 4) || !is_constant_expr(w)) return false;
-    if (b && (!static_f32(b, 1) || !is_constant_expr(b))) return false;
+    if (!conv_operands_blockable(n)) return false;
     const Shape ws = w->type().static_shape();
     const int64_t m = ws[0], c = ws[1], co = block_for(m);
     // A few input channels that 8 does not divide (an image's colours) make one block.
@@ -110,8 +116,7 @@ bool rewrite_depthwise(ir::Graph& g, ir::Node* n, PackCache& packed) {
     ir::Value* x = n->input(0);
     ir::Value* w = n->input(1);
     ir::Value* b = n->input(2);
-    if (!static_f32(x, 4) || !static_f32(w, 4) || !static_f32(n->output(0), 4) || !is_constant_expr(w)) return false;
-    if (b && (!static_f32(b, 1) || !is_constant_expr(b))) return false;
+    if (!conv_operands_blockable(n)) return false;
     const Shape ws = w->type().static_shape();
     const int64_t ch = x->type().static_shape()[1], c = operand_block(x, ch);
     if (c == 0 || n->attr_int("group", 1) != ch || ws[0] != ch || ws[1] != 1) return false;

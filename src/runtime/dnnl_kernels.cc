@@ -7,7 +7,7 @@
 // kept; constant weights are unpacked from Kiln's layout to plain oihw / [K, N] and reordered
 // once into the layout the primitive prefers (`format_tag::any`). Activations stay in Kiln's
 // buffers: blocked NCHW{c} is oneDNN's nChw{c}c, plain tensors are plain. Post-ops (the fused
-// epilogue) are oneDNN eltwise and binary post-ops.
+// epilogue) are oneDNN eltwise, sum (the first residual add) and binary post-ops.
 #if KILN_HAVE_DNNL
 #include "runtime/dnnl_kernels.h"
 
@@ -33,54 +33,59 @@ dnnl::engine& cpu_engine() {
     return e;
 }
 
-float to_float(const std::string& s) { return std::strtof(s.c_str(), nullptr); }
-
-/// One post-op of the `post` parameter: `relu`, `clip:lo:hi`, `linear:a:b` (a*x+b), `sigmoid`,
-/// `tanh`, `exp`, `gelu_erf`, `gelu_tanh`, `leaky:alpha`, `add:ARG`, `mul:ARG` (a tensor of
-/// the output's shape and layout, argument ARG).
-struct PostOp {
-    std::string kind;
-    std::vector<std::string> fields;
+/// The `post` parameter: `relu`, `clip:lo:hi`, `linear:a:b` (a*x+b), `sigmoid`, `tanh`, `exp`,
+/// `gelu_erf`, `gelu_tanh`, `leaky:alpha`, `add:ARG`, `mul:ARG` (a tensor of the output's shape
+/// and layout, argument ARG). The first `add` becomes oneDNN's sum post-op, which adds what dst
+/// holds before the primitive runs (the kernel puts the residual there, or the memory plan did by
+/// computing in place): oneDNN 2.6's binary add of a full tensor is slow (a ResNet-50 residual
+/// conv at batch 8 ran at 7 GFLOP/s).
+struct PostOps {
+    struct Op {
+        std::string kind;           // "sum" for the residual add
+        std::vector<float> values;  // an eltwise op's parameters
+    };
+    std::vector<Op> ops;
+    int sum_arg = -1;                         // the argument the sum post-op adds (-1: none)
+    std::vector<std::pair<int, int>> binary;  // (post-op index, argument) of the binary ones
 };
 
-std::vector<PostOp> parse_post_ops(const ExternParams& p) {
-    std::vector<PostOp> out;
+PostOps parse_post_ops(const ExternParams& p) {
+    PostOps out;
     for (const std::string& item : p.list("post")) {
-        PostOp op;
-        size_t start = 0;
-        std::vector<std::string> parts;
-        for (size_t i = 0; i <= item.size(); ++i)
-            if (i == item.size() || item[i] == ':') {
-                parts.push_back(item.substr(start, i - start));
-                start = i + 1;
+        std::vector<std::string> fields = ExternParams::split(item, ':');
+        PostOps::Op op{fields.at(0), {}};
+        const int index = static_cast<int>(out.ops.size());
+        if (op.kind == "add" || op.kind == "mul") {
+            char* end = nullptr;
+            const long arg = fields.size() == 2 ? std::strtol(fields[1].c_str(), &end, 10) : -1;
+            KILN_CHECK(end && *end == '\0' && arg >= 0, kInvalidModel) << "dnnl post-op '" << item << "': expected KIND:ARG";
+            if (op.kind == "add" && out.sum_arg < 0) {
+                op.kind = "sum";
+                out.sum_arg = static_cast<int>(arg);
+            } else {
+                out.binary.emplace_back(index, static_cast<int>(arg));
             }
-        op.kind = parts[0];
-        op.fields.assign(parts.begin() + 1, parts.end());
-        out.push_back(std::move(op));
+        } else {
+            for (size_t f = 1; f < fields.size(); ++f) op.values.push_back(std::strtof(fields[f].c_str(), nullptr));
+        }
+        out.ops.push_back(std::move(op));
     }
     return out;
 }
 
-/// Appends the post-ops to `ops`; binary ones record (post-op index, argument) in `binary`.
-/// The first `add` of a tensor becomes oneDNN's sum post-op (it adds what dst holds before the
-/// primitive runs: the kernel puts the residual there, or the memory plan already did by
-/// computing in place), recorded in `sum_arg`: oneDNN 2.6's binary add of a full tensor is slow
-/// (a ResNet-50 residual conv at batch 8 ran at 7 GFLOP/s).
-void build_post_ops(const std::vector<PostOp>& posts, const memory::desc& dst, dnnl::post_ops& ops,
-                    std::vector<std::pair<int, int>>& binary, int& sum_arg) {
+/// oneDNN's post-ops for `post` on an output of layout `dst` (the binary operands' layout).
+dnnl::post_ops build_post_ops(const PostOps& post, const memory::desc& dst) {
     using alg = dnnl::algorithm;
-    sum_arg = -1;
-    for (const PostOp& p : posts) {
-        if (p.kind == "add" && sum_arg < 0 && !p.fields.empty()) {
-            sum_arg = static_cast<int>(to_float(p.fields[0]));
-            ops.append_sum(1.f);
-            continue;
-        }
+    dnnl::post_ops ops;
+    for (const PostOps::Op& p : post.ops) {
         auto f = [&](size_t i) {
-            KILN_CHECK(i < p.fields.size(), kInvalidModel) << "dnnl post-op '" << p.kind << "' lacks a parameter";
-            return to_float(p.fields[i]);
+            KILN_CHECK(i < p.values.size(), kInvalidModel) << "dnnl post-op '" << p.kind << "' lacks a parameter";
+            return p.values[i];
         };
-        if (p.kind == "relu") ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
+        if (p.kind == "sum") ops.append_sum(1.f);
+        else if (p.kind == "add") ops.append_binary(alg::binary_add, dst);
+        else if (p.kind == "mul") ops.append_binary(alg::binary_mul, dst);
+        else if (p.kind == "relu") ops.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
         else if (p.kind == "leaky") ops.append_eltwise(1.f, alg::eltwise_relu, f(0), 0.f);
         else if (p.kind == "clip") ops.append_eltwise(1.f, alg::eltwise_clip, f(0), f(1));
         else if (p.kind == "linear") ops.append_eltwise(1.f, alg::eltwise_linear, f(0), f(1));
@@ -89,13 +94,9 @@ void build_post_ops(const std::vector<PostOp>& posts, const memory::desc& dst, d
         else if (p.kind == "exp") ops.append_eltwise(1.f, alg::eltwise_exp, 0.f, 0.f);
         else if (p.kind == "gelu_erf") ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f);
         else if (p.kind == "gelu_tanh") ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f);
-        else if (p.kind == "add" || p.kind == "mul") {
-            binary.emplace_back(ops.len(), static_cast<int>(f(0)));
-            ops.append_binary(p.kind == "add" ? alg::binary_add : alg::binary_mul, dst);
-        } else {
-            KILN_CHECK(false, kInvalidModel) << "unknown dnnl post-op '" << p.kind << "'";
-        }
+        else KILN_CHECK(false, kInvalidModel) << "unknown dnnl post-op '" << p.kind << "'";
     }
+    return ops;
 }
 
 /// One part of a split step: a primitive over a slice of the work, with the element offsets of
@@ -156,10 +157,6 @@ public:
             return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
         }
     }
-    std::string implementation() const override {
-        std::lock_guard<std::mutex> lock(mu_);
-        return plans_.empty() ? "" : plans_.begin()->second.impl;
-    }
 
 protected:
     /// Splits the step into at most `parts` parts and makes their primitives.
@@ -168,15 +165,12 @@ protected:
     virtual std::string describe() const = 0;
     /// Argument indices: src (activation or A), dst, bias (-1: none), non-constant B (-1: none).
     int64_t src_arg_ = -1, dst_arg_ = -1, bias_arg_ = -1, b_arg_ = -1;
-    std::vector<PostOp> posts_;
+    PostOps post_;
 
     /// The primitive attributes of the post-ops on a dst of `dst` (binary operands: its layout).
-    dnnl::primitive_attr post_attr(const memory::desc& dst) {
-        dnnl::post_ops ops;
-        binary_.clear();
-        build_post_ops(posts_, dst, ops, binary_, sum_arg_);
+    dnnl::primitive_attr post_attr(const memory::desc& dst) const {
         dnnl::primitive_attr attr;
-        attr.set_post_ops(ops);
+        attr.set_post_ops(build_post_ops(post_, dst));
         return attr;
     }
     /// Finishes part `p` for primitive descriptor `pd` (any primitive kind): temporaries and
@@ -188,11 +182,11 @@ protected:
             p.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.src, cpu_engine(), pd.src_desc()));
         }
         if (pd.dst_desc() != p.dst) {
-            KILN_CHECK(binary_.empty(), kUnsupported) << "dnnl: a binary post-op needs the output in oneDNN's layout";
+            KILN_CHECK(post_.binary.empty(), kUnsupported) << "dnnl: a binary post-op needs the output in oneDNN's layout";
             p.dst_tmp = memory(pd.dst_desc(), cpu_engine());
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), p.dst));
             // The sum post-op's residual goes into oneDNN's layout of dst first.
-            if (sum_arg_ >= 0)
+            if (post_.sum_arg >= 0)
                 p.sum_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst, cpu_engine(), pd.dst_desc()));
         }
     }
@@ -226,17 +220,17 @@ private:
             }
             memory dst(p.dst, cpu_engine(), at(args[dst_arg_], p.dst_off));
             m[DNNL_ARG_DST] = p.dst_tmp ? p.dst_tmp : dst;
-            if (sum_arg_ >= 0 && p.dst_tmp) {  // the residual into oneDNN's layout of dst
-                memory residual(p.dst, cpu_engine(), at(args[sum_arg_], p.dst_off));
+            if (post_.sum_arg >= 0 && p.dst_tmp) {  // the residual into oneDNN's layout of dst
+                memory residual(p.dst, cpu_engine(), at(args[post_.sum_arg], p.dst_off));
                 p.sum_reorder.execute(s, residual, p.dst_tmp);
-            } else if (sum_arg_ >= 0) {  // the residual into dst, unless the plan computes in place
-                const float* residual = at(args[sum_arg_], p.dst_off);
+            } else if (post_.sum_arg >= 0) {  // the residual into dst, unless the plan computes in place
+                const float* residual = at(args[post_.sum_arg], p.dst_off);
                 float* out = at(args[dst_arg_], p.dst_off);
                 if (residual != out) std::memcpy(out, residual, p.dst.get_size());
             }
             m[DNNL_ARG_WEIGHTS] = p.b_desc ? memory(p.b_desc, cpu_engine(), at(args[b_arg_], p.b_off)) : p.weights;
             if (bias_arg_ >= 0) m[DNNL_ARG_BIAS] = memory(p.bias, cpu_engine(), at(args[bias_arg_], p.bias_off));
-            for (const auto& [index, arg] : binary_)
+            for (const auto& [index, arg] : post_.binary)
                 m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = memory(p.dst, cpu_engine(), at(args[arg], p.dst_off));
             p.prim.execute(s, m);
             if (p.dst_tmp) p.dst_reorder.execute(s, p.dst_tmp, dst);
@@ -260,8 +254,6 @@ private:
     }
     mutable std::mutex mu_;
     std::map<int, Plan> plans_;
-    std::vector<std::pair<int, int>> binary_;
-    int sum_arg_ = -1;  // the argument oneDNN's sum post-op adds (-1: none)
     const void* weights_src_ = nullptr;
     std::vector<memory> weights_cache_;
 };
@@ -304,7 +296,7 @@ public:
         pads_b_ = p.ints("pads_begin");
         pads_e_ = p.ints("pads_end");
         wei_ = p.str("wei");
-        posts_ = parse_post_ops(p);
+        post_ = parse_post_ops(p);
         KILN_CHECK(src_.size() == 4 && dst_.size() == 4 && kernel_.size() == 2, kInvalidModel)
             << "dnnl_conv: only 2-D convolutions";
         KILN_CHECK(w_ < static_cast<int64_t>(args.size()) && args[w_].constant, kInvalidModel)
@@ -417,7 +409,7 @@ private:
         };
         return "conv src " + j(src_) + "/" + std::to_string(src_block_) + " dst " + j(dst_) + "/" +
                std::to_string(dst_block_) + " k " + j(kernel_) + " s " + j(strides_) + " g " + std::to_string(groups_) +
-               (posts_.empty() ? "" : " post " + std::to_string(posts_.size()));
+               (post_.ops.empty() ? "" : " post " + std::to_string(post_.ops.size()));
     }
 
     int64_t w_, groups_, src_block_, dst_block_;
@@ -445,7 +437,7 @@ public:
         n_ = p.integer("n");
         as_ = p.ints("a_strides");
         bs_ = p.ints("b_strides");
-        posts_ = parse_post_ops(p);
+        post_ = parse_post_ops(p);
         KILN_CHECK(as_.size() == 3 && bs_.size() == 3, kInvalidModel) << "dnnl_matmul: strides need 3 entries";
         KILN_CHECK(bm_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_matmul: bad argument index";
         const_b_ = static_cast<const float*>(args[bm_].constant);

@@ -122,9 +122,4 @@ Status Executable::run_kernel(int kernel, void* const* args, const kiln_kernel_e
                                             (rc == 1 ? " (could not allocate a kernel-local buffer)" : ""));
 }
 
-std::string Executable::extern_implementation(int kernel) const {
-    const ExternKernel* ext = kernel < static_cast<int>(externs_.size()) ? externs_[kernel].get() : nullptr;
-    return ext ? ext->implementation() : "";
-}
-
 }  // namespace kiln::runtime

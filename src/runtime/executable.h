@@ -82,8 +82,6 @@ public:
     bool loaded() const { return !fns_.empty() || kernels.empty(); }
     /// Runs a loaded (non-async) kernel on `args`; extern kernels get the pool's thread count.
     Status run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const;
-    /// What the extern library chose for kernel `kernel` ("" for generated kernels).
-    std::string extern_implementation(int kernel) const;
 
 private:
     std::shared_ptr<ExternKernel> make_extern(int kernel) const;

@@ -7,9 +7,8 @@
 #include "support/error.h"
 
 namespace kiln::runtime {
-namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
+std::vector<std::string> ExternParams::split(const std::string& s, char sep) {
     std::vector<std::string> out;
     std::string cur;
     std::istringstream is(s);
@@ -17,8 +16,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
         if (!cur.empty()) out.push_back(cur);
     return out;
 }
-
-}  // namespace
 
 ExternParams::ExternParams(const std::string& text) {
     for (const std::string& pair : split(text, ';')) {

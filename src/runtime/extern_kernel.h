@@ -37,6 +37,8 @@ public:
     int64_t integer_or(const std::string& key, int64_t fallback) const;
     std::vector<int64_t> ints(const std::string& key) const;  // comma-separated
     std::vector<std::string> list(const std::string& key) const;  // comma-separated words
+    /// The non-empty pieces of `s` between `sep`s (a list value's items, a post-op's fields).
+    static std::vector<std::string> split(const std::string& s, char sep);
     /// Writes pairs back in the same form.
     static std::string format(const std::vector<std::pair<std::string, std::string>>& pairs);
 
@@ -50,8 +52,6 @@ public:
     /// Computes the step on `args` (data pointers, inputs then outputs) on the caller's thread
     /// and the intra-op pool of `env` (`threads` of them, the caller's included). Never throws.
     virtual Status run(void* const* args, const kiln_kernel_env& env, int threads) = 0;
-    /// What the library chose, for `kiln inspect` and profiles (e.g. "brg:avx512_core").
-    virtual std::string implementation() const = 0;
 };
 
 using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams& params,

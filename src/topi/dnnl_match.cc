@@ -135,14 +135,12 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
     return ep;
 }
 
-/// The kernel `name` with parameters `p` and the epilogue's post-ops, as the parameter string.
+/// The kernel `name` with parameters `p` and the epilogue's post-ops.
 ExternChoice choice(const char* name, Pairs p, const Epilogue& ep) {
     std::string post;
     for (const auto& s : ep.posts) post += (post.empty() ? "" : ",") + s;
     if (!post.empty()) p.push_back({"post", post});
-    std::string text;
-    for (const auto& [key, v] : p) text += (text.empty() ? "" : ";") + key + "=" + v;
-    ExternChoice c{name, text};
+    ExternChoice c{name, p};
     // The first residual Add runs as oneDNN's sum post-op on what dst holds: in place, unless
     // the residual is also another operand of the kernel (conv(x) + x reads x while writing).
     for (const auto& s : ep.posts) {

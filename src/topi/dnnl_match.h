@@ -1,6 +1,6 @@
 // Which kernels oneDNN computes: matches a fused kernel unit (its nodes in order, the values it
-// reads from outside and the values it writes) to a oneDNN primitive with post-ops, and writes the
-// parameter string the runtime's extern kernel reads (runtime/dnnl_kernels.cc).
+// reads from outside and the values it writes) to a oneDNN primitive with post-ops, and gives the
+// parameters the runtime's extern kernel reads (runtime/dnnl_kernels.cc).
 //
 // Matched: an anchor first — KilnConv2dNCHWc (blocked NCHW{c}), KilnDepthwiseConv2dNCHWc, a 2-D
 // ONNX Conv on NCHW (any group count), MatMul (a 2-D constant B shared across A's batch, or
@@ -22,7 +22,8 @@ namespace kiln::topi {
 
 struct ExternChoice {
     std::string name;    // runtime extern kernel: "dnnl_conv" or "dnnl_matmul"
-    std::string params;  // its parameter string (runtime::ExternParams)
+    /// Its parameters, key = value (the compiler writes them as runtime::ExternParams text).
+    std::vector<std::pair<std::string, std::string>> params;
     /// The input the output may share a buffer with (the residual that oneDNN's sum post-op adds
     /// in place; the kernel copies it into the output otherwise), or -1.
     int inplace_input = -1;

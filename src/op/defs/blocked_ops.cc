@@ -194,11 +194,7 @@ void register_blocked_ops(OpRegistry& r) {
         OpDef d = blocked_op(kDepthwise, depthwise_infer, depthwise_compute);
         d.min_inputs = 2;
         d.max_inputs = 3;
-        d.attrs = {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
-                   {"dilations", AttrKind::kInts, std::nullopt},
-                   {"kernel_shape", AttrKind::kInts, std::nullopt},
-                   {"pads", AttrKind::kInts, std::nullopt},
-                   {"strides", AttrKind::kInts, std::nullopt}};
+        d.attrs = conv_window_attrs(false);
         d.flops = [](const ir::Node& n) {  // 2 * outputs * KH * KW
             Shape w = n.input(1)->type().static_shape();
             return 2.0 * output_elements(n) * static_cast<double>(w[1] * w[2]);

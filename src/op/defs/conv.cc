@@ -182,12 +182,7 @@ void register_conv_ops(OpRegistry& r) {
     d.onnx_versions = {1, 11};
     d.min_inputs = 2;
     d.max_inputs = 3;
-    d.attrs = {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
-               {"dilations", AttrKind::kInts, std::nullopt},
-               {"group", AttrKind::kInt, ir::Attr(int64_t{1})},
-               {"kernel_shape", AttrKind::kInts, std::nullopt},
-               {"pads", AttrKind::kInts, std::nullopt},
-               {"strides", AttrKind::kInts, std::nullopt}};
+    d.attrs = conv_window_attrs(true);
     d.infer = conv_infer;
     d.pattern = OpPattern::kOutEWiseFusable;
     d.compute = conv_compute;

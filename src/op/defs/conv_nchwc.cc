@@ -225,11 +225,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
     d.internal = true;
     d.min_inputs = 2;
     d.max_inputs = 3;
-    d.attrs = {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
-               {"dilations", AttrKind::kInts, std::nullopt},
-               {"kernel_shape", AttrKind::kInts, std::nullopt},
-               {"pads", AttrKind::kInts, std::nullopt},
-               {"strides", AttrKind::kInts, std::nullopt}};
+    d.attrs = conv_window_attrs(false);
     d.infer = conv_nchwc_infer;
     d.pattern = OpPattern::kOutEWiseFusable;
     d.compute = conv_nchwc_compute;

@@ -21,6 +21,7 @@
 #include "op/defs/movement_util.h"
 #include "op/defs/quantize_util.h"
 #include "op/op_util.h"
+#include "op/window.h"
 #include "support/error.h"
 
 namespace kiln::op {
@@ -200,12 +201,7 @@ OpDef qlinear_matmul_op() {
 // ---- ConvInteger / QLinearConv ----
 
 std::vector<AttrSpec> conv_attrs() {
-    return {{"auto_pad", AttrKind::kString, ir::Attr(std::string("NOTSET"))},
-            {"dilations", AttrKind::kInts, std::nullopt},
-            {"group", AttrKind::kInt, ir::Attr(int64_t{1})},
-            {"kernel_shape", AttrKind::kInts, std::nullopt},
-            {"pads", AttrKind::kInts, std::nullopt},
-            {"strides", AttrKind::kInts, std::nullopt}};
+    return conv_window_attrs(true);
 }
 
 const ir::Dim* out_channels(const ir::TensorType& w) {

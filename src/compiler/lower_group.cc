@@ -159,7 +159,7 @@ std::vector<KernelUnit> partition_kernels(const ir::Graph& g) {
     return ordered;
 }
 
-LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias) {
+LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs) {
     const op::OpRegistry& reg = op::OpRegistry::global();
     std::unordered_map<const ir::Value*, te::Tensor> tensor_of;
     std::vector<te::Tensor> params;
@@ -210,7 +210,7 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias) {
         outs.push_back(tensor_of.at(v));
         out_set.insert(outs.back().get());
     }
-    te::Schedule sch = te::create_schedule(outs);
+    te::Schedule sch = te::create_schedule(outs, te::ScheduleConfig(knobs));
     if (unit.nodes.size() > 1) {
         for (te::Stage& st : sch.stages()) {
             const te::TensorNode* t = st.tensor().get();
@@ -225,6 +225,8 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias) {
     k.func.params_may_alias = params_may_alias;
     k.source = codegen::emit_c(k.func);
     k.num_inputs = static_cast<int>(unit.inputs.size());
+    k.space = sch.config().space();
+    k.knobs = sch.config().applied();
     return k;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "te/schedule_config.h"
 #include "tir/stmt.h"
 
 namespace kiln::compiler {
@@ -39,11 +40,15 @@ struct LoweredKernel {
     std::string extern_name, extern_params;
     int num_inputs = -1;      // StepDesc::num_inputs
     double flops = 0;         // StepDesc::flops
+    /// The schedule templates' knobs (te/schedule_config.h) and the values they took.
+    std::vector<te::Knob> space;
+    te::KnobValues knobs;
 };
 
 /// Lowers a unit to one kernel whose parameters are the unit's inputs then its outputs.
 /// `params_may_alias`: emit without `restrict` (the memory plan may compute it in place).
-LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias);
+/// `knobs`: the schedule templates' tunable choices (empty: the untuned defaults).
+LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs = {});
 
 /// Estimated floating-point operations of one run of the unit (StepDesc::flops).
 double unit_flops(const KernelUnit& unit);

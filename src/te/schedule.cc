@@ -170,7 +170,8 @@ LoopKind Stage::loop_kind(const IterVar& iv) const {
     return it == kinds_.end() ? LoopKind::kSerial : it->second;
 }
 
-Schedule::Schedule(std::vector<Tensor> outputs) : outputs_(std::move(outputs)) {
+Schedule::Schedule(std::vector<Tensor> outputs, ScheduleConfig config)
+    : outputs_(std::move(outputs)), config_(std::move(config)) {
     std::unordered_set<const TensorNode*> outs;
     for (const auto& o : outputs_) {
         KILN_CHECK(o != nullptr, kInvalidArgument) << "create_schedule: null output tensor";

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "te/tensor.h"
+#include "te/schedule_config.h"
 
 namespace kiln::te {
 
@@ -106,7 +107,7 @@ class Schedule {
 public:
     /// One stage per compute tensor reachable from outputs (placeholders get none), in
     /// producer-before-consumer order.
-    explicit Schedule(std::vector<Tensor> outputs);
+    explicit Schedule(std::vector<Tensor> outputs, ScheduleConfig config = {});
 
     Stage& operator[](const Tensor& t);
     const Stage& operator[](const Tensor& t) const;
@@ -114,12 +115,18 @@ public:
     std::vector<Stage>& stages() { return stages_; }
     const std::vector<Stage>& stages() const { return stages_; }
     const std::vector<Tensor>& outputs() const { return outputs_; }
+    /// The tunable choices the templates scheduling these stages make (te/schedule_config.h).
+    ScheduleConfig& config() { return config_; }
+    const ScheduleConfig& config() const { return config_; }
 
 private:
     std::vector<Tensor> outputs_;
     std::vector<Stage> stages_;
+    ScheduleConfig config_;
 };
 
-inline Schedule create_schedule(std::vector<Tensor> outputs) { return Schedule(std::move(outputs)); }
+inline Schedule create_schedule(std::vector<Tensor> outputs, ScheduleConfig config = {}) {
+    return Schedule(std::move(outputs), std::move(config));
+}
 
 }  // namespace kiln::te

@@ -20,7 +20,8 @@ ALLOWED = {
     "frontend": {"op", "ir", "te", "support"},
     "pass": {"ir", "op", "te", "support"},
     "topi": {"op", "ir", "te", "support"},
-    "compiler": {"frontend", "pass", "plan", "op", "ir", "te", "tir", "topi", "codegen", "runtime", "support", "kiln"},
+    "tune": {"te", "tir", "codegen", "runtime", "support"},
+    "compiler": {"frontend", "pass", "plan", "op", "ir", "te", "tir", "topi", "tune", "codegen", "runtime", "support", "kiln"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -1,0 +1,55 @@
+// ScheduleConfig: a schedule template's search space and the point of it a schedule applies.
+//
+// A template (an op's ScheduleFn, op::default_schedule) asks its schedule's config for each
+// tunable choice it makes: `int64_t t = s.config().knob("conv.t", {4, 7, 8, 14}, 7)`. The call
+// both declares the knob (its name, candidate values and default: the search space is data the
+// tuner reads back after lowering) and returns the value to use: the configured one when it is
+// one of the choices, else the default. An empty config therefore reproduces the untuned
+// schedule exactly. Knob names are "<template>.<choice>"; a knob declared twice in one schedule
+// (two stages of the same template) is one knob: the second declaration gets the first's value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::te {
+
+struct Knob {
+    std::string name;
+    std::vector<int64_t> choices;  // distinct candidate values, the default among them
+    int64_t default_value = 0;
+};
+
+/// Knob values by name, e.g. {"conv.ob": 2, "conv.t": 7}.
+using KnobValues = std::map<std::string, int64_t>;
+
+class ScheduleConfig {
+public:
+    ScheduleConfig() = default;
+    explicit ScheduleConfig(KnobValues values) : values_(std::move(values)) {}
+
+    /// Declares a knob and returns its value (see the file comment). `choices` may be given in any
+    /// order and with repeats; the default is added when missing.
+    int64_t knob(const std::string& name, std::vector<int64_t> choices, int64_t default_value);
+
+    /// The knobs declared so far, in declaration order.
+    const std::vector<Knob>& space() const { return space_; }
+    /// The configured values (as given, including names no template declared).
+    const KnobValues& values() const { return values_; }
+    /// The value each declared knob took.
+    KnobValues applied() const;
+
+    /// "conv.ob=2,conv.t=7" (sorted by name); "" for no values.
+    static std::string format(const KnobValues& v);
+    /// The inverse of format; kInvalidArgument names a malformed entry.
+    static KnobValues parse(const std::string& s);
+
+private:
+    KnobValues values_;
+    std::vector<Knob> space_;
+    KnobValues taken_;
+};
+
+}  // namespace kiln::te

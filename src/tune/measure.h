@@ -83,8 +83,11 @@ int run_measure_worker(std::istream& in, std::ostream& out);
 /// This machine's target string: the CPU model name and its vector ISA ("AMD EPYC 9B45 | avx512").
 std::string host_target();
 
-/// JSON (de)serialization of tasks and results (the worker's stdin and the rpc protocol).
+/// JSON (de)serialization of tasks, options and results (the worker's stdin, the rpc protocol).
+/// The parsers throw kInvalidArgument naming the missing or malformed field.
 std::string task_to_json(const MeasureTask& task, const MeasureOptions& opts, size_t first = 1);
 void task_from_json(const std::string& json, MeasureTask& task, MeasureOptions& opts, size_t& first);
+std::string results_to_json(const std::vector<MeasureResult>& results);
+std::vector<MeasureResult> results_from_json(const std::string& json);
 
 }  // namespace kiln::tune

@@ -40,6 +40,10 @@ struct SessionOptions {
     /// Who computes convolutions and matrix products: "generated" (Kiln's own kernels), "dnnl"
     /// (oneDNN wherever it can), or "auto" (a rule per workload; docs/kernels.md).
     std::string kernels = "auto";
+    /// The tuning log (`kiln tune`, docs/tuning.md) whose best records the compile applies:
+    /// "" = the default log in the kernel cache directory when it exists, "none" = untuned.
+    /// A named file that does not exist is a kInvalidArgument error.
+    std::string tuning_log;
     /// Passes after which inspect() shows the IR (pass names as `kiln inspect --print-after`
     /// takes them), or all of them.
     std::vector<std::string> print_after;

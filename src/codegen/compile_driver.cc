@@ -245,7 +245,7 @@ CompiledLibrary compile_c(const std::string& source) {
     return {so, false};
 }
 
-std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sources, int jobs) {
+std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs) {
     // Dedupe: unique[k] is the source index that represents group k.
     std::map<std::string, size_t> group_of;
     std::vector<size_t> unique, group(sources.size());
@@ -257,15 +257,15 @@ std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sour
     if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     jobs = static_cast<int>(std::min<size_t>(jobs, unique.size()));
 
-    std::vector<CompiledLibrary> done(unique.size());
-    std::vector<std::exception_ptr> errors(unique.size());
+    std::vector<CompileOutcome> done(unique.size());
     std::atomic<size_t> next{0};
     auto worker = [&] {
         for (size_t k; (k = next++) < unique.size();) {
             try {
-                done[k] = compile_c(sources[unique[k]]);
-            } catch (...) {
-                errors[k] = std::current_exception();
+                done[k].library = compile_c(sources[unique[k]]);
+            } catch (const std::exception& e) {
+                done[k].error = e.what();
+                done[k].exception = std::current_exception();
             }
         }
     };
@@ -276,10 +276,17 @@ std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sour
         for (int j = 0; j < jobs; ++j) threads.emplace_back(worker);
         for (auto& t : threads) t.join();
     }
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-    std::vector<CompiledLibrary> out(sources.size());
+    std::vector<CompileOutcome> out(sources.size());
     for (size_t i = 0; i < sources.size(); ++i) out[i] = done[group[i]];
+    return out;
+}
+
+std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sources, int jobs) {
+    std::vector<CompileOutcome> each = compile_c_each(sources, jobs);
+    for (const CompileOutcome& o : each)
+        if (o.exception) std::rethrow_exception(o.exception);
+    std::vector<CompiledLibrary> out;
+    for (CompileOutcome& o : each) out.push_back(std::move(o.library));
     return out;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ CompiledLibrary compile_c(const std::string& source);
 /// Compiles several sources, up to `jobs` compiler processes at once (0 = number of cores).
 /// Identical sources are compiled once. Throws the first failure (in source order).
 std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sources, int jobs = 0);
+
+/// One source's outcome in compile_c_each: its library, or the compile error's message.
+struct CompileOutcome {
+    CompiledLibrary library;
+    std::string error;  // empty on success
+    std::exception_ptr exception;  // the failure itself (compile_c_many rethrows it)
+};
+/// compile_c_many that records each source's failure instead of throwing (the tuner's candidates).
+std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs = 0);
 
 /// Process-wide counters of compile_c / compile_c_many results since start.
 struct CompileStats {

@@ -27,6 +27,7 @@
 #include "compiler/graph_interpreter.h"
 #include "compiler/lower_group.h"
 #include "compiler/plan_executable.h"
+#include "compiler/workload.h"
 #include "ir/verifier.h"
 #include "op/registry.h"
 #include "pass/pass_manager.h"
@@ -106,15 +107,38 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     return out.size() >= 2 && shape_numel(out) / out.back() < 32;
 }
 
-/// The extern kernel for `unit` under `source`, or nullopt for a generated one.
-std::optional<topi::ExternChoice> choose_extern(const KernelUnit& unit, KernelSource source) {
-    if (source == KernelSource::kGenerated || !runtime::have_dnnl()) return std::nullopt;
+}  // namespace
+
+std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs) {
+    if (!runtime::have_dnnl()) return std::nullopt;
+    auto tuned = knobs.find(kSourceKnob);
+    if (tuned != knobs.end()) {
+        if (tuned->second != 1) return std::nullopt;
+        return topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+    }
+    if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
     if (c && source == KernelSource::kAuto && !auto_prefers_dnnl(unit, *c)) return std::nullopt;
     return c;
 }
 
-}  // namespace
+bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level) {
+    return unit.nodes.size() == 1 && opt_level > 0 && is_view_node(unit.nodes[0], g);
+}
+
+std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions& opts) {
+    // What only the graph interpreter runs (Session routes such models there). A data-dependent
+    // value input fails later, naming the node.
+    std::string why = host_only_reason(g);
+    KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "': " << why
+                                          << "; it runs in the graph interpreter (kiln::Session picks it)";
+    KILN_CHECK(opts.kernels != KernelSource::kDnnl || runtime::have_dnnl(), kUnsupported)
+        << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
+    bind_input_shapes(g, opts.dims);
+    std::vector<pass::PassRecord> records = pass::run_passes(g, pass::passes_for_level(opts.opt_level), pass_context(), opts.passes);
+    ir::verify_graph(g);
+    return records;
+}
 
 KernelSource parse_kernel_source(const std::string& s) {
     if (s == "auto") return KernelSource::kAuto;
@@ -138,17 +162,8 @@ pass::PassContext pass_context() {
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
-    // What only the graph interpreter runs (Session routes such models there). A data-dependent
-    // value input fails later, naming the node.
-    std::string why = host_only_reason(g);
-    KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "': " << why
-                                          << "; it runs in the graph interpreter (kiln::Session picks it)";
-    KILN_CHECK(opts.kernels != KernelSource::kDnnl || runtime::have_dnnl(), kUnsupported)
-        << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
-    bind_input_shapes(g, opts.dims);
     CompiledModel result;
-    result.pass_records = pass::run_passes(g, pass::passes_for_level(opts.opt_level), pass_context(), opts.passes);
-    ir::verify_graph(g);
+    result.pass_records = optimize_graph(g, opts);
 
     auto exe = std::make_shared<runtime::Executable>();
     std::unordered_map<const ir::Value*, int> buffer_of;
@@ -170,7 +185,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     std::vector<KernelUnit> units = partition_kernels(g);
     std::set<const ir::Node*> views;
     for (const KernelUnit& unit : units)
-        if (unit.nodes.size() == 1 && opts.opt_level > 0 && is_view_node(unit.nodes[0], g)) views.insert(unit.nodes[0]);
+        if (is_view_unit(unit, g, opts.opt_level)) views.insert(unit.nodes[0]);
     for (ir::Node* n : g.nodes()) {
         for (ir::Value* in : n->inputs())
             if (in && in->is_constant() && !buffer_of.count(in)) add_buffer(in, BufferRole::kConstant);
@@ -191,7 +206,13 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         for (const ir::Value* v : unit.outputs) arg_ids.push_back(buffer_of.at(v));
         step_inplace.resize(lowered.size());
         step_args.push_back(std::move(arg_ids));
-        if (auto ext = choose_extern(unit, opts.kernels)) {
+        static const te::KnobValues kUntuned;
+        const te::KnobValues* knobs = &kUntuned;
+        if (!opts.tuned.empty()) {
+            auto it = opts.tuned.find(workload_key(unit));
+            if (it != opts.tuned.end()) knobs = &it->second;
+        }
+        if (auto ext = extern_choice(unit, opts.kernels, *knobs)) {
             // In place only over the residual that oneDNN's sum post-op accumulates onto.
             std::vector<std::pair<int, int>> inplace;
             if (ext->inplace_input >= 0) {
@@ -212,7 +233,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         }
         // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
-        lowered.push_back(lower_unit(unit, !step_inplace.back().empty()));
+        lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs));
     }
 
     // Graph outputs: mark fresh node results as outputs; copy anything else into its own buffer.

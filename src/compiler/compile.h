@@ -5,13 +5,17 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
 #include "pass/pass_manager.h"
 #include "pass/pipeline.h"
+#include "compiler/lower_group.h"
 #include "runtime/executable.h"
+#include "te/schedule_config.h"
+#include "topi/dnnl_match.h"
 
 namespace kiln::compiler {
 
@@ -36,7 +40,14 @@ struct CompileOptions {
     /// Generated kernels or oneDNN for conv/matmul units. kDnnl without oneDNN built in is a
     /// kUnsupported error; kAuto then generates everything.
     KernelSource kernels = KernelSource::kAuto;
+    /// Tuned knob values per workload (compiler/workload.h key), from a tuning log's best records
+    /// (tune/tuning_log.h). The knob "source" picks who computes a conv/matmul unit (0: the
+    /// generated kernel, 1: oneDNN) over the `kernels` rule; the others go to the schedules.
+    std::map<std::string, te::KnobValues> tuned;
 };
+
+/// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).
+inline constexpr const char* kSourceKnob = "source";
 
 struct KernelInfo {
     std::string description;  // ops, e.g. "Conv"
@@ -79,5 +90,17 @@ void bind_input_shapes(ir::Graph& g, const std::map<std::string, int64_t>& dims)
 pass::PassContext pass_context();
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts = {});
+
+/// compile()'s first step: checks what the graph needs, binds the input dims and runs the pass
+/// pipeline in place. The kernel units are then partition_kernels(g).
+std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions& opts);
+
+/// A unit of one reinterpreting node (Reshape, Flatten, ...) that compile() turns into a view of
+/// its input's buffer: no kernel runs for it.
+bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level);
+
+/// The extern kernel compile() gives `unit` under `source` and the unit's tuned knobs (a
+/// "source" knob overrides the rule), or nullopt for a generated kernel.
+std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs);
 
 }  // namespace kiln::compiler

@@ -7,6 +7,8 @@
 // load(); otherwise it compiles at the first run(), and again whenever a run brings a different
 // specialization (each compile is cheap the second time: kernels come from the on-disk cache).
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -14,6 +16,9 @@
 #include <thread>
 
 #include "compiler/compile.h"
+#include "compiler/tune_model.h"
+#include "tune/measure.h"
+#include "tune/tuning_log.h"
 #include "compiler/graph_interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "ir/printer.h"
@@ -266,6 +271,19 @@ private:
         return os.str();
     }
 
+    /// The best records of the session's tuning log for this machine and thread count.
+    std::map<std::string, te::KnobValues> tuned_knobs() const {
+        if (opts_.tuning_log == "none") return {};
+        std::string path = opts_.tuning_log;
+        if (path.empty()) {
+            path = tune::default_tuning_log_path();
+            if (!std::filesystem::exists(path)) return {};
+        }
+        KILN_CHECK(std::filesystem::exists(path), kInvalidArgument) << "tuning log '" << path << "' does not exist";
+        const int threads = opts_.threads > 0 ? opts_.threads : cores();
+        return compiler::tuned_knobs_from_log(path, tune::host_target(), threads);
+    }
+
     void specialize(ir::Graph g, const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& frozen) {
         for (const auto& [name, t] : frozen) g.freeze_input(g.find_value(name), t.clone());
         compiler::CompileOptions copts;
@@ -273,6 +291,7 @@ private:
         copts.plan_for_concurrency = may_use_dataflow();
         copts.opt_level = opts_.opt_level;
         copts.kernels = compiler::parse_kernel_source(opts_.kernels);
+        copts.tuned = tuned_knobs();
         copts.passes.print_after.insert(opts_.print_after.begin(), opts_.print_after.end());
         copts.passes.print_after_all = opts_.print_after_all;
         for (const std::string& name : opts_.print_after) {

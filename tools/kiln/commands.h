@@ -26,6 +26,13 @@ inline void add_kernels_option(CLI::App* sub, std::string& kernels, const char* 
         ->check(CLI::IsMember({"auto", "generated", "dnnl"}));
 }
 
+inline void add_tuning_log_option(CLI::App* sub, std::string& path) {
+    sub->add_option("--tuning-log", path,
+                    "Apply the best records of this tuning log (kiln tune); default: the log in the kernel cache "
+                    "directory when it exists; 'none': untuned")
+        ->type_name("FILE.jsonl");
+}
+
 /// `kiln run MODEL.onnx ...`: run a model on given or random inputs and time it.
 void add_run_command(CLI::App& app, CommandAction& action);
 /// `kiln inspect MODEL.onnx ...`: print the IR and every kernel.
@@ -34,5 +41,8 @@ void add_inspect_command(CLI::App& app, CommandAction& action);
 void add_test_onnx_command(CLI::App& app, CommandAction& action);
 /// `kiln ops [--markdown]`: list the operators Kiln implements.
 void add_ops_command(CLI::App& app, CommandAction& action);
+/// `kiln tune MODEL.onnx ...`: search each workload's fastest kernel, append to the tuning log.
+/// Also registers the hidden `kiln tune-worker` (the measurement process, tune/measure.h).
+void add_tune_command(CLI::App& app, CommandAction& action);
 
 }  // namespace kiln::cli

@@ -42,6 +42,7 @@ struct RunArgs {
     bool memory_report = false;  // print the memory plan and allocator statistics
     int opt_level = 3;
     std::string kernels = "auto";
+    std::string tuning_log;    // "" = the default log when it exists, "none" = untuned
     std::string timings_json;  // write load / first-run / per-run milliseconds here
 };
 
@@ -139,6 +140,7 @@ int run_model(const RunArgs& args) {
     opts.memory_limit = args.memory_limit;
     opts.opt_level = args.opt_level;
     opts.kernels = args.kernels;
+    opts.tuning_log = args.tuning_log;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
     const auto elapsed_ms = [](Clock::time_point t0) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -228,6 +230,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--seed", args->seed, "Seed of the random inputs")->capture_default_str();
     add_opt_level_option(sub, args->opt_level);
     add_kernels_option(sub, args->kernels);
+    add_tuning_log_option(sub, args->tuning_log);
     sub->add_option("--executor", args->executor,
                     "sequential, dataflow, or auto (dataflow when >= 2 substantial steps can run at once)")
         ->capture_default_str()

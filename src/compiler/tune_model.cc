@@ -1,0 +1,275 @@
+#include "compiler/tune_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "compiler/workload.h"
+#include "support/error.h"
+#include "tune/search.h"
+#include "tune/tuning_log.h"
+
+namespace kiln::compiler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kFailed = std::numeric_limits<double>::infinity();
+
+/// One workload under search: its representative unit, its generated space and searcher, and
+/// the oneDNN alternative (when one matches).
+struct Workload {
+    const KernelUnit* unit = nullptr;
+    WorkloadResult result;
+    std::vector<tune::ArgSpec> args;
+    std::optional<topi::ExternChoice> dnnl;
+    bool default_is_dnnl = false;
+    std::vector<te::Knob> space;
+    std::unique_ptr<tune::Searcher> searcher;
+    double dnnl_seconds = kFailed;
+    double spent = 0;  // seconds of search on this workload
+};
+
+/// The knob string a candidate is logged under: its schedule knobs plus the source knob when
+/// the unit has a oneDNN alternative (so that compile() keeps the generated kernel).
+std::string logged_knobs(const Workload& w, te::KnobValues v, bool dnnl) {
+    if (dnnl) return std::string(kSourceKnob) + "=1";
+    if (w.dnnl) v[kSourceKnob] = 0;
+    return te::ScheduleConfig::format(v);
+}
+
+tune::Candidate generated_candidate(const Workload& w, const te::KnobValues& v) {
+    LoweredKernel k = lower_unit(*w.unit, false, v);
+    tune::Candidate c;
+    c.knobs = logged_knobs(w, k.knobs, false);
+    c.source = std::move(k.source);
+    return c;
+}
+
+tune::Candidate dnnl_candidate(const Workload& w) {
+    tune::Candidate c;
+    c.knobs = logged_knobs(w, {}, true);
+    c.extern_name = w.dnnl->name;
+    c.extern_params = runtime::ExternParams::format(w.dnnl->params);
+    return c;
+}
+
+/// Strips the source knob: what the searcher's space knows.
+te::KnobValues schedule_knobs(te::KnobValues v) {
+    v.erase(kSourceKnob);
+    return v;
+}
+
+class Tuner {
+public:
+    Tuner(const TuneOptions& opts, tune::Measurer& m) : opts_(opts), measurer_(m), start_(Clock::now()) {
+        KILN_CHECK(!opts.log_path.empty(), kInvalidArgument) << "tune: no tuning log path given";
+        KILN_CHECK(opts.batch >= 1 && opts.budget_seconds >= 0, kInvalidArgument)
+            << "tune: batch must be >= 1 and the budget >= 0 s, got " << opts.batch << " and " << opts.budget_seconds;
+        target_ = measurer_.target();
+    }
+
+    TuneResult run(ir::Graph& g) {
+        optimize_graph(g, opts_.compile);
+        units_ = partition_kernels(g);
+        collect(g);
+        if (opts_.resume) resume();
+        // Round 1: every workload's untuned kernel, its alternative and a few candidates.
+        for (size_t i = 0; i < workloads_.size(); ++i) round(i, std::min(opts_.batch, 4));
+        std::vector<size_t> order(workloads_.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        auto weight = [&](size_t i) { return workloads_[i].result.default_seconds * workloads_[i].result.count; };
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight(a) > weight(b); });
+        // Then the budget, in proportion to each workload's share of the model's time.
+        for (size_t k = 0; k < order.size(); ++k) {
+            double rest_weight = 0;
+            for (size_t j = k; j < order.size(); ++j) rest_weight += weight(order[j]);
+            const double left = opts_.budget_seconds - elapsed();
+            if (left <= 0) break;
+            const double share = rest_weight > 0 ? left * weight(order[k]) / rest_weight : left / (order.size() - k);
+            Workload& w = workloads_[order[k]];
+            const double until = w.spent + share;
+            while (w.spent < until && elapsed() < opts_.budget_seconds && !done(w))
+                round(order[k], opts_.batch);
+        }
+        TuneResult out;
+        out.target = target_;
+        for (size_t i : order) out.workloads.push_back(finish(workloads_[i]));
+        out.seconds = elapsed();
+        return out;
+    }
+
+private:
+    double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+    bool done(const Workload& w) const {
+        if (!w.searcher) return true;
+        return w.searcher->exhausted() || w.searcher->trials() >= opts_.max_trials || w.searcher->converged(opts_.patience);
+    }
+
+    void collect(const ir::Graph& g) {
+        std::map<std::string, size_t> index;
+        for (const KernelUnit& unit : units_) {
+            if (is_view_unit(unit, g, opts_.compile.opt_level)) continue;
+            const std::string key = workload_key(unit);
+            auto it = index.find(key);
+            if (it != index.end()) {
+                ++workloads_[it->second].result.count;
+                continue;
+            }
+            Workload w;
+            w.unit = &unit;
+            w.result.key = key;
+            w.result.description = workload_description(unit);
+            w.result.count = 1;
+            w.result.flops = unit_flops(unit);
+            if (runtime::have_dnnl()) w.dnnl = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+            w.default_is_dnnl = extern_choice(unit, opts_.compile.kernels, {}).has_value();
+            try {
+                w.space = lower_unit(unit, false, {}).space;
+            } catch (const Error&) {
+                continue;  // not a generated kernel (the graph compiles it some other way)
+            }
+            if (w.space.empty() && !w.dnnl) continue;  // nothing to choose
+            w.searcher = std::make_unique<tune::Searcher>(w.space, opts_.seed + workloads_.size());
+            for (const ir::Value* v : unit.inputs)
+                w.args.push_back({v->type().dtype, v->type().static_shape(), false, v->is_constant()});
+            for (const ir::Value* v : unit.outputs) w.args.push_back({v->type().dtype, v->type().static_shape(), true, false});
+            w.result.default_knobs = w.default_is_dnnl ? logged_knobs(w, {}, true) : logged_knobs(w, {}, false);
+            index[key] = workloads_.size();
+            workloads_.push_back(std::move(w));
+        }
+    }
+
+    /// Seeds each searcher with the log's records of its workload on this target.
+    void resume() {
+        tune::TuningLog log = tune::TuningLog::read(opts_.log_path);
+        std::map<std::string, Workload*> by_key;
+        for (Workload& w : workloads_) by_key[w.result.key] = &w;
+        for (const tune::TuningRecord& r : log.records()) {
+            auto it = by_key.find(r.workload);
+            if (it == by_key.end() || r.target != target_ || r.threads != opts_.measure.threads) continue;
+            Workload& w = *it->second;
+            te::KnobValues v = te::ScheduleConfig::parse(r.knobs);
+            auto src = v.find(kSourceKnob);
+            if (src != v.end() && src->second == 1) {
+                w.dnnl_seconds = std::min(w.dnnl_seconds, r.seconds);
+                continue;
+            }
+            w.searcher->record(schedule_knobs(v), r.seconds);
+        }
+    }
+
+    /// One measurement round of workload i: the reference first, then up to `n` candidates.
+    void round(size_t i, int n) {
+        Workload& w = workloads_[i];
+        auto t0 = Clock::now();
+        tune::MeasureTask task;
+        task.workload = w.result.description;
+        task.args = w.args;
+        task.flops = w.result.flops;
+        std::vector<std::optional<te::KnobValues>> what;  // per candidate: schedule knobs, nullopt = oneDNN
+        auto add = [&](tune::Candidate c, std::optional<te::KnobValues> v) {
+            task.candidates.push_back(std::move(c));
+            what.push_back(std::move(v));
+        };
+        try {
+            if (w.default_is_dnnl) add(dnnl_candidate(w), std::nullopt);
+            else add(generated_candidate(w, {}), te::KnobValues{});
+            if (w.dnnl && !w.default_is_dnnl && w.dnnl_seconds == kFailed && w.result.trials == 0)
+                add(dnnl_candidate(w), std::nullopt);
+            const int room = n - static_cast<int>(task.candidates.size() - 1);
+            for (const te::KnobValues& v : w.searcher->propose(std::max(0, room)))
+                add(generated_candidate(w, v), v);
+        } catch (const Error&) {
+            // A knob value the lowering rejects: the template's space is wrong; skip the workload.
+            w.result.failures += 1;
+            w.searcher.reset();
+            return;
+        }
+        std::vector<tune::MeasureResult> res = measurer_.measure(task, opts_.measure);
+        for (size_t k = 0; k < res.size(); ++k) {
+            const double s = res[k].ok ? res[k].seconds : kFailed;
+            if (!res[k].ok) w.result.failures += 1;
+            if (k == 0) {
+                // The reference runs again each round (the others are checked against it); its
+                // first time is the untuned time. It is logged too: the log's best record must
+                // never be worse than the default.
+                if (!res[k].ok || w.result.default_seconds > 0) continue;
+                w.result.default_seconds = s;
+            } else {
+                w.result.trials += 1;
+                if (what[k]) w.searcher->record(*what[k], s);
+                else w.dnnl_seconds = std::min(w.dnnl_seconds, s);
+            }
+            if (res[k].ok) {
+                tune::TuningRecord r;
+                r.workload = w.result.key;
+                r.description = w.result.description;
+                r.target = target_;
+                r.threads = opts_.measure.threads;
+                r.knobs = task.candidates[k].knobs;
+                r.seconds = s;
+                r.flops = w.result.flops;
+                r.time = tune::utc_now();
+                tune::TuningLog::append(opts_.log_path, r);
+            }
+        }
+        w.spent += std::chrono::duration<double>(Clock::now() - t0).count();
+        if (opts_.progress) {
+            TuneProgress p;
+            p.workload = static_cast<int>(i) + 1;
+            p.workloads = static_cast<int>(workloads_.size());
+            p.description = w.result.description;
+            p.trials = w.result.trials;
+            double best = best_seconds(w).second;
+            p.best_gflops = best < kFailed && best > 0 ? w.result.flops / best * 1e-9 : 0;
+            p.elapsed = elapsed();
+            p.budget = opts_.budget_seconds;
+            opts_.progress(p);
+        }
+    }
+
+    /// The best candidate so far: (its logged knobs, seconds).
+    std::pair<std::string, double> best_seconds(const Workload& w) const {
+        std::pair<std::string, double> best = {"", kFailed};
+        if (w.dnnl_seconds < best.second) best = {logged_knobs(w, {}, true), w.dnnl_seconds};
+        if (w.searcher)
+            if (auto b = w.searcher->best(); b && b->second < best.second) best = {logged_knobs(w, b->first, false), b->second};
+        return best;
+    }
+
+    WorkloadResult finish(const Workload& w) const {
+        WorkloadResult r = w.result;
+        auto [knobs, s] = best_seconds(w);
+        if (s < kFailed && (r.default_seconds == 0 || s < r.default_seconds)) {
+            r.best_seconds = s;
+            r.best_knobs = knobs;
+        } else {
+            r.best_seconds = r.default_seconds;
+            r.best_knobs = r.default_knobs;
+        }
+        return r;
+    }
+
+    const TuneOptions& opts_;
+    tune::Measurer& measurer_;
+    Clock::time_point start_;
+    std::string target_;
+    std::vector<KernelUnit> units_;
+    std::vector<Workload> workloads_;
+};
+
+}  // namespace
+
+TuneResult tune_graph(ir::Graph& g, const TuneOptions& opts, tune::Measurer& measurer) {
+    return Tuner(opts, measurer).run(g);
+}
+
+std::map<std::string, te::KnobValues> tuned_knobs_from_log(const std::string& path, const std::string& target, int threads) {
+    return tune::TuningLog::read(path.empty() ? tune::default_tuning_log_path() : path).best_knobs(target, threads);
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,190 @@
+// The measurement process (tune/measure.h): builds a one-step executable per candidate over the
+// same random inputs, checks each candidate's outputs against the reference's, then times it.
+// One JSON line per candidate goes to `out` as soon as it is known, so that the parent learns
+// which candidate was running when this process died or hung.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/buffer_table.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
+#include "support/error.h"
+#include "tune/measure.h"
+
+namespace kiln::tune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Inputs of every candidate: floats uniform in [-1, 1] from a fixed seed; integers and the
+/// rest zero (always in range where an integer operand is an index).
+Tensor random_tensor(const ArgSpec& a, std::mt19937& rng) {
+    Tensor t(a.dtype, a.shape);
+    std::memset(t.data(), 0, t.nbytes());
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    if (a.dtype == DType::kFloat32)
+        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
+    else if (a.dtype == DType::kFloat64)
+        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<double>()[i] = u(rng);
+    return t;
+}
+
+Tensor zeros(const ArgSpec& a) {
+    Tensor t(a.dtype, a.shape);
+    std::memset(t.data(), 0, t.nbytes());
+    return t;
+}
+
+/// One candidate ready to call: its executable (kernel 0, step 0) and its argument pointers.
+struct Prepared {
+    std::unique_ptr<runtime::Executable> exe;
+    std::vector<Tensor> outputs;
+    std::vector<void*> ptrs;
+};
+
+Prepared prepare(const MeasureTask& task, const Candidate& c, const std::vector<Tensor>& inputs) {
+    Prepared p;
+    p.exe = std::make_unique<runtime::Executable>();
+    runtime::StepDesc step;
+    step.kernel = 0;
+    step.node_name = task.workload;
+    step.flops = task.flops;
+    size_t in = 0;
+    for (size_t i = 0; i < task.args.size(); ++i) {
+        const ArgSpec& a = task.args[i];
+        runtime::BufferDesc b;
+        b.name = "arg" + std::to_string(i);
+        b.dtype = a.dtype;
+        b.shape = a.shape;
+        if (a.is_output) {
+            b.role = runtime::BufferRole::kOutput;
+            p.outputs.push_back(zeros(a));
+            p.ptrs.push_back(p.outputs.back().data());
+        } else {
+            const Tensor& t = inputs.at(in++);
+            b.role = a.is_constant ? runtime::BufferRole::kConstant : runtime::BufferRole::kInput;
+            if (a.is_constant) b.constant = t;
+            p.ptrs.push_back(const_cast<void*>(t.data()));
+        }
+        step.args.push_back(static_cast<int>(i));
+        p.exe->buffers.push_back(std::move(b));
+    }
+    step.num_inputs = static_cast<int>(in);
+    runtime::KernelDesc k;
+    k.description = task.workload;
+    if (!c.extern_name.empty()) {
+        k.extern_name = c.extern_name;
+        k.extern_params = c.extern_params;
+    } else {
+        KILN_CHECK(!c.library.empty(), kInvalidArgument) << "candidate '" << c.knobs << "' has no compiled library";
+        k.library = c.library;
+        k.symbol = "kiln_kernel";
+    }
+    p.exe->kernels.push_back(std::move(k));
+    p.exe->steps.push_back(std::move(step));
+    p.exe->load();
+    return p;
+}
+
+void call(const Prepared& p, const kiln_kernel_env& env) {
+    Status st = p.exe->run_kernel(0, p.ptrs.data(), env);
+    KILN_CHECK(st.ok(), kInternal) << "kernel failed: " << st.message();
+}
+
+/// "" when `got` matches `want`; else what differs (output, element, values).
+std::string compare(const std::vector<Tensor>& want, const std::vector<Tensor>& got, double rtol, double atol) {
+    for (size_t o = 0; o < want.size(); ++o) {
+        const Tensor& w = want[o];
+        const Tensor& g = got[o];
+        if (w.dtype() == DType::kFloat32 || w.dtype() == DType::kFloat64) {
+            const bool f32 = w.dtype() == DType::kFloat32;
+            auto at = [&](const Tensor& t, int64_t i) {
+                return f32 ? static_cast<double>(t.data_as<float>()[i]) : t.data_as<double>()[i];
+            };
+            double scale = 0;
+            for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(at(w, i)));
+            for (int64_t i = 0; i < w.numel(); ++i) {
+                const double a = at(w, i), b = at(g, i);
+                if (std::isnan(a) && std::isnan(b)) continue;
+                if (!(std::abs(a - b) <= atol + rtol * std::max(std::abs(a), scale))) {
+                    std::ostringstream os;
+                    os << "wrong result: output " << o << " element " << i << " is " << b << ", the reference gives " << a;
+                    return os.str();
+                }
+            }
+        } else if (std::memcmp(w.data(), g.data(), w.nbytes()) != 0) {
+            return "wrong result: output " + std::to_string(o) + " differs from the reference";
+        }
+    }
+    return "";
+}
+
+/// Median seconds per call: `repeats` repeats, each of enough calls to last min_repeat_ms.
+double time_candidate(const Prepared& p, const kiln_kernel_env& env, const MeasureOptions& opts) {
+    for (int i = 0; i < opts.warmup; ++i) call(p, env);
+    auto t0 = Clock::now();
+    call(p, env);
+    const double once = std::max(1e-7, std::chrono::duration<double>(Clock::now() - t0).count());
+    const int calls = std::max(1, static_cast<int>(std::ceil(opts.min_repeat_ms * 1e-3 / once)));
+    std::vector<double> per_call;
+    for (int r = 0; r < opts.repeats; ++r) {
+        auto s = Clock::now();
+        for (int i = 0; i < calls; ++i) call(p, env);
+        per_call.push_back(std::chrono::duration<double>(Clock::now() - s).count() / calls);
+    }
+    std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
+    return per_call[per_call.size() / 2];
+}
+
+void emit(std::ostream& out, size_t i, const MeasureResult& r) {
+    out << nlohmann::json{{"i", i}, {"ok", r.ok}, {"seconds", r.seconds}, {"error", r.error}}.dump() << "\n";
+    out.flush();
+}
+
+}  // namespace
+
+int run_measure_worker(std::istream& in, std::ostream& out) {
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    MeasureTask task;
+    MeasureOptions opts;
+    size_t first = 1;
+    task_from_json(text, task, opts, first);
+    std::mt19937 rng(20261123);
+    std::vector<Tensor> inputs;
+    for (const ArgSpec& a : task.args)
+        if (!a.is_output) inputs.push_back(random_tensor(a, rng));
+    runtime::ThreadPool pool(opts.threads);
+    const kiln_kernel_env env = runtime::make_kernel_env(&pool);
+
+    std::vector<Tensor> reference;
+    for (size_t i = 0; i < task.candidates.size(); ++i) {
+        if (i != 0 && i < first) continue;
+        MeasureResult r;
+        try {
+            Prepared p = prepare(task, task.candidates[i], inputs);
+            call(p, env);
+            std::string diff = i == 0 ? "" : compare(reference, p.outputs, opts.rtol, opts.atol);
+            if (i == 0) reference = p.outputs;
+            if (diff.empty()) {
+                r.seconds = time_candidate(p, env, opts);
+                r.ok = true;
+            } else {
+                r.error = diff;
+            }
+        } catch (const Error& e) {
+            r.error = e.what();
+        }
+        emit(out, i, r);
+        if (i == 0 && !r.ok) return 0;  // nothing to compare against: the parent fails the rest
+    }
+    return 0;
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,147 @@
+// `kiln tune MODEL.onnx [--budget S] [--trials N] [--threads T] [--log FILE] [--resume] [--rpc H:P]`:
+// searches each workload's fastest kernel (include/kiln/tune.h), shows progress on stderr, and
+// ends with a table per workload (untuned and tuned time) and the whole model's latency before
+// and after, measured in this process with both sessions interleaved.
+// `kiln tune-worker` (hidden) is the measurement process the tuner starts.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "kiln/tune.h"
+#include "name_value_args.h"
+#include "random_inputs.h"
+#include "support/error.h"
+
+namespace kiln::cli {
+namespace {
+
+struct TuneArgs {
+    std::string model;
+    TuneOptions opts;
+    std::vector<std::string> dims;
+    int compare_runs = 20;  // model runs per session for the before/after latency (0 = skip)
+};
+
+std::string progress_line(const TuneStatus& s) {
+    const double left = std::max(0.0, s.budget_seconds - s.elapsed_seconds);
+    std::string d = s.description.size() > 48 ? s.description.substr(0, 45) + "..." : s.description;
+    return fmt::format("\r[{:>3}/{}] {:<48} trials {:>3}  best {:>6.1f} GFLOP/s  time left {:>4.0f} s", s.workload,
+                       s.workloads, d, s.trials, s.best_gflops, left);
+}
+
+/// Median milliseconds of one run of each session, interleaved run by run.
+std::pair<double, double> compare_latency(const TuneArgs& a, const std::string& log_path) {
+    SessionOptions base;
+    base.threads = a.opts.threads;
+    base.dims = a.opts.dims;
+    base.kernels = a.opts.kernels;
+    base.opt_level = a.opts.opt_level;
+    base.executor = ExecutorKind::kSequential;
+    SessionOptions tuned = base;
+    base.tuning_log = "none";
+    tuned.tuning_log = log_path;
+    std::unique_ptr<Session> before = Session::load(a.model, base);
+    std::unique_ptr<Session> after = Session::load(a.model, tuned);
+    RandomInputs random(1);
+    std::map<std::string, Tensor> feeds;
+    for (const TensorInfo& info : before->inputs()) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, a.opts.dims));
+    before->run(feeds);
+    after->run(feeds);
+    std::vector<double> tb, ta;
+    using Clock = std::chrono::steady_clock;
+    for (int i = 0; i < a.compare_runs; ++i)
+        for (int which = 0; which < 2; ++which) {
+            auto t0 = Clock::now();
+            (which ? after : before)->run(feeds);
+            (which ? ta : tb).push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        }
+    auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+    };
+    return {median(tb), median(ta)};
+}
+
+int tune(TuneArgs& a) {
+    KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError) << "cannot open model '" << a.model << "': no such file";
+    a.opts.dims = parse_dims(a.dims);
+    const bool tty = isatty(fileno(stderr));
+    a.opts.progress = [tty](const TuneStatus& s) {
+        std::fputs(progress_line(s).c_str(), stderr);
+        if (!tty) std::fputc('\n', stderr);
+        std::fflush(stderr);
+    };
+    TuneReport r = tune_model(a.model, a.opts);
+    if (tty) std::fputc('\n', stderr);
+    fmt::print("tuned {} workloads in {:.1f} s on {} ({} threads); log: {}\n", r.workloads.size(), r.seconds, r.target,
+               a.opts.threads, r.log_path);
+    fmt::print("{:<60} {:>3} {:>10} {:>10} {:>7} {:>6} {:>5}  {}\n", "workload", "n", "default ms", "tuned ms", "speedup",
+               "trials", "fail", "choice");
+    double total_before = 0, total_after = 0;
+    for (const TunedWorkload& w : r.workloads) {
+        std::string d = w.description.size() > 60 ? w.description.substr(0, 57) + "..." : w.description;
+        const double speedup = w.tuned_seconds > 0 ? w.default_seconds / w.tuned_seconds : 0;
+        fmt::print("{:<60} {:>3} {:>10.4f} {:>10.4f} {:>6.2f}x {:>6} {:>5}  {}\n", d, w.count, w.default_seconds * 1e3,
+                   w.tuned_seconds * 1e3, speedup, w.trials, w.failures, w.tuned_knobs.empty() ? "(default)" : w.tuned_knobs);
+        total_before += w.default_seconds * w.count;
+        total_after += w.tuned_seconds * w.count;
+    }
+    fmt::print("sum over tuned kernels: {:.3f} ms -> {:.3f} ms\n", total_before * 1e3, total_after * 1e3);
+    if (a.compare_runs > 0) {
+        auto [before, after] = compare_latency(a, r.log_path);
+        fmt::print("model latency (median of {} interleaved runs, {} threads): untuned {:.3f} ms, tuned {:.3f} ms ({:.2f}x)\n",
+                   a.compare_runs, a.opts.threads, before, after, before / after);
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app, CommandAction& action) {
+    auto a = std::make_shared<TuneArgs>();
+    CLI::App* sub = app.add_subcommand("tune", "Search each workload's fastest kernel and append it to the tuning log");
+    sub->add_option("model", a->model, "ONNX model file")->required();
+    sub->add_option("--budget", a->opts.budget_seconds, "Wall-time budget of the search in seconds")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--trials", a->opts.max_trials, "Most candidates measured per workload")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--threads", a->opts.threads, "Intra-op threads to tune for (0 = all cores)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--log", a->opts.log_path, "Tuning log to append to (default: tuning.jsonl in the kernel cache)")
+        ->type_name("FILE.jsonl");
+    sub->add_flag("--resume", a->opts.resume, "Continue the log's search: its measured points seed the search");
+    sub->add_option("--rpc", a->opts.rpc, "Measure on a `kiln rpc-server` at HOST:PORT")->type_name("HOST:PORT");
+    sub->add_option("--dim", a->dims, "Value of a symbolic dimension (repeatable)")
+        ->type_name("NAME=VALUE")
+        ->allow_extra_args(false)
+        ->check(name_value_check(true));
+    add_opt_level_option(sub, a->opts.opt_level);
+    add_kernels_option(sub, a->opts.kernels);
+    sub->add_option("--batch", a->opts.batch, "Candidates per measurement round")->capture_default_str()->check(CLI::PositiveNumber);
+    sub->add_option("--timeout", a->opts.timeout_seconds, "Seconds a candidate may take before it counts as hung")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--compare-runs", a->compare_runs, "Model runs to time before/after (0 = skip)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--seed", a->opts.seed, "Seed of the search")->capture_default_str();
+    sub->callback([a, &action] {
+        if (a->opts.threads == 0) a->opts.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        action = [a] { return tune(*a); };
+    });
+
+    CLI::App* worker = app.add_subcommand("tune-worker", "The tuner's measurement process (reads a task on stdin)");
+    worker->group("");  // hidden from --help
+    worker->callback([&action] { action = [] { return run_tune_worker(); }; });
+}
+
+}  // namespace kiln::cli

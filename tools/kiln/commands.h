@@ -34,5 +34,7 @@ void add_inspect_command(CLI::App& app, CommandAction& action);
 void add_test_onnx_command(CLI::App& app, CommandAction& action);
 /// `kiln ops [--markdown]`: list the operators Kiln implements.
 void add_ops_command(CLI::App& app, CommandAction& action);
+/// `kiln rpc-server [--host H] [--port P] [--threads N]`: measure tuning candidates for remote tuners.
+void add_rpc_server_command(CLI::App& app, CommandAction& action);
 
 }  // namespace kiln::cli

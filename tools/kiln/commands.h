@@ -44,5 +44,7 @@ void add_ops_command(CLI::App& app, CommandAction& action);
 /// `kiln tune MODEL.onnx ...`: search each workload's fastest kernel, append to the tuning log.
 /// Also registers the hidden `kiln tune-worker` (the measurement process, tune/measure.h).
 void add_tune_command(CLI::App& app, CommandAction& action);
+/// `kiln rpc-server [--host H] [--port P] [--threads N]`: measure tuning candidates for remote tuners.
+void add_rpc_server_command(CLI::App& app, CommandAction& action);
 
 }  // namespace kiln::cli

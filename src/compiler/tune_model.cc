@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "compiler/workload.h"
+#include "runtime/extern_kernel.h"
 #include "support/error.h"
 #include "tune/search.h"
 #include "tune/tuning_log.h"

@@ -45,7 +45,7 @@ struct MeasureOptions {
     int threads = 1;            // the intra-op pool the kernels run on
     int warmup = 1;             // untimed calls after the correctness check
     int repeats = 5;            // timed repeats; the median is reported
-    double min_repeat_ms = 1;   // each repeat runs the kernel until this much time passed
+    double min_repeat_ms = 2;   // each repeat runs the kernel until this much time passed
     double timeout_s = 10;      // per candidate (its check plus its timing)
     int compile_jobs = 0;       // parallel compiler processes (0 = cores)
     /// The measurement program: runs `WORKER tune-worker` (reads a task on stdin, writes one

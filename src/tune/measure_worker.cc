@@ -128,7 +128,11 @@ std::string compare(const std::vector<Tensor>& want, const std::vector<Tensor>& 
 
 /// Median seconds per call: `repeats` repeats, each of enough calls to last min_repeat_ms.
 double time_candidate(const Prepared& p, const kiln_kernel_env& env, const MeasureOptions& opts) {
-    for (int i = 0; i < opts.warmup; ++i) call(p, env);
+    // Warm-up: the given number of calls, and at least two repeats' worth of time (the first
+    // calls in a fresh process pay page faults, cold caches and sleeping pool threads).
+    auto w0 = Clock::now();
+    for (int i = 0; i < opts.warmup || std::chrono::duration<double, std::milli>(Clock::now() - w0).count() < 2 * opts.min_repeat_ms; ++i)
+        call(p, env);
     auto t0 = Clock::now();
     call(p, env);
     const double once = std::max(1e-7, std::chrono::duration<double>(Clock::now() - t0).count());

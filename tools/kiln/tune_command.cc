@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <thread>
+#include <unistd.h>
 
 #include "commands.h"
 #include "kiln/kiln.h"

@@ -72,7 +72,7 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0) 
 //  - "matmul.mr": the tile's rows, {1, 2, 3, 4, 6, 8} up to M with mr * nr <= 24 accumulators
 //    (declared when M > 1);
 //  - "matmul.ku": the k loop split by ku with the inner part unrolled, ku in {1, 2, 4} dividing
-//    K (declared when K >= 8);
+//    K (declared when K >= 8 and even);
 //  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
 //    (default), 1 = (rows, i-outer) with j-outer serial inside, 2 = (rows, j-outer, i-outer)
 //    fused (declared when the stage runs in parallel and i-outer has more than one iteration).
@@ -112,7 +112,7 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
         std::vector<int64_t> kus;
         for (int64_t c : {1, 2, 4})
             if (reduce[0]->extent % c == 0) kus.push_back(c);
-        const int64_t ku = cfg.knob("matmul.ku", kus, 1);
+        const int64_t ku = kus.size() > 1 ? cfg.knob("matmul.ku", kus, 1) : 1;
         if (ku > 1) {
             auto [ko, ki] = st.split(reduce[0], ku);
             reduce = {ko, ki};

@@ -69,7 +69,8 @@ inline te::Tensor lane_reduce(const Shape& shape, int64_t lanes, te::ReduceOp op
 /// Schedules a lane_reduce partial stage: rows fused (parallel when large), then the reduce
 /// loop, then the lanes vectorized into a local accumulator tile.
 /// Knobs: "row.unroll" the reduce loop split by u with the inner part unrolled (u lane vectors
-/// per step), u in {1, 2, 4} dividing the loop (declared when it runs at least 4 steps);
+/// per step), u in {1, 2, 4} dividing the loop (declared when it runs an even number >= 4 of
+/// steps);
 /// "row.par" 1 = the rows in parallel (default), 0 = serially (declared when they would run in
 /// parallel).
 inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
@@ -83,7 +84,7 @@ inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
         std::vector<int64_t> us;
         for (int64_t u : {1, 2, 4})
             if (ro->extent % u == 0) us.push_back(u);
-        const int64_t u = cfg.knob("row.unroll", us, 1);
+        const int64_t u = us.size() > 1 ? cfg.knob("row.unroll", us, 1) : 1;
         if (u > 1) {
             auto [o, i] = st.split(ro, u);
             reduce = {o, i};

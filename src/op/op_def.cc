@@ -4,6 +4,9 @@
 //  - injective stage: fuse all data-parallel axes into one loop, split it by a vector width
 //    (64 bytes of elements) and vectorize the inner loop; the outer loop runs in parallel when
 //    the stage has more than kParallelMin elements;
+//    knobs (one value for every such stage of the kernel): "ew.vec" the inner loop's length in
+//    vector widths {1, 2, 4} (default 1), "ew.par" whether the outer loop runs in parallel
+//    {0, 1} (default 1, declared only for a stage large enough to run in parallel);
 //  - reduction stage: fuse the data-parallel axes (outside the reduce loops) and run them in
 //    parallel when the total work is large; reduce loops stay serial innermost.
 #include "op/op_def.h"
@@ -43,7 +46,7 @@ int64_t vector_width(DType t) {
     return w > 16 ? 16 : w;
 }
 
-void schedule_injective(te::Stage& st) {
+void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     if (t->ndim() == 0) return;
     te::IterVar f = st.axis(0);
@@ -54,15 +57,20 @@ void schedule_injective(te::Stage& st) {
         if (n > 1) st.vectorize(f);
         return;
     }
+    w *= cfg.knob("ew.vec", {1, 2, 4}, 1);
+    if (n <= w) {  // a longer vector loop covers the whole stage
+        st.vectorize(f);
+        return;
+    }
     auto [outer, inner] = st.split(f, w);
     st.vectorize(inner);
-    if (n > kParallelMin) st.parallel(outer);
+    if (n > kParallelMin && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
 }
 
-void schedule_rows(te::Stage& st) {
+void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
-    if (nd < 2) return schedule_injective(st);
+    if (nd < 2) return schedule_injective(st, cfg);
     te::IterVar f = st.axis(0);
     for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
     if (t->shape[nd - 1] > 1) st.vectorize(st.axis(nd - 1));
@@ -83,7 +91,7 @@ void default_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         if (!stage_untouched(st)) continue;
         if (st.all_reduce_axes().empty())
-            schedule_injective(st);
+            schedule_injective(st, s.config());
         else
             schedule_reduction(st);
     }

@@ -13,10 +13,11 @@ bool stage_untouched(const te::Stage& st);
 /// Elements of 64 bytes (at most 16) in dtype t's compute type.
 int64_t vector_width(DType t);
 /// Fuse all axes, split by the vector width, vectorize inner, parallel outer when large.
-void schedule_injective(te::Stage& st);
+/// Knobs "ew.vec" (inner length in vector widths) and "ew.par" (see op_def.cc).
+void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg);
 /// Row-wise: fuse all but the last axis (parallel when large), vectorize the last axis. Avoids
 /// the div/mod of a fully fused index for stages with structured bodies (padding copies).
-void schedule_rows(te::Stage& st);
+void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg);
 /// Fuse data-parallel axes (parallel when large), reduce loops serial inside.
 void schedule_reduction(te::Stage& st);
 

@@ -22,6 +22,7 @@
 // broadcast, no gather. The padded source is inlined: a read outside X is a select on the window
 // position (its condition does not depend on c, so the c loop stays one vector); a padded copy
 // cost an allocation and a pass over X (the MaxPool of ResNet-50's stem 8x slower).
+#include <algorithm>
 #include <string>
 
 #include "op/op_util.h"
@@ -133,7 +134,12 @@ int64_t column_block(int64_t ow) {
     return ow <= 8 ? ow : 1;
 }
 
+// Knobs: "bwin.t" the unrolled column block: 1 (no block), the divisors of OW in [2, 8], 8 when
+// OW > 8 (guarded tail) (declared when OW > 1); "bwin.par" 0 = (n, cb, oh) fused in parallel
+// (default), 1 = (n, cb) in parallel with oh serial inside (declared when OH > 1, the stage runs
+// in parallel and n * cb > 1).
 void blocked_window_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    te::ScheduleConfig& cfg = s.config();
     for (te::Stage& st : s.stages()) {
         if (!stage_untouched(st)) continue;
         const Shape& sh = st.tensor()->shape;
@@ -143,10 +149,23 @@ void blocked_window_schedule(te::Schedule& s, const std::vector<te::Tensor>& out
             continue;
         }
         // [n, cb, oh, ow, c] with the window (or the whole plane) as reduce axes.
-        te::IterVar nbh = st.fuse(st.fuse(st.axis(0), st.axis(1)), st.axis(2));
+        int64_t work = st.tensor()->numel();
+        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+        const bool par = work > kParallelMin && sh[0] * sh[1] * sh[2] > 1;
+        const bool rows_inside = par && sh[2] > 1 && sh[0] * sh[1] > 1 && cfg.knob("bwin.par", {0, 1}, 0) == 1;
+        te::IterVar nb = st.fuse(st.axis(0), st.axis(1));
+        te::IterVar nbh = rows_inside ? nb : st.fuse(nb, st.axis(2));
         std::vector<te::IterVar> order = {nbh};
+        if (rows_inside) order.push_back(st.axis(2));
         te::IterVar owi = st.axis(3);
-        const int64_t t = column_block(sh[3]);
+        int64_t t = column_block(sh[3]);
+        if (sh[3] > 1) {
+            std::vector<int64_t> ts = {1};
+            for (int64_t c = 2; c <= std::min<int64_t>(8, sh[3]); ++c)
+                if (sh[3] % c == 0) ts.push_back(c);
+            if (sh[3] > 8) ts.push_back(8);
+            t = cfg.knob("bwin.t", ts, t);
+        }
         if (t > 1 && t < sh[3]) {
             auto [o, i] = st.split(st.axis(3), t);
             order.push_back(o);
@@ -158,9 +177,7 @@ void blocked_window_schedule(te::Schedule& s, const std::vector<te::Tensor>& out
         st.reorder(order);
         if (t > 1) st.unroll(owi);
         st.vectorize(st.axis(4));
-        int64_t work = st.tensor()->numel();
-        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-        if (work > kParallelMin && sh[0] * sh[1] * sh[2] > 1) st.parallel(nbh);
+        if (par) st.parallel(nbh);
     }
     default_schedule(s, outputs);  // epilogues: bias, the average's division, fused consumers
 }

@@ -94,23 +94,51 @@ std::vector<te::Tensor> conv_compute(const ComputeArgs& a) {
     return {out};
 }
 
+// Knobs: "conv_nchw.t" 0 = the reduce loops outside the whole vectorized last output axis,
+// accumulating in the output (default); t > 0 = the last axis in blocks of t (all of it when t
+// >= its extent) accumulated in a local register tile (Stage::cache_write_local) across the
+// reduce loops, t in {16, 32, 64} below the extent and the extent itself when <= 64 (declared
+// when the last axis is longer than 1); "conv_nchw.par" 0 = n*m in parallel (default), 1 =
+// (n*m, first output row axis) fused in parallel (declared for 2-D and up when the stage runs
+// in parallel).
 void conv_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    te::ScheduleConfig& cfg = s.config();
     for (te::Stage& st : s.stages()) {
-        if (stage_untouched(st) && st.tensor()->name == "conv_pad") schedule_rows(st);
+        if (stage_untouched(st) && st.tensor()->name == "conv_pad") schedule_rows(st, cfg);
         if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
         // The accumulation stage: [n, m, o...] x [rc, rk...].
+        const Shape& sh = st.tensor()->shape;
         const int nd = st.tensor()->ndim();
+        int64_t work = st.tensor()->numel();
+        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+        const bool par = work > kParallelMin && sh[0] * sh[1] > 1;
+        const int64_t ow = sh[nd - 1];
+        int64_t t = 0;
+        if (ow > 1 && nd >= 3) {
+            std::vector<int64_t> ts = {0};
+            for (int64_t c : {16, 32, 64})
+                if (c < ow) ts.push_back(c);
+            if (ow <= 64) ts.push_back(ow);
+            t = cfg.knob("conv_nchw.t", ts, 0);
+        }
+        const bool rows_parallel =
+            par && nd >= 4 && sh[2] > 1 && cfg.knob("conv_nchw.par", {0, 1}, 0) == 1;
         te::IterVar nm = st.fuse(st.axis(0), st.axis(1));
         std::vector<te::IterVar> order = {nm};
         for (int d = 2; d < nd - 1; ++d) order.push_back(st.axis(d));
-        for (const auto& r : st.all_reduce_axes()) order.push_back(r);
         te::IterVar last = st.axis(nd - 1);
+        if (t > 0 && t < ow) {
+            auto [o, i] = st.split(last, t);
+            order.push_back(o);
+            last = i;
+        }
+        for (const auto& r : st.all_reduce_axes()) order.push_back(r);
         order.push_back(last);
         st.reorder(order);
-        if (st.tensor()->shape[nd - 1] > 1) st.vectorize(last);
-        int64_t work = st.tensor()->numel();
-        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-        if (work > kParallelMin && st.tensor()->shape[0] * st.tensor()->shape[1] > 1) st.parallel(nm);
+        if (ow > 1) st.vectorize(last);
+        if (t > 0) st.cache_write_local();
+        te::IterVar outer = rows_parallel ? st.fuse(nm, st.axis(2)) : nm;
+        if (par) st.parallel(outer);
     }
     default_schedule(s, outputs);  // the epilogue stage
 }

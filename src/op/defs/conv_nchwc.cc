@@ -148,19 +148,43 @@ struct ConvTile {
     int64_t ob, t;
 };
 
-ConvTile conv_tile(int64_t ocb, int64_t ow) {
-    const int64_t ob = ocb % 2 == 0 ? 2 : 1;
-    const int64_t max_t = 24 / ob;
-    // Prefer a column block that divides OW (no tail); else the largest that fits.
-    int64_t best = 0;
+constexpr int64_t kConvAccumulators = 24;
+
+/// The default output-channel block: 2 when it divides the channel blocks, else 1.
+int64_t default_conv_ob(int64_t ocb) { return ocb % 2 == 0 ? 2 : 1; }
+
+/// The default column block for `ob` channel blocks: the largest divisor of OW in
+/// [4, 24/ob] (no tail), else half the register budget with the last block guarded.
+int64_t default_conv_t(int64_t ob, int64_t ow) {
+    const int64_t max_t = kConvAccumulators / ob;
     for (int64_t t = std::min(max_t, ow); t >= 4; --t)
-        if (ow % t == 0) {
-            best = t;
-            break;
-        }
-    // No divisor: half the register budget, the last block guarded.
-    if (best == 0) best = std::min(ow, std::max<int64_t>(max_t / 2, 4));
-    return {ob, best};
+        if (ow % t == 0) return t;
+    return std::min(ow, std::max<int64_t>(max_t / 2, 4));
+}
+
+/// The tile with the schedule's knobs: "conv.ob" in {1, 2, 3, 4} dividing the channel blocks
+/// (declared when there are at least two), then "conv.t" for that ob: the divisors of OW in
+/// [2, 24/ob], 24/ob itself and half of it (guarded tails), OW when it fits, capped at OW
+/// (declared when OW > 1). Every choice keeps ob * t <= 24 accumulators, so the tile fits the
+/// registers. With an empty config: exactly the default tile.
+ConvTile conv_tile(te::ScheduleConfig& cfg, int64_t ocb, int64_t ow) {
+    int64_t ob = default_conv_ob(ocb);
+    if (ocb > 1) {
+        std::vector<int64_t> obs;
+        for (int64_t o = 1; o <= 4; ++o)
+            if (ocb % o == 0) obs.push_back(o);
+        ob = cfg.knob("conv.ob", obs, ob);
+    }
+    int64_t t = default_conv_t(ob, ow);
+    if (ow > 1) {
+        const int64_t max_t = kConvAccumulators / ob;
+        std::vector<int64_t> ts;
+        for (int64_t c = std::min(max_t, ow); c >= 2 && ts.size() < 5; --c)
+            if (ow % c == 0) ts.push_back(c);
+        for (int64_t c : {max_t, max_t / 2}) ts.push_back(std::min(c, ow));
+        t = cfg.knob("conv.t", ts, t);
+    }
+    return {ob, t};
 }
 
 // The micro-kernel: per (n, ob-outer, oh) in parallel and each block of t columns, a local
@@ -168,12 +192,18 @@ ConvTile conv_tile(int64_t ocb, int64_t ow) {
 // over (icb, kh, kw, ii) with the tile innermost (ob and columns unrolled, co vectorized:
 // one broadcast input value per column times one contiguous weight vector per ob, fused
 // multiply-add into the register), and the tile is written to the output once.
+// Knobs besides the tile (conv_tile): "conv.par" 0 = (n, ob-outer, oh) fused in parallel
+// (default), 1 = (n, ob-outer) in parallel with oh serial inside (declared when OH > 1, the
+// stage runs in parallel and n * ob-outer > 1); "conv.order" 0 = reduce loops (icb, kh, kw,
+// ii) (default), 1 = (kh, kw, icb, ii) (declared when there are several input-channel blocks
+// and a window larger than 1x1).
 void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    te::ScheduleConfig& cfg = s.config();
     for (te::Stage& st : s.stages()) {
-        if (stage_untouched(st) && st.tensor()->name == "conv_nchwc_pad") schedule_rows(st);
+        if (stage_untouched(st) && st.tensor()->name == "conv_nchwc_pad") schedule_rows(st, cfg);
         if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
         const Shape& sh = st.tensor()->shape;  // [n, ob, oh, ow, oi]
-        ConvTile tile = conv_tile(sh[1], sh[3]);
+        ConvTile tile = conv_tile(cfg, sh[1], sh[3]);
         te::IterVar obo = st.axis(1), obi;
         const bool split_ob = tile.ob > 1;
         if (split_ob) std::tie(obo, obi) = st.split(st.axis(1), tile.ob);
@@ -181,19 +211,27 @@ void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs
         if (tile.t < sh[3]) std::tie(owo, owi) = st.split(st.axis(3), tile.t);
         std::vector<te::IterVar> order = {st.axis(0), obo, st.axis(2)};
         if (owo) order.push_back(owo);
-        for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+        std::vector<te::IterVar> reduce = st.all_reduce_axes();  // (icb, kh, kw, ii)
+        if (reduce.size() == 4 && reduce[0]->extent > 1 && reduce[1]->extent * reduce[2]->extent > 1 &&
+            cfg.knob("conv.order", {0, 1}, 0) == 1)
+            reduce = {reduce[1], reduce[2], reduce[0], reduce[3]};
+        for (const auto& r : reduce) order.push_back(r);
         if (split_ob) order.push_back(obi);
         order.push_back(owi);
         order.push_back(st.axis(4));
         st.reorder(order);
-        te::IterVar nbh = st.fuse(st.fuse(st.axis(0), obo), st.axis(2));
+        int64_t work = st.tensor()->numel();
+        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+        const int64_t outer_blocks = sh[0] * ((sh[1] + tile.ob - 1) / tile.ob);
+        const bool par = work > kParallelMin && outer_blocks * sh[2] > 1;
+        const bool rows_inside = par && sh[2] > 1 && outer_blocks > 1 && cfg.knob("conv.par", {0, 1}, 0) == 1;
+        te::IterVar nb = st.fuse(st.axis(0), obo);
+        te::IterVar nbh = rows_inside ? nb : st.fuse(nb, st.axis(2));
         if (split_ob) st.unroll(obi);
         if (tile.t > 1) st.unroll(owi);
         st.vectorize(st.axis(4));
         st.cache_write_local();
-        int64_t work = st.tensor()->numel();
-        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-        if (work > kParallelMin && sh[0] * (sh[1] / tile.ob) * sh[2] > 1) st.parallel(nbh);
+        if (par) st.parallel(nbh);
     }
     default_schedule(s, outputs);  // the bias epilogue (and fused elementwise consumers)
 }

@@ -65,7 +65,18 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0) 
 // (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,
 // j-inner vectorized) accumulated in a local array (Stage::cache_write_local) and written
 // once. Every k step broadcasts mr values of A against nc/vec contiguous vectors of B's row k.
-void schedule_matmul_stage(te::Stage& st, int64_t fixed_nc = 0) {
+//
+// Knobs (default: matmul_tile's choice and the loop structure above):
+//  - "matmul.nr": the tile's columns in vectors, 1..4 up to N's (declared when the columns are
+//    not fixed by a packed B and N spans more than one vector);
+//  - "matmul.mr": the tile's rows, {1, 2, 3, 4, 6, 8} up to M with mr * nr <= 24 accumulators
+//    (declared when M > 1);
+//  - "matmul.ku": the k loop split by ku with the inner part unrolled, ku in {1, 2, 4} dividing
+//    K (declared when K >= 8 and even);
+//  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
+//    (default), 1 = (rows, i-outer) with j-outer serial inside, 2 = (rows, j-outer, i-outer)
+//    fused (declared when the stage runs in parallel and i-outer has more than one iteration).
+void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0) {
     const int nd = st.tensor()->ndim();
     if (nd == 0) return;
     const Shape& sh = st.tensor()->shape;
@@ -78,30 +89,67 @@ void schedule_matmul_stage(te::Stage& st, int64_t fixed_nc = 0) {
         return;
     }
     const int64_t vec = vector_width(st.tensor()->dtype);
-    MatmulTile tile = matmul_tile(sh[nd - 2], sh[nd - 1], vec, fixed_nc);
+    const int64_t m = sh[nd - 2], n = sh[nd - 1];
+    MatmulTile tile = matmul_tile(m, n, vec, fixed_nc);
+    int64_t nr = (tile.nc + vec - 1) / vec;
+    if (fixed_nc == 0 && n > vec) {
+        std::vector<int64_t> nrs;
+        for (int64_t c = 1; c <= std::min<int64_t>(4, (n + vec - 1) / vec); ++c) nrs.push_back(c);
+        nr = cfg.knob("matmul.nr", nrs, nr);
+        if (nr * vec != tile.nc) tile = matmul_tile(m, n, vec, nr * vec);  // the best rows for those columns
+    }
+    if (m > 1) {
+        std::vector<int64_t> mrs;
+        for (int64_t c : {1, 2, 3, 4, 6, 8})
+            if (c <= m && c * nr <= 24) mrs.push_back(c);
+        tile.mr = cfg.knob("matmul.mr", mrs, tile.mr);
+    }
     auto [io, ii] = st.split(st.axis(nd - 2), tile.mr);
     auto [jo, ji] = st.split(j, tile.nc);
+    std::vector<te::IterVar> reduce = st.all_reduce_axes();
+    te::IterVar k_unrolled;
+    if (reduce.size() == 1 && reduce[0]->extent >= 8) {
+        std::vector<int64_t> kus;
+        for (int64_t c : {1, 2, 4})
+            if (reduce[0]->extent % c == 0) kus.push_back(c);
+        const int64_t ku = kus.size() > 1 ? cfg.knob("matmul.ku", kus, 1) : 1;
+        if (ku > 1) {
+            auto [ko, ki] = st.split(reduce[0], ku);
+            reduce = {ko, ki};
+            k_unrolled = ki;
+        }
+    }
+    int64_t work = st.tensor()->numel();
+    for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+    const int64_t io_extent = (m + tile.mr - 1) / tile.mr;
+    int64_t par_mode = 0;
+    if (work > kParallelMin && io_extent > 1) par_mode = cfg.knob("matmul.par", {0, 1, 2}, 0);
     std::vector<te::IterVar> order;
     for (int d = 0; d < nd - 2; ++d) order.push_back(st.axis(d));
-    order.push_back(jo);
-    order.push_back(io);
-    for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+    if (par_mode == 1) {
+        order.push_back(io);
+        order.push_back(jo);
+    } else {
+        order.push_back(jo);
+        order.push_back(io);
+    }
+    for (const auto& r : reduce) order.push_back(r);
     order.push_back(ii);
     order.push_back(ji);
     st.reorder(order);
-    te::IterVar outer = jo;
+    te::IterVar outer = par_mode == 1 ? io : jo;
     for (int d = nd - 3; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    if (par_mode == 2) outer = st.fuse(outer, io);
+    if (k_unrolled) st.unroll(k_unrolled);
     if (tile.mr > 1) st.unroll(ii);
     if (sh[nd - 1] > 1) st.vectorize(ji);
     st.cache_write_local();
-    int64_t work = st.tensor()->numel();
-    for (const auto& r : st.all_reduce_axes()) work *= r->extent;
     if (work > kParallelMin && outer->extent > 1) st.parallel(outer);
 }
 
 void matmul_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages())
-        if (stage_untouched(st) && !st.all_reduce_axes().empty()) schedule_matmul_stage(st);
+        if (stage_untouched(st) && !st.all_reduce_axes().empty()) schedule_matmul_stage(st, s.config());
     default_schedule(s, outputs);
 }
 
@@ -302,7 +350,7 @@ void packed_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         int64_t nb = 0;  // the packed operand's block: the tile's columns
         for (const te::Tensor& in : st.tensor()->inputs())
             if (in->ndim() == 3 && in->is_placeholder) nb = in->shape[2];
-        schedule_matmul_stage(st, nb > 0 && nb <= 64 ? nb : 0);
+        schedule_matmul_stage(st, s.config(), nb > 0 && nb <= 64 ? nb : 0);
     }
     default_schedule(s, outputs);
 }

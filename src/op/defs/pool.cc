@@ -24,12 +24,32 @@ namespace {
 using te::Expr;
 using te::Var;
 
-// Pad stages row-wise (no div/mod per element), the rest generic.
+// Pad stages row-wise (no div/mod per element), the rest generic. Knob "pool.vec" (declared for
+// a window reduction whose output rows are longer than 1): 0 = the generic reduction schedule
+// (every output element fused, in parallel when large, the window loops innermost; default),
+// 1 = the leading output axes fused (in parallel when large), then the window loops, then the
+// last output axis innermost and vectorized.
 void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         const std::string& name = st.tensor()->name;
         const bool pad = name == "maxpool_pad" || name == "avgpool_pad" || name == "lppool_pad";
-        if (stage_untouched(st) && pad) schedule_rows(st);
+        if (stage_untouched(st) && pad) schedule_rows(st, s.config());
+    }
+    for (te::Stage& st : s.stages()) {
+        const te::Tensor& t = st.tensor();
+        const int nd = t->ndim();
+        if (!stage_untouched(st) || st.all_reduce_axes().empty() || nd < 3 || t->shape[nd - 1] < 2) continue;
+        if (s.config().knob("pool.vec", {0, 1}, 0) == 0) continue;
+        te::IterVar f = st.axis(0);
+        for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
+        std::vector<te::IterVar> order = {f};
+        for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+        order.push_back(st.axis(nd - 1));
+        st.reorder(order);
+        st.vectorize(st.axis(nd - 1));
+        int64_t work = t->numel();
+        for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+        if (work > kParallelMin && t->numel() / t->shape[nd - 1] > 1) st.parallel(f);
     }
     default_schedule(s, outputs);
 }

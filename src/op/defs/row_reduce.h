@@ -68,19 +68,44 @@ inline te::Tensor lane_reduce(const Shape& shape, int64_t lanes, te::ReduceOp op
 
 /// Schedules a lane_reduce partial stage: rows fused (parallel when large), then the reduce
 /// loop, then the lanes vectorized into a local accumulator tile.
-inline void schedule_lane_partial(te::Stage& st) {
+/// Knobs: "row.unroll" the reduce loop split by u with the inner part unrolled (u lane vectors
+/// per step), u in {1, 2, 4} dividing the loop (declared when it runs an even number >= 4 of
+/// steps);
+/// "row.par" 1 = the rows in parallel (default), 0 = serially (declared when they would run in
+/// parallel).
+inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
     te::IterVar lane = st.axis(nd - 1);
     te::IterVar ro = st.reduce_axis(0);
+    std::vector<te::IterVar> reduce = {ro};
+    te::IterVar unrolled;
+    if (ro->extent >= 4) {
+        std::vector<int64_t> us;
+        for (int64_t u : {1, 2, 4})
+            if (ro->extent % u == 0) us.push_back(u);
+        const int64_t u = us.size() > 1 ? cfg.knob("row.unroll", us, 1) : 1;
+        if (u > 1) {
+            auto [o, i] = st.split(ro, u);
+            reduce = {o, i};
+            unrolled = i;
+        }
+    }
     if (nd == 1) {
-        st.reorder({ro, lane});
+        reduce.push_back(lane);
+        st.reorder(reduce);
     } else {
         te::IterVar f = st.axis(0);
         for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
-        st.reorder({f, ro, lane});
-        if (t->numel() / t->shape[nd - 1] > 1 && t->numel() * ro->extent > kParallelMin) st.parallel(f);
+        std::vector<te::IterVar> order = {f};
+        order.insert(order.end(), reduce.begin(), reduce.end());
+        order.push_back(lane);
+        st.reorder(order);
+        if (t->numel() / t->shape[nd - 1] > 1 && t->numel() * ro->extent > kParallelMin &&
+            cfg.knob("row.par", {0, 1}, 1) == 1)
+            st.parallel(f);
     }
+    if (unrolled) st.unroll(unrolled);
     st.vectorize(lane);
     st.cache_write_local();
 }
@@ -93,9 +118,9 @@ inline void row_reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& 
         const std::string& n = st.tensor()->name;
         const bool part = n.size() > 5 && n.compare(n.size() - 5, 5, "_part") == 0;
         if (part && st.all_reduce_axes().size() == 1) {
-            schedule_lane_partial(st);
+            schedule_lane_partial(st, s.config());
         } else if (st.all_reduce_axes().empty() && st.tensor()->ndim() >= 2 && st.tensor()->shape.back() >= 16) {
-            schedule_rows(st);
+            schedule_rows(st, s.config());
         }
     }
     default_schedule(s, outputs);

@@ -47,6 +47,11 @@ struct MeasureOptions {
     int repeats = 5;            // timed repeats; the median is reported
     double min_repeat_ms = 2;   // each repeat runs the kernel until this much time passed
     double timeout_s = 10;      // per candidate (its check plus its timing)
+    /// Before each timed call, evict the caches (read a buffer of twice the last-level cache) and
+    /// touch the non-constant inputs: in a model, a kernel's weights were last read a whole
+    /// inference ago while its inputs were just written. Each call is then timed on its own and
+    /// the median of `repeats` calls reported (min_repeat_ms applies only without flushing).
+    bool flush_cache = true;
     int compile_jobs = 0;       // parallel compiler processes (0 = cores)
     /// The measurement program: runs `WORKER tune-worker` (reads a task on stdin, writes one
     /// result line per candidate on stdout). Empty: this process's own executable.

@@ -42,7 +42,7 @@ std::string task_to_json(const MeasureTask& task, const MeasureOptions& opts, si
                          {"extern_params", c.extern_params}, {"library", c.library}});
     json o = {{"threads", opts.threads}, {"warmup", opts.warmup}, {"repeats", opts.repeats},
               {"min_repeat_ms", opts.min_repeat_ms}, {"timeout_s", opts.timeout_s}, {"compile_jobs", opts.compile_jobs},
-              {"rtol", opts.rtol}, {"atol", opts.atol}};
+              {"rtol", opts.rtol}, {"atol", opts.atol}, {"flush_cache", opts.flush_cache}};
     json j = {{"workload", task.workload}, {"flops", task.flops}, {"args", args}, {"candidates", cands},
               {"options", o}, {"first", first}};
     return j.dump();
@@ -83,6 +83,7 @@ void task_from_json(const std::string& text, MeasureTask& task, MeasureOptions& 
     opts.compile_jobs = field<int>(o, "compile_jobs", "measurement options");
     opts.rtol = field<double>(o, "rtol", "measurement options");
     opts.atol = field<double>(o, "atol", "measurement options");
+    opts.flush_cache = field<bool>(o, "flush_cache", "measurement options");
     first = field<size_t>(j, "first", what);
     KILN_CHECK(!task.candidates.empty(), kInvalidArgument) << what << ": no candidates (the reference comes first)";
     KILN_CHECK(opts.threads >= 1 && opts.repeats >= 1, kInvalidArgument)

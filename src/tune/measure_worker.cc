@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <iterator>
 #include <random>
 #include <sstream>
@@ -126,18 +128,64 @@ std::string compare(const std::vector<Tensor>& want, const std::vector<Tensor>& 
     return "";
 }
 
-/// Median seconds per call: `repeats` repeats, each of enough calls to last min_repeat_ms.
-double time_candidate(const Prepared& p, const kiln_kernel_env& env, const MeasureOptions& opts) {
+/// Bytes of the last-level cache (sysfs; 32 MiB when unknown).
+size_t last_level_cache_bytes() {
+    size_t best = 0;
+    for (int i = 0; i < 8; ++i) {
+        std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+        std::string s;
+        if (!(f >> s) || s.empty()) continue;
+        size_t v = std::strtoull(s.c_str(), nullptr, 10);
+        if (s.back() == 'K') v <<= 10;
+        if (s.back() == 'M') v <<= 20;
+        best = std::max(best, v);
+    }
+    return best ? best : size_t(32) << 20;
+}
+
+/// Evicts the caches by reading a buffer of twice the last-level cache, then reads `warm`.
+class CacheFlusher {
+public:
+    CacheFlusher() : buf_(std::min<size_t>(2 * last_level_cache_bytes(), size_t(256) << 20) / sizeof(int64_t), 1) {}
+    void run(const std::vector<Tensor>& warm) {
+        int64_t sum = 0;
+        for (size_t i = 0; i < buf_.size(); i += 8) sum += buf_[i];
+        for (const Tensor& t : warm) {
+            const auto* b = static_cast<const unsigned char*>(t.data());
+            for (size_t i = 0; i < t.nbytes(); i += 64) sum += b[i];
+        }
+        sink_ = sink_ + sum;
+    }
+
+private:
+    std::vector<int64_t> buf_;
+    volatile int64_t sink_ = 0;
+};
+
+/// Median seconds per call. With cache flushing: `repeats` calls each timed alone after a
+/// flush; without: `repeats` repeats of enough calls to last min_repeat_ms each.
+double time_candidate(const Prepared& p, const kiln_kernel_env& env, const MeasureOptions& opts, CacheFlusher* flusher,
+                      const std::vector<Tensor>& warm_inputs) {
     // Warm-up: the given number of calls, and at least two repeats' worth of time (the first
     // calls in a fresh process pay page faults, cold caches and sleeping pool threads).
     auto w0 = Clock::now();
     for (int i = 0; i < opts.warmup || std::chrono::duration<double, std::milli>(Clock::now() - w0).count() < 2 * opts.min_repeat_ms; ++i)
         call(p, env);
+    std::vector<double> per_call;
+    if (flusher) {
+        for (int r = 0; r < opts.repeats; ++r) {
+            flusher->run(warm_inputs);
+            auto s = Clock::now();
+            call(p, env);
+            per_call.push_back(std::chrono::duration<double>(Clock::now() - s).count());
+        }
+        std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
+        return per_call[per_call.size() / 2];
+    }
     auto t0 = Clock::now();
     call(p, env);
     const double once = std::max(1e-7, std::chrono::duration<double>(Clock::now() - t0).count());
     const int calls = std::max(1, static_cast<int>(std::ceil(opts.min_repeat_ms * 1e-3 / once)));
-    std::vector<double> per_call;
     for (int r = 0; r < opts.repeats; ++r) {
         auto s = Clock::now();
         for (int i = 0; i < calls; ++i) call(p, env);
@@ -164,6 +212,14 @@ int run_measure_worker(std::istream& in, std::ostream& out) {
     std::vector<Tensor> inputs;
     for (const ArgSpec& a : task.args)
         if (!a.is_output) inputs.push_back(random_tensor(a, rng));
+    std::vector<Tensor> warm_inputs;  // what the previous kernel of a model just wrote
+    for (size_t i = 0, in = 0; i < task.args.size(); ++i)
+        if (!task.args[i].is_output) {
+            if (!task.args[i].is_constant) warm_inputs.push_back(inputs[in]);
+            ++in;
+        }
+    std::unique_ptr<CacheFlusher> flusher;
+    if (opts.flush_cache) flusher = std::make_unique<CacheFlusher>();
     runtime::ThreadPool pool(opts.threads);
     const kiln_kernel_env env = runtime::make_kernel_env(&pool);
 
@@ -177,7 +233,7 @@ int run_measure_worker(std::istream& in, std::ostream& out) {
             std::string diff = i == 0 ? "" : compare(reference, p.outputs, opts.rtol, opts.atol);
             if (i == 0) reference = p.outputs;
             if (diff.empty()) {
-                r.seconds = time_candidate(p, env, opts);
+                r.seconds = time_candidate(p, env, opts, flusher.get(), warm_inputs);
                 r.ok = true;
             } else {
                 r.error = diff;

@@ -29,7 +29,11 @@ struct Workload {
     bool default_is_dnnl = false;
     std::vector<te::Knob> space;
     std::unique_ptr<tune::Searcher> searcher;
-    double dnnl_seconds = kFailed;
+    /// Per logged knob string: the sum and count of its successful times (a setting measured
+    /// again is judged by its mean, as the log's best record is), and its schedule knobs.
+    std::map<std::string, std::pair<double, int>> times;
+    std::map<std::string, std::optional<te::KnobValues>> setting;  // nullopt = oneDNN
+    bool confirmed = false;
     double spent = 0;  // seconds of search on this workload
 };
 
@@ -81,7 +85,7 @@ public:
         for (size_t i = 0; i < workloads_.size(); ++i) round(i, std::min(opts_.batch, 4));
         std::vector<size_t> order(workloads_.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        auto weight = [&](size_t i) { return workloads_[i].result.default_seconds * workloads_[i].result.count; };
+        auto weight = [&](size_t i) { return finish(workloads_[i]).default_seconds * workloads_[i].result.count; };
         std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight(a) > weight(b); });
         // Then the budget, in proportion to each workload's share of the model's time.
         for (size_t k = 0; k < order.size(); ++k) {
@@ -94,6 +98,7 @@ public:
             const double until = w.spent + share;
             while (w.spent < until && elapsed() < opts_.budget_seconds && !done(w))
                 round(order[k], opts_.batch);
+            if (elapsed() < opts_.budget_seconds) confirm(order[k]);
         }
         TuneResult out;
         out.target = target_;
@@ -128,8 +133,11 @@ private:
             w.result.flops = unit_flops(unit);
             if (runtime::have_dnnl()) w.dnnl = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
             w.default_is_dnnl = extern_choice(unit, opts_.compile.kernels, {}).has_value();
+            te::KnobValues defaults;
             try {
-                w.space = lower_unit(unit, false, {}).space;
+                LoweredKernel k = lower_unit(unit, false, {});
+                w.space = std::move(k.space);
+                defaults = std::move(k.knobs);
             } catch (const Error&) {
                 continue;  // not a generated kernel (the graph compiles it some other way)
             }
@@ -138,7 +146,7 @@ private:
             for (const ir::Value* v : unit.inputs)
                 w.args.push_back({v->type().dtype, v->type().static_shape(), false, v->is_constant()});
             for (const ir::Value* v : unit.outputs) w.args.push_back({v->type().dtype, v->type().static_shape(), true, false});
-            w.result.default_knobs = w.default_is_dnnl ? logged_knobs(w, {}, true) : logged_knobs(w, {}, false);
+            w.result.default_knobs = logged_knobs(w, defaults, w.default_is_dnnl);
             index[key] = workloads_.size();
             workloads_.push_back(std::move(w));
         }
@@ -155,11 +163,9 @@ private:
             Workload& w = *it->second;
             te::KnobValues v = te::ScheduleConfig::parse(r.knobs);
             auto src = v.find(kSourceKnob);
-            if (src != v.end() && src->second == 1) {
-                w.dnnl_seconds = std::min(w.dnnl_seconds, r.seconds);
-                continue;
-            }
-            w.searcher->record(schedule_knobs(v), r.seconds);
+            const bool dnnl = src != v.end() && src->second == 1;
+            note(w, r.knobs, dnnl ? std::nullopt : std::optional<te::KnobValues>(schedule_knobs(v)), r.seconds);
+            if (!dnnl) w.searcher->record(schedule_knobs(v), r.seconds);
         }
     }
 
@@ -179,7 +185,7 @@ private:
         try {
             if (w.default_is_dnnl) add(dnnl_candidate(w), std::nullopt);
             else add(generated_candidate(w, {}), te::KnobValues{});
-            if (w.dnnl && !w.default_is_dnnl && w.dnnl_seconds == kFailed && w.result.trials == 0)
+            if (w.dnnl && !w.default_is_dnnl && !w.setting.count(logged_knobs(w, {}, true)))
                 add(dnnl_candidate(w), std::nullopt);
             const int room = n - static_cast<int>(task.candidates.size() - 1);
             for (const te::KnobValues& v : w.searcher->propose(std::max(0, room)))
@@ -190,34 +196,7 @@ private:
             w.searcher.reset();
             return;
         }
-        std::vector<tune::MeasureResult> res = measurer_.measure(task, opts_.measure);
-        for (size_t k = 0; k < res.size(); ++k) {
-            const double s = res[k].ok ? res[k].seconds : kFailed;
-            if (!res[k].ok) w.result.failures += 1;
-            if (k == 0) {
-                // The reference runs again each round (the others are checked against it); its
-                // first time is the untuned time. It is logged too: the log's best record must
-                // never be worse than the default.
-                if (!res[k].ok || w.result.default_seconds > 0) continue;
-                w.result.default_seconds = s;
-            } else {
-                w.result.trials += 1;
-                if (what[k]) w.searcher->record(*what[k], s);
-                else w.dnnl_seconds = std::min(w.dnnl_seconds, s);
-            }
-            if (res[k].ok) {
-                tune::TuningRecord r;
-                r.workload = w.result.key;
-                r.description = w.result.description;
-                r.target = target_;
-                r.threads = opts_.measure.threads;
-                r.knobs = task.candidates[k].knobs;
-                r.seconds = s;
-                r.flops = w.result.flops;
-                r.time = tune::utc_now();
-                tune::TuningLog::append(opts_.log_path, r);
-            }
-        }
+        measure_and_log(w, task, what, true, opts_.measure);
         w.spent += std::chrono::duration<double>(Clock::now() - t0).count();
         if (opts_.progress) {
             TuneProgress p;
@@ -233,17 +212,83 @@ private:
         }
     }
 
+    void note(Workload& w, const std::string& knobs, std::optional<te::KnobValues> v, double seconds) {
+        auto& [sum, n] = w.times[knobs];
+        sum += seconds;
+        ++n;
+        w.setting[knobs] = std::move(v);
+    }
+
+    /// Measures `task` (candidates[0] the reference), logs and notes every success; feeds the
+    /// searcher when `search` (a search round, not a confirmation).
+    void measure_and_log(Workload& w, const tune::MeasureTask& task, const std::vector<std::optional<te::KnobValues>>& what,
+                         bool search, const tune::MeasureOptions& mopts) {
+        std::vector<tune::MeasureResult> res = measurer_.measure(task, mopts);
+        for (size_t k = 0; k < res.size(); ++k) {
+            const double s = res[k].ok ? res[k].seconds : kFailed;
+            if (!res[k].ok) w.result.failures += 1;
+            if (k > 0 && search) {
+                w.result.trials += 1;
+                if (what[k]) w.searcher->record(*what[k], s);
+            }
+            if (!res[k].ok) continue;
+            // The reference is logged too (it runs in every round, each other candidate is
+            // checked against it): the log's best record is never worse than the default.
+            note(w, task.candidates[k].knobs, what[k], s);
+            tune::TuningRecord r;
+            r.workload = w.result.key;
+            r.description = w.result.description;
+            r.target = target_;
+            r.threads = mopts.threads;
+            r.knobs = task.candidates[k].knobs;
+            r.seconds = s;
+            r.flops = w.result.flops;
+            r.time = tune::utc_now();
+            tune::TuningLog::append(opts_.log_path, r);
+        }
+    }
+
+    /// A workload's last round: its best few settings and the alternative source measured again
+    /// with twice the repeats, so that a lucky single time does not pick the winner.
+    void confirm(size_t i) {
+        Workload& w = workloads_[i];
+        if (w.confirmed || w.times.size() < 2) return;
+        w.confirmed = true;
+        std::vector<std::pair<double, std::string>> ranked;
+        for (const auto& [knobs, sn] : w.times) ranked.push_back({sn.first / sn.second, knobs});
+        std::sort(ranked.begin(), ranked.end());
+        tune::MeasureTask task;
+        task.workload = w.result.description;
+        task.args = w.args;
+        task.flops = w.result.flops;
+        std::vector<std::optional<te::KnobValues>> what;
+        auto add = [&](const std::string& knobs) {
+            const std::optional<te::KnobValues>& v = w.setting.at(knobs);
+            task.candidates.push_back(v ? generated_candidate(w, *v) : dnnl_candidate(w));
+            what.push_back(v);
+        };
+        add(w.result.default_knobs);
+        for (size_t k = 0; k < ranked.size() && task.candidates.size() < 4; ++k)
+            if (ranked[k].second != w.result.default_knobs) add(ranked[k].second);
+        tune::MeasureOptions mopts = opts_.measure;
+        mopts.repeats *= 2;
+        auto t0 = Clock::now();
+        measure_and_log(w, task, what, false, mopts);
+        w.spent += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+
     /// The best candidate so far: (its logged knobs, seconds).
     std::pair<std::string, double> best_seconds(const Workload& w) const {
         std::pair<std::string, double> best = {"", kFailed};
-        if (w.dnnl_seconds < best.second) best = {logged_knobs(w, {}, true), w.dnnl_seconds};
-        if (w.searcher)
-            if (auto b = w.searcher->best(); b && b->second < best.second) best = {logged_knobs(w, b->first, false), b->second};
+        for (const auto& [knobs, sn] : w.times)
+            if (sn.first / sn.second < best.second) best = {knobs, sn.first / sn.second};
         return best;
     }
 
     WorkloadResult finish(const Workload& w) const {
         WorkloadResult r = w.result;
+        auto d = w.times.find(r.default_knobs);
+        r.default_seconds = d != w.times.end() ? d->second.first / d->second.second : 0;
         auto [knobs, s] = best_seconds(w);
         if (s < kFailed && (r.default_seconds == 0 || s < r.default_seconds)) {
             r.best_seconds = s;

@@ -48,8 +48,19 @@ TuningLog TuningLog::read(const std::string& path) {
 void TuningLog::append(const std::string& path, const TuningRecord& r) {
     std::filesystem::path p(path);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    // A log cut short mid-line (a crash while writing) gets its line ended first, so that the
+    // new record is not glued to the broken one.
+    bool ends_open = false;
+    {
+        std::ifstream in(path, std::ios::binary | std::ios::ate);
+        if (in && in.tellg() > 0) {
+            in.seekg(-1, std::ios::end);
+            ends_open = in.get() != '\n';
+        }
+    }
     std::ofstream f(path, std::ios::app);
     KILN_CHECK(f.good(), kInvalidArgument) << "cannot write the tuning log '" << path << "'";
+    if (ends_open) f << "\n";
     nlohmann::json j = {{"v", kTuningLogVersion}, {"workload", r.workload}, {"desc", r.description},
                         {"target", r.target},     {"threads", r.threads},   {"knobs", r.knobs},
                         {"seconds", r.seconds},   {"flops", r.flops},       {"time", r.time}};
@@ -59,16 +70,30 @@ void TuningLog::append(const std::string& path, const TuningRecord& r) {
 }
 
 std::optional<TuningRecord> TuningLog::best(const std::string& workload, const std::string& target, int threads) const {
-    const TuningRecord* same = nullptr;
-    const TuningRecord* any = nullptr;
-    for (const TuningRecord& r : records_) {
-        if (r.workload != workload || r.target != target) continue;
-        if (!any || r.seconds < any->seconds) any = &r;
-        if (r.threads == threads && (!same || r.seconds < same->seconds)) same = &r;
-    }
-    if (same) return *same;
-    if (any) return *any;
-    return std::nullopt;
+    // Per knob setting, the mean of its measurements: a setting timed again (the tuner's
+    // confirmation round) is judged by all its times, not by its luckiest one.
+    auto pick = [&](bool same_threads) -> std::optional<TuningRecord> {
+        std::map<std::string, std::pair<double, int>> sum;  // knobs -> (sum of seconds, count)
+        std::map<std::string, const TuningRecord*> last;
+        for (const TuningRecord& r : records_) {
+            if (r.workload != workload || r.target != target || (same_threads && r.threads != threads)) continue;
+            auto& [s, n] = sum[r.knobs];
+            s += r.seconds;
+            ++n;
+            last[r.knobs] = &r;
+        }
+        std::optional<TuningRecord> best;
+        for (const auto& [knobs, sn] : sum) {
+            const double mean = sn.first / sn.second;
+            if (!best || mean < best->seconds) {
+                best = *last[knobs];
+                best->seconds = mean;
+            }
+        }
+        return best;
+    };
+    if (auto b = pick(true)) return b;
+    return pick(false);
 }
 
 std::map<std::string, te::KnobValues> TuningLog::best_knobs(const std::string& target, int threads) const {

@@ -5,8 +5,8 @@
 //
 // Only candidates that ran and matched the reference are written (a crashing, hanging or wrong
 // candidate never reaches the log). `kiln run`, the Session and `kiln tune --resume` read it;
-// the best record per (workload, target) is the one compile() applies: the fastest at the
-// same thread count, else the fastest at any.
+// the best record per (workload, target) is the one compile() applies: the knob setting with
+// the lowest mean time at the same thread count, else at any.
 #pragma once
 
 #include <map>
@@ -43,7 +43,8 @@ public:
     const std::vector<TuningRecord>& records() const { return records_; }
     int skipped() const { return skipped_; }
 
-    /// The best record of `workload` on `target`: fastest at `threads`, else fastest at any.
+    /// The best record of `workload` on `target`: the knob setting with the lowest mean time at
+    /// `threads`, else at any thread count (seconds = that mean).
     std::optional<TuningRecord> best(const std::string& workload, const std::string& target, int threads) const;
     /// Every workload's best knob values on `target` (what compile() applies).
     std::map<std::string, te::KnobValues> best_knobs(const std::string& target, int threads) const;

@@ -119,6 +119,11 @@ TEST(TuningLog, ReadsBackBestPerThreadsAndSkipsBadLines) {
     EXPECT_EQ(best.at("w1").at("a"), 2);
     EXPECT_EQ(best.at("w2").at("b"), 4);
     EXPECT_TRUE(TuningLog::read(path + ".missing").records().empty());
+    // A setting measured again is judged by its mean: a=2 (2 ms, then 5 ms) loses to a=1 (3 ms).
+    TuningLog::append(path, rec("w1", 2, "a=2", 5e-3));
+    TuningLog again = TuningLog::read(path);
+    EXPECT_EQ(again.best("w1", "cpu | avx512", 2)->knobs, "a=1");
+    EXPECT_DOUBLE_EQ(again.best("w1", "cpu | avx512", 2)->seconds, 3e-3);
 }
 
 }  // namespace

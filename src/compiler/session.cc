@@ -323,6 +323,7 @@ private:
         for (size_t i = 0; i < m.kernels.size(); ++i) {
             list << "kernel " << i << ": " << m.kernels[i].description;
             if (!m.kernels[i].node_name.empty()) list << " (node '" << m.kernels[i].node_name << "')";
+            if (!m.kernels[i].extern_name.empty()) list << " [" << m.kernels[i].extern_name << "]";
             list << "\n";
         }
         list << m.kernels.size() << " kernels\n";

@@ -82,7 +82,8 @@ public:
         collect(g);
         if (opts_.resume) resume();
         // Round 1: every workload's untuned kernel, its alternative and a few candidates.
-        for (size_t i = 0; i < workloads_.size(); ++i) round(i, std::min(opts_.batch, 4));
+        // (Past the budget, the remaining workloads keep their defaults.)
+        for (size_t i = 0; i < workloads_.size() && elapsed() < opts_.budget_seconds; ++i) round(i, std::min(opts_.batch, 4));
         std::vector<size_t> order(workloads_.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
         auto weight = [&](size_t i) { return finish(workloads_[i]).default_seconds * workloads_[i].result.count; };

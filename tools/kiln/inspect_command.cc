@@ -25,6 +25,7 @@ struct InspectArgs {
     std::vector<std::string> print_after;
     bool print_after_all = false;
     bool kernels = false;  // print only the kernel list
+    std::string tuning_log;
 };
 
 int inspect_model(const InspectArgs& args) {
@@ -37,6 +38,7 @@ int inspect_model(const InspectArgs& args) {
                                                   : ExecutorKind::kAuto;
     opts.opt_level = args.opt_level;
     opts.kernels = args.kernel_source;
+    opts.tuning_log = args.tuning_log;
     opts.print_after = args.print_after;
     opts.print_after_all = args.print_after_all;
     std::unique_ptr<Session> session = Session::load(args.model, opts);
@@ -61,6 +63,7 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
                   "Print the memory plan instead: arena, naive sum, lower bound (bytes), the largest tensors");
     add_opt_level_option(sub, args->opt_level);
     add_kernels_option(sub, args->kernel_source, "--kernel-source");  // --kernels prints the kernels
+    add_tuning_log_option(sub, args->tuning_log);
     sub->add_option("--print-after", args->print_after,
                     "Also print the IR after this pass (repeatable; names: see docs/passes.md)")
         ->type_name("PASS")

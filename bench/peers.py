@@ -79,6 +79,7 @@ class Kiln:
     def __init__(self, exe, model, inputs, threads, kernels, cache_dir):
         self.exe, self.model, self.inputs, self.threads = exe, model, inputs, threads
         self.kernels, self.cache_dir = kernels, cache_dir
+        self.tuning_log = None
         self.outputs = None
 
     def _run(self, repeat, out_dir=None):
@@ -90,6 +91,8 @@ class Kiln:
                    "--timings-json", tj]
             if self.kernels:
                 cmd += ["--kernels", self.kernels]
+            if self.tuning_log:
+                cmd += ["--tuning-log", self.tuning_log]
             if out_dir:
                 cmd += ["--output-dir", out_dir]
             env = dict(os.environ, KILN_CACHE_DIR=self.cache_dir)
@@ -219,12 +222,16 @@ def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
                OnnxRuntime(path, feed, threads)]
     if use_ov:
         engines.append(OpenVino(path, feed, threads))
+    if args.kiln_tuning_log:  # Kiln with kiln tune's log, beside the untuned Kiln, in the same rounds
+        tuned = Kiln(args.kiln, path, inputs, threads, args.kiln_kernels, cache_dir)
+        tuned.name, tuned.tuning_log = "kiln_tuned", args.kiln_tuning_log
+        engines.append(tuned)
     ort = engines[1]
     times = {e.name: [] for e in engines}
     for r in range(args.rounds):
         k = r % len(engines)
         for e in engines[k:] + engines[:k]:  # rotate who goes first
-            names = ort.names if (e.name == "kiln" and r == 0) else None
+            names = ort.names if (e.name.startswith("kiln") and r == 0) else None
             times[e.name] += e.timed_runs(runs_this_round(args, r, times[e.name]), names)
     row = {"model": name, "threads": threads, "batch": batch,
            "gflop": flops.model_flops(path) / 1e9,
@@ -232,6 +239,10 @@ def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
            "startup": {e.name: e.startup_s for e in engines[1:]}}
     row.update({e: stats(ms) for e, ms in times.items()})
     row["kiln_runs"] = len(times["kiln"])
+    if args.kiln_tuning_log:
+        row["check_tuned"] = compare(engines[-1].outputs, ort.outputs)
+        if row["check_tuned"]:
+            log(f"  {name} T={threads} B={batch}: tuned Kiln differs from ORT: {row['check_tuned']}")
     if row["check"]:
         log(f"  {name} T={threads} B={batch}: Kiln differs from ORT: {row['check']}")
     return row
@@ -389,6 +400,7 @@ def main(argv=None):
                     help="seconds of timed runs per engine per round after round 0: fewer "
                          "runs than --repeat (at least 1) where a run is slow")
     ap.add_argument("--kiln-kernels", default=None, help="pass `--kernels X` to kiln run")
+    ap.add_argument("--kiln-tuning-log", default=None, help="pass `--tuning-log FILE` to kiln run (kiln tune's log)")
     ap.add_argument("--no-openvino", action="store_true")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up table")
     ap.add_argument("--no-docs", action="store_true", help=f"do not rewrite {DOCS}")
@@ -451,7 +463,7 @@ def main(argv=None):
                     if name in startup and batch == batches[0] and t == thread_counts[0]:
                         startup[name].update(row["startup"])
                     rows.append(row)
-                    peers = ", ".join(f"{e} {row[e][0]:.3f}" for e in ("ort", "openvino")
+                    peers = ", ".join(f"{e} {row[e][0]:.3f}" for e in ("kiln_tuned", "ort", "openvino")
                                       if row.get(e))
                     log(f"{name} T={t} B={batch}: kiln {row['kiln'][0]:.3f} ms, {peers}")
     finally:

@@ -49,6 +49,7 @@ struct TunedWorkload {
     double default_seconds = 0, tuned_seconds = 0;
     std::string default_knobs, tuned_knobs;
     int trials = 0, failures = 0;
+    std::string first_failure;  // why the first failed candidate failed
 };
 
 struct TuneReport {

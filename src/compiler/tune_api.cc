@@ -40,7 +40,7 @@ TuneReport tune_model(const std::string& onnx_path, const TuneOptions& opts) {
     out.log_path = t.log_path;
     for (const compiler::WorkloadResult& w : r.workloads)
         out.workloads.push_back({w.key, w.description, w.count, w.flops, w.default_seconds, w.best_seconds, w.default_knobs,
-                                 w.best_knobs, w.trials, w.failures});
+                                 w.best_knobs, w.trials, w.failures, w.first_failure});
     return out;
 }
 

@@ -48,6 +48,7 @@ struct WorkloadResult {
     double best_seconds = 0;     // the best measured (the untuned one when nothing beat it)
     std::string default_knobs, best_knobs;
     int trials = 0, failures = 0;
+    std::string first_failure;   // why the first failed candidate failed ("wrong result: ...")
 };
 
 struct TuneResult {

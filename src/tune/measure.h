@@ -22,6 +22,10 @@ struct ArgSpec {
     bool is_output = false;
     /// A constant in the model (weights): extern kernels prepare it once at load.
     bool is_constant = false;
+    /// A small constant's real values (row-major), used instead of random data: oneDNN's matcher
+    /// folds scalars such as an attention scale or GELU's constants into its parameters, so the
+    /// kernels only agree on the model's own values. Empty: random data.
+    std::vector<double> values;
 };
 
 /// One kernel to time: generated C source, or an extern kernel (runtime/extern_kernel.h).

@@ -35,7 +35,8 @@ json parse(const std::string& text, const char* what) {
 std::string task_to_json(const MeasureTask& task, const MeasureOptions& opts, size_t first) {
     json args = json::array();
     for (const ArgSpec& a : task.args)
-        args.push_back({{"dtype", dtype_name(a.dtype)}, {"shape", a.shape}, {"output", a.is_output}, {"constant", a.is_constant}});
+        args.push_back({{"dtype", dtype_name(a.dtype)}, {"shape", a.shape}, {"output", a.is_output}, {"constant", a.is_constant},
+                        {"values", a.values}});
     json cands = json::array();
     for (const Candidate& c : task.candidates)
         cands.push_back({{"knobs", c.knobs}, {"source", c.source}, {"extern_name", c.extern_name},
@@ -63,6 +64,9 @@ void task_from_json(const std::string& text, MeasureTask& task, MeasureOptions& 
         s.shape = field<Shape>(a, "shape", "measurement task argument");
         s.is_output = field<bool>(a, "output", "measurement task argument");
         s.is_constant = field<bool>(a, "constant", "measurement task argument");
+        if (a.contains("values")) s.values = field<std::vector<double>>(a, "values", "measurement task argument");
+        KILN_CHECK(s.values.empty() || static_cast<int64_t>(s.values.size()) == shape_numel(s.shape), kInvalidArgument)
+            << "measurement task argument: " << s.values.size() << " values for shape " << shape_str(s.shape);
         task.args.push_back(std::move(s));
     }
     for (const json& c : field<json>(j, "candidates", what)) {

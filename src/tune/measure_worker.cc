@@ -31,6 +31,19 @@ Tensor random_tensor(const ArgSpec& a, std::mt19937& rng) {
     Tensor t(a.dtype, a.shape);
     std::memset(t.data(), 0, t.nbytes());
     std::uniform_real_distribution<float> u(-1.f, 1.f);
+    if (!a.values.empty()) {
+        for (int64_t i = 0; i < t.numel(); ++i) {
+            const double v = a.values[static_cast<size_t>(i)];
+            switch (a.dtype) {
+                case DType::kFloat32: t.data_as<float>()[i] = static_cast<float>(v); break;
+                case DType::kFloat64: t.data_as<double>()[i] = v; break;
+                case DType::kInt64: t.data_as<int64_t>()[i] = static_cast<int64_t>(v); break;
+                case DType::kInt32: t.data_as<int32_t>()[i] = static_cast<int32_t>(v); break;
+                default: break;
+            }
+        }
+        return t;
+    }
     if (a.dtype == DType::kFloat32)
         for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
     else if (a.dtype == DType::kFloat64)
@@ -164,8 +177,9 @@ private:
 
 /// Median seconds per call. With cache flushing: `repeats` calls each timed alone after a
 /// flush; without: `repeats` repeats of enough calls to last min_repeat_ms each.
-double time_candidate(const Prepared& p, const kiln_kernel_env& env, const MeasureOptions& opts, CacheFlusher* flusher,
+double time_candidate(const Prepared& p, runtime::ThreadPool* pool, const MeasureOptions& opts, CacheFlusher* flusher,
                       const std::vector<Tensor>& warm_inputs) {
+    const kiln_kernel_env env = runtime::make_kernel_env(pool);
     // Warm-up: the given number of calls, and at least two repeats' worth of time (the first
     // calls in a fresh process pay page faults, cold caches and sleeping pool threads).
     auto w0 = Clock::now();
@@ -175,6 +189,9 @@ double time_candidate(const Prepared& p, const kiln_kernel_env& env, const Measu
     if (flusher) {
         for (int r = 0; r < opts.repeats; ++r) {
             flusher->run(warm_inputs);
+            // The pool's workers fell asleep during the flush; inside a model the previous
+            // kernel just kept them spinning. Wake them so a parallel kernel is not charged.
+            pool->parallel_for(pool->num_threads(), [](int64_t, int64_t) {});
             auto s = Clock::now();
             call(p, env);
             per_call.push_back(std::chrono::duration<double>(Clock::now() - s).count());
@@ -233,7 +250,7 @@ int run_measure_worker(std::istream& in, std::ostream& out) {
             std::string diff = i == 0 ? "" : compare(reference, p.outputs, opts.rtol, opts.atol);
             if (i == 0) reference = p.outputs;
             if (diff.empty()) {
-                r.seconds = time_candidate(p, env, opts, flusher.get(), warm_inputs);
+                r.seconds = time_candidate(p, &pool, opts, flusher.get(), warm_inputs);
                 r.ok = true;
             } else {
                 r.error = diff;

@@ -95,6 +95,10 @@ int tune(TuneArgs& a) {
         total_after += w.tuned_seconds * w.count;
     }
     fmt::print("sum over tuned kernels: {:.3f} ms -> {:.3f} ms\n", total_before * 1e3, total_after * 1e3);
+    for (const TunedWorkload& w : r.workloads)
+        if (!w.first_failure.empty())
+            fmt::print("failed candidates of {} ({} of {}), the first: {}\n", w.description, w.failures, w.trials,
+                       w.first_failure.substr(0, 300));
     if (a.compare_runs > 0) {
         auto [before, after] = compare_latency(a, r.log_path);
         fmt::print("model latency (median of {} interleaved runs, {} threads): untuned {:.3f} ms, tuned {:.3f} ms ({:.2f}x)\n",

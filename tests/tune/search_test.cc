@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <set>
+#include <string>
 
 using namespace kiln;
 using namespace kiln::tune;
@@ -192,7 +195,8 @@ TEST(Searcher, TinySpaceIsEnumerated) {
 
 TEST(Searcher, SpaceSizeSaturates) {
     std::vector<te::Knob> space;
-    for (int i = 0; i < 20; ++i) space.push_back({"k" + std::to_string(i), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 1});
+    for (int i = 0; i < 20; ++i)
+        space.push_back({"k" + std::to_string(i), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 1});
     Searcher s(space, 1);  // 16^20 = 2^80 points
     EXPECT_EQ(s.space_size(), std::numeric_limits<size_t>::max());
     EXPECT_FALSE(s.exhausted());

@@ -226,7 +226,9 @@ TEST(Searcher, FailuresNeverBecomeBest) {
     };
     while (!t.exhausted()) {
         for (const auto& v : t.propose(3)) t.record(v, time(v));
-        if (t.best()) EXPECT_LT(t.best()->second, kInf);
+        if (t.best()) {
+            EXPECT_LT(t.best()->second, kInf);
+        }
     }
     ASSERT_TRUE(t.best());
     EXPECT_EQ(t.best()->first.at("a") * t.best()->first.at("b"), 8);

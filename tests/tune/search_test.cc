@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <set>
+#include <string>
 
 using namespace kiln;
 using namespace kiln::tune;
@@ -118,4 +121,155 @@ TEST(Searcher, FindsTheOptimumFasterThanRandomSearch) {
     EXPECT_GE(hits, 9);
     EXPECT_LT(ratio, random_ratio);
     EXPECT_GT(hits, random_hits);
+}
+
+TEST(Searcher, DefaultFirstThenNeverRepeats) {
+    // 6 x 6 x 6 = 216 points, proposed 7 at a time (past the model's warm-up) until none are left:
+    // every point exactly once, then nothing.
+    const std::vector<te::Knob> space = {
+        {"x", {1, 2, 3, 4, 5, 6}, 3}, {"y", {1, 2, 4, 8, 16, 32}, 8}, {"z", {0, 1, 2, 3, 4, 5}, 0}};
+    Searcher s(space, 42);
+    EXPECT_EQ(s.space_size(), 216u);
+    auto first = s.propose(7);
+    ASSERT_EQ(first.size(), 7u);
+    EXPECT_EQ(first[0], (te::KnobValues{{"x", 3}, {"y", 8}, {"z", 0}}));
+    std::set<te::KnobValues> seen;
+    auto measure = [](const te::KnobValues& v) {
+        const double x = v.at("x"), y = std::log2(v.at("y")), z = v.at("z");
+        return v.at("z") == 5 ? kInf : 1e-3 * (1 + (x - 4) * (x - 4) + (y - 2) * (y - 2) + 0.3 * x * z);
+    };
+    for (auto batch = first; !batch.empty(); batch = s.propose(7)) {
+        EXPECT_LE(batch.size(), 7u);
+        for (const auto& v : batch) {
+            EXPECT_EQ(v.size(), 3u);
+            EXPECT_TRUE(seen.insert(v).second) << te::ScheduleConfig::format(v) << " proposed twice";
+            s.record(v, measure(v));
+        }
+    }
+    EXPECT_EQ(seen.size(), 216u);
+    EXPECT_TRUE(s.exhausted());
+    EXPECT_EQ(s.trials(), 216);
+    EXPECT_TRUE(s.propose(5).empty());
+    ASSERT_TRUE(s.best());
+    EXPECT_EQ(s.best()->first, (te::KnobValues{{"x", 4}, {"y", 4}, {"z", 0}}));
+}
+
+TEST(Searcher, RecordedPointsAreNotProposed) {
+    const std::vector<te::Knob> space = {{"x", {1, 2, 3}, 1}, {"y", {1, 2, 3}, 1}};
+    Searcher s(space, 1);
+    s.record({{"x", 1}, {"y", 1}}, 1.0);
+    s.record({{"x", 2}}, 2.0);  // y missing: its default, 1
+    auto batch = s.propose(9);
+    EXPECT_EQ(batch.size(), 7u);
+    for (const auto& v : batch) {
+        EXPECT_NE(v, (te::KnobValues{{"x", 1}, {"y", 1}}));
+        EXPECT_NE(v, (te::KnobValues{{"x", 2}, {"y", 1}}));
+    }
+}
+
+TEST(Searcher, TinySpaceIsEnumerated) {
+    // 2 x 3 = 6 points, the default (4, 20) not the lexicographically first; one propose(10)
+    // returns all six, the default first, and then the space is exhausted.
+    const std::vector<te::Knob> space = {{"a", {2, 4}, 4}, {"b", {10, 20, 30}, 20}};
+    Searcher s(space, 3);
+    EXPECT_EQ(s.space_size(), 6u);
+    EXPECT_FALSE(s.exhausted());
+    auto all = s.propose(10);
+    ASSERT_EQ(all.size(), 6u);
+    EXPECT_EQ(all[0], (te::KnobValues{{"a", 4}, {"b", 20}}));
+    std::set<te::KnobValues> distinct(all.begin(), all.end());
+    EXPECT_EQ(distinct.size(), 6u);
+    for (int64_t a : {2, 4})
+        for (int64_t b : {10, 20, 30}) EXPECT_TRUE(distinct.count({{"a", a}, {"b", b}}));
+    EXPECT_TRUE(s.exhausted());
+    EXPECT_TRUE(s.propose(1).empty());
+
+    // A space of one knob-less point, and a default missing from the choices (added to them).
+    Searcher empty({}, 1);
+    EXPECT_EQ(empty.space_size(), 1u);
+    EXPECT_EQ(empty.propose(4), (std::vector<te::KnobValues>{{}}));
+    Searcher added({{"a", {1, 2}, 3}}, 1);
+    EXPECT_EQ(added.space_size(), 3u);
+    EXPECT_EQ(added.propose(3)[0], (te::KnobValues{{"a", 3}}));
+}
+
+TEST(Searcher, SpaceSizeSaturates) {
+    std::vector<te::Knob> space;
+    for (int i = 0; i < 20; ++i)
+        space.push_back({"k" + std::to_string(i), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 1});
+    Searcher s(space, 1);  // 16^20 = 2^80 points
+    EXPECT_EQ(s.space_size(), std::numeric_limits<size_t>::max());
+    EXPECT_FALSE(s.exhausted());
+    for (int round = 0; round < 3; ++round)
+        for (const auto& v : s.propose(8)) s.record(v, 1e-3 * (1 + v.at("k0")));
+    EXPECT_EQ(s.trials(), 24);
+    EXPECT_EQ(s.propose(8).size(), 8u);  // the model path on a huge space
+}
+
+TEST(Searcher, FailuresNeverBecomeBest) {
+    const std::vector<te::Knob> space = {{"a", {1, 2, 4, 8}, 1}, {"b", {1, 2, 4, 8}, 1}};
+    Searcher s(space, 9);
+    EXPECT_FALSE(s.best());
+    s.record({{"a", 1}, {"b", 1}}, kInf);
+    s.record({{"a", 2}, {"b", 1}}, std::nan(""));
+    s.record({{"a", 4}, {"b", 1}}, -1.0);
+    EXPECT_FALSE(s.best());
+    s.record({{"a", 8}, {"b", 1}}, 5e-3);
+    ASSERT_TRUE(s.best());
+    EXPECT_EQ(s.best()->second, 5e-3);
+
+    // A run where the would-be fastest region fails (a*b >= 16): the best is always a success.
+    Searcher t(space, 10);
+    auto time = [](const te::KnobValues& v) {
+        const int64_t tile = v.at("a") * v.at("b");
+        return tile >= 16 ? kInf : 1.0 / static_cast<double>(tile);
+    };
+    while (!t.exhausted()) {
+        for (const auto& v : t.propose(3)) t.record(v, time(v));
+        if (t.best()) {
+            EXPECT_LT(t.best()->second, kInf);
+        }
+    }
+    ASSERT_TRUE(t.best());
+    EXPECT_EQ(t.best()->first.at("a") * t.best()->first.at("b"), 8);
+    EXPECT_EQ(t.best()->second, 1.0 / 8);
+}
+
+TEST(Searcher, DeterministicForASeed) {
+    auto run = [](uint64_t seed) {
+        Searcher s(synthetic_space(), seed);
+        Bench bench(7);
+        std::vector<te::KnobValues> proposed;
+        while (s.trials() < 40) {
+            for (const auto& v : s.propose(8)) {
+                proposed.push_back(v);
+                s.record(v, bench(v));
+            }
+        }
+        return proposed;
+    };
+    const auto a = run(5), b = run(5), c = run(6);
+    EXPECT_EQ(a, b);
+    EXPECT_NE(a, c);
+}
+
+TEST(Searcher, Converged) {
+    Searcher s({{"a", {1, 2, 3, 4, 5, 6, 7, 8}, 1}}, 1);
+    EXPECT_FALSE(s.converged(3));  // nothing recorded
+    s.record({{"a", 1}}, kInf);
+    s.record({{"a", 2}}, kInf);
+    s.record({{"a", 3}}, kInf);
+    EXPECT_TRUE(s.converged(3));   // only failures: nothing to improve on
+    EXPECT_FALSE(s.converged(4));  // fewer than 4 measurements
+    s.record({{"a", 4}}, 10.0);
+    EXPECT_FALSE(s.converged(3));  // the first success is an improvement
+    s.record({{"a", 5}}, 9.95);    // 0.5%: not an improvement
+    s.record({{"a", 6}}, 11.0);
+    s.record({{"a", 7}}, kInf);
+    EXPECT_TRUE(s.converged(3));
+    EXPECT_FALSE(s.converged(4));  // the window holds the first success
+    s.record({{"a", 8}}, 9.0);     // 9.5% better
+    EXPECT_FALSE(s.converged(1));
+    EXPECT_FALSE(s.converged(4));
+    EXPECT_EQ(s.best()->second, 9.0);
 }

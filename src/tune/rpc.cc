@@ -41,6 +41,7 @@ constexpr int kConnectMs = 20'000;    // connecting to a server
 constexpr int kHandshakeMs = 30'000;  // the handshake, either side
 constexpr int kProgressMs = 60'000;   // each later piece of a message once it has begun
 constexpr int kSendTimeoutS = 60;     // a peer that stops reading
+constexpr uint32_t kMaxHandshakeBytes = 64 << 10;
 
 /// Thrown inside the server when stop() was called while a connection waited.
 struct Stopped {};
@@ -130,15 +131,22 @@ bool read_exact(int fd, int stop_fd, char* buf, size_t n, int first_ms, int rest
 
 /// Reads one message into `body`. Returns false when the peer closed the connection cleanly
 /// before a message began. `first_ms`: how long to wait for it to begin (-1: forever).
-bool read_message(int fd, int stop_fd, int first_ms, const std::string& peer, std::string& body) {
+bool read_message(int fd, int stop_fd, int first_ms, const std::string& peer, std::string& body,
+                  uint32_t max_bytes = kRpcMaxMessageBytes) {
     unsigned char head[4];
     if (!read_exact(fd, stop_fd, reinterpret_cast<char*>(head), 4, first_ms, kProgressMs, peer, true)) return false;
     const uint32_t n = (uint32_t{head[0]} << 24) | (uint32_t{head[1]} << 16) | (uint32_t{head[2]} << 8) | head[3];
-    KILN_CHECK(n <= kRpcMaxMessageBytes, kIOError)
-        << peer << " announced a message of " << n << " bytes, over the 1 GiB limit (not a kiln rpc peer?)";
-    body.assign(n, '\0');
-    // The 4 header bytes have arrived: the body follows at the sender's pace (kProgressMs per piece).
-    if (n > 0) read_exact(fd, stop_fd, body.data(), n, kProgressMs, kProgressMs, peer, false);
+    KILN_CHECK(n <= max_bytes, kIOError) << peer << " announced a message of " << n << " bytes, over the limit of "
+                                         << max_bytes << " (not a kiln rpc peer?)";
+    // The body follows at the sender's pace (kProgressMs per piece). It grows as it arrives, so a
+    // peer announcing a huge message costs memory only for what it really sends.
+    constexpr size_t kChunk = size_t{1} << 20;
+    body.clear();
+    while (body.size() < n) {
+        const size_t at = body.size();
+        body.resize(at + std::min<size_t>(kChunk, n - at));
+        read_exact(fd, stop_fd, body.data() + at, body.size() - at, kProgressMs, kProgressMs, peer, false);
+    }
     return true;
 }
 
@@ -325,7 +333,7 @@ private:
         const json hello = {{"kiln_rpc", kRpcProtocolVersion}, {"kiln", KILN_VERSION}};
         write_message(fd.get(), hello.dump(), peer_);
         std::string body;
-        KILN_CHECK(read_message(fd.get(), -1, kHandshakeMs, peer_, body), kIOError)
+        KILN_CHECK(read_message(fd.get(), -1, kHandshakeMs, peer_, body, kMaxHandshakeBytes), kIOError)
             << peer_ << " closed the connection during the handshake (not a kiln rpc server?)";
         const json j = parse_object(body, peer_, "a handshake answer");
         KILN_CHECK(j.contains("ok") && j["ok"].is_boolean(), kIOError)
@@ -446,7 +454,7 @@ void RpcServer::serve_connection(int fd, const std::string& peer) {
 
 bool RpcServer::handshake(int fd, const std::string& peer) {
     std::string body;
-    if (!read_message(fd, stop_pipe_[0], kHandshakeMs, peer, body)) return false;
+    if (!read_message(fd, stop_pipe_[0], kHandshakeMs, peer, body, kMaxHandshakeBytes)) return false;
     const json j = parse_object(body, peer, "a handshake");
     KILN_CHECK(j.contains("kiln_rpc") && j["kiln_rpc"].is_number_integer(), kIOError)
         << peer << " did not send a kiln rpc handshake (not a kiln rpc client?)";

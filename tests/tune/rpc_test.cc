@@ -299,6 +299,7 @@ TEST(RpcTest, GarbageFromAPeerClosesOnlyThatConnection) {
         frame("[1, 2, 3]"),                        // JSON, not an object
         frame(R"({"hello": "there"})"),            // no handshake
         frame(R"({"kiln_rpc": "one"})"),           // malformed version
+        std::string("\0\x10\0\0", 4),              // a 1 MiB handshake (the limit is 64 KiB)
         std::string("\0\0", 2),                    // a truncated header, then the peer leaves
     };
     for (size_t i = 0; i < garbage.size(); ++i) {
@@ -314,6 +315,21 @@ TEST(RpcTest, GarbageFromAPeerClosesOnlyThatConnection) {
     send_bytes(fd, frame(json{{"kiln_rpc", kRpcProtocolVersion}}.dump()));
     ASSERT_TRUE(recv_frame(fd).has_value());
     send_bytes(fd, frame("{not json"));
+    EXPECT_FALSE(recv_frame(fd).has_value());
+    ::close(fd);
+    // A request length over 1 GiB after the handshake.
+    fd = connect_raw(server.port());
+    send_bytes(fd, frame(json{{"kiln_rpc", kRpcProtocolVersion}}.dump()));
+    ASSERT_TRUE(recv_frame(fd).has_value());
+    send_bytes(fd, std::string("\x40\0\0\x01", 4));
+    EXPECT_FALSE(recv_frame(fd).has_value());
+    ::close(fd);
+    // A request announced just under 1 GiB whose sender leaves after a few bytes.
+    fd = connect_raw(server.port());
+    send_bytes(fd, frame(json{{"kiln_rpc", kRpcProtocolVersion}}.dump()));
+    ASSERT_TRUE(recv_frame(fd).has_value());
+    send_bytes(fd, std::string("\x3f\xff\xff\xff{\"measure\"", 14));
+    ::shutdown(fd, SHUT_WR);
     EXPECT_FALSE(recv_frame(fd).has_value());
     ::close(fd);
 

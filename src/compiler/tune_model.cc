@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -36,6 +35,8 @@ struct Workload {
     bool confirmed = false;
     double spent = 0;  // seconds of search on this workload
 };
+
+double mean(const std::pair<double, int>& sum_count) { return sum_count.first / sum_count.second; }
 
 /// The values of a constant of at most 4096 f32/f64/i32/i64 elements (scalars and small vectors a
 /// kernel may have folded in), else none: weights are measured on random data.
@@ -84,6 +85,25 @@ te::KnobValues schedule_knobs(te::KnobValues v) {
     return v;
 }
 
+/// The candidates of one measurement round and, per candidate, its schedule knobs (nullopt:
+/// the oneDNN kernel).
+struct Round {
+    tune::MeasureTask task;
+    std::vector<std::optional<te::KnobValues>> what;
+    void add(const Workload& w, std::optional<te::KnobValues> v) {
+        task.candidates.push_back(v ? generated_candidate(w, *v) : dnnl_candidate(w));
+        what.push_back(std::move(v));
+    }
+};
+
+Round new_round(const Workload& w) {
+    Round r;
+    r.task.workload = w.result.description;
+    r.task.args = w.args;
+    r.task.flops = w.result.flops;
+    return r;
+}
+
 class Tuner {
 public:
     Tuner(const TuneOptions& opts, tune::Measurer& m) : opts_(opts), measurer_(m), start_(Clock::now()) {
@@ -103,15 +123,19 @@ public:
         for (size_t i = 0; i < workloads_.size() && elapsed() < opts_.budget_seconds; ++i) round(i, std::min(opts_.batch, 4));
         std::vector<size_t> order(workloads_.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        auto weight = [&](size_t i) { return finish(workloads_[i]).default_seconds * workloads_[i].result.count; };
-        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight(a) > weight(b); });
+        std::vector<double> weight(workloads_.size());  // untuned time x occurrences
+        double rest_weight = 0;
+        for (size_t i = 0; i < weight.size(); ++i) {
+            weight[i] = finish(workloads_[i]).default_seconds * workloads_[i].result.count;
+            rest_weight += weight[i];
+        }
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight[a] > weight[b]; });
         // Then the budget, in proportion to each workload's share of the model's time.
         for (size_t k = 0; k < order.size(); ++k) {
-            double rest_weight = 0;
-            for (size_t j = k; j < order.size(); ++j) rest_weight += weight(order[j]);
             const double left = opts_.budget_seconds - elapsed();
             if (left <= 0) break;
-            const double share = rest_weight > 0 ? left * weight(order[k]) / rest_weight : left / (order.size() - k);
+            const double share = rest_weight > 0 ? left * weight[order[k]] / rest_weight : left / (order.size() - k);
+            rest_weight -= weight[order[k]];
             Workload& w = workloads_[order[k]];
             const double until = w.spent + share;
             while (w.spent < until && elapsed() < opts_.budget_seconds && !done(w))
@@ -193,30 +217,19 @@ private:
     void round(size_t i, int n) {
         Workload& w = workloads_[i];
         auto t0 = Clock::now();
-        tune::MeasureTask task;
-        task.workload = w.result.description;
-        task.args = w.args;
-        task.flops = w.result.flops;
-        std::vector<std::optional<te::KnobValues>> what;  // per candidate: schedule knobs, nullopt = oneDNN
-        auto add = [&](tune::Candidate c, std::optional<te::KnobValues> v) {
-            task.candidates.push_back(std::move(c));
-            what.push_back(std::move(v));
-        };
+        Round r = new_round(w);
         try {
-            if (w.default_is_dnnl) add(dnnl_candidate(w), std::nullopt);
-            else add(generated_candidate(w, {}), te::KnobValues{});
-            if (w.dnnl && !w.default_is_dnnl && !w.setting.count(logged_knobs(w, {}, true)))
-                add(dnnl_candidate(w), std::nullopt);
-            const int room = n - static_cast<int>(task.candidates.size() - 1);
-            for (const te::KnobValues& v : w.searcher->propose(std::max(0, room)))
-                add(generated_candidate(w, v), v);
+            r.add(w, w.default_is_dnnl ? std::nullopt : std::optional<te::KnobValues>(te::KnobValues{}));
+            if (w.dnnl && !w.default_is_dnnl && !w.setting.count(logged_knobs(w, {}, true))) r.add(w, std::nullopt);
+            const int room = n - static_cast<int>(r.task.candidates.size() - 1);
+            for (const te::KnobValues& v : w.searcher->propose(std::max(0, room))) r.add(w, v);
         } catch (const Error&) {
             // A knob value the lowering rejects: the template's space is wrong; skip the workload.
             w.result.failures += 1;
             w.searcher.reset();
             return;
         }
-        measure_and_log(w, task, what, true, opts_.measure);
+        measure_and_log(w, r, true, opts_.measure);
         w.spent += std::chrono::duration<double>(Clock::now() - t0).count();
         if (opts_.progress) {
             TuneProgress p;
@@ -239,10 +252,11 @@ private:
         w.setting[knobs] = std::move(v);
     }
 
-    /// Measures `task` (candidates[0] the reference), logs and notes every success; feeds the
+    /// Measures a round (candidates[0] the reference), logs and notes every success; feeds the
     /// searcher when `search` (a search round, not a confirmation).
-    void measure_and_log(Workload& w, const tune::MeasureTask& task, const std::vector<std::optional<te::KnobValues>>& what,
-                         bool search, const tune::MeasureOptions& mopts) {
+    void measure_and_log(Workload& w, const Round& round, bool search, const tune::MeasureOptions& mopts) {
+        const tune::MeasureTask& task = round.task;
+        const auto& what = round.what;
         std::vector<tune::MeasureResult> res = measurer_.measure(task, mopts);
         for (size_t k = 0; k < res.size(); ++k) {
             const double s = res[k].ok ? res[k].seconds : kFailed;
@@ -278,25 +292,16 @@ private:
         if (w.confirmed || w.times.size() < 2) return;
         w.confirmed = true;
         std::vector<std::pair<double, std::string>> ranked;
-        for (const auto& [knobs, sn] : w.times) ranked.push_back({sn.first / sn.second, knobs});
+        for (const auto& [knobs, sn] : w.times) ranked.push_back({mean(sn), knobs});
         std::sort(ranked.begin(), ranked.end());
-        tune::MeasureTask task;
-        task.workload = w.result.description;
-        task.args = w.args;
-        task.flops = w.result.flops;
-        std::vector<std::optional<te::KnobValues>> what;
-        auto add = [&](const std::string& knobs) {
-            const std::optional<te::KnobValues>& v = w.setting.at(knobs);
-            task.candidates.push_back(v ? generated_candidate(w, *v) : dnnl_candidate(w));
-            what.push_back(v);
-        };
-        add(w.result.default_knobs);
-        for (size_t k = 0; k < ranked.size() && task.candidates.size() < 4; ++k)
-            if (ranked[k].second != w.result.default_knobs) add(ranked[k].second);
+        Round r = new_round(w);
+        r.add(w, w.setting.at(w.result.default_knobs));
+        for (size_t k = 0; k < ranked.size() && r.task.candidates.size() < 4; ++k)
+            if (ranked[k].second != w.result.default_knobs) r.add(w, w.setting.at(ranked[k].second));
         tune::MeasureOptions mopts = opts_.measure;
         mopts.repeats *= 2;
         auto t0 = Clock::now();
-        measure_and_log(w, task, what, false, mopts);
+        measure_and_log(w, r, false, mopts);
         w.spent += std::chrono::duration<double>(Clock::now() - t0).count();
     }
 
@@ -304,14 +309,14 @@ private:
     std::pair<std::string, double> best_seconds(const Workload& w) const {
         std::pair<std::string, double> best = {"", kFailed};
         for (const auto& [knobs, sn] : w.times)
-            if (sn.first / sn.second < best.second) best = {knobs, sn.first / sn.second};
+            if (mean(sn) < best.second) best = {knobs, mean(sn)};
         return best;
     }
 
     WorkloadResult finish(const Workload& w) const {
         WorkloadResult r = w.result;
         auto d = w.times.find(r.default_knobs);
-        r.default_seconds = d != w.times.end() ? d->second.first / d->second.second : 0;
+        r.default_seconds = d != w.times.end() ? mean(d->second) : 0;
         auto [knobs, s] = best_seconds(w);
         if (s < kFailed && (r.default_seconds == 0 || s < r.default_seconds)) {
             r.best_seconds = s;

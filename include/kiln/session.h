@@ -1,6 +1,7 @@
 // Session: load a model, compile it for the given input shapes, run it.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,11 +76,21 @@ struct SessionStats {
     std::string interpreter_reason;
 };
 
+/// Per-run options (ONNX Runtime's RunOptions).
+struct RunOptions {
+    /// When set (from any thread, before or during the run), the run stops at the next kernel
+    /// boundary and throws kCancelled.
+    const std::atomic<bool>* terminate = nullptr;
+};
+
+/// A loaded model. run() and run_values() may be called from several threads at once; each call
+/// gets its own intermediates and its own correct result.
 class Session {
 public:
-    /// Imports and compiles (static shapes are known once dims are bound; inputs whose values
-    /// shape the graph, such as a Reshape target fed by a graph input, compile at first run).
-    static std::unique_ptr<Session> load(const std::string& onnx_path, const SessionOptions& opts = {});
+    /// Loads an ONNX model (imports and compiles it: static shapes are known once dims are
+    /// bound; inputs whose values shape the graph, such as a Reshape target fed by a graph input,
+    /// compile at first run), or a compiled `.kiln` artifact (`kiln compile`, docs/deploy.md).
+    static std::unique_ptr<Session> load(const std::string& path, const SessionOptions& opts = {});
     virtual ~Session() = default;
 
     virtual const std::vector<TensorInfo>& inputs() const = 0;
@@ -87,11 +98,12 @@ public:
 
     /// Runs the model. Every input must be given (kInvalidArgument naming the missing one);
     /// dtypes and shapes are checked (expected vs got). Outputs in model order.
-    virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) = 0;
+    virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, const RunOptions& run_options = {}) = 0;
 
     /// Runs the model on values of any kind the model takes (sequences, optionals: Datum::none()
     /// for an empty one; tensors of any dtype, strings included). Outputs in model order.
-    virtual std::vector<Datum> run_values(const std::map<std::string, Datum>& inputs) = 0;
+    virtual std::vector<Datum> run_values(const std::map<std::string, Datum>& inputs,
+                                          const RunOptions& run_options = {}) = 0;
 
     /// The IR after the pass pipeline (and after the passes of SessionOptions::print_after),
     /// the passes' node counts and timings, and every kernel's loop IR and C source, as text.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -24,14 +25,7 @@
 #include "ir/printer.h"
 #include "kiln/session.h"
 #include "op/registry.h"
-#include "runtime/allocator.h"
-#include "runtime/caching_allocator.h"
-#include "runtime/dataflow_executor.h"
-#include "runtime/inter_op_thread_pool.h"
-#include "runtime/profiler.h"
-#include "runtime/sequential_executor.h"
-#include "runtime/step_graph.h"
-#include "runtime/thread_pool.h"
+#include "runtime/model_runner.h"
 
 namespace kiln {
 namespace {
@@ -69,9 +63,10 @@ std::string tensor_key(const Tensor& t) {
 
 class SessionImpl final : public Session {
 public:
-    SessionImpl(std::string path, const SessionOptions& opts) : path_(std::move(path)), opts_(opts) {
+    SessionImpl(std::string path, const SessionOptions& opts)
+        : path_(std::move(path)), opts_(opts), runner_(runner_options(opts)) {
         auto t0 = Clock::now();
-        setup_threads();
+        stats_.intra_op_threads = runner_.stats().intra_op_threads;
         ir::Graph g = frontend::import_onnx_file(path_);
         for (ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
         for (ir::Value* v : g.outputs()) outputs_.push_back(info_of(*v));
@@ -87,7 +82,8 @@ public:
             stats_.interpreted = true;
             stats_.executor = "interpreter";
             interp_graph_ = std::make_shared<const ir::Graph>(std::move(g));
-            interpreter_ = std::make_unique<compiler::GraphInterpreter>(interp_graph_, intra_, &allocator_);
+            interpreter_ = std::make_unique<compiler::GraphInterpreter>(interp_graph_, runner_.intra_pool(),
+                                                                       runner_.allocator());
             stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
             return;
         }
@@ -105,11 +101,11 @@ public:
     const std::vector<TensorInfo>& inputs() const override { return inputs_; }
     const std::vector<TensorInfo>& outputs() const override { return outputs_; }
 
-    std::vector<Datum> run_values(const std::map<std::string, Datum>& given) override {
+    std::vector<Datum> run_values(const std::map<std::string, Datum>& given, const RunOptions& ropts) override {
         if (!interpreter_) {
             std::map<std::string, Tensor> tensors;
             for (const auto& [name, d] : given) tensors[name] = d.tensor("input '" + name + "'");
-            std::vector<Tensor> outs = run(tensors);
+            std::vector<Tensor> outs = run(tensors, ropts);
             return std::vector<Datum>(outs.begin(), outs.end());
         }
         check_names(given);
@@ -120,20 +116,24 @@ public:
             check_value(info, it->second);
             ordered.push_back(it->second);
         }
+        KILN_CHECK(!(ropts.terminate && ropts.terminate->load()), kCancelled)
+            << "run terminated (RunOptions::terminate) before it started";
+        // The interpreter keeps per-run state in its nodes' executors: one run at a time.
+        std::lock_guard<std::mutex> lock(interpreter_mu_);
         return interpreter_->run(ordered);
     }
 
-    std::vector<Tensor> run(const std::map<std::string, Tensor>& given) override {
+    std::vector<Tensor> run(const std::map<std::string, Tensor>& given, const RunOptions& ropts) override {
         if (interpreter_) {
             std::map<std::string, Datum> values(given.begin(), given.end());
             std::vector<Tensor> outs;
-            std::vector<Datum> got = run_values(values);
+            std::vector<Datum> got = run_values(values, ropts);
             for (size_t i = 0; i < got.size(); ++i)
                 outs.push_back(got[i].tensor("output '" + outputs_[i].name + "' (use run_values for sequences and optionals)"));
             return outs;
         }
         check_names(given);
-        return run_compiled(given);
+        return run_compiled(given, ropts);
     }
 
     /// A value given for input `info` of an interpreted model: its kind, dtype and rank.
@@ -168,7 +168,7 @@ public:
         }
     }
 
-    std::vector<Tensor> run_compiled(const std::map<std::string, Tensor>& given) {
+    std::vector<Tensor> run_compiled(const std::map<std::string, Tensor>& given, const RunOptions& ropts) {
         std::map<std::string, int64_t> dims = opts_.dims;
         std::vector<Tensor> ordered;
         for (const TensorInfo& info : inputs_) {
@@ -196,17 +196,22 @@ public:
         std::map<std::string, Tensor> frozen;
         for (const std::string& name : value_inputs_) frozen[name] = given.at(name);
         std::string key = specialization_key(dims, frozen);
-        if (!compiled_ || key != key_) {
-            ir::Graph g = frontend::import_onnx_file(path_);
-            specialize(std::move(g), dims, frozen);
-            key_ = key;
+        {
+            // Concurrent runs of one specialization share its executable; a new one compiles
+            // under the lock (runs in flight finish on the executable they started with).
+            std::lock_guard<std::mutex> lock(compile_mu_);
+            if (!compiled_ || key != key_) {
+                ir::Graph g = frontend::import_onnx_file(path_);
+                specialize(std::move(g), dims, frozen);
+                key_ = key;
+            }
         }
         // Frozen inputs are constants of the executable: drop them from the runtime inputs.
         std::vector<Tensor> runtime_inputs;
         for (size_t i = 0; i < inputs_.size(); ++i)
             if (!value_inputs_.count(inputs_[i].name)) runtime_inputs.push_back(ordered[i]);
         std::vector<Tensor> outs;
-        Status st = executor_->run(runtime_inputs, outs);
+        Status st = runner_.run(runtime_inputs, outs, ropts.terminate);
         st.throw_if_error();
         return outs;
     }
@@ -218,6 +223,7 @@ public:
             return "// runs in the graph interpreter: " + stats_.interpreter_reason + "\n" +
                    ir::print_graph(*interp_graph_, popts);
         }
+        std::lock_guard<std::mutex> lock(compile_mu_);
         if (!compiled_) {
             KILN_CHECK(value_inputs_.empty(), kUnsupported)
                 << "cannot inspect before a run: graph input '" << *value_inputs_.begin()
@@ -280,7 +286,7 @@ private:
             if (!std::filesystem::exists(path)) return {};
         }
         KILN_CHECK(std::filesystem::exists(path), kInvalidArgument) << "tuning log '" << path << "' does not exist";
-        const int threads = opts_.threads > 0 ? opts_.threads : cores();
+        const int threads = runner_.stats().intra_op_threads;
         return compiler::tuned_knobs_from_log(path, tune::host_target(), threads);
     }
 
@@ -288,7 +294,7 @@ private:
         for (const auto& [name, t] : frozen) g.freeze_input(g.find_value(name), t.clone());
         compiler::CompileOptions copts;
         copts.dims = dims;
-        copts.plan_for_concurrency = may_use_dataflow();
+        copts.plan_for_concurrency = runner_.plans_for_concurrency();
         copts.opt_level = opts_.opt_level;
         copts.kernels = compiler::parse_kernel_source(opts_.kernels);
         copts.tuned = tuned_knobs();
@@ -308,7 +314,11 @@ private:
         };
         compiler::CompiledModel m = compiler::compile(g, copts);
         memory_report_ = m.memory.report;
-        make_executor(m.executable);
+        runner_.set_executable(m.executable);
+        const runtime::RunnerStats rs = runner_.stats();
+        stats_.executor = rs.executor;
+        stats_.inter_op_threads = rs.inter_op_threads;
+        stats_.parallel_width = rs.parallel_width;
         stats_.kernels = m.stats.kernels;
         stats_.compiled = m.stats.compiled;
         stats_.compile_seconds = m.stats.seconds;
@@ -341,109 +351,40 @@ private:
         compiled_ = true;
     }
 
-    // ---- threads, executor choice, profiling (runtime scheduling, docs/runtime.md) ----
-
-    /// A step below this many FLOPs does not count towards the parallel width.
-    static constexpr double kMinWidthFlops = 1e5;
-
-    static int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
-
-    void setup_threads() {
-        KILN_CHECK(opts_.threads >= 0, kInvalidArgument) << "intra-op threads must be >= 0, got " << opts_.threads;
-        KILN_CHECK(opts_.inter_op_threads >= 0, kInvalidArgument)
-            << "inter-op threads must be >= 0, got " << opts_.inter_op_threads;
-        int intra = opts_.threads > 0 ? opts_.threads : cores();
-        if (opts_.use_global_thread_pools) {
-            intra_ = runtime::global_thread_pool(intra);
-        } else {
-            own_intra_ = std::make_unique<runtime::ThreadPool>(intra);
-            intra_ = own_intra_.get();
-        }
-        // Default one: inter-op threads add to the intra-op ones (a run may use J + I - 1), so
-        // only an explicit request runs kernels concurrently and `threads` stays exact.
-        inter_threads_ = opts_.inter_op_threads > 0 ? opts_.inter_op_threads : 1;
-        stats_.intra_op_threads = intra;
-        if (opts_.profile || !opts_.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
-    }
-
-    bool may_use_dataflow() const {
-        return opts_.executor == ExecutorKind::kDataflow || (opts_.executor == ExecutorKind::kAuto && inter_threads_ > 1);
-    }
-
-    runtime::InterOpThreadPool* inter_pool() {
-        if (inter_) return inter_;
-        if (opts_.use_global_thread_pools) {
-            inter_ = runtime::global_inter_op_thread_pool(inter_threads_);
-        } else {
-            own_inter_ = std::make_unique<runtime::InterOpThreadPool>(inter_threads_);
-            inter_ = own_inter_.get();
-        }
-        return inter_;
-    }
-
-    /// kAuto: dataflow when at least two substantial steps may run at once and there are
-    /// inter-op threads to run them.
-    void make_executor(const std::shared_ptr<runtime::Executable>& exe) {
-        runtime::StepGraph g = runtime::build_step_graph(*exe);
-        int width = runtime::parallel_width(*exe, g, kMinWidthFlops);
-        bool dataflow = opts_.executor == ExecutorKind::kDataflow ||
-                        (opts_.executor == ExecutorKind::kAuto && width >= 2 && inter_threads_ > 1);
-        executor_.reset();
-        if (dataflow)
-            executor_ = std::make_unique<runtime::DataflowExecutor>(exe, intra_, inter_pool(), &allocator_);
-        else
-            executor_ = std::make_unique<runtime::SequentialExecutor>(exe, intra_, &allocator_);
-        executor_->set_profiler(profiler_.get());
-        stats_.executor = executor_->name();
-        stats_.inter_op_threads = dataflow ? inter_threads_ : 1;
-        stats_.parallel_width = width;
+    static runtime::RunnerOptions runner_options(const SessionOptions& o) {
+        runtime::RunnerOptions r;
+        r.threads = o.threads;
+        r.inter_op_threads = o.inter_op_threads;
+        r.executor = o.executor == ExecutorKind::kSequential ? runtime::ExecutorChoice::kSequential
+                     : o.executor == ExecutorKind::kDataflow ? runtime::ExecutorChoice::kDataflow
+                                                             : runtime::ExecutorChoice::kAuto;
+        r.use_global_thread_pools = o.use_global_thread_pools;
+        r.memory_limit = o.memory_limit;
+        r.profile_path = o.profile_path;
+        r.profile = o.profile;
+        return r;
     }
 
 public:
-    ~SessionImpl() override {
-        if (profiler_ && !opts_.profile_path.empty() && profiler_->num_runs() != written_runs_)
-            (void)profiler_->write_chrome_trace(opts_.profile_path);  // best effort: no throw here
-    }
-
     std::string memory_report() override {
         if (interpreter_) return "no static memory plan: the model runs in the graph interpreter\n";
         (void)inspect();  // compiles first if the model has not been compiled yet
-        runtime::CachingStats st = memory_->stats();
-        std::ostringstream os;
-        os << memory_report_;
-        os << "allocator: " << st.bytes_in_use << " bytes in use, " << st.bytes_cached << " cached, peak "
-           << st.peak_held << " held; " << st.hits << " hits, " << st.misses << " misses";
-        if (opts_.memory_limit) os << "; budget " << opts_.memory_limit << " bytes";
-        os << "\n";
-        return os.str();
+        return memory_report_ + runner_.allocator_report();
     }
 
-    std::string profile_summary(int top) const override { return profiler_ ? profiler_->summary(top) : ""; }
+    std::string profile_summary(int top) const override { return runner_.profile_summary(top); }
 
-    void write_profile() const override {
-        if (!profiler_ || opts_.profile_path.empty()) return;
-        profiler_->write_chrome_trace(opts_.profile_path).throw_if_error();
-        written_runs_ = profiler_->num_runs();
-    }
+    void write_profile() const override { runner_.write_profile(); }
 
 private:
     std::string path_;
     SessionOptions opts_;
-    std::unique_ptr<runtime::ThreadPool> own_intra_;
-    std::unique_ptr<runtime::InterOpThreadPool> own_inter_;
-    runtime::ThreadPool* intra_ = nullptr;
-    runtime::InterOpThreadPool* inter_ = nullptr;
-    int inter_threads_ = 1;
-    std::unique_ptr<runtime::Profiler> profiler_;
-    mutable size_t written_runs_ = 0;
-    // Memory (docs/memory.md): a caching pool over the budget (memory_limit) over the CPU
-    // allocator; executors take `&allocator_`. Declared before executor_, so it outlives it.
-    std::shared_ptr<runtime::CachingAllocator> memory_ = runtime::make_session_allocator(opts_.memory_limit);
-    runtime::Allocator& allocator_ = *memory_;
+    runtime::ModelRunner runner_;
+    std::mutex compile_mu_;      // guards compiled_, key_ and the texts made by specialize()
+    std::mutex interpreter_mu_;
     std::string memory_report_;
     std::vector<TensorInfo> inputs_, outputs_;
     std::set<std::string> value_inputs_;
-    std::unique_ptr<runtime::Executor> executor_;
     std::shared_ptr<const ir::Graph> interp_graph_;
     std::unique_ptr<compiler::GraphInterpreter> interpreter_;
     bool compiled_ = false;

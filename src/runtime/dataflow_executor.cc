@@ -33,6 +33,7 @@ struct DataflowExecutor::RunState {
     std::mutex error_mu;
     Status error;
     ProfiledRun* prof = nullptr;
+    const std::atomic<bool>* terminate = nullptr;
 };
 
 Status check_concurrency_plan(const Executable& exe) {
@@ -122,6 +123,8 @@ void DataflowExecutor::process(int step, RunState& st) {
     while (!local.empty()) {
         int s = local.back();
         local.pop_back();
+        if (st.terminate && st.terminate->load(std::memory_order_relaxed) && !st.failed.load(std::memory_order_acquire))
+            fail(st, cancelled_status(exe_->steps[s].node_name));
         if (!st.failed.load(std::memory_order_acquire)) {
             if (exe_->kernels[exe_->steps[s].kernel].is_async) {
                 start_async(s, st);
@@ -142,10 +145,12 @@ void DataflowExecutor::process(int step, RunState& st) {
     }
 }
 
-Status DataflowExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+Status DataflowExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                             const std::atomic<bool>* terminate) {
     if (!plan_error_.ok()) return plan_error_;
     std::lock_guard<std::mutex> run_lock(run_mu_);
     RunState st;
+    st.terminate = terminate;
     Status s = table_.bind(inputs, st.b);
     if (!s.ok()) return s;
     const int n = static_cast<int>(exe_->steps.size());

@@ -40,7 +40,8 @@ public:
     /// As Executor::run. An Executable whose intermediates share memory without a plan made for
     /// concurrency (Executable::planned_for_concurrency) is refused with kInvalidArgument. The
     /// first failing step's Status is returned after every started step has finished.
-    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override;
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+               const std::atomic<bool>* terminate = nullptr) override;
     void set_profiler(Profiler* p) override { profiler_ = p; }
     const char* name() const override { return "dataflow"; }
 

@@ -1,6 +1,7 @@
 // Executor: what every executor of an Executable offers (sequential, dataflow, later the VM).
 #pragma once
 
+#include <atomic>
 #include <vector>
 
 #include "runtime/profiler.h"
@@ -14,11 +15,17 @@ public:
     virtual ~Executor() = default;
     /// inputs match the executable's inputs in order (dtype and shape are checked: a mismatch is
     /// a kInvalidArgument Status naming the input, expected vs got); outputs are fresh tensors.
-    virtual Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) = 0;
+    /// When `terminate` is set (from any thread), the run stops before its next step with a
+    /// kCancelled Status.
+    virtual Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                       const std::atomic<bool>* terminate = nullptr) = 0;
     /// Records per-step timings of every later run into `p` (nullptr: off).
     virtual void set_profiler(Profiler* p) = 0;
     /// "sequential" or "dataflow".
     virtual const char* name() const = 0;
 };
+
+/// The Status of a run stopped by its terminate flag before `node_name`'s step.
+Status cancelled_status(const std::string& node_name);
 
 }  // namespace kiln::runtime

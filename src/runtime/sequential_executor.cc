@@ -9,13 +9,20 @@ SequentialExecutor::SequentialExecutor(std::shared_ptr<Executable> exe, ThreadPo
 
 SequentialExecutor::~SequentialExecutor() = default;
 
-Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+Status cancelled_status(const std::string& node_name) {
+    return Status(ErrorKind::kCancelled, "run terminated (RunOptions::terminate) before node '" + node_name + "'");
+}
+
+Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                               const std::atomic<bool>* terminate) {
     RunBindings b;
     Status st = table_.bind(inputs, b);
     if (!st.ok()) return st;
     kiln_kernel_env env = make_kernel_env(pool_);
     ProfiledRun* prof = profiler_ ? profiler_->begin_run(exe_) : nullptr;
     for (size_t s = 0; s < table_.executable().steps.size(); ++s) {
+        if (terminate && terminate->load(std::memory_order_relaxed))
+            return cancelled_status(table_.executable().steps[s].node_name);
         StepTimer timer(profiler_, prof, s);
         st = table_.run_step(s, b, env);
         if (!st.ok()) return st;

@@ -25,7 +25,8 @@ public:
     /// inputs match exe->inputs in order (dtype and shape are checked: a mismatch is a
     /// kInvalidArgument Status naming the input, expected vs got). outputs are (re)allocated
     /// by the executor as fresh tensors.
-    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override;
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+               const std::atomic<bool>* terminate = nullptr) override;
     void set_profiler(Profiler* p) override { profiler_ = p; }
     const char* name() const override { return "sequential"; }
 

@@ -11,6 +11,7 @@ const char* error_kind_name(ErrorKind kind) {
         case ErrorKind::kOutOfMemory: return "OutOfMemory";
         case ErrorKind::kIOError: return "IOError";
         case ErrorKind::kParseError: return "ParseError";
+        case ErrorKind::kCancelled: return "Cancelled";
         case ErrorKind::kInternal: return "Internal";
     }
     return "Unknown";

@@ -20,6 +20,7 @@ enum class ErrorKind {
     kOutOfMemory,      // an allocator budget was exceeded
     kIOError,          // file could not be read or written
     kParseError,       // IR text could not be parsed
+    kCancelled,        // a run stopped by RunOptions::terminate
     kInternal,         // a bug in Kiln
 };
 

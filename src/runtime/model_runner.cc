@@ -1,0 +1,147 @@
+// ModelRunner (model_runner.h): pools, executor choice, allocator, profiler, and a free list
+// of executors so that concurrent runs each bind their own intermediates.
+#include "runtime/model_runner.h"
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+
+#include "runtime/dataflow_executor.h"
+#include "runtime/sequential_executor.h"
+#include "runtime/step_graph.h"
+#include "support/error.h"
+
+namespace kiln::runtime {
+namespace {
+
+/// A step below this many FLOPs does not count towards the parallel width.
+constexpr double kMinWidthFlops = 1e5;
+
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+}  // namespace
+
+ModelRunner::ModelRunner(const RunnerOptions& opts) : opts_(opts) {
+    KILN_CHECK(opts_.threads >= 0, kInvalidArgument) << "intra-op threads must be >= 0, got " << opts_.threads;
+    KILN_CHECK(opts_.inter_op_threads >= 0, kInvalidArgument)
+        << "inter-op threads must be >= 0, got " << opts_.inter_op_threads;
+    const int intra = opts_.threads > 0 ? opts_.threads : cores();
+    if (opts_.use_global_thread_pools) {
+        intra_ = global_thread_pool(intra);
+    } else {
+        own_intra_ = std::make_unique<ThreadPool>(intra);
+        intra_ = own_intra_.get();
+    }
+    // Default one: inter-op threads add to the intra-op ones (a run may use J + I - 1), so only
+    // an explicit request runs kernels concurrently and `threads` stays exact.
+    inter_threads_ = opts_.inter_op_threads > 0 ? opts_.inter_op_threads : 1;
+    stats_.intra_op_threads = intra;
+    if (opts_.profile || !opts_.profile_path.empty()) profiler_ = std::make_unique<Profiler>();
+    memory_ = make_session_allocator(opts_.memory_limit);
+}
+
+ModelRunner::~ModelRunner() {
+    idle_.clear();  // executors give their arenas back before the allocator goes
+    if (profiler_ && !opts_.profile_path.empty() && profiler_->num_runs() != written_runs_)
+        (void)profiler_->write_chrome_trace(opts_.profile_path);  // best effort: no throw here
+}
+
+bool ModelRunner::plans_for_concurrency() const {
+    return opts_.executor == ExecutorChoice::kDataflow || (opts_.executor == ExecutorChoice::kAuto && inter_threads_ > 1);
+}
+
+InterOpThreadPool* ModelRunner::inter_pool() {
+    if (inter_) return inter_;
+    if (opts_.use_global_thread_pools) {
+        inter_ = global_inter_op_thread_pool(inter_threads_);
+    } else {
+        own_inter_ = std::make_unique<InterOpThreadPool>(inter_threads_);
+        inter_ = own_inter_.get();
+    }
+    return inter_;
+}
+
+void ModelRunner::set_executable(std::shared_ptr<Executable> exe) {
+    KILN_ICHECK(exe != nullptr);
+    StepGraph g = build_step_graph(*exe);
+    const int width = parallel_width(*exe, g, kMinWidthFlops);
+    // kAuto: dataflow when at least two substantial steps may run at once and there are
+    // inter-op threads to run them.
+    const bool dataflow = opts_.executor == ExecutorChoice::kDataflow ||
+                          (opts_.executor == ExecutorChoice::kAuto && width >= 2 && inter_threads_ > 1);
+    if (dataflow) (void)inter_pool();
+    std::vector<std::unique_ptr<Executor>> old;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        old.swap(idle_);
+        exe_ = std::move(exe);
+        dataflow_ = dataflow;
+        stats_.executor = dataflow ? "dataflow" : "sequential";
+        stats_.inter_op_threads = dataflow ? inter_threads_ : 1;
+        stats_.parallel_width = width;
+        idle_.push_back(make_executor(exe_));  // the one a lone caller uses (memory bound at its first run)
+    }
+}
+
+bool ModelRunner::has_executable() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exe_ != nullptr;
+}
+
+std::unique_ptr<Executor> ModelRunner::make_executor(const std::shared_ptr<Executable>& exe) {
+    std::unique_ptr<Executor> e;
+    if (dataflow_)
+        e = std::make_unique<DataflowExecutor>(exe, intra_, inter_, memory_.get());
+    else
+        e = std::make_unique<SequentialExecutor>(exe, intra_, memory_.get());
+    e->set_profiler(profiler_.get());
+    return e;
+}
+
+Status ModelRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                        const std::atomic<bool>* terminate) {
+    std::unique_ptr<Executor> e;
+    std::shared_ptr<Executable> exe;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        KILN_ICHECK(exe_ != nullptr) << "run before set_executable";
+        exe = exe_;
+        if (!idle_.empty()) {
+            e = std::move(idle_.back());
+            idle_.pop_back();
+        } else {
+            e = make_executor(exe_);
+        }
+    }
+    Status st = e->run(inputs, outputs, terminate);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (exe == exe_) idle_.push_back(std::move(e));  // else: made for a replaced executable
+    }
+    return st;
+}
+
+RunnerStats ModelRunner::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+}
+
+std::string ModelRunner::allocator_report() const {
+    CachingStats st = memory_->stats();
+    std::ostringstream os;
+    os << "allocator: " << st.bytes_in_use << " bytes in use, " << st.bytes_cached << " cached, peak " << st.peak_held
+       << " held; " << st.hits << " hits, " << st.misses << " misses";
+    if (opts_.memory_limit) os << "; budget " << opts_.memory_limit << " bytes";
+    os << "\n";
+    return os.str();
+}
+
+std::string ModelRunner::profile_summary(int top) const { return profiler_ ? profiler_->summary(top) : ""; }
+
+void ModelRunner::write_profile() const {
+    if (!profiler_ || opts_.profile_path.empty()) return;
+    profiler_->write_chrome_trace(opts_.profile_path).throw_if_error();
+    written_runs_ = profiler_->num_runs();
+}
+
+}  // namespace kiln::runtime

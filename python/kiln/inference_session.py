@@ -28,6 +28,14 @@ def get_device():
     return "CPU"
 
 
+def _dim(size, symbol):
+    """A NodeArg dim: the size, the symbol's name, or None for a dim the model leaves unnamed
+    (Kiln's importer names those "unk__<value>_<axis>"; ORT shows None)."""
+    if symbol:
+        return None if symbol.startswith("unk__") else symbol
+    return size if size >= 0 else None
+
+
 class NodeArg:
     """ORT's NodeArg: name, type ("tensor(float)", "seq(tensor(int64))", ...) and shape (ints; a
     symbolic dimension as its name; None where the model names none)."""
@@ -36,7 +44,7 @@ class NodeArg:
         self.name = info.name
         self.type = ort_type(info.kind, info.dtype)
         if info.kind in ("tensor", "optional_tensor"):
-            self.shape = [s if s else (d if d >= 0 else None) for d, s in zip(info.shape, info.symbols)]
+            self.shape = [_dim(d, s) for d, s in zip(info.shape, info.symbols)]
         else:
             self.shape = []  # ORT gives sequences no shape
 

@@ -48,7 +48,7 @@ def mlp(rng, features=16, hidden=32, classes=4):
     return model, reference
 
 
-def matmul_chain(rng, layers=300, width=256, batch=64):
+def matmul_chain(rng, layers=300, width=256, batch=256):
     """x[batch, width] through `layers` x (MatMul by one shared weight, Tanh): a model whose run
     takes long enough (a good fraction of a second) to be stopped midway by RunOptions.terminate."""
     w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)

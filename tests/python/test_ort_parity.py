@@ -244,7 +244,7 @@ def test_terminate_stops_a_running_run(rt, chain_model):
     so = rt.mod.SessionOptions()
     so.intra_op_num_threads = 1
     sess = rt.mod.InferenceSession(chain_model, so)
-    x = np.random.default_rng(6).standard_normal((64, 256)).astype(np.float32)
+    x = np.random.default_rng(6).standard_normal((256, 256)).astype(np.float32)
     t0 = time.perf_counter()
     full = sess.run(None, {"x": x})[0]
     full_s = time.perf_counter() - t0
@@ -274,3 +274,37 @@ result = sess.run([o.name for o in sess.get_outputs()], {name: x}, ort.RunOption
     scope = {"ort": rt.mod, "model_path": mlp_model[0], "x": x}
     exec(program, scope)  # noqa: S102 (a fixed program text)
     check_mlp_outputs(scope["result"], mlp_model[2], x)
+
+
+def test_unnamed_dims_are_none(rt):
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", None])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", None])])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = rt.mod.InferenceSession(model.SerializeToString())
+    assert [a.shape for a in sess.get_inputs() + sess.get_outputs()] == [["N", None], ["N", None]]
+    x = np.random.default_rng(11).standard_normal((2, 5)).astype(np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x, 0))
+
+
+def test_outputs_sharing_a_value_are_independent(rt):
+    """y1 and y2 compute the same value (Kiln's CSE makes them one buffer) and `x` passes
+    through as an output: each returned array is the caller's own."""
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y1"]), onnx.helper.make_node("Relu", ["x"], ["y2"]),
+         onnx.helper.make_node("Identity", ["x"], ["x_out"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])],
+        [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [3, 4]) for n in ("y1", "y2", "x_out")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = rt.mod.InferenceSession(model.SerializeToString())
+    x = np.random.default_rng(12).standard_normal((3, 4)).astype(np.float32)
+    x_before = x.copy()
+    for _ in range(2):
+        y1, y2, x_out = sess.run(None, {"x": x})
+        y1[:] = -7
+        x_out[:] = -7
+        np.testing.assert_array_equal(y2, np.maximum(x, 0))
+        np.testing.assert_array_equal(x, x_before)

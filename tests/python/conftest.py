@@ -53,6 +53,3 @@ def chain_model(tmp_path_factory):
     onnx.save(small_models.matmul_chain(np.random.default_rng(3)), str(path))
     return str(path)
 
-
-DIGITS_MODEL = os.path.join(REPO, "models", "digits", "digits_cnn.onnx")
-DIGITS_IMAGES = os.path.join(REPO, "models", "digits", "test_images.npz")

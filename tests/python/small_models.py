@@ -1,8 +1,14 @@
 """Small ONNX models for the Python API tests, built with onnx.helper, with numpy references."""
+import os
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The shipped digits CNN (input 'image' [N,1,8,8]) and its 360 held-out images.
+DIGITS_MODEL = os.path.join(REPO, "models", "digits", "digits_cnn.onnx")
+DIGITS_IMAGES = os.path.join(REPO, "models", "digits", "test_images.npz")
 
 
 def _model(graph, opset=OPSET, **fields):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import DIGITS_IMAGES, DIGITS_MODEL
+from small_models import DIGITS_IMAGES, DIGITS_MODEL
 from kiln_helpers import ATOL, RTOL, assert_matches_ort, load_npz, make_models, ort_outputs
 from test_models_vs_ort import TOLERANCE
 

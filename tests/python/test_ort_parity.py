@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import pytest
 
-from conftest import DIGITS_IMAGES, DIGITS_MODEL
+from small_models import DIGITS_IMAGES, DIGITS_MODEL
 
 RTOL, ATOL = 1e-4, 1e-5
 

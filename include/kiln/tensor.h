@@ -33,6 +33,9 @@ public:
     int64_t numel() const { return shape_numel(shape_); }
     size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
     bool defined() const { return data_ != nullptr || numel() == 0; }
+    /// Whether this handle is the only owner of its storage (false for a borrowed tensor): its
+    /// memory can then be handed to someone else without a copy (the Python binding's outputs).
+    bool sole_owner() const { return storage_ != nullptr && storage_.use_count() == 1; }
 
     void* data() { return data_; }
     const void* data() const { return data_; }

@@ -179,11 +179,13 @@ void BufferTable::collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) 
     for (int id : exe_->outputs) {
         auto it = b.fresh_outputs.find(id);
         if (it != b.fresh_outputs.end()) {
-            // The same buffer listed twice as an output gets an independent copy the second time.
-            outputs.push_back(it->second);
-            it->second = it->second.clone();
+            // Handed out once; the same buffer listed again as an output is copied below (its
+            // data stays alive in the first output).
+            outputs.push_back(std::move(it->second));
+            b.fresh_outputs.erase(it);
         } else {
-            // An output that is an input or a constant (an identity model): copy it out.
+            // An output that is an input or a constant (an identity model), or a buffer already
+            // handed out as an earlier output: copy it out.
             Tensor t(bufs[id].dtype, bufs[id].shape);
             if (t.nbytes()) std::memcpy(t.data(), b.ptrs[id], t.nbytes());
             outputs.push_back(std::move(t));

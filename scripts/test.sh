@@ -29,7 +29,8 @@ python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" --
   --expected "$ROOT/tests/conformance/expected_pass.txt" | tail -3
 
 echo "== pytest (CLI, models vs ONNX Runtime, errors)"
-KILN_BIN="$BUILD/bin/kiln" python3 -m pytest -q "$ROOT/tests/models" "$ROOT/tests/cli" "$ROOT/tests/conformance"
+KILN_BIN="$BUILD/bin/kiln" KILN_RUN_MODEL="$BUILD/bin/run_model" python3 -m pytest -q "$ROOT/tests/models" \
+  "$ROOT/tests/cli" "$ROOT/tests/conformance" "$ROOT/tests/capi"
 
 echo "== bench smoke"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "$BUILD/models"

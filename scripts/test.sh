@@ -32,5 +32,8 @@ echo "== pytest (CLI, models vs ONNX Runtime, errors)"
 KILN_BIN="$BUILD/bin/kiln" KILN_RUN_MODEL="$BUILD/bin/run_model" python3 -m pytest -q "$ROOT/tests/models" \
   "$ROOT/tests/cli" "$ROOT/tests/conformance" "$ROOT/tests/capi"
 
+echo "== ONNX's backend test suite through kiln.backend (needs the kiln Python package)"
+python3 -m pytest -q -s "$ROOT/tests/python/test_backend.py" "$ROOT/tests/python/test_onnx_backend.py"
+
 echo "== bench smoke"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "$BUILD/models"

@@ -13,7 +13,10 @@ DEB_PACKAGES=(
 )
 # onnx is pinned: 1.19.x is the newest wheel that still ships the backend node test data
 # (onnx/backend/test/data/node) that `kiln test-onnx` and CI run.
-PY_PACKAGES=("onnx==1.19.1" "onnxruntime>=1.17" "numpy>=1.24" "pytest>=7" "scikit-learn>=1.3")
+# scikit-build-core and nanobind build the Python package (pyproject.toml; test.sh installs it
+# with --no-build-isolation, so they must be here).
+PY_PACKAGES=("onnx==1.19.1" "onnxruntime>=1.17" "numpy>=1.24" "pytest>=7" "scikit-learn>=1.3"
+             "scikit-build-core>=0.10" "nanobind>=2.0")
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -34,7 +37,7 @@ PY=${PYTHON:-python3}
 if ! $PY - <<'PYEOF' 2>/dev/null
 import importlib.metadata as m, sys
 need = {"onnx": "1.19.1"}
-for pkg in ["onnxruntime", "numpy", "pytest", "scikit-learn"]:
+for pkg in ["onnxruntime", "numpy", "pytest", "scikit-learn", "scikit-build-core", "nanobind"]:
     m.version(pkg)
 if m.version("onnx") != need["onnx"]:
     sys.exit(1)

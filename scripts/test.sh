@@ -4,8 +4,10 @@
 #  2. the ONNX backend node conformance run (kiln test-onnx) against the expected-pass list,
 #     at -O3 (with ONNX Runtime in the same run) and at -O0 (the pass pipeline's equivalence
 #     property: both levels pass the same tests against the ONNX reference outputs)
-#  3. pytest: CLI, models vs ONNX Runtime, bad-input errors
-#  4. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
+#  3. the Python package: pip install (build tree build-python/, incremental, ccache) and
+#     pytest tests/python (ONNX Runtime API parity, every test model vs ONNX Runtime)
+#  4. pytest: CLI, models vs ONNX Runtime, bad-input errors
+#  5. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
 #     Runtime's (no timing assertions; keeps the benchmark script from rotting)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,6 +29,14 @@ python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" \
 echo "== ONNX backend node conformance at -O0"
 python3 "$ROOT/tests/conformance/run_conformance.py" --kiln "$BUILD/bin/kiln" --no-ort -O0 \
   --expected "$ROOT/tests/conformance/expected_pass.txt" | tail -3
+
+echo "== Python package (pip install, then tests/python)"
+# The compilers and ccache base of build.sh, so the layer libraries' compiles hit ccache
+# (scikit-build-core would otherwise pick Python's g++/gcc, a different ccache key than c++/cc).
+CC="${CC:-cc}" CXX="${CXX:-c++}" CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}" \
+  CMAKE_BUILD_PARALLEL_LEVEL="${KILN_JOBS:-$(nproc)}" \
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-build-isolation --disable-pip-version-check "$ROOT"
+python3 -m pytest -q "$ROOT/tests/python"
 
 echo "== pytest (CLI, models vs ONNX Runtime, errors)"
 KILN_BIN="$BUILD/bin/kiln" KILN_RUN_MODEL="$BUILD/bin/run_model" python3 -m pytest -q "$ROOT/tests/models" \

@@ -1,0 +1,183 @@
+"""kiln.InferenceSession: ONNX Runtime's InferenceSession over kiln::Session.
+
+Switching from ORT is one import: `import kiln as ort`. What maps to what, and the differences,
+are in docs/python.md.
+"""
+import os
+import shutil
+import tempfile
+import warnings
+import weakref
+
+import numpy as np
+
+from . import _kiln, modelmeta
+from ._dtypes import ort_type
+from ._errors import InvalidArgument, NoSuchFile
+from .session_options import SessionOptions
+
+CPU_PROVIDER = "CPUExecutionProvider"
+
+
+def get_available_providers():
+    """Kiln runs on the CPU; ORT's name for that provider."""
+    return [CPU_PROVIDER]
+
+
+def get_device():
+    return "CPU"
+
+
+class NodeArg:
+    """ORT's NodeArg: name, type ("tensor(float)", "seq(tensor(int64))", ...) and shape (ints; a
+    symbolic dimension as its name; None where the model names none)."""
+
+    def __init__(self, info):
+        self.name = info.name
+        self.type = ort_type(info.kind, info.dtype)
+        if info.kind in ("tensor", "optional_tensor"):
+            self.shape = [s if s else (d if d >= 0 else None) for d, s in zip(info.shape, info.symbols)]
+        else:
+            self.shape = []  # ORT gives sequences no shape
+
+    def __repr__(self):
+        return f"NodeArg(name='{self.name}', type='{self.type}', shape={self.shape})"
+
+
+def _check_providers(providers, provider_options):
+    """ORT's provider arguments: names or (name, options) pairs. Kiln has one provider; others
+    are warned about and skipped, as ORT does for providers it was not built with."""
+    for p in providers or []:
+        name = p[0] if isinstance(p, tuple) else p
+        if name != CPU_PROVIDER:
+            warnings.warn(f"Specified provider '{name}' is not in available provider names. "
+                          f"Available providers: '{CPU_PROVIDER}'", stacklevel=3)
+
+
+def _as_feed_value(value, kind):
+    """An input value as the native session takes it: a C-contiguous, native-byte-order numpy
+    array (no copy when it already is one), a list of them for a sequence, None for an empty
+    optional."""
+    if value is None:
+        return None
+    if kind in ("sequence", "optional_sequence") and isinstance(value, (list, tuple)):
+        return [_as_array(v) for v in value]
+    return _as_array(value)
+
+
+def _as_array(value):
+    a = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if a.dtype.kind in "OUS":
+        return a  # strings: copied into Kiln's string tensors anyway
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a).reshape(a.shape)  # ascontiguousarray makes 0-d arrays 1-d
+    return a
+
+
+class InferenceSession:
+    """Loads an ONNX model (a path or its bytes) or a compiled .kiln artifact and runs it."""
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **kwargs):
+        self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        _check_providers(providers, provider_options)
+        self._tmpdir = None
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            data = bytes(path_or_bytes)
+            # Session::load takes a path, and reads the file again when a run brings a new shape:
+            # the bytes live in a private temp file for the session's lifetime.
+            self._tmpdir = tempfile.mkdtemp(prefix="kiln_model_")
+            weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
+            suffix = ".kiln" if data.startswith(modelmeta.KILN_ARTIFACT_MAGIC) else ".onnx"
+            self._model_path = os.path.join(self._tmpdir, "model" + suffix)
+            with open(self._model_path, "wb") as f:
+                f.write(data)
+        elif isinstance(path_or_bytes, (str, os.PathLike)):
+            self._model_path = os.fspath(path_or_bytes)
+            if not os.path.isfile(self._model_path):
+                raise NoSuchFile(f"model file '{self._model_path}' does not exist")
+        else:
+            raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
+        self._model_bytes = path_or_bytes if self._tmpdir else None
+        native_options, self._profile_path = self._sess_options._native()
+        self._sess = _kiln.Session.load(self._model_path, native_options)
+        self._inputs = [NodeArg(i) for i in self._sess.inputs()]
+        self._outputs = [NodeArg(o) for o in self._sess.outputs()]
+        self._input_kinds = {i.name: i.kind for i in self._sess.inputs()}
+        self._output_index = {o.name: i for i, o in enumerate(self._outputs)}
+        self._modelmeta = None
+
+    # -- ORT's API ----------------------------------------------------------------------------
+
+    def run(self, output_names, input_feed, run_options=None):
+        """Runs the model: `input_feed` maps input names to numpy arrays (lists of arrays for
+        sequences, None for an empty optional); returns the outputs named by `output_names`
+        (all, in model order, when None or empty) as numpy arrays, lists and Nones."""
+        if output_names:
+            try:
+                which = [self._output_index[n] for n in output_names]
+            except KeyError as e:
+                raise InvalidArgument(f"Invalid output name: {e.args[0]} (outputs: "
+                                      f"{', '.join(self._output_index)})") from None
+        else:
+            which = None
+        kinds = self._input_kinds
+        feed = {name: _as_feed_value(v, kinds.get(name, "tensor")) for name, v in input_feed.items()}
+        return self._sess.run(feed, which, run_options._flag if run_options is not None else None)
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def get_overridable_initializers(self):
+        """Kiln folds initializers into the compiled model as constants: none can be overridden."""
+        return []
+
+    def get_modelmeta(self):
+        if self._modelmeta is None:
+            if modelmeta.is_artifact(self._model_path):
+                self._modelmeta = modelmeta.from_artifact(self._sess)
+            else:
+                self._modelmeta = modelmeta.from_onnx(self._model_path)
+        return self._modelmeta
+
+    def get_providers(self):
+        return [CPU_PROVIDER]
+
+    def get_provider_options(self):
+        return {CPU_PROVIDER: {}}
+
+    def set_providers(self, providers=None, provider_options=None):
+        _check_providers(providers, provider_options)
+
+    def get_session_options(self):
+        return self._sess_options
+
+    def end_profiling(self):
+        """Writes the Chrome trace (chrome://tracing, Perfetto) of the runs so far and returns its
+        path; "" when profiling is off (enable_profiling)."""
+        if not self._profile_path:
+            return ""
+        self._sess.write_profile()
+        return self._profile_path
+
+    # -- Kiln's extras ------------------------------------------------------------------------
+
+    def stats(self):
+        """Kernels, compile and load times, the executor and thread counts (kiln::SessionStats)."""
+        return self._sess.stats()
+
+    def profile_summary(self, top=15):
+        """The top kernels by total time (needs enable_profiling or "kiln.profile" = "1")."""
+        return self._sess.profile_summary(top)
+
+    def memory_report(self):
+        """The static memory plan and the session allocator's statistics (compiles first if needed)."""
+        return self._sess.memory_report()
+
+    def inspect(self):
+        """The IR after the passes and every kernel's loop IR and C source (`kiln inspect`)."""
+        return self._sess.inspect()

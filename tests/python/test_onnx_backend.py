@@ -22,7 +22,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXPECTED = os.path.join(REPO, "tests", "conformance", "expected_pass.txt")
 
 # Node tests `kiln test-onnx` passes that the backend API cannot, and why.
-EXCLUDED = {}
+EXCLUDED = {
+    "test_loop16_seq_none": "ONNX's runner (Runner.assert_similar_outputs) compares a sequence output by "
+                            "recursing into its tensors as if they were output lists; len() of a 0-d tensor "
+                            "raises TypeError, for every backend (onnxruntime.backend too)",
+}
 
 
 def read_expected():
@@ -53,7 +57,8 @@ else:
                 if t.startswith("OnnxBackendNodeModelTest.")}
         expected = read_expected()
         passed = {n for n, r in node.items() if r["status"] == "PASS"}
-        print(f"  node tests: {len(passed)} pass; kiln test-onnx passes {len(expected)} (expected_pass.txt)")
+        print(f"  node tests: {len(passed)} pass; kiln test-onnx passes {len(expected)} (expected_pass.txt), "
+              f"{len(EXCLUDED)} of them excluded here")
         unknown = sorted(set(EXCLUDED) - set(node))
         assert not unknown, f"EXCLUDED names tests the suite does not have: {unknown}"
         regressions = sorted(n for n in expected - passed if n not in EXCLUDED)
@@ -61,5 +66,6 @@ else:
                                  f"through kiln.backend:\n" + "\n".join(
                                      f"  {n}: {node[n]['status'] if n in node else 'not run'} "
                                      f"{node.get(n, {}).get('reason', '')}" for n in regressions))
-        assert len(passed) >= len(expected), (f"{len(passed)} node tests pass through kiln.backend, "
-                                               f"fewer than kiln test-onnx's {len(expected)}")
+        comparable = expected - set(EXCLUDED)
+        assert len(passed) >= len(comparable), (f"{len(passed)} node tests pass through kiln.backend, fewer than "
+                                                f"the {len(comparable)} of kiln test-onnx's not EXCLUDED")

@@ -160,7 +160,8 @@ class SessionOptions:
         o.dims = dict(self._free_dims)
         profile_path = ""
         if self.enable_profiling:
-            stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+            now = datetime.datetime.now()  # ORT's file name: PREFIX_date_time_milliseconds.json
+            stamp = now.strftime("%Y-%m-%d_%H-%M-%S") + f"_{now.microsecond // 1000:03d}"
             profile_path = os.path.abspath(f"{self.profile_file_prefix}_{stamp}.json")
             o.profile_path = profile_path
         if self.optimized_model_filepath:

@@ -6,7 +6,7 @@
 #include <array>
 #include <string>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace nb = nanobind;
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -196,15 +197,22 @@ public:
         std::map<std::string, Tensor> frozen;
         for (const std::string& name : value_inputs_) frozen[name] = given.at(name);
         std::string key = specialization_key(dims, frozen);
-        {
-            // Concurrent runs of one specialization share its executable; a new one compiles
-            // under the lock (runs in flight finish on the executable they started with).
-            std::lock_guard<std::mutex> lock(compile_mu_);
-            if (!compiled_ || key != key_) {
-                ir::Graph g = frontend::import_onnx_file(path_);
-                specialize(std::move(g), dims, frozen);
-                key_ = key;
+        // Concurrent runs of one specialization share its executable. A run holds
+        // specialization_mu_ shared from its key check to its end; a new specialization compiles
+        // holding it exclusively, so no run starts on another specialization's executable.
+        std::shared_lock<std::shared_mutex> running(specialization_mu_);
+        while (!compiled_ || key != key_) {
+            running.unlock();
+            {
+                std::unique_lock<std::shared_mutex> switching(specialization_mu_);
+                std::lock_guard<std::mutex> lock(compile_mu_);
+                if (!compiled_ || key != key_) {
+                    ir::Graph g = frontend::import_onnx_file(path_);
+                    specialize(std::move(g), dims, frozen);
+                    key_ = key;
+                }
             }
+            running.lock();
         }
         // Frozen inputs are constants of the executable: drop them from the runtime inputs.
         std::vector<Tensor> runtime_inputs;
@@ -223,6 +231,7 @@ public:
             return "// runs in the graph interpreter: " + stats_.interpreter_reason + "\n" +
                    ir::print_graph(*interp_graph_, popts);
         }
+        std::unique_lock<std::shared_mutex> switching(specialization_mu_);
         std::lock_guard<std::mutex> lock(compile_mu_);
         if (!compiled_) {
             KILN_CHECK(value_inputs_.empty(), kUnsupported)
@@ -380,6 +389,7 @@ private:
     std::string path_;
     SessionOptions opts_;
     runtime::ModelRunner runner_;
+    std::shared_mutex specialization_mu_;  // shared: a run; exclusive: changing the executable
     std::mutex compile_mu_;      // guards compiled_, key_ and the texts made by specialize()
     std::mutex interpreter_mu_;
     std::string memory_report_;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -99,6 +100,53 @@ dnnl::post_ops build_post_ops(const PostOps& post, const memory::desc& dst) {
     return ops;
 }
 
+/// Buffers of one layout lent to one call at a time: the activations a part reorders into
+/// oneDNN's layout, its primitive's scratchpad. Concurrent runs of a session execute the same kernel at once, and each call
+/// needs its own; a single caller reuses one buffer on every call.
+class TempPool {
+public:
+    explicit TempPool(memory::desc desc) : desc_(std::move(desc)) {}
+    memory take() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (!free_.empty()) {
+                memory m = free_.back();
+                free_.pop_back();
+                return m;
+            }
+        }
+        return memory(desc_, cpu_engine());
+    }
+    void give(memory m) {
+        std::lock_guard<std::mutex> lock(mu_);
+        free_.push_back(std::move(m));
+    }
+
+private:
+    memory::desc desc_;
+    std::mutex mu_;
+    std::vector<memory> free_;
+};
+
+/// A buffer of a TempPool for the current call (none when the pool is null).
+class TempLease {
+public:
+    explicit TempLease(const std::shared_ptr<TempPool>& pool) : pool_(pool.get()) {
+        if (pool_) mem_ = pool_->take();
+    }
+    ~TempLease() {
+        if (pool_) pool_->give(std::move(mem_));
+    }
+    TempLease(const TempLease&) = delete;
+    TempLease& operator=(const TempLease&) = delete;
+    explicit operator bool() const { return pool_ != nullptr; }
+    memory& get() { return mem_; }
+
+private:
+    TempPool* pool_;
+    memory mem_;
+};
+
 /// One part of a split step: a primitive over a slice of the work, with the element offsets of
 /// its slices in Kiln's buffers. Slices keep every dim of size > 1 at the dense strides of the
 /// slice's own dims (whole images, or channel blocks of a single image, or matrix rows), so the
@@ -109,9 +157,10 @@ struct Part {
     memory::desc src, dst;         // Kiln's layouts of the slices
     memory::desc bias;             // slice of the bias (empty: none)
     int64_t src_off = 0, dst_off = 0, bias_off = 0, b_off = 0;  // elements
-    /// Activations oneDNN wants in another layout: reordered into `src_tmp` before the
-    /// primitive and out of `dst_tmp` after it.
-    memory src_tmp, dst_tmp;
+    /// Activations oneDNN wants in another layout: reordered into a buffer of `src_tmp` before
+    /// the primitive and out of one of `dst_tmp` after it (null: Kiln's layout is used).
+    std::shared_ptr<TempPool> src_tmp, dst_tmp;
+    std::shared_ptr<TempPool> scratchpad;  // the primitive's scratchpad (null: it needs none)
     dnnl::reorder src_reorder, dst_reorder, sum_reorder;
     memory::desc b_desc;  // a non-constant matmul B slice (empty: constant weights)
 };
@@ -171,19 +220,23 @@ protected:
     dnnl::primitive_attr post_attr(const memory::desc& dst) const {
         dnnl::primitive_attr attr;
         attr.set_post_ops(build_post_ops(post_, dst));
+        // The scratchpad is ours (a buffer per call, run_part): with the library's, concurrent
+        // calls of one primitive (concurrent runs of a session) would share it.
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         return attr;
     }
     /// Finishes part `p` for primitive descriptor `pd` (any primitive kind): temporaries and
     /// reorders where oneDNN chose another activation layout than Kiln's.
     template <typename PD>
     void finish_part(Part& p, const PD& pd) {
+        if (pd.scratchpad_desc().get_size() > 0) p.scratchpad = std::make_shared<TempPool>(pd.scratchpad_desc());
         if (pd.src_desc() != p.src) {
-            p.src_tmp = memory(pd.src_desc(), cpu_engine());
+            p.src_tmp = std::make_shared<TempPool>(pd.src_desc());
             p.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.src, cpu_engine(), pd.src_desc()));
         }
         if (pd.dst_desc() != p.dst) {
             KILN_CHECK(post_.binary.empty(), kUnsupported) << "dnnl: a binary post-op needs the output in oneDNN's layout";
-            p.dst_tmp = memory(pd.dst_desc(), cpu_engine());
+            p.dst_tmp = std::make_shared<TempPool>(pd.dst_desc());
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), p.dst));
             // The sum post-op's residual goes into oneDNN's layout of dst first.
             if (post_.sum_arg >= 0)
@@ -211,18 +264,20 @@ private:
             omp_set_num_threads(1);
             dnnl::stream s(cpu_engine());
             std::unordered_map<int, memory> m;
+            TempLease src_tmp(p.src_tmp), dst_tmp(p.dst_tmp), scratchpad(p.scratchpad);
+            if (scratchpad) m[DNNL_ARG_SCRATCHPAD] = scratchpad.get();
             memory src(p.src, cpu_engine(), at(args[src_arg_], p.src_off));
-            if (p.src_tmp) {
-                p.src_reorder.execute(s, src, p.src_tmp);
-                m[DNNL_ARG_SRC] = p.src_tmp;
+            if (src_tmp) {
+                p.src_reorder.execute(s, src, src_tmp.get());
+                m[DNNL_ARG_SRC] = src_tmp.get();
             } else {
                 m[DNNL_ARG_SRC] = src;
             }
             memory dst(p.dst, cpu_engine(), at(args[dst_arg_], p.dst_off));
-            m[DNNL_ARG_DST] = p.dst_tmp ? p.dst_tmp : dst;
-            if (post_.sum_arg >= 0 && p.dst_tmp) {  // the residual into oneDNN's layout of dst
+            m[DNNL_ARG_DST] = dst_tmp ? dst_tmp.get() : dst;
+            if (post_.sum_arg >= 0 && dst_tmp) {  // the residual into oneDNN's layout of dst
                 memory residual(p.dst, cpu_engine(), at(args[post_.sum_arg], p.dst_off));
-                p.sum_reorder.execute(s, residual, p.dst_tmp);
+                p.sum_reorder.execute(s, residual, dst_tmp.get());
             } else if (post_.sum_arg >= 0) {  // the residual into dst, unless the plan computes in place
                 const float* residual = at(args[post_.sum_arg], p.dst_off);
                 float* out = at(args[dst_arg_], p.dst_off);
@@ -233,7 +288,7 @@ private:
             for (const auto& [index, arg] : post_.binary)
                 m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = memory(p.dst, cpu_engine(), at(args[arg], p.dst_off));
             p.prim.execute(s, m);
-            if (p.dst_tmp) p.dst_reorder.execute(s, p.dst_tmp, dst);
+            if (dst_tmp) p.dst_reorder.execute(s, dst_tmp.get(), dst);
             s.wait();
             return Status::ok_status();
         } catch (const dnnl::error& e) {

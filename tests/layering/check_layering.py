@@ -2,7 +2,8 @@
 """Flags an #include that crosses a missing arrow of DESIGN.md's layer table.
 
 Each src/<layer> may include only itself and the layers listed for it below (the same table
-CMakeLists.txt links). Exit 1 with one line per violation.
+CMakeLists.txt links); the Python extension (python/src) only the public API (include/kiln/).
+Exit 1 with one line per violation.
 """
 import os
 import re
@@ -43,6 +44,15 @@ def main():
                         m = INCLUDE.match(line)
                         if m and m.group(1) != layer and m.group(1) not in ALLOWED[layer]:
                             bad.append(f"{os.path.relpath(path, root)}:{n}: {layer} may not include {m.group(1)}/")
+    # The Python extension (python/src) binds the public API only: include/kiln/.
+    for dirpath, _, files in os.walk(os.path.join(root, "python", "src")):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            with open(path, errors="replace") as fh:
+                for n, line in enumerate(fh, 1):
+                    m = INCLUDE.match(line)
+                    if m and m.group(1) != "kiln":
+                        bad.append(f"{os.path.relpath(path, root)}:{n}: python/src may include only kiln/")
     for b in bad:
         print(b)
     print(f"layering: {len(bad)} violations")

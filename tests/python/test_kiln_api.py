@@ -1,0 +1,249 @@
+"""What only Kiln's package has, or where Kiln's mapping of ORT's API needs its own check: the
+error classes, "kiln.*" config entries, the executor and -O mapping, zero-copy outputs, the GIL
+released during a run, strings/sequences/optionals (vs ONNX Runtime), `python -m kiln`."""
+import gc
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+import kiln
+import small_models
+
+
+def mlp_session(mlp_model, **config):
+    so = kiln.SessionOptions()
+    for k, v in config.items():
+        so.add_session_config_entry(k, v)
+    return kiln.InferenceSession(mlp_model[0], so)
+
+
+def test_error_classes():
+    for cls in (kiln.InvalidArgument, kiln.InvalidModel, kiln.NotImplemented, kiln.OutOfMemory, kiln.Fail,
+                kiln.CompileError, kiln.Cancelled, kiln.FileError, kiln.NoSuchFile):
+        assert issubclass(cls, kiln.KilnError) and issubclass(cls, RuntimeError), cls
+    assert issubclass(kiln.InvalidArgument, ValueError)
+    assert issubclass(kiln.OutOfMemory, MemoryError)
+    assert kiln.InvalidGraph is kiln.InvalidProtobuf is kiln.InvalidModel
+    assert kiln.RuntimeException is kiln.Fail
+
+
+def test_error_message_is_kilns(mlp_model):
+    sess = kiln.InferenceSession(mlp_model[0])
+    with pytest.raises(kiln.InvalidArgument, match=r"input 'x': expected dtype f32, got f64"):
+        sess.run(None, {"x": np.zeros((2, 16))})
+    with pytest.raises(kiln.InvalidArgument, match=r"input 'x': expected shape f32\[batch,16\]"):
+        sess.run(None, {"x": np.zeros((2, 15), np.float32)})
+
+
+def test_invalid_model_bytes():
+    with pytest.raises(kiln.InvalidModel):
+        kiln.InferenceSession(b"this is not an ONNX model")
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.InvalidProtobuf):
+        onnxruntime.InferenceSession(b"this is not an ONNX model")
+
+
+def test_unsupported_op(tmp_path):
+    graph = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.example", 1)])
+    with pytest.raises(kiln.NotImplemented, match="Frobnicate"):
+        kiln.InferenceSession(model.SerializeToString())
+
+
+def test_type_error_for_other_sources():
+    with pytest.raises(TypeError):
+        kiln.InferenceSession(12)
+
+
+def test_memory_limit_entry(mlp_model):
+    sess = mlp_session(mlp_model, **{"kiln.memory_limit": "256"})
+    with pytest.raises(kiln.OutOfMemory, match="budget|limit|memory"):
+        sess.run(None, {"x": np.zeros((512, 16), np.float32)})
+    # A budget that holds the run's tensors.
+    sess = mlp_session(mlp_model, **{"kiln.memory_limit": str(64 << 20)})
+    assert sess.run(["label"], {"x": np.zeros((512, 16), np.float32)})[0].shape == (512,)
+
+
+def test_config_entries_are_checked():
+    so = kiln.SessionOptions()
+    with pytest.raises(kiln.InvalidArgument, match="kiln.kernels"):
+        so.add_session_config_entry("kiln.kernels", "fastest")
+    with pytest.raises(kiln.InvalidArgument, match="kiln.nope"):
+        so.add_session_config_entry("kiln.nope", "1")
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # ORT's keys: kept, ignored
+    assert so.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+@pytest.mark.parametrize("kernels", ["generated", "auto"])
+def test_kernels_entry(mlp_model, kernels):
+    path, _, reference = mlp_model
+    sess = mlp_session(mlp_model, **{"kiln.kernels": kernels})
+    x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
+    np.testing.assert_allclose(sess.run(["logits"], {"x": x})[0], reference(x)["logits"], rtol=1e-4, atol=1e-5)
+
+
+def test_missing_tuning_log_is_invalid_argument(mlp_model, tmp_path):
+    so = kiln.SessionOptions()
+    so.add_session_config_entry("kiln.tuning_log", str(tmp_path / "absent.jsonl"))
+    so.add_free_dimension_override_by_name("batch", 2)  # compiles at load
+    with pytest.raises(kiln.InvalidArgument, match="absent.jsonl"):
+        kiln.InferenceSession(mlp_model[0], so)
+
+
+def test_execution_mode_and_threads_map_to_kiln(mlp_model):
+    def stats(mode=None, intra=1, inter=0):
+        so = kiln.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = intra, inter
+        if mode is not None:
+            so.execution_mode = mode
+        so.add_free_dimension_override_by_name("batch", 2)
+        return kiln.InferenceSession(mlp_model[0], so).stats()
+    assert stats(kiln.ExecutionMode.ORT_SEQUENTIAL)["executor"] == "sequential"
+    assert stats(kiln.ExecutionMode.ORT_PARALLEL, inter=2)["executor"] == "dataflow"
+    assert stats(intra=2)["intra_op_threads"] == 2
+
+
+def test_optimization_levels_map_to_kiln(mlp_model):
+    kernels = {}
+    for level in (kiln.GraphOptimizationLevel.ORT_DISABLE_ALL, kiln.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        so = kiln.SessionOptions()
+        so.graph_optimization_level = level
+        so.add_free_dimension_override_by_name("batch", 2)
+        kernels[level] = kiln.InferenceSession(mlp_model[0], so).stats()["kernels"]
+    # -O0 runs each of the 7 nodes as its own kernel; -O3 fuses.
+    assert kernels[kiln.GraphOptimizationLevel.ORT_DISABLE_ALL] > kernels[kiln.GraphOptimizationLevel.ORT_ENABLE_ALL]
+
+
+def test_free_dimension_compiles_at_load(mlp_model):
+    so = kiln.SessionOptions()
+    so.add_free_dimension_override_by_name("batch", 5)
+    assert kiln.InferenceSession(mlp_model[0], so).stats()["kernels"] > 0
+    assert kiln.InferenceSession(mlp_model[0]).stats()["kernels"] == 0  # compiles at first run
+
+
+def _bytes_in_use(sess):
+    m = re.search(r"allocator: (\d+) bytes in use", sess.memory_report())
+    assert m, sess.memory_report()
+    return int(m.group(1))
+
+
+def test_outputs_are_not_copied(mlp_model):
+    """An output array is a view of the session allocator's block: while it lives the allocator
+    counts the block in use, and dropping the array gives it back."""
+    sess = kiln.InferenceSession(mlp_model[0])
+    x = np.ones((4096, 16), np.float32)
+    logits, = sess.run(["logits"], {"x": x})
+    assert logits.base is not None and not logits.flags.owndata
+    in_use = _bytes_in_use(sess)
+    assert in_use >= logits.nbytes
+    logits[:] = 0  # writable, like ORT's outputs
+    del logits
+    gc.collect()
+    assert _bytes_in_use(sess) <= in_use - 4096 * 4 * 4
+
+
+def test_run_releases_the_gil(chain_model):
+    """While a long run executes on another thread, this thread keeps running Python code."""
+    so = kiln.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = kiln.InferenceSession(chain_model, so)
+    x = np.zeros((64, 256), np.float32)
+    sess.run(None, {"x": x})  # compile first
+    done = threading.Event()
+    ticks = 0
+
+    def run():
+        sess.run(None, {"x": x})
+        done.set()
+
+    t = threading.Thread(target=run)
+    t0 = time.perf_counter()
+    t.start()
+    while not done.is_set():
+        ticks += 1
+    t.join()
+    elapsed = time.perf_counter() - t0
+    # The GIL switch interval is 5 ms: a run holding the GIL would allow a handful of ticks.
+    assert elapsed > 0.02 and ticks > 10000, f"{ticks} ticks in {elapsed:.3f} s"
+
+
+def test_bytes_model_temp_file_is_removed(mlp_model):
+    sess = kiln.InferenceSession(mlp_model[1].SerializeToString())
+    tmp = os.path.dirname(sess._model_path)
+    assert os.path.isdir(tmp)
+    assert sess.get_modelmeta().graph_name == "mlp"
+    del sess
+    gc.collect()
+    assert not os.path.exists(tmp)
+
+
+def _compare(kiln_outs, ort_outs):
+    assert len(kiln_outs) == len(ort_outs)
+    for got, ref in zip(kiln_outs, ort_outs):
+        if isinstance(ref, list):
+            assert isinstance(got, list) and len(got) == len(ref)
+            for g, r in zip(got, ref):
+                np.testing.assert_array_equal(g, r)
+        elif ref is None:
+            assert got is None
+        else:
+            assert isinstance(got, np.ndarray) and got.dtype == ref.dtype and got.shape == ref.shape, (got, ref)
+            np.testing.assert_array_equal(got, ref)
+
+
+def test_strings_and_sequences_match_ort():
+    model = small_models.strings_and_sequences().SerializeToString()
+    rng = np.random.default_rng(9)
+    feed = {"text": np.array(["kiln", "Onnx", "runtime ü"], dtype=object),
+            "a": rng.standard_normal((2, 3)).astype(np.float32),
+            "b": rng.standard_normal((2, 3)).astype(np.float32)}
+    ref = onnxruntime.InferenceSession(model).run(None, feed)
+    sess = kiln.InferenceSession(model)
+    _compare(sess.run(None, feed), ref)
+    assert [a.type for a in sess.get_outputs()] == ["tensor(string)", "seq(tensor(float))", "tensor(int64)",
+                                                  "tensor(float)"]
+    # numpy str arrays (dtype '<U') are strings too
+    feed["text"] = np.array(["a", "Bc"])
+    _compare(sess.run(["tagged"], feed), onnxruntime.InferenceSession(model).run(["tagged"], feed))
+
+
+@pytest.mark.parametrize("opt", [None, "present"])
+def test_sequence_and_optional_inputs_match_ort(opt):
+    model = small_models.sequence_input().SerializeToString()
+    rng = np.random.default_rng(10)
+    feed = {"seq": [rng.standard_normal((n, 3)).astype(np.float32) for n in (1, 4, 2)],
+            "opt": None if opt is None else np.ones(3, np.float32)}
+    sess = kiln.InferenceSession(model)
+    assert [(a.name, a.type) for a in sess.get_inputs()] == [("seq", "seq(tensor(float))"),
+                                                             ("opt", "optional(tensor(float))")]
+    _compare(sess.run(None, feed), onnxruntime.InferenceSession(model).run(None, feed))
+
+
+def test_profile_summary(mlp_model, tmp_path):
+    so = kiln.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "p")
+    sess = kiln.InferenceSession(mlp_model[0], so)
+    sess.run(None, {"x": np.ones((2, 16), np.float32)})
+    assert sess.profile_summary().strip()
+
+
+def test_python_m_kiln_runs_the_cli():
+    proc = subprocess.run([sys.executable, "-m", "kiln", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"kiln {kiln.__version__}")
+    proc = subprocess.run([sys.executable, "-m", "kiln", "ops"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "MatMul" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "kiln", "run"], capture_output=True, text=True)
+    assert proc.returncode == 2  # the CLI's usage error, passed through

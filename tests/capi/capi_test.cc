@@ -45,8 +45,16 @@ onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, const std:
     return n;
 }
 
+/// This process's scratch directory, removed when the tests end.
+fs::path scratch_dir() { return fs::temp_directory_path() / ("kiln_capi_test_" + std::to_string(::getpid())); }
+
+struct RemoveScratchDir : ::testing::Environment {
+    void TearDown() override { fs::remove_all(scratch_dir()); }
+};
+::testing::Environment* const kRemoveScratchDir = ::testing::AddGlobalTestEnvironment(new RemoveScratchDir);
+
 std::string write_model(const onnx::ModelProto& m, const std::string& name) {
-    fs::path dir = fs::temp_directory_path() / ("kiln_capi_test_" + std::to_string(::getpid()));
+    fs::path dir = scratch_dir();
     fs::create_directories(dir);
     std::string path = (dir / name).string();
     std::ofstream f(path, std::ios::binary);
@@ -309,11 +317,8 @@ TEST(CApi, ConcurrentRunsOfOneSession) {
     for (auto& t : threads) t.join();
 }
 
-// NOTE: disabled: kiln::Session (src/compiler/session.cc) recompiles for a new specialization
-// under its lock but runs after releasing it, so a concurrent run with another N can start on the
-// executable compiled for a different N ("input 'X': expected f32[2,3], got f32[1,3]"). Enable
-// once a run holds the executable it was specialized for.
-TEST(CApi, DISABLED_ConcurrentRunsWithDifferentDims) {
+TEST(CApi, ConcurrentRunsWithDifferentDims) {
+    // Each N is its own specialization: a run must never start on another one's executable.
     Handles h;
     h.session = load(affine_model());
     ASSERT_TRUE(h.session);
@@ -360,7 +365,8 @@ TEST(CApi, DigitsModelInvariants) {
 
 TEST(CApi, ProfilePathWritesATrace) {
     Handles h;
-    std::string trace = (fs::temp_directory_path() / ("kiln_capi_trace_" + std::to_string(::getpid()) + ".json")).string();
+    std::string trace = (scratch_dir() / "trace.json").string();
+    fs::create_directories(scratch_dir());
     ASSERT_OK(kiln_session_options_create(&h.options));
     ASSERT_OK(kiln_session_options_set_profile_path(h.options, trace.c_str()));
     h.session = load(affine_model(), h.options);
@@ -601,12 +607,11 @@ TEST(CApiErrors, BadModelFile) {
     kiln_session* s = nullptr;
     EXPECT_STATUS(KILN_UNSUPPORTED, kiln_session_create(write_model(m, "bad_op.onnx").c_str(), nullptr, &s));
     EXPECT_TRUE(has(kiln_last_error(), "NoSuchOp")) << kiln_last_error();
-    std::string garbage = (fs::temp_directory_path() / ("kiln_capi_garbage_" + std::to_string(::getpid()) + ".onnx")).string();
+    std::string garbage = (scratch_dir() / "garbage.onnx").string();
     std::ofstream(garbage) << "this is not a protobuf";
     kiln_status st = kiln_session_create(garbage.c_str(), nullptr, &s);
     EXPECT_TRUE(st == KILN_INVALID_MODEL || st == KILN_PARSE_ERROR) << kiln_status_name(st) << ": " << kiln_last_error();
     EXPECT_EQ(s, nullptr);
-    fs::remove(garbage);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,10 +167,13 @@ def run_suite(jobs=2, filter_substr=None, timeout=300.0, log=lambda s: None):
     results = {}
     threads = [threading.Thread(target=_run_share, args=(ids[i::jobs], results, timeout, env, log))
                for i in range(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        shutil.rmtree(onnx_home, ignore_errors=True)
     missing = [t for t in ids if t not in results]
     if missing:
         raise RuntimeError(f"{len(missing)} tests have no result (a worker failed): {missing[:5]}")

@@ -22,6 +22,7 @@ ALLOWED = {
     "pass": {"ir", "op", "te", "support"},
     "topi": {"op", "ir", "te", "support"},
     "tune": {"te", "tir", "codegen", "runtime", "support"},
+    "capi": {"support", "kiln"},
     "compiler": {"frontend", "pass", "plan", "op", "ir", "te", "tir", "topi", "tune", "codegen", "runtime", "support", "kiln"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')

@@ -25,6 +25,7 @@
 #include "ir/printer.h"
 #include "kiln/session.h"
 #include "op/registry.h"
+#include "runtime/artifact.h"
 #include "runtime/model_runner.h"
 
 namespace kiln {
@@ -396,8 +397,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Session> Session::load(const std::string& onnx_path, const SessionOptions& opts) {
-    return std::make_unique<SessionImpl>(onnx_path, opts);
+std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& opts) {
+    if (runtime::is_artifact_file(path)) return runtime::load_artifact_session(path, opts);
+    return std::make_unique<SessionImpl>(path, opts);
 }
 
 }  // namespace kiln

@@ -116,9 +116,11 @@ std::shared_ptr<LoadedLibrary> load_via_temp_file(const void* data, size_t size,
 
 }  // namespace
 
-std::shared_ptr<LoadedLibrary> load_library_from_memory(const void* data, size_t size, const std::string& name) {
+std::shared_ptr<LoadedLibrary> load_library_from_memory(const void* data, size_t size, const std::string& name,
+                                                        bool allow_memfd) {
     check_elf(data, size, name);
-    if (auto lib = load_via_memfd(data, size, name)) return lib;
+    if (allow_memfd)
+        if (auto lib = load_via_memfd(data, size, name)) return lib;
     return load_via_temp_file(data, size, name);
 }
 

@@ -15,6 +15,8 @@ namespace kiln::runtime {
 /// libraries share that name); where memfds cannot be created or executed, a private temp file
 /// in $TMPDIR (else /tmp), removed once loaded. `name` names it in errors. Throws kUnsupported
 /// (an ELF file for another machine), kInvalidModel (not a 64-bit ELF file), kIOError.
-std::shared_ptr<LoadedLibrary> load_library_from_memory(const void* data, size_t size, const std::string& name);
+/// `allow_memfd` false goes straight to the temp file (tests of that route).
+std::shared_ptr<LoadedLibrary> load_library_from_memory(const void* data, size_t size, const std::string& name,
+                                                        bool allow_memfd = true);
 
 }  // namespace kiln::runtime

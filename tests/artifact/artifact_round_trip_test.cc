@@ -6,7 +6,12 @@
 #include <sstream>
 
 #include "artifact_test_util.h"
+#include <cmath>
+#include <random>
+
 #include "runtime/allocator.h"
+#include "runtime/extern_kernel.h"
+#include "runtime/memory_library.h"
 #include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
 
@@ -204,6 +209,71 @@ TEST(ArtifactRoundTrip, SeveralArtifactsLoadSideBySide) {
         if (i % 2) live.erase(live.begin());
     }
     for (LoadedArtifact& a : live) expect_same_floats(run_once(a.exe, test_input(1)), reference_output(test_input(1)));
+}
+
+TEST(ArtifactRoundTrip, TheKernelLibraryIsLoadedFromAMemfd) {
+    ScratchDir dir;
+    save_artifact(dir.file("m.kiln"), *make_test_executable(), test_library_path(), {});
+    LoadedArtifact a = load_artifact(dir.file("m.kiln"));
+    std::ifstream maps("/proc/self/maps");
+    std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    EXPECT_NE(all.find("/memfd:kiln-kernels"), std::string::npos) << "no memfd mapping: the temp-file fallback ran";
+    for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+        EXPECT_EQ(entry.path().filename().string().rfind("kiln-kernels-", 0), std::string::npos)
+            << "a temp kernel library was left behind: " << entry.path();
+}
+
+TEST(MemoryLibrary, TheTempFileRouteLoadsAndLeavesNoFile) {
+    ScratchDir dir;
+    setenv("TMPDIR", dir.path().c_str(), 1);
+    const std::string bytes = read_bytes(test_library_path());
+    auto lib = load_library_from_memory(bytes.data(), bytes.size(), "test kernels", /*allow_memfd=*/false);
+    unsetenv("TMPDIR");
+    EXPECT_NE(lib->symbol("art_add"), nullptr);
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the temp file was not removed";
+    Error e = error_of([&] { lib->symbol("nope"); });
+    EXPECT_NE(e.message().find("kernel symbol 'nope' not found in 'test kernels'"), std::string::npos) << e.what();
+    const std::string junk(100, 'j');
+    e = error_of([&] { load_library_from_memory(junk.data(), junk.size(), "junk"); });
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidModel);
+    EXPECT_NE(e.message().find("kernel library 'junk' is not an ELF file"), std::string::npos) << e.what();
+}
+
+TEST(ArtifactRoundTrip, ExternKernelsPrepareFromMappedWeights) {
+    // oneDNN reorders its constant weights at load, reading them from the read-only mapping.
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    ScratchDir dir;
+    const int64_t m = 6, k = 40, n = 24;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1, 1);
+    auto exe = std::make_shared<Executable>();
+    BufferDesc b{"B", DType::kFloat32, {k, n}, BufferRole::kConstant, Tensor(DType::kFloat32, {k, n})};
+    for (int64_t i = 0; i < k * n; ++i) b.constant.data_as<float>()[i] = u(rng);
+    exe->buffers = {BufferDesc{"A", DType::kFloat32, {m, k}, BufferRole::kInput, {}}, b,
+                    BufferDesc{"Y", DType::kFloat32, {m, n}, BufferRole::kOutput, {}}};
+    KernelDesc kd;
+    kd.description = "MatMul";
+    kd.extern_name = "dnnl_matmul";
+    kd.extern_params = ExternParams::format({{"a", "0"}, {"bm", "1"}, {"out", "2"}, {"batch", "1"},
+                                            {"m", std::to_string(m)}, {"k", std::to_string(k)}, {"n", std::to_string(n)},
+                                            {"a_strides", std::to_string(m * k) + "," + std::to_string(k) + ",1"},
+                                            {"b_strides", "0," + std::to_string(n) + ",1"}});
+    exe->kernels = {kd};
+    exe->steps = {{0, {0, 1, 2}, "mm", 2, 2.0 * m * k * n}};
+    exe->inputs = {0};
+    exe->outputs = {2};
+    save_artifact(dir.file("mm.kiln"), *exe, "", {});
+    LoadedArtifact a = load_artifact(dir.file("mm.kiln"));
+    Tensor x(DType::kFloat32, {m, k});
+    for (int64_t i = 0; i < m * k; ++i) x.data_as<float>()[i] = u(rng);
+    const Tensor y = run_once(a.exe, x);
+    const float* bw = b.constant.data_as<float>();
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t t = 0; t < k; ++t) acc += static_cast<double>(x.data_as<float>()[i * k + t]) * bw[t * n + j];
+            EXPECT_NEAR(y.data_as<float>()[i * n + j], acc, 1e-5 + 1e-5 * std::fabs(acc)) << i << "," << j;
+        }
 }
 
 TEST(ArtifactFile, IsArtifactFileLooksAtTheMagic) {

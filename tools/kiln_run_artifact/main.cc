@@ -88,7 +88,11 @@ int main(int argc, char** argv) {
     app.add_option("--repeat", args.repeat, "Runs to time (run_ms is their median)")->check(CLI::PositiveNumber);
     app.add_option("--threads", args.threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber);
     app.add_option("--seed", args.seed, "Seed of the random inputs");
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2 (CLI11's own codes vary)
+    }
     try {
         return run(args);
     } catch (const std::exception& e) {

@@ -290,3 +290,28 @@ TEST(ArtifactFile, IsArtifactFileLooksAtTheMagic) {
 
 }  // namespace
 }  // namespace kiln::runtime::testing
+
+namespace kiln::runtime::testing {
+namespace {
+
+// Writes seed artifacts for tests/artifact/fuzz/fuzz_artifact_loader.sh when it asks
+// (KILN_ARTIFACT_SEED_DIR); skipped otherwise.
+TEST(ArtifactFuzzSeeds, Write) {
+    const char* dir = std::getenv("KILN_ARTIFACT_SEED_DIR");
+    if (!dir) GTEST_SKIP() << "KILN_ARTIFACT_SEED_DIR is not set";
+    ArtifactInfo info;
+    info.metadata = {{"producer", "seed"}, {"dims", "N=2"}};
+    save_artifact(std::string(dir) + "/small.kiln", *make_test_executable(), test_library_path(), info);
+    auto copy = std::make_shared<Executable>();
+    copy->kernels = {{"", kAsyncCopySymbol, "Copy", true}};
+    copy->buffers = {BufferDesc{"x", DType::kInt64, {3}, BufferRole::kInput, {}},
+                     BufferDesc{"c", DType::kInt8, {5}, BufferRole::kConstant, Tensor(DType::kInt8, {5})},
+                     BufferDesc{"y", DType::kInt64, {3}, BufferRole::kOutput, {}}};
+    copy->steps = {{0, {0, 2}, "copy", 1, 0}};
+    copy->inputs = {0};
+    copy->outputs = {2};
+    save_artifact(std::string(dir) + "/copy.kiln", *copy, "", {});
+}
+
+}  // namespace
+}  // namespace kiln::runtime::testing

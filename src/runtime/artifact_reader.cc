@@ -156,20 +156,20 @@ LoadedArtifact load_artifact(const std::string& path) {
     auto at = [&](SectionKind k) -> const Section& { return sections[static_cast<uint32_t>(k) - 1]; };
 
     LoadedArtifact out;
-    const Section& info = at(SectionKind::kInfo);
-    out.info = decode_info(m->data() + info.offset, info.size);
-    check_cpu(out.info, path);
-    const Section& c = at(SectionKind::kConstants);
-    const uint8_t* constants = m->data() + c.offset;
-    ConstantView view = [&](DType dtype, const Shape& shape, uint64_t offset) {
-        // Aliasing shared_ptr: the tensor keeps the whole mapping alive, nothing is copied.
-        void* p = const_cast<uint8_t*>(constants + offset);
-        return Tensor::from_storage(dtype, shape, std::shared_ptr<void>(m, p));
-    };
-    const Section& e = at(SectionKind::kExecutable);
-    out.exe = decode_executable(m->data() + e.offset, e.size, c.size, view);
-    attach_kernels(*out.exe, *m, at(SectionKind::kKernelLibrary), path);
     try {
+        const Section& info = at(SectionKind::kInfo);
+        out.info = decode_info(m->data() + info.offset, info.size);
+        check_cpu(out.info, path);
+        const Section& c = at(SectionKind::kConstants);
+        const uint8_t* constants = m->data() + c.offset;
+        ConstantView view = [&](DType dtype, const Shape& shape, uint64_t offset) {
+            // Aliasing shared_ptr: the tensor keeps the whole mapping alive, nothing is copied.
+            void* p = const_cast<uint8_t*>(constants + offset);
+            return Tensor::from_storage(dtype, shape, std::shared_ptr<void>(m, p));
+        };
+        const Section& e = at(SectionKind::kExecutable);
+        out.exe = decode_executable(m->data() + e.offset, e.size, c.size, view);
+        attach_kernels(*out.exe, *m, at(SectionKind::kKernelLibrary), path);
         out.exe->load();
     } catch (Error& err) {
         err.add_context("while loading artifact '" + path + "'");

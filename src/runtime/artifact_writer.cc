@@ -49,7 +49,9 @@ void check_saveable(const Executable& exe, const std::string& library_path) {
     if (!any_generated) return;
     KILN_CHECK(!library_path.empty(), kInvalidArgument)
         << "the executable has generated kernels but no kernel library was given";
-    LoadedLibrary lib(library_path);  // every symbol must resolve, as load_artifact will need
+    // Every symbol must resolve, as load_artifact will need. An absolute path: dlopen would
+    // search the library path for a bare file name.
+    LoadedLibrary lib(std::filesystem::absolute(library_path).string(), library_path);
     for (const KernelDesc& k : exe.kernels) {
         if (!is_generated(k)) continue;
         try {

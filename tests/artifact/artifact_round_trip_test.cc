@@ -157,6 +157,17 @@ TEST(ArtifactRoundTrip, SaveIsAtomicAndReplacesTheOldFile) {
     EXPECT_EQ(files, 1);
 }
 
+TEST(ArtifactRoundTrip, ARelativeLibraryPathIsAFileNotALibrarySearch) {
+    ScratchDir dir;
+    std::filesystem::copy_file(test_library_path(), dir.file("kernels.so"));
+    const std::filesystem::path cwd = std::filesystem::current_path();
+    std::filesystem::current_path(dir.path());
+    EXPECT_NO_THROW(save_artifact("model.kiln", *make_test_executable(), "kernels.so", {}));
+    std::filesystem::current_path(cwd);
+    LoadedArtifact a = load_artifact(dir.file("model.kiln"));
+    expect_same_floats(run_once(a.exe, test_input(2)), reference_output(test_input(2)));
+}
+
 TEST(ArtifactRoundTrip, RefusesWhatCannotBeSaved) {
     ScratchDir dir;
     auto exe = make_test_executable();

@@ -6,6 +6,8 @@
 // time (dims given in the options, no value inputs fed by graph inputs) the model compiles in
 // load(); otherwise it compiles at the first run(), and again whenever a run brings a different
 // specialization (each compile is cheap the second time: kernels come from the on-disk cache).
+// A compiled `.kiln` artifact (runtime/artifact.h) is not compiled: Session::load hands it to
+// the runtime's artifact session.
 #include <algorithm>
 #include <filesystem>
 #include <map>

@@ -34,10 +34,13 @@ bool is_generated(const KernelDesc& k) { return !k.is_async && !k.is_extern(); }
 /// The constants are well formed and every generated kernel is exported by the library.
 void check_saveable(const Executable& exe, const std::string& library_path) {
     for (const BufferDesc& b : exe.buffers) {
-        if (b.role != BufferRole::kConstant) continue;
-        KILN_CHECK(b.dtype != DType::kString, kUnsupported)
+        KILN_CHECK(b.dtype != DType::kString || b.role != BufferRole::kConstant, kUnsupported)
             << "constant '" << b.name << "' holds strings, which a compiled artifact cannot store (its constants "
             << "are mapped from the file; compiled kernels never read strings)";
+        KILN_CHECK(b.dtype != DType::kString, kUnsupported)
+            << "buffer '" << b.name << "' holds strings, which compiled kernels never read: a compiled artifact "
+            << "cannot hold it";
+        if (b.role != BufferRole::kConstant) continue;
         KILN_CHECK(b.constant.defined() && b.constant.dtype() == b.dtype && b.constant.nbytes() == b.nbytes(),
                    kInvalidArgument)
             << "constant '" << b.name << "': expected " << dtype_name(b.dtype) << shape_str(b.shape) << " data, got "

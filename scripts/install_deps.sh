@@ -7,6 +7,7 @@ DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev  # oneDNN 2.6: the extern conv/matmul kernels (--kernels dnnl|auto)
+  libxxhash-dev  # XXH3 checksums of compiled artifacts (header only: support/hash64.cc)
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   python3 python3-pip
   time  # /usr/bin/time -v: peak RSS in bench/memory_figures.py

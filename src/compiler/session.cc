@@ -6,6 +6,8 @@
 // time (dims given in the options, no value inputs fed by graph inputs) the model compiles in
 // load(); otherwise it compiles at the first run(), and again whenever a run brings a different
 // specialization (each compile is cheap the second time: kernels come from the on-disk cache).
+// A compiled `.kiln` artifact (runtime/artifact.h) is not compiled: Session::load hands it to
+// the runtime's artifact session.
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -26,6 +28,7 @@
 #include "ir/printer.h"
 #include "kiln/session.h"
 #include "op/registry.h"
+#include "runtime/artifact.h"
 #include "runtime/model_runner.h"
 
 namespace kiln {
@@ -406,8 +409,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Session> Session::load(const std::string& onnx_path, const SessionOptions& opts) {
-    return std::make_unique<SessionImpl>(onnx_path, opts);
+std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& opts) {
+    if (runtime::is_artifact_file(path)) return runtime::load_artifact_session(path, opts);
+    return std::make_unique<SessionImpl>(path, opts);
 }
 
 }  // namespace kiln

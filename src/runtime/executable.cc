@@ -1,54 +1,24 @@
 // Executable loading: each distinct kernel library is dlopened once (RTLD_NOW | RTLD_LOCAL, so
 // missing symbols fail here and kernels of different libraries never interpose), then every
-// kernel's symbol is resolved; extern kernels (oneDNN) are built from their parameters. Libraries stay open as long as the Executable lives.
+// kernel's symbol is resolved (in a library the caller provided under that name, if any);
+// extern kernels (oneDNN) are built from their parameters. Libraries stay open as long as the
+// Executable lives.
 #include "runtime/executable.h"
-
-#include <dlfcn.h>
 
 #include <map>
 
 #include "runtime/extern_kernel.h"
+#include "runtime/loaded_library.h"
 #include "runtime/thread_pool.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
 
-/// An open shared library; dlclose on destruction.
-class LoadedLibrary {
-public:
-    explicit LoadedLibrary(const std::string& path) : path_(path) {
-        handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (handle_ == nullptr) {
-            const char* err = dlerror();
-            KILN_THROW(kIOError) << "cannot load kernel library '" << path << "': " << (err ? err : "unknown error");
-        }
-    }
-    ~LoadedLibrary() {
-        if (handle_) dlclose(handle_);
-    }
-    LoadedLibrary(const LoadedLibrary&) = delete;
-    LoadedLibrary& operator=(const LoadedLibrary&) = delete;
-
-    void* symbol(const std::string& name) const {
-        dlerror();
-        void* p = dlsym(handle_, name.c_str());
-        if (p == nullptr) {
-            const char* err = dlerror();
-            KILN_THROW(kIOError) << "kernel symbol '" << name << "' not found in '" << path_
-                                 << "': " << (err ? err : "null symbol");
-        }
-        return p;
-    }
-
-private:
-    std::string path_;
-    void* handle_ = nullptr;
-};
-
 Executable::~Executable() {
     externs_.clear();
     fns_.clear();
     libs_.clear();
+    provided_.clear();
 }
 
 void Executable::load() {
@@ -71,7 +41,8 @@ void Executable::load() {
         }
         auto& lib = by_path[k.library];
         if (!lib) {
-            lib = std::make_shared<LoadedLibrary>(k.library);
+            auto given = provided_.find(k.library);
+            lib = given != provided_.end() ? given->second : std::make_shared<LoadedLibrary>(k.library);
             libs.push_back(lib);
         }
         try {
@@ -84,6 +55,11 @@ void Executable::load() {
     libs_ = std::move(libs);
     fns_ = std::move(fns);
     externs_ = std::move(externs);
+}
+
+void Executable::provide_library(const std::string& name, std::shared_ptr<LoadedLibrary> lib) {
+    KILN_ICHECK(lib != nullptr && fns_.empty()) << "provide_library after load()";
+    provided_[name] = std::move(lib);
 }
 
 std::shared_ptr<ExternKernel> Executable::make_extern(int kernel) const {

@@ -3,6 +3,7 @@
 // constants with their data, intermediates), and a static order of steps (kernel, buffer args).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,10 @@ public:
     /// dlopens every kernel library and resolves symbols, and builds the extern kernels
     /// (idempotent). Throws kiln::Error.
     void load();
+    /// Kernels whose KernelDesc::library is `name` resolve their symbols in `lib` (loaded by the
+    /// caller, e.g. from an artifact's bytes: runtime/memory_library.h) instead of dlopening a
+    /// path. Call before load().
+    void provide_library(const std::string& name, std::shared_ptr<LoadedLibrary> lib);
     kiln_kernel_fn kernel_fn(int kernel) const { return fns_.at(kernel); }
     bool loaded() const { return !fns_.empty() || kernels.empty(); }
     /// Runs a loaded (non-async) kernel on `args`; extern kernels get the pool's thread count.
@@ -85,6 +90,7 @@ public:
 
 private:
     std::shared_ptr<ExternKernel> make_extern(int kernel) const;
+    std::map<std::string, std::shared_ptr<LoadedLibrary>> provided_;
     std::vector<std::shared_ptr<LoadedLibrary>> libs_;
     std::vector<kiln_kernel_fn> fns_;
     std::vector<std::shared_ptr<ExternKernel>> externs_;  // per kernel; null for generated ones

@@ -1,0 +1,72 @@
+// The `.kiln` file layout, format version 1. Every integer is little-endian.
+//
+//   header (64 bytes)
+//      0  u8[8]  magic "\x89KILN\r\n\x1a" (PNG-style: a text-mode transfer breaks it visibly)
+//      8  u32    format version (kFormatVersion); another version is kUnsupported
+//     12  u32    section count (4)
+//     16  u64    file size in bytes (a shorter file is truncated)
+//     24  u64    header checksum: hash64 (XXH3) of the header and section table, this field zero
+//     32  u8[32] reserved, zero
+//   section table: per section 32 bytes: u32 kind, u32 reserved (0), u64 offset, u64 size,
+//                  u64 checksum (hash64 of the section's bytes)
+//   sections, in this order, each exactly once, inside the file, not overlapping:
+//     kInfo           metadata: u32 n, n x (str key, str value); cpu features: u32 n, n x str
+//     kExecutable     the Executable's tables (below)
+//     kKernelLibrary  the bytes of the kernels' shared library (ELF; empty when none is generated)
+//     kConstants      at a 4096-aligned offset; each constant at a 4096-aligned offset inside it,
+//                     zero padding between (so every constant is page-aligned in the mapping)
+//   (str = u32 byte count + bytes; padding between sections is zero and not checksummed)
+//
+// kExecutable:
+//   u32 n buffers; each: str name, str dtype (dtype_name), u8 role (0 input, 1 output,
+//       2 constant, 3 intermediate), u32 rank, rank x i64 dim, i64 arena_offset,
+//       and for a constant: u64 offset in kConstants, u64 byte count
+//   u32 n kernels; each: str symbol, str description, u8 is_async, str extern_name, str extern_params
+//   u32 n steps; each: i32 kernel, u32 n args, n x i32 buffer id, str node_name, i32 num_inputs,
+//       f64 flops
+//   u32 n inputs, n x i32 buffer id; u32 n outputs, n x i32 buffer id
+//   u8 planned_for_concurrency, u64 arena_bytes
+//
+// The checksums detect corruption, not tampering: a file whose kernel library is malicious
+// runs that code. Every table value is still validated (indices, shapes, sizes, offsets), so
+// a corrupt file is a kInvalidModel error naming the section, never undefined behaviour.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/artifact.h"
+
+namespace kiln::runtime::artifact_format {
+
+inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr size_t kHeaderBytes = 64;
+inline constexpr size_t kHeaderChecksumOffset = 24;
+inline constexpr size_t kSectionEntryBytes = 32;
+inline constexpr size_t kConstantAlignment = 4096;
+
+enum class SectionKind : uint32_t { kInfo = 1, kExecutable = 2, kKernelLibrary = 3, kConstants = 4 };
+inline constexpr uint32_t kNumSections = 4;
+/// "info", "executable", "kernel library", "constants" ("unknown" otherwise).
+const char* section_name(uint32_t kind);
+
+/// The kInfo section.
+std::string encode_info(const ArtifactInfo& info);
+ArtifactInfo decode_info(const uint8_t* data, size_t size);
+
+/// The kExecutable section; constant i's bytes are at constant_offsets[i] in kConstants
+/// (buffers that are not constants have no entry used).
+std::string encode_executable(const Executable& exe, const std::vector<uint64_t>& constant_offsets);
+
+/// The view of `nbytes` at `offset` in kConstants as a tensor (decode has checked the range).
+using ConstantView = std::function<Tensor(DType dtype, const Shape& shape, uint64_t offset)>;
+/// Decodes and validates the kExecutable section (kInvalidModel naming the buffer, kernel or
+/// step at fault); constants become `view`s of kConstants (`constants_size` bytes).
+std::shared_ptr<Executable> decode_executable(const uint8_t* data, size_t size, uint64_t constants_size,
+                                              const ConstantView& view);
+
+}  // namespace kiln::runtime::artifact_format

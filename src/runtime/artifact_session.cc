@@ -1,0 +1,236 @@
+// ArtifactSession: kiln::Session over a compiled `.kiln` artifact. Everything the compiling
+// session decides at compile time (shapes, kernels, memory plan) is fixed in the artifact, so
+// this session only checks inputs against the executable's buffers and runs it through the
+// shared ModelRunner.
+#include <chrono>
+#include <sstream>
+
+#include "runtime/artifact.h"
+#include "runtime/artifact_format.h"
+#include "runtime/model_runner.h"
+#include "support/error.h"
+
+namespace kiln::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+RunnerOptions runner_options(const SessionOptions& o) {
+    RunnerOptions r;
+    r.threads = o.threads;
+    r.inter_op_threads = o.inter_op_threads;
+    r.executor = o.executor == ExecutorKind::kSequential ? ExecutorChoice::kSequential
+                 : o.executor == ExecutorKind::kDataflow ? ExecutorChoice::kDataflow
+                                                         : ExecutorChoice::kAuto;
+    r.use_global_thread_pools = o.use_global_thread_pools;
+    r.memory_limit = o.memory_limit;
+    r.profile_path = o.profile_path;
+    r.profile = o.profile;
+    return r;
+}
+
+/// "N=1,S=128" (also ';' or space separated) -> {N: 1, S: 128}; malformed pieces are skipped.
+std::map<std::string, int64_t> parse_dims(const std::string& text) {
+    std::map<std::string, int64_t> dims;
+    std::string piece;
+    std::istringstream in(text);
+    while (in >> piece) {
+        for (char& c : piece)
+            if (c == ';' || c == ',') c = ' ';
+        std::istringstream parts(piece);
+        for (std::string kv; parts >> kv;) {
+            const size_t eq = kv.find('=');
+            if (eq == std::string::npos || eq == 0) continue;
+            try {
+                dims[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
+            } catch (const std::exception&) {
+            }
+        }
+    }
+    return dims;
+}
+
+TensorInfo info_of(const BufferDesc& b) {
+    TensorInfo t;
+    t.name = b.name;
+    t.dtype = b.dtype;
+    t.shape = b.shape;
+    t.symbols.assign(b.shape.size(), "");
+    return t;
+}
+
+std::string type_str(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+class ArtifactSession final : public Session {
+public:
+    ArtifactSession(const std::string& path, const SessionOptions& opts) : path_(path) {
+        const auto t0 = Clock::now();
+        KILN_CHECK(opts.print_after.empty() && !opts.print_after_all, kInvalidArgument)
+            << "--print-after: '" << path << "' is a compiled artifact, which holds no IR to print (use it on the ONNX model)";
+        artifact_ = load_artifact(path);
+        const Executable& exe = *artifact_.exe;
+        check_dims(opts.dims);
+        RunnerOptions ropts = runner_options(opts);
+        if (!exe.planned_for_concurrency) {
+            KILN_CHECK(opts.executor != ExecutorKind::kDataflow, kInvalidArgument)
+                << "'" << path << "' was compiled for sequential execution (its memory plan lets concurrent steps "
+                << "share memory): the dataflow executor cannot run it; recompile with `kiln compile --executor dataflow`";
+            ropts.executor = ExecutorChoice::kSequential;  // auto: the plan allows nothing else
+        }
+        runner_ = std::make_unique<ModelRunner>(ropts);
+        for (int id : exe.inputs) inputs_.push_back(info_of(exe.buffers[id]));
+        for (int id : exe.outputs) outputs_.push_back(info_of(exe.buffers[id]));
+        runner_->set_executable(artifact_.exe);
+        const RunnerStats rs = runner_->stats();
+        stats_.kernels = static_cast<int>(exe.kernels.size());
+        stats_.executor = rs.executor;
+        stats_.intra_op_threads = rs.intra_op_threads;
+        stats_.inter_op_threads = rs.inter_op_threads;
+        stats_.parallel_width = rs.parallel_width;
+        stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+
+    const std::vector<TensorInfo>& inputs() const override { return inputs_; }
+    const std::vector<TensorInfo>& outputs() const override { return outputs_; }
+
+    std::vector<Tensor> run(const std::map<std::string, Tensor>& given, const RunOptions& ropts) override {
+        for (const auto& [name, t] : given) {
+            bool known = false;
+            for (const TensorInfo& i : inputs_) known |= i.name == name;
+            if (known) continue;
+            std::string names;
+            for (const TensorInfo& i : inputs_) names += (names.empty() ? "'" : ", '") + i.name + "'";
+            KILN_THROW(kInvalidArgument) << "'" << name << "' is not an input of the model (inputs: " << names << ")";
+        }
+        std::vector<Tensor> ordered;
+        for (const TensorInfo& info : inputs_) {
+            auto it = given.find(info.name);
+            KILN_CHECK(it != given.end(), kInvalidArgument) << "missing input '" << info.name << "'";
+            const Tensor& t = it->second;
+            KILN_CHECK(t.dtype() == info.dtype && t.shape() == info.shape, kInvalidArgument)
+                << "input '" << info.name << "': expected " << type_str(info.dtype, info.shape) << ", got "
+                << type_str(t.dtype(), t.shape())
+                << (t.shape() != info.shape ? " (the artifact was compiled for these shapes; recompile for others)" : "");
+            ordered.push_back(t);
+        }
+        std::vector<Tensor> outs;
+        runner_->run(ordered, outs, ropts.terminate).throw_if_error();
+        return outs;
+    }
+
+    std::vector<Datum> run_values(const std::map<std::string, Datum>& given, const RunOptions& ropts) override {
+        std::map<std::string, Tensor> tensors;
+        for (const auto& [name, d] : given) tensors[name] = d.tensor("input '" + name + "'");
+        std::vector<Tensor> outs = run(tensors, ropts);
+        return std::vector<Datum>(outs.begin(), outs.end());
+    }
+
+    std::string inspect() override;
+    std::string kernel_list() override;
+    SessionStats stats() const override { return stats_; }
+    std::string memory_report() override;
+    std::string profile_summary(int top) const override { return runner_->profile_summary(top); }
+    void write_profile() const override { runner_->write_profile(); }
+
+private:
+    /// SessionOptions::dims must agree with the dims the artifact was compiled for.
+    void check_dims(const std::map<std::string, int64_t>& wanted) const {
+        auto it = artifact_.info.metadata.find("dims");
+        if (wanted.empty() || it == artifact_.info.metadata.end()) return;
+        const std::map<std::string, int64_t> compiled = parse_dims(it->second);
+        for (const auto& [name, value] : wanted) {
+            auto c = compiled.find(name);
+            KILN_CHECK(c == compiled.end() || c->second == value, kInvalidArgument)
+                << "dimension '" << name << "': '" << path_ << "' was compiled with " << name << "=" << c->second
+                << ", got " << name << "=" << value << " (recompile with `kiln compile --dim " << name << "=" << value
+                << "`)";
+        }
+    }
+
+    std::string kernel_line(size_t step) const;
+
+    std::string path_;
+    LoadedArtifact artifact_;
+    std::unique_ptr<ModelRunner> runner_;
+    std::vector<TensorInfo> inputs_, outputs_;
+    SessionStats stats_;
+};
+
+std::string ArtifactSession::kernel_line(size_t s) const {
+    const Executable& exe = *artifact_.exe;
+    const StepDesc& step = exe.steps[s];
+    const KernelDesc& k = exe.kernels[step.kernel];
+    std::string line = "kernel " + std::to_string(s) + ": " + k.description;
+    if (!step.node_name.empty()) line += " (node '" + step.node_name + "')";
+    if (k.is_extern()) line += " [" + k.extern_name + "]";
+    if (k.is_async) line += " [" + k.symbol + "]";
+    return line;
+}
+
+std::string ArtifactSession::kernel_list() {
+    std::string out;
+    for (size_t s = 0; s < artifact_.exe->steps.size(); ++s) out += kernel_line(s) + "\n";
+    return out + std::to_string(artifact_.exe->steps.size()) + " kernels\n";
+}
+
+std::string ArtifactSession::inspect() {
+    const Executable& exe = *artifact_.exe;
+    std::ostringstream os;
+    os << "// compiled Kiln artifact '" << path_ << "' (format version " << artifact_format::kFormatVersion
+       << "): no IR; its metadata, tensors and steps\n// metadata:\n";
+    for (const auto& [k, v] : artifact_.info.metadata)
+        if (k != "memory_report") os << "//   " << k << ": " << v << "\n";
+    os << "// cpu features:";
+    for (const std::string& f : artifact_.info.cpu_features) os << " " << f;
+    os << "\n";
+    auto list = [&](const char* title, const std::vector<int>& ids) {
+        os << "// " << title << ":\n";
+        for (int id : ids) os << "//   " << exe.buffers[id].name << ": " << type_str(exe.buffers[id].dtype, exe.buffers[id].shape) << "\n";
+    };
+    list("inputs", exe.inputs);
+    list("outputs", exe.outputs);
+    size_t constants = 0, constant_bytes = 0, intermediates = 0;
+    for (const BufferDesc& b : exe.buffers) {
+        if (b.role == BufferRole::kConstant) ++constants, constant_bytes += b.nbytes();
+        if (b.role == BufferRole::kIntermediate) ++intermediates;
+    }
+    os << "// " << constants << " constants (" << constant_bytes << " bytes, mapped from the file), " << intermediates
+       << " intermediates (arena " << exe.arena_bytes << " bytes)\n";
+    os << "// " << exe.steps.size() << " steps, " << exe.kernels.size() << " kernels\n";
+    for (size_t s = 0; s < exe.steps.size(); ++s) {
+        const StepDesc& step = exe.steps[s];
+        os << kernel_line(s) << ":";
+        for (size_t a = 0; a < step.args.size(); ++a) {
+            if (step.num_inputs >= 0 && static_cast<int>(a) == step.num_inputs) os << " ->";
+            const BufferDesc& b = exe.buffers[step.args[a]];
+            os << " " << b.name << ":" << type_str(b.dtype, b.shape);
+        }
+        os << "\n";
+    }
+    return os.str();
+}
+
+std::string ArtifactSession::memory_report() {
+    const Executable& exe = *artifact_.exe;
+    std::ostringstream os;
+    auto it = artifact_.info.metadata.find("memory_report");
+    if (it != artifact_.info.metadata.end()) {
+        os << it->second;
+        if (!it->second.empty() && it->second.back() != '\n') os << "\n";
+    } else {
+        os << "arena: " << exe.arena_bytes << "\n";
+    }
+    size_t constant_bytes = 0;
+    for (const BufferDesc& b : exe.buffers)
+        if (b.role == BufferRole::kConstant) constant_bytes += b.nbytes();
+    os << "constants: " << constant_bytes << " (mapped from the artifact, not copied)\n";
+    return os.str() + runner_->allocator_report();
+}
+
+}  // namespace
+
+std::unique_ptr<Session> load_artifact_session(const std::string& path, const SessionOptions& opts) {
+    return std::make_unique<ArtifactSession>(path, opts);
+}
+
+}  // namespace kiln::runtime

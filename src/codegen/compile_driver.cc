@@ -366,7 +366,10 @@ KernelLibrary compile_c_library(const std::vector<std::string>& sources, int job
         lib.objects_compiled += !o.library.from_cache;
         paths.push_back(o.library.path);
     }
-    for (const std::string& s : sources) lib.symbols.push_back(kernel_library_symbol(s));
+    for (const std::string& s : sources) {
+        lib.symbols.push_back(kernel_library_symbol(s));
+        lib.cached.push_back(objects[index_of.at(s)].library.from_cache);
+    }
 
     // The linked library is cached by its objects (their paths are their keys) and the link line.
     Toolchain t = toolchain();

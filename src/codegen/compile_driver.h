@@ -51,6 +51,7 @@ std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sourc
 struct KernelLibrary {
     std::string path;                  // the linked .so in the cache
     std::vector<std::string> symbols;  // per source given: the name its kernel is exported under
+    std::vector<bool> cached;          // per source given: its object came from the cache
     int objects_compiled = 0;          // objects built by this call (the rest came from the cache)
     bool from_cache = false;           // the linked library itself was in the cache
 };

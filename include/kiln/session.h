@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "support/datum.h"
-#include "support/error.h"
-#include "support/tensor.h"
+#include "kiln/datum.h"
+#include "kiln/error.h"
+#include "kiln/tensor.h"
 
 namespace kiln {
 

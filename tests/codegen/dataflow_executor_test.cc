@@ -243,6 +243,29 @@ TEST(DataflowExecutor, FailingStepStopsTheRunWithItsStatus) {
     EXPECT_EQ(st.message(), "input 'x': expected u32[16], got f32[16]");
 }
 
+TEST(DataflowExecutor, TerminateFlagStopsTheRunWithCancelled) {
+    std::vector<uint32_t> x = input_values(8);
+    RandomDag d = make_random_dag(300, 8, x);
+    ThreadPool intra(2);
+    InterOpThreadPool inter(4);
+    CpuAllocator alloc;
+    DataflowExecutor df(d.exe, &intra, &inter, &alloc);
+    SequentialExecutor seq(d.exe, &intra, &alloc);
+    std::atomic<bool> stop{true};
+    for (Executor* e : {static_cast<Executor*>(&df), static_cast<Executor*>(&seq)}) {
+        std::vector<Tensor> outs;
+        Status st = e->run({u32_tensor(x)}, outs, &stop);
+        EXPECT_EQ(st.kind(), ErrorKind::kCancelled) << e->name() << ": " << st.message();
+        EXPECT_NE(st.message().find("terminate"), std::string::npos) << st.message();
+        // Cleared, the same executor runs to the right outputs.
+        stop = false;
+        outs.clear();
+        ASSERT_TRUE(e->run({u32_tensor(x)}, outs, &stop).ok());
+        expect_outputs(d, outs, e->name());
+        stop = true;
+    }
+}
+
 TEST(DataflowExecutor, RefusesAnExecutableNotPlannedForConcurrency) {
     std::vector<uint32_t> x = input_values(1);
     RandomDag d = make_random_dag(10, 1, x);

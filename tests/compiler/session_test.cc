@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
+#include <atomic>
 
 #include "../frontend/onnx_model_builder.h"
 #include "kiln/kiln.h"
@@ -196,6 +198,47 @@ TEST_F(SessionTest, InspectShowsIrAndKernelSource) {
     EXPECT_NE(text.find("MatMul("), std::string::npos);
     EXPECT_NE(text.find("int32_t kiln_kernel("), std::string::npos);
     EXPECT_NE(text.find("for "), std::string::npos);
+}
+
+TEST_F(SessionTest, ConcurrentRunsEachGetTheirOwnResult) {
+    // Several threads run one session at once, with different batch sizes too (two
+    // specializations alternate); every result matches the naive reference.
+    auto s = Session::load(save(mlp_model()));
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+        threads.emplace_back([&, t] {
+            for (int r = 0; r < 40; ++r) {
+                const int64_t n = (t % 2) ? 3 : 5;
+                Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(100 * t + r));
+                std::vector<Tensor> out = s->run({{"x", x}});
+                std::vector<float> want = mlp_reference(x);
+                for (size_t i = 0; i < want.size(); ++i)
+                    if (std::fabs(out[0].data_as<float>()[i] - want[i]) > 1e-5 + 1e-5 * std::fabs(want[i])) ++failures;
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(SessionTest, TerminateStopsARunWithCancelled) {
+    SessionOptions opts;
+    opts.dims["N"] = 2;
+    auto s = Session::load(save(mlp_model()), opts);
+    std::atomic<bool> stop{true};
+    RunOptions ro;
+    ro.terminate = &stop;
+    try {
+        s->run({{"x", random_tensor({2, 4}, 1)}}, ro);
+        FAIL() << "expected kCancelled";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kCancelled) << e.what();
+        EXPECT_NE(std::string(e.what()).find("terminate"), std::string::npos) << e.what();
+    }
+    stop = false;  // the same options, flag cleared: the session runs normally afterwards
+    Tensor x = random_tensor({2, 4}, 2);
+    expect_close(s->run({{"x", x}}, ro)[0], mlp_reference(x));
 }
 
 }  // namespace

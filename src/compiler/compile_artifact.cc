@@ -105,6 +105,7 @@ ArtifactReport compile_artifact(const std::string& onnx_path, const std::string&
     runtime::ArtifactInfo info;
     auto& md = info.metadata;
     md["producer"] = "kiln " KILN_VERSION;
+    md["kiln_version"] = KILN_VERSION;
     md["source_model"] = fs::path(onnx_path).filename().string();
     md["source_model_bytes"] = std::to_string(r.model_bytes);
     md["opt_level"] = std::to_string(so.opt_level);
@@ -119,8 +120,9 @@ ArtifactReport compile_artifact(const std::string& onnx_path, const std::string&
     md["extern_kernels"] = std::to_string(r.extern_kernels);
     md["steps"] = std::to_string(r.steps);
     md["arena_bytes"] = std::to_string(exe.arena_bytes);
+    md["memory_report"] = m.memory.report;  // Session::memory_report() of the artifact shows it
     for (const auto& [key, value] : facts) md["model." + key] = value;
-    runtime::save_artifact(out_path, exe, m.kernel_library, info);
+    runtime::save_artifact(out_path, exe, r.kernels > 0 ? m.kernel_library : "", info);
 
     r.bytes = fs::file_size(out_path);
     r.metadata = md;

@@ -40,12 +40,19 @@ const char* role_name(runtime::BufferRole r) {
     return "?";
 }
 
-/// The artifact's metadata, CPU features, inputs and outputs, kernels and step count.
+/// The artifact's metadata, CPU features, inputs and outputs, kernels and step count (--memory:
+/// the memory plan report recorded when it was compiled).
 int inspect_artifact(const InspectArgs& args) {
     runtime::LoadedArtifact a = runtime::load_artifact(args.model);
     const runtime::Executable& exe = *a.exe;
+    auto report = a.info.metadata.find("memory_report");
+    if (args.memory) {
+        fmt::print("{}", report != a.info.metadata.end() ? report->second : "no memory report recorded\n");
+        return 0;
+    }
     fmt::print("// compiled artifact {}\n", args.model);
-    for (const auto& [key, value] : a.info.metadata) fmt::print("{}: {}\n", key, value);
+    for (const auto& [key, value] : a.info.metadata)
+        if (key != "memory_report") fmt::print("{}: {}\n", key, value);  // multi-line: --memory
     std::string features;
     for (const std::string& f : a.info.cpu_features) features += (features.empty() ? "" : " ") + f;
     fmt::print("cpu_features: {}\n", features.empty() ? "(none recorded)" : features);
@@ -66,8 +73,8 @@ int inspect_artifact(const InspectArgs& args) {
         fmt::print("kernel {}: {} {}\n", i, k.description, what);
     }
     fmt::print("{} kernels, {} steps\n", exe.kernels.size(), exe.steps.size());
-    if (args.memory || !args.dims.empty() || !args.print_after.empty() || args.print_after_all)
-        fmt::print("// note: the IR, passes and memory plan text are the compiler's; inspect the ONNX model for them\n");
+    if (!args.print_after.empty() || args.print_after_all)
+        fmt::print("// note: an artifact holds no IR; inspect the ONNX model for the passes\n");
     return 0;
 }
 

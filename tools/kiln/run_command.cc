@@ -45,7 +45,7 @@ struct RunArgs {
     std::string kernels = "auto";
     std::string tuning_log;    // "" = the default log when it exists, "none" = untuned
     std::string timings_json;  // write load / first-run / per-run milliseconds here
-    std::vector<std::string> compile_options_given;  // of --dim, -O, --kernels, --tuning-log
+    std::vector<std::string> compile_options_given;  // of -O, --kernels, --tuning-log
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -263,7 +263,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->type_name("FILE.json");
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
     sub->callback([args, sub, &action] {
-        for (const char* o : {"--dim", "-O", "--kernels", "--tuning-log"})
+        for (const char* o : {"-O", "--kernels", "--tuning-log"})  // --dim: checked against the artifact's
             if (sub->count(o) > 0) args->compile_options_given.push_back(o);
         action = [args] { return run_model(*args); };
     });

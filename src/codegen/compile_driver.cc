@@ -189,7 +189,6 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     }
 }
 
-
 /// Runs `n` jobs (fn(i) for i in [0, n)) on up to `jobs` threads (0 = cores).
 template <typename Fn>
 void run_parallel(size_t n, int jobs, Fn fn) {

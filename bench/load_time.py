@@ -17,6 +17,7 @@ One run measures, for one model (default: ResNet-50 of scripts/make_models.py):
 
     python3 bench/load_time.py                       # ResNet-50, 7 reps
     python3 bench/load_time.py --model build/models/mlp.onnx --reps 3
+    python3 bench/load_time.py --kernels generated   # no oneDNN primitives to build at load
 """
 from __future__ import annotations
 
@@ -42,9 +43,9 @@ def run(args, timeout=1800):
     return proc.stdout
 
 
-def kiln_run_load_ms(kiln, model, threads, tmp):
+def kiln_run_load_ms(kiln, model, threads, tmp, extra=()):
     timings = os.path.join(tmp, "timings.json")
-    run([kiln, "run", model, "--repeat", "1", "--threads", threads, "--timings-json", timings])
+    run([kiln, "run", model, "--repeat", "1", "--threads", threads, "--timings-json", timings, *extra])
     with open(timings) as f:
         return json.load(f)["load_ms"]
 
@@ -76,6 +77,8 @@ def main():
     ap.add_argument("--kiln", default=os.environ.get("KILN_BIN", os.path.join(REPO, "build", "bin", "kiln")))
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--kernels", default="auto", choices=["auto", "generated", "dnnl"],
+                    help="kiln's --kernels for the compile and the ONNX runs")
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
 
@@ -89,13 +92,14 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         artifact = os.path.join(tmp, os.path.basename(a.model)[:-5] + ".kiln")
         t0 = time.perf_counter()
-        first = run([a.kiln, "compile", a.model, "-o", artifact, "--threads", threads])
+        kernels = ["--kernels", a.kernels]
+        first = run([a.kiln, "compile", a.model, "-o", artifact, "--threads", threads, *kernels])
         compile_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        run([a.kiln, "compile", a.model, "-o", artifact, "--threads", threads])
+        run([a.kiln, "compile", a.model, "-o", artifact, "--threads", threads, *kernels])
         recompile_s = time.perf_counter() - t0
         # Warm the kernel cache of the ONNX path and the page cache of every file.
-        kiln_run_load_ms(a.kiln, a.model, threads, tmp)
+        kiln_run_load_ms(a.kiln, a.model, threads, tmp, kernels)
         runtime_only_load_ms(tool, artifact, threads)
         ort_create_ms(a.model, a.threads)
 
@@ -104,12 +108,13 @@ def main():
         for _ in range(a.reps):
             figures["artifact (kiln-run-artifact)"].append(runtime_only_load_ms(tool, artifact, threads))
             figures["artifact (kiln run)"].append(kiln_run_load_ms(a.kiln, artifact, threads, tmp))
-            figures["ONNX, warm kernel cache (kiln run)"].append(kiln_run_load_ms(a.kiln, a.model, threads, tmp))
+            figures["ONNX, warm kernel cache (kiln run)"].append(kiln_run_load_ms(a.kiln, a.model, threads, tmp, kernels))
             figures["ONNX Runtime session creation"].append(ort_create_ms(a.model, a.threads))
         onnx_bytes = os.path.getsize(a.model)
         kiln_bytes = os.path.getsize(artifact)
 
-    print(f"model {os.path.basename(a.model)}, {a.threads} thread(s), {a.reps} reps (median, min, max ms)")
+    print(f"model {os.path.basename(a.model)}, --kernels {a.kernels}, {a.threads} thread(s), {a.reps} reps "
+          f"(median, min, max ms)")
     print(f"kiln compile: {compile_s:.2f} s first, {recompile_s:.2f} s again (all cached)")
     print(f"size: ONNX {onnx_bytes / 1e6:.2f} MB, artifact {kiln_bytes / 1e6:.2f} MB "
           f"({kiln_bytes / onnx_bytes:.3f}x)")

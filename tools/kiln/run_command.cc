@@ -129,7 +129,8 @@ void write_timings(const std::string& path, double load_ms, double first_run_ms,
 int run_model(const RunArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
-    if (!args.compile_options_given.empty() && runtime::is_artifact_file(args.model)) {
+    const bool artifact = runtime::is_artifact_file(args.model);
+    if (!args.compile_options_given.empty() && artifact) {
         std::string given;
         for (const std::string& o : args.compile_options_given) given += (given.empty() ? "" : ", ") + o;
         fmt::print(stderr, "note: {} is a compiled artifact: {} took effect when it was compiled (kiln compile); ignored\n",
@@ -178,8 +179,11 @@ int run_model(const RunArgs& args) {
     std::vector<Tensor> outputs = session->run(feeds);  // warm-up; may compile
     const double first_run_ms = elapsed_ms(first_start);
     SessionStats stats = session->stats();
-    fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", stats.kernels,
-               stats.compiled, stats.kernels - stats.compiled, stats.compile_seconds);
+    if (artifact)
+        fmt::print("loaded compiled artifact: {} kernels in {:.2f} ms (nothing compiled)\n", stats.kernels, load_ms);
+    else
+        fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", stats.kernels, stats.compiled,
+                   stats.kernels - stats.compiled, stats.compile_seconds);
 
     std::vector<double> ms;
     for (int r = 0; r < args.repeat; ++r) {

@@ -42,6 +42,10 @@ namespace {
 // reduction still adds in the schedule's order.
 const char* const kFlags[] = {"-O3",        "-march=native", "-fPIC",           "-shared",
                               "-std=gnu11", "-fwrapv",       "-fno-math-errno", "-ffp-contract=fast"};
+// The code-generation flags of kFlags for one object of a kernel library (compile_c_library):
+// compiled alone (-c), linked into one -shared library afterwards.
+const char* const kObjectFlags[] = {"-O3",     "-march=native",   "-fPIC",           "-std=gnu11",
+                                    "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-c"};
 constexpr int kDiagnosticLines = 40;
 
 std::atomic<uint64_t> g_compiled{0}, g_cached{0}, g_failed{0}, g_tmp_counter{0};
@@ -185,6 +189,106 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     }
 }
 
+/// Runs `n` jobs (fn(i) for i in [0, n)) on up to `jobs` threads (0 = cores).
+template <typename Fn>
+void run_parallel(size_t n, int jobs, Fn fn) {
+    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    jobs = static_cast<int>(std::min<size_t>(jobs, n));
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+        for (size_t k; (k = next++) < n;) fn(k);
+    };
+    if (jobs <= 1) {
+        worker();
+        return;
+    }
+    std::vector<std::thread> threads;
+    for (int j = 0; j < jobs; ++j) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+}
+
+/// The cache root (created), the compiler command and its identity: what every key hashes.
+struct Toolchain {
+    std::string root;
+    std::vector<std::string> cc;
+    std::string identity;
+};
+
+Toolchain toolchain() {
+    Toolchain t;
+    t.root = cache_dir();
+    std::error_code ec;
+    fs::create_directories(t.root, ec);
+    KILN_CHECK(fs::is_directory(t.root), kIOError)
+        << "cannot create the kernel cache directory '" << t.root << "'" << (ec ? ": " + ec.message() : "");
+    t.cc = compiler_command();
+    t.identity = compiler_identity(t.cc, t.root);
+    return t;
+}
+
+/// <root>/<first two hex digits>/<key><ext>; creates the folder.
+std::string cache_path(const Toolchain& t, const std::string& key, const std::string& ext) {
+    std::string dir = t.root + "/" + key.substr(0, 2);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    KILN_CHECK(fs::is_directory(dir), kIOError) << "cannot create '" << dir << "'" << (ec ? ": " + ec.message() : "");
+    return dir + "/" + key + ext;
+}
+
+/// Runs `<cc> flags -o OUT inputs libs` into a temporary file and renames it to `out`; on failure
+/// throws kCompileError: "<cc> failed (exit status N) <what>:" and the diagnostics.
+void build_into(const Toolchain& t, const std::vector<std::string>& flags, const std::vector<std::string>& inputs,
+                const std::vector<std::string>& libs, const std::string& out, const std::string& what) {
+    std::string tmp = temp_path(out, fs::path(out).extension().string().c_str());
+    std::string log = temp_path(out, ".log");
+    std::vector<std::string> argv = t.cc;
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("-o");
+    argv.push_back(tmp);
+    argv.insert(argv.end(), inputs.begin(), inputs.end());
+    argv.insert(argv.end(), libs.begin(), libs.end());
+    int err = 0;
+    int rc = run_process(argv, log, &err);
+    if (rc != 0) {
+        ++g_failed;
+        std::string diag = rc == -1 ? std::string("cannot start the compiler: ") + std::strerror(err) : read_file(log);
+        remove_quietly(log);
+        remove_quietly(tmp);
+        if (rc == 127 && diag.empty()) diag = "the compiler could not be executed (exit status 127)";
+        KILN_THROW(kCompileError) << "C compiler '" << join(t.cc) << "' failed (exit status " << rc << ") " << what
+                                  << ":\n"
+                                  << first_lines(diag, kDiagnosticLines);
+    }
+    remove_quietly(log);
+    if (std::rename(tmp.c_str(), out.c_str()) != 0) {
+        int e = errno;
+        remove_quietly(tmp);
+        KILN_THROW(kIOError) << "cannot move the compiler's output to '" << out << "': " << std::strerror(e);
+    }
+}
+
+/// Compiles `source` with `flags` (and `libs` after it) into the cache as <key><ext>, where the
+/// key hashes the source, the compiler and the flags; a hit compiles nothing.
+CompiledLibrary compile_cached(const std::string& source, const std::vector<std::string>& flags,
+                               const std::string& ext, const std::vector<std::string>& libs) {
+    Toolchain t = toolchain();
+    Fnv128 h;
+    h.add(source);
+    h.add(join(t.cc));
+    h.add(t.identity);
+    for (const std::string& f : flags) h.add(f);
+    std::string key = h.hex();
+    std::string out = cache_path(t, key, ext);
+    if (fs::exists(out)) {
+        ++g_cached;
+        return {out, true};
+    }
+    std::string src = cache_path(t, key, ".c");
+    write_file_atomic(src, source);
+    build_into(t, flags, {src}, libs, out, "on the generated kernel source kept at " + src);
+    ++g_compiled;
+    return {out, false};
+}
 }  // namespace
 
 std::string cache_dir() {
@@ -195,54 +299,7 @@ std::string cache_dir() {
 }
 
 CompiledLibrary compile_c(const std::string& source) {
-    std::string root = cache_dir();
-    std::error_code ec;
-    fs::create_directories(root, ec);
-    KILN_CHECK(fs::is_directory(root), kIOError)
-        << "cannot create the kernel cache directory '" << root << "'" << (ec ? ": " + ec.message() : "");
-    std::vector<std::string> cc = compiler_command();
-    Fnv128 h;
-    h.add(source);
-    h.add(join(cc));
-    h.add(compiler_identity(cc, root));
-    for (const char* f : kFlags) h.add(f);
-    std::string key = h.hex();
-    std::string dir = root + "/" + key.substr(0, 2);
-    std::string so = dir + "/" + key + ".so";
-    if (fs::exists(so)) {
-        ++g_cached;
-        return {so, true};
-    }
-    fs::create_directories(dir, ec);
-    KILN_CHECK(fs::is_directory(dir), kIOError) << "cannot create '" << dir << "'" << (ec ? ": " + ec.message() : "");
-    std::string src = dir + "/" + key + ".c";
-    write_file_atomic(src, source);
-
-    std::string tmp_so = temp_path(so, ".so");
-    std::string log = temp_path(dir + "/" + key, ".log");
-    std::vector<std::string> argv = cc;
-    for (const char* f : kFlags) argv.push_back(f);
-    argv.insert(argv.end(), {"-o", tmp_so, src, "-lm"});
-    int err = 0;
-    int rc = run_process(argv, log, &err);
-    if (rc != 0) {
-        ++g_failed;
-        std::string diag = rc == -1 ? std::string("cannot start the compiler: ") + std::strerror(err) : read_file(log);
-        remove_quietly(log);
-        remove_quietly(tmp_so);
-        if (rc == 127 && diag.empty()) diag = "the compiler could not be executed (exit status 127)";
-        KILN_THROW(kCompileError) << "C compiler '" << join(cc) << "' failed (exit status " << rc
-                                  << ") on the generated kernel source kept at " << src << ":\n"
-                                  << first_lines(diag, kDiagnosticLines);
-    }
-    remove_quietly(log);
-    if (std::rename(tmp_so.c_str(), so.c_str()) != 0) {
-        int e = errno;
-        remove_quietly(tmp_so);
-        KILN_THROW(kIOError) << "cannot move the compiled kernel to '" << so << "': " << std::strerror(e);
-    }
-    ++g_compiled;
-    return {so, false};
+    return compile_cached(source, std::vector<std::string>(std::begin(kFlags), std::end(kFlags)), ".so", {"-lm"});
 }
 
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs) {
@@ -254,28 +311,15 @@ std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sourc
         if (inserted) unique.push_back(i);
         group[i] = it->second;
     }
-    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    jobs = static_cast<int>(std::min<size_t>(jobs, unique.size()));
-
     std::vector<CompileOutcome> done(unique.size());
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-        for (size_t k; (k = next++) < unique.size();) {
-            try {
-                done[k].library = compile_c(sources[unique[k]]);
-            } catch (const std::exception& e) {
-                done[k].error = e.what();
-                done[k].exception = std::current_exception();
-            }
+    run_parallel(unique.size(), jobs, [&](size_t k) {
+        try {
+            done[k].library = compile_c(sources[unique[k]]);
+        } catch (const std::exception& e) {
+            done[k].error = e.what();
+            done[k].exception = std::current_exception();
         }
-    };
-    if (jobs <= 1) {
-        worker();
-    } else {
-        std::vector<std::thread> threads;
-        for (int j = 0; j < jobs; ++j) threads.emplace_back(worker);
-        for (auto& t : threads) t.join();
-    }
+    });
     std::vector<CompileOutcome> out(sources.size());
     for (size_t i = 0; i < sources.size(); ++i) out[i] = done[group[i]];
     return out;
@@ -288,6 +332,61 @@ std::vector<CompiledLibrary> compile_c_many(const std::vector<std::string>& sour
     std::vector<CompiledLibrary> out;
     for (CompileOutcome& o : each) out.push_back(std::move(o.library));
     return out;
+}
+
+std::string kernel_library_symbol(const std::string& source) {
+    Fnv128 h;
+    h.add(source);
+    return "kiln_kernel_" + h.hex().substr(0, 16);
+}
+
+KernelLibrary compile_c_library(const std::vector<std::string>& sources, int jobs) {
+    // Distinct sources, each an object whose kiln_kernel is renamed by the preprocessor (the
+    // emitted code defines no other external symbol: the prelude and task functions are static).
+    std::vector<std::string> unique;
+    std::map<std::string, size_t> index_of;
+    for (const std::string& s : sources)
+        if (index_of.emplace(s, unique.size()).second) unique.push_back(s);
+    if (unique.empty()) unique.push_back("/* a kernel library without kernels */\n");
+    std::vector<CompileOutcome> objects(unique.size());
+    run_parallel(unique.size(), jobs, [&](size_t k) {
+        std::vector<std::string> flags(std::begin(kObjectFlags), std::end(kObjectFlags));
+        flags.push_back("-Dkiln_kernel=" + kernel_library_symbol(unique[k]));
+        try {
+            objects[k].library = compile_cached(unique[k], flags, ".o", {});
+        } catch (const std::exception&) {
+            objects[k].exception = std::current_exception();
+        }
+    });
+    KernelLibrary lib;
+    std::vector<std::string> paths;
+    for (const CompileOutcome& o : objects) {
+        if (o.exception) std::rethrow_exception(o.exception);
+        lib.objects_compiled += !o.library.from_cache;
+        paths.push_back(o.library.path);
+    }
+    for (const std::string& s : sources) {
+        lib.symbols.push_back(kernel_library_symbol(s));
+        lib.cached.push_back(objects[index_of.at(s)].library.from_cache);
+    }
+
+    // The linked library is cached by its objects (their paths are their keys) and the link line.
+    Toolchain t = toolchain();
+    const std::vector<std::string> link_flags = {"-shared"};
+    Fnv128 h;
+    h.add("kernel library");
+    for (const std::string& p : paths) h.add(fs::path(p).filename().string());
+    h.add(join(t.cc));
+    h.add(t.identity);
+    for (const std::string& f : link_flags) h.add(f);
+    lib.path = cache_path(t, h.hex(), ".so");
+    if (fs::exists(lib.path)) {
+        lib.from_cache = true;
+        return lib;
+    }
+    build_into(t, link_flags, paths, {"-lm"}, lib.path,
+               "linking " + std::to_string(paths.size()) + " kernel objects into one library");
+    return lib;
 }
 
 CompileStats compile_stats() {

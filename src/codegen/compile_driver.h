@@ -8,6 +8,12 @@
 // Flags: -O3 -march=native -fPIC -shared -std=gnu11 -fwrapv -fno-math-errno -ffp-contract=fast
 // (FMA contraction, no -ffast-math: compiled float kernels match the tir interpreter within a
 // rounding tolerance; integer kernels match exactly).
+//
+// A kernel library (compile_c_library, the one library of a compiled artifact) holds many
+// kernels: each source becomes an object (<key>.o, the same flags with -c instead of -shared)
+// whose `kiln_kernel` is renamed by -Dkiln_kernel=<symbol>, and the objects are linked with
+// -shared into <key>.so (keyed by its objects). Both steps are cached, so a second build of
+// the same model's library runs no compiler at all.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +46,27 @@ struct CompileOutcome {
 };
 /// compile_c_many that records each source's failure instead of throwing (the tuner's candidates).
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs = 0);
+
+/// One shared library exporting many kernels.
+struct KernelLibrary {
+    std::string path;                  // the linked .so in the cache
+    std::vector<std::string> symbols;  // per source given: the name its kernel is exported under
+    std::vector<bool> cached;          // per source given: its object came from the cache
+    int objects_compiled = 0;          // objects built by this call (the rest came from the cache)
+    bool from_cache = false;           // the linked library itself was in the cache
+};
+
+/// The symbol compile_c_library exports `source`'s kernel under: "kiln_kernel_" and 16 hex digits
+/// of the source's hash (identical sources share one symbol; a kernel keeps its name, and its
+/// cached object, when other kernels of the model change).
+std::string kernel_library_symbol(const std::string& source);
+
+/// Builds one shared library from kernel sources (each defines `kiln_kernel` and nothing else
+/// external, as the C emitter writes them), up to `jobs` compiler processes at once (0 = cores).
+/// Identical sources are compiled once. Throws kCompileError naming the failing source (kept in
+/// the cache) or the link step, with the compiler's diagnostics. No sources: a library without
+/// kernels.
+KernelLibrary compile_c_library(const std::vector<std::string>& sources, int jobs = 0);
 
 /// Process-wide counters of compile_c / compile_c_many results since start.
 struct CompileStats {

@@ -10,7 +10,8 @@
 //    names its input's buffer and it gets no kernel.
 // 3. Lower each kernel unit — a fusion group or a single node (compiler/lower_group.h):
 //    composed computes -> schedule -> tir -> simplify -> C. Identical sources share one kernel.
-// 4. Compile all distinct sources through the cached compile driver, in parallel.
+// 4. Compile all distinct sources through the cached compile driver, in parallel (into one
+//    library with CompileOptions::one_library).
 // 5. Plan memory: every intermediate gets an offset in one arena (compiler/plan_executable.h);
 //    elementwise kernels that may run in place are emitted without `restrict`.
 #include "compiler/compile.h"
@@ -286,7 +287,17 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         step.node_name = lowered[s].node_name.empty() ? lowered[s].description : lowered[s].node_name;
         exe->steps.push_back(std::move(step));
     }
-    std::vector<codegen::CompiledLibrary> libs = codegen::compile_c_many(sources, opts.compile_jobs);
+    // One library per kernel (cached per source), or all kernels in one library.
+    std::vector<codegen::CompiledLibrary> libs;
+    std::vector<std::string> symbols(sources.size(), "kiln_kernel");
+    if (opts.one_library) {
+        codegen::KernelLibrary lib = codegen::compile_c_library(sources, opts.compile_jobs);
+        for (size_t k = 0; k < sources.size(); ++k) libs.push_back({lib.path, lib.cached[k]});
+        symbols = lib.symbols;
+        result.kernel_library = lib.path;
+    } else {
+        libs = codegen::compile_c_many(sources, opts.compile_jobs);
+    }
     exe->kernels.resize(sources.size());
     int async_copy_kernel = -1;
     for (size_t s = 0; s < lowered.size(); ++s) {
@@ -324,7 +335,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         runtime::KernelDesc& kd = exe->kernels[k];
         if (kd.library.empty()) {
             kd.library = libs[k].path;
-            kd.symbol = "kiln_kernel";
+            kd.symbol = symbols[k];
             kd.description = lowered[s].description;
         }
         KernelInfo info;
@@ -335,7 +346,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         info.from_cache = libs[k].from_cache;
         result.kernels.push_back(std::move(info));
     }
-    for (const auto& l : libs)
+    for (const auto& l : libs)  // per distinct source (one_library: its object)
         if (!l.from_cache) ++result.stats.compiled;
     result.stats.kernels = static_cast<int>(sources.size());
     for (const LoweredKernel& k : lowered) result.stats.kernels += !k.extern_name.empty();

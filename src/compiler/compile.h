@@ -44,6 +44,10 @@ struct CompileOptions {
     /// (tune/tuning_log.h). The knob "source" picks who computes a conv/matmul unit (0: the
     /// generated kernel, 1: oneDNN) over the `kernels` rule; the others go to the schedules.
     std::map<std::string, te::KnobValues> tuned;
+    /// Build every generated kernel into one shared library (codegen::compile_c_library: what a
+    /// compiled artifact embeds) instead of one cached library per kernel; each KernelDesc then
+    /// names that library and its kernel's own symbol.
+    bool one_library = false;
 };
 
 /// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).
@@ -75,6 +79,8 @@ struct MemoryFigures {
 
 struct CompiledModel {
     std::shared_ptr<runtime::Executable> executable;
+    /// With CompileOptions::one_library: the library holding every generated kernel.
+    std::string kernel_library;
     std::vector<KernelInfo> kernels;
     CompileStats stats;
     MemoryFigures memory;

@@ -71,6 +71,20 @@ std::string host_only_reason(const ir::Graph& g) {
     return "";
 }
 
+std::set<std::string> value_fed_inputs(const ir::Graph& g) {
+    std::set<std::string> out;
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    for (const ir::Node* n : g.nodes()) {
+        const op::OpDef* def = reg.find(n->op());
+        if (!def) continue;
+        for (int vi : def->value_inputs) {
+            const ir::Value* v = n->input(static_cast<size_t>(vi));
+            if (v && v->is_graph_input()) out.insert(v->name());
+        }
+    }
+    return out;
+}
+
 std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string>& frozen_inputs) {
     if (std::string why = host_only_reason(g); !why.empty()) return why;
     // Values whose contents depend on a (not frozen) graph input's data; Shape and Size read only

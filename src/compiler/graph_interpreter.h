@@ -41,6 +41,10 @@ constexpr int64_t kInterpretElements = 1 << 16;
 /// specializes on).
 std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string>& frozen_inputs = {});
 
+/// Names of graph inputs an op reads as a value input (a Reshape target fed by a graph input):
+/// their values shape the graph, so a compile specializes on them.
+std::set<std::string> value_fed_inputs(const ir::Graph& g);
+
 /// The part of interpreter_reason that no specialization removes: host-only ops, sub-graphs,
 /// non-tensor or string values ("" when compile() can take the graph's ops and types).
 std::string host_only_reason(const ir::Graph& g);

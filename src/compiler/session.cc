@@ -20,9 +20,7 @@
 #include <thread>
 
 #include "compiler/compile.h"
-#include "compiler/tune_model.h"
-#include "tune/measure.h"
-#include "tune/tuning_log.h"
+#include "compiler/model_compile_options.h"
 #include "compiler/graph_interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "ir/printer.h"
@@ -35,29 +33,6 @@ namespace kiln {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-/// Names of graph inputs whose values an op needs at compile time.
-std::set<std::string> value_fed_inputs(const ir::Graph& g) {
-    std::set<std::string> out;
-    const op::OpRegistry& reg = op::OpRegistry::global();
-    for (ir::Node* n : g.nodes()) {
-        const op::OpDef* def = reg.find(n->op());
-        if (!def) continue;
-        for (int vi : def->value_inputs) {
-            ir::Value* v = n->input(static_cast<size_t>(vi));
-            if (v && v->is_graph_input()) out.insert(v->name());
-        }
-    }
-    return out;
-}
-
-std::string pass_names() {
-    std::set<std::string> names;
-    for (const pass::Pass& p : pass::all_passes()) names.insert(p.name);
-    std::string s;
-    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-    return s;
-}
 
 std::string tensor_key(const Tensor& t) {
     std::string s = std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + ":";
@@ -74,7 +49,7 @@ public:
         ir::Graph g = frontend::import_onnx_file(path_);
         for (ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
         for (ir::Value* v : g.outputs()) outputs_.push_back(info_of(*v));
-        value_inputs_ = value_fed_inputs(g);
+        value_inputs_ = compiler::value_fed_inputs(g);
         // Check every op is known now, so an unsupported op fails at load, not at first run.
         for (ir::Node* n : g.nodes())
             KILN_CHECK(op::OpRegistry::global().find(n->op()), kUnsupported)
@@ -289,35 +264,12 @@ private:
         return os.str();
     }
 
-    /// The best records of the session's tuning log for this machine and thread count.
-    std::map<std::string, te::KnobValues> tuned_knobs() const {
-        if (opts_.tuning_log == "none") return {};
-        std::string path = opts_.tuning_log;
-        if (path.empty()) {
-            path = tune::default_tuning_log_path();
-            if (!std::filesystem::exists(path)) return {};
-        }
-        KILN_CHECK(std::filesystem::exists(path), kInvalidArgument) << "tuning log '" << path << "' does not exist";
-        const int threads = runner_.stats().intra_op_threads;
-        return compiler::tuned_knobs_from_log(path, tune::host_target(), threads);
-    }
-
     void specialize(ir::Graph g, const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& frozen) {
         for (const auto& [name, t] : frozen) g.freeze_input(g.find_value(name), t.clone());
-        compiler::CompileOptions copts;
-        copts.dims = dims;
+        SessionOptions specialized = opts_;
+        specialized.dims = dims;
+        compiler::CompileOptions copts = compiler::compile_options_for(specialized, runner_.stats().intra_op_threads);
         copts.plan_for_concurrency = runner_.plans_for_concurrency();
-        copts.opt_level = opts_.opt_level;
-        copts.kernels = compiler::parse_kernel_source(opts_.kernels);
-        copts.tuned = tuned_knobs();
-        copts.passes.print_after.insert(opts_.print_after.begin(), opts_.print_after.end());
-        copts.passes.print_after_all = opts_.print_after_all;
-        for (const std::string& name : opts_.print_after) {
-            bool known = name == "*";
-            for (const pass::Pass& p : pass::all_passes()) known |= p.name == name;
-            KILN_CHECK(known, kInvalidArgument) << "--print-after: no pass named '" << name << "' (passes: "
-                                                << pass_names() << ")";
-        }
         std::ostringstream after;
         ir::PrintOptions popts;
         popts.max_constant_elements = 16;

@@ -1,9 +1,11 @@
 // The compile driver: cache layout and hits, diagnostics on failure, parallel compiles.
 #include "codegen/compile_driver.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -160,6 +162,90 @@ TEST(CompileDriver, ConcurrentCompilesOfOneSourceAgree) {
     for (auto& t : ts) t.join();
     for (const auto& p : paths) EXPECT_EQ(p, paths[0]);
     EXPECT_TRUE(fs::exists(paths[0]));
+    fs::remove_all(dir);
+}
+
+/// A kernel in the C emitter's form: a static helper (the same name in every source, as the
+/// prelude's are) and `kiln_kernel`, which stores `value` into its first argument.
+std::string kernel_source(int value, const std::string& tag) {
+    return "/* " + tag + " " + std::to_string(::getpid()) + " */\n#include <stdint.h>\n"
+           "static int32_t helper(void) { return " + std::to_string(value) + "; }\n"
+           "int32_t kiln_kernel(void* const* args, const void* env) { *(int32_t*)args[0] = helper(); return 0; }\n";
+}
+
+/// Calls `symbol` of the library at `path`; returns the value it stored.
+int32_t call_kernel(const std::string& path, const std::string& symbol) {
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(h, nullptr) << dlerror();
+    if (!h) return -1;
+    using Fn = int32_t (*)(void* const*, const void*);
+    auto fn = reinterpret_cast<Fn>(dlsym(h, symbol.c_str()));
+    EXPECT_NE(fn, nullptr) << symbol;
+    int32_t out = -1;
+    void* args[] = {&out};
+    if (fn) EXPECT_EQ(fn(args, nullptr), 0);
+    dlclose(h);
+    return out;
+}
+
+TEST(CompileDriver, KernelLibraryExportsEveryKernelUnderItsOwnSymbol) {
+    std::string dir = fresh_dir("lib");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    std::vector<std::string> srcs = {kernel_source(7, "lib"), kernel_source(11, "lib"), kernel_source(7, "lib")};
+    KernelLibrary lib = compile_c_library(srcs, 2);
+    ASSERT_EQ(lib.symbols.size(), 3u);
+    EXPECT_EQ(lib.objects_compiled, 2);  // identical sources: one object
+    EXPECT_FALSE(lib.from_cache);
+    EXPECT_EQ(lib.symbols[0], lib.symbols[2]);
+    EXPECT_NE(lib.symbols[0], lib.symbols[1]);
+    EXPECT_EQ(lib.symbols[1], kernel_library_symbol(srcs[1]));
+    EXPECT_EQ(call_kernel(lib.path, lib.symbols[0]), 7);
+    EXPECT_EQ(call_kernel(lib.path, lib.symbols[1]), 11);
+
+    // Again: nothing is compiled or linked.
+    KernelLibrary again = compile_c_library(srcs, 2);
+    EXPECT_EQ(again.objects_compiled, 0);
+    EXPECT_TRUE(again.from_cache);
+    EXPECT_EQ(again.path, lib.path);
+
+    // One changed kernel: one object compiled, a new link; the others keep their symbols.
+    srcs[1] = kernel_source(13, "lib");
+    KernelLibrary changed = compile_c_library(srcs, 2);
+    EXPECT_EQ(changed.objects_compiled, 1);
+    EXPECT_FALSE(changed.from_cache);
+    EXPECT_NE(changed.path, lib.path);
+    EXPECT_EQ(changed.symbols[0], lib.symbols[0]);
+    EXPECT_EQ(call_kernel(changed.path, changed.symbols[1]), 13);
+
+    // No kernels: still a library that loads.
+    KernelLibrary empty = compile_c_library({}, 1);
+    EXPECT_TRUE(empty.symbols.empty());
+    void* h = dlopen(empty.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(h, nullptr) << dlerror();
+    if (h) dlclose(h);
+    fs::remove_all(dir);
+}
+
+TEST(CompileDriver, KernelLibraryReportsCompileAndLinkErrors) {
+    std::string dir = fresh_dir("liberr");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    try {
+        compile_c_library({kernel_source(1, "liberr"), "int32_t kiln_kernel(void) { return 1 +; }\n"}, 2);
+        FAIL() << "expected a CompileError";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+        EXPECT_NE(e.message().find("kept at " + dir), std::string::npos) << e.message();
+    }
+    // Two sources defining the same external symbol (not the emitter's form): the link fails.
+    const std::string dup = "int kiln_shared_global = 1;\n";
+    try {
+        compile_c_library({dup + kernel_source(1, "liberr"), dup + kernel_source(2, "liberr")}, 2);
+        FAIL() << "expected a CompileError";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+        EXPECT_NE(e.message().find("linking 2 kernel objects"), std::string::npos) << e.message();
+        EXPECT_NE(e.message().find("kiln_shared_global"), std::string::npos) << e.message();
+    }
     fs::remove_all(dir);
 }
 

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
 
 #include "kernel_test_util.h"
 #include "te/schedule.h"
@@ -148,6 +151,66 @@ void check_against_interpreter(const te::Schedule& s, const std::vector<te::Tens
             EXPECT_TRUE(bits_equal(got4[p], ref[p])) << name << " param " << p << "\n" << tir::func_str(f);
         else
             EXPECT_TRUE(all_close(got4[p], ref[p], rtol, atol)) << name << " param " << p;
+    }
+}
+
+/// The dynamic symbols `path` defines (nm -D --defined-only).
+std::set<std::string> exported_symbols(const std::string& path) {
+    std::set<std::string> out;
+    FILE* p = popen(("nm -D --defined-only '" + path + "'").c_str(), "r");
+    if (!p) return out;
+    char line[512];
+    while (std::fgets(line, sizeof line, p)) {
+        std::istringstream is(line);
+        std::string addr, type, name;
+        if (is >> addr >> type >> name) out.insert(name);
+    }
+    pclose(p);
+    return out;
+}
+
+// Two emitted kernels (the same prelude, parallel tasks and kernel-local buffers) in one library
+// (a compiled artifact's form): the link sees no duplicate symbol, the library exports exactly
+// the two kernels, and each computes what the same kernel compiled alone computes.
+TEST(KernelLibrary, EmittedKernelsLinkIntoOneLibraryAndAgreeWithSeparateBuilds) {
+    PrimFunc par = nested_parallel_func();
+    const int64_t M = 9, K = 7, N = 20;
+    te::Tensor A = te::placeholder({M, K}, DType::kFloat32, "A");
+    te::Tensor B = te::placeholder({K, N}, DType::kFloat32, "B");
+    te::IterVar r = te::reduce_axis(K, "r");
+    te::Tensor C = te::compute({M, N}, [&](const std::vector<te::Var>& i) {
+        return te::sum(te::read(A, {te::ex(i[0]), te::ex(r->var)}) * te::read(B, {te::ex(r->var), te::ex(i[1])}), {r});
+    }, "C");
+    te::Schedule s = te::create_schedule({C});
+    te::Stage& st = s[C];
+    auto [io, ii] = st.split(st.axis(0), 4);
+    st.reorder({io, st.axis(1), st.reduce_axis(0), ii});
+    st.parallel(io);
+    st.cache_write_local();
+    PrimFunc mm = tir::simplify(tir::lower(s, {A, B, C}, "kiln_kernel"));
+    PrimFunc par_k = par;
+    par_k.name = "kiln_kernel";
+    std::vector<PrimFunc> funcs = {par_k, mm};
+    std::vector<std::string> sources = {emit_c(par_k), emit_c(mm)};
+    KernelLibrary lib = compile_c_library(sources, 2);
+    EXPECT_EQ(exported_symbols(lib.path), std::set<std::string>(lib.symbols.begin(), lib.symbols.end()));
+
+    auto exe = std::make_shared<runtime::Executable>();
+    for (size_t i = 0; i < funcs.size(); ++i) exe->kernels.push_back({lib.path, lib.symbols[i], "k" + std::to_string(i)});
+    exe->load();
+    runtime::ThreadPool pool(2);
+    kiln_kernel_env env = pool.kernel_env();
+    for (size_t i = 0; i < funcs.size(); ++i) {
+        auto fill = [](size_t p, int64_t e) { return std::sin(e * 0.37 + p) * (1 + p); };
+        std::vector<Tensor> got = make_args(funcs[i], fill), want = make_args(funcs[i], fill);
+        std::vector<void*> ptrs;
+        for (auto& t : got) ptrs.push_back(t.data());
+        ASSERT_EQ(exe->kernel_fn(static_cast<int>(i))(ptrs.data(), &env), 0);
+        PrimFunc alone = funcs[i];
+        alone.name = "alone_" + std::to_string(i);
+        ASSERT_EQ(compile_func(alone).run(want, &pool), 0);
+        const size_t out = funcs[i].params.size() - 1;
+        EXPECT_TRUE(bits_equal(got[out], want[out])) << "kernel " << i;
     }
 }
 

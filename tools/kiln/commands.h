@@ -35,6 +35,8 @@ inline void add_tuning_log_option(CLI::App* sub, std::string& path) {
 
 /// `kiln run MODEL.onnx ...`: run a model on given or random inputs and time it.
 void add_run_command(CLI::App& app, CommandAction& action);
+/// `kiln compile MODEL.onnx -o MODEL.kiln ...`: compile ahead of time into one artifact.
+void add_compile_command(CLI::App& app, CommandAction& action);
 /// `kiln inspect MODEL.onnx ...`: print the IR and every kernel.
 void add_inspect_command(CLI::App& app, CommandAction& action);
 /// `kiln test-onnx DIR ...`: run ONNX backend node tests, one forked child per test.

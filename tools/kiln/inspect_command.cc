@@ -1,6 +1,7 @@
 // `kiln inspect`: load a model and print Session::inspect() — the IR after the pass pipeline
 // (and after chosen passes), the passes' node counts and times, every kernel's loop IR and C
-// source — or only the memory plan (--memory) or the kernel list (--kernels).
+// source — or only the memory plan (--memory) or the kernel list (--kernels). For a compiled
+// artifact (`kiln compile`): what it records (metadata, CPU features) and its kernels and steps.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "commands.h"
 #include "kiln/kiln.h"
 #include "name_value_args.h"
+#include "runtime/artifact.h"
 
 namespace kiln::cli {
 namespace {
@@ -28,9 +30,58 @@ struct InspectArgs {
     std::string tuning_log;
 };
 
+const char* role_name(runtime::BufferRole r) {
+    switch (r) {
+        case runtime::BufferRole::kInput: return "input";
+        case runtime::BufferRole::kOutput: return "output";
+        case runtime::BufferRole::kConstant: return "constant";
+        case runtime::BufferRole::kIntermediate: return "intermediate";
+    }
+    return "?";
+}
+
+/// The artifact's metadata, CPU features, inputs and outputs, kernels and step count (--memory:
+/// the memory plan report recorded when it was compiled).
+int inspect_artifact(const InspectArgs& args) {
+    runtime::LoadedArtifact a = runtime::load_artifact(args.model);
+    const runtime::Executable& exe = *a.exe;
+    auto report = a.info.metadata.find("memory_report");
+    if (args.memory) {
+        fmt::print("{}", report != a.info.metadata.end() ? report->second : "no memory report recorded\n");
+        return 0;
+    }
+    fmt::print("// compiled artifact {}\n", args.model);
+    for (const auto& [key, value] : a.info.metadata)
+        if (key != "memory_report") fmt::print("{}: {}\n", key, value);  // multi-line: --memory
+    std::string features;
+    for (const std::string& f : a.info.cpu_features) features += (features.empty() ? "" : " ") + f;
+    fmt::print("cpu_features: {}\n", features.empty() ? "(none recorded)" : features);
+    size_t constant_bytes = 0;
+    for (const runtime::BufferDesc& b : exe.buffers)
+        if (b.role == runtime::BufferRole::kConstant) constant_bytes += b.nbytes();
+    for (int id : exe.inputs)
+        fmt::print("{} {}: {} {}\n", role_name(exe.buffers[id].role), exe.buffers[id].name,
+                   dtype_name(exe.buffers[id].dtype), shape_str(exe.buffers[id].shape));
+    for (int id : exe.outputs)
+        fmt::print("{} {}: {} {}\n", role_name(exe.buffers[id].role), exe.buffers[id].name,
+                   dtype_name(exe.buffers[id].dtype), shape_str(exe.buffers[id].shape));
+    fmt::print("constants: {} bytes; arena: {} bytes ({} memory plan)\n", constant_bytes, exe.arena_bytes,
+               exe.planned_for_concurrency ? "concurrent" : "sequential");
+    for (size_t i = 0; i < exe.kernels.size(); ++i) {
+        const runtime::KernelDesc& k = exe.kernels[i];
+        std::string what = k.is_extern() ? "[" + k.extern_name + "]" : k.is_async ? "[runtime " + k.symbol + "]" : k.symbol;
+        fmt::print("kernel {}: {} {}\n", i, k.description, what);
+    }
+    fmt::print("{} kernels, {} steps\n", exe.kernels.size(), exe.steps.size());
+    if (!args.print_after.empty() || args.print_after_all)
+        fmt::print("// note: an artifact holds no IR; inspect the ONNX model for the passes\n");
+    return 0;
+}
+
 int inspect_model(const InspectArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
+    if (runtime::is_artifact_file(args.model)) return inspect_artifact(args);
     SessionOptions opts;
     opts.dims = parse_dims(args.dims);
     opts.executor = args.executor == "sequential" ? ExecutorKind::kSequential
@@ -54,7 +105,7 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
     auto args = std::make_shared<InspectArgs>();
     CLI::App* sub = app.add_subcommand(
         "inspect", "Print a model's IR and the loop IR and C source of every kernel");
-    sub->add_option("model", args->model, "ONNX model file")->required();
+    sub->add_option("model", args->model, "ONNX model file or compiled .kiln artifact")->required();
     sub->add_option("--dim", args->dims, "Value of a symbolic dimension (repeatable)")
         ->type_name("NAME=VALUE")
         ->allow_extra_args(false)

@@ -27,6 +27,7 @@ int run_main(int argc, char** argv) {
 
     kiln::cli::CommandAction action;
     kiln::cli::add_run_command(app, action);
+    kiln::cli::add_compile_command(app, action);
     kiln::cli::add_inspect_command(app, action);
     kiln::cli::add_ops_command(app, action);
     kiln::cli::add_test_onnx_command(app, action);

@@ -18,6 +18,7 @@
 #include "kiln/kiln.h"
 #include "name_value_args.h"
 #include "random_inputs.h"
+#include "runtime/artifact.h"
 #include "support/npy.h"
 #include "tensor_format.h"
 
@@ -44,6 +45,7 @@ struct RunArgs {
     std::string kernels = "auto";
     std::string tuning_log;    // "" = the default log when it exists, "none" = untuned
     std::string timings_json;  // write load / first-run / per-run milliseconds here
+    std::vector<std::string> compile_options_given;  // of -O, --kernels, --tuning-log
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -127,6 +129,13 @@ void write_timings(const std::string& path, double load_ms, double first_run_ms,
 int run_model(const RunArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
+    const bool artifact = runtime::is_artifact_file(args.model);
+    if (!args.compile_options_given.empty() && artifact) {
+        std::string given;
+        for (const std::string& o : args.compile_options_given) given += (given.empty() ? "" : ", ") + o;
+        fmt::print(stderr, "note: {} is a compiled artifact: {} took effect when it was compiled (kiln compile); ignored\n",
+                   args.model, given);
+    }
     using Clock = std::chrono::steady_clock;
     const auto load_start = Clock::now();
     SessionOptions opts;
@@ -170,8 +179,11 @@ int run_model(const RunArgs& args) {
     std::vector<Tensor> outputs = session->run(feeds);  // warm-up; may compile
     const double first_run_ms = elapsed_ms(first_start);
     SessionStats stats = session->stats();
-    fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", stats.kernels,
-               stats.compiled, stats.kernels - stats.compiled, stats.compile_seconds);
+    if (artifact)
+        fmt::print("loaded compiled artifact: {} kernels in {:.2f} ms (nothing compiled)\n", stats.kernels, load_ms);
+    else
+        fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", stats.kernels, stats.compiled,
+                   stats.kernels - stats.compiled, stats.compile_seconds);
 
     std::vector<double> ms;
     for (int r = 0; r < args.repeat; ++r) {
@@ -208,7 +220,7 @@ int run_model(const RunArgs& args) {
 void add_run_command(CLI::App& app, CommandAction& action) {
     auto args = std::make_shared<RunArgs>();
     CLI::App* sub = app.add_subcommand("run", "Run a model on given or random inputs and time it");
-    sub->add_option("model", args->model, "ONNX model file")->required();
+    sub->add_option("model", args->model, "ONNX model file or compiled .kiln artifact (kiln compile)")->required();
     sub->add_option("--input", args->inputs, "Input from a .npy file (repeatable)")
         ->type_name("NAME=FILE.npy")
         ->allow_extra_args(false)
@@ -254,7 +266,11 @@ void add_run_command(CLI::App& app, CommandAction& action) {
                     "Write load, first-run and each timed run's milliseconds to FILE as JSON")
         ->type_name("FILE.json");
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
-    sub->callback([args, &action] { action = [args] { return run_model(*args); }; });
+    sub->callback([args, sub, &action] {
+        for (const char* o : {"-O", "--kernels", "--tuning-log"})  // --dim: checked against the artifact's
+            if (sub->count(o) > 0) args->compile_options_given.push_back(o);
+        action = [args] { return run_model(*args); };
+    });
 }
 
 }  // namespace kiln::cli

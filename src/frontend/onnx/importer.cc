@@ -418,20 +418,44 @@ ir::Graph import_model_bytes(const std::string& bytes, const std::string& displa
     return Importer(model, base_dir).run();
 }
 
+ModelFacts model_facts(const onnx::ModelProto& m) {
+    ModelFacts f;
+    auto put = [&](const std::string& key, const std::string& value) {
+        if (!value.empty()) f[key] = value;
+    };
+    put("producer_name", m.producer_name());
+    put("producer_version", m.producer_version());
+    put("domain", m.domain());
+    if (m.has_model_version()) put("model_version", std::to_string(m.model_version()));
+    put("doc_string", m.doc_string());
+    put("graph_name", m.graph().name());
+    put("graph_doc_string", m.graph().doc_string());
+    std::string opsets;
+    for (const onnx::OperatorSetIdProto& o : m.opset_import())
+        opsets += (opsets.empty() ? "" : ",") + (o.domain().empty() ? std::string("ai.onnx") : o.domain()) + ":" +
+                  std::to_string(o.version());
+    put("opset_import", opsets);
+    for (const onnx::StringStringEntryProto& e : m.metadata_props()) put("metadata." + e.key(), e.value());
+    return f;
+}
+
 /// Parses straight from the file (no second copy of the bytes in memory).
-ir::Graph import_model_file(const std::string& path) {
+ir::Graph import_model_file(const std::string& path, ModelFacts* facts) {
     KILN_CHECK(std::filesystem::is_regular_file(path), kIOError) << "cannot open '" << path << "': no such file";
     std::ifstream in(path, std::ios::binary);
     KILN_CHECK(in.good(), kIOError) << "cannot open '" << path << "' for reading";
     onnx::ModelProto model;
     KILN_CHECK(model.ParseFromIstream(&in), kInvalidModel) << "could not parse '" << path << "' as an ONNX model";
+    if (facts) *facts = model_facts(model);
     return Importer(model, parent_dir(path)).run();
 }
 
 
 }  // namespace
 
-ir::Graph import_onnx_file(const std::string& path) { return import_model_file(path); }
+ir::Graph import_onnx_file(const std::string& path) { return import_model_file(path, nullptr); }
+
+ir::Graph import_onnx_file(const std::string& path, ModelFacts* facts) { return import_model_file(path, facts); }
 
 ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir) {
     return import_model_bytes(bytes, "<bytes>", base_dir);

@@ -8,6 +8,7 @@
 // Errors are kiln::Error naming the node, its op and the opset.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "ir/graph.h"
@@ -17,6 +18,14 @@
 namespace kiln::frontend {
 
 ir::Graph import_onnx_file(const std::string& path);
+
+/// What an ONNX model says about itself besides its graph, by key: producer_name,
+/// producer_version, domain, model_version, doc_string, graph_name, graph_doc_string, opset_import
+/// ("ai.onnx:17,com.microsoft:1") and each metadata_props entry as "metadata.<key>". Empty
+/// fields are left out.
+using ModelFacts = std::map<std::string, std::string>;
+/// import_onnx_file that also fills `facts` (from the same parse).
+ir::Graph import_onnx_file(const std::string& path, ModelFacts* facts);
 /// `base_dir` resolves external data locations.
 ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir = ".");
 

@@ -1,0 +1,58 @@
+#include "compiler/model_compile_options.h"
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "compiler/tune_model.h"
+#include "pass/pass_manager.h"
+#include "support/error.h"
+#include "tune/measure.h"
+#include "tune/tuning_log.h"
+
+namespace kiln::compiler {
+namespace {
+
+std::string pass_names() {
+    std::set<std::string> names;
+    for (const pass::Pass& p : pass::all_passes()) names.insert(p.name);
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+}  // namespace
+
+int resolve_intra_op_threads(int threads) {
+    return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::string resolve_tuning_log(const std::string& tuning_log) {
+    if (tuning_log == "none") return "";
+    if (tuning_log.empty()) {
+        std::string path = tune::default_tuning_log_path();
+        return std::filesystem::exists(path) ? path : "";
+    }
+    KILN_CHECK(std::filesystem::exists(tuning_log), kInvalidArgument) << "tuning log '" << tuning_log << "' does not exist";
+    return tuning_log;
+}
+
+CompileOptions compile_options_for(const SessionOptions& o, int intra_op_threads) {
+    CompileOptions copts;
+    copts.dims = o.dims;
+    copts.opt_level = o.opt_level;
+    copts.kernels = parse_kernel_source(o.kernels);
+    if (std::string log = resolve_tuning_log(o.tuning_log); !log.empty())
+        copts.tuned = tuned_knobs_from_log(log, tune::host_target(), intra_op_threads);
+    copts.passes.print_after.insert(o.print_after.begin(), o.print_after.end());
+    copts.passes.print_after_all = o.print_after_all;
+    for (const std::string& name : o.print_after) {
+        bool known = name == "*";
+        for (const pass::Pass& p : pass::all_passes()) known |= p.name == name;
+        KILN_CHECK(known, kInvalidArgument) << "--print-after: no pass named '" << name << "' (passes: " << pass_names()
+                                            << ")";
+    }
+    return copts;
+}
+
+}  // namespace kiln::compiler

@@ -112,6 +112,10 @@ public:
     /// "N kernels". Compiles first if needed.
     virtual std::string kernel_list() { return ""; }
     virtual SessionStats stats() const = 0;
+    /// Facts about the model as strings. For a `.kiln` artifact, what `kiln compile` recorded
+    /// (producer, source model, dims, the ONNX model's fields as "model.producer_name",
+    /// "model.graph_name", "model.metadata.<key>", ...); empty for an ONNX model.
+    virtual std::map<std::string, std::string> metadata() const { return {}; }
 
     /// The static memory plan, one figure per line in bytes ("arena: N", "naive sum: N",
     /// "lower bound: N", in-place steps, the largest tensors), then the session allocator's

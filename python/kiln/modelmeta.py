@@ -2,8 +2,8 @@
 
 For an .onnx model the fields come from the ModelProto, read with the `onnx` package (without
 external data). A compiled .kiln artifact (`kiln compile`) holds no ModelProto but copies the
-model's facts into its metadata ("model.producer_name", ...): `from_artifact` reads them from
-the native session once it exposes them (a `metadata()` method returning that str -> str map).
+model's facts into its metadata ("model.producer_name", ...), which `from_artifact` reads from
+the native session (kiln::Session::metadata).
 """
 
 # The first bytes of a .kiln artifact (runtime/artifact_format.h).
@@ -44,19 +44,19 @@ def from_onnx(path):
         custom_metadata_map={p.key: p.value for p in m.metadata_props})
 
 
+# Artifact metadata keys (compiler/compile_artifact.cc: "model." + frontend::model_facts' keys).
 _ARTIFACT_FIELDS = {"model.producer_name": "producer_name", "model.graph_name": "graph_name",
-                    "model.domain": "domain", "model.description": "description",
-                    "model.graph_description": "graph_description"}
+                    "model.domain": "domain", "model.doc_string": "description",
+                    "model.graph_doc_string": "graph_description"}
 
 
 def from_artifact(native_session):
-    """The metadata of a .kiln artifact's session: empty fields while the native session has no
-    `metadata()` (the hook for the artifact runtime)."""
-    get = getattr(native_session, "metadata", None)
-    facts = get() if get else {}
+    """The metadata of a .kiln artifact's session: the ONNX model's fields that `kiln compile`
+    copied into the artifact."""
+    facts = native_session.metadata()
     meta = ModelMetadata(**{field: facts[key] for key, field in _ARTIFACT_FIELDS.items() if key in facts})
-    if "model.version" in facts:
-        meta.version = int(facts["model.version"])
+    if "model.model_version" in facts:
+        meta.version = int(facts["model.model_version"])
     meta.custom_metadata_map = {k[len("model.metadata."):]: v for k, v in facts.items()
                                 if k.startswith("model.metadata.")}
     return meta

@@ -2,6 +2,7 @@
 // the GIL, releases it for Session::run_values (several Python threads may run one session at
 // once), then wraps the outputs as numpy arrays.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -113,6 +114,7 @@ void bind_session(nb::module_& m) {
              "Runs the model: feed maps input names to numpy arrays (lists for sequences, None for empty "
              "optionals); returns the outputs at the given indices (all when None).")
         .def("stats", &stats_dict)
+        .def("metadata", &Session::metadata)
         .def("inspect", &Session::inspect, nb::call_guard<nb::gil_scoped_release>())
         .def("kernel_list", &Session::kernel_list, nb::call_guard<nb::gil_scoped_release>())
         .def("memory_report", &Session::memory_report, nb::call_guard<nb::gil_scoped_release>())

@@ -128,6 +128,7 @@ public:
     std::string inspect() override;
     std::string kernel_list() override;
     SessionStats stats() const override { return stats_; }
+    std::map<std::string, std::string> metadata() const override { return artifact_.info.metadata; }
     std::string memory_report() override;
     std::string profile_summary(int top) const override { return runner_->profile_summary(top); }
     void write_profile() const override { runner_->write_profile(); }

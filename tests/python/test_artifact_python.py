@@ -1,0 +1,67 @@
+"""A compiled `.kiln` artifact (`python -m kiln compile`) through kiln.InferenceSession: from a
+path and from bytes, results against ONNX Runtime on the ONNX model it came from, ORT's
+ModelMetadata from the fields the artifact copied, and clear errors for bad artifact bytes."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+import kiln
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIGITS = os.path.join(REPO, "models", "digits", "digits_cnn.onnx")
+
+
+@pytest.fixture(scope="module")
+def digits_artifact(tmp_path_factory):
+    out = tmp_path_factory.mktemp("artifact") / "digits.kiln"
+    proc = subprocess.run([sys.executable, "-m", "kiln", "compile", DIGITS, "-o", str(out), "--dim", "N=4"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return str(out)
+
+
+def digits_input(seed=0):
+    return np.random.default_rng(seed).random((4, 1, 8, 8), dtype=np.float32) * 16
+
+
+@pytest.mark.parametrize("source", ["path", "bytes"])
+def test_artifact_matches_onnxruntime(digits_artifact, source):
+    model = digits_artifact if source == "path" else open(digits_artifact, "rb").read()
+    sess = kiln.InferenceSession(model)
+    ref = onnxruntime.InferenceSession(DIGITS, providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_inputs()] == [i.name for i in ref.get_inputs()]
+    assert sess.get_inputs()[0].shape == [4, 1, 8, 8]  # static: compiled for N=4
+    assert [o.name for o in sess.get_outputs()] == [o.name for o in ref.get_outputs()]
+    for seed in range(3):
+        x = digits_input(seed)
+        got = sess.run(None, {"image": x})
+        want = ref.run(None, {"image": x})
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_artifact_modelmeta_is_the_onnx_models(digits_artifact):
+    m = onnx.load(DIGITS)
+    meta = kiln.InferenceSession(digits_artifact).get_modelmeta()
+    assert meta.producer_name == m.producer_name
+    assert meta.graph_name == m.graph.name
+    assert meta.version == m.model_version
+    assert meta.custom_metadata_map == {p.key: p.value for p in m.metadata_props}
+
+
+def test_artifact_wrong_shape_names_the_input(digits_artifact):
+    sess = kiln.InferenceSession(digits_artifact)
+    with pytest.raises(kiln.InvalidArgument, match="image"):
+        sess.run(None, {"image": np.zeros((3, 1, 8, 8), np.float32)})
+
+
+def test_truncated_artifact_is_invalid_model(digits_artifact):
+    data = open(digits_artifact, "rb").read()
+    for cut in (len(data) // 2, 100, 9):
+        with pytest.raises(kiln.InvalidModel):
+            kiln.InferenceSession(data[:cut])

@@ -64,8 +64,10 @@ private:
     std::ostringstream os_;
 };
 
-/// Where a KILN_THROW stands and the kind it throws.
+/// Where a KILN_THROW stands and the kind it throws. (A constructor, not braces: the macro
+/// may stand inside another macro's arguments, where braces' commas would split it.)
 struct ErrorSite {
+    ErrorSite(ErrorKind kind, const char* file, int line) : kind(kind), file(file), line(line) {}
     ErrorKind kind;
     const char* file;
     int line;
@@ -83,7 +85,7 @@ Error operator&(const ErrorSite& site, const ErrorMessage& message);
 
 /// Throws kiln::Error of `kind` with the streamed message: KILN_THROW(kUnsupported) << "op " << op;
 #define KILN_THROW(kind) \
-    throw ::kiln::detail::ErrorSite{::kiln::ErrorKind::kind, __FILE__, __LINE__} & ::kiln::detail::ErrorMessage()
+    throw ::kiln::detail::ErrorSite(::kiln::ErrorKind::kind, __FILE__, __LINE__) & ::kiln::detail::ErrorMessage()
 
 /// User check: KILN_CHECK(rank == 4, kInvalidModel) << "Conv '" << name << "': expected rank 4, got " << rank;
 #define KILN_CHECK(cond, kind) \

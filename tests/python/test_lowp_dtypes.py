@@ -4,8 +4,12 @@ kiln.InferenceSession (a Cast to the same type: bit-exact round trip; Cast to an
 Kiln's conversions against ml_dtypes'), zero-size arrays, and bad dtypes raising instead of
 aborting. (Cast, not Identity: Kiln's Identity takes numeric types only, like its other ops
 but Cast and the quantize ops.)"""
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -134,3 +138,30 @@ def test_bad_dtypes_raise(value):
     sess = one_node_session("Identity", TensorProto.FLOAT, TensorProto.FLOAT, [3], 21)
     with pytest.raises(kiln.InvalidArgument, match=r"input 'x': (numpy dtype .* has no Kiln dtype|expected dtype f32)"):
         sess.run(None, {"x": value})
+
+
+def test_ml_dtypes_imported_only_when_met(tmp_path):
+    """kiln imports ml_dtypes at the first low-precision value, not before (a fresh process: onnx
+    itself imports it)."""
+    def save(name, out_type):
+        node = helper.make_node("Cast", ["x"], ["y"], to=out_type)
+        graph = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                                  [helper.make_tensor_value_info("y", out_type, [3])])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), str(tmp_path / name))
+        return str(tmp_path / name)
+
+    f32, bf16 = save("f32.onnx", TensorProto.FLOAT), save("bf16.onnx", TensorProto.BFLOAT16)
+    script = f"""if True:
+        import sys
+        import numpy as np
+        import kiln
+        x = {{"x": np.array([1.0, 2.5, -3.0], np.float32)}}
+        assert kiln.InferenceSession({f32!r}).run(None, x)[0].tolist() == [1.0, 2.5, -3.0]
+        assert "ml_dtypes" not in sys.modules, "imported for a float32 model"
+        y = kiln.InferenceSession({bf16!r}).run(None, x)[0]
+        assert "ml_dtypes" in sys.modules and y.dtype.name == "bfloat16", y.dtype
+        print(y.astype(np.float32).tolist())
+    """
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1.0, 2.5, -3.0]"

@@ -52,7 +52,8 @@ nb::object ml_dtype(const LowpType& t, const std::string& what) {
 }  // namespace
 
 std::optional<DType> lowp_dtype_of(nb::handle dtype) {
-    if (nb::cast<int>(dtype.attr("num")) < kFirstUserDType) return std::nullopt;
+    int num = 0;
+    if (!nb::try_cast(nb::getattr(dtype, "num", nb::none()), num) || num < kFirstUserDType) return std::nullopt;
     const std::string name = nb::cast<std::string>(dtype.attr("name"));
     for (const LowpType& t : kLowp) {
         if (name != t.ml_name) continue;

@@ -50,29 +50,42 @@ private:
 };
 
 namespace detail {
-/// Collects a streamed message and throws kiln::Error when destroyed (end of the full expression).
-class ErrorThrower {
+/// The streamed message of KILN_THROW / KILN_CHECK / KILN_ICHECK.
+class ErrorMessage {
 public:
-    ErrorThrower(ErrorKind kind, const char* file, int line) : kind_(kind), file_(file), line_(line) {}
-    ErrorThrower(const ErrorThrower&) = delete;
-    [[noreturn]] ~ErrorThrower() noexcept(false);
     template <typename T>
-    ErrorThrower& operator<<(const T& v) {
+    ErrorMessage& operator<<(const T& v) {
         os_ << v;
         return *this;
     }
+    std::string str() const { return os_.str(); }
 
 private:
-    ErrorKind kind_;
-    const char* file_;
-    int line_;
     std::ostringstream os_;
 };
+
+/// Where a KILN_THROW stands and the kind it throws. (A constructor, not braces: the macro
+/// may stand inside another macro's arguments, where braces' commas would split it.)
+struct ErrorSite {
+    ErrorSite(ErrorKind kind, const char* file, int line) : kind(kind), file(file), line(line) {}
+    ErrorKind kind;
+    const char* file;
+    int line;
+};
+
+/// The Error of `site` with the streamed `message` (kInternal ones get file:line). The macros
+/// expand to `throw site & ErrorMessage() << ...`: '&' binds looser than '<<', so the whole
+/// message is its right operand. The throw is a plain throw expression, never a destructor's: an
+/// exception raised while the message is being built (a helper that throws, a Python call in
+/// the binding) then propagates as itself, where a destructor throwing during that unwinding
+/// would call std::terminate and abort the process.
+Error operator&(const ErrorSite& site, const ErrorMessage& message);
 }  // namespace detail
 }  // namespace kiln
 
 /// Throws kiln::Error of `kind` with the streamed message: KILN_THROW(kUnsupported) << "op " << op;
-#define KILN_THROW(kind) ::kiln::detail::ErrorThrower(::kiln::ErrorKind::kind, __FILE__, __LINE__)
+#define KILN_THROW(kind) \
+    throw ::kiln::detail::ErrorSite(::kiln::ErrorKind::kind, __FILE__, __LINE__) & ::kiln::detail::ErrorMessage()
 
 /// User check: KILN_CHECK(rank == 4, kInvalidModel) << "Conv '" << name << "': expected rank 4, got " << rank;
 #define KILN_CHECK(cond, kind) \
@@ -84,5 +97,4 @@ private:
 #define KILN_ICHECK(cond)                                                          \
     if (cond) {                                                                    \
     } else                                                                         \
-        ::kiln::detail::ErrorThrower(::kiln::ErrorKind::kInternal, __FILE__, __LINE__) \
-            << "bug in Kiln: check failed: " #cond " "
+        KILN_THROW(kInternal) << "bug in Kiln: check failed: " #cond " "

@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "lowp_dtypes.h"
+
 namespace nb = nanobind;
 using namespace nb::literals;
 
@@ -21,7 +23,8 @@ struct DTypeMap {
     const char* numpy_name;
 };
 
-// The dtypes numpy has. bf16, the float8/float4 and 4-bit integer types have no numpy dtype.
+// The dtypes numpy has. bf16, the float8/float4 and 4-bit integer types have none: ml_dtypes
+// gives them user-defined numpy dtypes (lowp_dtypes.h).
 constexpr DTypeMap kDTypes[] = {
     {DType::kFloat32, dtype_code::Float, 32, "float32"}, {DType::kFloat64, dtype_code::Float, 64, "float64"},
     {DType::kFloat16, dtype_code::Float, 16, "float16"}, {DType::kInt8, dtype_code::Int, 8, "int8"},
@@ -44,10 +47,10 @@ DType kiln_dtype(nb::dlpack::dtype t, const std::string& what) {
     KILN_THROW(kInvalidArgument) << what << ": numpy dtype " << dlpack_name(t) << " has no Kiln dtype";
 }
 
-const DTypeMap& numpy_dtype(DType t, const std::string& what) {
+const DTypeMap& numpy_dtype(DType t) {
     for (const DTypeMap& m : kDTypes)
         if (m.kiln == t) return m;
-    KILN_THROW(kUnsupported) << what << " is " << dtype_name(t) << ": numpy has no such dtype";
+    KILN_THROW(kInternal) << "bug in Kiln: numpy has no dtype " << dtype_name(t);
 }
 
 nb::module_& numpy() {
@@ -97,11 +100,17 @@ Tensor tensor_from_numpy(nb::handle array, const std::string& what) {
                                      << nb::cast<std::string>(nb::type_name(array.type()));
     const std::string kind = nb::cast<std::string>(array.attr("dtype").attr("kind"));
     if (kind == "U" || kind == "S" || kind == "O") return strings_from_numpy(array, what);
+    // ml_dtypes' dtypes: read as their raw bits (numpy exports no buffer or DLPack for them).
+    const std::optional<DType> lowp = lowp_dtype_of(array.attr("dtype"));
+    nb::object raw = lowp ? lowp_raw_view(array, *lowp) : nb::borrow(array);
     nb::ndarray<nb::ro, nb::device::cpu> a;
-    if (!nb::try_cast(array, a, /*convert=*/false))
-        KILN_THROW(kInvalidArgument) << what << ": cannot read a numpy array of dtype "
-                                     << nb::cast<std::string>(nb::str(array.attr("dtype")));
-    const DType dtype = kiln_dtype(a.dtype(), what);
+    if (!nb::try_cast(raw, a, /*convert=*/false)) {
+        // nb::str of an attribute accessor would borrow the dtype as a str, not call str().
+        const nb::object dtype = array.attr("dtype");
+        KILN_THROW(kInvalidArgument) << what << ": numpy dtype " << nb::cast<std::string>(nb::str(dtype))
+                                     << " has no Kiln dtype";
+    }
+    const DType dtype = lowp ? *lowp : kiln_dtype(a.dtype(), what);
     Shape shape(a.ndim());
     int64_t expected_stride = 1;
     bool contiguous = true;
@@ -110,8 +119,11 @@ Tensor tensor_from_numpy(nb::handle array, const std::string& what) {
         if (shape[d] != 1 && a.stride(d) != expected_stride) contiguous = false;
         expected_stride *= shape[d];
     }
+    // No elements: nothing to borrow, and numpy's strides for a zero-size dim mean nothing.
+    if (shape_numel(shape) == 0) return Tensor(dtype, std::move(shape));
     KILN_CHECK(contiguous, kInvalidArgument) << what << ": the array is not C-contiguous (kiln.InferenceSession "
                                              << "makes a contiguous copy before calling the native session)";
+    if (dtype == DType::kInt4) return int4_from_ml_dtypes(static_cast<const uint8_t*>(a.data()), std::move(shape));
     // Kiln never writes its inputs: the const_cast only fits Tensor's one pointer type.
     return Tensor::borrow(dtype, std::move(shape), const_cast<void*>(a.data()));
 }
@@ -128,9 +140,9 @@ Datum datum_from_python(nb::handle value, const TensorInfo& info) {
     return tensor_from_numpy(value, what);
 }
 
-nb::object tensor_to_numpy(Tensor t, const std::string& what) {
-    if (t.dtype() == DType::kString) return strings_to_numpy(t);
-    const DTypeMap& np_dtype = numpy_dtype(t.dtype(), what);
+nb::object ndarray_over(Tensor t, DType as) {
+    const DTypeMap& np_dtype = numpy_dtype(as);
+    KILN_ICHECK(dtype_size(as) == dtype_size(t.dtype())) << dtype_name(t.dtype()) << " as " << dtype_name(as);
     const nb::dlpack::dtype dtype{static_cast<uint8_t>(np_dtype.code), np_dtype.bits, 1};
     std::vector<size_t> shape(t.shape().begin(), t.shape().end());
     if (t.numel() == 0) return numpy().attr("empty")(nb::tuple(nb::cast(shape)), "dtype"_a = np_dtype.numpy_name);
@@ -141,6 +153,13 @@ nb::object tensor_to_numpy(Tensor t, const std::string& what) {
     auto* owned = new Tensor(std::move(t));
     nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
     return nb::ndarray<nb::numpy>(owned->data(), shape.size(), shape.data(), owner, nullptr, dtype).cast();
+}
+
+nb::object tensor_to_numpy(Tensor t, const std::string& what) {
+    if (t.dtype() == DType::kString) return strings_to_numpy(t);
+    for (const DTypeMap& m : kDTypes)
+        if (m.kiln == t.dtype()) return ndarray_over(std::move(t), m.kiln);
+    return lowp_tensor_to_numpy(std::move(t), what);
 }
 
 nb::object datum_to_python(Datum value, const std::string& what) {

@@ -34,10 +34,10 @@ void Error::rebuild() {
 }
 
 namespace detail {
-ErrorThrower::~ErrorThrower() noexcept(false) {
-    std::string msg = os_.str();
-    if (kind_ == ErrorKind::kInternal) msg += " (" + std::string(file_) + ":" + std::to_string(line_) + ")";
-    throw Error(kind_, std::move(msg));
+Error operator&(const ErrorSite& site, const ErrorMessage& message) {
+    std::string msg = message.str();
+    if (site.kind == ErrorKind::kInternal) msg += " (" + std::string(site.file) + ":" + std::to_string(site.line) + ")";
+    return Error(site.kind, std::move(msg));
 }
 }  // namespace detail
 }  // namespace kiln

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 
 namespace kiln {
@@ -61,6 +62,36 @@ TEST(Error, InternalCheckSaysBug) {
         EXPECT_NE(e.message().find("invariant == 2"), std::string::npos) << e.message();
         EXPECT_NE(e.message().find("context 1"), std::string::npos) << e.message();
         EXPECT_NE(e.message().find("error_test.cc"), std::string::npos) << e.message();
+    }
+}
+
+std::string formatting_that_throws() { throw std::out_of_range("formatting failed"); }
+
+std::string formatting_that_checks(int v) {
+    KILN_CHECK(v >= 0, kInvalidArgument) << "inner: expected v >= 0, got " << v;
+    return std::to_string(v);
+}
+
+// An exception raised while a message is being streamed propagates as itself (a throwing
+// destructor would have called std::terminate during that unwinding and aborted the process).
+TEST(Error, ThrowWhileBuildingTheMessagePropagates) {
+    EXPECT_THROW(KILN_THROW(kInvalidArgument) << "value " << formatting_that_throws(), std::out_of_range);
+    try {
+        KILN_CHECK(false, kUnsupported) << "outer " << formatting_that_checks(-1);
+        FAIL() << "expected a throw";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+        EXPECT_EQ(e.message(), "inner: expected v >= 0, got -1");
+    }
+}
+
+TEST(Error, ThrowWithoutMessage) {
+    try {
+        KILN_THROW(kCancelled);
+        FAIL() << "expected a throw";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kCancelled);
+        EXPECT_EQ(e.message(), "");
     }
 }
 

@@ -28,6 +28,7 @@
 #include "op/registry.h"
 #include "runtime/artifact.h"
 #include "runtime/model_runner.h"
+#include "runtime/session_inputs.h"
 
 namespace kiln {
 namespace {
@@ -87,7 +88,7 @@ public:
             std::vector<Tensor> outs = run(tensors, ropts);
             return std::vector<Datum>(outs.begin(), outs.end());
         }
-        check_names(given);
+        runtime::check_input_names(inputs_, given);
         std::vector<Datum> ordered;
         for (const TensorInfo& info : inputs_) {
             auto it = given.find(info.name);
@@ -111,7 +112,7 @@ public:
                 outs.push_back(got[i].tensor("output '" + outputs_[i].name + "' (use run_values for sequences and optionals)"));
             return outs;
         }
-        check_names(given);
+        runtime::check_input_names(inputs_, given);
         return run_compiled(given, ropts);
     }
 
@@ -132,19 +133,6 @@ public:
             KILN_CHECK(d.tensor().shape().size() == info.shape.size(), kInvalidArgument)
                 << "input '" << info.name << "': expected shape " << expected_str(info) << " (rank " << info.shape.size()
                 << "), got " << shape_str(d.tensor().shape());
-    }
-
-    template <typename Map>
-    void check_names(const Map& given) const {
-        for (const auto& [name, t] : given) {
-            bool known = false;
-            for (const TensorInfo& i : inputs_) known |= i.name == name;
-            if (!known) {
-                std::string names;
-                for (const TensorInfo& i : inputs_) names += (names.empty() ? "'" : ", '") + i.name + "'";
-                KILN_THROW(kInvalidArgument) << "'" << name << "' is not an input of the model (inputs: " << names << ")";
-            }
-        }
     }
 
     std::vector<Tensor> run_compiled(const std::map<std::string, Tensor>& given, const RunOptions& ropts) {

@@ -8,6 +8,7 @@
 #include "runtime/artifact.h"
 #include "runtime/artifact_format.h"
 #include "runtime/model_runner.h"
+#include "runtime/session_inputs.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -94,14 +95,7 @@ public:
     const std::vector<TensorInfo>& outputs() const override { return outputs_; }
 
     std::vector<Tensor> run(const std::map<std::string, Tensor>& given, const RunOptions& ropts) override {
-        for (const auto& [name, t] : given) {
-            bool known = false;
-            for (const TensorInfo& i : inputs_) known |= i.name == name;
-            if (known) continue;
-            std::string names;
-            for (const TensorInfo& i : inputs_) names += (names.empty() ? "'" : ", '") + i.name + "'";
-            KILN_THROW(kInvalidArgument) << "'" << name << "' is not an input of the model (inputs: " << names << ")";
-        }
+        check_input_names(inputs_, given);
         std::vector<Tensor> ordered;
         for (const TensorInfo& info : inputs_) {
             auto it = given.find(info.name);

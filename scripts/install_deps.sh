@@ -10,6 +10,7 @@ DEB_PACKAGES=(
   libxxhash-dev  # XXH3 checksums of compiled artifacts (header only: support/hash64.cc)
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   python3 python3-pip
+  libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc  # kiln serve: KServe v2 HTTP and gRPC
   time  # /usr/bin/time -v: peak RSS in bench/memory_figures.py
 )
 # onnx is pinned: 1.19.x is the newest wheel that still ships the backend node test data

@@ -76,11 +76,49 @@ struct SessionStats {
     std::string interpreter_reason;
 };
 
+/// Stops a run early so that it can be resumed later: the inference server's real-time
+/// requests preempt best-effort ones this way (src/serve, docs/serving.md). One object per
+/// logical run; use it from one run() call at a time.
+class Preemption {
+public:
+    Preemption();
+    ~Preemption();
+    Preemption(const Preemption&) = delete;
+    Preemption& operator=(const Preemption&) = delete;
+
+    /// From any thread: the run using this object stops at its next kernel boundary, or inside a
+    /// long kernel at its next parallel-chunk boundary. A run() started while the request is
+    /// set stops before its first kernel.
+    void request();
+    /// Withdraws the request (the scheduler calls it before resuming the run).
+    void clear_request();
+    bool requested() const;
+    /// Whether the last run() with this object stopped early: it returned no outputs, and
+    /// calling run() again with the same inputs and this object resumes where it stopped (the
+    /// result is identical to an unpreempted run).
+    bool suspended() const;
+    /// Drops a suspended run's state (its intermediates); the next run() starts afresh.
+    void reset();
+
+    /// The runtime's state of the suspended run (opaque to users).
+    struct State;
+    State* state() { return state_.get(); }
+
+private:
+    std::unique_ptr<State> state_;
+};
+
 /// Per-run options (ONNX Runtime's RunOptions).
 struct RunOptions {
     /// When set (from any thread, before or during the run), the run stops at the next kernel
     /// boundary and throws kCancelled.
     const std::atomic<bool>* terminate = nullptr;
+    /// When set, the run may be preempted and resumed (see Preemption). A preempted run()
+    /// returns an empty vector with preempt->suspended() true; it never throws for preemption.
+    Preemption* preempt = nullptr;
+    /// Use at most this many of the session's intra-op threads for this run (0 = all). A resumed
+    /// run may use a different number than the run it resumes (the result is the same).
+    int max_threads = 0;
 };
 
 /// A loaded model. run() and run_values() may be called from several threads at once; each call

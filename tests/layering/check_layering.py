@@ -25,6 +25,8 @@ ALLOWED = {
     "capi": {"support", "kiln"},
     # libkiln_runtime.so's own sources (Session::load for artifacts only): never the compiler.
     "runtime_lib": {"runtime", "support", "kiln"},
+    # The server runs models through the public API (kiln/session.h) and the runtime's pools.
+    "serve": {"runtime", "support", "kiln"},
     "compiler": {"frontend", "pass", "plan", "op", "ir", "te", "tir", "topi", "tune", "codegen", "runtime", "support", "kiln"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')

@@ -1,0 +1,15 @@
+// kiln::Preemption's methods: the flag and the suspended run's state (runtime/preemption.h).
+#include "runtime/preemption.h"
+
+namespace kiln {
+
+Preemption::Preemption() : state_(std::make_unique<State>()) {}
+Preemption::~Preemption() = default;
+
+void Preemption::request() { state_->requested.store(1, std::memory_order_release); }
+void Preemption::clear_request() { state_->requested.store(0, std::memory_order_release); }
+bool Preemption::requested() const { return state_->requested.load(std::memory_order_acquire) != 0; }
+bool Preemption::suspended() const { return state_->suspended; }
+void Preemption::reset() { state_->suspended = false; }
+
+}  // namespace kiln

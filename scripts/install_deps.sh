@@ -11,6 +11,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   python3 python3-pip
   libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc  # kiln serve: KServe v2 HTTP and gRPC
+  libb64-0d  # perf_analyzer's libb64.so.0d (tests/serve; scripts/serve_test_env.sh)
   time  # /usr/bin/time -v: peak RSS in bench/memory_figures.py
 )
 # onnx is pinned: 1.19.x is the newest wheel that still ships the backend node test data

@@ -4,10 +4,13 @@ HTTP and gRPC behind one small adapter, and a bounded parallel runner. Every cal
 import concurrent.futures as cf
 import http.client
 import json
+import math
 import threading
+import time
 
 import numpy as np
 
+import repo_models
 import wire
 
 HTTP_TIMEOUT_S = 60
@@ -153,3 +156,28 @@ def stat_of(stats, name):
 def strings_equal(a, b):
     norm = lambda x: [v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(x).reshape(-1)]
     return norm(a) == norm(b)
+
+
+def occupy_slow(server, seconds, slow_latency_s, tag):
+    """Starts enough requests to the slow model (one instance, no batching) on threads to keep
+    it busy for about `seconds` (at most 64); returns (threads, results, count) for join_all."""
+    n = min(64, max(3, math.ceil(seconds / max(slow_latency_s, 1e-3))))
+    results = {}
+    x = repo_models.sample_inputs("slow", rows=1, seed=5)
+
+    def run(i):
+        results[i] = http_infer(server.http_port, "slow", x, request_id=f"{tag}{i}", binary=True,
+                                timeout=120)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)  # let them reach the server's queue
+    return threads, results, n
+
+
+def join_all(threads, results, n):
+    for t in threads:
+        t.join(timeout=120)
+    assert len(results) == n and all(r.status == 200 for r in results.values()), \
+        {i: (r.status, r.body[:100]) for i, r in results.items() if r.status != 200}

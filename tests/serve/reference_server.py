@@ -29,6 +29,9 @@ ORT_TYPES = {"tensor(float)": "FP32", "tensor(double)": "FP64", "tensor(int64)":
              "tensor(uint8)": "UINT8", "tensor(int8)": "INT8", "tensor(float16)": "FP16"}
 
 
+QUEUE_BUCKETS = (0.001, 0.01, 0.1, 1.0)
+
+
 class Fail(Exception):
     def __init__(self, status, message):
         super().__init__(message)
@@ -191,6 +194,10 @@ class Model:
                 start += r.rows
                 self.stats["success"] += 1
                 self.stats["rows"] += r.rows
+                waited = now - r.arrival
+                self.stats["queue_s"] += waited
+                for le in QUEUE_BUCKETS:
+                    self.stats[f"queue_le_{le}"] += waited <= le
                 r.future.set_result(sl)
 
     def stop(self):
@@ -261,8 +268,13 @@ class Repo:
             s = m.stats
             out.append({"name": m.name, "version": m.version, "inference_count": s["rows"],
                         "execution_count": s["exec"],
-                        "inference_stats": {"success": {"count": s["success"], "ns": 0},
-                                            "fail": {"count": s["fail"], "ns": 0}}})
+                        "last_inference": 0, "batch_stats": [],
+                        "inference_stats": {
+                            "success": {"count": s["success"], "ns": 0},
+                            "fail": {"count": s["fail"], "ns": 0},
+                            **{k: {"count": s["success"], "ns": 0} for k in (
+                                "queue", "compute_input", "compute_infer", "compute_output")},
+                            **{k: {"count": 0, "ns": 0} for k in ("cache_hit", "cache_miss")}}})
         return out
 
     def metrics(self):
@@ -271,6 +283,16 @@ class Repo:
         for m in list(self.models.values()):
             lines.append(f'ref_request_success{{model="{m.name}",version="{m.version}"}} '
                          f'{m.stats["success"]}')
+        lines += ["# HELP ref_queue_seconds Time in the queue.",
+                  "# TYPE ref_queue_seconds histogram"]
+        for m in list(self.models.values()):
+            lab = f'model="{m.name}",version="{m.version}"'
+            for le in QUEUE_BUCKETS:
+                lines.append(f'ref_queue_seconds_bucket{{{lab},le="{le}"}} '
+                             f'{m.stats[f"queue_le_{le}"]}')
+            lines.append(f'ref_queue_seconds_bucket{{{lab},le="+Inf"}} {m.stats["success"]}')
+            lines.append(f'ref_queue_seconds_sum{{{lab}}} {m.stats["queue_s"]}')
+            lines.append(f'ref_queue_seconds_count{{{lab}}} {m.stats["success"]}')
         return "\n".join(lines) + "\n"
 
 
@@ -555,8 +577,12 @@ def main():
     ap.add_argument("--load-model", action="append", default=[])
     args = ap.parse_args()
 
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     repo = Repo(args.model_repository, args.model_control_mode, args.load_model)
     ThreadingHTTPServer.daemon_threads = False
+    ThreadingHTTPServer.request_queue_size = 1024  # bursts of connections (listen backlog)
     httpd = ThreadingHTTPServer(("127.0.0.1", args.http_port), make_http_handler(repo))
     metricsd = ThreadingHTTPServer(("127.0.0.1", args.metrics_port),
                                    make_http_handler(repo, metrics_only=True))
@@ -567,9 +593,6 @@ def main():
     print(f"kiln serve: gRPC on 127.0.0.1:{grpc_port}", flush=True)
     print(f"kiln serve: metrics on 127.0.0.1:{metricsd.server_address[1]}", flush=True)
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()
     repo.shutting_down = True
     httpd.shutdown()      # stop accepting; handler threads in flight are joined below

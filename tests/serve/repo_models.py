@@ -6,7 +6,7 @@ Models (the ONNX ones built here with onnx.helper, deterministic weights):
   mlp          x FP32 [N,16] -> logits [N,4], probs [N,4]; dynamic batching (max 16, 20 ms)
   intbool      x INT64 [N,4], mask BOOL [N,4] -> y INT64, notmask BOOL
   strings      s BYTES [N,1] -> id INT64 (LabelEncoder), echo BYTES (Identity)
-  slow         x FP32 [N,64,128] -> a chain of MatMul+Tanh; max_batch_size 1, one instance
+  slow         x FP32 [N,256,128] -> a chain of MatMul+Tanh; max_batch_size 1, one instance
   bounded      the slow model with max_queue_size 2 (overload)
   victim       the slow model again (unloaded while requests are queued)
   load         a shorter chain with dynamic batching and a queue limit (the load test)
@@ -25,6 +25,7 @@ OPSET = [helper.make_opsetid("", 17)]
 # The slow chain's length; tests measure the resulting latency, never assume it.
 SLOW_LAYERS = 48
 LOAD_LAYERS = 6
+ROWS = 256  # rows of the chain models' [N, ROWS, 128] input
 
 
 def _save(model, path):
@@ -82,7 +83,7 @@ def strings_model():
 
 
 def chain_model(layers, name):
-    """y = tanh(...tanh(tanh(x @ W) @ W)...) on [N,64,128]: slow, and not constant-foldable."""
+    """y = tanh(...tanh(tanh(x @ W) @ W)...) on [N,ROWS,128]: slow, and not constant-foldable."""
     rng = np.random.default_rng(7)
     w = numpy_helper.from_array(
         (rng.standard_normal((128, 128)) * (0.9 / np.sqrt(128))).astype(np.float32), "w")
@@ -93,8 +94,8 @@ def chain_model(layers, name):
         nodes.append(helper.make_node("Tanh", [f"m{i}"], [nxt]))
         cur = nxt
     graph = helper.make_graph(
-        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64, 128])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64, 128])], [w])
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", ROWS, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", ROWS, 128])], [w])
     return helper.make_model(graph, opset_imports=OPSET)
 
 
@@ -190,7 +191,7 @@ def sample_inputs(model, rows=2, seed=0):
         return {"s": np.array([[words[(seed + i) % 4].encode()] for i in range(rows)],
                               dtype=object)}
     if model in ("slow", "bounded", "victim", "load"):
-        return {"x": rng.standard_normal((rows, 64, 128)).astype(np.float32)}
+        return {"x": rng.standard_normal((rows, ROWS, 128)).astype(np.float32)}
     raise KeyError(model)
 
 

@@ -7,7 +7,9 @@
 #  3. the Python package: pip install (build tree build-python/, incremental, ccache) and
 #     pytest tests/python (ONNX Runtime API parity, every test model vs ONNX Runtime)
 #  4. pytest: CLI, models vs ONNX Runtime, bad-input errors
-#  5. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
+#  5. kiln serve end to end: tests/serve with tritonclient and perf_analyzer (a venv made by
+#     scripts/serve_test_env.sh), the server started on a temporary model repository
+#  6. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
 #     Runtime's (no timing assertions; keeps the benchmark script from rotting)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,6 +46,10 @@ KILN_BIN="$BUILD/bin/kiln" KILN_RUN_MODEL="$BUILD/bin/run_model" python3 -m pyte
 
 echo "== ONNX's backend test suite through kiln.backend (node tests vs the expected-pass list)"
 python3 -m pytest -q -s "$ROOT/tests/python/test_onnx_backend.py"
+
+echo "== kiln serve end to end (tests/serve)"
+SERVE_PY="$("$ROOT/scripts/serve_test_env.sh" "$BUILD/serve-venv")"
+KILN_BIN="$BUILD/bin/kiln" "$SERVE_PY" -m pytest -q "$ROOT/tests/serve"
 
 echo "== bench smoke"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "$BUILD/models"

@@ -8,8 +8,6 @@ import math
 import threading
 import time
 
-import numpy as np
-
 import repo_models
 import wire
 
@@ -98,6 +96,13 @@ class Triton:
     def _kw(self):
         return {} if self.protocol == "http" else {"as_json": True, "client_timeout": 60}
 
+    def model_ready(self, name):
+        """False also when the server answers the question with an error (unknown model)."""
+        try:
+            return self.client.is_model_ready(name)
+        except self.tc.InferenceServerException:
+            return False
+
     def model_metadata(self, name, version=""):
         md = self.client.get_model_metadata(name, version, **self._kw())
         for t in md.get("inputs", []) + md.get("outputs", []):
@@ -151,11 +156,6 @@ def stat_of(stats, name):
             "execution_count": int(s.get("execution_count", 0)),
             "success": int(inf.get("success", {}).get("count", 0)),
             "fail": int(inf.get("fail", {}).get("count", 0))}
-
-
-def strings_equal(a, b):
-    norm = lambda x: [v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(x).reshape(-1)]
-    return norm(a) == norm(b)
 
 
 def occupy_slow(server, seconds, slow_latency_s, tag):

@@ -41,7 +41,7 @@ CASES = {
     "unknown_input": ("mlp", {"x": np.zeros((1, 16), np.float32),
                               "bogus": np.zeros((1, 16), np.float32)}, 400, ["bogus"]),
     "missing_input": ("intbool", {"x": np.zeros((1, 4), np.int64)}, 400, ["mask"]),
-    "batch_too_big": ("mlp", {"x": np.zeros((17, 16), np.float32)}, 400, ["x"]),
+    "batch_too_big": ("mlp", {"x": np.zeros((17, 16), np.float32)}, 400, ["16"]),  # the limit
     "unknown_model": ("no_such_model", {"x": np.zeros((1, 16), np.float32)}, 404,
                       ["no_such_model"]),
 }

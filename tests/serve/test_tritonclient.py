@@ -14,7 +14,7 @@ def test_health(triton):
     assert triton.client.is_server_ready()
     for model in ALL_MODELS:
         assert triton.client.is_model_ready(model), f"model '{model}' not ready"
-    assert not triton.client.is_model_ready("no_such_model")
+    assert not triton.model_ready("no_such_model")
 
 
 def test_server_metadata(triton):
@@ -116,7 +116,7 @@ def test_repository_index_unload_load(triton, reference):
     # Unload the digits model: not ready, inference refused, the index says so; others serve.
     triton.client.unload_model("digits")
     try:
-        assert not triton.client.is_model_ready("digits")
+        assert not triton.model_ready("digits")
         with pytest.raises(triton.tc.InferenceServerException) as err:
             triton.infer("digits", sample_inputs("digits", rows=1))
         assert "digits" in str(err.value.message()), err.value

@@ -1,0 +1,36 @@
+"""--model-control-mode explicit --load-model M: only M loads at start; the others are listed in
+the repository index as not ready, load on request (POST /v2/repository/models/<m>/load), then
+serve correct results; a model missing from the repository fails to load with 4xx naming it."""
+from clients import http_infer, http_request
+from repo_models import assert_outputs_match, sample_inputs
+
+
+def test_explicit_model_control(start_server, reference):
+    srv = start_server(["mlp", "digits"], "--model-control-mode", "explicit",
+                       "--load-model", "mlp")
+    r = http_request(srv.http_port, "POST", "/v2/repository/index", b"{}",
+                     {"Content-Type": "application/json"})
+    assert r.status == 200, r.body[:200]
+    rows = {row["name"]: row for row in r.json()}
+    assert set(rows) == {"mlp", "digits"}, rows
+    assert rows["mlp"].get("state") == "READY", rows
+    assert rows["digits"].get("state") != "READY", rows
+
+    assert http_request(srv.http_port, "GET", "/v2/models/digits/ready").status != 200
+    x = sample_inputs("digits", rows=2)
+    r = http_infer(srv.http_port, "digits", x)
+    assert r.status in (400, 404, 503) and "digits" in r.error(), (r.status, r.body[:200])
+
+    r = http_request(srv.http_port, "POST", "/v2/repository/models/digits/load", b"{}",
+                     {"Content-Type": "application/json"}, timeout=240)
+    assert r.status == 200, r.body[:200]
+    assert http_request(srv.http_port, "GET", "/v2/models/digits/ready").status == 200
+    r = http_infer(srv.http_port, "digits", x)
+    assert r.status == 200, r.error()
+    assert_outputs_match(r.infer_outputs()[1], reference.run("digits", x),
+                         "digits", atol=1e-4)
+
+    r = http_request(srv.http_port, "POST", "/v2/repository/models/not_there/load", b"{}",
+                     {"Content-Type": "application/json"})
+    assert 400 <= r.status < 500 and "not_there" in r.error(), (r.status, r.body[:200])
+    assert srv.terminate() == 0

@@ -21,6 +21,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/executable.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -199,6 +200,8 @@ public:
                                  }
                              },
                              &ctx);
+            // A preemptible loop that stopped left parts undone (run_control.h).
+            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
             return ctx.first;
         } catch (const Error& e) {
             return Status::from(e);

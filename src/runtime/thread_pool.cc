@@ -12,6 +12,12 @@
 // measures the wake-up latency. A thread-local flag makes a nested parallel_for (from inside a
 // chunk) run inline and serially. Chunks never depend on which thread runs them, so results
 // are independent of scheduling.
+//
+// A loop with LoopLimits (one run's view, runtime/run_control.h) admits at most max_threads - 1
+// helpers (checked when a worker joins, under mu_) and is cut for that many threads. A
+// preemptible loop instead hands out iterations dynamically in chunks sized to run about
+// kPreemptChunkNs, and stops handing them out once its request flag is set (run_dynamic);
+// non-preemptible loops keep the static chunks above and their speed.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>

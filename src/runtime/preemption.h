@@ -22,7 +22,7 @@ struct Preemption::State {
     /// Set by request(); read by executors and parallel loops (int32_t: the thread pool's loops
     /// read it through runtime::LoopLimits).
     std::atomic<int32_t> requested{0};
-    bool suspended = false;
+    std::atomic<bool> suspended{false};  // read by the scheduler while a run goes on
     /// The suspended run (its executor, bindings and next step); null when not suspended.
     std::unique_ptr<runtime::SuspendedRun> run;
 

@@ -2,6 +2,7 @@
 #include "serve/model_version.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "serve/batch_tensors.h"
@@ -105,6 +106,8 @@ void ModelVersion::load_sessions() {
         std::lock_guard<std::mutex> lock(mu_);
         warnings_ = warnings;
     }
+    for (const std::string& w : warnings)
+        std::fprintf(stderr, "kiln serve: model '%s' version %s: %s\n", model_.c_str(), version_str_.c_str(), w.c_str());
     // Compile the batch sizes the batcher will form: 1, the preferred ones and the largest.
     if (settings_.max_batch_size <= 0) return;
     for (const TensorInfo& t : sig.inputs)
@@ -189,7 +192,9 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
                                                priority_name(r->priority) + " queue is full (max_queue_size " +
                                                std::to_string(policy.max_queue_size) + ")"};
         } else {
+            std::optional<Clock::time_point> deadline = r->deadline;
             q.push(std::move(r));
+            if (deadline && ctx_.deadline_added) ctx_.deadline_added(*deadline);
             ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
             work_cv_.notify_all();
             return;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,8 @@ namespace kiln::serve {
 struct ServingContext {
     CoreScheduler* cores = nullptr;
     ServerMetrics* metrics = nullptr;
+    /// Told when a request with a deadline is queued (the server's deadline reaper wakes for it).
+    std::function<void(Clock::time_point)> deadline_added;
 };
 
 class ModelVersion {

@@ -1,4 +1,5 @@
-// The RT/BE core scheduler's policy, with Preemption objects standing in for runs.
+// The RT/BE core scheduler's policy, with Preemption objects standing in for runs. (Suite names
+// start with "serve_" so that `ctest -R serve` selects the serve layer's tests.)
 #include <gtest/gtest.h>
 
 #include <future>
@@ -11,7 +12,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(CoreScheduler, RealTimePreemptsBestEffortWhichResumes) {
+TEST(serve_CoreScheduler, RealTimePreemptsBestEffortWhichResumes) {
     CoreScheduler cs({4, /*be_padding=*/true, /*preemption=*/true});
     std::atomic<int> preempted{0};
     cs.on_preempted = [&](std::chrono::nanoseconds d) { preempted += d.count() >= 0; };
@@ -36,7 +37,7 @@ TEST(CoreScheduler, RealTimePreemptsBestEffortWhichResumes) {
     EXPECT_EQ(preempted.load(), 1);
 }
 
-TEST(CoreScheduler, WithoutPaddingBestEffortWaitsForRealTime) {
+TEST(serve_CoreScheduler, WithoutPaddingBestEffortWaitsForRealTime) {
     CoreScheduler cs({4, /*be_padding=*/false, /*preemption=*/true});
     auto rg = cs.acquire(Priority::kRealTime, 1, nullptr);
     Preemption be;
@@ -46,7 +47,7 @@ TEST(CoreScheduler, WithoutPaddingBestEffortWaitsForRealTime) {
     EXPECT_EQ(pending.get().cores, 4);
 }
 
-TEST(CoreScheduler, WithoutPreemptionRealTimeWaitsButGoesFirst) {
+TEST(serve_CoreScheduler, WithoutPreemptionRealTimeWaitsButGoesFirst) {
     CoreScheduler cs({2, true, /*preemption=*/false});
     Preemption be1, be2;
     auto g = cs.acquire(Priority::kBestEffort, 0, &be1);

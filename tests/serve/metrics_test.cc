@@ -7,7 +7,7 @@
 namespace kiln::serve {
 namespace {
 
-TEST(Metrics, TextFormat) {
+TEST(serve_Metrics, TextFormat) {
     MetricsRegistry r;
     r.declare_counter("req_total", "Requests.");
     r.declare_histogram("lat_us", "Latency.", {10, 100});

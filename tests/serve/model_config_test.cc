@@ -19,7 +19,7 @@ ModelSignature batchable_model() {
     return {{info("x", DType::kFloat32, {-1, 4}, {"N", ""})}, {info("y", DType::kFloat32, {-1, 3}, {"N", ""})}, false};
 }
 
-TEST(ModelConfig, ParsesTritonFieldsAndReportsUnknownOnes) {
+TEST(serve_ModelConfig, ParsesTritonFieldsAndReportsUnknownOnes) {
     std::vector<std::string> warnings;
     bool mbs_set = false;
     auto c = parse_model_config(R"(
@@ -50,7 +50,7 @@ parameters { key: "sla_ms" value { string_value: "25" } }
     EXPECT_EQ(c.output(0).dims(0), 3);
 }
 
-TEST(ModelConfig, SyntaxErrorNamesTheLine) {
+TEST(serve_ModelConfig, SyntaxErrorNamesTheLine) {
     std::vector<std::string> warnings;
     try {
         parse_model_config("name: \"m\"\nmax_batch_size: \"eight\"\n", "config.pbtxt", warnings);
@@ -61,7 +61,7 @@ TEST(ModelConfig, SyntaxErrorNamesTheLine) {
     }
 }
 
-TEST(ModelConfig, AutoCompleteWithoutAFile) {
+TEST(serve_ModelConfig, AutoCompleteWithoutAFile) {
     inference::ModelConfig c;
     std::vector<std::string> warnings;
     complete_model_config(c, "m", batchable_model(), false, false, warnings);
@@ -98,7 +98,7 @@ void expect_invalid(const std::string& text, const std::string& needle) {
     }
 }
 
-TEST(ModelConfig, ChecksAgainstTheModel) {
+TEST(serve_ModelConfig, ChecksAgainstTheModel) {
     expect_invalid("input [ { name: \"x\" data_type: TYPE_INT64 dims: [4] } ]", "data_type TYPE_INT64");
     expect_invalid("max_batch_size: 2 input [ { name: \"x\" data_type: TYPE_FP32 dims: [5] } ]", "dims [5]");
     expect_invalid("input [ { name: \"z\" data_type: TYPE_FP32 dims: [4] } ]", "input 'z'");
@@ -114,7 +114,7 @@ TEST(ModelConfig, ChecksAgainstTheModel) {
     EXPECT_THROW(complete_model_config(c, "m", sig, true, true, warnings), Error);
 }
 
-TEST(ModelConfig, PriorityLevelsAndJson) {
+TEST(serve_ModelConfig, PriorityLevelsAndJson) {
     EXPECT_FALSE(priority_from_level(0).has_value());
     EXPECT_EQ(*priority_from_level(1), Priority::kRealTime);
     EXPECT_EQ(*priority_from_level(2), Priority::kBestEffort);

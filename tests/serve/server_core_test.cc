@@ -48,7 +48,7 @@ std::unique_ptr<Server> start(const TempRepo& repo, ServerOptions opts = {}) {
     return s;
 }
 
-TEST(ServerCore, DigitsMatchesADirectSessionRun) {
+TEST(serve_Server, DigitsMatchesADirectSessionRun) {
     TempRepo repo("digits");
     repo.copy("digits", std::string(KILN_SOURCE_DIR) + "/models/digits/digits_cnn.onnx");
     auto s = start(repo);
@@ -84,7 +84,7 @@ TEST(ServerCore, DigitsMatchesADirectSessionRun) {
               std::string::npos);
 }
 
-TEST(ServerCore, BadRequestsGetClearErrors) {
+TEST(serve_Server, BadRequestsGetClearErrors) {
     TempRepo repo("bad");
     repo.add("mlp", mlp_model());
     auto s = start(repo);
@@ -108,7 +108,7 @@ TEST(ServerCore, BadRequestsGetClearErrors) {
     EXPECT_TRUE(send(*s, request("mlp", "x", random_tensor({2, 4}, 3))).get().failure.ok());
 }
 
-TEST(ServerCore, DynamicBatchingIsBitIdenticalToUnbatchedRuns) {
+TEST(serve_Server, DynamicBatchingIsBitIdenticalToUnbatchedRuns) {
     TempRepo repo("batch");
     repo.add("mlp", mlp_model(),
              "max_batch_size: 8\ndynamic_batching { preferred_batch_size: [ 6 ] max_queue_delay_microseconds: 200000 }\n");
@@ -132,7 +132,7 @@ TEST(ServerCore, DynamicBatchingIsBitIdenticalToUnbatchedRuns) {
     EXPECT_LT(stats[0].execution_count, 6u);  // some requests shared a run
 }
 
-TEST(ServerCore, QueueFullDeadlineUnloadAndShutdown) {
+TEST(serve_Server, QueueFullDeadlineUnloadAndShutdown) {
     TempRepo repo("queue");
     // Requests wait up to 2 s for a batch of 8 to fill: they stay queued while we look.
     repo.add("slow", mlp_model(),
@@ -170,7 +170,7 @@ TEST(ServerCore, QueueFullDeadlineUnloadAndShutdown) {
     EXPECT_EQ(send(*s, request("slow", "x", random_tensor({1, 4}, 1))).get().failure.code, Code::kUnavailable);
 }
 
-TEST(ServerCore, EveryRequestAnsweredExactlyOnceUnderConcurrency) {
+TEST(serve_Server, EveryRequestAnsweredExactlyOnceUnderConcurrency) {
     TempRepo repo("many");
     repo.add("mlp", mlp_model(),
              "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 500 }\ninstance_group [ { count: 2 } ]\n");
@@ -203,7 +203,7 @@ TEST(ServerCore, EveryRequestAnsweredExactlyOnceUnderConcurrency) {
 // best-effort run is served before that run finishes, and the preempted run's result is still
 // exact. While runs ignore the flag, the BE run completes first; both results are checked either
 // way, and the ordering only when a preemption happened.
-TEST(ServerCore, RealTimeDuringBestEffortBothCorrect) {
+TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     TempRepo repo("rtbe");
     repo.add("deep", deep_model(256, 24), "max_batch_size: 64\n");
     ServerOptions opts;

@@ -2,8 +2,8 @@
 # compiled into kiln_serve. Included by the top-level CMakeLists.txt after kiln_serve is defined.
 #   src/serve/proto/model_config.proto  -> model_config.pb.{h,cc}            (Triton's ModelConfig)
 #   src/serve/proto/grpc_service.proto  -> grpc_service.pb.{h,cc}, .grpc.pb.{h,cc} (KServe v2 gRPC)
-# Sources include them as "serve/proto/<name>.pb.h"; the protos import each other by the same
-# path (proto root = src/).
+# Sources include them as "serve/proto/<name>.pb.h" (or bare "<name>.pb.h": both folders are on
+# the include path); the protos import each other as "serve/proto/<name>.proto" (proto root = src/).
 find_program(KILN_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 if(TARGET protobuf::protoc)
   set(KILN_PROTOC $<TARGET_FILE:protobuf::protoc>)
@@ -44,4 +44,4 @@ endfunction()
 
 kiln_serve_proto(model_config)
 kiln_serve_proto(grpc_service GRPC DEPENDS model_config)
-target_include_directories(kiln_serve PUBLIC ${KILN_SERVE_GEN_DIR})
+target_include_directories(kiln_serve PUBLIC ${KILN_SERVE_GEN_DIR} ${KILN_SERVE_GEN_DIR}/serve/proto)

@@ -18,27 +18,6 @@
 
 namespace kiln::serve {
 
-// Stand-ins for serve-core's definitions of these server.h functions until that branch is
-// merged; weak, so that the real ones win wherever they are linked. TODO(merge): delete.
-__attribute__((weak)) std::optional<DType> dtype_from_kserve(const std::string& d) {
-    static const std::map<std::string, DType> kTable = {
-        {"BOOL", DType::kBool},     {"UINT8", DType::kUInt8},     {"UINT16", DType::kUInt16},
-        {"UINT32", DType::kUInt32}, {"UINT64", DType::kUInt64},   {"INT8", DType::kInt8},
-        {"INT16", DType::kInt16},   {"INT32", DType::kInt32},     {"INT64", DType::kInt64},
-        {"FP16", DType::kFloat16},  {"BF16", DType::kBFloat16},   {"FP32", DType::kFloat32},
-        {"FP64", DType::kFloat64},  {"BYTES", DType::kString}};
-    auto it = kTable.find(d);
-    if (it == kTable.end()) return std::nullopt;
-    return it->second;
-}
-__attribute__((weak)) std::optional<std::string> kserve_datatype(DType t) {
-    for (const char* d : {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
-                          "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES"}) {
-        if (dtype_from_kserve(d) == t) return std::string(d);
-    }
-    return std::nullopt;
-}
-
 namespace {
 
 using inference::GRPCInferenceService;

@@ -326,6 +326,15 @@ TEST_F(GrpcFrontendTest, InferParameters) {
     EXPECT_FALSE(server.last_request().timeout.has_value());
 }
 
+// Gives the request's one input a new datatype and shape, with no data.
+void retype(ModelInferRequest& r, const char* datatype, std::vector<int64_t> shape) {
+    r.clear_raw_input_contents();
+    auto* in = r.mutable_inputs(0);
+    in->set_datatype(datatype);
+    in->clear_shape();
+    for (int64_t d : shape) in->add_shape(d);
+}
+
 // The frontend's own checks: answered INVALID_ARGUMENT without reaching the server.
 TEST_F(GrpcFrontendTest, MalformedRequestsAreInvalidArgument) {
     struct Case {
@@ -376,6 +385,43 @@ TEST_F(GrpcFrontendTest, MalformedRequestsAreInvalidArgument) {
          },
          {"input 'INPUT0' is given twice"}},
         {"no model", [](ModelInferRequest& r) { r.clear_model_name(); }, {"no model_name"}},
+        {"int8 range",
+         [](ModelInferRequest& r) {
+             retype(r, "INT8", {2});
+             fill(r.mutable_inputs(0)->mutable_contents()->mutable_int_contents(), {1, 300});
+         },
+         {"input 'INPUT0' (INT8 [2])", "value 300 at index 1 of int_contents is out of range"}},
+        {"fp16 typed",
+         [](ModelInferRequest& r) {
+             retype(r, "FP16", {1});
+             fill(r.mutable_inputs(0)->mutable_contents()->mutable_fp32_contents(), {1});
+         },
+         {"FP16 has no typed contents field; send it in raw_input_contents"}},
+        {"bytes cut in a length",
+         [](ModelInferRequest& r) {
+             retype(r, "BYTES", {2});
+             r.add_raw_input_contents(std::string("\1\0\0\0a\1\0", 7));
+         },
+         {"raw contents end inside the 4-byte length of element 1"}},
+        {"bytes cut in an element",
+         [](ModelInferRequest& r) {
+             retype(r, "BYTES", {1});
+             r.add_raw_input_contents(std::string("\5\0\0\0ab", 6));
+         },
+         {"element 0 claims 5 bytes but only 2 remain"}},
+        {"bytes count",
+         [](ModelInferRequest& r) {
+             retype(r, "BYTES", {3});
+             r.add_raw_input_contents(std::string("\1\0\0\0a", 5));
+         },
+         {"expected 3 length-prefixed elements in raw_input_contents, got 1"}},
+        {"classification",
+         [](ModelInferRequest& r) {
+             auto* o = r.add_outputs();
+             o->set_name("OUTPUT0");
+             (*o->mutable_parameters())["classification"].set_int64_param(3);
+         },
+         {"output 'OUTPUT0': classification outputs are not supported"}},
     };
     int before = server.received;
     for (const Case& c : cases) {

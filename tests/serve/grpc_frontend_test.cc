@@ -639,6 +639,21 @@ TEST_F(GrpcFrontendTest, StopFinishesCallsInFlight) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 }
 
+// A client that gives up mid-request: its call ends at its deadline; the server's late answer
+// is dropped without harm, and the frontend goes on serving and stops cleanly.
+TEST_F(GrpcFrontendTest, ClientGoneMidRequest) {
+    server.slow_ms = 300;
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
+    ModelInferResponse resp;
+    grpc::Status s = stub->ModelInfer(&c, fp32_request("slow", {1}, {1}), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    while (server.in_flight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(infer(fp32_request("add_one", {1}, {1}), resp).ok());
+    EXPECT_EQ(raw_floats(resp, 0), std::vector<float>{2});
+    frontend->stop();
+}
+
 TEST_F(GrpcFrontendTest, StreamInfer) {
     auto c = ctx();
     auto stream = stub->ModelStreamInfer(c.get());

@@ -174,9 +174,15 @@ void parse(std::string_view body, std::optional<size_t> header_length, ParsedInf
     KILN_CHECK(json_size <= body.size(), kInvalidArgument)
         << "Inference-Header-Content-Length is " << json_size << " but the body has only " << body.size()
         << " bytes";
+    // NOTE: nlohmann's parser takes a NUL byte for the end of its input; JSON text cannot hold
+    // one, so a NUL means binary data sent without the header that says where the JSON ends.
+    const std::string_view text = body.substr(0, json_size);
+    if (size_t nul = text.find('\0'); nul != std::string_view::npos)
+        KILN_THROW(kInvalidArgument) << "malformed JSON in the request: a NUL byte at offset " << nul
+                                     << (header_length ? "" : " (binary tensor data needs the Inference-Header-Content-Length header)");
     json request;
     try {
-        request = json::parse(body.substr(0, json_size));
+        request = json::parse(text);
     } catch (const json::parse_error& e) {
         // e.what() is "[json.exception.parse_error.101] parse error at ...": keep what follows.
         std::string msg = e.what();

@@ -8,6 +8,7 @@
 #include "serve/http_frontend.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -61,6 +62,14 @@ struct PendingInfer {
     InferResponse response;
 };
 
+/// httplib::Server with a listen backlog for many clients: libcpp-httplib is built with a
+/// backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG), so clients connecting at once beyond it got
+/// their connections dropped. Calling listen() again on the bound socket raises it (Linux).
+class HttplibServer : public httplib::Server {
+public:
+    void raise_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+};
+
 class HttpFrontendImpl final : public HttpFrontend {
 public:
     explicit HttpFrontendImpl(Server& server) : server_(server) {}
@@ -81,7 +90,7 @@ private:
     void infer(const httplib::Request& req, httplib::Response& res);
 
     Server& server_;
-    httplib::Server http_;
+    HttplibServer http_;
     std::thread thread_;
     std::mutex stop_mutex_;
     int port_ = 0;
@@ -190,6 +199,12 @@ void HttpFrontendImpl::listen(const HttpOptions& opts, const char* what) {
     const int threads = opts.threads > 0 ? opts.threads : default_threads();
     http_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     http_.set_tcp_nodelay(true);
+    // Only SO_REUSEADDR: httplib's default adds SO_REUSEPORT, which would let a second server
+    // bind a port already serving and share its connections.
+    http_.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     http_.set_keep_alive_max_count(1u << 20);  // load generators keep their connections
     // Errors without a body (no route, a bad request httplib rejects itself) still get
     // {"error": ...}, which is what clients read.
@@ -216,6 +231,7 @@ void HttpFrontendImpl::listen(const HttpOptions& opts, const char* what) {
     port_ = opts.port == 0 ? http_.bind_to_any_port(opts.host) : (http_.bind_to_port(opts.host, opts.port) ? opts.port : -1);
     KILN_CHECK(port_ > 0, kIOError) << what << ": cannot listen on " << opts.host << ":" << opts.port
                                     << " (address in use or not local?)";
+    http_.raise_backlog(SOMAXCONN);
     thread_ = std::thread([this] { http_.listen_after_bind(); });
     // stop() before the listener runs would be lost (httplib only stops a running server).
     while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::microseconds(100));

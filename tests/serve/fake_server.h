@@ -126,7 +126,7 @@ private:
     }
     static Failure run(const InferRequest& request, InferResponse& response) {
         const std::string& m = request.model;
-        if (m == "full") return {Code::kUnavailable, "model 'full': queue full (4 requests)"};
+        if (m == "full") return {Code::kUnavailable, "model 'full': queue full, 4 requests"};
         if (m == "late") return {Code::kDeadlineExceeded, "model 'late': timeout passed in the queue"};
         if (m == "broken") return {Code::kInternal, "model 'broken' failed"};
         if (m == "echo") {

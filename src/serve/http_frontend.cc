@@ -140,10 +140,12 @@ void HttpFrontendImpl::add_api_routes() {
     using httplib::Request;
     using httplib::Response;
     Server& s = server_;
-    http_.Get("/v2/health/live", [&s](const Request&, Response& res) { reply_health(res, s.live(), "server is not live"); });
+    http_.Get("/v2/health/live",
+              [&s](const Request&, Response& res) { reply_health(res, s.live(), "server is not live"); });
     http_.Get("/v2/health/ready",
               [&s](const Request&, Response& res) { reply_health(res, s.ready(), "server is not ready"); });
-    http_.Get("/v2", [&s](const Request&, Response& res) { reply_json(res, kserve::server_metadata_json(s.metadata())); });
+    http_.Get("/v2",
+              [&s](const Request&, Response& res) { reply_json(res, kserve::server_metadata_json(s.metadata())); });
 
     // Statistics first: "/v2/models/stats" would also match the model metadata route.
     auto stats = [&s](const std::string& name, const std::string& version, Response& res) {
@@ -208,15 +210,15 @@ void HttpFrontendImpl::listen(const HttpOptions& opts, const char* what) {
     http_.set_keep_alive_max_count(1u << 20);  // load generators keep their connections
     // Errors without a body (no route, a bad request httplib rejects itself) still get
     // {"error": ...}, which is what clients read.
-    http_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                                     httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        const std::string msg = res.status == 404 ? "no route for " + req.method + " " + req.path
-                                                  : "HTTP " + std::to_string(res.status) + " on " + req.method + " " +
-                                                        req.path;
-        res.set_content(kserve::error_json(msg), kJson);
-        return httplib::Server::HandlerResponse::Handled;
-    }));
+    http_.set_error_handler(
+        httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            const std::string msg = res.status == 404
+                                        ? "no route for " + req.method + " " + req.path
+                                        : "HTTP " + std::to_string(res.status) + " on " + req.method + " " + req.path;
+            res.set_content(kserve::error_json(msg), kJson);
+            return httplib::Server::HandlerResponse::Handled;
+        }));
     http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string msg = "unknown exception";
         try {
@@ -228,7 +230,8 @@ void HttpFrontendImpl::listen(const HttpOptions& opts, const char* what) {
         reply_error(res, {Code::kInternal, "internal error: " + msg});
     });
 
-    port_ = opts.port == 0 ? http_.bind_to_any_port(opts.host) : (http_.bind_to_port(opts.host, opts.port) ? opts.port : -1);
+    port_ = opts.port == 0 ? http_.bind_to_any_port(opts.host)
+                           : (http_.bind_to_port(opts.host, opts.port) ? opts.port : -1);
     KILN_CHECK(port_ > 0, kIOError) << what << ": cannot listen on " << opts.host << ":" << opts.port
                                     << " (address in use or not local?)";
     http_.raise_backlog(SOMAXCONN);

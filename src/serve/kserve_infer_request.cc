@@ -7,9 +7,8 @@
 #include <charconv>
 #include <limits>
 #include <new>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "kiln/error.h"
 #include "serve/kserve_tensor_data.h"
@@ -91,8 +90,8 @@ void read_request_parameters(const json& params, ParsedInferRequest& out) {
         if (us > 0) out.request.timeout = std::chrono::microseconds(us);
     }
     if (const json* v = find(params, "sequence_id")) {
-        const bool none = (v->is_number_integer() && v->get<int64_t>() == 0) ||
-                          (v->is_string() && v->get<std::string>().empty());
+        const bool none =
+            (v->is_number_integer() && v->get<int64_t>() == 0) || (v->is_string() && v->get<std::string>().empty());
         KILN_CHECK(none, kInvalidArgument) << "request parameter \"sequence_id\": sequence batching is not supported";
     }
 }
@@ -172,14 +171,14 @@ void read_outputs(const json& outputs, ParsedInferRequest& out) {
 void parse(std::string_view body, std::optional<size_t> header_length, ParsedInferRequest& out) {
     const size_t json_size = header_length.value_or(body.size());
     KILN_CHECK(json_size <= body.size(), kInvalidArgument)
-        << "Inference-Header-Content-Length is " << json_size << " but the body has only " << body.size()
-        << " bytes";
+        << "Inference-Header-Content-Length is " << json_size << " but the body has only " << body.size() << " bytes";
     // NOTE: nlohmann's parser takes a NUL byte for the end of its input; JSON text cannot hold
     // one, so a NUL means binary data sent without the header that says where the JSON ends.
     const std::string_view text = body.substr(0, json_size);
     if (size_t nul = text.find('\0'); nul != std::string_view::npos)
-        KILN_THROW(kInvalidArgument) << "malformed JSON in the request: a NUL byte at offset " << nul
-                                     << (header_length ? "" : " (binary tensor data needs the Inference-Header-Content-Length header)");
+        KILN_THROW(kInvalidArgument)
+            << "malformed JSON in the request: a NUL byte at offset " << nul
+            << (header_length ? "" : " (binary tensor data needs the Inference-Header-Content-Length header)");
     json request;
     try {
         request = json::parse(text);
@@ -189,8 +188,7 @@ void parse(std::string_view body, std::optional<size_t> header_length, ParsedInf
         if (size_t p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
         KILN_THROW(kInvalidArgument) << "malformed JSON in the request: " << msg;
     }
-    KILN_CHECK(request.is_object(), kInvalidArgument)
-        << "the request must be a JSON object, got " << describe(request);
+    KILN_CHECK(request.is_object(), kInvalidArgument) << "the request must be a JSON object, got " << describe(request);
 
     if (const json* id = find(request, "id")) {
         KILN_CHECK(id->is_string(), kInvalidArgument) << "request \"id\" must be a string, got " << describe(*id);

@@ -39,7 +39,6 @@ Failure parse_header_length(std::string_view value, size_t& out);
 /// a "binary_data_size" parameter, in input order, with nothing left over. Never throws: a bad
 /// request is kInvalidArgument with a message naming what was wrong (which input, expected vs
 /// got).
-Failure parse_infer_request(std::string_view body, std::optional<size_t> header_length,
-                            ParsedInferRequest& out);
+Failure parse_infer_request(std::string_view body, std::optional<size_t> header_length, ParsedInferRequest& out);
 
 }  // namespace kiln::serve::kserve

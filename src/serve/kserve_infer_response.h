@@ -21,7 +21,6 @@ struct EncodedResponse {
 };
 
 /// Encodes `response`; kInternal when an output has a dtype the protocol cannot carry.
-Failure write_infer_response(const InferResponse& response, const OutputEncoding& encoding,
-                             EncodedResponse& out);
+Failure write_infer_response(const InferResponse& response, const OutputEncoding& encoding, EncodedResponse& out);
 
 }  // namespace kiln::serve::kserve

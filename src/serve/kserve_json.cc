@@ -10,15 +10,20 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using json = nlohmann::json;
 
-std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+std::string dump(const ojson& j) {
+    return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
 
 ojson tensors_json(const std::vector<TensorMetadata>& tensors) {
     ojson a = ojson::array();
-    for (const TensorMetadata& t : tensors) a.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
+    for (const TensorMetadata& t : tensors)
+        a.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
     return a;
 }
 
-ojson duration_json(const DurationStat& d) { return {{"count", d.count}, {"ns", d.ns}}; }
+ojson duration_json(const DurationStat& d) {
+    return {{"count", d.count}, {"ns", d.ns}};
+}
 
 /// An optional JSON object body; empty or whitespace means {}.
 Failure parse_object(std::string_view body, const std::string& what, json& out) {
@@ -47,7 +52,9 @@ int http_status(Code code) {
     return 500;
 }
 
-std::string error_json(const std::string& message) { return dump(ojson{{"error", message}}); }
+std::string error_json(const std::string& message) {
+    return dump(ojson{{"error", message}});
+}
 
 std::string server_metadata_json(const ServerMetadata& m) {
     return dump(ojson{{"name", m.name}, {"version", m.version}, {"extensions", m.extensions}});
@@ -117,8 +124,8 @@ Failure parse_repository_load_request(std::string_view body, const std::string& 
     auto params = req.find("parameters");
     if (params == req.end()) return Failure::none();
     if (!params->is_object())
-        return {Code::kInvalidArgument, std::string(load ? "load" : "unload") + " of model '" + model +
-                                            "': \"parameters\" must be an object"};
+        return {Code::kInvalidArgument,
+                std::string(load ? "load" : "unload") + " of model '" + model + "': \"parameters\" must be an object"};
     if (!load) return Failure::none();  // unload_dependents: Kiln has no ensembles, nothing depends
     for (const auto& [key, value] : params->items())
         if (key == "config" || key.rfind("file:", 0) == 0)

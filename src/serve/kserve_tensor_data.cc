@@ -23,7 +23,9 @@ static_assert(std::endian::native == std::endian::little, "binary tensor data as
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-std::string datatype_name(DType dtype) { return kserve_datatype(dtype).value_or(dtype_name(dtype)); }
+std::string datatype_name(DType dtype) {
+    return kserve_datatype(dtype).value_or(dtype_name(dtype));
+}
 
 /// A short rendering of a JSON element for messages (long strings cut).
 std::string describe(const json& v) {
@@ -111,10 +113,10 @@ void fill_from_json(const std::string& what, DType dtype, const json& data, Stor
         T value{};
         if (!element_from_json(v, value)) {
             const bool range = v.is_number_integer() && dtype_is_int(dtype);
-            KILN_THROW(kInvalidArgument)
-                << fmt::format("{}: data element {} is {}, {} {}", what, i, describe(v),
-                               range ? "out of the range of" : std::string("expected ") + expected_element(dtype) + " for",
-                               datatype_name(dtype));
+            KILN_THROW(kInvalidArgument) << fmt::format(
+                "{}: data element {} is {}, {} {}", what, i, describe(v),
+                range ? "out of the range of" : std::string("expected ") + expected_element(dtype) + " for",
+                datatype_name(dtype));
         }
         store(i++, std::move(value));
         return true;
@@ -165,8 +167,7 @@ int64_t checked_numel(const Shape& shape, const std::string& what) {
 Tensor tensor_from_json(const std::string& what, DType dtype, const Shape& shape, const json& data) {
     check_supported(what, dtype);
     const int64_t numel = checked_numel(shape, what);
-    KILN_CHECK(data.is_array(), kInvalidArgument)
-        << what << ": \"data\" must be an array, got " << describe(data);
+    KILN_CHECK(data.is_array(), kInvalidArgument) << what << ": \"data\" must be an array, got " << describe(data);
     const int64_t count = count_leaves(data);
     KILN_CHECK(count == numel, kInvalidArgument)
         << fmt::format("{}: shape {} has {} elements, but \"data\" has {}", what, shape_str(shape), numel, count);
@@ -283,8 +284,7 @@ nlohmann::ordered_json tensor_to_json(const Tensor& t) {
             for (int64_t i = 0; i < t.numel(); ++i) out.emplace_back(t.data_as<std::string>()[i]);
             return out;
         }
-        default:
-            KILN_THROW(kInternal) << "tensor of dtype " << dtype_name(t.dtype()) << " has no KServe v2 datatype";
+        default: KILN_THROW(kInternal) << "tensor of dtype " << dtype_name(t.dtype()) << " has no KServe v2 datatype";
     }
 }
 

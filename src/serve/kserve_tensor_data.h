@@ -9,10 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "kiln/tensor.h"
 
@@ -25,12 +24,10 @@ int64_t checked_numel(const Shape& shape, const std::string& what);
 /// A tensor of `dtype` and `shape` from a JSON "data" value: an array (possibly nested) of
 /// booleans, integers in the dtype's range, numbers, or strings (BYTES), with exactly numel
 /// elements.
-Tensor tensor_from_json(const std::string& what, DType dtype, const Shape& shape,
-                        const nlohmann::json& data);
+Tensor tensor_from_json(const std::string& what, DType dtype, const Shape& shape, const nlohmann::json& data);
 
 /// A tensor from its binary encoding, which must be exactly `bytes`.
-Tensor tensor_from_binary(const std::string& what, DType dtype, const Shape& shape,
-                          std::string_view bytes);
+Tensor tensor_from_binary(const std::string& what, DType dtype, const Shape& shape, std::string_view bytes);
 
 /// The flat JSON "data" array of a tensor (FP16/BF16 as numbers).
 nlohmann::ordered_json tensor_to_json(const Tensor& t);

@@ -1,6 +1,8 @@
 // The HTTP/REST frontend against a fake Server (fake_server.h), through httplib::Client: every
 // route, JSON and binary bodies byte-exact, error statuses and messages, concurrent clients, a
 // client that disconnects mid-request, and stop() with requests in flight.
+#include "serve/http_frontend.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -16,7 +18,6 @@
 
 #include "fake_server.h"
 #include "kiln/error.h"
-#include "serve/http_frontend.h"
 
 namespace kiln::serve {
 namespace {
@@ -40,8 +41,7 @@ protected:
         return c;
     }
     httplib::Result get(const std::string& path) { return client().Get(path.c_str()); }
-    httplib::Result post(const std::string& path, const std::string& body,
-                         const httplib::Headers& headers = {}) {
+    httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& headers = {}) {
         return client().Post(path.c_str(), headers, body, "application/json");
     }
 
@@ -69,7 +69,9 @@ TEST_F(HttpFrontendTest, Health) {
 
 TEST_F(HttpFrontendTest, MetadataAndConfig) {
     auto r = get("/v2");
-    EXPECT_EQ(sb(r), std::make_pair(200, R"({"name":"kiln","version":"0.1.0","extensions":["binary_tensor_data","statistics"]})"s));
+    EXPECT_EQ(
+        sb(r),
+        std::make_pair(200, R"({"name":"kiln","version":"0.1.0","extensions":["binary_tensor_data","statistics"]})"s));
     EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
     EXPECT_EQ(sb(get("/v2/models/add_one")),
               std::make_pair(200, R"({"name":"add_one","versions":["1"],"platform":"kiln",)"
@@ -80,7 +82,8 @@ TEST_F(HttpFrontendTest, MetadataAndConfig) {
     EXPECT_EQ(sb(get("/v2/models/add_one/versions/2")),
               std::make_pair(404, R"({"error":"model 'add_one' has no version 2"})"s));
     EXPECT_EQ(sb(get("/v2/models/echo/config")), std::make_pair(200, R"({"name":"echo","max_batch_size":8})"s));
-    EXPECT_EQ(sb(get("/v2/models/echo/versions/1/config")), std::make_pair(200, R"({"name":"echo","max_batch_size":8})"s));
+    EXPECT_EQ(sb(get("/v2/models/echo/versions/1/config")),
+              std::make_pair(200, R"({"name":"echo","max_batch_size":8})"s));
     EXPECT_EQ(get("/v2/models/nope/config")->status, 404);
     // A model name with a URL-escaped character reaches the server decoded.
     EXPECT_EQ(sb(get("/v2/models/no%20pe")), std::make_pair(404, R"({"error":"unknown model 'no pe'"})"s));
@@ -101,8 +104,9 @@ TEST_F(HttpFrontendTest, InferJson) {
     r = post("/v2/models/add_one/versions/1/infer",
              R"({"parameters":{"priority":1,"timeout":1500},"inputs":[{"name":"x","shape":[2],"datatype":"INT64",)"
              R"("data":[9007199254740993,-1]}]})");
-    EXPECT_EQ(sb(r), std::make_pair(200, R"({"model_name":"add_one","model_version":"1","outputs":[)"
-                                         R"({"name":"y","datatype":"INT64","shape":[2],"data":[9007199254740994,0]}]})"s));
+    EXPECT_EQ(sb(r),
+              std::make_pair(200, R"({"model_name":"add_one","model_version":"1","outputs":[)"
+                                  R"({"name":"y","datatype":"INT64","shape":[2],"data":[9007199254740994,0]}]})"s));
     seen = server.last();
     EXPECT_EQ(seen.version, "1");
     EXPECT_EQ(seen.priority, Priority::kRealTime);
@@ -115,9 +119,9 @@ TEST_F(HttpFrontendTest, InferBinary) {
         R"({"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}],)"
         R"("outputs":[{"name":"y","parameters":{"binary_data":true}}]})";
     const std::string body = header + "\x00\x00\x80\x3f\x00\x00\x20\x40"s;
-    auto r = client().Post("/v2/models/add_one/infer",
-                           {{"Inference-Header-Content-Length", std::to_string(header.size())}}, body,
-                           "application/octet-stream");
+    auto r =
+        client().Post("/v2/models/add_one/infer", {{"Inference-Header-Content-Length", std::to_string(header.size())}},
+                      body, "application/octet-stream");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     const std::string json = R"({"model_name":"add_one","model_version":"1","outputs":[)"
@@ -131,22 +135,27 @@ TEST_F(HttpFrontendTest, InferBinary) {
 TEST_F(HttpFrontendTest, InferBinaryOutputsByDefaultAndBytes) {
     // tritonclient's default without requested outputs: binary_data_output true. BYTES and BOOL
     // echo back as binary, one output overridden to JSON.
-    const std::string header =
-        R"({"parameters":{"binary_data_output":true},"inputs":[)"
-        R"({"name":"s","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":9}},)"
-        R"({"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]}],)"
-        R"("outputs":[{"name":"s"},{"name":"b","parameters":{"binary_data":false}}]})";
-    const std::string body = header + "\x01\x00\x00\x00" "a" "\x00\x00\x00\x00"s;
-    auto r = client().Post("/v2/models/echo/infer",
-                           {{"Inference-Header-Content-Length", std::to_string(header.size())}}, body,
-                           "application/octet-stream");
+    const std::string header = R"({"parameters":{"binary_data_output":true},"inputs":[)"
+                               R"({"name":"s","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":9}},)"
+                               R"({"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]}],)"
+                               R"("outputs":[{"name":"s"},{"name":"b","parameters":{"binary_data":false}}]})";
+    const std::string body = header +
+                             "\x01\x00\x00\x00"
+                             "a"
+                             "\x00\x00\x00\x00"s;
+    auto r =
+        client().Post("/v2/models/echo/infer", {{"Inference-Header-Content-Length", std::to_string(header.size())}},
+                      body, "application/octet-stream");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     const std::string json = R"({"model_name":"echo","model_version":"1","outputs":[)"
                              R"({"name":"s","datatype":"BYTES","shape":[2],"parameters":{"binary_data_size":9}},)"
                              R"({"name":"b","datatype":"BOOL","shape":[2],"data":[true,false]}]})";
     EXPECT_EQ(r->get_header_value("Inference-Header-Content-Length"), std::to_string(json.size()));
-    EXPECT_EQ(r->body, json + "\x01\x00\x00\x00" "a" "\x00\x00\x00\x00"s);
+    EXPECT_EQ(r->body, json +
+                           "\x01\x00\x00\x00"
+                           "a"
+                           "\x00\x00\x00\x00"s);
 }
 
 TEST_F(HttpFrontendTest, InferErrors) {
@@ -159,10 +168,12 @@ TEST_F(HttpFrontendTest, InferErrors) {
     EXPECT_EQ(sb(post("/v2/models/late/infer", x)),
               std::make_pair(504, R"({"error":"model 'late': timeout passed in the queue"})"s));
     EXPECT_EQ(sb(post("/v2/models/broken/infer", x)), std::make_pair(500, R"({"error":"model 'broken' failed"})"s));
-    EXPECT_EQ(sb(post("/v2/models/add_one/infer", R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[1]}]})")),
-              std::make_pair(400, R"({"error":"model 'add_one' input 'x': expected FP32 or INT64"})"s));
-    EXPECT_EQ(sb(post("/v2/models/add_one/infer", R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1]}]})")),
-              std::make_pair(400, R"({"error":"input 'x': shape [2] has 2 elements, but \"data\" has 1"})"s));
+    EXPECT_EQ(
+        sb(post("/v2/models/add_one/infer", R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[1]}]})")),
+        std::make_pair(400, R"({"error":"model 'add_one' input 'x': expected FP32 or INT64"})"s));
+    EXPECT_EQ(
+        sb(post("/v2/models/add_one/infer", R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1]}]})")),
+        std::make_pair(400, R"({"error":"input 'x': shape [2] has 2 elements, but \"data\" has 1"})"s));
     auto r = post("/v2/models/add_one/infer", R"({"inputs":[)");
     EXPECT_EQ(r->status, 400);
     EXPECT_NE(r->body.find("malformed JSON in the request"), std::string::npos) << r->body;
@@ -189,7 +200,8 @@ TEST_F(HttpFrontendTest, RepositoryAndStatistics) {
               std::make_pair(200, ""s));
     EXPECT_EQ(server.loads, std::vector<std::string>{"echo"});
     EXPECT_EQ(server.unloads, std::vector<std::string>{"echo"});
-    EXPECT_EQ(sb(post("/v2/repository/models/nope/load", "")), std::make_pair(404, R"({"error":"unknown model 'nope'"})"s));
+    EXPECT_EQ(sb(post("/v2/repository/models/nope/load", "")),
+              std::make_pair(404, R"({"error":"unknown model 'nope'"})"s));
     EXPECT_EQ(post("/v2/repository/models/echo/load", R"({"parameters":{"config":"{}"}})")->status, 400);
     EXPECT_EQ(server.loads.size(), 1u);
 
@@ -253,10 +265,11 @@ TEST_F(HttpFrontendTest, ConcurrentClientsEachGetTheirOwnAnswer) {
             for (int i = 0; i < kRequests; ++i) {
                 const int v = c * 1000 + i;
                 const std::string id = std::to_string(v);
-                auto r = cli.Post("/v2/models/add_one/infer",
-                                  R"({"id":")" + id + R"(","inputs":[{"name":"x","shape":[1],"datatype":"INT64","data":[)" +
-                                      id + "]}]}",
-                                  "application/json");
+                auto r =
+                    cli.Post("/v2/models/add_one/infer",
+                             R"({"id":")" + id + R"(","inputs":[{"name":"x","shape":[1],"datatype":"INT64","data":[)" +
+                                 id + "]}]}",
+                             "application/json");
                 const std::string want = R"({"model_name":"add_one","model_version":"1","id":")" + id +
                                          R"(","outputs":[{"name":"y","datatype":"INT64","shape":[1],"data":[)" +
                                          std::to_string(v + 1) + "]}]}";
@@ -283,8 +296,9 @@ void send_and_hang_up(int port, const std::string& request) {
 }
 
 std::string http_post(const std::string& path, const std::string& body) {
-    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\n\r\n" + body;
+    return "POST " + path +
+           " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
 }
 
 TEST_F(HttpFrontendTest, ClientThatDisconnectsMidRequest) {
@@ -310,7 +324,8 @@ TEST_F(HttpFrontendTest, StopFinishesRequestsInFlight) {
     std::vector<std::future<std::pair<int, std::string>>> answers;
     for (int i = 0; i < kInFlight; ++i)
         answers.push_back(std::async(std::launch::async, [&] { return sb(post("/v2/models/slow/infer", x)); }));
-    for (int i = 0; i < 5000 && server.arrived < kInFlight; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 5000 && server.arrived < kInFlight; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ASSERT_EQ(server.arrived, kInFlight);
     std::thread releaser([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));

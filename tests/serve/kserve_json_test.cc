@@ -1,5 +1,7 @@
 // KServe v2 request parsing and response writing (JSON tensors and the binary tensor data
 // extension), byte-exact against bodies written out by hand.
+#include "serve/kserve_json.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,7 +9,6 @@
 
 #include "serve/kserve_infer_request.h"
 #include "serve/kserve_infer_response.h"
-#include "serve/kserve_json.h"
 
 namespace kiln::serve::kserve {
 namespace {
@@ -29,7 +30,9 @@ std::string parse_error(const std::string& body, std::optional<size_t> header_le
     return f.message;
 }
 
-std::string input_json(const std::string& fields) { return R"({"inputs":[{"name":"x",)" + fields + "}]}"; }
+std::string input_json(const std::string& fields) {
+    return R"({"inputs":[{"name":"x",)" + fields + "}]}";
+}
 
 TEST(KServeRequest, JsonTensorsOfEveryKind) {
     const std::string body = R"({"id":"req-7","inputs":[
@@ -83,8 +86,7 @@ TEST(KServeRequest, ParametersAndRequestedOutputs) {
 
     EXPECT_EQ(parse_ok(R"({"parameters":{"priority":2},"inputs":[]})").request.priority, Priority::kBestEffort);
     EXPECT_EQ(parse_ok(R"({"parameters":{"priority":0},"inputs":[]})").request.priority, std::nullopt);
-    EXPECT_EQ(parse_ok(R"({"parameters":{"priority":"realtime"},"inputs":[]})").request.priority,
-              Priority::kRealTime);
+    EXPECT_EQ(parse_ok(R"({"parameters":{"priority":"realtime"},"inputs":[]})").request.priority, Priority::kRealTime);
     EXPECT_EQ(parse_ok(R"({"parameters":{"priority":"best_effort"},"inputs":[]})").request.priority,
               Priority::kBestEffort);
     EXPECT_EQ(parse_ok(R"({"parameters":{"timeout":0},"inputs":[]})").request.timeout, std::nullopt);
@@ -99,9 +101,12 @@ TEST(KServeRequest, BinaryInputs) {
         {"name":"j","shape":[1],"datatype":"INT32","data":[7]},
         {"name":"b","shape":[3],"datatype":"BOOL","parameters":{"binary_data_size":3}},
         {"name":"s","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":10}}]})";
-    const std::string binary = "\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x04\x03\x02\x01"s  // u
-                               "\x01\x00\x07"s                                                     // b
-                               "\x02\x00\x00\x00"s "ab" "\x00\x00\x00\x00"s;                       // s
+    const std::string binary =
+        "\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x04\x03\x02\x01"s  // u
+        "\x01\x00\x07"s                                                      // b
+        "\x02\x00\x00\x00"s
+        "ab"
+        "\x00\x00\x00\x00"s;  // s
     ParsedInferRequest p = parse_ok(header + binary, header.size());
     ASSERT_EQ(p.request.inputs.size(), 4u);
     const Tensor& u = p.request.inputs[0].tensor;
@@ -178,17 +183,25 @@ TEST(KServeRequest, BinaryBodyErrors) {
     const std::string h12 = input_json(R"("shape":[2,2],"datatype":"FP32","parameters":{"binary_data_size":12})");
     EXPECT_EQ(parse_error(h12 + std::string(12, '\0'), h12.size()),
               "input 'x': binary data has 12 bytes, expected 16 (shape [2,2] of FP32)");
-    const std::string both = input_json(R"("shape":[1],"datatype":"FP32","data":[1],"parameters":{"binary_data_size":4})");
+    const std::string both =
+        input_json(R"("shape":[1],"datatype":"FP32","data":[1],"parameters":{"binary_data_size":4})");
     EXPECT_EQ(parse_error(both + "abcd", both.size()),
               "input 'x' has both \"data\" and the parameter \"binary_data_size\"; give one");
     const std::string bytes = input_json(R"("shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":9})");
-    EXPECT_EQ(parse_error(bytes + "\x03\x00\x00\x00" "abc" "\x01\x00"s, bytes.size()),
+    EXPECT_EQ(parse_error(bytes + "\x03\x00\x00\x00"
+                                  "abc"
+                                  "\x01\x00"s,
+                          bytes.size()),
               "input 'x': BYTES binary data ends inside the length of element 1 (2 bytes left at offset 7)");
     const std::string bytes2 = input_json(R"("shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":6})");
-    EXPECT_EQ(parse_error(bytes2 + "\x05\x00\x00\x00" "ab"s, bytes2.size()),
+    EXPECT_EQ(parse_error(bytes2 + "\x05\x00\x00\x00"
+                                   "ab"s,
+                          bytes2.size()),
               "input 'x': BYTES element 0 has length 5 but only 2 bytes follow");
     const std::string bytes3 = input_json(R"("shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":5})");
-    EXPECT_EQ(parse_error(bytes3 + "\x01\x00\x00\x00" "a"s, bytes3.size()),
+    EXPECT_EQ(parse_error(bytes3 + "\x01\x00\x00\x00"
+                                   "a"s,
+                          bytes3.size()),
               "input 'x': shape [2] has 2 elements, but the BYTES binary data holds 1");
     // Without the header, binary data after the JSON is not JSON.
     EXPECT_EQ(parse_error(header + sixteen),
@@ -199,7 +212,8 @@ TEST(KServeRequest, BinaryBodyErrors) {
     size_t n = 0;
     EXPECT_TRUE(parse_header_length("123", n).ok());
     EXPECT_EQ(n, 123u);
-    EXPECT_EQ(parse_header_length("12a", n).message, "Inference-Header-Content-Length must be a byte count, got \"12a\"");
+    EXPECT_EQ(parse_header_length("12a", n).message,
+              "Inference-Header-Content-Length must be a byte count, got \"12a\"");
     EXPECT_FALSE(parse_header_length("", n).ok());
     EXPECT_FALSE(parse_header_length("-1", n).ok());
 }
@@ -222,12 +236,11 @@ TEST(KServeResponse, JsonOutputs) {
     EncodedResponse out;
     ASSERT_TRUE(write_infer_response(r, {}, out).ok());
     EXPECT_FALSE(out.header_length.has_value());
-    EXPECT_EQ(out.body,
-              R"({"model_name":"m","model_version":"1","id":"req-1","outputs":[)"
-              R"({"name":"y","datatype":"FP32","shape":[2,1],"data":[1.5,-2.0]},)"
-              R"({"name":"s","datatype":"BYTES","shape":[2],"data":["hi","\"q\""]},)"
-              R"({"name":"b","datatype":"BOOL","shape":[2],"data":[false,true]},)"
-              R"({"name":"i","datatype":"INT64","shape":[1],"data":[-5]}]})");
+    EXPECT_EQ(out.body, R"({"model_name":"m","model_version":"1","id":"req-1","outputs":[)"
+                        R"({"name":"y","datatype":"FP32","shape":[2,1],"data":[1.5,-2.0]},)"
+                        R"({"name":"s","datatype":"BYTES","shape":[2],"data":["hi","\"q\""]},)"
+                        R"({"name":"b","datatype":"BOOL","shape":[2],"data":[false,true]},)"
+                        R"({"name":"i","datatype":"INT64","shape":[1],"data":[-5]}]})");
 }
 
 TEST(KServeResponse, BinaryOutputs) {
@@ -248,7 +261,10 @@ TEST(KServeResponse, BinaryOutputs) {
                              R"({"name":"u","datatype":"UINT16","shape":[2],"data":[258,65534]}]})";
     ASSERT_TRUE(out.header_length.has_value());
     EXPECT_EQ(*out.header_length, json.size());
-    EXPECT_EQ(out.body, json + "\x00\x00\x80\x3f"s + "\x03\x00\x00\x00" "abc" "\x00\x00\x00\x00"s);
+    EXPECT_EQ(out.body, json + "\x00\x00\x80\x3f"s +
+                            "\x03\x00\x00\x00"
+                            "abc"
+                            "\x00\x00\x00\x00"s);
 }
 
 TEST(KServeResponse, OutputWithoutKServeDatatypeIsInternalError) {
@@ -266,8 +282,9 @@ TEST(KServeJson, MetadataIndexStatisticsErrors) {
               R"({"name":"m","versions":["1"],"platform":"onnxruntime_onnx",)"
               R"("inputs":[{"name":"x","datatype":"FP32","shape":[-1,3]}],)"
               R"("outputs":[{"name":"y","datatype":"INT64","shape":[1]}]})");
-    EXPECT_EQ(repository_index_json({{"a", "1", "READY", ""}, {"b", "", "UNAVAILABLE", "compile error"}}),
-              R"([{"name":"a","version":"1","state":"READY"},{"name":"b","state":"UNAVAILABLE","reason":"compile error"}])");
+    EXPECT_EQ(
+        repository_index_json({{"a", "1", "READY", ""}, {"b", "", "UNAVAILABLE", "compile error"}}),
+        R"([{"name":"a","version":"1","state":"READY"},{"name":"b","state":"UNAVAILABLE","reason":"compile error"}])");
     ModelStatistics s;
     s.name = "m";
     s.version = "1";
@@ -276,12 +293,13 @@ TEST(KServeJson, MetadataIndexStatisticsErrors) {
     s.execution_count = 1;
     s.success = {3, 300};
     s.batch_stats = {{3, {1, 1}, {1, 2}, {1, 3}}};
-    EXPECT_EQ(statistics_json({s}),
-              R"({"model_stats":[{"name":"m","version":"1","last_inference":42,"inference_count":3,)"
-              R"("execution_count":1,"inference_stats":{"success":{"count":3,"ns":300},"fail":{"count":0,"ns":0},)"
-              R"("queue":{"count":0,"ns":0},"compute_input":{"count":0,"ns":0},"compute_infer":{"count":0,"ns":0},)"
-              R"("compute_output":{"count":0,"ns":0},"cache_hit":{"count":0,"ns":0}},"batch_stats":[{"batch_size":3,)"
-              R"("compute_input":{"count":1,"ns":1},"compute_infer":{"count":1,"ns":2},"compute_output":{"count":1,"ns":3}}]}]})");
+    EXPECT_EQ(
+        statistics_json({s}),
+        R"({"model_stats":[{"name":"m","version":"1","last_inference":42,"inference_count":3,)"
+        R"("execution_count":1,"inference_stats":{"success":{"count":3,"ns":300},"fail":{"count":0,"ns":0},)"
+        R"("queue":{"count":0,"ns":0},"compute_input":{"count":0,"ns":0},"compute_infer":{"count":0,"ns":0},)"
+        R"("compute_output":{"count":0,"ns":0},"cache_hit":{"count":0,"ns":0}},"batch_stats":[{"batch_size":3,)"
+        R"("compute_input":{"count":1,"ns":1},"compute_infer":{"count":1,"ns":2},"compute_output":{"count":1,"ns":3}}]}]})");
     EXPECT_EQ(error_json("bad \"x\""), R"({"error":"bad \"x\""})");
     EXPECT_EQ(http_status(Code::kInvalidArgument), 400);
     EXPECT_EQ(http_status(Code::kNotFound), 404);

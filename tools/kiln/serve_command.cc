@@ -109,7 +109,8 @@ int serve_main(const ServeArgs& args) {
 }  // namespace
 
 void add_serve_command(CLI::App& app, CommandAction& action) {
-    CLI::App* sub = app.add_subcommand("serve", "Serve a model repository over KServe v2 (HTTP/REST, gRPC) with metrics");
+    CLI::App* sub =
+        app.add_subcommand("serve", "Serve a model repository over KServe v2 (HTTP/REST, gRPC) with metrics");
     auto args = std::make_shared<ServeArgs>();
     sub->add_option("--model-repository", args->model_repository,
                     "Triton-layout repository: DIR/<model>/<version>/model.onnx (or model.kiln), optional "
@@ -124,8 +125,10 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
     port("--http-port", args->http_port, "HTTP/REST");
     port("--grpc-port", args->grpc_port, "gRPC");
     port("--metrics-port", args->metrics_port, "Prometheus metrics (GET /metrics)");
-    sub->add_option("--http-address", args->http_address, "Address the HTTP/REST frontend listens on")->capture_default_str();
-    sub->add_option("--grpc-address", args->grpc_address, "Address the gRPC frontend listens on")->capture_default_str();
+    sub->add_option("--http-address", args->http_address, "Address the HTTP/REST frontend listens on")
+        ->capture_default_str();
+    sub->add_option("--grpc-address", args->grpc_address, "Address the gRPC frontend listens on")
+        ->capture_default_str();
     sub->add_option("--metrics-address", args->metrics_address, "Address the metrics frontend listens on")
         ->capture_default_str();
     auto allow = [&](const char* flag, bool& value, const char* what) {
@@ -144,8 +147,9 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
                     "none: load every model at start; explicit: load the --load-model ones (and on request)")
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "explicit"}));
-    sub->add_option("--load-model", args->load_models, "With --model-control-mode explicit: a model to load at start "
-                                                        "(repeatable; '*': all)");
+    sub->add_option("--load-model", args->load_models,
+                    "With --model-control-mode explicit: a model to load at start "
+                    "(repeatable; '*': all)");
     sub->add_option("--threads", args->threads, "Cores the server may use (0: all)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);

@@ -14,9 +14,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "kiln/error.h"
+#include "serve/connection_shutdown.h"
 #include "serve/kserve_infer_request.h"
 #include "serve/kserve_infer_response.h"
 #include "serve/kserve_json.h"
@@ -83,6 +85,11 @@ public:
     void stop() override {
         std::lock_guard<std::mutex> lock(stop_mutex_);
         http_.stop();
+        if (port_ > 0)  // idle kept-alive connections end now, not after the keep-alive timeout
+            shut_down_idle_connections(port_, [this](const std::string& host, int port) {
+                std::lock_guard<std::mutex> lock(busy_mutex_);
+                return busy_.count({host, port}) > 0;
+            });
         if (thread_.joinable()) thread_.join();
     }
 
@@ -93,6 +100,10 @@ private:
     HttplibServer http_;
     std::thread thread_;
     std::mutex stop_mutex_;
+    // The peers (host, port) with a request being handled: from routing to the logger, which
+    // httplib calls once the response is written.
+    std::mutex busy_mutex_;
+    std::multiset<std::pair<std::string, int>> busy_;
     int port_ = 0;
 };
 
@@ -219,6 +230,15 @@ void HttpFrontendImpl::listen(const HttpOptions& opts, const char* what) {
             res.set_content(kserve::error_json(msg), kJson);
             return httplib::Server::HandlerResponse::Handled;
         }));
+    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
+        std::lock_guard<std::mutex> lock(busy_mutex_);
+        busy_.insert({req.remote_addr, req.remote_port});
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http_.set_logger([this](const httplib::Request& req, const httplib::Response&) {
+        std::lock_guard<std::mutex> lock(busy_mutex_);
+        if (auto it = busy_.find({req.remote_addr, req.remote_port}); it != busy_.end()) busy_.erase(it);
+    });
     http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string msg = "unknown exception";
         try {

@@ -322,8 +322,12 @@ TEST_F(HttpFrontendTest, StopFinishesRequestsInFlight) {
     const std::string x = R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})";
     constexpr int kInFlight = 4;
     std::vector<std::future<std::pair<int, std::string>>> answers;
-    for (int i = 0; i < kInFlight; ++i)
-        answers.push_back(std::async(std::launch::async, [&] { return sb(post("/v2/models/slow/infer", x)); }));
+    for (int i = 0; i < kInFlight; ++i)  // half of them on kept-alive connections
+        answers.push_back(std::async(std::launch::async, [&, i] {
+            httplib::Client c("127.0.0.1", frontend->port());
+            c.set_keep_alive(i % 2 == 1);
+            return sb(c.Post("/v2/models/slow/infer", x, "application/json"));
+        }));
     for (int i = 0; i < 5000 && server.arrived < kInFlight; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ASSERT_EQ(server.arrived, kInFlight);
@@ -339,6 +343,26 @@ TEST_F(HttpFrontendTest, StopFinishesRequestsInFlight) {
         EXPECT_EQ(a.get(), std::make_pair(200, R"({"model_name":"slow","model_version":"1","outputs":[)"
                                                R"({"name":"y","datatype":"FP32","shape":[1],"data":[2.0]}]})"s));
     EXPECT_FALSE(get("/v2/health/live"));  // no longer accepting
+}
+
+}  // namespace
+}  // namespace kiln::serve
+
+namespace kiln::serve {
+namespace {
+
+TEST(HttpFrontendStop, IdleKeepAliveConnectionDoesNotDelayStop) {
+    testing::FakeServer server;
+    auto frontend = HttpFrontend::start(server, {"127.0.0.1", 0, 4});
+    httplib::Client c("127.0.0.1", frontend->port());
+    c.set_keep_alive(true);
+    ASSERT_EQ(c.Get("/v2/health/live")->status, 200);
+    const auto t0 = std::chrono::steady_clock::now();
+    frontend->stop();
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(waited, std::chrono::seconds(1));
+    std::printf("stop() with an idle keep-alive connection: %lld ms\n",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
 }
 
 }  // namespace

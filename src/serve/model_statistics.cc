@@ -16,7 +16,7 @@ ModelStatisticsRecorder::ModelStatisticsRecorder(std::string name, std::string v
     stats_.version = std::move(version);
 }
 
-void ModelStatisticsRecorder::success(std::chrono::nanoseconds total, std::chrono::nanoseconds queue,
+void ModelStatisticsRecorder::success(int64_t rows, std::chrono::nanoseconds total, std::chrono::nanoseconds queue,
                                       std::chrono::nanoseconds input, std::chrono::nanoseconds infer,
                                       std::chrono::nanoseconds output) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -25,7 +25,7 @@ void ModelStatisticsRecorder::success(std::chrono::nanoseconds total, std::chron
     add(stats_.compute_input, input);
     add(stats_.compute_infer, infer);
     add(stats_.compute_output, output);
-    ++stats_.inference_count;
+    stats_.inference_count += static_cast<uint64_t>(rows);
     stats_.last_inference_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                          std::chrono::system_clock::now().time_since_epoch())
                                                          .count());

@@ -13,8 +13,10 @@ namespace kiln::serve {
 class ModelStatisticsRecorder {
 public:
     ModelStatisticsRecorder(std::string name, std::string version);
-    /// One request answered with a result: its whole time, its queue time and its batch's phases.
-    void success(std::chrono::nanoseconds total, std::chrono::nanoseconds queue, std::chrono::nanoseconds input,
+    /// One request of `rows` batch rows (1 for a model without batching) answered with a result:
+    /// its whole time, its queue time and its batch's phases. inference_count counts rows, as
+    /// Triton's statistics extension does.
+    void success(int64_t rows, std::chrono::nanoseconds total, std::chrono::nanoseconds queue, std::chrono::nanoseconds input,
                  std::chrono::nanoseconds infer, std::chrono::nanoseconds output);
     void failure(std::chrono::nanoseconds total);
     /// One model execution of `batch_size` rows.

@@ -333,7 +333,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
         auto end = Clock::now();
         stats_.execution(rows, inputs_done - start, infer_done - inputs_done, end - infer_done);
         for (size_t k = 0; k < batch.size(); ++k) {
-            stats_.success(end - batch[k]->arrival, start - batch[k]->arrival, inputs_done - start,
+            stats_.success(batch[k]->rows, end - batch[k]->arrival, start - batch[k]->arrival, inputs_done - start,
                            infer_done - inputs_done, end - infer_done);
             finish(*batch[k], Failure::none(), std::move(responses[k]));
         }

@@ -123,7 +123,7 @@ struct ModelStatistics {
     std::string name;
     std::string version;
     uint64_t last_inference_ms = 0;  // ms since the epoch
-    uint64_t inference_count = 0;    // requests (batch rows) answered with a result
+    uint64_t inference_count = 0;    // batch rows answered with a result (a request of batch 4 adds 4)
     uint64_t execution_count = 0;    // model executions (a batch is one)
     DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
     std::vector<BatchStat> batch_stats;

@@ -16,7 +16,7 @@
 
 #include "serve/server.h"
 
-namespace kiln::serve::testing {
+namespace kiln::serve::grpc_testing {
 
 class FakeServer final : public Server {
 public:
@@ -219,4 +219,4 @@ private:
     std::vector<std::thread> threads_;
 };
 
-}  // namespace kiln::serve::testing
+}  // namespace kiln::serve::grpc_testing

@@ -23,7 +23,7 @@ namespace {
 using inference::GRPCInferenceService;
 using inference::ModelInferRequest;
 using inference::ModelInferResponse;
-using testing::FakeServer;
+using grpc_testing::FakeServer;
 
 template <typename T>
 void fill(google::protobuf::RepeatedField<T>* field,

@@ -79,7 +79,7 @@ TEST(serve_Server, DigitsMatchesADirectSessionRun) {
     std::vector<ModelStatistics> stats;
     ASSERT_TRUE(s->statistics("digits", "", stats).ok());
     ASSERT_EQ(stats.size(), 1u);
-    EXPECT_EQ(stats[0].inference_count, 1u);
+    EXPECT_EQ(stats[0].inference_count, 3u);  // batch rows, not requests
     EXPECT_NE(s->metrics_text().find("kiln_inference_requests_total{model=\"digits\",version=\"1\",outcome=\"success\"} 1"),
               std::string::npos);
 }
@@ -128,7 +128,7 @@ TEST(serve_Server, DynamicBatchingIsBitIdenticalToUnbatchedRuns) {
     }
     std::vector<ModelStatistics> stats;
     ASSERT_TRUE(s->statistics("mlp", "1", stats).ok());
-    EXPECT_EQ(stats[0].inference_count, 6u);
+    EXPECT_EQ(stats[0].inference_count, 9u);  // batch rows of the 6 requests
     EXPECT_LT(stats[0].execution_count, 6u);  // some requests shared a run
 }
 

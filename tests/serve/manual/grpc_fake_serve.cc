@@ -11,7 +11,7 @@
 
 int main(int argc, char** argv) {
     int port = argc > 1 ? std::atoi(argv[1]) : 8001;
-    kiln::serve::testing::FakeServer server;
+    kiln::serve::grpc_testing::FakeServer server;
     auto frontend = kiln::serve::GrpcFrontend::start(server, {"127.0.0.1", port});
     std::printf("listening on 127.0.0.1:%d\n", frontend->port());
     std::fflush(stdout);

@@ -128,3 +128,20 @@ def write_repository(repo_dir, entries, models_dir):
         with open(os.path.join(repo_dir, e.name, "config.pbtxt"), "w") as f:
             f.write(e.config())
     return repo_dir
+
+
+def batch_feed(models_dir, name, batch, seed=0):
+    """{input: array} of `batch` rows: row 0 is the model's own input, the others seeded random
+    values of the same dtype and scale (integer inputs draw from the model's own values), so
+    rows differ and a server that mixed rows up answers wrong."""
+    base = model_inputs(models_dir, name)
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for k, v in base.items():
+        if np.issubdtype(v.dtype, np.integer):
+            rest = rng.choice(v.reshape(-1), size=(batch - 1,) + v.shape[1:])
+        else:
+            std = float(v.std()) or 1.0
+            rest = rng.normal(float(v.mean()), std, (batch - 1,) + v.shape[1:])
+        feed[k] = np.concatenate([v, rest.astype(v.dtype)])
+    return feed

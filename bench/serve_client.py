@@ -172,10 +172,11 @@ class Load:
         return float(np.percentile(lat, q)) * 1e3 if lat else float("nan")
 
 
-def closed_loop(addr, req, concurrency, seconds, warmup=0.0):
+def closed_loop(addr, req, concurrency, seconds, warmup=0.0, verify=None):
     """`concurrency` connections each sending `req` back to back for `seconds` (after `warmup`
     seconds whose requests are not recorded). Throughput counts the requests answered within
-    the window."""
+    the window. With `verify(outputs) -> bool`, an answer it rejects is recorded with status
+    -1 (wrong result), and every answer, warm-up included, is checked."""
     records, lock = [], threading.Lock()
     t0 = time.perf_counter() + warmup
     t_end = t0 + seconds
@@ -187,8 +188,13 @@ def closed_loop(addr, req, concurrency, seconds, warmup=0.0):
             start = time.perf_counter()
             if start >= t_end:
                 break
-            status, _, _ = c.infer(req)
+            status, outs, _ = c.infer(req)
             done = time.perf_counter()
+            if verify is not None and status == 200 and not verify(outs):
+                status = -1
+                if start < t0 or done > t_end:  # a wrong answer outside the window still counts
+                    mine.append((start - t0, done - start, status))
+                    continue
             if start >= t0 and done <= t_end:
                 mine.append((start - t0, done - start, status))
         c.close()

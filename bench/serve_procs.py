@@ -79,7 +79,10 @@ class ServerProc:
         return None
 
     def metrics(self):
-        """The parsed samples of GET /metrics on the metrics port."""
+        """The parsed samples of GET /metrics on the metrics port ([] for a server that
+        exports none: the ORT peer)."""
+        if "metrics" not in self.ports:
+            return []
         conn = serve_client.Connection(self.metrics_addr, timeout=10)
         try:
             status, _, data = conn.request("GET", "/metrics")

@@ -209,10 +209,14 @@ def closed_loop(addr, req, concurrency, seconds, warmup=0.0, verify=None):
     return Load(sorted(records), seconds, req.batch)
 
 
-def open_loop(addr, req, rate, seconds, workers=8, poisson=False, seed=0):
+SKIPPED = -2  # status of a request the client never sent (open_loop's skip_late)
+
+
+def open_loop(addr, req, rate, seconds, workers=8, poisson=False, seed=0, skip_late=None):
     """`req` at `rate` per second for `seconds`; latency from each request's scheduled time.
     `workers` connections serve the schedule (a request waits for a free one, and that wait is
-    part of its latency)."""
+    part of its latency). With `skip_late` (s), a request no connection was free to send within
+    that long after its time is not sent (status SKIPPED), so an overloaded run ends on time."""
     rng = np.random.default_rng(seed)
     n = int(rate * seconds)
     gaps = rng.exponential(1.0 / rate, n) if poisson else np.full(n, 1.0 / rate)
@@ -232,6 +236,9 @@ def open_loop(addr, req, rate, seconds, workers=8, poisson=False, seed=0):
             now = time.perf_counter()
             if sched > now:
                 time.sleep(sched - now)
+            elif skip_late is not None and now - sched > skip_late:
+                mine.append((off, 0.0, SKIPPED))
+                continue
             status, _, _ = c.infer(req)
             mine.append((off, time.perf_counter() - sched, status))
         c.close()

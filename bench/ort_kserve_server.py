@@ -218,6 +218,9 @@ def encode_outputs(model, header, results):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
+    # Headers and body go out in two writes: without TCP_NODELAY, Nagle's algorithm holds the
+    # body until the client's delayed ACK (~40 ms per request).
+    disable_nagle_algorithm = True
     server_version = "ort-kserve"
 
     def log_message(self, fmt, *args):  # no per-request log lines

@@ -23,6 +23,7 @@ from __future__ import annotations
 import http.client
 import json
 import queue
+import socket
 import threading
 import time
 
@@ -89,9 +90,11 @@ class Connection:
     def request(self, method, path, body=None, headers=None):
         """(status, response headers, body bytes); status 0 = connection failure."""
         for attempt in (0, 1):
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection(*self.addr, timeout=self.timeout)
             try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection(*self.addr, timeout=self.timeout)
+                    self.conn.connect()
+                    self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self.conn.request(method, path, body=body, headers=headers or {})
                 r = self.conn.getresponse()
                 data = r.read()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -111,11 +112,12 @@ class ServerProc:
 
 
 def start_kiln(kiln, repo, threads=None, extra=(), cache_dir=None):
+    """`kiln serve` on `repo`; $KILN_SERVE_ARGS (shell words) are appended to every start."""
     cmd = [kiln, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
            "--metrics-port", "0"]
     if threads:
         cmd += ["--threads", str(threads)]
-    cmd += list(extra)
+    cmd += list(extra) + shlex.split(os.environ.get("KILN_SERVE_ARGS", ""))
     env = dict(os.environ)
     if cache_dir:
         env["KILN_CACHE_DIR"] = cache_dir

@@ -177,8 +177,9 @@ class Load:
 
 def closed_loop(addr, req, concurrency, seconds, warmup=0.0, verify=None):
     """`concurrency` connections each sending `req` back to back for `seconds` (after `warmup`
-    seconds whose requests are not recorded). Throughput counts the requests answered within
-    the window. With `verify(outputs) -> bool`, an answer it rejects is recorded with status
+    seconds). The requests answered inside the window are recorded (also those sent before it:
+    with requests that take seconds, counting only those sent and answered inside would
+    undercount), so throughput is answers per second of the window. With `verify(outputs) -> bool`, an answer it rejects is recorded with status
     -1 (wrong result), and every answer, warm-up included, is checked."""
     records, lock = [], threading.Lock()
     t0 = time.perf_counter() + warmup
@@ -195,10 +196,10 @@ def closed_loop(addr, req, concurrency, seconds, warmup=0.0, verify=None):
             done = time.perf_counter()
             if verify is not None and status == 200 and not verify(outs):
                 status = -1
-                if start < t0 or done > t_end:  # a wrong answer outside the window still counts
+                if not t0 <= done <= t_end:  # a wrong answer outside the window still counts
                     mine.append((start - t0, done - start, status))
                     continue
-            if start >= t0 and done <= t_end:
+            if t0 <= done <= t_end:
                 mine.append((start - t0, done - start, status))
         c.close()
         with lock:

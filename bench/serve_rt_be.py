@@ -104,8 +104,11 @@ def reference(models_dir, model, feed):
 
 # ---- phases ------------------------------------------------------------------------------------
 
-def run_phase(pool, args, server, rt, be):
-    """(RT Load or None, BE Load or None, preemption histogram delta, preemptions delta)."""
+def run_phase(pool, args, server, rt, be, server_side=None):
+    """(RT Load or None, BE Load or None, preemption histogram delta, preemptions delta, the
+    metrics after); `server_side` (a dict) receives the RT queue / compute p99 (us) from the
+    server's histograms."""
+    server_side = {} if server_side is None else server_side
     before = server.metrics()
     futs = {}
     if be:
@@ -122,6 +125,13 @@ def run_phase(pool, args, server, rt, be):
                                        serve_procs.histogram(before, PREEMPT_HIST))
     count = (serve_procs.metric_sum(after, PREEMPT_COUNT)
              - serve_procs.metric_sum(before, PREEMPT_COUNT))
+    # The server's own view of RT latency (finer than the client's, which includes the
+    # client's and the OS's scheduling): queue wait and compute time of the RT model.
+    for fam, key in (("kiln_queue_duration_us", "rt_queue_p99_us"),
+                     ("kiln_compute_duration_us", "rt_compute_p99_us")):
+        h = serve_procs.histogram_delta(serve_procs.histogram(after, fam, model="rt"),
+                                        serve_procs.histogram(before, fam, model="rt"))
+        server_side[key] = serve_procs.histogram_quantile(h, 0.99)
     return loads.get("rt"), loads.get("be"), hist, count, after
 
 
@@ -134,13 +144,18 @@ PHASES = [("rt_alone", "pre", True, False), ("be_alone", "pre", False, True),
 
 
 def measure(args, servers, pool):
-    res = {p[0]: {"rt_p50": [], "rt_p99": [], "be_tput": [], "fail": {}} for p in PHASES}
+    res = {p[0]: {"rt_p50": [], "rt_p99": [], "be_tput": [], "fail": {}, "rt_queue_p99_us": [],
+                  "rt_compute_p99_us": []} for p in PHASES}
     hist_total, preemptions = {}, 0.0
     for r in range(args.rounds):
         k = r % len(PHASES)
         for name, srv, rt, be in PHASES[k:] + PHASES[:k]:
-            rt_l, be_l, hist, count, _ = run_phase(pool, args, servers[srv], rt, be)
+            side = {}
+            rt_l, be_l, hist, count, _ = run_phase(pool, args, servers[srv], rt, be, side)
             row = res[name]
+            for key, v in side.items():
+                if v is not None and rt:
+                    row[key].append(v)
             msg = f"round {r} {name}:"
             if rt_l:
                 row["rt_p50"].append(rt_l.latency_ms(50))
@@ -180,10 +195,13 @@ def report(args, argv, res, hist, preemptions):
     def fail(row):
         return ", ".join(f"{n} x HTTP {s}" for s, n in sorted(row["fail"].items())) or "none"
     rows = [
-        "| phase | RT p50 ms | RT p99 ms | BE inf/s | failures |",
-        "|---|---:|---:|---:|---|"]
+        "| phase | RT p50 ms | RT p99 ms | server: RT queue p99 ms | server: RT compute p99 ms "
+        "| BE inf/s | failures |",
+        "|---|---:|---:|---:|---:|---:|---|"]
     for name, row in res.items():
         rows.append(f"| {name} | {med(row['rt_p50']):.2f} | {med(row['rt_p99']):.2f} | "
+                    f"{med(row['rt_queue_p99_us']) / 1e3:.2f} | "
+                    f"{med(row['rt_compute_p99_us']) / 1e3:.2f} | "
                     f"{med(row['be_tput']):.2f} | {fail(row)} |")
     targets = [
         "| figure | measured | target |", "|---|---:|---:|",
@@ -201,6 +219,9 @@ def report(args, argv, res, hist, preemptions):
         f"interleaved rounds of {args.seconds:g} s per phase.", "",
         "```", "build/peers-venv/bin/python bench/serve_rt_be.py " + shlex.join(argv), "```", "",
         "\n".join(targets), "", "\n".join(rows), "",
+        "RT p50 / p99: the client's (from each request's scheduled send time to its answer); "
+        "the server's RT queue and compute p99 come from its kiln_queue_duration_us and "
+        "kiln_compute_duration_us histograms (doubling buckets, so coarse).", "",
         "Preemption latency histogram (us, cumulative counts over the rt_be phases): "
         + (", ".join(f"le {le:g}: {c:.0f}" for le, c in hist) or "none exported") + "."])
 

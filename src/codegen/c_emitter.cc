@@ -11,7 +11,13 @@
 // would run it inline anyway). Allocate becomes an aligned heap buffer freed at the end of its
 // scope (a local buffer, Stage::cache_write_local, is a fixed-size array instead); when
 // allocation fails the kernel frees what it holds and returns 1 (a task sets
-// ctx->failed, checked by the kernel after parallel_for).
+// ctx->failed, checked by the kernel after parallel_for). After each top-level parallel loop the
+// kernel also checks env->stop (preemption, runtime/run_control.h): when set, the loop may have
+// skipped chunks, so the kernel frees what it holds and returns KILN_KERNEL_STOPPED; the runtime
+// runs it again from its start. Iterations of a parallel loop write disjoint elements and never
+// read what another iteration writes (Stage::parallel refuses reduce axes, te/schedule.cc, and
+// lowering keeps a parallel leaf outside the reductions), so how the runtime chunks a loop never
+// changes the result.
 //
 // Vectorized loops get `#pragma GCC ivdep` only when every store in the body indexes with the
 // loop variable (a reduction into a loop-invariant element keeps its dependence). Unrolled loops
@@ -203,6 +209,14 @@ private:
         return out + " return 1; }";
     }
 
+    /// The block that leaves the kernel when the runtime stopped a parallel loop (preemption):
+    /// the loop may have skipped chunks, so the kernel frees what it holds and reports it.
+    static std::string stop_block(const Scope& sc) {
+        std::string out = "{";
+        for (auto it = sc.live.rbegin(); it != sc.live.rend(); ++it) out += " free(" + *it + ");";
+        return out + " return KILN_KERNEL_STOPPED; }";
+    }
+
     void stmt(const tir::Stmt& s, Scope& sc) {
         if (!s) return;
         switch (s->kind) {
@@ -364,6 +378,8 @@ private:
         *sc.out << "    " << task << "(0, " << e(f.extent) << ", &" << c << ");\n";
         pad(sc);
         *sc.out << "if (" << c << ".failed) " << fail_block(sc) << "\n";
+        pad(sc);
+        *sc.out << "if (env && env->stop && *env->stop) " << stop_block(sc) << "\n";
         --sc.indent;
         pad(sc);
         *sc.out << "}\n";

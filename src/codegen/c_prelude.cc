@@ -26,7 +26,14 @@ typedef struct kiln_kernel_env {
     void* pool;
     /* Runs fn over [0, n) split into chunks across the pool's threads; returns when all are done. */
     void (*parallel_for)(void* pool, int64_t n, kiln_task_fn fn, void* ctx);
+    /* Preemption (NULL: the call is not preemptible). Non-zero once parallel_for stopped handing
+     * out chunks because the run was asked to stop: the kernel then frees its temporaries and
+     * returns KILN_KERNEL_STOPPED, and the runtime runs it again from its start later. */
+    const volatile int32_t* stop;
 } kiln_kernel_env;
+
+/* What a kernel returns when it was cut short by env->stop (1: a failed allocation). */
+#define KILN_KERNEL_STOPPED 2
 
 /* A kernel: args are the data pointers of its buffers (inputs, then outputs). Returns 0 on success. */
 typedef int32_t (*kiln_kernel_fn)(void* const* args, const kiln_kernel_env* env);

@@ -98,6 +98,8 @@ public:
         }
         KILN_CHECK(!(ropts.terminate && ropts.terminate->load()), kCancelled)
             << "run terminated (RunOptions::terminate) before it started";
+        // Preemption and max_threads do not apply here: an interpreted run runs to completion
+        // (a Preemption stays not suspended) on the session's threads.
         // The interpreter keeps per-run state in its nodes' executors: one run at a time.
         std::lock_guard<std::mutex> lock(interpreter_mu_);
         return interpreter_->run(ordered);
@@ -162,6 +164,14 @@ public:
         }
         std::map<std::string, Tensor> frozen;
         for (const std::string& name : value_inputs_) frozen[name] = given.at(name);
+        std::vector<Tensor> outs;
+        const runtime::RunControls controls = runtime::run_controls(ropts);
+        if (ropts.preempt && runner_.holds_suspended(*ropts.preempt)) {
+            // A suspended run resumes on the executable it started with (its state holds it),
+            // whatever specialization the session has compiled since: no key check, no lock.
+            runner_.run(runtime_inputs_of(ordered), outs, controls).throw_if_error();
+            return outs;
+        }
         std::string key = specialization_key(dims, frozen);
         // Concurrent runs of one specialization share its executable. A run holds
         // specialization_mu_ shared from its key check to its end; a new specialization compiles
@@ -180,14 +190,17 @@ public:
             }
             running.lock();
         }
-        // Frozen inputs are constants of the executable: drop them from the runtime inputs.
+        Status st = runner_.run(runtime_inputs_of(ordered), outs, controls);
+        st.throw_if_error();
+        return outs;
+    }
+
+    /// Frozen inputs are constants of the executable: the runtime inputs are the others.
+    std::vector<Tensor> runtime_inputs_of(const std::vector<Tensor>& ordered) const {
         std::vector<Tensor> runtime_inputs;
         for (size_t i = 0; i < inputs_.size(); ++i)
             if (!value_inputs_.count(inputs_[i].name)) runtime_inputs.push_back(ordered[i]);
-        std::vector<Tensor> outs;
-        Status st = runner_.run(runtime_inputs, outs, ropts.terminate);
-        st.throw_if_error();
-        return outs;
+        return runtime_inputs;
     }
 
     std::string inspect() override {

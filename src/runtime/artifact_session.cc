@@ -108,7 +108,7 @@ public:
             ordered.push_back(t);
         }
         std::vector<Tensor> outs;
-        runner_->run(ordered, outs, ropts.terminate).throw_if_error();
+        runner_->run(ordered, outs, run_controls(ropts)).throw_if_error();
         return outs;
     }
 

@@ -90,7 +90,7 @@ Status BufferTable::prepare() {
     return Status::ok_status();
 }
 
-Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b) {
+Status BufferTable::check_inputs(const std::vector<Tensor>& inputs) const {
     if (!exe_) return Status(ErrorKind::kInvalidArgument, "executor has no executable");
     const auto& bufs = exe_->buffers;
     if (inputs.size() != exe_->inputs.size()) {
@@ -111,7 +111,43 @@ Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b) {
         if (t.data() == nullptr && t.numel() > 0)
             return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': tensor has no data");
     }
-    Status st = prepare();
+    return Status::ok_status();
+}
+
+Status BufferTable::rebind_inputs(const std::vector<Tensor>& inputs, RunBindings& b) const {
+    Status st = check_inputs(inputs);
+    if (!st.ok()) return st;
+    if (b.ptrs.size() != exe_->buffers.size())
+        return Status(ErrorKind::kInternal, "bug in Kiln: rebind_inputs before bind");
+    for (size_t i = 0; i < inputs.size(); ++i) b.ptrs[exe_->inputs[i]] = const_cast<void*>(inputs[i].data());
+    return Status::ok_status();
+}
+
+std::vector<bool> BufferTable::restartable_steps(const RunBindings& b) const {
+    const auto& bufs = exe_->buffers;
+    std::vector<bool> out(exe_->steps.size(), false);
+    auto overlap = [&](int x, int y) {
+        const char* px = static_cast<const char*>(b.ptrs[x]);
+        const char* py = static_cast<const char*>(b.ptrs[y]);
+        const size_t nx = bufs[x].nbytes(), ny = bufs[y].nbytes();
+        return px && py && nx && ny && px < py + ny && py < px + nx;
+    };
+    for (size_t s = 0; s < exe_->steps.size(); ++s) {
+        const StepDesc& st = exe_->steps[s];
+        if (st.num_inputs < 0 || static_cast<size_t>(st.num_inputs) > st.args.size()) continue;
+        bool ok = true;
+        for (size_t o = st.num_inputs; o < st.args.size() && ok; ++o)
+            for (int i = 0; i < st.num_inputs && ok; ++i) ok = !overlap(st.args[o], st.args[i]);
+        out[s] = ok;
+    }
+    return out;
+}
+
+Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b) {
+    Status st = check_inputs(inputs);
+    if (!st.ok()) return st;
+    const auto& bufs = exe_->buffers;
+    st = prepare();
     if (!st.ok()) return st;
 
     b.ptrs = storage_;
@@ -195,7 +231,7 @@ void BufferTable::collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) 
 
 kiln_kernel_env make_kernel_env(ThreadPool* pool) {
     if (pool) return pool->kernel_env();
-    kiln_kernel_env env;
+    kiln_kernel_env env{};
     env.pool = nullptr;
     env.parallel_for = [](void*, int64_t n, kiln_task_fn fn, void* ctx) {
         if (n > 0) fn(0, n, ctx);

@@ -35,6 +35,13 @@ public:
     /// Checks inputs against the executable (count, dtype, shape: "input 'x': expected f32[1,3],
     /// got f32[1,4]"), allocates fresh outputs and fills `b`. Calls prepare() if needed.
     Status bind(const std::vector<Tensor>& inputs, RunBindings& b);
+    /// Checks inputs as bind() does and points `b` (bound earlier, by bind) at them, keeping its
+    /// outputs: a resumed run (preemption) reads the caller's inputs anew.
+    Status rebind_inputs(const std::vector<Tensor>& inputs, RunBindings& b) const;
+    /// Per step: whether it may be stopped inside its kernel and run again from its start, i.e.
+    /// none of its outputs overlaps memory it reads (not computed in place); with unknown
+    /// StepDesc::num_inputs, false.
+    std::vector<bool> restartable_steps(const RunBindings& b) const;
     /// Calls step s's kernel on the bound pointers; a non-zero return names the node.
     Status run_step(size_t s, const RunBindings& b, const kiln_kernel_env& env) const;
     /// Runs step s's asynchronous kernel (KernelDesc::is_async) and waits for it.
@@ -43,6 +50,7 @@ public:
     void collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const;
 
 private:
+    Status check_inputs(const std::vector<Tensor>& inputs) const;
     void release();
     std::shared_ptr<Executable> exe_;
     Allocator* alloc_;

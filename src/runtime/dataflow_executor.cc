@@ -20,6 +20,7 @@
 #include <memory>
 
 #include "runtime/async_kernel.h"
+#include "runtime/run_control.h"
 
 namespace kiln::runtime {
 
@@ -146,7 +147,7 @@ void DataflowExecutor::process(int step, RunState& st) {
 }
 
 Status DataflowExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                             const std::atomic<bool>* terminate) {
+                             const std::atomic<bool>* terminate, int max_threads) {
     if (!plan_error_.ok()) return plan_error_;
     std::lock_guard<std::mutex> run_lock(run_mu_);
     RunState st;
@@ -154,7 +155,9 @@ Status DataflowExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tens
     Status s = table_.bind(inputs, st.b);
     if (!s.ok()) return s;
     const int n = static_cast<int>(exe_->steps.size());
-    st.env = make_kernel_env(intra_);
+    // The cap applies to each kernel's loops; concurrent kernels (inter-op threads) still add up.
+    RunControl control(intra_, max_threads);
+    st.env = control.env(false);
     st.pending.reset(new std::atomic<int>[n]);
     for (int i = 0; i < n; ++i) st.pending[i].store(graph_.num_deps[i], std::memory_order_relaxed);
     st.remaining.store(n, std::memory_order_relaxed);

@@ -21,6 +21,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/executable.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -170,6 +171,10 @@ struct Plan {
     std::string impl;
 };
 
+/// How many parts per thread a preemptible call plans at most (fewer, down to 2, where the
+/// step does not split that far).
+constexpr int kPreemptPartsPerThread = 4;
+
 float* at(void* base, int64_t off) { return static_cast<float*>(base) + off; }
 
 /// The shared machinery: plans per thread count, running the parts on Kiln's intra-op pool with
@@ -178,7 +183,18 @@ class DnnlKernel : public ExternKernel {
 public:
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
-            Plan& plan = plan_for(std::max(1, threads));
+            Plan* chosen = &plan_for(std::max(1, threads));
+            // A preemptible call (env.stop) takes finer parts where the step splits that far: a
+            // stop then waits for a fraction of a thread's share instead of all of it. Parts
+            // split images, channel blocks or rows, so the result is the same.
+            for (int k = kPreemptPartsPerThread; env.stop && k >= 2; --k) {
+                Plan& fine = plan_for(std::max(1, threads) * k);
+                if (fine.parts.size() > chosen->parts.size()) {
+                    chosen = &fine;
+                    break;
+                }
+            }
+            Plan& plan = *chosen;
             if (plan.parts.size() == 1) return run_part(plan.parts[0], args);
             struct Ctx {
                 DnnlKernel* self;
@@ -199,6 +215,8 @@ public:
                                  }
                              },
                              &ctx);
+            // A preemptible loop that stopped left parts undone (run_control.h).
+            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
             return ctx.first;
         } catch (const Error& e) {
             return Status::from(e);

@@ -9,7 +9,7 @@
 
 #include "runtime/extern_kernel.h"
 #include "runtime/loaded_library.h"
-#include "runtime/thread_pool.h"
+#include "runtime/run_control.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -87,13 +87,17 @@ std::shared_ptr<ExternKernel> Executable::make_extern(int kernel) const {
     }
 }
 
+Status kernel_stopped_status() {
+    return Status(ErrorKind::kCancelled, "stopped inside the kernel (preempted)");
+}
+
 Status Executable::run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const {
     if (ExternKernel* ext = externs_.at(kernel).get()) {
-        const int threads = env.pool ? static_cast<ThreadPool*>(env.pool)->num_threads() : 1;
-        return ext->run(args, env, threads);
+        return ext->run(args, env, kernel_env_threads(env));
     }
     int32_t rc = fns_.at(kernel)(args, &env);
     if (rc == 0) return Status::ok_status();
+    if (rc == KILN_KERNEL_STOPPED) return kernel_stopped_status();
     return Status(ErrorKind::kInternal, "code " + std::to_string(rc) +
                                             (rc == 1 ? " (could not allocate a kernel-local buffer)" : ""));
 }

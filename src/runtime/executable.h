@@ -57,6 +57,9 @@ struct StepDesc {
 class LoadedLibrary;
 class ExternKernel;
 
+/// What a kernel stopped inside by preemption (env.stop, KILN_KERNEL_STOPPED) returns.
+Status kernel_stopped_status();
+
 class Executable {
 public:
     Executable() = default;
@@ -85,7 +88,8 @@ public:
     void provide_library(const std::string& name, std::shared_ptr<LoadedLibrary> lib);
     kiln_kernel_fn kernel_fn(int kernel) const { return fns_.at(kernel); }
     bool loaded() const { return !fns_.empty() || kernels.empty(); }
-    /// Runs a loaded (non-async) kernel on `args`; extern kernels get the pool's thread count.
+    /// Runs a loaded (non-async) kernel on `args`; extern kernels get the env's thread count
+    /// (kernel_env_threads). A kernel cut short by env.stop gives kernel_stopped_status().
     Status run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const;
 
 private:

@@ -16,9 +16,10 @@ public:
     /// inputs match the executable's inputs in order (dtype and shape are checked: a mismatch is
     /// a kInvalidArgument Status naming the input, expected vs got); outputs are fresh tensors.
     /// When `terminate` is set (from any thread), the run stops before its next step with a
-    /// kCancelled Status.
+    /// kCancelled Status. Kernels use at most `max_threads` of the intra-op pool's threads
+    /// (0 = all; extern kernels plan their parts for that many).
     virtual Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                       const std::atomic<bool>* terminate = nullptr) = 0;
+                       const std::atomic<bool>* terminate = nullptr, int max_threads = 0) = 0;
     /// Records per-step timings of every later run into `p` (nullptr: off).
     virtual void set_profiler(Profiler* p) = 0;
     /// "sequential" or "dataflow".

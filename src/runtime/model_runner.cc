@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "runtime/dataflow_executor.h"
+#include "runtime/preemption.h"
 #include "runtime/sequential_executor.h"
 #include "runtime/step_graph.h"
 #include "support/error.h"
@@ -19,9 +20,14 @@ constexpr double kMinWidthFlops = 1e5;
 
 int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
+uint64_t next_runner_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
-ModelRunner::ModelRunner(const RunnerOptions& opts) : opts_(opts) {
+ModelRunner::ModelRunner(const RunnerOptions& opts) : id_(next_runner_id()), opts_(opts) {
     KILN_CHECK(opts_.threads >= 0, kInvalidArgument) << "intra-op threads must be >= 0, got " << opts_.threads;
     KILN_CHECK(opts_.inter_op_threads >= 0, kInvalidArgument)
         << "inter-op threads must be >= 0, got " << opts_.inter_op_threads;
@@ -100,6 +106,15 @@ std::unique_ptr<Executor> ModelRunner::make_executor(const std::shared_ptr<Execu
 
 Status ModelRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                         const std::atomic<bool>* terminate) {
+    RunControls c;
+    c.terminate = terminate;
+    return run(inputs, outputs, c);
+}
+
+Status ModelRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const RunControls& c) {
+    if (c.max_threads < 0)
+        return Status(ErrorKind::kInvalidArgument, "RunOptions::max_threads must be >= 0, got " + std::to_string(c.max_threads));
+    if (c.preempt) return run_preemptible(inputs, outputs, c);
     std::unique_ptr<Executor> e;
     std::shared_ptr<Executable> exe;
     {
@@ -113,11 +128,68 @@ Status ModelRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& 
             e = make_executor(exe_);
         }
     }
-    Status st = e->run(inputs, outputs, terminate);
+    Status st = e->run(inputs, outputs, c.terminate, c.max_threads);
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (exe == exe_) idle_.push_back(std::move(e));  // else: made for a replaced executable
     }
+    return st;
+}
+
+bool ModelRunner::holds_suspended(Preemption& p) const {
+    const Preemption::State* ps = p.state();
+    return ps->suspended && ps->run && ps->run->runner_id == id_;
+}
+
+// A preemptible run always uses a SequentialExecutor, even when the runner picked dataflow: its
+// resumable state is one step index (a dataflow run would have to drain or record a frontier of
+// in-flight steps). While suspended, the executor, its intermediates and the executable it
+// started on live in the Preemption's state, so a resume is unaffected by set_executable.
+Status ModelRunner::run_preemptible(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                                    const RunControls& c) {
+    Preemption::State& ps = *c.preempt->state();
+    outputs.clear();
+    if (ps.run && ps.run->runner_id != id_)
+        return Status(ErrorKind::kInvalidArgument,
+                      "RunOptions::preempt holds a run suspended in another session: resume it there, or reset() it");
+    std::unique_ptr<SuspendedRun> r = std::move(ps.run);
+    ps.suspended = false;
+    ps.cut_inside_kernel = false;
+    if (!r) {
+        r = std::make_unique<SuspendedRun>();
+        r->runner_id = id_;
+        r->memory = memory_;
+        std::lock_guard<std::mutex> lock(mu_);
+        KILN_ICHECK(exe_ != nullptr) << "run before set_executable";
+        r->exe = exe_;
+        for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+            if (auto* seq = dynamic_cast<SequentialExecutor*>(it->get())) {
+                it->release();
+                idle_.erase(it);
+                r->executor.reset(seq);
+                break;
+            }
+        }
+        if (!r->executor) {
+            r->executor = std::make_unique<SequentialExecutor>(exe_, intra_, memory_.get());
+            r->executor->set_profiler(profiler_.get());
+        }
+    }
+    bool finished = false;
+    Status st = r->executor->run_preemptible(inputs, outputs, r->at, ps.requested, c.terminate, c.max_threads, &finished);
+    if (st.ok() && !finished) {
+        ps.resume_step = r->at.next_step;
+        ps.cut_inside_kernel = r->at.cut_inside_kernel;
+        ++ps.suspensions;
+        ps.suspended = true;
+        ps.run = std::move(r);
+        outputs.clear();
+        return st;
+    }
+    // Finished or failed: the run's state is dropped; its executor serves later runs when it
+    // runs the current executable with the executor kind the runner uses.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r->exe == exe_ && !dataflow_) idle_.push_back(std::move(r->executor));
     return st;
 }
 

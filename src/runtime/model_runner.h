@@ -13,16 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "kiln/session.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/executable.h"
 #include "runtime/executor.h"
 #include "runtime/inter_op_thread_pool.h"
 #include "runtime/profiler.h"
+#include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
 #include "support/status.h"
 #include "support/tensor.h"
 
 namespace kiln::runtime {
+
+class SequentialExecutor;
 
 enum class ExecutorChoice { kAuto, kSequential, kDataflow };
 
@@ -35,6 +39,28 @@ struct RunnerOptions {
     std::string profile_path;  // Chrome trace written here ("" = off)
     bool profile = false;      // per-kernel timings (implied by profile_path)
 };
+
+/// Per-run controls (kiln::RunOptions).
+struct RunControls {
+    /// When set, the run stops at the next step boundary with a kCancelled Status.
+    const std::atomic<bool>* terminate = nullptr;
+    /// When set, the run is preemptible (kiln::Preemption): it runs on a sequential executor
+    /// (its resumable state is one step index), stops once preempt->requested() and keeps its
+    /// state in preempt->state() (an ok Status, no outputs, preempt->suspended() true); the next
+    /// run with the same object resumes it.
+    Preemption* preempt = nullptr;
+    /// Kernels use at most this many intra-op threads (0 = all).
+    int max_threads = 0;
+};
+
+/// The controls of a public RunOptions.
+inline RunControls run_controls(const RunOptions& o) {
+    RunControls c;
+    c.terminate = o.terminate;
+    c.preempt = o.preempt;
+    c.max_threads = o.max_threads;
+    return c;
+}
 
 struct RunnerStats {
     std::string executor;  // "sequential" or "dataflow" ("" before set_executable)
@@ -66,6 +92,12 @@ public:
     /// `terminate`, when set, stops the run at the next step boundary (a kCancelled Status).
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                const std::atomic<bool>* terminate = nullptr);
+    /// As above, with the run's controls. A suspended run resumes on the executable it started
+    /// with, even when set_executable replaced it since. A Preemption holding a run suspended
+    /// in another runner is a kInvalidArgument error (reset() it).
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const RunControls& controls);
+    /// Whether `p` holds a run suspended in this runner (resuming it needs no executable).
+    bool holds_suspended(Preemption& p) const;
 
     ThreadPool* intra_pool() const { return intra_; }
     /// The session's allocator (caching, over the memory budget) that the executors use.
@@ -79,6 +111,8 @@ public:
 
 private:
     std::unique_ptr<Executor> make_executor(const std::shared_ptr<Executable>& exe);
+    Status run_preemptible(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const RunControls& c);
+    const uint64_t id_;  // tells a Preemption's suspended run which runner it belongs to
     InterOpThreadPool* inter_pool();
 
     RunnerOptions opts_;
@@ -96,6 +130,21 @@ private:
     bool dataflow_ = false;
     std::vector<std::unique_ptr<Executor>> idle_;  // executors of exe_ not running now
     RunnerStats stats_;
+};
+
+}  // namespace kiln::runtime
+
+namespace kiln::runtime {
+
+/// A preemptible run between its calls (kept in Preemption::State). Members are destroyed in
+/// reverse order: the outputs and the executor give memory back to an allocator still alive,
+/// even when the runner (the session) is gone.
+struct SuspendedRun {
+    uint64_t runner_id = 0;
+    std::shared_ptr<CachingAllocator> memory;
+    std::shared_ptr<Executable> exe;
+    std::unique_ptr<SequentialExecutor> executor;
+    ResumePoint at;
 };
 
 }  // namespace kiln::runtime

@@ -12,25 +12,52 @@
 // measures the wake-up latency. A thread-local flag makes a nested parallel_for (from inside a
 // chunk) run inline and serially. Chunks never depend on which thread runs them, so results
 // are independent of scheduling.
+//
+// A loop with LoopLimits (one run's view, runtime/run_control.h) admits at most max_threads - 1
+// helpers (checked when a worker joins, under mu_) and is cut for that many threads. A
+// preemptible loop instead hands out iterations dynamically in chunks sized to run about
+// kPreemptChunkNs, and stops handing them out once its request flag is set (run_dynamic);
+// non-preemptible loops keep the static chunks above and their speed.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <exception>
 #include <map>
 #include <memory>
 
 namespace kiln::runtime {
 
+using Clock = std::chrono::steady_clock;
+
 struct ThreadPool::Job {
     const std::function<void(int64_t, int64_t)>* fn = nullptr;
     int64_t n = 0;
-    int chunks = 0;
-    std::atomic<int> next{0};  // next chunk to claim
+    int chunks = 0;                    // static chunking: [0, n) in `chunks` near-equal pieces
+    int max_helpers = INT_MAX;         // workers allowed inside at once (LoopLimits::max_threads - 1)
+    const std::atomic<int32_t>* request = nullptr;  // set: preemptible, chunked dynamically
+    std::atomic<int32_t>* stopped = nullptr;
+    std::atomic<int> next{0};          // next chunk to claim (static)
+    std::atomic<int64_t> next_iter{0}; // next iteration to claim (dynamic)
     std::atomic<int> refs{0};  // helpers inside the job
     std::mutex mu;             // guards error, and the final wake-up of the caller
     std::condition_variable cv;
     std::exception_ptr error;
+
+    bool has_work() const {
+        if (request)
+            return next_iter.load(std::memory_order_relaxed) < n && request->load(std::memory_order_relaxed) == 0;
+        return next.load(std::memory_order_relaxed) < chunks;
+    }
+    void run(int64_t b, int64_t e) {
+        try {
+            (*fn)(b, e);
+        } catch (...) {
+            std::lock_guard<std::mutex> g(mu);
+            if (!error) error = std::current_exception();
+        }
+    }
 };
 
 namespace {
@@ -54,22 +81,41 @@ inline void chunk_range(int64_t n, int chunks, int c, int64_t* begin, int64_t* e
     *end = *begin + base + (c < rem ? 1 : 0);
 }
 
-/// Claims and runs chunks of `job` until none are left.
-void run_chunks(ThreadPool::Job& job) {
-    RegionGuard guard;
-    for (int c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
-        int64_t b, e;
-        chunk_range(job.n, job.chunks, c, &b, &e);
-        try {
-            (*job.fn)(b, e);
-        } catch (...) {
-            std::lock_guard<std::mutex> g(job.mu);
-            if (!job.error) job.error = std::current_exception();
+/// A preemptible loop: each thread claims `grain` iterations at a time, starting with one and
+/// resizing each chunk from the last one's speed to take about kPreemptChunkNs (growing at most
+/// 4x a chunk, so one fast outlier does not make a huge chunk). Before each claim it checks the
+/// request; when set it stops, and latches `stopped` if iterations were left unclaimed.
+void run_dynamic(ThreadPool::Job& job) {
+    int64_t grain = 1;
+    for (;;) {
+        if (job.request->load(std::memory_order_relaxed) != 0) {
+            if (job.next_iter.load(std::memory_order_relaxed) < job.n) job.stopped->store(1, std::memory_order_relaxed);
+            return;
         }
+        const int64_t b = job.next_iter.fetch_add(grain, std::memory_order_relaxed);
+        if (b >= job.n) return;
+        const int64_t e = std::min(job.n, b + grain);
+        const auto t0 = Clock::now();
+        job.run(b, e);
+        const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+        const int64_t want = ns > 0 ? kPreemptChunkNs * (e - b) / ns : grain * 4;
+        grain = std::clamp<int64_t>(want, 1, grain * 4);
     }
 }
 
-using Clock = std::chrono::steady_clock;
+/// Claims and runs chunks of `job` until none are left (or, preemptible, until stopped).
+void run_chunks(ThreadPool::Job& job) {
+    RegionGuard guard;
+    if (job.request) {
+        run_dynamic(job);
+        return;
+    }
+    for (int c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
+        int64_t b, e;
+        chunk_range(job.n, job.chunks, c, &b, &e);
+        job.run(b, e);
+    }
+}
 
 }  // namespace
 
@@ -91,7 +137,8 @@ ThreadPool::~ThreadPool() {
 
 ThreadPool::Job* ThreadPool::claimable_locked() {
     for (Job* j : active_) {
-        if (j->next.load(std::memory_order_relaxed) < j->chunks) {
+        // refs only grows here, under mu_, so the cap on helpers holds.
+        if (j->refs.load(std::memory_order_relaxed) < j->max_helpers && j->has_work()) {
             j->refs.fetch_add(1, std::memory_order_relaxed);
             return j;
         }
@@ -142,6 +189,38 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     job.fn = &fn;
     job.n = n;
     job.chunks = static_cast<int>(std::min<int64_t>(n, num_threads_));
+    run_job(job);
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, const LoopLimits& limits) {
+    if (n <= 0) return;
+    const int threads = limits.max_threads > 0 ? std::min(limits.max_threads, num_threads_) : num_threads_;
+    const bool preemptible = limits.request && limits.stopped;
+    // Nested loops run inline; a preemptible outer loop checks the request between its chunks.
+    if (t_in_parallel_region || (!preemptible && (threads == 1 || n == 1))) {
+        RegionGuard guard;
+        fn(0, n);
+        return;
+    }
+    Job job;
+    job.fn = &fn;
+    job.n = n;
+    job.max_helpers = threads - 1;
+    if (preemptible) {
+        job.request = limits.request;
+        job.stopped = limits.stopped;
+    } else {
+        job.chunks = static_cast<int>(std::min<int64_t>(n, threads));
+    }
+    if (threads == 1 || n == 1) {  // preemptible, alone: dynamic chunks on this thread
+        run_chunks(job);
+        if (job.error) std::rethrow_exception(job.error);
+        return;
+    }
+    run_job(job);
+}
+
+void ThreadPool::run_job(Job& job) {
     bool wake;
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -176,7 +255,7 @@ void ThreadPool::c_parallel_for(void* pool, int64_t n, kiln_task_fn fn, void* ct
 }
 
 kiln_kernel_env ThreadPool::kernel_env() {
-    kiln_kernel_env env;
+    kiln_kernel_env env{};
     env.pool = this;
     env.parallel_for = &ThreadPool::c_parallel_for;
     return env;

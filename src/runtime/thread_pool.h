@@ -17,6 +17,21 @@
 
 namespace kiln::runtime {
 
+/// Per-call limits of a parallel loop: a thread cap (RunOptions::max_threads) and preemption.
+struct LoopLimits {
+    /// At most this many threads work on the loop, the caller's included (0 = the pool's).
+    int max_threads = 0;
+    /// A preemption request (nullptr: not preemptible). A preemptible loop is cut into short
+    /// chunks claimed dynamically (sized to about kPreemptChunkNs each) and stops handing them
+    /// out once *request != 0; it then sets *stopped (the latch a kernel reads as env->stop).
+    const std::atomic<int32_t>* request = nullptr;
+    std::atomic<int32_t>* stopped = nullptr;
+};
+
+/// The running time a preemptible loop aims for per chunk: a stop request waits at most about
+/// this long inside a parallel loop (more when one iteration takes longer).
+constexpr int64_t kPreemptChunkNs = 20000;
+
 class ThreadPool {
 public:
     /// num_threads counts the calling thread: 1 means no worker threads. 0 = hardware concurrency.
@@ -32,15 +47,22 @@ public:
     /// thread takes part and idle workers help. Blocks until all chunks are done. Safe to call
     /// from several threads at once; nested calls (from inside a chunk) run serially inline.
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+    /// As above, within `limits`: at most limits.max_threads threads (chunks as for a pool of
+    /// that many); a preemptible loop is chunked dynamically and may stop early (*stopped set).
+    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, const LoopLimits& limits);
 
     /// The env to pass to generated kernels.
     kiln_kernel_env kernel_env();
 
     struct Job;
 
-private:
+    /// The parallel_for of kernel_env() (env.pool is the ThreadPool).
     static void c_parallel_for(void* pool, int64_t n, kiln_task_fn fn, void* ctx);
+
+private:
     void worker_loop();
+    /// Publishes `job` to the workers, works on it, and waits for the helpers inside it.
+    void run_job(Job& job);
     /// A job with unclaimed chunks (and a reference on it), or nullptr. Caller holds mu_.
     Job* claimable_locked();
 

@@ -48,5 +48,7 @@ void add_ops_command(CLI::App& app, CommandAction& action);
 void add_tune_command(CLI::App& app, CommandAction& action);
 /// `kiln rpc-server [--host H] [--port P] [--threads N]`: measure tuning candidates for remote tuners.
 void add_rpc_server_command(CLI::App& app, CommandAction& action);
+/// `kiln serve --model-repository DIR ...`: the KServe v2 inference server (HTTP, gRPC, metrics).
+void add_serve_command(CLI::App& app, CommandAction& action);
 
 }  // namespace kiln::cli

@@ -1,0 +1,93 @@
+// CoreScheduler: the server's CPU cores, handed to model runs by priority class (REEF on CPU).
+//
+// The server owns `cores` cores; every run first acquires some (its model's "threads", default
+// all) and runs with RunOptions::max_threads = what it got, on the one shared intra-op pool, so
+// concurrent runs never oversubscribe. Waiting runs are served real-time (RT) first, then best
+// effort (BE), each in arrival order:
+//   - an RT run gets exactly what it asks for (capped at `cores`); with preemption on, when the
+//     free cores do not cover it, running BE runs are asked to stop (Preemption::request(),
+//     newest first, just enough to cover the deficit; all of them when be_padding is off);
+//     with preemption off it waits like anyone else (still ahead of every BE run);
+//   - a BE run never starts while an RT run waits; it gets min(asked, free) cores, so it fills
+//     what RT leaves free (REEF's dynamic kernel padding) -- unless be_padding is off, then it
+//     waits while any RT run is active.
+// A preempted BE run releases its cores and acquires again with the same Preemption object: it
+// resumes (possibly with fewer cores), it is not restarted. The preemption latency (request()
+// to the run returning suspended) is reported through on_preempted.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <mutex>
+
+#include "kiln/session.h"
+#include "serve/server.h"
+
+namespace kiln::serve {
+
+class CoreScheduler {
+public:
+    struct Options {
+        int cores = 1;
+        bool be_padding = true;
+        bool preemption = true;
+    };
+    /// Cores granted to one run.
+    struct Grant {
+        uint64_t id = 0;
+        int cores = 0;
+    };
+
+    explicit CoreScheduler(const Options& opts);
+    CoreScheduler(const CoreScheduler&) = delete;
+    CoreScheduler& operator=(const CoreScheduler&) = delete;
+
+    /// Blocks until the run may start and returns its cores (at least 1). `want` <= 0 means all.
+    /// `preempt`: the run's Preemption (BE runs; nullptr = cannot be preempted). Its request flag
+    /// is cleared when the grant is made.
+    Grant acquire(Priority priority, int want, Preemption* preempt);
+    /// The run returned; `suspended`: it was preempted and will acquire again.
+    void release(const Grant& grant, bool suspended);
+
+    int cores() const { return opts_.cores; }
+    uint64_t preemptions() const;
+    /// Called (outside the lock) with the latency of each preemption: request() to release().
+    std::function<void(std::chrono::nanoseconds)> on_preempted;
+
+private:
+    struct Waiter {
+        Priority priority;
+        int want;
+        Preemption* preempt;
+        Grant grant;
+    };
+    struct Running {
+        Priority priority;
+        int cores;
+        Preemption* preempt;
+        bool asked_to_stop = false;
+        std::chrono::steady_clock::time_point asked_at;
+    };
+
+    void dispatch_locked();
+    void grant_locked(Waiter* w, int cores);
+    /// Asks running BE runs to stop until `deficit` cores are on their way back (all when
+    /// every = true).
+    void preempt_locked(int deficit, bool every);
+
+    Options opts_;
+    mutable std::mutex mu_;
+    std::condition_variable granted_cv_;
+    int free_;
+    int rt_running_ = 0;
+    uint64_t next_id_ = 1;
+    uint64_t preemptions_ = 0;
+    std::list<Waiter*> rt_waiting_, be_waiting_;
+    std::map<uint64_t, Running> running_;
+};
+
+}  // namespace kiln::serve

@@ -1,0 +1,369 @@
+// One model version: load, queue, batch, run on granted cores, answer (model_version.h).
+#include "serve/model_version.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "serve/batch_tensors.h"
+#include "serve/request_validation.h"
+
+namespace kiln::serve {
+namespace {
+
+using std::chrono::nanoseconds;
+
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+Code code_of(const Error& e) {
+    switch (e.kind()) {
+        case ErrorKind::kInvalidArgument: return Code::kInvalidArgument;
+        case ErrorKind::kCancelled: return Code::kCancelled;
+        default: return Code::kInternal;
+    }
+}
+
+}  // namespace
+
+const char* ModelVersion::state_name(State s) {
+    switch (s) {
+        case State::kLoading: return "LOADING";
+        case State::kReady: return "READY";
+        case State::kUnavailable: return "UNAVAILABLE";
+        case State::kUnloading: return "UNLOADING";
+    }
+    return "UNKNOWN";
+}
+
+ModelVersion::ModelVersion(std::string model, int64_t version, std::string path,
+                           std::optional<std::string> config_text, ServingContext ctx)
+    : model_(std::move(model)),
+      version_(version),
+      version_str_(std::to_string(version)),
+      path_(std::move(path)),
+      config_text_(std::move(config_text)),
+      ctx_(ctx),
+      stats_(model_, version_str_) {}
+
+ModelVersion::~ModelVersion() { stop(false); }
+
+ModelVersion::State ModelVersion::state() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_;
+}
+
+std::string ModelVersion::reason() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reason_;
+}
+
+std::vector<std::string> ModelVersion::warnings() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return warnings_;
+}
+
+size_t ModelVersion::queued() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queues_[0].size() + queues_[1].size();
+}
+
+void ModelVersion::load() {
+    try {
+        load_sessions();
+    } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        state_ = State::kUnavailable;
+        reason_ = e.what();
+        return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;  // unloaded while loading
+    state_ = State::kReady;
+    for (Priority cls : {Priority::kRealTime, Priority::kBestEffort})
+        for (int i = 0; i < settings_.instances; ++i) workers_.emplace_back(&ModelVersion::worker, this, cls);
+}
+
+void ModelVersion::load_sessions() {
+    std::vector<std::string> warnings;
+    bool has_file = config_text_.has_value(), max_batch_set = false;
+    if (has_file) config_ = parse_model_config(*config_text_, "config.pbtxt", warnings, &max_batch_set);
+    // The session options come from the parameters, which need no model.
+    std::vector<std::string> ignored;
+    ModelSettings early = model_settings(config_, ignored);
+    SessionOptions opts;
+    opts.threads = ctx_.cores->cores();
+    opts.use_global_thread_pools = true;
+    opts.memory_limit = early.memory_limit;
+    opts.kernels = early.kernels;
+    std::shared_ptr<Session> probe(Session::load(path_, opts));
+    ModelSignature sig{probe->inputs(), probe->outputs(), ends_with(path_, ".kiln")};
+    complete_model_config(config_, model_, sig, has_file, max_batch_set, warnings);
+    settings_ = model_settings(config_, ignored);
+    sessions_ = std::make_unique<SessionSet>(path_, opts, probe);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        warnings_ = warnings;
+    }
+    for (const std::string& w : warnings)
+        std::fprintf(stderr, "kiln serve: model '%s' version %s: %s\n", model_.c_str(), version_str_.c_str(), w.c_str());
+    // Compile the batch sizes the batcher will form: 1, the preferred ones and the largest.
+    if (settings_.max_batch_size <= 0) return;
+    for (const TensorInfo& t : sig.inputs)
+        for (size_t d = 1; d < t.shape.size(); ++d)
+            if (t.shape[d] < 0) return;  // other variable dims: compiled per request shape
+    std::set<int> sizes(settings_.preferred_batch_sizes.begin(), settings_.preferred_batch_sizes.end());
+    sizes.insert(1);
+    sizes.insert(settings_.max_batch_size);
+    for (int b : sizes) {
+        std::vector<Shape> shapes;
+        for (const TensorInfo& t : sig.inputs) {
+            shapes.push_back(t.shape);
+            shapes.back()[0] = b;
+        }
+        sessions_->get(sessions_->bind(shapes));
+    }
+}
+
+void ModelVersion::stop(bool drain) {
+    Batch dropped[2];
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!stopping_) {
+            stopping_ = true;
+            draining_ = drain;
+            if (state_ == State::kReady || state_ == State::kLoading) state_ = State::kUnloading;
+        }
+        if (!draining_)
+            for (int c = 0; c < 2; ++c) dropped[c] = queues_[c].take_all();
+        work_cv_.notify_all();
+    }
+    fail_all(dropped[0], {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + " was unloaded"});
+    fail_all(dropped[1], {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + " was unloaded"});
+    std::vector<std::thread> workers;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        workers.swap(workers_);
+    }
+    for (std::thread& t : workers) t.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kUnavailable) {
+        state_ = State::kUnavailable;
+        reason_ = "unloaded";
+    }
+    ctx_.metrics->queue_depth(model_, version_str_, 0);
+}
+
+void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_point arrival) {
+    auto r = std::make_unique<PendingRequest>();
+    r->arrival = arrival;
+    r->done = std::move(done);
+    // config_ and sessions_ are set before the state turns READY (under mu_).
+    Failure not_ready;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_ != State::kReady || stopping_)
+            not_ready = {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + " is not ready (" +
+                                                 state_name(state_) + ")"};
+    }
+    if (!not_ready.ok()) {
+        r->request = std::move(request);
+        return finish(*r, not_ready, {});
+    }
+    Failure bad = validate_request(request, config_, sessions_->inputs(), *r);
+    r->request = std::move(request);
+    if (!bad.ok()) return finish(*r, bad, {});
+    r->priority = r->request.priority.value_or(settings_.default_priority);
+    const QueuePolicy& policy = settings_.queue[static_cast<int>(r->priority)];
+    std::optional<std::chrono::microseconds> timeout = policy.default_timeout;
+    if (!timeout) timeout = settings_.sla;
+    if (r->request.timeout && (policy.allow_timeout_override || !timeout)) timeout = r->request.timeout;
+    if (timeout && timeout->count() > 0) r->deadline = arrival + *timeout;
+    Failure refused;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        RequestQueue& q = queues_[static_cast<int>(r->priority)];
+        if (state_ != State::kReady || stopping_) {
+            refused = {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + " is not ready (" +
+                                               state_name(state_) + ")"};
+        } else if (policy.max_queue_size > 0 && q.size() >= policy.max_queue_size) {
+            refused = {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + ": the " +
+                                               priority_name(r->priority) + " queue is full (max_queue_size " +
+                                               std::to_string(policy.max_queue_size) + ")"};
+        } else {
+            std::optional<Clock::time_point> deadline = r->deadline;
+            q.push(std::move(r));
+            if (deadline && ctx_.deadline_added) ctx_.deadline_added(*deadline);
+            ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
+            work_cv_.notify_all();
+            return;
+        }
+    }
+    finish(*r, refused, {});
+}
+
+std::optional<Clock::time_point> ModelVersion::expire(Clock::time_point now) {
+    Batch expired[2];
+    std::optional<Clock::time_point> next;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (int c = 0; c < 2; ++c) {
+            expired[c] = queues_[c].take_expired(now);
+            auto d = queues_[c].next_deadline();
+            if (d && (!next || *d < *next)) next = d;
+        }
+        if (!expired[0].empty() || !expired[1].empty())
+            ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
+    }
+    for (auto& batch : expired)
+        for (auto& r : batch) {
+            auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - r->arrival).count();
+            auto allowed = std::chrono::duration_cast<std::chrono::microseconds>(*r->deadline - r->arrival).count();
+            finish(*r, {Code::kDeadlineExceeded, "model '" + model_ + "': the request waited " + std::to_string(waited) +
+                                                     " us in the queue, past its deadline of " + std::to_string(allowed) + " us"},
+                   {});
+        }
+    return next;
+}
+
+void ModelVersion::worker(Priority cls) {
+    RequestQueue& q = queues_[static_cast<int>(cls)];
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+        if (stopping_ && q.empty()) return;
+        BatchPolicy policy;
+        if (settings_.dynamic_batching) {
+            policy.max_batch_size = settings_.max_batch_size;
+            policy.preferred_batch_sizes = settings_.preferred_batch_sizes;
+            // Real-time requests do not wait for a batch to fill; nor does anyone when stopping.
+            if (cls == Priority::kBestEffort && !stopping_) policy.max_queue_delay = settings_.max_queue_delay;
+        }
+        Clock::time_point wake = Clock::time_point::max();
+        Batch batch = q.take_batch(policy, Clock::now(), wake);
+        if (batch.empty()) {
+            if (q.empty()) {
+                work_cv_.wait(lock);
+            } else {
+                work_cv_.wait_until(lock, wake);
+            }
+            continue;
+        }
+        ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
+        lock.unlock();
+        run_batch(batch, cls);
+        lock.lock();
+    }
+}
+
+void ModelVersion::run_batch(Batch& batch, Priority cls) {
+    auto start = Clock::now();
+    for (auto& r : batch) ctx_.metrics->queued(model_, cls, start - r->arrival);
+    try {
+        const auto& infos = sessions_->inputs();
+        int64_t rows = 0;
+        for (auto& r : batch) rows += r->rows;
+        std::map<std::string, Tensor> feed;
+        std::vector<Shape> shapes;
+        for (size_t i = 0; i < infos.size(); ++i) {
+            if (batch.size() == 1) {
+                feed[infos[i].name] = batch[0]->inputs[i];
+            } else {
+                std::vector<const Tensor*> parts;
+                for (auto& r : batch) parts.push_back(&r->inputs[i]);
+                feed[infos[i].name] = concat_rows(parts);
+            }
+            shapes.push_back(feed[infos[i].name].shape());
+        }
+        std::shared_ptr<Session> session = sessions_->get(sessions_->bind(shapes));
+        auto inputs_done = Clock::now();
+
+        // Run on granted cores; a preempted best-effort run resumes with the same Preemption.
+        Preemption preemption;
+        RunOptions ro;
+        ro.preempt = cls == Priority::kBestEffort ? &preemption : nullptr;
+        std::vector<Tensor> outs;
+        for (;;) {
+            CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt);
+            ro.max_threads = grant.cores;
+            bool suspended = false;
+            try {
+                outs = session->run(feed, ro);
+                suspended = ro.preempt && outs.empty() && preemption.suspended();
+            } catch (...) {
+                ctx_.cores->release(grant, false);
+                throw;
+            }
+            ctx_.cores->release(grant, suspended);
+            if (!suspended) break;
+        }
+        auto infer_done = Clock::now();
+        ctx_.metrics->computed(model_, cls, infer_done - inputs_done);
+        ctx_.metrics->batch(model_, rows);
+
+        // Split the outputs back: each request gets its rows of the outputs it asked for.
+        const auto& out_infos = sessions_->outputs();
+        std::map<std::string, const Tensor*> by_name;
+        for (size_t i = 0; i < out_infos.size() && i < outs.size(); ++i) by_name[out_infos[i].name] = &outs[i];
+        std::vector<InferResponse> responses(batch.size());
+        for (const auto& o : config_.output()) {
+            auto it = by_name.find(o.name());
+            if (it == by_name.end())
+                throw Error(ErrorKind::kInternal, "model '" + model_ + "' did not produce output '" + o.name() + "'");
+            const Tensor& t = *it->second;
+            bool batched = settings_.max_batch_size > 0;
+            if (batched && (t.shape().empty() || t.shape()[0] != rows))
+                throw Error(ErrorKind::kInternal, "model '" + model_ + "' output '" + o.name() + "' has shape " +
+                                                      shape_str(t.shape()) + ", expected " + std::to_string(rows) +
+                                                      " rows (the batch)");
+            int64_t at = 0;
+            for (size_t k = 0; k < batch.size(); ++k) {
+                const auto& wanted = batch[k]->request.outputs;
+                Tensor part = batch.size() == 1 ? t : slice_rows(t, at, batch[k]->rows);
+                at += batch[k]->rows;
+                if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), o.name()) == wanted.end()) continue;
+                if (o.has_reshape()) {
+                    Shape s(batched ? 1 : 0, batch[k]->rows);
+                    s.insert(s.end(), o.dims().begin(), o.dims().end());
+                    part = part.reshaped(s);
+                }
+                responses[k].outputs.push_back({o.name(), part});
+            }
+        }
+        auto end = Clock::now();
+        stats_.execution(rows, inputs_done - start, infer_done - inputs_done, end - infer_done);
+        for (size_t k = 0; k < batch.size(); ++k) {
+            stats_.success(end - batch[k]->arrival, start - batch[k]->arrival, inputs_done - start,
+                           infer_done - inputs_done, end - infer_done);
+            finish(*batch[k], Failure::none(), std::move(responses[k]));
+        }
+    } catch (const Error& e) {
+        fail_all(batch, {code_of(e), "model '" + model_ + "' version " + version_str_ + ": " + e.what()});
+    } catch (const std::exception& e) {
+        fail_all(batch, {Code::kInternal, "model '" + model_ + "' version " + version_str_ + ": " + e.what()});
+    }
+}
+
+void ModelVersion::fail_all(Batch& batch, const Failure& failure) {
+    for (auto& r : batch)
+        if (r) finish(*r, failure, {});
+    batch.clear();
+}
+
+void ModelVersion::finish(PendingRequest& r, Failure failure, InferResponse response) {
+    if (!r.done) return;  // answered already (never happens: each request has one owner)
+    if (!failure.ok()) stats_.failure(Clock::now() - r.arrival);
+    ctx_.metrics->request_done(model_, version_str_, failure.code);
+    response.model = model_;
+    response.version = version_str_;
+    response.id = r.request.id;
+    InferCallback done = std::move(r.done);
+    r.done = nullptr;
+    try {
+        done(std::move(failure), std::move(response));
+    } catch (...) {
+        // A callback that throws must not take the instance thread down.
+    }
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,104 @@
+// ModelVersion: one loaded version of a model -- its completed config, its sessions, its two
+// request queues (real-time, best effort), and the instance threads that form batches and run
+// them on cores from the CoreScheduler.
+//
+// Each priority class has `instance_group count` threads (so a real-time request never waits
+// for an instance that a best-effort batch holds). A thread takes a batch (request_queue.h;
+// real-time batches go without the queue delay), acquires cores, runs, and on preemption gives
+// the cores back and acquires again with the same Preemption: the batch resumes. Every request
+// is answered exactly once: with its rows of the outputs, with the run's error, kUnavailable
+// (queue full, unloaded), or kDeadlineExceeded (its deadline passed while queued).
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "serve/core_scheduler.h"
+#include "serve/model_config.h"
+#include "serve/model_statistics.h"
+#include "serve/request_queue.h"
+#include "serve/server_metrics.h"
+#include "serve/session_set.h"
+
+namespace kiln::serve {
+
+/// What every version shares: the server's cores, metrics and session options.
+struct ServingContext {
+    CoreScheduler* cores = nullptr;
+    ServerMetrics* metrics = nullptr;
+    /// Told when a request with a deadline is queued (the server's deadline reaper wakes for it).
+    std::function<void(Clock::time_point)> deadline_added;
+};
+
+class ModelVersion {
+public:
+    enum class State { kLoading, kReady, kUnavailable, kUnloading };
+    static const char* state_name(State s);
+
+    /// `config_text`: the model's config.pbtxt, if it has one.
+    ModelVersion(std::string model, int64_t version, std::string path, std::optional<std::string> config_text,
+                 ServingContext ctx);
+    ~ModelVersion();
+    ModelVersion(const ModelVersion&) = delete;
+    ModelVersion& operator=(const ModelVersion&) = delete;
+
+    /// Loads and compiles (blocking), then starts the instance threads. A failure leaves the
+    /// version UNAVAILABLE with the error as its reason.
+    void load();
+    /// Stops: drain = finish every queued request first; otherwise queued requests are answered
+    /// kUnavailable. Running batches finish either way. Blocks until the threads are done.
+    void stop(bool drain);
+
+    const std::string& model() const { return model_; }
+    const std::string& version() const { return version_str_; }
+    int64_t version_number() const { return version_; }
+    State state() const;
+    std::string reason() const;
+    std::vector<std::string> warnings() const;
+    /// Valid once ready.
+    const inference::ModelConfig& config() const { return config_; }
+    const ModelSettings& settings() const { return settings_; }
+    const std::vector<TensorInfo>& model_inputs() const { return sessions_->inputs(); }
+
+    /// Validates and queues the request; answers it (before returning) when it cannot be queued.
+    void infer(InferRequest request, InferCallback done, Clock::time_point arrival);
+    /// Answers the queued requests whose deadline passed; returns the next deadline.
+    std::optional<Clock::time_point> expire(Clock::time_point now);
+    ModelStatistics statistics() const { return stats_.snapshot(); }
+    size_t queued() const;
+
+private:
+    void load_sessions();
+    void worker(Priority cls);
+    void run_batch(Batch& batch, Priority cls);
+    void finish(PendingRequest& r, Failure failure, InferResponse response);
+    void fail_all(Batch& batch, const Failure& failure);
+
+    const std::string model_;
+    const int64_t version_;
+    const std::string version_str_, path_;
+    const std::optional<std::string> config_text_;
+    ServingContext ctx_;
+    ModelStatisticsRecorder stats_;
+
+    inference::ModelConfig config_;
+    ModelSettings settings_;
+    std::unique_ptr<SessionSet> sessions_;
+
+    mutable std::mutex mu_;
+    std::condition_variable work_cv_;
+    State state_ = State::kLoading;
+    std::string reason_;
+    std::vector<std::string> warnings_;
+    bool stopping_ = false, draining_ = false;
+    RequestQueue queues_[2];  // by Priority
+    std::vector<std::thread> workers_;
+};
+
+}  // namespace kiln::serve

@@ -1,0 +1,237 @@
+// serve::Server end to end through infer(): real models compiled by Kiln, answers compared with
+// direct Session runs of the same model (an independent path: no queue, no batching).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "kiln/session.h"
+#include "serve/server.h"
+#include "serve_test_models.h"
+
+namespace kiln::serve {
+namespace {
+
+using namespace kiln::serve::testing;
+using namespace std::chrono_literals;
+
+struct Answer {
+    Failure failure;
+    InferResponse response;
+};
+
+/// Sends a request and returns a future of its (single) answer; counts answers per request.
+std::future<Answer> send(Server& s, InferRequest r, std::atomic<int>* answers = nullptr) {
+    auto p = std::make_shared<std::promise<Answer>>();
+    auto f = p->get_future();
+    s.infer(std::move(r), [p, answers](Failure f, InferResponse resp) {
+        if (answers) ++*answers;
+        p->set_value({std::move(f), std::move(resp)});
+    });
+    return f;
+}
+
+InferRequest request(const std::string& model, const std::string& input, Tensor t) {
+    InferRequest r;
+    r.model = model;
+    r.inputs.push_back({input, std::move(t)});
+    return r;
+}
+
+std::unique_ptr<Server> start(const TempRepo& repo, ServerOptions opts = {}) {
+    opts.model_repository = repo.root.string();
+    auto s = Server::create(opts);
+    for (int i = 0; i < 6000 && !s->ready(); ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_TRUE(s->ready());
+    return s;
+}
+
+TEST(serve_Server, DigitsMatchesADirectSessionRun) {
+    TempRepo repo("digits");
+    repo.copy("digits", std::string(KILN_SOURCE_DIR) + "/models/digits/digits_cnn.onnx");
+    auto s = start(repo);
+    ASSERT_TRUE(s->model_ready("digits", ""));
+    ModelMetadata md;
+    ASSERT_TRUE(s->model_metadata("digits", "", md).ok());
+    ASSERT_EQ(md.inputs.size(), 1u);
+    EXPECT_EQ(md.inputs[0].datatype, "FP32");
+    EXPECT_EQ(md.inputs[0].shape, (std::vector<int64_t>{-1, 1, 8, 8}));
+    Tensor x = random_tensor({3, 1, 8, 8}, 5);
+    InferRequest r = request("digits", "image", x.clone());
+    r.id = "req-7";
+    Answer a = send(*s, std::move(r)).get();
+    ASSERT_TRUE(a.failure.ok()) << a.failure.message;
+    EXPECT_EQ(a.response.id, "req-7");
+    SessionOptions so;
+    so.dims["N"] = 3;
+    auto ref = Session::load(std::string(KILN_SOURCE_DIR) + "/models/digits/digits_cnn.onnx", so);
+    auto want = ref->run({{"image", x}});
+    ASSERT_EQ(a.response.outputs.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(a.response.outputs[i].name, ref->outputs()[i].name);
+        EXPECT_TRUE(bit_equal(a.response.outputs[i].tensor, want[i])) << ref->outputs()[i].name;
+    }
+    std::string json;
+    ASSERT_TRUE(s->model_config_json("digits", "", json).ok());
+    EXPECT_NE(json.find("\"max_batch_size\":8"), std::string::npos) << json;
+    std::vector<ModelStatistics> stats;
+    ASSERT_TRUE(s->statistics("digits", "", stats).ok());
+    ASSERT_EQ(stats.size(), 1u);
+    EXPECT_EQ(stats[0].inference_count, 1u);
+    EXPECT_NE(s->metrics_text().find("kiln_inference_requests_total{model=\"digits\",version=\"1\",outcome=\"success\"} 1"),
+              std::string::npos);
+}
+
+TEST(serve_Server, BadRequestsGetClearErrors) {
+    TempRepo repo("bad");
+    repo.add("mlp", mlp_model());
+    auto s = start(repo);
+    auto expect = [&](InferRequest r, Code code, const std::string& needle) {
+        Answer a = send(*s, std::move(r)).get();
+        EXPECT_EQ(a.failure.code, code) << a.failure.message;
+        EXPECT_NE(a.failure.message.find(needle), std::string::npos) << a.failure.message;
+    };
+    expect(request("nope", "x", random_tensor({1, 4}, 1)), Code::kNotFound, "unknown model 'nope'");
+    InferRequest v = request("mlp", "x", random_tensor({1, 4}, 1));
+    v.version = "9";
+    expect(std::move(v), Code::kNotFound, "no version '9'");
+    expect(request("mlp", "q", random_tensor({1, 4}, 1)), Code::kInvalidArgument, "unknown input 'q'");
+    expect(request("mlp", "x", random_tensor({1, 5}, 1)), Code::kInvalidArgument, "expected shape [-1,4], got [1,5]");
+    expect(request("mlp", "x", random_tensor({9, 4}, 1)), Code::kInvalidArgument, "batch size 9");
+    expect(request("mlp", "x", Tensor(DType::kInt64, {1, 4})), Code::kInvalidArgument, "expected datatype FP32, got INT64");
+    InferRequest none;
+    none.model = "mlp";
+    expect(std::move(none), Code::kInvalidArgument, "input 'x' is missing");
+    // The model still serves.
+    EXPECT_TRUE(send(*s, request("mlp", "x", random_tensor({2, 4}, 3))).get().failure.ok());
+}
+
+TEST(serve_Server, DynamicBatchingIsBitIdenticalToUnbatchedRuns) {
+    TempRepo repo("batch");
+    repo.add("mlp", mlp_model(),
+             "max_batch_size: 8\ndynamic_batching { preferred_batch_size: [ 6 ] max_queue_delay_microseconds: 200000 }\n");
+    auto s = start(repo);
+    std::vector<Tensor> xs;
+    std::vector<std::future<Answer>> answers;
+    for (int i = 0; i < 6; ++i) {
+        xs.push_back(random_tensor({i % 2 + 1, 4}, 100 + i));  // 1 or 2 rows: 9 rows in all
+        answers.push_back(send(*s, request("mlp", "x", xs.back().clone())));
+    }
+    auto ref = Session::load((repo.root / "mlp" / "1" / "model.onnx").string());
+    for (int i = 0; i < 6; ++i) {
+        Answer a = answers[i].get();
+        ASSERT_TRUE(a.failure.ok()) << a.failure.message;
+        auto want = ref->run({{"x", xs[i]}});
+        EXPECT_TRUE(bit_equal(a.response.outputs[0].tensor, want[0])) << "request " << i;
+    }
+    std::vector<ModelStatistics> stats;
+    ASSERT_TRUE(s->statistics("mlp", "1", stats).ok());
+    EXPECT_EQ(stats[0].inference_count, 6u);
+    EXPECT_LT(stats[0].execution_count, 6u);  // some requests shared a run
+}
+
+TEST(serve_Server, QueueFullDeadlineUnloadAndShutdown) {
+    TempRepo repo("queue");
+    // Requests wait up to 2 s for a batch of 8 to fill: they stay queued while we look.
+    repo.add("slow", mlp_model(),
+             "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000000\n"
+             "  default_queue_policy { max_queue_size: 3 allow_timeout_override: true } }\n");
+    auto s = start(repo);
+    std::atomic<int> answered{0};
+    std::vector<std::future<Answer>> queued;
+    for (int i = 0; i < 3; ++i) queued.push_back(send(*s, request("slow", "x", random_tensor({1, 4}, i)), &answered));
+    Answer full = send(*s, request("slow", "x", random_tensor({1, 4}, 9))).get();
+    EXPECT_EQ(full.failure.code, Code::kUnavailable);
+    EXPECT_NE(full.failure.message.find("queue is full"), std::string::npos) << full.failure.message;
+    // Unload: queued requests are answered kUnavailable at once.
+    ASSERT_TRUE(s->unload_model("slow").ok());
+    for (auto& f : queued) {
+        Answer a = f.get();
+        EXPECT_EQ(a.failure.code, Code::kUnavailable) << a.failure.message;
+    }
+    EXPECT_EQ(answered.load(), 3);
+    EXPECT_FALSE(s->model_ready("slow", ""));
+    EXPECT_EQ(send(*s, request("slow", "x", random_tensor({1, 4}, 1))).get().failure.code, Code::kUnavailable);
+    // Reload; a request with a 50 ms timeout is answered kDeadlineExceeded long before 2 s.
+    ASSERT_TRUE(s->load_model("slow").ok());
+    InferRequest r = request("slow", "x", random_tensor({1, 4}, 4));
+    r.timeout = 50ms;
+    auto t0 = std::chrono::steady_clock::now();
+    Answer late = send(*s, std::move(r)).get();
+    EXPECT_EQ(late.failure.code, Code::kDeadlineExceeded) << late.failure.message;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1500ms);
+    // Shutdown drains: queued requests run (without waiting for the batch delay) and succeed.
+    std::vector<std::future<Answer>> drained;
+    for (int i = 0; i < 2; ++i) drained.push_back(send(*s, request("slow", "x", random_tensor({1, 4}, 20 + i))));
+    s->shutdown();
+    for (auto& f : drained) EXPECT_TRUE(f.get().failure.ok());
+    EXPECT_EQ(send(*s, request("slow", "x", random_tensor({1, 4}, 1))).get().failure.code, Code::kUnavailable);
+}
+
+TEST(serve_Server, EveryRequestAnsweredExactlyOnceUnderConcurrency) {
+    TempRepo repo("many");
+    repo.add("mlp", mlp_model(),
+             "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 500 }\ninstance_group [ { count: 2 } ]\n");
+    auto s = start(repo);
+    auto ref = Session::load((repo.root / "mlp" / "1" / "model.onnx").string());
+    constexpr int kThreads = 8, kEach = 40;
+    std::atomic<int> answers{0}, wrong{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < kThreads; ++t)
+        clients.emplace_back([&, t] {
+            std::vector<std::pair<Tensor, std::future<Answer>>> mine;
+            for (int i = 0; i < kEach; ++i) {
+                Tensor x = random_tensor({1 + (i % 3), 4}, static_cast<uint32_t>(t * 1000 + i));
+                InferRequest r = request("mlp", "x", x.clone());
+                r.priority = i % 4 == 0 ? Priority::kRealTime : Priority::kBestEffort;
+                mine.emplace_back(x, send(*s, std::move(r), &answers));
+            }
+            for (auto& [x, f] : mine) {
+                Answer a = f.get();
+                if (!a.failure.ok() || !bit_equal(a.response.outputs[0].tensor, ref->run({{"x", x}})[0])) ++wrong;
+            }
+        });
+    for (auto& c : clients) c.join();
+    s->shutdown();
+    EXPECT_EQ(answers.load(), kThreads * kEach);
+    EXPECT_EQ(wrong.load(), 0);
+}
+
+// With the runtime's preemption (serve-rt), a real-time request arriving during a long
+// best-effort run is served before that run finishes, and the preempted run's result is still
+// exact. While runs ignore the flag, the BE run completes first; both results are checked either
+// way, and the ordering only when a preemption happened.
+TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
+    TempRepo repo("rtbe");
+    repo.add("deep", deep_model(256, 24), "max_batch_size: 64\n");
+    ServerOptions opts;
+    opts.threads = 2;
+    auto s = start(repo, opts);
+    auto ref = Session::load((repo.root / "deep" / "1" / "model.onnx").string());
+    Tensor big = random_tensor({64, 256}, 1), small = random_tensor({1, 256}, 2);
+    InferRequest be = request("deep", "x", big.clone());
+    be.priority = Priority::kBestEffort;
+    std::atomic<int64_t> be_done_at{0}, rt_done_at{0};
+    auto be_answer = std::make_shared<std::promise<Answer>>();
+    s->infer(std::move(be), [&, be_answer](Failure f, InferResponse r) {
+        be_done_at = std::chrono::steady_clock::now().time_since_epoch().count();
+        be_answer->set_value({std::move(f), std::move(r)});
+    });
+    std::this_thread::sleep_for(5ms);
+    InferRequest rt = request("deep", "x", small.clone());
+    rt.priority = Priority::kRealTime;
+    Answer rt_a = send(*s, std::move(rt)).get();
+    rt_done_at = std::chrono::steady_clock::now().time_since_epoch().count();
+    Answer be_a = be_answer->get_future().get();
+    ASSERT_TRUE(rt_a.failure.ok()) << rt_a.failure.message;
+    ASSERT_TRUE(be_a.failure.ok()) << be_a.failure.message;
+    EXPECT_TRUE(bit_equal(rt_a.response.outputs[0].tensor, ref->run({{"x", small}})[0]));
+    EXPECT_TRUE(bit_equal(be_a.response.outputs[0].tensor, ref->run({{"x", big}})[0]));
+    std::string metrics = s->metrics_text();
+    if (metrics.find("kiln_preemptions_total 1") != std::string::npos) EXPECT_LT(rt_done_at.load(), be_done_at.load());
+}
+
+}  // namespace
+}  // namespace kiln::serve

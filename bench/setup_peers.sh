@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the peer engines' virtual environment for bench/peers.py and bench/kernels.py:
-# ONNX Runtime, OpenVINO, numpy and onnx in a venv of its own (default build/peers-venv), so
-# the project's test environment is never touched. Idempotent: an existing venv is reused and
+# ONNX Runtime, OpenVINO, numpy, onnx and tritonclient (HTTP; the serving benchmarks' protocol
+# check) in a venv of its own (default build/peers-venv), so the project's test environment is
+# never touched. Idempotent: an existing venv is reused and
 # pip runs only when a package is missing. Prints the venv's python path last.
 #
 #   bench/setup_peers.sh [VENV_DIR]
@@ -10,7 +11,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${1:-${KILN_PEERS_VENV:-$ROOT/build/peers-venv}}"
 PY_BASE="${PYTHON:-python3}"
-PACKAGES=(onnxruntime openvino numpy onnx)
+PACKAGES=(onnxruntime openvino numpy onnx tritonclient)
+# What pip installs for a missing package (its extras).
+declare -A PIP_SPEC=([tritonclient]="tritonclient[http]")
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup_peers: creating $VENV" >&2
@@ -19,7 +22,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 missing=()
 for p in "${PACKAGES[@]}"; do
-  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('$p')" 2>/dev/null || missing+=("$p")
+  "$VENV/bin/python" -c "import importlib.metadata as m; m.version('$p')" 2>/dev/null \
+    || missing+=("${PIP_SPEC[$p]:-$p}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup_peers: pip install ${missing[*]}" >&2
@@ -27,6 +31,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 "$VENV/bin/python" - >&2 <<'PYEOF'
 import importlib.metadata as m
-print("setup_peers: " + ", ".join(f"{p} {m.version(p)}" for p in ["onnxruntime", "openvino", "numpy", "onnx"]))
+print("setup_peers: " + ", ".join(f"{p} {m.version(p)}" for p in ["onnxruntime", "openvino", "numpy", "onnx",
+                                                               "tritonclient"]))
 PYEOF
 echo "$VENV/bin/python"

@@ -53,3 +53,7 @@ KILN_BIN="$BUILD/bin/kiln" "$SERVE_PY" -m pytest -q "$ROOT/tests/serve"
 
 echo "== bench smoke"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "$BUILD/models"
+# The serving benchmarks against the ORT KServe v2 server, untimed: both answer and agree.
+for b in serve_throughput serve_rt_be serve_load; do
+  KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/$b.py" --smoke --models-dir "$BUILD/models"
+done

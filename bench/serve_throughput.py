@@ -46,10 +46,10 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import serve_client  # noqa: E402
+from peers import compare  # noqa: E402  (outputs vs the reference, peers.py's tolerance)
 import serve_procs  # noqa: E402
 import serve_repo  # noqa: E402
 
-RTOL, ATOL = 2e-3, 5e-4
 DOCS = os.path.join(REPO, "docs", "serving_benchmarks.md")
 BEGIN, END = "<!-- serve-throughput:begin -->", "<!-- serve-throughput:end -->"
 
@@ -86,19 +86,6 @@ def variants(args, model, servers):
     if not args.no_dynamic_batching:
         out.append(("kiln_db", servers["kiln"], model + "_db"))
     return out
-
-
-def compare(got, ref):
-    bad = []
-    for n, r in ref.items():
-        g = got.get(n)
-        if g is None or g.shape != r.shape:
-            bad.append(f"{n}: shape {None if g is None else g.shape} vs {r.shape}")
-            continue
-        atol = ATOL * max(1.0, float(np.abs(r).max()))
-        if not np.allclose(g, r, rtol=RTOL, atol=atol):
-            bad.append(f"{n}: max abs err {float(np.abs(g - r).max()):.3g}")
-    return "; ".join(bad)
 
 
 def infer_once(addr, model, feed):

@@ -262,8 +262,7 @@ Failure read_parameters(const ModelInferRequest& in, InferRequest& out) {
         if (name == "priority") {
             uint64_t v = 0;
             if (Failure f = read_count_param(in.model_name(), name, p, v); !f.ok()) return f;
-            if (v == 1) out.priority = Priority::kRealTime;
-            if (v > 1) out.priority = Priority::kBestEffort;
+            out.priority = priority_from_level(v);
         } else if (name == "timeout") {
             uint64_t v = 0;
             if (Failure f = read_count_param(in.model_name(), name, p, v); !f.ok()) return f;

@@ -1,4 +1,5 @@
-// KServe v2 datatype names <-> Kiln dtypes, and the names of the outcome codes.
+// KServe v2 datatype names <-> Kiln dtypes, Triton priority levels -> Kiln classes, and the names
+// of the outcome codes.
 #include <utility>
 
 #include "serve/server.h"
@@ -25,6 +26,11 @@ std::optional<std::string> kserve_datatype(DType dtype) {
     for (const auto& [name, d] : kDatatypes)
         if (d == dtype) return std::string(name);
     return std::nullopt;
+}
+
+std::optional<Priority> priority_from_level(uint64_t level) {
+    if (level == 0) return std::nullopt;
+    return level == 1 ? Priority::kRealTime : Priority::kBestEffort;
 }
 
 const char* code_name(Code code) {

@@ -81,8 +81,7 @@ void read_request_parameters(const json& params, ParsedInferRequest& out) {
             out.request.priority = s == "realtime" ? Priority::kRealTime : Priority::kBestEffort;
         } else {
             const int64_t p = as_count(*v, "request parameter \"priority\"");
-            if (p == 1) out.request.priority = Priority::kRealTime;
-            if (p > 1) out.request.priority = Priority::kBestEffort;
+            out.request.priority = priority_from_level(static_cast<uint64_t>(p));
         }
     }
     if (const json* v = find(params, "timeout")) {

@@ -244,11 +244,6 @@ void complete_model_config(ModelConfig& config, const std::string& model_name, c
     (void)model_settings(config, warnings);  // checks the parameters' values
 }
 
-std::optional<Priority> priority_from_level(uint64_t level) {
-    if (level == 0) return std::nullopt;
-    return level == 1 ? Priority::kRealTime : Priority::kBestEffort;
-}
-
 namespace {
 
 QueuePolicy queue_policy(const inference::ModelQueuePolicy& p) {

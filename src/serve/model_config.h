@@ -83,8 +83,6 @@ struct ModelSettings {
 /// parameter value, naming it. Unknown parameters are reported in `warnings`.
 ModelSettings model_settings(const inference::ModelConfig& config, std::vector<std::string>& warnings);
 
-/// Triton's priority level of a request -> Kiln's class (nullopt = the model's default).
-std::optional<Priority> priority_from_level(uint64_t level);
 
 /// DataType (config) <-> DType; TYPE_INVALID for a dtype the config cannot name.
 inference::DataType config_data_type(DType dtype);

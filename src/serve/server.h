@@ -46,6 +46,10 @@ struct Failure {
 /// The two priority classes (REEF's real-time and best-effort).
 enum class Priority { kRealTime, kBestEffort };
 
+/// Triton's priority level (a request's "priority" parameter, a config's default_priority_level)
+/// -> Kiln's class: 1 is real-time, any higher level best effort, 0 = nullopt (the model's default).
+std::optional<Priority> priority_from_level(uint64_t level);
+
 /// One named tensor of a request or response. BYTES tensors are DType::kString.
 struct NamedTensor {
     std::string name;

@@ -5,7 +5,8 @@
 //  - pattern: the fusion pattern (TVM's OpPatternKind);
 //  - compute: the op's meaning as tensor expressions over placeholders of its inputs;
 //  - schedule: the default CPU schedule for the op's stages (optional; a generic one is used);
-//  - host: a host kernel (op/host.h) for what compute cannot express; the graph interpreter runs it.
+//  - host: a host kernel (op/host.h) for what compute cannot express; the graph interpreter runs it;
+//  - gradient: the op's reverse-mode derivative as a graph of existing ops (op/gradient.h).
 #pragma once
 
 #include <functional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "op/gradient.h"
 #include "op/host.h"
 #include "te/schedule.h"
 
@@ -84,6 +86,9 @@ struct OpDef {
     /// Estimated floating-point operations of one evaluation with static types (2 per
     /// multiply-accumulate); empty: one per output element. Feeds the profiler's GFLOP/s.
     std::function<double(const ir::Node&)> flops;
+    /// Reverse-mode gradient (op/gradient.h; src/autodiff calls it). Empty: the op has no
+    /// gradient, and differentiating through it is a kUnsupported error naming the node.
+    GradientFn gradient;
 };
 
 /// Generic CPU schedule: for each non-inlined stage, fuse outer data-parallel axes and run them

@@ -1,0 +1,54 @@
+// differentiate(): reverse-mode automatic differentiation of an ir::Graph.
+//
+// Given a scalar `loss` value of the graph and the values to differentiate with respect to
+// (`wrt`, by default every float initializer), appends to the same graph the nodes computing
+// d loss / d w for each w, built by chaining the ops' gradient entries (OpDef::gradient,
+// op/gradient.h) in reverse topological order and summing the contributions of values used more
+// than once. The forward nodes are untouched; the result is one graph that the pass pipeline
+// fuses and the planner lays out.
+//
+// Preconditions: the graph's shapes are static (inputs bound, types inferred); `loss` is a
+// float scalar (rank 0 or one element).
+// Which paths are differentiated: a value is differentiable when its dtype is floating point;
+// integer and bool values (indices, shapes, masks) stop a path, so Shape -> Reshape target is
+// recognized as non-differentiable, not guessed. A node on a path from a `wrt` value to the
+// loss whose op has no gradient entry is a kUnsupported error naming the node and the op.
+//
+// Naming: every node differentiate() adds is named "grad/<forward node name or op>", and every
+// gradient value "grad/<value name>" where it is the final gradient of a wrt value; the
+// recompute pass (autodiff/recompute.h) tells forward from backward nodes by this prefix.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::autodiff {
+
+/// The prefix of the names of nodes and values differentiate() adds.
+inline constexpr const char* kGradPrefix = "grad/";
+
+struct GradientOptions {
+    /// The gradient seed (d loss / d loss): 1 by default; a loss scale multiplies it.
+    double seed = 1.0;
+};
+
+struct Gradients {
+    /// d loss / d w for each requested w, in `wrt` order (a zero constant when w does not reach
+    /// the loss).
+    std::vector<ir::Value*> grads;
+};
+
+/// Appends the backward nodes of `loss` with respect to `wrt` to `g` (see the file comment).
+Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Value*>& wrt,
+                        const GradientOptions& opts = {});
+
+/// Every floating-point constant of `g` (the trainable parameters by default), in order.
+std::vector<ir::Value*> float_constants(const ir::Graph& g);
+
+/// Whether a node was added by differentiate() (its name starts with kGradPrefix).
+bool is_backward_node(const ir::Node& n);
+
+}  // namespace kiln::autodiff

@@ -281,6 +281,33 @@ void Graph::erase_constant(Value* v) {
 
 // Kahn's algorithm; among ready nodes the one earliest in the current order goes first, so an
 // already sorted graph keeps its order and an unsorted one moves as little as possible.
+void Graph::set_order(const std::vector<Node*>& order) {
+    KILN_CHECK(order.size() == nodes_.size(), kInternal)
+        << "bug in Kiln: set_order with " << order.size() << " nodes, the graph has " << nodes_.size();
+    std::unordered_map<const Node*, size_t> pos;
+    for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i;
+    KILN_CHECK(pos.size() == order.size(), kInternal) << "bug in Kiln: set_order: a node appears twice";
+    for (size_t i = 0; i < order.size(); ++i)
+        for (const Value* in : order[i]->inputs_) {
+            if (!in || !in->producer_) continue;
+            auto p = pos.find(in->producer_);
+            KILN_CHECK(p != pos.end() && p->second < i, kInternal)
+                << "bug in Kiln: set_order puts " << order[i]->describe() << " before the producer of its input '"
+                << in->name() << "'";
+        }
+    std::unordered_map<const Node*, std::unique_ptr<Node>> owned;
+    for (auto& n : nodes_) {
+        const Node* key = n.get();
+        owned[key] = std::move(n);
+    }
+    nodes_.clear();
+    for (Node* n : order) {
+        auto it = owned.find(n);
+        KILN_CHECK(it != owned.end(), kInternal) << "bug in Kiln: set_order names a node not in the graph";
+        nodes_.push_back(std::move(it->second));
+    }
+}
+
 void Graph::topo_sort() {
     std::vector<std::unique_ptr<Node>> old;
     old.reserve(nodes_.size());

@@ -148,6 +148,9 @@ public:
     void erase_node(Node* n);
     /// Removes a constant that has no users and is no graph output.
     void erase_constant(Value* v);
+    /// Puts the nodes in `order` (a permutation of nodes() that is topological; kInternal
+    /// otherwise): a pass that cares when a node runs (recomputation) places it explicitly.
+    void set_order(const std::vector<Node*>& order);
     /// Re-sorts nodes topologically (stable w.r.t. current order where possible).
     void topo_sort();
     /// A fresh, unused value name with the given prefix.

@@ -51,6 +51,7 @@ bool eliminate_common_subexpressions(ir::Graph& g, const PassContext&) {
     std::map<std::string, ir::Node*> seen;
     for (ir::Node* n : g.nodes()) {
         if (is_random_op(n->op()) || n->op() == "Dropout") continue;  // Dropout may train
+        if (is_recomputation(*n)) continue;  // a deliberate copy (autodiff/recompute.h)
         auto [it, inserted] = seen.emplace(node_key(*n), n);
         if (inserted) continue;
         ir::Node* first = it->second;

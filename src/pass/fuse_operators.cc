@@ -122,6 +122,11 @@ bool try_fuse(const FusionGraph& fg, Groups& groups, int src, int sink, const Pa
         size += groups.size[r];
     }
     if (anchors > 1 || size > kMaxGroupSize) return false;
+    // A recomputed copy never joins a group with the forward nodes (pass/rewrite.h).
+    const bool recomputed = is_recomputation(*fg.nodes[src]);
+    if (is_recomputation(*fg.nodes[sink]) != recomputed) return false;
+    for (int v : between)
+        if (is_recomputation(*fg.nodes[v]) != recomputed) return false;
     for (int v : between) groups.merge(v, sink);
     groups.merge(src, sink);
     return true;

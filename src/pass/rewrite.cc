@@ -35,6 +35,8 @@ std::optional<double> uniform_constant(const ir::Value* v) {
     return first;
 }
 
+bool is_recomputation(const ir::Node& n) { return n.name().rfind(kRecomputePrefix, 0) == 0; }
+
 bool is_random_op(const std::string& op) {
     return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
 }

@@ -92,12 +92,16 @@ public:
     /// The next batch of the epoch, or nullopt at its end. Rethrows a worker's error.
     std::optional<Batch> next();
     int64_t batches_per_epoch() const;
+    /// The number of worker threads running source reads and map stages (map_threads resolved).
+    int map_threads() const;
     const Source& source() const { return *source_; }
 
     /// Seconds next() spent waiting for a batch since start_epoch (the pipeline's stall time).
     double wait_seconds() const;
 
 private:
+    void worker_loop();
+
     struct State;
     std::shared_ptr<Source> source_;
     PipelineOptions opts_;

@@ -178,6 +178,16 @@ TEST(ImageDirSource, LabelsFileNamesImagesDecodedOnGet) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("badcrc.png"), std::string::npos) << e.what();
     }
+    // Through a pipeline: raised from next() on the consumer's thread, naming the file.
+    Pipeline p(bad, {.batch_size = 2, .map_threads = 2});
+    p.start_epoch(0);
+    try {
+        p.next();
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("record 1 (epoch 0, batch 0)"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("badcrc.png"), std::string::npos) << e.what();
+    }
     testing::write_file(dir / "labels.txt", "gray8.png,0\nnothere.png,1\n");
     try {
         open_source(dir.str());

@@ -61,8 +61,10 @@ std::shared_ptr<Source> open_source(const std::string& path, const SourceOptions
 /// Records [begin, end) of `src` (a held-out split).
 std::shared_ptr<Source> subset(std::shared_ptr<Source> src, int64_t begin, int64_t end);
 
-/// A map stage: changes one record in place; `rng` is seeded per (epoch, record), so the result
-/// does not depend on which thread ran it.
+/// A map stage: changes one record in place; `rng` is seeded per (seed, epoch, record) (record =
+/// the source index), so the result does not depend on which thread ran it. Stages run on the
+/// pipeline's worker threads, several records at once: they must not share mutable state
+/// unguarded. Built-in stages: data/transforms.h.
 using MapFn = std::function<void(Example& example, Rng& rng)>;
 
 struct PipelineOptions {
@@ -73,7 +75,9 @@ struct PipelineOptions {
     uint64_t seed = 0;
     /// Batches prepared ahead of the consumer (the bounded queue; back-pressure beyond it).
     int prefetch = 2;
-    /// Threads running map stages (0 = one per core, minus the consumer's).
+    /// Threads running source reads and map stages (0 = one per core, minus the consumer's).
+    /// Dedicated threads, not the runtime's pools: they block (back-pressure, file reads) and
+    /// must not take the threads the compiled training step computes on.
     int map_threads = 0;
 };
 
@@ -92,12 +96,18 @@ public:
     /// The next batch of the epoch, or nullopt at its end. Rethrows a worker's error.
     std::optional<Batch> next();
     int64_t batches_per_epoch() const;
+    /// The number of worker threads running source reads and map stages (map_threads resolved).
+    int map_threads() const;
     const Source& source() const { return *source_; }
 
     /// Seconds next() spent waiting for a batch since start_epoch (the pipeline's stall time).
+    /// A training loop's step time is compute + stall; the pipeline keeps up when the stall
+    /// per step stays small next to compute (wait_seconds() / steps vs the compute time).
     double wait_seconds() const;
 
 private:
+    void worker_loop();
+
     struct State;
     std::shared_ptr<Source> source_;
     PipelineOptions opts_;

@@ -1,0 +1,19 @@
+// The randomness of the pipeline, as pure functions of (seed, epoch, record), so a resumed or
+// re-run training sees the same data in the same order with the same augmentations, whatever
+// the number of threads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::data {
+
+/// The record order of epoch `epoch` over n records: 0..n-1 when !shuffle, else a permutation
+/// that depends only on (seed, epoch) (its own Fisher-Yates, not std::shuffle, whose algorithm
+/// differs between standard libraries).
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+/// The seed of record `record`'s map-stage Rng in epoch `epoch`.
+uint64_t record_seed(uint64_t seed, int64_t epoch, int64_t record);
+
+}  // namespace kiln::data

@@ -73,15 +73,20 @@ std::vector<std::pair<std::string, ir::Value*>> batch_norm_to_training(ir::Graph
 }
 
 /// Dropout nodes get a constant true training_mode input.
-void dropout_to_training(ir::Graph& g) {
+void dropout_to_training(ir::Graph& g, uint64_t seed) {
+    uint64_t index = 0;
     for (ir::Node* n : g.nodes()) {
         if (n->op() != "Dropout") continue;
+        ++index;
+        ir::AttrMap attrs = n->attrs();
+        if (seed != 0 && !attrs.count("seed"))
+            attrs["seed"] = ir::Attr(static_cast<int64_t>((seed * 0x9E3779B97F4A7C15ull + index) & 0x7fffffff));
         std::vector<ir::Value*> in = n->inputs();
         in.resize(3, nullptr);
         Tensor on(DType::kBool, {});
         on.set_i64(0, 1);
         in[2] = pass::add_constant_like(g, (n->name().empty() ? std::string("dropout") : n->name()) + "/training_mode", on);
-        ir::Node* t = pass::add_inferred_node(g, "Dropout", in, n->attrs(), static_cast<int>(n->num_outputs()),
+        ir::Node* t = pass::add_inferred_node(g, "Dropout", in, attrs, static_cast<int>(n->num_outputs()),
                                               n->name().empty() ? "dropout" : n->name());
         t->set_name(n->name());
         for (size_t k = 0; k < n->num_outputs(); ++k) g.replace_all_uses(n->output(k), t->output(k));
@@ -205,7 +210,7 @@ void check_loss(const ir::Graph& g, const LossSpec& loss) {
 }
 
 TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, const LossSpec& loss,
-                                   const OptimizerSpec& optimizer, TrainingGraphKind kind) {
+                                   const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed) {
     check_loss(model, loss);
     check_optimizer_options(optimizer);
     if (kind == TrainingGraphKind::kApply) return build_apply_graph(model, state, optimizer);
@@ -223,7 +228,7 @@ TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, con
     std::vector<std::pair<std::string, ir::Value*>> stat_updates;
     if (training) {
         stat_updates = batch_norm_to_training(g, std::set<std::string>(state.stats.begin(), state.stats.end()));
-        dropout_to_training(g);
+        dropout_to_training(g, seed);
     }
     // The conversions replaced nodes: read the outputs now.
     const std::vector<ir::Value*> model_outputs = g.outputs();

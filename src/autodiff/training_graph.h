@@ -19,6 +19,7 @@
 // ("grad/<param>").
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -68,9 +69,12 @@ struct TrainingGraph {
 };
 
 /// Builds graph `kind` from `model` (a graph whose input shapes are bound and types inferred; it
-/// is consumed). `state` comes from find_model_state on the same model.
+/// is consumed). `state` comes from find_model_state on the same model. `seed` (when not 0)
+/// becomes the `seed` attribute of each training-mode Dropout that has none, mixed with the
+/// node's position so that two Dropouts draw different masks. (The mask is then fixed for the
+/// compiled graph; a per-step seed needs Dropout to read its seed as an input.)
 TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, const LossSpec& loss,
-                                   const OptimizerSpec& optimizer, TrainingGraphKind kind);
+                                   const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed = 0);
 
 /// The name of the gradient input of `param` in the apply graph: "grad/<param>".
 std::string gradient_input_name(const std::string& param);

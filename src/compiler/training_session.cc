@@ -251,7 +251,7 @@ private:
     CompiledGraph& compiled(TrainingGraphKind kind) {
         std::unique_ptr<CompiledGraph>& slot = graphs_[static_cast<int>(kind)];
         if (slot) return *slot;
-        autodiff::TrainingGraph tg = autodiff::build_training_graph(bound_model(), state_, loss_, spec_, kind);
+        autodiff::TrainingGraph tg = autodiff::build_training_graph(bound_model(), state_, loss_, spec_, kind, opts_.seed);
         compiler::CompileOptions copts =
             compiler::compile_options_for(opts_.session, runner_.stats().intra_op_threads);
         copts.plan_for_concurrency = runner_.plans_for_concurrency();

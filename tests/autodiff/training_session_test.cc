@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "../frontend/onnx_model_builder.h"
 #include "kiln/session.h"
+#include "support/npy.h"
 #include "kiln/training.h"
 
 namespace kiln {
@@ -385,6 +387,13 @@ TEST_F(TrainingSessionTest, ExportedModelRunsWithTrainedParameters) {
     ASSERT_EQ(y.size(), 1u);
     std::vector<double> a = to_f64(y[0]), b = to_f64(ev.outputs[0]);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+    // KILN_TRAINING_EXPORT_DIR: keep the model, input and eval output there (for a check of the
+    // export with ONNX Runtime: python3 -c "import onnxruntime, numpy ...").
+    if (const char* keep = std::getenv("KILN_TRAINING_EXPORT_DIR")) {
+        fs::copy_file(out, fs::path(keep) / "trained.onnx", fs::copy_options::overwrite_existing);
+        write_npy((fs::path(keep) / "x.npy").string(), batch.at("x"));
+        write_npy((fs::path(keep) / "logits.npy").string(), ev.outputs[0]);
+    }
     // And the original model gives other outputs: the export holds the trained values.
     auto orig = Session::load(model_, so);
     std::vector<double> c = to_f64(orig->run({{"x", batch.at("x")}})[0]);

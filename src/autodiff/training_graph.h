@@ -1,0 +1,82 @@
+// The graphs of a training session, built from an imported model graph.
+//
+// From the model (its shapes bound and inferred):
+//  - the trainable float initializers (parameters) and the BatchNormalization running
+//    statistics become graph inputs named as the initializers, so no pass folds or packs them
+//    and their values live in the session between steps;
+//  - in the training graphs BatchNormalization runs in training mode (batch statistics; its
+//    extra outputs are the updated running mean/var, momentum as in ONNX: running = running *
+//    momentum + batch * (1 - momentum)) and Dropout in training mode (a constant true
+//    training_mode input);
+//  - the loss is appended (SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss of the chosen
+//    output and an int64 labels input, mean squared error against a float labels input, or the
+//    output itself), reduction mean;
+//  - autodiff::differentiate() appends the backward nodes, append_optimizer() the update.
+// Four graphs come from it (TrainingGraphKind). Each graph's outputs are described by role keys
+// (TrainingGraph::outputs); its inputs are named, and a name is one of: a batch input (the
+// model's inputs and the labels), a parameter, a running statistic, an optimizer state
+// ("opt/<param>/<slot>"), a step scalar ("opt/lr", ...), or in the apply graph a gradient
+// ("grad/<param>").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autodiff/optimizer.h"
+#include "ir/graph.h"
+
+namespace kiln::autodiff {
+
+struct LossSpec {
+    std::string kind = "cross_entropy";  // "cross_entropy", "nll", "mse", "output"
+    std::string output;                  // the model output the loss reads ("" = the first)
+    std::string labels = "labels";       // the labels input's name
+};
+
+/// What a model trains: parameters and running statistics, by initializer name, model order.
+struct ModelState {
+    std::vector<std::string> params;
+    std::vector<std::string> stats;
+};
+
+/// The parameters of `g`: `requested` when not empty (each must name a floating-point
+/// initializer that is no running statistic, else kInvalidArgument), otherwise every floating-
+/// point initializer among `initializers` (the ONNX model's initializer names) that some node
+/// reads as a differentiable input (not a shape, a Reshape target or a BatchNormalization
+/// running statistic). The stats are the initializers BatchNormalization reads as input_mean /
+/// input_var.
+ModelState find_model_state(const ir::Graph& g, const std::vector<std::string>& initializers,
+                            const std::vector<std::string>& requested);
+
+/// Checks the loss options against the model graph (kInvalidArgument: unknown kind or output, a
+/// loss kind the output's type cannot take, a labels name that is already a model input).
+void check_loss(const ir::Graph& g, const LossSpec& loss);
+
+enum class TrainingGraphKind {
+    kTrainStep,  // forward + loss + backward + optimizer update
+    kEval,       // forward + loss, BatchNormalization in inference mode
+    kGradients,  // forward + loss + backward: the gradients as outputs
+    kApply,      // the optimizer alone: parameters and gradients in, updated values out
+};
+
+struct TrainingGraph {
+    ir::Graph graph;
+    /// One key per graph output, in order: "loss", "output:<i>" (model output i), "param:<name>"
+    /// (updated parameter), "state:<input name>" (updated optimizer state), "stat:<name>"
+    /// (updated running statistic), "grad:<param>" (a gradient).
+    std::vector<std::string> outputs;
+};
+
+/// Builds graph `kind` from `model` (a graph whose input shapes are bound and types inferred; it
+/// is consumed). `state` comes from find_model_state on the same model. `seed` (when not 0)
+/// becomes the `seed` attribute of each training-mode Dropout that has none, mixed with the
+/// node's position so that two Dropouts draw different masks. (The mask is then fixed for the
+/// compiled graph; a per-step seed needs Dropout to read its seed as an input.)
+TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, const LossSpec& loss,
+                                   const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed = 0);
+
+/// The name of the gradient input of `param` in the apply graph: "grad/<param>".
+std::string gradient_input_name(const std::string& param);
+
+}  // namespace kiln::autodiff

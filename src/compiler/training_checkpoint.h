@@ -1,0 +1,36 @@
+// Training checkpoints: one file holding named tensors, a string map (`extra`, the trainer's
+// data position) and the step counter.
+//
+// Format (little-endian, support/byte_io.h): "KILNCKPT", u32 version (1), i64 step, u32 count
+// of extra entries then (str key, str value) each, u32 count of tensors then per tensor (str
+// name, i32 dtype (kiln::DType), u32 rank, i64 dims..., str data), then u64 hash64 of every byte
+// before it. A reader checks the magic, the version, every length against the bytes left and
+// the checksum, so a truncated or corrupt file is a clear kInvalidModel error, never a crash.
+// write_checkpoint writes a temporary file beside `path`, fsyncs it, renames it over `path` and
+// fsyncs the directory: a failed or interrupted write leaves the previous file as it was.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "support/tensor.h"
+
+namespace kiln::compiler {
+
+struct Checkpoint {
+    int64_t step = 0;
+    std::map<std::string, std::string> extra;
+    std::map<std::string, Tensor> tensors;
+};
+
+/// Writes `c` to `path` atomically (see the file comment); kIOError naming the file on failure.
+void write_checkpoint(const std::string& path, const Checkpoint& c);
+/// Reads a checkpoint; kIOError (cannot read) or kInvalidModel (not a checkpoint, truncated,
+/// corrupt: names the file and what was being read).
+Checkpoint read_checkpoint(const std::string& path);
+
+/// Writes `bytes` to `path` atomically: `path`.tmp, fsync, rename, fsync of the directory.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+}  // namespace kiln::compiler

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "autodiff/recompute.h"
 #include "autodiff/training_graph.h"
 #include "compiler/compile.h"
 #include "compiler/model_compile_options.h"
@@ -206,11 +207,9 @@ private:
         const OptimizerOptions& o = opts_.optimizer;
         KILN_CHECK(o.lr >= 0 && std::isfinite(o.lr), kInvalidArgument) << "optimizer lr must be >= 0, got " << o.lr;
         (void)opts_.schedule.at(0, o.lr);  // validates the schedule's kind and values
-        KILN_CHECK(opts_.recompute == "none" || opts_.recompute == "sqrt" || opts_.recompute == "auto", kInvalidArgument)
-            << "recompute must be none, sqrt or auto, got '" << opts_.recompute << "'";
-        // The recomputation pass (autodiff/recompute.h) is wired in by its own change.
-        KILN_CHECK(opts_.recompute == "none", kUnsupported)
-            << "recompute '" << opts_.recompute << "' is not available in this build (only none)";
+        const autodiff::RecomputeMode mode = autodiff::parse_recompute_mode(opts_.recompute);
+        KILN_CHECK(mode != autodiff::RecomputeMode::kAuto || opts_.recompute_memory_limit > 0, kInvalidArgument)
+            << "recompute 'auto' needs recompute_memory_limit (kiln train --memory-limit)";
     }
 
     /// The model imported with its dims bound and types inferred.
@@ -252,6 +251,14 @@ private:
         std::unique_ptr<CompiledGraph>& slot = graphs_[static_cast<int>(kind)];
         if (slot) return *slot;
         autodiff::TrainingGraph tg = autodiff::build_training_graph(bound_model(), state_, loss_, spec_, kind, opts_.seed);
+        std::string recompute_line;
+        if (kind == TrainingGraphKind::kTrainStep || kind == TrainingGraphKind::kGradients) {
+            // Activation checkpointing (autodiff/recompute.h) of the forward pass the backward reads.
+            autodiff::RecomputeOptions ro;
+            ro.mode = autodiff::parse_recompute_mode(opts_.recompute);
+            ro.memory_limit = opts_.recompute_memory_limit;
+            recompute_line = autodiff::recompute(tg.graph, ro).str() + "\n";
+        }
         compiler::CompileOptions copts =
             compiler::compile_options_for(opts_.session, runner_.stats().intra_op_threads);
         copts.plan_for_concurrency = runner_.plans_for_concurrency();
@@ -261,6 +268,7 @@ private:
         for (ir::Value* in : tg.graph.inputs()) c->inputs.push_back(in->name());
         c->outputs = tg.outputs;
         c->memory = m.memory;
+        c->memory.report = recompute_line + c->memory.report;
         KILN_CHECK(c->exe->inputs.size() == c->inputs.size() && c->exe->outputs.size() == c->outputs.size(), kInternal)
             << "bug in Kiln: the compiled training graph has " << c->exe->inputs.size() << " inputs / "
             << c->exe->outputs.size() << " outputs, the graph " << c->inputs.size() << " / " << c->outputs.size();

@@ -112,11 +112,28 @@ OpDef castlike_op() {
     return d;
 }
 
+
+// Gradients (op/gradient.h): a float -> float cast passes g back cast to the input's dtype; a
+// cast to or from an integer type is not differentiable (autodiff never asks: such values stop
+// a path).
+std::vector<ir::Value*> cast_grad(GradientBuilder& b) {
+    std::vector<ir::Value*> out(b.num_inputs(), nullptr);
+    const DType from = b.input(0)->type().dtype;
+    if (!dtype_is_float(from) || !dtype_is_float(b.output(0)->type().dtype)) return out;
+    ir::Value* g = b.output_grad_or_zeros(0);
+    out[0] = g->type().dtype == from ? g : b.emit1("Cast", {g}, {{"to", int64_t{dtype_to_onnx(from)}}});
+    return out;
+}
+
 }  // namespace
 
 void register_cast_ops(OpRegistry& r) {
-    r.add(cast_op());
-    r.add(castlike_op());
+    OpDef cast = cast_op();
+    cast.gradient = cast_grad;
+    r.add(std::move(cast));
+    OpDef castlike = castlike_op();
+    castlike.gradient = cast_grad;
+    r.add(std::move(castlike));
 }
 
 }  // namespace kiln::op

@@ -1,5 +1,5 @@
 // Elementwise ops: Add Sub Mul Div Pow (numpy broadcasting), Relu Sigmoid Tanh Exp Erf Sqrt
-// Neg Abs Log Gelu Clip Identity.
+// Neg Abs Log Gelu Clip Identity, and their gradients (op/gradient.h).
 // f16/bf16 compute in f32 (reads widen, the stage stores narrowed); integer Div truncates (C).
 // Pow: the result has the base's dtype; the exponent may have another numeric dtype (Pow-12+).
 // Float bases compute pow in the base's compute type; integer bases with integer exponents use
@@ -180,31 +180,180 @@ OpDef gelu_op() {
     return d;
 }
 
+
+// ---- gradients (op/gradient.h): g is the output's gradient, y the output ----
+// Broadcast operands get reduce_to_shape of their share; every formula is elementwise, so the
+// backward nodes fuse like the forward ones.
+
+using GB = GradientBuilder;
+using Grads = std::vector<ir::Value*>;
+
+// The gradient of broadcast input i from its share `v` of the output's shape.
+ir::Value* to_input(GB& b, size_t i, ir::Value* v) { return b.reduce_to_shape(v, b.input(i)->type()); }
+
+ir::Value* mul(GB& b, ir::Value* x, ir::Value* y) { return b.emit1("Mul", {x, y}); }
+ir::Value* scalar_like(GB& b, ir::Value* like, double v) { return b.scalar(v, like->type().dtype); }
+
+Grads add_grad(GB& b) {
+    ir::Value* g = b.output_grad_or_zeros(0);
+    return {to_input(b, 0, g), to_input(b, 1, g)};
+}
+
+Grads sub_grad(GB& b) {
+    ir::Value* g = b.output_grad_or_zeros(0);
+    return {to_input(b, 0, g), b.needs_grad(1) ? to_input(b, 1, b.emit1("Neg", {g})) : nullptr};
+}
+
+Grads mul_grad(GB& b) {
+    ir::Value* g = b.output_grad_or_zeros(0);
+    return {b.needs_grad(0) ? to_input(b, 0, mul(b, g, b.input(1))) : nullptr,
+            b.needs_grad(1) ? to_input(b, 1, mul(b, g, b.input(0))) : nullptr};
+}
+
+// y = a / b: da = g / b, db = -g y / b.
+Grads div_grad(GB& b) {
+    ir::Value* g = b.output_grad_or_zeros(0);
+    ir::Value* ga = b.emit1("Div", {g, b.input(1)});
+    return {b.needs_grad(0) ? to_input(b, 0, ga) : nullptr,
+            b.needs_grad(1) ? to_input(b, 1, b.emit1("Neg", {mul(b, ga, b.output(0))})) : nullptr};
+}
+
+// y = x^p: dx = g p x^(p-1), dp = g y ln x (defined for x > 0 only, as in every framework).
+Grads pow_grad(GB& b) {
+    ir::Value* g = b.output_grad_or_zeros(0);
+    ir::Value* x = b.input(0);
+    ir::Value* p = b.input(1);
+    Grads out(2, nullptr);
+    if (b.needs_grad(0)) {
+        // The exponent may have another dtype (Pow-12+): compute in the base's.
+        if (p->type().dtype != x->type().dtype) p = b.emit1("Cast", {p}, {{"to", int64_t{dtype_to_onnx(x->type().dtype)}}});
+        ir::Value* pm1 = b.emit1("Pow", {x, b.emit1("Sub", {p, scalar_like(b, p, 1.0)})});
+        out[0] = to_input(b, 0, mul(b, g, mul(b, p, pm1)));
+    }
+    if (b.needs_grad(1)) {
+        ir::Value* gy = mul(b, mul(b, g, b.output(0)), b.emit1("Log", {x}));
+        if (gy->type().dtype != b.input(1)->type().dtype)
+            gy = b.emit1("Cast", {gy}, {{"to", int64_t{dtype_to_onnx(b.input(1)->type().dtype)}}});
+        out[1] = to_input(b, 1, gy);
+    }
+    return out;
+}
+
+// g where cond holds, else 0.
+ir::Value* masked(GB& b, ir::Value* cond, ir::Value* g) { return b.emit1("Where", {cond, g, scalar_like(b, g, 0.0)}); }
+
+Grads relu_grad(GB& b) {
+    ir::Value* x = b.input(0);
+    return {masked(b, b.emit1("Greater", {x, scalar_like(b, x, 0.0)}), b.output_grad_or_zeros(0))};
+}
+
+// y = sigmoid(x): dx = g y (1 - y).
+Grads sigmoid_grad(GB& b) {
+    ir::Value* y = b.output(0);
+    ir::Value* one_minus = b.emit1("Sub", {scalar_like(b, y, 1.0), y});
+    return {mul(b, b.output_grad_or_zeros(0), mul(b, y, one_minus))};
+}
+
+// y = tanh(x): dx = g (1 - y^2).
+Grads tanh_grad(GB& b) {
+    ir::Value* y = b.output(0);
+    return {mul(b, b.output_grad_or_zeros(0), b.emit1("Sub", {scalar_like(b, y, 1.0), mul(b, y, y)}))};
+}
+
+Grads exp_grad(GB& b) { return {mul(b, b.output_grad_or_zeros(0), b.output(0))}; }
+Grads log_grad(GB& b) { return {b.emit1("Div", {b.output_grad_or_zeros(0), b.input(0)})}; }
+Grads neg_grad(GB& b) { return {b.emit1("Neg", {b.output_grad_or_zeros(0)})}; }
+Grads identity_grad(GB& b) { return {b.output_grad_or_zeros(0)}; }
+// |x|' = sign(x) (0 at 0, as PyTorch).
+Grads abs_grad(GB& b) { return {mul(b, b.output_grad_or_zeros(0), b.emit1("Sign", {b.input(0)}))}; }
+// y = sqrt(x): dx = g / (2 y).
+Grads sqrt_grad(GB& b) {
+    ir::Value* y = b.output(0);
+    return {b.emit1("Div", {b.output_grad_or_zeros(0), mul(b, y, scalar_like(b, y, 2.0))})};
+}
+
+// exp(-x^2) * 2 / sqrt(pi).
+ir::Value* erf_slope(GB& b, ir::Value* x) {
+    ir::Value* e = b.emit1("Exp", {b.emit1("Neg", {mul(b, x, x)})});
+    return mul(b, e, scalar_like(b, x, 2.0 / std::sqrt(M_PI)));
+}
+
+Grads erf_grad(GB& b) { return {mul(b, b.output_grad_or_zeros(0), erf_slope(b, b.input(0)))}; }
+
+// none: d/dx 0.5 x (1 + erf(x/sqrt2)) = 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi).
+// tanh: with u = sqrt(2/pi) (x + 0.044715 x^3), t = tanh u:
+//       0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+Grads gelu_grad(GB& b) {
+    ir::Value* x = b.input(0);
+    auto c = [&](double v) { return scalar_like(b, x, v); };
+    auto add = [&](ir::Value* p, ir::Value* q) { return b.emit1("Add", {p, q}); };
+    ir::Value* x2 = mul(b, x, x);
+    ir::Value* slope;
+    if (b.node().attr_string("approximate", "none") == "tanh") {
+        const double k = std::sqrt(2.0 / M_PI);
+        ir::Value* u = mul(b, c(k), add(x, mul(b, c(0.044715), mul(b, x2, x))));
+        ir::Value* t = b.emit1("Tanh", {u});
+        ir::Value* du = mul(b, c(k), add(c(1.0), mul(b, c(3 * 0.044715), x2)));
+        ir::Value* dt = b.emit1("Sub", {c(1.0), mul(b, t, t)});
+        slope = add(mul(b, c(0.5), add(c(1.0), t)), mul(b, mul(b, c(0.5), x), mul(b, dt, du)));
+    } else {
+        ir::Value* cdf = mul(b, c(0.5), add(c(1.0), b.emit1("Erf", {mul(b, x, c(M_SQRT1_2))})));
+        ir::Value* pdf = mul(b, b.emit1("Exp", {mul(b, x2, c(-0.5))}), c(1.0 / std::sqrt(2.0 * M_PI)));
+        slope = add(cdf, mul(b, x, pdf));
+    }
+    return {mul(b, b.output_grad_or_zeros(0), slope)};
+}
+
+// The gradient passes where min <= x <= max (PyTorch's convention at the bounds); min and max
+// get none.
+Grads clip_grad(GB& b) {
+    ir::Value* x = b.input(0);
+    ir::Value* g = b.output_grad_or_zeros(0);
+    ir::Value* cond = nullptr;
+    if (b.input(1)) cond = b.emit1("GreaterOrEqual", {x, b.input(1)});
+    if (b.input(2)) {
+        ir::Value* le = b.emit1("LessOrEqual", {x, b.input(2)});
+        cond = cond ? b.emit1("And", {cond, le}) : le;
+    }
+    Grads out(b.num_inputs(), nullptr);
+    out[0] = cond ? masked(b, cond, g) : g;
+    return out;
+}
+
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
-    r.add(binary_op("Add", te::BinaryOp::kAdd));
-    r.add(binary_op("Sub", te::BinaryOp::kSub));
-    r.add(binary_op("Mul", te::BinaryOp::kMul));
-    r.add(binary_op("Div", te::BinaryOp::kDiv));
-    r.add(unary_op("Relu", {1, 6, 13, 14}, relu_types(),
-                   [](Expr x) { return te::max(x, te::make_const(x->dtype, 0)); }));
-    r.add(unary_op("Sigmoid", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kSigmoid, x); }));
-    r.add(unary_op("Tanh", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kTanh, x); }));
-    r.add(unary_op("Exp", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kExp, x); }));
+    auto with = [](OpDef d, GradientFn grad) {
+        d.gradient = std::move(grad);
+        return d;
+    };
+    r.add(with(binary_op("Add", te::BinaryOp::kAdd), add_grad));
+    r.add(with(binary_op("Sub", te::BinaryOp::kSub), sub_grad));
+    r.add(with(binary_op("Mul", te::BinaryOp::kMul), mul_grad));
+    r.add(with(binary_op("Div", te::BinaryOp::kDiv), div_grad));
+    r.add(with(unary_op("Relu", {1, 6, 13, 14}, relu_types(),
+                        [](Expr x) { return te::max(x, te::make_const(x->dtype, 0)); }),
+               relu_grad));
+    r.add(with(unary_op("Sigmoid", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kSigmoid, x); }),
+               sigmoid_grad));
+    r.add(with(unary_op("Tanh", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kTanh, x); }),
+               tanh_grad));
+    r.add(with(unary_op("Exp", {1, 6, 13}, float_types(), [](Expr x) { return te::unary(te::UnaryOp::kExp, x); }),
+               exp_grad));
     OpDef identity = unary_op("Identity", {1, 13, 14, 16, 19, 21}, all_types(), [](Expr x) { return x; });
     // Sequences and optionals (Identity-14/16) pass through the host kernel unchanged.
     identity.host = [](const HostArgs& a) { return std::vector<Datum>{a.inputs.at(0)}; };
+    identity.gradient = identity_grad;
     r.add(std::move(identity));
-    r.add(clip_op());
-    r.add(pow_op());
+    r.add(with(clip_op(), clip_grad));
+    r.add(with(pow_op(), pow_grad));
     auto un = [](te::UnaryOp op) { return [op](Expr x) { return te::unary(op, x); }; };
-    r.add(unary_op("Erf", {9, 13}, float_types(), un(te::UnaryOp::kErf)));
-    r.add(unary_op("Sqrt", {1, 6, 13}, float_types(), un(te::UnaryOp::kSqrt)));
-    r.add(unary_op("Log", {1, 6, 13}, float_types(), un(te::UnaryOp::kLog)));
-    r.add(unary_op("Neg", {1, 6, 13}, relu_types(), un(te::UnaryOp::kNeg)));
-    r.add(unary_op("Abs", {1, 6, 13}, numeric_types(), un(te::UnaryOp::kAbs)));
-    r.add(gelu_op());
+    r.add(with(unary_op("Erf", {9, 13}, float_types(), un(te::UnaryOp::kErf)), erf_grad));
+    r.add(with(unary_op("Sqrt", {1, 6, 13}, float_types(), un(te::UnaryOp::kSqrt)), sqrt_grad));
+    r.add(with(unary_op("Log", {1, 6, 13}, float_types(), un(te::UnaryOp::kLog)), log_grad));
+    r.add(with(unary_op("Neg", {1, 6, 13}, relu_types(), un(te::UnaryOp::kNeg)), neg_grad));
+    r.add(with(unary_op("Abs", {1, 6, 13}, numeric_types(), un(te::UnaryOp::kAbs)), abs_grad));
+    r.add(with(gelu_op(), gelu_grad));
 }
 
 }  // namespace kiln::op

@@ -8,6 +8,7 @@
 // and is written once.
 // MatMul's core (matmul_output_dims, matmul_accumulate) and schedule are shared with
 // MatMulInteger and QLinearMatMul (linear_util.h).
+// Gradients: matmul_grad, gemm_grad (the formulas are at each).
 #include <algorithm>
 #include <string>
 
@@ -375,6 +376,79 @@ OpDef packed_op() {
     return d;
 }
 
+// ---- gradients (op/gradient.h) ----
+
+using Grads = std::vector<ir::Value*>;
+
+// The last two dims of v swapped (a Transpose; rank >= 2).
+ir::Value* swap_last(GradientBuilder& b, ir::Value* v) {
+    const int r = v->type().rank();
+    std::vector<int64_t> perm(static_cast<size_t>(r));
+    for (int i = 0; i < r; ++i) perm[i] = i;
+    std::swap(perm[r - 2], perm[r - 1]);
+    return b.emit1("Transpose", {v}, {{"perm", perm}});
+}
+
+// Y = A B with numpy promotion: a 1-D A is [1, K], a 1-D B is [K, 1] (the added dim is dropped
+// from Y). With A2, B2 the promoted operands and G2 the gradient in Y2's shape:
+//   dA2 = G2 B2^T,  dB2 = A2^T G2,
+// each summed over the batch dims its operand broadcast, then reshaped back. Rank-2 products
+// are Gemms with trans flags (no Transpose node; oneDNN-eligible).
+Grads matmul_grad(GradientBuilder& b) {
+    ir::Value* a = b.input(0);
+    ir::Value* bb = b.input(1);
+    const Shape as = a->type().static_shape(), bs = bb->type().static_shape();
+    const Shape as2 = as.size() == 1 ? Shape{1, as[0]} : as;
+    const Shape bs2 = bs.size() == 1 ? Shape{bs[0], 1} : bs;
+    // Y2's shape: the broadcast batch dims, then [M, N].
+    const size_t rank = std::max(as2.size(), bs2.size());
+    Shape ys2;
+    for (size_t d = 0; d + 2 < rank; ++d) {
+        auto dim = [&](const Shape& s) { return d < rank - s.size() ? int64_t{1} : s[d - (rank - s.size())]; };
+        ys2.push_back(std::max(dim(as2), dim(bs2)));
+    }
+    ys2.push_back(as2[as2.size() - 2]);
+    ys2.push_back(bs2[bs2.size() - 1]);
+    ir::Value* g2 = b.reshape(b.output_grad_or_zeros(0), ys2);
+    ir::Value* a2 = b.reshape(a, as2);
+    ir::Value* b2 = b.reshape(bb, bs2);
+    const bool flat = rank == 2;
+    Grads out(2, nullptr);
+    if (b.needs_grad(0)) {
+        ir::Value* da = flat ? b.emit1("Gemm", {g2, b2}, {{"transB", int64_t{1}}}) : b.emit1("MatMul", {g2, swap_last(b, b2)});
+        out[0] = b.reshape(b.reduce_to_shape(da, ir::TensorType::of_static(a->type().dtype, as2)), as);
+    }
+    if (b.needs_grad(1)) {
+        ir::Value* db = flat ? b.emit1("Gemm", {a2, g2}, {{"transA", int64_t{1}}}) : b.emit1("MatMul", {swap_last(b, a2), g2});
+        out[1] = b.reshape(b.reduce_to_shape(db, ir::TensorType::of_static(bb->type().dtype, bs2)), bs);
+    }
+    return out;
+}
+
+// Y = alpha A' B' + beta C with A' = transA ? A^T : A (B' alike):
+//   dA' = alpha G B'^T, so dA = alpha G B'^T (transA=0) or alpha B' G^T (transA=1);
+//   dB' = alpha A'^T G, so dB = alpha A'^T G (transB=0) or alpha G^T A' (transB=1);
+//   dC = beta G summed to C's shape.
+// Each product is one Gemm whose trans flags absorb the transposes.
+Grads gemm_grad(GradientBuilder& b) {
+    const ir::Node& n = b.node();
+    const double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
+    const int64_t ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
+    ir::Value* g = b.output_grad_or_zeros(0);
+    ir::Value* a = b.input(0);
+    ir::Value* bb = b.input(1);
+    auto gemm = [&](ir::Value* x, ir::Value* y, int64_t tx, int64_t ty) {
+        return b.emit1("Gemm", {x, y}, {{"alpha", alpha}, {"transA", tx}, {"transB", ty}});
+    };
+    Grads out(b.num_inputs(), nullptr);
+    if (b.needs_grad(0)) out[0] = ta ? gemm(bb, g, tb, 1) : gemm(g, bb, 0, 1 - tb);
+    if (b.needs_grad(1)) out[1] = tb ? gemm(g, a, 1, ta) : gemm(a, g, 1 - ta, 0);
+    if (b.num_inputs() > 2 && b.input(2) && b.needs_grad(2)) {
+        ir::Value* gc = beta == 1.0 ? g : b.emit1("Mul", {g, b.scalar(beta, g->type().dtype)});
+        out[2] = b.reduce_to_shape(gc, b.input(2)->type());
+    }
+    return out;
+}
 }  // namespace
 
 int64_t matmul_packed_block(int64_t m, int64_t n) {
@@ -428,8 +502,12 @@ te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const Sha
 void schedule_matmul_stages(te::Schedule& s, const std::vector<te::Tensor>& outputs) { matmul_schedule(s, outputs); }
 
 void register_matmul_ops(OpRegistry& r) {
-    r.add(matmul_op());
-    r.add(gemm_op());
+    OpDef matmul = matmul_op();
+    matmul.gradient = matmul_grad;
+    r.add(std::move(matmul));
+    OpDef gemm = gemm_op();
+    gemm.gradient = gemm_grad;
+    r.add(std::move(gemm));
     r.add(packed_op());
 }
 

@@ -15,6 +15,7 @@
 // empty reduced dim gives the combiner's identity (0, -inf, +inf, 1) through post, as ONNX
 // specifies for empty sets. Integer inputs of L2/LogSum/LogSumExp apply post in f64 and
 // truncate back. Pattern kCommReduce.
+// Gradients: ReduceSum, ReduceMean, ReduceSumSquare (reduce_gradient).
 //
 // ArgMax / ArgMin: TE has no arg-reduction, so two stages: m = max (min) over the axis, then
 // the min (first) or max (select_last_index) of the positions r where x[..r..] == m.
@@ -265,10 +266,61 @@ OpDef arg_reduce_op(bool is_max) {
     return d;
 }
 
+
+// ---- gradients (op/gradient.h) ----
+// ReduceSum: g (in the keepdims shape) broadcast back over the reduced axes; ReduceMean: the
+// same divided by the count; ReduceSumSquare: 2 x g. The axes input gets none. With
+// noop_with_empty_axes and no axes the forward copies its input (all three), so g passes.
+
+enum class ReduceGrad { kSum, kMean, kSumSquare };
+
+GradientFn reduce_gradient(ReduceGrad kind) {
+    return [kind](GradientBuilder& b) {
+        const ir::Node& n = b.node();
+        ir::Value* x = b.input(0);
+        const Shape xs = x->type().static_shape();
+        bool noop = false;
+        const std::vector<bool> mask = reduced_mask(n, static_cast<int>(xs.size()), &noop);
+        Shape keep = xs;
+        int64_t count = 1;
+        for (size_t d = 0; d < xs.size(); ++d)
+            if (mask[d]) {
+                keep[d] = 1;
+                count *= xs[d];
+            }
+        ir::Value* g = b.reshape(b.output_grad_or_zeros(0), keep);
+        const DType t = x->type().dtype;
+        std::vector<ir::Value*> out(b.num_inputs(), nullptr);
+        if (noop) {
+            out[0] = g;
+            return out;
+        }
+        switch (kind) {
+            case ReduceGrad::kSum:
+                out[0] = b.emit1("Expand", {g, b.ints(xs)});
+                break;
+            case ReduceGrad::kMean:
+                out[0] = b.emit1("Expand", {b.emit1("Mul", {g, b.scalar(1.0 / static_cast<double>(count), t)}), b.ints(xs)});
+                break;
+            case ReduceGrad::kSumSquare:  // x broadcasts g: no Expand needed
+                out[0] = b.emit1("Mul", {b.emit1("Mul", {x, b.scalar(2.0, t)}), g});
+                break;
+        }
+        return out;
+    };
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
-    for (const ReduceKind& k : reduce_kinds()) r.add(reduce_op(k));
+    for (const ReduceKind& k : reduce_kinds()) {
+        OpDef d = reduce_op(k);
+        const std::string name = k.name;
+        if (name == "ReduceSum") d.gradient = reduce_gradient(ReduceGrad::kSum);
+        if (name == "ReduceMean") d.gradient = reduce_gradient(ReduceGrad::kMean);
+        if (name == "ReduceSumSquare") d.gradient = reduce_gradient(ReduceGrad::kSumSquare);
+        r.add(std::move(d));
+    }
     r.add(arg_reduce_op(true));
     r.add(arg_reduce_op(false));
 }

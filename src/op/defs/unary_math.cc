@@ -9,6 +9,7 @@
 //   PRelu x<0 ? slope x : x with slope broadcast unidirectionally to X;
 //   IsNaN; IsInf (detect_negative / detect_positive); Not (bool); Shrink; Swish.
 // Floats compute in their compute dtype (f16/bf16 in f32); attribute constants are converted to it.
+// Gradients: Reciprocal, LeakyRelu.
 #include <cmath>
 #include <limits>
 
@@ -106,10 +107,36 @@ void register_shrink_swish(OpRegistry& r) {
         {float_attr("alpha", 1.0)}));
 }
 
+
+// ---- gradients (op/gradient.h) ----
+
+// y = 1/x: dx = -g y^2.
+std::vector<ir::Value*> reciprocal_grad(GradientBuilder& b) {
+    ir::Value* y = b.output(0);
+    ir::Value* g = b.output_grad_or_zeros(0);
+    return {b.emit1("Neg", {b.emit1("Mul", {g, b.emit1("Mul", {y, y})})})};
+}
+
+// dx = g where x >= 0, alpha g where x < 0 (the forward's select).
+std::vector<ir::Value*> leaky_relu_grad(GradientBuilder& b) {
+    ir::Value* x = b.input(0);
+    ir::Value* g = b.output_grad_or_zeros(0);
+    const DType t = x->type().dtype;
+    ir::Value* neg = b.emit1("Less", {x, b.scalar(0.0, t)});
+    ir::Value* scaled = b.emit1("Mul", {g, b.scalar(b.node().attr_float("alpha", 0.01), t)});
+    return {b.emit1("Where", {neg, scaled, g})};
+}
+
+OpDef with_gradient(OpDef d, GradientFn grad) {
+    d.gradient = std::move(grad);
+    return d;
+}
+
 }  // namespace
 
 void register_unary_math_ops(OpRegistry& r) {
-    r.add(float_unary("Reciprocal", {1, 6, 13}, [](Expr x, const ir::Node&) { return k(x, 1) / x; }));
+    r.add(with_gradient(float_unary("Reciprocal", {1, 6, 13}, [](Expr x, const ir::Node&) { return k(x, 1) / x; }),
+                        reciprocal_grad));
     r.add(intrinsic("Floor", {1, 6, 13}, UnaryOp::kFloor));
     r.add(intrinsic("Ceil", {1, 6, 13}, UnaryOp::kCeil));
     r.add(intrinsic("Round", {11, 22}, UnaryOp::kRound));
@@ -152,10 +179,13 @@ void register_unary_math_ops(OpRegistry& r) {
             return te::max(k(x, 0), x) + te::min(k(x, 0), a * (un(UnaryOp::kExp, x / a) - k(x, 1)));
         },
         {float_attr("alpha", 1.0)}));
-    r.add(float_unary(
-        "LeakyRelu", {1, 6, 16},
-        [](Expr x, const ir::Node& n) { return te::select(x < k(x, 0), k(x, n.attr_float("alpha", 0.01)) * x, x); },
-        {float_attr("alpha", 0.01)}));
+    r.add(with_gradient(float_unary(
+                            "LeakyRelu", {1, 6, 16},
+                            [](Expr x, const ir::Node& n) {
+                                return te::select(x < k(x, 0), k(x, n.attr_float("alpha", 0.01)) * x, x);
+                            },
+                            {float_attr("alpha", 0.01)}),
+                        leaky_relu_grad));
     r.add(float_unary(
         "ThresholdedRelu", {10, 22},
         [](Expr x, const ir::Node& n) { return te::select(x > k(x, n.attr_float("alpha", 1.0)), x, k(x, 0)); },

@@ -1,6 +1,7 @@
 // Variadic elementwise ops over 1..N inputs with multidirectional (numpy) broadcasting:
 // Max Min (NaN-propagating for floats; every numeric dtype), Sum, Mean (= Sum / N; floats).
 // The inputs fold left to right into one expression of a single stage.
+// Gradients: fold_gradient.
 #include "op/elementwise_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
@@ -22,13 +23,45 @@ OpDef fold_op(const std::string& name, std::vector<int> versions, const std::vec
     });
 }
 
+
+// ---- gradients (op/gradient.h) ----
+// Sum: every input gets g summed to its shape; Mean: g / N; Max/Min: g flows to the inputs equal
+// to the result (tied inputs each get all of g: a subgradient; ties have measure zero).
+
+enum class FoldGrad { kSum, kMean, kSelect };
+
+GradientFn fold_gradient(FoldGrad kind) {
+    return [kind](GradientBuilder& b) {
+        ir::Value* g = b.output_grad_or_zeros(0);
+        const DType t = g->type().dtype;
+        if (kind == FoldGrad::kMean)
+            g = b.emit1("Mul", {g, b.scalar(1.0 / static_cast<double>(b.num_inputs()), t)});
+        std::vector<ir::Value*> out(b.num_inputs(), nullptr);
+        for (size_t i = 0; i < b.num_inputs(); ++i) {
+            if (!b.needs_grad(i)) continue;
+            ir::Value* gi = g;
+            if (kind == FoldGrad::kSelect) {
+                ir::Value* hit = b.emit1("Equal", {b.input(i), b.output(0)});
+                gi = b.emit1("Where", {hit, g, b.scalar(0.0, t)});
+            }
+            out[i] = b.reduce_to_shape(gi, b.input(i)->type());
+        }
+        return out;
+    };
+}
+
+OpDef with_gradient(OpDef d, FoldGrad kind) {
+    d.gradient = fold_gradient(kind);
+    return d;
+}
+
 }  // namespace
 
 void register_variadic_ops(OpRegistry& r) {
-    r.add(fold_op("Max", {1, 6, 8, 12, 13}, numeric_types(), BinaryOp::kMax));
-    r.add(fold_op("Min", {1, 6, 8, 12, 13}, numeric_types(), BinaryOp::kMin));
-    r.add(fold_op("Sum", {1, 6, 8, 13}, float_types(), BinaryOp::kAdd));
-    r.add(fold_op("Mean", {1, 6, 8, 13}, float_types(), BinaryOp::kAdd, true));
+    r.add(with_gradient(fold_op("Max", {1, 6, 8, 12, 13}, numeric_types(), BinaryOp::kMax), FoldGrad::kSelect));
+    r.add(with_gradient(fold_op("Min", {1, 6, 8, 12, 13}, numeric_types(), BinaryOp::kMin), FoldGrad::kSelect));
+    r.add(with_gradient(fold_op("Sum", {1, 6, 8, 13}, float_types(), BinaryOp::kAdd), FoldGrad::kSum));
+    r.add(with_gradient(fold_op("Mean", {1, 6, 8, 13}, float_types(), BinaryOp::kAdd, true), FoldGrad::kMean));
 }
 
 }  // namespace kiln::op

@@ -1,0 +1,228 @@
+// Reverse-mode autodiff over ir::Graph (autodiff/differentiate.h).
+//
+// Algorithm:
+//  1. Forward sweep (topological order): the values a wrt value reaches through floating-point
+//     values ("active" values), each remembering one wrt value it comes from (for errors).
+//     Integer and bool values never become active, so index/shape paths stop here.
+//  2. Backward sweep: the values the loss depends on through floating-point inputs.
+//     A node is on a path when one of its inputs is active and one of its outputs reaches the
+//     loss; only those nodes are differentiated.
+//  3. Reverse topological walk over the on-path nodes: sum the contributions to each output's
+//     gradient (Add), call the op's gradient entry with a builder that appends nodes at the end
+//     of the graph, check the returned types, and record the contributions to the inputs.
+// Every appended node reads forward values (earlier in the order) and gradient values appended
+// before it, so appending keeps the node order topological without a re-sort.
+#include "autodiff/differentiate.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "op/registry.h"
+#include "pass/rewrite.h"
+#include "support/error.h"
+
+namespace kiln::autodiff {
+namespace {
+
+bool is_float_tensor(const ir::Value* v) { return v && v->type().is_tensor() && dtype_is_float(v->type().dtype); }
+
+std::string node_label(const ir::Node& n) { return n.name().empty() ? n.op() : n.name(); }
+
+/// Appends the nodes of the backward graph: every node is named "grad/<label>".
+class Emitter {
+public:
+    explicit Emitter(ir::Graph& g) : g_(g) {}
+
+    std::vector<ir::Value*> emit(const std::string& label, const std::string& op,
+                                 const std::vector<ir::Value*>& inputs, ir::AttrMap attrs, int num_outputs) {
+        const std::string name = std::string(kGradPrefix) + label;
+        for (const ir::Value* in : inputs)
+            KILN_CHECK(in == nullptr || in->type().is_static(), kInternal)
+                << "bug in Kiln: gradient node " << op << " for '" << label << "' reads '" << in->name()
+                << "' of non-static type " << in->type().str();
+        ir::Node* n = pass::add_inferred_node(g_, op, inputs, std::move(attrs), num_outputs, name + "/");
+        n->set_name(name);
+        return n->outputs();
+    }
+
+    ir::Value* constant(const std::string& label, Tensor data) {
+        return pass::add_constant_like(g_, std::string(kGradPrefix) + label + "/c", std::move(data));
+    }
+
+    /// The sum of `parts` (one Add per extra part), or nullptr when empty.
+    ir::Value* sum(const std::string& label, const std::vector<ir::Value*>& parts) {
+        if (parts.empty()) return nullptr;
+        ir::Value* acc = parts[0];
+        for (size_t i = 1; i < parts.size(); ++i) acc = emit(label, "Add", {acc, parts[i]}, {}, 1).at(0);
+        return acc;
+    }
+
+private:
+    ir::Graph& g_;
+};
+
+class Builder : public op::GradientBuilder {
+public:
+    Builder(const ir::Node& n, Emitter& e, std::vector<ir::Value*> out_grads, std::vector<bool> needs)
+        : node_(n), emitter_(e), out_grads_(std::move(out_grads)), needs_(std::move(needs)) {}
+
+    const ir::Node& node() const override { return node_; }
+    ir::Value* output_grad(size_t i) const override { return i < out_grads_.size() ? out_grads_[i] : nullptr; }
+    bool needs_grad(size_t i) const override { return i < needs_.size() && needs_[i]; }
+    std::vector<ir::Value*> emit(const std::string& op, const std::vector<ir::Value*>& inputs, ir::AttrMap attrs,
+                                 int num_outputs) override {
+        return emitter_.emit(node_label(node_), op, inputs, std::move(attrs), num_outputs);
+    }
+    ir::Value* constant(Tensor data) override { return emitter_.constant(node_label(node_), std::move(data)); }
+
+private:
+    const ir::Node& node_;
+    Emitter& emitter_;
+    std::vector<ir::Value*> out_grads_;
+    std::vector<bool> needs_;
+};
+
+Tensor filled(const ir::TensorType& t, double v) {
+    Tensor out(t.dtype, t.static_shape());
+    for (int64_t i = 0; i < out.numel(); ++i) {
+        if (t.dtype == DType::kFloat64) out.data_as<double>()[i] = v;
+        else out.data_as<float>()[i] = static_cast<float>(v);
+    }
+    return out;
+}
+
+void check_fillable(const ir::Value* v, const char* what) {
+    KILN_CHECK(v->type().dtype == DType::kFloat32 || v->type().dtype == DType::kFloat64, kUnsupported)
+        << "differentiate: " << what << " '" << v->name() << "' has dtype " << dtype_name(v->type().dtype)
+        << " (f32 and f64 gradients only)";
+}
+
+/// Gives the final gradient of `w` the name "grad/<w>": renames the value when it is a fresh
+/// node result of the backward graph, else adds an Identity (the value is a constant, another
+/// wrt's gradient, or a forward value).
+ir::Value* name_final(ir::Graph& g, Emitter& e, ir::Value* w, ir::Value* grad,
+                      std::unordered_set<const ir::Value*>& named) {
+    std::string want = std::string(kGradPrefix) + w->name();
+    if (g.find_value(want)) want = g.fresh_name(want + "_");
+    const bool fresh = grad->producer() && is_backward_node(*grad->producer()) && !named.count(grad);
+    if (fresh) {
+        grad->set_name(want);
+    } else {
+        grad = e.emit(w->name(), "Identity", {grad}, {}, 1).at(0);
+        grad->set_name(want);
+    }
+    named.insert(grad);
+    return grad;
+}
+
+}  // namespace
+
+Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Value*>& wrt, const GradientOptions& opts) {
+    KILN_CHECK(loss != nullptr, kInvalidArgument) << "differentiate: no loss value";
+    KILN_CHECK(is_float_tensor(loss), kInvalidArgument)
+        << "differentiate: loss '" << loss->name() << "' must be a floating-point tensor, got " << loss->type().str();
+    KILN_CHECK(loss->type().is_static() && shape_numel(loss->type().static_shape()) == 1, kInvalidArgument)
+        << "differentiate: loss '" << loss->name() << "' must be a scalar (one element), got " << loss->type().str();
+    check_fillable(loss, "loss");
+    for (const ir::Value* w : wrt) {
+        KILN_CHECK(w != nullptr, kInvalidArgument) << "differentiate: a wrt value is null";
+        KILN_CHECK(is_float_tensor(w), kInvalidArgument)
+            << "differentiate: cannot differentiate '" << loss->name() << "' with respect to '" << w->name()
+            << "' of type " << w->type().str() << " (floating-point values only)";
+        check_fillable(w, "wrt value");
+    }
+    const std::vector<ir::Node*> nodes = g.nodes();
+
+    // 1. Active values, each with the wrt value it comes from.
+    std::unordered_map<const ir::Value*, const ir::Value*> origin;
+    for (const ir::Value* w : wrt) origin.emplace(w, w);
+    for (const ir::Node* n : nodes) {
+        const ir::Value* from = nullptr;
+        for (const ir::Value* in : n->inputs())
+            if (in && origin.count(in)) { from = origin.at(in); break; }
+        if (!from) continue;
+        for (const ir::Value* o : n->outputs())
+            if (is_float_tensor(o)) origin.emplace(o, from);
+    }
+    // 2. Values the loss depends on through floating-point values.
+    std::unordered_set<const ir::Value*> to_loss{loss};
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+        const ir::Node* n = *it;
+        bool reaches = false;
+        for (const ir::Value* o : n->outputs()) reaches = reaches || to_loss.count(o);
+        if (!reaches) continue;
+        for (const ir::Value* in : n->inputs())
+            if (is_float_tensor(in)) to_loss.insert(in);
+    }
+
+    // 3. The reverse walk.
+    Emitter emitter(g);
+    std::unordered_map<const ir::Value*, std::vector<ir::Value*>> contributions;
+    contributions[loss].push_back(emitter.constant("seed", filled(loss->type(), opts.seed)));
+    const op::OpRegistry& registry = op::OpRegistry::global();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+        ir::Node* n = *it;
+        const ir::Value* from = nullptr;
+        std::vector<bool> needs(n->num_inputs(), false);
+        for (size_t i = 0; i < n->num_inputs(); ++i) {
+            const ir::Value* in = n->input(i);
+            if (in && is_float_tensor(in) && origin.count(in)) {
+                needs[i] = true;
+                if (!from) from = origin.at(in);
+            }
+        }
+        if (!from) continue;
+        bool on_path = false;
+        for (const ir::Value* o : n->outputs()) on_path = on_path || (origin.count(o) && to_loss.count(o));
+        if (!on_path) continue;
+
+        std::vector<ir::Value*> out_grads(n->num_outputs(), nullptr);
+        bool any = false;
+        for (size_t k = 0; k < n->num_outputs(); ++k) {
+            auto c = contributions.find(n->output(k));
+            if (c == contributions.end()) continue;
+            out_grads[k] = emitter.sum(node_label(*n), c->second);
+            any = true;
+        }
+        if (!any) continue;  // every consumer's entry said "no gradient" for these outputs
+
+        const op::OpDef* def = registry.find(n->op());
+        KILN_CHECK(def && def->gradient, kUnsupported)
+            << "no gradient for op '" << n->op() << "' (node '" << node_label(*n) << "'): needed to differentiate '"
+            << loss->name() << "' with respect to '" << from->name() << "'";
+        Builder b(*n, emitter, out_grads, needs);
+        const std::vector<ir::Value*> in_grads = def->gradient(b);
+        KILN_CHECK(in_grads.size() == n->num_inputs(), kInternal)
+            << "bug in Kiln: gradient of " << n->op() << " returned " << in_grads.size() << " values for "
+            << n->num_inputs() << " inputs (" << n->describe() << ")";
+        for (size_t i = 0; i < in_grads.size(); ++i) {
+            ir::Value* gi = in_grads[i];
+            if (!gi || !needs[i]) continue;
+            KILN_CHECK(gi->type() == n->input(i)->type(), kInternal)
+                << "bug in Kiln: gradient of " << n->op() << " input " << i << " has type " << gi->type().str()
+                << ", expected " << n->input(i)->type().str() << " (" << n->describe() << ")";
+            contributions[n->input(i)].push_back(gi);
+        }
+    }
+
+    Gradients out;
+    std::unordered_set<const ir::Value*> named;
+    for (ir::Value* w : wrt) {
+        auto c = contributions.find(w);
+        ir::Value* grad = c == contributions.end() ? nullptr : emitter.sum(w->name(), c->second);
+        if (!grad) grad = emitter.constant(w->name() + "/zero", filled(w->type(), 0.0));
+        out.grads.push_back(name_final(g, emitter, w, grad, named));
+    }
+    return out;
+}
+
+std::vector<ir::Value*> float_constants(const ir::Graph& g) {
+    std::vector<ir::Value*> out;
+    for (ir::Value* c : g.constants())
+        if (is_float_tensor(c)) out.push_back(c);
+    return out;
+}
+
+bool is_backward_node(const ir::Node& n) { return n.name().rfind(kGradPrefix, 0) == 0; }
+
+}  // namespace kiln::autodiff

@@ -9,8 +9,11 @@
 //    run time from the optional scalar input;
 //  - ReverseSequence (10): along time_axis, the first seq_lens[b] elements of batch b are
 //    reversed (lengths read at run time, clamped into [0, T]);
-//  - Dropout (inference): identity, optional mask output all true. training_mode (a value
-//    input) true with a ratio other than 0 is random and kUnsupported.
+//  - Dropout: inference (or ratio 0): identity, optional mask output all true. Training
+//    (training_mode, a value input, true): keep = hash(seed, element index) >= ratio * 2^32,
+//    y = keep ? x / (1 - ratio) : 0, mask = keep. The mask is a pure function of the seed (the
+//    `seed` attribute, else a hash of the node name) and the index: the same every run, so a
+//    training step reproduces it (the gradient reads it) but it does not change between steps.
 #include <string>
 
 #include "op/broadcast.h"
@@ -214,12 +217,64 @@ OpDef reverse_sequence_op() {
     return d;
 }
 
+double dropout_ratio(const ir::Node& n) {
+    const double r = has_input(n, 1) ? constant_scalar(n, 1, "ratio").get_f64(0) : 0.5;
+    KILN_CHECK(r >= 0.0 && r < 1.0, kInvalidModel) << node_label(n) << ": ratio must be in [0, 1), got " << r;
+    return r;
+}
+
 // True when Dropout runs in training mode with a nonzero ratio (random output).
 bool dropout_is_random(const ir::Node& n) {
     if (!has_input(n, 2)) return false;
     if (constant_scalar(n, 2, "training_mode").get_i64(0) == 0) return false;
-    double ratio = has_input(n, 1) ? constant_scalar(n, 1, "ratio").get_f64(0) : 0.5;
-    return ratio != 0.0;
+    return dropout_ratio(n) != 0.0;
+}
+
+// The mask's seed: the `seed` attribute, else a hash (FNV-1a) of the node's name, so that two
+// unseeded Dropouts draw different masks. 32 bits.
+int64_t dropout_seed(const ir::Node& n) {
+    if (n.has_attr("seed")) return n.attr_int("seed", 0) & 0xffffffffLL;
+    uint32_t h = 2166136261u;
+    for (unsigned char ch : n.name()) h = (h ^ ch) * 16777619u;
+    return h;
+}
+
+// A 32-bit integer mix of v < 2^32 (two xor-shift-multiply rounds; the 27-bit multiplier keeps
+// every product below 2^63, so the int64 arithmetic never overflows).
+Expr mix32(Expr v) {
+    const Expr mask = te::int_imm(0xffffffffLL), sh = te::int_imm(16), mul = te::int_imm(0x45d9f3b);
+    for (int round = 0; round < 2; ++round)
+        v = te::binary(te::BinaryOp::kBitAnd, te::binary(te::BinaryOp::kBitXor, te::binary(te::BinaryOp::kShr, v, sh), v) * mul,
+                       mask);
+    return te::binary(te::BinaryOp::kBitXor, te::binary(te::BinaryOp::kShr, v, sh), v);
+}
+
+// Dropout's gradient: dY where the mask kept the element, scaled by 1 / (1 - ratio); dY itself
+// when the node is not random. The mask is a pure function of (seed, element index), so a
+// second Dropout with the forward's inputs and seed reproduces it when the node has no mask
+// output.
+std::vector<ir::Value*> dropout_gradient(GradientBuilder& b) {
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    ir::Value* dy = b.output_grad(0);
+    if (!dy || !b.needs_grad(0)) return grads;
+    const ir::Node& n = b.node();
+    if (!dropout_is_random(n)) {
+        grads[0] = dy;
+        return grads;
+    }
+    ir::Value* mask = nullptr;
+    if (n.num_outputs() > 1) {
+        mask = b.output(1);
+    } else {
+        ir::AttrMap attrs = n.attrs();
+        attrs["seed"] = dropout_seed(n);
+        std::vector<ir::Value*> in(n.inputs().begin(), n.inputs().end());
+        mask = b.emit("Dropout", in, attrs, 2).at(1);
+    }
+    const DType dt = dy->type().dtype;
+    ir::Value* scaled = b.emit1("Mul", {dy, b.scalar(1.0 / (1.0 - dropout_ratio(n)), dt)});
+    grads[0] = b.emit1("Where", {mask, scaled, b.scalar(0.0, dt)});
+    return grads;
 }
 
 OpDef dropout_op() {
@@ -235,22 +290,40 @@ OpDef dropout_op() {
     d.infer = [](const ir::Node& n) {
         const auto& x = input_type(n, 0, "data");
         check_dtype(n, "data", x.dtype, float_types());
-        KILN_CHECK(!dropout_is_random(n), kUnsupported)
-            << node_label(n) << ": training_mode=true with a nonzero ratio (random dropout) is not supported";
+        dropout_ratio(n);
         std::vector<ir::TensorType> out{x};
         if (n.num_outputs() > 1) out.push_back({DType::kBool, x.shape});
         return out;
     };
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
+        const bool random = dropout_is_random(a.node);
+        const double ratio = random ? dropout_ratio(a.node) : 0.0;
+        const int64_t seed = dropout_seed(a.node);
+        // keep = hash(seed, flat index) >= ratio * 2^32: each element kept with probability 1 - ratio.
+        const int64_t threshold = static_cast<int64_t>(ratio * 4294967296.0);
+        auto keep = [&](const std::vector<Var>& i) {
+            Expr flat = te::int_imm(0);
+            for (size_t k = 0; k < i.size(); ++k) flat = flat * x->shape[k] + Expr(i[k]);
+            Expr lo = te::binary(te::BinaryOp::kBitAnd, flat, te::int_imm(0xffffffffLL));
+            return mix32(te::binary(te::BinaryOp::kBitXor, lo, mix32(te::int_imm(seed) + te::binary(te::BinaryOp::kShr, flat, te::int_imm(32))))) >=
+                   te::int_imm(threshold);
+        };
+        const DType cdt = te::compute_dtype(a.out_dtype());
         std::vector<te::Tensor> outs{te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) { return te::read(x, i); }, "Dropout", a.out_dtype())};
+            a.out_shape(), [&](const std::vector<Var>& i) {
+                if (!random) return te::read(x, i);
+                Expr v = te::cast(cdt, te::read(x, i)) * te::make_const(cdt, 1.0 / (1.0 - ratio));
+                return te::select(keep(i), v, te::make_const(cdt, 0));
+            },
+            "Dropout", a.out_dtype())};
         if (a.output_types.size() > 1)
             outs.push_back(te::compute(
-                a.out_shape(1), [](const std::vector<Var>&) { return te::int_imm(1, DType::kBool); }, "DropoutMask",
-                DType::kBool));
+                a.out_shape(1), [&](const std::vector<Var>& i) { return random ? keep(i) : te::int_imm(1, DType::kBool); },
+                "DropoutMask", DType::kBool));
         return outs;
     };
+    d.gradient = dropout_gradient;
     return d;
 }
 

@@ -19,6 +19,82 @@ namespace {
 using te::Expr;
 using te::Var;
 
+// ---- Gradient (op/gradient.h) ----
+// Per channel c, over the axes R = N and the spatial axes (count m), with k = scale * invstd:
+//  - training mode (batch statistics mu, var; xhat = (x - mu) * invstd, invstd = 1/sqrt(var+eps)):
+//      dB = sum_R dY, dscale = sum_R dY xhat, dX = k (dY - dB / m - xhat dscale / m);
+//    the statistics are recomputed from X (the node does not output them); the running_mean /
+//    running_var outputs are not differentiated, and input_mean / input_var get no gradient.
+//  - inference (a fixed affine y = x k + B - mean k): dX = dY k, dB = sum_R dY,
+//      dscale = sum_R dY xhat, dmean = -dB k, dvar = -dscale scale invstd^2 / 2.
+
+// v in the dtype of `like` (scale / B / mean / var may be another float type than X).
+ir::Value* as_dtype_of(GradientBuilder& b, ir::Value* v, ir::Value* like) {
+    if (v->type().dtype == like->type().dtype) return v;
+    return b.emit1("CastLike", {v, like});
+}
+
+std::vector<ir::Value*> batch_norm_gradient(GradientBuilder& b) {
+    const ir::Node& n = b.node();
+    std::vector<ir::Value*> grads(5, nullptr);
+    ir::Value* dy = b.output_grad(0);
+    if (!dy) return grads;
+    ir::Value* x = b.input(0);
+    const DType dt = x->type().dtype;
+    const Shape xs = x->type().static_shape();
+    const bool training = n.attr_int("training_mode", 0) != 0;
+    const double eps = n.attr_float("epsilon", 1e-5);
+    std::vector<int64_t> axes = {0};
+    Shape bshape(xs.size(), 1);  // [1, C, 1, ...]
+    bshape[1] = xs[1];
+    int64_t m = xs[0];
+    for (size_t d = 2; d < xs.size(); ++d) {
+        axes.push_back(static_cast<int64_t>(d));
+        m *= xs[d];
+    }
+    const ir::AttrMap keep = {{"keepdims", int64_t{1}}};
+    auto per_channel = [&](ir::Value* v) { return b.reshape(as_dtype_of(b, v, x), bshape); };
+    auto to_input = [&](ir::Value* v, size_t i) { return as_dtype_of(b, b.reshape(v, {xs[1]}), b.input(i)); };
+
+    ir::Value *mean = nullptr, *var = nullptr;
+    if (training) {
+        mean = b.emit1("ReduceMean", {x, b.ints(axes)}, keep);
+        ir::Value* xc = b.emit1("Sub", {x, mean});
+        var = b.emit1("ReduceMean", {b.emit1("Mul", {xc, xc}), b.ints(axes)}, keep);
+    } else {
+        mean = per_channel(b.input(3));
+        var = per_channel(b.input(4));
+    }
+    ir::Value* xc = b.emit1("Sub", {x, mean});
+    ir::Value* invstd =
+        b.emit1("Div", {b.scalar(1.0, dt), b.emit1("Sqrt", {b.emit1("Add", {var, b.scalar(eps, dt)})})});
+    ir::Value* scale = per_channel(b.input(1));
+    ir::Value* k = b.emit1("Mul", {scale, invstd});
+    ir::Value* xhat = b.emit1("Mul", {xc, invstd});
+    ir::Value* sum_dy = b.emit1("ReduceSum", {dy, b.ints(axes)}, keep);
+    const bool want_xhat_sum = b.needs_grad(1) || (training && b.needs_grad(0)) || (!training && b.needs_grad(4));
+    ir::Value* sum_dyx = want_xhat_sum ? b.emit1("ReduceSum", {b.emit1("Mul", {dy, xhat}), b.ints(axes)}, keep) : nullptr;
+
+    if (b.needs_grad(0)) {
+        if (training) {
+            ir::Value* inv_m = b.scalar(1.0 / static_cast<double>(m), dt);
+            ir::Value* centered = b.emit1("Sub", {dy, b.emit1("Mul", {sum_dy, inv_m})});
+            ir::Value* proj = b.emit1("Mul", {xhat, b.emit1("Mul", {sum_dyx, inv_m})});
+            grads[0] = b.emit1("Mul", {k, b.emit1("Sub", {centered, proj})});
+        } else {
+            grads[0] = b.emit1("Mul", {dy, k});
+        }
+    }
+    if (b.needs_grad(1)) grads[1] = to_input(sum_dyx, 1);
+    if (b.needs_grad(2)) grads[2] = to_input(sum_dy, 2);
+    if (!training && b.needs_grad(3)) grads[3] = to_input(b.emit1("Neg", {b.emit1("Mul", {sum_dy, k})}), 3);
+    if (!training && b.needs_grad(4)) {
+        ir::Value* t = b.emit1("Mul", {b.emit1("Mul", {sum_dyx, k}), invstd});
+        grads[4] = to_input(b.emit1("Mul", {t, b.scalar(-0.5, dt)}), 4);
+    }
+    return grads;
+}
+
 OpDef batch_norm_op() {
     OpDef d;
     d.name = "BatchNormalization";
@@ -117,6 +193,7 @@ OpDef batch_norm_op() {
         outs.insert(outs.end(), running.begin(), running.end());
         return outs;
     };
+    d.gradient = batch_norm_gradient;
     return d;
 }
 

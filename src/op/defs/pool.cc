@@ -8,6 +8,7 @@
 // LpPool: (sum over the window of |x|^p)^(1/p) over a zero-padded copy (pads add nothing);
 // p = 1 and 2 use |x| / x*x and sqrt, other p use pow. GlobalLpPool / GlobalMaxPool reduce over
 // every spatial dim.
+#include <algorithm>
 #include <string>
 
 #include "op/op_util.h"
@@ -52,6 +53,163 @@ void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         if (work > kParallelMin && t->numel() / t->shape[nd - 1] > 1) st.parallel(f);
     }
     default_schedule(s, outputs);
+}
+
+// ---- Gradients (op/gradient.h) ----
+// The windowed pools scatter dY back through Col2Im (the sum of overlapping blocks, computed as
+// a gather over the block offsets): a column tensor [N, C * K, L] (K window offsets, L output
+// positions) holds each output's contribution to each of its window's positions, and Col2Im
+// adds them into X's shape, dropping the padding positions.
+//  - MaxPool: the contribution goes to the argmax only: MaxPool's Indices (the smallest flat
+//    index among the maxima, the element PyTorch routes to; taken from the node when it has
+//    them in row-major order, else from a second MaxPool) compared with the in-plane index of
+//    each window position (-1 for a padding position) picks exactly one offset per output, so
+//    ties never count twice. GlobalMaxPool is the one-window case.
+//  - AveragePool: every window offset gets dY / count, with the forward's count per output
+//    (count_include_pad either way, ceil_mode windows clipped the same way).
+
+// The Col2Im inverse of the windows of `g` over spatial dims `in`: cols [N, C, K, L] -> X shape.
+ir::Value* windows_to_image(GradientBuilder& b, ir::Value* cols, const WindowGeometry& g,
+                            const std::vector<int64_t>& in) {
+    const Shape cs = cols->type().static_shape();
+    const int sp = g.spatial();
+    std::vector<int64_t> pads = g.pads_begin;
+    pads.resize(2 * sp);
+    for (int d = 0; d < sp; ++d) {
+        // The end pad that makes Col2Im's block count the pool's output size (ceil_mode windows
+        // may reach past the declared end pad; floor mode may leave the last rows unread).
+        const int64_t eff = (g.kernel[d] - 1) * g.dilations[d] + 1;
+        pads[sp + d] = std::max<int64_t>(0, (g.out[d] - 1) * g.strides[d] + eff - in[d] - g.pads_begin[d]);
+    }
+    ir::Value* flat = b.reshape(cols, {cs[0], cs[1] * cs[2], cs[3]});
+    return b.emit1("Col2Im", {flat, b.ints(in), b.ints(g.kernel)},
+                   {{"dilations", g.dilations}, {"pads", pads}, {"strides", g.strides}});
+}
+
+// E[k, l]: the in-plane row-major index of window offset k of output position l, -1 where it
+// falls in the padding.
+Tensor window_positions(const WindowGeometry& g, const std::vector<int64_t>& in) {
+    const int sp = g.spatial();
+    int64_t K = 1, L = 1;
+    for (int d = 0; d < sp; ++d) K *= g.kernel[d], L *= g.out[d];
+    Tensor t(DType::kInt64, {K, L});
+    int64_t* e = t.data_as<int64_t>();
+    std::vector<int64_t> k(sp, 0);
+    for (int64_t ki = 0; ki < K; ++ki) {
+        std::vector<int64_t> o(sp, 0);
+        for (int64_t li = 0; li < L; ++li) {
+            int64_t flat = 0;
+            bool inside = true;
+            for (int d = 0; d < sp; ++d) {
+                const int64_t p = o[d] * g.strides[d] + k[d] * g.dilations[d] - g.pads_begin[d];
+                inside &= p >= 0 && p < in[d];
+                flat = flat * in[d] + p;
+            }
+            e[ki * L + li] = inside ? flat : -1;
+            for (int d = sp - 1; d >= 0 && ++o[d] == g.out[d]; --d) o[d] = 0;
+        }
+        for (int d = sp - 1; d >= 0 && ++k[d] == g.kernel[d]; --d) k[d] = 0;
+    }
+    return t;
+}
+
+// dX of a max pool with geometry g over x, given its row-major Indices.
+ir::Value* max_pool_grad(GradientBuilder& b, ir::Value* x, ir::Value* dy, ir::Value* indices, const WindowGeometry& g) {
+    const Shape xs = x->type().static_shape();
+    const std::vector<int64_t> in(xs.begin() + 2, xs.end());
+    int64_t plane = 1, L = 1, K = 1;
+    for (int d = 0; d < g.spatial(); ++d) plane *= in[d], L *= g.out[d], K *= g.kernel[d];
+    const Shape col = {xs[0], xs[1], 1, L};
+    ir::Value* local = b.emit1("Mod", {indices, b.scalar(static_cast<double>(plane), DType::kInt64)});
+    ir::Value* hit = b.emit1("Equal", {b.reshape(local, col), b.constant(window_positions(g, in))});
+    ir::Value* cols = b.emit1("Where", {hit, b.reshape(dy, col), b.scalar(0.0, x->type().dtype)});
+    return windows_to_image(b, cols, g, in);
+}
+
+// The forward's row-major Indices: its own second output when it has one, else a second MaxPool
+// with the same window (storage_order dropped: column-major indices would not match E).
+ir::Value* row_major_indices(GradientBuilder& b) {
+    const ir::Node& n = b.node();
+    if (n.num_outputs() > 1 && n.attr_int("storage_order", 0) == 0) return b.output(1);
+    ir::AttrMap attrs = n.attrs();
+    attrs.erase("storage_order");
+    return b.emit("MaxPool", {b.input(0)}, attrs, 2).at(1);
+}
+
+std::vector<ir::Value*> max_pool_gradient(GradientBuilder& b) {
+    ir::Value* dy = b.output_grad(0);
+    if (!dy || !b.needs_grad(0)) return {nullptr};
+    WindowGeometry g = pool_geometry(b.node(), b.input(0)->type().shape);
+    return {max_pool_grad(b, b.input(0), dy, row_major_indices(b), g)};
+}
+
+std::vector<ir::Value*> global_max_pool_gradient(GradientBuilder& b) {
+    ir::Value* dy = b.output_grad(0);
+    if (!dy || !b.needs_grad(0)) return {nullptr};
+    const Shape xs = b.input(0)->type().static_shape();
+    const std::vector<int64_t> in(xs.begin() + 2, xs.end());
+    ir::Value* ind = b.emit("MaxPool", {b.input(0)}, {{"kernel_shape", in}}, 2).at(1);
+    WindowGeometry g;
+    g.kernel = in;
+    g.strides = g.dilations = std::vector<int64_t>(in.size(), 1);
+    g.pads_begin = g.pads_end = std::vector<int64_t>(in.size(), 0);
+    g.out = std::vector<int64_t>(in.size(), 1);
+    return {max_pool_grad(b, b.input(0), dy, ind, g)};
+}
+
+// 1 / count for each output position of an AveragePool, as the forward counts (pool_compute.cc).
+Tensor inverse_counts(const WindowGeometry& g, const std::vector<int64_t>& in, bool include_pad, DType dtype) {
+    const int sp = g.spatial();
+    Shape shape(g.out.begin(), g.out.end());
+    Tensor counts(DType::kFloat64, shape);
+    const int64_t L = counts.numel();
+    std::vector<int64_t> o(sp, 0);
+    for (int64_t li = 0; li < L; ++li) {
+        double c = 1;
+        for (int d = 0; d < sp; ++d) {
+            const int64_t lo = include_pad ? -g.pads_begin[d] : 0, hi = include_pad ? in[d] + g.pads_end[d] : in[d];
+            int64_t inside = 0;
+            for (int64_t k = 0; k < g.kernel[d]; ++k) {
+                const int64_t p = o[d] * g.strides[d] - g.pads_begin[d] + k * g.dilations[d];
+                inside += p >= lo && p < hi;
+            }
+            c *= static_cast<double>(inside);
+        }
+        counts.data_as<double>()[li] = c > 0 ? 1.0 / c : 0.0;
+        for (int d = sp - 1; d >= 0 && ++o[d] == g.out[d]; --d) o[d] = 0;
+    }
+    if (dtype == DType::kFloat64) return counts;
+    KILN_CHECK(dtype == DType::kFloat32, kUnsupported)
+        << "AveragePool gradient in " << dtype_name(dtype) << " (f32 and f64 only)";
+    Tensor f(DType::kFloat32, shape);
+    for (int64_t i = 0; i < L; ++i) f.data_as<float>()[i] = static_cast<float>(counts.data_as<double>()[i]);
+    return f;
+}
+
+std::vector<ir::Value*> average_pool_gradient(GradientBuilder& b) {
+    ir::Value* dy = b.output_grad(0);
+    if (!dy || !b.needs_grad(0)) return {nullptr};
+    ir::Value* x = b.input(0);
+    const Shape xs = x->type().static_shape();
+    const std::vector<int64_t> in(xs.begin() + 2, xs.end());
+    WindowGeometry g = pool_geometry(b.node(), x->type().shape);
+    const bool include_pad = b.node().attr_int("count_include_pad", 0) != 0;
+    int64_t L = 1, K = 1;
+    for (int d = 0; d < g.spatial(); ++d) L *= g.out[d], K *= g.kernel[d];
+    ir::Value* scaled = b.emit1("Mul", {dy, b.constant(inverse_counts(g, in, include_pad, x->type().dtype))});
+    ir::Value* cols = b.emit1("Expand", {b.reshape(scaled, {xs[0], xs[1], 1, L}), b.ints({xs[0], xs[1], K, L})});
+    return {windows_to_image(b, cols, g, in)};
+}
+
+std::vector<ir::Value*> global_average_pool_gradient(GradientBuilder& b) {
+    ir::Value* dy = b.output_grad(0);
+    if (!dy || !b.needs_grad(0)) return {nullptr};
+    const ir::TensorType& xt = b.input(0)->type();
+    const Shape xs = xt.static_shape();
+    int64_t plane = 1;
+    for (size_t d = 2; d < xs.size(); ++d) plane *= xs[d];
+    ir::Value* scaled = b.emit1("Mul", {dy, b.scalar(1.0 / static_cast<double>(plane), xt.dtype)});
+    return {b.emit1("Expand", {scaled, b.ints(xs)})};
 }
 
 OpDef max_pool_op() {
@@ -111,6 +269,7 @@ OpDef max_pool_op() {
         return std::vector<te::Tensor>{y, ind};
     };
     d.schedule = pool_schedule;
+    d.gradient = max_pool_gradient;
     return d;
 }
 
@@ -135,6 +294,7 @@ OpDef average_pool_op() {
         return std::vector<te::Tensor>{out};
     };
     d.schedule = pool_schedule;
+    d.gradient = average_pool_gradient;
     return d;
 }
 
@@ -159,6 +319,7 @@ OpDef global_average_pool_op() {
         return std::vector<te::Tensor>{
             global_pool_tensor(a.in(0), a.out_shape(), a.out_dtype(), /*is_max=*/false, "GlobalAveragePool")};
     };
+    d.gradient = global_average_pool_gradient;
     return d;
 }
 
@@ -265,7 +426,9 @@ OpDef global_pool_op(const char* name, bool is_max) {
 void register_pool_ops(OpRegistry& r) {
     r.add(lp_pool_op());
     r.add(global_pool_op("GlobalLpPool", false));
-    r.add(global_pool_op("GlobalMaxPool", true));
+    OpDef gmp = global_pool_op("GlobalMaxPool", true);
+    gmp.gradient = global_max_pool_gradient;
+    r.add(std::move(gmp));
     r.add(max_pool_op());
     r.add(average_pool_op());
     r.add(global_average_pool_op());

@@ -50,13 +50,18 @@ TEST(LayerNormalizationGradient, BroadcastScaleAndNoBias) {
 }
 
 // Float32 with all three outputs in the loss: the entry reads the node's Mean / InvStdDev.
+// And with Y only (the entry recomputes the statistics in f32).
 TEST(LayerNormalizationGradient, Float32WithStatisticsOutputs) {
     uint64_t seed = 20;
     GradCheckOptions o;
-    o.num_outputs = 3;
     o.eps = 1e-2;
     o.rtol = 2e-2;
     o.atol = 2e-3;
+    check_op_gradient("LayerNormalization",
+                      {random_tensor({3, 4}, -2, 2, seed++, DType::kFloat32),
+                       random_tensor({4}, 0.5, 1.5, seed++, DType::kFloat32)},
+                      {}, o);
+    o.num_outputs = 3;
     for (int64_t axis : {-1, 1}) {
         SCOPED_TRACE("axis " + std::to_string(axis));
         const Shape norm = axis == 1 ? Shape{3, 4} : Shape{4};

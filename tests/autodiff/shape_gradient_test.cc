@@ -264,5 +264,24 @@ TEST(ExpandGradient, BroadcastAxesAreSummed) {
     }
 }
 
+// Float32 (the usual training dtype): the gradient graphs' kernels in f32, larger steps.
+TEST(ShapeGradient, Float32) {
+    GradCheckOptions o;
+    o.eps = 1e-2;
+    o.rtol = 1e-2;
+    o.atol = 1e-3;
+    const DType f32 = DType::kFloat32;
+    uint64_t seed = 300;
+    check_op_gradient("Slice",
+                      {random_tensor({5, 6}, -1, 1, seed++, f32), int64_tensor({-1, 1}), int64_tensor({0, 6}),
+                       int64_tensor({0, 1}), int64_tensor({-2, 2})},
+                      {}, o);
+    check_op_gradient("Gather", {random_tensor({6, 4}, -1, 1, seed++, f32), int64_tensor({5, 0, 5, 2, -1})}, {}, o);
+    check_op_gradient("Concat", {random_tensor({2, 3}, -1, 1, seed++, f32), random_tensor({2, 2}, -1, 1, seed++, f32)},
+                      {{"axis", int64_t{-1}}}, o);
+    check_op_gradient("Expand", {random_tensor({3, 1}, -1, 1, seed++, f32), int64_tensor({2, 3, 4})}, {}, o);
+    check_op_gradient("Transpose", {random_tensor({2, 3, 4}, -1, 1, seed++, f32)}, {{"perm", std::vector<int64_t>{1, 2, 0}}}, o);
+}
+
 }  // namespace
 }  // namespace kiln

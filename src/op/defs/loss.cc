@@ -162,10 +162,12 @@ std::vector<ir::Value*> loss_gradient(GradientBuilder& b, bool log_softmax) {
     Tensor off_on(dt, {2});
     off_on.set_f64(0, 0.0);
     off_on.set_f64(1, 1.0);
-    ir::Value* mask = b.emit1("OneHot", {target, b.ints({xs[1]}), b.constant(std::move(off_on))}, {{"axis", int64_t{1}}});
+    ir::Value* mask =
+        b.emit1("OneHot", {target, b.ints({xs[1]}), b.constant(std::move(off_on))}, {{"axis", int64_t{1}}});
     if (n.has_attr("ignore_index")) {
         const DType tdt = target->type().dtype;
-        ir::Value* ignored = b.emit1("Equal", {target, b.scalar(static_cast<double>(n.attr_int("ignore_index", 0)), tdt)});
+        const double ignore_index = static_cast<double>(n.attr_int("ignore_index", 0));
+        ir::Value* ignored = b.emit1("Equal", {target, b.scalar(ignore_index, tdt)});
         ir::Value* keep = b.emit1("Where", {ignored, b.scalar(0.0, dt), b.scalar(1.0, dt)});
         mask = b.emit1("Mul", {mask, b.emit1("Unsqueeze", {keep, b.ints({1})})});
     }

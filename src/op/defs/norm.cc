@@ -76,7 +76,8 @@ std::vector<ir::Value*> layer_norm_gradient(GradientBuilder& b) {
 
     if (dy && has_input(n, 2) && b.needs_grad(2)) grads[2] = b.reduce_to_shape(dy, b.input(2)->type());
     if (b.needs_grad(1))
-        grads[1] = dy ? b.reduce_to_shape(b.emit1("Mul", {dy, xhat}), b.input(1)->type()) : b.filled(b.input(1)->type(), 0.0);
+        grads[1] = dy ? b.reduce_to_shape(b.emit1("Mul", {dy, xhat}), b.input(1)->type())
+                      : b.filled(b.input(1)->type(), 0.0);
     if (!b.needs_grad(0)) return grads;
 
     std::vector<ir::Value*> parts;
@@ -84,7 +85,8 @@ std::vector<ir::Value*> layer_norm_gradient(GradientBuilder& b) {
         ir::Value* dxhat = b.emit1("Mul", {dy, b.input(1)});
         ir::Value* m1 = row_mean(dxhat);
         ir::Value* m2 = row_mean(b.emit1("Mul", {dxhat, xhat}));
-        parts.push_back(b.emit1("Mul", {inv, b.emit1("Sub", {b.emit1("Sub", {dxhat, m1}), b.emit1("Mul", {xhat, m2})})}));
+        ir::Value* centered_dxhat = b.emit1("Sub", {dxhat, m1});
+        parts.push_back(b.emit1("Mul", {inv, b.emit1("Sub", {centered_dxhat, b.emit1("Mul", {xhat, m2})})}));
     }
     // The statistics outputs are f32 (the stash type): their gradients cast to X's dtype.
     auto stat_grad = [&](size_t i) -> ir::Value* {

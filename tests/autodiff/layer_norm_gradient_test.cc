@@ -99,5 +99,15 @@ TEST(LayerNormalizationGradient, Float64WithStatisticsOutputs) {
     }
 }
 
+// Unfused (-O0): every gradient node its own kernel.
+TEST(LayerNormalizationGradient, Unfused) {
+    GradCheckOptions o;
+    o.compile.opt_level = 0;
+    check_op_gradient("LayerNormalization",
+                      {random_tensor({2, 3, 4}, -2, 2, 41), random_tensor({3, 4}, 0.5, 1.5, 42),
+                       random_tensor({4}, -1, 1, 43)},
+                      {{"axis", int64_t{-2}}}, o);
+}
+
 }  // namespace
 }  // namespace kiln

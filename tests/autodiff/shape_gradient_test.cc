@@ -283,5 +283,20 @@ TEST(ShapeGradient, Float32) {
     check_op_gradient("Transpose", {random_tensor({2, 3, 4}, -1, 1, seed++, f32)}, {{"perm", std::vector<int64_t>{1, 2, 0}}}, o);
 }
 
+// Unfused (-O0): every gradient node its own kernel.
+TEST(ShapeGradient, Unfused) {
+    GradCheckOptions o;
+    o.compile.opt_level = 0;
+    uint64_t seed = 400;
+    check_op_gradient("Slice",
+                      {random_tensor({6, 5}, -1, 1, seed++), int64_tensor({-2, 0}), int64_tensor({-7, 5}),
+                       int64_tensor({0, 1}), int64_tensor({-3, 2})},
+                      {}, o);
+    check_op_gradient("Gather", {random_tensor({3, 4, 2}, -1, 1, seed++), int64_tensor({3, 3, 0}, {1, 3})},
+                      {{"axis", int64_t{1}}}, o);
+    o.num_outputs = 2;
+    check_op_gradient("Split", {random_tensor({4, 3}, -1, 1, seed++)}, {}, o);
+}
+
 }  // namespace
 }  // namespace kiln

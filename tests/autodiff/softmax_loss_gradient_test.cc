@@ -182,5 +182,15 @@ TEST(SoftmaxLossGradient, Float32) {
     }
 }
 
+// Unfused (-O0): every gradient node its own kernel.
+TEST(SoftmaxLossGradient, Unfused) {
+    GradCheckOptions o;
+    o.compile.opt_level = 0;
+    uint64_t seed = 4000;
+    check_op_gradient("Softmax", {random_tensor({2, 3, 4}, -2, 2, seed++)}, {{"axis", int64_t{1}}}, o);
+    const LossCase c = {{3, 4, 2}, true, 1, true};
+    check_op_gradient("SoftmaxCrossEntropyLoss", loss_inputs(c, seed, -2, 2), loss_attrs(c, "mean"), o);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -43,6 +43,7 @@
 #include "ir/graph.h"
 #include "op/registry.h"
 #include "pass/rewrite.h"
+#include "pass/verify_typed.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
@@ -225,6 +226,7 @@ inline void check_graph_gradient(const std::string& what, const LossGraphFn& bui
     ASSERT_EQ(bwd.inputs().size(), inputs.size()) << what;
     autodiff::Gradients grads = autodiff::differentiate(bwd, loss, bwd.inputs());
     bwd.set_outputs(grads.grads);
+    pass::verify_typed_graph(bwd);  // topological order, types matching inference
     std::vector<Tensor> analytic = CompiledGraph(bwd, opts.compile).run(inputs);
     ASSERT_EQ(analytic.size(), inputs.size()) << what;
 

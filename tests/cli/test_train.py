@@ -242,3 +242,73 @@ def test_resume_of_a_finished_run_only_exports(setup):
     a, b = initializers(tmp / "a.onnx"), initializers(tmp / "b.onnx")
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])
+
+
+# ---- data options, progress display, the training memory plan -------------------------------
+
+def test_normalize_is_the_affine_map_of_the_data(setup):
+    """--normalize 1,2 on x trains exactly as no flag on (x - 1) / 2 written by numpy."""
+    model, data, tmp = setup
+    d = np.load(data)
+    np.savez(tmp / "pre.npz", x=((d["x"] - np.float32(1)) / np.float32(2)).astype(np.float32), labels=d["labels"])
+    common = ["--optimizer", "sgd", "--lr", "0.1", "--batch-size", "16", "--epochs", "2", "--seed", "3"]
+    a = kiln("train", model, "--data", data, "--normalize", "1,2", *common, "--export", tmp / "a.onnx")
+    b = kiln("train", model, "--data", tmp / "pre.npz", *common, "--export", tmp / "b.onnx")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    wa, wb = initializers(tmp / "a.onnx"), initializers(tmp / "b.onnx")
+    for name in wa:
+        np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)
+
+
+def test_random_flip_changes_training_deterministically(setup):
+    model, data, tmp = setup
+    common = ["--data", data, "--optimizer", "sgd", "--lr", "0.1", "--batch-size", "16", "--epochs", "1"]
+    runs = [kiln("train", model, *common, *flags, "--export", tmp / f"{i}.onnx")
+            for i, flags in enumerate([["--random-flip"], ["--random-flip"], []])]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    w = [initializers(tmp / f"{i}.onnx")["W1"] for i in range(3)]
+    np.testing.assert_array_equal(w[0], w[1])
+    assert not np.array_equal(w[0], w[2])
+
+
+def test_progress_redraws_in_place_on_a_terminal(setup):
+    import pty
+    model, data, _ = setup
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([str(KILN), "train", str(model), "--data", str(data), "--batch-size", "16",
+                             "--epochs", "2"], stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    text = out.decode()
+    assert "\r" in text and "\x1b[K" in text and "epoch 2/2" in text and "samples/s" in text
+
+
+def test_progress_lines_when_not_a_terminal(setup):
+    model, data, _ = setup
+    r = kiln("train", model, "--data", data, "--batch-size", "16", "--epochs", "1", "--log-every", "3")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("epoch 1/1 step")]
+    assert [line.split()[3] for line in lines] == ["3/15", "6/15", "9/15", "12/15", "15/15"]
+    assert "\r" not in r.stderr
+
+
+def test_inspect_memory_of_the_training_step(setup):
+    model, _, _ = setup
+    peaks = []
+    for batch in (8, 64):
+        r = kiln("inspect", model, "--memory", "--train", "--batch-size", batch, "--optimizer", "adam")
+        assert r.returncode == 0, r.stderr
+        peaks.append(int(r.stdout.split("training step peak (planned intermediates): ")[1].split()[0]))
+    assert 0 < peaks[0] < peaks[1]
+    # The hidden layer h f32[64,8] alone is 2 KiB: the plan at batch 64 holds at least it.
+    assert peaks[1] >= 64 * 8 * 4

@@ -26,6 +26,7 @@ class ProgressBar {
 public:
     /// `tty`: redraw in place; otherwise one line per `log_every` steps (>= 1).
     ProgressBar(bool tty, int64_t log_every);
+    void set_log_every(int64_t steps) { log_every_ = steps < 1 ? 1 : steps; }
     /// Shows `p` (redrawn, or printed when its step is due).
     void update(const Progress& p);
     /// Prints a whole line (the eval line, a note), first ending a line being redrawn.

@@ -135,7 +135,7 @@ TrainingOptions training_options(const TrainArgs& a, std::map<std::string, int64
     return o;
 }
 
-int train(TrainArgs a) {
+int train_run(TrainArgs a, ProgressBar& bar) {
     KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError) << "cannot open model '" << a.model << "': no such file";
     KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
     KILN_CHECK(a.checkpoint_every == 0 || !a.checkpoint_dir.empty(), kInvalidArgument)
@@ -182,8 +182,7 @@ int train(TrainArgs a) {
         csv = std::make_unique<MetricsCsv>(a.metrics_csv, a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
     if (!a.checkpoint_dir.empty()) std::filesystem::create_directories(a.checkpoint_dir);
 
-    bool tty = ProgressBar::stderr_is_tty();
-    ProgressBar bar(tty, a.log_every > 0 ? a.log_every : std::max<int64_t>(1, steps_per_epoch / 5));
+    if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
     bar.print_line(data.describe);
     bar.print_line(fmt::format("model: {} ({} parameters to train), batch {}, {} steps per epoch; step compiled in {:.2f} s",
                                a.model, session->parameter_names().size(), a.data.batch_size, steps_per_epoch, compile_s));
@@ -251,6 +250,17 @@ int train(TrainArgs a) {
         fmt::print(stderr, "wrote {}\n", a.export_path);
     }
     return 0;
+}
+
+int train(const TrainArgs& a) {
+    bool tty = ProgressBar::stderr_is_tty();
+    ProgressBar bar(tty, a.log_every);
+    try {
+        return train_run(a, bar);
+    } catch (...) {
+        bar.finish();  // the error message starts on a line of its own
+        throw;
+    }
 }
 
 }  // namespace

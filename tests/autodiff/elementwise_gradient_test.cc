@@ -49,6 +49,12 @@ TEST(ElementwiseGradient, PowBothOperandsAndAnIntegerExponent) {
         SCOPED_TRACE(shape_str(as) + " with " + shape_str(bs));
         check_op_gradient("Pow", {random_tensor(as, 0.5, 2, seed++), random_tensor(bs, -1.5, 2.5, seed++)}, {});
     }
+    // Zero bases: d/dp 0^p = 0 (not 0 * ln 0 = NaN); the exponent alone is differentiated
+    // (a central difference in the base would read 0^p at a negative base).
+    GradCheckOptions exponent_only;
+    exponent_only.wrt = {1};
+    check_op_gradient("Pow", {float_tensor({2, 3}, {0.0, 1.5, 0.0, 0.7, 2.0, 0.0}), random_tensor({3}, 1.5, 2.5, 8)}, {},
+                      exponent_only);
     // An int64 exponent is a constant: only the base is differentiated (negative bases too).
     check_op_gradient("Pow", {random_tensor({2, 3}, -2, 2, 7), testing::int64_tensor({3})}, {});
 }

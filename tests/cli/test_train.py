@@ -312,3 +312,17 @@ def test_inspect_memory_of_the_training_step(setup):
     assert 0 < peaks[0] < peaks[1]
     # The hidden layer h f32[64,8] alone is 2 KiB: the plan at batch 64 holds at least it.
     assert peaks[1] >= 64 * 8 * 4
+
+
+def test_fields_cast_to_the_input_dtypes(setup):
+    """x stored as f64 and labels as i32 train exactly as f32 / i64 (exactly representable data)."""
+    model, data, tmp = setup
+    d = np.load(data)
+    np.savez(tmp / "wide.npz", x=d["x"].astype(np.float64), labels=d["labels"].astype(np.int32))
+    common = ["--optimizer", "sgd", "--lr", "0.1", "--batch-size", "16", "--epochs", "1"]
+    a = kiln("train", model, "--data", data, *common, "--export", tmp / "a.onnx")
+    b = kiln("train", model, "--data", tmp / "wide.npz", *common, "--export", tmp / "b.onnx")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    wa, wb = initializers(tmp / "a.onnx"), initializers(tmp / "b.onnx")
+    for name in wa:
+        np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)

@@ -318,7 +318,7 @@ void add_train_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--metrics-csv", a->metrics_csv, "Write per-step and per-epoch metrics (continued by --resume)")->type_name("FILE");
     sub->add_option("--log-every", a->log_every, "Print a progress line every N steps when stderr is not a terminal (default: 5 per epoch)")
         ->type_name("N");
-    sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD")->type_name("MEAN,STD")->delimiter(',');
+    sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD (per channel: M1,..,Mc,S1,..,Sc)")->type_name("MEAN,STD")->delimiter(',');
     sub->add_option("--random-crop", a->data.random_crop, "Pad the input's last two axes by PAD, cut a random HxW window")
         ->type_name("H,W,PAD")
         ->delimiter(',');

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "data/transforms.h"
 #include "kiln/error.h"
 
 namespace kiln::cli {
@@ -22,73 +23,6 @@ std::shared_ptr<data::Source> open_checked(const std::string& path, const char* 
     std::shared_ptr<data::Source> src = data::open_source(path);
     KILN_CHECK(src->size() > 0, kInvalidArgument) << option << " '" << path << "' holds no records";
     return src;
-}
-
-/// Converts `t` to `to` (integers to floats, floats to floats, integers to integers; floats to
-/// integers only when every value is whole, as labels stored as floats are).
-Tensor cast_field(const Tensor& t, DType to, const std::string& field) {
-    Tensor out(to, t.shape());
-    bool int_target = dtype_is_int(to);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        if (int_target && !dtype_is_int(t.dtype())) {
-            double v = t.get_f64(i);
-            KILN_CHECK(std::floor(v) == v, kInvalidArgument)
-                << "data field '" << field << "' holds " << v << ", which is not a whole number, but feeds an "
-                << dtype_name(to) << " input";
-            out.set_i64(i, static_cast<int64_t>(v));
-        } else if (int_target) {
-            out.set_i64(i, t.get_i64(i));
-        } else {
-            out.set_f64(i, t.get_f64(i));
-        }
-    }
-    return out;
-}
-
-/// Pads the last two axes by `pad` zeros on every side, then cuts an h x w window at a random
-/// offset (torchvision's RandomCrop with padding).
-Tensor random_crop(const Tensor& t, int64_t h, int64_t w, int64_t pad, data::Rng& rng, const std::string& field) {
-    const Shape& s = t.shape();
-    KILN_CHECK(s.size() >= 2 && t.dtype() == DType::kFloat32, kInvalidArgument)
-        << "--random-crop: data field '" << field << "' must be f32 with at least 2 dims (…, H, W), got "
-        << dtype_name(t.dtype()) << shape_str(s);
-    int64_t H = s[s.size() - 2], W = s.back();
-    KILN_CHECK(h <= H + 2 * pad && w <= W + 2 * pad, kInvalidArgument)
-        << "--random-crop " << h << "," << w << "," << pad << ": the window is larger than field '" << field
-        << "' padded (" << H + 2 * pad << "x" << W + 2 * pad << ")";
-    int64_t oy = static_cast<int64_t>(rng() % static_cast<uint64_t>(H + 2 * pad - h + 1)) - pad;
-    int64_t ox = static_cast<int64_t>(rng() % static_cast<uint64_t>(W + 2 * pad - w + 1)) - pad;
-    Shape os = s;
-    os[s.size() - 2] = h;
-    os.back() = w;
-    Tensor out(DType::kFloat32, os);  // zero-filled: the padding
-    int64_t planes = t.numel() / (H * W);
-    const float* src = t.data_as<float>();
-    float* dst = out.data_as<float>();
-    for (int64_t p = 0; p < planes; ++p)
-        for (int64_t y = 0; y < h; ++y)
-            for (int64_t x = 0; x < w; ++x) {
-                int64_t sy = y + oy, sx = x + ox;
-                if (sy >= 0 && sy < H && sx >= 0 && sx < W) dst[(p * h + y) * w + x] = src[(p * H + sy) * W + sx];
-            }
-    return out;
-}
-
-/// Mirrors the last axis with probability 1/2.
-void random_flip(Tensor& t, data::Rng& rng) {
-    if (rng() & 1 || t.shape().empty()) return;
-    int64_t w = t.shape().back(), rows = w ? t.numel() / w : 0;
-    size_t es = dtype_size(t.dtype());
-    auto* p = static_cast<unsigned char*>(t.data());
-    std::vector<unsigned char> tmp(es);
-    for (int64_t r = 0; r < rows; ++r)
-        for (int64_t a = 0, b = w - 1; a < b; ++a, --b) {
-            unsigned char* x = p + (r * w + a) * es;
-            unsigned char* y = p + (r * w + b) * es;
-            std::memcpy(tmp.data(), x, es);
-            std::memcpy(x, y, es);
-            std::memcpy(y, tmp.data(), es);
-        }
 }
 
 /// Maps every step input to a data field (see train_data.h).
@@ -126,26 +60,28 @@ std::map<std::string, std::string> map_fields(const DataArgs& args, const StepIn
     return field_of;
 }
 
-/// The stages every record goes through: dtype casts and the label range check.
-void add_check_stages(data::Pipeline& p, const TrainData& d, const StepInputs& step, const std::string& data_path) {
-    std::map<std::string, DType> want;
-    for (const TensorInfo& in : step.inputs) want[d.field_of.at(in.name)] = in.dtype;
+/// The stages every record goes through: the label check (before any cast: a float label must
+/// be a whole number), then casts of fields whose dtype is not the step input's.
+void add_check_stages(data::Pipeline& p, const TrainData& d, const StepInputs& step, const data::Source& source,
+                      const std::string& data_path) {
     std::string label_field = step.labels.empty() ? "" : d.field_of.at(step.labels);
     int64_t classes = step.num_classes;
-    p.map([want, label_field, classes, data_path](data::Example& e, data::Rng&) {
-        for (const auto& [field, dtype] : want) {
-            Tensor& t = e.at(field);
-            if (t.dtype() != dtype) t = cast_field(t, dtype, field);
-        }
-        if (classes <= 0 || label_field.empty()) return;
-        const Tensor& labels = e.at(label_field);
-        for (int64_t i = 0; i < labels.numel(); ++i) {
-            int64_t v = labels.get_i64(i);
-            KILN_CHECK(v >= 0 && v < classes, kInvalidArgument)
-                << "label " << v << " out of range in '" << data_path << "' (field '" << label_field
-                << "'): the model's loss output has " << classes << " classes, expected 0 <= label < " << classes;
-        }
-    });
+    if (classes > 0 && !label_field.empty())
+        p.map([label_field, classes, data_path](data::Example& e, data::Rng&) {
+            const Tensor& labels = e.at(label_field);
+            for (int64_t i = 0; i < labels.numel(); ++i) {
+                double v = labels.get_f64(i);
+                KILN_CHECK(v >= 0 && v < static_cast<double>(classes) && std::floor(v) == v, kInvalidArgument)
+                    << "label " << v << " out of range in '" << data_path << "' (field '" << label_field
+                    << "'): the model's loss output has " << classes << " classes, expected a whole number 0 <= label < "
+                    << classes;
+            }
+        });
+    data::Example first = source.get(0);
+    for (const TensorInfo& in : step.inputs) {
+        const std::string& field = d.field_of.at(in.name);
+        if (first.at(field).dtype() != in.dtype) p.map(data::cast(in.dtype, field));
+    }
 }
 
 }  // namespace
@@ -183,7 +119,7 @@ void build_pipelines(const DataArgs& args, const StepInputs& step, TrainData& d)
     data::PipelineOptions po{.batch_size = args.batch_size, .drop_remainder = true, .shuffle = args.shuffle,
                              .seed = args.seed, .prefetch = 2, .map_threads = args.map_threads};
     d.train = std::make_unique<data::Pipeline>(d.train_source, po);
-    add_check_stages(*d.train, d, step, args.data);
+    add_check_stages(*d.train, d, step, *d.train_source, args.data);
     // Augmentation applies to the field of the model's first input (the image).
     auto first = std::find_if(step.inputs.begin(), step.inputs.end(),
                               [&](const TensorInfo& in) { return in.name != step.labels; });
@@ -193,31 +129,30 @@ void build_pipelines(const DataArgs& args, const StepInputs& step, TrainData& d)
         KILN_CHECK(args.random_crop.size() == 3 && args.random_crop[0] > 0 && args.random_crop[1] > 0 && args.random_crop[2] >= 0,
                    kInvalidArgument)
             << "--random-crop takes H,W,PAD (positive H and W, PAD >= 0)";
-        int64_t h = args.random_crop[0], w = args.random_crop[1], pad = args.random_crop[2];
-        d.train->map([=](data::Example& e, data::Rng& rng) { e.at(image) = random_crop(e.at(image), h, w, pad, rng, image); });
+        d.train->map(data::random_crop(args.random_crop[0], args.random_crop[1], args.random_crop[2], image));
     }
-    if (args.random_flip) d.train->map([=](data::Example& e, data::Rng& rng) { random_flip(e.at(image), rng); });
-    auto add_normalize = [&](data::Pipeline& p) {
-        if (args.normalize.empty()) return;
-        KILN_CHECK(args.normalize.size() == 2 && args.normalize[1] != 0, kInvalidArgument)
-            << "--normalize takes MEAN,STD with STD != 0";
-        float mean = static_cast<float>(args.normalize[0]), inv = static_cast<float>(1.0 / args.normalize[1]);
-        p.map([=](data::Example& e, data::Rng&) {
-            Tensor& t = e.at(image);
-            KILN_CHECK(t.dtype() == DType::kFloat32, kInvalidArgument)
-                << "--normalize: field '" << image << "' is " << dtype_name(t.dtype()) << ", expected f32";
-            float* x = t.data_as<float>();
-            for (int64_t i = 0; i < t.numel(); ++i) x[i] = (x[i] - mean) * inv;
-        });
-    };
-    add_normalize(*d.train);
+    if (args.random_flip) d.train->map(data::random_flip_horizontal(0.5, image));
+    std::vector<float> mean, stddev;
+    if (!args.normalize.empty()) {
+        // MEAN,STD, or per channel M1,..,Mc,S1,..,Sc.
+        size_t n = args.normalize.size() / 2;
+        KILN_CHECK(args.normalize.size() % 2 == 0, kInvalidArgument)
+            << "--normalize takes MEAN,STD or M1,..,Mc,S1,..,Sc (as many means as stds), got " << args.normalize.size()
+            << " values";
+        for (size_t i = 0; i < n; ++i) {
+            KILN_CHECK(args.normalize[n + i] != 0, kInvalidArgument) << "--normalize: a standard deviation is 0";
+            mean.push_back(static_cast<float>(args.normalize[i]));
+            stddev.push_back(static_cast<float>(args.normalize[n + i]));
+        }
+        d.train->map(data::normalize(mean, stddev, image));
+    }
     if (d.eval_source) {
         data::PipelineOptions eo = po;
         eo.shuffle = false;
         eo.drop_remainder = false;  // every eval record counts: step_batch pads the last batch
         d.eval = std::make_unique<data::Pipeline>(d.eval_source, eo);
-        add_check_stages(*d.eval, d, step, args.eval_data.empty() ? args.data : args.eval_data);
-        add_normalize(*d.eval);
+        add_check_stages(*d.eval, d, step, *d.eval_source, args.eval_data.empty() ? args.data : args.eval_data);
+        if (!mean.empty()) d.eval->map(data::normalize(mean, stddev, image));
     }
 }
 

@@ -24,7 +24,7 @@ struct DataArgs {
     double eval_split = 0;  // the last fraction of --data's records, held out (when no --eval-data)
     std::string input_name;
     std::string label_name;
-    std::vector<double> normalize;   // MEAN,STD
+    std::vector<double> normalize;     // MEAN,STD or M1..Mc,S1..Sc
     std::vector<int64_t> random_crop;  // H,W,PAD
     bool random_flip = false;
     bool shuffle = true;

@@ -218,7 +218,8 @@ Grads div_grad(GB& b) {
             b.needs_grad(1) ? to_input(b, 1, b.emit1("Neg", {mul(b, ga, b.output(0))})) : nullptr};
 }
 
-// y = x^p: dx = g p x^(p-1), dp = g y ln x (defined for x > 0 only, as in every framework).
+// y = x^p: dx = g p x^(p-1), dp = g y ln x (for x > 0; 0 at x = 0; NaN for x < 0, where y is
+// NaN too unless p is an integer).
 Grads pow_grad(GB& b) {
     ir::Value* g = b.output_grad_or_zeros(0);
     ir::Value* x = b.input(0);
@@ -231,7 +232,9 @@ Grads pow_grad(GB& b) {
         out[0] = to_input(b, 0, mul(b, g, mul(b, p, pm1)));
     }
     if (b.needs_grad(1)) {
-        ir::Value* gy = mul(b, mul(b, g, b.output(0)), b.emit1("Log", {x}));
+        // At x = 0, y = 0 and y ln x is 0 * -inf: the limit 0 (PyTorch's choice), not NaN.
+        ir::Value* at_zero = b.emit1("Equal", {x, scalar_like(b, x, 0.0)});
+        ir::Value* gy = b.emit1("Where", {at_zero, scalar_like(b, x, 0.0), mul(b, mul(b, g, b.output(0)), b.emit1("Log", {x}))});
         if (gy->type().dtype != b.input(1)->type().dtype)
             gy = b.emit1("Cast", {gy}, {{"to", int64_t{dtype_to_onnx(b.input(1)->type().dtype)}}});
         out[1] = to_input(b, 1, gy);

@@ -9,7 +9,10 @@
 #  4. pytest: CLI, models vs ONNX Runtime, bad-input errors
 #  5. kiln serve end to end: tests/serve with tritonclient and perf_analyzer (a venv made by
 #     scripts/serve_test_env.sh), the server started on a temporary model repository
-#  6. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
+#  6. training: scripts/train_digits.sh (the digits CNN from random initialization, >= 97%
+#     held-out accuracy) and tests/training (Kiln vs PyTorch autograd, PyTorch from Debian's
+#     python3-torch run by /usr/bin/python3)
+#  7. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
 #     Runtime's (no timing assertions; keeps the benchmark script from rotting)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -51,9 +54,14 @@ echo "== kiln serve end to end (tests/serve)"
 SERVE_PY="$("$ROOT/scripts/serve_test_env.sh" "$BUILD/serve-venv")"
 KILN_BIN="$BUILD/bin/kiln" "$SERVE_PY" -m pytest -q "$ROOT/tests/serve"
 
+echo "== training demo (scripts/train_digits.sh)"
+KILN_BIN="$BUILD/bin/kiln" "$ROOT/scripts/train_digits.sh" "$BUILD/train_digits" | tail -4
+
 echo "== bench smoke"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "$BUILD/models"
 # The serving benchmarks against the ORT KServe v2 server, untimed: both answer and agree.
+# Training: recomputation on a deep net (both modes agree), untimed.
+KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke
 for b in serve_throughput serve_rt_be serve_load; do
   KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/$b.py" --smoke --models-dir "$BUILD/models"
 done

@@ -62,6 +62,7 @@ KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "
 # The serving benchmarks against the ORT KServe v2 server, untimed: both answer and agree.
 # Training: recomputation on a deep net (both modes agree), untimed.
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke
+"$BUILD/bin/kiln-bench-train-pipeline" --smoke
 for b in serve_throughput serve_rt_be serve_load; do
   KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/$b.py" --smoke --models-dir "$BUILD/models"
 done

@@ -12,7 +12,9 @@ namespace {
 /// whether it did.
 bool drop_unused_trailing_outputs(ir::Graph& g, ir::Node* n, const std::unordered_set<const ir::Value*>& outputs) {
     const op::OpDef* def = op::OpRegistry::global().find(n->op());
-    if (!def) return false;
+    // Split's output count is part of its meaning (the number of equal parts, or one part
+    // per entry of its sizes input): dropping an unused last part would change the others.
+    if (!def || n->op() == "Split") return false;
     size_t keep = n->num_outputs();
     while (keep > static_cast<size_t>(std::max(def->min_outputs, 1))) {
         const ir::Value* o = n->output(keep - 1);

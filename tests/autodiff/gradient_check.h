@@ -13,10 +13,14 @@
 // compares each gradient element with (loss(x + eps e_i) - loss(x - eps e_i)) / (2 eps),
 // where the forward executable runs twice per element: keep inputs small (tens of elements).
 //
-// dtype: use float64 inputs (1e-6 steps, tight tolerances). The generated kernels of the
-// elementwise, MatMul/Gemm and Reduce families take f64; an op whose kernels do not is tested
-// in f32 with eps ~1e-2 and rtol/atol ~1e-2 (say which in its test).
-//
+// dtype: use float64 inputs (1e-6 steps, tight tolerances). Every family probed compiles and
+// runs in f64 with generated kernels (forward agreeing with f32 to < 5e-7): the elementwise ops,
+// MatMul/Gemm, Reduce*, Conv, MaxPool/AveragePool/GlobalAveragePool, BatchNormalization,
+// Softmax/LogSoftmax, LayerNormalization, SoftmaxCrossEntropyLoss/NegativeLogLikelihoodLoss,
+// Gather, Transpose, Concat, Slice, Expand, Reshape, Dropout (inference). oneDNN takes f32 only,
+// so f64 never reaches it; test the f32 path with eps ~1e-2 and rtol/atol ~1e-2.
+// Not for random ops (a Dropout mask drawn afresh per run): the forward must be deterministic
+// across the 2n runs; ops with kinks (Relu, Clip, max) need inputs away from them (eps 1e-6).
 // check_graph_gradient does the same for any graph (its graph inputs are differentiated).
 // Also: random_tensor (seeded uniform), int64_tensor, float_tensor, CompiledGraph / run_graph
 // (compile and run an ir::Graph in-process) and weighted_sum_loss for tests that build graphs.
@@ -39,6 +43,7 @@
 #include "ir/graph.h"
 #include "op/registry.h"
 #include "pass/rewrite.h"
+#include "pass/verify_typed.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
@@ -54,8 +59,12 @@ struct GradCheckOptions {
     std::vector<int> constant_inputs;
     /// The op node's output count (outputs beyond the first feed the loss when floating-point).
     int num_outputs = 1;
+    /// Outputs that feed the loss; empty: every floating-point output.
+    std::vector<int> loss_outputs;
     /// Seed of the loss weights R_k.
     uint64_t seed = 1;
+    /// How both graphs compile (e.g. compile.opt_level = 0 to check unfused kernels).
+    compiler::CompileOptions compile;
 };
 
 /// A tensor of `shape` with elements uniform in [lo, hi), from `seed`.
@@ -177,8 +186,11 @@ inline ir::Value* build(ir::Graph& g, const std::string& op, const std::vector<T
     ir::Node* n = pass::add_inferred_node(g, op, ins, attrs, o.num_outputs, "y");
     n->set_name("node");
     std::vector<ir::Value*> outs;
-    for (ir::Value* v : n->outputs())
-        if (dtype_is_float(v->type().dtype)) outs.push_back(v);
+    for (size_t k = 0; k < n->num_outputs(); ++k) {
+        ir::Value* v = n->output(k);
+        const bool chosen = o.loss_outputs.empty() || std::count(o.loss_outputs.begin(), o.loss_outputs.end(), static_cast<int>(k));
+        if (chosen && dtype_is_float(v->type().dtype)) outs.push_back(v);
+    }
     KILN_CHECK(!outs.empty(), kInvalidArgument) << "check_op_gradient(" << op << "): no floating-point output";
     return weighted_sum_loss(g, outs, o.seed);
 }
@@ -203,8 +215,9 @@ inline std::string describe(const std::string& op, int input, const Tensor& t, i
 using LossGraphFn = std::function<ir::Value*(ir::Graph& g)>;
 
 /// Checks d loss / d (every graph input) of the graph `build` makes, fed `inputs` (graph-input
-/// order), against central differences; `what` names the check in failures. opts.wrt,
-/// constant_inputs and num_outputs are not used here.
+/// order), against central differences; `what` names the check in failures (`input_ids`: the
+/// numbers failures give the inputs, default 0..n-1). opts.wrt, constant_inputs, num_outputs
+/// and loss_outputs are not used here (weighted_sum_loss builds such a loss).
 inline void check_graph_gradient(const std::string& what, const LossGraphFn& build, const std::vector<Tensor>& inputs,
                                  const GradCheckOptions& opts = {}, const std::vector<int>& input_ids = {}) {
     // The analytic gradients.
@@ -213,13 +226,14 @@ inline void check_graph_gradient(const std::string& what, const LossGraphFn& bui
     ASSERT_EQ(bwd.inputs().size(), inputs.size()) << what;
     autodiff::Gradients grads = autodiff::differentiate(bwd, loss, bwd.inputs());
     bwd.set_outputs(grads.grads);
-    std::vector<Tensor> analytic = CompiledGraph(bwd).run(inputs);
+    pass::verify_typed_graph(bwd);  // topological order, types matching inference
+    std::vector<Tensor> analytic = CompiledGraph(bwd, opts.compile).run(inputs);
     ASSERT_EQ(analytic.size(), inputs.size()) << what;
 
     // The numerical ones: the forward graph, run with each element moved by +-eps.
     ir::Graph fwd;
     fwd.set_outputs({build(fwd)});
-    CompiledGraph forward(fwd);
+    CompiledGraph forward(fwd, opts.compile);
     int failures = 0;
     for (size_t k = 0; k < inputs.size(); ++k) {
         const Tensor& x = inputs[k];

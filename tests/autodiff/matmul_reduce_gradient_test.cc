@@ -46,6 +46,16 @@ TEST(GemmGradient, TransposesAlphaBetaAndCShapes) {
         }
 }
 
+// -O0: every node its own kernel (no fusion, no folding), the same gradients.
+TEST(MatMulGradient, UnfusedAtO0) {
+    GradCheckOptions o;
+    o.compile.opt_level = 0;
+    check_op_gradient("MatMul", {random_tensor({2, 3, 4}, -1, 1, 1), random_tensor({4, 2}, -1, 1, 2)}, {}, o);
+    check_op_gradient("Gemm", {random_tensor({4, 3}, -1, 1, 3), random_tensor({2, 4}, -1, 1, 4), random_tensor({2}, -1, 1, 5)},
+                      {{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 0.5}, {"beta", 2.0}}, o);
+    check_op_gradient("ReduceMean", {random_tensor({3, 4}, -1, 1, 6), int64_tensor({0})}, {{"keepdims", int64_t{0}}}, o);
+}
+
 TEST(ReduceGradient, AxesAndKeepdimsBothWays) {
     const Shape s = {2, 3, 4};
     const std::vector<std::vector<int64_t>> axes_sets = {{1}, {0, 2}, {-1}, {0, 1, 2}};

@@ -145,5 +145,17 @@ graph g(%x: f32[1,1,4,4]) {
 })");
 }
 
+TEST(EliminateDeadCode, KeepsEverySplitOutput) {
+    // Split's output count is its meaning: without its last (unused) part, the equal split of
+    // 6 would be into two parts of 3, not three of 2.
+    const char* g = R"(
+graph g(%x: f32[6]) {
+  %a, %b, %c = Split(%x) {num_outputs=3} : f32[2], f32[2], f32[2]
+  %y = Add(%a, %b) : f32[2]
+  return %y
+})";
+    EXPECT_PASS_GIVES(eliminate_dead_code, g, g);
+}
+
 }  // namespace
 }  // namespace kiln::pass

@@ -50,5 +50,7 @@ void add_tune_command(CLI::App& app, CommandAction& action);
 void add_rpc_server_command(CLI::App& app, CommandAction& action);
 /// `kiln serve --model-repository DIR ...`: the KServe v2 inference server (HTTP, gRPC, metrics).
 void add_serve_command(CLI::App& app, CommandAction& action);
+/// `kiln train MODEL.onnx --data DATA ...`: train a model's initializers (docs/training.md).
+void add_train_command(CLI::App& app, CommandAction& action);
 
 }  // namespace kiln::cli

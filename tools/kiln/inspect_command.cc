@@ -2,6 +2,7 @@
 // (and after chosen passes), the passes' node counts and times, every kernel's loop IR and C
 // source — or only the memory plan (--memory) or the kernel list (--kernels). For a compiled
 // artifact (`kiln compile`): what it records (metadata, CPU features) and its kernels and steps.
+// With --memory --train: the memory plan of a training step (TrainingSession::memory_report).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -11,8 +12,10 @@
 
 #include "commands.h"
 #include "kiln/kiln.h"
+#include "kiln/training.h"
 #include "name_value_args.h"
 #include "runtime/artifact.h"
+#include "train_setup.h"
 
 namespace kiln::cli {
 namespace {
@@ -28,6 +31,10 @@ struct InspectArgs {
     bool print_after_all = false;
     bool kernels = false;  // print only the kernel list
     std::string tuning_log;
+    // --memory --train: the training step's plan (TrainingSession::memory_report).
+    bool train = false;
+    int64_t batch_size = 0;
+    std::string loss = "cross_entropy", optimizer = "sgd", recompute = "none", memory_limit;
 };
 
 const char* role_name(runtime::BufferRole r) {
@@ -78,10 +85,30 @@ int inspect_artifact(const InspectArgs& args) {
     return 0;
 }
 
+/// The memory plan of one training step (forward, loss, backward, optimizer update).
+int inspect_training_step(const InspectArgs& args) {
+    KILN_CHECK(args.memory, kInvalidArgument) << "--train goes with --memory (it prints the training step's memory plan)";
+    TrainingOptions opts;
+    opts.session.dims = parse_dims(args.dims);
+    if (args.batch_size > 0) bind_batch_dim(Session::load(args.model)->inputs(), args.batch_size, opts.session.dims);
+    opts.session.kernels = args.kernel_source;
+    opts.loss.kind = args.loss;
+    opts.optimizer.kind = args.optimizer;
+    opts.recompute = args.recompute;
+    if (!args.memory_limit.empty()) opts.recompute_memory_limit = parse_bytes(args.memory_limit, "--memory-limit");
+    std::unique_ptr<TrainingSession> session = TrainingSession::create(args.model, opts);
+    std::string text = session->memory_report();
+    fmt::print("{}", text);
+    if (!text.empty() && text.back() != '\n') fmt::print("\n");
+    fmt::print("training step peak (planned intermediates): {} bytes\n", session->planned_peak_bytes());
+    return 0;
+}
+
 int inspect_model(const InspectArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
     if (runtime::is_artifact_file(args.model)) return inspect_artifact(args);
+    if (args.train) return inspect_training_step(args);
     SessionOptions opts;
     opts.dims = parse_dims(args.dims);
     opts.executor = args.executor == "sequential" ? ExecutorKind::kSequential
@@ -126,6 +153,22 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
                     "Plan for this executor: sequential, dataflow (concurrency-safe plan), or auto")
         ->capture_default_str()
         ->check(CLI::IsMember({"sequential", "dataflow", "auto"}));
+    sub->add_flag("--train", args->train,
+                  "With --memory: the memory plan of a training step (forward, loss, backward, optimizer)");
+    sub->add_option("--batch-size", args->batch_size, "--train: bind the model's batch dimension to N")
+        ->type_name("N")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--loss", args->loss, "--train: the loss (as kiln train --loss)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cross_entropy", "nll", "mse", "output"}));
+    sub->add_option("--optimizer", args->optimizer, "--train: the optimizer (its state is in the plan)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+    sub->add_option("--recompute", args->recompute, "--train: activation recomputation: none, sqrt, auto")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "sqrt", "auto"}));
+    sub->add_option("--memory-limit", args->memory_limit, "--train: budget of --recompute auto (bytes; K, M, G)")
+        ->type_name("BYTES");
     sub->callback([args, &action] { action = [args] { return inspect_model(*args); }; });
 }
 

@@ -4,6 +4,14 @@
 // dtype. Constant indices are range-checked at shape inference (kInvalidModel); runtime indices
 // cannot raise from a kernel, so out-of-range values are clamped into the axis (ONNX leaves
 // them undefined). Pattern kInjective (an embedding lookup is a gather of rows).
+//
+// Gradient (op/gradient.h), data only (indices are integers): with x viewed as [A, V, B]
+// (A = dims before axis, V = the axis, B = dims after) and the K indices flattened,
+//   dx[a, v, b] = sum_k [idx_k == v] * g[a, k, b] = MatMul(OneHot(idx) [V, K], g [A, K, B]),
+// so repeated indices accumulate. A matrix product rather than ScatterElements with
+// reduction=add: the scatter's kernel searches all K candidates per element with a compare and
+// select, the same O(A V K B) work without the register-tiled schedule MatMul gets; the price is
+// the [V, K] one-hot in memory.
 #include <string>
 
 #include "op/op_util.h"
@@ -16,6 +24,34 @@ namespace {
 
 using te::Expr;
 using te::Var;
+
+std::vector<ir::Value*> gather_gradient(GradientBuilder& b) {
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    if (!b.needs_grad(0)) return grads;
+    const ir::TensorType& xt = b.input(0)->type();
+    const Shape dims = xt.static_shape();
+    const int axis = normalize_axis(b.node(), b.node().attr_int("axis", 0), static_cast<int>(dims.size()));
+    int64_t before = 1, after = 1;
+    for (int d = 0; d < static_cast<int>(dims.size()); ++d) {
+        if (d < axis) before *= dims[d];
+        if (d > axis) after *= dims[d];
+    }
+    const int64_t extent = dims[axis];
+    const int64_t k = shape_numel(b.input(1)->type().static_shape());
+    if (k == 0 || shape_numel(dims) == 0) {
+        grads[0] = b.filled(xt, 0.0);
+        return grads;
+    }
+    Tensor off_on(xt.dtype, {2});
+    off_on.set_f64(0, 0.0);
+    off_on.set_f64(1, 1.0);
+    ir::Value* onehot = b.emit1("OneHot", {b.reshape(b.input(1), {k}), b.ints({extent}), b.constant(std::move(off_on))},
+                                {{"axis", int64_t{0}}});  // [V, K]
+    ir::Value* g = b.output_grad_or_zeros(0);
+    Shape g_view = before == 1 ? Shape{k, after} : Shape{before, k, after};
+    grads[0] = b.reshape(b.emit1("MatMul", {onehot, b.reshape(g, g_view)}), dims);
+    return grads;
+}
 
 OpDef gather_op() {
     OpDef d;
@@ -65,6 +101,7 @@ OpDef gather_op() {
             "Gather", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
+    d.gradient = gather_gradient;
     return d;
 }
 

@@ -14,6 +14,14 @@
 // returns log_prob as its second output.
 // Every stage computes in the compute dtype (f32 for f16/bf16). Pattern kOpaque: chained
 // reductions ending in a scalar.
+//
+// Gradients (op/gradient.h), built from a mask M[n, c, d..] = onehot(t)[c] * keep * (w ? w[c]
+// : 1) (OneHot along axis 1; keep zeroes ignored targets, also ones OneHot would wrap):
+//   d loss / d lp = -M * G,   G = g (none: per target, broadcast over c), g (sum), g / sum(M)
+//   (mean), where lp is NLL's input or SCE's log_prob (plus log_prob's own output gradient);
+//   SCE: dx = dlp - exp(lp) * sum_c dlp (through the log-softmax);
+//   d loss / d w[c] = sum over targets with label c (kept) of G * (-lp[t] - (mean ? loss : 0)).
+// Targets are integers: no gradient.
 #include <string>
 
 #include "op/op_util.h"
@@ -134,6 +142,84 @@ te::Tensor nll_stages(const ComputeArgs& a, const te::Tensor& x, DType cdt,
         name, odt);
 }
 
+// The gradients of both losses; `log_softmax`: SoftmaxCrossEntropyLoss (lp is log_prob).
+std::vector<ir::Value*> loss_gradient(GradientBuilder& b, bool log_softmax) {
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    const ir::Node& n = b.node();
+    const ir::TensorType& xt = b.input(0)->type();
+    const Shape xs = xt.static_shape();
+    const int rank = static_cast<int>(xs.size());
+    const DType dt = xt.dtype;
+    const std::string reduction = reduction_of(n);
+    ir::Value* target = b.input(1);
+    ir::Value* weight = has_input(n, 2) ? b.input(2) : nullptr;
+
+    // lp: the log-probabilities the NLL reads.
+    ir::Value* lp = b.input(0);
+    if (log_softmax)
+        lp = n.num_outputs() > 1 ? b.output(1) : b.emit1("LogSoftmax", {b.input(0)}, {{"axis", int64_t{1}}});
+
+    Tensor off_on(dt, {2});
+    off_on.set_f64(0, 0.0);
+    off_on.set_f64(1, 1.0);
+    ir::Value* mask =
+        b.emit1("OneHot", {target, b.ints({xs[1]}), b.constant(std::move(off_on))}, {{"axis", int64_t{1}}});
+    if (n.has_attr("ignore_index")) {
+        const DType tdt = target->type().dtype;
+        const double ignore_index = static_cast<double>(n.attr_int("ignore_index", 0));
+        ir::Value* ignored = b.emit1("Equal", {target, b.scalar(ignore_index, tdt)});
+        ir::Value* keep = b.emit1("Where", {ignored, b.scalar(0.0, dt), b.scalar(1.0, dt)});
+        mask = b.emit1("Mul", {mask, b.emit1("Unsqueeze", {keep, b.ints({1})})});
+    }
+    Shape w_view(rank, 1);
+    w_view[1] = xs[1];
+    ir::Value* wmask = weight ? b.emit1("Mul", {mask, b.reshape(weight, w_view)}) : mask;
+
+    // G: d loss / d (per-target loss), broadcastable against [N, C, d..].
+    ir::Value* g = b.output_grad(0);
+    ir::Value* G = nullptr;
+    ir::Value* wsum = nullptr;
+    if (g) {
+        if (reduction == "none") {
+            G = b.emit1("Unsqueeze", {g, b.ints({1})});
+        } else if (reduction == "sum") {
+            G = g;
+        } else {
+            wsum = b.emit1("ReduceSum", {wmask}, {{"keepdims", int64_t{0}}});
+            G = b.emit1("Div", {g, wsum});
+        }
+    }
+
+    if (b.needs_grad(0)) {
+        ir::Value* dlp = G ? b.emit1("Neg", {b.emit1("Mul", {wmask, G})}) : nullptr;
+        if (log_softmax && n.num_outputs() > 1 && b.output_grad(1))
+            dlp = dlp ? b.emit1("Add", {dlp, b.output_grad(1)}) : b.output_grad(1);
+        if (!dlp) dlp = b.filled(xt, 0.0);
+        if (log_softmax) {
+            ir::Value* total = b.emit1("ReduceSum", {dlp, b.ints({1})}, {{"keepdims", int64_t{1}}});
+            dlp = b.emit1("Sub", {dlp, b.emit1("Mul", {b.emit1("Exp", {lp}), total})});
+        }
+        grads[0] = dlp;
+    }
+
+    if (weight && b.needs_grad(2)) {
+        if (!G) {
+            grads[2] = b.filled(weight->type(), 0.0);
+        } else {
+            // -lp at each kept target, [N, 1, d..], then G * (that - loss for mean).
+            ir::Value* picked = b.emit1("Neg", {b.emit1("ReduceSum", {b.emit1("Mul", {mask, lp}), b.ints({1})},
+                                                         {{"keepdims", int64_t{1}}})});
+            if (reduction == "mean") picked = b.emit1("Sub", {picked, b.output(0)});
+            ir::Value* per_class = b.emit1("Mul", {mask, b.emit1("Mul", {picked, G})});
+            std::vector<int64_t> axes;
+            for (int d = 0; d < rank; ++d)
+                if (d != 1) axes.push_back(d);
+            grads[2] = b.emit1("ReduceSum", {per_class, b.ints(axes)}, {{"keepdims", int64_t{0}}});
+        }
+    }
+    return grads;
+}
+
 std::vector<AttrSpec> loss_attrs() {
     return {{"reduction", AttrKind::kString, ir::Attr(std::string("mean"))},
             {"ignore_index", AttrKind::kInt, std::nullopt}};
@@ -153,6 +239,7 @@ OpDef nll_loss_op() {
         const DType cdt = te::compute_dtype(x->dtype);
         return std::vector<te::Tensor>{nll_stages(a, x, cdt, "NegativeLogLikelihoodLoss")};
     };
+    d.gradient = [](GradientBuilder& b) { return loss_gradient(b, /*log_softmax=*/false); };
     return d;
 }
 
@@ -207,6 +294,7 @@ OpDef sce_loss_op() {
         }
         return outs;
     };
+    d.gradient = [](GradientBuilder& b) { return loss_gradient(b, /*log_softmax=*/true); };
     return d;
 }
 

@@ -49,6 +49,10 @@ OpDef expand_op() {
             a.out_shape(), [&](const std::vector<Var>& i) { return broadcast_read(x, i); }, "Expand", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
+    // Gradient: the output gradient summed over the broadcast axes; the shape input has none.
+    d.gradient = [](GradientBuilder& b) {
+        return std::vector<ir::Value*>{b.reduce_to_shape(b.output_grad_or_zeros(0), b.input(0)->type()), nullptr};
+    };
     return d;
 }
 

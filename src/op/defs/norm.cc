@@ -14,6 +14,14 @@
 // it into reductions and elementwise ops); as one node here it is two chained reductions plus
 // an elementwise epilogue, like Softmax, which this registry also marks opaque so the fusion
 // pass keeps it a kernel of its own.
+//
+// Gradient (op/gradient.h), with xhat = (x - mean) * inv, means over the normalized axes, N
+// their element count, dY the output gradient:
+//   dB = dY and dScale = dY * xhat, each summed down to its (broadcast) shape;
+//   dx = inv * (dY*Scale - mean(dY*Scale) - xhat * mean(dY*Scale * xhat))
+//      + dMean / N - dInvStdDev * inv^3 * (x - mean) / N       (when those outputs are used).
+// mean and inv are the node's Mean / InvStdDev outputs when it has them and X is f32 (their
+// stash type); otherwise they are recomputed in X's dtype (f64 gradients stay f64).
 
 #include <string>
 
@@ -31,6 +39,74 @@ using te::Expr;
 using te::Var;
 
 // ---- LayerNormalization ----
+
+std::vector<ir::Value*> layer_norm_gradient(GradientBuilder& b) {
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    const ir::Node& n = b.node();
+    const ir::TensorType& xt = b.input(0)->type();
+    const Shape xs = xt.static_shape();
+    const int rank = static_cast<int>(xs.size());
+    const int axis = normalize_axis(n, n.attr_int("axis", -1), rank);
+    const DType dt = xt.dtype;
+    std::vector<int64_t> axes;
+    int64_t count = 1;
+    for (int d = axis; d < rank; ++d) {
+        axes.push_back(d);
+        count *= xs[d];
+    }
+    auto row_mean = [&](ir::Value* v) {
+        return b.emit1("ReduceMean", {v, b.ints(axes)}, {{"keepdims", int64_t{1}}});
+    };
+    ir::Value* x = b.input(0);
+    ir::Value* mean = nullptr;
+    ir::Value* inv = nullptr;
+    if (dt == DType::kFloat32 && n.num_outputs() == 3) {
+        mean = b.output(1);
+        inv = b.output(2);
+    } else {
+        mean = row_mean(x);
+        ir::Value* c = b.emit1("Sub", {x, mean});
+        ir::Value* var = row_mean(b.emit1("Mul", {c, c}));
+        const double eps = n.attr_float("epsilon", 1e-5);
+        inv = b.emit1("Reciprocal", {b.emit1("Sqrt", {b.emit1("Add", {var, b.scalar(eps, dt)})})});
+    }
+    ir::Value* centered = b.emit1("Sub", {x, mean});
+    ir::Value* xhat = b.emit1("Mul", {centered, inv});
+    ir::Value* dy = b.output_grad(0);
+
+    if (dy && has_input(n, 2) && b.needs_grad(2)) grads[2] = b.reduce_to_shape(dy, b.input(2)->type());
+    if (b.needs_grad(1))
+        grads[1] = dy ? b.reduce_to_shape(b.emit1("Mul", {dy, xhat}), b.input(1)->type())
+                      : b.filled(b.input(1)->type(), 0.0);
+    if (!b.needs_grad(0)) return grads;
+
+    std::vector<ir::Value*> parts;
+    if (dy) {
+        ir::Value* dxhat = b.emit1("Mul", {dy, b.input(1)});
+        ir::Value* m1 = row_mean(dxhat);
+        ir::Value* m2 = row_mean(b.emit1("Mul", {dxhat, xhat}));
+        ir::Value* centered_dxhat = b.emit1("Sub", {dxhat, m1});
+        parts.push_back(b.emit1("Mul", {inv, b.emit1("Sub", {centered_dxhat, b.emit1("Mul", {xhat, m2})})}));
+    }
+    // The statistics outputs are f32 (the stash type): their gradients cast to X's dtype.
+    auto stat_grad = [&](size_t i) -> ir::Value* {
+        ir::Value* g = i < n.num_outputs() ? b.output_grad(i) : nullptr;
+        if (!g || g->type().dtype == dt) return g;
+        return b.emit1("Cast", {g}, {{"to", int64_t{dtype_to_onnx(dt)}}});
+    };
+    const double inv_n = 1.0 / static_cast<double>(count);
+    if (ir::Value* dmean = stat_grad(1))
+        parts.push_back(b.emit1("Expand", {b.emit1("Mul", {dmean, b.scalar(inv_n, dt)}), b.ints(xs)}));
+    if (ir::Value* dinv = stat_grad(2)) {
+        ir::Value* inv3 = b.emit1("Mul", {inv, b.emit1("Mul", {inv, inv})});
+        ir::Value* k = b.emit1("Mul", {dinv, b.emit1("Mul", {inv3, b.scalar(-inv_n, dt)})});
+        parts.push_back(b.emit1("Mul", {k, centered}));
+    }
+    ir::Value* dx = parts.empty() ? b.filled(xt, 0.0) : parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) dx = b.emit1("Add", {dx, parts[i]});
+    grads[0] = dx;
+    return grads;
+}
 
 OpDef layer_norm_op() {
     OpDef d;
@@ -170,6 +246,7 @@ OpDef layer_norm_op() {
         }
         return outs;
     };
+    d.gradient = layer_norm_gradient;
     return d;
 }
 

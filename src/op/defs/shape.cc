@@ -3,6 +3,8 @@
 // injective; any dtype. Reshape, Flatten, Squeeze and Unsqueeze read the input at the row-major
 // position of the output element. Shape and Size depend only on the static input shape: their
 // computes write constants (a select table) and never read the data.
+// Gradients (op/gradient.h): reshape-likes reshape back, Transpose by the inverse permutation,
+// Concat slices the output gradient per input; Shape and Size have none (integer outputs).
 #include <algorithm>
 #include <numeric>
 #include <utility>
@@ -41,6 +43,14 @@ std::vector<te::Tensor> reshape_compute(const ComputeArgs& a) {
     return {out};
 }
 
+// Gradient: Reshape, Flatten, Squeeze, Unsqueeze move no element: the output gradient reshaped back to the
+// input's shape. Their shape / axes input has none.
+std::vector<ir::Value*> reshape_like_gradient(GradientBuilder& b) {
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    grads[0] = b.reshape(b.output_grad_or_zeros(0), b.input(0)->type().static_shape());
+    return grads;
+}
+
 OpDef flatten_op() {
     OpDef d;
     d.name = "Flatten";
@@ -60,6 +70,7 @@ OpDef flatten_op() {
         return std::vector<ir::TensorType>{{x.dtype, {outer, inner}}};
     };
     d.compute = reshape_compute;
+    d.gradient = reshape_like_gradient;
     return d;
 }
 
@@ -118,6 +129,7 @@ OpDef reshape_op() {
         return std::vector<ir::TensorType>{{x.dtype, out}};
     };
     d.compute = reshape_compute;
+    d.gradient = reshape_like_gradient;
     return d;
 }
 
@@ -137,6 +149,14 @@ std::vector<int64_t> transpose_perm(const ir::Node& n, int rank) {
         seen[p] = true;
     }
     return perm;
+}
+
+// Transpose by the inverse permutation.
+std::vector<ir::Value*> transpose_gradient(GradientBuilder& b) {
+    const std::vector<int64_t> perm = transpose_perm(b.node(), b.input(0)->type().rank());
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
+    return {b.emit1("Transpose", {b.output_grad_or_zeros(0)}, {{"perm", inverse}})};
 }
 
 OpDef transpose_op() {
@@ -164,7 +184,28 @@ OpDef transpose_op() {
             "Transpose", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
+    d.gradient = transpose_gradient;
     return d;
+}
+
+// Each input's gradient is its stretch of the output gradient along the axis: a Slice (it fuses
+// into its consumer), for the inputs that need one.
+std::vector<ir::Value*> concat_gradient(GradientBuilder& b) {
+    ir::Value* g = b.output_grad_or_zeros(0);
+    const Shape out_shape = g->type().static_shape();
+    const int axis = normalize_axis(b.node(), b.node().attr_int("axis", 0), static_cast<int>(out_shape.size()));
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    int64_t off = 0;
+    for (size_t k = 0; k < b.num_inputs(); ++k) {
+        const int64_t len = b.input(k)->type().static_shape()[axis];
+        if (b.needs_grad(k)) {
+            grads[k] = len == out_shape[axis]
+                           ? g
+                           : b.emit1("Slice", {g, b.ints({off}), b.ints({off + len}), b.ints({axis})});
+        }
+        off += len;
+    }
+    return grads;
 }
 
 OpDef concat_op() {
@@ -223,6 +264,7 @@ OpDef concat_op() {
             "Concat", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
+    d.gradient = concat_gradient;
     return d;
 }
 
@@ -272,6 +314,7 @@ OpDef squeeze_op() {
         return std::vector<ir::TensorType>{{x.dtype, out}};
     };
     d.compute = reshape_compute;
+    d.gradient = reshape_like_gradient;
     return d;
 }
 
@@ -295,6 +338,7 @@ OpDef unsqueeze_op() {
         return std::vector<ir::TensorType>{{x.dtype, out}};
     };
     d.compute = reshape_compute;
+    d.gradient = reshape_like_gradient;
     return d;
 }
 

@@ -14,7 +14,10 @@
 //    an axis the input is read as flat.
 //  - CenterCropPad (18): per listed axis, target size t from the constant `shape` input; t < dim
 //    crops from (dim - t) / 2, t > dim pads with zeros from (t - dim) / 2 (ONNX reference).
+// Gradients (op/gradient.h): Slice (below, movement ops only) and Split (a Concat).
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "op/defs/movement_util.h"
@@ -74,6 +77,74 @@ std::vector<SliceAxis> slice_spec(const ir::Node& n, const std::vector<ir::Dim>&
     return spec;
 }
 
+// Slice gradient: dx is zero but at x[start + i * step] = g[i], per axis. Built from movement
+// ops only (no scatter): axes with negative steps are reversed first (a Slice with step -1),
+// so every step is positive; axes with step s > 1 get s - 1 zeros after each element (reshape
+// to [count, 1], Pad to [count, s], reshape to [count * s]); one constant Pad then places the
+// run at its lowest index and crops the zeros that overhang the axis (a negative end pad).
+std::vector<ir::Value*> slice_gradient(GradientBuilder& b) {
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    const ir::TensorType& xt = b.input(0)->type();
+    const Shape dims = xt.static_shape();
+    const std::vector<SliceAxis> spec = slice_spec(b.node(), to_dims(dims));
+    const int rank = static_cast<int>(dims.size());
+    for (const SliceAxis& s : spec)
+        if (s.count == 0) {  // an empty slice: x does not reach the output
+            grads[0] = b.filled(xt, 0.0);
+            return grads;
+        }
+    ir::Value* g = b.output_grad_or_zeros(0);
+
+    std::vector<int64_t> reversed;
+    for (int d = 0; d < rank; ++d)
+        if (spec[d].step < 0 && spec[d].count > 1) reversed.push_back(d);
+    if (!reversed.empty()) {
+        const size_t n = reversed.size();
+        g = b.emit1("Slice", {g, b.ints(std::vector<int64_t>(n, -1)),
+                              b.ints(std::vector<int64_t>(n, std::numeric_limits<int64_t>::min())), b.ints(reversed),
+                              b.ints(std::vector<int64_t>(n, -1))});
+    }
+
+    // Spread the strided axes: [.., count, ..] -> [.., count, 1, ..] -> pad -> [.., count * s, ..].
+    Shape split, spread;
+    std::vector<int64_t> spread_ends;
+    bool strided = false;
+    for (int d = 0; d < rank; ++d) {
+        const int64_t step = std::abs(spec[d].step), count = spec[d].count;
+        split.push_back(count);
+        spread_ends.push_back(0);
+        if (step > 1 && count > 1) {
+            strided = true;
+            split.push_back(1);
+            spread_ends.push_back(step - 1);
+            spread.push_back(count * step);
+        } else {
+            spread.push_back(count);
+        }
+    }
+    if (strided) {
+        std::vector<int64_t> pads(spread_ends.size(), 0);
+        pads.insert(pads.end(), spread_ends.begin(), spread_ends.end());
+        g = b.reshape(b.emit1("Pad", {b.reshape(g, split), b.ints(pads)}), spread);
+    }
+
+    std::vector<int64_t> begins, ends;
+    bool moved = false;
+    for (int d = 0; d < rank; ++d) {
+        const SliceAxis& s = spec[d];
+        const int64_t lowest = s.step > 0 ? s.start : s.start - (s.count - 1) * -s.step;
+        begins.push_back(lowest);
+        ends.push_back(dims[d] - lowest - spread[d]);
+        moved = moved || begins.back() != 0 || ends.back() != 0;
+    }
+    if (moved) {
+        begins.insert(begins.end(), ends.begin(), ends.end());
+        g = b.emit1("Pad", {g, b.ints(begins)});
+    }
+    grads[0] = g;
+    return grads;
+}
+
 OpDef slice_op() {
     OpDef d;
     d.name = "Slice";
@@ -100,6 +171,7 @@ OpDef slice_op() {
             "Slice", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
+    d.gradient = slice_gradient;
     return d;
 }
 
@@ -129,6 +201,16 @@ std::vector<int64_t> split_sizes(const ir::Node& n, int64_t dim, int axis) {
     KILN_CHECK(dim % nout == 0, kInvalidModel)
         << node_label(n) << ": axis " << axis << " of size " << dim << " does not split evenly into " << nout << " outputs";
     return std::vector<int64_t>(nout, dim / nout);
+}
+
+// Split gradient: the outputs' gradients concatenated back (zeros for outputs off the loss path).
+std::vector<ir::Value*> split_gradient(GradientBuilder& b) {
+    std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
+    const int axis = normalize_axis(b.node(), b.node().attr_int("axis", 0), b.input(0)->type().rank());
+    std::vector<ir::Value*> parts;
+    for (size_t k = 0; k < b.node().num_outputs(); ++k) parts.push_back(b.output_grad_or_zeros(k));
+    grads[0] = parts.size() == 1 ? parts[0] : b.emit1("Concat", parts, {{"axis", int64_t{axis}}});
+    return grads;
 }
 
 OpDef split_op() {
@@ -169,6 +251,7 @@ OpDef split_op() {
         }
         return outs;
     };
+    d.gradient = split_gradient;
     return d;
 }
 

@@ -6,6 +6,11 @@
 //   LogSoftmax: s = sum of exp(x - m) over the axis, y = x - m - log(s)
 //   Hardmax:    f = first position r along the axis with x[..r..] == m, y = (i_axis == f) ? 1 : 0
 // Pattern kOpaque: chained reductions plus an elementwise epilogue form one kernel.
+//
+// Gradients (op/gradient.h), from the output y and its gradient g, sums over the axis:
+//   Softmax:    dx = y * (g - sum(g * y))
+//   LogSoftmax: dx = g - exp(y) * sum(g)
+// Hardmax is piecewise constant and has none.
 #include <string>
 
 #include "op/defs/row_reduce.h"
@@ -105,6 +110,18 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
     return {y};
 }
 
+std::vector<ir::Value*> softmax_gradient(GradientBuilder& b, Kind kind) {
+    const int axis = normalize_axis(b.node(), b.node().attr_int("axis", -1), b.input(0)->type().rank());
+    ir::Value* g = b.output_grad_or_zeros(0);
+    ir::Value* y = b.output(0);
+    auto row_sum = [&](ir::Value* v) {
+        return b.emit1("ReduceSum", {v, b.ints({axis})}, {{"keepdims", int64_t{1}}});
+    };
+    if (kind == Kind::kLogSoftmax)
+        return {b.emit1("Sub", {g, b.emit1("Mul", {b.emit1("Exp", {y}), row_sum(g)})})};
+    return {b.emit1("Mul", {y, b.emit1("Sub", {g, row_sum(b.emit1("Mul", {g, y}))})})};
+}
+
 OpDef softmax_like_op(const char* name, Kind kind) {
     OpDef d;
     d.name = name;
@@ -120,6 +137,7 @@ OpDef softmax_like_op(const char* name, Kind kind) {
     };
     d.compute = [kind, n = std::string(name)](const ComputeArgs& a) { return softmax_compute(a, kind, n); };
     d.schedule = row_reduce_schedule;
+    if (kind != Kind::kHardmax) d.gradient = [kind](GradientBuilder& b) { return softmax_gradient(b, kind); };
     return d;
 }
 

@@ -1,0 +1,329 @@
+// `kiln train MODEL.onnx --data DATA ...`: trains an ONNX model with kiln::TrainingSession
+// (docs/training.md). The model's batch dimension is bound to --batch-size; batches come from
+// the input pipeline (src/data); every step runs forward, loss, backward and the optimizer
+// update as one compiled graph. Progress goes to stderr, the metrics to a CSV, checkpoints to
+// DIR/checkpoint.kiln (every --checkpoint-every steps and at each epoch's end), the trained
+// model to --export.
+//
+// Resuming: a checkpoint records the epoch, the batches done in it, the seed and the metrics so
+// far besides the session's state, and the pipeline's shuffle order is a function of (seed,
+// epoch), so `--resume` continues at the exact batch: the resumed run's weights and loss curve
+// are those of an uninterrupted one. `--resume` without a checkpoint is an error (nothing is
+// started silently from scratch).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "kiln/training.h"
+#include "name_value_args.h"
+#include "progress_bar.h"
+#include "train_data.h"
+#include "train_eval.h"
+#include "train_metrics.h"
+#include "train_setup.h"
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct TrainArgs {
+    std::string model;
+    DataArgs data;
+    std::vector<std::string> dims;
+    std::string loss = "cross_entropy", loss_output;
+    std::string optimizer = "sgd";
+    double lr = 0.01;
+    double momentum = -1;  // not given
+    double weight_decay = 0, clip_norm = 0;
+    LrSchedule schedule;
+    int64_t epochs = 1;
+    int threads = 0;
+    std::string kernels = "auto";
+    std::string recompute = "none", memory_limit;
+    std::string checkpoint_dir;
+    int64_t checkpoint_every = 0;
+    bool resume = false;
+    std::string export_path, metrics_csv;
+    int64_t log_every = 0;
+};
+
+/// The checkpoint's `extra`: the trainer's position and metrics.
+struct Position {
+    int64_t epoch = 0, batch = 0;
+    double ema = 0;  // the smoothed loss, undebiased, and the steps it has seen
+    int64_t ema_steps = 0;
+    int64_t csv_rows = 0;
+};
+
+constexpr double kSmoothing = 0.9;
+
+std::map<std::string, std::string> position_extra(const Position& p, const TrainArgs& a) {
+    return {{"epoch", std::to_string(p.epoch)},
+            {"batch", std::to_string(p.batch)},
+            {"seed", std::to_string(a.data.seed)},
+            {"batch_size", std::to_string(a.data.batch_size)},
+            {"shuffle", a.data.shuffle ? "1" : "0"},
+            {"ema", fmt::format("{:.17g}", p.ema)},
+            {"ema_steps", std::to_string(p.ema_steps)},
+            {"csv_rows", std::to_string(p.csv_rows)}};
+}
+
+Position read_position(const std::map<std::string, std::string>& extra, const std::string& path, TrainArgs& a) {
+    auto get = [&](const char* key) {
+        auto it = extra.find(key);
+        KILN_CHECK(it != extra.end(), kInvalidArgument)
+            << "checkpoint '" << path << "' was not written by kiln train: it has no '" << key << "' entry";
+        return it->second;
+    };
+    Position p;
+    try {
+        p.epoch = std::stoll(get("epoch"));
+        p.batch = std::stoll(get("batch"));
+        p.ema = std::stod(get("ema"));
+        p.ema_steps = std::stoll(get("ema_steps"));
+        p.csv_rows = std::stoll(get("csv_rows"));
+        int64_t batch_size = std::stoll(get("batch_size"));
+        KILN_CHECK(batch_size == a.data.batch_size, kInvalidArgument)
+            << "--resume: checkpoint '" << path << "' was trained with --batch-size " << batch_size << ", this run has "
+            << a.data.batch_size;
+        uint64_t seed = std::stoull(get("seed"));
+        bool shuffle = get("shuffle") == "1";
+        if (seed != a.data.seed || shuffle != a.data.shuffle)
+            fmt::print(stderr, "note: --resume continues the checkpoint's data order (--seed {}{})\n", seed,
+                       shuffle ? "" : " --no-shuffle");
+        a.data.seed = seed;
+        a.data.shuffle = shuffle;
+    } catch (const std::logic_error& e) {  // stoll on a garbled entry
+        KILN_THROW(kInvalidArgument) << "checkpoint '" << path << "': a garbled position entry (" << e.what() << ")";
+    }
+    return p;
+}
+
+TrainingOptions training_options(const TrainArgs& a, std::map<std::string, int64_t> dims, int64_t total_steps) {
+    TrainingOptions o;
+    o.session.threads = a.threads;
+    o.session.kernels = a.kernels;
+    o.session.dims = std::move(dims);
+    o.loss.kind = a.loss;
+    o.loss.output = a.loss_output;
+    bool momentum_kind = a.optimizer == "momentum" || a.optimizer == "nesterov";
+    o.optimizer.kind = momentum_kind ? "sgd" : a.optimizer;
+    o.optimizer.nesterov = a.optimizer == "nesterov";
+    o.optimizer.momentum = a.momentum >= 0 ? a.momentum : momentum_kind ? 0.9 : 0.0;  // -1: not given
+    KILN_CHECK(!momentum_kind || o.optimizer.momentum > 0, kInvalidArgument)
+        << "--optimizer " << a.optimizer << " needs --momentum > 0, got " << o.optimizer.momentum;
+    KILN_CHECK(a.lr > 0 && std::isfinite(a.lr), kInvalidArgument) << "--lr must be positive, got " << a.lr;
+    o.optimizer.lr = a.lr;
+    o.optimizer.weight_decay = a.weight_decay;
+    o.optimizer.clip_norm = a.clip_norm;
+    o.schedule = a.schedule;
+    o.schedule.total_steps = total_steps;
+    o.recompute = a.recompute;
+    if (!a.memory_limit.empty()) o.recompute_memory_limit = parse_bytes(a.memory_limit, "--memory-limit");
+    KILN_CHECK(a.recompute != "auto" || o.recompute_memory_limit > 0, kInvalidArgument)
+        << "--recompute auto needs --memory-limit BYTES (the budget the recomputation plan fits)";
+    o.seed = a.data.seed;
+    return o;
+}
+
+int train_run(TrainArgs a, ProgressBar& bar) {
+    KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError) << "cannot open model '" << a.model << "': no such file";
+    KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
+    KILN_CHECK(a.checkpoint_every == 0 || !a.checkpoint_dir.empty(), kInvalidArgument)
+        << "--checkpoint-every needs --checkpoint-dir";
+    KILN_CHECK(!a.resume || !a.checkpoint_dir.empty(), kInvalidArgument) << "--resume needs --checkpoint-dir";
+    std::string checkpoint = a.checkpoint_dir.empty() ? "" : (std::filesystem::path(a.checkpoint_dir) / "checkpoint.kiln").string();
+    KILN_CHECK(!a.resume || std::filesystem::exists(checkpoint), kInvalidArgument)
+        << "--resume: no checkpoint at '" << checkpoint << "'; run without --resume to start from the model's weights";
+
+    // The model's inputs and outputs (an import: Session::load compiles only once dims are known).
+    std::unique_ptr<Session> model = Session::load(a.model);
+    std::map<std::string, int64_t> dims = parse_dims(a.dims);
+    bind_batch_dim(model->inputs(), a.data.batch_size, dims);
+    size_t output_index = 0;
+    if (!a.loss_output.empty()) {
+        std::string names;
+        for (; output_index < model->outputs().size(); ++output_index) {
+            if (model->outputs()[output_index].name == a.loss_output) break;
+            names += (names.empty() ? "" : ", ") + model->outputs()[output_index].name;
+        }
+        KILN_CHECK(output_index < model->outputs().size(), kInvalidArgument)
+            << "--loss-output " << a.loss_output << ": the model has no such output (outputs: " << names << ")";
+    }
+    KILN_CHECK(!model->outputs().empty(), kInvalidArgument) << "model '" << a.model << "' has no outputs";
+    const TensorInfo& loss_out = model->outputs()[output_index];
+    bool classification = a.loss == "cross_entropy" || a.loss == "nll";
+
+    TrainData data = open_train_sources(a.data);
+    int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
+    TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
+    auto t_compile = Clock::now();
+    std::unique_ptr<TrainingSession> session = TrainingSession::create(a.model, opts);
+    double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+
+    Position pos;
+    if (a.resume) pos = read_position(session->load_checkpoint(checkpoint), checkpoint, a);
+    StepInputs step{session->batch_inputs(), a.loss == "output" ? "" : opts.loss.labels,
+                    classification && loss_out.shape.size() >= 2 ? loss_out.shape[1] : 0};
+    build_pipelines(a.data, step, data);
+    KILN_CHECK(data.train->batches_per_epoch() == steps_per_epoch, kInternal)
+        << "bug in Kiln: pipeline has " << data.train->batches_per_epoch() << " batches per epoch, expected " << steps_per_epoch;
+    std::unique_ptr<MetricsCsv> csv;
+    if (!a.metrics_csv.empty())
+        csv = std::make_unique<MetricsCsv>(a.metrics_csv, a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
+    if (!a.checkpoint_dir.empty()) std::filesystem::create_directories(a.checkpoint_dir);
+
+    if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
+    bar.print_line(data.describe);
+    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {}, {} steps per epoch; step compiled in {:.2f} s",
+                               a.model, session->parameter_names().size(), a.data.batch_size, steps_per_epoch, compile_s));
+    if (a.resume)
+        bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
+                                   steps_per_epoch, session->step()));
+
+    auto save = [&] {
+        if (checkpoint.empty()) return;
+        if (csv) pos.csv_rows = csv->rows();
+        session->save_checkpoint(checkpoint, position_extra(pos, a));
+    };
+    const int64_t total_steps = steps_per_epoch * a.epochs;
+    int64_t run_steps = 0;
+    double train_seconds = 0;
+    for (; pos.epoch < a.epochs; ++pos.epoch, pos.batch = 0) {
+        auto epoch_start = Clock::now();
+        int64_t epoch_samples = 0;
+        double samples_per_s = 0;
+        // A checkpoint taken after the epoch's last step resumes straight at its evaluation.
+        if (pos.batch < steps_per_epoch) data.train->start_epoch(pos.epoch, pos.batch);
+        while (auto batch = pos.batch < steps_per_epoch ? data.train->next() : std::nullopt) {
+            std::map<std::string, Tensor> inputs = step_batch(*batch, data, step);
+            double lr = opts.schedule.at(session->step(), a.lr);
+            StepResult r = session->train_step(inputs);
+            KILN_CHECK(std::isfinite(r.loss), kInvalidArgument)
+                << "the training loss is " << r.loss << " at step " << session->step()
+                << " (epoch " << pos.epoch + 1 << ", batch " << pos.batch + 1 << "): lower --lr or use --clip-norm";
+            ++pos.batch;
+            ++run_steps;
+            epoch_samples += a.data.batch_size;
+            pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * r.loss;
+            ++pos.ema_steps;
+            double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+            samples_per_s = elapsed > 0 ? static_cast<double>(epoch_samples) / elapsed : 0;
+            double per_step = (train_seconds + elapsed) / static_cast<double>(run_steps);
+            if (csv) csv->row(pos.epoch + 1, session->step(), r.loss, std::nullopt, std::nullopt, lr, samples_per_s);
+            bar.update({pos.epoch, a.epochs, pos.batch, steps_per_epoch, session->step(),
+                        pos.ema / (1 - std::pow(kSmoothing, static_cast<double>(pos.ema_steps))), lr, samples_per_s,
+                        per_step * static_cast<double>(total_steps - session->step())});
+            if (a.checkpoint_every > 0 && session->step() % a.checkpoint_every == 0) save();
+        }
+        train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        if (data.eval) {
+            EvalResult e = evaluate(*session, data, step, a.loss, output_index);
+            std::string acc = e.accuracy >= 0 ? fmt::format("  accuracy {:.2f}%", 100 * e.accuracy) : "";
+            bar.print_line(fmt::format("epoch {}/{} eval: loss {:.4f}{} ({} records)", pos.epoch + 1, a.epochs, e.loss, acc,
+                                       e.records));
+            if (csv)
+                csv->row(pos.epoch + 1, session->step(), std::nullopt, e.loss,
+                         e.accuracy >= 0 ? std::optional<double>(e.accuracy) : std::nullopt,
+                         opts.schedule.at(std::max<int64_t>(0, session->step() - 1), a.lr), samples_per_s);
+        }
+        // The epoch's end: the next run starts the next epoch at its first batch.
+        Position next = pos;
+        ++pos.epoch, pos.batch = 0;
+        save();
+        pos = next;
+    }
+    bar.finish();
+    fmt::print(stderr, "trained {} steps in {:.2f} s ({:.0f} samples/s)\n", run_steps, train_seconds,
+               train_seconds > 0 ? static_cast<double>(run_steps * a.data.batch_size) / train_seconds : 0.0);
+    if (!a.export_path.empty()) {
+        session->export_onnx(a.export_path);
+        fmt::print(stderr, "wrote {}\n", a.export_path);
+    }
+    return 0;
+}
+
+int train(const TrainArgs& a) {
+    bool tty = ProgressBar::stderr_is_tty();
+    ProgressBar bar(tty, a.log_every);
+    try {
+        return train_run(a, bar);
+    } catch (...) {
+        bar.finish();  // the error message starts on a line of its own
+        throw;
+    }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, CommandAction& action) {
+    auto a = std::make_shared<TrainArgs>();
+    CLI::App* sub = app.add_subcommand("train", "Train an ONNX model's float initializers on a data set (docs/training.md)");
+    sub->add_option("model", a->model, "ONNX model file (its initializers are the starting weights)")->required();
+    sub->add_option("--data", a->data.data, "Training records: .npz, .npy, .csv, or an image directory with labels.txt")
+        ->required();
+    sub->add_option("--eval-data", a->data.eval_data, "Held-out records, evaluated after each epoch");
+    sub->add_option("--eval-split", a->data.eval_split, "Hold out the last FRACTION of --data's records (as stored) instead")
+        ->type_name("FRACTION")
+        ->excludes(sub->get_option("--eval-data"));
+    sub->add_option("--input-name", a->data.input_name, "Data field feeding the model's first input (default: same name, or the one field left)");
+    sub->add_option("--label-name", a->data.label_name, "Data field holding the labels (default: labels, label or y)");
+    sub->add_option("--loss", a->loss, "Loss: cross_entropy (logits vs class labels), nll (log-probabilities), mse, or output (the model output is the loss)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cross_entropy", "nll", "mse", "output"}));
+    sub->add_option("--loss-output", a->loss_output, "Model output the loss reads (default: the first)");
+    sub->add_option("--optimizer", a->optimizer, "sgd, momentum, nesterov, adam or adamw")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"sgd", "momentum", "nesterov", "adam", "adamw"}));
+    sub->add_option("--lr", a->lr, "Base learning rate")->capture_default_str();
+    sub->add_option("--momentum", a->momentum, "Momentum of sgd/momentum/nesterov (default 0.9 for momentum and nesterov)");
+    sub->add_option("--weight-decay", a->weight_decay, "L2 penalty (sgd, adam) or decoupled decay (adamw)")->capture_default_str();
+    sub->add_option("--clip-norm", a->clip_norm, "Clip gradients to this global L2 norm (0: off)")->capture_default_str();
+    sub->add_option("--schedule", a->schedule.kind, "Learning-rate schedule: constant, step, cosine")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"constant", "step", "cosine"}));
+    sub->add_option("--warmup", a->schedule.warmup_steps, "Linear warm-up steps")->capture_default_str();
+    sub->add_option("--step-size", a->schedule.step_size, "step schedule: steps between decays")->capture_default_str()->check(CLI::PositiveNumber);
+    sub->add_option("--gamma", a->schedule.gamma, "step schedule: decay factor")->capture_default_str();
+    sub->add_option("--min-lr", a->schedule.min_lr, "cosine schedule: final learning rate")->capture_default_str();
+    sub->add_option("--batch-size", a->data.batch_size, "Records per step (binds the model's batch dimension)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--epochs", a->epochs, "Passes over --data")->capture_default_str()->check(CLI::PositiveNumber);
+    sub->add_option("--dim", a->dims, "Value of another symbolic dimension (repeatable)")
+        ->type_name("NAME=VALUE")
+        ->allow_extra_args(false)
+        ->check(name_value_check(true));
+    sub->add_option("--threads", a->threads, "Intra-op threads (0: all cores)")->capture_default_str();
+    add_kernels_option(sub, a->kernels);
+    sub->add_option("--recompute", a->recompute, "Activation recomputation: none, sqrt, auto (fit --memory-limit)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "sqrt", "auto"}));
+    sub->add_option("--memory-limit", a->memory_limit, "Memory budget of --recompute auto (bytes; K, M, G suffixes)")->type_name("BYTES");
+    sub->add_option("--seed", a->data.seed, "Seed of the shuffle, the augmentations and dropout")->capture_default_str();
+    sub->add_flag("--shuffle,!--no-shuffle", a->data.shuffle, "Shuffle the records each epoch (default: on)");
+    sub->add_option("--checkpoint-dir", a->checkpoint_dir, "Write DIR/checkpoint.kiln at each epoch's end (and every --checkpoint-every steps)");
+    sub->add_option("--checkpoint-every", a->checkpoint_every, "Also checkpoint every STEPS optimizer steps")->type_name("STEPS")->check(CLI::NonNegativeNumber);
+    sub->add_flag("--resume", a->resume, "Continue from DIR/checkpoint.kiln at its exact batch (an error when there is none)");
+    sub->add_option("--export", a->export_path, "Write the trained model as ONNX")->type_name("OUT.onnx");
+    sub->add_option("--metrics-csv", a->metrics_csv, "Write per-step and per-epoch metrics (continued by --resume)")->type_name("FILE");
+    sub->add_option("--log-every", a->log_every, "Print a progress line every N steps when stderr is not a terminal (default: 5 per epoch)")
+        ->type_name("N");
+    sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD")->type_name("MEAN,STD")->delimiter(',');
+    sub->add_option("--random-crop", a->data.random_crop, "Pad the input's last two axes by PAD, cut a random HxW window")
+        ->type_name("H,W,PAD")
+        ->delimiter(',');
+    sub->add_flag("--random-flip", a->data.random_flip, "Mirror the input's last axis with probability 1/2");
+    sub->callback([a, &action] { action = [a] { return train(*a); }; });
+}
+
+}  // namespace kiln::cli

@@ -236,11 +236,12 @@ def reference(name, out_dir):
     export(model, x[0], os.path.join(out_dir, name + ".onnx"))
     wide = copy.deepcopy(model).double().train()
     loss0, grads = loss_and_grads(wide, x[0], y[0])
+    sgd_lr, sgd_momentum, adam_lr = SGD_LR, SGD_MOMENTUM, ADAM_LR
     out = {"x": x, "y": y, "param_names": np.array(list(grads)), "loss0": loss0,
-           "sgd_lr": SGD_LR, "sgd_momentum": SGD_MOMENTUM, "adam_lr": ADAM_LR}
+           "sgd_lr": sgd_lr, "sgd_momentum": sgd_momentum, "adam_lr": adam_lr}
     out.update({"grad/" + n: g for n, g in grads.items()})
-    out["sgd_loss"] = curve(model, x, y, lambda p: torch.optim.SGD(p, lr=SGD_LR, momentum=SGD_MOMENTUM))
-    out["adam_loss"] = curve(model, x, y, lambda p: torch.optim.Adam(p, lr=ADAM_LR))
+    out["sgd_loss"] = curve(model, x, y, lambda p: torch.optim.SGD(p, lr=sgd_lr, momentum=sgd_momentum))
+    out["adam_loss"] = curve(model, x, y, lambda p: torch.optim.Adam(p, lr=adam_lr))
     np.savez(os.path.join(out_dir, name + ".npz"), **out)
 
 

@@ -244,12 +244,13 @@ class Module:
         return self._native
 
     def _require_native(self):
+        """The native session, created before any batch when something needs it (parameters,
+        a checkpoint): symbolic dims are bound to 1 then, and the first batch rebuilds it for its
+        shapes, the state carried over."""
         if self._native is None:
-            if self._inputs and any(isinstance(d, str) or d is None for _, s in self._inputs for d in s):
-                raise InvalidArgument("Module: the model has symbolic input dims; call the module on a batch "
-                                      "first (Kiln compiles the training step for the batch's shapes)")
-            self._native = _kiln.TrainingSession.create(self._path, self._native_options({}))
-            self._dims = {}
+            dims = {d: 1 for _, shape in self._inputs or [] for d in shape if isinstance(d, str)}
+            self._native = _kiln.TrainingSession.create(self._path, self._native_options(dims))
+            self._dims = dims
             self._take_state()
         return self._native
 

@@ -187,3 +187,27 @@ def test_errors(model):
         Optimizer(m, "lion")
     with pytest.raises(kiln.InvalidArgument, match="labels"):
         m(X[0], Y[0].astype(np.int32))  # the native session names the input, expected vs got
+
+
+def test_generate_artifacts_and_ort_loop(model, tmp_path):
+    """ONNX Runtime's loop, file for file: artifacts, load_checkpoint, Module, Optimizer(path)."""
+    from kiln.training import artifacts
+    paths = artifacts.generate_artifacts(model, loss=artifacts.LossType.CrossEntropyLoss,
+                                         optimizer=artifacts.OptimType.SGD, artifact_directory=str(tmp_path / "art"),
+                                         lr=0.5)
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    np.testing.assert_array_equal(state.parameters["W"].data, W0)  # readable before any Module
+    m = Module(paths["training_model"], state)
+    opt = Optimizer(paths["optimizer"], m)
+    assert opt.get_learning_rate() == pytest.approx(0.5)
+    m.train()
+    m(X[0], Y[0])
+    opt.step()
+    m.lazy_reset_grad()
+    _, gw, _ = np_loss_grads(W0, B0, X[0], Y[0])
+    np.testing.assert_allclose(params(state)[0], W0 - 0.5 * gw, rtol=1e-5, atol=1e-6)
+    # frozen_params: only the others train.
+    paths = artifacts.generate_artifacts(model, frozen_params=["b"], optimizer="sgd",
+                                         artifact_directory=str(tmp_path / "frozen"))
+    m2 = Module(paths["training_model"], CheckpointState.load_checkpoint(paths["checkpoint"]))
+    assert list(m2._state.parameters) == ["W"]

@@ -5,10 +5,11 @@ TrainingSession (include/kiln/training.h).
 
 docs/training.md describes the API and how it differs from ONNX Runtime's.
 """
+from . import artifacts
 from .checkpoint_state import CheckpointState, Parameter, Parameters, Properties
 from .lr_scheduler import CosineLRScheduler, LinearLRScheduler
 from .module import Module
 from .optimizer import Optimizer
 
-__all__ = ["CheckpointState", "Parameter", "Parameters", "Properties", "Module", "Optimizer",
+__all__ = ["artifacts", "CheckpointState", "Parameter", "Parameters", "Properties", "Module", "Optimizer",
            "LinearLRScheduler", "CosineLRScheduler"]

@@ -60,7 +60,7 @@ class Module:
     training: bool
 
     def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu", session_options=None, *,
-                 loss="cross_entropy", loss_output="", labels="labels", trainable=None, seed=0,
+                 loss=None, loss_output=None, labels=None, trainable=None, seed=0,
                  recompute="none", fused_step=False, additional_outputs=False):
         if device != "cpu":
             raise InvalidArgument(f"Module: Kiln trains on the CPU, got device '{device}'")
@@ -73,6 +73,16 @@ class Module:
         if eval_model_uri is not None and os.fspath(eval_model_uri) != self._path:
             warnings.warn("Module: eval_model_uri is ignored: Kiln evaluates the training model itself "
                           "(BatchNormalization in inference mode, no update)", stacklevel=2)
+        # A model from artifacts.generate_artifacts names its loss and parameters; arguments win.
+        try:
+            from .artifacts import read_loss_spec
+            spec = read_loss_spec(self._path) or {}
+        except ImportError:  # no onnx package: no metadata to read
+            spec = {}
+        loss = loss if loss is not None else spec.get("kind", "cross_entropy")
+        loss_output = loss_output if loss_output is not None else spec.get("output", "")
+        labels = labels if labels is not None else spec.get("labels", "labels")
+        trainable = trainable if trainable is not None else spec.get("trainable")
         info = _model_inputs(self._path)
         self._inputs, self._outputs = info if info else (None, None)
         self._opts = _kiln.TrainingOptions()

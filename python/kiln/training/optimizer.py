@@ -44,6 +44,15 @@ class Optimizer:
                 raise InvalidArgument(f"optimizer file '{module_or_uri}': unknown keys {sorted(spec)}")
         else:
             raise InvalidArgument("Optimizer: expected Optimizer(module, kind, ...) or Optimizer(path, module)")
+        o = self._native_options(kind, lr=lr, momentum=momentum, nesterov=nesterov, betas=betas, eps=eps,
+                                 weight_decay=weight_decay, clip_norm=clip_norm)
+        self._module = module
+        self._options = o
+        module._set_optimizer(self, o, schedule)
+
+    @staticmethod
+    def _native_options(kind, lr=1e-3, momentum=0.0, nesterov=False, betas=(0.9, 0.999), eps=1e-8,
+                        weight_decay=None, clip_norm=0.0):
         if kind not in _KINDS:
             raise InvalidArgument(f"Optimizer: kind must be one of {list(_KINDS)}, got '{kind}'")
         o = _kiln.OptimizerOptions()
@@ -56,9 +65,7 @@ class Optimizer:
         # PyTorch's defaults: AdamW decays by 0.01, SGD and Adam not at all.
         o.weight_decay = float((0.01 if kind == "adamw" else 0.0) if weight_decay is None else weight_decay)
         o.clip_norm = float(clip_norm)
-        self._module = module
-        self._options = o
-        module._set_optimizer(self, o, schedule)
+        return o
 
     def step(self):
         """Applies the gradients accumulated since the module's last lazy_reset_grad()."""

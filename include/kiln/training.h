@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/session.h"
 #include "kiln/tensor.h"
 
@@ -102,6 +103,15 @@ public:
     virtual void apply_gradients(const std::map<std::string, Tensor>& grads) = 0;
 
     virtual int64_t step() const = 0;
+    /// Sets the learning rate of the following steps, replacing the schedule's value (ONNX
+    /// Runtime's Optimizer.set_learning_rate: a host-side schedule calls it before each step).
+    /// The default is for implementations without it (kUnsupported).
+    virtual void set_learning_rate(double lr) {
+        (void)lr;
+        KILN_THROW(kUnsupported) << "this TrainingSession cannot change its learning rate";
+    }
+    /// The learning rate the next step uses (the schedule's, or the one set_learning_rate set).
+    virtual double learning_rate() const { KILN_THROW(kUnsupported) << "this TrainingSession has no learning_rate()"; }
     /// Names of the trained parameters, in model order.
     virtual std::vector<std::string> parameter_names() const = 0;
     virtual Tensor parameter(const std::string& name) const = 0;

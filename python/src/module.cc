@@ -17,4 +17,5 @@ NB_MODULE(_kiln, m) {
     kiln::python::bind_session_options(m);
     kiln::python::bind_terminate_flag(m);
     kiln::python::bind_session(m);
+    kiln::python::bind_training(m);
 }

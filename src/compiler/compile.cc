@@ -102,6 +102,11 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
         }
         return true;
     }
+    // A B computed at run time (a training step's weights, a gradient's X^T dY): Kiln's packed
+    // micro-kernel needs a constant B (pack-matmul-weights), the generated kernel on a plain B
+    // is slower than oneDNN's (docs/kernels.md, training).
+    const ir::Value* b = unit.nodes.front()->num_inputs() > 1 ? unit.nodes.front()->input(1) : nullptr;
+    if (b && !b->is_constant()) return true;
     // Few rows (a classifier at batch 1..8): the micro-kernel's row tile idles; oneDNN's GEMV-like
     // kernels are bandwidth-bound as they should be (ResNet-50's logits: 1.7 ms vs 0.5 ms).
     const Shape& out = unit.outputs[0]->type().static_shape();
@@ -121,6 +126,30 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
     if (c && source == KernelSource::kAuto && !auto_prefers_dnnl(unit, *c)) return std::nullopt;
     return c;
+}
+
+void detach_dnnl_anchors(ir::Graph& g, KernelSource source) {
+    if (!runtime::have_dnnl() || source == KernelSource::kGenerated) return;
+    static const te::KnobValues kUntuned;
+    for (const KernelUnit& unit : partition_kernels(g)) {
+        if (unit.nodes.size() < 2 || extern_choice(unit, source, kUntuned)) continue;
+        ir::Node* anchor = nullptr;
+        for (ir::Node* n : unit.nodes)
+            if (n->op() == "Conv" || n->op() == "MatMul" || n->op() == "Gemm") anchor = anchor ? anchor : n;
+        if (!anchor) continue;
+        // By convexity a group node upstream of the anchor would be one of its producers: then
+        // the rest of the group would wrap around the anchor's unit.
+        KernelUnit alone;
+        alone.nodes = {anchor};
+        bool fed = false;
+        for (ir::Value* in : anchor->inputs()) {
+            if (!in) continue;
+            fed |= in->producer() && in->producer()->group() == anchor->group();
+            if (std::find(alone.inputs.begin(), alone.inputs.end(), in) == alone.inputs.end()) alone.inputs.push_back(in);
+        }
+        alone.outputs = anchor->outputs();
+        if (!fed && extern_choice(alone, source, kUntuned)) anchor->set_group(-1);
+    }
 }
 
 bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level) {
@@ -183,6 +212,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     for (ir::Value* in : g.inputs()) exe->inputs.push_back(add_buffer(in, BufferRole::kInput));
     // Views: units of one reinterpreting node (not fused into a kernel); none at -O0, where
     // every node is its own kernel by definition.
+    if (opts.opt_level > 0 && opts.tuned.empty()) detach_dnnl_anchors(g, opts.kernels);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::set<const ir::Node*> views;
     for (const KernelUnit& unit : units)

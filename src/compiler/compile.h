@@ -105,6 +105,12 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
 /// its input's buffer: no kernel runs for it.
 bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level);
 
+/// compile()'s step before partitioning under kernels=auto|dnnl: a Conv/MatMul/Gemm group that
+/// oneDNN cannot take whole but whose anchor alone it takes (a training step's ReLU gradient
+/// fuses its mask `x > 0` around the data gradient's conv) loses the anchor to a unit of its
+/// own: the rest stays one generated elementwise kernel, the anchor runs on oneDNN.
+void detach_dnnl_anchors(ir::Graph& g, KernelSource source);
+
 /// The extern kernel compile() gives `unit` under `source` and the unit's tuned knobs (a
 /// "source" knob overrides the rule), or nullopt for a generated kernel.
 std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs);

@@ -20,6 +20,7 @@ struct FusionGraph {
     std::vector<std::vector<int>> users;  // distinct user node indices
     std::vector<int> ipdom;               // immediate post-dominator, -1 = the root
     std::vector<int> depth;               // in the post-dominator tree (root = 0)
+    std::vector<bool> external;           // writes a graph output
 
     explicit FusionGraph(const ir::Graph& g) {
         nodes = g.nodes();
@@ -30,7 +31,7 @@ struct FusionGraph {
         const int n = static_cast<int>(nodes.size());
         users.resize(n);
         pattern.resize(n, OpPattern::kOpaque);
-        std::vector<bool> external(n, false);
+        external.assign(n, false);
         for (int i = 0; i < n; ++i) {
             const op::OpDef* def = reg.find(nodes[i]->op());
             if (def) pattern[i] = def->pattern;
@@ -44,8 +45,12 @@ struct FusionGraph {
         }
         ipdom.assign(n, -1);
         depth.assign(n, 1);
+        // A graph output is materialized, so its producer ends a group, except an injective
+        // producer whose output is also read in the graph (a training step's updated optimizer
+        // state, which the parameter update reads): it may join its users' group as one more
+        // output of that kernel, instead of a kernel and a round trip through memory of its own.
         for (int i = n - 1; i >= 0; --i) {
-            if (external[i] || users[i].empty()) continue;
+            if ((external[i] && pattern[i] > OpPattern::kInjective) || users[i].empty()) continue;
             int lca = users[i][0];
             for (size_t k = 1; k < users[i].size() && lca >= 0; ++k) lca = common_ancestor(lca, users[i][k]);
             ipdom[i] = lca;

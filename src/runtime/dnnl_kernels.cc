@@ -107,6 +107,7 @@ dnnl::post_ops build_post_ops(const PostOps& post, const memory::desc& dst) {
 class TempPool {
 public:
     explicit TempPool(memory::desc desc) : desc_(std::move(desc)) {}
+    const memory::desc& desc() const { return desc_; }
     memory take() {
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -157,18 +158,27 @@ struct Part {
     memory weights;                // this part's constant weights in the primitive's layout
     memory::desc src, dst;         // Kiln's layouts of the slices
     memory::desc bias;             // slice of the bias (empty: none)
-    int64_t src_off = 0, dst_off = 0, bias_off = 0, b_off = 0;  // elements
+    int64_t src_off = 0, dst_off = 0, bias_off = 0;  // elements
     /// Activations oneDNN wants in another layout: reordered into a buffer of `src_tmp` before
     /// the primitive and out of one of `dst_tmp` after it (null: Kiln's layout is used).
     std::shared_ptr<TempPool> src_tmp, dst_tmp;
     std::shared_ptr<TempPool> scratchpad;  // the primitive's scratchpad (null: it needs none)
     dnnl::reorder src_reorder, dst_reorder, sum_reorder;
-    memory::desc b_desc;  // a non-constant matmul B slice (empty: constant weights)
+    /// Weights read per call (a training step's parameters, a computed matmul B): this part's
+    /// slice in Kiln's plain layout (empty: constant weights, `weights` above), reordered per
+    /// call into a buffer of `w_tmp` where the primitive wants another layout.
+    memory::desc w_plain;
+    int64_t w_off = 0;
+    std::shared_ptr<TempPool> w_tmp;
+    dnnl::reorder w_reorder;
 };
 
 struct Plan {
     std::vector<Part> parts;
     std::string impl;
+    /// Every part reads the same runtime weights in the same layout (a split by images): they
+    /// are reordered once per call, before the parts run, instead of once per part.
+    bool shared_weights = false;
 };
 
 /// How many parts per thread a preemptible call plans at most (fewer, down to 2, where the
@@ -195,19 +205,30 @@ public:
                 }
             }
             Plan& plan = *chosen;
-            if (plan.parts.size() == 1) return run_part(plan.parts[0], args);
+            if (plan.parts.size() == 1) return run_part(plan.parts[0], args, nullptr);
+            // Runtime weights every part reads alike: reordered once here, on the caller's thread.
+            TempLease shared_w(plan.shared_weights ? plan.parts[0].w_tmp : nullptr);
+            if (shared_w) {
+                const Part& p0 = plan.parts[0];
+                dnnl::stream s(cpu_engine());
+                omp_set_num_threads(1);
+                memory plain(p0.w_plain, cpu_engine(), at(args[w_arg_], p0.w_off));
+                p0.w_reorder.execute(s, plain, shared_w.get());
+                s.wait();
+            }
             struct Ctx {
                 DnnlKernel* self;
                 Plan* plan;
                 void* const* args;
+                const memory* weights;
                 std::mutex mu;
                 Status first;
-            } ctx{this, &plan, args, {}, Status::ok_status()};
+            } ctx{this, &plan, args, shared_w ? &shared_w.get() : nullptr, {}, Status::ok_status()};
             env.parallel_for(env.pool, static_cast<int64_t>(plan.parts.size()),
                              [](int64_t b, int64_t e, void* c) {
                                  auto* x = static_cast<Ctx*>(c);
                                  for (int64_t i = b; i < e; ++i) {
-                                     Status st = x->self->run_part(x->plan->parts[i], x->args);
+                                     Status st = x->self->run_part(x->plan->parts[i], x->args, x->weights);
                                      if (!st.ok()) {
                                          std::lock_guard<std::mutex> lock(x->mu);
                                          if (x->first.ok()) x->first = st;
@@ -230,8 +251,9 @@ protected:
     virtual Plan make_plan(int parts) = 0;
     /// The shapes, for KILN_DNNL_VERBOSE.
     virtual std::string describe() const = 0;
-    /// Argument indices: src (activation or A), dst, bias (-1: none), non-constant B (-1: none).
-    int64_t src_arg_ = -1, dst_arg_ = -1, bias_arg_ = -1, b_arg_ = -1;
+    /// Argument indices: src (activation or A), dst, bias (-1: none), runtime weights or B (-1:
+    /// constant weights).
+    int64_t src_arg_ = -1, dst_arg_ = -1, bias_arg_ = -1, w_arg_ = -1;
     PostOps post_;
 
     /// The primitive attributes of the post-ops on a dst of `dst` (binary operands: its layout).
@@ -275,9 +297,28 @@ protected:
         return dst;
     }
     void forget_weight_sources() { weights_src_ = nullptr; weights_cache_.clear(); }
+    /// Runtime weights of part `p`: Kiln's slice `plain` at element offset `off`, reordered per
+    /// call where the primitive wants `want`.
+    static void runtime_weights(Part& p, const memory::desc& want, const memory::desc& plain, int64_t off) {
+        p.w_plain = plain;
+        p.w_off = off;
+        if (want != plain) {
+            p.w_tmp = std::make_shared<TempPool>(want);
+            p.w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), plain, cpu_engine(), want));
+        }
+    }
+    /// Marks `plan` as sharing one per-call reorder of its runtime weights when its parts allow.
+    static void share_weights(Plan& plan) {
+        if (plan.parts.size() < 2 || !plan.parts[0].w_tmp) return;
+        for (const Part& p : plan.parts)
+            if (p.w_off != plan.parts[0].w_off || p.w_plain != plan.parts[0].w_plain || !p.w_tmp ||
+                p.w_tmp->desc() != plan.parts[0].w_tmp->desc())
+                return;
+        plan.shared_weights = true;
+    }
 
 private:
-    Status run_part(Part& p, void* const* args) {
+    Status run_part(Part& p, void* const* args, const memory* weights) {
         try {
             omp_set_num_threads(1);
             dnnl::stream s(cpu_engine());
@@ -301,7 +342,16 @@ private:
                 float* out = at(args[dst_arg_], p.dst_off);
                 if (residual != out) std::memcpy(out, residual, p.dst.get_size());
             }
-            m[DNNL_ARG_WEIGHTS] = p.b_desc ? memory(p.b_desc, cpu_engine(), at(args[b_arg_], p.b_off)) : p.weights;
+            TempLease w_tmp(weights || !p.w_plain ? nullptr : p.w_tmp);
+            if (weights) {
+                m[DNNL_ARG_WEIGHTS] = *weights;
+            } else if (p.w_plain) {
+                memory plain(p.w_plain, cpu_engine(), at(args[w_arg_], p.w_off));
+                if (w_tmp) p.w_reorder.execute(s, plain, w_tmp.get());
+                m[DNNL_ARG_WEIGHTS] = w_tmp ? w_tmp.get() : plain;
+            } else {
+                m[DNNL_ARG_WEIGHTS] = p.weights;
+            }
             if (bias_arg_ >= 0) m[DNNL_ARG_BIAS] = memory(p.bias, cpu_engine(), at(args[bias_arg_], p.bias_off));
             for (const auto& [index, arg] : post_.binary)
                 m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = memory(p.dst, cpu_engine(), at(args[arg], p.dst_off));
@@ -372,9 +422,13 @@ public:
         post_ = parse_post_ops(p);
         KILN_CHECK(src_.size() == 4 && dst_.size() == 4 && kernel_.size() == 2, kInvalidModel)
             << "dnnl_conv: only 2-D convolutions";
-        KILN_CHECK(w_ < static_cast<int64_t>(args.size()) && args[w_].constant, kInvalidModel)
-            << "dnnl_conv: the weights must be a constant";
+        KILN_CHECK(w_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_conv: bad weights argument";
         kiln_weights_ = static_cast<const float*>(args[w_].constant);
+        // Weights computed at run time (a training step's parameters, the flipped weights of a
+        // data gradient) come in plain oihw and are reordered on every call.
+        if (!kiln_weights_) w_arg_ = w_;
+        KILN_CHECK(kiln_weights_ || wei_ == "oihw", kInvalidModel)
+            << "dnnl_conv: weights in layout '" << wei_ << "' must be a constant";
     }
 
 private:
@@ -424,7 +478,7 @@ private:
         } else if (threads > 1 && n == 1 && (g == 1 || depthwise) && m % 16 == 0 && m / 16 >= threads) {
             parts = threads;
         }
-        std::vector<float> plain = unpack_weights();
+        std::vector<float> plain = kiln_weights_ ? unpack_weights() : std::vector<float>{};
         const int64_t per_out = (c / g) * kernel_[0] * kernel_[1];
         const int64_t blocks = m / 16;
         Plan plan;
@@ -465,12 +519,14 @@ private:
             dnnl::primitive_attr attr = post_attr(p.dst);
             dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
             if (i == 0) plan.impl = pd.impl_info_str();
-            p.weights = reorder_weights(pd.weights_desc(), wplain, plain.data() + m0 * per_out);
+            if (kiln_weights_) p.weights = reorder_weights(pd.weights_desc(), wplain, plain.data() + m0 * per_out);
+            else runtime_weights(p, pd.weights_desc(), wplain, m0 * per_out);
             p.prim = dnnl::convolution_forward(pd);
             finish_part(p, pd);
             plan.parts.push_back(std::move(p));
         }
         forget_weight_sources();
+        share_weights(plan);
         return plan;
     }
 
@@ -514,7 +570,7 @@ public:
         KILN_CHECK(as_.size() == 3 && bs_.size() == 3, kInvalidModel) << "dnnl_matmul: strides need 3 entries";
         KILN_CHECK(bm_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_matmul: bad argument index";
         const_b_ = static_cast<const float*>(args[bm_].constant);
-        if (!const_b_) b_arg_ = bm_;
+        if (!const_b_) w_arg_ = bm_;
         packed_nb_ = p.integer_or("b_packed", 0);
         KILN_CHECK(!packed_nb_ || (const_b_ && batch_ == 1), kInvalidModel) << "dnnl_matmul: a packed B must be a constant";
     }
@@ -568,8 +624,7 @@ private:
             if (const_b_) {
                 p.weights = reorder_weights(pd.weights_desc(), b_strided, b_plain + b_off);
             } else {
-                p.b_desc = b_strided;
-                p.b_off = b_off;
+                runtime_weights(p, pd.weights_desc(), b_strided, b_off);
             }
             p.prim = dnnl::matmul(pd);
             finish_part(p, pd);

@@ -117,8 +117,9 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
                 int arg = arg_index(inputs, other);
                 if (arg < 0) return std::nullopt;
                 ep.posts.push_back(std::string(op == "Add" ? "add:" : "mul:") + std::to_string(arg));
-            } else if (op == "Add" && matmul_bias_ok && i == first && other->is_constant() && static_f32(other)) {
-                // A bias [N] (or [1, .., 1, N]) along the matmul's last dim.
+            } else if (op == "Add" && matmul_bias_ok && i == first && static_f32(other)) {
+                // A bias [N] (or [1, .., 1, N]) along the matmul's last dim: a constant, or a
+                // unit input (a parameter of a training step) read on every call.
                 Shape s = other->type().static_shape();
                 if (s.empty() || s.back() != type.static_shape().back() || shape_numel(s) != s.back()) return std::nullopt;
                 ep.bias_arg = arg_index(inputs, other);
@@ -184,7 +185,11 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     const ir::Value *x = c->input(0), *w = c->input(1);
     const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
     const ir::Value* y = c->output(0);
-    if (!static_f32(x) || !static_f32(w) || !static_f32(y) || !w->is_constant() || (b && !static_f32(b))) return std::nullopt;
+    if (!static_f32(x) || !static_f32(w) || !static_f32(y) || (b && !static_f32(b))) return std::nullopt;
+    // Kiln's blocked weights are unpacked once, so those anchors need constant weights; an ONNX
+    // Conv's plain oihw weights may be computed (a training step's parameters, a data
+    // gradient's flipped weights): the kernel reorders them on every call.
+    if (op != "Conv" && !w->is_constant()) return std::nullopt;
     const Shape xs = x->type().static_shape(), ws = w->type().static_shape(), ys = y->type().static_shape();
     Pairs p;
     std::vector<int64_t> src, dst, kernel;
@@ -216,7 +221,7 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
         if (groups < 1 || src[1] % groups || dst[1] % groups || ws[1] * groups != src[1]) return std::nullopt;
         p = {{"wei", "oihw"}};
     }
-    if (b && (!b->is_constant() || shape_numel(b->type().static_shape()) != dst[1])) return std::nullopt;
+    if (b && shape_numel(b->type().static_shape()) != dst[1]) return std::nullopt;
     if (!window_params(*c, {src[2], src[3]}, kernel, {dst[2], dst[3]}, p)) return std::nullopt;
     std::optional<Epilogue> ep = match_epilogue(nodes, 1, y, inputs, false);
     if (!ep || outputs.size() != 1 || outputs[0] != ep->result) return std::nullopt;
@@ -283,8 +288,8 @@ std::optional<ExternChoice> match_matmul(const std::vector<ir::Node*>& nodes, co
         astr = {m * k, ta ? 1 : k, ta ? m : 1};
         bstr = {0, tb ? 1 : n, tb ? k : 1};
         const ir::Value* c = mm->num_inputs() > 2 ? mm->input(2) : nullptr;
-        if (c) {  // beta * C as a bias [N] (a constant broadcast along rows)
-            if (!c->is_constant() || !static_f32(c) || mm->attr_float("beta", 1.0) != 1.0) return std::nullopt;
+        if (c) {  // beta * C as a bias [N] broadcast along rows (a constant, or read per call)
+            if (!static_f32(c) || mm->attr_float("beta", 1.0) != 1.0) return std::nullopt;
             Shape cs = c->type().static_shape();
             if (shape_numel(cs) != n || (!cs.empty() && cs.back() != n)) return std::nullopt;
             gemm_c_arg = arg_index(inputs, c);

@@ -3,13 +3,15 @@
 // parameters the runtime's extern kernel reads (runtime/dnnl_kernels.cc).
 //
 // Matched: an anchor first — KilnConv2dNCHWc (blocked NCHW{c}), KilnDepthwiseConv2dNCHWc, a 2-D
-// ONNX Conv on NCHW (any group count), MatMul (a 2-D constant B shared across A's batch, or
-// equal batch dims), Gemm (alpha = 1, any transposes, C broadcast along rows) — then a chain of
-// elementwise nodes each consuming the previous result once: Relu, LeakyRelu, Clip, Sigmoid,
-// Tanh, Exp, Gelu, the erf GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))), Add/Sub/Mul/Div
-// by a scalar constant, a MatMul's bias Add of a constant [N], and Add/Mul of a tensor of the
-// result's type (a residual). Only float32 and static shapes; anything else is left to the
-// generated kernel (nullopt).
+// ONNX Conv on NCHW (any group count), MatMul (a 2-D B shared across A's batch, or equal batch
+// dims), Gemm (alpha = 1, any transposes, C broadcast along rows) — then a chain of elementwise
+// nodes each consuming the previous result once: Relu, LeakyRelu, Clip, Sigmoid, Tanh, Exp,
+// Gelu, the erf GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))), Add/Sub/Mul/Div by a scalar
+// constant, a MatMul's bias Add of an [N], and Add/Mul of a tensor of the result's type (a
+// residual). Weights and biases are constants (packed once) or unit inputs read on every call
+// (a training step's parameters, computed gradients); the blocked conv anchors need constant
+// weights. Only float32 and static shapes; anything else is left to the generated kernel
+// (nullopt).
 #pragma once
 
 #include <optional>

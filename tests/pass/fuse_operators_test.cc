@@ -88,7 +88,9 @@ graph g(%x: f32[4,8]) {
 }
 
 TEST(FuseOperators, GraphOutputsAndOpaqueOpsBoundGroups) {
-    // %r is a graph output: it is materialized, so nothing fuses past it; Softmax is opaque.
+    // %r is a graph output read on by Tanh: an elementwise output joins its user's group as one
+    // more output of that kernel (a training step's updated optimizer state, which the parameter
+    // update reads); Softmax is opaque and bounds the group.
     EXPECT_PASS_GIVES(fuse_operators, R"(
 graph g(%x: f32[4,8]) {
   %a = Neg(%x) : f32[4,8]
@@ -101,10 +103,27 @@ graph g(%x: f32[4,8]) {
 graph g(%x: f32[4,8]) {
   %a = Neg(%x) : f32[4,8] # group=0
   %r = Relu(%a) : f32[4,8] # group=0
-  %t = Tanh(%r) : f32[4,8]
+  %t = Tanh(%r) : f32[4,8] # group=0
   %s = Softmax(%t) {axis=1} : f32[4,8]
   %y = Exp(%s) : f32[4,8]
   return %r, %y
+})");
+    // A graph output that is not injective (a reduction) still ends its group: nothing fuses
+    // past it into its user.
+    EXPECT_PASS_GIVES(fuse_operators, R"(
+graph g(%x: f32[4,8]) {
+  const %ax: i64[1] = [1]
+  %a = Neg(%x) : f32[4,8]
+  %m = ReduceSum(%a, %ax) : f32[4,1]
+  %e = Exp(%m) : f32[4,1]
+  return %m, %e
+})", R"(
+graph g(%x: f32[4,8]) {
+  const %ax: i64[1] = [1]
+  %a = Neg(%x) : f32[4,8] # group=0
+  %m = ReduceSum(%a, %ax) : f32[4,1] # group=0
+  %e = Exp(%m) : f32[4,1]
+  return %m, %e
 })");
 }
 

@@ -42,6 +42,8 @@ CC="${CC:-cc}" CXX="${CXX:-c++}" CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACH
   CMAKE_BUILD_PARALLEL_LEVEL="${KILN_JOBS:-$(nproc)}" \
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-build-isolation --disable-pip-version-check "$ROOT"
 python3 -m pytest -q "$ROOT/tests/python" --ignore="$ROOT/tests/python/test_onnx_backend.py"
+echo "== training vs PyTorch (tests/training; PyTorch runs under /usr/bin/python3)"
+python3 -m pytest -q "$ROOT/tests/training"
 
 echo "== pytest (CLI, models vs ONNX Runtime, errors)"
 KILN_BIN="$BUILD/bin/kiln" KILN_RUN_MODEL="$BUILD/bin/run_model" python3 -m pytest -q "$ROOT/tests/models" \
@@ -63,6 +65,7 @@ KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "
 # Training: recomputation on a deep net (both modes agree), untimed.
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke
 "$BUILD/bin/kiln-bench-train-pipeline" --smoke
+python3 "$ROOT/bench/train_vs_torch.py" --smoke
 for b in serve_throughput serve_rt_be serve_load; do
   KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/$b.py" --smoke --models-dir "$BUILD/models"
 done

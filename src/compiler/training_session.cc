@@ -195,6 +195,14 @@ public:
         compiler::write_file_atomically(path, frontend::onnx_with_initializers(path_, values));
     }
 
+    void set_learning_rate(double lr) override {
+        KILN_CHECK(lr >= 0 && std::isfinite(lr), kInvalidArgument) << "learning rate must be >= 0, got " << lr;
+        lr_override_ = lr;
+    }
+    double learning_rate() const override {
+        return lr_override_ >= 0 ? lr_override_ : opts_.schedule.at(step_, opts_.optimizer.lr);
+    }
+
     std::string memory_report() override {
         return compiled(TrainingGraphKind::kTrainStep).memory.report + runner_.allocator_report();
     }
@@ -296,7 +304,7 @@ private:
         CompiledGraph& c = compiled(kind);
         std::map<std::string, Tensor> scalars;
         if (kind == TrainingGraphKind::kTrainStep || kind == TrainingGraphKind::kApply) {
-            const double lr = opts_.schedule.at(step_, opts_.optimizer.lr);
+            const double lr = learning_rate();
             const std::vector<std::string> names = autodiff::optimizer_scalar_names(spec_);
             const std::vector<double> values = autodiff::optimizer_scalar_values(spec_, step_, lr);
             for (size_t i = 0; i < names.size(); ++i) scalars[names[i]] = f32_scalar(values[i]);
@@ -352,6 +360,7 @@ private:
     std::map<std::string, Tensor> params_, stats_, opt_state_;
     std::unique_ptr<CompiledGraph> graphs_[kKinds];
     int64_t step_ = 0;
+    double lr_override_ = -1;  // set_learning_rate (the Python Optimizer), else the schedule
 };
 
 }  // namespace

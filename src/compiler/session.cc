@@ -44,7 +44,7 @@ std::string tensor_key(const Tensor& t) {
 class SessionImpl final : public Session {
 public:
     SessionImpl(std::string path, const SessionOptions& opts)
-        : path_(std::move(path)), opts_(opts), runner_(runner_options(opts)) {
+        : path_(std::move(path)), opts_(opts), runner_(runtime::runner_options(opts)) {
         auto t0 = Clock::now();
         stats_.intra_op_threads = runner_.stats().intra_op_threads;
         ir::Graph g = frontend::import_onnx_file(path_);
@@ -314,20 +314,6 @@ private:
         }
         inspect_text_ = os.str();
         compiled_ = true;
-    }
-
-    static runtime::RunnerOptions runner_options(const SessionOptions& o) {
-        runtime::RunnerOptions r;
-        r.threads = o.threads;
-        r.inter_op_threads = o.inter_op_threads;
-        r.executor = o.executor == ExecutorKind::kSequential ? runtime::ExecutorChoice::kSequential
-                     : o.executor == ExecutorKind::kDataflow ? runtime::ExecutorChoice::kDataflow
-                                                             : runtime::ExecutorChoice::kAuto;
-        r.use_global_thread_pools = o.use_global_thread_pools;
-        r.memory_limit = o.memory_limit;
-        r.profile_path = o.profile_path;
-        r.profile = o.profile;
-        return r;
     }
 
 public:

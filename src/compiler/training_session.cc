@@ -29,20 +29,6 @@ using autodiff::TrainingGraphKind;
 
 constexpr int kKinds = 4;
 
-runtime::RunnerOptions runner_options(const SessionOptions& o) {
-    runtime::RunnerOptions r;
-    r.threads = o.threads;
-    r.inter_op_threads = o.inter_op_threads;
-    r.executor = o.executor == ExecutorKind::kSequential ? runtime::ExecutorChoice::kSequential
-                 : o.executor == ExecutorKind::kDataflow ? runtime::ExecutorChoice::kDataflow
-                                                         : runtime::ExecutorChoice::kAuto;
-    r.use_global_thread_pools = o.use_global_thread_pools;
-    r.memory_limit = o.memory_limit;
-    r.profile_path = o.profile_path;
-    r.profile = o.profile;
-    return r;
-}
-
 autodiff::OptimizerSpec optimizer_spec(const OptimizerOptions& o) {
     autodiff::OptimizerSpec s;
     s.kind = o.kind;
@@ -81,7 +67,7 @@ class TrainingSessionImpl final : public TrainingSession {
 public:
     TrainingSessionImpl(std::string path, const TrainingOptions& opts)
         : path_(std::move(path)), opts_(opts), spec_(optimizer_spec(opts.optimizer)),
-          runner_(runner_options(opts.session)) {
+          runner_(runtime::runner_options(opts.session)) {
         loss_.kind = opts.loss.kind;
         loss_.output = opts.loss.output;
         loss_.labels = opts.loss.labels;

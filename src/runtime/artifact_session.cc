@@ -16,20 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-RunnerOptions runner_options(const SessionOptions& o) {
-    RunnerOptions r;
-    r.threads = o.threads;
-    r.inter_op_threads = o.inter_op_threads;
-    r.executor = o.executor == ExecutorKind::kSequential ? ExecutorChoice::kSequential
-                 : o.executor == ExecutorKind::kDataflow ? ExecutorChoice::kDataflow
-                                                         : ExecutorChoice::kAuto;
-    r.use_global_thread_pools = o.use_global_thread_pools;
-    r.memory_limit = o.memory_limit;
-    r.profile_path = o.profile_path;
-    r.profile = o.profile;
-    return r;
-}
-
 /// "N=1,S=128" (also ';' or space separated) -> {N: 1, S: 128}; malformed pieces are skipped.
 std::map<std::string, int64_t> parse_dims(const std::string& text) {
     std::map<std::string, int64_t> dims;

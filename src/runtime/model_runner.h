@@ -40,6 +40,22 @@ struct RunnerOptions {
     bool profile = false;      // per-kernel timings (implied by profile_path)
 };
 
+/// The runner options of a public SessionOptions (one place for the compiling, artifact and
+/// training sessions).
+inline RunnerOptions runner_options(const SessionOptions& o) {
+    RunnerOptions r;
+    r.threads = o.threads;
+    r.inter_op_threads = o.inter_op_threads;
+    r.executor = o.executor == ExecutorKind::kSequential ? ExecutorChoice::kSequential
+                 : o.executor == ExecutorKind::kDataflow ? ExecutorChoice::kDataflow
+                                                         : ExecutorChoice::kAuto;
+    r.use_global_thread_pools = o.use_global_thread_pools;
+    r.memory_limit = o.memory_limit;
+    r.profile_path = o.profile_path;
+    r.profile = o.profile;
+    return r;
+}
+
 /// Per-run controls (kiln::RunOptions).
 struct RunControls {
     /// When set, the run stops at the next step boundary with a kCancelled Status.

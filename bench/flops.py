@@ -1,5 +1,5 @@
-"""FLOPs of an ONNX model: 2 x the multiply-accumulates of its Conv, ConvTranspose, MatMul and
-Gemm nodes (everything else -- activations, norms, pooling, softmax -- is left out, as is usual
+"""FLOPs of an ONNX model: 2 x the multiply-accumulates of its Conv, ConvTranspose, MatMul,
+Gemm and LSTM/GRU/RNN nodes (everything else -- activations, norms, pooling, softmax -- is left out, as is usual
 for GFLOP/s figures), with shapes from ONNX shape inference. Also lists the distinct conv
 workloads of a model (bench/kernels.py).
 
@@ -18,7 +18,8 @@ ConvWorkload = namedtuple("ConvWorkload", "n c m h w kh kw stride pad group")
 
 def _shapes(model):
     """{value name: static shape (list of ints)} of every value shape inference knows."""
-    inferred = onnx.shape_inference.infer_shapes(model)
+    # data_prop: shapes computed by Shape -> Gather -> Concat -> Reshape chains (channel shuffle)
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     g = inferred.graph
     shapes = {t.name: list(t.dims) for t in g.initializer}
     for v in list(g.input) + list(g.value_info) + list(g.output):
@@ -55,7 +56,27 @@ def node_flops(node, shapes):
         a, y = shape(0), shape(-1)
         k = a[0] if _attr(node, "transA", 0) else a[1]
         return 2 * int(np.prod(y)) * k
+    if node.op_type in ("LSTM", "GRU", "RNN"):  # the input and recurrent products of every step
+        x, w, r = shape(0), shape(1), shape(2)  # w: [D, G*H, I]; r: [D, G*H, H]
+        steps_x_batch = x[0] * x[1]             # [T, B, I] or (layout 1) [B, T, I]
+        return 2 * steps_x_batch * w[0] * w[1] * (w[2] + r[2])
     return 0
+
+
+COUNTED = ("Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "RNN")
+
+
+def _shapes_by_running(model, names):
+    """Shapes of `names` from one ONNX Runtime run (zeros as inputs): for values that shape
+    inference leaves open (reshape targets computed from shapes, as PyTorch exports them)."""
+    import onnxruntime as ort
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    m.graph.output.extend([onnx.ValueInfoProto(name=n) for n in names])
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np_types = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+    feed = {i.name: np.zeros(i.shape, np_types.get(i.type, np.float32)) for i in sess.get_inputs()}
+    return {n: list(v.shape) for n, v in zip(names, sess.run(names, feed))}
 
 
 def model_flops(model):
@@ -63,6 +84,10 @@ def model_flops(model):
     if isinstance(model, str):
         model = onnx.load(model)
     shapes = _shapes(model)
+    missing = sorted({v for n in model.graph.node if n.op_type in COUNTED
+                      for v in list(n.input[:3]) + [n.output[0]] if v and v not in shapes})
+    if missing:
+        shapes.update(_shapes_by_running(model, missing))
     return sum(node_flops(n, shapes) for n in model.graph.node)
 
 

@@ -37,6 +37,12 @@ the `peers:begin` / `peers:end` markers (--no-docs to skip).
     build/peers-venv/bin/python bench/peers.py --models mlp,resnet18 --threads 1 --batches 1 \\
         --rounds 3 --no-docs
     python3 bench/peers.py --smoke            # CI: outputs vs ORT once, no timing claims
+    build/peers-venv/bin/python bench/peers.py --zoo --threads 2 --batches 1 --rounds 3
+    python3 bench/peers.py --zoo --smoke      # every zoo model once through Kiln and ORT
+
+The zoo (`--zoo`, scripts/export_zoo.py: 30 architectures exported by Debian's PyTorch into
+--zoo-dir when missing) gets its own table between the `zoo:begin` / `zoo:end` markers, with the
+geometric mean of Kiln / best peer per thread count and batch.
 """
 from __future__ import annotations
 
@@ -60,6 +66,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.insert(0, HERE)
 
 import batch_variants  # noqa: E402
+import export_zoo  # noqa: E402
 import fma_peak  # noqa: E402
 import flops  # noqa: E402
 import make_models  # noqa: E402
@@ -69,6 +76,10 @@ SMOKE_MODELS = "mlp,resnet18,resnet50,mobilenetv2,bert_base"  # the benchmark's 
 RTOL, ATOL = 2e-3, 5e-4
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
 BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
+ZOO_BEGIN, ZOO_END = "<!-- zoo:begin -->", "<!-- zoo:end -->"
+# The zoo is exported by Debian's PyTorch (scripts/export_zoo.py), not by this interpreter (the
+# peers venv has no PyTorch).
+EXPORT_PYTHON = os.environ.get("KILN_EXPORT_PYTHON", "/usr/bin/python3")
 
 
 # ---- engines ---------------------------------------------------------------------------------
@@ -181,8 +192,18 @@ def have_openvino():
 
 # ---- measurement -----------------------------------------------------------------------------
 
-def model_files(name, batch, models_dir):
-    return batch_variants.write_batched(name, models_dir, batch, make_models.write_test_model)
+def model_files(name, batch, args):
+    """(model path, inputs npz) of a generated model (make_models) or a zoo model (export_zoo)."""
+    if name not in export_zoo.ZOO:
+        return batch_variants.write_batched(name, args.models_dir, batch, make_models.write_test_model)
+    path, inputs = export_zoo.model_file(args.zoo_dir, name, batch)
+    if not (os.path.exists(path) and os.path.exists(inputs)):
+        cmd = [EXPORT_PYTHON, os.path.join(REPO, "scripts", "export_zoo.py"), "--out", args.zoo_dir,
+               "--only", name, "--batch", str(batch)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{shlex.join(cmd)} exited {proc.returncode}:\n{proc.stderr.strip()[-2000:]}")
+    return path, inputs
 
 
 def compare(kiln_outs, ort_outs):
@@ -215,7 +236,7 @@ def stats(ms):
 
 def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
     """One row: {engine: (median, p90)}, GFLOP, output check, peer start-up times."""
-    path, inputs = model_files(name, batch, args.models_dir)
+    path, inputs = model_files(name, batch, args)
     with np.load(inputs) as z:
         feed = {k: z[k] for k in z.files}
     engines = [Kiln(args.kiln, path, inputs, threads, args.kiln_kernels, cache_dir),
@@ -250,7 +271,7 @@ def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
 
 def kiln_startup(args, name, threads, batch, cache_dir):
     """(cold s, warm s) of Kiln with an empty then warm cache_dir."""
-    path, inputs = model_files(name, batch, args.models_dir)
+    path, inputs = model_files(name, batch, args)
     shutil.rmtree(cache_dir, ignore_errors=True)
     os.makedirs(cache_dir)
     k = Kiln(args.kiln, path, inputs, threads, args.kiln_kernels, cache_dir)
@@ -284,6 +305,24 @@ def latency_table(rows, peaks):
                    f"{fmt_ms(r['kiln'])} | {fmt_ms(r['ort'])} | {fmt_ms(r.get('openvino'))} | "
                    f"{ratio} | {gflops:.1f} | {100 * gflops / peaks[r['threads']][0]:.1f} | "
                    f"{r['kiln_runs']} |")
+    return "\n".join(out)
+
+
+def geomean_table(rows):
+    """Per (threads, batch): the geometric mean of Kiln / best peer and the worst model."""
+    groups = {}
+    for r in rows:
+        if r.get("failed"):
+            continue
+        peers = [r[e][0] for e in ("ort", "openvino") if r.get(e)]
+        groups.setdefault((r["threads"], r["batch"]), []).append((r["kiln"][0] / min(peers), r["model"]))
+    out = ["| T | batch | models | geometric mean Kiln / best peer | worst (model) | models above 1.3x |",
+           "|---:|---:|---:|---:|---:|---|"]
+    for (t, b), ratios in sorted(groups.items()):
+        gm = float(np.exp(np.mean([np.log(x) for x, _ in ratios])))
+        worst = max(ratios)
+        above = ", ".join(f"{m} {x:.2f}" for x, m in sorted(ratios, reverse=True) if x > 1.3) or "-"
+        out.append(f"| {t} | {b} | {len(ratios)} | {gm:.2f} | {worst[0]:.2f} ({worst[1]}) | {above} |")
     return "\n".join(out)
 
 
@@ -359,7 +398,7 @@ def smoke(args, log):
     log(f"peak 1 thread: {peaks[1][0]:.1f} GFLOP/s ({peaks[1][1]})")
     use_ov = have_openvino() and not args.no_openvino
     if args.batches is None:  # the default: batch 1, and the mlp at batch 8 (a batch variant)
-        configs = [(n, 1) for n in args.models.split(",")] + [("mlp", 8)]
+        configs = [(n, 1) for n in args.models.split(",")] + ([] if args.zoo else [("mlp", 8)])
     else:
         configs = [(n, int(b)) for n in args.models.split(",") for b in args.batches.split(",")]
     own_cache = None if os.environ.get("KILN_CACHE_DIR") else tempfile.mkdtemp(prefix="kiln_smoke_")
@@ -367,8 +406,13 @@ def smoke(args, log):
     try:
         for name, batch in configs:
             t0 = time.time()
-            row = measure_config(args, name, 1, batch, own_cache or os.environ["KILN_CACHE_DIR"],
-                                 use_ov, log)
+            try:
+                row = measure_config(args, name, 1, batch, own_cache or os.environ["KILN_CACHE_DIR"],
+                                     use_ov, log)
+            except RuntimeError as e:  # a model Kiln cannot run: a failure of the smoke run
+                log(f"  {name} batch {batch}: FAILED: {str(e)[-1500:]}")
+                failed.append(f"{name} batch {batch}")
+                continue
             log(f"  {name} batch {batch}: {row['gflop']:.3g} GFLOP, "
                 f"{'outputs match ORT' if not row['check'] else 'MISMATCH ' + row['check']} "
                 f"({time.time() - t0:.1f} s)")
@@ -391,6 +435,12 @@ def main(argv=None):
                                                      os.path.join(REPO, "build", "bin", "kiln")))
     ap.add_argument("--models-dir", default=os.path.join(REPO, "build", "models"))
     ap.add_argument("--models", default=None, help=f"default {DEFAULT_MODELS}")
+    ap.add_argument("--zoo", action="store_true",
+                    help="the zoo of scripts/export_zoo.py instead of the five benchmark models "
+                         "(--models then picks among the zoo's names); the table goes between the "
+                         "zoo markers of docs/benchmarks.md")
+    ap.add_argument("--zoo-dir", default=os.path.join(REPO, "build", "zoo"),
+                    help="where the zoo models are (exported there when missing)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--batches", default=None, help="default 1,8 (--smoke: 1, and mlp at 8)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per configuration")
@@ -409,14 +459,17 @@ def main(argv=None):
                     help=f"CI check: models ({SMOKE_MODELS}) once through Kiln and ORT, "
                          "outputs compared, nothing timed or written")
     args = ap.parse_args(argv)
+    if args.zoo:
+        args.models = args.models or ",".join(export_zoo.ZOO)
     args.models = args.models or (SMOKE_MODELS if args.smoke else DEFAULT_MODELS)
     if not args.smoke:
         args.batches = args.batches or "1,8"
     if not os.access(args.kiln, os.X_OK):
         ap.error(f"Kiln CLI not found at {args.kiln} (build it, or set KILN_BIN / --kiln)")
-    unknown = [n for n in args.models.split(",") if n not in make_models.ALL_MODELS]
+    known = export_zoo.ZOO if args.zoo else make_models.ALL_MODELS
+    unknown = [n for n in args.models.split(",") if n not in known]
     if unknown:
-        ap.error(f"unknown model(s) {unknown}; known: {', '.join(make_models.ALL_MODELS)}")
+        ap.error(f"unknown model(s) {unknown}; known: {', '.join(known)}")
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
@@ -469,9 +522,15 @@ def main(argv=None):
     finally:
         shutil.rmtree(cache_root, ignore_errors=True)
     text = report(args, argv, rows, startup, peaks, versions)
+    if args.zoo:
+        text += "\n\n" + geomean_table(rows)
     print(text)
     if not args.no_docs:
-        write_docs(args.docs, text)
+        if args.zoo:
+            write_docs(args.docs, text, ZOO_BEGIN, ZOO_END,
+                       heading="The zoo: Kiln vs ONNX Runtime and OpenVINO (`bench/peers.py --zoo`)")
+        else:
+            write_docs(args.docs, text)
         log(f"wrote {args.docs}")
     return 0
 

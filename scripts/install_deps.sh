@@ -14,6 +14,7 @@ DEB_PACKAGES=(
   libb64-0d  # perf_analyzer's libb64.so.0d (tests/serve; scripts/serve_test_env.sh)
   libpng-dev  # src/data: PNG images in image-directory datasets
   python3-torch python3-matplotlib  # training tests vs PyTorch autograd (tests/training); loss-curve PNGs
+  python3-torchvision  # scripts/export_zoo.py: the benchmark zoo (bench/peers.py --zoo)
   time  # /usr/bin/time -v: peak RSS in bench/memory_figures.py
 )
 # onnx is pinned: 1.19.x is the newest wheel that still ships the backend node test data

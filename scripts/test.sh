@@ -13,7 +13,8 @@
 #     held-out accuracy) and tests/training (Kiln vs PyTorch autograd, PyTorch from Debian's
 #     python3-torch run by /usr/bin/python3)
 #  7. bench smoke: the benchmark models through bench/peers.py once, Kiln's outputs vs ONNX
-#     Runtime's (no timing assertions; keeps the benchmark script from rotting)
+#     Runtime's (no timing assertions; keeps the benchmark script from rotting), and one model of
+#     every family of the zoo (scripts/export_zoo.py, exported by Debian's PyTorch)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${KILN_BUILD_DIR:-$ROOT/build}"
@@ -61,6 +62,11 @@ KILN_BIN="$BUILD/bin/kiln" "$ROOT/scripts/train_digits.sh" "$BUILD/train_digits"
 
 echo "== bench smoke"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --smoke --models-dir "$BUILD/models"
+# The zoo's light members, one per family (the whole zoo, `--zoo --smoke`, takes ~10 min with a
+# cold kernel cache on 2 cores: run by hand, see docs/benchmarks.md).
+ZOO_CI=mobilenetv3_small,shufflenetv2,regnety_400mf,mnasnet,squeezenet,lraspp_mbv3,minilm,gpt2_small
+ZOO_CI+=,lstm_tagger,bigru,tcn,audio_conv1d,mixer_s16,unet_small
+KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --zoo --smoke --zoo-dir "$BUILD/zoo" --models "$ZOO_CI"
 # The serving benchmarks against the ORT KServe v2 server, untimed: both answer and agree.
 # Training: recomputation on a deep net (both modes agree), untimed.
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke

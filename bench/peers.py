@@ -70,6 +70,7 @@ import export_zoo  # noqa: E402
 import fma_peak  # noqa: E402
 import flops  # noqa: E402
 import make_models  # noqa: E402
+import roofline  # noqa: E402
 
 DEFAULT_MODELS = "resnet50,resnet18,mobilenetv2,bert_base,mlp"
 SMOKE_MODELS = "mlp,resnet18,resnet50,mobilenetv2,bert_base"  # the benchmark's own models
@@ -269,6 +270,16 @@ def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
     return row
 
 
+def kernel_rooflines(args, name, threads, batch, cache_dir, peaks, bandwidth):
+    """The model's kernels against their rooflines (bench/roofline.py): the slowest kernel and
+    those below 10% of their roofline."""
+    path, inputs = model_files(name, batch, args)
+    steps = roofline.profile_steps(args.kiln, path, inputs, threads, 3, cache_dir)
+    rated = roofline.rate(steps, peaks[threads][0], bandwidth)
+    return {"top": roofline.describe(rated[0]) if rated else "-",
+            "flagged": [roofline.describe(s) for s in roofline.flagged(rated)]}
+
+
 def kiln_startup(args, name, threads, batch, cache_dir):
     """(cold s, warm s) of Kiln with an empty then warm cache_dir."""
     path, inputs = model_files(name, batch, args)
@@ -323,6 +334,27 @@ def geomean_table(rows):
         worst = max(ratios)
         above = ", ".join(f"{m} {x:.2f}" for x, m in sorted(ratios, reverse=True) if x > 1.3) or "-"
         out.append(f"| {t} | {b} | {len(ratios)} | {gm:.2f} | {worst[0]:.2f} ({worst[1]}) | {above} |")
+    return "\n".join(out)
+
+
+def holdback_table(rows, bandwidth):
+    """Per zoo row: the kernel that takes most of Kiln's time and the kernels below 10% of their
+    roofline (bench/roofline.py)."""
+    out = [f"What holds each model back (bench/roofline.py; bandwidth {bandwidth:.1f} GB/s, the "
+           "FP32 peak above): the slowest kernel, and every kernel below 10% of its roofline that "
+           "takes at least 1% of the run.", "",
+           "| model | T | batch | Kiln / best peer | slowest kernel | kernels below 10% of roofline |",
+           "|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        if r.get("failed") or "roofline" not in r:
+            continue
+        peers = [r[e][0] for e in ("ort", "openvino") if r.get(e)]
+        flagged = "; ".join(r["roofline"]["flagged"][:3]) or "-"
+        more = len(r["roofline"]["flagged"]) - 3
+        if more > 0:
+            flagged += f"; and {more} more"
+        out.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {r['kiln'][0] / min(peers):.2f} | "
+                   f"{r['roofline']['top']} | {flagged} |")
     return "\n".join(out)
 
 
@@ -495,6 +527,7 @@ def main(argv=None):
     for t, (g, isa) in sorted(peaks.items()):
         log(f"  {t} thread(s): {g:.1f} GFLOP/s ({isa})")
 
+    bandwidth = roofline.measure_bandwidth_gbs() if args.zoo else None
     cache_root = tempfile.mkdtemp(prefix="kiln_peers_cache_")
     rows, startup = [], {}
     try:
@@ -513,6 +546,8 @@ def main(argv=None):
                         log(f"{name} T={t} B={batch}: failed: {e}")
                         rows.append({"model": name, "threads": t, "batch": batch, "failed": 1})
                         continue
+                    if args.zoo:
+                        row["roofline"] = kernel_rooflines(args, name, t, batch, cache, peaks, bandwidth)
                     if name in startup and batch == batches[0] and t == thread_counts[0]:
                         startup[name].update(row["startup"])
                     rows.append(row)
@@ -523,7 +558,7 @@ def main(argv=None):
         shutil.rmtree(cache_root, ignore_errors=True)
     text = report(args, argv, rows, startup, peaks, versions)
     if args.zoo:
-        text += "\n\n" + geomean_table(rows)
+        text += "\n\n" + geomean_table(rows) + "\n\n" + holdback_table(rows, bandwidth)
     print(text)
     if not args.no_docs:
         if args.zoo:

@@ -37,6 +37,10 @@ struct TuneOptions {
     double timeout_seconds = 10;   // per candidate
     int repeats = 5;
     uint64_t seed = 1;
+    /// Model runs per variant of the model-level check (0 = skip it): after the search the whole
+    /// model runs untuned and tuned, interleaved; the tuned choices stay applied only when the
+    /// tuned model is faster (otherwise the log records them as rejected).
+    int confirm_runs = 20;
     /// The measurement program (`PROGRAM tune-worker`); "" = the running `kiln` executable.
     std::string worker;
     std::function<void(const TuneStatus&)> progress;
@@ -57,6 +61,12 @@ struct TuneReport {
     double seconds = 0;
     std::string target;    // the machine measured on
     std::string log_path;  // where the records went
+    /// The model-level check (TuneOptions::confirm_runs): medians of the interleaved runs, and
+    /// whether the tuned choices stay applied.
+    bool confirmed = false;  // the check ran
+    double model_untuned_ms = 0, model_tuned_ms = 0;
+    bool tuning_kept = true;
+    std::string confirmation_note;  // why the check did not run, or what it rejected
 };
 
 /// Tunes the ONNX model at `onnx_path`. Candidates that crash, hang or compute a wrong result

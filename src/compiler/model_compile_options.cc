@@ -1,6 +1,9 @@
 #include "compiler/model_compile_options.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -19,6 +22,21 @@ std::string pass_names() {
     std::string s;
     for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
     return s;
+}
+
+/// A log whose records were all measured on other machines is not applied: say so, once per log
+/// (a schedule tuned for another CPU's caches and ISA can be slower here than the default).
+void warn_foreign_log(const std::string& path) {
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    std::vector<std::string> targets = tune::TuningLog::read(path).targets();
+    std::lock_guard<std::mutex> lock(mu);
+    const std::string host = tune::host_target();
+    if (targets.empty() || std::find(targets.begin(), targets.end(), host) != targets.end() ||
+        !warned.insert(path).second)
+        return;
+    std::fprintf(stderr, "kiln: tuning log '%s' holds records for %zu other machine(s) (e.g. '%s'), none for this one "
+                 "('%s'): not applied\n", path.c_str(), targets.size(), targets[0].c_str(), host.c_str());
 }
 
 }  // namespace
@@ -42,8 +60,10 @@ CompileOptions compile_options_for(const SessionOptions& o, int intra_op_threads
     copts.dims = o.dims;
     copts.opt_level = o.opt_level;
     copts.kernels = parse_kernel_source(o.kernels);
-    if (std::string log = resolve_tuning_log(o.tuning_log); !log.empty())
+    if (std::string log = resolve_tuning_log(o.tuning_log); !log.empty()) {
         copts.tuned = tuned_knobs_from_log(log, tune::host_target(), intra_op_threads);
+        if (copts.tuned.empty()) warn_foreign_log(log);
+    }
     copts.passes.print_after.insert(o.print_after.begin(), o.print_after.end());
     copts.passes.print_after_all = o.print_after_all;
     for (const std::string& name : o.print_after) {

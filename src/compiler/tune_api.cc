@@ -2,6 +2,7 @@
 #include <iostream>
 #include <thread>
 
+#include "compiler/tune_confirm.h"
 #include "compiler/tune_model.h"
 #include "frontend/onnx/importer.h"
 #include "kiln/tune.h"
@@ -41,6 +42,19 @@ TuneReport tune_model(const std::string& onnx_path, const TuneOptions& opts) {
     for (const compiler::WorkloadResult& w : r.workloads)
         out.workloads.push_back({w.key, w.description, w.count, w.flops, w.default_seconds, w.best_seconds, w.default_knobs,
                                  w.best_knobs, w.trials, w.failures, w.first_failure});
+    if (opts.confirm_runs > 0 && opts.rpc.empty()) {  // (measured elsewhere: this machine cannot judge)
+        std::vector<const TunedWorkload*> changed;
+        for (const TunedWorkload& w : out.workloads)
+            if (w.tuned_knobs != w.default_knobs) changed.push_back(&w);
+        TuneOptions confirm_opts = opts;
+        confirm_opts.threads = t.measure.threads;
+        compiler::ModelConfirmation c = compiler::confirm_at_model_level(onnx_path, confirm_opts, out, changed);
+        out.confirmed = c.ran;
+        out.model_untuned_ms = c.untuned_ms;
+        out.model_tuned_ms = c.tuned_ms;
+        out.tuning_kept = c.kept;
+        out.confirmation_note = c.note;
+    }
     return out;
 }
 

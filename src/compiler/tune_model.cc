@@ -203,7 +203,8 @@ private:
         for (Workload& w : workloads_) by_key[w.result.key] = &w;
         for (const tune::TuningRecord& r : log.records()) {
             auto it = by_key.find(r.workload);
-            if (it == by_key.end() || r.target != target_ || r.threads != opts_.measure.threads) continue;
+            if (!r.verdict.empty() || it == by_key.end() || r.target != target_ || r.threads != opts_.measure.threads)
+                continue;
             Workload& w = *it->second;
             te::KnobValues v = te::ScheduleConfig::parse(r.knobs);
             auto src = v.find(kSourceKnob);

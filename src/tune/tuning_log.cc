@@ -1,5 +1,6 @@
 #include "tune/tuning_log.h"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,7 @@ TuningLog TuningLog::read(const std::string& path) {
             r.seconds = j.at("seconds").get<double>();
             r.flops = j.value("flops", 0.0);
             r.time = j.value("time", std::string());
+            r.verdict = j.value("verdict", std::string());
             te::ScheduleConfig::parse(r.knobs);  // malformed knobs: skipped like any bad line
             if (!(r.seconds > 0)) {
                 ++log.skipped_;
@@ -64,6 +66,7 @@ void TuningLog::append(const std::string& path, const TuningRecord& r) {
     nlohmann::json j = {{"v", kTuningLogVersion}, {"workload", r.workload}, {"desc", r.description},
                         {"target", r.target},     {"threads", r.threads},   {"knobs", r.knobs},
                         {"seconds", r.seconds},   {"flops", r.flops},       {"time", r.time}};
+    if (!r.verdict.empty()) j["verdict"] = r.verdict;
     f << j.dump() << "\n";
     f.flush();
     KILN_CHECK(f.good(), kInvalidArgument) << "cannot write the tuning log '" << path << "'";
@@ -72,11 +75,19 @@ void TuningLog::append(const std::string& path, const TuningRecord& r) {
 std::optional<TuningRecord> TuningLog::best(const std::string& workload, const std::string& target, int threads) const {
     // Per knob setting, the mean of its measurements: a setting timed again (the tuner's
     // confirmation round) is judged by all its times, not by its luckiest one.
+    // Only the records after the last model-level rejection of this workload on this target count.
+    size_t from = 0;
+    for (size_t i = 0; i < records_.size(); ++i)
+        if (records_[i].verdict == "rejected" && records_[i].workload == workload && records_[i].target == target)
+            from = i + 1;
     auto pick = [&](bool same_threads) -> std::optional<TuningRecord> {
         std::map<std::string, std::pair<double, int>> sum;  // knobs -> (sum of seconds, count)
         std::map<std::string, const TuningRecord*> last;
-        for (const TuningRecord& r : records_) {
-            if (r.workload != workload || r.target != target || (same_threads && r.threads != threads)) continue;
+        for (size_t i = from; i < records_.size(); ++i) {
+            const TuningRecord& r = records_[i];
+            if (!r.verdict.empty() || r.workload != workload || r.target != target ||
+                (same_threads && r.threads != threads))
+                continue;
             auto& [s, n] = sum[r.knobs];
             s += r.seconds;
             ++n;
@@ -102,8 +113,15 @@ std::map<std::string, te::KnobValues> TuningLog::best_knobs(const std::string& t
     for (const TuningRecord& r : records_)
         if (r.target == target && !seen[r.workload]) {
             seen[r.workload] = true;
-            out[r.workload] = te::ScheduleConfig::parse(best(r.workload, target, threads)->knobs);
+            if (auto b = best(r.workload, target, threads)) out[r.workload] = te::ScheduleConfig::parse(b->knobs);
         }
+    return out;
+}
+
+std::vector<std::string> TuningLog::targets() const {
+    std::vector<std::string> out;
+    for (const TuningRecord& r : records_)
+        if (std::find(out.begin(), out.end(), r.target) == out.end()) out.push_back(r.target);
     return out;
 }
 

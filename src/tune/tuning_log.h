@@ -4,7 +4,10 @@
 //    "threads":2,"knobs":"conv.ob=2,conv.t=7,source=0","seconds":0.000412,"flops":2.3e8,"time":"2026-11-23T10:00:00Z"}
 //
 // Only candidates that ran and matched the reference are written (a crashing, hanging or wrong
-// candidate never reaches the log). `kiln run`, the Session and `kiln tune --resume` read it;
+// candidate never reaches the log). A line with "verdict":"rejected" is not a measurement: the
+// tuner's model-level check found the whole model slower with this workload's tuned choice (a
+// kernel that wins alone can lose among its neighbours), so the records of that workload and
+// target before the verdict are no longer applied (a later search may win again). `kiln run`, the Session and `kiln tune --resume` read it;
 // the best record per (workload, target) is the one compile() applies: the knob setting with
 // the lowest mean time at the same thread count, else at any.
 #pragma once
@@ -29,6 +32,9 @@ struct TuningRecord {
     double seconds = 0;       // median time of one call
     double flops = 0;
     std::string time;         // when measured (UTC, ISO 8601)
+    /// "" for a measurement; "rejected" for the model-level verdict (knobs: the default's,
+    /// seconds: the tuned model's median time).
+    std::string verdict;
 };
 
 class TuningLog {
@@ -48,6 +54,8 @@ public:
     std::optional<TuningRecord> best(const std::string& workload, const std::string& target, int threads) const;
     /// Every workload's best knob values on `target` (what compile() applies).
     std::map<std::string, te::KnobValues> best_knobs(const std::string& target, int threads) const;
+    /// The targets with records in the log (to tell a log from another machine).
+    std::vector<std::string> targets() const;
 
 private:
     std::vector<TuningRecord> records_;

@@ -27,7 +27,9 @@ def tuned_log(tmp_path_factory):
     proc = run_kiln(["tune", DIGITS, "--dim", f"N={N}", "--budget", "8", "--threads", "1", "--log", log,
                      "--compare-runs", "3"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "model latency" in proc.stdout and "untuned" in proc.stdout, proc.stdout
+    # The model-level check ran (and kept or rejected the choices), or nothing changed to check.
+    assert (("model latency" in proc.stdout and ("kept:" in proc.stdout or "rejected:" in proc.stdout))
+            or "no workload changed" in proc.stdout), proc.stdout
     return str(log), proc.stdout
 
 
@@ -44,6 +46,8 @@ def test_log_holds_only_measured_matching_candidates(tuned_log):
     m = re.search(r"tuned (\d+) workloads", table)
     assert m and int(m.group(1)) == len(workloads), table
     for r in recs:
+        if r.get("verdict"):  # the model-level check rejected this workload's choice
+            assert r["verdict"] == "rejected" and "rejected:" in table, r
         assert r["v"] == 1 and r["threads"] == 1 and r["seconds"] > 0
         assert re.fullmatch(r"w[0-9a-f]{16}", r["workload"]), r
         assert all(re.fullmatch(r"[a-z_.]+=-?\d+", kv) for kv in r["knobs"].split(",") if kv), r
@@ -77,6 +81,43 @@ def test_log_choice_is_applied(tuned_log, tmp_path):
     generated = dict(rec, knobs="source=0")
     forced.write_text(json.dumps(generated) + "\n")
     assert "[dnnl_conv]" not in conv1_line(["--tuning-log", str(forced)])
+
+
+@pytest.mark.skipif(not kiln_has_dnnl(), reason="built without oneDNN")
+def test_rejected_verdict_restores_the_default(tuned_log, tmp_path):
+    """A model-level "rejected" verdict after a record makes later compiles ignore that record;
+    a record measured after the verdict applies again."""
+    log, _ = tuned_log
+    conv = [r for r in _records(log) if r["desc"].startswith("KilnConv2dNCHWc+Relu f32[4,1,8,8,1]")]
+    assert conv, "no record of conv1's workload"
+    untuned = _conv1_line(["--tuning-log", "none"])
+    forced = tmp_path / "forced.jsonl"
+    choice = "source=0" if "[dnnl_conv]" in untuned else "source=1"  # the opposite of the default
+    rec = dict(conv[0], knobs=choice, seconds=1e-9)
+    rec.pop("verdict", None)
+    verdict = dict(rec, knobs=conv[0]["knobs"], seconds=1e-3, verdict="rejected")
+    forced.write_text(json.dumps(rec) + "\n")
+    assert _conv1_line(["--tuning-log", str(forced)]) != untuned
+    forced.write_text(json.dumps(rec) + "\n" + json.dumps(verdict) + "\n")
+    assert _conv1_line(["--tuning-log", str(forced)]) == untuned
+    forced.write_text(json.dumps(rec) + "\n" + json.dumps(verdict) + "\n" + json.dumps(rec) + "\n")
+    assert _conv1_line(["--tuning-log", str(forced)]) != untuned
+
+
+def test_log_of_another_machine_is_not_applied_silently(tuned_log, tmp_path):
+    log, _ = tuned_log
+    foreign = tmp_path / "foreign.jsonl"
+    foreign.write_text("".join(json.dumps(dict(r, target="Some Other CPU | avx2")) + "\n"
+                               for r in _records(log)))
+    proc = run_kiln(["run", DIGITS, "--dim", f"N={N}", "--tuning-log", str(foreign)])
+    assert proc.returncode == 0, proc.stderr
+    assert "Some Other CPU" in proc.stderr and "not applied" in proc.stderr, proc.stderr
+
+
+def _conv1_line(extra):
+    proc = run_kiln(["inspect", DIGITS, "--dim", f"N={N}", "--kernels"] + extra)
+    assert proc.returncode == 0, proc.stderr
+    return next(line for line in proc.stdout.splitlines() if "'conv1'" in line)
 
 
 def test_missing_log_is_a_clear_error(tmp_path):

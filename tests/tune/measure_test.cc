@@ -126,5 +126,34 @@ TEST(TuningLog, ReadsBackBestPerThreadsAndSkipsBadLines) {
     EXPECT_DOUBLE_EQ(again.best("w1", "cpu | avx512", 2)->seconds, 3e-3);
 }
 
+TEST(TuningLog, RejectedVerdictDropsEarlierRecordsOfItsWorkloadAndTarget) {
+    const std::string path = testing::TempDir() + "/kiln_tuning_verdict_test.jsonl";
+    std::remove(path.c_str());
+    auto rec = [](const std::string& w, const std::string& target, const std::string& knobs, const std::string& verdict) {
+        TuningRecord r;
+        r.workload = w;
+        r.target = target;
+        r.threads = 2;
+        r.knobs = knobs;
+        r.seconds = 1e-3;
+        r.verdict = verdict;
+        return r;
+    };
+    TuningLog::append(path, rec("w1", "cpu", "a=1", ""));
+    TuningLog::append(path, rec("w2", "cpu", "b=1", ""));
+    TuningLog::append(path, rec("w1", "other", "a=5", ""));
+    TuningLog::append(path, rec("w1", "cpu", "a=0", "rejected"));
+    TuningLog log = TuningLog::read(path);
+    EXPECT_FALSE(log.best("w1", "cpu", 2).has_value());        // rejected: the default applies
+    EXPECT_EQ(log.best("w1", "other", 2)->knobs, "a=5");       // another target is untouched
+    EXPECT_EQ(log.best("w2", "cpu", 2)->knobs, "b=1");         // another workload too
+    auto best = log.best_knobs("cpu", 2);
+    EXPECT_FALSE(best.count("w1"));
+    EXPECT_EQ(best.at("w2").at("b"), 1);
+    EXPECT_EQ(log.targets(), (std::vector<std::string>{"cpu", "other"}));
+    TuningLog::append(path, rec("w1", "cpu", "a=2", ""));      // a later search counts again
+    EXPECT_EQ(TuningLog::read(path).best("w1", "cpu", 2)->knobs, "a=2");
+}
+
 }  // namespace
 }  // namespace kiln::tune

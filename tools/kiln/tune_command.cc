@@ -1,12 +1,12 @@
 // `kiln tune MODEL.onnx [--budget S] [--trials N] [--threads T] [--log FILE] [--resume] [--rpc H:P]`:
 // searches each workload's fastest kernel (include/kiln/tune.h), shows progress on stderr, and
-// ends with a table per workload (untuned and tuned time) and the whole model's latency before
-// and after, measured in this process with both sessions interleaved.
+// ends with a table per workload (untuned and tuned time) and the model-level check: the whole
+// model before and after, interleaved; the tuned choices are kept only if the model is faster
+// (compiler/tune_confirm.h).
 // `kiln tune-worker` (hidden) is the measurement process the tuner starts.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -17,7 +17,6 @@
 #include "kiln/kiln.h"
 #include "kiln/tune.h"
 #include "name_value_args.h"
-#include "random_inputs.h"
 #include "support/error.h"
 
 namespace kiln::cli {
@@ -27,7 +26,6 @@ struct TuneArgs {
     std::string model;
     TuneOptions opts;
     std::vector<std::string> dims;
-    int compare_runs = 20;  // model runs per session for the before/after latency (0 = skip)
 };
 
 std::string progress_line(const TuneStatus& s) {
@@ -35,39 +33,6 @@ std::string progress_line(const TuneStatus& s) {
     std::string d = s.description.size() > 48 ? s.description.substr(0, 45) + "..." : s.description;
     return fmt::format("\r[{:>3}/{}] {:<48} trials {:>3}  best {:>6.1f} GFLOP/s  time left {:>4.0f} s", s.workload,
                        s.workloads, d, s.trials, s.best_gflops, left);
-}
-
-/// Median milliseconds of one run of each session, interleaved run by run.
-std::pair<double, double> compare_latency(const TuneArgs& a, const std::string& log_path) {
-    SessionOptions base;
-    base.threads = a.opts.threads;
-    base.dims = a.opts.dims;
-    base.kernels = a.opts.kernels;
-    base.opt_level = a.opts.opt_level;
-    base.executor = ExecutorKind::kSequential;
-    SessionOptions tuned = base;
-    base.tuning_log = "none";
-    tuned.tuning_log = log_path;
-    std::unique_ptr<Session> before = Session::load(a.model, base);
-    std::unique_ptr<Session> after = Session::load(a.model, tuned);
-    RandomInputs random(1);
-    std::map<std::string, Tensor> feeds;
-    for (const TensorInfo& info : before->inputs()) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, a.opts.dims));
-    before->run(feeds);
-    after->run(feeds);
-    std::vector<double> tb, ta;
-    using Clock = std::chrono::steady_clock;
-    for (int i = 0; i < a.compare_runs; ++i)
-        for (int which = 0; which < 2; ++which) {
-            auto t0 = Clock::now();
-            (which ? after : before)->run(feeds);
-            (which ? ta : tb).push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        }
-    auto median = [](std::vector<double> v) {
-        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-        return v[v.size() / 2];
-    };
-    return {median(tb), median(ta)};
 }
 
 int tune(TuneArgs& a) {
@@ -99,10 +64,14 @@ int tune(TuneArgs& a) {
         if (!w.first_failure.empty())
             fmt::print("failed candidates of {} ({} of {}), the first: {}\n", w.description, w.failures, w.trials,
                        w.first_failure.substr(0, 300));
-    if (a.compare_runs > 0) {
-        auto [before, after] = compare_latency(a, r.log_path);
+    if (r.confirmed) {
         fmt::print("model latency (median of {} interleaved runs, {} threads): untuned {:.3f} ms, tuned {:.3f} ms ({:.2f}x)\n",
-                   a.compare_runs, a.opts.threads, before, after, before / after);
+                   a.opts.confirm_runs, a.opts.threads, r.model_untuned_ms, r.model_tuned_ms,
+                   r.model_untuned_ms / r.model_tuned_ms);
+        fmt::print("{}\n", r.tuning_kept ? "kept: the tuned choices are applied by later compiles"
+                                         : "rejected: " + r.confirmation_note);
+    } else if (!r.confirmation_note.empty()) {
+        fmt::print("model-level check: {}\n", r.confirmation_note);
     }
     return 0;
 }
@@ -136,7 +105,9 @@ void add_tune_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--timeout", a->opts.timeout_seconds, "Seconds a candidate may take before it counts as hung")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    sub->add_option("--compare-runs", a->compare_runs, "Model runs to time before/after (0 = skip)")
+    sub->add_option("--compare-runs", a->opts.confirm_runs,
+                    "Model runs per variant of the model-level check: tuned choices are kept only if the whole "
+                    "model is faster (0 = skip the check)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     sub->add_option("--seed", a->opts.seed, "Seed of the search")->capture_default_str();

@@ -329,8 +329,16 @@ static inline float kiln_erf_f32(float x) {
     return copysignf(y, x);
 }
 
-/* f32 sigmoid computes in double: exp(-x) overflows float long before the result underflows. */
-static inline float kiln_sigmoid_f32(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+/* kiln_sigmoid_f32: max error 4 ulp (subnormal results: in units of 2^-149); 1 at +inf, 0 at -inf,
+   NaN -> NaN. Vectorizable like kiln_exp_f32 (a libm exp in double made every fused SiLU
+   epilogue scalar: EfficientNet's Conv+Sigmoid+Mul ran at 2 GFLOP/s). With e = exp(-|x|) <= 1,
+   nothing overflows: sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, so results
+   down in the subnormals (x in [-104, -87]) keep their value. */
+static inline float kiln_sigmoid_f32(float x) {
+    float e = kiln_exp_f32(-fabsf(x));
+    float num = x >= 0.0f ? 1.0f : e; /* NaN: e is NaN, so is the result */
+    return num / (1.0f + e);
+}
 static inline double kiln_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 static inline void* kiln_alloc(size_t bytes) {

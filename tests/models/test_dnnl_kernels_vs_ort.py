@@ -49,6 +49,15 @@ def conv_case(rng, cin, cout, hw, k, stride, pad, group=1, dil=1, post=()):
         elif p == "clip":
             inits["lo"], inits["hi"] = np.array(0, np.float32), np.array(6, np.float32)
             nodes.append(helper.make_node("Clip", [cur, "lo", "hi"], [nxt]))
+        elif p == "silu":  # x * sigmoid(x), as torch exports nn.SiLU
+            nodes += [helper.make_node("Sigmoid", [cur], [f"s{i}"]), helper.make_node("Mul", [cur, f"s{i}"], [nxt])]
+        elif p == "hardswish_written":  # x * hardsigmoid(x) with torch's 1/6, 1/2
+            nodes += [helper.make_node("HardSigmoid", [cur], [f"s{i}"], alpha=1 / 6, beta=0.5),
+                      helper.make_node("Mul", [f"s{i}", cur], [nxt])]
+        elif p == "hardswish":
+            nodes.append(helper.make_node("HardSwish", [cur], [nxt]))
+        elif p == "hardsigmoid":  # ONNX's defaults, alpha 0.2, beta 0.5
+            nodes.append(helper.make_node("HardSigmoid", [cur], [nxt]))
         elif p == "residual":  # a second conv's output of the same shape
             inits["w2"] = w.copy()
             nodes.insert(0, helper.make_node("Conv", ["x", "w2"], ["r"], kernel_shape=[k, k], strides=[stride] * 2,
@@ -107,6 +116,11 @@ CASES = {
     "conv_block8_clip": lambda r: conv_case(r, 24, 40, 14, 1, 1, 0, post=("clip",)),
     "depthwise_clip": lambda r: conv_case(r, 32, 32, 14, 3, 1, 1, group=32, post=("clip",)),
     "grouped": lambda r: conv_case(r, 32, 64, 10, 3, 1, 1, group=4, post=("relu",)),
+    # The activations of EfficientNet and MobileNetV3 ride in the conv as oneDNN post-ops.
+    "conv1x1_silu": lambda r: conv_case(r, 16, 48, 14, 1, 1, 0, post=("silu",)),
+    "conv3x3_hardswish_written": lambda r: conv_case(r, 16, 32, 12, 3, 1, 1, post=("hardswish_written",)),
+    "depthwise_hardswish": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32, post=("hardswish",)),
+    "conv1x1_hardsigmoid": lambda r: conv_case(r, 16, 32, 10, 1, 1, 0, post=("hardsigmoid",)),
     "matmul_bias_gelu": lambda r: matmul_case(r, (1, 32, 64), (64, 96), bias=True, post=("gelu",)),
     "matmul_scale": lambda r: matmul_case(r, (48, 64), (64, 40), post=("scale",)),
     "batched_matmul": batched_matmul_case,
@@ -127,6 +141,11 @@ def test_dnnl_matches_ort(tmp_path, name):
     if "residual" in name:  # the residual Add itself rides in the oneDNN kernel
         assert any("extern kernel dnnl_conv" in line and "add:" in line for line in kernels.stdout.splitlines()), \
             f"{name}: the residual conv is not a oneDNN kernel:\n{kernels.stdout[-3000:]}"
+    posts = {"silu": "swish", "hardswish": "hardswish", "hardsigmoid": "clip:0:1"}
+    for kind, post in posts.items():
+        if name.endswith(kind) or name.endswith(kind + "_written"):
+            assert any("extern kernel dnnl_conv" in line and post in line for line in kernels.stdout.splitlines()), \
+                f"{name}: the activation is not a oneDNN post-op:\n{kernels.stdout[-3000:]}"
     feed = dict(np.load(inputs))
     ref = ort_outputs(path, feed)
     for source in ("dnnl", "generated"):

@@ -7,9 +7,16 @@
 //    knobs (one value for every such stage of the kernel): "ew.vec" the inner loop's length in
 //    vector widths {1, 2, 4} (default 1), "ew.par" whether the outer loop runs in parallel
 //    {0, 1} (default 1, declared only for a stage large enough to run in parallel);
+//    except a broadcast: when every read that is not at the stage's own index (looking through
+//    inlined stages) uses only the leading axes (squeeze-and-excitation's per-channel gate
+//    x[n, c, h, w] * g[n, c, 0, 0], a bias over channels), those leading axes form the outer loop
+//    and the trailing ones the vectorized inner one, so the broadcast value is loop-invariant
+//    there instead of a div/mod and a gather per element (RegNetY's gate: 270 us for 81K elements);
 //  - reduction stage: fuse the data-parallel axes (outside the reduce loops) and run them in
 //    parallel when the total work is large; reduce loops stay serial innermost.
 #include "op/op_def.h"
+
+#include <algorithm>
 
 #include "op/schedule_util.h"
 #include "support/error.h"
@@ -87,12 +94,153 @@ void schedule_reduction(te::Stage& st) {
     if (t->numel() > 1 && work > kParallelMin) st.parallel(f);
 }
 
+namespace {
+
+/// Adds to `used` the positions (in `axes`) of the axis variables that `e` mentions.
+void axes_in(const te::Expr& e, const std::vector<const te::VarNode*>& axes, std::vector<bool>& used) {
+    using te::ExprKind;
+    switch (e->kind) {
+        case ExprKind::kVar:
+            for (size_t k = 0; k < axes.size(); ++k) used[k] = used[k] || e.get() == axes[k];
+            return;
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            axes_in(n.a, axes, used);
+            axes_in(n.b, axes, used);
+            return;
+        }
+        case ExprKind::kUnary: return axes_in(static_cast<const te::UnaryNode&>(*e).a, axes, used);
+        case ExprKind::kCast: return axes_in(static_cast<const te::CastNode&>(*e).a, axes, used);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const te::SelectNode&>(*e);
+            axes_in(n.cond, axes, used);
+            axes_in(n.t, axes, used);
+            axes_in(n.f, axes, used);
+            return;
+        }
+        case ExprKind::kTensorRead:
+            for (const te::Expr& ix : static_cast<const te::TensorReadNode&>(*e).indices) axes_in(ix, axes, used);
+            return;
+        default: return;  // immediates; reductions do not occur in injective bodies
+    }
+}
+
+/// True when every read in `e` walks the trailing axes axes[k..] as the inner loop may: at
+/// each index position aligned (from the right) with a trailing axis, the index is that axis or
+/// mentions no trailing axis (a broadcast: invariant in the inner loop), and positions aligned
+/// with leading axes mention no trailing axis. Looks through inlined stages read at the stage's
+/// own index; another read of an inlined stage must not mention trailing axes at all.
+bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axes, size_t k, const te::Schedule& s) {
+    using te::ExprKind;
+    switch (e->kind) {
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return rows_walkable(n.a, axes, k, s) && rows_walkable(n.b, axes, k, s);
+        }
+        case ExprKind::kUnary: return rows_walkable(static_cast<const te::UnaryNode&>(*e).a, axes, k, s);
+        case ExprKind::kCast: return rows_walkable(static_cast<const te::CastNode&>(*e).a, axes, k, s);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const te::SelectNode&>(*e);
+            return rows_walkable(n.cond, axes, k, s) && rows_walkable(n.t, axes, k, s) && rows_walkable(n.f, axes, k, s);
+        }
+        case ExprKind::kTensorRead: {
+            const auto& n = static_cast<const te::TensorReadNode&>(*e);
+            if (n.indices.size() > axes.size()) return false;
+            const size_t shift = axes.size() - n.indices.size();
+            bool identity = shift == 0, structured = true, mentions_trailing = false;
+            for (size_t p = 0; p < n.indices.size(); ++p) {
+                const size_t a = p + shift;
+                std::vector<bool> used(axes.size(), false);
+                axes_in(n.indices[p], axes, used);
+                const bool trailing = std::find(used.begin() + k, used.end(), true) != used.end();
+                mentions_trailing = mentions_trailing || trailing;
+                const bool is_axis = n.indices[p].get() == axes[a];
+                identity = identity && is_axis;
+                if (trailing && !(a >= k && is_axis)) structured = false;
+            }
+            const bool inlined = s.has_stage(n.tensor) && s[n.tensor].is_inlined();
+            if (inlined && identity) {
+                std::vector<const te::VarNode*> inner;
+                for (const te::IterVar& iv : n.tensor->axis) inner.push_back(iv->var.get());
+                return rows_walkable(n.tensor->body, inner, k, s);
+            }
+            return structured && (!inlined || !mentions_trailing);
+        }
+        case ExprKind::kReduce: return false;
+        default: return true;
+    }
+}
+
+/// True when some read of `e` (through inlined stages read at the stage's own index) is not
+/// at the stage's own index: a broadcast or a transposed read.
+bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const te::Schedule& s) {
+    using te::ExprKind;
+    switch (e->kind) {
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return reads_elsewhere(n.a, axes, s) || reads_elsewhere(n.b, axes, s);
+        }
+        case ExprKind::kUnary: return reads_elsewhere(static_cast<const te::UnaryNode&>(*e).a, axes, s);
+        case ExprKind::kCast: return reads_elsewhere(static_cast<const te::CastNode&>(*e).a, axes, s);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const te::SelectNode&>(*e);
+            return reads_elsewhere(n.t, axes, s) || reads_elsewhere(n.f, axes, s);
+        }
+        case ExprKind::kTensorRead: {
+            const auto& n = static_cast<const te::TensorReadNode&>(*e);
+            bool identity = n.indices.size() == axes.size();
+            for (size_t p = 0; identity && p < axes.size(); ++p) identity = n.indices[p].get() == axes[p];
+            if (!identity) return true;
+            if (!s.has_stage(n.tensor) || !s[n.tensor].is_inlined()) return false;
+            std::vector<const te::VarNode*> inner;
+            for (const te::IterVar& iv : n.tensor->axis) inner.push_back(iv->var.get());
+            return reads_elsewhere(n.tensor->body, inner, s);
+        }
+        default: return false;
+    }
+}
+
+/// For a stage with a broadcast read: the most leading axes k that leave a walkable inner loop
+/// (rows_walkable) of at least two vectors; 0 otherwise (plain elementwise: fuse all).
+int broadcast_split(const te::Stage& st, const te::Schedule& s) {
+    const te::Tensor& t = st.tensor();
+    const int nd = t->ndim();
+    std::vector<const te::VarNode*> axes;
+    for (const te::IterVar& iv : t->axis) axes.push_back(iv->var.get());
+    if (nd < 2 || !reads_elsewhere(t->body, axes, s)) return 0;
+    int64_t inner = 1;
+    for (int k = nd - 1; k >= 1; --k) {
+        inner *= t->shape[k];
+        if (inner >= 2 * vector_width(t->dtype) && rows_walkable(t->body, axes, k, s)) return k;
+    }
+    return 0;
+}
+
+/// Outer loop over the leading `k` axes (parallel when large), the trailing ones fused and
+/// vectorized.
+void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
+    const te::Tensor& t = st.tensor();
+    te::IterVar outer = st.axis(0);
+    for (int i = 1; i < k; ++i) outer = st.fuse(outer, st.axis(i));
+    te::IterVar inner = st.axis(k);
+    for (int i = k + 1; i < t->ndim(); ++i) inner = st.fuse(inner, st.axis(i));
+    const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);
+    int64_t rows = 1;
+    for (int i = 0; i < k; ++i) rows *= t->shape[i];
+    if (t->shape[k] * (t->numel() / rows / t->shape[k]) > w) inner = st.split(inner, w).second;
+    st.vectorize(inner);
+    if (t->numel() > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
+}
+
+}  // namespace
+
 void default_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         if (!stage_untouched(st)) continue;
-        if (st.all_reduce_axes().empty())
-            schedule_injective(st, s.config());
-        else
+        if (st.all_reduce_axes().empty()) {
+            if (int k = broadcast_split(st, s)) schedule_broadcast_rows(st, s.config(), k);
+            else schedule_injective(st, s.config());
+        } else
             schedule_reduction(st);
     }
 }

@@ -57,13 +57,21 @@ public:
         prim_ = dnnl::matmul(pd);
     }
     size_t scratch_bytes() const { return scratch_.get_size(); }
-    /// b: the per-call B (ignored when packed); scratch: scratch_bytes() bytes.
-    void run(const float* a, const float* b, float* c, void* scratch) const {
-        thread_local dnnl::stream s(engine());
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(src_, engine(), const_cast<float*>(a))},
-                                             {DNNL_ARG_DST, memory(dst_, engine(), c)}};
-        args[DNNL_ARG_WEIGHTS] = packed_ ? packed_ : memory(b_plain_, engine(), const_cast<float*>(b));
+    using Bound = std::unordered_map<int, memory>;
+    /// The arguments of calls on fixed buffers (a workspace's), made once: building them per call
+    /// costs about a microsecond, a third of a small step's GEMM.
+    Bound bind(const float* a, float* c, void* scratch) const {
+        Bound args{{DNNL_ARG_SRC, memory(src_, engine(), const_cast<float*>(a))}, {DNNL_ARG_DST, memory(dst_, engine(), c)}};
+        args[DNNL_ARG_WEIGHTS] = packed_ ? packed_ : memory(b_plain_, engine(), nullptr);
         if (scratch_bytes() > 0) args[DNNL_ARG_SCRATCHPAD] = memory(scratch_, engine(), scratch);
+        return args;
+    }
+    /// Runs on bound arguments; a: a per-call src (null: the bound one); b: the per-call B
+    /// (ignored when packed).
+    void run(const Bound& args, const float* a, const float* b) const {
+        thread_local dnnl::stream s(engine());
+        if (a) args.at(DNNL_ARG_SRC).set_data_handle(const_cast<float*>(a));
+        if (!packed_) args.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<float*>(b));
         prim_.execute(s, args);
         s.wait();
     }
@@ -102,12 +110,14 @@ Config parse_config(const ExternParams& p) {
     c.dirs = p.integer("dirs");
     c.hidden = p.integer("hidden");
     c.input = p.integer("input");
+    c.seq = p.integer("seq");
+    c.batch = p.integer("batch");
     c.layout1 = p.integer("layout") == 1;
     c.input_forget = p.integer_or("input_forget", 0) != 0;
     c.lbr = p.integer_or("lbr", 0) != 0;
     if (p.has("clip")) c.clip = std::strtof(p.str("clip").c_str(), nullptr);
-    KILN_CHECK((c.dirs == 1 || c.dirs == 2) && c.hidden > 0 && c.input > 0, kInvalidModel)
-        << "kiln_rnn: bad dirs / hidden / input";
+    KILN_CHECK((c.dirs == 1 || c.dirs == 2) && c.hidden > 0 && c.input > 0 && c.seq >= 0 && c.batch >= 0, kInvalidModel)
+        << "kiln_rnn: bad dirs / hidden / input / seq / batch";
     std::vector<int64_t> rev = p.ints("reverse");
     KILN_CHECK(static_cast<int64_t>(rev.size()) == c.dirs, kInvalidModel) << "kiln_rnn: reverse needs one entry per direction";
     for (int64_t r : rev) c.reverse.push_back(r != 0);
@@ -127,29 +137,27 @@ std::string shape_text(const Shape& s) {
     return t + "]";
 }
 
-/// Checks every argument index, dtype and shape against the configuration (an artifact's table
-/// is data: a forged one must not make the kernel read or write out of bounds); sets seq and batch.
-void check_args(Config& c, const std::vector<ExternArg>& args) {
+/// Checks every argument index, dtype and size against the configuration (an artifact's table is
+/// data: a forged one must not make the kernel read or write out of bounds). Sizes, not shapes:
+/// an argument may be a view's buffer (a Squeeze between two LSTMs), which keeps its own shape.
+void check_args(const Config& c, const std::vector<ExternArg>& args) {
     const int n = static_cast<int>(args.size());
     KILN_CHECK(c.arg[kX] >= 0 && c.arg[kW] >= 0 && c.arg[kR] >= 0, kInvalidModel) << "kiln_rnn: x, w and r are required";
     for (int a = 0; a < kNumArgs; ++a)
-        KILN_CHECK(c.arg[a] < n, kInvalidModel) << "kiln_rnn: argument " << kArgNames[a] << "=" << c.arg[a] << " out of range (" << n << " arguments)";
-    const Shape& xs = args[c.arg[kX]].shape;
-    KILN_CHECK(xs.size() == 3, kInvalidModel) << "kiln_rnn: X must have rank 3, got " << shape_text(xs);
-    c.seq = xs[c.layout1 ? 1 : 0];
-    c.batch = xs[c.layout1 ? 0 : 1];
+        KILN_CHECK(c.arg[a] < n, kInvalidModel)
+            << "kiln_rnn: argument " << kArgNames[a] << "=" << c.arg[a] << " out of range (" << n << " arguments)";
     const int64_t D = c.dirs, H = c.hidden, GH = c.gates * H, B = c.batch, T = c.seq;
     const Shape state = c.layout1 ? Shape{B, D, H} : Shape{D, B, H};
-    const Shape want[kNumArgs] = {{xs[0], xs[1], c.input}, {D, GH, c.input}, {D, GH, H}, {D, 2 * GH}, {B}, state, state,
-                                  {D, 3 * H}, c.layout1 ? Shape{B, T, D, H} : Shape{T, D, B, H}, state, state};
+    const Shape want[kNumArgs] = {c.layout1 ? Shape{B, T, c.input} : Shape{T, B, c.input},
+                                  {D, GH, c.input}, {D, GH, H}, {D, 2 * GH}, {B}, state, state, {D, 3 * H},
+                                  c.layout1 ? Shape{B, T, D, H} : Shape{T, D, B, H}, state, state};
     for (int a = 0; a < kNumArgs; ++a) {
         if (c.arg[a] < 0) continue;
         const ExternArg& e = args[c.arg[a]];
         const DType dtype = a == kLens ? DType::kInt32 : DType::kFloat32;
-        KILN_CHECK(e.dtype == dtype && e.shape == want[a], kInvalidModel)
+        KILN_CHECK(e.dtype == dtype && shape_numel(e.shape) == shape_numel(want[a]), kInvalidModel)
             << "kiln_rnn: argument " << kArgNames[a] << " must be " << dtype_name(dtype) << shape_text(want[a]) << ", got "
             << dtype_name(e.dtype) << shape_text(e.shape);
-        if (a != kLens) c.constant[a] = static_cast<const float*>(e.constant);
     }
     KILN_CHECK(c.cell == Cell::kLstm || (c.arg[kC0] < 0 && c.arg[kP] < 0 && c.arg[kYc] < 0), kInvalidModel)
         << "kiln_rnn: c0, p and yc belong to LSTM";
@@ -250,6 +258,8 @@ struct Workspace {
     std::vector<float> f;
     std::vector<int64_t> lens;
     std::vector<char> scratch;
+    const Plan* bound = nullptr;  // the plan the arguments below are bound for
+    std::vector<Matmul::Bound> proj, rec, rec2;  // rec: [(d * parts + part) * 2 + h slot]
 };
 
 struct Layout {
@@ -324,10 +334,27 @@ struct Call {
             std::memset(out(kY), 0, static_cast<size_t>(c.seq * D * B * H) * sizeof(float));
     }
 
-    void project(const RowPart& rp) {
+    /// Binds the GEMMs' arguments to this workspace (once per workspace and plan).
+    void bind() {
+        if (ws.bound == &plan) return;
+        ws.proj.clear();
+        ws.rec.clear();
+        ws.rec2.clear();
         const int64_t N = c.dirs * c.gates * c.hidden;
-        rp.proj.run(in(kX) + rp.r0 * c.input, in(kW), f(lay.xw) + rp.r0 * N, scratch(rp.scratch));
+        for (const RowPart& rp : plan.proj) ws.proj.push_back(rp.proj.bind(nullptr, f(lay.xw) + rp.r0 * N, scratch(rp.scratch)));
+        for (int64_t d = 0; d < c.dirs; ++d)
+            for (const Part& p : plan.rec[d]) {
+                for (int64_t slot = 0; slot < 2; ++slot) ws.rec.push_back(p.rec.bind(h(d, slot), gates(d, p), scratch(p.scratch)));
+                if (c.two_phase()) ws.rec2.push_back(p.rec2.bind(f(lay.rh) + d * c.batch * c.hidden, g2(d, p), scratch(p.scratch2)));
+            }
+        ws.bound = &plan;
     }
+    int64_t part_index(int64_t d, const Part& p) const { return d * plan.parts + (&p - plan.rec[d].data()); }
+    /// Part p's gate buffer ([batch, gates1 * hp]) and GRU's second product ([batch, hp]).
+    float* gates(int64_t d, const Part& p) { return f(lay.gates) + d * c.batch * c.gates * c.hidden + c.batch * c.gates1() * p.j0; }
+    float* g2(int64_t d, const Part& p) { return f(lay.g2) + d * c.batch * c.hidden + c.batch * p.j0; }
+
+    void project(size_t i) { plan.proj[i].proj.run(ws.proj[i], in(kX) + plan.proj[i].r0 * c.input, in(kW)); }
 
     /// Rows of batch entry b past its length keep the state of part p.
     void keep_state(int64_t d, const Part& p, int64_t s, int64_t b) {
@@ -404,9 +431,8 @@ struct Call {
     /// Phase 0 of step s for part p of direction d: the recurrent GEMM and the gate pass.
     void step(int64_t d, const Part& p, int64_t s) {
         const int64_t H = c.hidden, G = c.gates, cur = s & 1;
-        float* g = f(lay.gates) + d * c.batch * G * H + c.batch * c.gates1() * p.j0;
-        const float* r = in(kR) + d * G * H * H;
-        p.rec.run(h(d, cur), r, g, scratch(p.scratch));
+        float* g = gates(d, p);
+        p.rec.run(ws.rec[part_index(d, p) * 2 + cur], nullptr, in(kR) + d * G * H * H);
         for (int64_t b = 0; b < c.batch; ++b) {
             const int64_t t = time_of(d, s, b);
             float* gb = g + b * c.gates1() * p.hp;
@@ -423,16 +449,16 @@ struct Call {
     /// Phase 1 (GRU without linear_before_reset): (r * h) Rh^T, then the h gate and the blend.
     void step2(int64_t d, const Part& p, int64_t s) {
         const int64_t H = c.hidden, cur = s & 1;
-        const float* zr = f(lay.gates) + d * c.batch * 3 * H + c.batch * 2 * p.j0;
-        float* g2 = f(lay.g2) + d * c.batch * H + c.batch * p.j0;
-        p.rec2.run(f(lay.rh) + d * c.batch * H, in(kR) + d * 3 * H * H + 2 * H * H, g2, scratch(p.scratch2));
+        const float* zr = gates(d, p);
+        float* gh2 = g2(d, p);
+        p.rec2.run(ws.rec2[part_index(d, p)], nullptr, in(kR) + d * 3 * H * H + 2 * H * H);
         for (int64_t b = 0; b < c.batch; ++b) {
             const int64_t t = time_of(d, s, b);
             if (t < 0) {
                 keep_state(d, p, s, b);
                 continue;
             }
-            float* gh = g2 + b * p.hp;
+            float* gh = gh2 + b * p.hp;
             const float* x = f(lay.xw) + xw_row(t, b) * c.dirs * 3 * H + d * 3 * H + 2 * H + p.j0;
             rnn::add2(gh, x, f(lay.bias) + d * 3 * H + 2 * H + p.j0, p.hp);
             rnn::activate(c.acts[d][1], c.clip, gh, p.hp);
@@ -467,7 +493,11 @@ struct Call {
 
 class RnnKernel final : public ExternKernel {
 public:
-    RnnKernel(const ExternParams& p, const std::vector<ExternArg>& args) : c_(parse_config(p)) { check_args(c_, args); }
+    RnnKernel(const ExternParams& p, const std::vector<ExternArg>& args) : c_(parse_config(p)) {
+        check_args(c_, args);
+        for (int a = 0; a < kNumArgs; ++a)
+            if (c_.arg[a] >= 0 && a != kLens) c_.constant[a] = static_cast<const float*>(args[c_.arg[a]].constant);
+    }
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
@@ -504,8 +534,9 @@ private:
 
     bool execute(Call& call, const kiln_kernel_env& env, int threads) {
         const Plan& plan = call.plan;
+        call.bind();
         call.prepare();
-        if (!tasks(env, static_cast<int64_t>(plan.proj.size()), [&](int64_t i) { call.project(plan.proj[i]); }))
+        if (!tasks(env, static_cast<int64_t>(plan.proj.size()), [&](int64_t i) { call.project(static_cast<size_t>(i)); }))
             return false;
         if (c_.batch > 0 && plan.parts == 1) {  // each direction whole, side by side when threads allow
             const int64_t n = threads > 1 ? c_.dirs : 1;

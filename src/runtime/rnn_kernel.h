@@ -15,10 +15,10 @@
 // with the weight rows of its units and every gate), joined once per step.
 //
 // Parameters (topi/rnn_match.cc writes them): cell=rnn|gru|lstm, dirs, reverse=0,1 (per
-// direction), hidden, input, layout=0|1, acts=NAME:ALPHA:BETA,... (per direction: f (g (h))),
+// direction), hidden, input, seq (T), batch, layout=0|1, acts=NAME:ALPHA:BETA,... (per direction: f (g (h))),
 // clip (optional), input_forget, lbr, and the argument indices x w r b lens h0 c0 p (inputs) y
-// yh yc (outputs), -1 where absent. T and the batch come from X's shape when the kernel is made,
-// so nothing is compiled per sequence length. W, R and B may be constants or per-call inputs.
+// yh yc (outputs), -1 where absent. Nothing is compiled per sequence length: T only sizes the
+// loop and the workspace. W, R and B may be constants or per-call inputs.
 // Built only with oneDNN (KILN_HAVE_DNNL).
 #pragma once
 

@@ -43,6 +43,8 @@ std::optional<ExternChoice> match_rnn(const std::vector<ir::Node*>& nodes, const
     p.push_back({"reverse", rev});
     p.push_back({"hidden", std::to_string(c.hidden)});
     p.push_back({"input", std::to_string(c.input)});
+    p.push_back({"seq", std::to_string(c.seq.value)});
+    p.push_back({"batch", std::to_string(c.batch.value)});
     p.push_back({"layout", c.layout1 ? "1" : "0"});
     p.push_back({"acts", acts});
     if (c.has_clip) p.push_back({"clip", num(c.clip)});

@@ -13,6 +13,9 @@ Tolerance: the kernel's GEMMs (oneDNN) use FMA and reassociate, and its Sigmoid 
 polynomials with ~1e-7 error; ORT's are rational approximations. Over 64 steps of H <= 48 the
 differences stay below rtol 1e-4 / atol 1e-4.
 """
+import os
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -175,3 +178,71 @@ def test_bad_w_shape_names_the_node(tmp_path):
     path, inputs = _save(tmp_path, model, feed)
     proc = run_kiln(["run", path, "--inputs", inputs, "--output-dir", str(tmp_path / "o")])
     assert_clean_error(proc, must_contain=("rec0", "W", "[1,32,4]", "[1,31,4]"))
+
+
+def _require_dnnl():
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN: the recurrent ops run as generated kernels")
+
+
+def test_stacked_lstm_through_a_view(tmp_path):
+    """Two LSTMs joined by a Squeeze (a view: the second node's X is the first's Y buffer)."""
+    _require_dnnl()
+    model, feed = recurrent_model("LSTM", T=7, batch=2, inp=6, hidden=16, seed=11)
+    g = model.graph
+    rng = np.random.default_rng(12)
+    g.node[0].output[1] = ""
+    g.node[0].output[2] = ""
+    g.initializer.extend([numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+                          numpy_helper.from_array((rng.uniform(-1, 1, (1, 32, 16)) / 4).astype(np.float32), "W2"),
+                          numpy_helper.from_array((rng.uniform(-1, 1, (1, 32, 8)) / 4).astype(np.float32), "R2")])
+    g.node.extend([helper.make_node("Squeeze", ["Y", "axis1"], ["S"]),
+                   helper.make_node("LSTM", ["S", "W2", "R2"], ["Y2"], name="rec1", hidden_size=8)])
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("Y2", TensorProto.FLOAT, None))
+    path, inputs = _save(tmp_path, model, feed)
+    outs, _ = kiln_run_model(path, inputs, str(tmp_path / "o"), extra=["--threads", "2"])
+    assert_matches_ort(outs, ort_outputs(model.SerializeToString(), feed), "stacked", RTOL, ATOL)
+
+
+def test_artifact_runs_with_the_runtime_only(tmp_path):
+    """`kiln compile` writes the kiln_rnn step into the artifact; kiln-run-artifact runs it."""
+    _require_dnnl()
+    from test_compile_artifact import compile_model, run_with_runtime_only
+    model, feed = recurrent_model("GRU", T=9, batch=3, inp=5, hidden=16, direction="bidirectional", lens=[9, 4, 6],
+                                  init=True, seed=21)
+    path, _ = _save(tmp_path, model, feed)
+    art = str(tmp_path / "m.kiln")
+    compile_model(path, art)
+    outs, _ = run_with_runtime_only(art, feed, tmp_path / "art")
+    assert_matches_ort(outs, ort_outputs(model.SerializeToString(), feed), "artifact", RTOL, ATOL)
+
+
+def test_graph_interpreter_runs_the_fused_kernel(tmp_path):
+    """A model with control flow runs in the graph interpreter, which compiles its (large) LSTM
+    node alone: that unit must be kiln_rnn, not the time-unrolled kernel (no generated source
+    in the fresh kernel cache holds the unrolled stages `rnn_..._s<step>`)."""
+    _require_dnnl()
+    model, feed = recurrent_model("LSTM", T=24, batch=1, inp=128, hidden=128, init=True, seed=31)
+    g = model.graph
+    one = numpy_helper.from_array(np.array(1, np.float32), "one")
+    two = numpy_helper.from_array(np.array(2, np.float32), "two")
+    then_g = helper.make_graph([helper.make_node("Add", ["Y_h", "one"], ["o1"])], "then", [],
+                               [helper.make_tensor_value_info("o1", TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([helper.make_node("Mul", ["Y_h", "two"], ["o2"])], "else", [],
+                               [helper.make_tensor_value_info("o2", TensorProto.FLOAT, None)])
+    g.initializer.extend([one, two])
+    g.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+    g.node.append(helper.make_node("If", ["cond"], ["out"], then_branch=then_g, else_branch=else_g))
+    g.output.append(helper.make_tensor_value_info("out", TensorProto.FLOAT, None))
+    feed["cond"] = np.array(False)
+    path, inputs = _save(tmp_path, model, feed)
+    cache = tmp_path / "cache"
+    args = ["run", path, "--inputs", inputs, "--output-dir", str(tmp_path / "o")]
+    proc = run_kiln(args, env={"KILN_CACHE_DIR": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    outs = {f[:-4]: np.load(tmp_path / "o" / f) for f in os.listdir(tmp_path / "o") if f.endswith(".npy")}
+    assert_matches_ort(outs, ort_outputs(model.SerializeToString(), feed), "interpreter", RTOL, ATOL)
+    sources = [p for p in cache.rglob("*.c")]
+    unrolled = [str(p) for p in sources if re.search(r"rnn_\w+_s\d", p.read_text())]
+    assert not unrolled, f"the LSTM ran as the unrolled generated kernel: {unrolled}"

@@ -11,7 +11,7 @@ namespace kiln::runtime {
 namespace {
 
 // A forward LSTM, T=3, batch 2, input 4, hidden 5: X W R (inputs 0-2), Y Y_h (outputs 3-4).
-const char* kParams = "cell=lstm;dirs=1;reverse=0;hidden=5;input=4;layout=0;"
+const char* kParams = "cell=lstm;dirs=1;reverse=0;hidden=5;input=4;seq=3;batch=2;layout=0;"
                       "acts=Sigmoid:0:0,Tanh:0:0,Tanh:0:0;x=0;w=1;r=2;y=3;yh=4";
 
 std::vector<ExternArg> lstm_args() {
@@ -31,17 +31,24 @@ std::string factory_error(const std::string& params, const std::vector<ExternArg
     return "";
 }
 
-TEST(RnnKernel, AcceptsMatchingArguments) {
+TEST(RnnKernel, AcceptsMatchingArgumentsAndViews) {
     if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
     EXPECT_EQ(factory_error(kParams, lstm_args()), "");
+    std::vector<ExternArg> args = lstm_args();
+    args[0].shape = {3, 1, 2, 4};  // X is a view's buffer (an Unsqueeze's input): same elements
+    EXPECT_EQ(factory_error(kParams, args), "");
 }
 
 TEST(RnnKernel, RejectsAForgedShape) {
     if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
     std::vector<ExternArg> args = lstm_args();
     args[2].shape = {1, 20, 6};  // R of another hidden size
-    const std::string msg = factory_error(kParams, args);
+    std::string msg = factory_error(kParams, args);
     EXPECT_NE(msg.find("argument r must be f32[1,20,5], got f32[1,20,6]"), std::string::npos) << msg;
+    args = lstm_args();
+    args[0].dtype = DType::kFloat64;
+    msg = factory_error(kParams, args);
+    EXPECT_NE(msg.find("argument x must be f32[3,2,4], got f64[3,2,4]"), std::string::npos) << msg;
 }
 
 TEST(RnnKernel, RejectsAnArgumentIndexOutOfRange) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -516,6 +517,7 @@ public:
 
 private:
     /// Runs fn(i) for i < n on the pool (inline when n == 1); false when the call was stopped.
+    /// An exception in a pool thread (a oneDNN failure) is carried back and rethrown here.
     template <typename F>
     static bool tasks(const kiln_kernel_env& env, int64_t n, F&& fn) {
         if (n == 1) {
@@ -523,12 +525,24 @@ private:
             fn(int64_t{0});
             return !(env.stop && *env.stop);
         }
+        struct Ctx {
+            F* fn;
+            std::mutex mu;
+            std::exception_ptr error;
+        } ctx{&fn, {}, nullptr};
         env.parallel_for(env.pool, n,
-                         [](int64_t b, int64_t e, void* ctx) {
+                         [](int64_t b, int64_t e, void* p) {
+                             auto* x = static_cast<Ctx*>(p);
                              omp_set_num_threads(1);
-                             for (int64_t i = b; i < e; ++i) (*static_cast<F*>(ctx))(i);
+                             try {
+                                 for (int64_t i = b; i < e; ++i) (*x->fn)(i);
+                             } catch (...) {
+                                 std::lock_guard<std::mutex> lock(x->mu);
+                                 if (!x->error) x->error = std::current_exception();
+                             }
                          },
-                         &fn);
+                         &ctx);
+        if (ctx.error) std::rethrow_exception(ctx.error);
         return !(env.stop && *env.stop);
     }
 

@@ -33,8 +33,10 @@
 // for GRU), and each stage's buffer nests one allocation scope deeper in the C, whose failure
 // paths free every live buffer (C size quadratic in T). A T=40 bidirectional LSTM takes ~20 s of
 // cc. (Merging LSTM's c and h stages into one was tried: fewer scopes, but the duplicated gate
-// expressions made cc slower.) The VM issue will replace the unrolled steps with a loop (one step
-// kernel run T times).
+// expressions made cc slower.) So float32 nodes run by default as the runtime's fused recurrent
+// kernel instead (runtime/rnn_kernel.h, matched by topi/rnn_match.cc: packed GEMMs and a
+// vectorized gate pass, nothing compiled per T); this compute is the reference, the kernel of
+// other dtypes and of `--kernels generated`.
 // Pattern kOpaque; schedule: default_schedule (reduction stages parallel over the fused
 // batch*gate axis when large, elementwise stages vectorized).
 #include <cctype>

@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -296,7 +297,11 @@ struct Call {
     const float* in(Arg a) const { return c.arg[a] < 0 ? nullptr : static_cast<const float*>(args[c.arg[a]]); }
     float* out(Arg a) const { return c.arg[a] < 0 ? nullptr : static_cast<float*>(args[c.arg[a]]); }
     float* f(size_t off) { return ws.f.data() + off; }
-    void* scratch(size_t off) { return ws.scratch.data() + off; }
+    /// A scratchpad at byte offset `off` of the workspace's (64-byte aligned) scratch area.
+    void* scratch(size_t off) {
+        const auto base = reinterpret_cast<uintptr_t>(ws.scratch.data());
+        return reinterpret_cast<char*>((base + 63) / 64 * 64) + off;
+    }
     /// State slot (0 / 1) of direction d: [batch, H].
     float* h(int64_t d, int64_t slot) { return f(lay.h) + (d * 2 + slot) * c.batch * c.hidden; }
     float* cs(int64_t d, int64_t slot) { return f(lay.c) + (d * 2 + slot) * c.batch * c.hidden; }
@@ -589,7 +594,7 @@ private:
         }
         if (!ws) ws = std::make_unique<Workspace>();
         ws->f.resize(Layout(c_).total);
-        if (ws->scratch.size() < plan.scratch_bytes) ws->scratch.resize(plan.scratch_bytes);
+        if (ws->scratch.size() < plan.scratch_bytes + 64) ws->scratch.resize(plan.scratch_bytes + 64);
         return ws;
     }
     void give(std::unique_ptr<Workspace> ws) {

@@ -90,6 +90,9 @@ constexpr double kDnnlMinFlops = 2e5;
 /// the other matrix products (BERT's projections 228 vs 173-185 GFLOP/s, FFN-up with its erf
 /// GELU 217 vs 160).
 bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
+    // The fused recurrent kernel at any size: the generated one unrolls time (compile time
+    // linear in T, 1-4.5 GFLOP/s; docs/kernels.md).
+    if (c.name == "kiln_rnn") return true;
     if (unit_flops(unit) < kDnnlMinFlops) return false;
     if (c.name == "dnnl_conv") {
         // One image of at most 7x7 outputs (ResNet's last stage): Kiln's micro-kernel keeps

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/dnnl_kernels.h"
+#include "runtime/rnn_kernel.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -71,6 +72,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;
+    if (name == "kiln_rnn") return &make_rnn_kernel;
 #endif
     (void)name;
     return nullptr;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "op/window.h"
+#include "topi/rnn_match.h"
 
 namespace kiln::topi {
 namespace {
@@ -354,6 +355,7 @@ std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, cons
     const std::string& op = nodes[0]->op();
     if (op == "KilnConv2dNCHWc" || op == "KilnDepthwiseConv2dNCHWc" || op == "Conv") return match_conv(nodes, inputs, outputs);
     if (op == "MatMul" || op == "Gemm" || op == "KilnMatMulPackedB") return match_matmul(nodes, inputs, outputs);
+    if (op == "RNN" || op == "GRU" || op == "LSTM") return match_rnn(nodes, inputs, outputs);
     return std::nullopt;
 }
 

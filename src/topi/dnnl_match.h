@@ -12,7 +12,7 @@
 // residual). Weights and biases are constants (packed once) or unit inputs read on every call
 // (a training step's parameters, computed gradients); the blocked conv anchors need constant
 // weights. Only float32 and static shapes; anything else is left to the generated kernel
-// (nullopt).
+// (nullopt). RNN / GRU / LSTM nodes go to the fused recurrent kernel (topi/rnn_match.h).
 #pragma once
 
 #include <optional>
@@ -24,7 +24,7 @@
 namespace kiln::topi {
 
 struct ExternChoice {
-    std::string name;    // runtime extern kernel: "dnnl_conv" or "dnnl_matmul"
+    std::string name;    // runtime extern kernel: "dnnl_conv", "dnnl_matmul" or "kiln_rnn"
     /// Its parameters, key = value (the compiler writes them as runtime::ExternParams text).
     std::vector<std::pair<std::string, std::string>> params;
     /// The input the output may share a buffer with (the residual that oneDNN's sum post-op adds

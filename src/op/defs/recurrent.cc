@@ -33,13 +33,16 @@
 // for GRU), and each stage's buffer nests one allocation scope deeper in the C, whose failure
 // paths free every live buffer (C size quadratic in T). A T=40 bidirectional LSTM takes ~20 s of
 // cc. (Merging LSTM's c and h stages into one was tried: fewer scopes, but the duplicated gate
-// expressions made cc slower.) The VM issue will replace the unrolled steps with a loop (one step
-// kernel run T times).
+// expressions made cc slower.) So float32 nodes run by default as the runtime's fused recurrent
+// kernel instead (runtime/rnn_kernel.h, matched by topi/rnn_match.cc: packed GEMMs and a
+// vectorized gate pass, nothing compiled per T); this compute is the reference, the kernel of
+// other dtypes and of `--kernels generated`.
 // Pattern kOpaque; schedule: default_schedule (reduction stages parallel over the fused
 // batch*gate axis when large, elementwise stages vectorized).
 #include <cctype>
 #include <string>
 
+#include "op/defs/recurrent.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -51,25 +54,8 @@ namespace {
 using te::Expr;
 using te::Var;
 
-enum class Cell { kRnn, kGru, kLstm };
-
-struct Act {
-    std::string name;  // canonical spelling (Tanh, Sigmoid, ...)
-    double alpha = 0, beta = 0;
-};
-
-struct RnnConfig {
-    Cell cell;
-    int gates = 1;
-    int64_t dirs = 1, hidden = 0, input = 0;
-    ir::Dim seq, batch;
-    bool layout1 = false;
-    std::vector<bool> reverse;           // per direction
-    std::vector<std::vector<Act>> acts;  // per direction: f (g (h))
-    bool has_clip = false;
-    double clip = 0;
-    bool input_forget = false, linear_before_reset = false;
-};
+using Cell = RnnCell;
+using Act = RnnActivation;
 
 const char* cell_name(Cell c) { return c == Cell::kRnn ? "RNN" : c == Cell::kGru ? "GRU" : "LSTM"; }
 
@@ -509,6 +495,11 @@ OpDef rnn_family_op(Cell cell) {
 }
 
 }  // namespace
+
+RnnConfig rnn_config(const ir::Node& n) {
+    const Cell cell = n.op() == "LSTM" ? Cell::kLstm : n.op() == "GRU" ? Cell::kGru : Cell::kRnn;
+    return rnn_config(n, cell);
+}
 
 void register_recurrent_ops(OpRegistry& r) {
     r.add(rnn_family_op(Cell::kRnn));

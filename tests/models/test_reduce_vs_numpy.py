@@ -1,6 +1,6 @@
 """Reduce* and ArgMax/ArgMin against numpy (float64 for sums) on the layouts whose kernels differ
 (op/defs/flat_reduce.h): long rows split over lanes and parallel chunks with a leftover tail
-(odd lengths), several trailing axes flattened, every axis, rows of a matrix, leading axes with
+(odd lengths), short rows whose lanes combine in a tree, several trailing axes flattened, every axis, rows of a matrix, leading axes with
 the last kept (the column schedule), a mixed axis set (the plain reduction), keepdims both ways,
 noop_with_empty_axes, NaN propagation and integer inputs; ArgMax/ArgMin with ties both ways.
 
@@ -33,7 +33,10 @@ REDUCE_CASES = [
     ("sum_noop_empty_axes", "ReduceSum", (3, 41), [], 1, 1, np.float32),
     ("sum_int32_long", "ReduceSum", (2, 40009), [1], 0, 0, np.int32),
     ("max_int64_cols", "ReduceMax", (129, 33), [0], 1, 0, np.int64),
-    ("max_long_with_nan", "ReduceMax", (2, 30011), [1], 1, 0, np.float32),
+    ("max_long_with_nan_mid", "ReduceMax", (2, 30011), [1], 1, 0, np.float32),
+    ("sum_rows_tail", "ReduceSum", (9, 1000), [1], 1, 0, np.float32),
+    ("max_short_rows_tail", "ReduceMax", (33, 130), [-1], 0, 0, np.float32),
+    ("min_short_rows_nan_tail", "ReduceMin", (4, 100), [1], 1, 0, np.float32),
 ]
 
 
@@ -90,8 +93,8 @@ def reduce_model(tmp_path_factory):
     for name, op, shape, axes, keep, noop, dt in REDUCE_CASES:
         if dt == np.float32:
             x = rng.standard_normal(shape).astype(np.float32)
-            if "nan" in name:
-                x[1, 12345] = np.nan  # row 1 is NaN, row 0 is not
+            if "nan" in name:  # row 1 holds a NaN (in the middle or among the leftovers)
+                x[1, shape[-1] // 2 if "mid" in name else shape[-1] - 2] = np.nan
         else:
             x = rng.integers(-1000, 1000, size=shape).astype(dt)
         ins = ["x_" + name]
@@ -124,7 +127,8 @@ def test_reductions_match_numpy(reduce_model, threads):
             np.testing.assert_array_equal(got, ref.astype(np.float32), err_msg=name)
         else:  # reassociated float sums: a relative bound of a few ulps per element's share
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=name)
-    assert np.isnan(outs["y_max_long_with_nan"][1, 0]) and not np.isnan(outs["y_max_long_with_nan"][0, 0])
+    for name in ("y_max_long_with_nan_mid", "y_min_short_rows_nan_tail"):
+        assert np.isnan(outs[name][1, 0]) and not np.isnan(outs[name][0, 0]), name
 
 
 # (name, op, shape, axis, keepdims, select_last_index)

@@ -17,6 +17,34 @@ constexpr int64_t kMinChunk = 16384;
 // Parallel (row, chunk) units wanted: enough for 16 to 32 threads.
 constexpr int64_t kParts = 32;
 
+// The final combine of at most this many partials per row is a balanced tree of binary ops:
+// a reduce loop would chain them (each step waits for the last), which costs more than the
+// partial stage itself for rows of a few vectors.
+constexpr int64_t kMaxTree = 64;
+
+te::Expr combine2(te::ReduceOp op, te::Expr a, te::Expr b) {
+    switch (op) {
+        case te::ReduceOp::kSum: return a + b;
+        case te::ReduceOp::kMax: return te::max(a, b);
+        case te::ReduceOp::kMin: return te::min(a, b);
+        case te::ReduceOp::kProd: return a * b;
+    }
+    return {};
+}
+
+// Pairwise combination of leaves (depth log2(n)); the values are cast to dt as a reduction's
+// accumulator would hold them.
+te::Expr combine_tree(te::ReduceOp op, std::vector<te::Expr> leaves, DType dt) {
+    for (te::Expr& e : leaves) e = te::cast(dt, e);
+    while (leaves.size() > 1) {
+        std::vector<te::Expr> next;
+        for (size_t i = 0; i + 1 < leaves.size(); i += 2) next.push_back(combine2(op, leaves[i], leaves[i + 1]));
+        if (leaves.size() % 2) next.push_back(leaves.back());
+        leaves = std::move(next);
+    }
+    return leaves[0];
+}
+
 void collect_reads(const te::Expr& e, std::vector<const te::TensorReadNode*>& out) {
     if (!e) return;
     switch (e->kind) {
@@ -97,6 +125,23 @@ te::Tensor flat_reduce(const Shape& rows_shape, int64_t extent, const FlatReduce
         name + "_part", te::compute_dtype(dt));  // f16 partials would round each chunk
     const int64_t covered = chunks * per * lanes, nparts = chunks * lanes;
     const int64_t tail = extent - covered;
+    if (nparts + tail <= kMaxTree) {  // few partials per row: a balanced tree, no serial chain
+        return te::compute(
+            out_shape,
+            [&](const std::vector<te::Var>& out) {
+                std::vector<te::Expr> rows = rows_of(out), leaves;
+                for (int64_t c = 0; c < chunks; ++c)
+                    for (int64_t l = 0; l < lanes; ++l) {
+                        std::vector<te::Expr> pi = rows;
+                        pi.push_back(te::int_imm(c));
+                        pi.push_back(te::int_imm(l));
+                        leaves.push_back(te::read(part, pi));
+                    }
+                for (int64_t t = 0; t < tail; ++t) leaves.push_back(body(rows, te::int_imm(covered + t)));
+                return combine_tree(op, leaves, te::compute_dtype(dt));
+            },
+            name, dt);
+    }
     te::IterVar q = te::reduce_axis(nparts + tail, "rq");
     return te::compute(
         out_shape,

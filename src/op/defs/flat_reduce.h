@@ -11,8 +11,11 @@
 // partial stage reads each chunk contiguously, L independent lanes at a time, with no tail
 // test (C*per*L <= E), and runs (rows, chunks) in parallel: a reduction to one value over a
 // million elements is split into chunks that each thread streams. The final stage is small
-// (C*L + T < 2*C*L per row) and adds the leftovers. The additions are reassociated: a float sum
-// differs from the sequential order by rounding (max/min/integer ops are exact).
+// (C*L + T < 2*C*L per row) and adds the leftovers; when a row has at most 64 of them it is a
+// balanced tree of binary ops instead of a reduce loop (a loop chains every step on the last,
+// which for rows of a few vectors cost more than reading the row). The additions are
+// reassociated: a float sum differs from the sequential order by rounding (max/min/integer ops
+// are exact).
 //
 // Column form (the input's last axis is kept, e.g. a reduction over axis 0 of [R, N]):
 // schedule_column_reduce tiles the last output axis by up to four vectors, runs (leading axes,

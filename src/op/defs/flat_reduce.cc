@@ -181,10 +181,12 @@ void schedule_column_reduce(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
     const int64_t n = t->shape[nd - 1], w = vector_width(t->dtype);
-    int64_t nr = std::min<int64_t>(4, (n + w - 1) / w);
-    if (n > w) {
+    const int64_t vecs = (n + w - 1) / w;
+    int64_t nr = std::min<int64_t>(4, vecs);
+    if (n > w) {  // beyond 4 vectors the tile spills to L1 but reads longer runs per row
         std::vector<int64_t> nrs;
-        for (int64_t c = 1; c <= nr; ++c) nrs.push_back(c);
+        for (int64_t c : {1, 2, 3, 4, 8, 16})
+            if (c <= vecs) nrs.push_back(c);
         nr = cfg.knob("colred.nr", nrs, nr);
     }
     auto [jo, ji] = st.split(st.axis(nd - 1), std::min(n, nr * w));

@@ -63,7 +63,8 @@ te::Expr reduce_with(te::ReduceOp op, te::Expr v, const std::vector<te::IterVar>
 bool reduces_columns(const te::Stage& st);
 
 /// The column schedule (header comment). Knob "colred.nr": the tile's columns in vectors,
-/// 1..4 (declared when the last axis spans more than one vector).
+/// min(4, the axis's vectors); {1, 2, 3, 4, 8, 16} up to them (declared when the last axis
+/// spans more than one vector).
 void schedule_column_reduce(te::Stage& st, te::ScheduleConfig& cfg);
 
 /// The Reduce*/ArgMax schedule: "_part" stages as lane partials (row_reduce.h), column

@@ -2,7 +2,7 @@
 (op/defs/flat_reduce.h): long rows split over lanes and parallel chunks with a leftover tail
 (odd lengths), short rows whose lanes combine in a tree, several trailing axes flattened, every axis, rows of a matrix, leading axes with
 the last kept (the column schedule), a mixed axis set (the plain reduction), keepdims both ways,
-noop_with_empty_axes, NaN propagation and integer inputs; ArgMax/ArgMin with ties both ways.
+noop_with_empty_axes, NaN propagation, float16 and integer inputs; ArgMax/ArgMin with ties both ways.
 
 Each test builds one model holding all its cases (one compile, one `kiln run`), at 1 and 2
 threads (the chunks of a long row run in parallel)."""
@@ -37,6 +37,7 @@ REDUCE_CASES = [
     ("sum_rows_tail", "ReduceSum", (9, 1000), [1], 1, 0, np.float32),
     ("max_short_rows_tail", "ReduceMax", (33, 130), [-1], 0, 0, np.float32),
     ("min_short_rows_nan_tail", "ReduceMin", (4, 100), [1], 1, 0, np.float32),
+    ("sum_f16_long", "ReduceSum", (2, 5003), [1], 1, 0, np.float16),
 ]
 
 
@@ -64,8 +65,8 @@ def _ref(op, x, axes, keepdims, noop):
 
 
 def _onnx_type(dt):
-    return {np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32,
-            np.int64: TensorProto.INT64}[dt]
+    return {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16,
+            np.int32: TensorProto.INT32, np.int64: TensorProto.INT64}[dt]
 
 
 def _save(path, nodes, inputs, outputs, inits):
@@ -91,8 +92,8 @@ def reduce_model(tmp_path_factory):
     rng = np.random.default_rng(24)
     nodes, inputs, outputs, inits, feed, refs = [], [], [], [], {}, {}
     for name, op, shape, axes, keep, noop, dt in REDUCE_CASES:
-        if dt == np.float32:
-            x = rng.standard_normal(shape).astype(np.float32)
+        if dt in (np.float32, np.float16):
+            x = rng.standard_normal(shape).astype(dt)
             if "nan" in name:  # row 1 holds a NaN (in the middle or among the leftovers)
                 x[1, shape[-1] // 2 if "mid" in name else shape[-1] - 2] = np.nan
         else:
@@ -125,6 +126,8 @@ def test_reductions_match_numpy(reduce_model, threads):
             np.testing.assert_array_equal(got, ref, err_msg=name)
         elif "max" in name or "min" in name:  # exact, NaN where numpy has NaN
             np.testing.assert_array_equal(got, ref.astype(np.float32), err_msg=name)
+        elif got.dtype == np.float16:  # f32 partials, one rounding to f16 at the end
+            np.testing.assert_allclose(got, ref, rtol=1e-3, atol=2e-2, err_msg=name)
         else:  # reassociated float sums: a relative bound of a few ulps per element's share
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=name)
     for name in ("y_max_long_with_nan_mid", "y_min_short_rows_nan_tail"):

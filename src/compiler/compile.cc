@@ -86,9 +86,9 @@ constexpr double kDnnlMinFlops = 2e5;
 
 /// auto's rule until the tuner measures per workload (figures: one thread, docs/kernels.md):
 /// oneDNN for convolutions (ResNet-50 40 ms vs 54 ms generated) except one image of at most
-/// 7x7 outputs, and for matrix products of fewer than 32 rows; Kiln's packed micro-kernel for
-/// the other matrix products (BERT's projections 228 vs 173-185 GFLOP/s, FFN-up with its erf
-/// GELU 217 vs 160).
+/// 7x7 outputs, for matrix products whose B is computed at run time and for unpacked ones of
+/// fewer than 32 rows; Kiln's packed micro-kernel for a constant B (BERT's projections 228 vs
+/// 173-185 GFLOP/s, FFN-up with its erf GELU 217 vs 160, classifier GEMVs below).
 bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // The fused recurrent kernel at any size: the generated one unrolls time (compile time
     // linear in T, 1-4.5 GFLOP/s; docs/kernels.md).
@@ -112,8 +112,12 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // is slower than oneDNN's (docs/kernels.md, training).
     const ir::Value* b = unit.nodes.front()->num_inputs() > 1 ? unit.nodes.front()->input(1) : nullptr;
     if (b && !b->is_constant()) return true;
-    // Few rows (a classifier at batch 1..8): the micro-kernel's row tile idles; oneDNN's GEMV-like
-    // kernels are bandwidth-bound as they should be (ResNet-50's logits: 1.7 ms vs 0.5 ms).
+    // A packed constant B: Kiln's micro-kernel at every row count. Few rows (a classifier at
+    // batch 1..8) read the packed weight once at about the memory bandwidth, since the pack's
+    // block is the tile's full width (zero-padded); bench/cliffs_matvec_reduce.py, one thread:
+    // ResNet-50's fc at batch 1 0.087 vs 0.117 ms (oneDNN), at batch 8 0.29 vs 0.32 ms.
+    if (unit.nodes.front()->op() == "KilnMatMulPackedB") return false;
+    // Few rows of an unpacked product (transA=1): the plain micro-kernel's row tile idles.
     const Shape& out = unit.outputs[0]->type().static_shape();
     return out.size() >= 2 && shape_numel(out) / out.back() < 32;
 }

@@ -21,7 +21,14 @@ ir::Value* packed(ir::Graph& g, ir::Value* b, bool trans_b, int64_t nb, PackCach
     if (p) return p;
     const Shape bs = b->type().static_shape();
     const int64_t k = trans_b ? bs[1] : bs[0], n = trans_b ? bs[0] : bs[1];
-    Shape split = trans_b ? Shape{n / nb, nb, k} : Shape{k, n / nb, nb};
+    const int64_t blocks = (n + nb - 1) / nb, pad = blocks * nb - n;
+    if (pad > 0) {
+        // Zero columns up to a whole last block (the kernel never stores them), as a Concat: it
+        // frees as many constant elements as it makes, so fold_constants folds it at any size.
+        ir::Value* zeros = add_constant_like(g, "pack_zeros", Tensor(DType::kFloat32, trans_b ? Shape{pad, k} : Shape{k, pad}));
+        b = add_inferred_node(g, "Concat", {b, zeros}, {{"axis", ir::Attr(int64_t{trans_b ? 0 : 1})}}, 1, "pack")->output(0);
+    }
+    Shape split = trans_b ? Shape{blocks, nb, k} : Shape{k, blocks, nb};
     std::vector<int64_t> perm = trans_b ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{1, 0, 2};
     ir::Value* r = add_inferred_node(g, "Reshape", {b, shape_constant(g, split)}, {}, 1, "pack")->output(0);
     p = add_inferred_node(g, "Transpose", {r}, {{"perm", ir::Attr(perm)}}, 1, "pack")->output(0);

@@ -1,8 +1,9 @@
 """KilnMatMulPackedB (pack_matmul_weights at -O3) and the register-tiled MatMul/Gemm schedules
 against numpy in float64: constant B in both Gemm orientations, alpha/beta/C broadcasts,
 batched A with a [K, N] weight, shapes whose M and N leave tails in the micro-kernel's tile,
-and a MatMul of two activations (unpacked, same micro-kernel). Also checks that the -O3
-graph really holds the packed op (kiln inspect)."""
+a MatMul of two activations (unpacked, same micro-kernel), and few-row products (GEMVs and
+batch-8 heads: padded packed B, transA/transB, C broadcasts, 3-D and 1-D A) under generated and
+auto kernels. Also checks that the -O3 graph really holds the packed op (kiln inspect)."""
 import numpy as np
 import onnx
 import pytest
@@ -21,11 +22,11 @@ def _save(path, nodes, inputs, output_shape, inits):
     onnx.save(m, str(path))
 
 
-def _run(tmp_path, model, feed):
+def _run(tmp_path, model, feed, extra=()):
     np.savez(tmp_path / "in.npz", **feed)
     (tmp_path / "out").mkdir()
     outs, _ = kiln_run_model(str(model), str(tmp_path / "in.npz"), str(tmp_path / "out"),
-                             extra=["--repeat", "1"])
+                             extra=["--repeat", "1", *extra])
     return outs["y"]
 
 
@@ -79,6 +80,62 @@ def test_matmul_batched_a_constant_b_plus_bias(tmp_path, shape):
     assert "KilnMatMulPackedB" in _inspect(model)
     ref = a.astype(np.float64) @ w.astype(np.float64) + bias
     np.testing.assert_allclose(_run(tmp_path, model, {"a": a}), ref, rtol=RTOL, atol=ATOL)
+
+
+# Few rows (classifier heads at batch 1..8): N that the GEMV tile's 64 columns do not divide (the
+# packed B is zero-padded), transA (not packed), every C broadcast, alpha/beta; under both the
+# generated kernels and auto (which picks the packed micro-kernel for a constant B).
+SMALL_M_CASES = [  # (M, K, N, transA, transB, alpha, beta, C shape or None)
+    (1, 1024, 1000, 0, 1, 1.0, 1.0, (1000,)),
+    (1, 300, 100, 0, 0, 1.0, 1.0, (1, 100)),
+    (1, 77, 37, 1, 1, 1.0, 1.0, ()),
+    (2, 129, 515, 0, 1, 0.5, 2.0, (2, 1)),
+    (3, 64, 200, 1, 0, 1.0, 1.0, (200,)),
+    (5, 96, 130, 0, 0, 1.5, 0.0, (130,)),
+    (8, 512, 1000, 0, 1, 1.0, -1.0, (8, 1000)),
+]
+
+
+@pytest.mark.parametrize("kernels", ["generated", "auto"])
+@pytest.mark.parametrize("case", SMALL_M_CASES,
+                         ids=lambda c: "x".join(map(str, c[:3])) + f"_ta{c[3]}_tb{c[4]}")
+def test_gemm_few_rows(tmp_path, case, kernels):
+    m, k, n, ta, tb, alpha, beta, cshape = case
+    rng = np.random.default_rng(m * 7919 + n)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    inits = [numpy_helper.from_array(b, "B")]
+    ins = ["a", "B"]
+    ref = alpha * ((a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64))
+    if cshape is not None:
+        c = rng.standard_normal(cshape).astype(np.float32)
+        inits.append(numpy_helper.from_array(c, "C"))
+        ins.append("C")
+        ref = ref + beta * c.astype(np.float64)
+    model = tmp_path / "gemm.onnx"
+    _save(model, [helper.make_node("Gemm", ins, ["y"], transA=ta, transB=tb, alpha=alpha, beta=beta)],
+          [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(a.shape))], [m, n], inits)
+    if not ta:
+        assert "KilnMatMulPackedB" in _inspect(model)
+    got = _run(tmp_path, model, {"a": a}, ["--kernels", kernels])
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL * np.sqrt(k))
+
+
+@pytest.mark.parametrize("kernels", ["generated", "auto"])
+@pytest.mark.parametrize("shape", [(1, 1, 2048, 1000), (1, 4, 640, 77), (640, 77)],
+                         ids=["batch1_row1", "batch1_rows4", "vector_a"])
+def test_matmul_few_rows_3d_and_1d(tmp_path, shape, kernels):
+    *lead, k, n = shape
+    rng = np.random.default_rng(k + n)
+    a = rng.standard_normal((*lead, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ w.astype(np.float64)
+    model = tmp_path / "mm.onnx"
+    _save(model, [helper.make_node("MatMul", ["a", "W"], ["y"])],
+          [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(a.shape))], list(ref.shape),
+          [numpy_helper.from_array(w, "W")])
+    got = _run(tmp_path, model, {"a": a}, ["--kernels", kernels])
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL * np.sqrt(k))
 
 
 def test_batched_matmul_of_two_activations_broadcasts(tmp_path):

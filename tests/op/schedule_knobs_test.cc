@@ -40,7 +40,7 @@ void split_parallel_for(void*, int64_t n, kiln_task_fn fn, void* ctx) {
 
 struct KnobCase {
     std::string name, op;
-    std::vector<Shape> inputs;  // f32 graph inputs
+    std::vector<Shape> inputs;  // f32 graph inputs (the output: the op's dtype)
     ir::AttrMap attrs;
     std::vector<std::string> knobs;  // the knobs the template must declare for this shape
 };
@@ -94,7 +94,7 @@ public:
         te::Schedule plain = te::create_schedule(outs);
         tir::PrimFunc f = tir::simplify(tir::lower(plain, args, "k_plain"));
         std::vector<Tensor> bufs = host_;
-        bufs.emplace_back(DType::kFloat32, out_shape());
+        bufs.emplace_back(node_->output(0)->type().dtype, out_shape());
         tir::interpret(f, bufs);
         return bufs.back();
     }
@@ -105,7 +105,7 @@ public:
         auto fn = reinterpret_cast<kiln_kernel_fn>(dlsym(h, fname.c_str()));
         EXPECT_NE(fn, nullptr) << fname;
         std::vector<Tensor> bufs = host_;
-        bufs.emplace_back(DType::kFloat32, out_shape());
+        bufs.emplace_back(node_->output(0)->type().dtype, out_shape());
         std::vector<void*> ptrs;
         for (Tensor& t : bufs) ptrs.push_back(t.data());
         kiln_kernel_env env{nullptr, &split_parallel_for};
@@ -156,6 +156,10 @@ std::vector<KnobCase> knob_cases() {
         // row reductions: 40 rows of 512 (32 lane steps of 16).
         {"softmax", "Softmax", {{40, 512}}, {{"axis", int64_t{-1}}}, {"row.unroll", "row.par"}},
         {"layernorm", "LayerNormalization", {{40, 512}, {512}, {512}}, {}, {"row.unroll", "row.par"}},
+        // Reduce*/ArgMax (flat_reduce.h): along 40 rows of 512 the flat form's lane partials
+        // (max, then the first position); along axis 0 of [64, 40] the column tile (2.5 vectors).
+        {"argmax_rows", "ArgMax", {{40, 512}}, {{"axis", int64_t{-1}}}, {"row.unroll", "row.par"}},
+        {"argmax_cols", "ArgMax", {{64, 40}}, {{"axis", int64_t{0}}}, {"colred.nr"}},
         // fused elementwise (default_schedule): 16400 elements, not a multiple of 64.
         {"add", "Add", {{4, 4100}, {4, 4100}}, {}, {"ew.vec", "ew.par"}},
     };

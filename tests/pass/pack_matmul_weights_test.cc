@@ -43,13 +43,15 @@ void expect_packed(ir::Graph& g, int64_t m, int64_t k, int64_t n, BT bt) {
     EXPECT_EQ(p->attr_int("n", 0), n);
     ASSERT_TRUE(p->input(1)->is_constant()) << "the packing was not folded";
     const int64_t nb = op::matmul_packed_block(m, n);
-    EXPECT_EQ(n % nb, 0);
+    const int64_t blocks = (n + nb - 1) / nb;  // the last one padded with zero columns
     const Tensor& bp = p->input(1)->constant();
-    ASSERT_EQ(bp.shape(), Shape({n / nb, k, nb}));
-    for (int64_t jb = 0; jb < n / nb; ++jb)
+    ASSERT_EQ(bp.shape(), Shape({blocks, k, nb}));
+    for (int64_t jb = 0; jb < blocks; ++jb)
         for (int64_t kk = 0; kk < k; ++kk)
-            for (int64_t jj = 0; jj < nb; ++jj)
-                ASSERT_EQ(bp.get_f64((jb * k + kk) * nb + jj), bt(kk, jb * nb + jj)) << jb << " " << kk << " " << jj;
+            for (int64_t jj = 0; jj < nb; ++jj) {
+                const int64_t j = jb * nb + jj;
+                ASSERT_EQ(bp.get_f64((jb * k + kk) * nb + jj), j < n ? bt(kk, j) : 0.0) << jb << " " << kk << " " << jj;
+            }
 }
 
 TEST(PackMatmulWeights, MatMulWithConstantBIsPackedAndKeepsBatchDims) {
@@ -78,6 +80,22 @@ TEST(PackMatmulWeights, GemmTransBIsPackedWithAlphaBetaAndC) {
     EXPECT_EQ(p->attr_float("alpha", 0), 0.5);
     EXPECT_EQ(p->attr_float("beta", 0), 2.0);
     EXPECT_EQ(p->input(2), c);
+}
+
+// One row (a classifier after global pooling): the block is the GEMV tile's 4 vectors even
+// though it does not divide N, so B' is padded to whole blocks (N=100 -> 2 blocks of 64).
+TEST(PackMatmulWeights, SingleRowPadsTheLastBlock) {
+    const int64_t k = 8, n = 100;
+    ASSERT_EQ(op::matmul_packed_block(1, n), 64);
+    for (int64_t tb : {0, 1}) {
+        Tensor w = weights(tb ? Shape{n, k} : Shape{k, n});
+        ir::Graph g;
+        ir::Value* a = g.add_input("a", ir::TensorType::of_static(DType::kFloat32, {1, k}));
+        ir::Node* gm = add_inferred_node(g, "Gemm", {a, g.add_constant("w", w)}, {{"transB", ir::Attr(tb)}});
+        g.add_output(gm->output(0));
+        expect_packed(g, 1, k, n, [&](int64_t kk, int64_t j) { return w.get_f64(tb ? j * k + kk : kk * n + j); });
+        EXPECT_EQ(g.outputs()[0]->type().static_shape(), Shape({1, n}));
+    }
 }
 
 TEST(PackMatmulWeights, ActivationsTransAAndTinyAreLeftAlone) {

@@ -46,9 +46,10 @@ te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const Sha
 /// MatMul's schedule (a register-tiled micro-kernel per sum stage; the rest default).
 void schedule_matmul_stages(te::Schedule& s, const std::vector<te::Tensor>& outputs);
 
-/// The column block nb of a constant B packed as Bp[N/nb, K, nb] for KilnMatMulPackedB with
-/// M output rows and N columns: the micro-kernel's tile width when it divides N, else a
-/// divisor of N among 64..8, else N (a single block: B' transposed to [1, K, N]).
+/// The column block nb of a constant B packed as Bp[ceil(N/nb), K, nb] for KilnMatMulPackedB
+/// with M output rows and N columns: the micro-kernel's tile width (the last block padded with
+/// zero columns when nb does not divide N), or N when one tile covers it (a single block: B'
+/// transposed to [1, K, N]).
 int64_t matmul_packed_block(int64_t m, int64_t n);
 
 }  // namespace kiln::op

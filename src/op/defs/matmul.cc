@@ -454,10 +454,10 @@ Grads gemm_grad(GradientBuilder& b) {
 int64_t matmul_packed_block(int64_t m, int64_t n) {
     constexpr int64_t kVec = 16;  // f32 lanes of one AVX-512 register
     MatmulTile t = matmul_tile(m, n, kVec);
-    if (n % t.nc == 0) return t.nc;
-    for (int64_t nb : {64, 48, 32, 16, 8})
-        if (n % nb == 0) return nb;
-    return n;  // one block: Bp[0] is B' itself, rows read contiguously
+    // NOTE: the tile's width even when it does not divide N (the packing pads B' with zero
+    // columns): a divisor of N instead (8 for N=1000) left one or two vector accumulators per
+    // k step, a chain of dependent FMAs that ran a classifier's GEMV at 0.3-3 GFLOP/s.
+    return n <= t.nc ? n : t.nc;
 }
 
 std::vector<ir::Dim> matmul_output_dims(const ir::Node& n, const ir::TensorType& a, const ir::TensorType& b) {

@@ -19,10 +19,17 @@
 //
 // ArgMax / ArgMin: TE has no arg-reduction, so two stages: m = max (min) over the axis, then
 // the min (first) or max (select_last_index) of the positions r where x[..r..] == m.
+//
+// Speed (flat_reduce.h): when the reduced axes are a trailing block of the input (the last
+// axis, or all axes) of at least two vectors, each reduction stage takes the flat form (lanes
+// and parallel chunks, then a small combine; float sums reassociate); when the last axis is
+// kept, the schedule vectorizes it with the reduce loops inside (column form). Other layouts
+// run the plain reduction (default_schedule).
 #include <functional>
 #include <set>
 #include <string>
 
+#include "op/defs/flat_reduce.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -56,6 +63,71 @@ std::vector<bool> reduced_mask(const ir::Node& n, int rank, bool* noop) {
     std::vector<bool> mask(rank, axes.empty() && !*noop);
     for (int a : axes) mask[a] = true;
     return mask;
+}
+
+// ---- one reduction stage, plain or flat ----
+
+// Where the reduced axes are: the mask, keepdims, and when they form a trailing block of the
+// input (axes t0..rank-1) long enough, the plan of the flat form (flat_reduce.h).
+struct ReduceLayout {
+    std::vector<bool> mask;
+    bool keep = true;
+    int t0 = 0;
+    FlatReducePlan plan;  // lanes == 0: the plain form
+};
+
+ReduceLayout reduce_layout(const ir::Node& n, const te::Tensor& x, bool* noop) {
+    const int rank = x->ndim();
+    ReduceLayout lay;
+    lay.mask = reduced_mask(n, rank, noop);
+    lay.keep = n.attr_int("keepdims", 1) != 0;
+    lay.t0 = rank;
+    while (lay.t0 > 0 && lay.mask[lay.t0 - 1]) --lay.t0;
+    bool trailing = lay.t0 < rank;
+    for (int i = 0; i < lay.t0; ++i) trailing = trailing && !lay.mask[i];
+    if (trailing && !*noop) {
+        const Shape rows(x->shape.begin(), x->shape.begin() + lay.t0), dims(x->shape.begin() + lay.t0, x->shape.end());
+        lay.plan = plan_flat_reduce(te::compute_dtype(x->dtype), shape_numel(rows), shape_numel(dims));
+    }
+    return lay;
+}
+
+// elem(input index, output index) is the summand at one input element; the output index is
+// that of the element's output (for reading a per-output stage such as LogSumExp's max).
+using ReduceElem = std::function<Expr(const std::vector<Expr>& in, const std::vector<Expr>& out)>;
+
+te::Tensor reduce_stage(const ReduceLayout& lay, const te::Tensor& x, te::ReduceOp op, DType dt, const Shape& out_shape,
+                        const ReduceElem& elem, const std::string& name) {
+    const int rank = x->ndim();
+    if (lay.plan.lanes > 0) {
+        const Shape rows(x->shape.begin(), x->shape.begin() + lay.t0), dims(x->shape.begin() + lay.t0, x->shape.end());
+        auto body = [&](const std::vector<Expr>& r, const Expr& k) {
+            std::vector<Expr> out = r;
+            if (lay.keep) out.resize(static_cast<size_t>(rank), te::int_imm(0));
+            return elem(unflatten_index(r, k, dims), out);
+        };
+        auto rows_of = [&](const std::vector<Var>& o) { return std::vector<Expr>(o.begin(), o.begin() + lay.t0); };
+        return flat_reduce(rows, shape_numel(dims), lay.plan, op, dt, body, out_shape, rows_of, name);
+    }
+    std::vector<te::IterVar> r;
+    for (int i = 0; i < rank; ++i)
+        if (lay.mask[i]) r.push_back(te::reduce_axis(x->shape[i], "r" + std::to_string(i)));
+    return te::compute(
+        out_shape, [&](const std::vector<Var>& o) {
+            // The input index of output index o with the reduced dims at the reduce vars r.
+            std::vector<Expr> idx;
+            size_t oi = 0, ri = 0;
+            for (int i = 0; i < rank; ++i) {
+                if (lay.mask[i]) {
+                    idx.push_back(r[ri++]->var);
+                    if (lay.keep) ++oi;  // the kept size-1 dim
+                } else {
+                    idx.push_back(o[oi++]);
+                }
+            }
+            return reduce_with(op, elem(idx, std::vector<Expr>(o.begin(), o.end())), r);
+        },
+        name, dt);
 }
 
 // ---- the generic Reduce* row ----
@@ -108,64 +180,33 @@ OpDef reduce_op(const ReduceKind& k) {
     };
     d.compute = [k](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
-        const int rank = x->ndim();
         const std::string name = k.name;
         bool noop = false;
-        const std::vector<bool> mask = reduced_mask(a.node, rank, &noop);
+        const ReduceLayout lay = reduce_layout(a.node, x, &noop);
         if (noop) {
             auto y = te::compute(
                 x->shape, [&](const std::vector<Var>& i) { return te::read(x, i); }, name, a.out_dtype());
             return std::vector<te::Tensor>{y};
         }
-        const bool keep = a.node.attr_int("keepdims", 1) != 0;
         const DType cdt = te::compute_dtype(x->dtype);
         int64_t count = 1;
-        for (int i = 0; i < rank; ++i)
-            if (mask[i]) count *= x->shape[i];
-        auto make_axes = [&] {
-            std::vector<te::IterVar> r;
-            for (int i = 0; i < rank; ++i)
-                if (mask[i]) r.push_back(te::reduce_axis(x->shape[i], "r" + std::to_string(i)));
-            return r;
-        };
-        // The input index of output index o with the reduced dims at the reduce vars r.
-        auto in_index = [&](const std::vector<Var>& o, const std::vector<te::IterVar>& r) {
-            std::vector<Expr> idx;
-            size_t oi = 0, ri = 0;
-            for (int i = 0; i < rank; ++i) {
-                if (mask[i]) {
-                    idx.push_back(r[ri++]->var);
-                    if (keep) ++oi;  // the kept size-1 dim
-                } else {
-                    idx.push_back(o[oi++]);
-                }
-            }
-            return idx;
-        };
+        for (int i = 0; i < x->ndim(); ++i)
+            if (lay.mask[i]) count *= x->shape[i];
         te::Tensor m;
-        if (k.log_sum_exp) {
-            const auto r = make_axes();
-            m = te::compute(
-                a.out_shape(), [&](const std::vector<Var>& o) {
-                    return te::max_reduce(te::cast(cdt, te::read(x, in_index(o, r))), r);
-                },
-                name + "_max", cdt);
-        }
-        const auto r = make_axes();
-        te::Tensor acc = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& o) {
-                Expr v = te::cast(cdt, te::read(x, in_index(o, r)));
-                if (m) v = te::unary(te::UnaryOp::kExp, v - te::read(m, o));
-                v = k.pre(v);
-                switch (k.combine) {
-                    case te::ReduceOp::kSum: return te::sum(v, r);
-                    case te::ReduceOp::kMax: return te::max_reduce(v, r);
-                    case te::ReduceOp::kMin: return te::min_reduce(v, r);
-                    case te::ReduceOp::kProd: return te::prod_reduce(v, r);
-                }
-                return Expr();
+        if (k.log_sum_exp)
+            m = reduce_stage(lay, x, te::ReduceOp::kMax, cdt, a.out_shape(),
+                             [&](const std::vector<Expr>& in, const std::vector<Expr>&) {
+                                 return te::cast(cdt, te::read(x, in));
+                             },
+                             name + "_max");
+        te::Tensor acc = reduce_stage(
+            lay, x, k.combine, k.post || m ? cdt : a.out_dtype(), a.out_shape(),
+            [&](const std::vector<Expr>& in, const std::vector<Expr>& out) {
+                Expr v = te::cast(cdt, te::read(x, in));
+                if (m) v = te::unary(te::UnaryOp::kExp, v - te::read(m, out));
+                return k.pre(v);
             },
-            k.post || m ? name + "_acc" : name, k.post || m ? cdt : a.out_dtype());
+            k.post || m ? name + "_acc" : name);
         if (!k.post && !m) return std::vector<te::Tensor>{acc};
         // NOTE: ReduceMean over an empty set divides 0 by 0 like ORT: NaN for floats.
         const DType pdt = k.float_post && !dtype_is_float(cdt) ? DType::kFloat64 : cdt;
@@ -179,6 +220,7 @@ OpDef reduce_op(const ReduceKind& k) {
             name, a.out_dtype());
         return std::vector<te::Tensor>{y};
     };
+    d.schedule = reduce_schedule;
     return d;
 }
 
@@ -214,6 +256,34 @@ std::vector<Expr> with_axis(const std::vector<Var>& i, int axis, Expr at) {
     return idx;
 }
 
+// ArgMax/ArgMin along a long last axis in the flat form (flat_reduce.h): the extreme m of each
+// row split over lanes and chunks, then the first (last) position holding m, likewise (the min
+// or max of positions is exact in any order).
+te::Tensor flat_arg_reduce(const ComputeArgs& a, const te::Tensor& x, bool is_max, bool last,
+                           const FlatReducePlan& pm, const std::string& name) {
+    const int rank = x->ndim();
+    const int64_t extent = x->shape[rank - 1];
+    Shape rows(x->shape.begin(), x->shape.end() - 1), red = rows;
+    red.push_back(1);
+    auto elem = [&](const std::vector<Expr>& r, const Expr& k) {
+        std::vector<Expr> idx = r;
+        idx.push_back(k);
+        return te::read(x, idx);
+    };
+    auto keep_rows = [&](const std::vector<Var>& o) { return std::vector<Expr>(o.begin(), o.begin() + rank - 1); };
+    te::Tensor m = flat_reduce(rows, extent, pm, is_max ? te::ReduceOp::kMax : te::ReduceOp::kMin,
+                               te::compute_dtype(x->dtype), elem, red, keep_rows, is_max ? "argmax_max" : "argmin_min");
+    auto pos = [&](const std::vector<Expr>& r, const Expr& k) {
+        std::vector<Expr> mi = r;
+        mi.push_back(te::int_imm(0));
+        Expr hit = te::eq(elem(r, k), te::read(m, mi));
+        return te::select(hit, k, te::int_imm(last ? -1 : extent));
+    };
+    const FlatReducePlan pi = plan_flat_reduce(DType::kInt64, shape_numel(rows), extent);
+    return flat_reduce(rows, extent, pi, last ? te::ReduceOp::kMax : te::ReduceOp::kMin, DType::kInt64, pos,
+                       a.out_shape(), keep_rows, name);
+}
+
 OpDef arg_reduce_op(bool is_max) {
     OpDef d;
     d.name = is_max ? "ArgMax" : "ArgMin";
@@ -240,6 +310,10 @@ OpDef arg_reduce_op(bool is_max) {
         const bool keep = a.node.attr_int("keepdims", 1) != 0;
         const bool last = a.node.attr_int("select_last_index", 0) != 0;
         const int64_t extent = x->shape[axis];
+        if (axis == x->ndim() - 1) {
+            const FlatReducePlan pm = plan_flat_reduce(te::compute_dtype(x->dtype), x->numel() / extent, extent);
+            if (pm.lanes > 0) return std::vector<te::Tensor>{flat_arg_reduce(a, x, is_max, last, pm, name)};
+        }
         Shape red = x->shape;
         red[axis] = 1;
         te::IterVar r1 = te::reduce_axis(extent, "r");
@@ -263,6 +337,7 @@ OpDef arg_reduce_op(bool is_max) {
             name, DType::kInt64);
         return std::vector<te::Tensor>{idx};
     };
+    d.schedule = reduce_schedule;
     return d;
 }
 

@@ -3,7 +3,7 @@
 // A float sum along a row cannot be vectorized by GCC without reassociation (no -ffast-math), so
 // the compute reassociates explicitly (TVM's rfactor, written in the compute): with W lanes,
 //   part[rows..., l] = reduce over o of body(rows, o * W + l)     (stage "<name>_part")
-//   out[rows..., 0]  = reduce over l of part[rows..., l]          (stage "<name>")
+//   out[rows..., 0]  = combine over l of part[rows..., l]         (stage "<name>", a tree)
 // schedule_lane_partial orders the partial stage (rows, o, l) with l vectorized and accumulated
 // in a local register tile, so the hot loop is W independent lanes with unit-stride reads. A
 // row whose extent is not a multiple of W clamps the index and adds the identity for the tail.
@@ -55,13 +55,24 @@ inline te::Tensor lane_reduce(const Shape& shape, int64_t lanes, te::ReduceOp op
         name + "_part", dt);
     Shape out_shape = shape;
     out_shape[nd - 1] = 1;
-    te::IterVar rl = te::reduce_axis(lanes, "rl");
+    // The lanes combine as a balanced tree: a reduce loop would chain its `lanes` steps.
     return te::compute(
         out_shape,
         [&](const std::vector<te::Var>& i) {
-            std::vector<te::Expr> idx(i.begin(), i.end());
-            idx[nd - 1] = rl->var;
-            return combine(te::read(part, idx), rl);
+            std::vector<te::Expr> level;
+            for (int64_t l = 0; l < lanes; ++l) {
+                std::vector<te::Expr> idx(i.begin(), i.end());
+                idx[nd - 1] = te::int_imm(l);
+                level.push_back(te::read(part, idx));
+            }
+            while (level.size() > 1) {
+                std::vector<te::Expr> next;
+                for (size_t k = 0; k + 1 < level.size(); k += 2)
+                    next.push_back(op == te::ReduceOp::kSum ? level[k] + level[k + 1] : te::max(level[k], level[k + 1]));
+                if (level.size() % 2) next.push_back(level.back());
+                level = std::move(next);
+            }
+            return level[0];
         },
         name, dt);
 }

@@ -84,6 +84,11 @@ bool is_view_node(const ir::Node* n, const ir::Graph& g) {
 /// binding and the split across threads cost a few microseconds); auto keeps such units generated.
 constexpr double kDnnlMinFlops = 2e5;
 
+/// oneDNN's implementation of a dnnl_conv choice on one thread; "" when it rejects the parameters.
+std::string dnnl_conv_impl(const topi::ExternChoice& c) {
+    return runtime::dnnl_implementation(c.name, runtime::ExternParams::format(c.params));
+}
+
 /// auto's rule until the tuner measures per workload (figures: one thread, docs/kernels.md):
 /// oneDNN for convolutions (ResNet-50 40 ms vs 54 ms generated) except one image of at most
 /// 7x7 outputs, for matrix products whose B is computed at run time and for unpacked ones of
@@ -95,6 +100,10 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     if (c.name == "kiln_rnn") return true;
     if (unit_flops(unit) < kDnnlMinFlops) return false;
     if (c.name == "dnnl_conv") {
+        // oneDNN's reference kernels (what it falls back to where no jit kernel takes the
+        // shape) run at ~1 GFLOP/s, 100x below its jit kernels and far below a generated
+        // kernel: never chosen by the rule. Asking costs one primitive descriptor (microseconds).
+        if (dnnl_conv_impl(c).rfind("ref", 0) == 0) return false;
         // One image of at most 7x7 outputs (ResNet's last stage): Kiln's micro-kernel keeps
         // its 2 x 16-channel x T-column tile busy where oneDNN 2.6's jit conv runs at 55-70 %
         // of peak (bench/kernels.py: 3x3 512->512 at 7x7 212 vs 142 GFLOP/s).
@@ -133,6 +142,8 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     }
     if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+    // A shape the matcher passes but oneDNN rejects (a deconv with negative pads) stays generated.
+    if (c && c->name == "dnnl_conv" && dnnl_conv_impl(*c).empty()) return std::nullopt;
     if (c && source == KernelSource::kAuto && !auto_prefers_dnnl(unit, *c)) return std::nullopt;
     return c;
 }
@@ -144,7 +155,8 @@ void detach_dnnl_anchors(ir::Graph& g, KernelSource source) {
         if (unit.nodes.size() < 2 || extern_choice(unit, source, kUntuned)) continue;
         ir::Node* anchor = nullptr;
         for (ir::Node* n : unit.nodes)
-            if (n->op() == "Conv" || n->op() == "MatMul" || n->op() == "Gemm") anchor = anchor ? anchor : n;
+            if (n->op() == "Conv" || n->op() == "ConvTranspose" || n->op() == "MatMul" || n->op() == "Gemm")
+                anchor = anchor ? anchor : n;
         if (!anchor) continue;
         // By convexity a group node upstream of the anchor would be one of its producers: then
         // the rest of the group would wrap around the anchor's unit.

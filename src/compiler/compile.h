@@ -105,7 +105,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
 /// its input's buffer: no kernel runs for it.
 bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level);
 
-/// compile()'s step before partitioning under kernels=auto|dnnl: a Conv/MatMul/Gemm group that
+/// compile()'s step before partitioning under kernels=auto|dnnl: a Conv/ConvTranspose/MatMul/Gemm group that
 /// oneDNN cannot take whole but whose anchor alone it takes (a training step's ReLU gradient
 /// fuses its mask `x > 0` around the data gradient's conv) loses the anchor to a unit of its
 /// own: the rest stays one generated elementwise kernel, the anchor runs on oneDNN.

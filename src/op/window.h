@@ -29,6 +29,14 @@ struct WindowGeometry {
 WindowGeometry window_geometry(const ir::Node& n, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
                                bool ceil_mode);
 
+/// The geometry of ConvTranspose node `n` (op/defs/conv_transpose.cc) for input spatial sizes
+/// `in` and kernel `kernel`: strides, dilations, begin pads and output sizes as ONNX defines
+/// them, and pads_end such that out = s*(in-1) + (k-1)*d + 1 - pb - pe, i.e. ONNX's end pad less
+/// output_padding (negative where output_padding exceeds it). Throws kInvalidModel naming the
+/// node for inconsistent attributes.
+WindowGeometry conv_transpose_geometry(const ir::Node& n, const std::vector<int64_t>& in,
+                                       const std::vector<int64_t>& kernel);
+
 /// The attribute specs of a convolution's window (auto_pad, dilations, kernel_shape, pads,
 /// strides), and `group` (default 1) when `with_group`: Conv, the quantized convs and the
 /// blocked convs share them.

@@ -13,11 +13,13 @@
 
 #include <omp.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -386,27 +388,45 @@ private:
 
 memory::dims dims_of(const std::vector<int64_t>& v) { return memory::dims(v.begin(), v.end()); }
 
-/// oneDNN's tag for Kiln's layout of `channels` channels in blocks of `block` (0: plain NCHW);
-/// one block of all channels is NHWC.
-tag blocked_tag(int64_t block, int64_t channels) {
-    if (block == 16) return tag::nChw16c;
-    if (block == 8) return tag::nChw8c;
-    if (block == 0) return tag::nchw;
+/// oneDNN's tag for Kiln's layout of a rank-`rank` activation (N, C, 1 to 3 spatial dims) of
+/// `channels` channels in blocks of `block` (0: plain NC...); one block of all channels is
+/// channels-last (NHWC).
+tag blocked_tag(int64_t block, int64_t channels, size_t rank) {
+    KILN_CHECK(rank >= 3 && rank <= 5, kInvalidModel) << "dnnl: activations of rank " << rank << " (expected 3 to 5)";
+    const size_t i = rank - 3;
+    if (block == 16) return std::array{tag::nCw16c, tag::nChw16c, tag::nCdhw16c}[i];
+    if (block == 8) return std::array{tag::nCw8c, tag::nChw8c, tag::nCdhw8c}[i];
+    if (block == 0) return std::array{tag::ncw, tag::nchw, tag::ncdhw}[i];
     KILN_CHECK(block == channels, kInvalidModel) << "dnnl: unsupported channel block " << block << " of " << channels;
-    return tag::nhwc;
+    return std::array{tag::nwc, tag::nhwc, tag::ndhwc}[i];
 }
 
-/// Convolution (2-D). Parameters:
+int64_t product(const std::vector<int64_t>& v) {
+    int64_t p = 1;
+    for (int64_t x : v) p *= x;
+    return p;
+}
+
+/// Convolution or deconvolution (ONNX ConvTranspose), 1-D to 3-D. Parameters:
+///   kind=conv (default) | deconv
 ///   x, w, y: argument indices of the input, weights and output; b: bias argument (optional)
-///   src=N,C,H,W  dst=N,M,OH,OW  kernel=KH,KW  groups=G
-///   src_block / dst_block: 0 (plain NCHW) or the c of NCHW{c}
-///   wei=oihw | blocked:ci:co ([M/co, C/ci, KH, KW, ci, co]) | depthwise:c ([C/c, KH, KW, c])
-///   strides, dilations (ONNX convention: 1 = dense), pads_begin, pads_end; post (see PostOp)
+///   src=N,C,spatial...  dst=N,M,spatial...  kernel=the weights' spatial dims  groups=G
+///   src_block / dst_block: 0 (plain NC...) or the c of NCHW{c} (2-D only)
+///   wei=oihw (a Conv's [M, C/G, K...]) | iohw (a ConvTranspose's [C, M/G, K...]) |
+///       blocked:ci:co ([M/co, C/ci, KH, KW, ci, co]) | depthwise:c ([C/c, KH, KW, c])
+///   taps_begin, taps: the window's taps that read the input (default all): taps that only ever
+///       read padding (a dilated conv wider than its input) are left out, pads_begin shifted
+///   strides, dilations (ONNX convention: 1 = dense), pads_begin, pads_end (of the primitive:
+///       a deconv's end pad is ONNX's less output_padding); post (see PostOp)
 /// Split across threads: whole images when N divides evenly, else (one image) output channels
-/// in blocks of 16 (depthwise: input channels with them).
+/// in blocks of 16 (groups == 1), or whole groups in blocks whose input and output channels are
+/// multiples of 16 (depthwise: 16 channels).
 class DnnlConv final : public DnnlKernel {
 public:
     DnnlConv(const ExternParams& p, const std::vector<ExternArg>& args) {
+        deconv_ = p.has("kind") && p.str("kind") == "deconv";
+        KILN_CHECK(!p.has("kind") || deconv_ || p.str("kind") == "conv", kInvalidModel)
+            << "dnnl_conv: kind must be conv or deconv, got '" << p.str("kind") << "'";
         src_arg_ = p.integer("x");
         w_ = p.integer("w");
         dst_arg_ = p.integer("y");
@@ -423,28 +443,40 @@ public:
         pads_e_ = p.ints("pads_end");
         wei_ = p.str("wei");
         post_ = parse_post_ops(p);
-        KILN_CHECK(src_.size() == 4 && dst_.size() == 4 && kernel_.size() == 2, kInvalidModel)
-            << "dnnl_conv: only 2-D convolutions";
+        const size_t sp = kernel_.size();
+        taps_begin_ = p.has("taps_begin") ? p.ints("taps_begin") : std::vector<int64_t>(sp, 0);
+        taps_ = p.has("taps") ? p.ints("taps") : kernel_;
+        KILN_CHECK(sp >= 1 && sp <= 3 && src_.size() == sp + 2 && dst_.size() == sp + 2 && strides_.size() == sp &&
+                       dil_.size() == sp && pads_b_.size() == sp && pads_e_.size() == sp && taps_.size() == sp &&
+                       taps_begin_.size() == sp,
+                   kInvalidModel)
+            << "dnnl_conv: 1 to 3 spatial dims, every window parameter with one entry per dim";
+        for (size_t d = 0; d < sp; ++d)
+            KILN_CHECK(taps_begin_[d] >= 0 && taps_[d] >= 1 && taps_begin_[d] + taps_[d] <= kernel_[d], kInvalidModel)
+                << "dnnl_conv: taps outside the kernel";
+        KILN_CHECK(groups_ >= 1 && src_[1] % groups_ == 0 && dst_[1] % groups_ == 0, kInvalidModel)
+            << "dnnl_conv: channels not divisible by groups=" << groups_;
         KILN_CHECK(w_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_conv: bad weights argument";
+        KILN_CHECK(!deconv_ || wei_ == "iohw", kInvalidModel) << "dnnl_conv: a deconv's weights are iohw";
         kiln_weights_ = static_cast<const float*>(args[w_].constant);
         // Weights computed at run time (a training step's parameters, the flipped weights of a
-        // data gradient) come in plain oihw and are reordered on every call.
+        // data gradient) come in plain oihw / iohw and are reordered on every call.
         if (!kiln_weights_) w_arg_ = w_;
-        KILN_CHECK(kiln_weights_ || wei_ == "oihw", kInvalidModel)
+        KILN_CHECK(kiln_weights_ || wei_ == "oihw" || wei_ == "iohw", kInvalidModel)
             << "dnnl_conv: weights in layout '" << wei_ << "' must be a constant";
     }
 
 private:
-    /// Kiln's packed weights -> [G, M/G, C/G, KH, KW] (plain goihw; oihw when G == 1).
+    /// Kiln's blocked weights -> plain [M, C/G, KH, KW] (oihw and iohw are read in place).
     std::vector<float> unpack_weights() const {
         const float* w = kiln_weights_;
         const std::string& layout = wei_;
+        if (layout == "oihw" || layout == "iohw") return {};
+        KILN_CHECK(kernel_.size() == 2, kInvalidModel) << "dnnl_conv: blocked weights are 2-D";
         const int64_t m = dst_[1], c = src_[1], kh = kernel_[0], kw = kernel_[1], g = groups_;
         const int64_t cg = c / g;
         std::vector<float> out(static_cast<size_t>(m * cg * kh * kw));
-        if (layout == "oihw") {
-            std::memcpy(out.data(), w, out.size() * sizeof(float));
-        } else if (layout.rfind("blocked:", 0) == 0) {
+        if (layout.rfind("blocked:", 0) == 0) {
             KILN_CHECK(g == 1, kInvalidModel) << "dnnl_conv: blocked weights need groups=1";
             int64_t ci = std::strtoll(layout.c_str() + 8, nullptr, 10);
             int64_t co = std::strtoll(layout.c_str() + layout.rfind(':') + 1, nullptr, 10);
@@ -469,38 +501,149 @@ private:
         return out;
     }
 
+    /// The plain weights of a part with output channels [m0, m0 + mm), cc input channels and gg
+    /// groups, as a strided view (its used taps only) of the full plain weights: a Conv's
+    /// [M, C/G, K...] or a ConvTranspose's [C, M/G, K...]; returns the view's element offset.
+    int64_t weight_view(int64_t m0, int64_t mm, int64_t cc, int64_t gg, memory::desc& view) const {
+        const int64_t cg = src_[1] / groups_, mg = dst_[1] / groups_, kfull = product(kernel_);
+        const size_t sp = kernel_.size();
+        std::vector<int64_t> kst(sp, 1);
+        for (int d = static_cast<int>(sp) - 2; d >= 0; --d) kst[d] = kst[d + 1] * kernel_[d + 1];
+        // Element strides of (group, output channel, input channel) in the full tensor.
+        const int64_t gs = cg * mg * kfull, os = deconv_ ? kfull : cg * kfull, is = deconv_ ? mg * kfull : kfull;
+        memory::dims dims, strides;
+        if (gg > 1) {
+            dims = {gg, mm / gg, cc / gg};
+            strides = {gs, os, is};
+        } else {
+            dims = {mm, cc};
+            strides = {os, is};
+        }
+        int64_t off = deconv_ ? (m0 / mg) * gs + (m0 % mg) * os : m0 * os;
+        for (size_t d = 0; d < sp; ++d) {
+            dims.push_back(taps_[d]);
+            strides.push_back(kst[d]);
+            off += taps_begin_[d] * kst[d];
+        }
+        view = memory::desc(dims, memory::data_type::f32, strides);
+        return off;
+    }
+
+    /// How a step of one image splits: by output channels in blocks of `unit_m` (groups == 1) or
+    /// by whole groups, `unit_g` at a time (0: no split).
+    int64_t group_unit() const {
+        const int64_t cg = src_[1] / groups_, mg = dst_[1] / groups_;
+        for (int64_t u = 1; u <= groups_; ++u)
+            if (groups_ % u == 0 && (u * cg) % 16 == 0 && (u * mg) % 16 == 0) return u;
+        return 0;
+    }
+
+    /// Calls f with the (de)convolution primitive descriptor of a part, post-ops on `dst_kiln`.
+    template <typename F>
+    void with_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias, const memory::desc& dst,
+                 const memory::desc& dst_kiln, F f) const {
+        memory::dims dil;
+        for (int64_t d : dil_) dil.push_back(d - 1);
+        const memory::dims s = dims_of(strides_), pb = dims_of(pads_b_), pe = dims_of(pads_e_);
+        const auto prop = dnnl::prop_kind::forward_inference;
+        if (deconv_) {
+            using D = dnnl::deconvolution_forward;
+            f(D::primitive_desc(D::desc(prop, dnnl::algorithm::deconvolution_direct, src, w, bias, dst, s, dil, pb, pe),
+                                post_attr(dst_kiln), cpu_engine()));
+        } else {
+            using C = dnnl::convolution_forward;
+            f(C::primitive_desc(C::desc(prop, dnnl::algorithm::convolution_direct, src, w, bias, dst, s, dil, pb, pe),
+                                post_attr(dst_kiln), cpu_engine()));
+        }
+    }
+
+    /// with_pd, but where oneDNN has only its reference kernel for the layouts asked (its
+    /// nChw16c jit convs reject large dilations: DeepLabV3's rate-12 3x3 ran at 0.1-0.9
+    /// GFLOP/s), asks again with the activations' layout left to oneDNN (its brgemm convs, on
+    /// NHWC, take dilations and skip the taps that read padding), then on plain NC... (im2col +
+    /// GEMM); finish_part reorders Kiln's layout at the edges. Not with a binary post-op, which
+    /// reads the output's layout.
+    template <typename F>
+    void with_fast_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias,
+                      const memory::desc& dst, const memory::desc& dst_kiln, F f) const {
+        auto layout = [](const memory::desc& d, int kind) {
+            return kind == 0 ? d : memory::desc(d.dims(), memory::data_type::f32, kind == 1 ? tag::any : blocked_tag(0, 0, d.dims().size()));
+        };
+        bool done = false;
+        for (int kind = 0; kind < 3 && !done; ++kind) {
+            with_pd(layout(src, kind), w, bias, layout(dst, kind), dst_kiln, [&](const auto& pd) {
+                done = kind == 2 || !post_.binary.empty() || std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+                if (done) f(pd);
+            });
+        }
+    }
+
+    /// The layout asked of oneDNN for an activation of dims `d` in Kiln's block `block`:
+    /// nChw16c as it is; otherwise oneDNN's choice, except that a deconvolution computes on
+    /// channels-last (oneDNN 2.6 adds a deconv's bias on nChw16c in a slow loop: 64->32 2x up at
+    /// 64x64 took 7.9 ms instead of 3.7 on NHWC, the deconv itself 2.3).
+    memory::desc asked_desc(const std::vector<int64_t>& d, int64_t block) const {
+        if (block == 16) return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(16, d[1], d.size()));
+        return memory::desc(dims_of(d), memory::data_type::f32, deconv_ ? blocked_tag(d[1], d[1], d.size()) : tag::any);
+    }
+
+public:
+    /// oneDNN's implementation of the whole step on one thread (made without weights): a
+    /// "ref:" one is its reference loop nest, ~100x below a jit kernel.
+    std::string implementation() const {
+        std::vector<int64_t> sd = src_, dd = dst_;
+        memory::desc wplain, bias;
+        weight_view(0, dst_[1], src_[1], groups_, wplain);
+        if (bias_arg_ >= 0) bias = memory::desc({dst_[1]}, memory::data_type::f32, tag::x);
+        const memory::desc kiln_dst(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_, dd[1], dd.size()));
+        std::string impl;
+        with_fast_pd(asked_desc(sd, src_block_), memory::desc(wplain.dims(), memory::data_type::f32, tag::any), bias,
+                     asked_desc(dd, dst_block_), kiln_dst, [&](const auto& pd) { impl = pd.impl_info_str(); });
+        return impl;
+    }
+
+private:
     Plan make_plan(int threads) override {
         const int64_t n = src_[0], c = src_[1], m = dst_[1], g = groups_;
-        const bool depthwise = g > 1 && g == c && g == m;
-        // Split: whole images, else channel blocks of one image (groups == 1 or depthwise).
-        int64_t parts = 1;
+        const int64_t cg = c / g, mg = m / g;
+        const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
+        const int64_t sout = product(std::vector<int64_t>(dst_.begin() + 2, dst_.end()));
+        // Split: whole images, else channel blocks of one image.
+        int64_t parts = 1, unit_g = 0;
         bool by_batch = false;
         if (threads > 1 && n % threads == 0) {
             parts = threads;
             by_batch = true;
-        } else if (threads > 1 && n == 1 && (g == 1 || depthwise) && m % 16 == 0 && m / 16 >= threads) {
+        } else if (threads > 1 && n == 1 && g == 1 && m % 16 == 0 && m / 16 >= threads) {
+            parts = threads;
+        } else if (threads > 1 && n == 1 && g > 1 && (unit_g = group_unit()) && g / unit_g >= threads) {
             parts = threads;
         }
-        std::vector<float> plain = kiln_weights_ ? unpack_weights() : std::vector<float>{};
-        const int64_t per_out = (c / g) * kernel_[0] * kernel_[1];
-        const int64_t blocks = m / 16;
+        const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};
+        const float* plain = unpacked.empty() ? kiln_weights_ : unpacked.data();
         Plan plan;
         for (int64_t i = 0; i < parts; ++i) {
-            int64_t n0 = 0, nn = n, m0 = 0, mm = m;
+            int64_t n0 = 0, nn = n, m0 = 0, mm = m, c0 = 0, cc = c, gg = g;
             if (by_batch) {
                 n0 = i * (n / parts);
                 nn = n / parts;
+            } else if (parts > 1 && g == 1) {
+                m0 = 16 * ((m / 16) * i / parts);
+                mm = 16 * ((m / 16) * (i + 1) / parts) - m0;
             } else if (parts > 1) {
-                m0 = 16 * (blocks * i / parts);
-                mm = 16 * (blocks * (i + 1) / parts) - m0;
+                const int64_t units = g / unit_g, g0 = unit_g * (units * i / parts);
+                gg = unit_g * (units * (i + 1) / parts) - g0;
+                m0 = g0 * mg, mm = gg * mg, c0 = g0 * cg, cc = gg * cg;
             }
-            const int64_t c0 = depthwise ? m0 : 0, cc = depthwise ? mm : c, gg = depthwise ? mm : g;
             Part p;
-            std::vector<int64_t> sd = {nn, cc, src_[2], src_[3]}, dd = {nn, mm, dst_[2], dst_[3]};
-            p.src = memory::desc(dims_of(sd), memory::data_type::f32, blocked_tag(src_block_, cc));
-            p.dst = memory::desc(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_, mm));
-            p.src_off = n0 * c * src_[2] * src_[3] + c0 * src_[2] * src_[3];
-            p.dst_off = n0 * m * dst_[2] * dst_[3] + m0 * dst_[2] * dst_[3];
+            std::vector<int64_t> sd = src_, dd = dst_;
+            sd[0] = dd[0] = nn;
+            sd[1] = cc;
+            dd[1] = mm;
+            p.src = memory::desc(dims_of(sd), memory::data_type::f32, blocked_tag(src_block_, cc, sd.size()));
+            p.dst = memory::desc(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_, mm, dd.size()));
+            p.src_off = (n0 * c + c0) * sin;
+            p.dst_off = (n0 * m + m0) * sout;
             p.bias_off = m0;
             if (bias_arg_ >= 0) p.bias = memory::desc({mm}, memory::data_type::f32, tag::x);
             // Activations not in nChw16c (plain NCHW, NCHW8c for channel counts like 24, NHWC for
@@ -508,24 +651,20 @@ private:
             // channels; the first conv's few input channels it reads plain) and reorder at the
             // edges. Given a mixed layout it falls back to a reference kernel (ResNet-50's stem
             // from NHWC: 450 ms instead of 3).
-            const bool src_free = src_block_ != 16, dst_free = dst_block_ != 16;
-            memory::desc src = src_free ? memory::desc(dims_of(sd), memory::data_type::f32, tag::any) : p.src;
-            memory::desc dst = dst_free ? memory::desc(dims_of(dd), memory::data_type::f32, tag::any) : p.dst;
-            memory::dims wdims = gg == 1 ? memory::dims{mm, cc, kernel_[0], kernel_[1]}
-                                         : memory::dims{gg, mm / gg, cc / gg, kernel_[0], kernel_[1]};
-            memory::desc wany(wdims, memory::data_type::f32, tag::any);
-            memory::desc wplain(wdims, memory::data_type::f32, gg == 1 ? tag::oihw : tag::goihw);
-            memory::dims dil = {dil_[0] - 1, dil_[1] - 1};
-            dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                              src, wany, p.bias, dst, dims_of(strides_), dil, dims_of(pads_b_),
-                                              dims_of(pads_e_));
-            dnnl::primitive_attr attr = post_attr(p.dst);
-            dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-            if (i == 0) plan.impl = pd.impl_info_str();
-            if (kiln_weights_) p.weights = reorder_weights(pd.weights_desc(), wplain, plain.data() + m0 * per_out);
-            else runtime_weights(p, pd.weights_desc(), wplain, m0 * per_out);
-            p.prim = dnnl::convolution_forward(pd);
-            finish_part(p, pd);
+            const memory::desc src = asked_desc(sd, src_block_), dst = asked_desc(dd, dst_block_);
+            memory::desc wplain;
+            const int64_t w_off = weight_view(m0, mm, cc, gg, wplain);
+            with_fast_pd(src, memory::desc(wplain.dims(), memory::data_type::f32, tag::any), p.bias, dst, p.dst,
+                    [&](const auto& pd) {
+                        if (i == 0) plan.impl = pd.impl_info_str();
+                        if (kiln_weights_) p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off);
+                        else runtime_weights(p, pd.weights_desc(), wplain, w_off);
+                        if constexpr (std::is_same_v<std::decay_t<decltype(pd)>, dnnl::deconvolution_forward::primitive_desc>)
+                            p.prim = dnnl::deconvolution_forward(pd);
+                        else
+                            p.prim = dnnl::convolution_forward(pd);
+                        finish_part(p, pd);
+                    });
             plan.parts.push_back(std::move(p));
         }
         forget_weight_sources();
@@ -539,13 +678,15 @@ private:
             for (int64_t x : v) t += (t.empty() ? "" : "x") + std::to_string(x);
             return t;
         };
-        return "conv src " + j(src_) + "/" + std::to_string(src_block_) + " dst " + j(dst_) + "/" +
-               std::to_string(dst_block_) + " k " + j(kernel_) + " s " + j(strides_) + " g " + std::to_string(groups_) +
+        return std::string(deconv_ ? "deconv" : "conv") + " src " + j(src_) + "/" + std::to_string(src_block_) +
+               " dst " + j(dst_) + "/" + std::to_string(dst_block_) + " k " + j(taps_) + " s " + j(strides_) + " d " +
+               j(dil_) + " g " + std::to_string(groups_) +
                (post_.ops.empty() ? "" : " post " + std::to_string(post_.ops.size()));
     }
 
+    bool deconv_ = false;
     int64_t w_, groups_, src_block_, dst_block_;
-    std::vector<int64_t> src_, dst_, kernel_, strides_, dil_, pads_b_, pads_e_;
+    std::vector<int64_t> src_, dst_, kernel_, taps_begin_, taps_, strides_, dil_, pads_b_, pads_e_;
     std::string wei_;
     const float* kiln_weights_ = nullptr;  // the Executable's constant, alive as long as it is
 };
@@ -662,6 +803,23 @@ std::unique_ptr<ExternKernel> make(const char* what, const ExternParams& p, cons
 
 std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& p, const std::vector<ExternArg>& args) {
     return make<DnnlConv>("dnnl_conv", p, args);
+}
+
+std::string dnnl_conv_implementation(const ExternParams& p) {
+    try {
+        // Parsing needs the weights argument; a constant stands in for it (never read).
+        static const float kNoWeights = 0;
+        const int64_t w = p.integer("w");
+        KILN_CHECK(w >= 0 && w < 64, kInvalidModel) << "dnnl_conv: bad weights argument " << w;
+        std::vector<ExternArg> args(static_cast<size_t>(w) + 1);
+        args.back().constant = &kNoWeights;
+        omp_set_num_threads(1);
+        return DnnlConv(p, args).implementation();
+    } catch (const dnnl::error&) {
+        return "";
+    } catch (const Error&) {
+        return "";
+    }
 }
 
 std::unique_ptr<ExternKernel> make_dnnl_matmul(const ExternParams& p, const std::vector<ExternArg>& args) {

@@ -9,6 +9,9 @@ namespace kiln::runtime {
 
 #if KILN_HAVE_DNNL
 std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& params, const std::vector<ExternArg>& args);
+/// oneDNN's implementation name (impl_info_str) for a dnnl_conv step run on one thread, "" when
+/// oneDNN rejects the parameters; the compiler's rule reads it (a "ref:" kernel is a cliff).
+std::string dnnl_conv_implementation(const ExternParams& params);
 std::unique_ptr<ExternKernel> make_dnnl_matmul(const ExternParams& params, const std::vector<ExternArg>& args);
 #endif
 

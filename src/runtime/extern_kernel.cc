@@ -80,4 +80,12 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
 
 bool have_dnnl() { return KILN_HAVE_DNNL != 0; }
 
+std::string dnnl_implementation(const std::string& name, const std::string& params) {
+#if KILN_HAVE_DNNL
+    if (name == "dnnl_conv") return dnnl_conv_implementation(ExternParams(params));
+#endif
+    (void)name, (void)params;
+    return "";
+}
+
 }  // namespace kiln::runtime

@@ -64,4 +64,9 @@ ExternKernelFactory find_extern_kernel(const std::string& name);
 /// Whether Kiln was built with oneDNN.
 bool have_dnnl();
 
+/// oneDNN's implementation (its impl_info_str, e.g. "jit:avx512_core", "ref:any") of extern
+/// kernel `name` with parameter text `params` on one thread, made without running it; "" when
+/// oneDNN rejects it, or for a kernel other than dnnl_conv.
+std::string dnnl_implementation(const std::string& name, const std::string& params);
+
 }  // namespace kiln::runtime

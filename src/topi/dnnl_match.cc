@@ -180,26 +180,127 @@ ExternChoice choice(const char* name, Pairs p, const Epilogue& ep) {
     return c;
 }
 
-/// Window parameters of a 2-D conv node with input spatial `hw`, kernel `k` and output `out`:
-/// false when oneDNN cannot express them (end pads that would be negative).
-bool window_params(const ir::Node& n, const std::vector<int64_t>& hw, const std::vector<int64_t>& k,
+/// The taps [first, first + count) of a window dim of k taps (dilation d, stride s, begin pad
+/// pb) that read the input (size `in`) for some output of `out`; count 0 when none does. A
+/// dilated conv wider than its input (DeepLabV3's rate-36 3x3 on 33x33) reads only padding at
+/// its outer taps.
+std::pair<int64_t, int64_t> used_taps(int64_t k, int64_t d, int64_t s, int64_t pb, int64_t in, int64_t out) {
+    int64_t first = -1, last = -1;
+    for (int64_t j = 0; j < k; ++j) {
+        const int64_t lo = j * d - pb;                       // input index of output 0
+        const int64_t o = lo >= 0 ? 0 : (-lo + s - 1) / s;   // the first output reading at >= 0
+        if (o < out && lo + o * s < in) {
+            if (first < 0) first = j;
+            last = j;
+        }
+    }
+    return {first < 0 ? 0 : first, first < 0 ? 0 : last - first + 1};
+}
+
+/// oneDNN's end pads for a window of `taps` taps from begin pads `pb` (oneDNN's output size is
+/// floor((in + pb + pe - ext) / s) + 1, as ONNX's): the least that covers the last window (0 when
+/// the last input rows are not read, as in a strided 1x1 conv); empty when no end pad gives
+/// `out` or a begin pad is negative.
+std::vector<int64_t> end_pads(const op::WindowGeometry& g, const std::vector<int64_t>& in, const std::vector<int64_t>& taps,
+                              const std::vector<int64_t>& pb, const std::vector<int64_t>& out) {
+    std::vector<int64_t> pe(in.size());
+    for (size_t d = 0; d < in.size(); ++d) {
+        const int64_t ext = (taps[d] - 1) * g.dilations[d] + 1;
+        pe[d] = std::max<int64_t>(0, (out[d] - 1) * g.strides[d] + ext - in[d] - pb[d]);
+        if (pb[d] < 0 || (in[d] + pb[d] + pe[d] - ext) / g.strides[d] + 1 != out[d]) return {};
+    }
+    return pe;
+}
+
+/// Window parameters of a conv node with input spatial `in`, kernel `k` and output `out`: false
+/// when oneDNN cannot express them (end pads that would be negative). Taps that only read
+/// padding are left out (taps_begin / taps, the begin pads shifted) where that stays expressible.
+bool window_params(const ir::Node& n, const std::vector<int64_t>& in, const std::vector<int64_t>& k,
                    const std::vector<int64_t>& out, Pairs& p) {
-    op::WindowGeometry g = op::window_geometry(n, hw, k, false);
+    op::WindowGeometry g = op::window_geometry(n, in, k, false);
     if (g.out != out) return false;
-    // oneDNN's output size is floor((in + pb + pe - ext) / s) + 1, as ONNX's: the end pad is the
-    // least that covers the last window (0 when the last input rows are not read, as in a
-    // strided 1x1 conv), and must give the same output size.
-    std::vector<int64_t> pe(2);
-    for (int d = 0; d < 2; ++d) {
-        const int64_t ext = (k[d] - 1) * g.dilations[d] + 1;
-        pe[d] = std::max<int64_t>(0, (out[d] - 1) * g.strides[d] + ext - hw[d] - g.pads_begin[d]);
-        if (g.pads_begin[d] < 0 || (hw[d] + g.pads_begin[d] + pe[d] - ext) / g.strides[d] + 1 != out[d]) return false;
+    std::vector<int64_t> first(k.size()), taps(k.size()), pb(k.size());
+    bool trimmed = false;
+    for (size_t d = 0; d < k.size(); ++d) {
+        auto [f, c] = used_taps(k[d], g.dilations[d], g.strides[d], g.pads_begin[d], in[d], out[d]);
+        if (c == 0) f = 0, c = k[d];  // every tap reads padding: the output is the bias
+        first[d] = f, taps[d] = c, pb[d] = g.pads_begin[d] - f * g.dilations[d];
+        trimmed |= c != k[d];
+    }
+    std::vector<int64_t> pe = trimmed ? end_pads(g, in, taps, pb, out) : std::vector<int64_t>{};
+    if (pe.empty()) {  // the whole window
+        trimmed = false;
+        first.assign(k.size(), 0);
+        taps = k;
+        pb = g.pads_begin;
+        pe = end_pads(g, in, k, pb, out);
+        if (pe.empty()) return false;
     }
     p.push_back({"strides", join(g.strides)});
     p.push_back({"dilations", join(g.dilations)});
-    p.push_back({"pads_begin", join(g.pads_begin)});
+    p.push_back({"pads_begin", join(pb)});
     p.push_back({"pads_end", join(pe)});
+    if (trimmed) {
+        p.push_back({"taps_begin", join(first)});
+        p.push_back({"taps", join(taps)});
+    }
     return true;
+}
+
+/// The epilogue of a (de)conv unit, checked against the output layout: oneDNN computes in
+/// nChw16c, another output layout is a reorder after the primitive. The first residual Add
+/// (oneDNN's sum post-op) is reordered in before it; a further binary post-op, read in the
+/// output's layout, cannot follow.
+std::optional<Epilogue> conv_epilogue(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                      const std::vector<ir::Value*>& outputs, const ir::Value* y, bool dst16) {
+    std::optional<Epilogue> ep = match_epilogue(nodes, 1, y, inputs, false);
+    if (!ep || outputs.size() != 1 || outputs[0] != ep->result) return std::nullopt;
+    bool first_add = true;
+    for (const std::string& post : ep->posts) {
+        const bool add = post.rfind("add:", 0) == 0, binary = add || post.rfind("mul:", 0) == 0;
+        if (!dst16 && binary && !(add && first_add)) return std::nullopt;
+        first_add &= !add;
+    }
+    return ep;
+}
+
+/// ConvTranspose (1-D to 3-D, any groups) on plain NC... tensors: oneDNN's deconvolution, whose
+/// weights [G, M/G, C/G, K...] are a strided view of ONNX's [C, M/G, K...].
+std::optional<ExternChoice> match_conv_transpose(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                                 const std::vector<ir::Value*>& outputs) {
+    const ir::Node* c = nodes[0];
+    const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);
+    const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
+    if (!static_f32(x) || !static_f32(w) || !static_f32(y) || (b && !static_f32(b))) return std::nullopt;
+    const Shape xs = x->type().static_shape(), ws = w->type().static_shape(), ys = y->type().static_shape();
+    const int64_t groups = c->attr_int("group", 1);
+    if (xs.size() < 3 || xs.size() > 5 || ws.size() != xs.size() || ys.size() != xs.size() || groups < 1 ||
+        ws[0] != xs[1] || xs[1] % groups || ws[1] * groups != ys[1])
+        return std::nullopt;
+    const std::vector<int64_t> in(xs.begin() + 2, xs.end()), k(ws.begin() + 2, ws.end());
+    op::WindowGeometry g = op::conv_transpose_geometry(*c, in, k);
+    if (g.out != std::vector<int64_t>(ys.begin() + 2, ys.end())) return std::nullopt;
+    for (size_t d = 0; d < k.size(); ++d)
+        if (g.pads_begin[d] < 0 || g.pads_end[d] < 0) return std::nullopt;  // oneDNN pads are >= 0
+    // No fused epilogue: oneDNN 2.6 applies a deconv's post-ops in a reference loop (a ReLU on
+    // 32x128x128 cost 31 ms over a 2.3 ms deconv); the ReLU runs as a kernel of its own
+    // (compiler::detach_dnnl_anchors).
+    if (nodes.size() != 1 || outputs.size() != 1 || outputs[0] != y) return std::nullopt;
+    Pairs p = {{"kind", "deconv"},
+               {"wei", "iohw"},
+               {"strides", join(g.strides)},
+               {"dilations", join(g.dilations)},
+               {"pads_begin", join(g.pads_begin)},
+               {"pads_end", join(g.pads_end)},
+               {"src", join(xs)},
+               {"dst", join(ys)},
+               {"kernel", join(k)},
+               {"groups", std::to_string(groups)},
+               {"x", std::to_string(arg_index(inputs, x))},
+               {"w", std::to_string(arg_index(inputs, w))}};
+    if (b) p.push_back({"b", std::to_string(arg_index(inputs, b))});
+    p.push_back({"y", std::to_string(inputs.size())});
+    return choice("dnnl_conv", std::move(p), Epilogue{});
 }
 
 std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
@@ -236,29 +337,20 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
         groups = src[1];
         p = {{"src_block", std::to_string(xs[4])}, {"dst_block", std::to_string(ys[4])},
              {"wei", "depthwise:" + std::to_string(ws[3])}};
-    } else {  // ONNX Conv, NCHW, W [M, C/G, KH, KW]
-        if (xs.size() != 4 || ws.size() != 4) return std::nullopt;
+    } else {  // ONNX Conv, NC + 1 to 3 spatial dims, W [M, C/G, K...]
+        if (xs.size() < 3 || xs.size() > 5 || ws.size() != xs.size() || ys.size() != xs.size()) return std::nullopt;
         src = xs;
         dst = ys;
-        kernel = {ws[2], ws[3]};
+        kernel.assign(ws.begin() + 2, ws.end());
         groups = c->attr_int("group", 1);
         if (groups < 1 || src[1] % groups || dst[1] % groups || ws[1] * groups != src[1]) return std::nullopt;
         p = {{"wei", "oihw"}};
     }
     if (b && shape_numel(b->type().static_shape()) != dst[1]) return std::nullopt;
-    if (!window_params(*c, {src[2], src[3]}, kernel, {dst[2], dst[3]}, p)) return std::nullopt;
-    std::optional<Epilogue> ep = match_epilogue(nodes, 1, y, inputs, false);
-    if (!ep || outputs.size() != 1 || outputs[0] != ep->result) return std::nullopt;
-    // oneDNN computes in nChw16c; another output layout is a reorder after the primitive. The
-    // first residual Add (oneDNN's sum post-op) is reordered in before it; a further binary
-    // post-op, read in the output's layout, cannot follow.
-    const bool dst16 = ys.size() == 5 && ys[4] == 16;
-    bool first_add = true;
-    for (const std::string& post : ep->posts) {
-        const bool add = post.rfind("add:", 0) == 0, binary = add || post.rfind("mul:", 0) == 0;
-        if (!dst16 && binary && !(add && first_add)) return std::nullopt;
-        first_add &= !add;
-    }
+    if (!window_params(*c, {src.begin() + 2, src.end()}, kernel, {dst.begin() + 2, dst.end()}, p)) return std::nullopt;
+    const bool dst16 = op != "Conv" && ys[4] == 16;
+    std::optional<Epilogue> ep = conv_epilogue(nodes, inputs, outputs, y, dst16);
+    if (!ep) return std::nullopt;
     p.push_back({"src", join(src)});
     p.push_back({"dst", join(dst)});
     p.push_back({"kernel", join(kernel)});
@@ -354,6 +446,7 @@ std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, cons
     if (nodes.empty()) return std::nullopt;
     const std::string& op = nodes[0]->op();
     if (op == "KilnConv2dNCHWc" || op == "KilnDepthwiseConv2dNCHWc" || op == "Conv") return match_conv(nodes, inputs, outputs);
+    if (op == "ConvTranspose") return match_conv_transpose(nodes, inputs, outputs);
     if (op == "MatMul" || op == "Gemm" || op == "KilnMatMulPackedB") return match_matmul(nodes, inputs, outputs);
     if (op == "RNN" || op == "GRU" || op == "LSTM") return match_rnn(nodes, inputs, outputs);
     return std::nullopt;

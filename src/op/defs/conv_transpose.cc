@@ -15,6 +15,7 @@
 
 #include "op/op_util.h"
 #include "op/registry.h"
+#include "op/window.h"
 #include "support/error.h"
 
 namespace kiln::op {
@@ -192,6 +193,20 @@ OpDef conv_transpose_op() {
 }
 
 }  // namespace
+
+WindowGeometry conv_transpose_geometry(const ir::Node& n, const std::vector<int64_t>& in,
+                                       const std::vector<int64_t>& kernel) {
+    std::vector<ir::Dim> x = {ir::Dim(1), ir::Dim(1)}, w = {ir::Dim(1), ir::Dim(1)};
+    for (size_t i = 0; i < in.size(); ++i) {
+        x.push_back(ir::Dim(in[i]));
+        w.push_back(ir::Dim(kernel[i]));
+    }
+    TransposeGeometry t = geometry(n, x, w);
+    WindowGeometry g{t.kernel, t.strides, t.dilations, t.pads_begin, {}, t.out};
+    for (size_t i = 0; i < in.size(); ++i)
+        g.pads_end.push_back(t.strides[i] * (in[i] - 1) + (t.kernel[i] - 1) * t.dilations[i] + 1 - t.pads_begin[i] - t.out[i]);
+    return g;
+}
 
 void register_conv_transpose_ops(OpRegistry& r) { r.add(conv_transpose_op()); }
 

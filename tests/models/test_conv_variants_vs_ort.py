@@ -1,0 +1,154 @@
+"""Convolution variants against ONNX Runtime, under `--kernels auto` and `--kernels generated`.
+
+ConvTranspose (strides 1/2, output_padding, pads, groups, dilations, 1-D/2-D/3-D, bias, fused
+ReLU) and the Conv variants that used to fall off the fast path (dilated, asymmetric pads, 1-D,
+3-D, depthwise with a channel multiplier, a dilated window wider than its input): each case is one
+small model; under auto it must run as a oneDNN extern kernel (`kiln inspect` names dnnl_conv,
+with `kind=deconv` for ConvTranspose, so the kernel choice is tested) where Kiln has oneDNN, and
+both sources must agree with ONNX Runtime at 1 and 2 threads. Tolerance: FMA and reassociated
+reductions of at most a few hundred O(1) terms: rtol/atol 1e-4.
+"""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from kiln_helpers import assert_matches_ort, kiln_has_dnnl, kiln_run_model, ort_outputs, run_kiln
+from test_cli_errors import assert_clean_error
+
+RTOL, ATOL = 1e-4, 1e-4
+
+
+def _rand(rng, *shape):
+    return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+
+
+def _save(tmp_path, node, x_shape, w, bias, relu, rng):
+    inits = [numpy_helper.from_array(w, "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(_rand(rng, bias), "b"))
+        ins.append("b")
+    node.input[:] = ins
+    nodes = [node]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["y0"], ["y"]))
+    out = nodes[-1].output[0]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    np.savez(tmp_path / "in.npz", x=_rand(rng, *x_shape))
+    return str(path), str(tmp_path / "in.npz")
+
+
+def deconv(rng, tmp_path, cin, cout, spatial, k, group=1, relu=False, bias=True, **attrs):
+    """ConvTranspose of x [1, cin, *spatial] by W [cin, cout/group, k...] (+ bias, ReLU)."""
+    sp = len(spatial)
+    w = _rand(rng, cin, cout // group, *([k] * sp)) / np.sqrt(cin // group * k ** sp)
+    node = helper.make_node("ConvTranspose", [], ["y0" if relu else "y"], kernel_shape=[k] * sp, group=group,
+                            **attrs)
+    return _save(tmp_path, node, [1, cin, *spatial], w, cout if bias else 0, relu, rng)
+
+
+def conv(rng, tmp_path, cin, cout, spatial, k, group=1, relu=False, bias=True, batch=1, **attrs):
+    """Conv of x [batch, cin, *spatial] by W [cout, cin/group, k...] (+ bias, ReLU)."""
+    sp = len(spatial)
+    ks = k if isinstance(k, list) else [k] * sp
+    w = _rand(rng, cout, cin // group, *ks) / np.sqrt(cin // group * int(np.prod(ks)))
+    node = helper.make_node("Conv", [], ["y0" if relu else "y"], kernel_shape=ks, group=group, **attrs)
+    return _save(tmp_path, node, [batch, cin, *spatial], w, cout if bias else 0, relu, rng)
+
+
+CASES = {
+    # ConvTranspose
+    "deconv2d_s1": lambda r, t: deconv(r, t, 16, 16, [9, 9], 3, pads=[1, 1, 1, 1]),
+    "deconv2d_s2_k2": lambda r, t: deconv(r, t, 32, 16, [8, 8], 2, strides=[2, 2], relu=True),
+    "deconv2d_s2_outpad": lambda r, t: deconv(r, t, 16, 32, [7, 7], 3, strides=[2, 2], pads=[1, 1, 1, 1],
+                                              output_padding=[1, 1], relu=True),
+    "deconv2d_s2_k4_nobias": lambda r, t: deconv(r, t, 16, 16, [6, 6], 4, strides=[2, 2], pads=[1, 1, 1, 1],
+                                                 bias=False),
+    "deconv2d_asym_pads": lambda r, t: deconv(r, t, 16, 16, [6, 7], 3, strides=[2, 2], pads=[0, 1, 2, 1]),
+    "deconv2d_groups": lambda r, t: deconv(r, t, 32, 32, [6, 6], 3, group=2, strides=[2, 2], pads=[1, 1, 1, 1],
+                                           output_padding=[1, 1]),
+    "deconv2d_depthwise": lambda r, t: deconv(r, t, 32, 32, [8, 8], 4, group=32, strides=[2, 2], pads=[1, 1, 1, 1]),
+    "deconv2d_dilated": lambda r, t: deconv(r, t, 16, 16, [8, 8], 3, dilations=[2, 2], pads=[2, 2, 2, 2]),
+    "deconv2d_output_shape": lambda r, t: deconv(r, t, 16, 16, [5, 5], 3, strides=[2, 2], output_shape=[10, 10]),
+    "deconv1d_s2": lambda r, t: deconv(r, t, 16, 32, [20], 4, strides=[2], pads=[1, 1], relu=True),
+    "deconv3d_s2": lambda r, t: deconv(r, t, 16, 16, [3, 4, 4], 2, strides=[2, 2, 2]),
+    # Conv variants
+    "conv2d_dilated_rate4": lambda r, t: conv(r, t, 32, 32, [13, 13], 3, dilations=[4, 4], pads=[4] * 4, relu=True),
+    # A 3x3 of rate 12 on 9x9: only the centre tap reads the input (the rest is padding).
+    "conv2d_dilated_wider_than_input": lambda r, t: conv(r, t, 32, 32, [9, 9], 3, dilations=[12, 12],
+                                                         pads=[12] * 4),
+    # Rate 6 on 9x9: every tap reads the input for some outputs; rows differ per tap.
+    "conv2d_dilated_partial": lambda r, t: conv(r, t, 32, 16, [9, 9], 3, dilations=[6, 6], pads=[6] * 4),
+    "conv2d_asym_pads": lambda r, t: conv(r, t, 32, 32, [12, 12], 3, pads=[0, 1, 2, 1], relu=True),
+    "conv2d_asym_pads_s2": lambda r, t: conv(r, t, 16, 32, [13, 13], 3, strides=[2, 2], pads=[1, 0, 0, 1]),
+    "conv1d": lambda r, t: conv(r, t, 32, 32, [40], 3, pads=[1, 1], relu=True),
+    "conv1d_dilated_stack_d4": lambda r, t: conv(r, t, 32, 32, [50], 3, dilations=[4], pads=[4, 4]),
+    "conv1d_s2_asym": lambda r, t: conv(r, t, 16, 32, [41], 5, strides=[2], pads=[2, 1]),
+    "conv3d": lambda r, t: conv(r, t, 16, 32, [4, 8, 8], 3, pads=[1] * 6, relu=True),
+    "conv3d_s2_batch2": lambda r, t: conv(r, t, 16, 16, [4, 6, 6], [1, 3, 3], strides=[1, 2, 2], pads=[0, 1, 1] * 2,
+                                          batch=2),
+    "depthwise_multiplier2": lambda r, t: conv(r, t, 32, 64, [10, 10], 3, group=32, pads=[1] * 4, relu=True),
+    "grouped_1d": lambda r, t: conv(r, t, 32, 64, [30], 3, group=4, pads=[1, 1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv_variant_matches_ort(tmp_path, name):
+    rng = np.random.default_rng(sorted(CASES).index(name) + 100)
+    path, inputs = CASES[name](rng, tmp_path)
+    if kiln_has_dnnl():  # auto must take the fast path: a oneDNN (de)convolution
+        proc = run_kiln(["inspect", path, "--kernel-source", "auto"])
+        assert proc.returncode == 0, proc.stderr
+        kinds = [line for line in proc.stdout.splitlines() if "extern kernel dnnl_conv" in line]
+        assert kinds, f"{name}: auto chose no oneDNN kernel:\n{proc.stdout[-3000:]}"
+        want_deconv = name.startswith("deconv")
+        assert ("kind=deconv" in kinds[0]) == want_deconv, kinds[0]
+    feed = dict(np.load(inputs))
+    ref = ort_outputs(path, feed)
+    for source in ("auto", "generated"):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            assert_matches_ort(outs, ref, f"{name} --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
+def test_dilated_conv_wider_than_input_runs_only_the_taps_it_reads(tmp_path):
+    """The rate-12 3x3 on 9x9 reads the input at its centre tap only: oneDNN runs a 1x1 window."""
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    path, _ = CASES["conv2d_dilated_wider_than_input"](np.random.default_rng(0), tmp_path)
+    proc = run_kiln(["inspect", path, "--kernel-source", "auto"])
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if "extern kernel dnnl_conv" in ln)
+    assert "taps_begin=1,1" in line and "taps=1,1" in line and "pads_begin=0,0" in line, line
+
+
+def test_conv_transpose_relu_fuses_into_the_deconv(tmp_path):
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    path, _ = CASES["deconv2d_s2_outpad"](np.random.default_rng(0), tmp_path)
+    proc = run_kiln(["inspect", path, "--kernel-source", "auto"])
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if "extern kernel dnnl_conv" in ln)
+    assert "kind=deconv" in line and "post=relu" in line and "b=" in line, line
+
+
+def test_conv_transpose_with_wrong_weight_shape_names_the_node(tmp_path):
+    """W's first dim must be X's channels: an error naming the node, not a crash."""
+    w = np.zeros((8, 4, 3, 3), np.float32)  # X has 16 channels
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up_bad", kernel_shape=[3, 3])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "in.npz", x=np.zeros((1, 16, 5, 5), np.float32))
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_kiln(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--output-dir", str(out)])
+    assert_clean_error(proc, must_contain=("up_bad", "W's first dim (8)", "(16)"))

@@ -9,16 +9,19 @@ Workloads (batch 1, float32, constant weights and bias):
   pads = dilation (rate 36 on 33x33 reads only its centre tap; rate 24 all of them);
 * tcn 1-D stack: four Conv1d 128->128, kernel 3, dilations 1, 2, 4, 8 (pads = dilation), each
   with ReLU, on a sequence of 4000 (a dilated temporal conv net);
-* conv3d: 16->32 channels, 3x3x3, pads 1, on 1x16x8x56x56 (a video block).
+* conv3d: 16->32 channels, 3x3x3, pads 1, on 1x16x8x56x56 (a video block);
+* depthwise x2: a depthwise 3x3 with channel multiplier 2 (group 32, 32->64), pads 1, 112x112;
+* asymmetric pads: 3x3 stride 2, 64->128, pads (0, 0, 1, 1) (TensorFlow's SAME), 56x56.
 
 Kiln runs as `kiln run --repeat R --timings-json` (bench/peers.py's Kiln engine: one process per
-round; `--kernels` as given, auto by default); ONNX Runtime (all graph optimizations, sequential,
+round; `--kernels` as given, auto by default; round 0 is one run each, later rounds as many as
+fit in --budget seconds, at most --repeat); ONNX Runtime (all graph optimizations, sequential,
 the same thread count) in this process. Engines alternate who goes first per round; figures are
 medians over every timed run. GFLOP/s counts 2 x MACs of the model as written (bench/flops.py:
 the taps a dilated window reads in padding count too, as ORT computes them). `--smoke` runs
 each workload once through both and compares outputs (no timing).
 
-    python3 bench/cliffs_conv.py [--threads 2] [--rounds 5] [--repeat 10] [--kernels auto]
+    python3 bench/cliffs_conv.py [--threads 2] [--rounds 5] [--repeat 10] [--budget 5] [--kernels auto]
         [--kiln build/bin/kiln] [--only NAME,...] [--smoke]
 """
 from __future__ import annotations
@@ -93,12 +96,31 @@ def conv3d(rng, path):
     return [1, 16, 8, 56, 56]
 
 
+def depthwise_x2(rng, path):
+    inits = {"w": _weights(rng, 64, 1, 3, 3), "b": rng.standard_normal(64) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y0"], kernel_shape=[3, 3], group=32, pads=[1] * 4),
+             helper.make_node("Relu", ["y0"], ["y"])]
+    _model(nodes, [1, 32, 112, 112], inits, path)
+    return [1, 32, 112, 112]
+
+
+def asym_pads(rng, path):
+    inits = {"w": _weights(rng, 128, 64, 3, 3), "b": rng.standard_normal(128) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y0"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[0, 0, 1, 1]),
+             helper.make_node("Relu", ["y0"], ["y"])]
+    _model(nodes, [1, 64, 56, 56], inits, path)
+    return [1, 64, 56, 56]
+
+
 WORKLOADS = {
     "deconv_2x_up_64to32_64x64": deconv_up,
     "aspp_rate12_256_33x33": aspp(12),
     "aspp_rate24_256_33x33": aspp(24),
     "tcn_1d_d1248_128x4000": tcn,
     "conv3d_16to32_8x56x56": conv3d,
+    "depthwise_x2_32to64_112x112": depthwise_x2,
+    "asym_pads_s2_64to128_56x56": asym_pads,
 }
 
 
@@ -118,7 +140,10 @@ def measure(args, name, tmp):
     engines = [kiln, ort]
     for r in range(args.rounds):
         for e in (engines if r % 2 == 0 else engines[::-1]):  # alternate who goes first
-            times[e.name] += e.timed_runs(args.repeat)
+            # At most --budget seconds per engine and round (at least one run): a cliff of
+            # seconds per run (main's dilated convs) does not take an hour.
+            n = 1 if r == 0 else max(1, min(args.repeat, int(args.budget * 1e3 / statistics.median(times[e.name]))))
+            times[e.name] += e.timed_runs(n)
     row.update({e: statistics.median(ms) for e, ms in times.items()})
     return row
 
@@ -144,6 +169,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=5.0, help="seconds per engine and round (caps --repeat)")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/kiln"))
     ap.add_argument("--smoke", action="store_true", help="each workload once, outputs compared, no timing")

@@ -401,6 +401,12 @@ tag blocked_tag(int64_t block, int64_t channels, size_t rank) {
     return std::array{tag::nwc, tag::nhwc, tag::ndhwc}[i];
 }
 
+/// oneDNN's channels-last tag (nwc, nhwc, ndhwc) of a rank-`rank` activation.
+tag channels_last(size_t rank) {
+    KILN_CHECK(rank >= 3 && rank <= 5, kInvalidModel) << "dnnl: activations of rank " << rank << " (expected 3 to 5)";
+    return std::array{tag::nwc, tag::nhwc, tag::ndhwc}[rank - 3];
+}
+
 int64_t product(const std::vector<int64_t>& v) {
     int64_t p = 1;
     for (int64_t x : v) p *= x;
@@ -557,25 +563,35 @@ private:
         }
     }
 
-    /// with_pd, but where oneDNN has only its reference kernel for the layouts asked (its
-    /// nChw16c jit convs reject large dilations: DeepLabV3's rate-12 3x3 ran at 0.1-0.9
-    /// GFLOP/s), asks again with the activations' layout left to oneDNN (its brgemm convs, on
-    /// NHWC, take dilations and skip the taps that read padding), then on plain NC... (im2col +
-    /// GEMM); finish_part reorders Kiln's layout at the edges. Not with a binary post-op, which
-    /// reads the output's layout.
+    /// with_pd, but where oneDNN offers only a slow kernel for the layouts asked, asks again
+    /// with other activation layouts and takes the first jit kernel, else the first GEMM one:
+    /// oneDNN's choice (its brgemm convs, on NHWC, take large dilations and skip the taps that
+    /// read padding), channels-last (its jit grouped convs with a channel multiplier), plain
+    /// NC... (im2col + GEMM). Its nChw16c jit convs reject large dilations and fall to the
+    /// reference kernel (DeepLabV3's rate-12 3x3 ran at 0.1-0.9 GFLOP/s); a depthwise conv with
+    /// multiplier 2 on plain NCHW took its GEMM kernel at ~1 GFLOP/s. finish_part reorders
+    /// Kiln's layout at the edges. Not with a binary post-op, which reads the output's layout.
     template <typename F>
     void with_fast_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias,
                       const memory::desc& dst, const memory::desc& dst_kiln, F f) const {
         auto layout = [](const memory::desc& d, int kind) {
-            return kind == 0 ? d : memory::desc(d.dims(), memory::data_type::f32, kind == 1 ? tag::any : blocked_tag(0, 0, d.dims().size()));
+            const size_t rank = d.dims().size();
+            if (kind == 0) return d;
+            return memory::desc(d.dims(), memory::data_type::f32,
+                                kind == 1 ? tag::any : kind == 2 ? channels_last(rank) : blocked_tag(0, 0, rank));
         };
-        bool done = false;
-        for (int kind = 0; kind < 3 && !done; ++kind) {
-            with_pd(layout(src, kind), w, bias, layout(dst, kind), dst_kiln, [&](const auto& pd) {
-                done = kind == 2 || !post_.binary.empty() || std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
-                if (done) f(pd);
-            });
+        auto rank = [](const std::string& impl) { return impl.rfind("ref", 0) == 0 ? 0 : impl.find("gemm") != std::string::npos ? 1 : 2; };
+        int best = 0, best_rank = -1;
+        for (int kind = 0; kind < (post_.binary.empty() ? 4 : 1) && best_rank < 2; ++kind) {
+            try {
+                with_pd(layout(src, kind), w, bias, layout(dst, kind), dst_kiln, [&](const auto& pd) {
+                    const int r = rank(pd.impl_info_str());
+                    if (r > best_rank) best = kind, best_rank = r;
+                });
+            } catch (const dnnl::error&) {  // no implementation for this layout
+            }
         }
+        with_pd(layout(src, best), w, bias, layout(dst, best), dst_kiln, f);
     }
 
     /// The layout asked of oneDNN for an activation of dims `d` in Kiln's block `block`:
@@ -584,7 +600,7 @@ private:
     /// 64x64 took 7.9 ms instead of 3.7 on NHWC, the deconv itself 2.3).
     memory::desc asked_desc(const std::vector<int64_t>& d, int64_t block) const {
         if (block == 16) return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(16, d[1], d.size()));
-        return memory::desc(dims_of(d), memory::data_type::f32, deconv_ ? blocked_tag(d[1], d[1], d.size()) : tag::any);
+        return memory::desc(dims_of(d), memory::data_type::f32, deconv_ ? channels_last(d.size()) : tag::any);
     }
 
 public:

@@ -104,6 +104,16 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
         // shape) run at ~1 GFLOP/s, 100x below its jit kernels and far below a generated
         // kernel: never chosen by the rule. Asking costs one primitive descriptor (microseconds).
         if (dnnl_conv_impl(c).rfind("ref", 0) == 0) return false;
+        const ir::Node* conv = unit.nodes.front();
+        // A depthwise conv with a channel multiplier (one input channel per group, several
+        // outputs): Kiln's NCHW schedule streams it at memory speed, oneDNN 2.6 runs it through
+        // a layout change or its GEMM kernel (bench/cliffs_conv.py, 32->64 at 112x112: 0.84 vs
+        // 5.9 ms at 2 threads, 1.09 vs 2.43 at 1).
+        if (conv->op() == "Conv") {
+            const int64_t g = conv->attr_int("group", 1);
+            const Shape x = conv->input(0)->type().static_shape(), y = conv->output(0)->type().static_shape();
+            if (g > 1 && x[1] == g && y[1] > g) return false;
+        }
         // One image of at most 7x7 outputs (ResNet's last stage): Kiln's micro-kernel keeps
         // its 2 x 16-channel x T-column tile busy where oneDNN 2.6's jit conv runs at 55-70 %
         // of peak (bench/kernels.py: 3x3 512->512 at 7x7 212 vs 142 GFLOP/s).

@@ -472,6 +472,28 @@ public:
             << "dnnl_conv: weights in layout '" << wei_ << "' must be a constant";
     }
 
+    /// Every argument the parameters name is a float32 buffer of the size they imply (REVIEW.md
+    /// 8: parameters from a forged artifact must not make the kernel read or write out of bounds).
+    void check_buffers(const std::vector<ExternArg>& args) const {
+        auto numel = [&](int64_t arg, const char* what) {
+            KILN_CHECK(arg >= 0 && arg < static_cast<int64_t>(args.size()) && args[arg].dtype == DType::kFloat32,
+                       kInvalidModel)
+                << "dnnl_conv: " << what << " argument " << arg << " is not a float32 buffer of the step's "
+                << args.size();
+            return shape_numel(args[arg].shape);
+        };
+        const int64_t src = product(src_), dst = product(dst_), w = src_[1] / groups_ * dst_[1] * product(kernel_);
+        KILN_CHECK(numel(src_arg_, "input") == src && numel(dst_arg_, "output") == dst && numel(w_, "weights") == w &&
+                       (bias_arg_ < 0 || numel(bias_arg_, "bias") == dst_[1]),
+                   kInvalidModel)
+            << "dnnl_conv: buffer sizes do not match src " << src << ", dst " << dst << ", weights " << w;
+        std::vector<int64_t> operands;
+        if (post_.sum_arg >= 0) operands.push_back(post_.sum_arg);
+        for (const auto& b : post_.binary) operands.push_back(b.second);
+        for (int64_t arg : operands)
+            KILN_CHECK(numel(arg, "post-op") == dst, kInvalidModel) << "dnnl_conv: a post-op operand is not of the output's size";
+    }
+
 private:
     /// Kiln's blocked weights -> plain [M, C/G, KH, KW] (oihw and iohw are read in place).
     std::vector<float> unpack_weights() const {
@@ -818,7 +840,9 @@ std::unique_ptr<ExternKernel> make(const char* what, const ExternParams& p, cons
 }  // namespace
 
 std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& p, const std::vector<ExternArg>& args) {
-    return make<DnnlConv>("dnnl_conv", p, args);
+    std::unique_ptr<ExternKernel> k = make<DnnlConv>("dnnl_conv", p, args);
+    static_cast<DnnlConv*>(k.get())->check_buffers(args);
+    return k;
 }
 
 std::string dnnl_conv_implementation(const ExternParams& p) {

@@ -1,4 +1,5 @@
-// oneDNN convolution and matmul as extern kernels.
+// oneDNN convolution (1-D to 3-D), deconvolution (ONNX ConvTranspose) and matmul as extern
+// kernels.
 //
 // oneDNN runs single-threaded (its OpenMP team is never started): a step is split into one part
 // per intra-op thread (images, channel blocks, matrix rows or columns), each part a primitive of

@@ -2,8 +2,10 @@
 // reads from outside and the values it writes) to a oneDNN primitive with post-ops, and gives the
 // parameters the runtime's extern kernel reads (runtime/dnnl_kernels.cc).
 //
-// Matched: an anchor first — KilnConv2dNCHWc (blocked NCHW{c}), KilnDepthwiseConv2dNCHWc, a 2-D
-// ONNX Conv on NCHW (any group count), MatMul (a 2-D B shared across A's batch, or equal batch
+// Matched: an anchor first — KilnConv2dNCHWc (blocked NCHW{c}), KilnDepthwiseConv2dNCHWc, an
+// ONNX Conv on NC + 1 to 3 spatial dims (any group count; taps of a dilated window that only
+// read padding left out), an ONNX ConvTranspose (oneDNN's deconvolution, 1 to 3 spatial dims,
+// with its bias and no epilogue), MatMul (a 2-D B shared across A's batch, or equal batch
 // dims), Gemm (alpha = 1, any transposes, C broadcast along rows) — then a chain of elementwise
 // nodes each consuming the previous result once: Relu, LeakyRelu, Clip, Sigmoid, Tanh, Exp,
 // Gelu, HardSigmoid, HardSwish, the erf GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))),

@@ -16,13 +16,14 @@ Workloads (batch 1, float32, constant weights and bias):
 Kiln runs as `kiln run --repeat R --timings-json` (bench/peers.py's Kiln engine: one process per
 round; `--kernels` as given, auto by default; round 0 is one run each, later rounds as many as
 fit in --budget seconds, at most --repeat); ONNX Runtime (all graph optimizations, sequential,
-the same thread count) in this process. Engines alternate who goes first per round; figures are
+the same thread count) in this process; `--kiln-before` adds another Kiln build (main's: the
+before figures) to the same rounds. Engines rotate who goes first per round; figures are
 medians over every timed run. GFLOP/s counts 2 x MACs of the model as written (bench/flops.py:
 the taps a dilated window reads in padding count too, as ORT computes them). `--smoke` runs
 each workload once through both and compares outputs (no timing).
 
     python3 bench/cliffs_conv.py [--threads 2] [--rounds 5] [--repeat 10] [--budget 5] [--kernels auto]
-        [--kiln build/bin/kiln] [--only NAME,...] [--smoke]
+        [--kiln build/bin/kiln] [--kiln-before OTHER/kiln] [--only NAME,...] [--smoke]
 """
 from __future__ import annotations
 
@@ -136,10 +137,15 @@ def measure(args, name, tmp):
     row = {"name": name, "gflop": flops.model_flops(path) / 1e9, "check": check}
     if args.smoke:
         return row
-    times = {"kiln": [], "ort": []}
     engines = [kiln, ort]
+    if args.kiln_before:  # another build of Kiln (main's) in the same rounds
+        before = Kiln(args.kiln_before, path, inputs, args.threads, args.kernels, args.cache_dir)
+        before.name = "before"
+        engines.append(before)
+    times = {e.name: [] for e in engines}
     for r in range(args.rounds):
-        for e in (engines if r % 2 == 0 else engines[::-1]):  # alternate who goes first
+        k = r % len(engines)
+        for e in engines[k:] + engines[:k]:  # rotate who goes first
             # At most --budget seconds per engine and round (at least one run): a cliff of
             # seconds per run (main's dilated convs) does not take an hour.
             n = 1 if r == 0 else max(1, min(args.repeat, int(args.budget * 1e3 / statistics.median(times[e.name]))))
@@ -154,17 +160,21 @@ def report(rows, args):
             print(f"{r['name']:30s} {r['gflop']:7.3f} GFLOP  {'ok' if not r['check'] else 'DIFFERS: ' + r['check']}")
         return
     print(f"threads {args.threads}, kernels {args.kernels}, {args.rounds} rounds x {args.repeat} runs, medians")
-    print("| workload | GFLOP | Kiln ms | ORT ms | Kiln / ORT | Kiln GFLOP/s | ORT GFLOP/s | outputs |")
-    print("|---|---|---|---|---|---|---|---|")
+    b = args.kiln_before
+    print("| workload | GFLOP | Kiln ms | ORT ms | Kiln / ORT | Kiln GFLOP/s | ORT GFLOP/s |"
+          + (" before ms | before / ORT | before GFLOP/s |" if b else "") + " outputs |")
+    print("|---|---|---|---|---|---|---|" + ("---|---|---|" if b else "") + "---|")
     for r in rows:
         k, o = r["kiln"], r["ort"]
+        extra = f" {r['before']:.3f} | {r['before'] / o:.2f} | {r['gflop'] / r['before'] * 1e3:.2f} |" if b else ""
         print(f"| {r['name']} | {r['gflop']:.3f} | {k:.3f} | {o:.3f} | {k / o:.2f} | {r['gflop'] / k * 1e3:.1f} | "
-              f"{r['gflop'] / o * 1e3:.1f} | {'match' if not r['check'] else r['check']} |")
+              f"{r['gflop'] / o * 1e3:.1f} |{extra} {'match' if not r['check'] else r['check']} |")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kiln", default=os.path.join(REPO, "build", "bin", "kiln"))
+    ap.add_argument("--kiln-before", default="", help="another Kiln binary (e.g. main's) timed in the same rounds")
     ap.add_argument("--kernels", default="auto", help="Kiln's --kernels (auto, generated, dnnl)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)

@@ -1,5 +1,7 @@
 // Extern kernels: the parameter parser, a clear error for a kernel this build lacks, and (when
-// built with oneDNN) a dnnl_matmul step against a direct triple loop, split across two threads.
+// built with oneDNN) a dnnl_matmul step against a direct triple loop, split across two threads, a
+// dnnl_conv deconvolution (ConvTranspose) against a direct scatter loop, and dnnl_conv's check of
+// its buffers' sizes.
 #include "runtime/extern_kernel.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,8 @@
 
 namespace kiln::runtime {
 namespace {
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
 
 TEST(ExternParams, ParsesKeysIntegersAndLists) {
     ExternParams p("a=3;dims=1,2,-4;post=relu,clip:0:6");
@@ -101,6 +105,94 @@ TEST(ExternKernel, DnnlMatmulMatchesTripleLoop) {
     check_dnnl_matmul(5, 24, 40, 1);
     check_dnnl_matmul(48, 64, 33, 2);  // rows split across two threads
     check_dnnl_matmul(1, 32, 200, 2);  // one row: columns split
+}
+
+/// Makes `exe` one dnnl_conv step over X (input), W and B (constants) and Y (output) with
+/// parameters `params` (x=0;w=1;b=2;y=3 added).
+void conv_step(Executable& exe, const Shape& xs, const Tensor& w, const Tensor& b, const Shape& ys, Pairs params) {
+    exe.buffers.push_back({"X", DType::kFloat32, xs, BufferRole::kInput});
+    BufferDesc wd{"W", DType::kFloat32, w.shape(), BufferRole::kConstant};
+    wd.constant = w;
+    exe.buffers.push_back(wd);
+    BufferDesc bd{"B", DType::kFloat32, b.shape(), BufferRole::kConstant};
+    bd.constant = b;
+    exe.buffers.push_back(bd);
+    exe.buffers.push_back({"Y", DType::kFloat32, ys, BufferRole::kOutput});
+    params.insert(params.end(), {{"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}});
+    KernelDesc kd;
+    kd.description = "ConvTranspose";
+    kd.extern_name = "dnnl_conv";
+    kd.extern_params = ExternParams::format(params);
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2, 3}, "up", 3});
+}
+
+/// y[m, o] = b[m] + sum x[c, i] w[c, m % mg, k] over o = i s + k d - pb (c in m's group): ONNX's
+/// ConvTranspose, 1-D, as a scatter loop.
+std::vector<double> deconv_reference(const std::vector<float>& x, const Tensor& w, const Tensor& b, int64_t c,
+                                     int64_t l, int64_t m, int64_t g, int64_t k, int64_t s, int64_t d, int64_t pb,
+                                     int64_t out) {
+    const int64_t cg = c / g, mg = m / g;
+    std::vector<double> y(static_cast<size_t>(m * out));
+    for (int64_t mo = 0; mo < m; ++mo)
+        for (int64_t o = 0; o < out; ++o) y[mo * out + o] = b.data_as<float>()[mo];
+    for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t j = 0; j < mg; ++j)
+            for (int64_t i = 0; i < l; ++i)
+                for (int64_t t = 0; t < k; ++t) {
+                    const int64_t o = i * s + t * d - pb, mo = (ci / cg) * mg + j;
+                    if (o >= 0 && o < out) y[mo * out + o] += double(x[ci * l + i]) * w.data_as<float>()[(ci * mg + j) * k + t];
+                }
+    return y;
+}
+
+TEST(ExternKernel, DnnlDeconvMatchesScatterLoop) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    // 1-D, 2 groups of 16 -> 32 channels, kernel 4, stride 2, dilation 1, pads 1 / 1 (ONNX's end
+    // pad 2 less output_padding 1): out = 2 (20 - 1) + 4 - 1 - 1 = 40.
+    const int64_t c = 32, l = 20, m = 64, g = 2, k = 4, out = 40;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1, 1);
+    Tensor w(DType::kFloat32, {c, m / g, k}), b(DType::kFloat32, {m});
+    for (int64_t i = 0; i < c * (m / g) * k; ++i) w.data_as<float>()[i] = u(rng);
+    for (int64_t i = 0; i < m; ++i) b.data_as<float>()[i] = u(rng);
+    Executable exe;
+    conv_step(exe, {1, c, l}, w, b, {1, m, out},
+                               {{"kind", "deconv"}, {"wei", "iohw"}, {"src", "1,32,20"}, {"dst", "1,64,40"},
+                                {"kernel", "4"}, {"groups", "2"}, {"strides", "2"}, {"dilations", "1"},
+                                {"pads_begin", "1"}, {"pads_end", "1"}});
+    exe.load();
+    std::vector<float> x(static_cast<size_t>(c * l));
+    for (float& v : x) v = u(rng);
+    const std::vector<double> ref = deconv_reference(x, w, b, c, l, m, g, k, 2, 1, 1, out);
+    for (int threads : {1, 2}) {  // two threads: the groups split across them
+        std::vector<float> y(static_cast<size_t>(m * out), -7.f);
+        void* args[4] = {x.data(), w.data(), b.data(), y.data()};
+        ThreadPool pool(threads);
+        Status st = exe.run_kernel(0, args, pool.kernel_env());
+        ASSERT_TRUE(st.ok()) << st.message();
+        // Tolerance: float FMA accumulation of at most 16 x 2 terms of |x| < 1.
+        for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << i;
+    }
+}
+
+TEST(ExternKernel, DnnlConvRejectsBuffersOfTheWrongSize) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    // Parameters that say 64 output channels over buffers of 32: a forged step must not load.
+    Tensor w(DType::kFloat32, {32, 16, 4}), b(DType::kFloat32, {32});
+    Executable exe;
+    conv_step(exe, {1, 32, 20}, w, b, {1, 32, 40},
+                               {{"kind", "deconv"}, {"wei", "iohw"}, {"src", "1,32,20"}, {"dst", "1,64,40"},
+                                {"kernel", "4"}, {"groups", "2"}, {"strides", "2"}, {"dilations", "1"},
+                                {"pads_begin", "1"}, {"pads_end", "1"}});
+    try {
+        exe.load();
+        FAIL() << "dnnl_conv loaded over buffers smaller than its parameters say";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidModel);
+        EXPECT_NE(std::string(e.what()).find("buffer sizes do not match"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("'up'"), std::string::npos) << e.what();  // the node
+    }
 }
 
 }  // namespace

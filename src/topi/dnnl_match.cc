@@ -280,8 +280,11 @@ std::optional<ExternChoice> match_conv_transpose(const std::vector<ir::Node*>& n
     const std::vector<int64_t> in(xs.begin() + 2, xs.end()), k(ws.begin() + 2, ws.end());
     op::WindowGeometry g = op::conv_transpose_geometry(*c, in, k);
     if (g.out != std::vector<int64_t>(ys.begin() + 2, ys.end())) return std::nullopt;
+    // A negative end pad (output_padding beyond ONNX's end pad: rows only the bias reaches) is
+    // fine for oneDNN's deconvolution; a negative begin pad (cropping by output_shape) is not
+    // matched.
     for (size_t d = 0; d < k.size(); ++d)
-        if (g.pads_begin[d] < 0 || g.pads_end[d] < 0) return std::nullopt;  // oneDNN pads are >= 0
+        if (g.pads_begin[d] < 0) return std::nullopt;
     // No fused epilogue: oneDNN 2.6 applies a deconv's post-ops in a reference loop (a ReLU on
     // 32x128x128 cost 31 ms over a 2.3 ms deconv); the ReLU runs as a kernel of its own
     // (compiler::detach_dnnl_anchors).

@@ -68,6 +68,8 @@ CASES = {
     "deconv2d_s2_k2": lambda r, t: deconv(r, t, 32, 16, [8, 8], 2, strides=[2, 2], relu=True),
     "deconv2d_s2_outpad": lambda r, t: deconv(r, t, 16, 32, [7, 7], 3, strides=[2, 2], pads=[1, 1, 1, 1],
                                               output_padding=[1, 1], relu=True),
+    # output_padding beyond the end pad: the last row and column get only the bias.
+    "deconv2d_outpad_beyond_pads": lambda r, t: deconv(r, t, 16, 16, [8, 8], 3, strides=[2, 2], output_padding=[1, 1]),
     "deconv2d_s2_k4_nobias": lambda r, t: deconv(r, t, 16, 16, [6, 6], 4, strides=[2, 2], pads=[1, 1, 1, 1],
                                                  bias=False),
     "deconv2d_asym_pads": lambda r, t: deconv(r, t, 16, 16, [8, 9], 3, strides=[2, 2], pads=[0, 1, 2, 1]),

@@ -152,7 +152,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     }
     if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
-    // A shape the matcher passes but oneDNN rejects (a deconv with negative pads) stays generated.
+    // A shape the matcher passes but oneDNN rejects stays generated (never a load-time failure).
     if (c && c->name == "dnnl_conv" && dnnl_conv_impl(*c).empty()) return std::nullopt;
     if (c && source == KernelSource::kAuto && !auto_prefers_dnnl(unit, *c)) return std::nullopt;
     return c;

@@ -492,7 +492,8 @@ public:
         if (post_.sum_arg >= 0) operands.push_back(post_.sum_arg);
         for (const auto& b : post_.binary) operands.push_back(b.second);
         for (int64_t arg : operands)
-            KILN_CHECK(numel(arg, "post-op") == dst, kInvalidModel) << "dnnl_conv: a post-op operand is not of the output's size";
+            KILN_CHECK(numel(arg, "post-op") == dst, kInvalidModel)
+                << "dnnl_conv: a post-op operand is not of the output's size";
     }
 
 private:
@@ -603,7 +604,9 @@ private:
             return memory::desc(d.dims(), memory::data_type::f32,
                                 kind == 1 ? tag::any : kind == 2 ? channels_last(rank) : blocked_tag(0, 0, rank));
         };
-        auto rank = [](const std::string& impl) { return impl.rfind("ref", 0) == 0 ? 0 : impl.find("gemm") != std::string::npos ? 1 : 2; };
+        auto rank = [](const std::string& impl) {
+            return impl.rfind("ref", 0) == 0 ? 0 : impl.find("gemm") != std::string::npos ? 1 : 2;
+        };
         int best = 0, best_rank = -1;
         for (int kind = 0; kind < (post_.binary.empty() ? 4 : 1) && best_rank < 2; ++kind) {
             try {
@@ -698,7 +701,8 @@ private:
                         if (i == 0) plan.impl = pd.impl_info_str();
                         if (kiln_weights_) p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off);
                         else runtime_weights(p, pd.weights_desc(), wplain, w_off);
-                        if constexpr (std::is_same_v<std::decay_t<decltype(pd)>, dnnl::deconvolution_forward::primitive_desc>)
+                        using PD = std::decay_t<decltype(pd)>;
+                        if constexpr (std::is_same_v<PD, dnnl::deconvolution_forward::primitive_desc>)
                             p.prim = dnnl::deconvolution_forward(pd);
                         else
                             p.prim = dnnl::convolution_forward(pd);

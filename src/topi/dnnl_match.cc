@@ -201,8 +201,9 @@ std::pair<int64_t, int64_t> used_taps(int64_t k, int64_t d, int64_t s, int64_t p
 /// floor((in + pb + pe - ext) / s) + 1, as ONNX's): the least that covers the last window (0 when
 /// the last input rows are not read, as in a strided 1x1 conv); empty when no end pad gives
 /// `out` or a begin pad is negative.
-std::vector<int64_t> end_pads(const op::WindowGeometry& g, const std::vector<int64_t>& in, const std::vector<int64_t>& taps,
-                              const std::vector<int64_t>& pb, const std::vector<int64_t>& out) {
+std::vector<int64_t> end_pads(const op::WindowGeometry& g, const std::vector<int64_t>& in,
+                              const std::vector<int64_t>& taps, const std::vector<int64_t>& pb,
+                              const std::vector<int64_t>& out) {
     std::vector<int64_t> pe(in.size());
     for (size_t d = 0; d < in.size(); ++d) {
         const int64_t ext = (taps[d] - 1) * g.dilations[d] + 1;
@@ -266,7 +267,8 @@ std::optional<Epilogue> conv_epilogue(const std::vector<ir::Node*>& nodes, const
 
 /// ConvTranspose (1-D to 3-D, any groups) on plain NC... tensors: oneDNN's deconvolution, whose
 /// weights [G, M/G, C/G, K...] are a strided view of ONNX's [C, M/G, K...].
-std::optional<ExternChoice> match_conv_transpose(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+std::optional<ExternChoice> match_conv_transpose(const std::vector<ir::Node*>& nodes,
+                                                 const std::vector<ir::Value*>& inputs,
                                                  const std::vector<ir::Value*>& outputs) {
     const ir::Node* c = nodes[0];
     const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);

@@ -141,7 +141,8 @@ std::vector<double> deconv_reference(const std::vector<float>& x, const Tensor& 
             for (int64_t i = 0; i < l; ++i)
                 for (int64_t t = 0; t < k; ++t) {
                     const int64_t o = i * s + t * d - pb, mo = (ci / cg) * mg + j;
-                    if (o >= 0 && o < out) y[mo * out + o] += double(x[ci * l + i]) * w.data_as<float>()[(ci * mg + j) * k + t];
+                    if (o < 0 || o >= out) continue;
+                    y[mo * out + o] += double(x[ci * l + i]) * w.data_as<float>()[(ci * mg + j) * k + t];
                 }
     return y;
 }

@@ -203,8 +203,10 @@ WindowGeometry conv_transpose_geometry(const ir::Node& n, const std::vector<int6
     }
     TransposeGeometry t = geometry(n, x, w);
     WindowGeometry g{t.kernel, t.strides, t.dilations, t.pads_begin, {}, t.out};
-    for (size_t i = 0; i < in.size(); ++i)
-        g.pads_end.push_back(t.strides[i] * (in[i] - 1) + (t.kernel[i] - 1) * t.dilations[i] + 1 - t.pads_begin[i] - t.out[i]);
+    for (size_t i = 0; i < in.size(); ++i) {
+        const int64_t full = t.strides[i] * (in[i] - 1) + (t.kernel[i] - 1) * t.dilations[i] + 1;
+        g.pads_end.push_back(full - t.pads_begin[i] - t.out[i]);
+    }
     return g;
 }
 

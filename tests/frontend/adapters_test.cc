@@ -185,6 +185,25 @@ TEST(OnnxAdapters, Softmax12UnknownRank) {
     EXPECT_EQ(ig.nodes()[2]->attr_int("axis", 0), -1);
 }
 
+TEST(OnnxAdapters, Softmax12AfterBroadcastOfUnknownRank) {
+    // Add(unknown, bias[5]) must not pass for rank 1 (the PP-OCRv4 recogniser's last Softmax
+    // reads MatMul + bias of a computed Reshape): an unknown input leaves the output unknown.
+    onnx::ModelProto m = make_model(12);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}});
+    add_input(g, "s", {int64_t{4}}, onnx::TensorProto::INT64);
+    add_float_init(g, "bias", {5}, {1, 2, 3, 4, 5});
+    add_node(g, "Reshape", {"x", "s"}, {"r"});
+    add_node(g, "Add", {"r", "bias"}, {"a"});
+    attr_int(add_node(g, "Softmax", {"a"}, {"y"}, "sm"), "axis", 2);
+    add_output(g, "y");
+    ir::Graph ig = import_onnx_bytes(serialize(m));
+    std::vector<std::string> ops;
+    for (const ir::Node* n : ig.nodes()) ops.push_back(n->op());
+    EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Add", "Flatten", "Softmax", "Shape", "Reshape"}));
+    EXPECT_EQ(ig.nodes()[2]->attr_int("axis", 0), 2);
+}
+
 TEST(OnnxAdapters, Reshape1ShapeAttribute) {
     onnx::ModelProto m = make_model(1);
     auto* g = m.mutable_graph();

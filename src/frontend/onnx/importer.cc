@@ -371,10 +371,18 @@ private:
         }
         ir::Node* node = g_.add_node(p.op, p.inputs, std::move(p.attrs), p.output_types, p.output_names, p.name);
         op::check_node(*node, *def);
+        // NOTE: inference over an input whose type is the rank-0 placeholder "succeeds" with a
+        // wrong type (Add(unknown, bias[6625]) would be rank 1), which adapters would then trust;
+        // so a node with an unknown input keeps provisional, unknown output types. (Constants an
+        // adapter adds are typed by their data.)
+        bool inputs_typed = true;
+        for (const ir::Value* in : node->inputs()) inputs_typed &= in == nullptr || in->is_constant() || typed_.count(in) != 0;
         bool inferred = false;
         try {
-            op::infer_node(*node);
-            inferred = true;
+            if (inputs_typed) {
+                op::infer_node(*node);
+                inferred = true;
+            }
         } catch (const Error&) {
             // Provisional types stay; compile() re-infers and reports the error there.
         }

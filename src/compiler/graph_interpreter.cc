@@ -306,8 +306,9 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
         sn->output_types.push_back(o->type());
         output_elements += shape_numel(o->type().static_shape());
     }
+    const double work = def.flops ? def.flops(*node) : static_cast<double>(output_elements);
 
-    if (input_elements <= kInterpretElements && output_elements <= kInterpretElements) {
+    if (input_elements <= kInterpretElements && output_elements <= kInterpretElements && work <= kInterpretWork) {
         // Lower the op's compute unscheduled, once, for the tir interpreter.
         op::ComputeArgs args{*node, {}, sn->output_types};
         for (size_t i = 0; i < node->num_inputs(); ++i) {

@@ -8,7 +8,8 @@
 //    string tensor, a sequence or an empty optional;
 //  - otherwise its TE compute, specialized to the run-time shapes with its value inputs frozen
 //    to their run-time values: small nodes (inputs and outputs up to kInterpretElements
-//    elements) are lowered unscheduled and run by the tir interpreter (no compiler call),
+//    elements, work up to kInterpretWork) are lowered unscheduled and run by the tir
+//    interpreter (no compiler call),
 //    larger ones are compiled as a one-node model (-O0 pipeline, the kernel cache on disk) and
 //    run by the sequential executor. Both are cached by their specialization (op, attributes,
 //    input types, value-input values), so a Loop body pays the lowering once.
@@ -31,9 +32,15 @@
 
 namespace kiln::compiler {
 
-/// Nodes whose inputs and outputs together hold at most this many elements are evaluated by the
-/// tir interpreter instead of being compiled.
+/// Nodes whose inputs and outputs each hold at most this many elements, and whose work is at
+/// most kInterpretWork, are evaluated by the tir interpreter instead of being compiled.
 constexpr int64_t kInterpretElements = 1 << 16;
+/// The most work (OpDef::flops, else output elements) a node evaluated by the tir interpreter
+/// may have. The tir interpreter takes ~10-50 ns per scalar operation: past a few thousand, one
+/// compile (once per process and specialization; the kernel cache keeps the object) repays
+/// itself within a few runs. (A silero VAD chunk spent 95% of its time interpreting four
+/// 50k-weight convolutions.)
+constexpr double kInterpretWork = 4096;
 
 /// Why `g` needs the graph interpreter ("" when compile() can run it): an op without a compute,
 /// a sub-graph attribute, a non-tensor or string value, or a value input that depends on the

@@ -108,7 +108,8 @@ class CapiSession:
 
     def run(self, feeds):
         lib = _load()
-        arrays = {k: np.ascontiguousarray(v) for k, v in feeds.items()}  # kept alive: borrowed
+        # Kept alive while borrowed. (np.ascontiguousarray would make a 0-d array 1-d.)
+        arrays = {k: np.asarray(v, order="C") for k, v in feeds.items()}
         names = (ctypes.c_char_p * len(arrays))(*[k.encode() for k in arrays])
         tensors = (ctypes.c_void_p * len(arrays))()
         outs = (ctypes.c_void_p * len(self.output_names))()

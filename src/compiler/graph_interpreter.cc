@@ -6,6 +6,7 @@
 #include "compiler/graph_interpreter.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -112,29 +113,83 @@ std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string
     return "";
 }
 
+// What running a graph needs, worked out once per graph (an If branch or Loop body runs many
+// times): the nodes in order with their OpDefs, a slot per value, and the slots dead after each
+// node. Slots [0, constants.size()) are the graph's constants, read from here, never copied.
+struct GraphInterpreter::GraphPlan {
+    std::vector<const ir::Node*> nodes;
+    std::vector<const op::OpDef*> defs;                   // per node; nullptr: unknown op
+    std::vector<std::vector<int>> inputs, outputs, release;  // per node (input -1: omitted)
+    std::vector<int> graph_inputs, graph_outputs;
+    std::vector<std::pair<int, const ir::Value*>> outer;  // bound by name from enclosing frames
+    std::vector<Datum> constants;
+    std::unordered_map<const ir::Value*, int> slot;
+    int num_slots = 0;
+
+    int slot_of(const ir::Value* v) {
+        auto [it, fresh] = slot.emplace(v, num_slots);
+        if (fresh) ++num_slots;
+        return it->second;
+    }
+};
+
 struct GraphInterpreter::Frame {
     const ir::Graph* graph;
+    const GraphPlan* plan;
     const Frame* parent;
-    std::unordered_map<const ir::Value*, Datum> env;
+    std::vector<Datum> env;   // by slot - constants.size()
+    std::vector<char> set;    // whether env[i] holds a computed value
 
+    const Datum* at(int slot) const {
+        const size_t nc = plan->constants.size();
+        if (static_cast<size_t>(slot) < nc) return &plan->constants[static_cast<size_t>(slot)];
+        const size_t i = static_cast<size_t>(slot) - nc;
+        return set[i] ? &env[i] : nullptr;
+    }
+    void put(int slot, Datum d) {
+        const size_t i = static_cast<size_t>(slot) - plan->constants.size();
+        env[i] = std::move(d);
+        set[i] = 1;
+    }
+    void drop(int slot) {
+        const size_t i = static_cast<size_t>(slot) - plan->constants.size();
+        env[i] = Datum();
+        set[i] = 0;
+    }
     const Datum* find(const std::string& name) const {
         for (const Frame* f = this; f; f = f->parent) {
             const ir::Value* v = f->graph->find_value(name);
             if (!v) continue;
-            auto it = f->env.find(v);
-            if (it != f->env.end()) return &it->second;
+            auto it = f->plan->slot.find(v);
+            if (it == f->plan->slot.end()) continue;
+            if (const Datum* d = f->at(it->second)) return d;
         }
         return nullptr;
     }
 };
 
-// One node specialized to its input types (and value-input values): a lowered function for the
-// tir interpreter, or a compiled one-node executable.
+// One node specialized to its input types (and value-input values): a prepared function for
+// the tir interpreter, or a compiled one-node executable.
 struct GraphInterpreter::SpecializedNode {
     std::vector<size_t> runtime_slots;  // node input slots passed at run time, in order
     std::vector<ir::TensorType> output_types;
-    tir::PrimFunc func;                                   // interpreted, or
+    tir::PreparedFunc func;                                 // interpreted, or
     std::unique_ptr<runtime::SequentialExecutor> executor;  // compiled
+};
+
+// A node's last specialization, matched against each run's inputs before any key is built (a
+// Loop body or a stream of VAD chunks brings the same types every time).
+struct GraphInterpreter::NodeCache {
+    struct Input {
+        bool none = true;
+        DType dtype = DType::kFloat32;
+        Shape shape;
+        Tensor data;  // a copy, for a value input
+    };
+    std::string prefix;  // op and attributes, the start of every key of this node
+    std::set<int> value_slots;
+    std::vector<Input> last_inputs;  // of the last specialization
+    SpecializedNode* last = nullptr;
 };
 
 GraphInterpreter::GraphInterpreter(std::shared_ptr<const ir::Graph> g, runtime::ThreadPool* pool,
@@ -147,102 +202,152 @@ std::vector<Datum> GraphInterpreter::run(const std::vector<Datum>& inputs) {
     return run_graph(*graph_, inputs, nullptr);
 }
 
+const GraphInterpreter::GraphPlan& GraphInterpreter::plan_for(const ir::Graph& g) {
+    auto it = plans_.find(&g);
+    if (it != plans_.end()) return *it->second;
+    auto plan = std::make_unique<GraphPlan>();
+    GraphPlan& p = *plan;
+    for (const ir::Value* c : g.constants()) {
+        p.slot_of(c);
+        p.constants.emplace_back(c->constant());
+    }
+    for (const ir::Value* v : g.inputs()) p.graph_inputs.push_back(p.slot_of(v));
+    for (const ir::Value* v : g.outer_inputs()) p.outer.emplace_back(p.slot_of(v), v);
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    std::vector<int> last_use;  // by slot: index of the last node reading it
+    auto use = [&](int slot, int i) {
+        if (static_cast<size_t>(slot) >= last_use.size()) last_use.resize(static_cast<size_t>(slot) + 1, -1);
+        last_use[static_cast<size_t>(slot)] = i;
+    };
+    for (const ir::Node* n : g.nodes()) {
+        const int i = static_cast<int>(p.nodes.size());
+        p.nodes.push_back(n);
+        p.defs.push_back(reg.find(n->op()));
+        std::vector<int> ins, outs;
+        for (const ir::Value* v : n->inputs()) {
+            ins.push_back(v ? p.slot_of(v) : -1);
+            if (v) use(ins.back(), i);
+        }
+        std::set<std::string> captured;  // a sub-graph reading a value by name uses it here too
+        captured_names(*n, captured);
+        for (const std::string& name : captured)
+            if (const ir::Value* v = g.find_value(name)) use(p.slot_of(v), i);
+        for (const ir::Value* v : n->outputs()) outs.push_back(p.slot_of(v));
+        p.inputs.push_back(std::move(ins));
+        p.outputs.push_back(std::move(outs));
+    }
+    for (const ir::Value* v : g.outputs()) p.graph_outputs.push_back(p.slot_of(v));
+    // Values are dropped after their last use, unless they are constants or graph outputs.
+    p.release.resize(p.nodes.size());
+    std::set<int> kept(p.graph_outputs.begin(), p.graph_outputs.end());
+    for (size_t slot = p.constants.size(); slot < last_use.size(); ++slot)
+        if (last_use[slot] >= 0 && !kept.count(static_cast<int>(slot)))
+            p.release[static_cast<size_t>(last_use[slot])].push_back(static_cast<int>(slot));
+    return *plans_.emplace(&g, std::move(plan)).first->second;
+}
+
 std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent) {
     KILN_CHECK(inputs.size() <= g.inputs().size(), kInvalidArgument)
         << "graph '" << g.name << "' takes " << g.inputs().size() << " inputs, got " << inputs.size();
-    Frame frame{&g, parent, {}};
-    for (size_t i = 0; i < g.inputs().size(); ++i) frame.env[g.inputs()[i]] = i < inputs.size() ? inputs[i] : Datum::none();
-    for (const ir::Value* c : g.constants()) frame.env[c] = Datum(c->constant());
-    for (const ir::Value* v : g.outer_inputs()) {
+    const GraphPlan& plan = plan_for(g);
+    const size_t nc = plan.constants.size();
+    Frame frame{&g, &plan, parent, std::vector<Datum>(static_cast<size_t>(plan.num_slots) - nc),
+                std::vector<char>(static_cast<size_t>(plan.num_slots) - nc, 0)};
+    for (size_t i = 0; i < plan.graph_inputs.size(); ++i)
+        frame.put(plan.graph_inputs[i], i < inputs.size() ? inputs[i] : Datum::none());
+    for (const auto& [slot, v] : plan.outer) {
         const Datum* d = parent ? parent->find(v->name()) : nullptr;
         KILN_CHECK(d != nullptr, kInvalidModel)
             << "graph '" << g.name << "' reads '" << v->name() << "' from an enclosing scope, which does not define it";
-        frame.env[v] = *d;
+        frame.put(slot, *d);
     }
-    // Last use of each value, so large intermediates are released as the frame goes.
-    std::vector<ir::Node*> nodes = g.nodes();
-    std::unordered_map<const ir::Value*, size_t> last_use;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-        for (const ir::Value* in : nodes[i]->inputs())
-            if (in) last_use[in] = i;
-        std::set<std::string> captured;  // a sub-graph reading a value by name uses it here too
-        captured_names(*nodes[i], captured);
-        for (const std::string& name : captured)
-            if (const ir::Value* v = g.find_value(name)) last_use[v] = i;
-    }
-    std::set<const ir::Value*> outputs(g.outputs().begin(), g.outputs().end());
-    std::vector<std::vector<const ir::Value*>> release(nodes.size());  // values dead after node i
-    for (const auto& [v, last] : last_use)
-        if (!outputs.count(v) && !v->is_constant()) release[last].push_back(v);
-
-    for (size_t i = 0; i < nodes.size(); ++i) {
-        const ir::Node& n = *nodes[i];
-        std::vector<Datum> ins;
-        for (size_t s = 0; s < n.num_inputs(); ++s) {
-            const ir::Value* v = n.input(s);
-            if (!v) {
+    std::vector<Datum> ins;
+    for (size_t i = 0; i < plan.nodes.size(); ++i) {
+        const ir::Node& n = *plan.nodes[i];
+        ins.clear();
+        for (size_t s = 0; s < plan.inputs[i].size(); ++s) {
+            const int slot = plan.inputs[i][s];
+            if (slot < 0) {
                 ins.push_back(Datum::none());
                 continue;
             }
-            auto it = frame.env.find(v);
-            KILN_ICHECK(it != frame.env.end()) << n.describe() << " reads '" << v->name() << "' before it is computed";
-            ins.push_back(it->second);
+            const Datum* d = frame.at(slot);
+            KILN_ICHECK(d != nullptr) << n.describe() << " reads '" << n.input(s)->name() << "' before it is computed";
+            ins.push_back(*d);
         }
         std::vector<Datum> outs;
         try {
-            outs = run_node(n, ins, frame);
+            KILN_CHECK(plan.defs[i] != nullptr, kUnsupported) << "unsupported op '" << n.op() << "' (" << n.describe() << ")";
+            outs = run_node(n, *plan.defs[i], ins, frame);
         } catch (Error& e) {
             e.add_context("while running " + n.describe() + (g.name.empty() ? "" : " in graph '" + g.name + "'"));
             throw;
         }
         KILN_CHECK(outs.size() == n.num_outputs(), kInternal)
             << n.describe() << ": produced " << outs.size() << " values for " << n.num_outputs() << " outputs";
-        for (size_t o = 0; o < outs.size(); ++o) frame.env[n.output(o)] = std::move(outs[o]);
-        for (const ir::Value* v : release[i]) frame.env.erase(v);
+        for (size_t o = 0; o < outs.size(); ++o) frame.put(plan.outputs[i][o], std::move(outs[o]));
+        for (int slot : plan.release[i]) frame.drop(slot);
     }
     std::vector<Datum> result;
-    for (const ir::Value* v : g.outputs()) {
-        auto it = frame.env.find(v);
-        KILN_ICHECK(it != frame.env.end()) << "graph output '" << v->name() << "' was not computed";
-        result.push_back(it->second);
+    for (size_t o = 0; o < plan.graph_outputs.size(); ++o) {
+        const Datum* d = frame.at(plan.graph_outputs[o]);
+        KILN_ICHECK(d != nullptr) << "graph output '" << g.outputs()[o]->name() << "' was not computed";
+        result.push_back(*d);
     }
     return result;
 }
 
-std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const std::vector<Datum>& inputs, const Frame& frame) {
-    const op::OpDef* def = op::OpRegistry::global().find(n.op());
-    KILN_CHECK(def != nullptr, kUnsupported) << "unsupported op '" << n.op() << "' (" << n.describe() << ")";
+std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
+                                              const Frame& frame) {
     bool plain = true;
     for (const Datum& d : inputs) plain &= d.is_none() || (d.is_tensor() && d.tensor().dtype() != DType::kString);
     // An omitted optional input is none too; a compute handles that. A present empty optional is
     // indistinguishable here, and only host kernels take optionals.
-    if (def->host && (!def->compute || !plain)) {
+    if (def.host && (!def.compute || !plain)) {
         ++counts_.host;
         op::HostArgs args{n, inputs, [this, &frame](const ir::Graph& sub, const std::vector<Datum>& ins) {
                               return run_graph(sub, ins, &frame);
                           }};
-        return def->host(args);
+        return def.host(args);
     }
-    KILN_CHECK(def->compute != nullptr, kUnsupported) << n.describe() << " has no host kernel and no compute";
+    KILN_CHECK(def.compute != nullptr, kUnsupported) << n.describe() << " has no host kernel and no compute";
     KILN_CHECK(plain, kUnsupported) << n.describe() << " (" << signature_str(n, inputs)
                                     << "): Kiln runs this op on numeric tensors only";
-    return eval_compute(n, *def, inputs);
+    return eval_compute(n, def, inputs);
 }
 
-std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::OpDef& def,
-                                                  const std::vector<Datum>& inputs) {
-    const std::set<int> value_slots(def.value_inputs.begin(), def.value_inputs.end());
+namespace {
+
+// Whether `now` has the types (and, in value slots, the data) of `then`.
+template <typename Input>
+bool same_specialization(const std::vector<Input>& then, const std::vector<Datum>& now) {
+    if (then.size() != now.size()) return false;
+    for (size_t i = 0; i < now.size(); ++i) {
+        if (then[i].none != now[i].is_none()) return false;
+        if (now[i].is_none()) continue;
+        const Tensor& t = now[i].tensor();
+        if (then[i].dtype != t.dtype() || then[i].shape != t.shape()) return false;
+        if (then[i].data.defined() && std::memcmp(then[i].data.data(), t.data(), t.nbytes()) != 0) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+GraphInterpreter::SpecializedNode& GraphInterpreter::specialization(const ir::Node& n, const op::OpDef& def,
+                                                                    const std::vector<Datum>& inputs) {
+    NodeCache& nc = node_cache_[&n];
+    if (nc.last == nullptr) {
+        nc.prefix = n.op() + "|";
+        for (const auto& [k, a] : n.attrs()) nc.prefix += k + "=" + ir::attr_str(a) + ";";
+        nc.value_slots = std::set<int>(def.value_inputs.begin(), def.value_inputs.end());
+    } else if (same_specialization(nc.last_inputs, inputs)) {
+        return *nc.last;
+    }
     // The specialization: op, attributes, input types, and the values of the value inputs (the
     // only inputs a compute may read as data: the rest are graph inputs of the one-node graph).
-    // The op-and-attributes part is the node's, printed once (a Loop body runs it many times).
-    auto prefix = node_keys_.find(&n);
-    if (prefix == node_keys_.end()) {
-        std::string p = n.op() + "|";
-        for (const auto& [k, a] : n.attrs()) p += k + "=" + ir::attr_str(a) + ";";
-        prefix = node_keys_.emplace(&n, std::move(p)).first;
-    }
     std::ostringstream key;
-    key << prefix->second;
+    key << nc.prefix;
     int64_t elements = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].is_none()) {
@@ -252,13 +357,29 @@ std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::O
         const Tensor& t = inputs[i].tensor();
         elements += t.numel();
         key << "|" << dtype_name(t.dtype()) << shape_str(t.shape());
-        if (value_slots.count(static_cast<int>(i))) key << "=" << ir::tensor_data_str(t);
+        if (nc.value_slots.count(static_cast<int>(i))) key << "=" << ir::tensor_data_str(t);
     }
     auto it = specialized_.find(key.str());
     if (it == specialized_.end())
-        it = specialized_.emplace(key.str(), specialize(n, def, value_slots, inputs, elements)).first;
-    SpecializedNode& sn = *it->second;
+        it = specialized_.emplace(key.str(), specialize(n, def, nc.value_slots, inputs, elements)).first;
+    // Remember the types, and a copy of value-input data (not the tensors: they would stay alive).
+    nc.last_inputs.assign(inputs.size(), NodeCache::Input{});
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].is_none()) continue;
+        const Tensor& t = inputs[i].tensor();
+        NodeCache::Input& in = nc.last_inputs[i];
+        in.none = false;
+        in.dtype = t.dtype();
+        in.shape = t.shape();
+        if (nc.value_slots.count(static_cast<int>(i))) in.data = t.clone();
+    }
+    nc.last = it->second.get();
+    return *nc.last;
+}
 
+std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::OpDef& def,
+                                                  const std::vector<Datum>& inputs) {
+    SpecializedNode& sn = specialization(n, def, inputs);
     if (sn.executor) {
         ++counts_.compiled;
         std::vector<Tensor> feeds, outs;
@@ -270,7 +391,7 @@ std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::O
     std::vector<Tensor> buffers;
     for (size_t s : sn.runtime_slots) buffers.push_back(inputs[s].tensor());
     for (const ir::TensorType& t : sn.output_types) buffers.emplace_back(t.dtype, t.static_shape());
-    tir::interpret(sn.func, buffers);
+    sn.func.run(buffers);
     return std::vector<Datum>(buffers.end() - static_cast<std::ptrdiff_t>(sn.output_types.size()), buffers.end());
 }
 
@@ -322,7 +443,7 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
         std::vector<te::Tensor> params;
         for (size_t slot : graph_input_slots) params.push_back(args.inputs[slot]);
         params.insert(params.end(), outs.begin(), outs.end());
-        sn->func = tir::simplify(tir::lower(te::create_schedule(outs), params, "interp_" + n.op()));
+        sn->func = tir::PreparedFunc(tir::simplify(tir::lower(te::create_schedule(outs), params, "interp_" + n.op())));
         sn->runtime_slots = graph_input_slots;
         return sn;
     }

@@ -72,11 +72,16 @@ public:
     Counts counts() const { return counts_; }
 
 private:
+    struct GraphPlan;
     struct Frame;
     struct SpecializedNode;
+    struct NodeCache;
+    const GraphPlan& plan_for(const ir::Graph& g);
     std::vector<Datum> run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent);
-    std::vector<Datum> run_node(const ir::Node& n, const std::vector<Datum>& inputs, const Frame& frame);
+    std::vector<Datum> run_node(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
+                                const Frame& frame);
     std::vector<Datum> eval_compute(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs);
+    SpecializedNode& specialization(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs);
     std::unique_ptr<SpecializedNode> specialize(const ir::Node& n, const op::OpDef& def, const std::set<int>& value_slots,
                                                 const std::vector<Datum>& inputs, int64_t input_elements);
 
@@ -84,7 +89,8 @@ private:
     runtime::ThreadPool* pool_;
     runtime::Allocator* alloc_;
     std::unordered_map<std::string, std::unique_ptr<SpecializedNode>> specialized_;
-    std::unordered_map<const ir::Node*, std::string> node_keys_;  // op and attributes, per node
+    std::unordered_map<const ir::Node*, NodeCache> node_cache_;
+    std::unordered_map<const ir::Graph*, std::unique_ptr<GraphPlan>> plans_;  // graph_ and its sub-graphs
     Counts counts_;
 };
 

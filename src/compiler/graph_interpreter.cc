@@ -125,6 +125,14 @@ struct GraphInterpreter::GraphPlan {
     std::vector<Datum> constants;
     std::unordered_map<const ir::Value*, int> slot;
     int num_slots = 0;
+    // Per node: which inputs hold the same data on every run (constants and the outputs of
+    // memoized nodes), and whether the node is memoized: a compute (pure) whose inputs are all
+    // fixed, so its outputs, computed on the first run, are reused (a VAD branch reshapes its
+    // LSTM weights on every call otherwise).
+    std::vector<std::vector<char>> fixed;
+    std::vector<char> fixed_slot;  // by slot
+    std::vector<char> memoize;
+    std::vector<std::optional<std::vector<Datum>>> memo;
 
     int slot_of(const ir::Value* v) {
         auto [it, fresh] = slot.emplace(v, num_slots);
@@ -157,14 +165,24 @@ struct GraphInterpreter::Frame {
         set[i] = 0;
     }
     const Datum* find(const std::string& name) const {
+        auto [f, slot] = locate(name);
+        return f ? f->at(slot) : nullptr;
+    }
+    /// Whether `name` resolves to a value with the same data on every run (GraphPlan::fixed).
+    bool is_fixed(const std::string& name) const {
+        auto [f, slot] = locate(name);
+        return f && f->plan->fixed_slot[static_cast<size_t>(slot)];
+    }
+    /// The innermost frame defining `name`, and the value's slot there.
+    std::pair<const Frame*, int> locate(const std::string& name) const {
         for (const Frame* f = this; f; f = f->parent) {
             const ir::Value* v = f->graph->find_value(name);
             if (!v) continue;
             auto it = f->plan->slot.find(v);
-            if (it == f->plan->slot.end()) continue;
-            if (const Datum* d = f->at(it->second)) return d;
+            if (it == f->plan->slot.end() || !f->at(it->second)) continue;
+            return {f, it->second};
         }
-        return nullptr;
+        return {nullptr, -1};
     }
 };
 
@@ -174,7 +192,10 @@ struct GraphInterpreter::SpecializedNode {
     std::vector<size_t> runtime_slots;  // node input slots passed at run time, in order
     std::vector<ir::TensorType> output_types;
     tir::PreparedFunc func;                                 // interpreted, or
-    std::unique_ptr<runtime::SequentialExecutor> executor;  // compiled
+    std::unique_ptr<runtime::SequentialExecutor> executor;  // compiled, or
+    bool view = false;  // output 0 is input 0 under another shape (compile.h is_view_op)
+    int interpreted_runs = 0;
+    bool compile_when_hot = false;  // interpreted now, compiled on its kHotRuns-th run
 };
 
 // A node's last specialization, matched against each run's inputs before any key is built (a
@@ -188,6 +209,7 @@ struct GraphInterpreter::NodeCache {
     };
     std::string prefix;  // op and attributes, the start of every key of this node
     std::set<int> value_slots;
+    std::set<int> fixed_slots;  // inputs with the same data every run (GraphPlan::fixed)
     std::vector<Input> last_inputs;  // of the last specialization
     SpecializedNode* last = nullptr;
 };
@@ -202,7 +224,36 @@ std::vector<Datum> GraphInterpreter::run(const std::vector<Datum>& inputs) {
     return run_graph(*graph_, inputs, nullptr);
 }
 
-const GraphInterpreter::GraphPlan& GraphInterpreter::plan_for(const ir::Graph& g) {
+namespace {
+
+// `outer_fixed`: slots of outer-scope values that are fixed in their own graph.
+template <typename Plan>
+void mark_fixed(Plan& p, const std::vector<int>& outer_fixed) {
+    std::vector<char>& fixed_slot = p.fixed_slot;
+    fixed_slot.assign(static_cast<size_t>(p.num_slots), 0);
+    std::fill(fixed_slot.begin(), fixed_slot.begin() + static_cast<std::ptrdiff_t>(p.constants.size()), 1);
+    for (int slot : outer_fixed) fixed_slot[static_cast<size_t>(slot)] = 1;
+    p.fixed.resize(p.nodes.size());
+    p.memoize.assign(p.nodes.size(), 0);
+    p.memo.resize(p.nodes.size());
+    for (size_t i = 0; i < p.nodes.size(); ++i) {
+        bool all = !p.inputs[i].empty();
+        for (int slot : p.inputs[i]) {
+            p.fixed[i].push_back(slot >= 0 && fixed_slot[static_cast<size_t>(slot)]);
+            all &= slot < 0 || fixed_slot[static_cast<size_t>(slot)];
+        }
+        const op::OpDef* def = p.defs[i];
+        if (!all || !def || !def->compute || has_graph_attr(*p.nodes[i])) continue;
+        p.memoize[i] = 1;
+        for (int slot : p.outputs[i]) fixed_slot[static_cast<size_t>(slot)] = 1;
+    }
+}
+
+}  // namespace
+
+// A sub-graph's plan is built on its first run, when the frames it reads outer values from are
+// known (a sub-graph belongs to one node, so they are the same on every run).
+GraphInterpreter::GraphPlan& GraphInterpreter::plan_for(const ir::Graph& g, const Frame* parent) {
     auto it = plans_.find(&g);
     if (it != plans_.end()) return *it->second;
     auto plan = std::make_unique<GraphPlan>();
@@ -237,6 +288,10 @@ const GraphInterpreter::GraphPlan& GraphInterpreter::plan_for(const ir::Graph& g
         p.outputs.push_back(std::move(outs));
     }
     for (const ir::Value* v : g.outputs()) p.graph_outputs.push_back(p.slot_of(v));
+    std::vector<int> outer_fixed;
+    for (const auto& [slot, v] : p.outer)
+        if (parent && parent->is_fixed(v->name())) outer_fixed.push_back(slot);
+    mark_fixed(p, outer_fixed);
     // Values are dropped after their last use, unless they are constants or graph outputs.
     p.release.resize(p.nodes.size());
     std::set<int> kept(p.graph_outputs.begin(), p.graph_outputs.end());
@@ -249,7 +304,7 @@ const GraphInterpreter::GraphPlan& GraphInterpreter::plan_for(const ir::Graph& g
 std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent) {
     KILN_CHECK(inputs.size() <= g.inputs().size(), kInvalidArgument)
         << "graph '" << g.name << "' takes " << g.inputs().size() << " inputs, got " << inputs.size();
-    const GraphPlan& plan = plan_for(g);
+    GraphPlan& plan = plan_for(g, parent);
     const size_t nc = plan.constants.size();
     Frame frame{&g, &plan, parent, std::vector<Datum>(static_cast<size_t>(plan.num_slots) - nc),
                 std::vector<char>(static_cast<size_t>(plan.num_slots) - nc, 0)};
@@ -278,7 +333,13 @@ std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::ve
         std::vector<Datum> outs;
         try {
             KILN_CHECK(plan.defs[i] != nullptr, kUnsupported) << "unsupported op '" << n.op() << "' (" << n.describe() << ")";
-            outs = run_node(n, *plan.defs[i], ins, frame);
+            if (plan.memo[i]) {
+                ++counts_.reused;
+                outs = *plan.memo[i];
+            } else {
+                outs = run_node(n, *plan.defs[i], ins, plan.fixed[i], frame);
+                if (plan.memoize[i]) plan.memo[i] = outs;
+            }
         } catch (Error& e) {
             e.add_context("while running " + n.describe() + (g.name.empty() ? "" : " in graph '" + g.name + "'"));
             throw;
@@ -298,7 +359,7 @@ std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::ve
 }
 
 std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
-                                              const Frame& frame) {
+                                              const std::vector<char>& fixed, const Frame& frame) {
     bool plain = true;
     for (const Datum& d : inputs) plain &= d.is_none() || (d.is_tensor() && d.tensor().dtype() != DType::kString);
     // An omitted optional input is none too; a compute handles that. A present empty optional is
@@ -313,7 +374,7 @@ std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const op::OpDef
     KILN_CHECK(def.compute != nullptr, kUnsupported) << n.describe() << " has no host kernel and no compute";
     KILN_CHECK(plain, kUnsupported) << n.describe() << " (" << signature_str(n, inputs)
                                     << "): Kiln runs this op on numeric tensors only";
-    return eval_compute(n, def, inputs);
+    return eval_compute(n, def, inputs, fixed);
 }
 
 namespace {
@@ -335,12 +396,15 @@ bool same_specialization(const std::vector<Input>& then, const std::vector<Datum
 }  // namespace
 
 GraphInterpreter::SpecializedNode& GraphInterpreter::specialization(const ir::Node& n, const op::OpDef& def,
-                                                                    const std::vector<Datum>& inputs) {
+                                                                    const std::vector<Datum>& inputs,
+                                                                    const std::vector<char>& fixed) {
     NodeCache& nc = node_cache_[&n];
     if (nc.last == nullptr) {
         nc.prefix = n.op() + "|";
         for (const auto& [k, a] : n.attrs()) nc.prefix += k + "=" + ir::attr_str(a) + ";";
         nc.value_slots = std::set<int>(def.value_inputs.begin(), def.value_inputs.end());
+        for (size_t i = 0; i < fixed.size(); ++i)
+            if (fixed[i]) nc.fixed_slots.insert(static_cast<int>(i));
     } else if (same_specialization(nc.last_inputs, inputs)) {
         return *nc.last;
     }
@@ -357,11 +421,14 @@ GraphInterpreter::SpecializedNode& GraphInterpreter::specialization(const ir::No
         const Tensor& t = inputs[i].tensor();
         elements += t.numel();
         key << "|" << dtype_name(t.dtype()) << shape_str(t.shape());
-        if (nc.value_slots.count(static_cast<int>(i))) key << "=" << ir::tensor_data_str(t);
+        if (nc.value_slots.count(static_cast<int>(i)))
+            key << "=" << ir::tensor_data_str(t);
+        else if (nc.fixed_slots.count(static_cast<int>(i)))
+            key << "@" << static_cast<const void*>(n.input(i));  // this value's data, whatever it is
     }
     auto it = specialized_.find(key.str());
     if (it == specialized_.end())
-        it = specialized_.emplace(key.str(), specialize(n, def, nc.value_slots, inputs, elements)).first;
+        it = specialized_.emplace(key.str(), specialize(n, def, nc.value_slots, nc.fixed_slots, inputs, elements)).first;
     // Remember the types, and a copy of value-input data (not the tensors: they would stay alive).
     nc.last_inputs.assign(inputs.size(), NodeCache::Input{});
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -378,14 +445,25 @@ GraphInterpreter::SpecializedNode& GraphInterpreter::specialization(const ir::No
 }
 
 std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::OpDef& def,
-                                                  const std::vector<Datum>& inputs) {
-    SpecializedNode& sn = specialization(n, def, inputs);
+                                                  const std::vector<Datum>& inputs, const std::vector<char>& fixed) {
+    SpecializedNode& sn = specialization(n, def, inputs, fixed);
+    if (sn.view) {
+        ++counts_.views;
+        return {Datum(inputs[0].tensor().reshaped(sn.output_types[0].static_shape()))};
+    }
     if (sn.executor) {
         ++counts_.compiled;
         std::vector<Tensor> feeds, outs;
         for (size_t s : sn.runtime_slots) feeds.push_back(inputs[s].tensor());
         sn.executor->run(feeds, outs).throw_if_error();
         return std::vector<Datum>(outs.begin(), outs.end());
+    }
+    if (sn.compile_when_hot && ++sn.interpreted_runs >= kHotRuns) {
+        const NodeCache& nc = node_cache_.at(&n);
+        sn.executor = compile_node(n, nc.value_slots, nc.fixed_slots, inputs, sn.runtime_slots);
+        sn.func = tir::PreparedFunc();
+        sn.compile_when_hot = false;
+        return eval_compute(n, def, inputs, fixed);
     }
     ++counts_.interpreted;
     std::vector<Tensor> buffers;
@@ -395,15 +473,15 @@ std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::O
     return std::vector<Datum>(buffers.end() - static_cast<std::ptrdiff_t>(sn.output_types.size()), buffers.end());
 }
 
-std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(const ir::Node& n, const op::OpDef& def,
-                                                                                const std::set<int>& value_slots,
-                                                                                const std::vector<Datum>& inputs,
-                                                                                int64_t input_elements) {
-    auto sn = std::make_unique<SpecializedNode>();
-    ir::Graph g;
+namespace {
+
+// The one-node graph of `n` on `inputs`: inputs in `constant_slots` become constants (shared
+// with the run's tensors, which never change), the others graph inputs, whose slots go to
+// `runtime_slots` in order. Returns the node, its types inferred.
+ir::Node* one_node_graph(ir::Graph& g, const ir::Node& n, const std::vector<Datum>& inputs,
+                         const std::set<int>& constant_slots, std::vector<size_t>& runtime_slots) {
     g.name = n.op();
     std::vector<ir::Value*> ins;
-    std::vector<size_t> graph_input_slots;
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].is_none()) {
             ins.push_back(nullptr);
@@ -411,23 +489,43 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
         }
         const Tensor& t = inputs[i].tensor();
         const std::string name = "in" + std::to_string(i);
-        if (value_slots.count(static_cast<int>(i))) {
-            ins.push_back(g.add_constant(name, t.clone()));
+        if (constant_slots.count(static_cast<int>(i))) {
+            ins.push_back(g.add_constant(name, t));
         } else {
             ins.push_back(g.add_input(name, ir::TensorType::of_static(t.dtype(), t.shape())));
-            graph_input_slots.push_back(i);
+            runtime_slots.push_back(i);
         }
     }
     while (!ins.empty() && ins.back() == nullptr) ins.pop_back();
     ir::Node* node = g.add_node(n.op(), ins, n.attrs(), std::vector<ir::TensorType>(n.num_outputs()), {}, n.name());
     op::infer_node(*node);
+    for (ir::Value* o : node->outputs()) g.add_output(o);
+    return node;
+}
+
+}  // namespace
+
+std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(const ir::Node& n, const op::OpDef& def,
+                                                                                const std::set<int>& value_slots,
+                                                                                const std::set<int>& fixed_slots,
+                                                                                const std::vector<Datum>& inputs,
+                                                                                int64_t input_elements) {
+    auto sn = std::make_unique<SpecializedNode>();
+    ir::Graph g;
+    std::vector<size_t> runtime_slots;
+    ir::Node* node = one_node_graph(g, n, inputs, value_slots, runtime_slots);
     int64_t output_elements = 0;
     for (ir::Value* o : node->outputs()) {
-        g.add_output(o);
         sn->output_types.push_back(o->type());
         output_elements += shape_numel(o->type().static_shape());
     }
     const double work = def.flops ? def.flops(*node) : static_cast<double>(output_elements);
+    if (is_view_op(n.op()) && node->num_outputs() == 1 && node->num_inputs() >= 1 && node->input(0) &&
+        node->input(0)->type().dtype == sn->output_types[0].dtype &&
+        shape_numel(node->input(0)->type().static_shape()) == output_elements) {
+        sn->view = true;  // no copy: the output shares the input's data (values are never written)
+        return sn;
+    }
 
     if (input_elements <= kInterpretElements && output_elements <= kInterpretElements && work <= kInterpretWork) {
         // Lower the op's compute unscheduled, once, for the tir interpreter.
@@ -441,20 +539,33 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
         KILN_CHECK(outs.size() == node->num_outputs(), kInternal)
             << n.describe() << ": compute gave " << outs.size() << " tensors for " << node->num_outputs() << " outputs";
         std::vector<te::Tensor> params;
-        for (size_t slot : graph_input_slots) params.push_back(args.inputs[slot]);
+        for (size_t slot : runtime_slots) params.push_back(args.inputs[slot]);
         params.insert(params.end(), outs.begin(), outs.end());
         sn->func = tir::PreparedFunc(tir::simplify(tir::lower(te::create_schedule(outs), params, "interp_" + n.op())));
-        sn->runtime_slots = graph_input_slots;
+        sn->runtime_slots = runtime_slots;
+        sn->compile_when_hot = work > kTinyWork;
         return sn;
     }
+    sn->executor = compile_node(n, value_slots, fixed_slots, inputs, sn->runtime_slots);
+    return sn;
+}
+
+// Compiled as a model whose fixed inputs (weights) are constants, by the -O3 pipeline: the
+// passes pack weights and pick oneDNN as they would for the whole model.
+std::unique_ptr<runtime::SequentialExecutor> GraphInterpreter::compile_node(const ir::Node& n, const std::set<int>& value_slots,
+                                                                           const std::set<int>& fixed_slots,
+                                                                           const std::vector<Datum>& inputs,
+                                                                           std::vector<size_t>& runtime_slots) {
+    ir::Graph g;
+    std::set<int> baked = value_slots;
+    baked.insert(fixed_slots.begin(), fixed_slots.end());
+    runtime_slots.clear();
+    one_node_graph(g, n, inputs, baked, runtime_slots);
     CompileOptions opts;
-    opts.opt_level = 0;
     opts.compile_jobs = 1;
     CompiledModel m = compile(g, opts);
-    sn->executor = std::make_unique<runtime::SequentialExecutor>(m.executable, pool_, alloc_);
-    sn->runtime_slots = graph_input_slots;
     ++counts_.compiles;
-    return sn;
+    return std::make_unique<runtime::SequentialExecutor>(m.executable, pool_, alloc_);
 }
 
 }  // namespace kiln::compiler

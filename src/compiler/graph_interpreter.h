@@ -3,22 +3,29 @@
 // and optionals, string tensors, ops whose output shapes depend on data (NonZero, Unique, NMS),
 // and value inputs (Range's limit, Pad's pads) computed from run-time data.
 //
-// Each node runs one of two ways:
+// Each node runs one of these ways:
 //  - its host kernel (OpDef::host, op/host.h) when the op has no compute, or when an input is a
 //    string tensor, a sequence or an empty optional;
 //  - otherwise its TE compute, specialized to the run-time shapes with its value inputs frozen
-//    to their run-time values: small nodes (inputs and outputs up to kInterpretElements
-//    elements, work up to kInterpretWork) are lowered unscheduled and run by the tir
-//    interpreter (no compiler call),
-//    larger ones are compiled as a one-node model (-O0 pipeline, the kernel cache on disk) and
-//    run by the sequential executor. Both are cached by their specialization (op, attributes,
-//    input types, value-input values), so a Loop body pays the lowering once.
+//    to their run-time values:
+//    - a reshape-like op (compile.h is_view_op) is a view: its output shares the input's data;
+//    - small nodes (inputs and outputs up to kInterpretElements elements, work up to
+//      kInterpretWork) are lowered unscheduled and run by the tir interpreter (no compiler
+//      call), and compiled as below once they have run kHotRuns times, unless tiny;
+//    - the others are compiled as a one-node model (-O3 pipeline, with the node's fixed inputs
+//      as constants, the kernel cache on disk) and run by the sequential executor.
+//    Specializations are cached by op, attributes, input types, value-input values and the
+//    identity of fixed inputs; a node first compares its inputs with its last specialization.
+// A node of fixed inputs only (constants, and outputs of such nodes, also from enclosing
+// graphs) is memoized: its outputs on the first run are reused. Each graph (and sub-graph) gets
+// a plan once: nodes, OpDefs, value slots, release points.
 // This is the "simple path" the operator-coverage issue allows; the VM (DESIGN.md) will make
 // control flow fast.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -29,6 +36,10 @@
 #include "runtime/allocator.h"
 #include "runtime/thread_pool.h"
 #include "support/datum.h"
+
+namespace kiln::runtime {
+class SequentialExecutor;
+}  // namespace kiln::runtime
 
 namespace kiln::compiler {
 
@@ -41,6 +52,12 @@ constexpr int64_t kInterpretElements = 1 << 16;
 /// itself within a few runs. (A silero VAD chunk spent 95% of its time interpreting four
 /// 50k-weight convolutions.)
 constexpr double kInterpretWork = 4096;
+/// An interpreted node of more work than this is compiled once its specialization has run
+/// kHotRuns times (a Loop body, a stream of VAD chunks): a compiled call of a few hundred
+/// elements costs ~1-2 us, the tir interpreter ~20 us. Tiny nodes (shape arithmetic) stay
+/// interpreted; a one-off run compiles nothing small.
+constexpr double kTinyWork = 64;
+constexpr int kHotRuns = 3;
 
 /// Why `g` needs the graph interpreter ("" when compile() can run it): an op without a compute,
 /// a sub-graph attribute, a non-tensor or string value, or a value input that depends on the
@@ -68,6 +85,8 @@ public:
     /// Nodes run so far by each path (for tests and `kiln inspect`).
     struct Counts {
         int64_t host = 0, interpreted = 0, compiled = 0, compiles = 0;
+        int64_t reused = 0;  // nodes of fixed inputs whose first outputs were reused
+        int64_t views = 0;   // reshape-like nodes whose output shares the input's data
     };
     Counts counts() const { return counts_; }
 
@@ -76,14 +95,21 @@ private:
     struct Frame;
     struct SpecializedNode;
     struct NodeCache;
-    const GraphPlan& plan_for(const ir::Graph& g);
+    GraphPlan& plan_for(const ir::Graph& g, const Frame* parent);
     std::vector<Datum> run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent);
     std::vector<Datum> run_node(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
-                                const Frame& frame);
-    std::vector<Datum> eval_compute(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs);
-    SpecializedNode& specialization(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs);
+                                const std::vector<char>& fixed, const Frame& frame);
+    std::vector<Datum> eval_compute(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
+                                    const std::vector<char>& fixed);
+    SpecializedNode& specialization(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
+                                    const std::vector<char>& fixed);
+    std::unique_ptr<runtime::SequentialExecutor> compile_node(const ir::Node& n, const std::set<int>& value_slots,
+                                                              const std::set<int>& fixed_slots,
+                                                              const std::vector<Datum>& inputs,
+                                                              std::vector<size_t>& runtime_slots);
     std::unique_ptr<SpecializedNode> specialize(const ir::Node& n, const op::OpDef& def, const std::set<int>& value_slots,
-                                                const std::vector<Datum>& inputs, int64_t input_elements);
+                                                const std::set<int>& fixed_slots, const std::vector<Datum>& inputs,
+                                                int64_t input_elements);
 
     std::shared_ptr<const ir::Graph> graph_;
     runtime::ThreadPool* pool_;

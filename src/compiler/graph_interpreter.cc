@@ -5,6 +5,8 @@
 // the frame starts. Values are dropped after their last use in the frame.
 #include "compiler/graph_interpreter.h"
 
+#include "compiler/graph_plan.h"
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -24,22 +26,6 @@ namespace kiln::compiler {
 namespace {
 
 bool is_plain_tensor_type(const ir::TensorType& t) { return t.is_tensor() && t.dtype != DType::kString; }
-
-bool has_graph_attr(const ir::Node& n) {
-    for (const auto& [k, a] : n.attrs())
-        if (std::holds_alternative<ir::GraphAttr>(a)) return true;
-    return false;
-}
-
-// Names a node's sub-graphs (and theirs, recursively) read from enclosing scopes.
-void captured_names(const ir::Node& n, std::set<std::string>& out) {
-    for (const auto& [k, a] : n.attrs()) {
-        const auto* g = std::get_if<ir::GraphAttr>(&a);
-        if (!g || !*g) continue;
-        for (const ir::Value* v : (*g)->outer_inputs()) out.insert(v->name());
-        for (const ir::Node* inner : (*g)->nodes()) captured_names(*inner, out);
-    }
-}
 
 // "Range(i64[], f32[3], none)" for error messages.
 std::string signature_str(const ir::Node& n, const std::vector<Datum>& inputs) {
@@ -112,34 +98,6 @@ std::string interpreter_reason(const ir::Graph& g, const std::vector<std::string
     }
     return "";
 }
-
-// What running a graph needs, worked out once per graph (an If branch or Loop body runs many
-// times): the nodes in order with their OpDefs, a slot per value, and the slots dead after each
-// node. Slots [0, constants.size()) are the graph's constants, read from here, never copied.
-struct GraphInterpreter::GraphPlan {
-    std::vector<const ir::Node*> nodes;
-    std::vector<const op::OpDef*> defs;                   // per node; nullptr: unknown op
-    std::vector<std::vector<int>> inputs, outputs, release;  // per node (input -1: omitted)
-    std::vector<int> graph_inputs, graph_outputs;
-    std::vector<std::pair<int, const ir::Value*>> outer;  // bound by name from enclosing frames
-    std::vector<Datum> constants;
-    std::unordered_map<const ir::Value*, int> slot;
-    int num_slots = 0;
-    // Per node: which inputs hold the same data on every run (constants and the outputs of
-    // memoized nodes), and whether the node is memoized: a compute (pure) whose inputs are all
-    // fixed, so its outputs, computed on the first run, are reused (a VAD branch reshapes its
-    // LSTM weights on every call otherwise).
-    std::vector<std::vector<char>> fixed;
-    std::vector<char> fixed_slot;  // by slot
-    std::vector<char> memoize;
-    std::vector<std::optional<std::vector<Datum>>> memo;
-
-    int slot_of(const ir::Value* v) {
-        auto [it, fresh] = slot.emplace(v, num_slots);
-        if (fresh) ++num_slots;
-        return it->second;
-    }
-};
 
 struct GraphInterpreter::Frame {
     const ir::Graph* graph;
@@ -224,81 +182,13 @@ std::vector<Datum> GraphInterpreter::run(const std::vector<Datum>& inputs) {
     return run_graph(*graph_, inputs, nullptr);
 }
 
-namespace {
-
-// `outer_fixed`: slots of outer-scope values that are fixed in their own graph.
-template <typename Plan>
-void mark_fixed(Plan& p, const std::vector<int>& outer_fixed) {
-    std::vector<char>& fixed_slot = p.fixed_slot;
-    fixed_slot.assign(static_cast<size_t>(p.num_slots), 0);
-    std::fill(fixed_slot.begin(), fixed_slot.begin() + static_cast<std::ptrdiff_t>(p.constants.size()), 1);
-    for (int slot : outer_fixed) fixed_slot[static_cast<size_t>(slot)] = 1;
-    p.fixed.resize(p.nodes.size());
-    p.memoize.assign(p.nodes.size(), 0);
-    p.memo.resize(p.nodes.size());
-    for (size_t i = 0; i < p.nodes.size(); ++i) {
-        bool all = !p.inputs[i].empty();
-        for (int slot : p.inputs[i]) {
-            p.fixed[i].push_back(slot >= 0 && fixed_slot[static_cast<size_t>(slot)]);
-            all &= slot < 0 || fixed_slot[static_cast<size_t>(slot)];
-        }
-        const op::OpDef* def = p.defs[i];
-        if (!all || !def || !def->compute || has_graph_attr(*p.nodes[i])) continue;
-        p.memoize[i] = 1;
-        for (int slot : p.outputs[i]) fixed_slot[static_cast<size_t>(slot)] = 1;
-    }
-}
-
-}  // namespace
-
 // A sub-graph's plan is built on its first run, when the frames it reads outer values from are
 // known (a sub-graph belongs to one node, so they are the same on every run).
-GraphInterpreter::GraphPlan& GraphInterpreter::plan_for(const ir::Graph& g, const Frame* parent) {
+GraphPlan& GraphInterpreter::plan_for(const ir::Graph& g, const Frame* parent) {
     auto it = plans_.find(&g);
     if (it != plans_.end()) return *it->second;
-    auto plan = std::make_unique<GraphPlan>();
-    GraphPlan& p = *plan;
-    for (const ir::Value* c : g.constants()) {
-        p.slot_of(c);
-        p.constants.emplace_back(c->constant());
-    }
-    for (const ir::Value* v : g.inputs()) p.graph_inputs.push_back(p.slot_of(v));
-    for (const ir::Value* v : g.outer_inputs()) p.outer.emplace_back(p.slot_of(v), v);
-    const op::OpRegistry& reg = op::OpRegistry::global();
-    std::vector<int> last_use;  // by slot: index of the last node reading it
-    auto use = [&](int slot, int i) {
-        if (static_cast<size_t>(slot) >= last_use.size()) last_use.resize(static_cast<size_t>(slot) + 1, -1);
-        last_use[static_cast<size_t>(slot)] = i;
-    };
-    for (const ir::Node* n : g.nodes()) {
-        const int i = static_cast<int>(p.nodes.size());
-        p.nodes.push_back(n);
-        p.defs.push_back(reg.find(n->op()));
-        std::vector<int> ins, outs;
-        for (const ir::Value* v : n->inputs()) {
-            ins.push_back(v ? p.slot_of(v) : -1);
-            if (v) use(ins.back(), i);
-        }
-        std::set<std::string> captured;  // a sub-graph reading a value by name uses it here too
-        captured_names(*n, captured);
-        for (const std::string& name : captured)
-            if (const ir::Value* v = g.find_value(name)) use(p.slot_of(v), i);
-        for (const ir::Value* v : n->outputs()) outs.push_back(p.slot_of(v));
-        p.inputs.push_back(std::move(ins));
-        p.outputs.push_back(std::move(outs));
-    }
-    for (const ir::Value* v : g.outputs()) p.graph_outputs.push_back(p.slot_of(v));
-    std::vector<int> outer_fixed;
-    for (const auto& [slot, v] : p.outer)
-        if (parent && parent->is_fixed(v->name())) outer_fixed.push_back(slot);
-    mark_fixed(p, outer_fixed);
-    // Values are dropped after their last use, unless they are constants or graph outputs.
-    p.release.resize(p.nodes.size());
-    std::set<int> kept(p.graph_outputs.begin(), p.graph_outputs.end());
-    for (size_t slot = p.constants.size(); slot < last_use.size(); ++slot)
-        if (last_use[slot] >= 0 && !kept.count(static_cast<int>(slot)))
-            p.release[static_cast<size_t>(last_use[slot])].push_back(static_cast<int>(slot));
-    return *plans_.emplace(&g, std::move(plan)).first->second;
+    auto outer_is_fixed = [parent](const std::string& name) { return parent && parent->is_fixed(name); };
+    return *plans_.emplace(&g, make_graph_plan(g, outer_is_fixed)).first->second;
 }
 
 std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent) {

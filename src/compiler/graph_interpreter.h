@@ -25,7 +25,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -42,6 +41,8 @@ class SequentialExecutor;
 }  // namespace kiln::runtime
 
 namespace kiln::compiler {
+
+struct GraphPlan;
 
 /// Nodes whose inputs and outputs each hold at most this many elements, and whose work is at
 /// most kInterpretWork, are evaluated by the tir interpreter instead of being compiled.
@@ -91,7 +92,6 @@ public:
     Counts counts() const { return counts_; }
 
 private:
-    struct GraphPlan;
     struct Frame;
     struct SpecializedNode;
     struct NodeCache;

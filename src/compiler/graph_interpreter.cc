@@ -1,11 +1,9 @@
 // GraphInterpreter (see graph_interpreter.h).
 //
-// A Frame is one running (sub-)graph: its values by ir::Value*, and the frame of the graph whose
-// node runs it. Outer-scope values of a sub-graph are bound by name from the enclosing frames when
-// the frame starts. Values are dropped after their last use in the frame.
+// A Frame is one running (sub-)graph: its values by slot (compiler/graph_plan.h), and the frame
+// of the graph whose node runs it. Outer-scope values of a sub-graph are bound by name from the
+// enclosing frames when the frame starts. Values are dropped after their last use in the frame.
 #include "compiler/graph_interpreter.h"
-
-#include "compiler/graph_plan.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,6 +11,7 @@
 #include <sstream>
 
 #include "compiler/compile.h"
+#include "compiler/graph_plan.h"
 #include "ir/attr.h"
 #include "op/registry.h"
 #include "runtime/sequential_executor.h"

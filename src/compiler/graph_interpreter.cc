@@ -226,7 +226,7 @@ std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::ve
                 ++counts_.reused;
                 outs = *plan.memo[i];
             } else {
-                outs = run_node(n, *plan.defs[i], ins, plan.fixed[i], frame);
+                outs = run_node(n, *plan.defs[i], ins, plan.fixed[i], plan.memoize[i] != 0, frame);
                 if (plan.memoize[i]) plan.memo[i] = outs;
             }
         } catch (Error& e) {
@@ -248,7 +248,7 @@ std::vector<Datum> GraphInterpreter::run_graph(const ir::Graph& g, const std::ve
 }
 
 std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
-                                              const std::vector<char>& fixed, const Frame& frame) {
+                                              const std::vector<char>& fixed, bool once, const Frame& frame) {
     bool plain = true;
     for (const Datum& d : inputs) plain &= d.is_none() || (d.is_tensor() && d.tensor().dtype() != DType::kString);
     // An omitted optional input is none too; a compute handles that. A present empty optional is
@@ -263,7 +263,7 @@ std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const op::OpDef
     KILN_CHECK(def.compute != nullptr, kUnsupported) << n.describe() << " has no host kernel and no compute";
     KILN_CHECK(plain, kUnsupported) << n.describe() << " (" << signature_str(n, inputs)
                                     << "): Kiln runs this op on numeric tensors only";
-    return eval_compute(n, def, inputs, fixed);
+    return eval_compute(n, def, inputs, fixed, once);
 }
 
 namespace {
@@ -286,7 +286,7 @@ bool same_specialization(const std::vector<Input>& then, const std::vector<Datum
 
 GraphInterpreter::SpecializedNode& GraphInterpreter::specialization(const ir::Node& n, const op::OpDef& def,
                                                                     const std::vector<Datum>& inputs,
-                                                                    const std::vector<char>& fixed) {
+                                                                    const std::vector<char>& fixed, bool once) {
     NodeCache& nc = node_cache_[&n];
     if (nc.last == nullptr) {
         nc.prefix = n.op() + "|";
@@ -317,7 +317,7 @@ GraphInterpreter::SpecializedNode& GraphInterpreter::specialization(const ir::No
     }
     auto it = specialized_.find(key.str());
     if (it == specialized_.end())
-        it = specialized_.emplace(key.str(), specialize(n, def, nc.value_slots, nc.fixed_slots, inputs, elements)).first;
+        it = specialized_.emplace(key.str(), specialize(n, def, nc.value_slots, nc.fixed_slots, inputs, elements, once)).first;
     // Remember the types, and a copy of value-input data (not the tensors: they would stay alive).
     nc.last_inputs.assign(inputs.size(), NodeCache::Input{});
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -334,8 +334,9 @@ GraphInterpreter::SpecializedNode& GraphInterpreter::specialization(const ir::No
 }
 
 std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::OpDef& def,
-                                                  const std::vector<Datum>& inputs, const std::vector<char>& fixed) {
-    SpecializedNode& sn = specialization(n, def, inputs, fixed);
+                                                  const std::vector<Datum>& inputs, const std::vector<char>& fixed,
+                                                  bool once) {
+    SpecializedNode& sn = specialization(n, def, inputs, fixed, once);
     if (sn.view) {
         ++counts_.views;
         return {Datum(inputs[0].tensor().reshaped(sn.output_types[0].static_shape()))};
@@ -352,7 +353,7 @@ std::vector<Datum> GraphInterpreter::eval_compute(const ir::Node& n, const op::O
         sn.executor = compile_node(n, nc.value_slots, nc.fixed_slots, inputs, sn.runtime_slots);
         sn.func = tir::PreparedFunc();
         sn.compile_when_hot = false;
-        return eval_compute(n, def, inputs, fixed);
+        return eval_compute(n, def, inputs, fixed, once);
     }
     ++counts_.interpreted;
     std::vector<Tensor> buffers;
@@ -398,7 +399,7 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
                                                                                 const std::set<int>& value_slots,
                                                                                 const std::set<int>& fixed_slots,
                                                                                 const std::vector<Datum>& inputs,
-                                                                                int64_t input_elements) {
+                                                                                int64_t input_elements, bool once) {
     auto sn = std::make_unique<SpecializedNode>();
     ir::Graph g;
     std::vector<size_t> runtime_slots;
@@ -416,7 +417,11 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
         return sn;
     }
 
-    if (input_elements <= kInterpretElements && output_elements <= kInterpretElements && work <= kInterpretWork) {
+    // The tir interpreter for a node that runs once (memoized) or not yet often, unless so large
+    // that interpreting it costs more than compiling; compiled once hot (kHotRuns) unless tiny.
+    const int64_t max_elements = once ? 16 * kInterpretElements : kInterpretElements;
+    if (input_elements <= max_elements && output_elements <= max_elements &&
+        work <= (once ? kInterpretOnceWork : kInterpretWork)) {
         // Lower the op's compute unscheduled, once, for the tir interpreter.
         op::ComputeArgs args{*node, {}, sn->output_types};
         for (size_t i = 0; i < node->num_inputs(); ++i) {
@@ -432,7 +437,7 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
         params.insert(params.end(), outs.begin(), outs.end());
         sn->func = tir::PreparedFunc(tir::simplify(tir::lower(te::create_schedule(outs), params, "interp_" + n.op())));
         sn->runtime_slots = runtime_slots;
-        sn->compile_when_hot = work > kTinyWork;
+        sn->compile_when_hot = !once && work > kTinyWork;
         return sn;
     }
     sn->executor = compile_node(n, value_slots, fixed_slots, inputs, sn->runtime_slots);

@@ -9,9 +9,10 @@
 //  - otherwise its TE compute, specialized to the run-time shapes with its value inputs frozen
 //    to their run-time values:
 //    - a reshape-like op (compile.h is_view_op) is a view: its output shares the input's data;
-//    - small nodes (inputs and outputs up to kInterpretElements elements, work up to
+//    - new nodes (inputs and outputs up to kInterpretElements elements, work up to
 //      kInterpretWork) are lowered unscheduled and run by the tir interpreter (no compiler
-//      call), and compiled as below once they have run kHotRuns times, unless tiny;
+//      call), and compiled as below once they have run kHotRuns times, unless tiny; a node
+//      that runs once (memoized, below) is never compiled unless very large;
 //    - the others are compiled as a one-node model (-O3 pipeline, with the node's fixed inputs
 //      as constants, the kernel cache on disk) and run by the sequential executor.
 //    Specializations are cached by op, attributes, input types, value-input values and the
@@ -44,19 +45,18 @@ namespace kiln::compiler {
 
 struct GraphPlan;
 
-/// Nodes whose inputs and outputs each hold at most this many elements, and whose work is at
-/// most kInterpretWork, are evaluated by the tir interpreter instead of being compiled.
+/// When a node's TE compute runs in the tir interpreter rather than compiled. The tir
+/// interpreter takes ~10-50 ns per scalar operation and needs no compiler; a compiled one-node
+/// kernel costs a C compile once (~0.2-0.6 s, then the on-disk kernel cache) and runs ~50x
+/// faster. So a node is interpreted while it is new (its inputs and outputs each at most
+/// kInterpretElements elements, its work (OpDef::flops, else output elements) at most
+/// kInterpretWork) and compiled when its specialization runs the kHotRuns-th time (a Loop body,
+/// a stream of VAD chunks), unless its work is at most kTinyWork (shape arithmetic). A node that
+/// runs once (memoized: all inputs fixed) is interpreted up to 16x the elements and
+/// kInterpretOnceWork. Larger nodes are compiled at once.
 constexpr int64_t kInterpretElements = 1 << 16;
-/// The most work (OpDef::flops, else output elements) a node evaluated by the tir interpreter
-/// may have. The tir interpreter takes ~10-50 ns per scalar operation: past a few thousand, one
-/// compile (once per process and specialization; the kernel cache keeps the object) repays
-/// itself within a few runs. (A silero VAD chunk spent 95% of its time interpreting four
-/// 50k-weight convolutions.)
-constexpr double kInterpretWork = 4096;
-/// An interpreted node of more work than this is compiled once its specialization has run
-/// kHotRuns times (a Loop body, a stream of VAD chunks): a compiled call of a few hundred
-/// elements costs ~1-2 us, the tir interpreter ~20 us. Tiny nodes (shape arithmetic) stay
-/// interpreted; a one-off run compiles nothing small.
+constexpr double kInterpretWork = 1 << 21;
+constexpr double kInterpretOnceWork = 1 << 22;
 constexpr double kTinyWork = 64;
 constexpr int kHotRuns = 3;
 
@@ -97,19 +97,20 @@ private:
     struct NodeCache;
     GraphPlan& plan_for(const ir::Graph& g, const Frame* parent);
     std::vector<Datum> run_graph(const ir::Graph& g, const std::vector<Datum>& inputs, const Frame* parent);
+    // `fixed`: per input, whether it holds the same data every run; `once`: the node is memoized.
     std::vector<Datum> run_node(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
-                                const std::vector<char>& fixed, const Frame& frame);
+                                const std::vector<char>& fixed, bool once, const Frame& frame);
     std::vector<Datum> eval_compute(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
-                                    const std::vector<char>& fixed);
+                                    const std::vector<char>& fixed, bool once);
     SpecializedNode& specialization(const ir::Node& n, const op::OpDef& def, const std::vector<Datum>& inputs,
-                                    const std::vector<char>& fixed);
+                                    const std::vector<char>& fixed, bool once);
     std::unique_ptr<runtime::SequentialExecutor> compile_node(const ir::Node& n, const std::set<int>& value_slots,
                                                               const std::set<int>& fixed_slots,
                                                               const std::vector<Datum>& inputs,
                                                               std::vector<size_t>& runtime_slots);
     std::unique_ptr<SpecializedNode> specialize(const ir::Node& n, const op::OpDef& def, const std::set<int>& value_slots,
                                                 const std::set<int>& fixed_slots, const std::vector<Datum>& inputs,
-                                                int64_t input_elements);
+                                                int64_t input_elements, bool once);
 
     std::shared_ptr<const ir::Graph> graph_;
     runtime::ThreadPool* pool_;

@@ -68,8 +68,7 @@ Shape bind_shape(const ir::Value& v, const std::map<std::string, int64_t>& dims)
 /// Ops that only reinterpret their input's buffer: with the same dtype and element count, the
 /// output is a view (the input's buffer under another shape) with no kernel and no copy.
 bool is_view_node(const ir::Node* n, const ir::Graph& g) {
-    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-    if (!ops.count(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
+    if (!is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
     const ir::Value* in = n->input(0);
     const ir::Value* out = n->output(0);
     if (!in->type().is_static() || !out->type().is_static() || in->type().dtype != out->type().dtype ||
@@ -142,6 +141,11 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
 }
 
 }  // namespace
+
+bool is_view_op(const std::string& op) {
+    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    return ops.count(op) != 0;
+}
 
 std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs) {
     if (!runtime::have_dnnl()) return std::nullopt;

@@ -101,6 +101,10 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts = {});
 /// pipeline in place. The kernel units are then partition_kernels(g).
 std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions& opts);
 
+/// Whether `op` only reinterprets its input's buffer (Reshape, Flatten, Squeeze, Unsqueeze,
+/// Identity): with the same dtype and element count its output is a view, not a copy.
+bool is_view_op(const std::string& op);
+
 /// A unit of one reinterpreting node (Reshape, Flatten, ...) that compile() turns into a view of
 /// its input's buffer: no kernel runs for it.
 bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level);

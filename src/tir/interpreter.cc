@@ -456,11 +456,34 @@ SFn Compiler::compile_stmt(const Stmt& s) {
 
 }  // namespace
 
-void interpret(const PrimFunc& f, std::vector<Tensor>& args) {
+struct PreparedFunc::Impl {
+    PrimFunc f;
+    SFn body;
+    size_t num_vars = 0, num_buffers = 0;
+};
+
+PreparedFunc::PreparedFunc(const PrimFunc& f) {
+    auto impl = std::make_shared<Impl>();
+    impl->f = f;
+    Compiler c;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+        const Buffer& p = f.params[i];
+        KILN_CHECK(c.buffer_slot(p) == static_cast<int>(i), kInvalidArgument)
+            << "interpret '" << f.name << "': buffer '" << p->name << "' is listed twice in params";
+        c.bind_buffer(p);
+    }
+    impl->body = c.compile_stmt(f.body);
+    impl->num_vars = c.num_vars();
+    impl->num_buffers = c.num_buffers();
+    impl_ = std::move(impl);
+}
+
+void PreparedFunc::run(std::vector<Tensor>& args) const {
+    KILN_ICHECK(impl_ != nullptr) << "PreparedFunc::run on an empty PreparedFunc";
+    const PrimFunc& f = impl_->f;
     KILN_CHECK(args.size() == f.params.size(), kInvalidArgument)
         << "interpret '" << f.name << "': expected " << f.params.size() << " arguments, got "
         << args.size();
-    Compiler c;
     for (size_t i = 0; i < args.size(); ++i) {
         const Buffer& p = f.params[i];
         KILN_CHECK(args[i].dtype() == p->dtype, kInvalidArgument)
@@ -473,16 +496,14 @@ void interpret(const PrimFunc& f, std::vector<Tensor>& args) {
         KILN_CHECK(args[i].defined(), kInvalidArgument)
             << "interpret '" << f.name << "': argument " << i << " ('" << p->name
             << "') has no storage";
-        KILN_CHECK(c.buffer_slot(p) == static_cast<int>(i), kInvalidArgument)
-            << "interpret '" << f.name << "': buffer '" << p->name << "' is listed twice in params";
-        c.bind_buffer(p);
     }
-    SFn body = c.compile_stmt(f.body);
     Frame frame;
-    frame.vars.assign(c.num_vars() + 1, 0);
-    frame.bufs.assign(c.num_buffers(), nullptr);
+    frame.vars.assign(impl_->num_vars + 1, 0);
+    frame.bufs.assign(impl_->num_buffers, nullptr);
     for (size_t i = 0; i < args.size(); ++i) frame.bufs[i] = static_cast<char*>(args[i].data());
-    body(frame);
+    impl_->body(frame);
 }
+
+void interpret(const PrimFunc& f, std::vector<Tensor>& args) { PreparedFunc(f).run(args); }
 
 }  // namespace kiln::tir

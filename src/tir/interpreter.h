@@ -3,6 +3,7 @@
 // tensors and as the oracle for generated kernels and schedules.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "support/tensor.h"
@@ -13,5 +14,20 @@ namespace kiln::tir {
 /// `args` match `f.params` in order (dtype and element count are checked); outputs are written
 /// in place.
 void interpret(const PrimFunc& f, std::vector<Tensor>& args);
+
+/// A PrimFunc compiled once into the interpreter's closures, to run many times (the graph
+/// interpreter's small nodes run every call; compiling the closures cost as much as running them).
+class PreparedFunc {
+public:
+    PreparedFunc() = default;
+    explicit PreparedFunc(const PrimFunc& f);
+    bool defined() const { return impl_ != nullptr; }
+    /// As interpret(f, args). Runs may not overlap (the closures are shared, the frame is not).
+    void run(std::vector<Tensor>& args) const;
+
+private:
+    struct Impl;
+    std::shared_ptr<const Impl> impl_;
+};
 
 }  // namespace kiln::tir

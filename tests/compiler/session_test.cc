@@ -12,6 +12,7 @@
 
 #include "../frontend/onnx_model_builder.h"
 #include "kiln/kiln.h"
+#include "runtime/dnnl_kernels.h"
 
 namespace kiln {
 namespace {
@@ -434,6 +435,29 @@ TEST_F(SessionTest, WeightsAreHeldOnceAcrossSpecializations) {
     EXPECT_LT(four.constant_bytes, one.constant_bytes + one.weight_bytes / 4)
         << "1 specialization: " << one.constant_bytes << " bytes, 4: " << four.constant_bytes;
 }
+
+#if KILN_HAVE_DNNL
+TEST_F(SessionTest, OneDnnWeightCopiesAreSharedAcrossSpecializations) {
+    const int64_t k = 128, m_out = 96;  // 48 KiB of weights, reordered by oneDNN's matmul
+    const size_t before = runtime::dnnl_weight_copy_bytes();
+    SessionOptions opts;
+    opts.kernels = "dnnl";
+    auto s = Session::load(save(residual_model(k, m_out)), opts);
+    auto run_n = [&](int64_t n) {
+        Tensor x = random_tensor({n, k}, static_cast<uint32_t>(n)), r = random_tensor({n, m_out}, 98);
+        expect_near_rel(s->run({{"x", x}, {"r", r}})[0], residual_reference(x, r, k, m_out), 1e-4);
+    };
+    run_n(2);
+    const size_t one = runtime::dnnl_weight_copy_bytes() - before;
+    EXPECT_GE(one, static_cast<size_t>(k * m_out * 4)) << "the matmul did not run on oneDNN";
+    for (int64_t n : {5, 16, 33}) run_n(n);
+    EXPECT_EQ(s->stats().specializations, 4);
+    // Four kernels (one per specialization) reorder the one pooled constant alike: one copy.
+    EXPECT_LT(runtime::dnnl_weight_copy_bytes() - before, one + static_cast<size_t>(k * m_out * 4) / 4);
+    s.reset();
+    EXPECT_EQ(runtime::dnnl_weight_copy_bytes(), before);  // released with the last kernel
+}
+#endif
 
 }  // namespace
 }  // namespace kiln

@@ -26,7 +26,7 @@ Code code_of(const Error& e) {
 }
 
 /// The values of the inputs' symbolic dims in `feed` (Session::specialize's argument).
-std::map<std::string, int64_t> batch_dims(const std::vector<TensorInfo>& infos, const std::map<std::string, Tensor>& feed) {
+std::map<std::string, int64_t> symbol_dims(const std::vector<TensorInfo>& infos, const std::map<std::string, Tensor>& feed) {
     std::map<std::string, int64_t> dims;
     for (const TensorInfo& info : infos) {
         const Shape& shape = feed.at(info.name).shape();
@@ -293,7 +293,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
         }
         // A batch size not seen yet compiles here, before cores are granted (as the load's warm-up
         // does); a seen one is a cache lookup.
-        session_->specialize(batch_dims(infos, feed));
+        session_->specialize(symbol_dims(infos, feed));
         auto inputs_done = Clock::now();
 
         // Run on granted cores; a preempted best-effort run resumes with the same Preemption.

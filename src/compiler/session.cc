@@ -37,6 +37,7 @@
 #include "kiln/session.h"
 #include "op/registry.h"
 #include "runtime/artifact.h"
+#include "runtime/dnnl_kernels.h"
 #include "runtime/model_runner.h"
 #include "runtime/session_inputs.h"
 
@@ -356,7 +357,11 @@ private:
 public:
     std::string memory_report() override {
         if (interpreter_) return "no static memory plan: the model runs in the graph interpreter\n";
-        return shown()->memory_report + runner_.allocator_report();
+        std::string report = shown()->memory_report + runner_.allocator_report();
+#if KILN_HAVE_DNNL
+        report += "oneDNN weight copies (this process): " + std::to_string(runtime::dnnl_weight_copy_bytes()) + " bytes\n";
+#endif
+        return report;
     }
 
     std::string profile_summary(int top) const override { return runner_.profile_summary(top); }

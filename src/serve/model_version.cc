@@ -21,6 +21,11 @@ Code code_of(const Error& e) {
     switch (e.kind()) {
         case ErrorKind::kInvalidArgument: return Code::kInvalidArgument;
         case ErrorKind::kCancelled: return Code::kCancelled;
+        // The session's memory budget (memory_limit_mb) was exceeded: the server is out of a
+        // resource for now (503), not broken; an op or dtype Kiln does not take for this
+        // request is the request's problem (400). REVIEW item 6.
+        case ErrorKind::kOutOfMemory: return Code::kUnavailable;
+        case ErrorKind::kUnsupported: return Code::kInvalidArgument;
         default: return Code::kInternal;
     }
 }

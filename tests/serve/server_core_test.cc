@@ -286,5 +286,21 @@ TEST(serve_Server, OneSessionServesEveryBatchSizeSharingItsWeights) {
         << text << "\nconstants of a session per batch size: " << per_session_constants;
 }
 
+TEST(serve_Server, AModelOverItsMemoryBudgetAnswersUnavailable) {
+    // y = x @ W with W [4, 300000]: one row's output is 1.2 MB, over a 1 MB budget.
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {std::string("N"), int64_t{4}});
+    add_float_init(g, "W", {4, 300000}, pattern(4 * 300000, 0.25f));
+    add_node(g, "MatMul", {"x", "W"}, {"y"});
+    add_output(g, "y", {std::string("N"), int64_t{300000}});
+    TempRepo repo("oom");
+    repo.add("wide", m, "max_batch_size: 2\nparameters { key: \"memory_limit_mb\" value { string_value: \"1\" } }\n");
+    auto s = start(repo);
+    Answer a = send(*s, request("wide", "x", random_tensor({1, 4}, 1))).get();
+    EXPECT_EQ(a.failure.code, Code::kUnavailable) << a.failure.message;
+    EXPECT_NE(a.failure.message.find("OutOfMemory"), std::string::npos) << a.failure.message;
+}
+
 }  // namespace
 }  // namespace kiln::serve

@@ -73,6 +73,7 @@ KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/cliffs_matvec_reduce.py" --smoke
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke
 "$BUILD/bin/kiln-bench-train-pipeline" --smoke
 python3 "$ROOT/bench/train_vs_torch.py" --smoke
+python3 "$ROOT/bench/dynamic_shapes.py" --smoke  # one session, two lengths, outputs vs ORT
 for b in serve_throughput serve_rt_be serve_load; do
   KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/$b.py" --smoke --models-dir "$BUILD/models"
 done

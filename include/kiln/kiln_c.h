@@ -150,6 +150,15 @@ KILN_C_EXPORT kiln_status kiln_session_options_set_dim(kiln_session_options* opt
 KILN_C_EXPORT kiln_status kiln_session_options_set_profile_path(kiln_session_options* options, const char* path);
 /** Who computes convolutions and matrix products: "auto", "generated" or "dnnl". */
 KILN_C_EXPORT kiln_status kiln_session_options_set_kernels(kiln_session_options* options, const char* kernels);
+/** Compiles these `count` sizes of symbolic dim `name` at load (docs/dynamic_shapes.md); the
+ *  sizes of several dims combine (every combination is compiled). Replaces earlier sizes of
+ *  `name`. Sizes must be >= 0 and `count` >= 1. */
+KILN_C_EXPORT kiln_status kiln_session_options_set_specialize(kiln_session_options* options, const char* name,
+                                                              const int64_t* sizes, size_t count);
+/** How many compiled specializations (shapes) the session keeps, >= 1 (default 16); past it the
+ *  least recently used one is dropped. */
+KILN_C_EXPORT kiln_status kiln_session_options_set_max_specializations(kiln_session_options* options,
+                                                                       int32_t count);
 
 /* ---- run options --------------------------------------------------------------------------- */
 

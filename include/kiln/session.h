@@ -33,8 +33,17 @@ struct SessionOptions {
     std::string profile_path;
     /// Record per-kernel timings of every run (implied by profile_path): Session::profile_summary.
     bool profile = false;
-    /// Values for symbolic input dimensions.
+    /// Values for symbolic input dimensions: every run must agree with them.
     std::map<std::string, int64_t> dims;
+    /// Shapes to compile at load (docs/dynamic_shapes.md): every combination of the listed values
+    /// of symbolic dims not bound in `dims` ({"seq": {16, 32, 64}} compiles three
+    /// specializations), so that first runs at those shapes are warm. A name that is no symbolic
+    /// dim of the model, or is bound in `dims`, is a kInvalidArgument error.
+    std::map<std::string, std::vector<int64_t>> specialize;
+    /// How many compiled specializations (one per binding of the symbolic dims and values of
+    /// shape-deciding inputs) the session keeps (>= 1); past it the least recently used one is
+    /// dropped, and compiled again if a run needs it.
+    int max_specializations = 16;
     /// Graph optimization level, 0..3 (docs/passes.md): -O0 runs every node as its own kernel;
     /// -O3 folds, simplifies and fuses.
     int opt_level = 3;
@@ -63,6 +72,7 @@ struct TensorInfo {
 };
 
 struct SessionStats {
+    // kernels, compiled and compile_seconds are those of the last whole-model compile.
     int kernels = 0;
     int compiled = 0;        // kernels compiled by the system compiler (cache misses)
     double compile_seconds = 0;
@@ -74,6 +84,17 @@ struct SessionStats {
     /// The model runs in the graph interpreter (compiler/graph_interpreter.h), and why.
     bool interpreted = false;
     std::string interpreter_reason;
+    /// Specializations (docs/dynamic_shapes.md): whole-model compiles so far, compiled
+    /// specializations held now (at most SessionOptions::max_specializations), and how many were
+    /// dropped for that bound. Runs at a shape held need no compile.
+    int compiles = 0;
+    int specializations = 0;
+    int specialization_evictions = 0;
+    /// Bytes of the model's constants as imported (its weights), and of the distinct constant
+    /// data the held specializations use (weights and what the passes made of them, such as
+    /// packed weights), each storage counted once however many specializations share it.
+    size_t weight_bytes = 0;
+    size_t constant_bytes = 0;
 };
 
 /// Stops a run early so that it can be resumed later: the inference server's real-time
@@ -133,6 +154,13 @@ public:
 
     virtual const std::vector<TensorInfo>& inputs() const = 0;
     virtual const std::vector<TensorInfo>& outputs() const = 0;
+
+    /// Compiles the specialization for these values of the symbolic dims now (the others from
+    /// SessionOptions::dims), so that a first run at that shape is warm; nothing when it is held
+    /// already. An unknown or unbound dim is a kInvalidArgument error naming it. Nothing to do
+    /// for a session that does not compile (a `.kiln` artifact, a model in the graph
+    /// interpreter) or a model whose input values decide shapes (it compiles at run).
+    virtual void specialize(const std::map<std::string, int64_t>& dims) { (void)dims; }
 
     /// Runs the model. Every input must be given (kInvalidArgument naming the missing one);
     /// dtypes and shapes are checked (expected vs got). Outputs in model order.

@@ -175,8 +175,14 @@ class InferenceSession:
     # -- Kiln's extras ------------------------------------------------------------------------
 
     def stats(self):
-        """Kernels, compile and load times, the executor and thread counts (kiln::SessionStats)."""
+        """Kernels, compile and load times, the executor and thread counts, the specializations
+        held and the weight and constant bytes (kiln::SessionStats)."""
         return self._sess.stats()
+
+    def specialize(self, dims):
+        """Compiles the model now for these values of its symbolic dims (e.g. {"seq": 64}), so the
+        first run at that shape is warm (docs/dynamic_shapes.md)."""
+        self._sess.specialize({str(k): int(v) for k, v in dims.items()})
 
     def profile_summary(self, top=15):
         """The top kernels by total time (needs enable_profiling or "kiln.profile" = "1")."""

@@ -61,6 +61,33 @@ def _parse_choice(choices):
     return parse
 
 
+def _parse_count(key, value):
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InvalidArgument(f"session config entry '{key}': expected a count >= 1, got '{value}'")
+    return n
+
+
+def _parse_specialize(key, value):
+    """"seq=16,32,64;batch=1,8" -> {"seq": [16, 32, 64], "batch": [1, 8]} (every combination
+    compiles at load)."""
+    out = {}
+    for piece in filter(None, (p.strip() for p in value.split(";"))):
+        name, eq, sizes = piece.partition("=")
+        try:
+            values = [int(v) for v in sizes.split(",")] if eq and name.strip() else None
+        except ValueError:
+            values = None
+        if not values or any(v < 0 for v in values):
+            raise InvalidArgument(f"session config entry '{key}': expected NAME=SIZE,SIZE,...[;NAME=...] "
+                                  f"with sizes >= 0, got '{piece}'")
+        out[name.strip()] = values
+    return out
+
+
 # "kiln.*" session config entries: key -> (parser, kiln::SessionOptions field, what it does).
 KILN_CONFIG_ENTRIES = {
     "kiln.memory_limit": (_parse_bytes, "memory_limit", "memory budget in bytes (0 = unlimited)"),
@@ -72,6 +99,10 @@ KILN_CONFIG_ENTRIES = {
     "kiln.use_global_thread_pools": (_parse_bool, "use_global_thread_pools",
                                      "share the process-wide thread pools"),
     "kiln.profile": (_parse_bool, "profile", "per-kernel timings (InferenceSession.profile_summary())"),
+    "kiln.specialize": (_parse_specialize, "specialize",
+                        "shapes to compile at load, e.g. 'seq=16,32,64;batch=1,8' (every combination)"),
+    "kiln.max_specializations": (_parse_count, "max_specializations",
+                                 "compiled shapes the session keeps (least recently used out; default 16)"),
 }
 
 

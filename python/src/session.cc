@@ -92,6 +92,11 @@ nb::dict stats_dict(const Session& s) {
     d["parallel_width"] = st.parallel_width;
     d["interpreted"] = st.interpreted;
     d["interpreter_reason"] = st.interpreter_reason;
+    d["compiles"] = st.compiles;
+    d["specializations"] = st.specializations;
+    d["specialization_evictions"] = st.specialization_evictions;
+    d["weight_bytes"] = st.weight_bytes;
+    d["constant_bytes"] = st.constant_bytes;
     return d;
 }
 
@@ -114,6 +119,8 @@ void bind_session(nb::module_& m) {
              "Runs the model: feed maps input names to numpy arrays (lists for sequences, None for empty "
              "optionals); returns the outputs at the given indices (all when None).")
         .def("stats", &stats_dict)
+        .def("specialize", &Session::specialize, "dims"_a, nb::call_guard<nb::gil_scoped_release>(),
+             "Compiles the specialization for these symbolic dim values now (docs/dynamic_shapes.md).")
         .def("metadata", &Session::metadata)
         .def("inspect", &Session::inspect, nb::call_guard<nb::gil_scoped_release>())
         .def("kernel_list", &Session::kernel_list, nb::call_guard<nb::gil_scoped_release>())

@@ -1,6 +1,7 @@
 // kiln_session_options and kiln_run_options: setters over kiln::SessionOptions / RunOptions,
 // each checking its value so a bad one fails here, named, rather than at load.
 #include <string>
+#include <vector>
 
 #include "capi/handles.h"
 #include "capi/status.h"
@@ -90,6 +91,29 @@ kiln_status kiln_session_options_set_kernels(kiln_session_options* options, cons
         KILN_CHECK(k == "auto" || k == "generated" || k == "dnnl", kInvalidArgument)
             << "kernels: expected \"auto\", \"generated\" or \"dnnl\", got \"" << k << "\"";
         options->options.kernels = k;
+    });
+}
+
+kiln_status kiln_session_options_set_specialize(kiln_session_options* options, const char* name,
+                                               const int64_t* sizes, size_t count) {
+    return guard([&] {
+        require(options, "options");
+        require(name, "name");
+        require(sizes, "sizes");
+        KILN_CHECK(*name != '\0', kInvalidArgument) << "specialize: the name is empty";
+        KILN_CHECK(count >= 1, kInvalidArgument) << "specialize '" << name << "': expected at least one size";
+        std::vector<int64_t> values(sizes, sizes + count);
+        for (int64_t v : values)
+            KILN_CHECK(v >= 0, kInvalidArgument) << "specialize '" << name << "': sizes must be >= 0, got " << v;
+        options->options.specialize[name] = std::move(values);
+    });
+}
+
+kiln_status kiln_session_options_set_max_specializations(kiln_session_options* options, int32_t count) {
+    return guard([&] {
+        require(options, "options");
+        KILN_CHECK(count >= 1, kInvalidArgument) << "max_specializations: expected >= 1, got " << count;
+        options->options.max_specializations = count;
     });
 }
 

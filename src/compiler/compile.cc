@@ -423,6 +423,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     result.memory.lower_bound = mem.lower_bound;
     result.memory.inplace_steps = mem.plan.inplace_count;
     result.memory.report = mem.report;
+    if (opts.before_load) opts.before_load(*exe);
     exe->load();
     result.executable = std::move(exe);
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

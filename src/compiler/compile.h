@@ -3,6 +3,7 @@
 // cache, and the Executable's buffer and step tables.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,10 @@ struct CompileOptions {
     /// compiled artifact embeds) instead of one cached library per kernel; each KernelDesc then
     /// names that library and its kernel's own symbol.
     bool one_library = false;
+    /// Called with the finished executable before it loads its kernels (extern kernels keep
+    /// pointers into its constants): a session shares equal constants across the executables
+    /// of its specializations here (compiler/constant_pool.h).
+    std::function<void(runtime::Executable&)> before_load;
 };
 
 /// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).

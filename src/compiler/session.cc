@@ -1,32 +1,43 @@
-// kiln::Session: import once, compile per specialization, run with the sequential executor.
+// kiln::Session: import once, compile per specialization, keep the specializations seen
+// (a bounded LRU cache), run each with the runner's executors.
 //
 // A specialization is the set of facts compile() needs that the model may leave open: the
-// values of symbolic input dimensions, and the values of graph inputs that feed an op's
-// value input (a Reshape target given as a graph input). When every such fact is known at load
-// time (dims given in the options, no value inputs fed by graph inputs) the model compiles in
-// load(); otherwise it compiles at the first run(), and again whenever a run brings a different
-// specialization (each compile is cheap the second time: kernels come from the on-disk cache).
-// A compiled `.kiln` artifact (runtime/artifact.h) is not compiled: Session::load hands it to
-// the runtime's artifact session.
+// values of symbolic input dimensions, and the values of graph inputs that feed an op's value
+// input (a Reshape target given as a graph input). When every such fact is known at load time
+// (dims given in the options, no value inputs fed by graph inputs) the model compiles in load();
+// SessionOptions::specialize compiles more at load; any other compiles at the first run that
+// brings it. Compiled specializations stay in a cache keyed by those facts (at most
+// SessionOptions::max_specializations, least recently used out), so runs alternating between
+// shapes seen before are warm: no import, no passes, no compile (docs/dynamic_shapes.md).
+//
+// Memory: each compile imports the model afresh (its graph is rewritten by the passes) and the
+// ConstantPool makes every constant of the new executable that equals one held already (the
+// weights, packed weights of the same layout) share that one's storage, so weights are held
+// once however many specializations are cached; what differs per specialization is its steps,
+// its kernels' handles and its intermediates' arena (bound at its first run).
+//
+// Threads: a warm run takes the cache's short lock, then an idle executor of its
+// specialization; compiles are serialized (compile_mu_) and a key being compiled is waited for,
+// never compiled twice. A compiled `.kiln` artifact (runtime/artifact.h) is not compiled:
+// Session::load hands it to the runtime's artifact session.
 #include <algorithm>
-#include <filesystem>
+#include <chrono>
 #include <map>
 #include <mutex>
-#include <shared_mutex>
-#include <chrono>
-#include <cstring>
+#include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 
-#include "compiler/compile.h"
-#include "compiler/model_compile_options.h"
+#include "compiler/constant_pool.h"
 #include "compiler/graph_interpreter.h"
+#include "compiler/session_specialization.h"
+#include "compiler/specialization_cache.h"
 #include "frontend/onnx/importer.h"
 #include "ir/printer.h"
 #include "kiln/session.h"
 #include "op/registry.h"
 #include "runtime/artifact.h"
+#include "runtime/dnnl_kernels.h"
 #include "runtime/model_runner.h"
 #include "runtime/session_inputs.h"
 
@@ -35,26 +46,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string tensor_key(const Tensor& t) {
-    std::string s = std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + ":";
-    s.append(static_cast<const char*>(t.data()), t.nbytes());
-    return s;
-}
-
 class SessionImpl final : public Session {
 public:
     SessionImpl(std::string path, const SessionOptions& opts)
-        : path_(std::move(path)), opts_(opts), runner_(runtime::runner_options(opts)) {
+        : path_(std::move(path)),
+          opts_(opts),
+          runner_(runtime::runner_options(opts)),
+          cache_(static_cast<size_t>(std::max(0, opts.max_specializations))) {
         auto t0 = Clock::now();
         stats_.intra_op_threads = runner_.stats().intra_op_threads;
         ir::Graph g = frontend::import_onnx_file(path_);
         for (ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
         for (ir::Value* v : g.outputs()) outputs_.push_back(info_of(*v));
+        for (const TensorInfo& t : inputs_)
+            for (const std::string& sym : t.symbols)
+                if (!sym.empty()) symbols_.insert(sym);
+        for (const ir::Value* c : g.constants()) stats_.weight_bytes += c->constant().nbytes();
         value_inputs_ = compiler::value_fed_inputs(g);
         // Check every op is known now, so an unsupported op fails at load, not at first run.
         for (ir::Node* n : g.nodes())
             KILN_CHECK(op::OpRegistry::global().find(n->op()), kUnsupported)
                 << "unsupported op '" << n->op() << "' (" << n->describe() << ")";
+        check_specialize_option();
         stats_.interpreter_reason =
             compiler::interpreter_reason(g, std::vector<std::string>(value_inputs_.begin(), value_inputs_.end()));
         if (!stats_.interpreter_reason.empty()) {
@@ -68,13 +81,13 @@ public:
             return;
         }
         bool all_dims_known = true;
-        for (const TensorInfo& t : inputs_)
-            for (const std::string& s : t.symbols)
-                if (!s.empty() && !opts_.dims.count(s)) all_dims_known = false;
+        for (const std::string& sym : symbols_) all_dims_known &= opts_.dims.count(sym) > 0;
         if (all_dims_known && value_inputs_.empty()) {
-            specialize(std::move(g), opts_.dims, {});
-            key_ = specialization_key(opts_.dims, {});
+            std::optional<ir::Graph> imported(std::move(g));  // the first compile needs no second import
+            cache_.get(compiler::specialization_key(opts_.dims, {}),
+                       [&] { return compile_one(opts_.dims, {}, std::move(imported)); });
         }
+        for (const std::map<std::string, int64_t>& dims : specialize_combinations()) specialize(dims);
         stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     }
 
@@ -168,30 +181,12 @@ public:
         const runtime::RunControls controls = runtime::run_controls(ropts);
         if (ropts.preempt && runner_.holds_suspended(*ropts.preempt)) {
             // A suspended run resumes on the executable it started with (its state holds it),
-            // whatever specialization the session has compiled since: no key check, no lock.
+            // even if the cache has dropped that specialization since: no key, no lookup.
             runner_.run(runtime_inputs_of(ordered), outs, controls).throw_if_error();
             return outs;
         }
-        std::string key = specialization_key(dims, frozen);
-        // Concurrent runs of one specialization share its executable. A run holds
-        // specialization_mu_ shared from its key check to its end; a new specialization compiles
-        // holding it exclusively, so no run starts on another specialization's executable.
-        std::shared_lock<std::shared_mutex> running(specialization_mu_);
-        while (!compiled_ || key != key_) {
-            running.unlock();
-            {
-                std::unique_lock<std::shared_mutex> switching(specialization_mu_);
-                std::lock_guard<std::mutex> lock(compile_mu_);
-                if (!compiled_ || key != key_) {
-                    ir::Graph g = frontend::import_onnx_file(path_);
-                    specialize(std::move(g), dims, frozen);
-                    key_ = key;
-                }
-            }
-            running.lock();
-        }
-        Status st = runner_.run(runtime_inputs_of(ordered), outs, controls);
-        st.throw_if_error();
+        std::shared_ptr<const compiler::Specialization> spec = specialization(dims, frozen);
+        runner_.run(*spec->prepared, runtime_inputs_of(ordered), outs, controls).throw_if_error();
         return outs;
     }
 
@@ -210,23 +205,47 @@ public:
             return "// runs in the graph interpreter: " + stats_.interpreter_reason + "\n" +
                    ir::print_graph(*interp_graph_, popts);
         }
-        std::unique_lock<std::shared_mutex> switching(specialization_mu_);
-        std::lock_guard<std::mutex> lock(compile_mu_);
-        if (!compiled_) {
-            KILN_CHECK(value_inputs_.empty(), kUnsupported)
-                << "cannot inspect before a run: graph input '" << *value_inputs_.begin()
-                << "' determines a shape; kernels are compiled when its value is known";
-            specialize(frontend::import_onnx_file(path_), opts_.dims, {});
-        }
-        return inspect_text_;
+        return shown()->inspect_text;
     }
 
-    SessionStats stats() const override { return stats_; }
+    SessionStats stats() const override {
+        SessionStats s;
+        {
+            std::lock_guard<std::mutex> lock(stats_mu_);
+            s = stats_;
+        }
+        const compiler::SpecializationCacheStats cs = cache_.stats();
+        s.compiles = cs.compiles;
+        s.specializations = cs.held;
+        s.specialization_evictions = cs.evictions;
+        pool_.release();  // what only evicted specializations used
+        s.constant_bytes = pool_.bytes();
+        return s;
+    }
 
     std::string kernel_list() override {
         if (interpreter_) return "0 kernels (the model runs in the graph interpreter: " + stats_.interpreter_reason + ")\n";
-        (void)inspect();  // compiles first if the model has not been compiled yet
-        return kernel_list_;
+        return shown()->kernel_list;
+    }
+
+    void specialize(const std::map<std::string, int64_t>& given) override {
+        // Nothing is compiled for an interpreted model; a model with value inputs compiles when
+        // a run gives their values (SessionOptions::specialize is refused for it at load).
+        if (interpreter_ || !value_inputs_.empty()) return;
+        std::map<std::string, int64_t> dims = opts_.dims;
+        for (const auto& [name, value] : given) {
+            KILN_CHECK(symbols_.count(name), kInvalidArgument)
+                << "specialize: no input has a symbolic dimension '" << name << "' (symbols: " << symbol_list() << ")";
+            KILN_CHECK(value >= 0, kInvalidArgument) << "specialize: dimension '" << name << "' must be >= 0, got " << value;
+            auto [it, fresh] = dims.emplace(name, value);
+            KILN_CHECK(it->second == value, kInvalidArgument)
+                << "specialize: dimension '" << name << "' is bound to " << it->second << " by the session's dims, got "
+                << value;
+        }
+        for (const std::string& sym : symbols_)
+            KILN_CHECK(dims.count(sym), kInvalidArgument)
+                << "specialize: symbolic dimension '" << sym << "' has no value (give it with the others, or in dims)";
+        (void)specialization(dims, {});
     }
 
 private:
@@ -258,69 +277,91 @@ private:
         return s;
     }
 
-    static std::string specialization_key(const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& frozen) {
-        std::ostringstream os;
-        for (const auto& [k, v] : dims) os << k << "=" << v << ";";
-        for (const auto& [k, t] : frozen) os << k << ":" << tensor_key(t) << ";";
-        return os.str();
+    std::string symbol_list() const {
+        std::string out;
+        for (const std::string& sym : symbols_) out += (out.empty() ? "" : ", ") + sym;
+        return out.empty() ? "none" : out;
     }
 
-    void specialize(ir::Graph g, const std::map<std::string, int64_t>& dims, const std::map<std::string, Tensor>& frozen) {
-        for (const auto& [name, t] : frozen) g.freeze_input(g.find_value(name), t.clone());
-        SessionOptions specialized = opts_;
-        specialized.dims = dims;
-        compiler::CompileOptions copts = compiler::compile_options_for(specialized, runner_.stats().intra_op_threads);
-        copts.plan_for_concurrency = runner_.plans_for_concurrency();
-        std::ostringstream after;
-        ir::PrintOptions popts;
-        popts.max_constant_elements = 16;
-        copts.passes.print = [&](const std::string& name, const ir::Graph& graph) {
-            after << "// IR after pass " << name << "\n" << ir::print_graph(graph, popts) << "\n";
-        };
-        compiler::CompiledModel m = compiler::compile(g, copts);
-        memory_report_ = m.memory.report;
-        runner_.set_executable(m.executable);
-        const runtime::RunnerStats rs = runner_.stats();
-        stats_.executor = rs.executor;
-        stats_.inter_op_threads = rs.inter_op_threads;
-        stats_.parallel_width = rs.parallel_width;
-        stats_.kernels = m.stats.kernels;
-        stats_.compiled = m.stats.compiled;
-        stats_.compile_seconds = m.stats.seconds;
-        std::ostringstream os;
-        os << after.str();
-        os << "// IR after the -O" << opts_.opt_level << " pipeline\n" << ir::print_graph(g, popts) << "\n";
-        std::istringstream table(pass::pass_records_str(m.pass_records));
-        os << "// passes (nodes before -> after, time)\n";
-        for (std::string line; std::getline(table, line);) os << "//   " << line << "\n";
-        os << "\n// " << m.kernels.size() << " kernel launches, " << m.stats.kernels << " distinct kernels\n";
-        std::ostringstream list;
-        for (size_t i = 0; i < m.kernels.size(); ++i) {
-            list << "kernel " << i << ": " << m.kernels[i].description;
-            if (!m.kernels[i].node_name.empty()) list << " (node '" << m.kernels[i].node_name << "')";
-            if (!m.kernels[i].extern_name.empty()) list << " [" << m.kernels[i].extern_name << "]";
-            list << "\n";
+    /// SessionOptions::specialize names symbolic dims the options leave unbound, with sizes >= 0.
+    void check_specialize_option() const {
+        for (const auto& [name, values] : opts_.specialize) {
+            KILN_CHECK(symbols_.count(name), kInvalidArgument)
+                << "specialize: no input has a symbolic dimension '" << name << "' (symbols: " << symbol_list() << ")";
+            KILN_CHECK(!opts_.dims.count(name), kInvalidArgument)
+                << "specialize: dimension '" << name << "' is bound to " << opts_.dims.at(name)
+                << " by dims; a bound dim has one value";
+            KILN_CHECK(!values.empty(), kInvalidArgument) << "specialize: dimension '" << name << "' lists no sizes";
+            KILN_CHECK(value_inputs_.empty(), kInvalidArgument)
+                << "specialize: the value of graph input '" << *value_inputs_.begin()
+                << "' decides a shape, so the model compiles when a run gives it; it cannot be compiled at load";
         }
-        list << m.kernels.size() << " kernels\n";
-        kernel_list_ = list.str();
-        for (size_t i = 0; i < m.kernels.size(); ++i) {
-            const compiler::KernelInfo& k = m.kernels[i];
-            os << "\n// ---- kernel " << i << ": " << k.description;
-            if (!k.node_name.empty()) os << " (node '" << k.node_name << "')";
-            os << (k.from_cache ? " [cached]" : " [compiled]") << "\n// loop IR:\n";
-            std::istringstream tir(k.tir);
-            for (std::string line; std::getline(tir, line);) os << "//   " << line << "\n";
-            os << k.c_source << "\n";
+    }
+
+    /// Every combination of SessionOptions::specialize's values (empty when it is empty).
+    std::vector<std::map<std::string, int64_t>> specialize_combinations() const {
+        if (opts_.specialize.empty()) return {};
+        std::vector<std::map<std::string, int64_t>> combos(1);
+        for (const auto& [name, values] : opts_.specialize) {
+            std::vector<std::map<std::string, int64_t>> next;
+            for (const auto& c : combos)
+                for (int64_t v : values) {
+                    next.push_back(c);
+                    next.back()[name] = v;
+                }
+            combos.swap(next);
         }
-        inspect_text_ = os.str();
-        compiled_ = true;
+        return combos;
+    }
+
+    /// The held specialization for these facts, compiled now if needed.
+    std::shared_ptr<const compiler::Specialization> specialization(const std::map<std::string, int64_t>& dims,
+                                                                   const std::map<std::string, Tensor>& frozen) {
+        bool compiled = false;
+        auto spec = cache_.get(compiler::specialization_key(dims, frozen), [&] {
+            compiled = true;
+            return compile_one(dims, frozen, std::nullopt);
+        });
+        if (compiled) pool_.release();  // the constants of a specialization evicted just now
+        return spec;
+    }
+
+    /// One whole-model compile (serialized: a compile uses every core). `imported`: the model
+    /// already imported (at load), else it is imported again, since the passes rewrite it.
+    std::shared_ptr<const compiler::Specialization> compile_one(const std::map<std::string, int64_t>& dims,
+                                                                const std::map<std::string, Tensor>& frozen,
+                                                                std::optional<ir::Graph> imported) {
+        std::lock_guard<std::mutex> lock(compile_mu_);
+        ir::Graph g = imported ? std::move(*imported) : frontend::import_onnx_file(path_);
+        auto spec = compiler::compile_specialization(std::move(g), opts_, dims, frozen, runner_, pool_);
+        std::lock_guard<std::mutex> stats_lock(stats_mu_);
+        stats_.executor = spec->runner.executor;
+        stats_.inter_op_threads = spec->runner.inter_op_threads;
+        stats_.parallel_width = spec->runner.parallel_width;
+        stats_.kernels = spec->compile.kernels;
+        stats_.compiled = spec->compile.compiled;
+        stats_.compile_seconds = spec->compile.seconds;
+        return spec;
+    }
+
+    /// The specialization inspect(), kernel_list() and memory_report() show: the one used last,
+    /// or the one of SessionOptions::dims, compiled now.
+    std::shared_ptr<const compiler::Specialization> shown() {
+        if (auto spec = cache_.most_recent()) return spec;
+        KILN_CHECK(value_inputs_.empty(), kUnsupported)
+            << "cannot inspect before a run: graph input '" << *value_inputs_.begin()
+            << "' determines a shape; kernels are compiled when its value is known";
+        return specialization(opts_.dims, {});
     }
 
 public:
     std::string memory_report() override {
         if (interpreter_) return "no static memory plan: the model runs in the graph interpreter\n";
-        (void)inspect();  // compiles first if the model has not been compiled yet
-        return memory_report_ + runner_.allocator_report();
+        std::string report = shown()->memory_report + runner_.allocator_report();
+#if KILN_HAVE_DNNL
+        report += "oneDNN weight copies (this process): " + std::to_string(runtime::dnnl_weight_copy_bytes()) + " bytes\n";
+#endif
+        return report;
     }
 
     std::string profile_summary(int top) const override { return runner_.profile_summary(top); }
@@ -331,18 +372,17 @@ private:
     std::string path_;
     SessionOptions opts_;
     runtime::ModelRunner runner_;
-    std::shared_mutex specialization_mu_;  // shared: a run; exclusive: changing the executable
-    std::mutex compile_mu_;      // guards compiled_, key_ and the texts made by specialize()
+    // The pool before the cache: specializations (their executables) die first.
+    mutable compiler::ConstantPool pool_;
+    compiler::SpecializationCache<compiler::Specialization> cache_;
+    std::mutex compile_mu_;  // one whole-model compile at a time
     std::mutex interpreter_mu_;
-    std::string memory_report_;
+    mutable std::mutex stats_mu_;  // guards stats_
     std::vector<TensorInfo> inputs_, outputs_;
+    std::set<std::string> symbols_;  // the inputs' symbolic dims
     std::set<std::string> value_inputs_;
     std::shared_ptr<const ir::Graph> interp_graph_;
     std::unique_ptr<compiler::GraphInterpreter> interpreter_;
-    bool compiled_ = false;
-    std::string key_;
-    std::string inspect_text_;
-    std::string kernel_list_;
     SessionStats stats_;
 };
 

@@ -54,6 +54,9 @@ public:
         const auto t0 = Clock::now();
         KILN_CHECK(opts.print_after.empty() && !opts.print_after_all, kInvalidArgument)
             << "--print-after: '" << path << "' is a compiled artifact, which holds no IR to print (use it on the ONNX model)";
+        KILN_CHECK(opts.specialize.empty(), kInvalidArgument)
+            << "specialize: '" << path << "' is a compiled artifact, which holds the one specialization `kiln compile` "
+            << "made (its dims); specializations are compiled from the ONNX model";
         artifact_ = load_artifact(path);
         const Executable& exe = *artifact_.exe;
         check_dims(opts.dims);

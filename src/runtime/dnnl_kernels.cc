@@ -18,6 +18,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -37,6 +40,56 @@ dnnl::engine& cpu_engine() {
     static dnnl::engine e(dnnl::engine::kind::cpu, 0);
     return e;
 }
+
+/// oneDNN's copies of constant weights in its layouts, shared by the kernels of the process that
+/// reorder the same constant: a session compiling several shape specializations makes a kernel
+/// per specialization, over one constant storage (compiler/constant_pool.h), and its weights are
+/// held once. Keyed by the constant's address, the element offset of the slice, how Kiln's
+/// layout was unpacked, and oneDNN's layout. An entry lives while a kernel holds it; every such
+/// kernel's Executable holds the constant, so the address is not reused meanwhile.
+class WeightCopies {
+public:
+    static WeightCopies& global() {
+        static WeightCopies* copies = new WeightCopies();  // never destroyed: kernels may outlive statics
+        return *copies;
+    }
+    /// The copy of (constant, offset, unpack) in layout `want`, made by `make` when none is held.
+    std::shared_ptr<memory> get(const void* constant, int64_t offset, const std::string& unpack,
+                                const memory::desc& want, const std::function<memory()>& make) {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::vector<Entry>& list = entries_[Key{constant, offset, unpack}];
+        for (auto it = list.begin(); it != list.end();) {
+            std::shared_ptr<memory> held = it->copy.lock();
+            if (!held) {
+                it = list.erase(it);
+                continue;
+            }
+            if (it->want == want) return held;
+            ++it;
+        }
+        auto copy = std::make_shared<memory>(make());
+        list.push_back({want, copy});
+        return copy;
+    }
+
+    size_t bytes() {
+        std::lock_guard<std::mutex> lock(mu_);
+        size_t n = 0;
+        for (const auto& [key, list] : entries_)
+            for (const Entry& e : list)
+                if (std::shared_ptr<memory> held = e.copy.lock()) n += held->get_desc().get_size();
+        return n;
+    }
+
+private:
+    using Key = std::tuple<const void*, int64_t, std::string>;
+    struct Entry {
+        memory::desc want;
+        std::weak_ptr<memory> copy;
+    };
+    std::mutex mu_;
+    std::map<Key, std::vector<Entry>> entries_;
+};
 
 /// The `post` parameter: `relu`, `clip:lo:hi`, `linear:a:b` (a*x+b), `sigmoid`, `tanh`, `exp`,
 /// `gelu_erf`, `gelu_tanh`, `swish` (x * sigmoid(x)), `hardswish` (x * max(0, min(1, x / 6 + 1 / 2))),
@@ -289,18 +342,25 @@ protected:
                 p.sum_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst, cpu_engine(), pd.dst_desc()));
         }
     }
-    /// Constant weights reordered from `plain` into `want` (shared by parts that want the same).
-    memory reorder_weights(const memory::desc& want, const memory::desc& plain_desc, const void* plain) {
+    /// Constant weights reordered from `plain` into `want` (shared by parts that want the same,
+    /// and by other kernels reordering the same slice of the same constant: WeightCopies).
+    /// `constant`, `offset` and `unpack` say where `plain` came from.
+    memory reorder_weights(const memory::desc& want, const memory::desc& plain_desc, const void* plain,
+                           const void* constant, int64_t offset, const std::string& unpack) {
         for (const memory& m : weights_cache_)
             if (m.get_desc() == want && plain == weights_src_) return m;
-        memory src(plain_desc, cpu_engine(), const_cast<void*>(plain));
-        memory dst(want, cpu_engine());
-        dnnl::stream s(cpu_engine());
-        dnnl::reorder(src, dst).execute(s, src, dst);
-        s.wait();
+        std::shared_ptr<memory> copy = WeightCopies::global().get(constant, offset, unpack, want, [&] {
+            memory src(plain_desc, cpu_engine(), const_cast<void*>(plain));
+            memory dst(want, cpu_engine());
+            dnnl::stream s(cpu_engine());
+            dnnl::reorder(src, dst).execute(s, src, dst);
+            s.wait();
+            return dst;
+        });
+        weights_held_.push_back(copy);
         weights_src_ = plain;
-        weights_cache_.push_back(dst);
-        return dst;
+        weights_cache_.push_back(*copy);
+        return *copy;
     }
     void forget_weight_sources() { weights_src_ = nullptr; weights_cache_.clear(); }
     /// Runtime weights of part `p`: Kiln's slice `plain` at element offset `off`, reordered per
@@ -385,6 +445,7 @@ private:
     std::map<int, Plan> plans_;
     const void* weights_src_ = nullptr;
     std::vector<memory> weights_cache_;
+    std::vector<std::shared_ptr<memory>> weights_held_;  // this kernel's share of WeightCopies
 };
 
 memory::dims dims_of(const std::vector<int64_t>& v) { return memory::dims(v.begin(), v.end()); }
@@ -699,7 +760,9 @@ private:
             with_fast_pd(src, memory::desc(wplain.dims(), memory::data_type::f32, tag::any), p.bias, dst, p.dst,
                     [&](const auto& pd) {
                         if (i == 0) plan.impl = pd.impl_info_str();
-                        if (kiln_weights_) p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off);
+                        if (kiln_weights_)
+                            p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
+                                                        "conv:" + wei_ + ":" + std::to_string(groups_));
                         else runtime_weights(p, pd.weights_desc(), wplain, w_off);
                         using PD = std::decay_t<decltype(pd)>;
                         if constexpr (std::is_same_v<PD, dnnl::deconvolution_forward::primitive_desc>)
@@ -809,7 +872,10 @@ private:
             dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
             if (i == 0) plan.impl = pd.impl_info_str();
             if (const_b_) {
-                p.weights = reorder_weights(pd.weights_desc(), b_strided, b_plain + b_off);
+                p.weights = reorder_weights(pd.weights_desc(), b_strided, b_plain + b_off, const_b_, b_off,
+                                            "matmul:" + std::to_string(packed_nb_) + ":" + std::to_string(k_) + "x" +
+                                                std::to_string(n_) + ":" + std::to_string(bs_[0]) + "," +
+                                                std::to_string(bs_[1]) + "," + std::to_string(bs_[2]));
             } else {
                 runtime_weights(p, pd.weights_desc(), b_strided, b_off);
             }
@@ -843,6 +909,8 @@ std::unique_ptr<ExternKernel> make(const char* what, const ExternParams& p, cons
 }
 
 }  // namespace
+
+size_t dnnl_weight_copy_bytes() { return WeightCopies::global().bytes(); }
 
 std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& p, const std::vector<ExternArg>& args) {
     std::unique_ptr<ExternKernel> k = make<DnnlConv>("dnnl_conv", p, args);

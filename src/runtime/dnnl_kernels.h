@@ -13,6 +13,10 @@ std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& params, const s
 /// oneDNN rejects the parameters; the compiler's rule reads it (a "ref:" kernel is a cliff).
 std::string dnnl_conv_implementation(const ExternParams& params);
 std::unique_ptr<ExternKernel> make_dnnl_matmul(const ExternParams& params, const std::vector<ExternArg>& args);
+/// Bytes of the constant weights oneDNN kernels of this process hold in oneDNN's layouts, each
+/// copy counted once however many kernels share it (kernels reordering the same slice of the
+/// same constant into the same layout share one copy).
+size_t dnnl_weight_copy_bytes();
 #endif
 
 }  // namespace kiln::runtime

@@ -41,13 +41,16 @@ ModelRunner::ModelRunner(const RunnerOptions& opts) : id_(next_runner_id()), opt
     // Default one: inter-op threads add to the intra-op ones (a run may use J + I - 1), so only
     // an explicit request runs kernels concurrently and `threads` stays exact.
     inter_threads_ = opts_.inter_op_threads > 0 ? opts_.inter_op_threads : 1;
-    stats_.intra_op_threads = intra;
+    intra_threads_ = intra;
     if (opts_.profile || !opts_.profile_path.empty()) profiler_ = std::make_unique<Profiler>();
     memory_ = make_session_allocator(opts_.memory_limit);
 }
 
 ModelRunner::~ModelRunner() {
-    idle_.clear();  // executors give their arenas back before the allocator goes
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        current_.reset();  // executors give their arenas back (the allocator is shared, kept alive)
+    }
     if (profiler_ && !opts_.profile_path.empty() && profiler_->num_runs() != written_runs_)
         (void)profiler_->write_chrome_trace(opts_.profile_path);  // best effort: no throw here
 }
@@ -57,6 +60,7 @@ bool ModelRunner::plans_for_concurrency() const {
 }
 
 InterOpThreadPool* ModelRunner::inter_pool() {
+    std::lock_guard<std::mutex> lock(inter_mu_);
     if (inter_) return inter_;
     if (opts_.use_global_thread_pools) {
         inter_ = global_inter_op_thread_pool(inter_threads_);
@@ -67,39 +71,39 @@ InterOpThreadPool* ModelRunner::inter_pool() {
     return inter_;
 }
 
-void ModelRunner::set_executable(std::shared_ptr<Executable> exe) {
+std::shared_ptr<PreparedExecutable> ModelRunner::prepare(std::shared_ptr<Executable> exe) {
     KILN_ICHECK(exe != nullptr);
+    auto p = std::make_shared<PreparedExecutable>();
     StepGraph g = build_step_graph(*exe);
-    const int width = parallel_width(*exe, g, kMinWidthFlops);
+    p->parallel_width = parallel_width(*exe, g, kMinWidthFlops);
     // kAuto: dataflow when at least two substantial steps may run at once and there are
     // inter-op threads to run them.
-    const bool dataflow = opts_.executor == ExecutorChoice::kDataflow ||
-                          (opts_.executor == ExecutorChoice::kAuto && width >= 2 && inter_threads_ > 1);
-    if (dataflow) (void)inter_pool();
-    std::vector<std::unique_ptr<Executor>> old;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        old.swap(idle_);
-        exe_ = std::move(exe);
-        dataflow_ = dataflow;
-        stats_.executor = dataflow ? "dataflow" : "sequential";
-        stats_.inter_op_threads = dataflow ? inter_threads_ : 1;
-        stats_.parallel_width = width;
-        idle_.push_back(make_executor(exe_));  // the one a lone caller uses (memory bound at its first run)
-    }
+    p->dataflow = opts_.executor == ExecutorChoice::kDataflow ||
+                  (opts_.executor == ExecutorChoice::kAuto && p->parallel_width >= 2 && inter_threads_ > 1);
+    if (p->dataflow) (void)inter_pool();
+    p->exe = std::move(exe);
+    p->memory = memory_;
+    p->idle.push_back(make_executor(*p));  // the one a lone caller uses (memory bound at its first run)
+    return p;
+}
+
+void ModelRunner::set_executable(std::shared_ptr<Executable> exe) {
+    std::shared_ptr<PreparedExecutable> p = prepare(std::move(exe));
+    std::lock_guard<std::mutex> lock(mu_);
+    current_.swap(p);  // the old one dies outside the lock, or when its last run ends
 }
 
 bool ModelRunner::has_executable() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return exe_ != nullptr;
+    return current_ != nullptr;
 }
 
-std::unique_ptr<Executor> ModelRunner::make_executor(const std::shared_ptr<Executable>& exe) {
+std::unique_ptr<Executor> ModelRunner::make_executor(const PreparedExecutable& p) {
     std::unique_ptr<Executor> e;
-    if (dataflow_)
-        e = std::make_unique<DataflowExecutor>(exe, intra_, inter_, memory_.get());
+    if (p.dataflow)
+        e = std::make_unique<DataflowExecutor>(p.exe, intra_, inter_, memory_.get());
     else
-        e = std::make_unique<SequentialExecutor>(exe, intra_, memory_.get());
+        e = std::make_unique<SequentialExecutor>(p.exe, intra_, memory_.get());
     e->set_profiler(profiler_.get());
     return e;
 }
@@ -112,27 +116,33 @@ Status ModelRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& 
 }
 
 Status ModelRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const RunControls& c) {
+    std::shared_ptr<PreparedExecutable> p;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        p = current_;
+    }
+    if (!p && c.preempt && holds_suspended(*c.preempt)) return run_preemptible(nullptr, inputs, outputs, c);
+    KILN_ICHECK(p != nullptr) << "run before set_executable";
+    return run(*p, inputs, outputs, c);
+}
+
+Status ModelRunner::run(PreparedExecutable& p, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                        const RunControls& c) {
     if (c.max_threads < 0)
         return Status(ErrorKind::kInvalidArgument, "RunOptions::max_threads must be >= 0, got " + std::to_string(c.max_threads));
-    if (c.preempt) return run_preemptible(inputs, outputs, c);
+    if (c.preempt) return run_preemptible(&p, inputs, outputs, c);
     std::unique_ptr<Executor> e;
-    std::shared_ptr<Executable> exe;
     {
-        std::lock_guard<std::mutex> lock(mu_);
-        KILN_ICHECK(exe_ != nullptr) << "run before set_executable";
-        exe = exe_;
-        if (!idle_.empty()) {
-            e = std::move(idle_.back());
-            idle_.pop_back();
-        } else {
-            e = make_executor(exe_);
+        std::lock_guard<std::mutex> lock(p.mu);
+        if (!p.idle.empty()) {
+            e = std::move(p.idle.back());
+            p.idle.pop_back();
         }
     }
+    if (!e) e = make_executor(p);
     Status st = e->run(inputs, outputs, c.terminate, c.max_threads);
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (exe == exe_) idle_.push_back(std::move(e));  // else: made for a replaced executable
-    }
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.idle.push_back(std::move(e));
     return st;
 }
 
@@ -144,9 +154,10 @@ bool ModelRunner::holds_suspended(Preemption& p) const {
 // A preemptible run always uses a SequentialExecutor, even when the runner picked dataflow: its
 // resumable state is one step index (a dataflow run would have to drain or record a frontier of
 // in-flight steps). While suspended, the executor, its intermediates and the executable it
-// started on live in the Preemption's state, so a resume is unaffected by set_executable.
-Status ModelRunner::run_preemptible(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                                    const RunControls& c) {
+// started on live in the Preemption's state, so a resume is unaffected by set_executable or by
+// the session dropping the executable.
+Status ModelRunner::run_preemptible(PreparedExecutable* p, const std::vector<Tensor>& inputs,
+                                    std::vector<Tensor>& outputs, const RunControls& c) {
     Preemption::State& ps = *c.preempt->state();
     outputs.clear();
     if (ps.run && ps.run->runner_id != id_)
@@ -156,22 +167,22 @@ Status ModelRunner::run_preemptible(const std::vector<Tensor>& inputs, std::vect
     ps.suspended = false;
     ps.cut_inside_kernel = false;
     if (!r) {
+        KILN_ICHECK(p != nullptr) << "a preemptible run with no executable and nothing to resume";
         r = std::make_unique<SuspendedRun>();
         r->runner_id = id_;
         r->memory = memory_;
-        std::lock_guard<std::mutex> lock(mu_);
-        KILN_ICHECK(exe_ != nullptr) << "run before set_executable";
-        r->exe = exe_;
-        for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+        r->prepared = p->shared_from_this();
+        std::lock_guard<std::mutex> lock(p->mu);
+        for (auto it = p->idle.begin(); it != p->idle.end(); ++it) {
             if (auto* seq = dynamic_cast<SequentialExecutor*>(it->get())) {
                 it->release();
-                idle_.erase(it);
+                p->idle.erase(it);
                 r->executor.reset(seq);
                 break;
             }
         }
         if (!r->executor) {
-            r->executor = std::make_unique<SequentialExecutor>(exe_, intra_, memory_.get());
+            r->executor = std::make_unique<SequentialExecutor>(p->exe, intra_, memory_.get());
             r->executor->set_profiler(profiler_.get());
         }
     }
@@ -186,16 +197,33 @@ Status ModelRunner::run_preemptible(const std::vector<Tensor>& inputs, std::vect
         outputs.clear();
         return st;
     }
-    // Finished or failed: the run's state is dropped; its executor serves later runs when it
-    // runs the current executable with the executor kind the runner uses.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (r->exe == exe_ && !dataflow_) idle_.push_back(std::move(r->executor));
+    // Finished or failed: the run's state is dropped; its executor serves later runs of its
+    // executable when that one runs on the sequential executor.
+    PreparedExecutable& done = *r->prepared;
+    std::lock_guard<std::mutex> lock(done.mu);
+    if (!done.dataflow) done.idle.push_back(std::move(r->executor));
     return st;
 }
 
 RunnerStats ModelRunner::stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+    std::shared_ptr<PreparedExecutable> p;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        p = current_;
+    }
+    if (p) return stats(*p);
+    RunnerStats s;
+    s.intra_op_threads = intra_threads_;
+    return s;
+}
+
+RunnerStats ModelRunner::stats(const PreparedExecutable& p) const {
+    RunnerStats s;
+    s.intra_op_threads = intra_threads_;
+    s.executor = p.dataflow ? "dataflow" : "sequential";
+    s.inter_op_threads = p.dataflow ? inter_threads_ : 1;
+    s.parallel_width = p.parallel_width;
+    return s;
 }
 
 std::string ModelRunner::allocator_report() const {

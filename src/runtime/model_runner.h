@@ -1,6 +1,11 @@
-// ModelRunner: runs one compiled Executable for a session — the thread pools, the executor
-// choice (sequential or dataflow), the session's allocator (with its memory budget), the
+// ModelRunner: runs a session's compiled Executables — the thread pools, the executor choice
+// (sequential or dataflow) per executable, the session's allocator (with its memory budget), the
 // profiler, and one executor per concurrent caller, so several threads may run at once.
+//
+// A session that holds several executables (one per shape specialization, compiler/session.cc)
+// prepares each once (prepare) and runs whichever fits the inputs; the pools, the allocator and
+// the profiler are the runner's and shared by all of them. A session with one executable uses
+// set_executable and the run overloads without a PreparedExecutable.
 //
 // Shared by the compiling session (compiler/session.cc) and the artifact session
 // (runtime/artifact_session.cc), which is why it lives in the runtime: it knows nothing of
@@ -85,6 +90,19 @@ struct RunnerStats {
     int parallel_width = 0;  // most substantial steps at one dependency level
 };
 
+/// An executable ready to run in one runner: its executor kind and the executors not running
+/// now (each binds its own intermediates at its first run). Made by ModelRunner::prepare; runs
+/// in flight keep it alive, so a session may drop it at any time.
+struct PreparedExecutable : std::enable_shared_from_this<PreparedExecutable> {
+    std::shared_ptr<Executable> exe;
+    bool dataflow = false;
+    int parallel_width = 0;  // most substantial steps at one dependency level
+    // Declared before the executors, so the allocator outlives them.
+    std::shared_ptr<CachingAllocator> memory;
+    std::mutex mu;  // guards idle
+    std::vector<std::unique_ptr<Executor>> idle;
+};
+
 class ModelRunner {
 public:
     /// Validates the thread counts (kInvalidArgument) and makes the pools.
@@ -98,8 +116,16 @@ public:
     /// (CompileOptions::plan_for_concurrency): the dataflow executor may be used.
     bool plans_for_concurrency() const;
 
-    /// Makes `exe` the executable later runs use and picks the executor for it. Runs in flight
-    /// finish on the executable they started with.
+    /// Picks the executor for `exe` (dataflow or sequential, by options and parallel width) and
+    /// makes the executor a lone caller uses (its memory is bound at its first run).
+    std::shared_ptr<PreparedExecutable> prepare(std::shared_ptr<Executable> exe);
+    /// Runs `p` (inputs in its executable's input order); safe from several threads at once, as
+    /// run() below. A run with controls.preempt holding a suspended run resumes that run instead.
+    Status run(PreparedExecutable& p, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+               const RunControls& controls);
+
+    /// Makes `exe` the executable later runs use (prepare). Runs in flight finish on the
+    /// executable they started with.
     void set_executable(std::shared_ptr<Executable> exe);
     bool has_executable() const;
 
@@ -118,7 +144,10 @@ public:
     ThreadPool* intra_pool() const { return intra_; }
     /// The session's allocator (caching, over the memory budget) that the executors use.
     Allocator* allocator() const { return memory_.get(); }
+    /// The executor and thread figures of the executable set_executable set.
     RunnerStats stats() const;
+    /// The same figures for `p`.
+    RunnerStats stats(const PreparedExecutable& p) const;
     /// "allocator: N bytes in use, ..." (one line), with the budget when one is set.
     std::string allocator_report() const;
     std::string profile_summary(int top) const;
@@ -126,8 +155,10 @@ public:
     void write_profile() const;
 
 private:
-    std::unique_ptr<Executor> make_executor(const std::shared_ptr<Executable>& exe);
-    Status run_preemptible(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const RunControls& c);
+    std::unique_ptr<Executor> make_executor(const PreparedExecutable& p);
+    /// `p` may be null when c.preempt holds a suspended run of this runner (it resumes that).
+    Status run_preemptible(PreparedExecutable* p, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                           const RunControls& c);
     const uint64_t id_;  // tells a Preemption's suspended run which runner it belongs to
     InterOpThreadPool* inter_pool();
 
@@ -139,13 +170,12 @@ private:
     int inter_threads_ = 1;
     std::unique_ptr<Profiler> profiler_;
     mutable size_t written_runs_ = 0;
-    // Declared before the executors, so the allocator outlives them.
+    // Declared before the prepared executables, so the allocator outlives their executors.
     std::shared_ptr<CachingAllocator> memory_;
-    mutable std::mutex mu_;  // guards exe_, dataflow_, idle_, stats_
-    std::shared_ptr<Executable> exe_;
-    bool dataflow_ = false;
-    std::vector<std::unique_ptr<Executor>> idle_;  // executors of exe_ not running now
-    RunnerStats stats_;
+    std::mutex inter_mu_;    // guards the lazy creation of inter_
+    mutable std::mutex mu_;  // guards current_
+    std::shared_ptr<PreparedExecutable> current_;  // set_executable's
+    int intra_threads_ = 0;
 };
 
 }  // namespace kiln::runtime
@@ -158,7 +188,7 @@ namespace kiln::runtime {
 struct SuspendedRun {
     uint64_t runner_id = 0;
     std::shared_ptr<CachingAllocator> memory;
-    std::shared_ptr<Executable> exe;
+    std::shared_ptr<PreparedExecutable> prepared;  // the executable the run started on
     std::unique_ptr<SequentialExecutor> executor;
     ResumePoint at;
 };

@@ -21,8 +21,24 @@ Code code_of(const Error& e) {
     switch (e.kind()) {
         case ErrorKind::kInvalidArgument: return Code::kInvalidArgument;
         case ErrorKind::kCancelled: return Code::kCancelled;
+        // The session's memory budget (memory_limit_mb) was exceeded: the server is out of a
+        // resource for now (503), not broken; an op or dtype Kiln does not take for this
+        // request is the request's problem (400). REVIEW item 6.
+        case ErrorKind::kOutOfMemory: return Code::kUnavailable;
+        case ErrorKind::kUnsupported: return Code::kInvalidArgument;
         default: return Code::kInternal;
     }
+}
+
+/// The values of the inputs' symbolic dims in `feed` (Session::specialize's argument).
+std::map<std::string, int64_t> symbol_dims(const std::vector<TensorInfo>& infos, const std::map<std::string, Tensor>& feed) {
+    std::map<std::string, int64_t> dims;
+    for (const TensorInfo& info : infos) {
+        const Shape& shape = feed.at(info.name).shape();
+        for (size_t d = 0; d < info.symbols.size() && d < shape.size(); ++d)
+            if (!info.symbols[d].empty()) dims.emplace(info.symbols[d], shape[d]);
+    }
+    return dims;
 }
 
 }  // namespace
@@ -71,7 +87,7 @@ size_t ModelVersion::queued() const {
 
 void ModelVersion::load() {
     try {
-        load_sessions();
+        load_session();
     } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mu_);
         state_ = State::kUnavailable;
@@ -85,7 +101,7 @@ void ModelVersion::load() {
         for (int i = 0; i < settings_.instances; ++i) workers_.emplace_back(&ModelVersion::worker, this, cls);
 }
 
-void ModelVersion::load_sessions() {
+void ModelVersion::load_session() {
     std::vector<std::string> warnings;
     bool has_file = config_text_.has_value(), max_batch_set = false;
     if (has_file) config_ = parse_model_config(*config_text_, "config.pbtxt", warnings, &max_batch_set);
@@ -97,33 +113,40 @@ void ModelVersion::load_sessions() {
     opts.use_global_thread_pools = true;
     opts.memory_limit = early.memory_limit;
     opts.kernels = early.kernels;
-    std::shared_ptr<Session> probe(Session::load(path_, opts));
-    ModelSignature sig{probe->inputs(), probe->outputs(), ends_with(path_, ".kiln")};
+    std::shared_ptr<Session> session(Session::load(path_, opts));
+    ModelSignature sig{session->inputs(), session->outputs(), ends_with(path_, ".kiln")};
     complete_model_config(config_, model_, sig, has_file, max_batch_set, warnings);
     settings_ = model_settings(config_, ignored);
-    sessions_ = std::make_unique<SessionSet>(path_, opts, probe);
+    session_ = session;
     {
         std::lock_guard<std::mutex> lock(mu_);
         warnings_ = warnings;
     }
     for (const std::string& w : warnings)
         std::fprintf(stderr, "kiln serve: model '%s' version %s: %s\n", model_.c_str(), version_str_.c_str(), w.c_str());
-    // Compile the batch sizes the batcher will form: 1, the preferred ones and the largest.
+    // Compile the batch sizes the batcher will form: 1, the preferred ones and the largest. Other
+    // sizes compile on first use; every size is a specialization of the one session.
     if (settings_.max_batch_size <= 0) return;
-    for (const TensorInfo& t : sig.inputs)
+    std::string batch_symbol;
+    for (const TensorInfo& t : sig.inputs) {
+        if (t.symbols.empty() || t.symbols[0].empty()) return;  // a static batch dim: nothing to specialize
+        if (batch_symbol.empty()) batch_symbol = t.symbols[0];
+        if (t.symbols[0] != batch_symbol) return;  // inputs with different batch symbols: per request
         for (size_t d = 1; d < t.shape.size(); ++d)
             if (t.shape[d] < 0) return;  // other variable dims: compiled per request shape
+    }
     std::set<int> sizes(settings_.preferred_batch_sizes.begin(), settings_.preferred_batch_sizes.end());
     sizes.insert(1);
     sizes.insert(settings_.max_batch_size);
-    for (int b : sizes) {
-        std::vector<Shape> shapes;
-        for (const TensorInfo& t : sig.inputs) {
-            shapes.push_back(t.shape);
-            shapes.back()[0] = b;
-        }
-        sessions_->get(sessions_->bind(shapes));
+    for (int b : sizes) session_->specialize({{batch_symbol, b}});
+}
+
+void ModelVersion::refresh_metrics() const {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_ != State::kReady) return;  // session_ is set before the state turns READY
     }
+    ctx_.metrics->session(model_, version_str_, session_->stats());
 }
 
 void ModelVersion::stop(bool drain) {
@@ -159,7 +182,7 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
     auto r = std::make_unique<PendingRequest>();
     r->arrival = arrival;
     r->done = std::move(done);
-    // config_ and sessions_ are set before the state turns READY (under mu_).
+    // config_ and session_ are set before the state turns READY (under mu_).
     Failure not_ready;
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -171,7 +194,7 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
         r->request = std::move(request);
         return finish(*r, not_ready, {});
     }
-    Failure bad = validate_request(request, config_, sessions_->inputs(), *r);
+    Failure bad = validate_request(request, config_, session_->inputs(), *r);
     r->request = std::move(request);
     if (!bad.ok()) return finish(*r, bad, {});
     r->priority = r->request.priority.value_or(settings_.default_priority);
@@ -260,11 +283,10 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
     auto start = Clock::now();
     for (auto& r : batch) ctx_.metrics->queued(model_, cls, start - r->arrival);
     try {
-        const auto& infos = sessions_->inputs();
+        const auto& infos = session_->inputs();
         int64_t rows = 0;
         for (auto& r : batch) rows += r->rows;
         std::map<std::string, Tensor> feed;
-        std::vector<Shape> shapes;
         for (size_t i = 0; i < infos.size(); ++i) {
             if (batch.size() == 1) {
                 feed[infos[i].name] = batch[0]->inputs[i];
@@ -273,9 +295,10 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
                 for (auto& r : batch) parts.push_back(&r->inputs[i]);
                 feed[infos[i].name] = concat_rows(parts);
             }
-            shapes.push_back(feed[infos[i].name].shape());
         }
-        std::shared_ptr<Session> session = sessions_->get(sessions_->bind(shapes));
+        // A batch size not seen yet compiles here, before cores are granted (as the load's warm-up
+        // does); a seen one is a cache lookup.
+        session_->specialize(symbol_dims(infos, feed));
         auto inputs_done = Clock::now();
 
         // Run on granted cores; a preempted best-effort run resumes with the same Preemption.
@@ -288,7 +311,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
             ro.max_threads = grant.cores;
             bool suspended = false;
             try {
-                outs = session->run(feed, ro);
+                outs = session_->run(feed, ro);
                 suspended = ro.preempt && outs.empty() && preemption.suspended();
             } catch (...) {
                 ctx_.cores->release(grant, false);
@@ -302,7 +325,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
         ctx_.metrics->batch(model_, rows);
 
         // Split the outputs back: each request gets its rows of the outputs it asked for.
-        const auto& out_infos = sessions_->outputs();
+        const auto& out_infos = session_->outputs();
         std::map<std::string, const Tensor*> by_name;
         for (size_t i = 0; i < out_infos.size() && i < outs.size(); ++i) by_name[out_infos[i].name] = &outs[i];
         std::vector<InferResponse> responses(batch.size());

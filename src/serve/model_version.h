@@ -1,4 +1,4 @@
-// ModelVersion: one loaded version of a model -- its completed config, its sessions, its two
+// ModelVersion: one loaded version of a model -- its completed config, its session, its two
 // request queues (real-time, best effort), and the instance threads that form batches and run
 // them on cores from the CoreScheduler.
 //
@@ -24,7 +24,6 @@
 #include "serve/model_statistics.h"
 #include "serve/request_queue.h"
 #include "serve/server_metrics.h"
-#include "serve/session_set.h"
 
 namespace kiln::serve {
 
@@ -64,7 +63,10 @@ public:
     /// Valid once ready.
     const inference::ModelConfig& config() const { return config_; }
     const ModelSettings& settings() const { return settings_; }
-    const std::vector<TensorInfo>& model_inputs() const { return sessions_->inputs(); }
+    const std::vector<TensorInfo>& model_inputs() const { return session_->inputs(); }
+    /// Sets the version's session gauges (specializations held, weight and constant bytes) in
+    /// the server's metrics; nothing before the version is ready.
+    void refresh_metrics() const;
 
     /// Validates and queues the request; answers it (before returning) when it cannot be queued.
     void infer(InferRequest request, InferCallback done, Clock::time_point arrival);
@@ -74,7 +76,7 @@ public:
     size_t queued() const;
 
 private:
-    void load_sessions();
+    void load_session();
     void worker(Priority cls);
     void run_batch(Batch& batch, Priority cls);
     void finish(PendingRequest& r, Failure failure, InferResponse response);
@@ -89,7 +91,9 @@ private:
 
     inference::ModelConfig config_;
     ModelSettings settings_;
-    std::unique_ptr<SessionSet> sessions_;
+    // One session whatever the batch sizes: it holds a compiled specialization per batch size
+    // seen (SessionOptions::max_specializations of them), all sharing one copy of the weights.
+    std::shared_ptr<Session> session_;
 
     mutable std::mutex mu_;
     std::condition_variable work_cv_;

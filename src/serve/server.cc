@@ -136,6 +136,7 @@ public:
 
     std::string metrics_text() const override {
         metrics_.refresh_memory();
+        for (const auto& v : repo_.versions()) v->refresh_metrics();
         return metrics_.registry().text();
     }
 

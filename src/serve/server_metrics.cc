@@ -34,6 +34,13 @@ ServerMetrics::ServerMetrics() {
                                 exponential_buckets(1, 2, 24));
     registry_.declare_gauge("kiln_memory_bytes", "Resident memory of the server process (bytes).");
     registry_.declare_gauge("kiln_queue_depth", "Requests waiting in a model version's queues.");
+    registry_.declare_gauge("kiln_model_sessions", "Compiled sessions of a model version (one, whatever the batch sizes).");
+    registry_.declare_gauge("kiln_model_specializations",
+                            "Compiled specializations (batch sizes, shapes) a model version's session holds.");
+    registry_.declare_gauge("kiln_model_compiles", "Whole-model compiles a model version's session has run.");
+    registry_.declare_gauge("kiln_model_weight_bytes", "Bytes of a model version's constants as imported (its weights).");
+    registry_.declare_gauge("kiln_model_constant_bytes",
+                            "Bytes of distinct constant data a model version's specializations use, shared data counted once.");
 }
 
 void ServerMetrics::request_done(const std::string& model, const std::string& version, Code code) {
@@ -59,6 +66,15 @@ void ServerMetrics::preempted(std::chrono::nanoseconds latency) {
 
 void ServerMetrics::queue_depth(const std::string& model, const std::string& version, size_t depth) {
     registry_.set("kiln_queue_depth", {{"model", model}, {"version", version}}, static_cast<double>(depth));
+}
+
+void ServerMetrics::session(const std::string& model, const std::string& version, const SessionStats& stats) {
+    const Labels labels{{"model", model}, {"version", version}};
+    registry_.set("kiln_model_sessions", labels, 1);
+    registry_.set("kiln_model_specializations", labels, stats.specializations);
+    registry_.set("kiln_model_compiles", labels, stats.compiles);
+    registry_.set("kiln_model_weight_bytes", labels, static_cast<double>(stats.weight_bytes));
+    registry_.set("kiln_model_constant_bytes", labels, static_cast<double>(stats.constant_bytes));
 }
 
 void ServerMetrics::refresh_memory() {

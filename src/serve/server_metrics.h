@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "kiln/session.h"
 #include "serve/metrics.h"
 #include "serve/server.h"
 
@@ -25,6 +26,8 @@ public:
     void batch(const std::string& model, int64_t rows);
     void preempted(std::chrono::nanoseconds latency);
     void queue_depth(const std::string& model, const std::string& version, size_t depth);
+    /// Sets a model version's session gauges from its session's statistics.
+    void session(const std::string& model, const std::string& version, const SessionStats& stats);
     /// Refreshes the memory gauge (process RSS from /proc/self/statm).
     void refresh_memory();
 

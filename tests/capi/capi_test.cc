@@ -281,6 +281,32 @@ TEST(CApi, DimsAndOptionsGivenAtCreate) {
     run_and_check_affine(h.session, AffineInputs(3));
 }
 
+TEST(CApi, SpecializationsGivenAtCreate) {
+    Handles h;
+    ASSERT_OK(kiln_session_options_create(&h.options));
+    const int64_t sizes[] = {2, 5};
+    ASSERT_OK(kiln_session_options_set_specialize(h.options, "N", sizes, 2));
+    ASSERT_OK(kiln_session_options_set_max_specializations(h.options, 2));
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_specialize(h.options, "N", sizes, 0));
+    EXPECT_TRUE(has(kiln_last_error(), "at least one size")) << kiln_last_error();
+    const int64_t negative[] = {-3};
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_specialize(h.options, "N", negative, 1));
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_max_specializations(h.options, 0));
+    EXPECT_TRUE(has(kiln_last_error(), "max_specializations")) << kiln_last_error();
+    h.session = load(affine_model(), h.options);
+    ASSERT_TRUE(h.session);
+    for (int n : {5, 2, 5}) run_and_check_affine(h.session, AffineInputs(n));
+    // A dim the model does not have is an error at create, naming it.
+    kiln_session_options* bad = nullptr;
+    ASSERT_OK(kiln_session_options_create(&bad));
+    ASSERT_OK(kiln_session_options_set_specialize(bad, "Q", sizes, 1));
+    kiln_session* none = nullptr;
+    const std::string path = affine_model();
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_create(path.c_str(), bad, &none));
+    EXPECT_TRUE(has(kiln_last_error(), "'Q'")) << kiln_last_error();
+    kiln_session_options_free(bad);
+}
+
 TEST(CApi, OutputsOutliveTheirInputs) {
     Handles h;
     h.session = load(identity_model());

@@ -196,6 +196,22 @@ def test_run_symbolic_dimension_needs_dim(tmp_path):
     assert "z: f32 [4,3]" in r.stdout
 
 
+def test_run_specialize_compiles_every_shape_at_load(tmp_path):
+    model = tmp_path / "sym.onnx"
+    binary_model(model, shape=("N", 3))
+    r = kiln("run", model, "--specialize", "N=2,5,7", "--repeat", "2", "--output-dir", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "specialized 3 shapes at load (3 compiles" in r.stdout
+    assert "z: f32 [2,3]" in r.stdout  # random inputs take the first shape
+    for n in (2, 5, 7):
+        assert re.search(rf"N={n}: first run [0-9.]+ ms, median [0-9.]+ ms \(2 runs\)", r.stdout), r.stdout
+    assert np.load(tmp_path / "out" / "z.npy").shape == (2, 3)
+    bad = kiln("run", model, "--specialize", "M=2")
+    assert bad.returncode == 1 and "no input has a symbolic dimension 'M'" in bad.stderr
+    assert kiln("run", model, "--specialize", "N=2,x").returncode == 1
+    assert kiln("run", model, "--specialize", "N").returncode == 2
+
+
 def test_inspect_prints_ir_and_kernels(tmp_path):
     model = tmp_path / "add.onnx"
     binary_model(model)

@@ -12,6 +12,7 @@
 
 #include "../frontend/onnx_model_builder.h"
 #include "kiln/kiln.h"
+#include "runtime/dnnl_kernels.h"
 
 namespace kiln {
 namespace {
@@ -240,6 +241,223 @@ TEST_F(SessionTest, TerminateStopsARunWithCancelled) {
     Tensor x = random_tensor({2, 4}, 2);
     expect_close(s->run({{"x", x}}, ro)[0], mlp_reference(x));
 }
+
+/// y = x @ W + r with x: [N, K] and r: [N, M] (one symbol N in both inputs), W: [K, M] constant.
+onnx::ModelProto residual_model(int64_t k, int64_t m_out) {
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {std::string("N"), k});
+    add_input(g, "r", {std::string("N"), m_out});
+    add_float_init(g, "W", {k, m_out}, iota_weights(static_cast<size_t>(k * m_out), 0.125f), /*raw=*/true);
+    add_node(g, "MatMul", {"x", "W"}, {"xw"}, "mm");
+    add_node(g, "Add", {"xw", "r"}, {"y"}, "add");
+    add_output(g, "y", {std::string("N"), m_out});
+    return m;
+}
+
+std::vector<float> residual_reference(const Tensor& x, const Tensor& r, int64_t k, int64_t m_out) {
+    std::vector<float> w = iota_weights(static_cast<size_t>(k * m_out), 0.125f);
+    const int64_t n = x.shape()[0];
+    std::vector<float> y(static_cast<size_t>(n * m_out));
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < m_out; ++j) {
+            double acc = r.data_as<float>()[i * m_out + j];
+            for (int64_t q = 0; q < k; ++q) acc += double(x.data_as<float>()[i * k + q]) * w[q * m_out + j];
+            y[i * m_out + j] = static_cast<float>(acc);
+        }
+    return y;
+}
+
+void expect_near_rel(const Tensor& got, const std::vector<float>& want, double tol) {
+    ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
+    for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got.data_as<float>()[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+TEST_F(SessionTest, AlternatingShapesCompileOncePerShape) {
+    auto s = Session::load(save(mlp_model()));
+    EXPECT_EQ(s->stats().compiles, 0);  // N unbound: compiles at the first run
+    for (int64_t n : {2, 5, 2, 5, 2}) {
+        Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(n * 31));
+        expect_close(s->run({{"x", x}})[0], mlp_reference(x));
+    }
+    SessionStats st = s->stats();
+    EXPECT_EQ(st.compiles, 2);  // A, B, A, B, A: each shape compiled once
+    EXPECT_EQ(st.specializations, 2);
+    EXPECT_EQ(st.specialization_evictions, 0);
+}
+
+TEST_F(SessionTest, LeastRecentlyUsedSpecializationIsEvictedAtCapacity) {
+    SessionOptions opts;
+    opts.max_specializations = 2;
+    auto s = Session::load(save(mlp_model()), opts);
+    auto run_n = [&](int64_t n) {
+        Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(n));
+        expect_close(s->run({{"x", x}})[0], mlp_reference(x));
+    };
+    run_n(1);
+    run_n(2);
+    run_n(1);  // 1 is now the most recently used, 2 the least
+    EXPECT_EQ(s->stats().compiles, 2);
+    run_n(3);  // evicts 2
+    SessionStats st = s->stats();
+    EXPECT_EQ(st.compiles, 3);
+    EXPECT_EQ(st.specializations, 2);
+    EXPECT_EQ(st.specialization_evictions, 1);
+    run_n(1);  // held
+    EXPECT_EQ(s->stats().compiles, 3);
+    run_n(2);  // evicted before: compiled again, evicting 3
+    st = s->stats();
+    EXPECT_EQ(st.compiles, 4);
+    EXPECT_EQ(st.specialization_evictions, 2);
+    run_n(1);
+    EXPECT_EQ(s->stats().compiles, 4);
+}
+
+TEST_F(SessionTest, MaxSpecializationsBelowOneIsAnError) {
+    SessionOptions opts;
+    opts.max_specializations = 0;
+    try {
+        Session::load(save(mlp_model()), opts);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("max_specializations"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(SessionTest, FourThreadsRunTwoShapesEachCompiledOnce) {
+    const int64_t k = 24, m_out = 40;
+    auto s = Session::load(save(residual_model(k, m_out)));
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            for (int r = 0; r < 30; ++r) {
+                const int64_t n = (t + r) % 2 ? 3 : 7;  // every thread alternates between the shapes
+                Tensor x = random_tensor({n, k}, static_cast<uint32_t>(1000 * t + r));
+                Tensor res = random_tensor({n, m_out}, static_cast<uint32_t>(7000 + 1000 * t + r));
+                std::vector<Tensor> out = s->run({{"x", x}, {"r", res}});
+                std::vector<float> want = residual_reference(x, res, k, m_out);
+                for (size_t i = 0; i < want.size(); ++i)
+                    if (std::fabs(out[0].data_as<float>()[i] - want[i]) > 1e-4 * (1 + std::fabs(want[i]))) ++failures;
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(s->stats().compiles, 2);  // a key being compiled is waited for, never compiled twice
+    EXPECT_EQ(s->stats().specializations, 2);
+}
+
+TEST_F(SessionTest, BadDimNamesTheInputAndTheDimWithSpecializationsHeld) {
+    auto s = Session::load(save(residual_model(4, 3)));
+    Tensor x = random_tensor({2, 4}, 1), r = random_tensor({2, 3}, 2);
+    expect_near_rel(s->run({{"x", x}, {"r", r}})[0], residual_reference(x, r, 4, 3), 1e-5);
+    try {  // N is 2 by x, 5 by r
+        s->run({{"x", x}, {"r", random_tensor({5, 3}, 3)}});
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+        const std::string what = e.what();
+        EXPECT_NE(what.find("input 'r'"), std::string::npos) << what;
+        EXPECT_NE(what.find("dimension 'N'"), std::string::npos) << what;
+        EXPECT_NE(what.find("got 5"), std::string::npos) << what;
+    }
+    try {  // a static dim that disagrees
+        s->run({{"x", random_tensor({2, 5}, 4)}, {"r", r}});
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("input 'x'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("[2,5]"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(s->stats().compiles, 1);  // a bad run compiles nothing
+}
+
+TEST_F(SessionTest, SpecializeAtLoadMakesFirstRunsWarm) {
+    SessionOptions opts;
+    opts.specialize["N"] = {2, 4, 6};
+    auto s = Session::load(save(mlp_model()), opts);
+    EXPECT_EQ(s->stats().compiles, 3);
+    EXPECT_EQ(s->stats().specializations, 3);
+    for (int64_t n : {4, 2, 6}) {
+        Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(n + 50));
+        expect_close(s->run({{"x", x}})[0], mlp_reference(x));
+    }
+    EXPECT_EQ(s->stats().compiles, 3);  // no run compiled
+    s->specialize({{"N", 8}});
+    s->specialize({{"N", 8}});  // held: nothing to do
+    EXPECT_EQ(s->stats().compiles, 4);
+}
+
+TEST_F(SessionTest, SpecializeErrorsNameTheDim) {
+    auto expect_error = [&](const SessionOptions& opts, const std::string& part) {
+        try {
+            Session::load(save(mlp_model()), opts);
+            FAIL() << "expected an error";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+        }
+    };
+    SessionOptions unknown;
+    unknown.specialize["seq"] = {16};
+    expect_error(unknown, "no input has a symbolic dimension 'seq'");
+    SessionOptions bound;
+    bound.dims["N"] = 2;
+    bound.specialize["N"] = {4};
+    expect_error(bound, "dimension 'N' is bound to 2");
+    auto s = Session::load(save(mlp_model()));
+    try {
+        s->specialize({});
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'N' has no value"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(SessionTest, WeightsAreHeldOnceAcrossSpecializations) {
+    const int64_t k = 128, m_out = 96;  // 48 KiB of weights
+    auto s = Session::load(save(residual_model(k, m_out)));
+    auto run_n = [&](int64_t n) {
+        Tensor x = random_tensor({n, k}, static_cast<uint32_t>(n)), r = random_tensor({n, m_out}, 99);
+        expect_near_rel(s->run({{"x", x}, {"r", r}})[0], residual_reference(x, r, k, m_out), 1e-4);
+    };
+    run_n(1);
+    const SessionStats one = s->stats();
+    EXPECT_EQ(one.weight_bytes, static_cast<size_t>(k * m_out * 4));
+    EXPECT_GE(one.constant_bytes, one.weight_bytes * 9 / 10);  // the weights (perhaps packed) are there
+    for (int64_t n : {3, 8, 17}) run_n(n);
+    const SessionStats four = s->stats();
+    EXPECT_EQ(four.specializations, 4);
+    // Three more specializations add no copy of the weights (shape constants are a few bytes).
+    EXPECT_LT(four.constant_bytes, one.constant_bytes + one.weight_bytes / 4)
+        << "1 specialization: " << one.constant_bytes << " bytes, 4: " << four.constant_bytes;
+}
+
+#if KILN_HAVE_DNNL
+TEST_F(SessionTest, OneDnnWeightCopiesAreSharedAcrossSpecializations) {
+    const int64_t k = 128, m_out = 96;  // 48 KiB of weights, reordered by oneDNN's matmul
+    const size_t before = runtime::dnnl_weight_copy_bytes();
+    SessionOptions opts;
+    opts.kernels = "dnnl";
+    auto s = Session::load(save(residual_model(k, m_out)), opts);
+    auto run_n = [&](int64_t n) {
+        Tensor x = random_tensor({n, k}, static_cast<uint32_t>(n)), r = random_tensor({n, m_out}, 98);
+        expect_near_rel(s->run({{"x", x}, {"r", r}})[0], residual_reference(x, r, k, m_out), 1e-4);
+    };
+    run_n(2);
+    const size_t one = runtime::dnnl_weight_copy_bytes() - before;
+    EXPECT_GE(one, static_cast<size_t>(k * m_out * 4)) << "the matmul did not run on oneDNN";
+    for (int64_t n : {5, 16, 33}) run_n(n);
+    EXPECT_EQ(s->stats().specializations, 4);
+    // Four kernels (one per specialization) reorder the one pooled constant alike: one copy.
+    EXPECT_LT(runtime::dnnl_weight_copy_bytes() - before, one + static_cast<size_t>(k * m_out * 4) / 4);
+    s.reset();
+    EXPECT_EQ(runtime::dnnl_weight_copy_bytes(), before);  // released with the last kernel
+}
+#endif
 
 }  // namespace
 }  // namespace kiln

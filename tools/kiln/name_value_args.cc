@@ -28,19 +28,45 @@ CLI::Validator name_value_check(bool integer_value) {
         integer_value ? "NAME=INT" : "NAME=VALUE");
 }
 
+namespace {
+
+int64_t parse_size(const std::string& text, const std::string& option, const std::string& name) {
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    KILN_CHECK(!text.empty() && errno == 0 && end != nullptr && *end == '\0' && v >= 0, kInvalidArgument)
+        << option << " " << name << ": expected a non-negative integer, got '" << text << "'";
+    return v;
+}
+
+}  // namespace
+
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& args) {
     std::map<std::string, int64_t> dims;
     for (const std::string& arg : args) {
         auto [name, text] = split_name_value(arg, "--dim");
-        errno = 0;
-        char* end = nullptr;
-        long long v = std::strtoll(text.c_str(), &end, 10);
-        KILN_CHECK(errno == 0 && end != nullptr && *end == '\0' && v >= 0, kInvalidArgument)
-            << "--dim " << name << ": expected a non-negative integer, got '" << text << "'";
+        int64_t v = parse_size(text, "--dim", name);
         KILN_CHECK(dims.count(name) == 0, kInvalidArgument) << "--dim " << name << " given twice";
         dims[name] = v;
     }
     return dims;
+}
+
+std::map<std::string, std::vector<int64_t>> parse_specialize(const std::vector<std::string>& args) {
+    std::map<std::string, std::vector<int64_t>> sizes;
+    for (const std::string& arg : args) {
+        auto [name, text] = split_name_value(arg, "--specialize");
+        KILN_CHECK(sizes.count(name) == 0, kInvalidArgument) << "--specialize " << name << " given twice";
+        std::vector<int64_t>& list = sizes[name];
+        size_t at = 0;
+        for (;;) {
+            size_t comma = text.find(',', at);
+            list.push_back(parse_size(text.substr(at, comma - at), "--specialize", name));
+            if (comma == std::string::npos) break;
+            at = comma + 1;
+        }
+    }
+    return sizes;
 }
 
 std::string sanitize_file_name(const std::string& name) {

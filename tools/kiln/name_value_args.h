@@ -24,6 +24,10 @@ CLI::Validator name_value_check(bool integer_value);
 /// name given twice.
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& args);
 
+/// Parses every "NAME=INT,INT,..." of --specialize into a map; kInvalidArgument on a bad or
+/// negative size or a name given twice.
+std::map<std::string, std::vector<int64_t>> parse_specialize(const std::vector<std::string>& args);
+
 /// A file name for a tensor name: keeps [A-Za-z0-9._-], replaces everything else by '_'; never
 /// empty, never "." or "..".
 std::string sanitize_file_name(const std::string& name);

@@ -30,6 +30,7 @@ struct RunArgs {
     std::vector<std::string> inputs;  // NAME=FILE.npy
     std::string inputs_npz;
     std::vector<std::string> dims;  // NAME=VALUE
+    std::vector<std::string> specialize;  // NAME=SIZE,SIZE,...
     std::string output_dir;
     int repeat = 10;
     int threads = 0;
@@ -96,6 +97,53 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// Every combination of --specialize's sizes, in order ({} when none).
+std::vector<std::map<std::string, int64_t>> combinations(const std::map<std::string, std::vector<int64_t>>& sizes) {
+    if (sizes.empty()) return {};
+    std::vector<std::map<std::string, int64_t>> combos(1);
+    for (const auto& [name, values] : sizes) {
+        std::vector<std::map<std::string, int64_t>> next;
+        for (const auto& c : combos)
+            for (int64_t v : values) {
+                next.push_back(c);
+                next.back()[name] = v;
+            }
+        combos.swap(next);
+    }
+    return combos;
+}
+
+std::string dims_str(const std::map<std::string, int64_t>& dims) {
+    std::string s;
+    for (const auto& [name, v] : dims) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, v);
+    return s;
+}
+
+/// --specialize with random inputs: the first run and the median of `repeat` runs at each
+/// specialized shape after the first (which the main timing covers): first runs are warm.
+void time_other_specializations(Session& session, const std::vector<std::map<std::string, int64_t>>& combos,
+                                const std::map<std::string, int64_t>& dims, uint64_t seed, int repeat) {
+    using Clock = std::chrono::steady_clock;
+    for (size_t c = 1; c < combos.size(); ++c) {
+        std::map<std::string, int64_t> bound = dims;
+        bound.insert(combos[c].begin(), combos[c].end());
+        RandomInputs random(seed);
+        std::map<std::string, Tensor> feeds;
+        for (const TensorInfo& info : session.inputs())
+            feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, bound));
+        std::vector<double> ms;
+        for (int r = 0; r <= repeat; ++r) {
+            auto t0 = Clock::now();
+            (void)session.run(feeds);
+            ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        }
+        const double first = ms.front();
+        ms.erase(ms.begin());
+        fmt::print("{}: first run {:.2f} ms, median {:.2f} ms ({} runs)\n", dims_str(combos[c]), first, median(ms),
+                   ms.size());
+    }
+}
+
 void write_outputs(const std::string& dir, const std::vector<TensorInfo>& infos,
                    const std::vector<Tensor>& outputs) {
     std::error_code ec;
@@ -141,6 +189,7 @@ int run_model(const RunArgs& args) {
     SessionOptions opts;
     opts.threads = args.threads;
     opts.dims = parse_dims(args.dims);
+    opts.specialize = parse_specialize(args.specialize);
     opts.executor = parse_executor(args.executor);
     opts.inter_op_threads = args.inter_op_threads;
     opts.use_global_thread_pools = args.global_pools;
@@ -155,6 +204,15 @@ int run_model(const RunArgs& args) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     };
     const double load_ms = elapsed_ms(load_start);
+    const std::vector<std::map<std::string, int64_t>> combos = combinations(opts.specialize);
+    if (!combos.empty()) {
+        const SessionStats st = session->stats();
+        fmt::print("specialized {} shapes at load ({} compiles, {:.2f} s load)\n", combos.size(), st.compiles,
+                   load_ms / 1e3);
+    }
+    // Random inputs take the first specialized shape where --dim leaves a dim open.
+    std::map<std::string, int64_t> random_dims = opts.dims;
+    if (!combos.empty()) random_dims.insert(combos[0].begin(), combos[0].end());
 
     std::map<std::string, std::string> origin;
     std::map<std::string, Tensor> feeds = read_given_inputs(args, *session, origin);
@@ -169,7 +227,7 @@ int run_model(const RunArgs& args) {
         KILN_CHECK(info.kind == ValueKind::kTensor && info.dtype != DType::kString, kInvalidArgument)
             << "input '" << info.name << "' is a " << (info.kind == ValueKind::kTensor ? "string tensor" : "sequence or optional")
             << ": Kiln makes no random data for it; give it with --input (strings: a numpy unicode array)";
-        Shape shape = resolve_input_shape(info, opts.dims);
+        Shape shape = resolve_input_shape(info, random_dims);
         feeds[info.name] = random.make(info.dtype, shape);
         fmt::print("input {}: {} {} (random, seed {})\n", info.name, dtype_name(info.dtype),
                    shape_str(shape), args.seed);
@@ -200,6 +258,11 @@ int run_model(const RunArgs& args) {
         fmt::print("  values: {}\n", format_leading_values(t, kValuesShown));
     }
     fmt::print("median {:.2f} ms ({} runs)\n", median(ms), ms.size());
+    if (combos.size() > 1 && args.inputs.empty() && args.inputs_npz.empty()) {
+        fmt::print("{}: first run {:.2f} ms, median {:.2f} ms ({} runs)\n", dims_str(combos[0]), first_run_ms, median(ms),
+                   ms.size());
+        time_other_specializations(*session, combos, opts.dims, args.seed, args.repeat);
+    }
     stats = session->stats();
     fmt::print("executor {} (intra-op threads {}, inter-op threads {}, parallel width {})\n", stats.executor,
                stats.intra_op_threads, stats.inter_op_threads, stats.parallel_width);
@@ -231,6 +294,11 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->type_name("NAME=VALUE")
         ->allow_extra_args(false)
         ->check(name_value_check(true));
+    sub->add_option("--specialize", args->specialize,
+                    "Compile these sizes of a symbolic dimension at load (repeatable; every combination)")
+        ->type_name("NAME=SIZE,SIZE,...")
+        ->allow_extra_args(false)
+        ->check(name_value_check(false));
     sub->add_option("--output-dir", args->output_dir, "Write each output to DIR/<name>.npy")
         ->type_name("DIR");
     sub->add_option("--repeat", args->repeat, "Timed runs after the warm-up run")

@@ -60,6 +60,10 @@ struct SessionOptions {
     bool print_after_all = false;
 };
 
+/// Every combination of the sizes in SessionOptions::specialize, in order ({} when it is empty).
+std::vector<std::map<std::string, int64_t>> specialization_combinations(
+    const std::map<std::string, std::vector<int64_t>>& sizes);
+
 /// What a model input or output is. Sequences and optionals are run through Session::run_values.
 enum class ValueKind { kTensor, kSequence, kOptionalTensor, kOptionalSequence };
 

@@ -46,6 +46,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+}  // namespace
+
+std::vector<std::map<std::string, int64_t>> specialization_combinations(
+    const std::map<std::string, std::vector<int64_t>>& sizes) {
+    if (sizes.empty()) return {};
+    std::vector<std::map<std::string, int64_t>> combos(1);
+    for (const auto& [name, values] : sizes) {
+        std::vector<std::map<std::string, int64_t>> next;
+        for (const auto& c : combos)
+            for (int64_t v : values) {
+                next.push_back(c);
+                next.back()[name] = v;
+            }
+        combos.swap(next);
+    }
+    return combos;
+}
+
+namespace {
+
 class SessionImpl final : public Session {
 public:
     SessionImpl(std::string path, const SessionOptions& opts)
@@ -87,7 +107,7 @@ public:
             cache_.get(compiler::specialization_key(opts_.dims, {}),
                        [&] { return compile_one(opts_.dims, {}, std::move(imported)); });
         }
-        for (const std::map<std::string, int64_t>& dims : specialize_combinations()) specialize(dims);
+        for (const std::map<std::string, int64_t>& dims : specialization_combinations(opts_.specialize)) specialize(dims);
         stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     }
 
@@ -298,21 +318,6 @@ private:
         }
     }
 
-    /// Every combination of SessionOptions::specialize's values (empty when it is empty).
-    std::vector<std::map<std::string, int64_t>> specialize_combinations() const {
-        if (opts_.specialize.empty()) return {};
-        std::vector<std::map<std::string, int64_t>> combos(1);
-        for (const auto& [name, values] : opts_.specialize) {
-            std::vector<std::map<std::string, int64_t>> next;
-            for (const auto& c : combos)
-                for (int64_t v : values) {
-                    next.push_back(c);
-                    next.back()[name] = v;
-                }
-            combos.swap(next);
-        }
-        return combos;
-    }
 
     /// The held specialization for these facts, compiled now if needed.
     std::shared_ptr<const compiler::Specialization> specialization(const std::map<std::string, int64_t>& dims,

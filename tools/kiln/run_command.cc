@@ -97,22 +97,6 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/// Every combination of --specialize's sizes, in order ({} when none).
-std::vector<std::map<std::string, int64_t>> combinations(const std::map<std::string, std::vector<int64_t>>& sizes) {
-    if (sizes.empty()) return {};
-    std::vector<std::map<std::string, int64_t>> combos(1);
-    for (const auto& [name, values] : sizes) {
-        std::vector<std::map<std::string, int64_t>> next;
-        for (const auto& c : combos)
-            for (int64_t v : values) {
-                next.push_back(c);
-                next.back()[name] = v;
-            }
-        combos.swap(next);
-    }
-    return combos;
-}
-
 std::string dims_str(const std::map<std::string, int64_t>& dims) {
     std::string s;
     for (const auto& [name, v] : dims) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, v);
@@ -204,7 +188,7 @@ int run_model(const RunArgs& args) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     };
     const double load_ms = elapsed_ms(load_start);
-    const std::vector<std::map<std::string, int64_t>> combos = combinations(opts.specialize);
+    const std::vector<std::map<std::string, int64_t>> combos = specialization_combinations(opts.specialize);
     if (!combos.empty()) {
         const SessionStats st = session->stats();
         fmt::print("specialized {} shapes at load ({} compiles, {:.2f} s load)\n", combos.size(), st.compiles,

@@ -96,6 +96,14 @@ void schedule_reduction(te::Stage& st) {
 
 namespace {
 
+/// True when index `ix` at position p of a read of `t` is the reading stage's own axis `axis`, or
+/// 0 on a dim of extent 1 (broadcasting writes a size-1 dim's index as 0).
+bool own_index(const te::Expr& ix, const te::VarNode* axis, const te::Tensor& t, size_t p) {
+    if (ix.get() == axis) return true;
+    return ix->kind == te::ExprKind::kIntImm && static_cast<const te::IntImmNode&>(*ix).value == 0 &&
+           p < t->shape.size() && t->shape[p] == 1;
+}
+
 /// Adds to `used` the positions (in `axes`) of the axis variables that `e` mentions.
 void axes_in(const te::Expr& e, const std::vector<const te::VarNode*>& axes, std::vector<bool>& used) {
     using te::ExprKind;
@@ -125,11 +133,12 @@ void axes_in(const te::Expr& e, const std::vector<const te::VarNode*>& axes, std
     }
 }
 
-/// True when every read in `e` walks the trailing axes axes[k..] as the inner loop may: at
-/// each index position aligned (from the right) with a trailing axis, the index is that axis or
-/// mentions no trailing axis (a broadcast: invariant in the inner loop), and positions aligned
-/// with leading axes mention no trailing axis. Looks through inlined stages read at the stage's
-/// own index; another read of an inlined stage must not mention trailing axes at all.
+/// True when every read in `e` walks the trailing axes axes[k..] as the inner loop may: an index
+/// that mentions a trailing axis is that axis itself (at any position: a blocked layout's
+/// [n, c / 16, h, w, c % 16] walks h and w with a stride), so addresses are affine in the inner
+/// loop with no div/mod; other indices mention only leading axes (a broadcast: invariant in the
+/// inner loop). Looks through inlined stages read at the stage's own index; another read of an
+/// inlined stage must not mention trailing axes at all.
 bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axes, size_t k, const te::Schedule& s) {
     using te::ExprKind;
     switch (e->kind) {
@@ -145,18 +154,15 @@ bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axe
         }
         case ExprKind::kTensorRead: {
             const auto& n = static_cast<const te::TensorReadNode&>(*e);
-            if (n.indices.size() > axes.size()) return false;
-            const size_t shift = axes.size() - n.indices.size();
-            bool identity = shift == 0, structured = true, mentions_trailing = false;
+            bool identity = n.indices.size() == axes.size(), structured = true, mentions_trailing = false;
             for (size_t p = 0; p < n.indices.size(); ++p) {
-                const size_t a = p + shift;
                 std::vector<bool> used(axes.size(), false);
                 axes_in(n.indices[p], axes, used);
                 const bool trailing = std::find(used.begin() + k, used.end(), true) != used.end();
                 mentions_trailing = mentions_trailing || trailing;
-                const bool is_axis = n.indices[p].get() == axes[a];
-                identity = identity && is_axis;
-                if (trailing && !(a >= k && is_axis)) structured = false;
+                identity = identity && own_index(n.indices[p], axes[p], n.tensor, p);
+                const bool bare_trailing = std::find(axes.begin() + k, axes.end(), n.indices[p].get()) != axes.end();
+                if (trailing && !bare_trailing) structured = false;
             }
             const bool inlined = s.has_stage(n.tensor) && s[n.tensor].is_inlined();
             if (inlined && identity) {
@@ -189,7 +195,7 @@ bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& a
         case ExprKind::kTensorRead: {
             const auto& n = static_cast<const te::TensorReadNode&>(*e);
             bool identity = n.indices.size() == axes.size();
-            for (size_t p = 0; identity && p < axes.size(); ++p) identity = n.indices[p].get() == axes[p];
+            for (size_t p = 0; identity && p < axes.size(); ++p) identity = own_index(n.indices[p], axes[p], n.tensor, p);
             if (!identity) return true;
             if (!s.has_stage(n.tensor) || !s[n.tensor].is_inlined()) return false;
             std::vector<const te::VarNode*> inner;

@@ -251,6 +251,10 @@ def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
         tuned = Kiln(args.kiln, path, inputs, threads, args.kiln_kernels, cache_dir)
         tuned.name, tuned.tuning_log = "kiln_tuned", args.kiln_tuning_log
         engines.append(tuned)
+    if args.kiln_before:  # another Kiln build (the code before a change), in the same rounds
+        before = Kiln(args.kiln_before, path, inputs, threads, args.kiln_kernels, cache_dir)
+        before.name = "kiln_before"
+        engines.append(before)
     ort = engines[1]
     times = {e.name: [] for e in engines}
     for r in range(args.rounds):
@@ -319,6 +323,18 @@ def latency_table(rows, peaks):
                    f"{fmt_ms(r['kiln'])} | {fmt_ms(r['ort'])} | {fmt_ms(r.get('openvino'))} | "
                    f"{ratio} | {gflops:.1f} | {100 * gflops / peaks[r['threads']][0]:.1f} | "
                    f"{r['kiln_runs']} |")
+    return "\n".join(out)
+
+
+def before_table(rows):
+    """Kiln now against the --kiln-before build, measured in the same rounds."""
+    out = ["| model | T | batch | Kiln before ms p50 | Kiln now ms p50 | now / before |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r.get("failed") or not r.get("kiln_before"):
+            continue
+        b, k = r["kiln_before"][0], r["kiln"][0]
+        out.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {ms_str(b)} | {ms_str(k)} | {k / b:.2f} |")
     return "\n".join(out)
 
 
@@ -486,6 +502,9 @@ def main(argv=None):
                          "runs than --repeat (at least 1) where a run is slow")
     ap.add_argument("--kiln-kernels", default=None, help="pass `--kernels X` to kiln run")
     ap.add_argument("--kiln-tuning-log", default=None, help="pass `--tuning-log FILE` to kiln run (kiln tune's log)")
+    ap.add_argument("--kiln-before", default=None,
+                    help="another Kiln binary (the build before a change) timed in the same rounds; "
+                         "the report adds now / before per model")
     ap.add_argument("--no-openvino", action="store_true")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up table")
     ap.add_argument("--no-docs", action="store_true", help=f"do not rewrite {DOCS}")
@@ -562,6 +581,8 @@ def main(argv=None):
     text = report(args, argv, rows, startup, peaks, versions)
     if args.zoo:
         text += "\n\n" + geomean_table(rows) + "\n\n" + holdback_table(rows, bandwidth)
+    if args.kiln_before:
+        text += "\n\nKiln now against `--kiln-before` (another build, same rounds):\n\n" + before_table(rows)
     print(text)
     if not args.no_docs:
         if args.zoo:

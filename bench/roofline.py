@@ -107,9 +107,9 @@ def main(argv=None):
     bw = measure_bandwidth_gbs()
     print(f"peak {peak:.1f} GFLOP/s at {args.threads} threads, bandwidth {bw:.1f} GB/s")
     rated = rate(profile_steps(args.kiln, args.model, args.inputs, args.threads, args.repeat), peak, bw)
-    for s in rated[:args.top]:
-        print(("FLAG " if s in flagged(rated, args.flag, args.min_share) else "     ") + describe(s))
     bad = flagged(rated, args.flag, args.min_share)
+    for s in rated[:args.top]:
+        print(("FLAG " if s in bad else "     ") + describe(s))
     print(f"{len(bad)} kernel(s) below {100 * args.flag:.0f}% of their roofline "
           f"(taking >= {100 * args.min_share:.0f}% of the run)")
     return 0

@@ -37,42 +37,25 @@ bool depends_on(const te::TensorNode* t, const te::TensorNode* r, int depth = 0)
 /// (the reading stage's own index): then `r` may share the reader's buffer.
 bool reads_only_at(const te::Expr& e, const te::TensorNode* r, const std::vector<const te::VarNode*>& axes,
                    const te::Schedule& sch) {
-    using te::ExprKind;
-    switch (e->kind) {
-        case ExprKind::kBinary: {
-            const auto& n = static_cast<const te::BinaryNode&>(*e);
-            return reads_only_at(n.a, r, axes, sch) && reads_only_at(n.b, r, axes, sch);
+    return te::all_reads(e, [&](const te::TensorReadNode& n) {
+        if (!depends_on(n.tensor.get(), r)) return true;
+        // Identity: each index is our axis, or 0 on a dim of extent 1 (broadcasting writes a
+        // size-1 dim's index as 0; the output's dim is then 1 too).
+        bool identity = n.indices.size() == axes.size();
+        for (size_t k = 0; identity && k < axes.size(); ++k) {
+            const te::Expr& ix = n.indices[k];
+            identity = (ix->kind == te::ExprKind::kVar && ix.get() == axes[k]) ||
+                       (ix->kind == te::ExprKind::kIntImm && static_cast<const te::IntImmNode&>(*ix).value == 0 &&
+                        k < n.tensor->shape.size() && n.tensor->shape[k] == 1);
         }
-        case ExprKind::kUnary: return reads_only_at(static_cast<const te::UnaryNode&>(*e).a, r, axes, sch);
-        case ExprKind::kCast: return reads_only_at(static_cast<const te::CastNode&>(*e).a, r, axes, sch);
-        case ExprKind::kSelect: {
-            const auto& n = static_cast<const te::SelectNode&>(*e);
-            return reads_only_at(n.cond, r, axes, sch) && reads_only_at(n.t, r, axes, sch) &&
-                   reads_only_at(n.f, r, axes, sch);
-        }
-        case ExprKind::kReduce: return reads_only_at(static_cast<const te::ReduceNode&>(*e).source, r, axes, sch);
-        case ExprKind::kTensorRead: {
-            const auto& n = static_cast<const te::TensorReadNode&>(*e);
-            if (!depends_on(n.tensor.get(), r)) return true;
-            // Identity: each index is our axis, or 0 on a dim of extent 1 (broadcasting writes a
-            // size-1 dim's index as 0; the output's dim is then 1 too).
-            bool identity = n.indices.size() == axes.size();
-            for (size_t k = 0; identity && k < axes.size(); ++k) {
-                const te::Expr& ix = n.indices[k];
-                identity = (ix->kind == ExprKind::kVar && ix.get() == axes[k]) ||
-                           (ix->kind == ExprKind::kIntImm && static_cast<const te::IntImmNode&>(*ix).value == 0 &&
-                            k < n.tensor->shape.size() && n.tensor->shape[k] == 1);
-            }
-            if (!identity) return false;
-            if (n.tensor.get() == r) return true;
-            // An inlined stage read at our index: check its body at its own axes.
-            if (!sch.has_stage(n.tensor) || !sch[n.tensor].is_inlined()) return false;
-            std::vector<const te::VarNode*> inner;
-            for (const te::IterVar& iv : n.tensor->axis) inner.push_back(iv->var.get());
-            return reads_only_at(n.tensor->body, r, inner, sch);
-        }
-        default: return true;
-    }
+        if (!identity) return false;
+        if (n.tensor.get() == r) return true;
+        // An inlined stage read at our index: check its body at its own axes.
+        if (!sch.has_stage(n.tensor) || !sch[n.tensor].is_inlined()) return false;
+        std::vector<const te::VarNode*> inner;
+        for (const te::IterVar& iv : n.tensor->axis) inner.push_back(iv->var.get());
+        return reads_only_at(n.tensor->body, r, inner, sch);
+    });
 }
 
 /// A fused kernel with one output O whose last materialized stage before O is a reduction R of

@@ -26,10 +26,9 @@ std::string pass_names() {
 
 /// A log whose records were all measured on other machines is not applied: say so, once per log
 /// (a schedule tuned for another CPU's caches and ISA can be slower here than the default).
-void warn_foreign_log(const std::string& path) {
+void warn_foreign_log(const std::string& path, const std::vector<std::string>& targets) {
     static std::mutex mu;
     static std::set<std::string> warned;
-    std::vector<std::string> targets = tune::TuningLog::read(path).targets();
     std::lock_guard<std::mutex> lock(mu);
     const std::string host = tune::host_target();
     if (targets.empty() || std::find(targets.begin(), targets.end(), host) != targets.end() ||
@@ -60,9 +59,10 @@ CompileOptions compile_options_for(const SessionOptions& o, int intra_op_threads
     copts.dims = o.dims;
     copts.opt_level = o.opt_level;
     copts.kernels = parse_kernel_source(o.kernels);
-    if (std::string log = resolve_tuning_log(o.tuning_log); !log.empty()) {
-        copts.tuned = tuned_knobs_from_log(log, tune::host_target(), intra_op_threads);
-        if (copts.tuned.empty()) warn_foreign_log(log);
+    if (std::string path = resolve_tuning_log(o.tuning_log); !path.empty()) {
+        const tune::TuningLog log = tune::TuningLog::read(path);
+        copts.tuned = log.best_knobs(tune::host_target(), intra_op_threads);
+        if (copts.tuned.empty()) warn_foreign_log(path, log.targets());
     }
     copts.passes.print_after.insert(o.print_after.begin(), o.print_after.end());
     copts.passes.print_after_all = o.print_after_all;

@@ -343,8 +343,4 @@ TuneResult tune_graph(ir::Graph& g, const TuneOptions& opts, tune::Measurer& mea
     return Tuner(opts, measurer).run(g);
 }
 
-std::map<std::string, te::KnobValues> tuned_knobs_from_log(const std::string& path, const std::string& target, int threads) {
-    return tune::TuningLog::read(path.empty() ? tune::default_tuning_log_path() : path).best_knobs(target, threads);
-}
-
 }  // namespace kiln::compiler

@@ -60,8 +60,4 @@ struct TuneResult {
 /// Tunes `g` (optimized in place by the pass pipeline). Never throws for a candidate's failure.
 TuneResult tune_graph(ir::Graph& g, const TuneOptions& opts, tune::Measurer& measurer);
 
-/// The tuned knob values a compile on `target` with `threads` threads applies from the log at
-/// `path` ("" = tune::default_tuning_log_path(); a missing file = none).
-std::map<std::string, te::KnobValues> tuned_knobs_from_log(const std::string& path, const std::string& target, int threads);
-
 }  // namespace kiln::compiler

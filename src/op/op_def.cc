@@ -104,6 +104,13 @@ bool own_index(const te::Expr& ix, const te::VarNode* axis, const te::Tensor& t,
            p < t->shape.size() && t->shape[p] == 1;
 }
 
+/// The variables of a compute tensor's axes, in order.
+std::vector<const te::VarNode*> axes_of(const te::Tensor& t) {
+    std::vector<const te::VarNode*> axes;
+    for (const te::IterVar& iv : t->axis) axes.push_back(iv->var.get());
+    return axes;
+}
+
 /// Adds to `used` the positions (in `axes`) of the axis variables that `e` mentions.
 void axes_in(const te::Expr& e, const std::vector<const te::VarNode*>& axes, std::vector<bool>& used) {
     using te::ExprKind;
@@ -140,70 +147,33 @@ void axes_in(const te::Expr& e, const std::vector<const te::VarNode*>& axes, std
 /// inner loop). Looks through inlined stages read at the stage's own index; another read of an
 /// inlined stage must not mention trailing axes at all.
 bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axes, size_t k, const te::Schedule& s) {
-    using te::ExprKind;
-    switch (e->kind) {
-        case ExprKind::kBinary: {
-            const auto& n = static_cast<const te::BinaryNode&>(*e);
-            return rows_walkable(n.a, axes, k, s) && rows_walkable(n.b, axes, k, s);
+    return te::all_reads(e, [&](const te::TensorReadNode& n) {
+        bool identity = n.indices.size() == axes.size(), structured = true, mentions_trailing = false;
+        for (size_t p = 0; p < n.indices.size(); ++p) {
+            std::vector<bool> used(axes.size(), false);
+            axes_in(n.indices[p], axes, used);
+            const bool trailing = std::find(used.begin() + k, used.end(), true) != used.end();
+            mentions_trailing = mentions_trailing || trailing;
+            identity = identity && own_index(n.indices[p], axes[p], n.tensor, p);
+            const bool bare_trailing = std::find(axes.begin() + k, axes.end(), n.indices[p].get()) != axes.end();
+            if (trailing && !bare_trailing) structured = false;
         }
-        case ExprKind::kUnary: return rows_walkable(static_cast<const te::UnaryNode&>(*e).a, axes, k, s);
-        case ExprKind::kCast: return rows_walkable(static_cast<const te::CastNode&>(*e).a, axes, k, s);
-        case ExprKind::kSelect: {
-            const auto& n = static_cast<const te::SelectNode&>(*e);
-            return rows_walkable(n.cond, axes, k, s) && rows_walkable(n.t, axes, k, s) && rows_walkable(n.f, axes, k, s);
-        }
-        case ExprKind::kTensorRead: {
-            const auto& n = static_cast<const te::TensorReadNode&>(*e);
-            bool identity = n.indices.size() == axes.size(), structured = true, mentions_trailing = false;
-            for (size_t p = 0; p < n.indices.size(); ++p) {
-                std::vector<bool> used(axes.size(), false);
-                axes_in(n.indices[p], axes, used);
-                const bool trailing = std::find(used.begin() + k, used.end(), true) != used.end();
-                mentions_trailing = mentions_trailing || trailing;
-                identity = identity && own_index(n.indices[p], axes[p], n.tensor, p);
-                const bool bare_trailing = std::find(axes.begin() + k, axes.end(), n.indices[p].get()) != axes.end();
-                if (trailing && !bare_trailing) structured = false;
-            }
-            const bool inlined = s.has_stage(n.tensor) && s[n.tensor].is_inlined();
-            if (inlined && identity) {
-                std::vector<const te::VarNode*> inner;
-                for (const te::IterVar& iv : n.tensor->axis) inner.push_back(iv->var.get());
-                return rows_walkable(n.tensor->body, inner, k, s);
-            }
-            return structured && (!inlined || !mentions_trailing);
-        }
-        case ExprKind::kReduce: return false;
-        default: return true;
-    }
+        const bool inlined = s.has_stage(n.tensor) && s[n.tensor].is_inlined();
+        if (inlined && identity) return rows_walkable(n.tensor->body, axes_of(n.tensor), k, s);
+        return structured && (!inlined || !mentions_trailing);
+    });
 }
 
 /// True when some read of `e` (through inlined stages read at the stage's own index) is not
 /// at the stage's own index: a broadcast or a transposed read.
 bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const te::Schedule& s) {
-    using te::ExprKind;
-    switch (e->kind) {
-        case ExprKind::kBinary: {
-            const auto& n = static_cast<const te::BinaryNode&>(*e);
-            return reads_elsewhere(n.a, axes, s) || reads_elsewhere(n.b, axes, s);
-        }
-        case ExprKind::kUnary: return reads_elsewhere(static_cast<const te::UnaryNode&>(*e).a, axes, s);
-        case ExprKind::kCast: return reads_elsewhere(static_cast<const te::CastNode&>(*e).a, axes, s);
-        case ExprKind::kSelect: {
-            const auto& n = static_cast<const te::SelectNode&>(*e);
-            return reads_elsewhere(n.t, axes, s) || reads_elsewhere(n.f, axes, s);
-        }
-        case ExprKind::kTensorRead: {
-            const auto& n = static_cast<const te::TensorReadNode&>(*e);
-            bool identity = n.indices.size() == axes.size();
-            for (size_t p = 0; identity && p < axes.size(); ++p) identity = own_index(n.indices[p], axes[p], n.tensor, p);
-            if (!identity) return true;
-            if (!s.has_stage(n.tensor) || !s[n.tensor].is_inlined()) return false;
-            std::vector<const te::VarNode*> inner;
-            for (const te::IterVar& iv : n.tensor->axis) inner.push_back(iv->var.get());
-            return reads_elsewhere(n.tensor->body, inner, s);
-        }
-        default: return false;
-    }
+    return !te::all_reads(e, [&](const te::TensorReadNode& n) {
+        bool identity = n.indices.size() == axes.size();
+        for (size_t p = 0; identity && p < axes.size(); ++p) identity = own_index(n.indices[p], axes[p], n.tensor, p);
+        if (!identity) return false;
+        if (!s.has_stage(n.tensor) || !s[n.tensor].is_inlined()) return true;
+        return !reads_elsewhere(n.tensor->body, axes_of(n.tensor), s);
+    });
 }
 
 /// For a stage with a broadcast read: the most leading axes k that leave a walkable inner loop
@@ -211,8 +181,7 @@ bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& a
 int broadcast_split(const te::Stage& st, const te::Schedule& s) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
-    std::vector<const te::VarNode*> axes;
-    for (const te::IterVar& iv : t->axis) axes.push_back(iv->var.get());
+    const std::vector<const te::VarNode*> axes = axes_of(t);
     if (nd < 2 || !reads_elsewhere(t->body, axes, s)) return 0;
     int64_t inner = 1;
     for (int k = nd - 1; k >= 1; --k) {
@@ -233,7 +202,7 @@ void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
     const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);
     int64_t rows = 1;
     for (int i = 0; i < k; ++i) rows *= t->shape[i];
-    if (t->shape[k] * (t->numel() / rows / t->shape[k]) > w) inner = st.split(inner, w).second;
+    if (t->numel() / rows > w) inner = st.split(inner, w).second;  // the inner loop's extent
     st.vectorize(inner);
     if (t->numel() > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
 }

@@ -27,6 +27,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/dnnl_engine.h"
 #include "runtime/executable.h"
 #include "support/error.h"
 
@@ -35,11 +36,6 @@ namespace {
 
 using dnnl::memory;
 using tag = memory::format_tag;
-
-dnnl::engine& cpu_engine() {
-    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-    return e;
-}
 
 /// oneDNN's copies of constant weights in its layouts, shared by the kernels of the process that
 /// reorder the same constant: a session compiling several shape specializations makes a kernel

@@ -20,6 +20,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/dnnl_engine.h"
 #include "runtime/executable.h"
 #include "runtime/rnn_gates.h"
 #include "support/error.h"
@@ -29,11 +30,6 @@ namespace {
 
 using dnnl::memory;
 using dt = memory::data_type;
-
-dnnl::engine& engine() {
-    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-    return e;
-}
 
 /// dst[M, N] = src[M, K] x B[K, N] by a oneDNN matmul. A constant B is reordered once into the
 /// primitive's preferred (packed) layout; otherwise B is read per call through `b_strides`.
@@ -47,12 +43,12 @@ public:
         const memory::desc b = const_b ? memory::desc({k, n}, dt::f32, memory::format_tag::any) : b_plain_;
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours: one per workspace
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_, b, dst_), attr, engine());
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_, b, dst_), attr, cpu_engine());
         scratch_ = pd.scratchpad_desc();
         if (const_b) {
-            memory plain(b_plain_, engine(), const_cast<float*>(const_b));
-            packed_ = memory(pd.weights_desc(), engine());
-            dnnl::stream s(engine());
+            memory plain(b_plain_, cpu_engine(), const_cast<float*>(const_b));
+            packed_ = memory(pd.weights_desc(), cpu_engine());
+            dnnl::stream s(cpu_engine());
             dnnl::reorder(plain, packed_).execute(s, plain, packed_);
             s.wait();
         }
@@ -63,15 +59,15 @@ public:
     /// The arguments of calls on fixed buffers (a workspace's), made once: building them per call
     /// costs about a microsecond, a third of a small step's GEMM.
     Bound bind(const float* a, float* c, void* scratch) const {
-        Bound args{{DNNL_ARG_SRC, memory(src_, engine(), const_cast<float*>(a))}, {DNNL_ARG_DST, memory(dst_, engine(), c)}};
-        args[DNNL_ARG_WEIGHTS] = packed_ ? packed_ : memory(b_plain_, engine(), nullptr);
-        if (scratch_bytes() > 0) args[DNNL_ARG_SCRATCHPAD] = memory(scratch_, engine(), scratch);
+        Bound args{{DNNL_ARG_SRC, memory(src_, cpu_engine(), const_cast<float*>(a))}, {DNNL_ARG_DST, memory(dst_, cpu_engine(), c)}};
+        args[DNNL_ARG_WEIGHTS] = packed_ ? packed_ : memory(b_plain_, cpu_engine(), nullptr);
+        if (scratch_bytes() > 0) args[DNNL_ARG_SCRATCHPAD] = memory(scratch_, cpu_engine(), scratch);
         return args;
     }
     /// Runs on bound arguments; a: a per-call src (null: the bound one); b: the per-call B
     /// (ignored when packed).
     void run(const Bound& args, const float* a, const float* b) const {
-        thread_local dnnl::stream s(engine());
+        thread_local dnnl::stream s(cpu_engine());
         if (a) args.at(DNNL_ARG_SRC).set_data_handle(const_cast<float*>(a));
         if (!packed_) args.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<float*>(b));
         prim_.execute(s, args);

@@ -304,4 +304,22 @@ Expr reduce_identity(ReduceOp op, DType t) {
     return nullptr;
 }
 
+bool all_reads(const Expr& e, const std::function<bool(const TensorReadNode&)>& ok) {
+    switch (e->kind) {
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const BinaryNode&>(*e);
+            return all_reads(n.a, ok) && all_reads(n.b, ok);
+        }
+        case ExprKind::kUnary: return all_reads(static_cast<const UnaryNode&>(*e).a, ok);
+        case ExprKind::kCast: return all_reads(static_cast<const CastNode&>(*e).a, ok);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const SelectNode&>(*e);
+            return all_reads(n.cond, ok) && all_reads(n.t, ok) && all_reads(n.f, ok);
+        }
+        case ExprKind::kReduce: return all_reads(static_cast<const ReduceNode&>(*e).source, ok);
+        case ExprKind::kTensorRead: return ok(static_cast<const TensorReadNode&>(*e));
+        default: return true;
+    }
+}
+
 }  // namespace kiln::te

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -198,6 +199,10 @@ Expr reduce_identity(ReduceOp op, DType t);
 
 /// Readable form for debugging and tests: "(x + 1) * y".
 std::string expr_str(const Expr& e);
+
+/// True when `ok` holds for every tensor read of `e` (walking binary, unary, cast, select and
+/// reduce nodes; a read's own indices are the caller's to look at). Stops at the first false.
+bool all_reads(const Expr& e, const std::function<bool(const TensorReadNode&)>& ok);
 
 // Convenience: Expr from a Var.
 inline Expr ex(const Var& v) { return v; }

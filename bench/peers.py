@@ -252,7 +252,8 @@ def measure_config(args, name, threads, batch, cache_dir, use_ov, log):
         tuned.name, tuned.tuning_log = "kiln_tuned", args.kiln_tuning_log
         engines.append(tuned)
     if args.kiln_before:  # another Kiln build (the code before a change), in the same rounds
-        before = Kiln(args.kiln_before, path, inputs, threads, args.kiln_kernels, cache_dir)
+        before = Kiln(args.kiln_before, path, inputs, threads, args.kiln_kernels,
+                      args.kiln_before_cache or cache_dir)
         before.name = "kiln_before"
         engines.append(before)
     ort = engines[1]
@@ -505,6 +506,9 @@ def main(argv=None):
     ap.add_argument("--kiln-before", default=None,
                     help="another Kiln binary (the build before a change) timed in the same rounds; "
                          "the report adds now / before per model")
+    ap.add_argument("--kiln-before-cache", default=None,
+                    help="the --kiln-before build's kernel cache (default: the run's own; give one it has "
+                         "filled to keep its compiles out of the run)")
     ap.add_argument("--no-openvino", action="store_true")
     ap.add_argument("--no-startup", action="store_true", help="skip the start-up table")
     ap.add_argument("--no-docs", action="store_true", help=f"do not rewrite {DOCS}")

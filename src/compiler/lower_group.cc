@@ -11,6 +11,7 @@
 #include "op/registry.h"
 #include "support/error.h"
 #include "te/schedule.h"
+#include "tir/drop_tile_guards.h"
 #include "tir/lower.h"
 #include "tir/simplify.h"
 
@@ -204,7 +205,7 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     op::default_schedule(sch, outs);
     store_reduction_in_output(sch, outs);
     for (const te::Tensor& o : outs) params.push_back(o);
-    k.func = tir::simplify(tir::lower(sch, params, "kiln_kernel"));
+    k.func = tir::drop_tile_guards(tir::simplify(tir::lower(sch, params, "kiln_kernel")));
     k.func.params_may_alias = params_may_alias;
     k.source = codegen::emit_c(k.func);
     k.num_inputs = static_cast<int>(unit.inputs.size());

@@ -16,25 +16,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// "N=1,S=128" (also ';' or space separated) -> {N: 1, S: 128}; malformed pieces are skipped.
-std::map<std::string, int64_t> parse_dims(const std::string& text) {
+/// The artifact's "dims" metadata, "N=1,S=128" as `kiln compile` writes it -> {N: 1, S: 128}.
+/// A piece that is not NAME=INTEGER means the metadata was damaged: an error, never skipped.
+std::map<std::string, int64_t> parse_dims(const std::string& text, const std::string& path) {
     std::map<std::string, int64_t> dims;
-    std::string piece;
     std::istringstream in(text);
-    while (in >> piece) {
-        for (char& c : piece)
-            if (c == ';' || c == ',') c = ' ';
-        std::istringstream parts(piece);
-        for (std::string kv; parts >> kv;) {
-            const size_t eq = kv.find('=');
-            if (eq == std::string::npos || eq == 0) continue;
-            try {
-                dims[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
-            } catch (const std::exception&) {
-            }
+    for (std::string kv; std::getline(in, kv, ',');) {
+        if (kv.empty()) continue;
+        const size_t eq = kv.find('=');
+        size_t used = 0;
+        int64_t value = -1;
+        try {
+            if (eq != std::string::npos && eq > 0) value = std::stoll(kv.substr(eq + 1), &used);
+        } catch (const std::exception&) {
         }
+        KILN_CHECK(value >= 0 && used > 0 && eq + 1 + used == kv.size(), kInvalidArgument)
+            << "'" << path << "': its metadata 'dims' holds '" << kv << "', expected NAME=INTEGER pieces joined by ','";
+        dims[kv.substr(0, eq)] = value;
     }
     return dims;
+}
+
+std::string dims_list(const std::map<std::string, int64_t>& dims) {
+    std::string s;
+    for (const auto& [k, v] : dims) s += (s.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+    return s.empty() ? "none" : s;
 }
 
 TensorInfo info_of(const BufferDesc& b) {
@@ -117,14 +123,19 @@ public:
     void write_profile() const override { runner_->write_profile(); }
 
 private:
-    /// SessionOptions::dims must agree with the dims the artifact was compiled for.
+    /// SessionOptions::dims must name dims the artifact was compiled with, at the same values
+    /// (a misspelt name is an error, as the artifact cannot take it into account).
     void check_dims(const std::map<std::string, int64_t>& wanted) const {
+        if (wanted.empty()) return;
         auto it = artifact_.info.metadata.find("dims");
-        if (wanted.empty() || it == artifact_.info.metadata.end()) return;
-        const std::map<std::string, int64_t> compiled = parse_dims(it->second);
+        const std::map<std::string, int64_t> compiled =
+            it == artifact_.info.metadata.end() ? std::map<std::string, int64_t>{} : parse_dims(it->second, path_);
         for (const auto& [name, value] : wanted) {
             auto c = compiled.find(name);
-            KILN_CHECK(c == compiled.end() || c->second == value, kInvalidArgument)
+            KILN_CHECK(c != compiled.end(), kInvalidArgument)
+                << "dimension '" << name << "': '" << path_ << "' was compiled with no dimension of that name "
+                << "(its dims: " << dims_list(compiled) << ")";
+            KILN_CHECK(c->second == value, kInvalidArgument)
                 << "dimension '" << name << "': '" << path_ << "' was compiled with " << name << "=" << c->second
                 << ", got " << name << "=" << value << " (recompile with `kiln compile --dim " << name << "=" << value
                 << "`)";

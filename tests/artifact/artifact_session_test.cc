@@ -84,8 +84,21 @@ TEST(ArtifactSession, OptionsThatContradictTheArtifactAreRefused) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
     EXPECT_NE(e.message().find("dimension 'N': '" + path + "' was compiled with N=2, got N=4"), std::string::npos)
         << e.what();
-    o.dims = {{"N", 2}, {"unused", 7}};  // agreeing (or unknown) dims are fine
+    o.dims = {{"N", 2}};  // agreeing dims are fine
     EXPECT_NO_THROW(load_artifact_session(path, o));
+    o.dims = {{"N", 2}, {"n", 7}};  // a misspelt one is not
+    e = error_of([&] { load_artifact_session(path, o); });
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(e.message().find("dimension 'n': '" + path + "' was compiled with no dimension of that name (its dims: N=2)"),
+              std::string::npos)
+        << e.what();
+    ScratchDir damaged_dir;
+    ArtifactInfo damaged;
+    damaged.metadata = {{"producer", "artifact_session_test"}, {"dims", "N=2,S"}};
+    const std::string damaged_path = save_test_artifact(damaged_dir, damaged);
+    o.dims = {{"N", 2}};
+    e = error_of([&] { load_artifact_session(damaged_path, o); });
+    EXPECT_NE(e.message().find("its metadata 'dims' holds 'S', expected NAME=INTEGER"), std::string::npos) << e.what();
     o = {};
     o.print_after = {"fuse_operators"};
     e = error_of([&] { load_artifact_session(path, o); });

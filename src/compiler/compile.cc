@@ -26,6 +26,7 @@
 #include "codegen/compile_driver.h"
 #include "compiler/fold_constant_node.h"
 #include "compiler/graph_interpreter.h"
+#include "compiler/kernel_probe.h"
 #include "compiler/lower_group.h"
 #include "compiler/plan_executable.h"
 #include "compiler/workload.h"
@@ -158,7 +159,11 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
     // A shape the matcher passes but oneDNN rejects stays generated (never a load-time failure).
     if (c && c->name == "dnnl_conv" && dnnl_conv_impl(*c).empty()) return std::nullopt;
-    if (c && source == KernelSource::kAuto && !auto_prefers_dnnl(unit, *c)) return std::nullopt;
+    if (c && source == KernelSource::kAuto) {
+        // Where the rule is unsure, a measurement on this machine decides (compiler/kernel_probe.h).
+        const bool rule = auto_prefers_dnnl(unit, *c);
+        if (!probe_prefers_dnnl(unit, *c, rule).value_or(rule)) return std::nullopt;
+    }
     return c;
 }
 

@@ -38,23 +38,6 @@ struct Workload {
 
 double mean(const std::pair<double, int>& sum_count) { return sum_count.first / sum_count.second; }
 
-/// The values of a constant of at most 4096 f32/f64/i32/i64 elements (scalars and small vectors a
-/// kernel may have folded in), else none: weights are measured on random data.
-std::vector<double> small_constant_values(const Tensor& t) {
-    std::vector<double> v;
-    if (t.numel() > 4096) return v;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        switch (t.dtype()) {
-            case DType::kFloat32: v.push_back(t.data_as<float>()[i]); break;
-            case DType::kFloat64: v.push_back(t.data_as<double>()[i]); break;
-            case DType::kInt32: v.push_back(t.data_as<int32_t>()[i]); break;
-            case DType::kInt64: v.push_back(static_cast<double>(t.data_as<int64_t>()[i])); break;
-            default: return {};
-        }
-    }
-    return v;
-}
-
 /// The knob string a candidate is logged under: its schedule knobs plus the source knob when
 /// the unit has a oneDNN alternative (so that compile() keeps the generated kernel).
 std::string logged_knobs(const Workload& w, te::KnobValues v, bool dnnl) {
@@ -185,11 +168,7 @@ private:
             }
             if (w.space.empty() && !w.dnnl) continue;  // nothing to choose
             w.searcher = std::make_unique<tune::Searcher>(w.space, opts_.seed + workloads_.size());
-            for (const ir::Value* v : unit.inputs) {
-                w.args.push_back({v->type().dtype, v->type().static_shape(), false, v->is_constant(), {}});
-                if (v->is_constant()) w.args.back().values = small_constant_values(v->constant());
-            }
-            for (const ir::Value* v : unit.outputs) w.args.push_back({v->type().dtype, v->type().static_shape(), true, false, {}});
+            w.args = workload_args(unit);
             w.result.default_knobs = logged_knobs(w, defaults, w.default_is_dnnl);
             index[key] = workloads_.size();
             workloads_.push_back(std::move(w));

@@ -7,6 +7,27 @@
 #include "ir/attr.h"
 
 namespace kiln::compiler {
+namespace {
+
+/// The values of a constant of at most 4096 f32/f64/i32/i64 elements (scalars and small vectors a
+/// kernel may have folded in), else none: weights are measured on random data.
+std::vector<double> small_constant_values(const Tensor& t) {
+    std::vector<double> v;
+    if (t.numel() > 4096) return v;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+        switch (t.dtype()) {
+            case DType::kFloat32: v.push_back(t.data_as<float>()[i]); break;
+            case DType::kFloat64: v.push_back(t.data_as<double>()[i]); break;
+            case DType::kInt32: v.push_back(t.data_as<int32_t>()[i]); break;
+            case DType::kInt64: v.push_back(static_cast<double>(t.data_as<int64_t>()[i])); break;
+            default: return {};
+        }
+    }
+    return v;
+}
+
+}  // namespace
+
 
 std::string workload_text(const KernelUnit& unit) {
     std::ostringstream os;
@@ -49,6 +70,16 @@ std::string workload_description(const KernelUnit& unit) {
     if (!unit.inputs.empty()) s += " " + unit.inputs[0]->type().str();
     if (!unit.outputs.empty()) s += " -> " + unit.outputs[0]->type().str();
     return s;
+}
+
+std::vector<tune::ArgSpec> workload_args(const KernelUnit& unit) {
+    std::vector<tune::ArgSpec> args;
+    for (const ir::Value* v : unit.inputs) {
+        args.push_back({v->type().dtype, v->type().static_shape(), false, v->is_constant(), {}});
+        if (v->is_constant()) args.back().values = small_constant_values(v->constant());
+    }
+    for (const ir::Value* v : unit.outputs) args.push_back({v->type().dtype, v->type().static_shape(), true, false, {}});
+    return args;
 }
 
 }  // namespace kiln::compiler

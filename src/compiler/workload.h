@@ -5,8 +5,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compiler/lower_group.h"
+#include "tune/measure.h"
 
 namespace kiln::compiler {
 
@@ -16,5 +18,8 @@ std::string workload_text(const KernelUnit& unit);
 std::string workload_key(const KernelUnit& unit);
 /// "Conv+Add+Relu f32[1,64,56,56] -> f32[1,64,56,56]" (ops, first input, first output).
 std::string workload_description(const KernelUnit& unit);
+/// The unit's kernel arguments for measuring it (tune/measure.h): inputs then outputs, with the
+/// values of small constants (scalars a kernel may have folded in); weights get random data.
+std::vector<tune::ArgSpec> workload_args(const KernelUnit& unit);
 
 }  // namespace kiln::compiler

@@ -27,6 +27,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/cpu_features.h"
 #include "support/error.h"
 
 extern char** environ;
@@ -43,9 +44,9 @@ namespace {
 const char* const kFlags[] = {"-O3",        "-march=native", "-fPIC",           "-shared",
                               "-std=gnu11", "-fwrapv",       "-fno-math-errno", "-ffp-contract=fast"};
 // The code-generation flags of kFlags for one object of a kernel library (compile_c_library):
-// compiled alone (-c), linked into one -shared library afterwards.
-const char* const kObjectFlags[] = {"-O3",     "-march=native",   "-fPIC",           "-std=gnu11",
-                                    "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-c"};
+// compiled alone (-c), linked into one -shared library afterwards. The instruction set is
+// library_isa_flags(), not -march=native.
+const char* const kObjectFlags[] = {"-O3", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-c"};
 constexpr int kDiagnosticLines = 40;
 
 std::atomic<uint64_t> g_compiled{0}, g_cached{0}, g_failed{0}, g_tmp_counter{0};
@@ -340,6 +341,43 @@ std::string kernel_library_symbol(const std::string& source) {
     return "kiln_kernel_" + h.hex().substr(0, 16);
 }
 
+namespace {
+
+/// Whether the compiler accepts `flags` (preprocessing an empty file).
+bool compiler_accepts(const Toolchain& t, const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = t.cc;
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const char* a : {"-E", "-x", "c", "/dev/null", "-o", "/dev/null"}) argv.push_back(a);
+    const std::string log = temp_path(t.root + "/isa-probe", ".txt");
+    int err = 0;
+    const bool ok = run_process(argv, log, &err) == 0;
+    remove_quietly(log);
+    return ok;
+}
+
+}  // namespace
+
+std::vector<std::string> library_isa_flags() {
+#if defined(__x86_64__)
+    static const std::vector<std::string> flags = [] {
+        const Toolchain t = toolchain();
+        std::vector<std::string> f = {"-march=x86-64", "-mtune=native"};
+        std::vector<std::string> features = runtime::host_cpu_features();
+        for (size_t i = 1; i < features.size(); ++i) f.push_back("-m" + features[i]);  // [0]: the arch
+        if (compiler_accepts(t, f)) return f;
+        // An older compiler: keep the features it knows (the artifact still records them all,
+        // so it asks for more than its kernels use: safe).
+        std::vector<std::string> kept(f.begin(), f.begin() + 2);
+        for (size_t i = 2; i < f.size(); ++i)
+            if (compiler_accepts(t, {f[0], f[i]})) kept.push_back(f[i]);
+        return kept;
+    }();
+    return flags;
+#else
+    return {"-march=native"};
+#endif
+}
+
 KernelLibrary compile_c_library(const std::vector<std::string>& sources, int jobs) {
     // Distinct sources, each an object whose kiln_kernel is renamed by the preprocessor (the
     // emitted code defines no other external symbol: the prelude and task functions are static).
@@ -349,8 +387,10 @@ KernelLibrary compile_c_library(const std::vector<std::string>& sources, int job
         if (index_of.emplace(s, unique.size()).second) unique.push_back(s);
     if (unique.empty()) unique.push_back("/* a kernel library without kernels */\n");
     std::vector<CompileOutcome> objects(unique.size());
+    const std::vector<std::string> isa = library_isa_flags();
     run_parallel(unique.size(), jobs, [&](size_t k) {
         std::vector<std::string> flags(std::begin(kObjectFlags), std::end(kObjectFlags));
+        for (const std::string& f : isa) flags.push_back(f);
         flags.push_back("-Dkiln_kernel=" + kernel_library_symbol(unique[k]));
         try {
             objects[k].library = compile_cached(unique[k], flags, ".o", {});

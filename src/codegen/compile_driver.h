@@ -47,6 +47,14 @@ struct CompileOutcome {
 /// compile_c_many that records each source's failure instead of throwing (the tuner's candidates).
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs = 0);
 
+/// The instruction-set flags of a kernel library (compile_c_library: what a compiled artifact
+/// embeds). On x86-64: the baseline plus exactly the features runtime::host_cpu_features() names
+/// on this host (-mtune=native keeps the scheduling), so the feature list an artifact records
+/// covers every instruction its kernels may use. -march=native would also enable features the
+/// runtime does not check (ADX, SHA, VBMI2, ...): an artifact would load on a CPU lacking one and
+/// die of SIGILL. Other architectures: -march=native.
+std::vector<std::string> library_isa_flags();
+
 /// One shared library exporting many kernels.
 struct KernelLibrary {
     std::string path;                  // the linked .so in the cache

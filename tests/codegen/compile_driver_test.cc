@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
 
+#include "runtime/cpu_features.h"
 #include "support/error.h"
 
 namespace kiln::codegen {
@@ -223,6 +225,33 @@ TEST(CompileDriver, KernelLibraryExportsEveryKernelUnderItsOwnSymbol) {
     void* h = dlopen(empty.path.c_str(), RTLD_NOW | RTLD_LOCAL);
     EXPECT_NE(h, nullptr) << dlerror();
     if (h) dlclose(h);
+    fs::remove_all(dir);
+}
+
+// An artifact's kernel library may use only instructions its recorded feature list
+// (runtime::host_cpu_features) names: a source that fails to compile when the compiler enabled a
+// feature outside that list (as -march=native does on this AMD host: ADX, SHA, VAES, MOVBE, ...),
+// or when a listed one is off.
+TEST(CompileDriver, KernelLibraryUsesOnlyTheFeaturesAnArtifactRecords) {
+#if !defined(__x86_64__)
+    GTEST_SKIP() << "x86-64 only";
+#endif
+    std::string dir = fresh_dir("isa");
+    ScopedEnv env("KILN_CACHE_DIR", dir);
+    const std::vector<std::string> have = runtime::host_cpu_features();
+    auto listed = [&](const std::string& f) { return std::find(have.begin(), have.end(), f) != have.end(); };
+    std::string src = kernel_source(5, "isa");
+    for (const char* unlisted : {"__ADX__", "__SHA__", "__VAES__", "__MOVBE__", "__AVX512VBMI2__", "__CLZERO__",
+                                 "__RDSEED__", "__AVX512BITALG__", "__AVX512VPOPCNTDQ__", "__LZCNT__"})
+        src += std::string("#ifdef ") + unlisted + "\n#error \"" + unlisted + " is not in the artifact's feature list\"\n#endif\n";
+    const std::pair<const char*, const char*> checked[] = {{"avx2", "__AVX2__"}, {"fma", "__FMA__"}, {"avx512f", "__AVX512F__"},
+                                                           {"bmi2", "__BMI2__"}, {"f16c", "__F16C__"}};
+    for (const auto& [feature, macro] : checked)
+        src += std::string(listed(feature) ? "#ifndef " : "#ifdef ") + macro + "\n#error \"" + macro +
+               " disagrees with the host's feature list\"\n#endif\n";
+    KernelLibrary lib = compile_c_library({src}, 1);
+    EXPECT_EQ(call_kernel(lib.path, lib.symbols[0]), 5);
+    for (const std::string& f : library_isa_flags()) EXPECT_NE(f, "-march=native");
     fs::remove_all(dir);
 }
 

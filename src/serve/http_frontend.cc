@@ -170,8 +170,11 @@ void HttpFrontendImpl::add_api_routes() {
 
     http_.Get(KILN_MODEL_URL "/ready", [&s](const Request& req, Response& res) {
         const std::string name = req.matches[1], version = req.matches[2];
-        reply_health(res, s.model_ready(name, version),
-                     "model '" + name + "'" + (version.empty() ? "" : " version " + version) + " is not ready");
+        if (s.model_ready(name, version)) return reply_health(res, true, "");
+        // Unknown model or version: 404 (Triton); known but not ready: 400.
+        ModelMetadata unused;
+        if (Failure f = s.model_metadata(name, version, unused); f.code == Code::kNotFound) return reply_error(res, f);
+        reply_health(res, false, "model '" + name + "'" + (version.empty() ? "" : " version " + version) + " is not ready");
     });
     http_.Get(KILN_MODEL_URL "/config", [&s](const Request& req, Response& res) {
         std::string out;

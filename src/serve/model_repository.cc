@@ -23,6 +23,13 @@ std::string read_text(const fs::path& p) {
     return os.str();
 }
 
+/// A model name names one folder of the repository: not empty, no path separator, not hidden
+/// (".", ".." and dot-folders are never models).
+bool valid_model_name(const std::string& name) {
+    return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
+           name.find('\\') == std::string::npos;
+}
+
 }  // namespace
 
 std::vector<std::string> list_model_folders(const std::string& root) {
@@ -41,7 +48,7 @@ ModelFolder read_model_folder(const std::string& root, const std::string& name) 
     folder.name = name;
     fs::path dir = fs::path(root) / name;
     std::error_code ec;
-    KILN_CHECK(!name.empty() && name.find('/') == std::string::npos && fs::is_directory(dir, ec), kIOError)
+    KILN_CHECK(valid_model_name(name) && fs::is_directory(dir, ec), kIOError)
         << "no model '" << name << "' in the repository " << root;
     inference::ModelConfig config;
     if (fs::exists(dir / "config.pbtxt", ec)) {
@@ -97,6 +104,10 @@ Failure ModelRepository::load(const std::string& name) {
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopped_) return {Code::kUnavailable, "the server is shutting down"};
+        // A name with no folder gets no index entry (a client could grow the index without bound).
+        std::error_code ec;
+        if (!models_.count(name) && !(valid_model_name(name) && fs::is_directory(fs::path(root_) / name, ec)))
+            return {Code::kNotFound, "no model '" + name + "' in the repository " + root_};
         m = &model_locked(name);
     }
     std::lock_guard<std::mutex> serial(m->load_mu);
@@ -135,7 +146,8 @@ Failure ModelRepository::load(const std::string& name) {
         if (stopped_) old.insert(old.end(), ready.begin(), ready.end());
     }
     for (auto& v : old) v->stop(/*drain=*/true);
-    if (ready.empty()) return {Code::kInternal, "model '" + name + "' failed to load: " + failures};
+    // A model or config that does not load is the request's (the repository's) fault: 400, as Triton.
+    if (ready.empty()) return {Code::kInvalidArgument, "model '" + name + "' failed to load: " + failures};
     return Failure::none();
 }
 
@@ -186,7 +198,7 @@ std::shared_ptr<ModelVersion> ModelRepository::find(const std::string& name, con
     auto it = models_.find(name);
     if (it == models_.end()) {
         std::error_code ec;
-        bool on_disk = !name.empty() && name.find('/') == std::string::npos && fs::is_directory(fs::path(root_) / name, ec);
+        bool on_disk = valid_model_name(name) && fs::is_directory(fs::path(root_) / name, ec);
         why = on_disk ? Failure{Code::kUnavailable, "model '" + name + "' is not loaded"}
                       : Failure{Code::kNotFound, "unknown model '" + name + "'"};
         return nullptr;

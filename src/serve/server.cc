@@ -116,10 +116,14 @@ public:
 
     Failure load_model(const std::string& name) override {
         if (stopping()) return {Code::kUnavailable, "the server is shutting down"};
+        if (Failure f = repository_control("load"); !f.ok()) return f;
         return repo_.load(name);
     }
 
-    Failure unload_model(const std::string& name) override { return repo_.unload(name); }
+    Failure unload_model(const std::string& name) override {
+        if (Failure f = repository_control("unload"); !f.ok()) return f;
+        return repo_.unload(name);
+    }
 
     Failure statistics(const std::string& name, const std::string& version,
                        std::vector<ModelStatistics>& out) const override {
@@ -156,6 +160,14 @@ public:
     }
 
 private:
+    /// Triton refuses the repository API outside explicit model control.
+    Failure repository_control(const std::string& what) const {
+        if (opts_.repository_control) return Failure::none();
+        return {Code::kUnavailable, "model " + what +
+                                        " is not allowed in model control mode 'none' (start the server with "
+                                        "--model-control-mode explicit)"};
+    }
+
     bool stopping() const {
         std::lock_guard<std::mutex> lock(mu_);
         return stopping_;

@@ -143,6 +143,9 @@ struct ServerOptions {
     /// "none": nothing loads at start (load on request); "all" (default): every model.
     std::string model_control = "all";
     std::vector<std::string> load_models;  // with model_control "explicit": these at start
+    /// Whether the repository API may load and unload models (Triton's --model-control-mode
+    /// explicit); false under Triton's mode "none", where a load or unload request is refused.
+    bool repository_control = true;
     int threads = 0;                       // cores the server may use (0 = all)
     /// BE work fills the cores RT leaves idle (the CPU analogue of REEF's dynamic kernel
     /// padding). Off: BE waits while any RT request runs.

@@ -54,7 +54,8 @@ def reference(repo_dir):
 
 @pytest.fixture(scope="session")
 def server(repo_dir):
-    srv = ServerProcess(repo_dir).start()
+    # Every model loaded at start, and the repository API on (Triton's explicit mode with "*").
+    srv = ServerProcess(repo_dir, ["--model-control-mode", "explicit", "--load-model", "*"]).start()
     yield srv
     alive = srv.alive()
     code = srv.terminate()

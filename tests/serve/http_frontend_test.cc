@@ -62,8 +62,10 @@ TEST_F(HttpFrontendTest, Health) {
     EXPECT_EQ(sb(get("/v2/health/ready")), std::make_pair(400, R"({"error":"server is not ready"})"s));
     EXPECT_EQ(get("/v2/models/add_one/ready")->status, 200);
     EXPECT_EQ(get("/v2/models/add_one/versions/1/ready")->status, 200);
+    // An unknown model or version is 404 (Triton); a known model that is not ready, 400.
     EXPECT_EQ(sb(get("/v2/models/add_one/versions/2/ready")),
-              std::make_pair(400, R"({"error":"model 'add_one' version 2 is not ready"})"s));
+              std::make_pair(404, R"({"error":"model 'add_one' has no version 2"})"s));
+    EXPECT_EQ(get("/v2/models/no_such_model/ready")->status, 404);
     EXPECT_EQ(sb(get("/v2/models/loading/ready")), std::make_pair(400, R"({"error":"model 'loading' is not ready"})"s));
 }
 

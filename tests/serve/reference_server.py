@@ -215,9 +215,23 @@ class Repo:
         self.models = {}
         self.lock = threading.Lock()
         self.shutting_down = False
+        self.control = control
         names = sorted(p.name for p in self.root.iterdir() if p.is_dir())
-        for name in (names if control != "explicit" else load):
+        for name in (names if control != "explicit" or "*" in load else load):
             self.load(name)
+
+    def check_control(self, what):
+        """Triton refuses the repository API outside explicit model control."""
+        if self.control != "explicit":
+            raise Fail(503, f"model {what} is not allowed in model control mode '{self.control}'")
+
+    def api_load(self, name):
+        self.check_control("load")
+        self.load(name)
+
+    def api_unload(self, name):
+        self.check_control("unload")
+        self.unload(name)
 
     def load(self, name):
         if not (self.root / name).is_dir():
@@ -399,7 +413,7 @@ def make_http_handler(repo, metrics_only=False):
                 if p == ["repository", "index"]:
                     return self.reply(200, repo.index())
                 if len(p) == 4 and p[1] == "models" and p[3] in ("load", "unload"):
-                    (repo.load if p[3] == "load" else repo.unload)(p[2])
+                    (repo.api_load if p[3] == "load" else repo.api_unload)(p[2])
                     return self.reply(200)
             if p == ["models", "stats"]:
                 return self.reply(200, {"model_stats": repo.statistics()})
@@ -524,12 +538,12 @@ def start_grpc(repo, port):
 
         @guard
         def RepositoryModelLoad(self, request, context):
-            repo.load(request.model_name)
+            repo.api_load(request.model_name)
             return pb.RepositoryModelLoadResponse()
 
         @guard
         def RepositoryModelUnload(self, request, context):
-            repo.unload(request.model_name)
+            repo.api_unload(request.model_name)
             return pb.RepositoryModelUnloadResponse()
 
         @guard

@@ -63,7 +63,7 @@ def test_http_unknown_version(server, good_request_after):
         r = http_request(server.http_port, "GET", path)
         assert r.status == 404, (path, r.status, r.body[:200])
     r = http_request(server.http_port, "GET", "/v2/models/no_such_model/ready")
-    assert r.status != 200
+    assert r.status == 404 and "no_such_model" in r.error(), (r.status, r.body[:200])
 
 
 def test_http_unknown_output(server, good_request_after):

@@ -34,3 +34,37 @@ def test_explicit_model_control(start_server, reference):
                      {"Content-Type": "application/json"})
     assert 400 <= r.status < 500 and "not_there" in r.error(), (r.status, r.body[:200])
     assert srv.terminate() == 0
+
+
+def _post(srv, path, timeout=60):
+    return http_request(srv.http_port, "POST", path, b"{}", {"Content-Type": "application/json"},
+                        timeout=timeout)
+
+
+def test_repository_api_is_refused_in_mode_none(start_server):
+    srv = start_server(["mlp"])  # Triton's default: --model-control-mode none
+    for action in ("unload", "load"):
+        r = _post(srv, f"/v2/repository/models/mlp/{action}")
+        assert r.status == 503 and "not allowed" in r.error(), (action, r.status, r.body[:200])
+    assert http_request(srv.http_port, "GET", "/v2/models/mlp/ready").status == 200
+    assert srv.terminate() == 0
+
+
+def test_load_checks_names_and_reports_bad_models(start_server):
+    srv = start_server(["mlp"], "--model-control-mode", "explicit", "--load-model", "mlp")
+    # Names that are not a folder of the repository: 404, and no index entry left behind.
+    for name in ("not_there", ".hidden", "%2E%2E"):
+        r = _post(srv, f"/v2/repository/models/{name}/load")
+        assert r.status == 404, (name, r.status, r.body[:200])
+    r = http_request(srv.http_port, "POST", "/v2/repository/index", b"{}",
+                     {"Content-Type": "application/json"})
+    assert {row["name"] for row in r.json()} == {"mlp"}, r.json()
+    # A model file that is not a model: the load fails with 400 naming the model.
+    broken = srv.repository / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "model.onnx").write_bytes(b"this is not an ONNX model")
+    r = _post(srv, "/v2/repository/models/broken/load", timeout=120)
+    assert r.status == 400 and "broken" in r.error(), (r.status, r.body[:200])
+    assert http_request(srv.http_port, "GET", "/v2/models/broken/ready").status != 200
+    assert http_request(srv.http_port, "GET", "/v2/models/not_there/ready").status == 404
+    assert srv.terminate() == 0

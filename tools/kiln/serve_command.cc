@@ -37,13 +37,14 @@ struct ServeArgs {
 };
 
 /// Triton's --model-control-mode to serve::ServerOptions::model_control: Triton's "none" loads
-/// every model at start (and the repository API cannot change them; Kiln still allows it);
-/// "explicit" loads the --load-model ones ("*": all).
+/// every model at start and the repository API cannot change them (load and unload requests are
+/// refused); "explicit" loads the --load-model ones ("*": all).
 void set_model_control(const ServeArgs& args, serve::ServerOptions& opts) {
     if (args.model_control_mode == "none") {
         KILN_CHECK(args.load_models.empty(), kInvalidArgument)
             << "--load-model needs --model-control-mode explicit (mode none loads every model)";
         opts.model_control = "all";
+        opts.repository_control = false;
         return;
     }
     bool all = false;

@@ -150,6 +150,44 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file_
     return config;
 }
 
+namespace {
+
+/// Triton fields the proto parses but Kiln does not act on: each set to a non-default value is a
+/// warning (shown in the repository index and the log), never silently dropped.
+void report_unused_fields(const ModelConfig& config, std::vector<std::string>& warnings) {
+    auto unused = [&](const std::string& field) { warnings.push_back("field '" + field + "' is not used by Kiln"); };
+    for (const auto& in : config.input()) {
+        const std::string at = "input '" + in.name() + "' ";
+        if (in.allow_ragged_batch()) unused(at + "allow_ragged_batch");
+        if (in.is_shape_tensor()) unused(at + "is_shape_tensor");
+        if (in.format() != inference::ModelInput::FORMAT_NONE) unused(at + "format");
+    }
+    for (const auto& out : config.output()) {
+        const std::string at = "output '" + out.name() + "' ";
+        if (out.is_shape_tensor()) unused(at + "is_shape_tensor");
+        if (!out.label_filename().empty()) unused(at + "label_filename");
+    }
+    if (!config.runtime().empty()) unused("runtime");
+    if (!config.cc_model_filenames().empty()) unused("cc_model_filenames");
+    if (!config.metric_tags().empty()) unused("metric_tags");
+    for (const auto& g : config.instance_group()) {
+        if (!g.name().empty()) unused("instance_group name");
+        if (g.kind() == inference::ModelInstanceGroup::KIND_MODEL) unused("instance_group kind KIND_MODEL");
+    }
+    if (!config.has_dynamic_batching()) return;
+    const auto& db = config.dynamic_batching();
+    if (db.preserve_ordering()) unused("dynamic_batching.preserve_ordering");
+    auto delay = [&](const inference::ModelQueuePolicy& q, const std::string& where) {
+        if (q.timeout_action() == inference::ModelQueuePolicy::DELAY && q.default_timeout_microseconds() > 0)
+            warnings.push_back(where + ".timeout_action DELAY: Kiln keeps such requests queued with no deadline");
+    };
+    if (db.has_default_queue_policy()) delay(db.default_queue_policy(), "dynamic_batching.default_queue_policy");
+    for (const auto& [level, q] : db.priority_queue_policy())
+        delay(q, "dynamic_batching.priority_queue_policy[" + std::to_string(level) + "]");
+}
+
+}  // namespace
+
 void complete_model_config(ModelConfig& config, const std::string& model_name, const ModelSignature& model,
                            bool has_file, bool max_batch_size_set, std::vector<std::string>& warnings) {
     if (config.name().empty()) config.set_name(model_name);
@@ -242,6 +280,7 @@ void complete_model_config(ModelConfig& config, const std::string& model_name, c
         }
     }
     (void)model_settings(config, warnings);  // checks the parameters' values
+    report_unused_fields(config, warnings);
 }
 
 namespace {

@@ -114,6 +114,35 @@ TEST(serve_ModelConfig, ChecksAgainstTheModel) {
     EXPECT_THROW(complete_model_config(c, "m", sig, true, true, warnings), Error);
 }
 
+TEST(serve_ModelConfig, ReportsEveryParsedFieldKilnDoesNotUse) {
+    std::vector<std::string> warnings;
+    bool set = false;
+    auto c = parse_model_config(R"(
+max_batch_size: 4
+runtime: "libtorch"
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] allow_ragged_batch: true format: FORMAT_NCHW } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 3 ] label_filename: "labels.txt" } ]
+instance_group [ { name: "g0" kind: KIND_MODEL } ]
+dynamic_batching { preserve_ordering: true
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 500 } }
+metric_tags { key: "team" value: "search" }
+cc_model_filenames { key: "7.5" value: "model.plan" }
+)", "config.pbtxt", warnings, &set);
+    ASSERT_TRUE(warnings.empty()) << warnings[0];
+    complete_model_config(c, "m", batchable_model(), true, set, warnings);
+    std::string all;
+    for (const std::string& w : warnings) all += w + "\n";
+    for (const char* field : {"input 'x' allow_ragged_batch", "input 'x' format", "output 'y' label_filename",
+                              "'runtime'", "'cc_model_filenames'", "'metric_tags'", "instance_group name",
+                              "KIND_MODEL", "preserve_ordering", "timeout_action DELAY"})
+        EXPECT_NE(all.find(field), std::string::npos) << field << " not reported in:\n" << all;
+    // The defaults report nothing.
+    std::vector<std::string> none;
+    inference::ModelConfig plain;
+    complete_model_config(plain, "m", batchable_model(), false, false, none);
+    EXPECT_TRUE(none.empty()) << none[0];
+}
+
 TEST(serve_ModelConfig, PriorityLevelsAndJson) {
     EXPECT_FALSE(priority_from_level(0).has_value());
     EXPECT_EQ(*priority_from_level(1), Priority::kRealTime);

@@ -9,6 +9,7 @@
 #include "kiln/error.h"
 #include "serve/core_scheduler.h"
 #include "serve/model_repository.h"
+#include "serve/triton_metrics.h"
 #include "serve/server_metrics.h"
 
 namespace kiln::serve {
@@ -140,8 +141,12 @@ public:
 
     std::string metrics_text() const override {
         metrics_.refresh_memory();
-        for (const auto& v : repo_.versions()) v->refresh_metrics();
-        return metrics_.registry().text();
+        std::vector<ModelStatistics> stats;
+        for (const auto& v : repo_.versions()) {
+            v->refresh_metrics();
+            stats.push_back(v->statistics());
+        }
+        return metrics_.registry().text() + triton_metrics_text(stats);
     }
 
     void shutdown() override {

@@ -1,6 +1,7 @@
 """/metrics on the metrics port: Prometheus text exposition format (0.0.4), parsed strictly here,
-with a counter labelled by model that counts the requests just made, and well-formed histograms
-(cumulative buckets ending in +Inf equal to _count)."""
+with Kiln's counter labelled by model and outcome and Triton's nv_inference_* families counting
+exactly the requests just made, and well-formed histograms (cumulative buckets ending in +Inf
+equal to _count)."""
 import collections
 import math
 import re
@@ -76,8 +77,26 @@ def test_metrics_count_requests(server):
     assert r.status == 400
     after = model_counters(scrape(server), "digits")
     deltas = {k: v - before.get(k, 0.0) for k, v in after.items()}
-    assert any(d == n for d in deltas.values()), \
-        f"no counter labelled model=\"digits\" rose by exactly {n}: {deltas}"
+
+    def delta(name, **labels):
+        found = [d for (sample, lab), d in deltas.items()
+                 if sample == name and all(dict(lab).get(k) == v for k, v in labels.items())]
+        assert len(found) == 1, f"{name} {labels}: {len(found)} series among {sorted(deltas)}"
+        return found[0]
+
+    # Kiln's own counter, by outcome: the 7 answers and the 400 each counted once, apart.
+    assert delta("kiln_inference_requests_total", outcome="success") == n, deltas
+    assert delta("kiln_inference_requests_total", outcome="invalid_argument") == 1, deltas
+    # Triton's families, as Triton names and means them.
+    assert delta("nv_inference_request_success", version="1") == n, deltas
+    assert delta("nv_inference_request_failure", version="1") == 1, deltas
+    assert delta("nv_inference_count", version="1") == n, deltas  # one row each
+    assert 1 <= delta("nv_inference_exec_count", version="1") <= n, deltas
+    for family in ("nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+                   "nv_inference_compute_infer_duration_us"):
+        assert delta(family, version="1") >= 0, (family, deltas)
+    assert delta("nv_inference_request_duration_us", version="1") >= \
+        delta("nv_inference_compute_infer_duration_us", version="1"), deltas
 
 
 def test_metrics_histograms_well_formed(server):

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -36,6 +37,8 @@ int default_threads() {
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     return static_cast<int>(std::max(128u, 8 * hw));
 }
+
+constexpr const char* kRepositoryActionUrl = R"(/v2/repository/models/([^/]+)/(load|unload))";
 
 void reply_error(httplib::Response& res, const Failure& f) {
     res.status = kserve::http_status(f.code);
@@ -95,6 +98,8 @@ public:
 
 private:
     void infer(const httplib::Request& req, httplib::Response& res);
+    void repository_action(const std::string& name, bool load, const std::string& body, httplib::Response& res);
+    bool bodyless_post(const httplib::Request& req, httplib::Response& res);
 
     Server& server_;
     HttplibServer http_;
@@ -194,14 +199,33 @@ void HttpFrontendImpl::add_api_routes() {
             return reply_error(res, f);
         reply_json(res, kserve::repository_index_json(s.repository_index(ready_only)));
     });
-    http_.Post(R"(/v2/repository/models/([^/]+)/(load|unload))", [&s](const Request& req, Response& res) {
-        const std::string name = req.matches[1];
-        const bool load = req.matches[2] == "load";
-        if (Failure f = kserve::parse_repository_load_request(req.body, name, load); !f.ok())
-            return reply_error(res, f);
-        if (Failure f = load ? s.load_model(name) : s.unload_model(name); !f.ok()) return reply_error(res, f);
-        res.status = 200;
+    http_.Post(kRepositoryActionUrl, [this](const Request& req, Response& res) {
+        repository_action(req.matches[1], req.matches[2] == "load", req.body, res);
     });
+}
+
+void HttpFrontendImpl::repository_action(const std::string& name, bool load, const std::string& body,
+                                         httplib::Response& res) {
+    if (Failure f = kserve::parse_repository_load_request(body, name, load); !f.ok()) return reply_error(res, f);
+    if (Failure f = load ? server_.load_model(name) : server_.unload_model(name); !f.ok()) return reply_error(res, f);
+    res.status = 200;
+    res.body.clear();
+}
+
+/// httplib answers a POST without Content-Length with a bare 400 before routing it. Triton's
+/// clients send a model load or unload without a body: it is carried out as with an empty one.
+/// Other such POSTs get an error that says what was missing.
+bool HttpFrontendImpl::bodyless_post(const httplib::Request& req, httplib::Response& res) {
+    if (res.status != 400 || req.method != "POST" || req.has_header("Content-Length") ||
+        req.has_header("Transfer-Encoding"))
+        return false;
+    std::smatch m;
+    if (std::regex_match(req.path, m, std::regex(kRepositoryActionUrl))) {
+        repository_action(m[1], m[2] == "load", "", res);
+    } else {
+        reply_error(res, {Code::kInvalidArgument, "POST " + req.path + " without a Content-Length header"});
+    }
+    return true;
 }
 
 void HttpFrontendImpl::add_metrics_route() {
@@ -225,8 +249,9 @@ void HttpFrontendImpl::listen(const HttpOptions& opts, const char* what) {
     // Errors without a body (no route, a bad request httplib rejects itself) still get
     // {"error": ...}, which is what clients read.
     http_.set_error_handler(
-        httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
             if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            if (bodyless_post(req, res)) return httplib::Server::HandlerResponse::Handled;
             const std::string msg = res.status == 404
                                         ? "no route for " + req.method + " " + req.path
                                         : "HTTP " + std::to_string(res.status) + " on " + req.method + " " + req.path;

@@ -68,3 +68,28 @@ def test_load_checks_names_and_reports_bad_models(start_server):
     assert http_request(srv.http_port, "GET", "/v2/models/broken/ready").status != 200
     assert http_request(srv.http_port, "GET", "/v2/models/not_there/ready").status == 404
     assert srv.terminate() == 0
+
+
+def _raw_post(port, path):
+    """POST with no body and no Content-Length (as tritonclient and curl -X POST send a load)."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace")
+
+
+def test_bodyless_load_and_unload(start_server):
+    srv = start_server(["mlp"], "--model-control-mode", "explicit")
+    status, body = _raw_post(srv.http_port, "/v2/repository/models/mlp/load")
+    assert status == 200, (status, body)
+    assert http_request(srv.http_port, "GET", "/v2/models/mlp/ready").status == 200
+    status, body = _raw_post(srv.http_port, "/v2/repository/models/mlp/unload")
+    assert status == 200, (status, body)
+    assert http_request(srv.http_port, "GET", "/v2/models/mlp/ready").status != 200
+    status, body = _raw_post(srv.http_port, "/v2/repository/index")
+    assert status == 400 and "Content-Length" in body, (status, body)
+    assert srv.terminate() == 0

@@ -218,9 +218,14 @@ private:
                                           const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads,
                                           const ir::Value* from) {
         if (is_control_flow(n)) {
-            ControlFlowGradient cf = control_flow_gradient(g_, n, reads, needs, out_grads);
-            if (cf.superseded) superseded_.push_back(cf.superseded);
-            return cf.grads;
+            try {
+                ControlFlowGradient cf = control_flow_gradient(g_, n, reads, needs, out_grads);
+                if (cf.superseded) superseded_.push_back(cf.superseded);
+                return cf.grads;
+            } catch (Error& e) {
+                e.add_context("while differentiating " + n.describe() + " for '" + target_ + "'");
+                throw;
+            }
         }
         const op::OpDef* def = op::OpRegistry::global().find(n.op());
         KILN_CHECK(def && def->gradient, kUnsupported)

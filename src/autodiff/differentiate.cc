@@ -149,8 +149,14 @@ public:
             auto c = contributions_.find(w);
             out.push_back(c == contributions_.end() ? nullptr : emitter_.sum(w->name(), c->second));
         }
-        for (ir::Node* n : superseded_) g_.erase_node(n);
         return out;
+    }
+
+    /// Erases the forward Loop/Scan nodes replaced by their copies (after the caller is done
+    /// with the values it holds).
+    void finish() {
+        for (ir::Node* n : superseded_) g_.erase_node(n);
+        superseded_.clear();
     }
 
 private:
@@ -259,7 +265,10 @@ std::vector<ir::Value*> vjp(ir::Graph& g, const std::vector<ir::Value*>& ys, con
     std::string target;
     for (size_t k = 0; k < ys.size(); ++k)
         if (dys[k]) target += (target.empty() ? "" : ", ") + ys[k]->name();
-    return Backward(g, target).run(ys, dys, wrt);
+    Backward b(g, target);
+    std::vector<ir::Value*> out = b.run(ys, dys, wrt);
+    b.finish();
+    return out;
 }
 
 Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Value*>& wrt, const GradientOptions& opts) {
@@ -278,7 +287,8 @@ Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Val
     }
     Emitter emitter(g);
     ir::Value* seed = emitter.constant("seed", filled(loss->type(), opts.seed));
-    const std::vector<ir::Value*> sums = Backward(g, loss->name()).run({loss}, {seed}, wrt);
+    Backward backward(g, loss->name());
+    const std::vector<ir::Value*> sums = backward.run({loss}, {seed}, wrt);
     Gradients out;
     std::unordered_set<const ir::Value*> named;
     for (size_t i = 0; i < wrt.size(); ++i) {
@@ -286,6 +296,7 @@ Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Val
         if (!grad) grad = emitter.constant(wrt[i]->name() + "/zero", filled(wrt[i]->type(), 0.0));
         out.grads.push_back(name_final(g, emitter, wrt[i], grad, named));
     }
+    backward.finish();
     return out;
 }
 

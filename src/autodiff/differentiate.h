@@ -17,7 +17,9 @@
 // Control flow: If, Loop and Scan are differentiated by autodiff/control_flow_gradient.h (their
 // gradients are sub-graphs differentiated with vjp()); the values their regions read from the
 // enclosing scope count as inputs of the node and receive gradients. A Loop or Scan on a path is
-// replaced by a copy that also outputs the per-iteration state its backward loop reads.
+// replaced by a copy that also outputs the per-iteration state its backward loop reads: its
+// outputs keep their names and uses (graph outputs included), but a Value* of them held from
+// before the call is stale (the old node is erased): look such values up again by name.
 //
 // Naming: every node differentiate() adds is named "grad/<forward node name or op>", and every
 // gradient value "grad/<value name>" where it is the final gradient of a wrt value; the

@@ -372,6 +372,51 @@ TEST(ControlFlowGradient, NestedLoopsEqualTheUnrolledGraph) {
     expect_same("nested Loop", nested_loops, in, nested_unrolled, in);
 }
 
+// Loop(4) { h = If(i < 2) { tanh(h * w) } else { h * v + h } }: the branches read the body's
+// carried h by name, and w, v from the outermost graph; both branches are taken.
+Built if_in_loop(ir::Graph& g) {
+    ir::Value* h0 = g.add_input("h0", f64({3}));
+    ir::Value* w = g.add_input("w", f64({3}));
+    ir::Value* v = g.add_input("v", f64({3}));
+    auto then_g = std::make_shared<ir::Graph>();
+    then_g->name = "early";
+    then_g->add_output(op(*then_g, "Tanh", {op(*then_g, "Mul", {then_g->add_outer_input("h", f64({3})),
+                                                                then_g->add_outer_input("w", f64({3}))})}));
+    auto else_g = std::make_shared<ir::Graph>();
+    else_g->name = "late";
+    ir::Value* eh = else_g->add_outer_input("h", f64({3}));
+    else_g->add_output(op(*else_g, "Add", {op(*else_g, "Mul", {eh, else_g->add_outer_input("v", f64({3}))}), eh}));
+    auto body = std::make_shared<ir::Graph>();
+    body->name = "body";
+    ir::Value* i = body->add_input("i", i64({}));
+    ir::Value* c = body->add_input("c", kBool);
+    body->add_input("h", f64({3}));
+    ir::Value* early = op(*body, "Less", {i, i64_const(*body, 2)});
+    ir::Node* iff = body->add_node("If", {early}, {{"then_branch", ir::GraphAttr(then_g)}, {"else_branch", ir::GraphAttr(else_g)}},
+                                   {f64({3})}, {"h_next"}, "pick");
+    body->add_output(op(*body, "Identity", {c}));
+    body->add_output(iff->output(0));
+    ir::Node* loop = g.add_node("Loop", {i64_const(g, 4), nullptr, h0}, {{"body", ir::GraphAttr(body)}}, {f64({3})},
+                                {"h_end"}, "loop");
+    (void)w;
+    (void)v;
+    return {weighted_sum_loss(g, {loop->output(0)}, 6), {h0, w, v}};
+}
+
+Built if_in_loop_unrolled(ir::Graph& g) {
+    ir::Value* h = g.add_input("h0", f64({3}));
+    ir::Value* w = g.add_input("w", f64({3}));
+    ir::Value* v = g.add_input("v", f64({3}));
+    for (int t = 0; t < 4; ++t) h = t < 2 ? op(g, "Tanh", {op(g, "Mul", {h, w})}) : op(g, "Add", {op(g, "Mul", {h, v}), h});
+    return {weighted_sum_loss(g, {h}, 6), {g.inputs()[0], w, v}};
+}
+
+TEST(ControlFlowGradient, IfInsideALoopEqualsTheUnrolledGraph) {
+    const std::vector<Tensor> in = {random_tensor({3}, -1, 1, 51), random_tensor({3}, -1, 1, 52),
+                                    random_tensor({3}, -0.5, 0.5, 53)};
+    expect_same("If in a Loop", if_in_loop, in, if_in_loop_unrolled, in);
+}
+
 // ------------------------------------------------------------------------------------ errors
 
 void expect_unsupported(const Build& build, const std::vector<std::string>& parts) {

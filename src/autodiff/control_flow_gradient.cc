@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "autodiff/differentiate.h"
+#include "autodiff/loop_values.h"
 #include "autodiff/region.h"
 #include "support/error.h"
 
@@ -88,10 +89,11 @@ struct RegionVjp {
 
 /// Copies `body` into region `r` with its inputs bound to `ins` (values of r) and appends the
 /// VJP seeded with `seeds` (per body output; nullptr: none) with respect to the body inputs in
-/// `want_in` and the captured values `captures` (values of g), which r reads as outer inputs.
+/// `want_in` and the captured values `captures` (values of g), which r reads as outer inputs;
+/// loops nested in `body` are differentiated with `mode`.
 RegionVjp region_vjp(ir::Graph& r, const ir::Graph& g, const ir::Graph& body, const std::vector<ir::Value*>& ins,
                      const std::vector<ir::Value*>& seeds, const std::vector<bool>& want_in,
-                     const std::vector<ir::Value*>& captures) {
+                     const std::vector<ir::Value*>& captures, LoopValues mode) {
     ValueMap map;
     for (size_t i = 0; i < body.inputs().size(); ++i) map[body.inputs()[i]] = ins.at(i);
     for (const std::string& name : captured_names(body)) {
@@ -112,7 +114,7 @@ RegionVjp region_vjp(ir::Graph& r, const ir::Graph& g, const ir::Graph& body, co
             cap_slot[c] = wrt.size();
             wrt.push_back(o);
         }
-    const std::vector<ir::Value*> grads = vjp(r, ys, seeds, wrt);
+    const std::vector<ir::Value*> grads = vjp(r, ys, seeds, wrt, mode);
     RegionVjp out;
     size_t k = 0;
     for (size_t i = 0; i < ins.size(); ++i)
@@ -120,48 +122,6 @@ RegionVjp region_vjp(ir::Graph& r, const ir::Graph& g, const ir::Graph& body, co
     for (size_t c = 0; c < captures.size(); ++c)
         out.capture_grads.push_back(cap_slot[c] == SIZE_MAX ? nullptr : grads[cap_slot[c]]);
     return out;
-}
-
-/// Replaces Loop/Scan `n` in g by a copy whose body also returns its inputs `keep` (stacked
-/// per iteration as extra scan outputs) and whose attributes are `n`'s with `update` applied.
-/// The copy takes n's output names (regions read them by name) and its place in the order.
-ir::Node* keep_body_inputs(ir::Graph& g, ir::Node& n, const std::vector<size_t>& keep, const ir::AttrMap& update) {
-    const ir::Graph& body = region(n, "body");
-    auto b = std::make_shared<ir::Graph>();
-    b->name = body.name;
-    ValueMap map;
-    for (const ir::Value* in : body.inputs()) map[in] = b->add_input(in->name(), in->type());
-    for (const ir::Value* o : body.outer_inputs()) map[o] = b->add_outer_input(o->name(), o->type());
-    clone_nodes(*b, body, map);
-    for (const ir::Value* o : body.outputs()) b->add_output(map.at(o));
-    std::vector<ir::TensorType> types;
-    std::vector<std::string> names;
-    for (ir::Value* o : n.outputs()) {
-        types.push_back(o->type());
-        names.push_back(o->name());
-        o->set_name(g.fresh_name(o->name() + "/superseded"));
-    }
-    for (size_t idx : keep) {
-        ir::Value* in = map.at(body.inputs()[idx]);
-        b->add_output(add1(*b, "Identity", {in}, {}, in->type(), unique_name("kept/" + in->name(), {b.get()}), "kept"));
-        ir::TensorType stacked = in->type();
-        stacked.shape.insert(stacked.shape.begin(), ir::Dim::sym("?"));
-        types.push_back(stacked);
-        names.push_back(unique_name("kept/" + label(n) + "/" + in->name(), {&g}));
-    }
-    ir::AttrMap attrs = n.attrs();
-    attrs["body"] = ir::GraphAttr(b);
-    for (const auto& [k, v] : update) attrs[k] = v;
-    ir::Node* m = g.add_node(n.op(), n.inputs(), attrs, types, names, n.name());
-    for (size_t k = 0; k < n.num_outputs(); ++k) g.replace_all_uses(n.output(k), m->output(k));
-    std::vector<ir::Node*> order;
-    for (ir::Node* x : g.nodes()) {
-        if (x == m) continue;
-        order.push_back(x);
-        if (x == &n) order.push_back(m);
-    }
-    g.set_order(order);
-    return m;
 }
 
 /// The reads (index into `reads`) from `first` on that want a gradient, checked.
@@ -191,7 +151,8 @@ void check_carried(const ir::Node& n, const ir::Value* in, const ir::Value* body
 // ---------------------------------------------------------------------------------------- If
 
 ControlFlowGradient if_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir::Value*>& reads,
-                                const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads) {
+                                const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads,
+                                LoopValues mode) {
     ControlFlowGradient out;
     out.grads.assign(reads.size(), nullptr);
     const std::vector<size_t> wanted = wanted_captures(n, reads, needs);
@@ -213,7 +174,7 @@ ControlFlowGradient if_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir:
             ir::Value* e = exported(g, out_grads[k], branch);
             seeds.push_back(outer(*r, e->name(), e->type()));
         }
-        RegionVjp vj = region_vjp(*r, g, branch, {}, seeds, {}, caps);
+        RegionVjp vj = region_vjp(*r, g, branch, {}, seeds, {}, caps, mode);
         for (size_t c = 0; c < caps.size(); ++c)
             r->add_output(as_output(*r, vj.capture_grads[c] ? vj.capture_grads[c] : zeros(*r, caps[c]->type())));
         attrs[which] = ir::GraphAttr(r);
@@ -260,92 +221,130 @@ LoopShape loop_shape(const ir::Node& n, const std::vector<ir::Value*>& reads, co
     return s;
 }
 
+/// A backward region and the forward body values it reads from stacks the forward must keep.
+struct BackwardBody {
+    std::shared_ptr<ir::Graph> r;
+    std::vector<const ir::Value*> kept;  // body values (beyond the carried ones)
+    std::vector<std::string> kept_names;  // their stacks' names in g (Loop)
+};
+
+ir::TensorType stacked(ir::TensorType t) {
+    t.shape.insert(t.shape.begin(), ir::Dim::sym("?"));
+    return t;
+}
+
+/// Names in g of the forward Loop's stacks and of N - 1, chosen before they exist: the
+/// backward body reads them by name.
+struct LoopNames {
+    std::string iters, last;
+    std::vector<std::string> carried;
+};
+
+LoopNames loop_names(const ir::Graph& g, const ir::Node& n, const ir::Graph& body) {
+    LoopNames nm;
+    const std::string base = "kept/" + label(n) + "/";
+    nm.iters = unique_name(base + body.inputs()[0]->name(), {&g, &body});
+    nm.last = unique_name("grad/" + label(n) + "/last", {&g, &body});
+    for (size_t c = 2; c < body.inputs().size(); ++c)
+        nm.carried.push_back(unique_name(base + body.inputs()[c]->name(), {&g, &body}));
+    return nm;
+}
+
 /// The backward Loop's body: (j, c, dv..., dC...) -> (true, dv'..., dC'...), see the file
-/// comment of the header. `fwd` is the forward Loop with the kept stacks, `last` = N - 1.
-std::shared_ptr<ir::Graph> loop_backward_body(ir::Graph& g, const ir::Node& fwd, const LoopShape& s,
-                                              const std::vector<ir::Value*>& reads, ir::Value* last,
-                                              const std::vector<ir::Value*>& out_grads) {
+/// comment of the header; reads the forward's stacks named `nm` (and, kept, others it names).
+BackwardBody loop_backward_body(ir::Graph& g, const ir::Node& n, const LoopShape& s, const LoopNames& nm,
+                                const std::vector<ir::Value*>& reads, const std::vector<ir::Value*>& out_grads,
+                                LoopValues mode) {
     const ir::Graph& body = *s.body;
-    auto r = std::make_shared<ir::Graph>();
-    r->name = body.name + "/grad";
+    BackwardBody bb{std::make_shared<ir::Graph>(), {}, {}};
+    ir::Graph& r = *bb.r;
+    r.name = body.name + "/grad";
     const std::vector<const ir::Graph*> apart{&g, &body};
-    ir::Value* j = r->add_input(unique_name("grad/iter", apart), i64_type({}));
-    r->add_input(unique_name("grad/cond", apart), ir::TensorType::of_static(DType::kBool, {}));
+    ir::Value* j = r.add_input(unique_name("grad/iter", apart), i64_type({}));
+    r.add_input(unique_name("grad/cond", apart), ir::TensorType::of_static(DType::kBool, {}));
     std::vector<ir::Value*> dv, dc;
     for (size_t c : s.carried_grad)
-        dv.push_back(r->add_input(unique_name("grad/" + body.inputs()[2 + c]->name(), apart), body.inputs()[2 + c]->type()));
-    for (size_t i : s.caps) dc.push_back(r->add_input(unique_name("grad/" + reads[i]->name(), apart), reads[i]->type()));
-    auto read = [&](ir::Value* v) {
-        ir::Value* e = exported(g, v, body);
-        return outer(*r, e->name(), e->type());
+        dv.push_back(r.add_input(unique_name("grad/" + body.inputs()[2 + c]->name(), apart), body.inputs()[2 + c]->type()));
+    for (size_t i : s.caps) dc.push_back(r.add_input(unique_name("grad/" + reads[i]->name(), apart), reads[i]->type()));
+    // Iteration t = N - 1 - j of the forward loop: a row of each stack.
+    ir::Value* t = add1(r, "Sub", {outer(r, nm.last, i64_type({})), j}, {}, i64_type({}), body.inputs()[0]->name(), "grad/step");
+    auto row = [&](const std::string& stack, const ir::TensorType& type, const std::string& name) {
+        return add1(r, "Gather", {outer(r, stack, stacked(type)), t}, {{"axis", int64_t{0}}}, type, name, "grad/restore");
     };
-    // Iteration t = N - 1 - j of the forward loop, its carried values from the stacks.
-    ir::Value* t = add1(*r, "Sub", {read(last), j}, {}, i64_type({}), body.inputs()[0]->name(), "grad/step");
-    std::vector<ir::Value*> ins{t, r->add_constant(body.inputs()[1]->name(), bool_scalar(true))};
-    const size_t kept = fwd.num_outputs() - s.nc - 1;  // the first stack's output index (after i's)
-    for (size_t c = 0; c < s.nc; ++c) {
-        const ir::Value* bi = body.inputs()[2 + c];
-        ins.push_back(add1(*r, "Gather", {read(fwd.output(kept + 1 + c)), t}, {{"axis", int64_t{0}}}, bi->type(),
-                           bi->name(), "grad/restore"));
-    }
+    std::vector<ir::Value*> ins{t, r.add_constant(body.inputs()[1]->name(), bool_scalar(true))};
+    for (size_t c = 0; c < s.nc; ++c) ins.push_back(row(nm.carried[c], body.inputs()[2 + c]->type(), body.inputs()[2 + c]->name()));
     std::vector<ir::Value*> seeds(body.outputs().size(), nullptr);
     std::vector<bool> want(ins.size(), false);
     for (size_t a = 0; a < s.carried_grad.size(); ++a) {
         seeds[1 + s.carried_grad[a]] = dv[a];
         want[2 + s.carried_grad[a]] = true;
     }
-    for (size_t k = 0; k < s.ns; ++k) {
-        ir::Value* d = out_grads[s.nc + k];
-        if (!d) continue;
-        const ir::Value* bo = body.outputs()[1 + s.nc + k];
-        seeds[1 + s.nc + k] = add1(*r, "Gather", {read(d), t}, {{"axis", int64_t{0}}}, bo->type(),
-                                   unique_name("grad/row", {r.get(), &body, &g}), "grad/row");
-    }
+    for (size_t k = 0; k < s.ns; ++k)
+        if (ir::Value* d = out_grads[s.nc + k]) {
+            ir::Value* e = exported(g, d, body);
+            const ir::TensorType& type = body.outputs()[1 + s.nc + k]->type();
+            seeds[1 + s.nc + k] = add1(r, "Gather", {outer(r, e->name(), e->type()), t}, {{"axis", int64_t{0}}}, type,
+                                       unique_name("grad/row", {&r, &body, &g}), "grad/row");
+        }
     std::vector<ir::Value*> caps;
     for (size_t i : s.caps) caps.push_back(reads[i]);
-    RegionVjp vj = region_vjp(*r, g, body, ins, seeds, want, caps);
-    r->add_output(as_output(*r, ins[1]));
+    RegionVjp vj = region_vjp(r, g, body, ins, seeds, want, caps, mode);
+    r.add_output(as_output(r, ins[1]));
     for (size_t a = 0; a < s.carried_grad.size(); ++a) {
         ir::Value* d = vj.input_grads[2 + s.carried_grad[a]];
-        r->add_output(as_output(*r, d ? d : zeros(*r, dv[a]->type())));
+        r.add_output(as_output(r, d ? d : zeros(r, dv[a]->type())));
     }
     for (size_t c = 0; c < caps.size(); ++c) {
         ir::Value* d = vj.capture_grads[c];
-        r->add_output(d ? add1(*r, "Add", {dc[c], d}, {}, dc[c]->type(), r->fresh_name("grad/acc"), "grad/acc")
-                        : as_output(*r, dc[c]));
+        r.add_output(d ? add1(r, "Add", {dc[c], d}, {}, dc[c]->type(), r.fresh_name("grad/acc"), "grad/acc")
+                       : as_output(r, dc[c]));
     }
-    return r;
+    if (mode == LoopValues::kKeep)
+        bb.kept = keep_read_values(r, body, [&](const ir::Value* v, const std::string& name) {
+            bb.kept_names.push_back(unique_name("kept/" + label(n) + "/" + name, {&g, &body, &r}));
+            return row(bb.kept_names.back(), v->type(), name);
+        });
+    return bb;
 }
 
 ControlFlowGradient loop_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir::Value*>& reads,
-                                  const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads) {
+                                  const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads,
+                                  LoopValues mode) {
     const LoopShape s = loop_shape(n, reads, needs, out_grads);
-    std::vector<size_t> keep{0};  // the iteration number: its stack's length is N
-    for (size_t c = 0; c < s.nc; ++c) keep.push_back(2 + c);
-    ir::Node* fwd = keep_body_inputs(g, n, keep, {});
+    const ir::Graph& body = *s.body;
+    const LoopNames nm = loop_names(g, n, body);
+    const BackwardBody bb = loop_backward_body(g, n, s, nm, reads, out_grads, mode);
+    // The forward keeps i (its stack's length is N), the carried values and the kept values.
+    std::vector<const ir::Value*> keep{body.inputs()[0]};
+    std::vector<std::string> names{nm.iters};
+    for (size_t c = 0; c < s.nc; ++c) {
+        keep.push_back(body.inputs()[2 + c]);
+        names.push_back(nm.carried[c]);
+    }
+    keep.insert(keep.end(), bb.kept.begin(), bb.kept.end());
+    names.insert(names.end(), bb.kept_names.begin(), bb.kept_names.end());
+    ir::Node* fwd = keep_body_values(g, n, keep, names, {});
     const std::string who = "grad/" + label(n);
     ir::Value* trips = add1(g, "Shape", {fwd->output(n.num_outputs())}, {}, i64_type({1}), g.fresh_name(who + "/trips"), who);
     ir::Value* one = g.add_constant(g.fresh_name(who + "/one"), i64_tensor({1}, 1));
     ir::Value* minus1 = add1(g, "Sub", {trips, one}, {}, i64_type({1}), g.fresh_name(who + "/last"), who);
     ir::Value* rank0 = g.add_constant(g.fresh_name(who + "/rank0"), Tensor(DType::kInt64, {0}));
-    ir::Value* last = add1(g, "Reshape", {minus1, rank0}, {}, i64_type({}), g.fresh_name(who + "/last"), who);
-    std::shared_ptr<ir::Graph> r = loop_backward_body(g, *fwd, s, reads, last, out_grads);
+    add1(g, "Reshape", {minus1, rank0}, {}, i64_type({}), nm.last, who);
 
     std::vector<ir::Value*> ins{trips, nullptr};
     std::vector<ir::TensorType> types;
-    std::vector<std::string> names;
     for (size_t c : s.carried_grad) {
         ir::Value* v0 = reads[2 + c];
         ins.push_back(out_grads[c] ? out_grads[c] : zeros(g, v0->type()));
         types.push_back(v0->type());
-        names.push_back(g.fresh_name(who + "/"));
     }
     for (size_t i : s.caps) {
         ins.push_back(zeros(g, reads[i]->type()));
         types.push_back(reads[i]->type());
-        names.push_back(g.fresh_name(who + "/"));
     }
-    ir::Node* back = g.add_node("Loop", ins, {{"body", ir::GraphAttr(r)}}, types, names, who);
+    std::vector<std::string> out_names;
+    for (size_t k = 0; k < types.size(); ++k) out_names.push_back(g.fresh_name(who + "/"));
+    ir::Node* back = g.add_node("Loop", ins, {{"body", ir::GraphAttr(bb.r)}}, types, out_names, who);
     ControlFlowGradient out;
     out.grads.assign(reads.size(), nullptr);
     out.superseded = &n;
@@ -353,7 +352,6 @@ ControlFlowGradient loop_gradient(ir::Graph& g, ir::Node& n, const std::vector<i
     for (size_t c = 0; c < s.caps.size(); ++c) out.grads[s.caps[c]] = back->output(s.carried_grad.size() + c);
     return out;
 }
-
 
 // -------------------------------------------------------------------------------------- Scan
 
@@ -412,98 +410,108 @@ ScanShape scan_shape(const ir::Node& n, const std::vector<ir::Value*>& reads, co
     return s;
 }
 
-/// The backward Scan's body: (dstate..., dC..., state..., x..., dout...) -> (dstate'...,
-/// dC'..., dx...); the state and x slices take the forward body's input names.
-std::shared_ptr<ir::Graph> scan_backward_body(const ir::Graph& g, const ScanShape& s,
-                                              const std::vector<ir::Value*>& reads) {
+/// The backward Scan's body: (dstate..., dC..., state..., x..., dout..., kept...) ->
+/// (dstate'..., dC'..., dx...); the state and x slices take the forward body's input names.
+BackwardBody scan_backward_body(const ir::Graph& g, const ScanShape& s, const std::vector<ir::Value*>& reads,
+                                LoopValues mode) {
     const ir::Graph& body = *s.body;
-    auto r = std::make_shared<ir::Graph>();
-    r->name = body.name + "/grad";
+    BackwardBody bb{std::make_shared<ir::Graph>(), {}, {}};
+    ir::Graph& r = *bb.r;
+    r.name = body.name + "/grad";
     const std::vector<const ir::Graph*> apart{&g, &body};
     std::vector<ir::Value*> dstate, dc, ins;
     for (size_t j : s.state_grad)
-        dstate.push_back(r->add_input(unique_name("grad/" + body.inputs()[j]->name(), apart), body.inputs()[j]->type()));
-    for (size_t i : s.caps) dc.push_back(r->add_input(unique_name("grad/" + reads[i]->name(), apart), reads[i]->type()));
-    for (const ir::Value* bi : body.inputs()) ins.push_back(r->add_input(bi->name(), bi->type()));
+        dstate.push_back(r.add_input(unique_name("grad/" + body.inputs()[j]->name(), apart), body.inputs()[j]->type()));
+    for (size_t i : s.caps) dc.push_back(r.add_input(unique_name("grad/" + reads[i]->name(), apart), reads[i]->type()));
+    for (const ir::Value* bi : body.inputs()) ins.push_back(r.add_input(bi->name(), bi->type()));
     std::vector<ir::Value*> seeds(body.outputs().size(), nullptr);
     for (size_t a = 0; a < s.state_grad.size(); ++a) seeds[s.state_grad[a]] = dstate[a];
     for (size_t k : s.dout) {
         const ir::Value* bo = body.outputs()[s.nst + k];
-        seeds[s.nst + k] = r->add_input(unique_name("grad/" + bo->name(), apart), bo->type());
+        seeds[s.nst + k] = r.add_input(unique_name("grad/" + bo->name(), apart), bo->type());
     }
     std::vector<bool> want(ins.size(), false);
     for (size_t j : s.state_grad) want[j] = true;
     for (size_t k : s.dx) want[s.nst + k] = true;
     std::vector<ir::Value*> caps;
     for (size_t i : s.caps) caps.push_back(reads[i]);
-    RegionVjp vj = region_vjp(*r, g, body, ins, seeds, want, caps);
+    RegionVjp vj = region_vjp(r, g, body, ins, seeds, want, caps, mode);
     for (size_t a = 0; a < s.state_grad.size(); ++a) {
         ir::Value* d = vj.input_grads[s.state_grad[a]];
-        r->add_output(as_output(*r, d ? d : zeros(*r, dstate[a]->type())));
+        r.add_output(as_output(r, d ? d : zeros(r, dstate[a]->type())));
     }
     for (size_t c = 0; c < caps.size(); ++c) {
         ir::Value* d = vj.capture_grads[c];
-        r->add_output(d ? add1(*r, "Add", {dc[c], d}, {}, dc[c]->type(), r->fresh_name("grad/acc"), "grad/acc")
-                        : as_output(*r, dc[c]));
+        r.add_output(d ? add1(r, "Add", {dc[c], d}, {}, dc[c]->type(), r.fresh_name("grad/acc"), "grad/acc")
+                       : as_output(r, dc[c]));
     }
     for (size_t k : s.dx) {
         ir::Value* d = vj.input_grads[s.nst + k];
-        r->add_output(as_output(*r, d ? d : zeros(*r, ins[s.nst + k]->type())));
+        r.add_output(as_output(r, d ? d : zeros(r, ins[s.nst + k]->type())));
     }
-    return r;
+    if (mode == LoopValues::kKeep)  // kept values come in as extra scan inputs, after dout
+        bb.kept = keep_read_values(r, body, [&](const ir::Value* v, const std::string& name) {
+            return r.add_input(name, v->type());
+        });
+    return bb;
 }
 
-ControlFlowGradient scan_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir::Value*>& reads,
-                                  const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads) {
-    const ScanShape s = scan_shape(n, reads, needs, out_grads);
-    std::vector<size_t> keep;
-    for (size_t j = 0; j < s.nst; ++j) keep.push_back(j);
-    std::vector<int64_t> axes = s.out_axes, dirs = s.out_dirs;
-    axes.resize(s.nout + s.nst, 0);
-    dirs.resize(s.nout + s.nst, 0);
-    ir::Node* fwd = keep_body_inputs(g, n, keep, {{"scan_output_axes", axes}, {"scan_output_directions", dirs}});
-    std::shared_ptr<ir::Graph> r = scan_backward_body(g, s, reads);
+/// The backward Scan's inputs (states: dstate, dC; scan inputs, read backwards: kept states,
+/// forward scan inputs, dout, kept values) with their axes and directions.
+struct ScanInputs {
+    std::vector<ir::Value*> values;
+    std::vector<int64_t> axes, dirs;
+    void add(ir::Value* v, int64_t axis, int64_t dir) {
+        values.push_back(v);
+        axes.push_back(axis);
+        dirs.push_back(dir);
+    }
+};
 
-    // States: dstate, dC. Scan inputs, read backwards: kept states, forward inputs, dout.
+ControlFlowGradient scan_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir::Value*>& reads,
+                                  const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads,
+                                  LoopValues mode) {
+    const ScanShape s = scan_shape(n, reads, needs, out_grads);
+    const ir::Graph& body = *s.body;
+    const BackwardBody bb = scan_backward_body(g, s, reads, mode);
+    std::vector<const ir::Value*> keep(body.inputs().begin(), body.inputs().begin() + static_cast<std::ptrdiff_t>(s.nst));
+    keep.insert(keep.end(), bb.kept.begin(), bb.kept.end());
+    std::vector<std::string> names;
+    for (const ir::Value* v : keep) names.push_back(unique_name("kept/" + label(n) + "/" + v->name(), {&g, &body}));
+    std::vector<int64_t> axes = s.out_axes, dirs = s.out_dirs;
+    axes.resize(s.nout + keep.size(), 0);
+    dirs.resize(s.nout + keep.size(), 0);
+    ir::Node* fwd = keep_body_values(g, n, keep, names, {{"scan_output_axes", axes}, {"scan_output_directions", dirs}});
+
     const std::string who = "grad/" + label(n);
-    std::vector<ir::Value*> ins;
+    ScanInputs in;
     std::vector<ir::TensorType> types;
     for (size_t j : s.state_grad) {
-        ins.push_back(out_grads[j] ? out_grads[j] : zeros(g, reads[j]->type()));
+        in.values.push_back(out_grads[j] ? out_grads[j] : zeros(g, reads[j]->type()));
         types.push_back(reads[j]->type());
     }
     for (size_t i : s.caps) {
-        ins.push_back(zeros(g, reads[i]->type()));
+        in.values.push_back(zeros(g, reads[i]->type()));
         types.push_back(reads[i]->type());
     }
-    std::vector<int64_t> in_axes, in_dirs, out_axes, out_dirs;
-    for (size_t j = 0; j < s.nst; ++j) {
-        ins.push_back(fwd->output(n.num_outputs() + j));
-        in_axes.push_back(0);
-        in_dirs.push_back(1);
-    }
-    for (size_t k = 0; k < s.nin; ++k) {
-        ins.push_back(fwd->input(s.nst + k));
-        in_axes.push_back(s.in_axes[k]);
-        in_dirs.push_back(1 - s.in_dirs[k]);
-    }
-    for (size_t k : s.dout) {
-        ins.push_back(out_grads[s.nst + k]);
-        in_axes.push_back(s.out_axes[k]);
-        in_dirs.push_back(1 - s.out_dirs[k]);
-    }
+    const size_t num_state = in.values.size();
+    for (size_t j = 0; j < s.nst; ++j) in.add(fwd->output(n.num_outputs() + j), 0, 1);
+    for (size_t k = 0; k < s.nin; ++k) in.add(fwd->input(s.nst + k), s.in_axes[k], 1 - s.in_dirs[k]);
+    for (size_t k : s.dout) in.add(out_grads[s.nst + k], s.out_axes[k], 1 - s.out_dirs[k]);
+    for (size_t k = 0; k < bb.kept.size(); ++k) in.add(fwd->output(n.num_outputs() + s.nst + k), 0, 1);
+    std::vector<int64_t> out_axes, out_dirs;
     for (size_t k : s.dx) {
         types.push_back(reads[s.nst + k]->type());
         out_axes.push_back(s.in_axes[k]);
         out_dirs.push_back(1 - s.in_dirs[k]);
     }
-    std::vector<std::string> names;
-    for (size_t i = 0; i < types.size(); ++i) names.push_back(g.fresh_name(who + "/"));
-    const int64_t num_scan = static_cast<int64_t>(ins.size() - s.state_grad.size() - s.caps.size());
-    ir::AttrMap attrs{{"body", ir::GraphAttr(r)},          {"num_scan_inputs", num_scan},
-                      {"scan_input_axes", in_axes},        {"scan_input_directions", in_dirs},
-                      {"scan_output_axes", out_axes},      {"scan_output_directions", out_dirs}};
-    ir::Node* back = g.add_node("Scan", ins, attrs, types, names, who);
+    std::vector<std::string> out_names;
+    for (size_t i = 0; i < types.size(); ++i) out_names.push_back(g.fresh_name(who + "/"));
+    const auto num_scan = static_cast<int64_t>(in.values.size() - num_state);
+    ir::AttrMap attrs{{"body", ir::GraphAttr(bb.r)},   {"num_scan_inputs", num_scan},
+                      {"scan_input_axes", in.axes},    {"scan_input_directions", in.dirs},
+                      {"scan_output_axes", out_axes},  {"scan_output_directions", out_dirs}};
+    ir::Node* back = g.add_node("Scan", in.values, attrs, types, out_names, who);
     ControlFlowGradient out;
     out.grads.assign(reads.size(), nullptr);
     out.superseded = &n;
@@ -521,11 +529,12 @@ bool is_control_flow(const ir::Node& n) {
 }
 
 ControlFlowGradient control_flow_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir::Value*>& reads,
-                                          const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads) {
-    if (n.op() == "If") return if_gradient(g, n, reads, needs, out_grads);
-    if (n.op() == "Loop") return loop_gradient(g, n, reads, needs, out_grads);
+                                          const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads,
+                                          LoopValues mode) {
+    if (n.op() == "If") return if_gradient(g, n, reads, needs, out_grads, mode);
+    if (n.op() == "Loop") return loop_gradient(g, n, reads, needs, out_grads, mode);
     KILN_CHECK(n.op() == "Scan", kInternal) << "bug in Kiln: control_flow_gradient of " << n.describe();
-    return scan_gradient(g, n, reads, needs, out_grads);
+    return scan_gradient(g, n, reads, needs, out_grads, mode);
 }
 
 }  // namespace kiln::autodiff

@@ -10,14 +10,15 @@
 //    their VJP appended: each returns the gradients of every captured value the If needs
 //    (zeros for values that branch does not read).
 //  - Loop(M, cond, v0...) with body(i, c, v...) -> (c', v'..., s...): the forward Loop is
-//    replaced by a copy that also stacks, per iteration, i and every carried value as it
-//    entered the iteration ("kept": extra scan outputs). N, the number of iterations run, is the
+//    replaced by a copy that also stacks, per iteration, i, every carried value as it entered
+//    the iteration and (LoopValues::kKeep, the default) every body value the backward reads
+//    (extra scan outputs; autodiff/loop_values.h). N, the number of iterations run, is the
 //    length of the stacked i, so a loop that ends early on its condition is differentiated for
 //    the iterations it ran. The backward is Loop(N) with body(j, c, dv..., dC...): t = N-1-j
-//    (reverse order), the carried values of iteration t gathered from the stacks, the forward
-//    body recomputed from them (its internal values are recomputed, not kept) and its VJP
-//    seeded with dv (carried gradients) and row t of the scan outputs' gradients; it carries
-//    dv (-> dv0 at the end) and accumulates dC, the gradients of captured values.
+//    (reverse order), row t of the stacks, what the kept values do not give recomputed (with
+//    kRecompute: the whole body), and the body's VJP seeded with dv (carried gradients) and
+//    row t of the scan outputs' gradients; it carries dv (-> dv0 at the end) and accumulates
+//    dC, the gradients of captured values.
 //  - Scan (opset 9+): the same, with a reverse Scan as the backward: its scan inputs are the
 //    stacked states, the forward scan inputs and the output gradients read in the opposite
 //    direction; its scan outputs are the gradients of the scan inputs, written in the opposite
@@ -29,6 +30,7 @@
 
 #include <vector>
 
+#include "autodiff/differentiate.h"
 #include "ir/graph.h"
 
 namespace kiln::autodiff {
@@ -48,6 +50,7 @@ struct ControlFlowGradient {
 /// values; `needs`: which reads want a gradient; `out_grads`: the gradient of each output of n
 /// (nullptr: none).
 ControlFlowGradient control_flow_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir::Value*>& reads,
-                                          const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads);
+                                          const std::vector<bool>& needs, const std::vector<ir::Value*>& out_grads,
+                                          LoopValues mode);
 
 }  // namespace kiln::autodiff

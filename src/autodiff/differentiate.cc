@@ -130,7 +130,8 @@ std::vector<ir::Value*> node_reads(const ir::Graph& g, const ir::Node& n) {
 /// One reverse sweep (the file comment's steps 1-3) from seeded outputs to `wrt`.
 class Backward {
 public:
-    Backward(ir::Graph& g, std::string target) : g_(g), emitter_(g), target_(std::move(target)) {}
+    Backward(ir::Graph& g, std::string target, LoopValues mode)
+        : g_(g), emitter_(g), target_(std::move(target)), mode_(mode) {}
 
     std::vector<ir::Value*> run(const std::vector<ir::Value*>& ys, const std::vector<ir::Value*>& dys,
                                 const std::vector<ir::Value*>& wrt) {
@@ -225,7 +226,7 @@ private:
                                           const ir::Value* from) {
         if (is_control_flow(n)) {
             try {
-                ControlFlowGradient cf = control_flow_gradient(g_, n, reads, needs, out_grads);
+                ControlFlowGradient cf = control_flow_gradient(g_, n, reads, needs, out_grads, mode_);
                 if (cf.superseded) superseded_.push_back(cf.superseded);
                 return cf.grads;
             } catch (Error& e) {
@@ -248,6 +249,7 @@ private:
     ir::Graph& g_;
     Emitter emitter_;
     std::string target_;
+    LoopValues mode_;
     std::vector<ir::Node*> nodes_;
     std::unordered_map<const ir::Node*, std::vector<ir::Value*>> reads_;
     std::unordered_map<const ir::Value*, const ir::Value*> origin_;
@@ -259,13 +261,13 @@ private:
 }  // namespace
 
 std::vector<ir::Value*> vjp(ir::Graph& g, const std::vector<ir::Value*>& ys, const std::vector<ir::Value*>& dys,
-                            const std::vector<ir::Value*>& wrt) {
+                            const std::vector<ir::Value*>& wrt, LoopValues loop_values) {
     KILN_CHECK(ys.size() == dys.size(), kInternal) << "bug in Kiln: vjp with " << ys.size() << " outputs and "
                                                    << dys.size() << " output gradients";
     std::string target;
     for (size_t k = 0; k < ys.size(); ++k)
         if (dys[k]) target += (target.empty() ? "" : ", ") + ys[k]->name();
-    Backward b(g, target);
+    Backward b(g, target, loop_values);
     std::vector<ir::Value*> out = b.run(ys, dys, wrt);
     b.finish();
     return out;
@@ -287,7 +289,7 @@ Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Val
     }
     Emitter emitter(g);
     ir::Value* seed = emitter.constant("seed", filled(loss->type(), opts.seed));
-    Backward backward(g, loss->name());
+    Backward backward(g, loss->name(), opts.loop_values);
     const std::vector<ir::Value*> sums = backward.run({loss}, {seed}, wrt);
     Gradients out;
     std::unordered_set<const ir::Value*> named;

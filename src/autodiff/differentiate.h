@@ -37,9 +37,17 @@ namespace kiln::autodiff {
 /// The prefix of the names of nodes and values differentiate() adds.
 inline constexpr const char* kGradPrefix = "grad/";
 
+/// What the backward of a Loop or Scan reads of its forward's per-iteration values
+/// (autodiff/loop_values.h).
+enum class LoopValues {
+    kKeep,       // the forward stacks every value the backward reads: memory for speed
+    kRecompute,  // the forward stacks the carried values only; the backward runs the body again
+};
+
 struct GradientOptions {
     /// The gradient seed (d loss / d loss): 1 by default; a loss scale multiplies it.
     double seed = 1.0;
+    LoopValues loop_values = LoopValues::kKeep;
 };
 
 struct Gradients {
@@ -57,7 +65,7 @@ Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Val
 /// y depends on gets nullptr. Node names as differentiate(); values keep their fresh names. The
 /// building block of differentiate() and of the gradients of control-flow regions.
 std::vector<ir::Value*> vjp(ir::Graph& g, const std::vector<ir::Value*>& ys, const std::vector<ir::Value*>& dys,
-                            const std::vector<ir::Value*>& wrt);
+                            const std::vector<ir::Value*>& wrt, LoopValues loop_values = LoopValues::kKeep);
 
 /// Every floating-point constant of `g` (the trainable parameters by default), in order.
 std::vector<ir::Value*> float_constants(const ir::Graph& g);

@@ -58,22 +58,27 @@ struct Built {
 using Build = std::function<Built(ir::Graph&)>;
 
 /// Runs (loss, d loss / d wrt...) of the graph `build` makes, in the graph interpreter.
-std::vector<Tensor> loss_and_gradients(const Build& build, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> loss_and_gradients(const Build& build, const std::vector<Tensor>& inputs, LoopValues mode) {
     ir::Graph g;
     Built b = build(g);
     std::vector<ir::Value*> outs{b.loss};
-    for (ir::Value* grad : differentiate(g, b.loss, b.wrt).grads) outs.push_back(grad);
+    GradientOptions opts;
+    opts.loop_values = mode;
+    for (ir::Value* grad : differentiate(g, b.loss, b.wrt, opts).grads) outs.push_back(grad);
     g.set_outputs(outs);
     GradCheckOptions o;
     o.interpret = true;
     return TestGraph(g, o).run(inputs);
 }
 
-/// Control flow vs unrolled: the loss and every gradient element within `tol`.
-void expect_same(const std::string& what, const Build& with_control_flow, const std::vector<Tensor>& cf_inputs,
+/// Control flow vs unrolled: the loss and every gradient element within `tol`, with the loops'
+/// values kept and recomputed.
+void expect_same(const std::string& name, const Build& with_control_flow, const std::vector<Tensor>& cf_inputs,
                  const Build& unrolled, const std::vector<Tensor>& unrolled_inputs, double tol = 1e-6) {
-    const std::vector<Tensor> got = loss_and_gradients(with_control_flow, cf_inputs);
-    const std::vector<Tensor> want = loss_and_gradients(unrolled, unrolled_inputs);
+    const std::vector<Tensor> want = loss_and_gradients(unrolled, unrolled_inputs, LoopValues::kKeep);
+    for (LoopValues mode : {LoopValues::kKeep, LoopValues::kRecompute}) {
+    const std::string what = name + (mode == LoopValues::kKeep ? " (kept)" : " (recomputed)");
+    const std::vector<Tensor> got = loss_and_gradients(with_control_flow, cf_inputs, mode);
     ASSERT_EQ(got.size(), want.size()) << what;
     for (size_t k = 0; k < got.size(); ++k) {
         ASSERT_EQ(got[k].shape(), want[k].shape()) << what << " output " << k;
@@ -84,6 +89,7 @@ void expect_same(const std::string& what, const Build& with_control_flow, const 
             largest = std::max(largest, std::abs(want[k].get_f64(i)));
         }
         if (k > 0) EXPECT_GT(largest, 1e-3) << what << ": gradient " << k << " is all (near) zero";
+    }
     }
 }
 
@@ -200,6 +206,34 @@ std::vector<Tensor> rnn_inputs() {
 
 TEST(ControlFlowGradient, RnnLoopEqualsTheUnrolledGraph) {
     expect_same("RNN Loop", rnn_loop, rnn_inputs(), rnn_unrolled, rnn_inputs());
+}
+
+/// The forward ops of `op` left in the body of the backward Loop of `g`.
+int forward_ops_in_backward_loop(const ir::Graph& g, const std::string& op) {
+    int count = 0;
+    for (const ir::Node* n : g.nodes()) {
+        if (n->op() != "Loop" || !is_backward_node(*n)) continue;
+        for (const ir::Node* m : std::get<ir::GraphAttr>(n->attrs().at("body"))->nodes())
+            count += m->op() == op && !is_backward_node(*m);
+    }
+    return count;
+}
+
+// Kept: the backward body reads tanh's output and X[t] from the forward's stacks and runs no
+// forward MatMul; recomputed: it runs both again.
+TEST(ControlFlowGradient, KeptLoopValuesSpareTheBackwardTheForwardWork) {
+    for (LoopValues mode : {LoopValues::kKeep, LoopValues::kRecompute}) {
+        ir::Graph g;
+        Built b = rnn_loop(g);
+        GradientOptions opts;
+        opts.loop_values = mode;
+        differentiate(g, b.loss, b.wrt, opts);
+        EXPECT_EQ(forward_ops_in_backward_loop(g, "MatMul"), mode == LoopValues::kKeep ? 0 : 2);
+        EXPECT_EQ(forward_ops_in_backward_loop(g, "Tanh"), mode == LoopValues::kKeep ? 0 : 1);
+        int forward_loops = 0;
+        for (const ir::Node* n : g.nodes()) forward_loops += n->op() == "Loop" && !is_backward_node(*n);
+        EXPECT_EQ(forward_loops, 1) << "the forward Loop is replaced, not duplicated";
+    }
 }
 
 TEST(ControlFlowGradient, RnnLoopAgainstCentralDifferences) {

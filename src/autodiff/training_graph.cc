@@ -6,6 +6,7 @@
 #include <set>
 
 #include "autodiff/differentiate.h"
+#include "autodiff/region.h"
 #include "op/registry.h"
 #include "pass/rewrite.h"
 #include "support/error.h"
@@ -153,6 +154,11 @@ ModelState find_model_state(const ir::Graph& g, const std::vector<std::string>& 
             else if (is_value_slot(*n, i)) value_read.insert(v->name());
             else differentiable_read.insert(v->name());
         }
+    // A parameter read only inside an If/Loop/Scan region (by name) is read too.
+    for (ir::Node* n : g.nodes())
+        if (has_region(*n))
+            for (const ir::Value* v : captured_values(g, *n))
+                if (v->is_constant()) differentiable_read.insert(v->name());
     ModelState s;
     const std::set<std::string> known(initializers.begin(), initializers.end());
     auto is_float_init = [&](const std::string& name) {

@@ -300,6 +300,30 @@ TEST(ControlFlowGradient, LoopEndingEarlyOnItsConditionEqualsTheUnrolledGraph) {
     }
 }
 
+// cond0 = false: no iteration runs; s_end = s0, so d loss / d s0 is the loss weights and w gets
+// zeros (the backward Loop runs zero times too).
+TEST(ControlFlowGradient, ALoopThatRunsZeroTimesPassesTheGradientThrough) {
+    for (LoopValues mode : {LoopValues::kKeep, LoopValues::kRecompute}) {
+        ir::Graph g;
+        ir::Value* s0 = g.add_input("s0", f64({3}));
+        ir::Value* w = g.add_input("w", f64({3}));
+        ir::Node* loop = g.add_node("Loop", {i64_const(g, 50), bool_const(g, false), s0, i64_const(g, 0)},
+                                    {{"body", growth_body()}}, {f64({3}), i64({})}, {"s_end", "k_end"}, "grow");
+        ir::Value* loss = weighted_sum_loss(g, {loop->output(0)}, 3);
+        const Tensor weights = loop->output(0)->users().at(0)->input(1)->constant();  // weighted_sum_loss's R
+        GradientOptions opts;
+        opts.loop_values = mode;
+        g.set_outputs(differentiate(g, loss, {s0, w}, opts).grads);
+        GradCheckOptions o;
+        o.interpret = true;
+        std::vector<Tensor> got = TestGraph(g, o).run({random_tensor({3}, 0, 1, 7), random_tensor({3}, 1, 2, 8)});
+        for (int64_t i = 0; i < 3; ++i) {
+            EXPECT_DOUBLE_EQ(got[0].get_f64(i), weights.get_f64(i));
+            EXPECT_EQ(got[1].get_f64(i), 0.0);
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------------------- Scan
 
 // Scan(s0; X1 along axis 0, X2 along axis 1 reversed) with body(s, a, b) -> (s' = tanh(s w + a),

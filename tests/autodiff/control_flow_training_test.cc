@@ -32,12 +32,12 @@ ir::Value* i64_const(ir::Graph& g, int64_t v) {
     return g.add_constant(g.fresh_name("k"), t);
 }
 
-/// The model's inputs and parameters (W, U: initializers; h0 zeros, not trained).
+/// The model's input and initializers (W, U, h0).
 void add_inputs(ir::Graph& g) {
     g.add_input("X", f32({kT, 1, kD}));
     g.add_constant("W", random_tensor({kH, kH}, -0.5, 0.5, 1, DType::kFloat32));
     g.add_constant("U", random_tensor({kD, kH}, -0.5, 0.5, 2, DType::kFloat32));
-    g.add_constant("h0", Tensor(DType::kFloat32, {1, kH}));
+    g.add_constant("h0", random_tensor({1, kH}, -0.1, 0.1, 5, DType::kFloat32));
 }
 
 ir::Value* step(ir::Graph& g, ir::Value* h, ir::Value* xt, ir::Value* W, ir::Value* U) {
@@ -81,10 +81,12 @@ ir::Graph unrolled_model() {
 class Trainer {
 public:
     explicit Trainer(ir::Graph model) {
-        params_["W"] = model.find_value("W")->constant();
-        params_["U"] = model.find_value("U")->constant();
-        TrainingGraph tg = build_training_graph(std::move(model), {{"W", "U"}, {}}, {"mse", "", "labels"}, spec_,
-                                                TrainingGraphKind::kTrainStep);
+        // The default parameters: W and U (the Loop's body reads them by name) and h0.
+        const ModelState state = find_model_state(model, {"W", "U", "h0"}, {});
+        EXPECT_EQ(state.params, (std::vector<std::string>{"W", "U", "h0"}));
+        for (const std::string& name : state.params) params_[name] = model.find_value(name)->constant();
+        TrainingGraph tg =
+            build_training_graph(std::move(model), state, {"mse", "", "labels"}, spec_, TrainingGraphKind::kTrainStep);
         for (const ir::Value* in : tg.graph.inputs()) inputs_.push_back(in->name());
         outputs_ = tg.outputs;
         run_ = std::make_unique<InterpretedGraph>(std::move(tg.graph));
@@ -134,6 +136,7 @@ TEST(ControlFlowTraining, RnnLoopTrainsLikeTheUnrolledRnn) {
         const double lu = unrolled.step(x, target, 0.5, n);
         EXPECT_NEAR(l, lu, 1e-5 * (1 + std::abs(lu))) << "step " << n;
         losses.push_back(l);
+        ASSERT_EQ(unrolled.params().size(), 3u);
         for (const auto& [name, p] : unrolled.params()) {
             const Tensor& q = loop.params().at(name);
             for (int64_t i = 0; i < p.numel(); ++i)

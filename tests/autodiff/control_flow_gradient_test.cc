@@ -526,6 +526,21 @@ TEST(ControlFlowGradient, WhatHasNoGradientIsANamedError) {
             return Built{weighted_sum_loss(g, {loop->output(0)}, 1), {x}};
         },
         {"node 'collect' (Loop)", "loop-carried value 'q'", "seq<"});
+    // A carried value that grows each iteration has no one gradient type to carry back.
+    expect_unsupported(
+        [](ir::Graph& g) {
+            ir::Value* x = g.add_input("x", f64({2}));
+            auto body = std::make_shared<ir::Graph>();
+            body->add_input("i", i64({}));
+            ir::Value* c = body->add_input("c", kBool);
+            ir::Value* s = body->add_input("s", f64({2}));
+            body->add_output(op(*body, "Identity", {c}));
+            body->add_output(op(*body, "Concat", {s, s}, {{"axis", int64_t{0}}}));
+            ir::Node* loop = g.add_node("Loop", {i64_const(g, 1), nullptr, x}, {{"body", ir::GraphAttr(body)}},
+                                        {f64({4})}, {"out"}, "grow");
+            return Built{weighted_sum_loss(g, {loop->output(0)}, 1), {x}};
+        },
+        {"node 'grow' (Loop)", "loop-carried value 's' enters the body as f64[2] but leaves it as f64[4]"});
     // Scan-8 (a batch axis and sequence_lens) has no gradient.
     expect_unsupported(
         [](ir::Graph& g) {

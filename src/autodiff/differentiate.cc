@@ -2,7 +2,7 @@
 //
 // Algorithm:
 //  1. Forward sweep (topological order): the values a wrt value reaches through floating-point
-//     values ("active" values), each remembering one wrt value it comes from (for errors).
+//     values ("active" values; sequences and optionals of floats too, see is_float_value), each remembering one wrt value it comes from (for errors).
 //     Integer and bool values never become active, so index/shape paths stop here.
 //  2. Backward sweep: the values the loss depends on through floating-point inputs.
 //     A node is on a path when one of its inputs is active and one of its outputs reaches the
@@ -29,6 +29,11 @@ namespace kiln::autodiff {
 namespace {
 
 bool is_float_tensor(const ir::Value* v) { return v && v->type().is_tensor() && dtype_is_float(v->type().dtype); }
+
+/// A value a gradient path runs through: floating-point elements, a tensor or not. A sequence
+/// or optional of floats on a path is no gap: the node reading or making it has no gradient
+/// entry, which is a named error (never a silently zero gradient).
+bool is_float_value(const ir::Value* v) { return v && dtype_is_float(v->type().dtype); }
 
 std::string node_label(const ir::Node& n) { return n.name().empty() ? n.op() : n.name(); }
 
@@ -170,7 +175,7 @@ private:
                 if (in && origin_.count(in)) { from = origin_.at(in); break; }
             if (!from) continue;
             for (const ir::Value* o : n->outputs())
-                if (is_float_tensor(o)) origin_.emplace(o, from);
+                if (is_float_value(o)) origin_.emplace(o, from);
         }
     }
     // 2. Values the seeded outputs depend on through floating-point values.
@@ -181,7 +186,7 @@ private:
             for (const ir::Value* o : n->outputs()) reaches = reaches || to_loss_.count(o);
             if (!reaches) continue;
             for (const ir::Value* in : reads_.at(n))
-                if (is_float_tensor(in)) to_loss_.insert(in);
+                if (is_float_value(in)) to_loss_.insert(in);
         }
     }
     // 3. One node of the reverse walk.
@@ -191,7 +196,7 @@ private:
         std::vector<bool> needs(reads.size(), false);
         for (size_t i = 0; i < reads.size(); ++i) {
             const ir::Value* in = reads[i];
-            if (in && is_float_tensor(in) && origin_.count(in)) {
+            if (is_float_value(in) && origin_.count(in)) {
                 needs[i] = true;
                 if (!from) from = origin_.at(in);
             }

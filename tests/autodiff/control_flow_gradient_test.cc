@@ -541,6 +541,17 @@ TEST(ControlFlowGradient, WhatHasNoGradientIsANamedError) {
             return Built{weighted_sum_loss(g, {loop->output(0)}, 1), {x}};
         },
         {"node 'grow' (Loop)", "loop-carried value 's' enters the body as f64[2] but leaves it as f64[4]"});
+    // A path through a sequence: a named error, not a silently zero gradient.
+    expect_unsupported(
+        [](ir::Graph& g) {
+            ir::Value* x = g.add_input("x", f64({2}));
+            ir::TensorType seq(DType::kFloat64, {});
+            seq.kind = ir::TypeKind::kSequence;
+            ir::Value* q = g.add_node("SequenceConstruct", {x}, {}, {seq}, {"q"}, "pack")->output(0);
+            ir::Value* y = g.add_node("SequenceAt", {q, i64_const(g, 0)}, {}, {f64({2})}, {"y"}, "unpack")->output(0);
+            return Built{weighted_sum_loss(g, {y}, 1), {x}};
+        },
+        {"no gradient for op 'SequenceAt' (node 'unpack')"});
     // Scan-8 (a batch axis and sequence_lens) has no gradient.
     expect_unsupported(
         [](ir::Graph& g) {

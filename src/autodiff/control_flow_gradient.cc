@@ -6,6 +6,7 @@
 // body values keep the forward body's names (its nested regions read them by name).
 #include "autodiff/control_flow_gradient.h"
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -110,7 +111,8 @@ RegionVjp region_vjp(ir::Graph& r, const ir::Graph& g, const ir::Graph& body, co
         if (i < want_in.size() && want_in[i]) wrt.push_back(ins[i]);
     std::vector<size_t> cap_slot(captures.size(), SIZE_MAX);
     for (size_t c = 0; c < captures.size(); ++c)
-        if (ir::Value* o = r.find_value(captures[c]->name()); o && o->is_graph_input() && !o->producer()) {
+        if (ir::Value* o = r.find_value(captures[c]->name());
+            o && std::find(r.outer_inputs().begin(), r.outer_inputs().end(), o) != r.outer_inputs().end()) {
             cap_slot[c] = wrt.size();
             wrt.push_back(o);
         }
@@ -124,7 +126,7 @@ RegionVjp region_vjp(ir::Graph& r, const ir::Graph& g, const ir::Graph& body, co
     return out;
 }
 
-/// The reads (index into `reads`) from `first` on that want a gradient, checked.
+/// The captured values among `reads` (after n's inputs) that want a gradient, checked.
 std::vector<size_t> wanted_captures(const ir::Node& n, const std::vector<ir::Value*>& reads,
                                     const std::vector<bool>& needs) {
     std::vector<size_t> out;

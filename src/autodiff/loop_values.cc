@@ -81,13 +81,7 @@ ir::Node* keep_body_values(ir::Graph& g, ir::Node& n, const std::vector<const ir
                            const std::vector<std::string>& names, const ir::AttrMap& update) {
     KILN_ICHECK(keep.size() == names.size()) << "keep_body_values: " << keep.size() << " values, " << names.size() << " names";
     const ir::Graph& body = body_of(n);
-    auto b = std::make_shared<ir::Graph>();
-    b->name = body.name;
-    std::unordered_map<const ir::Value*, ir::Value*> map;
-    for (const ir::Value* in : body.inputs()) map[in] = b->add_input(in->name(), in->type());
-    for (const ir::Value* o : body.outer_inputs()) map[o] = b->add_outer_input(o->name(), o->type());
-    clone_nodes(*b, body, map);
-    for (const ir::Value* o : body.outputs()) b->add_output(map.at(o));
+    std::shared_ptr<ir::Graph> b = copy_graph(body);
     std::vector<ir::TensorType> types;
     std::vector<std::string> out_names;
     for (ir::Value* o : n.outputs()) {
@@ -96,7 +90,8 @@ ir::Node* keep_body_values(ir::Graph& g, ir::Node& n, const std::vector<const ir
         o->set_name(g.fresh_name(o->name() + "/superseded"));
     }
     for (size_t k = 0; k < keep.size(); ++k) {
-        ir::Value* v = map.at(keep[k]);
+        ir::Value* v = b->find_value(keep[k]->name());  // the copy keeps the names
+        KILN_ICHECK(v != nullptr) << "keep_body_values: '" << keep[k]->name() << "' is no value of " << n.describe();
         ir::Node* id = b->add_node("Identity", {v}, {}, {v->type()}, {unique_name("kept/" + v->name(), {b.get()})}, "kept");
         b->add_output(id->output(0));
         ir::TensorType stacked = v->type();

@@ -89,9 +89,23 @@ void clone_nodes(ir::Graph& dst, const ir::Graph& src, std::unordered_map<const 
             types.push_back(o->type());
             names.push_back(o->name());
         }
-        ir::Node* copy = dst.add_node(n->op(), ins, n->attrs(), types, names, n->name());
+        ir::AttrMap attrs = n->attrs();
+        for (auto& [k, a] : attrs)
+            if (auto* sub = std::get_if<ir::GraphAttr>(&a); sub && *sub) a = ir::GraphAttr(copy_graph(**sub));
+        ir::Node* copy = dst.add_node(n->op(), ins, std::move(attrs), types, names, n->name());
         for (size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = copy->output(i);
     }
+}
+
+std::shared_ptr<ir::Graph> copy_graph(const ir::Graph& src) {
+    auto g = std::make_shared<ir::Graph>();
+    g->name = src.name;
+    std::unordered_map<const ir::Value*, ir::Value*> map;
+    for (const ir::Value* in : src.inputs()) map[in] = g->add_input(in->name(), in->type());
+    for (const ir::Value* o : src.outer_inputs()) map[o] = g->add_outer_input(o->name(), o->type());
+    clone_nodes(*g, src, map);
+    for (const ir::Value* o : src.outputs()) g->add_output(map.at(o));
+    return g;
 }
 
 }  // namespace kiln::autodiff

@@ -7,6 +7,7 @@
 // an input of the node like any other: it receives a gradient.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,8 +30,12 @@ std::vector<ir::Value*> captured_values(const ir::Graph& g, const ir::Node& n);
 std::string unique_name(const std::string& prefix, const std::vector<const ir::Graph*>& graphs);
 
 /// Appends copies of `src`'s constants and nodes to `dst` (same names, attributes, types;
-/// sub-graph attributes are shared, they are immutable). `map` must hold a value of `dst` for
-/// every input and outer input of `src` that a node reads; it receives the copies.
+/// sub-graph attributes are copied too: the graph interpreter keeps one plan per sub-graph, so
+/// two nodes never share one). `map` must hold a value of `dst` for every input and outer input
+/// of `src` that a node reads; it receives the copies.
 void clone_nodes(ir::Graph& dst, const ir::Graph& src, std::unordered_map<const ir::Value*, ir::Value*>& map);
+
+/// A copy of `src` (inputs, outer inputs, nodes, outputs; nested regions copied).
+std::shared_ptr<ir::Graph> copy_graph(const ir::Graph& src);
 
 }  // namespace kiln::autodiff

@@ -14,6 +14,13 @@
 // recognized as non-differentiable, not guessed. A node on a path from a `wrt` value to the
 // loss whose op has no gradient entry is a kUnsupported error naming the node and the op.
 //
+// Control flow: If, Loop and Scan are differentiated by autodiff/control_flow_gradient.h (their
+// gradients are sub-graphs differentiated with vjp()); the values their regions read from the
+// enclosing scope count as inputs of the node and receive gradients. A Loop or Scan on a path is
+// replaced by a copy that also outputs the per-iteration state its backward loop reads: its
+// outputs keep their names and uses (graph outputs included), but a Value* of them held from
+// before the call is stale (the old node is erased): look such values up again by name.
+//
 // Naming: every node differentiate() adds is named "grad/<forward node name or op>", and every
 // gradient value "grad/<value name>" where it is the final gradient of a wrt value; the
 // recompute pass (autodiff/recompute.h) tells forward from backward nodes by this prefix.
@@ -30,9 +37,17 @@ namespace kiln::autodiff {
 /// The prefix of the names of nodes and values differentiate() adds.
 inline constexpr const char* kGradPrefix = "grad/";
 
+/// What the backward of a Loop or Scan reads of its forward's per-iteration values
+/// (autodiff/loop_values.h).
+enum class LoopValues {
+    kKeep,       // the forward stacks every value the backward reads: memory for speed
+    kRecompute,  // the forward stacks the carried values only; the backward runs the body again
+};
+
 struct GradientOptions {
     /// The gradient seed (d loss / d loss): 1 by default; a loss scale multiplies it.
     double seed = 1.0;
+    LoopValues loop_values = LoopValues::kKeep;
 };
 
 struct Gradients {
@@ -44,6 +59,13 @@ struct Gradients {
 /// Appends the backward nodes of `loss` with respect to `wrt` to `g` (see the file comment).
 Gradients differentiate(ir::Graph& g, ir::Value* loss, const std::vector<ir::Value*>& wrt,
                         const GradientOptions& opts = {});
+
+/// Vector-Jacobian product: appends to `g` the nodes of sum_k dys[k] . d ys[k] / d w for each w
+/// in `wrt` (dys[k] has ys[k]'s type; nullptr: ys[k] carries no gradient). A w that no seeded
+/// y depends on gets nullptr. Node names as differentiate(); values keep their fresh names. The
+/// building block of differentiate() and of the gradients of control-flow regions.
+std::vector<ir::Value*> vjp(ir::Graph& g, const std::vector<ir::Value*>& ys, const std::vector<ir::Value*>& dys,
+                            const std::vector<ir::Value*>& wrt, LoopValues loop_values = LoopValues::kKeep);
 
 /// Every floating-point constant of `g` (the trainable parameters by default), in order.
 std::vector<ir::Value*> float_constants(const ir::Graph& g);

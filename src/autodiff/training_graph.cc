@@ -6,6 +6,7 @@
 #include <set>
 
 #include "autodiff/differentiate.h"
+#include "autodiff/region.h"
 #include "op/registry.h"
 #include "pass/rewrite.h"
 #include "support/error.h"
@@ -153,6 +154,11 @@ ModelState find_model_state(const ir::Graph& g, const std::vector<std::string>& 
             else if (is_value_slot(*n, i)) value_read.insert(v->name());
             else differentiable_read.insert(v->name());
         }
+    // A parameter read only inside an If/Loop/Scan region (by name) is read too.
+    for (ir::Node* n : g.nodes())
+        if (has_region(*n))
+            for (const ir::Value* v : captured_values(g, *n))
+                if (v->is_constant()) differentiable_read.insert(v->name());
     ModelState s;
     const std::set<std::string> known(initializers.begin(), initializers.end());
     auto is_float_init = [&](const std::string& name) {
@@ -200,10 +206,11 @@ void check_loss(const ir::Graph& g, const LossSpec& loss) {
             << "loss output: output '" << out->name() << "' must be a scalar (the loss), got " << t.str();
         return;
     }
-    if (loss.kind == "cross_entropy" || loss.kind == "nll")
+    if (loss.kind == "cross_entropy" || loss.kind == "nll") {
         KILN_CHECK(t.rank() >= 2, kInvalidArgument)
             << "loss " << loss.kind << ": output '" << out->name() << "' must have shape [N, C, ...] (class scores), got "
             << t.str();
+    }
     KILN_CHECK(!loss.labels.empty(), kInvalidArgument) << "loss " << loss.kind << " needs a labels input name";
     KILN_CHECK(!g.find_value(loss.labels), kInvalidArgument)
         << "labels input '" << loss.labels << "' is already a value of the model; choose another name";
@@ -243,7 +250,11 @@ TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, con
     if (training) {
         std::vector<ir::Value*> params;
         for (const std::string& name : state.params) params.push_back(g.find_value(name));
+        std::vector<std::string> out_names;
+        for (const ir::Value* v : outs) out_names.push_back(v->name());
         Gradients grads = differentiate(g, loss_value, params);
+        // differentiate() replaces a Loop/Scan on the path by a copy (same output names).
+        for (size_t i = 0; i < outs.size(); ++i) outs[i] = g.find_value(out_names[i]);
         if (kind == TrainingGraphKind::kGradients) {
             for (size_t i = 0; i < params.size(); ++i) {
                 outs.push_back(grads.grads[i]);

@@ -43,7 +43,7 @@ struct ModelState {
 /// The parameters of `g`: `requested` when not empty (each must name a floating-point
 /// initializer that is no running statistic, else kInvalidArgument), otherwise every floating-
 /// point initializer among `initializers` (the ONNX model's initializer names) that some node
-/// reads as a differentiable input (not a shape, a Reshape target or a BatchNormalization
+/// (or an If/Loop/Scan region, by name) reads as a differentiable input (not a shape, a Reshape target or a BatchNormalization
 /// running statistic). The stats are the initializers BatchNormalization reads as input_mean /
 /// input_var.
 ModelState find_model_state(const ir::Graph& g, const std::vector<std::string>& initializers,

@@ -2,7 +2,8 @@
 // run with one ModelRunner, the parameters and state kept between steps.
 //
 // The train step compiles in create(); the eval, gradients and apply graphs compile on first
-// use. Their executables share one runner (one set of thread pools): the runner switches
+// use. A graph compile() does not take (a model with If/Loop/Scan) runs in the graph
+// interpreter instead. Their executables share one runner (one set of thread pools): the runner switches
 // executables when a call needs another graph. Every graph input is named, and the session
 // feeds it by name from the batch, the parameters, the running statistics, the optimizer state
 // or the step's scalars; the step's outputs (fresh tensors) replace the stored values, no copy.
@@ -14,6 +15,7 @@
 #include "autodiff/recompute.h"
 #include "autodiff/training_graph.h"
 #include "compiler/compile.h"
+#include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
 #include "compiler/training_checkpoint.h"
 #include "frontend/onnx/importer.h"
@@ -55,9 +57,11 @@ void check_like(const std::string& what, const Tensor& t, DType dtype, const Sha
         << what << ": expected shape " << shape_str(shape) << ", got " << shape_str(t.shape());
 }
 
-/// One compiled training graph: its executable and what its inputs and outputs are.
+/// One compiled training graph: its executable (or, for a model with control flow, its
+/// interpreter) and what its inputs and outputs are.
 struct CompiledGraph {
     std::shared_ptr<runtime::Executable> exe;
+    std::unique_ptr<compiler::GraphInterpreter> interp;
     std::vector<std::string> inputs;   // graph input names, in executable order
     std::vector<std::string> outputs;  // role keys (TrainingGraph::outputs)
     compiler::MemoryFigures memory;
@@ -245,6 +249,7 @@ private:
         std::unique_ptr<CompiledGraph>& slot = graphs_[static_cast<int>(kind)];
         if (slot) return *slot;
         autodiff::TrainingGraph tg = autodiff::build_training_graph(bound_model(), state_, loss_, spec_, kind, opts_.seed);
+        if (std::string why = compiler::host_only_reason(tg.graph); !why.empty()) return interpreted(slot, tg, why);
         std::string recompute_line;
         if (kind == TrainingGraphKind::kTrainStep || kind == TrainingGraphKind::kGradients) {
             // Activation checkpointing (autodiff/recompute.h) of the forward pass the backward reads.
@@ -266,6 +271,22 @@ private:
         KILN_CHECK(c->exe->inputs.size() == c->inputs.size() && c->exe->outputs.size() == c->outputs.size(), kInternal)
             << "bug in Kiln: the compiled training graph has " << c->exe->inputs.size() << " inputs / "
             << c->exe->outputs.size() << " outputs, the graph " << c->inputs.size() << " / " << c->outputs.size();
+        slot = std::move(c);
+        return *slot;
+    }
+
+    /// A training graph compile() does not take (If/Loop/Scan regions, host-only ops) runs in the
+    /// graph interpreter: no memory plan, no recomputation (docs/training.md).
+    CompiledGraph& interpreted(std::unique_ptr<CompiledGraph>& slot, autodiff::TrainingGraph& tg, const std::string& why) {
+        KILN_CHECK(autodiff::parse_recompute_mode(opts_.recompute) == autodiff::RecomputeMode::kNone, kUnsupported)
+            << "recompute '" << opts_.recompute << "' needs a compiled training graph, and this one runs in the graph "
+            << "interpreter: " << why;
+        auto c = std::make_unique<CompiledGraph>();
+        for (ir::Value* in : tg.graph.inputs()) c->inputs.push_back(in->name());
+        c->outputs = tg.outputs;
+        c->memory.report = "interpreted (" + why + "): no memory plan\n";
+        c->interp = std::make_unique<compiler::GraphInterpreter>(std::make_shared<const ir::Graph>(std::move(tg.graph)),
+                                                                 runner_.intra_pool(), runner_.allocator());
         slot = std::move(c);
         return *slot;
     }
@@ -314,12 +335,17 @@ private:
             KILN_CHECK(t, kInternal) << "bug in Kiln: no value for training graph input '" << name << "'";
             inputs.push_back(*t);
         }
-        if (runner_exe_ != c.exe) {
-            runner_.set_executable(c.exe);
-            runner_exe_ = c.exe;
-        }
         std::vector<Tensor> outs;
-        runner_.run(inputs, outs).throw_if_error();
+        if (c.interp) {
+            for (const Datum& d : c.interp->run(std::vector<Datum>(inputs.begin(), inputs.end())))
+                outs.push_back(d.tensor("training graph output"));
+        } else {
+            if (runner_exe_ != c.exe) {
+                runner_.set_executable(c.exe);
+                runner_exe_ = c.exe;
+            }
+            runner_.run(inputs, outs).throw_if_error();
+        }
         StepResult r;
         for (size_t i = 0; i < c.outputs.size(); ++i) {
             const std::string& key = c.outputs[i];

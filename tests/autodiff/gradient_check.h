@@ -23,7 +23,7 @@
 // across the 2n runs; ops with kinks (Relu, Clip, max) need inputs away from them (eps 1e-6).
 // check_graph_gradient does the same for any graph (its graph inputs are differentiated).
 // Also: random_tensor (seeded uniform), int64_tensor, float_tensor, CompiledGraph / run_graph
-// (compile and run an ir::Graph in-process) and weighted_sum_loss for tests that build graphs.
+// (compile and run an ir::Graph in-process), InterpretedGraph (the graph interpreter, for If/Loop/Scan) and weighted_sum_loss for tests that build graphs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -40,6 +40,7 @@
 
 #include "autodiff/differentiate.h"
 #include "compiler/compile.h"
+#include "compiler/graph_interpreter.h"
 #include "ir/graph.h"
 #include "op/registry.h"
 #include "pass/rewrite.h"
@@ -65,6 +66,10 @@ struct GradCheckOptions {
     uint64_t seed = 1;
     /// How both graphs compile (e.g. compile.opt_level = 0 to check unfused kernels).
     compiler::CompileOptions compile;
+    /// Run both graphs in the graph interpreter instead (graphs with If/Loop/Scan regions,
+    /// which compile() does not take); the typed-graph verifier is skipped then (a Loop's
+    /// stacked outputs are typed by hand with the trip count the test knows).
+    bool interpret = false;
 };
 
 /// A tensor of `shape` with elements uniform in [lo, hi), from `seed`.
@@ -125,6 +130,40 @@ private:
     runtime::ThreadPool pool_{1};
     std::shared_ptr<runtime::CachingAllocator> alloc_ = runtime::make_session_allocator(0);
     std::unique_ptr<runtime::SequentialExecutor> exec_;
+};
+
+/// A graph run in the graph interpreter (regions: If, Loop, Scan), in-process, 1 thread.
+class InterpretedGraph {
+public:
+    explicit InterpretedGraph(ir::Graph&& g)
+        : interp_(std::make_shared<ir::Graph>(std::move(g)), &pool_, alloc_.get()) {}
+    std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
+        std::vector<Datum> ins(inputs.begin(), inputs.end());
+        std::vector<Tensor> outs;
+        for (const Datum& d : interp_.run(ins)) outs.push_back(d.tensor("interpreted test graph output"));
+        return outs;
+    }
+
+private:
+    runtime::ThreadPool pool_{1};
+    std::shared_ptr<runtime::CachingAllocator> alloc_ = runtime::make_session_allocator(0);
+    compiler::GraphInterpreter interp_;
+};
+
+/// Runs `g` compiled or interpreted (GradCheckOptions::interpret); takes the graph over.
+class TestGraph {
+public:
+    TestGraph(ir::Graph& g, const GradCheckOptions& o) {
+        if (o.interpret) interpreted_ = std::make_unique<InterpretedGraph>(std::move(g));
+        else compiled_ = std::make_unique<CompiledGraph>(g, o.compile);
+    }
+    std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
+        return interpreted_ ? interpreted_->run(inputs) : compiled_->run(inputs);
+    }
+
+private:
+    std::unique_ptr<InterpretedGraph> interpreted_;
+    std::unique_ptr<CompiledGraph> compiled_;
 };
 
 /// Compiles `g` and runs it once on `inputs` (graph-input order).
@@ -226,14 +265,14 @@ inline void check_graph_gradient(const std::string& what, const LossGraphFn& bui
     ASSERT_EQ(bwd.inputs().size(), inputs.size()) << what;
     autodiff::Gradients grads = autodiff::differentiate(bwd, loss, bwd.inputs());
     bwd.set_outputs(grads.grads);
-    pass::verify_typed_graph(bwd);  // topological order, types matching inference
-    std::vector<Tensor> analytic = CompiledGraph(bwd, opts.compile).run(inputs);
+    if (!opts.interpret) pass::verify_typed_graph(bwd);  // topological order, types matching inference
+    std::vector<Tensor> analytic = TestGraph(bwd, opts).run(inputs);
     ASSERT_EQ(analytic.size(), inputs.size()) << what;
 
     // The numerical ones: the forward graph, run with each element moved by +-eps.
     ir::Graph fwd;
     fwd.set_outputs({build(fwd)});
-    CompiledGraph forward(fwd, opts.compile);
+    TestGraph forward(fwd, opts);
     int failures = 0;
     for (size_t k = 0; k < inputs.size(); ++k) {
         const Tensor& x = inputs[k];

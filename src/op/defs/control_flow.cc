@@ -14,6 +14,8 @@
 //    the scan outputs of shorter entries are zero-padded to axis 1's length.
 //  - SequenceMap (17): runs the body once per position of the sequence inputs (tensor inputs
 //    are passed whole) and gathers each body output into a sequence.
+// Gradients of If, Loop and Scan are not OpDef::gradient entries: each is the differentiation of
+// its regions, which only autodiff can do (autodiff/control_flow_gradient.h).
 #include <algorithm>
 #include <limits>
 #include <string>

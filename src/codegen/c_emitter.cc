@@ -183,6 +183,7 @@ public:
 
         std::ostringstream out;
         out << "/* Kiln generated kernel '" << f_.name << "'. */\n" << c_prelude() << "\n";
+        if (!f_.dims.empty()) out << c_prelude_dims() << "\n";
         out << tasks_.str() << body.str();
         return out.str();
     }

@@ -141,6 +141,21 @@ TEST(SymbolicKernel, NegativeDimIsRefusedBeforeAnyAccess) {
     }
 }
 
+TEST(SymbolicKernel, DimNamesThatClashWithTheAbiAreRenamed) {
+    Var a = te::make_dim("dims"), b = te::make_dim("env");
+    te::Tensor x = te::sym_placeholder({a, b}, DType::kFloat32, "args");
+    te::Tensor y = te::sym_compute({a, b}, [&](const std::vector<Var>& i) { return te::read(x, i) + te::float_imm(1); }, "Y");
+    te::Schedule s = te::create_schedule({y});
+    auto [o, i] = s[y].split(s[y].fuse(s[y].axis(0), s[y].axis(1)), 8);
+    s[y].parallel(o);
+    s[y].vectorize(i);
+    tir::PrimFunc f = tir::simplify(tir::lower(s, {x, y}, "clash"));
+    LoadedKernel k = compile_func(f);
+    runtime::ThreadPool pool(2);
+    for (auto [d0, d1] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 5}, {4, 8}, {9, 13}})
+        run_both(k, f, {d0, d1}, 1, 0, &pool);
+}
+
 TEST(SymbolicKernel, StaticKernelsKeepTheirAbi) {
     tir::PrimFunc f = symtest::bias_add(c(5), c(16), "static_bias_add").func;
     EXPECT_TRUE(f.dims.empty());

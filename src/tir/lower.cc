@@ -13,7 +13,10 @@
 //     are both leaves, the outer loop is peeled: iterations 0..E-2 cannot overrun and run
 //     without the guard; the last one (outer = E-1) keeps it, and simplify() then turns
 //     `for i in 0..f { if (i < r) ... }` into `for i in 0..r`. Iteration order is unchanged, so
-//     reductions add in the same order as without the peel.
+//     reductions add in the same order as without the peel. A symbolic extent E always gets the
+//     guard; its peel runs floordiv(E, f) unguarded iterations and a tail at outer =
+//     floordiv(E, f) (empty when f divides E), whose guard simplify() turns into a loop of
+//     floormod(E, f) iterations.
 //  3. Body. TensorReads become BufferLoads at row-major flat int64 indices; reads of inlined
 //     stages are replaced by that stage's body with its axes substituted (recursively, so
 //     chains of inlined stages work).

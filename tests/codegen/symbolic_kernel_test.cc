@@ -61,6 +61,12 @@ TEST(SymbolicKernel, BiasAddOneKernelManySizes) {
     tir::PrimFunc f = symtest::bias_add(n, c(384), "sym_bias_add").func;
     LoadedKernel k = compile_func(f);
     EXPECT_NE(k.source.find("const int64_t* dims"), std::string::npos);
+    // The main part's inner loop keeps its constant extent and its vectorization hint; the
+    // parallel loop's extent is computed from n at run time.
+    EXPECT_NE(k.source.find("#pragma GCC ivdep\n                for (int64_t i1_i = 0; i1_i < 16LL; ++i1_i)"),
+              std::string::npos)
+        << k.source;
+    EXPECT_NE(k.source.find("env->parallel_for(env->pool, kiln_floordiv_i64(n, 4LL)"), std::string::npos);
     runtime::ThreadPool pool(2);
     for (int64_t rows : {1, 3, 4, 9, 130}) {
         auto args = run_both(k, f, {rows}, 2, 0, rows % 2 ? &pool : nullptr);

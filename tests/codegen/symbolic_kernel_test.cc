@@ -4,6 +4,7 @@
 // interpreter at the same dims and with naive loops written here.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -127,6 +128,15 @@ TEST(SymbolicKernel, TiledMatmulSymbolicRows) {
         ASSERT_EQ(compile_func(sf).run(sargs), 0);
         EXPECT_TRUE(all_close(sargs[2], args[2], 1e-6, 1e-6)) << rows;
     }
+}
+
+TEST(SymbolicKernel, MatmulWithEveryDimSymbolic) {
+    Var m = te::make_dim("m"), kd = te::make_dim("k"), n = te::make_dim("n");
+    tir::PrimFunc f = symtest::matmul(m, kd, n, 4, 16, "sym_matmul_mkn").func;
+    LoadedKernel k = compile_func(f);
+    runtime::ThreadPool pool(2);
+    for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {5, 7, 33}, {8, 16, 32}, {9, 0, 17}})
+        run_both(k, f, {M, K, N}, 2, 1e-5, &pool);
 }
 
 TEST(SymbolicKernel, NegativeDimIsRefusedBeforeAnyAccess) {

@@ -4,6 +4,7 @@
 // static kernel of the same definition lowered for that size.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -209,5 +210,28 @@ TEST(SymbolicLower, FusedAndNestedSymbolicSplits) {
             for (int64_t i = 0; i < rows * 7; ++i) want.push_back(static_cast<float>(args[0].get_f64(i) * 2));
             expect_close(args[1], want, 0, "nested=" + std::to_string(nested) + " rows=" + std::to_string(rows));
         }
+    }
+}
+
+TEST(SymbolicLower, MatmulWithEveryDimSymbolic) {
+    // m and n split (two peels, a corner tail), k a symbolic reduce extent, a static 3x8 tile.
+    Var m = te::make_dim("m"), kd = te::make_dim("k"), n = te::make_dim("n");
+    tir::PrimFunc f = symtest::matmul(m, kd, n, 3, 8, "mm_dyn").func;
+    ASSERT_EQ(f.dims.size(), 3u);  // first appearance in A[m, k], B[k, n]
+    EXPECT_EQ(f.dims[1], kd);
+    tir::PreparedFunc k(f);
+    for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {4, 3, 9}, {6, 5, 16}, {7, 0, 3}}) {
+        std::vector<kiln::Tensor> args = {random_tensor({M, K}, 11), random_tensor({K, N}, 12),
+                                          kiln::Tensor(DType::kFloat32, {M, N})};
+        for (int64_t i = 0; i < M * N; ++i) args[2].set_f64(i, NAN);
+        k.run(args, {M, K, N});
+        std::vector<double> want;
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+                double s = 0;
+                for (int64_t r = 0; r < K; ++r) s += args[0].get_f64(i * K + r) * args[1].get_f64(r * N + j);
+                want.push_back(s);
+            }
+        expect_close(args[2], want, 1e-5, std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N));
     }
 }

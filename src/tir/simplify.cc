@@ -74,6 +74,22 @@ bool mentions(const Expr& e, const te::VarNode* v) {
     }
 }
 
+// True if `e` reads no buffer (its value cannot change while a loop body runs).
+bool reads_no_buffer(const Expr& e) {
+    switch (e->kind) {
+        case ExprKind::kIntImm:
+        case ExprKind::kFloatImm:
+        case ExprKind::kVar: return true;
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return reads_no_buffer(n.a) && reads_no_buffer(n.b);
+        }
+        case ExprKind::kUnary: return reads_no_buffer(static_cast<const te::UnaryNode&>(*e).a);
+        case ExprKind::kCast: return reads_no_buffer(static_cast<const te::CastNode&>(*e).a);
+        default: return false;
+    }
+}
+
 // x*k - floordiv(x, c)*(c*k)  ->  floormod(x, c)*k: exact, since x = floordiv(x, c)*c +
 // floormod(x, c) for c > 0 (the tail extent of a split of a symbolic extent).
 void fold_floormod(AffineSum& s) {
@@ -495,7 +511,7 @@ Stmt Simplifier::mutate(const Stmt& s) {
 }
 
 // for v in 0..n { if (v + a < b) body }  ->  for v in 0..min(n, b - a) { body }, where a and b
-// do not mention v, for a symbolic bound b (a tail guard over a symbolic extent; constant
+// do not mention v and read no buffer (so the body cannot change them), for a symbolic bound b (a tail guard over a symbolic extent; constant
 // bounds are the rule in mutate(), which keeps static kernels as they were). A negative extent
 // runs no iteration, as an If that is false for every v.
 Stmt Simplifier::shrink_guarded_loop(const ForNode& n, const Expr& ext, const Stmt& body) {
@@ -504,7 +520,7 @@ Stmt Simplifier::shrink_guarded_loop(const ForNode& n, const Expr& ext, const St
     const te::BinaryNode* lt = as_binary(g.cond, BinaryOp::kLT);
     int64_t c;
     if (g.else_case || !lt || imm_int(lt->b, &c) || lt->a->dtype != DType::kInt64 ||
-        mentions(lt->b, n.var.get()))
+        mentions(lt->b, n.var.get()) || !reads_no_buffer(lt->a) || !reads_no_buffer(lt->b))
         return nullptr;
     AffineSum sum = to_affine(lt->a);
     AffineSum rest;

@@ -175,6 +175,14 @@ TEST(SymbolicLower, SimplifierShrinksSymbolicTailGuard) {
     tir::Stmt tail = tir::substitute(body, {{q.get(), te::floordiv(n, c(8))}});
     text = tir::stmt_str(tir::simplify(tail));
     EXPECT_TRUE(contains(text, "for i in 0..floormod(n, 8) {")) << text;
+    // A bound that reads a buffer (which the body might write) keeps its guard.
+    te::Buffer w = te::make_sym_buffer("W", DType::kInt64, {n});
+    Expr load = std::make_shared<te::BufferLoadNode>(DType::kInt64, w, c(0));
+    tir::Stmt by_load = tir::make_for(i, c(8), te::LoopKind::kSerial,
+                                      tir::make_if(Expr(i) + load < Expr(n), tir::make_store(w, c(0), Expr(i))));
+    text = tir::stmt_str(tir::simplify(by_load));
+    EXPECT_TRUE(contains(text, "for i in 0..8 {")) << text;
+    EXPECT_TRUE(contains(text, "if (")) << text;
 }
 
 namespace {

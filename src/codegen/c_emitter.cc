@@ -170,7 +170,7 @@ public:
         KILN_ICHECK(is_c_identifier(f_.name)) << "kernel name '" << f_.name << "' is not a C identifier";
         names_.reserve_name(f_.name);
         std::ostringstream body;
-        body << "int32_t " << f_.name << "(void* const* args, const kiln_kernel_env* env) {\n";
+        emit_signature(body);
         for (size_t i = 0; i < f_.params.size(); ++i) {
             const auto& b = f_.params[i];
             std::string t = dtype_c_type(b->dtype);
@@ -183,11 +183,27 @@ public:
 
         std::ostringstream out;
         out << "/* Kiln generated kernel '" << f_.name << "'. */\n" << c_prelude() << "\n";
+        if (!f_.dims.empty()) out << c_prelude_dims() << "\n";
         out << tasks_.str() << body.str();
         return out.str();
     }
 
 private:
+    /// kiln_kernel_fn, or kiln_kernel_dims_fn with the dims read into locals and a negative one
+    /// refused before any buffer is touched (runtime/kernel_abi.h).
+    void emit_signature(std::ostringstream& body) {
+        if (f_.dims.empty()) {
+            body << "int32_t " << f_.name << "(void* const* args, const kiln_kernel_env* env) {\n";
+            return;
+        }
+        body << "int32_t " << f_.name << "(void* const* args, const int64_t* dims, const kiln_kernel_env* env) {\n";
+        for (size_t i = 0; i < f_.dims.size(); ++i) {
+            std::string v = names_.var(f_.dims[i].get());
+            body << "    const int64_t " << v << " = dims[" << i << "];\n";
+            body << "    if (" << v << " < 0) return KILN_KERNEL_BAD_DIMS;\n";
+        }
+    }
+
     /// "* restrict " unless the kernel's parameters may alias (computed in place).
     const char* param_qualifier() const { return f_.params_may_alias ? "* " : "* restrict "; }
     bool is_param(const te::BufferNode* b) const {
@@ -253,9 +269,15 @@ private:
                 const auto& a = static_cast<const tir::AllocateNode&>(*s);
                 std::string name = names_.buffer(a.buffer.get());
                 std::string t = dtype_c_type(a.buffer->dtype);
-                int64_t numel = 1;
-                for (int64_t d : a.buffer->shape) numel *= d;
-                int64_t bytes = numel * static_cast<int64_t>(dtype_size(a.buffer->dtype));
+                KILN_ICHECK(a.buffer->is_static() || !a.buffer->local)
+                    << "local buffer '" << a.buffer->name << "' with a symbolic shape";
+                // A symbolic size is computed at run time from the dims (in size_t: no UB).
+                const std::string numel = a.buffer->is_static() ? std::to_string(a.buffer->numel())
+                                                                : e(a.buffer->numel_expr());
+                const std::string bytes = a.buffer->is_static()
+                                              ? std::to_string(a.buffer->numel() * static_cast<int64_t>(
+                                                                   dtype_size(a.buffer->dtype)))
+                                              : "(size_t)" + numel + " * " + std::to_string(dtype_size(a.buffer->dtype));
                 pad(sc);
                 *sc.out << "{\n";
                 ++sc.indent;

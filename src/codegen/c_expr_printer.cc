@@ -31,7 +31,7 @@ const std::set<std::string>& reserved() {
         "_Generic", "_Noreturn", "_Static_assert", "_Thread_local", "bool", "true", "false", "asm",
         "typeof",
         // names the generated code uses
-        "args", "env", "main", "memcpy", "memset", "malloc", "free", "aligned_alloc", "abs", "size_t",
+        "args", "dims", "env", "main", "memcpy", "memset", "malloc", "free", "aligned_alloc", "abs", "size_t",
         "NULL", "INFINITY", "NAN", "errno", "y0", "y1", "yn", "j0", "j1", "jn", "gamma", "signgam",
         "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "erf", "erff", "floor", "floorf",
         "ceil", "ceilf", "nearbyint", "nearbyintf", "sin", "sinf", "cos", "cosf", "pow", "powf", "fmod",

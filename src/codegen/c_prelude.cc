@@ -348,4 +348,23 @@ static inline void* kiln_alloc(size_t bytes) {
 )KILN";
 }
 
+// Only kernels with symbolic dims carry this part of runtime/kernel_abi.h: the prelude of a
+// static kernel stays byte-identical, and so do its source and its kernel-cache key.
+const char* c_prelude_dims() {
+    return R"KILN(
+#ifndef KILN_KERNEL_DIMS_ABI_
+#define KILN_KERNEL_DIMS_ABI_
+/* A kernel with symbolic dims (tir PrimFunc::dims): the same as kiln_kernel_fn plus the dims'
+ * values, in the kernel's dims order; buffer sizes, strides and loop extents are computed from
+ * them. The caller checks that each buffer holds the elements these dims need (the kernel only
+ * refuses a negative dim, returning KILN_KERNEL_BAD_DIMS). A kernel without symbolic dims keeps
+ * the kiln_kernel_fn signature. */
+typedef int32_t (*kiln_kernel_dims_fn)(void* const* args, const int64_t* dims, const kiln_kernel_env* env);
+
+/* What a kiln_kernel_dims_fn returns for a negative dim (it touched no buffer). */
+#define KILN_KERNEL_BAD_DIMS 3
+#endif /* KILN_KERNEL_DIMS_ABI_ */
+)KILN";
+}
+
 }  // namespace kiln::codegen

@@ -6,5 +6,8 @@ namespace kiln::codegen {
 
 /// The prelude of a generated translation unit (C11, no dependency beyond libc and libm).
 const char* c_prelude();
+/// The part of the ABI only kernels with symbolic dims use (kiln_kernel_dims_fn,
+/// KILN_KERNEL_BAD_DIMS), printed after c_prelude() for them alone.
+const char* c_prelude_dims();
 
 }  // namespace kiln::codegen

@@ -29,6 +29,16 @@ typedef struct kiln_kernel_env {
 /* A kernel: args are the data pointers of its buffers (inputs, then outputs). Returns 0 on success. */
 typedef int32_t (*kiln_kernel_fn)(void* const* args, const kiln_kernel_env* env);
 
+/* A kernel with symbolic dims (tir PrimFunc::dims): the same as kiln_kernel_fn plus the dims'
+ * values, in the kernel's dims order; buffer sizes, strides and loop extents are computed from
+ * them. The caller checks that each buffer holds the elements these dims need (the kernel only
+ * refuses a negative dim, returning KILN_KERNEL_BAD_DIMS). A kernel without symbolic dims keeps
+ * the kiln_kernel_fn signature. */
+typedef int32_t (*kiln_kernel_dims_fn)(void* const* args, const int64_t* dims, const kiln_kernel_env* env);
+
+/* What a kiln_kernel_dims_fn returns for a negative dim (it touched no buffer). */
+#define KILN_KERNEL_BAD_DIMS 3
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "support/error.h"
+#include "te/dims.h"
 
 namespace kiln::te {
 
@@ -93,10 +94,41 @@ IterVar make_iter_var(const std::string& name, int64_t extent, bool is_reduce) {
     return iv;
 }
 
+Expr IterVarNode::extent_expr() const { return sym_extent ? sym_extent : int_imm(extent); }
+
+IterVar make_iter_var(const std::string& name, Expr extent, bool is_reduce) {
+    Expr e = check_dim_expr(extent, "iter var '" + name + "'");
+    int64_t v;
+    if (const_int(e, &v)) return make_iter_var(name, v, is_reduce);
+    IterVar iv = make_iter_var(name, int64_t{0}, is_reduce);
+    iv->extent = kDynamicDim;
+    iv->sym_extent = e;
+    return iv;
+}
+
 int64_t BufferNode::numel() const {
+    KILN_ICHECK(is_static()) << "numel() of buffer '" << name << "' with a symbolic shape";
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
+}
+
+std::vector<Expr> BufferNode::shape_exprs() const {
+    if (!sym_shape.empty()) return sym_shape;
+    std::vector<Expr> out;
+    for (int64_t d : shape) out.push_back(int_imm(d));
+    return out;
+}
+
+Expr BufferNode::numel_expr() const {
+    return is_static() ? int_imm(numel()) : dims_product(sym_shape);
+}
+
+Buffer make_sym_buffer(const std::string& name, DType dtype, const std::vector<Expr>& shape) {
+    SplitDims d = split_dims(shape, "buffer '" + name + "'");
+    Buffer b = make_buffer(name, dtype, std::move(d.shape));
+    b->sym_shape = std::move(d.sym);
+    return b;
 }
 
 Buffer make_buffer(const std::string& name, DType dtype, std::vector<int64_t> shape) {
@@ -266,6 +298,9 @@ Expr ne(Expr a, Expr b) {
 
 IterVar reduce_axis(int64_t extent, const std::string& name) {
     return make_iter_var(name, extent, true);
+}
+IterVar reduce_axis(Expr extent, const std::string& name) {
+    return make_iter_var(name, std::move(extent), true);
 }
 Expr sum(Expr source, std::vector<IterVar> axes) {
     return make_reduce(ReduceOp::kSum, std::move(source), std::move(axes));

@@ -115,15 +115,25 @@ struct BufferLoadNode : ExprNode {
     BufferLoadNode(DType t, Buffer b, Expr i) : ExprNode(ExprKind::kBufferLoad, t), buffer(std::move(b)), index(std::move(i)) {}
 };
 
-/// An iteration variable with range [0, extent).
+/// The int64 stand-in for a symbolic dim in the static shape/extent fields (te/dims.h).
+constexpr int64_t kDynamicDim = -1;
+
+/// An iteration variable with range [0, extent). A symbolic extent (an int64 expression of
+/// dim Vars, te/dims.h) is `sym_extent`, and `extent` is then kDynamicDim.
 struct IterVarNode;
 using IterVar = std::shared_ptr<IterVarNode>;
 struct IterVarNode {
     Var var;
     int64_t extent;
     bool is_reduce = false;
+    Expr sym_extent;  // null: the extent is static
+    bool is_static() const { return sym_extent == nullptr; }
+    /// The extent as an expression (an IntImm when static).
+    Expr extent_expr() const;
 };
 IterVar make_iter_var(const std::string& name, int64_t extent, bool is_reduce = false);
+/// An IntImm extent gives a static iter var; anything else a symbolic one.
+IterVar make_iter_var(const std::string& name, Expr extent, bool is_reduce = false);
 
 /// Reduction over `axes` of `source`, combined with `op` starting from the combiner's identity.
 /// Only allowed as the whole body of a compute.
@@ -139,13 +149,20 @@ struct ReduceNode : ExprNode {
 struct BufferNode {
     std::string name;
     DType dtype;            // storage dtype (f16 stored as uint16_t bits)
-    std::vector<int64_t> shape;
+    std::vector<int64_t> shape;  // kDynamicDim where sym_shape holds a symbolic dim
     /// A small kernel-local array meant to live in registers (a reduction's accumulator tile,
     /// Stage::cache_write_local): the C emitter declares it as a fixed-size local array.
     bool local = false;
-    int64_t numel() const;
+    /// Symbolic shapes only (empty: static): one int64 expression of dim Vars per dim.
+    std::vector<Expr> sym_shape;
+    bool is_static() const { return sym_shape.empty(); }
+    int64_t numel() const;  // static buffers only
+    std::vector<Expr> shape_exprs() const;
+    Expr numel_expr() const;
 };
 Buffer make_buffer(const std::string& name, DType dtype, std::vector<int64_t> shape);
+/// A buffer whose dims are expressions: all IntImm gives a static buffer.
+Buffer make_sym_buffer(const std::string& name, DType dtype, const std::vector<Expr>& shape);
 
 // ---- construction helpers (constant-fold trivially where both sides are immediates) ----
 Expr int_imm(int64_t v, DType t = DType::kInt64);
@@ -190,6 +207,8 @@ Expr ne(Expr a, Expr b);
 
 /// Reductions over reduce axes (make them with reduce_axis()).
 IterVar reduce_axis(int64_t extent, const std::string& name = "r");
+/// A reduce axis over a symbolic extent (an int64 expression of dim Vars).
+IterVar reduce_axis(Expr extent, const std::string& name = "r");
 Expr sum(Expr source, std::vector<IterVar> axes);
 Expr max_reduce(Expr source, std::vector<IterVar> axes);
 Expr min_reduce(Expr source, std::vector<IterVar> axes);

@@ -137,7 +137,7 @@ std::string expr_str(const Expr& e) {
             std::string axes;
             for (size_t i = 0; i < n.axes.size(); ++i) {
                 axes += (i ? ", " : "") + n.axes[i]->var->name + " in 0.." +
-                        std::to_string(n.axes[i]->extent);
+                        expr_str(n.axes[i]->extent_expr());
             }
             return std::string(reduce_name(n.op)) + "(" + expr_str(n.source) + ", [" + axes + "])";
         }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "support/error.h"
+#include "te/dims.h"
 
 namespace kiln::te {
 
@@ -58,11 +59,18 @@ std::pair<IterVar, IterVar> Stage::split(const IterVar& iv, int64_t factor) {
     KILN_CHECK(factor > 0, kInvalidArgument)
         << "stage '" << tensor_->name << "': split of '" << iv->var->name
         << "' needs a factor > 0, got " << factor;
-    // A factor beyond the extent would only add empty iterations.
-    int64_t f = std::min(factor, std::max<int64_t>(iv->extent, 1));
-    int64_t outer_extent = (iv->extent + f - 1) / f;
-    IterVar outer = make_iter_var(iv->var->name + "_o", outer_extent, iv->is_reduce);
-    IterVar inner = make_iter_var(iv->var->name + "_i", f, iv->is_reduce);
+    IterVar outer, inner;
+    int64_t f = factor;
+    if (iv->is_static()) {
+        // A factor beyond the extent would only add empty iterations.
+        f = std::min(factor, std::max<int64_t>(iv->extent, 1));
+        outer = make_iter_var(iv->var->name + "_o", (iv->extent + f - 1) / f, iv->is_reduce);
+    } else {
+        // ceil(E / f) tiles; lowering runs floordiv(E, f) full ones and a tail (tir/lower.cc).
+        outer = make_iter_var(iv->var->name + "_o", floordiv(iv->sym_extent + (f - 1), int_imm(f)),
+                              iv->is_reduce);
+    }
+    inner = make_iter_var(iv->var->name + "_i", f, iv->is_reduce);
     splits_.push_back({iv, outer, inner, f});
     leaves_[pos] = outer;
     leaves_.insert(leaves_.begin() + static_cast<long>(pos) + 1, inner);
@@ -74,6 +82,9 @@ std::pair<IterVar, IterVar> Stage::split_nparts(const IterVar& iv, int64_t npart
     KILN_CHECK(nparts > 0, kInvalidArgument)
         << "stage '" << tensor_->name << "': split_nparts of '" << iv->var->name
         << "' needs nparts > 0, got " << nparts;
+    KILN_CHECK(iv->is_static(), kInvalidArgument)
+        << "stage '" << tensor_->name << "': split_nparts of '" << iv->var->name
+        << "' needs a static extent (its factor would be symbolic; use split with a factor)";
     int64_t factor = std::max<int64_t>(1, (iv->extent + nparts - 1) / nparts);
     return split(iv, factor);
 }
@@ -87,8 +98,10 @@ IterVar Stage::fuse(const IterVar& outer, const IterVar& inner) {
     KILN_CHECK(outer->is_reduce == inner->is_reduce, kInvalidArgument)
         << "stage '" << tensor_->name << "': cannot fuse reduce axis with data-parallel axis ('"
         << outer->var->name << "', '" << inner->var->name << "')";
-    IterVar fused = make_iter_var(outer->var->name + "_" + inner->var->name + "_f",
-                                  outer->extent * inner->extent, outer->is_reduce);
+    const std::string name = outer->var->name + "_" + inner->var->name + "_f";
+    IterVar fused = outer->is_static() && inner->is_static()
+                        ? make_iter_var(name, outer->extent * inner->extent, outer->is_reduce)
+                        : make_iter_var(name, outer->extent_expr() * inner->extent_expr(), outer->is_reduce);
     fuses_.push_back({outer, inner, fused});
     leaves_[po] = fused;
     leaves_.erase(leaves_.begin() + static_cast<long>(pi));
@@ -152,7 +165,9 @@ void Stage::compute_inline() {
 }
 
 void Stage::store_in(const Tensor& target) {
-    KILN_CHECK(target && target->shape == tensor_->shape && target->dtype == tensor_->dtype, kInvalidArgument)
+    KILN_CHECK(target && target->shape == tensor_->shape &&
+                   same_dims(target->shape_exprs(), tensor_->shape_exprs()) && target->dtype == tensor_->dtype,
+               kInvalidArgument)
         << "stage '" << tensor_->name << "': store_in needs a tensor of the same shape and dtype";
     KILN_CHECK(!inlined_ && !is_output_, kInvalidArgument)
         << "stage '" << tensor_->name << "': store_in applies to a materialized intermediate";

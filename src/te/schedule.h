@@ -26,6 +26,7 @@ const char* loop_kind_name(LoopKind k);
 struct SplitRelation {
     IterVar parent, outer, inner;
     int64_t factor;  // inner extent; the outer extent is ceil(parent/factor); a guard handles the tail
+                     // (a symbolic parent: floordiv(E, f) full tiles plus a tail, tir/lower.cc)
 };
 struct FuseRelation {
     IterVar outer, inner, fused;
@@ -44,8 +45,10 @@ public:
     /// Current loop order, outermost first.
     const std::vector<IterVar>& leaf_iter_vars() const { return leaves_; }
 
+    /// Splits into an outer loop of ceil(extent/factor) and an inner loop of `factor` (a
+    /// symbolic extent keeps the factor as given; a static one clamps it to the extent).
     std::pair<IterVar, IterVar> split(const IterVar& iv, int64_t factor);
-    /// Splits so that the outer loop has `nparts` iterations.
+    /// Splits so that the outer loop has `nparts` iterations (static extents only).
     std::pair<IterVar, IterVar> split_nparts(const IterVar& iv, int64_t nparts);
     /// Fuses two adjacent leaves (outer immediately before inner) into one loop.
     IterVar fuse(const IterVar& outer, const IterVar& inner);

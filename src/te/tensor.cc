@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "support/error.h"
+#include "te/dims.h"
 
 namespace kiln::te {
 
@@ -54,9 +55,17 @@ void visit_reads(const Expr& e, const std::function<void(const TensorReadNode&)>
 }  // namespace
 
 int64_t TensorNode::numel() const {
+    KILN_ICHECK(is_static()) << "numel() of tensor '" << name << "' with a symbolic shape";
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
+}
+
+std::vector<Expr> TensorNode::shape_exprs() const {
+    if (!sym_shape.empty()) return sym_shape;
+    std::vector<Expr> out;
+    for (int64_t d : shape) out.push_back(int_imm(d));
+    return out;
 }
 
 std::vector<Tensor> TensorNode::inputs() const {
@@ -84,18 +93,41 @@ Tensor placeholder(std::vector<int64_t> shape, DType dtype, const std::string& n
     return t;
 }
 
+Tensor sym_placeholder(const std::vector<Expr>& shape, DType dtype, const std::string& name) {
+    SplitDims d = split_dims(shape, "placeholder '" + name + "'");  // checks the dims
+    auto t = std::make_shared<TensorNode>();
+    t->name = name;
+    t->dtype = dtype;
+    t->shape = std::move(d.shape);
+    t->sym_shape = std::move(d.sym);
+    t->is_placeholder = true;
+    return t;
+}
+
 Tensor compute(std::vector<int64_t> shape,
                const std::function<Expr(const std::vector<Var>&)>& fcompute,
                const std::string& name, std::optional<DType> dtype) {
+    for (int64_t d : shape) {
+        KILN_CHECK(d >= 0, kInvalidArgument) << "compute '" << name << "': negative dimension " << d;
+    }
+    std::vector<Expr> dims;
+    for (int64_t d : shape) dims.push_back(int_imm(d));
+    return sym_compute(dims, fcompute, name, dtype);
+}
+
+Tensor sym_compute(const std::vector<Expr>& shape,
+                   const std::function<Expr(const std::vector<Var>&)>& fcompute,
+                   const std::string& name, std::optional<DType> dtype) {
+    SplitDims d = split_dims(shape, "compute '" + name + "'");
     auto t = std::make_shared<TensorNode>();
     t->name = name;
-    t->shape = shape;
+    t->shape = d.shape;
+    t->sym_shape = d.sym;
     t->is_placeholder = false;
     std::vector<Var> vars;
     for (size_t i = 0; i < shape.size(); ++i) {
-        KILN_CHECK(shape[i] >= 0, kInvalidArgument)
-            << "compute '" << name << "': negative dimension " << shape[i];
-        IterVar iv = make_iter_var("i" + std::to_string(i), shape[i], false);
+        IterVar iv = d.sym.empty() ? make_iter_var("i" + std::to_string(i), d.shape[i], false)
+                                   : make_iter_var("i" + std::to_string(i), d.sym[i], false);
         t->axis.push_back(iv);
         vars.push_back(iv->var);
     }

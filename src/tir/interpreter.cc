@@ -17,6 +17,7 @@
 
 #include "support/error.h"
 #include "tir/affine.h"
+#include "tir/kernel_dims.h"
 
 namespace kiln::tir {
 
@@ -98,6 +99,21 @@ public:
     size_t num_buffers() const { return buf_slot_.size(); }
     size_t num_vars() const { return max_vars_; }
     void bind_buffer(const Buffer& b) { bound_.insert(b.get()); }
+    /// A symbolic dim: slot `i` for the whole function (run() stores its value there).
+    void bind_dim(const Var& v) {
+        KILN_CHECK(!var_slot_.count(v.get()), kInvalidArgument)
+            << "interpret: dim '" << v->name << "' is listed twice";
+        var_slot_[v.get()] = static_cast<int>(var_slot_.size());
+        max_vars_ = std::max(max_vars_, var_slot_.size());
+    }
+    /// A buffer's element count: a constant, or computed from the dims at run time.
+    IFn numel_fn(const Buffer& b) {
+        if (b->is_static()) {
+            const int64_t n = b->numel();
+            return [n](Frame&) { return n; };
+        }
+        return int_fn(b->numel_expr());
+    }
 
     IFn int_fn(const Expr& e) {
         if (!dtype_is_float(e->dtype)) return compile_int(e);
@@ -134,8 +150,17 @@ private:
 IFn Compiler::compile_load_index(const te::BufferLoadNode& n, int* slot) {
     *slot = checked_slot(n.buffer);
     IFn idx = int_fn(n.index);
-    int64_t numel = n.buffer->numel();
     std::string name = n.buffer->name;
+    if (!n.buffer->is_static()) {
+        IFn numel = numel_fn(n.buffer);
+        return [idx, numel, name](Frame& f) {
+            int64_t i = idx(f), size = numel(f);
+            KILN_ICHECK(i >= 0 && i < size)
+                << "out-of-bounds load " << name << "[" << i << "] (size " << size << ")";
+            return i;
+        };
+    }
+    int64_t numel = n.buffer->numel();
     return [idx, numel, name](Frame& f) {
         int64_t i = idx(f);
         KILN_ICHECK(i >= 0 && i < numel)
@@ -381,13 +406,13 @@ SFn Compiler::compile_stmt(const Stmt& s) {
             const auto& n = static_cast<const StoreNode&>(*s);
             int slot = checked_slot(n.buffer);
             IFn idx = int_fn(n.index);
-            int64_t numel = n.buffer->numel();
+            IFn numel = numel_fn(n.buffer);
             std::string name = n.buffer->name;
             DType bt = n.buffer->dtype;
             auto checked = [idx, numel, name](Frame& f) {
-                int64_t i = idx(f);
-                KILN_ICHECK(i >= 0 && i < numel)
-                    << "out-of-bounds store " << name << "[" << i << "] (size " << numel << ")";
+                int64_t i = idx(f), size = numel(f);
+                KILN_ICHECK(i >= 0 && i < size)
+                    << "out-of-bounds store " << name << "[" << i << "] (size " << size << ")";
                 return i;
             };
             if (dtype_is_float(bt)) {
@@ -439,11 +464,14 @@ SFn Compiler::compile_stmt(const Stmt& s) {
             KILN_CHECK(!bound_.count(n.buffer.get()), kInvalidArgument)
                 << "interpret: buffer '" << n.buffer->name << "' is allocated twice";
             bound_.insert(n.buffer.get());
-            size_t bytes = static_cast<size_t>(n.buffer->numel()) * dtype_size(n.buffer->dtype);
+            IFn numel = numel_fn(n.buffer);
+            const size_t elem = dtype_size(n.buffer->dtype);
             SFn body = compile_stmt(n.body);
             bound_.erase(n.buffer.get());
-            return [slot, bytes, body](Frame& f) {
-                std::vector<char> storage(bytes + 1, 0);
+            return [slot, numel, elem, body](Frame& f) {
+                const int64_t count = numel(f);
+                KILN_ICHECK(count >= 0) << "interpret: allocation of " << count << " elements";
+                std::vector<char> storage(static_cast<size_t>(count) * elem + 1, 0);
                 char* saved = f.bufs[slot];
                 f.bufs[slot] = storage.data();
                 body(f);
@@ -460,12 +488,14 @@ struct PreparedFunc::Impl {
     PrimFunc f;
     SFn body;
     size_t num_vars = 0, num_buffers = 0;
+    std::vector<int64_t> static_numels;  // per param, when f has no symbolic dims
 };
 
 PreparedFunc::PreparedFunc(const PrimFunc& f) {
     auto impl = std::make_shared<Impl>();
     impl->f = f;
     Compiler c;
+    for (const auto& d : f.dims) c.bind_dim(d);  // slots 0..dims-1
     for (size_t i = 0; i < f.params.size(); ++i) {
         const Buffer& p = f.params[i];
         KILN_CHECK(c.buffer_slot(p) == static_cast<int>(i), kInvalidArgument)
@@ -475,24 +505,31 @@ PreparedFunc::PreparedFunc(const PrimFunc& f) {
     impl->body = c.compile_stmt(f.body);
     impl->num_vars = c.num_vars();
     impl->num_buffers = c.num_buffers();
+    if (f.dims.empty()) impl->static_numels = param_numels(f, {});
     impl_ = std::move(impl);
 }
 
-void PreparedFunc::run(std::vector<Tensor>& args) const {
+void PreparedFunc::run(std::vector<Tensor>& args) const { run(args, {}); }
+
+void PreparedFunc::run(std::vector<Tensor>& args, const std::vector<int64_t>& dims) const {
     KILN_ICHECK(impl_ != nullptr) << "PreparedFunc::run on an empty PreparedFunc";
     const PrimFunc& f = impl_->f;
     KILN_CHECK(args.size() == f.params.size(), kInvalidArgument)
         << "interpret '" << f.name << "': expected " << f.params.size() << " arguments, got "
         << args.size();
+    // A static kernel's sizes were computed once (small nodes run through here on every call).
+    std::vector<int64_t> bound;
+    if (!f.dims.empty() || !dims.empty()) bound = param_numels(f, dims);
+    const std::vector<int64_t>& numels = bound.empty() ? impl_->static_numels : bound;
     for (size_t i = 0; i < args.size(); ++i) {
         const Buffer& p = f.params[i];
         KILN_CHECK(args[i].dtype() == p->dtype, kInvalidArgument)
             << "interpret '" << f.name << "': argument " << i << " ('" << p->name
             << "') expected dtype " << dtype_name(p->dtype) << ", got "
             << dtype_name(args[i].dtype());
-        KILN_CHECK(args[i].numel() == p->numel(), kInvalidArgument)
+        KILN_CHECK(args[i].numel() == numels[i], kInvalidArgument)
             << "interpret '" << f.name << "': argument " << i << " ('" << p->name << "') expected "
-            << p->numel() << " elements, got " << args[i].numel();
+            << numels[i] << " elements, got " << args[i].numel();
         KILN_CHECK(args[i].defined(), kInvalidArgument)
             << "interpret '" << f.name << "': argument " << i << " ('" << p->name
             << "') has no storage";
@@ -500,10 +537,15 @@ void PreparedFunc::run(std::vector<Tensor>& args) const {
     Frame frame;
     frame.vars.assign(impl_->num_vars + 1, 0);
     frame.bufs.assign(impl_->num_buffers, nullptr);
+    for (size_t i = 0; i < dims.size(); ++i) frame.vars[i] = dims[i];
     for (size_t i = 0; i < args.size(); ++i) frame.bufs[i] = static_cast<char*>(args[i].data());
     impl_->body(frame);
 }
 
 void interpret(const PrimFunc& f, std::vector<Tensor>& args) { PreparedFunc(f).run(args); }
+
+void interpret(const PrimFunc& f, std::vector<Tensor>& args, const std::vector<int64_t>& dims) {
+    PreparedFunc(f).run(args, dims);
+}
 
 }  // namespace kiln::tir

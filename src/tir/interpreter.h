@@ -14,6 +14,10 @@ namespace kiln::tir {
 /// `args` match `f.params` in order (dtype and element count are checked); outputs are written
 /// in place.
 void interpret(const PrimFunc& f, std::vector<Tensor>& args);
+/// A kernel with symbolic dims (PrimFunc::dims): `dims` holds their values, in order. Bad dims
+/// (count, negative, a buffer too large) and arguments of the wrong size are kInvalidArgument
+/// (tir/kernel_dims.h).
+void interpret(const PrimFunc& f, std::vector<Tensor>& args, const std::vector<int64_t>& dims);
 
 /// A PrimFunc compiled once into the interpreter's closures, to run many times (the graph
 /// interpreter's small nodes run every call; compiling the closures cost as much as running them).
@@ -24,6 +28,7 @@ public:
     bool defined() const { return impl_ != nullptr; }
     /// As interpret(f, args). Runs may not overlap (the closures are shared, the frame is not).
     void run(std::vector<Tensor>& args) const;
+    void run(std::vector<Tensor>& args, const std::vector<int64_t>& dims) const;
 
 private:
     struct Impl;

@@ -13,7 +13,10 @@
 //     are both leaves, the outer loop is peeled: iterations 0..E-2 cannot overrun and run
 //     without the guard; the last one (outer = E-1) keeps it, and simplify() then turns
 //     `for i in 0..f { if (i < r) ... }` into `for i in 0..r`. Iteration order is unchanged, so
-//     reductions add in the same order as without the peel.
+//     reductions add in the same order as without the peel. A symbolic extent E always gets the
+//     guard; its peel runs floordiv(E, f) unguarded iterations and a tail at outer =
+//     floordiv(E, f) (empty when f divides E), whose guard simplify() turns into a loop of
+//     floormod(E, f) iterations.
 //  3. Body. TensorReads become BufferLoads at row-major flat int64 indices; reads of inlined
 //     stages are replaced by that stage's body with its axes substituted (recursively, so
 //     chains of inlined stages work).
@@ -37,6 +40,7 @@
 #include <unordered_set>
 
 #include "support/error.h"
+#include "te/dims.h"
 
 namespace kiln::tir {
 
@@ -48,6 +52,14 @@ namespace {
 
 // Peeling duplicates the loop body once per peeled split; cap the growth at 4x.
 constexpr int kMaxPeeledSplits = 2;
+
+// The outer iterations of a peeled split that need no tail guard: ceil(E/f) - 1 for a static
+// extent (the last tile, partial or full, is the tail), floordiv(E, f) for a symbolic one (the
+// tail is then the partial tile, empty when f divides E). The tail runs with outer = this value.
+Expr full_tiles(const te::SplitRelation& s) {
+    if (s.parent->is_static()) return te::int_imm((s.parent->extent + s.factor - 1) / s.factor - 1);
+    return te::floordiv(s.parent->sym_extent, te::int_imm(s.factor));
+}
 
 void collect_vars(const Expr& e, std::unordered_set<const te::VarNode*>& out) {
     if (!e) return;
@@ -65,16 +77,18 @@ void collect_vars(const Expr& e, std::unordered_set<const te::VarNode*>& out) {
     }
 }
 
-Expr flat_index(const std::vector<int64_t>& shape, const std::vector<Expr>& idx) {
+// Row-major flat index; strides are products of the (possibly symbolic) dims after each one.
+Expr flat_index(const std::vector<Expr>& shape, const std::vector<Expr>& idx) {
     KILN_ICHECK(shape.size() == idx.size())
         << "index rank " << idx.size() << " vs buffer rank " << shape.size();
     if (idx.empty()) return te::int_imm(0);
     std::vector<Expr> terms(idx.size());
-    int64_t stride = 1;
+    Expr stride;  // null: 1
     for (size_t k = idx.size(); k-- > 0;) {
-        terms[k] =
-            stride == 1 ? idx[k] : te::binary(te::BinaryOp::kMul, idx[k], te::int_imm(stride));
-        stride *= shape[k];
+        terms[k] = stride ? te::binary(te::BinaryOp::kMul, idx[k], stride) : idx[k];
+        stride = stride ? te::binary(te::BinaryOp::kMul, stride, shape[k]) : shape[k];
+        int64_t one;
+        if (te::const_int(stride, &one) && one == 1) stride = nullptr;
     }
     Expr out = terms[0];
     for (size_t k = 1; k < terms.size(); ++k) out = te::binary(te::BinaryOp::kAdd, out, terms[k]);
@@ -105,7 +119,7 @@ public:
         std::string name = t->name.empty() ? "buf" : t->name;
         for (int k = 1; used_names_.count(name); ++k) name = t->name + "_" + std::to_string(k);
         used_names_.insert(name);
-        Buffer b = te::make_buffer(name, t->dtype, t->shape);
+        Buffer b = te::make_sym_buffer(name, t->dtype, t->shape_exprs());
         buffers_[t.get()] = b;
         return b;
     }
@@ -170,7 +184,7 @@ private:
             << "lower: tensor '" << t->name
             << "' is read but is neither a kernel argument nor a scheduled stage";
         return std::make_shared<te::BufferLoadNode>(r.dtype, bit->second,
-                                                    flat_index(t->shape, idx));
+                                                    flat_index(t->shape_exprs(), idx));
     }
 
     const te::Schedule& sch_;
@@ -195,7 +209,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         for (int k = 1; used_names_.count(name); ++k)
             name = out_buf->name + "_acc" + std::to_string(k);
         used_names_.insert(name);
-        buf = te::make_buffer(name, te::compute_dtype(out_buf->dtype), t->shape);
+        buf = te::make_sym_buffer(name, te::compute_dtype(out_buf->dtype), t->shape_exprs());
     }
     const std::vector<IterVar>& leaves = st.leaf_iter_vars();
     const size_t n = leaves.size();
@@ -216,7 +230,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         }
         for (const auto& f : st.fuses()) {
             if (!val.count(f.fused.get()) || val.count(f.outer.get())) continue;
-            Expr ext = te::int_imm(f.inner->extent);
+            Expr ext = f.inner->extent_expr();
             val[f.outer.get()] = te::floordiv(val[f.fused.get()], ext);
             val[f.inner.get()] = te::floormod(val[f.fused.get()], ext);
             changed = true;
@@ -245,7 +259,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
     int peeled = 0;
     for (size_t si = 0; si < st.splits().size(); ++si) {
         const auto& s = st.splits()[si];
-        if (s.parent->extent % s.factor == 0) continue;
+        if (s.parent->is_static() && s.parent->extent % s.factor == 0) continue;
         Expr v = val.at(s.parent.get());
         std::unordered_set<const te::VarNode*> deps;
         collect_vars(v, deps);
@@ -255,8 +269,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
             KILN_ICHECK(it != leaf_of_var.end()) << "guard depends on a non-leaf var " << d->name;
             depth = std::max(depth, it->second + 1);
         }
-        guards_at[depth].emplace_back(
-            si, te::binary(te::BinaryOp::kLT, v, te::int_imm(s.parent->extent)));
+        guards_at[depth].emplace_back(si, te::binary(te::BinaryOp::kLT, v, s.parent->extent_expr()));
         auto po = leaf_of_var.find(s.outer->var.get());
         if (peeled < kMaxPeeledSplits && po != leaf_of_var.end() && peel_at[po->second] < 0 &&
             leaf_of_var.count(s.inner->var.get())) {
@@ -266,7 +279,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
     }
 
     // 3./4. Body and reduction structure.
-    Expr out_index = flat_index(t->shape, out_idx);
+    Expr out_index = flat_index(t->shape_exprs(), out_idx);
     Stmt main_store, init_store;
     size_t first_reduce = n;
     bool separate_init = false;
@@ -297,6 +310,9 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
                 KILN_CHECK(st.loop_kind(leaves[k]) != te::LoopKind::kParallel, kInvalidArgument)
                     << "stage '" << t->name << "': a local accumulator tile cannot hold parallel leaf "
                     << leaves[k]->var->name;
+                KILN_CHECK(leaves[k]->is_static(), kInvalidArgument)
+                    << "stage '" << t->name << "': a local accumulator tile needs static extents, leaf "
+                    << leaves[k]->var->name << " has extent " << te::expr_str(leaves[k]->sym_extent);
                 shape.push_back(leaves[k]->extent);
                 idx.push_back(leaves[k]->var);
                 elems *= leaves[k]->extent;
@@ -309,7 +325,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
             used_names_.insert(name);
             local = te::make_buffer(name, r.dtype, shape);
             local->local = true;
-            local_index = flat_index(shape, idx);
+            local_index = flat_index(local->shape_exprs(), idx);
             Expr acc = std::make_shared<te::BufferLoadNode>(r.dtype, local, local_index);
             main_store = make_store(local, local_index, combine(r.op, acc, src));
             local_init = make_store(local, local_index, te::reduce_identity(r.op, r.dtype));
@@ -331,17 +347,17 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
             inner = main_store;
         } else {
             const Var& v = leaves[d]->var;
-            const int64_t extent = leaves[d]->extent;
             const te::LoopKind kind = st.loop_kind(leaves[d]);
             const int peel = peel_at[d];
             if (peel >= 0 && !dropped[static_cast<size_t>(peel)]) {
                 std::vector<bool> main_dropped = dropped;
                 main_dropped[static_cast<size_t>(peel)] = true;
-                Stmt main = make_for(v, te::int_imm(extent - 1), kind, build(d + 1, main_dropped));
-                Stmt tail = substitute(build(d + 1, dropped), {{v.get(), te::int_imm(extent - 1)}});
+                const Expr full = full_tiles(st.splits()[static_cast<size_t>(peel)]);
+                Stmt main = make_for(v, full, kind, build(d + 1, main_dropped));
+                Stmt tail = substitute(build(d + 1, dropped), {{v.get(), full}});
                 inner = make_seq({main, tail});
             } else {
-                inner = make_for(v, te::int_imm(extent), kind, build(d + 1, dropped));
+                inner = make_for(v, leaves[d]->extent_expr(), kind, build(d + 1, dropped));
             }
         }
         if (use_local && d == first_reduce) {
@@ -356,8 +372,8 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
                 }
                 if (c) write = make_if(c, write);
                 const te::LoopKind kind = st.loop_kind(leaves[k]);
-                init = make_for(leaves[k]->var, te::int_imm(leaves[k]->extent), kind, init);
-                write = make_for(leaves[k]->var, te::int_imm(leaves[k]->extent), kind, write);
+                init = make_for(leaves[k]->var, leaves[k]->extent_expr(), kind, init);
+                write = make_for(leaves[k]->var, leaves[k]->extent_expr(), kind, write);
             }
             inner = make_allocate(local, make_seq({init, inner, write}));
         } else if (is_reduce && !separate_init && d == first_reduce) {
@@ -394,20 +410,58 @@ Stmt Lowerer::over_output(const te::Tensor& t, const std::string& suffix,
         vars.push_back(te::make_var(ax->var->name + suffix));
         idx.push_back(vars.back());
     }
-    Stmt body = store(flat_index(t->shape, idx));
+    Stmt body = store(flat_index(t->shape_exprs(), idx));
     for (size_t k = t->axis.size(); k-- > 0;) {
-        body = make_for(vars[k], te::int_imm(t->axis[k]->extent), te::LoopKind::kSerial, body);
+        body = make_for(vars[k], t->axis[k]->extent_expr(), te::LoopKind::kSerial, body);
     }
     return body;
 }
 
 }  // namespace
 
+namespace {
+// Every symbolic dim used by a tensor's shape or a stage's loops must be a kernel parameter.
+void check_dims_bound(const te::Schedule& sch, const std::vector<Var>& dims, const std::string& name) {
+    std::vector<Var> used;
+    for (const auto& t : te::post_order(sch.outputs()))
+        for (const auto& d : t->sym_shape) te::collect_dim_vars(d, used);
+    for (const auto& st : sch.stages()) {
+        for (const auto& iv : st.leaf_iter_vars()) te::collect_dim_vars(iv->sym_extent, used);
+        for (const auto& iv : st.all_reduce_axes()) te::collect_dim_vars(iv->sym_extent, used);
+    }
+    for (const auto& v : used) {
+        bool found = false;
+        for (const auto& d : dims) found = found || d == v;
+        KILN_CHECK(found, kInvalidArgument)
+            << "lower '" << name << "': symbolic dim '" << v->name
+            << "' is used by the computation but is not one of the kernel's dims";
+    }
+}
+}  // namespace
+
 PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
                const std::string& name) {
+    std::vector<Var> dims;
+    for (const auto& a : args)
+        if (a)
+            for (const auto& d : a->sym_shape) te::collect_dim_vars(d, dims);
+    return lower(sch, args, name, dims);
+}
+
+PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args, const std::string& name,
+               const std::vector<Var>& dims) {
+    for (size_t i = 0; i < dims.size(); ++i) {
+        KILN_CHECK(dims[i] && dims[i]->dtype == DType::kInt64, kInvalidArgument)
+            << "lower '" << name << "': dim " << i << " must be an int64 Var";
+        for (size_t j = 0; j < i; ++j)
+            KILN_CHECK(dims[j] != dims[i], kInvalidArgument)
+                << "lower '" << name << "': dim '" << dims[i]->name << "' is listed twice";
+    }
+    check_dims_bound(sch, dims, name);
     Lowerer lw(sch);
     PrimFunc f;
     f.name = name;
+    f.dims = dims;
     for (const auto& a : args) {
         KILN_CHECK(a != nullptr, kInvalidArgument) << "lower '" << name << "': null tensor in args";
         KILN_CHECK(!lw.has_buffer(a), kInvalidArgument)

@@ -54,12 +54,66 @@ std::optional<Range> checked(int64_t lo, int64_t hi) {
     return Range{lo, hi};
 }
 
+// True if `e` mentions variable `v`.
+bool mentions(const Expr& e, const te::VarNode* v) {
+    if (!e) return false;
+    switch (e->kind) {
+        case ExprKind::kVar: return e.get() == v;
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return mentions(n.a, v) || mentions(n.b, v);
+        }
+        case ExprKind::kUnary: return mentions(static_cast<const te::UnaryNode&>(*e).a, v);
+        case ExprKind::kCast: return mentions(static_cast<const te::CastNode&>(*e).a, v);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const te::SelectNode&>(*e);
+            return mentions(n.cond, v) || mentions(n.t, v) || mentions(n.f, v);
+        }
+        case ExprKind::kBufferLoad: return mentions(static_cast<const te::BufferLoadNode&>(*e).index, v);
+        default: return false;
+    }
+}
+
+// True if `e` reads no buffer (its value cannot change while a loop body runs).
+bool reads_no_buffer(const Expr& e) {
+    switch (e->kind) {
+        case ExprKind::kIntImm:
+        case ExprKind::kFloatImm:
+        case ExprKind::kVar: return true;
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return reads_no_buffer(n.a) && reads_no_buffer(n.b);
+        }
+        case ExprKind::kUnary: return reads_no_buffer(static_cast<const te::UnaryNode&>(*e).a);
+        case ExprKind::kCast: return reads_no_buffer(static_cast<const te::CastNode&>(*e).a);
+        default: return false;
+    }
+}
+
+// x*k - floordiv(x, c)*(c*k)  ->  floormod(x, c)*k: exact, since x = floordiv(x, c)*c +
+// floormod(x, c) for c > 0 (the tail extent of a split of a symbolic extent).
+void fold_floormod(AffineSum& s) {
+    for (size_t i = 0; i < s.terms.size(); ++i) {
+        const te::BinaryNode* d = as_binary(s.terms[i].first, BinaryOp::kFloorDiv);
+        int64_t c;
+        if (!d || !imm_int(d->b, &c) || c <= 0 || s.terms[i].second % c != 0) continue;
+        const int64_t k = -s.terms[i].second / c;
+        for (size_t j = 0; j < s.terms.size(); ++j) {
+            if (j == i || s.terms[j].second != k || !struct_equal(s.terms[j].first, d->a)) continue;
+            s.terms[j].first = te::floormod(d->a, d->b);
+            s.terms.erase(s.terms.begin() + static_cast<long>(i));
+            return fold_floormod(s);
+        }
+    }
+}
+
 class Simplifier {
 public:
     Expr mutate(const Expr& e);
     Stmt mutate(const Stmt& s);
 
 private:
+    Stmt shrink_guarded_loop(const ForNode& n, const Expr& ext, const Stmt& body);
     std::optional<Range> bound(const Expr& e) const;
     Expr simplify_binary(BinaryOp op, const Expr& a, const Expr& b);
     Expr simplify_int(BinaryOp op, const Expr& a, const Expr& b);
@@ -84,6 +138,9 @@ std::optional<Range> Simplifier::bound(const Expr& e) const {
             if (n.a->dtype != DType::kInt64 || n.b->dtype != DType::kInt64) return std::nullopt;
             auto a = bound(n.a);
             auto b = bound(n.b);
+            int64_t c;
+            if (n.op == BinaryOp::kFloorMod && imm_int(n.b, &c) && c > 0 && !a)
+                return Range{0, c - 1};  // any x (a symbolic dim): floormod(x, c) in [0, c)
             if (!a || !b) return std::nullopt;
             switch (n.op) {
                 case BinaryOp::kAdd: return checked(a->lo + b->lo, a->hi + b->hi);
@@ -321,8 +378,11 @@ Expr Simplifier::simplify_binary(BinaryOp op, const Expr& a0, const Expr& b0) {
         Expr r = simplify_int(op, a, b);
         if (r->dtype == DType::kInt64 && r->kind == ExprKind::kBinary) {
             BinaryOp rop = static_cast<const te::BinaryNode&>(*r).op;
-            if (rop == BinaryOp::kAdd || rop == BinaryOp::kSub || rop == BinaryOp::kMul)
-                r = from_affine(to_affine(r));
+            if (rop == BinaryOp::kAdd || rop == BinaryOp::kSub || rop == BinaryOp::kMul) {
+                AffineSum sum = to_affine(r);
+                fold_floormod(sum);
+                r = from_affine(sum);
+            }
         }
         return r;
     }
@@ -416,6 +476,7 @@ Stmt Simplifier::mutate(const Stmt& s) {
             }
             ranges_.erase(n.var.get());
             if (!body) return nullptr;
+            if (Stmt shrunk = shrink_guarded_loop(n, ext, body)) return shrunk;
             return make_for(n.var, ext, n.loop_kind, body);
         }
         case StmtKind::kStore: {
@@ -447,6 +508,37 @@ Stmt Simplifier::mutate(const Stmt& s) {
         }
     }
     return s;
+}
+
+// for v in 0..n { if (v + a < b) body }  ->  for v in 0..min(n, b - a) { body }, where a and b
+// do not mention v and read no buffer (so the body cannot change them), for a symbolic bound b (a tail guard over a symbolic extent; constant
+// bounds are the rule in mutate(), which keeps static kernels as they were). A negative extent
+// runs no iteration, as an If that is false for every v.
+Stmt Simplifier::shrink_guarded_loop(const ForNode& n, const Expr& ext, const Stmt& body) {
+    if (body->kind != StmtKind::kIf) return nullptr;
+    const auto& g = static_cast<const IfNode&>(*body);
+    const te::BinaryNode* lt = as_binary(g.cond, BinaryOp::kLT);
+    int64_t c;
+    if (g.else_case || !lt || imm_int(lt->b, &c) || lt->a->dtype != DType::kInt64 ||
+        mentions(lt->b, n.var.get()) || !reads_no_buffer(lt->a) || !reads_no_buffer(lt->b))
+        return nullptr;
+    AffineSum sum = to_affine(lt->a);
+    AffineSum rest;
+    rest.constant = sum.constant;
+    bool found = false;
+    for (const auto& t : sum.terms) {
+        if (t.first.get() == n.var.get() && t.second == 1 && !found) {
+            found = true;
+        } else if (mentions(t.first, n.var.get())) {
+            return nullptr;
+        } else {
+            rest.terms.push_back(t);
+        }
+    }
+    if (!found) return nullptr;
+    Expr limit = simplify_binary(BinaryOp::kSub, lt->b, from_affine(rest));
+    Expr new_ext = simplify_binary(BinaryOp::kMin, ext, limit);
+    return make_for(n.var, new_ext, n.loop_kind, g.then_case);
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ std::string pad(int indent) {
 
 std::string shape_text(const Buffer& b) {
     std::string s = std::string(dtype_name(b->dtype)) + "[";
-    for (size_t i = 0; i < b->shape.size(); ++i) s += (i ? "," : "") + std::to_string(b->shape[i]);
+    const std::vector<Expr> dims = b->shape_exprs();
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + te::expr_str(dims[i]);
     return s + "]";
 }
 }  // namespace
@@ -136,6 +137,10 @@ std::string func_str(const PrimFunc& f) {
     std::string out = "func " + f.name + "(";
     for (size_t i = 0; i < f.params.size(); ++i) {
         out += (i ? ", " : "") + f.params[i]->name + ": " + shape_text(f.params[i]);
+    }
+    if (!f.dims.empty()) {
+        out += "; dims ";
+        for (size_t i = 0; i < f.dims.size(); ++i) out += (i ? ", " : "") + f.dims[i]->name;
     }
     return out + ") {\n" + stmt_str(f.body, 1) + "}\n";
 }

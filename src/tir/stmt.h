@@ -74,6 +74,10 @@ struct PrimFunc {
     /// Parameters may alias (an output planned in place of an elementwise input): the C emitter
     /// then declares them without `restrict`.
     bool params_may_alias = false;
+    /// The symbolic dims the kernel takes as parameters (empty: a static kernel), in the order
+    /// of the `dims` array of the kiln_kernel_dims_fn ABI (runtime/kernel_abi.h). Buffer shapes,
+    /// loop extents and allocations may be expressions of these Vars (te/dims.h).
+    std::vector<Var> dims;
 };
 
 /// Readable loop-nest text (for `kiln inspect` and tests).

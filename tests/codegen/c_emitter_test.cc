@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kernel_test_util.h"
+#include "te/dims.h"
 #include "tir/interpreter.h"
 
 namespace kiln::codegen {
@@ -77,7 +78,14 @@ TEST(CEmitter, EmittedAbiMatchesRuntimeHeader) {
     std::string header = ss.str();
     auto A = te::make_buffer("A", DType::kFloat32, {1});
     std::string src = emit_c(map_func("k", {A}, 1, [](Expr) { return std::make_shared<te::FloatImmNode>(DType::kFloat32, 1.0); }));
-    // Every typedef line of the runtime header appears verbatim in the generated source.
+    // The dims part of the ABI (kiln_kernel_dims_fn) is printed for kernels with symbolic dims only.
+    EXPECT_EQ(src.find("kiln_kernel_dims_fn"), std::string::npos);
+    te::Var n = te::make_dim("n");
+    PrimFunc fd = map_func("kd", {te::make_sym_buffer("B", DType::kFloat32, {n})}, 1,
+                           [](Expr) { return std::make_shared<te::FloatImmNode>(DType::kFloat32, 1.0); });
+    fd.dims = {n};
+    src += emit_c(fd);
+    // Every typedef line of the runtime header appears verbatim in the generated sources.
     std::istringstream lines(header);
     int checked = 0;
     for (std::string line; std::getline(lines, line);) {

@@ -33,6 +33,17 @@ struct LoadedKernel {
         if (pool) env = pool->kernel_env();
         return fn(ptrs.data(), pool ? &env : nullptr);
     }
+
+    /// Runs a kernel with symbolic dims (kiln_kernel_dims_fn) at `dims`.
+    int32_t run_dims(std::vector<Tensor>& args, const std::vector<int64_t>& dims,
+                     runtime::ThreadPool* pool = nullptr) const {
+        std::vector<void*> ptrs;
+        for (auto& t : args) ptrs.push_back(t.data());
+        kiln_kernel_env env{};
+        if (pool) env = pool->kernel_env();
+        auto dims_fn = reinterpret_cast<kiln_kernel_dims_fn>(reinterpret_cast<void*>(fn));
+        return dims_fn(ptrs.data(), dims.data(), pool ? &env : nullptr);
+    }
 };
 
 inline LoadedKernel load_source(const std::string& source, const std::string& symbol) {

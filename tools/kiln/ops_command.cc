@@ -53,7 +53,7 @@ void add_ops_command(CLI::App& app, CommandAction& action) {
                            "kernels; the {} `host` ops run as host kernels in the graph interpreter (control flow,\n"
                            "sequences, strings, data-dependent shapes; docs/architecture.md). The {} `decomposed`\n"
                            "ops are ONNX Runtime's contrib ops, which the importer rewrites into the standard ops they\n"
-                           "stand for (docs/onnx.md).\n\n", host, decomposed);
+                           "stand for (docs/architecture.md).\n\n", host, decomposed);
                 fmt::print("| op | domain | versions | inputs | outputs | fusion pattern | runs as |\n"
                            "|---|---|---|---|---|---|---|\n");
                 for (const OpInfo& o : ops)

@@ -27,7 +27,7 @@
 namespace kiln::frontend {
 namespace {
 
-std::string label(const PendingNode& n) { return "node '" + n.name + "' (" + n.op + ", com.microsoft)"; }
+std::string label(const PendingNode& n) { return "node '" + n.name + "' (" + n.op + ")"; }
 
 // Emits standard ops on behalf of one contrib node, naming helpers after it.
 class Expander {

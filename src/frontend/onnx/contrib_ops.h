@@ -1,6 +1,6 @@
 // ONNX Runtime's contrib ops (domain com.microsoft, and ORT's LayerNormalization in the default
 // domain before opset 17), imported by decomposing each into the standard ops it stands for.
-// Kiln's fusion pass then fuses the decomposition back into kernels (docs/onnx.md).
+// Kiln's fusion pass then fuses the decomposition back into kernels (docs/architecture.md).
 #pragma once
 
 #include <string>

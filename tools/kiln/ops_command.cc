@@ -63,7 +63,8 @@ void add_ops_command(CLI::App& app, CommandAction& action) {
                 return 0;
             }
             for (const OpInfo& o : ops)
-                fmt::print("{:<28} {:<14} {:<14} versions {}\n", o.name, o.pattern, o.runs_as, versions_str(o.onnx_versions));
+                fmt::print("{:<28} {:<14} {:<14} {:<14} versions {}\n", o.name, o.domain, o.pattern, o.runs_as,
+                           versions_str(o.onnx_versions));
             fmt::print("{} ops\n", ops.size());
             return 0;
         };

@@ -1,12 +1,14 @@
-"""Exports a 2-layer BERT-style encoder (HF BertModel's structure, random weights) to ONNX.
-Run by Debian's /usr/bin/python3 (python3-torch): export_tiny_bert.py OUT.onnx"""
+"""Exports a BERT-style encoder (HF BertModel's structure, random weights) to ONNX, opset 14,
+batch and sequence dynamic. Run by Debian's /usr/bin/python3 (python3-torch):
+tiny_bert_export.py OUT.onnx [HIDDEN HEADS LAYERS] (default 32 2 2; bench/contrib_bert.py uses larger)."""
 import math
 import sys
 
 import torch
 from torch import nn
 
-H, HEADS, LAYERS, VOCAB, MAXPOS, S = 32, 2, 2, 50, 16, 8
+H, HEADS, LAYERS = (int(a) for a in sys.argv[2:5]) if len(sys.argv) > 4 else (32, 2, 2)
+VOCAB, MAXPOS, S = 600, 512, 8  # vocab > positions, else the optimizer skips EmbedLayerNormalization
 
 
 class Layer(nn.Module):

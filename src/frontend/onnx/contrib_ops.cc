@@ -12,9 +12,9 @@
 //   LayerNormalization         (ai.onnx before opset 17: ORT's own) the opset-17 op
 //   EmbedLayerNormalization    LayerNormalization(word[ids] + position[pos] [+ segment[seg]]),
 //                              mask_index = number of 1s in each mask row
-//   Attention                  X @ W + bias split into Q, K, V -> ONNX Attention (3-D, num_heads)
+//   Attention                  X @ W + bias split into Q, K, V; per head softmax(Q K^T scale + mask) V
 //                              with an additive mask built from mask_index / attention_bias
-//   MultiHeadAttention         (3-D query/key/value) [+ bias] -> ONNX Attention likewise
+//   MultiHeadAttention         (3-D query/key/value) [+ bias] -> the same attention
 // A form outside these (past state, rotary, packed MHA inputs, ...) is kUnsupported.
 #include "frontend/onnx/contrib_ops.h"
 
@@ -275,7 +275,7 @@ ir::Value* mask_from_index(Expander& e, ir::Value* mask, ir::Value* keys, DType 
     return e.emit1("Where", {keep, e.scalar(dt, 0.0), e.scalar(dt, filter)});
 }
 
-// The attn_mask input of ONNX Attention: mask_index's additive mask plus attention_bias.
+// The additive attention mask: mask_index's mask plus attention_bias (either may be absent).
 ir::Value* attention_mask(Expander& e, ir::Value* mask_index, ir::Value* bias, ir::Value* keys, DType dt) {
     const double filter = e.attr_float("mask_filter_value", -10000.0);
     ir::Value* m = mask_index ? mask_from_index(e, mask_index, keys, dt, filter) : nullptr;
@@ -283,13 +283,44 @@ ir::Value* attention_mask(Expander& e, ir::Value* mask_index, ir::Value* bias, i
     return bias ? e.emit1("Add", {m, bias}) : m;
 }
 
-// ONNX Attention over 3-D q, k, v with num_heads heads; output 0 under the node's name.
-void sdpa(Expander& e, ir::Value* q, ir::Value* k, ir::Value* v, ir::Value* mask) {
+// (B, S, heads * d) -> (B, heads, S, d), or (B, heads, d, S) for keys (`perm`).
+ir::Value* split_heads(Expander& e, ir::Value* x, int64_t heads, int64_t d, std::vector<int64_t> perm) {
+    ir::Value* r = e.emit1("Reshape", {x, e.ints({0, 0, heads, d})});
+    return e.emit1("Transpose", {r}, {{"perm", std::move(perm)}});
+}
+
+// (T) x (S) -> additive (S, T) causal mask: `filter` where key t > query s.
+ir::Value* causal_mask(Expander& e, ir::Value* q, ir::Value* k, DType dt, double filter) {
+    ir::Value* s = e.emit1("Unsqueeze", {default_positions(e, q), e.ints({1})});  // (S, 1)
+    ir::Value* t = default_positions(e, k);                                        // (T)
+    return e.emit1("Where", {e.emit1("Greater", {t, s}), e.scalar(dt, filter), e.scalar(dt, 0.0)});
+}
+
+// Scaled dot-product attention over 3-D q (B, S, heads*d), k (B, T, heads*d), v (B, T, heads*dv),
+// written as the standard ops an exporter writes (head split, MatMul, Softmax, MatMul, merge):
+// Kiln fuses and schedules those better than its generic ONNX Attention kernel (bench/contrib_bert.py).
+// Output 0 carries the node's name.
+void sdpa(Expander& e, ir::Value* q, ir::Value* k, ir::Value* v, int64_t qk_hidden, int64_t v_hidden,
+          ir::Value* mask) {
     const int64_t heads = e.attr_int("num_heads", 0);
     KILN_CHECK(heads > 0, kInvalidModel) << label(e.node()) << ": attribute num_heads must be positive";
-    ir::AttrMap a{{"q_num_heads", heads}, {"kv_num_heads", heads}, {"is_causal", e.attr_int("unidirectional", 0)}};
-    if (e.node().attrs.count("scale") && e.attr_float("scale", 0.0) != 0.0) a["scale"] = e.attr_float("scale", 0.0);
-    e.emit1("Attention", {q, k, v, mask}, std::move(a), e.out(0));
+    KILN_CHECK(qk_hidden % heads == 0 && v_hidden % heads == 0, kInvalidModel)
+        << label(e.node()) << ": num_heads=" << heads << " does not divide the hidden sizes " << qk_hidden << ", "
+        << v_hidden;
+    const int64_t d = qk_hidden / heads, dv = v_hidden / heads;
+    const DType dt = q->type().dtype;
+    double scale = e.attr_float("scale", 0.0);
+    if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(d));
+    ir::Value* qh = split_heads(e, q, heads, d, {0, 2, 1, 3});
+    ir::Value* kh = split_heads(e, k, heads, d, {0, 2, 3, 1});
+    ir::Value* vh = split_heads(e, v, heads, dv, {0, 2, 1, 3});
+    ir::Value* scores = e.emit1("Mul", {e.emit1("MatMul", {qh, kh}), e.scalar(dt, scale)});
+    if (mask) scores = e.emit1("Add", {scores, mask});
+    if (e.attr_int("unidirectional", 0))
+        scores = e.emit1("Add", {scores, causal_mask(e, q, k, dt, e.attr_float("mask_filter_value", -10000.0))});
+    ir::Value* probs = e.emit1("Softmax", {scores}, {{"axis", int64_t{-1}}});
+    ir::Value* ctx = e.emit1("Transpose", {e.emit1("MatMul", {probs, vh})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+    e.emit1("Reshape", {ctx, e.ints({0, 0, v_hidden})}, {}, e.out(0));
 }
 
 void attention(Expander& e) {
@@ -314,7 +345,9 @@ void attention(Expander& e) {
     ir::Value* qkv = e.add(e.emit1("MatMul", {x, w}), e.in(2));
     ir::Node* split = e.emit("Split", {qkv, e.ints(sizes)}, {{"axis", int64_t{-1}}}, {"", "", ""});
     ir::Value* mask = attention_mask(e, e.in(3), e.in(5), x, x->type().dtype);
-    sdpa(e, split->output(0), split->output(1), split->output(2), mask);
+    KILN_CHECK(sizes[0] == sizes[1], kInvalidModel)
+        << label(e.node()) << ": qkv_hidden_sizes: Q and K hidden sizes differ (" << sizes[0] << ", " << sizes[1] << ")";
+    sdpa(e, split->output(0), split->output(1), split->output(2), sizes[0], sizes[2], mask);
 }
 
 void multi_head_attention(Expander& e) {
@@ -326,20 +359,22 @@ void multi_head_attention(Expander& e) {
         << label(e.node()) << ": only 3-D query, key and value are supported (packed QKV/KV and 4-D key/value are not)";
     e.refuse_inputs_from(6, "past state or cache input");
     e.refuse_outputs_from(1, "present state");
+    const auto& qt = q->type();
+    const auto& kt = k->type();
+    const auto& vt = v->type();
+    KILN_CHECK(qt.shape[2].is_static() && kt.shape[2].is_static() && vt.shape[2].is_static(), kUnsupported)
+        << label(e.node()) << ": query, key and value need static hidden sizes, got " << qt.str() << ", " << kt.str()
+        << ", " << vt.str();
+    const int64_t dq = qt.shape[2].value, dk = kt.shape[2].value, dv = vt.shape[2].value;
+    KILN_CHECK(dq == dk, kInvalidModel) << label(e.node()) << ": query and key hidden sizes differ (" << dq << ", " << dk << ")";
     if (ir::Value* bias = e.in(3)) {  // (Dq + Dk + Dv): split and add
-        const auto& qt = q->type();
-        const auto& kt = k->type();
-        const auto& vt = v->type();
-        KILN_CHECK(qt.shape[2].is_static() && kt.shape[2].is_static() && vt.shape[2].is_static(), kUnsupported)
-            << label(e.node()) << ": bias needs static hidden sizes of query, key and value";
-        ir::Node* parts = e.emit("Split", {bias, e.ints({qt.shape[2].value, kt.shape[2].value, vt.shape[2].value})},
-                                 {{"axis", int64_t{0}}}, {"", "", ""});
+        ir::Node* parts = e.emit("Split", {bias, e.ints({dq, dk, dv})}, {{"axis", int64_t{0}}}, {"", "", ""});
         q = e.emit1("Add", {q, parts->output(0)});
         k = e.emit1("Add", {k, parts->output(1)});
         v = e.emit1("Add", {v, parts->output(2)});
     }
     ir::Value* mask = attention_mask(e, e.in(4), e.in(5), k, q->type().dtype);
-    sdpa(e, q, k, v, mask);
+    sdpa(e, q, k, v, dq, dv, mask);
 }
 
 // ---------------------------------------------------------------- the table

@@ -286,3 +286,38 @@ def test_bert_saved_at_ort_enable_extended(tmp_path, tiny_bert):
     assert ops["FusedMatMul"] > 0 and ops["BiasGelu"] > 0, f"ORT wrote no FusedMatMul/BiasGelu: {ops}"
     assert any(n.op_type == "LayerNormalization" for n in onnx.load(path).graph.node)
     run_and_compare(tmp_path, onnx.load(path), bert_feed(np.random.default_rng(12)), "bert/extended", atol=1e-4)
+
+
+@pytest.mark.parametrize("with_bias,sum_out,eps", [(True, True, 1e-6), (False, False, None)])
+def test_skip_simplified_layer_norm(tmp_path, with_bias, sum_out, eps):
+    rng = np.random.default_rng(13)
+    h = 24
+    ins = ["x", "skip", "gamma"] + (["bias"] if with_bias else [])
+    outs = ["y", "", "", "sum"] if sum_out else ["y"]
+    attrs = {} if eps is None else {"epsilon": eps}  # None: the schema's default epsilon
+    node = helper.make_node("SkipSimplifiedLayerNormalization", ins, outs, domain=MS, **attrs)
+    inits = [("gamma", randn(rng, h))] + ([("bias", randn(rng, h))] if with_bias else [])
+    model = make_model([node], [vi("x", F32, (2, 5, h)), vi("skip", F32, (2, 5, h))],
+                       [vi(o, F32, None) for o in outs if o], inits)
+    scale = 1e-4 if eps is None else 1.0  # tiny rows make the default epsilon matter
+    feed = {"x": randn(rng, 2, 5, h, scale=2 * scale), "skip": randn(rng, 2, 5, h, scale=scale)}
+    run_and_compare(tmp_path, model, feed, "SkipSimplifiedLayerNormalization", atol=1e-4)
+
+
+def test_skip_layer_norm_default_epsilon(tmp_path):
+    rng = np.random.default_rng(14)
+    node = helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta"], ["y"], domain=MS)
+    model = make_model([node], [vi("x", F32, (1, 3, 16)), vi("skip", F32, (1, 3, 16))], [vi("y", F32, None)],
+                       [("gamma", randn(rng, 16)), ("beta", randn(rng, 16))])
+    # tiny rows make epsilon matter
+    feed = {"x": randn(rng, 1, 3, 16, scale=1e-4), "skip": randn(rng, 1, 3, 16, scale=1e-4)}
+    run_and_compare(tmp_path, model, feed, "SkipLayerNormalization/default-eps", atol=1e-4)
+
+
+@pytest.mark.parametrize("opset", [14, 17])
+def test_simplified_layer_norm(tmp_path, opset):
+    """ORT's RMS norm, which it writes in the ai.onnx domain."""
+    rng = np.random.default_rng(15)
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y"], axis=-1, epsilon=1e-6)
+    model = make_model([node], [vi("x", F32, (2, 4, 20))], [vi("y", F32, None)], [("g", randn(rng, 20))], opset=opset)
+    run_and_compare(tmp_path, model, {"x": randn(rng, 2, 4, 20, scale=3.0)}, "SimplifiedLayerNormalization", atol=1e-4)

@@ -10,6 +10,8 @@
 //   BiasAdd(x, bias, skip)     x + bias + skip
 //   SkipLayerNormalization     LayerNormalization(input + skip [+ bias]) (+ that sum as output 3)
 //   LayerNormalization         (ai.onnx before opset 17: ORT's own) the opset-17 op
+//   SimplifiedLayerNormalization (ai.onnx, ORT's RMS norm) RMSNormalization;
+//   SkipSimplifiedLayerNormalization RMSNormalization(input + skip [+ bias]) (+ the sum)
 //   EmbedLayerNormalization    LayerNormalization(word[ids] + position[pos] [+ segment[seg]]),
 //                              mask_index = number of 1s in each mask row
 //   Attention                  X @ W + bias split into Q, K, V; per head softmax(Q K^T scale + mask) V
@@ -214,6 +216,27 @@ void skip_layer_norm(Expander& e) {
     layer_norm(e, sum, e.required(2, "gamma"), e.in(3), e.attr_float("epsilon", 1e-12), {e.out(0), e.out(1), e.out(2)});
 }
 
+// ORT's SimplifiedLayerNormalization (ai.onnx domain; RMS norm): ONNX RMSNormalization.
+void simplified_layer_norm(Expander& e) {
+    e.allow_attrs({"axis", "epsilon", "stash_type"});
+    e.refuse_outputs_from(1, "inv_std_var");
+    e.emit1("RMSNormalization", {e.required(0, "X"), e.required(1, "scale")},
+            {{"axis", e.attr_int("axis", -1)}, {"epsilon", e.attr_float("epsilon", 1e-5)},
+             {"stash_type", e.attr_int("stash_type", 1)}},
+            e.out(0));
+}
+
+// RMSNormalization(input + skip [+ bias]) (+ that sum as output 3).
+void skip_simplified_layer_norm(Expander& e) {
+    e.allow_attrs({"epsilon"});
+    KILN_CHECK(e.out(1).empty() && e.out(2).empty(), kUnsupported)
+        << label(e.node()) << ": outputs mean / inv_std_var are not supported";
+    ir::Value* sum = e.emit1("Add", {e.required(0, "input"), e.required(1, "skip")});
+    sum = e.add(sum, e.in(3), e.out(3));
+    e.emit1("RMSNormalization", {sum, e.required(2, "gamma")},
+            {{"axis", int64_t{-1}}, {"epsilon", e.attr_float("epsilon", 1e-12)}}, e.out(0));
+}
+
 // position ids 0..S-1 for ids of shape (B, S): a (S) i64 tensor, broadcast over the batch.
 ir::Value* default_positions(Expander& e, ir::Value* ids) {
     ir::Value* s = e.emit1("Squeeze", {e.shape_slice(ids, 1, 2), e.ints({0})});
@@ -398,7 +421,9 @@ const Row kRows[] = {
     {{"LayerNormalization", "ai.onnx", 2, 3, 1, 3}, ort_layer_norm},
     {{"MultiHeadAttention", kMicrosoftDomain, 3, 6, 1, 1}, multi_head_attention},
     {{"QuickGelu", kMicrosoftDomain, 1, 1, 1, 1}, quick_gelu},
+    {{"SimplifiedLayerNormalization", "ai.onnx", 2, 2, 1, 1}, simplified_layer_norm},
     {{"SkipLayerNormalization", kMicrosoftDomain, 3, 5, 1, 4}, skip_layer_norm},
+    {{"SkipSimplifiedLayerNormalization", kMicrosoftDomain, 3, 4, 1, 4}, skip_simplified_layer_norm},
 };
 
 const Row* find_row(const std::string& op, const std::string& domain) {
@@ -421,12 +446,15 @@ const std::vector<ContribOpInfo>& contrib_ops() {
 
 bool is_contrib_node(const std::string& op, const std::string& domain, int default_opset) {
     if (domain == kMicrosoftDomain) return true;  // unknown ones are reported by import_contrib_node
-    // ORT writes its LayerNormalization (ai.onnx domain, since-version 1) into opset < 17 models.
-    return (domain.empty() || domain == "ai.onnx") && op == "LayerNormalization" && default_opset < 17;
+    // ORT writes its LayerNormalization (ai.onnx domain, since-version 1) into opset < 17 models,
+    // and its SimplifiedLayerNormalization (RMS norm, no ONNX counterpart of that name) at any opset.
+    if (!domain.empty() && domain != "ai.onnx") return false;
+    return (op == "LayerNormalization" && default_opset < 17) || op == "SimplifiedLayerNormalization";
 }
 
 void import_contrib_node(const PendingNode& n, AdapterContext& ctx) {
-    const std::string domain = n.op == "LayerNormalization" ? "ai.onnx" : kMicrosoftDomain;
+    const bool onnx_domain = n.op == "LayerNormalization" || n.op == "SimplifiedLayerNormalization";
+    const std::string domain = onnx_domain ? "ai.onnx" : kMicrosoftDomain;
     const Row* row = find_row(n.op, domain);
     if (!row) {
         std::string known;

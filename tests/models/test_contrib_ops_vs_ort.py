@@ -246,10 +246,14 @@ def test_unknown_attribute_is_a_clean_error(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     """tiny_bert_export.py's 2-layer BERT encoder, exported by PyTorch (opset 14)."""
+    return torch_export(tmp_path_factory, "tiny_bert_export.py", "tiny_bert")
+
+
+def torch_export(tmp_path_factory, script, name):
     if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
         pytest.skip(f"{TORCH_PYTHON} has no torch (Debian's python3-torch)")
-    path = str(tmp_path_factory.mktemp("bert") / "tiny_bert.onnx")
-    subprocess.run([TORCH_PYTHON, os.path.join(HERE, "tiny_bert_export.py"), path], check=True, capture_output=True)
+    path = str(tmp_path_factory.mktemp(name) / f"{name}.onnx")
+    subprocess.run([TORCH_PYTHON, os.path.join(HERE, script), path], check=True, capture_output=True)
     return path
 
 
@@ -321,3 +325,21 @@ def test_simplified_layer_norm(tmp_path, opset):
     node = helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y"], axis=-1, epsilon=1e-6)
     model = make_model([node], [vi("x", F32, (2, 4, 20))], [vi("y", F32, None)], [("g", randn(rng, 20))], opset=opset)
     run_and_compare(tmp_path, model, {"x": randn(rng, 2, 4, 20, scale=3.0)}, "SimplifiedLayerNormalization", atol=1e-4)
+
+
+def test_gpt2_style_optimized_by_transformers_optimizer(tmp_path, tmp_path_factory):
+    """Pre-norm blocks: SkipLayerNormalization with its input_skip_bias_sum output, FastGelu."""
+    from onnxruntime.transformers import optimizer
+    plain = torch_export(tmp_path_factory, "tiny_gpt_export.py", "tiny_gpt")
+    opt = optimizer.optimize_model(plain, model_type="gpt2", num_heads=2, hidden_size=32, opt_level=0)
+    path = str(tmp_path / "gpt_opt.onnx")
+    opt.save_model_to_file(path)
+    ops = contrib_ops_of(path)
+    assert ops["FastGelu"] > 0 and ops["SkipLayerNormalization"] > 0, f"the optimizer wrote {ops}"
+    assert any(n.op_type == "SkipLayerNormalization" and len(n.output) == 4 and n.output[3]
+               for n in onnx.load(path).graph.node), "no SkipLayerNormalization with its sum output"
+    rng = np.random.default_rng(16)
+    mask = np.ones((2, 8), np.int64)
+    mask[1, 6:] = 0
+    feed = {"input_ids": rng.integers(0, 100, (2, 8)).astype(np.int64), "attention_mask": mask}
+    run_and_compare(tmp_path, onnx.load(path), feed, "gpt2/optimizer", atol=1e-4)

@@ -343,3 +343,27 @@ def test_gpt2_style_optimized_by_transformers_optimizer(tmp_path, tmp_path_facto
     mask[1, 6:] = 0
     feed = {"input_ids": rng.integers(0, 100, (2, 8)).astype(np.int64), "attention_mask": mask}
     run_and_compare(tmp_path, onnx.load(path), feed, "gpt2/optimizer", atol=1e-4)
+
+
+def test_attention_with_attention_bias(tmp_path):
+    rng = np.random.default_rng(17)
+    b, s, hidden, heads = 2, 4, 8, 2
+    node = helper.make_node("Attention", ["x", "w", "bias", "mask", "", "abias"], ["y"], domain=MS, num_heads=heads)
+    model = make_model([node], [vi("x", F32, (b, s, hidden)), vi("mask", I32, (b, s)), vi("abias", F32, (1, heads, s, s))],
+                       [vi("y", F32, None)],
+                       [("w", randn(rng, hidden, 3 * hidden, scale=0.3)), ("bias", randn(rng, 3 * hidden, scale=0.1))])
+    mask = np.ones((b, s), np.int32)
+    mask[0, 3:] = 0
+    feed = {"x": randn(rng, b, s, hidden), "mask": mask, "abias": randn(rng, 1, heads, s, s)}
+    run_and_compare(tmp_path, model, feed, "Attention/attention_bias", atol=1e-4)
+
+
+def test_multi_head_attention_key_lengths(tmp_path):
+    rng = np.random.default_rng(18)
+    b, s, l, d, heads = 2, 3, 5, 8, 2
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "mask"], ["y"], domain=MS, num_heads=heads)
+    model = make_model([node], [vi("q", F32, (b, s, d)), vi("k", F32, (b, l, d)), vi("v", F32, (b, l, d)),
+                                vi("mask", I32, (b,))], [vi("y", F32, None)])
+    feed = {"q": randn(rng, b, s, d), "k": randn(rng, b, l, d), "v": randn(rng, b, l, d),
+            "mask": np.array([5, 2], np.int32)}
+    run_and_compare(tmp_path, model, feed, "MultiHeadAttention/key-lengths", atol=1e-4)

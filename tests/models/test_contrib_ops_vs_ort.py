@@ -367,3 +367,24 @@ def test_multi_head_attention_key_lengths(tmp_path):
     feed = {"q": randn(rng, b, s, d), "k": randn(rng, b, l, d), "v": randn(rng, b, l, d),
             "mask": np.array([5, 2], np.int32)}
     run_and_compare(tmp_path, model, feed, "MultiHeadAttention/key-lengths", atol=1e-4)
+
+
+@pytest.mark.parametrize("interleaved,offset,num_heads,rot_dim", [(0, False, 2, None), (1, False, 2, None),
+                                                                  (0, True, 2, None), (0, False, None, None),
+                                                                  (0, False, 2, 4)])
+def test_rotary_embedding(tmp_path, interleaved, offset, num_heads, rot_dim):
+    rng = np.random.default_rng(19)
+    b, s, heads, head, maxpos = 2, 5, 2, 8, 16
+    rd = rot_dim or head
+    attrs = {"interleaved": interleaved}
+    if num_heads:
+        attrs["num_heads"] = num_heads
+    if rot_dim:
+        attrs["rotary_embedding_dim"] = rot_dim
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain=MS, **attrs)
+    angles = np.arange(maxpos)[:, None] * (1.0 / 10000 ** (np.arange(0, rd, 2) / rd))[None, :]
+    pos = np.array([3], np.int64) if offset else rng.integers(0, maxpos, (b, s)).astype(np.int64)
+    model = make_model([node], [vi("x", F32, (b, s, heads * head)), vi("pos", TensorProto.INT64, pos.shape)],
+                       [vi("y", F32, None)],
+                       [("cos", np.cos(angles).astype(np.float32)), ("sin", np.sin(angles).astype(np.float32))])
+    run_and_compare(tmp_path, model, {"x": randn(rng, b, s, heads * head), "pos": pos}, "RotaryEmbedding", atol=1e-5)

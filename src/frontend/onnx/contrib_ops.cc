@@ -17,6 +17,7 @@
 //   Attention                  X @ W + bias split into Q, K, V; per head softmax(Q K^T scale + mask) V
 //                              with an additive mask built from mask_index / attention_bias
 //   MultiHeadAttention         (3-D query/key/value) [+ bias] -> the same attention
+//   RotaryEmbedding            (3-D input) ONNX RotaryEmbedding, a position offset expanded to ids
 // A form outside these (past state, rotary, packed MHA inputs, ...) is kUnsupported.
 #include "frontend/onnx/contrib_ops.h"
 
@@ -400,6 +401,37 @@ void multi_head_attention(Expander& e) {
     sdpa(e, q, k, v, dq, dv, mask);
 }
 
+// ---------------------------------------------------------------- rotary embedding
+
+// ORT's RotaryEmbedding(input (B, S, hidden), position_ids (B, S) or a (1) offset, cos, sin) ->
+// ONNX RotaryEmbedding(X, cos, sin, position_ids (B, S)). ORT without num_heads rotates heads
+// of the cache's full width: num_heads = hidden / (2 * cos_cache's last dim).
+void rotary_embedding(Expander& e) {
+    e.allow_attrs({"interleaved", "num_heads", "rotary_embedding_dim", "scale", "is_packed_batching"});
+    KILN_CHECK(e.attr_float("scale", 1.0) == 1.0 && e.attr_int("is_packed_batching", 0) == 0, kUnsupported)
+        << label(e.node()) << ": scale other than 1 and is_packed_batching are not supported";
+    ir::Value* x = e.required(0, "input");
+    ir::Value* pos = e.required(1, "position_ids");
+    ir::Value* cos = e.required(2, "cos_cache");
+    KILN_CHECK(e.rank_of(x, "input") == 3, kUnsupported) << label(e.node()) << ": only 3-D input (B, S, hidden) is supported";
+    int64_t heads = e.attr_int("num_heads", 0);
+    if (heads == 0) {
+        const auto& xt = x->type();
+        const auto& ct = cos->type();
+        KILN_CHECK(xt.shape[2].is_static() && e.rank_of(cos, "cos_cache") == 2 && ct.shape[1].is_static(), kUnsupported)
+            << label(e.node()) << ": without num_heads, input's hidden size and cos_cache's width must be static";
+        heads = xt.shape[2].value / (2 * ct.shape[1].value);
+    }
+    pos = e.emit1("Cast", {pos}, {{"to", int64_t{7}}});
+    if (e.rank_of(pos, "position_ids") == 1) {  // an offset: positions offset + 0..S-1 for every row
+        ir::Value* row = e.emit1("Add", {e.emit1("Unsqueeze", {default_positions(e, x), e.ints({0})}), pos});
+        pos = e.emit1("Expand", {row, e.shape_slice(x, 0, 2)});
+    }
+    ir::AttrMap a{{"interleaved", e.attr_int("interleaved", 0)}, {"num_heads", heads}};
+    if (int64_t rd = e.attr_int("rotary_embedding_dim", 0)) a["rotary_embedding_dim"] = rd;
+    e.emit1("RotaryEmbedding", {x, cos, e.required(3, "sin_cache"), pos}, std::move(a), e.out(0));
+}
+
 // ---------------------------------------------------------------- the table
 
 using ExpandFn = void (*)(Expander&);
@@ -421,6 +453,7 @@ const Row kRows[] = {
     {{"LayerNormalization", "ai.onnx", 2, 3, 1, 3}, ort_layer_norm},
     {{"MultiHeadAttention", kMicrosoftDomain, 3, 6, 1, 1}, multi_head_attention},
     {{"QuickGelu", kMicrosoftDomain, 1, 1, 1, 1}, quick_gelu},
+    {{"RotaryEmbedding", kMicrosoftDomain, 4, 4, 1, 1}, rotary_embedding},
     {{"SimplifiedLayerNormalization", "ai.onnx", 2, 2, 1, 1}, simplified_layer_norm},
     {{"SkipLayerNormalization", kMicrosoftDomain, 3, 5, 1, 4}, skip_layer_norm},
     {{"SkipSimplifiedLayerNormalization", kMicrosoftDomain, 3, 4, 1, 4}, skip_simplified_layer_norm},

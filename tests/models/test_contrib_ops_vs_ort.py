@@ -388,3 +388,28 @@ def test_rotary_embedding(tmp_path, interleaved, offset, num_heads, rot_dim):
                        [vi("y", F32, None)],
                        [("cos", np.cos(angles).astype(np.float32)), ("sin", np.sin(angles).astype(np.float32))])
     run_and_compare(tmp_path, model, {"x": randn(rng, b, s, heads * head), "pos": pos}, "RotaryEmbedding", atol=1e-5)
+
+
+def test_embed_layer_norm_position_ids(tmp_path):
+    rng = np.random.default_rng(20)
+    b, s, h = 2, 5, 8
+    ins = ["ids", "seg", "word", "pos", "segemb", "gamma", "beta", "", "pids"]
+    node = helper.make_node("EmbedLayerNormalization", ins, ["y", "mask_index"], domain=MS)
+    inits = [("word", randn(rng, 20, h)), ("pos", randn(rng, 16, h)), ("segemb", randn(rng, 2, h)),
+             ("gamma", randn(rng, h)), ("beta", randn(rng, h))]
+    model = make_model([node], [vi("ids", I32, (b, s)), vi("seg", I32, (b, s)), vi("pids", I32, (b, s))],
+                       [vi("y", F32, None), vi("mask_index", I32, None)], inits)
+    feed = {"ids": rng.integers(0, 20, (b, s)).astype(np.int32), "seg": rng.integers(0, 2, (b, s)).astype(np.int32),
+            "pids": rng.integers(0, 16, (b, s)).astype(np.int32)}
+    run_and_compare(tmp_path, model, feed, "EmbedLayerNormalization/position_ids", atol=1e-4)
+
+
+def test_attention_qkv_hidden_sizes(tmp_path):
+    """Q/K hidden 8, V hidden 12: the output is (B, S, 12)."""
+    rng = np.random.default_rng(21)
+    b, s, hin, heads = 2, 4, 6, 2
+    node = helper.make_node("Attention", ["x", "w", "bias"], ["y"], domain=MS, num_heads=heads,
+                            qkv_hidden_sizes=[8, 8, 12])
+    model = make_model([node], [vi("x", F32, (b, s, hin))], [vi("y", F32, None)],
+                       [("w", randn(rng, hin, 28, scale=0.3)), ("bias", randn(rng, 28, scale=0.1))])
+    run_and_compare(tmp_path, model, {"x": randn(rng, b, s, hin)}, "Attention/qkv_hidden_sizes", atol=1e-4)

@@ -8,17 +8,18 @@ namespace kiln {
 
 struct OpInfo {
     std::string name;
-    std::string domain;              // "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"
+    std::string domain;              // "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "com.microsoft"
     std::vector<int> onnx_versions;  // ONNX since-versions implemented (in the domain's opset), ascending
     /// How it runs: "kernel" (TE compute, compiled), "host" (host kernel, graph interpreter), or
-    /// "kernel + host" (compiled; the host kernel takes strings or sequences).
+    /// "kernel + host" (compiled; the host kernel takes strings or sequences), or "decomposed"
+    /// (an ONNX Runtime contrib op the importer rewrites into standard ops).
     std::string runs_as;
     std::string pattern;             // fusion pattern: elemwise, broadcast, injective, ...
     int min_inputs = 0, max_inputs = 0;  // max_inputs < 0: variadic
     int min_outputs = 0, max_outputs = 0;
 };
 
-/// Every registered op, sorted by name.
+/// Every registered op and every decomposed contrib op, sorted by name.
 std::vector<OpInfo> supported_ops();
 
 }  // namespace kiln

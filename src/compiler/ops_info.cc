@@ -1,4 +1,7 @@
 // kiln::supported_ops(): the public view of the operator registry.
+#include <algorithm>
+
+#include "frontend/onnx/contrib_ops.h"
 #include "kiln/ops.h"
 #include "op/registry.h"
 
@@ -19,6 +22,21 @@ std::vector<OpInfo> supported_ops() {
         i.max_outputs = d->max_outputs;
         out.push_back(std::move(i));
     }
+    // ONNX Runtime's contrib ops, which the ONNX importer decomposes into the ops above.
+    for (const frontend::ContribOpInfo& c : frontend::contrib_ops()) {
+        OpInfo i;
+        i.name = c.name;
+        i.domain = c.domain;
+        i.onnx_versions = {1};
+        i.runs_as = "decomposed";
+        i.pattern = "-";
+        i.min_inputs = c.min_inputs;
+        i.max_inputs = c.max_inputs;
+        i.min_outputs = c.min_outputs;
+        i.max_outputs = c.max_outputs;
+        out.push_back(std::move(i));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const OpInfo& a, const OpInfo& b) { return a.name < b.name; });
     return out;
 }
 

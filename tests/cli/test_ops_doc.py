@@ -19,3 +19,11 @@ def test_ops_lists_foundation_ops_with_versions():
     for op in ["Conv", "Gemm", "MatMul", "Relu", "Softmax", "BatchNormalization", "Reshape", "Concat"]:
         assert op in lines, op
     assert "versions 1, 6, 13, 14" in lines["Relu"]
+
+
+def test_ops_lists_the_decomposed_com_microsoft_ops():
+    out = subprocess.run([KILN, "ops"], capture_output=True, text=True, check=True).stdout
+    ms = {l.split()[0] for l in out.splitlines() if " com.microsoft " in l and " decomposed " in l}
+    for op in ["FusedMatMul", "FastGelu", "BiasGelu", "Gelu", "SkipLayerNormalization", "EmbedLayerNormalization",
+               "Attention", "MultiHeadAttention"]:
+        assert op in ms, op

@@ -104,9 +104,23 @@ TEST(OnnxImportErrors, CustomDomain) {
     ms->set_version(1);
     auto* g = m.mutable_graph();
     add_input(g, "x", {int64_t{3}});
-    add_node(g, "Gelu", {"x"}, {"y"}, "g1")->set_domain("com.microsoft");
+    // com.microsoft ops outside contrib_ops.cc's table (Gelu, FastGelu, ... import as standard ops).
+    add_node(g, "MatMulNBits", {"x"}, {"y"}, "g1")->set_domain("com.microsoft");
     add_output(g, "y");
-    expect_error(m, ErrorKind::kUnsupported, "unsupported op 'Gelu' (node 'g1', domain com.microsoft opset 1)");
+    expect_error(m, ErrorKind::kUnsupported, "unsupported op 'MatMulNBits' (node 'g1', domain com.microsoft)");
+    expect_error(m, ErrorKind::kUnsupported, "Kiln imports these com.microsoft ops: Attention, BiasAdd");
+}
+
+TEST(OnnxImportErrors, OtherDomain) {
+    onnx::ModelProto m = make_model(13);
+    auto* ms = m.add_opset_import();
+    ms->set_domain("com.example");
+    ms->set_version(1);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {int64_t{3}});
+    add_node(g, "Gelu", {"x"}, {"y"}, "g1")->set_domain("com.example");
+    add_output(g, "y");
+    expect_error(m, ErrorKind::kUnsupported, "unsupported op 'Gelu' (node 'g1', domain com.example opset 1)");
 }
 
 TEST(OnnxImportErrors, UnsupportedOpset) {

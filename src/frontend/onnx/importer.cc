@@ -14,6 +14,8 @@
 // the same way; a name the sub-graph reads but does not define is looked up in the enclosing
 // scopes and becomes an outer input of the sub-graph (ir::Graph::add_outer_input), bound by
 // name when the sub-graph runs. Ops of the ai.onnx.ml domain resolve against that domain's opset.
+// ONNX Runtime's contrib ops (com.microsoft, and its LayerNormalization before opset 17) are
+// decomposed into standard ops by contrib_ops.cc instead.
 // Output types before inference come from graph.value_info / graph.output, else a f32 rank-0
 // placeholder that type_known() reports as unknown.
 #include "frontend/onnx/importer.h"
@@ -28,6 +30,7 @@
 
 #include "frontend/onnx/adapters.h"
 #include "frontend/onnx/attributes.h"
+#include "frontend/onnx/contrib_ops.h"
 #include "frontend/onnx/opset.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "op/registry.h"
@@ -324,6 +327,7 @@ private:
 
     void import_node(const onnx::NodeProto& node, int index) {
         if (node.op_type() == "Constant" && is_default_domain(node.domain())) return import_constant_node(node, index);
+        if (is_contrib_node(node.op_type(), node.domain(), opset_)) return import_contrib(node, index);
         const op::OpDef& def = resolve_op(node, index);
         const std::string where = node_label(node, index);
 
@@ -347,6 +351,24 @@ private:
                            [this](const std::string& h) { return fresh_name(h); }};
         adapt_node(p, def, ctx);
         emit(std::move(p));
+    }
+
+    // An ONNX Runtime contrib op: decomposed into standard ops by contrib_ops.cc.
+    void import_contrib(const onnx::NodeProto& node, int index) {
+        KILN_CHECK(is_default_domain(node.domain()) || domain_opsets_.count(node.domain()), kInvalidModel)
+            << node_label(node, index) << " uses domain '" << node.domain() << "', which opset_import does not declare";
+        PendingNode p;
+        p.op = node.op_type();
+        p.name = node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
+        for (const std::string& in : node.input()) p.inputs.push_back(in.empty() ? nullptr : lookup_input(node, index, in));
+        while (!p.inputs.empty() && p.inputs.back() == nullptr) p.inputs.pop_back();
+        p.attrs = attrs_from_node(node, base_dir_, node_label(node, index));
+        for (const std::string& out : node.output()) p.output_names.push_back(out);
+        while (!p.output_names.empty() && p.output_names.back().empty()) p.output_names.pop_back();
+        AdapterContext ctx{g_, opset_, [this](PendingNode n) { return emit(std::move(n)); },
+                           [this](const ir::Value* v) { return typed_.count(v) != 0; },
+                           [this](const std::string& h) { return fresh_name(h); }};
+        import_contrib_node(p, ctx);
     }
 
     // Validates `p` against its OpDef, appends it and infers its output types.

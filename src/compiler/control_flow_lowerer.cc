@@ -1,0 +1,193 @@
+// ControlFlowLowerer: functions and segments (see lower_control_flow.h for the scheme).
+#include "compiler/control_flow_lowerer.h"
+
+#include <algorithm>
+
+#include "compiler/graph_plan.h"
+#include "compiler/interpreted_callee.h"
+#include "op/registry.h"
+#include "runtime/vm/executable_callee.h"
+
+namespace kiln::compiler {
+
+vm::RegType reg_type_of(const ir::TensorType& t) {
+    vm::RegType r;
+    r.dtype = t.dtype;
+    for (const ir::Dim& d : t.shape) r.shape.push_back(d.is_static() ? d.value : -1);
+    return r;
+}
+
+ir::TensorType ir_type_of(const vm::RegType& t) {
+    std::vector<ir::Dim> dims;
+    for (int64_t d : t.shape) dims.push_back(d >= 0 ? ir::Dim(d) : ir::Dim::sym("?"));
+    return ir::TensorType(t.dtype, dims);
+}
+
+bool is_known(const vm::RegType& t) {
+    return std::all_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d >= 0; });
+}
+
+bool is_control_flow_op(const std::string& op) { return op == "If" || op == "Loop" || op == "Scan"; }
+
+ControlFlowLowerer::ControlFlowLowerer(const LowerContext& ctx)
+    : ctx_(ctx), program_(std::make_shared<vm::Program>()) {}
+
+ControlFlowLowering ControlFlowLowerer::finish(int entry) {
+    program_->entry = entry;
+    stats_.program = program_;
+    return stats_;
+}
+
+int ControlFlowLowerer::add_callee(std::shared_ptr<vm::Callee> c) {
+    program_->callees.push_back(std::move(c));
+    return static_cast<int>(program_->callees.size()) - 1;
+}
+
+int ControlFlowLowerer::new_reg(Scope& s, vm::RegType t) {
+    vm::Function& f = fn(s);
+    f.types.push_back(std::move(t));
+    return f.num_regs++;
+}
+
+const Tensor* ControlFlowLowerer::constant_of(const Scope& s, const ir::Value* v) const {
+    if (v->is_constant()) return &v->constant();
+    auto it = s.consts.find(v->name());
+    return it != s.consts.end() && !s.reg.count(v) && !v->producer() && !v->is_graph_input() ? &it->second : nullptr;
+}
+
+// The register of `v`: its own, a captured param, or a constant register made on first use.
+int ControlFlowLowerer::reg_of(Scope& s, const ir::Value* v) {
+    if (auto it = s.reg.find(v); it != s.reg.end()) return it->second;
+    if (const Tensor* c = constant_of(s, v)) {
+        const int r = new_reg(s, vm::RegType{c->dtype(), c->shape()});
+        fn(s).constants.emplace_back(r, *c);
+        return s.reg[v] = r;
+    }
+    auto it = s.outer.find(v->name());
+    KILN_CHECK(it != s.outer.end(), kInternal) << "bug in Kiln: lowering reads '" << v->name() << "' before it is defined";
+    return s.reg[v] = it->second;
+}
+
+int ControlFlowLowerer::lower_function(const ir::Graph& g, const std::string& name,
+                                       const std::vector<vm::RegType>& param_types,
+                                       const std::vector<Captured>& captured) {
+    program_->functions.emplace_back();
+    Scope s;
+    s.g = &g;
+    s.fn = static_cast<int>(program_->functions.size()) - 1;
+    fn(s).name = name;
+    KILN_CHECK(param_types.size() == g.inputs().size(), kInternal)
+        << "bug in Kiln: " << name << " takes " << g.inputs().size() << " inputs, lowered with " << param_types.size();
+    for (size_t i = 0; i < param_types.size(); ++i) {
+        const int r = new_reg(s, param_types[i]);
+        fn(s).params.push_back(r);
+        s.reg[g.inputs()[i]] = r;
+    }
+    for (const Captured& c : captured) {
+        if (c.reg < 0) {
+            s.consts[c.name] = c.constant;
+            continue;
+        }
+        const int r = new_reg(s, c.type);
+        fn(s).params.push_back(r);
+        s.outer[c.name] = r;
+    }
+    for (const ir::Node* n : g.nodes())
+        if (is_control_flow_op(n->op())) captured_names(*n, s.captured_later);
+    std::vector<const ir::Node*> segment;
+    for (const ir::Node* n : g.nodes()) {
+        if (is_control_flow_op(n->op())) {
+            flush_segment(s, segment);
+            lower_node(s, *n);
+        } else if (n->op() == "Identity" && n->input(0) && s.reg.count(n->input(0))) {
+            // A value already in a register: an alias, no kernel.
+            vm::Instr in{vm::Op::kMove};
+            const int src = reg_of(s, n->input(0));
+            in.ins = {src};
+            in.outs = {s.reg[n->output(0)] = new_reg(s, fn(s).types[static_cast<size_t>(src)])};
+            in.node = n->name();
+            fn(s).code.push_back(std::move(in));
+        } else {
+            segment.push_back(n);
+        }
+    }
+    flush_segment(s, segment);
+    for (const ir::Value* v : g.outputs()) fn(s).results.push_back(reg_of(s, v));
+    fn(s).code.push_back(vm::Instr{vm::Op::kRet});
+    return s.fn;
+}
+
+void ControlFlowLowerer::lower_node(Scope& s, const ir::Node& n) {
+    try {
+        if (n.op() == "If") return lower_if(s, n);
+        if (n.op() == "Loop") return lower_loop(s, n);
+        return lower_scan(s, n);
+    } catch (Error& e) {
+        e.add_context("while lowering " + n.describe() + " for the VM");
+        throw;
+    }
+}
+
+// The nodes (consecutive, in order) become one graph compiled by compile(): its inputs are the
+// registers they read, constants (own or captured) are copied in, its outputs are the values
+// read after it (by later nodes, by sub-graphs by name, or as function results).
+void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& nodes) {
+    if (nodes.empty()) return;
+    std::set<const ir::Node*> in_segment(nodes.begin(), nodes.end());
+    ir::Graph sg;
+    sg.name = fn(s).name + "/segment" + std::to_string(stats_.segments);
+    std::unordered_map<const ir::Value*, ir::Value*> map;
+    vm::Instr call{vm::Op::kCall};
+    call.node = nodes.front()->name();
+    for (const ir::Node* n : nodes) {
+        std::vector<ir::Value*> ins;
+        for (const ir::Value* v : n->inputs()) {
+            if (!v) {
+                ins.push_back(nullptr);
+                continue;
+            }
+            auto it = map.find(v);
+            if (it == map.end()) {
+                if (const Tensor* c = constant_of(s, v)) {
+                    it = map.emplace(v, sg.add_constant(v->name(), *c)).first;
+                } else {
+                    const int r = reg_of(s, v);
+                    const vm::RegType& t = fn(s).types[static_cast<size_t>(r)];
+                    KILN_CHECK(is_known(t), kUnsupported)
+                        << n->describe() << " reads '" << v->name() << "', whose shape is not known when lowering";
+                    it = map.emplace(v, sg.add_input(v->name(), ir_type_of(t))).first;
+                    call.ins.push_back(r);
+                }
+            }
+            ins.push_back(it->second);
+        }
+        std::vector<std::string> names;
+        for (const ir::Value* o : n->outputs()) names.push_back(o->name());
+        ir::Node* copy = sg.add_node(n->op(), ins, n->attrs(), std::vector<ir::TensorType>(n->num_outputs()), names,
+                                     n->name());
+        op::infer_node(*copy);
+        for (size_t k = 0; k < n->num_outputs(); ++k) map[n->output(k)] = copy->output(k);
+    }
+    std::set<const ir::Value*> is_output(s.g->outputs().begin(), s.g->outputs().end());
+    std::vector<const ir::Value*> outs;
+    for (const ir::Node* n : nodes)
+        for (const ir::Value* o : n->outputs()) {
+            bool used = is_output.count(o) || s.captured_later.count(o->name());
+            for (const ir::Node* u : o->users()) used |= !in_segment.count(u);
+            if (used) outs.push_back(o);
+        }
+    nodes.clear();
+    if (outs.empty()) return;  // dead code
+    for (const ir::Value* o : outs) sg.add_output(map.at(o));
+    CompiledModel m = compile(sg, ctx_.compile);
+    for (size_t k = 0; k < outs.size(); ++k) {
+        const runtime::BufferDesc& b = m.executable->buffers[static_cast<size_t>(m.executable->outputs[k])];
+        call.outs.push_back(s.reg[outs[k]] = new_reg(s, vm::RegType{b.dtype, b.shape}));
+    }
+    stats_.kernels += static_cast<int>(m.executable->steps.size());
+    ++stats_.segments;
+    call.imm = add_callee(std::make_shared<vm::ExecutableCallee>(m.executable, sg.name, ctx_.pool, ctx_.alloc));
+    fn(s).code.push_back(std::move(call));
+}
+
+}  // namespace kiln::compiler

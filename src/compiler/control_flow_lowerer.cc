@@ -52,7 +52,7 @@ int ControlFlowLowerer::new_reg(Scope& s, vm::RegType t) {
 const Tensor* ControlFlowLowerer::constant_of(const Scope& s, const ir::Value* v) const {
     if (v->is_constant()) return &v->constant();
     auto it = s.consts.find(v->name());
-    return it != s.consts.end() && !s.reg.count(v) && !v->producer() && !v->is_graph_input() ? &it->second : nullptr;
+    return it != s.consts.end() && !s.reg.count(v) && !v->producer() ? &it->second : nullptr;
 }
 
 // The register of `v`: its own, a captured param, or a constant register made on first use.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "compiler/fold_constant_node.h"
 #include "compiler/graph_plan.h"
 #include "compiler/interpreted_callee.h"
 #include "op/registry.h"
@@ -51,6 +52,7 @@ int ControlFlowLowerer::new_reg(Scope& s, vm::RegType t) {
 
 const Tensor* ControlFlowLowerer::constant_of(const Scope& s, const ir::Value* v) const {
     if (v->is_constant()) return &v->constant();
+    if (auto f = s.folded.find(v); f != s.folded.end()) return &f->second;
     auto it = s.consts.find(v->name());
     return it != s.consts.end() && !s.reg.count(v) && !v->producer() ? &it->second : nullptr;
 }
@@ -166,7 +168,11 @@ void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& n
         ir::Node* copy = sg.add_node(n->op(), ins, n->attrs(), std::vector<ir::TensorType>(n->num_outputs()), names,
                                      n->name());
         op::infer_node(*copy);
-        for (size_t k = 0; k < n->num_outputs(); ++k) map[n->output(k)] = copy->output(k);
+        // Folded as it is added (shape arithmetic on the now static shapes), so that a later
+        // node's value input (a Pad's pads computed from a Shape) is a constant when inferred.
+        const bool folded = fold_constant_node(sg, copy);
+        for (size_t k = 0; k < n->num_outputs(); ++k)
+            map[n->output(k)] = folded ? sg.find_value(names[k]) : copy->output(k);
     }
     std::set<const ir::Value*> is_output(s.g->outputs().begin(), s.g->outputs().end());
     std::vector<const ir::Value*> outs;
@@ -178,11 +184,15 @@ void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& n
         }
     nodes.clear();
     if (outs.empty()) return;  // dead code
-    for (const ir::Value* o : outs) sg.add_output(map.at(o));
+    for (const ir::Value* o : outs) {
+        sg.add_output(map.at(o));
+        if (map.at(o)->is_constant()) s.folded[o] = map.at(o)->constant();  // an If may branch on it now
+    }
     CompiledModel m = compile(sg, ctx_.compile);
     for (size_t k = 0; k < outs.size(); ++k) {
         const runtime::BufferDesc& b = m.executable->buffers[static_cast<size_t>(m.executable->outputs[k])];
         call.outs.push_back(s.reg[outs[k]] = new_reg(s, vm::RegType{b.dtype, b.shape}));
+        if (b.role == runtime::BufferRole::kConstant) s.folded[outs[k]] = b.constant;  // an If may branch on it now
     }
     stats_.kernels += static_cast<int>(m.executable->steps.size());
     ++stats_.segments;

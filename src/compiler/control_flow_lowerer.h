@@ -43,6 +43,7 @@ private:
         std::map<std::string, int> outer;       // captured name -> param register
         std::map<std::string, Tensor> consts;   // captured constants by name
         std::set<std::string> captured_later;   // names the graph's control-flow nodes capture
+        std::unordered_map<const ir::Value*, Tensor> folded;  // segment outputs compile() folded
     };
     vm::Function& fn(const Scope& s) { return program_->functions[static_cast<size_t>(s.fn)]; }
     int new_reg(Scope& s, vm::RegType t);

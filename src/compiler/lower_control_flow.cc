@@ -93,9 +93,12 @@ void ControlFlowLowerer::lower_if(Scope& s, const ir::Node& n) {
     in.ins.push_back(reg_of(s, n.input(0)));
     for (const Captured& c : cap)
         if (c.reg >= 0) in.ins.push_back(c.reg);
-    int branch_fn[2];
+    int branch_fn[2] = {-1, -1};
     const char* names[2] = {"then_branch", "else_branch"};
+    // A condition known now (shape arithmetic folded at these shapes): only its branch is lowered.
+    const Tensor* known = constant_of(s, n.input(0));
     for (int b = 0; b < 2; ++b) {
+        if (known && known->numel() == 1 && (known->get_f64(0) != 0.0) != (b == 0)) continue;
         const ir::GraphAttr& branch = graph_attr(n, names[b]);
         const std::string fname = fn(s).name + "/" + n.name() + "/" + names[b];
         try {
@@ -105,8 +108,8 @@ void ControlFlowLowerer::lower_if(Scope& s, const ir::Node& n) {
             branch_fn[b] = interpreted_branch(branch, fname, cap, e.what());
         }
     }
-    in.imm = branch_fn[0];
-    in.imm2 = branch_fn[1];
+    in.imm = branch_fn[0] >= 0 ? branch_fn[0] : branch_fn[1];
+    in.imm2 = branch_fn[1] >= 0 ? branch_fn[1] : branch_fn[0];
     // Output types: the branches' where they agree, a compiled branch's where the other is
     // interpreted (its shapes are checked by whatever reads them), unknown otherwise.
     for (size_t k = 0; k < n.num_outputs(); ++k) {

@@ -102,13 +102,9 @@ int ControlFlowLowerer::lower_function(const ir::Graph& g, const std::string& na
             flush_segment(s, segment);
             lower_node(s, *n);
         } else if (n->op() == "Identity" && n->input(0) && s.reg.count(n->input(0))) {
-            // A value already in a register: an alias, no kernel.
-            vm::Instr in{vm::Op::kMove};
-            const int src = reg_of(s, n->input(0));
-            in.ins = {src};
-            in.outs = {s.reg[n->output(0)] = new_reg(s, fn(s).types[static_cast<size_t>(src)])};
-            in.node = n->name();
-            fn(s).code.push_back(std::move(in));
+            // A value already in a register: the output names the same register (registers are
+            // never written in place while another name may read them), no instruction.
+            s.reg[n->output(0)] = reg_of(s, n->input(0));
         } else {
             segment.push_back(n);
         }

@@ -8,14 +8,24 @@ VirtualMachine::VirtualMachine(std::shared_ptr<const Program> program)
     : program_(std::move(program)), frames_(program_->functions.size()) {
     for (const Function& fn : program_->functions) {
         std::vector<char> w(static_cast<size_t>(fn.num_regs), 0);
+        std::vector<int> moved;
         for (const Instr& in : fn.code)
-            for (int r : in.outs) w[static_cast<size_t>(r)] = 1;
+            for (int r : in.outs) {
+                if (in.op == Op::kMove) moved.push_back(r);
+                else w[static_cast<size_t>(r)] = 1;
+            }
         written_.push_back(std::move(w));
+        moved_.push_back(std::move(moved));
     }
 }
 
 Status node_error(const Instr& in, const Status& st) {
     return Status(st.kind(), "node '" + in.node + "' (" + op_name(in.op) + "): " + st.message());
+}
+
+void VirtualMachine::clear_moved(int fn) {
+    Frame& f = frames_[static_cast<size_t>(fn)];
+    for (int r : moved_[static_cast<size_t>(fn)]) f.regs[static_cast<size_t>(r)] = Tensor();
 }
 
 bool scalar_truth(const Tensor& t) { return t.numel() == 1 && t.get_f64(0) != 0.0; }

@@ -45,9 +45,18 @@ private:
 
     std::shared_ptr<const Program> program_;
     std::vector<Frame> frames_;  // per function
-    // Per function and register: some instruction of the function writes it (so a Loop may park
-    // an old carried buffer there for the next iteration's call to reuse).
+    // Per function and register: a call or nested control flow of the function writes it (so a
+    // Loop may park an old carried buffer there for the next iteration's call to reuse).
     std::vector<std::vector<char>> written_;
+    // Per function: the registers its kMoves write. A loop clears them after each iteration, so
+    // the iteration counter and condition, once aliased by a move, are sole-owned (set in place)
+    // again and need no allocation.
+    std::vector<std::vector<int>> moved_;
+    void clear_moved(int fn);
+    /// After iteration `iter` of body `fn`: its results [first_result, +n) become its params
+    /// [first_param, +n) for the next iteration (same dtype and shape, else an error).
+    Status update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter);
+    std::vector<Tensor> next_, old_;  // scratch of update_carried
     int64_t iterations_ = 0;
     // Scratch of exec_call, kept to avoid allocating per call.
     std::vector<const Tensor*> call_ins_;

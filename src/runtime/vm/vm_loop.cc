@@ -50,7 +50,6 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
         const RegType& t = body.types[static_cast<size_t>(body.results[1 + nc + k])];
         stacks.emplace_back(t.dtype, t.shape, trips);
     }
-    std::vector<Tensor> next(nc), old(nc);
     int64_t i = 0;
     for (; (trips < 0 || i < trips) && cond; ++i) {
         if (i >= program_->max_trips)
@@ -71,23 +70,9 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
             if (!st.ok()) return fail("scan output " + std::to_string(k) + ": " + st.message());
             bf.slot[r] = 0;
         }
-        // Carried values: results become params; the old params' buffers go to the result
-        // registers a call writes (not to params or constants: those are not written).
-        for (size_t k = 0; k < nc; ++k) {
-            const size_t p = static_cast<size_t>(body.params[2 + k]), r = static_cast<size_t>(body.results[1 + k]);
-            next[k] = bf.regs[r];
-            if (next[k].shape() != bf.regs[p].shape() || next[k].dtype() != bf.regs[p].dtype())
-                return fail("loop-carried value " + std::to_string(k) + " changed from " + dtype_name(bf.regs[p].dtype()) +
-                            shape_str(bf.regs[p].shape()) + " to " + dtype_name(next[k].dtype()) +
-                            shape_str(next[k].shape()) + " at iteration " + std::to_string(i));
-        }
-        for (size_t k = 0; k < nc; ++k) old[k] = std::move(bf.regs[static_cast<size_t>(body.params[2 + k])]);
-        for (size_t k = 0; k < nc; ++k) bf.regs[static_cast<size_t>(body.params[2 + k])] = std::move(next[k]);
-        for (size_t k = 0; k < nc; ++k) {
-            const int r = body.results[1 + k];
-            if (written_[static_cast<size_t>(in.imm)][static_cast<size_t>(r)]) bf.regs[static_cast<size_t>(r)] = std::move(old[k]);
-            old[k] = Tensor();
-        }
+        st = update_carried(in.imm, 2, 1, nc, i);
+        if (!st.ok()) return node_error(in, st);
+        clear_moved(in.imm);
     }
     iterations_ += i;
     for (size_t k = 0; k < nc; ++k)

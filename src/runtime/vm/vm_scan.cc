@@ -68,7 +68,6 @@ Status VirtualMachine::exec_scan(const Instr& in, Frame& f) {
         const RegType& t = body.types[static_cast<size_t>(body.results[ns + k])];
         stacks.emplace_back(t.dtype, t.shape, steps);
     }
-    std::vector<Tensor> next(ns), old(ns);
     for (int64_t t = 0; t < steps; ++t) {
         for (size_t j = 0; j < nin; ++j) {
             const Tensor& x = f.regs[static_cast<size_t>(in.ins[ns + j])];
@@ -96,20 +95,9 @@ Status VirtualMachine::exec_scan(const Instr& in, Frame& f) {
             if (!st.ok()) return fail("scan output " + std::to_string(k) + ": " + st.message());
             bf.slot[r] = 0;
         }
-        for (size_t k = 0; k < ns; ++k) {
-            const size_t p = static_cast<size_t>(body.params[k]), r = static_cast<size_t>(body.results[k]);
-            if (bf.regs[r].shape() != bf.regs[p].shape() || bf.regs[r].dtype() != bf.regs[p].dtype())
-                return fail("state " + std::to_string(k) + " changed from " + shape_str(bf.regs[p].shape()) + " to " +
-                            shape_str(bf.regs[r].shape()) + " at step " + std::to_string(t));
-            next[k] = bf.regs[r];
-        }
-        for (size_t k = 0; k < ns; ++k) old[k] = std::move(bf.regs[static_cast<size_t>(body.params[k])]);
-        for (size_t k = 0; k < ns; ++k) bf.regs[static_cast<size_t>(body.params[k])] = std::move(next[k]);
-        for (size_t k = 0; k < ns; ++k) {
-            const int r = body.results[k];
-            if (written_[static_cast<size_t>(in.imm)][static_cast<size_t>(r)]) bf.regs[static_cast<size_t>(r)] = std::move(old[k]);
-            old[k] = Tensor();
-        }
+        st = update_carried(in.imm, 0, 0, ns, t);
+        if (!st.ok()) return node_error(in, st);
+        clear_moved(in.imm);
     }
     iterations_ += std::max<int64_t>(steps, 0);
     for (size_t k = 0; k < ns; ++k) f.regs[static_cast<size_t>(in.outs[k])] = bf.regs[static_cast<size_t>(body.params[k])];

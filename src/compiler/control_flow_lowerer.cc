@@ -179,11 +179,18 @@ void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& n
             if (used) outs.push_back(o);
         }
     nodes.clear();
-    if (outs.empty()) return;  // dead code
+    // Values folded to constants are constant registers, not outputs (no copy per run), and an
+    // If branching on one is decided now.
+    std::vector<const ir::Value*> computed;
     for (const ir::Value* o : outs) {
-        sg.add_output(map.at(o));
-        if (map.at(o)->is_constant()) s.folded[o] = map.at(o)->constant();  // an If may branch on it now
+        if (map.at(o)->is_constant())
+            s.folded[o] = map.at(o)->constant();
+        else
+            computed.push_back(o);
     }
+    outs.swap(computed);
+    if (outs.empty()) return;  // dead code, or all folded
+    for (const ir::Value* o : outs) sg.add_output(map.at(o));
     CompiledModel m = compile(sg, ctx_.compile);
     for (size_t k = 0; k < outs.size(); ++k) {
         const runtime::BufferDesc& b = m.executable->buffers[static_cast<size_t>(m.executable->outputs[k])];

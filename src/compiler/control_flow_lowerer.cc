@@ -136,7 +136,7 @@ void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& n
     sg.name = fn(s).name + "/segment" + std::to_string(stats_.segments);
     std::unordered_map<const ir::Value*, ir::Value*> map;
     vm::Instr call{vm::Op::kCall};
-    call.node = nodes.front()->name();
+    call.node = nodes.front()->describe() + (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "");
     for (const ir::Node* n : nodes) {
         std::vector<ir::Value*> ins;
         for (const ir::Value* v : n->inputs()) {

@@ -89,7 +89,7 @@ std::vector<Captured> ControlFlowLowerer::captured_of(Scope& s, const ir::Node& 
 void ControlFlowLowerer::lower_if(Scope& s, const ir::Node& n) {
     const std::vector<Captured> cap = captured_of(s, n);
     vm::Instr in{vm::Op::kIf};
-    in.node = n.name();
+    in.node = n.describe();
     in.ins.push_back(reg_of(s, n.input(0)));
     for (const Captured& c : cap)
         if (c.reg >= 0) in.ins.push_back(c.reg);
@@ -100,7 +100,7 @@ void ControlFlowLowerer::lower_if(Scope& s, const ir::Node& n) {
     for (int b = 0; b < 2; ++b) {
         if (known && known->numel() == 1 && (known->get_f64(0) != 0.0) != (b == 0)) continue;
         const ir::GraphAttr& branch = graph_attr(n, names[b]);
-        const std::string fname = fn(s).name + "/" + n.name() + "/" + names[b];
+        const std::string fname = fn(s).name + "/" + (n.name().empty() ? n.output(0)->name() : n.name()) + "/" + names[b];
         try {
             branch_fn[b] = lower_function(*branch, fname, {}, cap);
             ++stats_.bodies_compiled;
@@ -141,7 +141,7 @@ int ControlFlowLowerer::interpreted_branch(const ir::GraphAttr& branch, const st
     s.fn = static_cast<int>(program_->functions.size()) - 1;
     fn(s).name = name;
     vm::Instr call{vm::Op::kCall};
-    call.node = name;
+    call.node = "graph '" + name + "'";
     for (const Captured& c : cap)
         if (c.reg >= 0) {
             call.ins.push_back(new_reg(s, c.type));

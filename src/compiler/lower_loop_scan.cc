@@ -47,7 +47,7 @@ void ControlFlowLowerer::interpret_node(Scope& s, const ir::Node& n, const std::
     std::vector<std::string> node_inputs;
     std::set<std::string> bound;
     vm::Instr call{vm::Op::kCall};
-    call.node = n.name();
+    call.node = n.describe();
     auto bind = [&](const std::string& name, int reg, const Tensor* c) {
         if (!bound.insert(name).second) return;
         if (c) {
@@ -79,7 +79,7 @@ void ControlFlowLowerer::lower_loop(Scope& s, const ir::Node& n) {
     const size_t nc = n.num_inputs() > 2 ? n.num_inputs() - 2 : 0;
     std::vector<vm::RegType> params{{DType::kInt64, {}}, {DType::kBool, {}}};
     vm::Instr in{vm::Op::kLoop};
-    in.node = n.name();
+    in.node = n.describe();
     in.ins.push_back(n.input(0) ? reg_of(s, n.input(0)) : -1);
     in.ins.push_back(n.input(1) ? reg_of(s, n.input(1)) : -1);
     for (size_t k = 0; k < nc; ++k) {
@@ -90,7 +90,7 @@ void ControlFlowLowerer::lower_loop(Scope& s, const ir::Node& n) {
     if (in.ins[0] < 0 && in.ins[1] < 0) return interpret_node(s, n, cap, "neither a trip count nor a condition");
     int body_fn;
     try {
-        body_fn = lower_function(**body, fn(s).name + "/" + n.name() + "/body", params, cap);
+        body_fn = lower_function(**body, fn(s).name + "/" + (n.name().empty() ? n.output(0)->name() : n.name()) + "/body", params, cap);
     } catch (const Error& e) {
         return interpret_node(s, n, cap, e.what());
     }
@@ -140,7 +140,7 @@ void ControlFlowLowerer::lower_scan(Scope& s, const ir::Node& n) {
                kInvalidModel)
         << n.describe() << ": scan axis/direction attributes do not match the number of scan inputs and outputs";
     vm::Instr in{vm::Op::kScan};
-    in.node = n.name();
+    in.node = n.describe();
     in.ints = {static_cast<int64_t>(ns), m};
     std::vector<vm::RegType> params;
     int64_t steps = -1;
@@ -164,7 +164,7 @@ void ControlFlowLowerer::lower_scan(Scope& s, const ir::Node& n) {
     in.ints.insert(in.ints.end(), in_dirs.begin(), in_dirs.end());
     int body_fn;
     try {
-        body_fn = lower_function(**body, fn(s).name + "/" + n.name() + "/body", params, cap);
+        body_fn = lower_function(**body, fn(s).name + "/" + (n.name().empty() ? n.output(0)->name() : n.name()) + "/body", params, cap);
     } catch (const Error& e) {
         return interpret_node(s, n, cap, e.what());
     }

@@ -269,7 +269,19 @@ public:
     }
 
     std::string inspect() override {
-        if (vm_) return "// runs in the VM (docs/control_flow.md)\n" + vm_->program_text();
+        if (vm_) {
+            // Lowered for the declared shapes when they are all static (else at the first run).
+            std::lock_guard<std::mutex> lock(interpreter_mu_);
+            bool all_static = !vm_->last().program;
+            for (const TensorInfo& t : inputs_)
+                for (const std::string& sym : t.symbols) all_static &= sym.empty();
+            if (all_static) {
+                std::vector<Tensor> zeros;
+                for (const TensorInfo& t : inputs_) zeros.emplace_back(t.dtype, t.shape);
+                (void)vm_->machine(zeros);
+            }
+            return "// runs in the VM (docs/control_flow.md)\n" + vm_->program_text();
+        }
         if (interpreter_) {
             ir::PrintOptions popts;
             popts.max_constant_elements = 16;

@@ -40,7 +40,7 @@ struct Instr {
     std::vector<int> ins, outs;
     /// kScan: [num_state, num_scan_in, in_axes..., in_dirs..., out_axes..., out_dirs...].
     std::vector<int64_t> ints;
-    std::string node;  // the model node it comes from (errors name it)
+    std::string node;  // the model node it comes from, e.g. "node 'loop' (Loop)" (errors name it)
 };
 
 /// The static type a register holds (shape -1 where unknown at lowering time).

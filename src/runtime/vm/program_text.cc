@@ -1,7 +1,7 @@
 // program_text: a VM program one instruction per line, e.g.
 //   fn 0 main (params r0 r1) -> r5
-//     r2 r3 = call #0 r0 r1        ; executable 'segment 0' (4 steps, 2 in, 2 out)   [node 'Add_1']
-//     r5 = loop body=fn 1 carried=1 M=r2 cond=- (r3)                                  [node 'loop']
+//     r2 r3 = call #0 r0 r1   ; executable 'main/segment0' (4 steps, 2 in, 2 out)   [node 'Add_1' (Add) and 3 more]
+//     r5 = loop body=fn 1 carried=1 M=r2 cond=- (r3)   [node 'loop' (Loop)]
 #include <sstream>
 
 #include "runtime/vm/program.h"
@@ -27,7 +27,7 @@ std::string instr_text(const Program& p, const Instr& in) {
         case Op::kScan: os << " body=fn " << in.imm << " states=" << in.ints[0] << " scan_inputs=" << in.ints[1] << " (" << regs(in.ins) << ")"; break;
         case Op::kRet: break;
     }
-    if (!in.node.empty()) os << "   [node '" << in.node << "']";
+    if (!in.node.empty()) os << "   [" << in.node << "]";
     return os.str();
 }
 

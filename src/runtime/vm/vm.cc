@@ -20,7 +20,7 @@ VirtualMachine::VirtualMachine(std::shared_ptr<const Program> program)
 }
 
 Status node_error(const Instr& in, const Status& st) {
-    return Status(st.kind(), "node '" + in.node + "' (" + op_name(in.op) + "): " + st.message());
+    return Status(st.kind(), (in.node.empty() ? std::string("vm ") + op_name(in.op) : in.node) + ": " + st.message());
 }
 
 void VirtualMachine::clear_moved(int fn) {

@@ -64,7 +64,7 @@ private:
     std::vector<char> call_reuse_;
 };
 
-/// The Status of a failed instruction: "<kind>: node '<name>' (<op>): <message>".
+/// The Status of a failed instruction: "<Instr::node>: <message>" (its kind kept).
 Status node_error(const Instr& in, const Status& st);
 
 /// Whether a one-element tensor (bool or any number) is non-zero.

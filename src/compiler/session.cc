@@ -275,10 +275,24 @@ public:
             bool all_static = !vm_->last().program;
             for (const TensorInfo& t : inputs_)
                 for (const std::string& sym : t.symbols) all_static &= sym.empty();
+            std::string note;
             if (all_static) {
                 std::vector<Tensor> zeros;
                 for (const TensorInfo& t : inputs_) zeros.emplace_back(t.dtype, t.shape);
-                (void)vm_->machine(zeros);
+                try {
+                    (void)vm_->machine(zeros);
+                } catch (const Error& e) {
+                    // Not at zero-filled inputs (a shape read from an input's data): at run time the
+                    // real values decide, and the interpreter runs what the VM cannot.
+                    note = "// lowering at the declared shapes with zero-filled inputs failed: " +
+                           std::string(e.what()).substr(0, std::string(e.what()).find('\n')) + "\n";
+                }
+            }
+            if (!vm_->last().program) {
+                ir::PrintOptions popts;
+                popts.max_constant_elements = 16;
+                return "// runs in the VM (docs/control_flow.md), lowered at the first run of each input shape; what "
+                       "does not compile runs in the graph interpreter\n" + note + ir::print_graph(*interp_graph_, popts);
             }
             return "// runs in the VM (docs/control_flow.md)\n" + vm_->program_text();
         }

@@ -17,6 +17,7 @@ Status VirtualMachine::update_carried(int fn, size_t first_param, size_t first_r
     for (size_t k = 0; k < n; ++k) {
         const size_t p = static_cast<size_t>(body.params[first_param + k]);
         const size_t r = static_cast<size_t>(body.results[first_result + k]);
+        if (r == p) continue;  // passed through: the same tensor
         const Tensor& got = bf.regs[r];
         if (got.shape() != bf.regs[p].shape() || got.dtype() != bf.regs[p].dtype())
             return Status(ErrorKind::kInvalidArgument,

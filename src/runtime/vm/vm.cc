@@ -14,8 +14,14 @@ VirtualMachine::VirtualMachine(std::shared_ptr<const Program> program)
                 if (in.op == Op::kMove) moved.push_back(r);
                 else w[static_cast<size_t>(r)] = 1;
             }
+        std::vector<char> reads(static_cast<size_t>(fn.num_regs), 0);
+        for (const Instr& in : fn.code)
+            for (int r : in.ins)
+                if (r >= 0) reads[static_cast<size_t>(r)] = 1;
+        for (int r : fn.results) reads[static_cast<size_t>(r)] = 1;
         written_.push_back(std::move(w));
         moved_.push_back(std::move(moved));
+        reads_.push_back(std::move(reads));
     }
 }
 

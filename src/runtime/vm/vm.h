@@ -52,6 +52,8 @@ private:
     // the iteration counter and condition, once aliased by a move, are sole-owned (set in place)
     // again and need no allocation.
     std::vector<std::vector<int>> moved_;
+    // Per function and register: an instruction reads it or it is a result.
+    std::vector<std::vector<char>> reads_;
     void clear_moved(int fn);
     /// After iteration `iter` of body `fn`: its results [first_result, +n) become its params
     /// [first_param, +n) for the next iteration (same dtype and shape, else an error).

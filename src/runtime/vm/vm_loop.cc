@@ -50,12 +50,16 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
         const RegType& t = body.types[static_cast<size_t>(body.results[1 + nc + k])];
         stacks.emplace_back(t.dtype, t.shape, trips);
     }
+    // A body that passes its condition through keeps it (true); one that never reads its
+    // iteration number does not need it set.
+    const bool cond_passes = body.results[0] == body.params[1];
+    const bool reads_iter = reads_[static_cast<size_t>(in.imm)][static_cast<size_t>(body.params[0])] != 0;
     int64_t i = 0;
     for (; (trips < 0 || i < trips) && cond; ++i) {
         if (i >= program_->max_trips)
             return fail("ran more than " + std::to_string(program_->max_trips) + " iterations (the bound)");
-        set_scalar(bf.regs[static_cast<size_t>(body.params[0])], DType::kInt64, i);
-        set_scalar(bf.regs[static_cast<size_t>(body.params[1])], DType::kBool, cond ? 1 : 0);
+        if (reads_iter) set_scalar(bf.regs[static_cast<size_t>(body.params[0])], DType::kInt64, i);
+        if (i == 0 || !cond_passes) set_scalar(bf.regs[static_cast<size_t>(body.params[1])], DType::kBool, cond ? 1 : 0);
         for (size_t k = 0; k < nscan; ++k) {
             const size_t r = static_cast<size_t>(body.results[1 + nc + k]);
             bf.regs[r] = stacks[k].slot(i);
@@ -63,7 +67,7 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
         }
         Status st = exec(in.imm);
         if (!st.ok()) return st;
-        if (has_cond) cond = scalar_truth(bf.regs[static_cast<size_t>(body.results[0])]);
+        if (has_cond && !cond_passes) cond = scalar_truth(bf.regs[static_cast<size_t>(body.results[0])]);
         for (size_t k = 0; k < nscan; ++k) {
             const size_t r = static_cast<size_t>(body.results[1 + nc + k]);
             st = stacks[k].settle(i, bf.regs[r]);

@@ -72,7 +72,8 @@ int ControlFlowLowerer::reg_of(Scope& s, const ir::Value* v) {
 
 int ControlFlowLowerer::lower_function(const ir::Graph& g, const std::string& name,
                                        const std::vector<vm::RegType>& param_types,
-                                       const std::vector<Captured>& captured) {
+                                       const std::vector<Captured>& captured,
+                                       const std::map<std::string, Tensor>* frozen) {
     program_->functions.emplace_back();
     Scope s;
     s.g = &g;
@@ -84,6 +85,7 @@ int ControlFlowLowerer::lower_function(const ir::Graph& g, const std::string& na
         const int r = new_reg(s, param_types[i]);
         fn(s).params.push_back(r);
         s.reg[g.inputs()[i]] = r;
+        if (frozen && frozen->count(g.inputs()[i]->name())) s.folded[g.inputs()[i]] = frozen->at(g.inputs()[i]->name());
     }
     for (const Captured& c : captured) {
         if (c.reg < 0) {
@@ -110,7 +112,10 @@ int ControlFlowLowerer::lower_function(const ir::Graph& g, const std::string& na
         }
     }
     flush_segment(s, segment);
-    for (const ir::Value* v : g.outputs()) fn(s).results.push_back(reg_of(s, v));
+    for (size_t k = 0; k < g.outputs().size(); ++k) {
+        fn(s).results.push_back(reg_of(s, g.outputs()[k]));
+        if (const Tensor* c = constant_of(s, g.outputs()[k])) constant_results_[s.fn][k] = *c;
+    }
     fn(s).code.push_back(vm::Instr{vm::Op::kRet});
     return s.fn;
 }

@@ -31,8 +31,9 @@ public:
 
     /// Lowers `g` as a function: params are `param_types` (g's inputs) then the non-constant
     /// `captured`. Returns the function's index.
+    /// `frozen`: inputs of g (by name) whose values are known: constants of the function.
     int lower_function(const ir::Graph& g, const std::string& name, const std::vector<vm::RegType>& param_types,
-                       const std::vector<Captured>& captured);
+                       const std::vector<Captured>& captured, const std::map<std::string, Tensor>* frozen = nullptr);
     const vm::Function& function(int i) const { return program_->functions[static_cast<size_t>(i)]; }
 
 private:
@@ -64,6 +65,8 @@ private:
 
     LowerContext ctx_;
     std::shared_ptr<vm::Program> program_;
+    // Per function: the results known at lowering time (folded constants), by result index.
+    std::map<int, std::map<size_t, Tensor>> constant_results_;
     ControlFlowLowering stats_;
 };
 

@@ -49,14 +49,38 @@ std::string vm_refusal(const ir::Graph& g) {
     return any ? "" : "no If, Loop or Scan node";
 }
 
+std::set<std::string> shape_deciding_inputs(const ir::Graph& g) {
+    const op::OpRegistry& reg = op::OpRegistry::global();
+    std::set<std::string> out;
+    for (const ir::Value* in : g.inputs()) {
+        std::set<const ir::Value*> reach{in};
+        for (const ir::Node* n : g.nodes()) {
+            const op::OpDef* def = reg.find(n->op());
+            for (int vi : def ? def->value_inputs : std::vector<int>{}) {
+                const ir::Value* v = n->input(static_cast<size_t>(vi));
+                if (v && reach.count(v)) out.insert(in->name());
+            }
+            if (n->op() == "Shape" || n->op() == "Size") continue;
+            bool reached = false;
+            for (const ir::Value* v : n->inputs()) reached |= v && reach.count(v);
+            std::set<std::string> captured;  // what a sub-graph reads counts as an input
+            captured_names(*n, captured);
+            for (const std::string& name : captured) reached |= reach.count(g.find_value(name)) > 0;
+            if (reached)
+                for (const ir::Value* o : n->outputs()) reach.insert(o);
+        }
+    }
+    return out;
+}
+
 ControlFlowLowering lower_control_flow(const ir::Graph& g, const std::vector<Shape>& input_shapes,
-                                       const LowerContext& ctx) {
+                                       const LowerContext& ctx, const std::map<std::string, Tensor>& frozen) {
     KILN_CHECK(input_shapes.size() == g.inputs().size(), kInvalidArgument)
         << "lower_control_flow: " << input_shapes.size() << " input shapes for " << g.inputs().size() << " inputs";
     std::vector<vm::RegType> types;
     for (size_t i = 0; i < input_shapes.size(); ++i) types.push_back({g.inputs()[i]->type().dtype, input_shapes[i]});
     ControlFlowLowerer lowerer(ctx);
-    const int entry = lowerer.lower_function(g, g.name.empty() ? "main" : g.name, types, {});
+    const int entry = lowerer.lower_function(g, g.name.empty() ? "main" : g.name, types, {}, &frozen);
     return lowerer.finish(entry);
 }
 
@@ -118,6 +142,8 @@ void ControlFlowLowerer::lower_if(Scope& s, const ir::Node& n) {
         vm::RegType out = is_known(t) ? t : e;
         if (is_known(t) && is_known(e) && (t.shape != e.shape || t.dtype != e.dtype)) out.shape.assign(1, -1);
         in.outs.push_back(s.reg[n.output(k)] = new_reg(s, out));
+        // A branch decided now whose result folded: the If's output is that constant too.
+        if (in.imm == in.imm2 && constant_results_[in.imm].count(k)) s.folded[n.output(k)] = constant_results_[in.imm].at(k);
     }
     fn(s).code.push_back(std::move(in));
 }

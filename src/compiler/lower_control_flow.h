@@ -19,7 +19,9 @@
 // an error: the session then runs the whole model in the graph interpreter.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,10 +52,16 @@ struct LowerContext {
 /// leaving If/Loop/Scan nodes aside, or a control-flow node producing a non-tensor.
 std::string vm_refusal(const ir::Graph& g);
 
-/// Lowers `g` (not modified) for inputs of these shapes (in graph-input order).
-/// Throws kiln::Error when a top-level piece cannot be compiled.
+/// Lowers `g` (not modified) for inputs of these shapes (in graph-input order); the inputs named
+/// in `frozen` are constants of the program with those values (shape-deciding inputs: the
+/// caller keeps one program per value). Throws kiln::Error when a top-level piece cannot be
+/// compiled.
 ControlFlowLowering lower_control_flow(const ir::Graph& g, const std::vector<Shape>& input_shapes,
-                                       const LowerContext& ctx);
+                                       const LowerContext& ctx, const std::map<std::string, Tensor>& frozen = {});
+
+/// Graph inputs whose data decides a shape: reaching, through the top level's nodes (not through
+/// Shape or Size), an input a node reads as a value (ConstantOfShape's shape, Reshape's target).
+std::set<std::string> shape_deciding_inputs(const ir::Graph& g);
 
 /// Whether `op` is lowered to a VM control-flow instruction.
 bool is_control_flow_op(const std::string& op);

@@ -442,6 +442,9 @@ private:
 
 public:
     std::string memory_report() override {
+        if (vm_)
+            return "no whole-model memory plan: the model runs in the VM, each compiled segment with its own planned "
+                   "arena (docs/control_flow.md)\n" + runner_.allocator_report();
         if (interpreter_) return "no static memory plan: the model runs in the graph interpreter\n";
         std::string report = shown()->memory_report + runner_.allocator_report();
 #if KILN_HAVE_DNNL

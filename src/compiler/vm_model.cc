@@ -3,18 +3,25 @@
 
 namespace kiln::compiler {
 
-VmModel::VmModel(std::shared_ptr<const ir::Graph> g, LowerContext ctx) : graph_(std::move(g)), ctx_(std::move(ctx)) {}
+VmModel::VmModel(std::shared_ptr<const ir::Graph> g, LowerContext ctx)
+    : graph_(std::move(g)), ctx_(std::move(ctx)), frozen_(shape_deciding_inputs(*graph_)) {}
 
 runtime::vm::VirtualMachine& VmModel::machine(const std::vector<Tensor>& inputs) {
     std::string key;
     std::vector<Shape> shapes;
-    for (const Tensor& t : inputs) {
+    std::map<std::string, Tensor> frozen;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const Tensor& t = inputs[i];
         key += shape_str(t.shape()) + ";";
         shapes.push_back(t.shape());
+        const std::string& name = graph_->inputs().at(i)->name();
+        if (!frozen_.count(name)) continue;
+        key += "=" + std::string(static_cast<const char*>(t.data()), t.nbytes()) + ";";  // its bytes
+        frozen[name] = t.clone();
     }
     auto it = machines_.find(key);
     if (it != machines_.end()) return *it->second;
-    last_ = lower_control_flow(*graph_, shapes, ctx_);
+    last_ = lower_control_flow(*graph_, shapes, ctx_, frozen);
     auto vm = std::make_unique<runtime::vm::VirtualMachine>(last_.program);
     return *machines_.emplace(key, std::move(vm)).first->second;
 }

@@ -1,10 +1,12 @@
 // VmModel: a session's model run by the VM (runtime/vm) for control flow: one lowered program
-// (compiler/lower_control_flow.h) and its VirtualMachine per set of input shapes seen, lowered
-// at the first run that brings those shapes. One run at a time (the caller holds a lock).
+// (compiler/lower_control_flow.h) and its VirtualMachine per set of input shapes seen (and values
+// of the shape-deciding inputs), lowered at the first run that brings them. One run at a time
+// (the caller holds a lock).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,7 @@ public:
 private:
     std::shared_ptr<const ir::Graph> graph_;
     LowerContext ctx_;
+    std::set<std::string> frozen_;  // shape_deciding_inputs(graph_)
     std::map<std::string, std::unique_ptr<runtime::vm::VirtualMachine>> machines_;  // by input shapes
     ControlFlowLowering last_;
 };

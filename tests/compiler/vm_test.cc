@@ -4,6 +4,7 @@
 // carried shape falls back to the interpreter and is still right.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 
 #include "compiler/graph_interpreter.h"
@@ -172,6 +173,46 @@ TEST_F(VmTest, BodyChangingItsShapeFallsBackToTheInterpreter) {
     ASSERT_TRUE(machine.run({i64_scalar(3), one}, got).ok());
     ASSERT_EQ(got[0].shape(), (Shape{8}));
     for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(got[0].get_f64(k), 3.0);
+}
+
+// A while loop: M = INT64_MAX with a condition (the body's `i < 3`); its scan output is not
+// preallocated for M slices, and it stops after 4 iterations, as the interpreter does.
+TEST_F(VmTest, WhileLoopWithHugeTripCountStopsOnItsCondition) {
+    auto body = std::make_shared<ir::Graph>();
+    ir::Value* i = body->add_input("i", TensorType::of_static(DType::kInt64, {}));
+    body->add_input("c", TensorType::of_static(DType::kBool, {}));
+    ir::Value* y = body->add_input("y", f32({2}));
+    Tensor one(DType::kFloat32, {}), three(DType::kInt64, {});
+    one.set_f64(0, 1.0);
+    three.set_i64(0, 3);
+    ir::Node* less = body->add_node("Less", {i, body->add_constant("three", three)}, {},
+                                    {TensorType::of_static(DType::kBool, {})});
+    ir::Node* add = body->add_node("Add", {y, body->add_constant("one", one)}, {}, {f32({2})});
+    ir::Node* keep = body->add_node("Identity", {y}, {}, {f32({2})});
+    body->set_outputs({less->output(0), add->output(0), keep->output(0)});
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* m = g->add_input("M", TensorType::of_static(DType::kInt64, {}));
+    ir::Value* c = g->add_input("cond", TensorType::of_static(DType::kBool, {}));
+    ir::Value* y0 = g->add_input("y0", f32({2}));
+    ir::Node* loop = g->add_node("Loop", {m, c, y0}, {{"body", ir::GraphAttr(body)}},
+                                 {f32({2}), TensorType(DType::kFloat32, {ir::Dim::sym("?"), 2})}, {"y", "ys"}, "while");
+    g->set_outputs({loop->output(0), loop->output(1)});
+    ControlFlowLowering l = lower_control_flow(*g, {{}, {}, {2}}, ctx());
+    EXPECT_EQ(l.bodies_compiled, 1);
+    vm::VirtualMachine machine(l.program);
+    Tensor t(DType::kBool, {}), start(DType::kFloat32, {2});
+    t.set_i64(0, 1);
+    start.set_f64(1, 10.0);
+    const std::vector<Tensor> ins{i64_scalar(std::numeric_limits<int64_t>::max()), t, start};
+    std::vector<Tensor> got;
+    ASSERT_TRUE(machine.run(ins, got).ok());
+    GraphInterpreter interp(g, &pool_, alloc_.get());
+    std::vector<Datum> want = interp.run(std::vector<Datum>(ins.begin(), ins.end()));
+    ASSERT_EQ(got[1].shape(), (Shape{4, 2}));
+    ASSERT_EQ(want[1].tensor().shape(), (Shape{4, 2}));
+    EXPECT_EQ(got[0].get_f64(0), 4.0);
+    EXPECT_EQ(got[0].get_f64(1), 14.0);
+    for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(got[1].get_f64(k), want[1].tensor().get_f64(k)) << k;
 }
 
 }  // namespace

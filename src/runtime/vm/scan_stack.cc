@@ -10,7 +10,10 @@ ScanStack::ScanStack(DType dtype, Shape slice, int64_t capacity)
     : dtype_(dtype), slice_(std::move(slice)), known_(std::none_of(slice_.begin(), slice_.end(), [](int64_t d) {
           return d < 0;
       })) {
-    if (known_ && capacity > 0) reserve(capacity);
+    // Preallocated up to kMaxPreallocBytes (M may be a while loop's INT64_MAX); beyond, grown.
+    constexpr size_t kMaxPreallocBytes = size_t{1} << 26;
+    if (known_ && capacity > 0 && static_cast<uint64_t>(capacity) <= kMaxPreallocBytes / std::max<size_t>(1, slice_bytes()))
+        reserve(capacity);
 }
 
 size_t ScanStack::slice_bytes() const { return static_cast<size_t>(shape_numel(slice_)) * dtype_size(dtype_); }

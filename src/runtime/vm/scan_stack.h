@@ -16,7 +16,7 @@ namespace kiln::runtime::vm {
 class ScanStack {
 public:
     /// `slice`: the per-iteration shape (a -1 dim: unknown until the first iteration);
-    /// `capacity`: slices to preallocate (-1: unknown).
+    /// `capacity`: slices to preallocate (-1: unknown; not above 64 MiB).
     ScanStack(DType dtype, Shape slice, int64_t capacity);
 
     /// A view of slice i (undefined while the slice shape is unknown).

@@ -10,6 +10,7 @@
 //    runs (the call writes there); the stack is preallocated for M iterations when M is given
 //    (and cut to the iterations run if cond stops it early), else grown by doubling.
 // A carried value whose shape changes between iterations, or more than Program::max_trips
+// (a trip count M above it without a condition, or a while loop running past it)
 // iterations, is an error naming the node.
 #include <algorithm>
 #include <cstring>
@@ -37,11 +38,13 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
         const Tensor& m = f.regs[static_cast<size_t>(in.ins[0])];
         if (m.numel() != 1) return fail("M must have one element, got shape " + shape_str(m.shape()));
         trips = std::max<int64_t>(0, m.get_i64(0));
-        if (trips > program_->max_trips)
-            return fail("trip count M = " + std::to_string(trips) + " exceeds the bound " +
-                        std::to_string(program_->max_trips));
     }
     const bool has_cond = in.ins[1] >= 0;
+    // With a condition, M is only an upper bound (M = INT64_MAX makes a while loop): the
+    // iterations actually run are checked below.
+    if (!has_cond && trips > program_->max_trips)
+        return fail("trip count M = " + std::to_string(trips) + " exceeds the bound " +
+                    std::to_string(program_->max_trips));
     bool cond = has_cond ? scalar_truth(f.regs[static_cast<size_t>(in.ins[1])]) : true;
     pass_params(f, in.ins, 2, in.imm, 2);
     Frame& bf = frame_of(in.imm);

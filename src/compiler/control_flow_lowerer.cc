@@ -131,12 +131,37 @@ void ControlFlowLowerer::lower_node(Scope& s, const ir::Node& n) {
     }
 }
 
-// The nodes (consecutive, in order) become one graph compiled by compile(): its inputs are the
-// registers they read, constants (own or captured) are copied in, its outputs are the values
-// read after it (by later nodes, by sub-graphs by name, or as function results).
-void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& nodes) {
-    if (nodes.empty()) return;
+void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& pending) {
+    if (pending.empty()) return;
+    std::vector<const ir::Node*> nodes;
+    nodes.swap(pending);
+    try {
+        compile_segment(s, nodes);
+    } catch (const Error& e) {
+        interpret_segment(s, nodes, e.what());
+    }
+}
+
+// The values `nodes` define that are read after them: by later nodes, by sub-graphs by name, or
+// as function results.
+std::vector<const ir::Value*> ControlFlowLowerer::segment_outputs(const Scope& s,
+                                                                  const std::vector<const ir::Node*>& nodes) const {
     std::set<const ir::Node*> in_segment(nodes.begin(), nodes.end());
+    std::set<const ir::Value*> is_output(s.g->outputs().begin(), s.g->outputs().end());
+    std::vector<const ir::Value*> outs;
+    for (const ir::Node* n : nodes)
+        for (const ir::Value* o : n->outputs()) {
+            bool used = is_output.count(o) || s.captured_later.count(o->name());
+            for (const ir::Node* u : o->users()) used |= !in_segment.count(u);
+            if (used) outs.push_back(o);
+        }
+    return outs;
+}
+
+// The nodes (consecutive, in order) become one graph compiled by compile(): its inputs are the
+// registers they read, constants (own or captured) are copied in, its outputs are
+// segment_outputs(). Throws when it does not compile.
+void ControlFlowLowerer::compile_segment(Scope& s, const std::vector<const ir::Node*>& nodes) {
     ir::Graph sg;
     sg.name = fn(s).name + "/segment" + std::to_string(stats_.segments);
     std::unordered_map<const ir::Value*, ir::Value*> map;
@@ -175,15 +200,7 @@ void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& n
         for (size_t k = 0; k < n->num_outputs(); ++k)
             map[n->output(k)] = folded ? sg.find_value(names[k]) : copy->output(k);
     }
-    std::set<const ir::Value*> is_output(s.g->outputs().begin(), s.g->outputs().end());
-    std::vector<const ir::Value*> outs;
-    for (const ir::Node* n : nodes)
-        for (const ir::Value* o : n->outputs()) {
-            bool used = is_output.count(o) || s.captured_later.count(o->name());
-            for (const ir::Node* u : o->users()) used |= !in_segment.count(u);
-            if (used) outs.push_back(o);
-        }
-    nodes.clear();
+    std::vector<const ir::Value*> outs = segment_outputs(s, nodes);
     // Values folded to constants are constant registers, not outputs (no copy per run), and an
     // If branching on one is decided now.
     std::vector<const ir::Value*> computed;
@@ -205,6 +222,52 @@ void ControlFlowLowerer::flush_segment(Scope& s, std::vector<const ir::Node*>& n
     stats_.kernels += static_cast<int>(m.executable->steps.size());
     ++stats_.segments;
     call.imm = add_callee(std::make_shared<vm::ExecutableCallee>(m.executable, sg.name, ctx_.pool, ctx_.alloc));
+    fn(s).code.push_back(std::move(call));
+}
+
+// What compile_segment() refused (a value input computed from run-time data, a shape known
+// only at run time): the same nodes as a graph the interpreter runs, with the output types the
+// model declares (unknown dims stay unknown: what reads them is interpreted too, and a loop
+// checks its carried shapes at run time).
+void ControlFlowLowerer::interpret_segment(Scope& s, const std::vector<const ir::Node*>& nodes, const std::string& why) {
+    auto g = std::make_shared<ir::Graph>();
+    g->name = fn(s).name + "/segment" + std::to_string(stats_.segments + stats_.segments_interpreted);
+    std::unordered_map<const ir::Value*, ir::Value*> map;
+    vm::Instr call{vm::Op::kCall};
+    call.node = nodes.front()->describe() + (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "");
+    for (const ir::Node* n : nodes) {
+        std::vector<ir::Value*> ins;
+        for (const ir::Value* v : n->inputs()) {
+            auto it = v ? map.find(v) : map.end();
+            if (v && it == map.end()) {
+                if (const Tensor* c = constant_of(s, v)) {
+                    it = map.emplace(v, g->add_constant(v->name(), *c)).first;
+                } else {
+                    const int r = reg_of(s, v);
+                    const vm::RegType& t = fn(s).types[static_cast<size_t>(r)];
+                    it = map.emplace(v, g->add_input(v->name(), is_known(t) ? ir_type_of(t) : v->type())).first;
+                    call.ins.push_back(r);
+                }
+            }
+            ins.push_back(v ? it->second : nullptr);
+        }
+        std::vector<std::string> names;
+        std::vector<ir::TensorType> types;
+        for (const ir::Value* o : n->outputs()) {
+            names.push_back(o->name());
+            types.push_back(o->type());
+        }
+        ir::Node* copy = g->add_node(n->op(), ins, n->attrs(), types, names, n->name());
+        for (size_t k = 0; k < n->num_outputs(); ++k) map[n->output(k)] = copy->output(k);
+    }
+    for (const ir::Value* o : segment_outputs(s, nodes)) {
+        g->add_output(map.at(o));
+        call.outs.push_back(s.reg[o] = new_reg(s, reg_type_of(o->type())));
+    }
+    if (call.outs.empty()) return;
+    ++stats_.segments_interpreted;
+    stats_.notes.push_back(g->name + " (" + call.node + ") runs in the graph interpreter: " + why.substr(0, why.find('\n')));
+    call.imm = add_callee(std::make_shared<InterpretedCallee>(g, "does not compile", ctx_.pool, ctx_.alloc));
     fn(s).code.push_back(std::move(call));
 }
 

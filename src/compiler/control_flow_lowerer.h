@@ -50,7 +50,11 @@ private:
     int new_reg(Scope& s, vm::RegType t);
     int reg_of(Scope& s, const ir::Value* v);
     const Tensor* constant_of(const Scope& s, const ir::Value* v) const;
-    void flush_segment(Scope& s, std::vector<const ir::Node*>& nodes);
+    /// Emits the pending nodes as one segment: compiled, else interpreted. Clears `pending`.
+    void flush_segment(Scope& s, std::vector<const ir::Node*>& pending);
+    std::vector<const ir::Value*> segment_outputs(const Scope& s, const std::vector<const ir::Node*>& nodes) const;
+    void compile_segment(Scope& s, const std::vector<const ir::Node*>& nodes);
+    void interpret_segment(Scope& s, const std::vector<const ir::Node*>& nodes, const std::string& why);
     void lower_node(Scope& s, const ir::Node& n);
     std::vector<Captured> captured_of(Scope& s, const ir::Node& n);
     void lower_if(Scope& s, const ir::Node& n);

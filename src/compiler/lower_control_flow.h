@@ -10,13 +10,16 @@
 // a Scan body for one slice. Values a body reads from enclosing scopes are passed as its
 // params, except constants, which are baked into its segments (weights packed at compile).
 //
-// What does not compile stays correct, in the graph interpreter: an If branch that compile()
+// What does not compile stays correct, in the graph interpreter: a segment compile() refuses (a
+// Slice whose starts come from the loop counter, a shape known only at run time) runs as an
+// interpreted segment, with the types the model declares; an If branch that compile()
 // refuses (or that cannot be compiled at these shapes, e.g. the untaken side of a shape test)
 // runs in the interpreter when taken; a Loop/Scan whose body changes its carried shapes, or
-// holds what compile() cannot take, runs whole in the interpreter. Each such fallback is counted
-// and explained in ControlFlowLowering::notes. A segment that reads a value whose shape is not
-// known at lowering time (a fallback's output, a scan output of a loop that may stop early) is
-// an error: the session then runs the whole model in the graph interpreter.
+// holds what the lowering cannot take, runs whole in the interpreter. Each such fallback is
+// counted and explained in ControlFlowLowering::notes. A segment that reads a value whose shape
+// is not known at lowering time (a fallback's output, a scan output of a loop that may stop
+// early) is interpreted too; a Loop body whose carried output shape is unknown at lowering time
+// is checked at run time, every iteration.
 #pragma once
 
 #include <map>
@@ -38,6 +41,7 @@ struct ControlFlowLowering {
     int segments = 0;            // straight-line pieces compiled to executables
     int bodies_compiled = 0;     // If branches, Loop and Scan bodies compiled
     int bodies_interpreted = 0;  // ... left to the graph interpreter
+    int segments_interpreted = 0;  // straight-line pieces compile() refused, in the interpreter
     int kernels = 0;             // kernels (steps) of all executables
     std::vector<std::string> notes;  // one line per interpreted body: which and why
 };

@@ -97,7 +97,8 @@ void ControlFlowLowerer::lower_loop(Scope& s, const ir::Node& n) {
     vm::Function& f = program_->functions[static_cast<size_t>(body_fn)];
     for (size_t k = 0; k < nc; ++k) {
         const vm::RegType& got = f.types[static_cast<size_t>(f.results.at(1 + k))];
-        if (got.shape != params[2 + k].shape || got.dtype != params[2 + k].dtype)
+        // Unknown (an interpreted segment's output): the VM checks the shape every iteration.
+        if (is_known(got) && (got.shape != params[2 + k].shape || got.dtype != params[2 + k].dtype))
             return interpret_node(s, n, cap, "the body turns loop-carried value " + std::to_string(k) + " from " +
                                                  type_str(params[2 + k]) + " into " + type_str(got));
     }
@@ -171,7 +172,7 @@ void ControlFlowLowerer::lower_scan(Scope& s, const ir::Node& n) {
     vm::Function& f = program_->functions[static_cast<size_t>(body_fn)];
     for (size_t k = 0; k < ns; ++k) {
         const vm::RegType& got = f.types[static_cast<size_t>(f.results.at(k))];
-        if (got.shape != params[k].shape || got.dtype != params[k].dtype)
+        if (is_known(got) && (got.shape != params[k].shape || got.dtype != params[k].dtype))
             return interpret_node(s, n, cap, "the body turns state " + std::to_string(k) + " from " + type_str(params[k]) +
                                                  " into " + type_str(got));
     }

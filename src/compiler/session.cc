@@ -181,7 +181,8 @@ public:
             stats_.kernels = l.kernels;
             stats_.control_flow = "vm: " + std::to_string(l.segments) + " compiled segments, " +
                                   std::to_string(l.bodies_compiled) + " bodies compiled, " +
-                                  std::to_string(l.bodies_interpreted) + " in the graph interpreter";
+                                  std::to_string(l.bodies_interpreted) + " bodies and " +
+                                  std::to_string(l.segments_interpreted) + " segments in the graph interpreter";
             for (const std::string& note : l.notes) stats_.control_flow += "\n  " + note;
         }
         std::vector<Tensor> outs = compiler::VmModel::run(*machine, tensors);

@@ -4,7 +4,8 @@ ONNX node tests' reference outputs; `kiln run` must say `executor vm`.
 Covers: the ONNX node tests test_if, test_loop11, test_scan_sum, test_scan9_sum (their
 expected outputs are the reference); a Loop whose body has several ops (MatMul, Add, Tanh, a scan
 output) with M given and with an early exit; an If taking both branches; a Scan along axis 1 in
-reverse; a Loop whose carried value grows (its body runs in the graph interpreter, still right).
+reverse; a Loop whose carried value grows (its body runs in the graph interpreter, still right);
+an If on a two-element condition is an error naming the node.
 """
 import os
 
@@ -184,3 +185,24 @@ def test_loop_growing_carried_value_falls_back_and_matches_ort(tmp_path):
     feed = {"M": np.array(4, np.int64), "x": np.array([3.0, 4.0], np.float32)}
     got, path = run_vm(tmp_path, model, feed)
     assert_matches_ort(got, ort_outputs(path, feed), "growing loop")
+
+
+def test_if_with_a_two_element_condition_names_the_node(tmp_path):
+    """A bad condition is an error naming the If node, not a crash."""
+    branch = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "b", [],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], name="the_if", then_branch=branch, else_branch=branch)],
+        "bad_if", [helper.make_tensor_value_info("c", TensorProto.BOOL, ["n"]), f32_info("x", [3])],
+        [f32_info("y", [3])])
+    path = str(tmp_path / "bad_if.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+    np.savez(tmp_path / "in.npz", c=np.array([True, False]), x=np.ones(3, np.float32))
+    from kiln_helpers import run_kiln
+    proc = run_kiln(["run", path, "--inputs", str(tmp_path / "in.npz")])
+    assert proc.returncode != 0, proc.stdout
+    assert "the_if" in proc.stderr and "one element" in proc.stderr, proc.stderr
+
+
+def f32_info(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)

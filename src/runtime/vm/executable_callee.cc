@@ -32,7 +32,7 @@ Status ExecutableCallee::prepare() {
 // gets a fresh tensor. A copied output (copy_out_) is bound after the steps.
 Status ExecutableCallee::bind_output(size_t k, Tensor& out, bool reusable) {
     const BufferDesc& d = exe_->buffers[static_cast<size_t>(exe_->outputs[k])];
-    const bool fits = reusable && out.defined() && out.dtype() == d.dtype && out.shape() == d.shape;
+    const bool fits = reusable && out.defined() && out.dtype() == d.dtype && same_shape(out.shape(), d.shape);
     if (!fits) {
         try {
             out = alloc_->allocate_tensor(d.dtype, d.shape, d.name);
@@ -56,7 +56,7 @@ Status ExecutableCallee::call(const Tensor* const* ins, size_t num_ins, Tensor* 
     for (size_t i = 0; i < num_ins; ++i) {
         const BufferDesc& d = exe_->buffers[static_cast<size_t>(exe_->inputs[i])];
         const Tensor& t = *ins[i];
-        if (t.dtype() != d.dtype || t.shape() != d.shape)
+        if (t.dtype() != d.dtype || !same_shape(t.shape(), d.shape))
             return Status(ErrorKind::kInvalidArgument, name_ + ": input '" + d.name + "': expected " +
                                                            dtype_name(d.dtype) + shape_str(d.shape) + ", got " +
                                                            dtype_name(t.dtype()) + shape_str(t.shape()));

@@ -30,6 +30,15 @@ namespace kiln::runtime::vm {
 
 enum class Op : uint8_t { kCall, kMove, kIf, kLoop, kScan, kRet };
 
+/// Whether two shapes are equal (inline: the hot path compares one- or two-element shapes, for
+/// which a memcmp call costs more than the comparison).
+inline bool same_shape(const Shape& a, const Shape& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
 /// "call", "move", "if", "loop", "scan", "ret".
 const char* op_name(Op op);
 

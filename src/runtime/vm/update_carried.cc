@@ -9,26 +9,39 @@
 
 namespace kiln::runtime::vm {
 
+// Whether body `fn`'s carried results need the generic update (decided by the program alone, once).
+bool VirtualMachine::generic_carried(int fn, size_t first_param, size_t first_result, size_t n) {
+    signed char& mode = carried_mode_[static_cast<size_t>(fn)];
+    if (mode >= 0) return mode != 0;
+    const Function& body = program_->functions[static_cast<size_t>(fn)];
+    const std::vector<char>& written = written_[static_cast<size_t>(fn)];
+    bool generic = false;
+    for (size_t k = 0; k < n; ++k) {
+        const int p = body.params[first_param + k], r = body.results[first_result + k];
+        bool unique = written[static_cast<size_t>(r)] != 0;
+        for (size_t j = 0; j < n && unique; ++j) unique = j == k || body.results[first_result + j] != r;
+        generic |= r != p && !unique;
+    }
+    mode = generic ? 1 : 0;
+    return generic;
+}
+
 Status VirtualMachine::update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter) {
     const Function& body = program_->functions[static_cast<size_t>(fn)];
     Frame& bf = frames_[static_cast<size_t>(fn)];
     const std::vector<char>& written = written_[static_cast<size_t>(fn)];
-    bool generic = false;
     for (size_t k = 0; k < n; ++k) {
         const size_t p = static_cast<size_t>(body.params[first_param + k]);
         const size_t r = static_cast<size_t>(body.results[first_result + k]);
         if (r == p) continue;  // passed through: the same tensor
         const Tensor& got = bf.regs[r];
-        if (got.shape() != bf.regs[p].shape() || got.dtype() != bf.regs[p].dtype())
+        if (!same_shape(got.shape(), bf.regs[p].shape()) || got.dtype() != bf.regs[p].dtype())
             return Status(ErrorKind::kInvalidArgument,
                           "loop-carried value " + std::to_string(k) + " changed from " + dtype_name(bf.regs[p].dtype()) +
                               shape_str(bf.regs[p].shape()) + " to " + dtype_name(got.dtype()) + shape_str(got.shape()) +
                               " at iteration " + std::to_string(iter));
-        bool unique = written[r] != 0;
-        for (size_t j = 0; j < n && unique; ++j) unique = j == k || body.results[first_result + j] != static_cast<int>(r);
-        generic |= r != p && !unique;
     }
-    if (!generic) {
+    if (!generic_carried(fn, first_param, first_result, n)) {
         for (size_t k = 0; k < n; ++k) {
             const size_t p = static_cast<size_t>(body.params[first_param + k]);
             const size_t r = static_cast<size_t>(body.results[first_result + k]);

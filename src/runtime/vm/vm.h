@@ -58,6 +58,8 @@ private:
     /// After iteration `iter` of body `fn`: its results [first_result, +n) become its params
     /// [first_param, +n) for the next iteration (same dtype and shape, else an error).
     Status update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter);
+    bool generic_carried(int fn, size_t first_param, size_t first_result, size_t n);
+    std::vector<signed char> carried_mode_;  // per function: -1 not known yet, 0 swap, 1 generic
     std::vector<Tensor> next_, old_;  // scratch of update_carried
     int64_t iterations_ = 0;
     // Scratch of exec_call, kept to avoid allocating per call.

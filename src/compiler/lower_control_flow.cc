@@ -22,7 +22,26 @@ const ir::GraphAttr& graph_attr(const ir::Node& n, const std::string& name) {
     return std::get<ir::GraphAttr>(it->second);
 }
 
-std::string type_str(const vm::RegType& t) { return std::string(dtype_name(t.dtype)) + shape_str(t.shape); }
+// The names `g` reads from enclosing scopes: its outer inputs, and what its nodes' sub-graphs
+// read that `g` does not define itself (a body's input `y` read by an If inside the body is not
+// the enclosing graph's `y`).
+void free_names(const ir::Graph& g, std::set<std::string>& out) {
+    for (const ir::Value* v : g.outer_inputs()) out.insert(v->name());
+    std::set<std::string> defined;
+    for (const ir::Value* v : g.inputs()) defined.insert(v->name());
+    for (const ir::Value* v : g.constants()) defined.insert(v->name());
+    for (const ir::Node* n : g.nodes())
+        for (const ir::Value* o : n->outputs()) defined.insert(o->name());
+    for (const ir::Node* n : g.nodes())
+        for (const auto& [k, a] : n->attrs()) {
+            const auto* sub = std::get_if<ir::GraphAttr>(&a);
+            if (!sub || !*sub) continue;
+            std::set<std::string> inner;
+            free_names(**sub, inner);
+            for (const std::string& name : inner)
+                if (!defined.count(name)) out.insert(name);
+        }
+}
 
 }  // namespace
 
@@ -64,7 +83,8 @@ std::set<std::string> shape_deciding_inputs(const ir::Graph& g) {
             bool reached = false;
             for (const ir::Value* v : n->inputs()) reached |= v && reach.count(v);
             std::set<std::string> captured;  // what a sub-graph reads counts as an input
-            captured_names(*n, captured);
+            for (const auto& [k, a] : n->attrs())
+                if (const auto* sub = std::get_if<ir::GraphAttr>(&a); sub && *sub) free_names(**sub, captured);
             for (const std::string& name : captured) reached |= reach.count(g.find_value(name)) > 0;
             if (reached)
                 for (const ir::Value* o : n->outputs()) reach.insert(o);
@@ -87,7 +107,8 @@ ControlFlowLowering lower_control_flow(const ir::Graph& g, const std::vector<Sha
 // The names `n`'s sub-graphs read from this scope, each as a register or a constant.
 std::vector<Captured> ControlFlowLowerer::captured_of(Scope& s, const ir::Node& n) {
     std::set<std::string> names;
-    captured_names(n, names);
+    for (const auto& [k, a] : n.attrs())
+        if (const auto* sub = std::get_if<ir::GraphAttr>(&a); sub && *sub) free_names(**sub, names);
     std::vector<Captured> out;
     for (const std::string& name : names) {
         const ir::Value* v = s.g->find_value(name);

@@ -5,7 +5,9 @@ Covers: the ONNX node tests test_if, test_loop11, test_scan_sum, test_scan9_sum 
 expected outputs are the reference); a Loop whose body has several ops (MatMul, Add, Tanh, a scan
 output) with M given and with an early exit; an If taking both branches; a Scan along axis 1 in
 reverse; a Loop whose carried value grows (its body runs in the graph interpreter, still right);
-an If on a two-element condition is an error naming the node.
+an If inside a Loop reading values of two enclosing scopes (the body's `y`, named like the
+Loop's own output, and a graph input); an If on a two-element condition is an error naming the
+node.
 """
 import os
 
@@ -206,3 +208,32 @@ def test_if_with_a_two_element_condition_names_the_node(tmp_path):
 
 def f32_info(name, shape):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def test_if_inside_a_loop_reading_two_scopes_matches_ort(tmp_path):
+    """Loop body: an If on the parity of the iteration whose branches read `y` (the body's value)
+    and `w` (a graph input, two scopes up); the branches compile inside the body's function."""
+    even = helper.make_graph([helper.make_node("Add", ["y", "w"], ["z"])], "even", [], [f32_info("z", [4])])
+    odd = helper.make_graph([helper.make_node("Mul", ["y", "w"], ["z2"]), helper.make_node("Neg", ["z2"], ["z"])],
+                            "odd", [], [f32_info("z", [4])])
+    body = helper.make_graph(
+        [helper.make_node("Mod", ["i", "two"], ["r"]),
+         helper.make_node("Equal", ["r", "zero"], ["is_even"]),
+         helper.make_node("If", ["is_even"], ["z"], then_branch=even, else_branch=odd),
+         helper.make_node("Tanh", ["z"], ["y_out"]),
+         helper.make_node("Identity", ["c"], ["c_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []), f32_info("y", [4])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), f32_info("y_out", [4]), f32_info("z", [4])],
+        [numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.array(0, np.int64), "zero")])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "y0"], ["y", "zs"], body=body)], "nested",
+        [helper.make_tensor_value_info("M", TensorProto.INT64, []), f32_info("y0", [4]), f32_info("w", [4])],
+        [f32_info("y", [4]), helper.make_tensor_value_info("zs", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    rng = np.random.default_rng(6)
+    feed = {"M": np.array(7, np.int64), "y0": rng.standard_normal(4).astype(np.float32),
+            "w": rng.standard_normal(4).astype(np.float32)}
+    got, path = run_vm(tmp_path, model, feed)
+    assert_matches_ort(got, ort_outputs(path, feed), "If inside a Loop")

@@ -152,7 +152,8 @@ public:
         ctx.compile = compiler::compile_options_for(opts_, runner_.stats().intra_op_threads);
         ctx.pool = runner_.intra_pool();
         ctx.alloc = runner_.allocator();
-        vm_ = std::make_unique<compiler::VmModel>(interp_graph_, std::move(ctx));
+        vm_ = std::make_unique<compiler::VmModel>(interp_graph_, std::move(ctx),
+                                                  static_cast<size_t>(std::max(0, opts_.max_specializations)));
         stats_.interpreted = false;
         stats_.executor = "vm";
         stats_.control_flow = "vm: lowered at the first run of each input shape (" + stats_.interpreter_reason + ")";

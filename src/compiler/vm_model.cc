@@ -3,8 +3,8 @@
 
 namespace kiln::compiler {
 
-VmModel::VmModel(std::shared_ptr<const ir::Graph> g, LowerContext ctx)
-    : graph_(std::move(g)), ctx_(std::move(ctx)), frozen_(shape_deciding_inputs(*graph_)) {}
+VmModel::VmModel(std::shared_ptr<const ir::Graph> g, LowerContext ctx, size_t max_programs)
+    : graph_(std::move(g)), ctx_(std::move(ctx)), frozen_(shape_deciding_inputs(*graph_)), max_programs_(max_programs) {}
 
 runtime::vm::VirtualMachine& VmModel::machine(const std::vector<Tensor>& inputs) {
     std::string key;
@@ -23,6 +23,11 @@ runtime::vm::VirtualMachine& VmModel::machine(const std::vector<Tensor>& inputs)
     if (it != machines_.end()) return *it->second;
     last_ = lower_control_flow(*graph_, shapes, ctx_, frozen);
     auto vm = std::make_unique<runtime::vm::VirtualMachine>(last_.program);
+    if (max_programs_ > 0 && machines_.size() >= max_programs_) {
+        machines_.erase(order_.front());
+        order_.pop_front();
+    }
+    order_.push_back(key);
     return *machines_.emplace(key, std::move(vm)).first->second;
 }
 

@@ -4,6 +4,7 @@
 // (the caller holds a lock).
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -17,7 +18,9 @@ namespace kiln::compiler {
 
 class VmModel {
 public:
-    VmModel(std::shared_ptr<const ir::Graph> g, LowerContext ctx);
+    /// Holds at most `max_programs` programs (SessionOptions::max_specializations; 0: no bound):
+    /// a new one beyond drops the oldest.
+    VmModel(std::shared_ptr<const ir::Graph> g, LowerContext ctx, size_t max_programs = 0);
 
     /// The program for these input shapes, lowered now if new. Throws kiln::Error when the model
     /// cannot be lowered at these shapes (the caller then runs it in the graph interpreter).
@@ -35,6 +38,8 @@ private:
     LowerContext ctx_;
     std::set<std::string> frozen_;  // shape_deciding_inputs(graph_)
     std::map<std::string, std::unique_ptr<runtime::vm::VirtualMachine>> machines_;  // by input shapes
+    std::deque<std::string> order_;  // keys of machines_, oldest first
+    size_t max_programs_;
     ControlFlowLowering last_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "compiler/graph_interpreter.h"
 #include "compiler/lower_control_flow.h"
+#include "compiler/vm_model.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/thread_pool.h"
 #include "runtime/vm/vm.h"
@@ -213,6 +214,19 @@ TEST_F(VmTest, WhileLoopWithHugeTripCountStopsOnItsCondition) {
     EXPECT_EQ(got[0].get_f64(0), 4.0);
     EXPECT_EQ(got[0].get_f64(1), 14.0);
     for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(got[1].get_f64(k), want[1].tensor().get_f64(k)) << k;
+}
+
+// One program per set of input shapes, at most max_programs held: a dropped one is lowered again.
+TEST_F(VmTest, ModelKeepsBoundedProgramsPerShape) {
+    VmModel model(affine_loop(4), ctx(), /*max_programs=*/1);
+    for (int64_t n : {4, 3, 4}) {
+        Tensor y0(DType::kFloat32, {n}), w(DType::kFloat32, {n});
+        for (int64_t k = 0; k < n; ++k) w.set_f64(k, 2.0);
+        std::vector<Tensor> out = VmModel::run(model.machine({i64_scalar(3), y0, w}), {i64_scalar(3), y0, w});
+        ASSERT_EQ(out[0].shape(), (Shape{n}));
+        EXPECT_EQ(out[0].get_f64(n - 1), 7.0);  // 0 -> 1 -> 3 -> 7
+        EXPECT_EQ(out[1].shape(), (Shape{3, n}));
+    }
 }
 
 }  // namespace

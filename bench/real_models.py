@@ -10,8 +10,9 @@ Kiln runs through its C API (tests/models/kiln_capi.py: ctypes over build/lib/li
 through its Python API, both with --threads intra-op threads, in the same process. Each round
 times `--calls` consecutive calls of Kiln, then of ORT (VAD: one chunk per call, state carried);
 the figure is the median over all calls of all rounds, and the ratio Kiln / ORT. Before the
-rounds, `--warmup` untimed calls of each (Kiln's graph interpreter compiles a node on its 3rd
-run). Kiln's load + first call (which includes compiles, shortened by the on-disk kernel cache
+rounds, `--warmup` untimed calls of each (the VM variants compile at their first call; Kiln's
+graph interpreter, where it still runs, compiles a node on its 3rd run). The VAD variants run in
+Kiln's VM (docs/control_flow.md). Kiln's load + first call (which includes compiles, shortened by the on-disk kernel cache
 on later runs) is reported separately.
 
     python3 bench/real_models.py [--threads 2] [--rounds 5] [--calls 20] [--only vad,det,rec,cls]

@@ -81,13 +81,16 @@ struct SessionStats {
     int compiled = 0;        // kernels compiled by the system compiler (cache misses)
     double compile_seconds = 0;
     double load_seconds = 0; // import + compile + load, total
-    std::string executor;        // the executor running the model: "sequential" or "dataflow"
+    std::string executor;        // the executor running the model: "sequential", "dataflow", "vm" or "interpreter"
     int intra_op_threads = 0;    // resolved thread counts (0 before the first compile)
     int inter_op_threads = 0;
     int parallel_width = 0;      // most substantial steps at one dependency level
     /// The model runs in the graph interpreter (compiler/graph_interpreter.h), and why.
     bool interpreted = false;
     std::string interpreter_reason;
+    /// For a model with If/Loop/Scan run by the VM (executor "vm", docs/control_flow.md): the
+    /// last lowering's figures and what of it runs in the graph interpreter, and why.
+    std::string control_flow;
     /// Specializations (docs/dynamic_shapes.md): whole-model compiles so far, compiled
     /// specializations held now (at most SessionOptions::max_specializations), and how many were
     /// dropped for that bound. Runs at a shape held need no compile.

@@ -92,6 +92,7 @@ nb::dict stats_dict(const Session& s) {
     d["parallel_width"] = st.parallel_width;
     d["interpreted"] = st.interpreted;
     d["interpreter_reason"] = st.interpreter_reason;
+    d["control_flow"] = st.control_flow;
     d["compiles"] = st.compiles;
     d["specializations"] = st.specializations;
     d["specialization_evictions"] = st.specialization_evictions;

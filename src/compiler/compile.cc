@@ -98,7 +98,12 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // The fused recurrent kernel at any size: the generated one unrolls time (compile time
     // linear in T, 1-4.5 GFLOP/s; docs/kernels.md).
     if (c.name == "kiln_rnn") return true;
-    if (unit_flops(unit) < kDnnlMinFlops) return false;
+    // A 1-D convolution takes oneDNN at any size: the generated kernel runs it as a 2-D one with
+    // a unit height, and at Silero VAD's encoder sizes (64-128 channels, 1-4 frames, 25-100
+    // kflop) it was slower than oneDNN's call costs (VAD chunk 0.11 -> 0.06 ms, 2 threads).
+    const bool conv1d = c.name == "dnnl_conv" && unit.nodes.front()->op() == "Conv" &&
+                        unit.nodes.front()->input(0)->type().rank() == 3;
+    if (unit_flops(unit) < kDnnlMinFlops && !conv1d) return false;
     if (c.name == "dnnl_conv") {
         // oneDNN's reference kernels (what it falls back to where no jit kernel takes the
         // shape) run at ~1 GFLOP/s, 100x below its jit kernels and far below a generated

@@ -30,6 +30,8 @@
 
 #include "compiler/constant_pool.h"
 #include "compiler/graph_interpreter.h"
+#include "compiler/model_compile_options.h"
+#include "compiler/vm_model.h"
 #include "compiler/session_specialization.h"
 #include "compiler/specialization_cache.h"
 #include "frontend/onnx/importer.h"
@@ -97,6 +99,7 @@ public:
             interp_graph_ = std::make_shared<const ir::Graph>(std::move(g));
             interpreter_ = std::make_unique<compiler::GraphInterpreter>(interp_graph_, runner_.intra_pool(),
                                                                        runner_.allocator());
+            start_vm();
             stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
             return;
         }
@@ -133,9 +136,58 @@ public:
             << "run terminated (RunOptions::terminate) before it started";
         // Preemption and max_threads do not apply here: an interpreted run runs to completion
         // (a Preemption stays not suspended) on the session's threads.
-        // The interpreter keeps per-run state in its nodes' executors: one run at a time.
+        // The interpreter and the VM keep per-run state (register files, node executors): one
+        // run at a time.
         std::lock_guard<std::mutex> lock(interpreter_mu_);
+        if (vm_) return run_vm(ordered);
         return interpreter_->run(ordered);
+    }
+
+    /// Control flow only (If/Loop/Scan on an otherwise compilable top level): the VM runs it
+    /// (compiler/vm_model.h); the interpreter stays for what the lowering refuses.
+    void start_vm() {
+        const std::string refusal = compiler::vm_refusal(*interp_graph_);
+        if (!refusal.empty()) return;
+        compiler::LowerContext ctx;
+        ctx.compile = compiler::compile_options_for(opts_, runner_.stats().intra_op_threads);
+        ctx.pool = runner_.intra_pool();
+        ctx.alloc = runner_.allocator();
+        vm_ = std::make_unique<compiler::VmModel>(interp_graph_, std::move(ctx),
+                                                  static_cast<size_t>(std::max(0, opts_.max_specializations)));
+        stats_.interpreted = false;
+        stats_.executor = "vm";
+        stats_.control_flow = "vm: lowered at the first run of each input shape (" + stats_.interpreter_reason + ")";
+        stats_.interpreter_reason.clear();
+    }
+
+    /// One VM run; a model the lowering refuses at these shapes goes to the interpreter for good.
+    std::vector<Datum> run_vm(const std::vector<Datum>& ordered) {
+        std::vector<Tensor> tensors;
+        for (size_t i = 0; i < ordered.size(); ++i) tensors.push_back(ordered[i].tensor("input '" + inputs_[i].name + "'"));
+        runtime::vm::VirtualMachine* machine = nullptr;
+        try {
+            machine = &vm_->machine(tensors);
+        } catch (const Error& e) {
+            std::lock_guard<std::mutex> stats_lock(stats_mu_);
+            stats_.interpreted = true;
+            stats_.executor = "interpreter";
+            stats_.interpreter_reason = std::string("the VM could not lower the model: ") + e.what();
+            stats_.control_flow.clear();
+            vm_.reset();
+            return interpreter_->run(ordered);
+        }
+        {
+            std::lock_guard<std::mutex> stats_lock(stats_mu_);
+            const compiler::ControlFlowLowering& l = vm_->last();
+            stats_.kernels = l.kernels;
+            stats_.control_flow = "vm: " + std::to_string(l.segments) + " compiled segments, " +
+                                  std::to_string(l.bodies_compiled) + " bodies compiled, " +
+                                  std::to_string(l.bodies_interpreted) + " bodies and " +
+                                  std::to_string(l.segments_interpreted) + " segments in the graph interpreter";
+            for (const std::string& note : l.notes) stats_.control_flow += "\n  " + note;
+        }
+        std::vector<Tensor> outs = compiler::VmModel::run(*machine, tensors);
+        return std::vector<Datum>(outs.begin(), outs.end());
     }
 
     std::vector<Tensor> run(const std::map<std::string, Tensor>& given, const RunOptions& ropts) override {
@@ -219,6 +271,33 @@ public:
     }
 
     std::string inspect() override {
+        if (vm_) {
+            // Lowered for the declared shapes when they are all static (else at the first run).
+            std::lock_guard<std::mutex> lock(interpreter_mu_);
+            bool all_static = !vm_->last().program;
+            for (const TensorInfo& t : inputs_)
+                for (const std::string& sym : t.symbols) all_static &= sym.empty();
+            std::string note;
+            if (all_static) {
+                std::vector<Tensor> zeros;
+                for (const TensorInfo& t : inputs_) zeros.emplace_back(t.dtype, t.shape);
+                try {
+                    (void)vm_->machine(zeros);
+                } catch (const Error& e) {
+                    // Not at zero-filled inputs (a shape read from an input's data): at run time the
+                    // real values decide, and the interpreter runs what the VM cannot.
+                    note = "// lowering at the declared shapes with zero-filled inputs failed: " +
+                           std::string(e.what()).substr(0, std::string(e.what()).find('\n')) + "\n";
+                }
+            }
+            if (!vm_->last().program) {
+                ir::PrintOptions popts;
+                popts.max_constant_elements = 16;
+                return "// runs in the VM (docs/control_flow.md), lowered at the first run of each input shape; what "
+                       "does not compile runs in the graph interpreter\n" + note + ir::print_graph(*interp_graph_, popts);
+            }
+            return "// runs in the VM (docs/control_flow.md)\n" + vm_->program_text();
+        }
         if (interpreter_) {
             ir::PrintOptions popts;
             popts.max_constant_elements = 16;
@@ -244,6 +323,10 @@ public:
     }
 
     std::string kernel_list() override {
+        if (vm_)
+            return std::to_string(vm_->last().kernels) + " kernels in the VM's executables (" + stats_.control_flow +
+                   "; each set of input shapes is lowered at its first run, what does not compile runs in the graph "
+                   "interpreter)\n";
         if (interpreter_) return "0 kernels (the model runs in the graph interpreter: " + stats_.interpreter_reason + ")\n";
         return shown()->kernel_list;
     }
@@ -361,6 +444,9 @@ private:
 
 public:
     std::string memory_report() override {
+        if (vm_)
+            return "no whole-model memory plan: the model runs in the VM, each compiled segment with its own planned "
+                   "arena (docs/control_flow.md)\n" + runner_.allocator_report();
         if (interpreter_) return "no static memory plan: the model runs in the graph interpreter\n";
         std::string report = shown()->memory_report + runner_.allocator_report();
 #if KILN_HAVE_DNNL
@@ -388,6 +474,7 @@ private:
     std::set<std::string> value_inputs_;
     std::shared_ptr<const ir::Graph> interp_graph_;
     std::unique_ptr<compiler::GraphInterpreter> interpreter_;
+    std::unique_ptr<compiler::VmModel> vm_;  // control-flow models; null: the interpreter runs them
     SessionStats stats_;
 };
 

@@ -32,6 +32,9 @@ public:
     /// First call: loads the kernels, validates step and buffer ids, allocates intermediates
     /// through the allocator (a failure gives everything back and can be retried). Idempotent.
     Status prepare();
+    /// After prepare(): per buffer, the bound memory of constants and intermediates (null for
+    /// inputs and outputs), for a caller that binds its own inputs and outputs (runtime/vm).
+    const std::vector<void*>& prepared_ptrs() const { return storage_; }
     /// Checks inputs against the executable (count, dtype, shape: "input 'x': expected f32[1,3],
     /// got f32[1,4]"), allocates fresh outputs and fills `b`. Calls prepare() if needed.
     Status bind(const std::vector<Tensor>& inputs, RunBindings& b);

@@ -8,7 +8,8 @@ build/pypi_models). The tests skip only when PyPI cannot be reached and the cach
   package's OnnxWrapper runs them (the previous chunk's last 64 samples, 32 at 8 kHz, prepended;
   the LSTM state carried from chunk to chunk), through one Kiln session (the C API, see
   kiln_capi.py) and one ORT session, each carrying its own state. Both sample rates for the two
-  variants that take both (If on `sr`).
+  variants that take both (If on `sr`). The If-bearing variants run in the VM (executor "vm":
+  branches compiled, docs/control_flow.md); test_silero_vad_runs_in_the_vm checks that.
 * PP-OCRv4 detection, recognition and the v2.0 direction classifier (rapidocr-onnxruntime
   1.4.4) at the sizes RapidOCR feeds them, through `kiln run`.
 """
@@ -95,6 +96,23 @@ def test_silero_vad_state_carried(models, name, sr):
         probs.append(float(want["output"][0, 0]))
     # The signal must exercise the model: the speech probability moves over the chunks.
     assert max(probs) - min(probs) > 0.05, f"{name}: the VAD output barely moves: {probs}"
+
+
+@pytest.mark.parametrize("name", ["silero_vad.onnx", "silero_vad_16k_op15.onnx", "silero_vad_half.onnx",
+                                  "silero_vad_op18_ifless.onnx"])
+def test_silero_vad_runs_in_the_vm(models, tmp_path, name):
+    """The If-bearing VAD variants run in the VM (docs/control_flow.md) with their taken branches
+    compiled, and `kiln run` gives ORT's outputs."""
+    path = os.path.join(models, name)
+    import onnxruntime as ort
+    names = [i.name for i in ort.InferenceSession(path, providers=["CPUExecutionProvider"]).get_inputs()]
+    feed = next(vad_feeds(16000, "sr" in names))
+    feed["state"] = np.random.default_rng(5).standard_normal((2, 1, 128)).astype(np.float32) * 0.1
+    np.savez(tmp_path / "in.npz", **feed)
+    got, proc = kiln_run_model(path, tmp_path / "in.npz", str(tmp_path / "out"), extra=["--repeat", "1"])
+    assert "executor vm" in proc.stdout, proc.stdout
+    assert re.search(r"vm: \d+ compiled segments, [1-9]\d* bodies compiled", proc.stdout), proc.stdout
+    assert_matches_ort(got, ort_outputs(path, feed), name, rtol=1e-3, atol=2e-4)
 
 
 OCR_CASES = [

@@ -250,6 +250,8 @@ int run_model(const RunArgs& args) {
     stats = session->stats();
     fmt::print("executor {} (intra-op threads {}, inter-op threads {}, parallel width {})\n", stats.executor,
                stats.intra_op_threads, stats.inter_op_threads, stats.parallel_width);
+    if (!stats.control_flow.empty()) fmt::print("{}\n", stats.control_flow);
+    if (stats.interpreted) fmt::print("graph interpreter: {}\n", stats.interpreter_reason);
     if (args.profile_summary) fmt::print("{}", session->profile_summary(15));
     if (args.memory_report) fmt::print("{}", session->memory_report());
     if (!args.profile_path.empty()) {

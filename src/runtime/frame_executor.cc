@@ -52,6 +52,7 @@ struct FrameExecutor::RunState {
     Status error;
     std::atomic<bool> failed{false};
     bool finished = false;
+    FrameRunStats stats;
     std::atomic<bool> done{false};
 
     void fail(Status s) {
@@ -128,12 +129,14 @@ void FrameExecutor::RunState::fire(FrameState* f, Iteration& it, int step, std::
     }
     const StepDesc& sd = exe.steps[step];
     if (dead) {  // an untaken branch: the kernel does not run
+        ++stats.kernels_dead;
         for (size_t k = 0; k + sd.num_inputs < sd.args.size(); ++k) deliver(f, it.id, out_buffer(step, static_cast<int>(k)), dead_value, ready);
         return;
     }
     Ready r{f, it.id, step, {}};
     for (int i = 0; i < sd.num_inputs; ++i) r.ins.push_back(input(it, step, i).data);
     ++it.outstanding;
+    ++stats.kernels_run;
     ready.push_back(std::move(r));
 }
 
@@ -149,6 +152,8 @@ FrameState* FrameExecutor::RunState::child_frame(FrameState* f, Iteration& it, i
     c->exit_live.assign(fg.frames[child].exits.size(), 0);
     c->iterations[0] = std::make_unique<Iteration>(0, exe.buffers.size(), fg.pending);
     c->outstanding_iterations = 1;
+    ++stats.iterations;
+    stats.peak_live_iterations = std::max(stats.peak_live_iterations, 1);
     live.insert(c);
     ++it.child_frames;
     return c;
@@ -179,6 +184,8 @@ Iteration* FrameExecutor::RunState::start_iteration(FrameState* f, int64_t id, i
     slot = std::make_unique<Iteration>(id, exe.buffers.size(), fg.pending);
     f->newest = id;
     ++f->outstanding_iterations;
+    ++stats.iterations;
+    stats.peak_live_iterations = std::max(stats.peak_live_iterations, f->outstanding_iterations);
     touched.emplace_back(f, id);
     for (const auto& [enter_step, v] : f->invariants) deliver(f, id, out_buffer(enter_step, 0), v, ready);
     return slot.get();
@@ -406,6 +413,7 @@ Status FrameExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>
             for (size_t i = 1; i < ready.size(); ++i) process(st, nullptr, ready[i]);
         if (inter_) inter_->run_until(st.done);
     }
+    stats_ = st.stats;
     if (st.failed.load()) return st.error;
     outputs.clear();
     for (int b : exe_->outputs) {

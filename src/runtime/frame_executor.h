@@ -29,6 +29,14 @@ struct FrameOptions {
     int parallel_iterations = 0;
 };
 
+/// Counts of the last run (for tests and `kiln run`).
+struct FrameRunStats {
+    int64_t kernels_run = 0;       // kernel steps that ran
+    int64_t kernels_dead = 0;      // kernel steps skipped for a dead input (an untaken branch)
+    int64_t iterations = 0;        // loop iterations started, all frames
+    int peak_live_iterations = 0;  // most iterations of one frame live at once
+};
+
 class FrameExecutor final : public Executor {
 public:
     /// intra: the kernels' parallel loops (nullptr: serial); inter: runs ready kernel steps
@@ -47,6 +55,7 @@ public:
     const char* name() const override { return "frames"; }
 
     const FrameGraph& frame_graph() const { return fg_; }
+    FrameRunStats last_run_stats() const { return stats_; }
 
     struct RunState;
 
@@ -59,6 +68,7 @@ private:
     FrameGraph fg_;
     Status graph_error_;
     Profiler* profiler_ = nullptr;
+    FrameRunStats stats_;
     std::mutex run_mu_;
 };
 

@@ -50,7 +50,9 @@ void add_ops_command(CLI::App& app, CommandAction& action) {
                 fmt::print("Versions are the ONNX since-versions Kiln implements; a model opset (of the op's domain)\n"
                            "selects the largest one not above it. \"runs as\": `kernel` ops compile to generated\n"
                            "kernels; the {} `host` ops run as host kernels in the graph interpreter (control flow,\n"
-                           "sequences, strings, data-dependent shapes; docs/architecture.md).\n\n", host);
+                           "sequences, strings, data-dependent shapes; docs/architecture.md); `frames` ops are the\n"
+                           "TF1 control steps that If and Loop lower to for the frames executor (docs/control_flow.md).\n\n",
+                           host);
                 fmt::print("| op | domain | versions | inputs | outputs | fusion pattern | runs as |\n"
                            "|---|---|---|---|---|---|---|\n");
                 for (const OpInfo& o : ops)

@@ -1,0 +1,153 @@
+"""If and Loop lowered to TF1 frames (`kiln run --control-flow frames`) against ONNX Runtime.
+
+Models built here with onnx.helper: a for-loop (trip count), a while-loop (cond only) whose
+body computes its next cond, an If on an input (both branches), a Loop whose body holds an If
+(a dead branch in every iteration) and a nested Loop reading the outer iteration number. Each
+runs with 1 and 2 inter-op threads; outputs must match ORT, and the two thread counts must agree
+bitwise.
+"""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from kiln_helpers import assert_matches_ort, kiln_run_model, ort_outputs
+
+F = TensorProto.FLOAT
+
+
+def vec(name, n=6):
+    return helper.make_tensor_value_info(name, F, [n])
+
+
+def scalar(name, elem):
+    return helper.make_tensor_value_info(name, elem, [])
+
+
+def const(name, elem, value):
+    return helper.make_tensor(name, elem, [], [value])
+
+
+def body_inputs(prefix):
+    return [scalar(prefix + "i", TensorProto.INT64), scalar(prefix + "c", TensorProto.BOOL), vec(prefix + "y")]
+
+
+def affine_nodes(p, extra_add=None):
+    """y * 0.5 + float(i) [+ float(extra_add)] -> p + 'out'."""
+    nodes = [helper.make_node("Cast", [p + "i"], [p + "fi"], to=F),
+             helper.make_node("Mul", [p + "y", p + "half"], [p + "m"]),
+             helper.make_node("Add", [p + "m", p + "fi"], [p + "a"])]
+    last = p + "a"
+    if extra_add:
+        nodes += [helper.make_node("Cast", [extra_add], [p + "fx"], to=F),
+                  helper.make_node("Add", [last, p + "fx"], [p + "a2"])]
+        last = p + "a2"
+    nodes.append(helper.make_node("Identity", [last], [p + "out"]))
+    return nodes
+
+
+def model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "frames", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def for_loop():
+    body = helper.make_graph(affine_nodes("b_") + [helper.make_node("Identity", ["b_c"], ["b_co"])], "body",
+                             body_inputs("b_"), [scalar("b_co", TensorProto.BOOL), vec("b_out")],
+                             [const("b_half", F, 0.5)])
+    return model([helper.make_node("Loop", ["M", "cond", "x"], ["y"], body=body, name="for")],
+                 [vec("x")], [vec("y")], [const("M", TensorProto.INT64, 7), const("cond", TensorProto.BOOL, True)])
+
+
+def while_loop():
+    # while sum(y) < limit: y = y * 2 + 1 (the body computes its next cond)
+    nodes = [helper.make_node("Mul", ["w_y", "w_two"], ["w_m"]), helper.make_node("Add", ["w_m", "w_one"], ["w_out"]),
+             helper.make_node("ReduceSum", ["w_out"], ["w_s"], keepdims=0),
+             helper.make_node("Less", ["w_s", "w_limit"], ["w_co"])]
+    body = helper.make_graph(nodes, "body", body_inputs("w_"), [scalar("w_co", TensorProto.BOOL), vec("w_out")],
+                             [const("w_two", F, 2.0), const("w_one", F, 1.0), const("w_limit", F, 500.0)])
+    return model([helper.make_node("Loop", ["", "cond", "x"], ["y"], body=body, name="while")],
+                 [vec("x")], [vec("y")], [const("cond", TensorProto.BOOL, True)])
+
+
+def branches(prefix, x):
+    then_g = helper.make_graph([helper.make_node("Mul", [x, prefix + "three"], [prefix + "t"])], "then", [],
+                               [vec(prefix + "t")], [const(prefix + "three", F, 3.0)])
+    else_g = helper.make_graph([helper.make_node("Sub", [x, prefix + "four"], [prefix + "e"])], "else", [],
+                               [vec(prefix + "e")], [const(prefix + "four", F, 4.0)])
+    return then_g, else_g
+
+
+def if_model():
+    then_g, else_g = branches("if_", "x")
+    return model([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g, name="if")],
+                 [vec("x"), scalar("c", TensorProto.BOOL)], [vec("y")])
+
+
+def loop_with_if():
+    # y = y * 3 if i is even else y - 4
+    then_g, else_g = branches("li_", "l_y")
+    nodes = [helper.make_node("Mod", ["l_i", "l_two"], ["l_r"]),
+             helper.make_node("Equal", ["l_r", "l_zero"], ["l_even"]),
+             helper.make_node("If", ["l_even"], ["l_out"], then_branch=then_g, else_branch=else_g, name="inner_if"),
+             helper.make_node("Identity", ["l_c"], ["l_co"])]
+    body = helper.make_graph(nodes, "body", body_inputs("l_"), [scalar("l_co", TensorProto.BOOL), vec("l_out")],
+                             [const("l_two", TensorProto.INT64, 2), const("l_zero", TensorProto.INT64, 0)])
+    return model([helper.make_node("Loop", ["M", "cond", "x"], ["y"], body=body, name="loop_if")],
+                 [vec("x")], [vec("y")], [const("M", TensorProto.INT64, 5), const("cond", TensorProto.BOOL, True)])
+
+
+def nested_loop():
+    inner = helper.make_graph(affine_nodes("n_", extra_add="o_i") + [helper.make_node("Identity", ["n_c"], ["n_co"])],
+                              "inner", body_inputs("n_"), [scalar("n_co", TensorProto.BOOL), vec("n_out")],
+                              [const("n_half", F, 0.5)])
+    outer = helper.make_graph([helper.make_node("Loop", ["o_M", "o_c", "o_y"], ["o_out"], body=inner, name="inner"),
+                               helper.make_node("Identity", ["o_c"], ["o_co"])], "outer", body_inputs("o_"),
+                              [scalar("o_co", TensorProto.BOOL), vec("o_out")], [const("o_M", TensorProto.INT64, 3)])
+    return model([helper.make_node("Loop", ["M", "cond", "x"], ["y"], body=outer, name="outer")],
+                 [vec("x")], [vec("y")], [const("M", TensorProto.INT64, 4), const("cond", TensorProto.BOOL, True)])
+
+
+CASES = {
+    "for_loop": (for_loop, {}),
+    "while_loop": (while_loop, {}),
+    "if_true": (if_model, {"c": np.array(True)}),
+    "if_false": (if_model, {"c": np.array(False)}),
+    "loop_with_if": (loop_with_if, {}),
+    "nested_loop": (nested_loop, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_frames_match_ort(name, tmp_path):
+    make, extra = CASES[name]
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(make(), path)
+    feed = {"x": np.linspace(-2, 3, 6).astype(np.float32), **extra}
+    inputs = str(tmp_path / "inputs.npz")
+    np.savez(inputs, **feed)
+    want = ort_outputs(path, feed)
+    runs = []
+    for inter in (1, 2):
+        outs, proc = kiln_run_model(path, inputs, str(tmp_path / f"out{inter}"),
+                                    extra=["--control-flow", "frames", "--inter-op-threads", str(inter), "--repeat", "2"])
+        assert "executor frames" in proc.stdout, proc.stdout
+        assert_matches_ort(outs, want, f"{name} ({inter} inter-op threads)")
+        runs.append(outs["y"])
+    assert runs[0].tobytes() == runs[1].tobytes(), f"{name}: 1 and 2 inter-op threads differ"
+
+
+def test_frames_refuse_scan_outputs(tmp_path):
+    body = helper.make_graph([helper.make_node("Identity", ["s_c"], ["s_co"]),
+                              helper.make_node("Identity", ["s_y"], ["s_out"]),
+                              helper.make_node("Identity", ["s_y"], ["s_scan"])], "body", body_inputs("s_"),
+                             [scalar("s_co", TensorProto.BOOL), vec("s_out"), vec("s_scan")])
+    m = model([helper.make_node("Loop", ["M", "cond", "x"], ["y", "scan"], body=body, name="scanning")],
+              [vec("x")], [vec("y"), helper.make_tensor_value_info("scan", F, [2, 6])],
+              [const("M", TensorProto.INT64, 2), const("cond", TensorProto.BOOL, True)])
+    path = str(tmp_path / "scan.onnx")
+    onnx.save(m, path)
+    from kiln_helpers import run_kiln
+    proc = run_kiln(["run", path, "--control-flow", "frames", "--repeat", "1"])
+    assert proc.returncode != 0
+    assert "scanning" in proc.stderr and "scan outputs" in proc.stderr, proc.stderr

@@ -13,6 +13,7 @@
 #include "runtime/caching_allocator.h"
 #include "runtime/frame_executor.h"
 #include "runtime/inter_op_thread_pool.h"
+#include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
 #include "support/error.h"
 
@@ -292,6 +293,17 @@ TEST(Frames, ALoopCarriedShapeChangeIsAnErrorNamingTheLoop) {
         EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
         EXPECT_NE(std::string(e.what()).find("Loop 'growing'"), std::string::npos) << e.what();
     }
+}
+
+TEST(Frames, OtherExecutorsRefuseControlSteps) {
+    auto g = affine_loop(2);
+    CompiledModel m = compile_frames(*g, {});
+    runtime::CpuAllocator alloc;
+    runtime::SequentialExecutor seq(m.executable, nullptr, &alloc);
+    std::vector<Tensor> outs;
+    Status s = seq.run({filled({4}, 0, 1)}, outs);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("only the frames executor runs it"), std::string::npos) << s.message();
 }
 
 }  // namespace

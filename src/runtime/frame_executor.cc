@@ -69,6 +69,8 @@ struct FrameExecutor::RunState {
     void deliver(FrameState* f, int64_t iter, int buffer, const FrameValue& v, std::vector<Ready>& ready);
     void arrive(FrameState* f, Iteration& it, int step, const FrameValue& v, std::vector<Ready>& ready);
     void fire(FrameState* f, Iteration& it, int step, std::vector<Ready>& ready);
+    void fire_step(FrameState* f, Iteration& it, int step, std::vector<Ready>& ready);
+    void release_inputs(Iteration& it, int step);
     void enter(FrameState* f, Iteration& it, int step, const FrameValue& v, std::vector<Ready>& ready);
     void next_iteration(FrameState* f, Iteration& it, int step, const FrameValue& v, std::vector<Ready>& ready);
     Iteration* start_iteration(FrameState* f, int64_t id, int step, std::vector<Ready>& ready);
@@ -106,7 +108,22 @@ void FrameExecutor::RunState::arrive(FrameState* f, Iteration& it, int step, con
     if (--it.pending[step] == 0) fire(f, it, step, ready);
 }
 
+void FrameExecutor::RunState::release_inputs(Iteration& it, int step) {
+    const StepDesc& sd = exe.steps[step];
+    for (int i = 0; i < sd.num_inputs; ++i) {
+        const int b = sd.args[i];
+        if (fg.producer[b] >= 0 && --it.reads_left[b] == 0) it.values[b].data.reset();
+    }
+}
+
 void FrameExecutor::RunState::fire(FrameState* f, Iteration& it, int step, std::vector<Ready>& ready) {
+    fire_step(f, it, step, ready);
+    // The step holds what it still needs (a kernel's Ready, a forwarded value): a value no other
+    // step of this iteration reads goes back to the pool now, not when the iteration is done.
+    release_inputs(it, step);
+}
+
+void FrameExecutor::RunState::fire_step(FrameState* f, Iteration& it, int step, std::vector<Ready>& ready) {
     const bool dead = it.dead_inputs[step] > 0;
     const FrameValue dead_value{nullptr, true};
     switch (fg.kind[step]) {
@@ -150,7 +167,7 @@ FrameState* FrameExecutor::RunState::child_frame(FrameState* f, Iteration& it, i
     c->parent_iter = it.id;
     c->pending_enters = fg.frames[child].num_enters;
     c->exit_live.assign(fg.frames[child].exits.size(), 0);
-    c->iterations[0] = std::make_unique<Iteration>(0, exe.buffers.size(), fg.pending);
+    c->iterations[0] = std::make_unique<Iteration>(0, fg.reads, fg.pending);
     c->outstanding_iterations = 1;
     ++stats.iterations;
     stats.peak_live_iterations = std::max(stats.peak_live_iterations, 1);
@@ -181,7 +198,7 @@ Iteration* FrameExecutor::RunState::start_iteration(FrameState* f, int64_t id, i
         return nullptr;
     }
     auto& slot = f->iterations[id];
-    slot = std::make_unique<Iteration>(id, exe.buffers.size(), fg.pending);
+    slot = std::make_unique<Iteration>(id, fg.reads, fg.pending);
     f->newest = id;
     ++f->outstanding_iterations;
     ++stats.iterations;
@@ -364,7 +381,7 @@ bool start_root(FrameExecutor::RunState& st, std::vector<Ready>& ready) {
     auto& slot = st.frames[FrameKey{nullptr, 0, 0}];
     slot = std::make_unique<FrameState>();
     FrameState* root = slot.get();
-    root->iterations[0] = std::make_unique<Iteration>(0, st.exe.buffers.size(), st.fg.pending);
+    root->iterations[0] = std::make_unique<Iteration>(0, st.fg.reads, st.fg.pending);
     root->outstanding_iterations = 1;
     st.live.insert(root);
     Iteration& it = *root->iterations[0];

@@ -150,6 +150,9 @@ Status build_frame_graph(const Executable& exe, FrameGraph& fg) {
     if (!st.ok()) return st;
     for (size_t s = 0; s < n; ++s)
         if (fg.pending[s] == 0 && fg.frame[s] == 0) fg.roots.push_back(static_cast<int>(s));
+    fg.reads.assign(nb, 0);
+    for (size_t b = 0; b < nb; ++b)
+        for (const auto& [s, slot] : fg.readers[b]) fg.reads[b] += fg.kind[s] != StepKind::kMerge;
     return Status::ok_status();
 }
 

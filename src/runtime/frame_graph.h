@@ -40,6 +40,7 @@ struct FrameGraph {
     /// Per buffer: (step, input slot) of every read by a step.
     std::vector<std::vector<std::pair<int, int>>> readers;
     std::vector<int> producer;    // per buffer: the step writing it, -1 for inputs and constants
+    std::vector<int> reads;       // per buffer: reads by steps other than Merge (which reads nothing stored)
     std::vector<FrameInfo> frames;
     std::vector<int> roots;       // steps of the root frame with no dynamic input
 };

@@ -19,10 +19,12 @@ struct FrameValue {
 };
 
 struct Iteration {
-    explicit Iteration(int64_t id_, size_t buffers, const std::vector<int>& pending_)
-        : id(id_), values(buffers), pending(pending_), dead_inputs(pending_.size(), 0), merged(pending_.size(), 0) {}
+    Iteration(int64_t id_, const std::vector<int>& reads, const std::vector<int>& pending_)
+        : id(id_), values(reads.size()), reads_left(reads), pending(pending_), dead_inputs(pending_.size(), 0),
+          merged(pending_.size(), 0) {}
     int64_t id;
     std::vector<FrameValue> values;  // per buffer (those of this frame)
+    std::vector<int> reads_left;     // per buffer: steps still to read it (0: its storage is let go)
     std::vector<int> pending;        // per step: inputs still to arrive
     std::vector<int> dead_inputs;    // per step: inputs that arrived dead
     std::vector<char> merged;        // per Merge step: fired in this iteration

@@ -107,6 +107,7 @@ def main(argv=None):
         sess = ort_session(model)
         want = sess.run(None, feed)[0]
         times = {1: [], 2: [], "ort": []}
+        executor_lines = {}
         for _ in range(args.rounds):
             for inter in (1, 2):
                 ms, got, out = kiln_run(args.kiln, model, inputs, inter, args.repeat, os.path.join(tmp, f"out{inter}"))
@@ -115,8 +116,9 @@ def main(argv=None):
                 if err > 1e-4:
                     sys.exit(f"kiln ({inter} inter-op threads) differs from ORT: max error {err:.2e} of the scale")
                 times[inter].append(ms)
+                executor_lines[inter] = next(line for line in out.splitlines() if line.startswith("executor frames"))
                 if args.smoke:
-                    print(next(line for line in out.splitlines() if line.startswith("executor frames")))
+                    print(executor_lines[inter])
             times["ort"].append(ort_median_ms(sess, feed, args.repeat))
     if args.smoke:
         print("smoke: Kiln frames (1 and 2 inter-op threads) match ORT")
@@ -129,6 +131,9 @@ def main(argv=None):
     print(f"| Kiln frames, 1 inter-op thread | {k1:.2f} | 1.00x | {k1 / o:.2f} |")
     print(f"| Kiln frames, 2 inter-op threads | {k2:.2f} | {k1 / k2:.2f}x faster | {k2 / o:.2f} |")
     print(f"| ONNX Runtime (intra-op 1) | {o:.2f} | | 1.00 |")
+    print()
+    for inter in (1, 2):
+        print(executor_lines[inter])
     return 0
 
 

@@ -35,6 +35,7 @@ struct FramesStats {
     int64_t kernels_dead = 0;  // skipped in untaken branches
     int64_t iterations = 0;
     int peak_live_iterations = 0;
+    int peak_running_kernels = 0;  // most kernels running at the same moment
 };
 
 class FramesModel {

@@ -62,6 +62,7 @@ public:
         stats_.kernels_dead = s.kernels_dead;
         stats_.iterations = s.iterations;
         stats_.peak_live_iterations = s.peak_live_iterations;
+        stats_.peak_running_kernels = s.peak_running_kernels;
         return outs;
     }
 

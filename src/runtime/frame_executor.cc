@@ -54,6 +54,8 @@ struct FrameExecutor::RunState {
     bool finished = false;
     FrameRunStats stats;
     std::atomic<bool> done{false};
+    std::atomic<int> running{0};
+    std::atomic<int> peak_running{0};
 
     void fail(Status s) {
         if (failed.load()) return;
@@ -300,10 +302,14 @@ std::vector<FrameValue> execute(FrameExecutor::RunState& st, const Ready& r) {
             outs[k].dead = false;
             args.push_back(outs[k].data.get());
         }
+        const int now = st.running.fetch_add(1) + 1;
+        for (int peak = st.peak_running.load(); now > peak && !st.peak_running.compare_exchange_weak(peak, now);) {
+        }
         if (st.fg.kind[r.step] == StepKind::kCopy)
             std::memcpy(args[1], args[0], st.exe.buffers[sd.args[1]].nbytes());
         else
             s = st.exe.run_kernel(sd.kernel, args.data(), st.env);
+        st.running.fetch_sub(1);
     } catch (const std::exception& e) {
         s = Status(ErrorKind::kInternal, e.what());
     }
@@ -431,6 +437,7 @@ Status FrameExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>
         if (inter_) inter_->run_until(st.done);
     }
     stats_ = st.stats;
+    stats_.peak_running_kernels = st.peak_running.load();
     if (st.failed.load()) return st.error;
     outputs.clear();
     for (int b : exe_->outputs) {

@@ -35,6 +35,7 @@ struct FrameRunStats {
     int64_t kernels_dead = 0;      // kernel steps skipped for a dead input (an untaken branch)
     int64_t iterations = 0;        // loop iterations started, all frames
     int peak_live_iterations = 0;  // most iterations of one frame live at once
+    int peak_running_kernels = 0;  // most kernels running at the same moment
 };
 
 class FrameExecutor final : public Executor {

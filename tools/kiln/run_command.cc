@@ -196,9 +196,9 @@ int run_frames_model(const RunArgs& args) {
     fmt::print("median {:.2f} ms ({} runs)\n", median(ms), ms.size());
     st = model->stats();
     fmt::print("executor frames (intra-op threads {}, inter-op threads {}, parallel iterations {}): {} iterations, "
-               "at most {} live at once, {} kernels run, {} dead\n",
+               "at most {} live at once, {} kernels run ({} at once at most), {} dead\n",
                opts.threads, opts.inter_op_threads, opts.parallel_iterations, st.iterations, st.peak_live_iterations,
-               st.kernels_run, st.kernels_dead);
+               st.kernels_run, st.peak_running_kernels, st.kernels_dead);
     if (!args.output_dir.empty()) write_outputs(args.output_dir, model->outputs(), outputs);
     if (!args.timings_json.empty()) write_timings(args.timings_json, load_ms, first_run_ms, st.compile_seconds, ms);
     return 0;

@@ -27,8 +27,8 @@ struct FramesOptions {
 };
 
 struct FramesStats {
-    int kernels = 0;         // kernels of the compiled model
-    int compiled = 0;        // compiler invocations (kernel cache misses)
+    int kernels = 0;   // kernels of the compiled model
+    int compiled = 0;  // compiler invocations (kernel cache misses)
     double compile_seconds = 0;
     // Of the last run:
     int64_t kernels_run = 0;

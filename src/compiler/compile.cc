@@ -279,7 +279,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             auto it = opts.tuned.find(workload_key(unit));
             if (it != opts.tuned.end()) knobs = &it->second;
         }
-        if (is_frame_control_unit(unit)) {  // Switch/Merge/Enter/Exit/NextIteration: the executor's own
+        if (is_frame_control_unit(unit)) {  // Switch/Merge/Enter/Exit/NextIteration (frames executor)
             step_args.back() = frame_control_args(*unit.nodes[0], buffer_of);  // every slot, in order
             step_inplace.push_back({});
             lowered.push_back(lower_frame_control(unit));

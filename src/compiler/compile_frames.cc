@@ -13,7 +13,8 @@ namespace {
 void check_loop_carried_types(const ir::Graph& g) {
     std::map<std::pair<std::string, int64_t>, const ir::Node*> merges;
     for (const ir::Node* n : g.nodes())
-        if (n->op() == "Merge" && n->num_inputs() == 1) merges[{n->attr_string("frame", ""), n->attr_int("slot", -1)}] = n;
+        if (n->op() == "Merge" && n->num_inputs() == 1)
+            merges[{n->attr_string("frame", ""), n->attr_int("slot", -1)}] = n;
     for (const ir::Node* n : g.nodes()) {
         if (n->op() != "NextIteration") continue;
         const std::string frame = n->attr_string("frame", "");
@@ -22,8 +23,8 @@ void check_loop_carried_types(const ir::Graph& g) {
         const ir::TensorType& want = it->second->output(0)->type();
         const ir::TensorType& got = n->input(0)->type();
         KILN_CHECK(want == got, kUnsupported)
-            << "Loop '" << frame << "': loop-carried value " << n->attr_int("slot", -1) - 2 << " enters as " << want.str()
-            << " but the body returns " << got.str()
+            << "Loop '" << frame << "': loop-carried value " << n->attr_int("slot", -1) - 2 << " enters as "
+            << want.str() << " but the body returns " << got.str()
             << "; control_flow=frames compiles the body for one shape (use the VM for shapes that change)";
     }
 }

@@ -24,8 +24,7 @@ TensorInfo info_of(const ir::Value& v) {
 
 class FramesModelImpl final : public FramesModel {
 public:
-    FramesModelImpl(const std::string& path, const FramesOptions& opts)
-        : intra_(std::max(1, opts.threads)) {
+    FramesModelImpl(const std::string& path, const FramesOptions& opts) : intra_(std::max(1, opts.threads)) {
         KILN_CHECK(opts.inter_op_threads >= 1, kInvalidArgument)
             << "inter_op_threads must be >= 1, got " << opts.inter_op_threads;
         ir::Graph g = frontend::import_onnx_file(path);

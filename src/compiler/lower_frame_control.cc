@@ -19,8 +19,10 @@ LoweredKernel lower_frame_control(const KernelUnit& unit) {
     const ir::Node& n = *unit.nodes[0];
     std::vector<std::pair<std::string, std::string>> params;
     for (const auto& [key, value] : n.attrs()) {
-        if (const auto* i = std::get_if<int64_t>(&value)) params.emplace_back(key, std::to_string(*i));
-        else if (const auto* s = std::get_if<std::string>(&value)) params.emplace_back(key, *s);
+        if (const auto* i = std::get_if<int64_t>(&value))
+            params.emplace_back(key, std::to_string(*i));
+        else if (const auto* s = std::get_if<std::string>(&value))
+            params.emplace_back(key, *s);
     }
     LoweredKernel k;
     k.description = n.op();

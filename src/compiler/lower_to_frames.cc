@@ -27,9 +27,9 @@ struct Scope {
     enum class Kind { kRoot, kFrame, kBranch };
     Scope* parent = nullptr;
     Kind kind = Kind::kRoot;
-    std::string frame;             // kFrame: its name; others: the enclosing frame's ("" at root)
-    ir::Value* pivot = nullptr;    // kFrame: the loop predicate p; kBranch: the If's cond
-    int side = 1;                  // which Switch output is live in this scope
+    std::string frame;           // kFrame: its name; others: the enclosing frame's ("" at root)
+    ir::Value* pivot = nullptr;  // kFrame: the loop predicate p; kBranch: the If's cond
+    int side = 1;                // which Switch output is live in this scope
     std::unordered_map<std::string, ir::Value*> names;
     std::unordered_map<ir::Value*, ir::Value*> entered;
 };
@@ -43,7 +43,8 @@ public:
     }
 
 private:
-    ir::Node* add(const std::string& op, const std::vector<ir::Value*>& ins, ir::AttrMap attrs, const std::string& name) {
+    ir::Node* add(const std::string& op, const std::vector<ir::Value*>& ins, ir::AttrMap attrs,
+                  const std::string& name) {
         const op::OpDef* def = op::OpRegistry::global().find(op);
         KILN_CHECK(def != nullptr, kUnsupported) << "node '" << name << "': unknown op " << op;
         std::vector<ir::TensorType> types(static_cast<size_t>(def->min_outputs), ir::TensorType(DType::kFloat32, {}));
@@ -85,8 +86,8 @@ private:
         if (it != s.names.end()) return it->second;
         if (!s.parent) {
             ir::Value* v = g_.find_value(name);
-            KILN_CHECK(v != nullptr, kInvalidModel) << owner.describe() << ": its sub-graph reads '" << name
-                                                    << "', which no enclosing graph defines";
+            KILN_CHECK(v != nullptr, kInvalidModel)
+                << owner.describe() << ": its sub-graph reads '" << name << "', which no enclosing graph defines";
             return v;
         }
         return bring_in(s, resolve(*s.parent, name, owner));
@@ -114,13 +115,15 @@ private:
             if (n->op() == "If" || n->op() == "Loop") {
                 outs = lower(*n, ins, s);
             } else {
-                std::string name = s.frame + "/" + (n->name().empty() ? n->op() + std::to_string(counter_++) : n->name());
+                std::string name =
+                    s.frame + "/" + (n->name().empty() ? n->op() + std::to_string(counter_++) : n->name());
                 std::vector<ir::TensorType> types(n->num_outputs(), ir::TensorType(DType::kFloat32, {}));
                 ir::Node* m = g_.add_node(n->op(), ins, n->attrs(), types, {}, name);
                 op::infer_node(*m);
                 outs = m->outputs();
             }
-            for (size_t i = 0; i < n->num_outputs(); ++i) s.names[n->output(i)->name()] = map[n->output(i)] = outs.at(i);
+            for (size_t i = 0; i < n->num_outputs(); ++i)
+                s.names[n->output(i)->name()] = map[n->output(i)] = outs.at(i);
         }
         std::vector<ir::Value*> outs;
         for (const ir::Value* o : sub.outputs()) outs.push_back(map.at(o));
@@ -214,9 +217,11 @@ std::vector<ir::Value*> Lowerer::lower_loop(const ir::Node& n, const std::vector
     for (size_t k = 0; k < inits.size(); ++k) {
         if (!inits[k]) continue;
         ir::Value* init = live_constant(s, inits[k]);
-        ir::Node* e = add("Enter", {init}, enter_attrs(f.frame, static_cast<int64_t>(k), false), f.frame + "/enter" + std::to_string(k));
+        ir::Node* e = add("Enter", {init}, enter_attrs(f.frame, static_cast<int64_t>(k), false),
+                          f.frame + "/enter" + std::to_string(k));
         merges[k] = add("Merge", {e->output(0)}, {{"frame", f.frame}, {"slot", static_cast<int64_t>(k)}},
-                        f.frame + "/merge" + std::to_string(k))->output(0);
+                        f.frame + "/merge" + std::to_string(k))
+                        ->output(0);
     }
     ir::Value* p = nullptr;
     if (trip) p = add("Less", {merges[0], bring_in(f, trip)}, {}, f.frame + "/less")->output(0);
@@ -227,11 +232,13 @@ std::vector<ir::Value*> Lowerer::lower_loop(const ir::Node& n, const std::vector
         if (merges[k]) sw[k] = switch_of(merges[k], p, f.frame + "/loop");
     std::unordered_map<const ir::Value*, ir::Value*> map;
     map[body.inputs()[0]] = sw[0][1];
-    map[body.inputs()[1]] = cond ? sw[1][1] : live_constant(f, g_.add_constant(g_.fresh_name(f.frame + "/true"), scalar_bool(true)));
+    map[body.inputs()[1]] =
+        cond ? sw[1][1] : live_constant(f, g_.add_constant(g_.fresh_name(f.frame + "/true"), scalar_bool(true)));
     for (size_t j = 0; j < carried; ++j) map[body.inputs()[2 + j]] = sw[2 + j][1];
     std::vector<ir::Value*> outs = inline_graph(body, f, n, map);
     ir::Value* one = g_.add_constant(g_.fresh_name(f.frame + "/one"), scalar_i64(1));
-    std::vector<ir::Value*> next = {add("Add", {sw[0][1], one}, {}, f.frame + "/next_i")->output(0), cond ? outs[0] : nullptr};
+    std::vector<ir::Value*> next = {add("Add", {sw[0][1], one}, {}, f.frame + "/next_i")->output(0),
+                                    cond ? outs[0] : nullptr};
     for (size_t j = 0; j < carried; ++j) next.push_back(outs[1 + j]);
     for (size_t k = 0; k < next.size(); ++k) {
         if (!next[k]) continue;

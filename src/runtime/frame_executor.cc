@@ -45,10 +45,10 @@ struct FrameExecutor::RunState {
     std::vector<std::shared_ptr<void>> fixed;  // per buffer: graph inputs and constants
     std::vector<char> is_output;               // per buffer
     std::mutex mu;
-    FrameMap frames;                           // guarded by mu, as everything below
+    FrameMap frames;  // guarded by mu, as everything below
     std::set<const FrameState*> live;
     std::vector<std::pair<FrameState*, int64_t>> touched;
-    std::vector<FrameValue> outputs;           // per buffer: root-frame values of graph outputs
+    std::vector<FrameValue> outputs;  // per buffer: root-frame values of graph outputs
     Status error;
     std::atomic<bool> failed{false};
     bool finished = false;
@@ -136,7 +136,8 @@ void FrameExecutor::RunState::fire_step(FrameState* f, Iteration& it, int step, 
             deliver(f, it.id, out_buffer(step, 1), dead || !taken ? dead_value : data, ready);
             return;
         }
-        case StepKind::kEnter: return enter(f, it, step, dead ? dead_value : input(it, step, 0), ready);
+        case StepKind::kEnter:
+            return enter(f, it, step, dead ? dead_value : input(it, step, 0), ready);
         case StepKind::kExit:
             if (dead) return;  // reported dead to the parent only when the frame is done
             f->exit_live[fg.exit_index[step]] = 1;
@@ -144,12 +145,14 @@ void FrameExecutor::RunState::fire_step(FrameState* f, Iteration& it, int step, 
         case StepKind::kNextIteration:
             if (!dead) next_iteration(f, it, step, input(it, step, 0), ready);
             return;  // a dead one ends the loop: no next iteration
-        default: break;
+        default:
+            break;
     }
     const StepDesc& sd = exe.steps[step];
     if (dead) {  // an untaken branch: the kernel does not run
         ++stats.kernels_dead;
-        for (size_t k = 0; k + sd.num_inputs < sd.args.size(); ++k) deliver(f, it.id, out_buffer(step, static_cast<int>(k)), dead_value, ready);
+        for (size_t k = 0; k + sd.num_inputs < sd.args.size(); ++k)
+            deliver(f, it.id, out_buffer(step, static_cast<int>(k)), dead_value, ready);
         return;
     }
     Ready r{f, it.id, step, {}};
@@ -346,7 +349,8 @@ void process(FrameExecutor::RunState& st, InterOpThreadPool* inter, Ready first)
         bool finished;
         {
             std::lock_guard<std::mutex> lock(st.mu);
-            for (size_t k = 0; k < outs.size(); ++k) st.deliver(r.f, r.iter, st.out_buffer(r.step, static_cast<int>(k)), outs[k], ready);
+            for (size_t k = 0; k < outs.size(); ++k)
+                st.deliver(r.f, r.iter, st.out_buffer(r.step, static_cast<int>(k)), outs[k], ready);
             --r.f->iterations.at(r.iter)->outstanding;
             st.touched.emplace_back(r.f, r.iter);
             st.drain(ready);
@@ -374,9 +378,9 @@ Status check_inputs(const Executable& exe, const std::vector<Tensor>& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) {
         const BufferDesc& b = exe.buffers[exe.inputs[i]];
         if (inputs[i].dtype() != b.dtype || inputs[i].shape() != b.shape)
-            return Status(ErrorKind::kInvalidArgument, "input '" + b.name + "': expected " + dtype_name(b.dtype) +
-                                                           shape_str(b.shape) + ", got " + dtype_name(inputs[i].dtype()) +
-                                                           shape_str(inputs[i].shape()));
+            return Status(ErrorKind::kInvalidArgument,
+                          "input '" + b.name + "': expected " + dtype_name(b.dtype) + shape_str(b.shape) + ", got " +
+                              dtype_name(inputs[i].dtype()) + shape_str(inputs[i].shape()));
     }
     return Status::ok_status();
 }

@@ -27,13 +27,17 @@ StepKind kind_of(const KernelDesc& k) {
 /// Expected (inputs, outputs) of a control step; (-1, -1) for kernels.
 std::pair<int, int> control_arity(StepKind k, int num_inputs) {
     switch (k) {
-        case StepKind::kSwitch: return {2, 2};
-        case StepKind::kMerge: return {num_inputs == 2 ? 2 : 1, 1};
+        case StepKind::kSwitch:
+            return {2, 2};
+        case StepKind::kMerge:
+            return {num_inputs == 2 ? 2 : 1, 1};
         case StepKind::kEnter:
         case StepKind::kExit:
         case StepKind::kNextIteration:
-        case StepKind::kCopy: return {1, 1};
-        default: return {-1, -1};
+        case StepKind::kCopy:
+            return {1, 1};
+        default:
+            return {-1, -1};
     }
 }
 
@@ -70,10 +74,11 @@ Status place_step(const Executable& exe, int s, FrameGraph& fg, std::vector<int>
         if (fresh) fg.frames.push_back({name, frame, 1, 0, 0, {}});
         FrameInfo& f = fg.frames[it->second];
         if (f.parent != frame)
-            return bad(sd, "enters frame '" + name + "' from frame '" + fg.frames[frame].name + "', but it was entered from '" +
-                               fg.frames[f.parent].name + "'");
+            return bad(sd, "enters frame '" + name + "' from frame '" + fg.frames[frame].name +
+                               "', but it was entered from '" + fg.frames[f.parent].name + "'");
         ++f.num_enters;
-        f.parallel_iterations = std::max<int>(f.parallel_iterations, static_cast<int>(p.integer_or("parallel_iterations", 1)));
+        f.parallel_iterations =
+            std::max<int>(f.parallel_iterations, static_cast<int>(p.integer_or("parallel_iterations", 1)));
         f.max_iterations = std::max(f.max_iterations, p.integer_or("max_iterations", 0));
         fg.child[s] = outs = it->second;
         fg.constant[s] = p.integer_or("constant", 0) != 0;
@@ -97,7 +102,8 @@ Status link_merges(const Executable& exe, FrameGraph& fg) {
     for (int s = 0; s < n; ++s) {
         if (fg.kind[s] != StepKind::kMerge) continue;
         ExternParams p(exe.kernels[exe.steps[s].kernel].control_params);
-        if (exe.steps[s].num_inputs == 1) merge_of[{p.has("frame") ? p.str("frame") : "", p.integer_or("slot", -1)}] = s;
+        if (exe.steps[s].num_inputs == 1)
+            merge_of[{p.has("frame") ? p.str("frame") : "", p.integer_or("slot", -1)}] = s;
         // A loop Merge sees one arrival per iteration (Enter, then NextIteration); a join sees both.
         fg.pending[s] = exe.steps[s].num_inputs;
     }
@@ -107,11 +113,11 @@ Status link_merges(const Executable& exe, FrameGraph& fg) {
         const std::string frame = p.has("frame") ? p.str("frame") : "";
         auto it = merge_of.find({frame, p.integer_or("slot", -1)});
         if (it == merge_of.end())
-            return bad(exe.steps[s], "NextIteration of frame '" + frame + "' slot " + std::to_string(p.integer_or("slot", -1)) +
-                                         " has no Merge to feed");
+            return bad(exe.steps[s], "NextIteration of frame '" + frame + "' slot " +
+                                         std::to_string(p.integer_or("slot", -1)) + " has no Merge to feed");
         if (fg.frame[it->second] != fg.frame[s])
-            return bad(exe.steps[s], "NextIteration runs in frame '" + fg.frames[fg.frame[s]].name + "' but its Merge '" +
-                                         exe.steps[it->second].node_name + "' in frame '" +
+            return bad(exe.steps[s], "NextIteration runs in frame '" + fg.frames[fg.frame[s]].name +
+                                         "' but its Merge '" + exe.steps[it->second].node_name + "' in frame '" +
                                          fg.frames[fg.frame[it->second]].name + "'");
         fg.merge[s] = it->second;
     }
@@ -142,7 +148,8 @@ Status build_frame_graph(const Executable& exe, FrameGraph& fg) {
         for (int b : sd.args)
             if (b < 0 || static_cast<size_t>(b) >= nb) return bad(sd, "names buffer " + std::to_string(b));
         const KernelDesc& kd = exe.kernels[sd.kernel];
-        if (kd.is_async && kd.symbol != kAsyncCopySymbol) return bad(sd, "async kernel '" + kd.symbol + "' is not run by the frames executor");
+        if (kd.is_async && kd.symbol != kAsyncCopySymbol)
+            return bad(sd, "async kernel '" + kd.symbol + "' is not run by the frames executor");
         Status st = place_step(exe, static_cast<int>(s), fg, out_frame, frame_ids);
         if (!st.ok()) return st;
     }

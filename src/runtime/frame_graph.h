@@ -39,10 +39,10 @@ struct FrameGraph {
     std::vector<int> exit_index;  // per step: Exit -> its index in its frame's exits, else -1
     /// Per buffer: (step, input slot) of every read by a step.
     std::vector<std::vector<std::pair<int, int>>> readers;
-    std::vector<int> producer;    // per buffer: the step writing it, -1 for inputs and constants
-    std::vector<int> reads;       // per buffer: reads by steps other than Merge (which reads nothing stored)
+    std::vector<int> producer;  // per buffer: the step writing it, -1 for inputs and constants
+    std::vector<int> reads;     // per buffer: reads by steps other than Merge (which reads nothing stored)
     std::vector<FrameInfo> frames;
-    std::vector<int> roots;       // steps of the root frame with no dynamic input
+    std::vector<int> roots;  // steps of the root frame with no dynamic input
 };
 
 /// Builds the frame graph of `exe`, or a kInvalidArgument Status naming the node for a value

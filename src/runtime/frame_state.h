@@ -20,7 +20,11 @@ struct FrameValue {
 
 struct Iteration {
     Iteration(int64_t id_, const std::vector<int>& reads, const std::vector<int>& pending_)
-        : id(id_), values(reads.size()), reads_left(reads), pending(pending_), dead_inputs(pending_.size(), 0),
+        : id(id_),
+          values(reads.size()),
+          reads_left(reads),
+          pending(pending_),
+          dead_inputs(pending_.size(), 0),
           merged(pending_.size(), 0) {}
     int64_t id;
     std::vector<FrameValue> values;  // per buffer (those of this frame)
@@ -36,13 +40,13 @@ struct FrameState {
     int id = 0;  // FrameGraph::frames index
     FrameState* parent = nullptr;
     int64_t parent_iter = 0;
-    int pending_enters = 0;        // Enter steps of the parent iteration not yet fired
-    int64_t newest = 0;            // highest iteration id started
+    int pending_enters = 0;  // Enter steps of the parent iteration not yet fired
+    int64_t newest = 0;      // highest iteration id started
     int outstanding_iterations = 0;
     std::map<int64_t, std::unique_ptr<Iteration>> iterations;
     std::vector<std::pair<int, FrameValue>> invariants;     // (Enter step, value): every iteration gets them
     std::vector<std::pair<int, FrameValue>> deferred_next;  // (NextIteration step, value) waiting for a slot
-    std::vector<char> exit_live;                             // per exit: produced a live value
+    std::vector<char> exit_live;                            // per exit: produced a live value
 };
 
 /// Frames of one run by (parent, frame id, parent iteration).

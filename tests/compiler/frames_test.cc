@@ -22,7 +22,9 @@ namespace {
 
 using ir::TensorType;
 
-TensorType f32(Shape s) { return TensorType::of_static(DType::kFloat32, s); }
+TensorType f32(Shape s) {
+    return TensorType::of_static(DType::kFloat32, s);
+}
 const TensorType kI64 = TensorType::of_static(DType::kInt64, {});
 const TensorType kBool = TensorType::of_static(DType::kBool, {});
 
@@ -51,7 +53,11 @@ std::shared_ptr<ir::Graph> affine_body(Shape s, const std::string& prefix, const
     ir::Value* i = b->add_input(prefix + "i", kI64);
     ir::Value* c = b->add_input(prefix + "c", kBool);
     ir::Value* y = b->add_input(prefix + "y", f32(s));
-    ir::Value* k = b->add_constant(prefix + "k", [] { Tensor t(DType::kFloat32, {}); t.set_f64(0, 0.5); return t; }());
+    ir::Value* k = b->add_constant(prefix + "k", [] {
+        Tensor t(DType::kFloat32, {});
+        t.set_f64(0, 0.5);
+        return t;
+    }());
     ir::Value* fi = b->add_node("Cast", {i}, {{"to", int64_t{1}}}, {f32({})}, {prefix + "fi"})->output(0);
     if (!outer.empty()) {
         ir::Value* o = b->add_outer_input(outer, kI64);
@@ -71,7 +77,8 @@ std::shared_ptr<ir::Graph> affine_loop(int64_t trips) {
     ir::Value* x = g->add_input("x", f32({4}));
     ir::Value* m = g->add_constant("M", scalar_i64(trips));
     ir::Value* c = g->add_constant("cond", scalar_bool(true));
-    ir::Node* loop = g->add_node("Loop", {m, c, x}, {{"body", ir::GraphAttr(affine_body({4}, "b_"))}}, {f32({4})}, {"y"}, "loop");
+    ir::Node* loop =
+        g->add_node("Loop", {m, c, x}, {{"body", ir::GraphAttr(affine_body({4}, "b_"))}}, {f32({4})}, {"y"}, "loop");
     g->add_output(loop->output(0));
     return g;
 }
@@ -93,8 +100,8 @@ struct FramesRun {
     runtime::FrameRunStats stats;
 };
 
-FramesRun run_frames(ir::Graph& g, const std::vector<Tensor>& ins, int inter_threads, FramesLoweringOptions lowering = {},
-                     CompileOptions opts = {}) {
+FramesRun run_frames(ir::Graph& g, const std::vector<Tensor>& ins, int inter_threads,
+                     FramesLoweringOptions lowering = {}, CompileOptions opts = {}) {
     CompiledModel m = compile_frames(g, opts, lowering);
     runtime::ThreadPool intra(1);
     std::unique_ptr<runtime::InterOpThreadPool> inter;
@@ -135,14 +142,23 @@ std::shared_ptr<ir::Graph> if_graph() {
     ir::Value* c = g->add_input("c", kBool);
     auto then_g = std::make_shared<ir::Graph>();
     ir::Value* tx = then_g->add_outer_input("x", f32({4}));
-    ir::Value* two = then_g->add_constant("two", [] { Tensor t(DType::kFloat32, {}); t.set_f64(0, 2); return t; }());
+    ir::Value* two = then_g->add_constant("two", [] {
+        Tensor t(DType::kFloat32, {});
+        t.set_f64(0, 2);
+        return t;
+    }());
     then_g->add_output(then_g->add_node("Mul", {tx, two}, {}, {f32({4})}, {"t"})->output(0));
     auto else_g = std::make_shared<ir::Graph>();
     ir::Value* ex = else_g->add_outer_input("x", f32({4}));
-    ir::Value* ten = else_g->add_constant("ten", [] { Tensor t(DType::kFloat32, {}); t.set_f64(0, 10); return t; }());
+    ir::Value* ten = else_g->add_constant("ten", [] {
+        Tensor t(DType::kFloat32, {});
+        t.set_f64(0, 10);
+        return t;
+    }());
     else_g->add_output(else_g->add_node("Add", {ex, ten}, {}, {f32({4})}, {"e"})->output(0));
-    ir::Node* n = g->add_node("If", {c}, {{"then_branch", ir::GraphAttr(then_g)}, {"else_branch", ir::GraphAttr(else_g)}},
-                              {f32({4})}, {"out"}, "if");
+    ir::Node* n =
+        g->add_node("If", {c}, {{"then_branch", ir::GraphAttr(then_g)}, {"else_branch", ir::GraphAttr(else_g)}},
+                    {f32({4})}, {"out"}, "if");
     g->add_output(n->output(0));
     return g;
 }
@@ -179,8 +195,9 @@ std::shared_ptr<ir::Graph> independent_loop(int64_t trips, int64_t n) {
     auto g = std::make_shared<ir::Graph>();
     ir::Value* gx = g->add_input("x", f32({n, n}));
     ir::Value* acc0 = g->add_input("acc0", f32({n, n}));
-    ir::Node* loop = g->add_node("Loop", {g->add_constant("M", scalar_i64(trips)), g->add_constant("cond", scalar_bool(true)), acc0},
-                                 {{"body", ir::GraphAttr(b)}}, {f32({n, n})}, {"acc"}, "loop");
+    ir::Node* loop =
+        g->add_node("Loop", {g->add_constant("M", scalar_i64(trips)), g->add_constant("cond", scalar_bool(true)), acc0},
+                    {{"body", ir::GraphAttr(b)}}, {f32({n, n})}, {"acc"}, "loop");
     (void)gx;
     g->add_output(loop->output(0));
     return g;
@@ -225,8 +242,9 @@ std::shared_ptr<ir::Graph> nested_loop() {
     outer->set_outputs({outer->add_node("Identity", {c}, {}, {kBool}, {"o_co"})->output(0), inner->output(0)});
     auto g = std::make_shared<ir::Graph>();
     ir::Value* x = g->add_input("x", f32({4}));
-    ir::Node* loop = g->add_node("Loop", {g->add_constant("M", scalar_i64(3)), g->add_constant("cond", scalar_bool(true)), x},
-                                 {{"body", ir::GraphAttr(outer)}}, {f32({4})}, {"y"}, "outer");
+    ir::Node* loop =
+        g->add_node("Loop", {g->add_constant("M", scalar_i64(3)), g->add_constant("cond", scalar_bool(true)), x},
+                    {{"body", ir::GraphAttr(outer)}}, {f32({4})}, {"y"}, "outer");
     g->add_output(loop->output(0));
     return g;
 }
@@ -283,8 +301,9 @@ TEST(Frames, ALoopCarriedShapeChangeIsAnErrorNamingTheLoop) {
     b->set_outputs({c, cat});
     ir::Graph g;
     ir::Value* x = g.add_input("x", f32({2}));
-    ir::Node* loop = g.add_node("Loop", {g.add_constant("M", scalar_i64(2)), g.add_constant("cond", scalar_bool(true)), x},
-                                {{"body", ir::GraphAttr(b)}}, {f32({2})}, {"out"}, "growing");
+    ir::Node* loop =
+        g.add_node("Loop", {g.add_constant("M", scalar_i64(2)), g.add_constant("cond", scalar_bool(true)), x},
+                   {{"body", ir::GraphAttr(b)}}, {f32({2})}, {"out"}, "growing");
     g.add_output(loop->output(0));
     try {
         compile_frames(g, {});

@@ -2,7 +2,8 @@
 
 Models built here with onnx.helper: a for-loop (trip count), a while-loop (cond only) whose
 body computes its next cond, an If on an input (both branches), a Loop whose body holds an If
-(a dead branch in every iteration) and a nested Loop reading the outer iteration number. Each
+(a dead branch in every iteration), a nested Loop reading the outer iteration number, a trip
+count given as an input, and an If passing an outer value or a constant on. Each
 runs with 1 and 2 inter-op threads; outputs must match ORT, and the two thread counts must agree
 bitwise.
 """
@@ -108,7 +109,30 @@ def nested_loop():
                  [vec("x")], [vec("y")], [const("M", TensorProto.INT64, 4), const("cond", TensorProto.BOOL, True)])
 
 
+def loop_trip_from_input():
+    # M and cond are graph inputs (run-time values: M enters the frame as a loop invariant)
+    body = helper.make_graph(affine_nodes("t_") + [helper.make_node("Identity", ["t_c"], ["t_co"])], "body",
+                             body_inputs("t_"), [scalar("t_co", TensorProto.BOOL), vec("t_out")],
+                             [const("t_half", F, 0.5)])
+    return model([helper.make_node("Loop", ["M", "cond", "x"], ["y"], body=body, name="trip_input")],
+                 [vec("x"), scalar("M", TensorProto.INT64), scalar("cond", TensorProto.BOOL)], [vec("y")])
+
+
+def if_passthrough():
+    # then passes the outer x on (ORT wants an Identity), else returns a constant: both reach the
+    # Merge through gating Switches
+    then_g = helper.make_graph([helper.make_node("Identity", ["x"], ["xt"])], "then", [], [vec("xt")])
+    else_g = helper.make_graph([], "else", [], [vec("k")],
+                               [helper.make_tensor("k", F, [6], [7.0] * 6)])
+    return model([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g, name="pass")],
+                 [vec("x"), scalar("c", TensorProto.BOOL)], [vec("y")])
+
+
 CASES = {
+    "trip_from_input": (loop_trip_from_input, {"M": np.array(5, np.int64), "cond": np.array(True)}),
+    "trip_from_input_zero": (loop_trip_from_input, {"M": np.array(0, np.int64), "cond": np.array(True)}),
+    "if_passthrough_true": (if_passthrough, {"c": np.array(True)}),
+    "if_passthrough_false": (if_passthrough, {"c": np.array(False)}),
     "for_loop": (for_loop, {}),
     "while_loop": (while_loop, {}),
     "if_true": (if_model, {"c": np.array(True)}),

@@ -60,6 +60,16 @@ def for_loop():
                  [vec("x")], [vec("y")], [const("M", TensorProto.INT64, 7), const("cond", TensorProto.BOOL, True)])
 
 
+def for_loop_no_cond():
+    # M only: the body's cond_in is true. (A false cond output: the spec's for-loop ignores it, as
+    # Kiln does, where ORT stops; not compared here.)
+    body = helper.make_graph(affine_nodes("u_") + [helper.make_node("Identity", ["u_c"], ["u_co"])], "body",
+                             body_inputs("u_"), [scalar("u_co", TensorProto.BOOL), vec("u_out")],
+                             [const("u_half", F, 0.5)])
+    return model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="for_no_cond")],
+                 [vec("x")], [vec("y")], [const("M", TensorProto.INT64, 4)])
+
+
 def while_loop():
     # while sum(y) < limit: y = y * 2 + 1 (the body computes its next cond)
     nodes = [helper.make_node("Mul", ["w_y", "w_two"], ["w_m"]), helper.make_node("Add", ["w_m", "w_one"], ["w_out"]),
@@ -134,6 +144,7 @@ CASES = {
     "if_passthrough_true": (if_passthrough, {"c": np.array(True)}),
     "if_passthrough_false": (if_passthrough, {"c": np.array(False)}),
     "for_loop": (for_loop, {}),
+    "for_loop_no_cond": (for_loop_no_cond, {}),
     "while_loop": (while_loop, {}),
     "if_true": (if_model, {"c": np.array(True)}),
     "if_false": (if_model, {"c": np.array(False)}),

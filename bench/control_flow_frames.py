@@ -8,8 +8,9 @@ iteration i+1's matrix products start before iteration i ends. Kiln runs at 1 in
 with 1 and with 2 inter-op threads; ORT runs the same model at 1 intra-op thread (its Loop runs
 iterations one after another). Kiln (`--repeat R`, median) and ORT (median of R) alternate
 `--rounds` times; each figure is the median over rounds. Prints a Markdown table: the 2-thread
-speedup over 1 thread (target >= 1.7x) and Kiln/ORT ratios. --smoke: one run each, compares
-outputs with ORT, no timing.
+speedup over 1 thread (target >= 1.7x) and Kiln/ORT ratios. A second model, 1000 iterations of a
+small body (y * 0.5 + 1 on 16 floats), gives the per-iteration cost against ORT. --smoke: one run
+each, compares outputs with ORT, no timing.
 
     python3 bench/control_flow_frames.py [--iterations 16] [--size 256] [--repeat 10] [--rounds 3]
 """
@@ -48,6 +49,24 @@ def loop_model(iterations, size, chain=4):
     graph = helper.make_graph(
         [helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body, name="loop")], "frames_bench",
         [mat("x"), mat("acc0")], [mat("acc")],
+        [helper.make_tensor("M", TensorProto.INT64, [], [iterations]),
+         helper.make_tensor("cond", TensorProto.BOOL, [], [True])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def small_loop_model(iterations, size=16):
+    """The per-iteration cost: y = y * 0.5 + 1 on SIZE floats, ITERATIONS times (bench/control_flow.py's)."""
+    vec = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [size])  # noqa: E731
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["y_in", "k"], ["y_mul"]), helper.make_node("Add", ["y_mul", "one"], ["y_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []), vec("y_in")],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), vec("y_out")],
+        [helper.make_tensor("k", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body, name="loop")], "frames_small",
+        [vec("acc0")], [vec("acc")],
         [helper.make_tensor("M", TensorProto.INT64, [], [iterations]),
          helper.make_tensor("cond", TensorProto.BOOL, [], [True])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -106,7 +125,15 @@ def main(argv=None):
         np.savez(inputs, **feed)
         sess = ort_session(model)
         want = sess.run(None, feed)[0]
-        times = {1: [], 2: [], "ort": []}
+        times = {1: [], 2: [], "ort": [], "small": [], "small_ort": []}
+        small_n = 50 if args.smoke else 1000
+        small = os.path.join(tmp, "small.onnx")
+        onnx.save(small_loop_model(small_n), small)
+        small_feed = {"acc0": np.linspace(-1, 1, 16).astype(np.float32)}
+        small_inputs = os.path.join(tmp, "small.npz")
+        np.savez(small_inputs, **small_feed)
+        small_sess = ort_session(small)
+        small_want = small_sess.run(None, small_feed)[0]
         executor_lines = {}
         for _ in range(args.rounds):
             for inter in (1, 2):
@@ -120,6 +147,12 @@ def main(argv=None):
                 if args.smoke:
                     print(executor_lines[inter])
             times["ort"].append(ort_median_ms(sess, feed, args.repeat))
+            # The per-iteration cost of a small body (1 inter-op thread), against ORT.
+            ms, got, _ = kiln_run(args.kiln, small, small_inputs, 1, args.repeat, os.path.join(tmp, "small_out"))
+            if not np.allclose(got, small_want, rtol=1e-5, atol=1e-5):
+                sys.exit("kiln differs from ORT on the small-body loop")
+            times["small"].append(ms)
+            times["small_ort"].append(ort_median_ms(small_sess, small_feed, args.repeat))
     if args.smoke:
         print("smoke: Kiln frames (1 and 2 inter-op threads) match ORT")
         return 0
@@ -131,7 +164,10 @@ def main(argv=None):
     print(f"| Kiln frames, 1 inter-op thread | {k1:.2f} | 1.00x | {k1 / o:.2f} |")
     print(f"| Kiln frames, 2 inter-op threads | {k2:.2f} | {k1 / k2:.2f}x faster | {k2 / o:.2f} |")
     print(f"| ONNX Runtime (intra-op 1) | {o:.2f} | | 1.00 |")
-    print()
+    s, so = statistics.median(times["small"]), statistics.median(times["small_ort"])
+    print(f"\nLoop of {small_n} small bodies (y * 0.5 + 1 on 16 floats), 1 inter-op thread: Kiln frames "
+          f"{s:.2f} ms ({s * 1e3 / small_n:.2f} us per iteration), ORT {so:.2f} ms ({so * 1e3 / small_n:.2f} us), "
+          f"Kiln / ORT {s / so:.2f}\n")
     for inter in (1, 2):
         print(executor_lines[inter])
     return 0

@@ -11,6 +11,7 @@
 // through the scope's pivot Switch first.
 #include "compiler/lower_to_frames.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -132,6 +133,12 @@ private:
 
     std::vector<ir::Value*> lower_if(const ir::Node& n, const std::vector<ir::Value*>& ins, Scope& s);
     std::vector<ir::Value*> lower_loop(const ir::Node& n, const std::vector<ir::Value*>& ins, Scope& s);
+    /// Enter -> Merge of loop variable `slot` of frame f (entered from s); returns the Merge.
+    ir::Value* loop_variable(Scope& s, Scope& f, ir::Value* init, int64_t slot);
+    /// NextIteration of `slot`, its value gated by the frame's predicate.
+    void next_iteration(Scope& f, ir::Value* v, int64_t slot);
+    /// A scan output as a loop-carried stack (see the header); returns the Loop's output.
+    ir::Value* scan_stack(Scope& s, Scope& f, int64_t trips, ir::Value* y, ir::Value* i, int64_t slot);
 
     ir::Graph& g_;
     FramesLoweringOptions opts_;
@@ -155,6 +162,23 @@ Tensor scalar_bool(bool v) {
     Tensor t(DType::kBool, {});
     t.set_i64(0, v ? 1 : 0);
     return t;
+}
+
+/// The trip count of a Loop with scan outputs: they are stacks of a static length, so the loop
+/// must run exactly M times (M constant; a cond, when given, constant true and passed through).
+int64_t static_trips(const ir::Node& n, const ir::Graph& body, const ir::Value* trip, const ir::Value* cond) {
+    KILN_CHECK(trip && trip->is_constant(), kUnsupported)
+        << n.describe() << ": scan outputs need a constant trip count under control_flow=frames "
+        << "(their length is compiled in)";
+    const ir::Value* out = body.outputs()[0];
+    const ir::Node* p = out->producer();
+    const bool passes_cond = out == body.inputs()[1] || (p && p->op() == "Identity" && p->input(0) == body.inputs()[1]);
+    KILN_CHECK(!cond || (cond->is_constant() && cond->constant().get_f64(0) != 0 && passes_cond), kUnsupported)
+        << n.describe() << ": scan outputs under control_flow=frames need a loop that runs exactly its trip count "
+        << "(no cond, or a constant true cond the body passes on)";
+    const int64_t m = static_cast<int64_t>(trip->constant().get_f64(0));
+    KILN_CHECK(m >= 0, kInvalidModel) << n.describe() << ": trip count " << m << " is negative";
+    return m;
 }
 
 std::string node_key(const ir::Node& n, int counter) {
@@ -200,9 +224,10 @@ std::vector<ir::Value*> Lowerer::lower_loop(const ir::Node& n, const std::vector
     const size_t carried = ins.size() > 2 ? ins.size() - 2 : 0;
     KILN_CHECK(trip || cond, kUnsupported) << n.describe() << ": a Loop with neither a trip count nor a cond "
                                            << "never ends; control_flow=frames takes loops that do";
-    KILN_CHECK(body.outputs().size() == 1 + carried, kUnsupported)
-        << n.describe() << ": scan outputs (body outputs past the loop-carried values) are not taken by "
-        << "control_flow=frames; got " << body.outputs().size() - 1 - carried << " of them";
+    KILN_CHECK(body.outputs().size() >= 1 + carried, kInvalidModel)
+        << n.describe() << ": its body returns " << body.outputs().size() << " outputs, expected at least " << 1 + carried;
+    const size_t scans = body.outputs().size() - 1 - carried;
+    const int64_t trips = scans ? static_trips(n, body, trip, cond) : -1;
     KILN_CHECK(body.inputs().size() == 2 + carried, kInvalidModel)
         << n.describe() << ": its body takes " << body.inputs().size() << " inputs, expected " << 2 + carried;
     Scope f;
@@ -214,15 +239,8 @@ std::vector<ir::Value*> Lowerer::lower_loop(const ir::Node& n, const std::vector
     inits.push_back(cond);
     for (size_t j = 0; j < carried; ++j) inits.push_back(ins[2 + j]);
     std::vector<ir::Value*> merges(inits.size(), nullptr);
-    for (size_t k = 0; k < inits.size(); ++k) {
-        if (!inits[k]) continue;
-        ir::Value* init = live_constant(s, inits[k]);
-        ir::Node* e = add("Enter", {init}, enter_attrs(f.frame, static_cast<int64_t>(k), false),
-                          f.frame + "/enter" + std::to_string(k));
-        merges[k] = add("Merge", {e->output(0)}, {{"frame", f.frame}, {"slot", static_cast<int64_t>(k)}},
-                        f.frame + "/merge" + std::to_string(k))
-                        ->output(0);
-    }
+    for (size_t k = 0; k < inits.size(); ++k)
+        if (inits[k]) merges[k] = loop_variable(s, f, inits[k], static_cast<int64_t>(k));
     ir::Value* p = nullptr;
     if (trip) p = add("Less", {merges[0], bring_in(f, trip)}, {}, f.frame + "/less")->output(0);
     if (cond) p = p ? add("And", {p, merges[1]}, {}, f.frame + "/and")->output(0) : merges[1];
@@ -240,16 +258,53 @@ std::vector<ir::Value*> Lowerer::lower_loop(const ir::Node& n, const std::vector
     std::vector<ir::Value*> next = {add("Add", {sw[0][1], one}, {}, f.frame + "/next_i")->output(0),
                                     cond ? outs[0] : nullptr};
     for (size_t j = 0; j < carried; ++j) next.push_back(outs[1 + j]);
-    for (size_t k = 0; k < next.size(); ++k) {
-        if (!next[k]) continue;
-        ir::Value* gated = switch_of(next[k], p, f.frame + "/next")[1];
-        add("NextIteration", {gated}, {{"frame", f.frame}, {"slot", static_cast<int64_t>(k)}},
-            f.frame + "/next_iteration" + std::to_string(k));
-    }
+    for (size_t k = 0; k < next.size(); ++k)
+        if (next[k]) next_iteration(f, next[k], static_cast<int64_t>(k));
     std::vector<ir::Value*> results;
     for (size_t j = 0; j < carried; ++j)
         results.push_back(add("Exit", {sw[2 + j][0]}, {}, f.frame + "/exit" + std::to_string(j))->output(0));
+    for (size_t k = 0; k < scans; ++k)
+        results.push_back(scan_stack(s, f, trips, outs[1 + carried + k], sw[0][1], static_cast<int64_t>(2 + carried + k)));
     return results;
+}
+
+ir::Value* Lowerer::loop_variable(Scope& s, Scope& f, ir::Value* init, int64_t slot) {
+    ir::Node* e = add("Enter", {live_constant(s, init)}, enter_attrs(f.frame, slot, false),
+                      f.frame + "/enter" + std::to_string(slot));
+    return add("Merge", {e->output(0)}, {{"frame", f.frame}, {"slot", slot}}, f.frame + "/merge" + std::to_string(slot))
+        ->output(0);
+}
+
+void Lowerer::next_iteration(Scope& f, ir::Value* v, int64_t slot) {
+    ir::Value* gated = switch_of(v, f.pivot, f.frame + "/next")[1];
+    add("NextIteration", {gated}, {{"frame", f.frame}, {"slot", slot}}, f.frame + "/next_iteration" + std::to_string(slot));
+}
+
+ir::Value* Lowerer::scan_stack(Scope& s, Scope& f, int64_t trips, ir::Value* y, ir::Value* i, int64_t slot) {
+    const ir::TensorType& t = y->type();
+    KILN_CHECK(t.is_static(), kUnsupported) << "Loop '" << f.frame << "': scan output " << slot << " has type "
+                                            << t.str() << "; control_flow=frames needs a static shape";
+    Shape row_shape = {1}, stack_shape = {trips}, iota_shape = {trips};
+    for (int64_t d : t.static_shape()) {
+        row_shape.push_back(d);
+        stack_shape.push_back(d);
+        iota_shape.push_back(1);
+    }
+    Tensor zeros(t.dtype, stack_shape);
+    if (zeros.nbytes() > 0) std::memset(zeros.data(), 0, zeros.nbytes());
+    ir::Value* init = g_.add_constant(g_.fresh_name(f.frame + "/stack0"), zeros);
+    if (trips == 0) return init;  // no iteration writes it
+    Tensor iota(DType::kInt64, iota_shape), shape(DType::kInt64, {static_cast<int64_t>(row_shape.size())});
+    for (int64_t r = 0; r < trips; ++r) iota.set_i64(r, r);
+    for (size_t d = 0; d < row_shape.size(); ++d) shape.set_i64(static_cast<int64_t>(d), row_shape[d]);
+    std::vector<ir::Value*> stack = switch_of(loop_variable(s, f, init, slot), f.pivot, f.frame + "/loop");
+    ir::Value* mask = add("Equal", {g_.add_constant(g_.fresh_name(f.frame + "/iota"), iota), i}, {},
+                          f.frame + "/scan_row" + std::to_string(slot))->output(0);
+    ir::Value* row = add("Reshape", {y, g_.add_constant(g_.fresh_name(f.frame + "/row_shape"), shape)}, {},
+                         f.frame + "/scan_reshape" + std::to_string(slot))->output(0);
+    ir::Value* written = add("Where", {mask, row, stack[1]}, {}, f.frame + "/scan_write" + std::to_string(slot))->output(0);
+    next_iteration(f, written, slot);
+    return add("Exit", {stack[0]}, {}, f.frame + "/exit_scan" + std::to_string(slot))->output(0);
 }
 
 }  // namespace

@@ -12,7 +12,11 @@
 // outer values the body reads enter once as loop invariants (Enter constant=1); the body's
 // results, gated by Switch(y, p), go to NextIteration, which feeds the Merge of the same slot in
 // the next iteration. Nested If/Loop lower recursively into child frames.
-// Not taken: Loop scan outputs (kUnsupported naming the node), a Loop with neither M nor cond.
+// A scan output is a loop-carried stack [M, ...] of zeros whose row i iteration i writes with
+// Where(iota == i, y, stack) (one fused elementwise kernel; like `acc +`, this cheap chain is all
+// that links the iterations). Its length is compiled in, so the Loop must run exactly M times: M
+// constant, and no cond or a constant true one the body passes on (else kUnsupported).
+// Not taken: a Loop with neither M nor cond.
 #pragma once
 
 #include <cstdint>

@@ -6,8 +6,9 @@
 // a Merge forwards its live input. Up to parallel_iterations iterations of a loop frame run at
 // once, so iteration i+1's work that does not depend on iteration i starts before i ends.
 // Every value produced by a step lives in storage of its own from a pooled allocator, shared by
-// reference between the steps that forward it, and released when its iteration is done (the
-// static arena plan assumes one live copy of each buffer, which several iterations break).
+// reference between the steps that forward it, and released when the last step of its iteration
+// that reads it has fired (the static arena plan assumes one live copy of each buffer, which
+// several iterations break).
 #pragma once
 
 #include <atomic>

@@ -3,7 +3,7 @@
 Models built here with onnx.helper: a for-loop (trip count), a while-loop (cond only) whose
 body computes its next cond, an If on an input (both branches), a Loop whose body holds an If
 (a dead branch in every iteration), a nested Loop reading the outer iteration number, a trip
-count given as an input, and an If passing an outer value or a constant on. Each
+count given as an input, an If passing an outer value or a constant on, and scan outputs. Each
 runs with 1 and 2 inter-op threads; outputs must match ORT, and the two thread counts must agree
 bitwise.
 """
@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from kiln_helpers import assert_matches_ort, kiln_run_model, ort_outputs
+from kiln_helpers import assert_matches_ort, kiln_run_model, ort_outputs, run_kiln
 
 F = TensorProto.FLOAT
 
@@ -138,7 +138,27 @@ def if_passthrough():
                  [vec("x"), scalar("c", TensorProto.BOOL)], [vec("y")])
 
 
+def scan_loop(trips=5, cond_input=True):
+    # carried y, plus two scan outputs: y itself ([M, 6]) and sum(y * i) ([M])
+    nodes = affine_nodes("s_") + [helper.make_node("Identity", ["s_c"], ["s_co"]),
+                                   helper.make_node("Cast", ["s_i"], ["s_fi2"], to=F),
+                                   helper.make_node("Mul", ["s_out", "s_fi2"], ["s_w"]),
+                                   helper.make_node("ReduceSum", ["s_w"], ["s_sum"], keepdims=0),
+                                   helper.make_node("Identity", ["s_out"], ["s_scan"])]
+    body = helper.make_graph(nodes, "body", body_inputs("s_"),
+                             [scalar("s_co", TensorProto.BOOL), vec("s_out"), vec("s_scan"), scalar("s_sum", F)],
+                             [const("s_half", F, 0.5)])
+    loop_in = ["M", "cond" if cond_input else "", "x"]
+    inits = [const("M", TensorProto.INT64, trips)] + ([const("cond", TensorProto.BOOL, True)] if cond_input else [])
+    return model([helper.make_node("Loop", loop_in, ["y", "ys", "sums"], body=body, name="scanning")],
+                 [vec("x")], [vec("y"), helper.make_tensor_value_info("ys", F, [trips, 6]),
+                              helper.make_tensor_value_info("sums", F, [trips])], inits)
+
+
 CASES = {
+    "scan_outputs": (scan_loop, {}),
+    "scan_outputs_no_cond": (lambda: scan_loop(4, cond_input=False), {}),
+    "scan_outputs_zero_trips": (lambda: scan_loop(0), {}),
     "trip_from_input": (loop_trip_from_input, {"M": np.array(5, np.int64), "cond": np.array(True)}),
     "trip_from_input_zero": (loop_trip_from_input, {"M": np.array(0, np.int64), "cond": np.array(True)}),
     "if_passthrough_true": (if_passthrough, {"c": np.array(True)}),
@@ -162,27 +182,31 @@ def test_frames_match_ort(name, tmp_path):
     inputs = str(tmp_path / "inputs.npz")
     np.savez(inputs, **feed)
     want = ort_outputs(path, feed)
+    names = sorted(want)
     runs = []
     for inter in (1, 2):
         outs, proc = kiln_run_model(path, inputs, str(tmp_path / f"out{inter}"),
                                     extra=["--control-flow", "frames", "--inter-op-threads", str(inter), "--repeat", "2"])
         assert "executor frames" in proc.stdout, proc.stdout
         assert_matches_ort(outs, want, f"{name} ({inter} inter-op threads)")
-        runs.append(outs["y"])
-    assert runs[0].tobytes() == runs[1].tobytes(), f"{name}: 1 and 2 inter-op threads differ"
+        runs.append([outs[k] for k in names])
+    for k, a, b in zip(names, runs[0], runs[1]):
+        assert a.tobytes() == b.tobytes(), f"{name}/{k}: 1 and 2 inter-op threads differ"
 
 
-def test_frames_refuse_scan_outputs(tmp_path):
-    body = helper.make_graph([helper.make_node("Identity", ["s_c"], ["s_co"]),
-                              helper.make_node("Identity", ["s_y"], ["s_out"]),
-                              helper.make_node("Identity", ["s_y"], ["s_scan"])], "body", body_inputs("s_"),
-                             [scalar("s_co", TensorProto.BOOL), vec("s_out"), vec("s_scan")])
-    m = model([helper.make_node("Loop", ["M", "cond", "x"], ["y", "scan"], body=body, name="scanning")],
-              [vec("x")], [vec("y"), helper.make_tensor_value_info("scan", F, [2, 6])],
-              [const("M", TensorProto.INT64, 2), const("cond", TensorProto.BOOL, True)])
+def test_frames_refuse_scan_outputs_of_a_data_dependent_length(tmp_path):
+    body = helper.make_graph([helper.make_node("Less", ["d_i", "d_three"], ["d_co"]),
+                              helper.make_node("Identity", ["d_y"], ["d_out"]),
+                              helper.make_node("Identity", ["d_y"], ["d_scan"])], "body", body_inputs("d_"),
+                             [scalar("d_co", TensorProto.BOOL), vec("d_out"), vec("d_scan")],
+                             [const("d_three", TensorProto.INT64, 3)])
+    m = model([helper.make_node("Loop", ["M", "cond", "x"], ["y", "scan"], body=body, name="early_exit")],
+              [vec("x")], [vec("y"), helper.make_tensor_value_info("scan", F, [None, 6])],
+              [const("M", TensorProto.INT64, 8), const("cond", TensorProto.BOOL, True)])
     path = str(tmp_path / "scan.onnx")
     onnx.save(m, path)
-    from kiln_helpers import run_kiln
     proc = run_kiln(["run", path, "--control-flow", "frames", "--repeat", "1"])
     assert proc.returncode != 0
-    assert "scanning" in proc.stderr and "scan outputs" in proc.stderr, proc.stderr
+    assert "early_exit" in proc.stderr and "runs exactly its trip count" in proc.stderr, proc.stderr
+
+

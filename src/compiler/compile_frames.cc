@@ -32,6 +32,7 @@ void check_loop_carried_types(const ir::Graph& g) {
 }  // namespace
 
 CompiledModel compile_frames(ir::Graph& g, const CompileOptions& opts, const FramesLoweringOptions& lowering) {
+    bind_input_shapes(g, opts.dims);  // the lowering then infers the bodies' types at these shapes
     lower_to_frames(g, lowering);
     CompiledModel m = compile(g, opts);
     check_loop_carried_types(g);

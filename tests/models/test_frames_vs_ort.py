@@ -194,6 +194,22 @@ def test_frames_match_ort(name, tmp_path):
         assert a.tobytes() == b.tobytes(), f"{name}/{k}: 1 and 2 inter-op threads differ"
 
 
+def test_frames_bind_symbolic_dims(tmp_path):
+    # x: f32[N] with N given by --dim: the body (and its scan stacks) compile at N=6
+    m = scan_loop()
+    for vi in list(m.graph.input) + list(m.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        dims[len(dims) - 1].dim_param = "N"
+    path = str(tmp_path / "symbolic.onnx")
+    onnx.save(m, path)
+    feed = {"x": np.linspace(-2, 3, 6).astype(np.float32)}
+    inputs = str(tmp_path / "inputs.npz")
+    np.savez(inputs, **feed)
+    outs, _ = kiln_run_model(path, inputs, str(tmp_path / "out"), dims={"N": 6},
+                             extra=["--control-flow", "frames", "--repeat", "1"])
+    assert_matches_ort(outs, ort_outputs(path, feed), "symbolic N=6")
+
+
 def test_frames_refuse_scan_outputs_of_a_data_dependent_length(tmp_path):
     body = helper.make_graph([helper.make_node("Less", ["d_i", "d_three"], ["d_co"]),
                               helper.make_node("Identity", ["d_y"], ["d_out"]),

@@ -266,6 +266,27 @@ TEST(Frames, NestedLoopsReadOuterValues) {
     }
 }
 
+// Many runs of one executor, 4 inter-op threads, 3 iterations in flight: the deferral of a new
+// iteration until the oldest is done, nested frames finishing out of order, every run exact.
+TEST(Frames, ManyRunsWithFourThreadsAndAWindowOfThree) {
+    Tensor x = filled({4}, 2, 1);
+    std::vector<float> want = interpret(nested_loop(), {x});
+    auto g = nested_loop();
+    FramesLoweringOptions window;
+    window.parallel_iterations = 3;
+    CompiledModel m = compile_frames(*g, {}, window);
+    runtime::ThreadPool intra(1);
+    runtime::InterOpThreadPool inter(4);
+    runtime::FrameExecutor ex(m.executable, &intra, &inter);
+    for (int run = 0; run < 50; ++run) {
+        std::vector<Tensor> outs;
+        Status s = ex.run({x}, outs);
+        ASSERT_TRUE(s.ok()) << "run " << run << ": " << s.message();
+        ASSERT_EQ(floats(outs.at(0)), want) << "run " << run;
+        ASSERT_LE(ex.last_run_stats().peak_live_iterations, 3);
+    }
+}
+
 TEST(Frames, ALoopPastItsBoundIsAnErrorNamingIt) {
     auto g = affine_loop(100);
     FramesLoweringOptions bounded;

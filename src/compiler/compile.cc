@@ -26,8 +26,8 @@
 #include "codegen/compile_driver.h"
 #include "compiler/fold_constant_node.h"
 #include "compiler/graph_interpreter.h"
-#include "compiler/lower_frame_control.h"
 #include "compiler/lower_group.h"
+#include "compiler/lower_frame_control.h"  // after lower_group: keeps this hunk apart from main's
 #include "compiler/plan_executable.h"
 #include "compiler/workload.h"
 #include "ir/verifier.h"

@@ -27,7 +27,7 @@
 #include "compiler/fold_constant_node.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/lower_group.h"
-#include "compiler/lower_frame_control.h"  // after lower_group: keeps this hunk apart from main's
+#include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
 #include "compiler/workload.h"
 #include "ir/verifier.h"

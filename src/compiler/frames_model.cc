@@ -42,6 +42,7 @@ public:
         stats_.compile_seconds = m.stats.seconds;
         if (opts.inter_op_threads > 1) inter_ = std::make_unique<runtime::InterOpThreadPool>(opts.inter_op_threads);
         exec_ = std::make_unique<runtime::FrameExecutor>(m.executable, &intra_, inter_.get());
+        exec_->structure_status().throw_if_error();  // a malformed frame fails at load, naming the node
     }
 
     const std::vector<TensorInfo>& inputs() const override { return inputs_; }

@@ -57,6 +57,8 @@ public:
     const char* name() const override { return "frames"; }
 
     const FrameGraph& frame_graph() const { return fg_; }
+    /// Whether the executable's frame structure is sound (build_frame_graph); run() returns it too.
+    const Status& structure_status() const { return graph_error_; }
     FrameRunStats last_run_stats() const { return stats_; }
 
     struct RunState;

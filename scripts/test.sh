@@ -74,6 +74,7 @@ KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke
 "$BUILD/bin/kiln-bench-train-pipeline" --smoke
 python3 "$ROOT/bench/train_vs_torch.py" --smoke
 python3 "$ROOT/bench/dynamic_shapes.py" --smoke  # one session, two lengths, outputs vs ORT
+KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/control_flow_frames.py" --smoke  # frames, 1 and 2 inter-op threads vs ORT
 for b in serve_throughput serve_rt_be serve_load; do
   KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/$b.py" --smoke --models-dir "$BUILD/models"
 done

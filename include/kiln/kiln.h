@@ -6,4 +6,5 @@
 #pragma once
 
 #include "kiln/ops.h"
+#include "kiln/frames.h"
 #include "kiln/session.h"

@@ -11,8 +11,9 @@ struct OpInfo {
     std::string domain;              // "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "com.microsoft"
     std::vector<int> onnx_versions;  // ONNX since-versions implemented (in the domain's opset), ascending
     /// How it runs: "kernel" (TE compute, compiled), "host" (host kernel, graph interpreter), or
-    /// "kernel + host" (compiled; the host kernel takes strings or sequences), or "decomposed"
-    /// (an ONNX Runtime contrib op the importer rewrites into standard ops).
+    /// "kernel + host" (compiled; the host kernel takes strings or sequences), "decomposed" (an
+    /// ONNX Runtime contrib op the importer rewrites into standard ops), or "frames" (a TF1
+    /// control step of the frames executor: Switch, Merge, Enter, Exit, NextIteration).
     std::string runs_as;
     std::string pattern;             // fusion pattern: elemwise, broadcast, injective, ...
     int min_inputs = 0, max_inputs = 0;  // max_inputs < 0: variadic

@@ -28,6 +28,7 @@
 #include "compiler/graph_interpreter.h"
 #include "compiler/kernel_probe.h"
 #include "compiler/lower_group.h"
+#include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
 #include "compiler/workload.h"
 #include "ir/verifier.h"
@@ -288,6 +289,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             auto it = opts.tuned.find(workload_key(unit));
             if (it != opts.tuned.end()) knobs = &it->second;
         }
+        if (is_frame_control_unit(unit)) {  // Switch/Merge/Enter/Exit/NextIteration (frames executor)
+            step_args.back() = frame_control_args(*unit.nodes[0], buffer_of);  // every slot, in order
+            step_inplace.push_back({});
+            lowered.push_back(lower_frame_control(unit));
+            continue;
+        }
         if (auto ext = extern_choice(unit, opts.kernels, *knobs)) {
             // In place only over the residual that oneDNN's sum post-op accumulates onto.
             std::vector<std::pair<int, int>> inplace;
@@ -349,7 +356,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     std::vector<std::string> sources;
     for (size_t s = 0; s < lowered.size(); ++s) {
         runtime::StepDesc step;
-        if (lowered[s].async_copy || !lowered[s].extern_name.empty()) {
+        if (lowered[s].async_copy || !lowered[s].extern_name.empty() || !lowered[s].control.empty()) {
             step.kernel = -1;  // assigned below, after the compiled kernels
         } else {
             auto [it, inserted] = kernel_of_source.emplace(lowered[s].source, static_cast<int>(sources.size()));
@@ -388,6 +395,20 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             info.node_name = lowered[s].node_name;
             info.extern_name = lowered[s].extern_name;
             info.c_source = "// extern kernel " + lowered[s].extern_name + ": " + lowered[s].extern_params + "\n";
+            info.from_cache = true;
+            result.kernels.push_back(std::move(info));
+            continue;
+        }
+        if (!lowered[s].control.empty()) {
+            runtime::KernelDesc kd;
+            kd.description = kd.control = lowered[s].control;
+            kd.control_params = lowered[s].control_params;
+            exe->kernels.push_back(std::move(kd));
+            exe->steps[s].kernel = static_cast<int>(exe->kernels.size()) - 1;
+            KernelInfo info;
+            info.description = lowered[s].control;
+            info.node_name = lowered[s].node_name;
+            info.c_source = "// control step " + lowered[s].control + ": " + lowered[s].control_params + "\n";
             info.from_cache = true;
             result.kernels.push_back(std::move(info));
             continue;

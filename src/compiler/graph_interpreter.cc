@@ -48,6 +48,7 @@ std::string host_only_reason(const ir::Graph& g) {
     for (const ir::Node* n : g.nodes()) {
         const op::OpDef* def = reg.find(n->op());
         if (!def) continue;  // the session reports unknown ops
+        if (def->frame_control) continue;  // a control step of the frames executor
         if (!def->compute) return n->describe() + " runs on the host (data-dependent output shape, strings or sequences)";
         if (has_graph_attr(*n)) return n->describe() + " has a sub-graph";
         for (const ir::Value* o : n->outputs())

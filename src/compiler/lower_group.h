@@ -38,6 +38,8 @@ struct LoweredKernel {
     bool async_copy = false;  // the runtime's built-in async copy: no func, no source
     /// An extern kernel (runtime/extern_kernel.h): no func, no source.
     std::string extern_name, extern_params;
+    /// A TF1 control step (runtime KernelDesc::control): no func, no source.
+    std::string control, control_params;
     int num_inputs = -1;      // StepDesc::num_inputs
     double flops = 0;         // StepDesc::flops
     /// The schedule templates' knobs (te/schedule_config.h) and the values they took.

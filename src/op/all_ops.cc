@@ -55,6 +55,7 @@ const OpRegistry& OpRegistry::global() {
         register_softmax_ops(r);
         register_string_ops(r);
         register_tensor_scatter_ops(r);
+        register_tf_control_flow_ops(r);
         register_tfidf_vectorizer_ops(r);
         register_training_ops(r);
         register_unary_math_ops(r);

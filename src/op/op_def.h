@@ -86,6 +86,13 @@ struct OpDef {
     /// Estimated floating-point operations of one evaluation with static types (2 per
     /// multiply-accumulate); empty: one per output element. Feeds the profiler's GFLOP/s.
     std::function<double(const ir::Node&)> flops;
+    /// A TF1 control-flow primitive (Switch, Merge, Enter, Exit, NextIteration; defs/tf_control_flow.cc):
+    /// no compute; compile() makes it a control step that only the frames executor runs
+    /// (runtime/frame_executor.h).
+    bool frame_control = false;
+    /// Dead-code elimination keeps the node though no IR edge reads its outputs (NextIteration
+    /// feeds its Merge through the executor's frame, not through an edge).
+    bool has_side_effect = false;
     /// Reverse-mode gradient (op/gradient.h; src/autodiff calls it). Empty: the op has no
     /// gradient, and differentiating through it is a kUnsupported error naming the node.
     GradientFn gradient;

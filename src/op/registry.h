@@ -67,6 +67,7 @@ void register_quantize_ops(OpRegistry& r);  // Quantize/DequantizeLinear, QLinea
 void register_sequence_ops(OpRegistry& r);  // SequenceConstruct/Empty/At/Insert/Erase/Length, SplitToSequence, ConcatFromSequence (host)
 void register_optional_ops(OpRegistry& r);  // Optional, OptionalHasElement, OptionalGetElement (host)
 void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan, SequenceMap (host)
+void register_tf_control_flow_ops(OpRegistry& r);  // Switch, Merge, Enter, Exit, NextIteration (frames executor)
 void register_string_ops(OpRegistry& r);  // StringConcat, StringSplit, RegexFullMatch, StringNormalizer (host)
 void register_tfidf_vectorizer_ops(OpRegistry& r);  // TfIdfVectorizer (host)
 void register_ml_label_encoder_ops(OpRegistry& r);  // ai.onnx.ml LabelEncoder (host)

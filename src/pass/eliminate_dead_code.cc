@@ -44,7 +44,8 @@ bool eliminate_dead_code(ir::Graph& g, const PassContext&) {
     std::vector<ir::Node*> nodes = g.nodes();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
         ir::Node* n = *it;
-        bool used = false;
+        const op::OpDef* def = op::OpRegistry::global().find(n->op());
+        bool used = def && def->has_side_effect;
         for (const ir::Value* o : n->outputs()) used |= !o->users().empty() || outputs.count(o);
         if (used) continue;
         g.erase_node(n);

@@ -54,6 +54,10 @@ Status BufferTable::prepare() {
     if (prepared_) return Status::ok_status();
     if (!exe_) return Status(ErrorKind::kInvalidArgument, "executor has no executable");
     const auto& bufs = exe_->buffers;
+    for (const KernelDesc& k : exe_->kernels)
+        if (k.is_control())
+            return Status(ErrorKind::kInvalidArgument, "the executable has TF1 control-flow steps (" + k.control +
+                                                           "): only the frames executor runs it (control_flow=frames)");
     try {
         if (!exe_->loaded()) exe_->load();
         for (size_t s = 0; s < exe_->steps.size(); ++s) {

@@ -30,7 +30,7 @@ void Executable::load() {
     fns.reserve(kernels.size());
     for (size_t ki = 0; ki < kernels.size(); ++ki) {
         const KernelDesc& k = kernels[ki];
-        if (k.is_async) {  // a runtime built-in (async_kernel.h): nothing to load
+        if (k.is_async || k.is_control()) {  // runtime built-ins (async_kernel.h, frame_executor.h)
             fns.push_back(nullptr);
             continue;
         }

@@ -40,6 +40,12 @@ struct KernelDesc {
     std::string extern_name;
     std::string extern_params;
     bool is_extern() const { return !extern_name.empty(); }
+    /// A TF1 control-flow step (Switch, Merge, Enter, Exit, NextIteration; library empty) with
+    /// its parameters in ExternParams's format ("frame=loop;slot=0"): only the frames executor
+    /// (runtime/frame_executor.h) runs an executable that has one.
+    std::string control;
+    std::string control_params;
+    bool is_control() const { return !control.empty(); }
 };
 
 struct StepDesc {

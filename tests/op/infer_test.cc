@@ -25,8 +25,9 @@ TEST(Registry, EveryOpHasSchemaAndComputeOrHost) {
         EXPECT_EQ(d->onnx_versions.empty(), d->internal) << d->name;
         for (size_t i = 1; i < d->onnx_versions.size(); ++i) EXPECT_LT(d->onnx_versions[i - 1], d->onnx_versions[i]) << d->name;
         EXPECT_TRUE(d->infer) << d->name;
-        // Every op has a meaning: a TE compute, or a host kernel (op/host.h) for what TE cannot say.
-        EXPECT_TRUE(d->compute || d->host) << d->name;
+        // Every op has a meaning: a TE compute, or a host kernel (op/host.h) for what TE cannot say,
+        // or (the TF1 control primitives) the frames executor's propagation (runtime/frame_executor.h).
+        EXPECT_TRUE(d->compute || d->host || d->frame_control) << d->name;
     }
     EXPECT_EQ(OpRegistry::global().find("NoSuchOp"), nullptr);
     EXPECT_EQ(std::string(op_pattern_name(OpPattern::kOutEWiseFusable)), "out_elemwise_fusable");

@@ -51,9 +51,10 @@ void add_ops_command(CLI::App& app, CommandAction& action) {
                 fmt::print("Versions are the ONNX since-versions Kiln implements; a model opset (of the op's domain)\n"
                            "selects the largest one not above it. \"runs as\": `kernel` ops compile to generated\n"
                            "kernels; the {} `host` ops run as host kernels in the graph interpreter (control flow,\n"
-                           "sequences, strings, data-dependent shapes; docs/architecture.md). The {} `decomposed`\n"
-                           "ops are ONNX Runtime's contrib ops, which the importer rewrites into the standard ops they\n"
-                           "stand for (docs/architecture.md).\n\n", host, decomposed);
+                           "sequences, strings, data-dependent shapes; docs/architecture.md); `frames` ops are the\n"
+                           "TF1 control steps that If and Loop lower to for the frames executor (docs/control_flow.md).\n"
+                           "The {} `decomposed` ops are ONNX Runtime's contrib ops, which the importer rewrites into the\n"
+                           "standard ops they stand for (docs/architecture.md).\n\n", host, decomposed);
                 fmt::print("| op | domain | versions | inputs | outputs | fusion pattern | runs as |\n"
                            "|---|---|---|---|---|---|---|\n");
                 for (const OpInfo& o : ops)

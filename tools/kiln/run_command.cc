@@ -47,6 +47,8 @@ struct RunArgs {
     std::string tuning_log;    // "" = the default log when it exists, "none" = untuned
     std::string timings_json;  // write load / first-run / per-run milliseconds here
     std::vector<std::string> compile_options_given;  // of -O, --kernels, --tuning-log
+    std::string control_flow = "auto";  // auto (the session's choice) | frames (kiln/frames.h)
+    int parallel_iterations = 10;       // with --control-flow frames
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -64,7 +66,7 @@ std::string input_names(const std::vector<TensorInfo>& infos) {
 }
 
 /// Tensors given on the command line, by input name; checks every name is a model input.
-std::map<std::string, Tensor> read_given_inputs(const RunArgs& args, const Session& session,
+std::map<std::string, Tensor> read_given_inputs(const RunArgs& args, const std::vector<TensorInfo>& inputs,
                                                 std::map<std::string, std::string>& origin) {
     std::map<std::string, Tensor> given;
     if (!args.inputs_npz.empty()) {
@@ -82,11 +84,10 @@ std::map<std::string, Tensor> read_given_inputs(const RunArgs& args, const Sessi
         origin[name] = path;
     }
     for (const auto& [name, t] : given) {
-        bool known = std::any_of(session.inputs().begin(), session.inputs().end(),
-                                 [&](const TensorInfo& info) { return info.name == name; });
+        bool known = std::any_of(inputs.begin(), inputs.end(), [&](const TensorInfo& info) { return info.name == name; });
         KILN_CHECK(known, kInvalidArgument)
             << "'" << name << "' (from " << origin[name]
-            << ") is not an input of the model; its inputs are: " << input_names(session.inputs());
+            << ") is not an input of the model; its inputs are: " << input_names(inputs);
     }
     return given;
 }
@@ -158,9 +159,55 @@ void write_timings(const std::string& path, double load_ms, double first_run_ms,
     KILN_CHECK(f.good(), kIOError) << "cannot write timings to '" << path << "'";
 }
 
+/// --control-flow frames: If and Loop as TF1 frames (kiln/frames.h) on given or random inputs.
+int run_frames_model(const RunArgs& args) {
+    using Clock = std::chrono::steady_clock;
+    const auto ms_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
+    const auto load_start = Clock::now();
+    FramesOptions opts;
+    opts.threads = args.threads > 0 ? args.threads : 1;
+    opts.inter_op_threads = args.inter_op_threads > 0 ? args.inter_op_threads : 2;
+    opts.parallel_iterations = args.parallel_iterations;
+    opts.dims = parse_dims(args.dims);
+    opts.opt_level = args.opt_level;
+    std::unique_ptr<FramesModel> model = FramesModel::load(args.model, opts);
+    const double load_ms = ms_since(load_start);
+    std::map<std::string, std::string> origin;
+    std::map<std::string, Tensor> feeds = read_given_inputs(args, model->inputs(), origin);
+    RandomInputs random(args.seed);
+    for (const TensorInfo& info : model->inputs())
+        if (!feeds.count(info.name)) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, opts.dims));
+    const auto first_start = Clock::now();
+    std::vector<Tensor> outputs = model->run(feeds);
+    const double first_run_ms = ms_since(first_start);
+    FramesStats st = model->stats();
+    fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", st.kernels, st.compiled,
+               st.kernels - st.compiled, st.compile_seconds);
+    std::vector<double> ms;
+    for (int r = 0; r < args.repeat; ++r) {
+        auto t0 = Clock::now();
+        outputs = model->run(feeds);
+        ms.push_back(ms_since(t0));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        fmt::print("{}: {} {}\n", model->outputs()[i].name, dtype_name(outputs[i].dtype()), shape_str(outputs[i].shape()));
+        fmt::print("  values: {}\n", format_leading_values(outputs[i], kValuesShown));
+    }
+    fmt::print("median {:.2f} ms ({} runs)\n", median(ms), ms.size());
+    st = model->stats();
+    fmt::print("executor frames (intra-op threads {}, inter-op threads {}, parallel iterations {}): {} iterations, "
+               "at most {} live at once, {} kernels run ({} at once at most), {} dead\n",
+               opts.threads, opts.inter_op_threads, opts.parallel_iterations, st.iterations, st.peak_live_iterations,
+               st.kernels_run, st.peak_running_kernels, st.kernels_dead);
+    if (!args.output_dir.empty()) write_outputs(args.output_dir, model->outputs(), outputs);
+    if (!args.timings_json.empty()) write_timings(args.timings_json, load_ms, first_run_ms, st.compile_seconds, ms);
+    return 0;
+}
+
 int run_model(const RunArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
+    if (args.control_flow == "frames") return run_frames_model(args);
     const bool artifact = runtime::is_artifact_file(args.model);
     if (!args.compile_options_given.empty() && artifact) {
         std::string given;
@@ -199,7 +246,7 @@ int run_model(const RunArgs& args) {
     if (!combos.empty()) random_dims.insert(combos[0].begin(), combos[0].end());
 
     std::map<std::string, std::string> origin;
-    std::map<std::string, Tensor> feeds = read_given_inputs(args, *session, origin);
+    std::map<std::string, Tensor> feeds = read_given_inputs(args, session->inputs(), origin);
     RandomInputs random(args.seed);
     for (const TensorInfo& info : session->inputs()) {
         if (feeds.count(info.name)) {
@@ -305,6 +352,15 @@ void add_run_command(CLI::App& app, CommandAction& action) {
                     "Threads running independent kernels (dataflow executor; 0 = all cores)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    sub->add_option("--control-flow", args->control_flow,
+                    "auto (the session's path), or frames: If/Loop as TF1 frames with parallel loop iterations on "
+                    "the inter-op threads (docs/control_flow.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "frames"}));
+    sub->add_option("--parallel-iterations", args->parallel_iterations,
+                    "With --control-flow frames: iterations of one loop that may run at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000000));
     sub->add_flag("--global-thread-pools", args->global_pools,
                   "Use the process-wide thread pools instead of this session's own");
     sub->add_option("--profile", args->profile_path, "Write a Chrome trace (chrome://tracing, Perfetto) of all runs")

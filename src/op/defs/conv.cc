@@ -11,8 +11,10 @@
 // reduce loops, and the last output axis innermost and vectorized.
 // The pad + acc core (conv_accumulate) and the schedule are shared with ConvInteger and
 // QLinearConv (linear_util.h).
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "op/defs/linear_util.h"
@@ -96,13 +98,74 @@ std::vector<te::Tensor> conv_compute(const ComputeArgs& a) {
     return {out};
 }
 
-// Knobs: "conv_nchw.t" 0 = the reduce loops outside the whole vectorized last output axis,
+// Knobs: "conv_nchw.grouped" 1 = a grouped 2-D conv (group > 1, more than one input channel
+// per group) runs schedule_grouped_tile (default), 0 = the schedule below (declared for those
+// convs, float only, OW > 1); "conv_nchw.t" 0 = the reduce loops outside the whole vectorized last output axis,
 // accumulating in the output (default); t > 0 = the last axis in blocks of t (all of it when t
 // >= its extent) accumulated in a local register tile (Stage::cache_write_local) across the
 // reduce loops, t in {16, 32, 64} below the extent and the extent itself when <= 64 (declared
 // when the last axis is longer than 1); "conv_nchw.par" 0 = n*m in parallel (default), 1 =
 // (n*m, first output row axis) fused in parallel (declared for 2-D and up when the stage runs
 // in parallel).
+// Output channels per grouped tile: the largest of 8..1 dividing the channels per group `mg`, so
+// a tile's channels read the same input channels (the simplifier proves floordiv(m, mg)
+// independent of the tile's channel loop, so each input vector is loaded once per tile).
+int64_t grouped_tile_channels(int64_t mg) {
+    for (int64_t c = 8; c > 1; --c)
+        if (mg % c == 0) return c;
+    return 1;
+}
+
+// Output columns per grouped tile for `mb` channels: the largest divisor of OW with at most
+// 24 vector accumulators (mb x ceil(t / vec)) and t <= 64; without one of at least 4, one
+// vector with a guarded tail.
+int64_t grouped_tile_columns(int64_t mb, int64_t ow, int64_t vec) {
+    for (int64_t t = std::min<int64_t>(ow, 64); t >= 4; --t)
+        if (ow % t == 0 && mb * ((t + vec - 1) / vec) <= 24) return t;
+    return std::min(ow, vec);
+}
+
+// The channels per group of a grouped 2-D accumulation stage (0: not grouped, or not 2-D): the
+// stage reads an input of its rank (X or its padding) with more channels than the reduction's
+// rc extent (a dense conv reads all C = rc of them).
+int64_t grouped_channels_per_group(const te::Stage& st) {
+    const te::Tensor& t = st.tensor();
+    if (t->ndim() != 4 || t->dtype != DType::kFloat32) return 0;
+    const int64_t cg = st.all_reduce_axes()[0]->extent;
+    for (const te::Tensor& in : t->inputs())
+        if (in->ndim() == 4 && in->shape[1] > cg && in->shape[1] % cg == 0) {
+            const int64_t groups = in->shape[1] / cg;
+            return t->shape[1] % groups == 0 ? t->shape[1] / groups : 0;
+        }
+    return 0;
+}
+
+// The grouped conv's register tile: (n, m-outer) fused (in parallel when `par`), oh, the
+// column blocks, the reduce loops (rc, kh, kw), then mb channels (unrolled) x t columns
+// (vectorized) accumulated in a local tile (Stage::cache_write_local) and written once: every
+// input vector (t columns of one row, strided for stride 2) feeds mb FMAs against broadcast
+// weights. Accumulating in the output row instead (one load and store per FMA) ran at 3-4
+// GFLOP/s on ResNeXt-50's grouped 3x3s.
+void schedule_grouped_tile(te::Stage& st, int64_t mg, bool par) {
+    const Shape& sh = st.tensor()->shape;  // [n, m, oh, ow]
+    const int64_t mb = grouped_tile_channels(mg);
+    const int64_t t = grouped_tile_columns(mb, sh[3], vector_width(st.tensor()->dtype));
+    auto [mo, mi] = st.split(st.axis(1), mb);
+    te::IterVar owo, owi = st.axis(3);
+    if (t < sh[3]) std::tie(owo, owi) = st.split(st.axis(3), t);
+    std::vector<te::IterVar> order = {st.axis(0), mo, st.axis(2)};
+    if (owo) order.push_back(owo);
+    for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+    order.push_back(mi);
+    order.push_back(owi);
+    st.reorder(order);
+    te::IterVar nm = st.fuse(st.axis(0), mo);
+    if (mb > 1) st.unroll(mi);
+    st.vectorize(owi);
+    st.cache_write_local();
+    if (par) st.parallel(nm);
+}
+
 void conv_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     te::ScheduleConfig& cfg = s.config();
     for (te::Stage& st : s.stages()) {
@@ -114,6 +177,11 @@ void conv_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         int64_t work = st.tensor()->numel();
         for (const auto& r : st.all_reduce_axes()) work *= r->extent;
         const bool par = work > kParallelMin && sh[0] * sh[1] > 1;
+        const int64_t mg = grouped_channels_per_group(st);
+        if (mg > 0 && sh[3] > 1 && cfg.knob("conv_nchw.grouped", {1, 0}, 1) == 1) {
+            schedule_grouped_tile(st, mg, par);
+            continue;
+        }
         const int64_t ow = sh[nd - 1];
         int64_t t = 0;
         if (ow > 1 && nd >= 3) {

@@ -106,7 +106,7 @@ CASES = {
     # Grouped 2-D (generated: conv.cc's grouped register tile): 8 channels per group and tile,
     # stride 2 with 4 per group, 12 per group (a tile of 6), and 67 columns (a guarded tail).
     "grouped_g4": lambda r, t: conv(r, t, 32, 32, [12, 12], 3, group=4, pads=[1] * 4, relu=True),
-    "grouped_g8_s2": lambda r, t: conv(r, t, 32, 32, [13, 13], 3, group=8, strides=[2, 2], pads=[1] * 4),
+    "grouped_g16_s2": lambda r, t: conv(r, t, 64, 64, [17, 17], 3, group=16, strides=[2, 2], pads=[1] * 4),
     "grouped_g2_mg12": lambda r, t: conv(r, t, 16, 24, [10, 10], 3, group=2, pads=[1] * 4, bias=False),
     "grouped_g2_wide_tail": lambda r, t: conv(r, t, 16, 16, [5, 67], 3, group=2, pads=[1] * 4),
     # Dense convs with 8-channel output blocks (the layout pass's KilnConv2dNCHWc [..., 8]).

@@ -27,7 +27,7 @@ the taps a dilated window reads in padding count too, as ORT computes them). `--
 each workload once through both and compares outputs (no timing).
 
     python3 bench/cliffs_conv.py [--threads 2] [--rounds 5] [--repeat 10] [--budget 5] [--kernels auto]
-        [--kiln build/bin/kiln] [--kiln-before OTHER/kiln] [--only NAME,...] [--smoke]
+        [--kiln build/bin/kiln] [--kiln-before OTHER/kiln] [--only NAME,...] [--stat median|min] [--smoke]
 
 `--kernels generated,dnnl` times one Kiln engine per kernel source in the same rounds (the
 first is "kiln", the others "kiln-<source>"; each is reported against ORT and the first).
@@ -178,7 +178,7 @@ def measure(args, name, tmp):
         return row
     engines = kilns + [ort]
     if args.kiln_before:  # another build of Kiln (main's) in the same rounds
-        before = Kiln(args.kiln_before, path, inputs, args.threads, args.kernels, args.cache_dir)
+        before = Kiln(args.kiln_before, path, inputs, args.threads, sources[0], args.cache_dir)
         before.name = "before"
         engines.append(before)
     times = {e.name: [] for e in engines}
@@ -189,7 +189,8 @@ def measure(args, name, tmp):
             # seconds per run (main's dilated convs) does not take an hour.
             n = 1 if r == 0 else max(1, min(args.repeat, int(args.budget * 1e3 / statistics.median(times[e.name]))))
             times[e.name] += e.timed_runs(n)
-    row.update({e: statistics.median(ms) for e, ms in times.items()})
+    stat = min if args.stat == "min" else statistics.median
+    row.update({e: stat(ms) for e, ms in times.items()})
     return row
 
 
@@ -202,6 +203,10 @@ def report(rows, args):
     b = args.kiln_before
     others = [f"kiln-{k}" for k in args.kernels.split(",")[1:]]
     if others:  # several kernel sources: one table of ms and ratios
+        if b:  # the other build runs the first kernel source
+            others.append("before")
+        print(f"threads {args.threads}, kiln = --kernels {args.kernels.split(',')[0]}, {args.rounds} rounds, "
+              f"{args.stat} of the runs")
         print("| workload | GFLOP | kiln ms | " + " | ".join(f"{o} ms" for o in others) + " | ORT ms | kiln / ORT | "
               + " | ".join(f"kiln / {o}" for o in others) + " | kiln GFLOP/s | outputs |")
         print("|---|---|---|" + "---|" * (2 * len(others)) + "---|---|---|---|")
@@ -231,6 +236,9 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--budget", type=float, default=5.0, help="seconds per engine and round (caps --repeat)")
+    ap.add_argument("--stat", default="median", choices=["median", "min"],
+                    help="per engine: the median of the timed runs, or the fastest (on a machine where other "
+                         "processes preempt runs of milliseconds, so that the medians measure the scheduler)")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/kiln"))
     ap.add_argument("--smoke", action="store_true", help="each workload once, outputs compared, no timing")

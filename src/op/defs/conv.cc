@@ -99,9 +99,9 @@ std::vector<te::Tensor> conv_compute(const ComputeArgs& a) {
     return {out};
 }
 
-// Knobs: "conv_nchw.grouped" 1 = a grouped 2-D conv (group > 1, more than one input channel
-// per group) runs schedule_grouped_tile (default), 0 = the schedule below (declared for those
-// convs, float only, OW > 1); "conv_nchw.t" 0 = the reduce loops outside the whole vectorized last output axis,
+// Knobs: "conv_nchw.grouped" 1 = a grouped 2-D f32 conv (group > 1: ResNeXt's, and a depthwise
+// conv with a channel multiplier, which stays NCHW) runs schedule_grouped_tile (default), 0 =
+// the schedule below (declared for those convs with OW > 1); "conv_nchw.t" 0 = the reduce loops outside the whole vectorized last output axis,
 // accumulating in the output (default); t > 0 = the last axis in blocks of t (all of it when t
 // >= its extent) accumulated in a local register tile (Stage::cache_write_local) across the
 // reduce loops, t in {16, 32, 64} below the extent and the extent itself when <= 64 (declared

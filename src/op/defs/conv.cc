@@ -99,15 +99,6 @@ std::vector<te::Tensor> conv_compute(const ComputeArgs& a) {
     return {out};
 }
 
-// Knobs: "conv_nchw.grouped" 1 = a grouped 2-D f32 conv (group > 1: ResNeXt's, and a depthwise
-// conv with a channel multiplier, which stays NCHW) runs schedule_grouped_tile (default), 0 =
-// the schedule below (declared for those convs with OW > 1); "conv_nchw.t" 0 = the reduce loops outside the whole vectorized last output axis,
-// accumulating in the output (default); t > 0 = the last axis in blocks of t (all of it when t
-// >= its extent) accumulated in a local register tile (Stage::cache_write_local) across the
-// reduce loops, t in {16, 32, 64} below the extent and the extent itself when <= 64 (declared
-// when the last axis is longer than 1); "conv_nchw.par" 0 = n*m in parallel (default), 1 =
-// (n*m, first output row axis) fused in parallel (declared for 2-D and up when the stage runs
-// in parallel).
 // Output channels per grouped tile: the largest of 8..1 dividing the channels per group `mg`, so
 // a tile's channels read the same input channels (the simplifier proves floordiv(m, mg)
 // independent of the tile's channel loop, so each input vector is loaded once per tile).
@@ -118,10 +109,15 @@ int64_t grouped_tile_channels(int64_t mg) {
 }
 
 // Output columns per grouped tile for `mb` channels: the largest divisor of OW with at most
-// 24 vector accumulators (mb x ceil(t / vec)) and t <= 64; without one of at least 4, one
-// vector with a guarded tail.
+// 24 vector accumulators (mb x ceil(t / vec)) and t <= 2 vectors, whole vectors first; without
+// one of at least 4, one vector with a guarded tail.
+// NOTE: a longer row (56 columns) is one vectorized loop GCC does not unroll, so the tile stays
+// in memory: slower than accumulating in the output (128 channels, group 32, 56x56: 0.94 ->
+// 1.44 ms at t = 56).
 int64_t grouped_tile_columns(int64_t mb, int64_t ow, int64_t vec) {
-    for (int64_t t = std::min<int64_t>(ow, 64); t >= 4; --t)
+    for (int64_t t : {2 * vec, vec})  // whole vectors first (28 columns take 16 + 8 + 4 lanes)
+        if (ow % t == 0 && mb * (t / vec) <= 24) return t;
+    for (int64_t t = std::min<int64_t>(ow, 2 * vec); t >= 4; --t)
         if (ow % t == 0 && mb * ((t + vec - 1) / vec) <= 24) return t;
     return std::min(ow, vec);
 }
@@ -167,6 +163,15 @@ void schedule_grouped_tile(te::Stage& st, int64_t mg, bool par) {
     if (par) st.parallel(nm);
 }
 
+// Knobs: "conv_nchw.grouped" 1 = a grouped 2-D f32 conv (group > 1: ResNeXt's, and a depthwise
+// conv with a channel multiplier, which stays NCHW) runs schedule_grouped_tile (default), 0 =
+// the schedule below (declared for those convs with OW > 1); "conv_nchw.t" 0 = the reduce
+// loops outside the whole vectorized last output axis, accumulating in the output (default);
+// t > 0 = the last axis in blocks of t (all of it when t >= its extent) accumulated in a local
+// register tile (Stage::cache_write_local) across the reduce loops, t in {16, 32, 64} below the
+// extent and the extent itself when <= 64 (declared when the last axis is longer than 1);
+// "conv_nchw.par" 0 = n*m in parallel (default), 1 = (n*m, first output row axis) fused in
+// parallel (declared for 2-D and up when the stage runs in parallel).
 void conv_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     te::ScheduleConfig& cfg = s.config();
     for (te::Stage& st : s.stages()) {
@@ -399,7 +404,9 @@ te::Tensor conv_pad_stage(const ConvShape& cs, const te::Tensor& x,
             std::vector<Expr> idx = {i[0], i[1]};
             Expr inside;
             for (int d = 0; d < sp; ++d) {
-                Expr pos = d == sp - 1 && phases > 1 ? Expr(i[3 + d]) * phases + Expr(i[2 + d]) : Expr(i[2 + d]);
+                // With phases, the padded column of [.., r, j] is j*s + r.
+                Expr pos = d == sp - 1 && phases > 1 ? Expr(i[3 + d]) * phases + Expr(i[2 + d])
+                                                     : Expr(i[2 + d]);
                 Expr p = pos - te::int_imm(g.pads_begin[d]);
                 Expr ok = te::logical_and(p >= te::int_imm(0), p < te::int_imm(cs.in_spatial[d]));
                 inside = inside ? te::logical_and(inside, ok) : ok;
@@ -435,7 +442,8 @@ te::Tensor conv_accumulate(const ir::Node& n, const te::Tensor& x, const te::Ten
                                ? g.strides[1]
                                : 1;
     te::Tensor src = nullptr;  // the padded input (nullptr: read x directly)
-    if (phases > 1 || g.any_padding(cs.in_spatial)) src = conv_pad_stage(cs, x, xval, phases, !read_x);
+    if (phases > 1 || g.any_padding(cs.in_spatial))
+        src = conv_pad_stage(cs, x, xval, phases, !read_x);
     const int64_t cg = cs.channels / cs.group, mg = cs.out_channels / cs.group;
     te::IterVar rc = te::reduce_axis(cg, "rc");
     std::vector<te::IterVar> rk;
@@ -448,7 +456,7 @@ te::Tensor conv_accumulate(const ir::Node& n, const te::Tensor& x, const te::Ten
             std::vector<Expr> xi = {i[0], ch}, wi = {i[1], rc->var};
             for (int d = 0; d < sp; ++d) {
                 wi.push_back(rk[d]->var);
-                if (d == sp - 1 && phases > 1) {  // column o*s + k*d = phase (k*d) % s, o + (k*d) / s
+                if (d == sp - 1 && phases > 1) {  // o*s + k*d: phase (k*d) % s, column o + (k*d) / s
                     Expr kd = Expr(rk[d]->var) * g.dilations[d];
                     xi.push_back(te::floormod(kd, te::int_imm(phases)));
                     xi.push_back(Expr(i[2 + d]) + te::floordiv(kd, te::int_imm(phases)));

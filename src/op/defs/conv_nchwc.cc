@@ -217,7 +217,8 @@ ConvTile conv_tile(te::ScheduleConfig& cfg, int64_t ocb, int64_t ow) {
 // ii, so GCC vectorized *that* loop (16 lanes over ii, a strided weight gather, shuffles for
 // every accumulator): 4.7 ms for a 1x1 144->24 at 56x56. With icb innermost (input reads a
 // plane apart) it vectorizes the tile instead: two columns' broadcasts per 16-lane FMA.
-std::vector<te::IterVar> conv_reduce_order(te::ScheduleConfig& cfg, std::vector<te::IterVar> r, bool narrow) {
+std::vector<te::IterVar> conv_reduce_order(te::ScheduleConfig& cfg, std::vector<te::IterVar> r,
+                                          bool narrow) {
     if (r.size() != 4 || r[0]->extent == 1) return r;
     std::vector<int64_t> orders = {0};
     if (r[1]->extent * r[2]->extent > 1) orders.push_back(1);

@@ -11,7 +11,11 @@ Workloads (batch 1, float32, constant weights and bias):
   with ReLU, on a sequence of 4000 (a dilated temporal conv net);
 * conv3d: 16->32 channels, 3x3x3, pads 1, on 1x16x8x56x56 (a video block);
 * depthwise x2: a depthwise 3x3 with channel multiplier 2 (group 32, 32->64), pads 1, 112x112;
-* asymmetric pads: 3x3 stride 2, 64->128, pads (0, 0, 1, 1) (TensorFlow's SAME), 56x56.
+* asymmetric pads: 3x3 stride 2, 64->128, pads (0, 0, 1, 1) (TensorFlow's SAME), 56x56;
+* grouped 3x3 (ResNeXt-50 32x4d's): group 32, pads 1, no bias: 128 channels at 56x56, 256 at
+  28x28, 256 at 56x56 stride 2 (-> 28x28), 512 at 14x14 (grouped convs stay NCHW: conv.cc);
+* 8-channel output blocks (EfficientNet-B0's projections): 1x1 144->24 and 96->24 at 56x56 (the
+  layout pass blocks them as KilnConv2dNCHWc [.., 16] -> [.., 8]).
 
 Kiln runs as `kiln run --repeat R --timings-json` (bench/peers.py's Kiln engine: one process per
 round; `--kernels` as given, auto by default; round 0 is one run each, later rounds as many as
@@ -23,7 +27,10 @@ the taps a dilated window reads in padding count too, as ORT computes them). `--
 each workload once through both and compares outputs (no timing).
 
     python3 bench/cliffs_conv.py [--threads 2] [--rounds 5] [--repeat 10] [--budget 5] [--kernels auto]
-        [--kiln build/bin/kiln] [--kiln-before OTHER/kiln] [--only NAME,...] [--smoke]
+        [--kiln build/bin/kiln] [--kiln-before OTHER/kiln] [--only NAME,...] [--stat median|min] [--smoke]
+
+`--kernels generated,dnnl` times one Kiln engine per kernel source in the same rounds (the
+first is "kiln", the others "kiln-<source>"; each is reported against ORT and the first).
 """
 from __future__ import annotations
 
@@ -114,6 +121,25 @@ def asym_pads(rng, path):
     return [1, 64, 56, 56]
 
 
+def grouped(cin, hw, stride=1):
+    def make(rng, path):
+        inits = {"w": _weights(rng, cin, cin // 32, 3, 3)}
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], group=32, pads=[1] * 4,
+                                  strides=[stride] * 2)]
+        _model(nodes, [1, cin, hw, hw], inits, path)
+        return [1, cin, hw, hw]
+    return make
+
+
+def project(cin, cout, hw):
+    def make(rng, path):
+        inits = {"w": _weights(rng, cout, cin, 1, 1), "b": rng.standard_normal(cout) * 0.1}
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1])]
+        _model(nodes, [1, cin, hw, hw], inits, path)
+        return [1, cin, hw, hw]
+    return make
+
+
 WORKLOADS = {
     "deconv_2x_up_64to32_64x64": deconv_up,
     "aspp_rate12_256_33x33": aspp(12),
@@ -122,6 +148,12 @@ WORKLOADS = {
     "conv3d_16to32_8x56x56": conv3d,
     "depthwise_x2_32to64_112x112": depthwise_x2,
     "asym_pads_s2_64to128_56x56": asym_pads,
+    "grouped_g32_128_56x56": grouped(128, 56),
+    "grouped_g32_256_28x28": grouped(256, 28),
+    "grouped_g32_s2_256_56x56": grouped(256, 56, 2),
+    "grouped_g32_512_14x14": grouped(512, 14),
+    "block8_1x1_144to24_56x56": project(144, 24, 56),
+    "block8_1x1_96to24_56x56": project(96, 24, 56),
 }
 
 
@@ -130,16 +162,23 @@ def measure(args, name, tmp):
     x_shape = WORKLOADS[name](np.random.default_rng(0), path)
     feed = {"x": np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)}
     np.savez(inputs, **feed)
-    kiln = Kiln(args.kiln, path, inputs, args.threads, args.kernels, args.cache_dir)
+    sources = args.kernels.split(",")
+    kilns = [Kiln(args.kiln, path, inputs, args.threads, k, args.cache_dir) for k in sources]
+    for k, e in zip(sources[1:], kilns[1:]):
+        e.name = f"kiln-{k}"
     ort = OnnxRuntime(path, feed, args.threads)
-    kiln.timed_runs(1, ort.names)  # compiles (kernel cache) and keeps the outputs
-    check = compare(kiln.outputs, ort.outputs)
-    row = {"name": name, "gflop": flops.model_flops(path) / 1e9, "check": check}
+    checks = []
+    for e in kilns:
+        e.timed_runs(1, ort.names)  # compiles (kernel cache) and keeps the outputs
+        c = compare(e.outputs, ort.outputs)
+        if c:
+            checks.append(f"{e.name}: {c}")
+    row = {"name": name, "gflop": flops.model_flops(path) / 1e9, "check": "; ".join(checks)}
     if args.smoke:
         return row
-    engines = [kiln, ort]
+    engines = kilns + [ort]
     if args.kiln_before:  # another build of Kiln (main's) in the same rounds
-        before = Kiln(args.kiln_before, path, inputs, args.threads, args.kernels, args.cache_dir)
+        before = Kiln(args.kiln_before, path, inputs, args.threads, sources[0], args.cache_dir)
         before.name = "before"
         engines.append(before)
     times = {e.name: [] for e in engines}
@@ -150,7 +189,8 @@ def measure(args, name, tmp):
             # seconds per run (main's dilated convs) does not take an hour.
             n = 1 if r == 0 else max(1, min(args.repeat, int(args.budget * 1e3 / statistics.median(times[e.name]))))
             times[e.name] += e.timed_runs(n)
-    row.update({e: statistics.median(ms) for e, ms in times.items()})
+    stat = min if args.stat == "min" else statistics.median
+    row.update({e: stat(ms) for e, ms in times.items()})
     return row
 
 
@@ -161,6 +201,21 @@ def report(rows, args):
         return
     print(f"threads {args.threads}, kernels {args.kernels}, {args.rounds} rounds x {args.repeat} runs, medians")
     b = args.kiln_before
+    others = [f"kiln-{k}" for k in args.kernels.split(",")[1:]]
+    if others:  # several kernel sources: one table of ms and ratios
+        if b:  # the other build runs the first kernel source
+            others.append("before")
+        print(f"threads {args.threads}, kiln = --kernels {args.kernels.split(',')[0]}, {args.rounds} rounds, "
+              f"{args.stat} of the runs")
+        print("| workload | GFLOP | kiln ms | " + " | ".join(f"{o} ms" for o in others) + " | ORT ms | kiln / ORT | "
+              + " | ".join(f"kiln / {o}" for o in others) + " | kiln GFLOP/s | outputs |")
+        print("|---|---|---|" + "---|" * (2 * len(others)) + "---|---|---|---|")
+        for r in rows:
+            k, o = r["kiln"], r["ort"]
+            print(f"| {r['name']} | {r['gflop']:.3f} | {k:.3f} | " + " | ".join(f"{r[e]:.3f}" for e in others)
+                  + f" | {o:.3f} | {k / o:.2f} | " + " | ".join(f"{k / r[e]:.2f}" for e in others)
+                  + f" | {r['gflop'] / k * 1e3:.1f} | {'match' if not r['check'] else r['check']} |")
+        return
     print("| workload | GFLOP | Kiln ms | ORT ms | Kiln / ORT | Kiln GFLOP/s | ORT GFLOP/s |"
           + (" before ms | before / ORT | before GFLOP/s |" if b else "") + " outputs |")
     print("|---|---|---|---|---|---|---|" + ("---|---|---|" if b else "") + "---|")
@@ -175,11 +230,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kiln", default=os.path.join(REPO, "build", "bin", "kiln"))
     ap.add_argument("--kiln-before", default="", help="another Kiln binary (e.g. main's) timed in the same rounds")
-    ap.add_argument("--kernels", default="auto", help="Kiln's --kernels (auto, generated, dnnl)")
+    ap.add_argument("--kernels", default="auto",
+                    help="Kiln's --kernels (auto, generated, dnnl); a comma list times each")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--budget", type=float, default=5.0, help="seconds per engine and round (caps --repeat)")
+    ap.add_argument("--stat", default="median", choices=["median", "min"],
+                    help="per engine: the median of the timed runs, or the fastest (on a machine where other "
+                         "processes preempt runs of milliseconds, so that the medians measure the scheduler)")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/kiln"))
     ap.add_argument("--smoke", action="store_true", help="each workload once, outputs compared, no timing")

@@ -2,7 +2,8 @@
 
 ConvTranspose (strides 1/2, output_padding, pads, groups, dilations, 1-D/2-D/3-D, bias, fused
 ReLU) and the Conv variants that used to fall off the fast path (dilated, asymmetric pads, 1-D,
-3-D, depthwise with a channel multiplier, a dilated window wider than its input): each case is one
+3-D, depthwise with a channel multiplier, a dilated window wider than its input, grouped 2-D,
+dense convs with 8-channel output blocks): each case is one
 small model; under auto it must run as a oneDNN extern kernel (`kiln inspect` names dnnl_conv,
 with `kind=deconv` for ConvTranspose, so the kernel choice is tested) where Kiln has oneDNN,
 except the cases the rule keeps generated (AUTO_GENERATED; the rule alone: KILN_KERNEL_PROBE=0), and
@@ -102,6 +103,18 @@ CASES = {
                                           batch=2),
     "depthwise_multiplier2": lambda r, t: conv(r, t, 32, 64, [16, 16], 3, group=32, pads=[1] * 4, relu=True),
     "grouped_1d": lambda r, t: conv(r, t, 32, 64, [100], 3, group=4, pads=[1, 1]),
+    # Grouped 2-D (generated: conv.cc's grouped register tile): 8 channels per group and tile,
+    # stride 2 with 4 per group, 12 per group (a tile of 6), 67 columns (a guarded tail), and
+    # 32 columns at stride 2 (a tile of two whole vectors).
+    "grouped_g4": lambda r, t: conv(r, t, 32, 32, [12, 12], 3, group=4, pads=[1] * 4, relu=True),
+    "grouped_g16_s2": lambda r, t: conv(r, t, 64, 64, [17, 17], 3, group=16, strides=[2, 2], pads=[1] * 4),
+    "grouped_g2_mg12": lambda r, t: conv(r, t, 16, 24, [10, 10], 3, group=2, pads=[1] * 4, bias=False),
+    "grouped_g2_wide_tail": lambda r, t: conv(r, t, 16, 16, [5, 67], 3, group=2, pads=[1] * 4),
+    "grouped_g4_two_vectors_s2": lambda r, t: conv(r, t, 32, 32, [6, 64], 3, group=4, strides=[2, 2],
+                                                   pads=[1] * 4),
+    # Dense convs with 8-channel output blocks (the layout pass's KilnConv2dNCHWc [..., 8]).
+    "block8_1x1": lambda r, t: conv(r, t, 48, 24, [10, 10], 1),
+    "block8_3x3_relu": lambda r, t: conv(r, t, 32, 40, [9, 9], 3, pads=[1] * 4, relu=True),
 }
 
 

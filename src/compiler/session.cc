@@ -216,10 +216,11 @@ public:
             << "input '" << info.name << "': expected " << expected_str(info) << ", got " << d.str();
         KILN_CHECK(d.elem_dtype() == info.dtype, kInvalidArgument)
             << "input '" << info.name << "': expected dtype " << dtype_name(info.dtype) << ", got " << dtype_name(d.elem_dtype());
-        if (d.is_tensor() && info.kind == ValueKind::kTensor)
+        if (d.is_tensor() && info.kind == ValueKind::kTensor) {
             KILN_CHECK(d.tensor().shape().size() == info.shape.size(), kInvalidArgument)
                 << "input '" << info.name << "': expected shape " << expected_str(info) << " (rank " << info.shape.size()
                 << "), got " << shape_str(d.tensor().shape());
+        }
     }
 
     std::vector<Tensor> run_compiled(const std::map<std::string, Tensor>& given, const RunOptions& ropts) {

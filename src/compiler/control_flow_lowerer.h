@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -60,6 +61,10 @@ private:
     void lower_if(Scope& s, const ir::Node& n);
     void lower_loop(Scope& s, const ir::Node& n);
     void lower_scan(Scope& s, const ir::Node& n);
+    /// Lowers a Loop or Scan body; when it does not lower, emits `n` whole in the interpreter
+    /// (interpret_node) and returns nullopt.
+    std::optional<int> lower_body(Scope& s, const ir::Node& n, const ir::Graph& body,
+                                  const std::vector<vm::RegType>& params, const std::vector<Captured>& cap);
     /// A function running `branch` in the graph interpreter (an If branch that does not compile).
     int interpreted_branch(const ir::GraphAttr& branch, const std::string& name, const std::vector<Captured>& cap,
                            const std::string& why);

@@ -1,6 +1,7 @@
 // ControlFlowLowerer: Loop and Scan nodes, and the fallback that runs a node whole in the graph
 // interpreter (see lower_control_flow.h).
 #include <algorithm>
+#include <optional>
 
 #include "compiler/control_flow_lowerer.h"
 #include "compiler/interpreted_callee.h"
@@ -72,6 +73,18 @@ void ControlFlowLowerer::interpret_node(Scope& s, const ir::Node& n, const std::
     stats_.notes.push_back(n.describe() + " runs in the graph interpreter: " + why.substr(0, why.find('\n')));
 }
 
+std::optional<int> ControlFlowLowerer::lower_body(Scope& s, const ir::Node& n, const ir::Graph& body,
+                                                  const std::vector<vm::RegType>& params,
+                                                  const std::vector<Captured>& cap) {
+    try {
+        return lower_function(body, fn(s).name + "/" + (n.name().empty() ? n.output(0)->name() : n.name()) + "/body",
+                              params, cap);
+    } catch (const Error& e) {
+        interpret_node(s, n, cap, e.what());
+        return std::nullopt;
+    }
+}
+
 void ControlFlowLowerer::lower_loop(Scope& s, const ir::Node& n) {
     const std::vector<Captured> cap = captured_of(s, n);
     const ir::GraphAttr* body = body_attr(n);
@@ -88,13 +101,9 @@ void ControlFlowLowerer::lower_loop(Scope& s, const ir::Node& n) {
         if (!is_known(params.back())) return interpret_node(s, n, cap, "a loop-carried value's shape is not known");
     }
     if (in.ins[0] < 0 && in.ins[1] < 0) return interpret_node(s, n, cap, "neither a trip count nor a condition");
-    int body_fn;
-    try {
-        body_fn = lower_function(**body, fn(s).name + "/" + (n.name().empty() ? n.output(0)->name() : n.name()) + "/body", params, cap);
-    } catch (const Error& e) {
-        return interpret_node(s, n, cap, e.what());
-    }
-    vm::Function& f = program_->functions[static_cast<size_t>(body_fn)];
+    const std::optional<int> body_fn = lower_body(s, n, **body, params, cap);
+    if (!body_fn) return;
+    vm::Function& f = program_->functions[static_cast<size_t>(*body_fn)];
     for (size_t k = 0; k < nc; ++k) {
         const vm::RegType& got = f.types[static_cast<size_t>(f.results.at(1 + k))];
         // Unknown (an interpreted segment's output): the VM checks the shape every iteration.
@@ -104,7 +113,7 @@ void ControlFlowLowerer::lower_loop(Scope& s, const ir::Node& n) {
     }
     separate_scan_results(f, 1 + nc);
     ++stats_.bodies_compiled;
-    in.imm = body_fn;
+    in.imm = *body_fn;
     in.imm2 = static_cast<int>(nc);
     for (const Captured& c : cap)
         if (c.reg >= 0) in.ins.push_back(c.reg);
@@ -163,13 +172,9 @@ void ControlFlowLowerer::lower_scan(Scope& s, const ir::Node& n) {
     }
     in.ints.insert(in.ints.end(), axes.begin(), axes.end());
     in.ints.insert(in.ints.end(), in_dirs.begin(), in_dirs.end());
-    int body_fn;
-    try {
-        body_fn = lower_function(**body, fn(s).name + "/" + (n.name().empty() ? n.output(0)->name() : n.name()) + "/body", params, cap);
-    } catch (const Error& e) {
-        return interpret_node(s, n, cap, e.what());
-    }
-    vm::Function& f = program_->functions[static_cast<size_t>(body_fn)];
+    const std::optional<int> body_fn = lower_body(s, n, **body, params, cap);
+    if (!body_fn) return;
+    vm::Function& f = program_->functions[static_cast<size_t>(*body_fn)];
     for (size_t k = 0; k < ns; ++k) {
         const vm::RegType& got = f.types[static_cast<size_t>(f.results.at(k))];
         if (is_known(got) && (got.shape != params[k].shape || got.dtype != params[k].dtype))
@@ -178,7 +183,7 @@ void ControlFlowLowerer::lower_scan(Scope& s, const ir::Node& n) {
     }
     separate_scan_results(f, ns);
     ++stats_.bodies_compiled;
-    in.imm = body_fn;
+    in.imm = *body_fn;
     for (const Captured& c : cap)
         if (c.reg >= 0) in.ins.push_back(c.reg);
     for (size_t k = 0; k < n.num_outputs(); ++k) {

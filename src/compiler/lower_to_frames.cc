@@ -20,6 +20,7 @@
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
+#include "support/scalar_tensor.h"
 
 namespace kiln::compiler {
 namespace {
@@ -150,18 +151,6 @@ const ir::Graph& graph_attr(const ir::Node& n, const std::string& key) {
     KILN_CHECK(it != n.attrs().end() && std::holds_alternative<ir::GraphAttr>(it->second), kInvalidModel)
         << n.describe() << ": missing sub-graph attribute '" << key << "'";
     return *std::get<ir::GraphAttr>(it->second);
-}
-
-Tensor scalar_i64(int64_t v) {
-    Tensor t(DType::kInt64, {});
-    t.set_i64(0, v);
-    return t;
-}
-
-Tensor scalar_bool(bool v) {
-    Tensor t(DType::kBool, {});
-    t.set_i64(0, v ? 1 : 0);
-    return t;
 }
 
 /// The trip count of a Loop with scan outputs: they are stacks of a static length, so the loop

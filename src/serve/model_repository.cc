@@ -23,11 +23,12 @@ std::string read_text(const fs::path& p) {
     return os.str();
 }
 
-/// A model name names one folder of the repository: not empty, no path separator, not hidden
-/// (".", ".." and dot-folders are never models).
-bool valid_model_name(const std::string& name) {
+/// Whether `name` names a model folder of the repository at `root`: not empty, no path
+/// separator, not hidden (".", ".." and dot-folders are never models), and a directory.
+bool model_folder_exists(const std::string& root, const std::string& name) {
+    std::error_code ec;
     return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
-           name.find('\\') == std::string::npos;
+           name.find('\\') == std::string::npos && fs::is_directory(fs::path(root) / name, ec);
 }
 
 }  // namespace
@@ -48,7 +49,7 @@ ModelFolder read_model_folder(const std::string& root, const std::string& name) 
     folder.name = name;
     fs::path dir = fs::path(root) / name;
     std::error_code ec;
-    KILN_CHECK(valid_model_name(name) && fs::is_directory(dir, ec), kIOError)
+    KILN_CHECK(model_folder_exists(root, name), kIOError)
         << "no model '" << name << "' in the repository " << root;
     inference::ModelConfig config;
     if (fs::exists(dir / "config.pbtxt", ec)) {
@@ -105,8 +106,7 @@ Failure ModelRepository::load(const std::string& name) {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopped_) return {Code::kUnavailable, "the server is shutting down"};
         // A name with no folder gets no index entry (a client could grow the index without bound).
-        std::error_code ec;
-        if (!models_.count(name) && !(valid_model_name(name) && fs::is_directory(fs::path(root_) / name, ec)))
+        if (!models_.count(name) && !model_folder_exists(root_, name))
             return {Code::kNotFound, "no model '" + name + "' in the repository " + root_};
         m = &model_locked(name);
     }
@@ -197,8 +197,7 @@ std::shared_ptr<ModelVersion> ModelRepository::find(const std::string& name, con
     std::lock_guard<std::mutex> lock(mu_);
     auto it = models_.find(name);
     if (it == models_.end()) {
-        std::error_code ec;
-        bool on_disk = valid_model_name(name) && fs::is_directory(fs::path(root_) / name, ec);
+        const bool on_disk = model_folder_exists(root_, name);
         why = on_disk ? Failure{Code::kUnavailable, "model '" + name + "' is not loaded"}
                       : Failure{Code::kNotFound, "unknown model '" + name + "'"};
         return nullptr;

@@ -16,6 +16,7 @@
 #include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
 #include "support/error.h"
+#include "support/scalar_tensor.h"
 
 namespace kiln::compiler {
 namespace {
@@ -31,18 +32,6 @@ const TensorType kBool = TensorType::of_static(DType::kBool, {});
 Tensor filled(Shape s, float start, float step) {
     Tensor t(DType::kFloat32, s);
     for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = start + step * static_cast<float>(i % 7);
-    return t;
-}
-
-Tensor scalar_i64(int64_t v) {
-    Tensor t(DType::kInt64, {});
-    t.set_i64(0, v);
-    return t;
-}
-
-Tensor scalar_bool(bool v) {
-    Tensor t(DType::kBool, {});
-    t.set_i64(0, v ? 1 : 0);
     return t;
 }
 
@@ -138,7 +127,7 @@ TEST(Frames, ZeroTripsReturnTheInitialValue) {
 /// out = If(c) { x * 2 } else { x + 10 }, reading x from the outer scope.
 std::shared_ptr<ir::Graph> if_graph() {
     auto g = std::make_shared<ir::Graph>();
-    ir::Value* x = g->add_input("x", f32({4}));
+    g->add_input("x", f32({4}));  // read by the branches as an outer value
     ir::Value* c = g->add_input("c", kBool);
     auto then_g = std::make_shared<ir::Graph>();
     ir::Value* tx = then_g->add_outer_input("x", f32({4}));

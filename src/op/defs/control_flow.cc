@@ -24,6 +24,7 @@
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
+#include "support/scalar_tensor.h"
 
 namespace kiln::op {
 
@@ -65,18 +66,6 @@ bool read_cond(const ir::Node& n, const Datum& d, const char* what) {
     KILN_CHECK(t.dtype() != DType::kString && t.numel() == 1, kInvalidArgument)
         << node_label(n) << ": " << what << " must be a one-element bool tensor, got " << d.str();
     return t.get_f64(0) != 0.0;
-}
-
-Tensor scalar_i64(int64_t v) {
-    Tensor t(DType::kInt64, {});
-    t.set_i64(0, v);
-    return t;
-}
-
-Tensor scalar_bool(bool v) {
-    Tensor t(DType::kBool, {});
-    t.set_i64(0, v ? 1 : 0);
-    return t;
 }
 
 /// An empty stack of body output `i` of `g`: a 0 dim at `axis`, the rest the body output's

@@ -135,11 +135,12 @@ public:
         KILN_CHECK(!(ropts.terminate && ropts.terminate->load()), kCancelled)
             << "run terminated (RunOptions::terminate) before it started";
         // Preemption and max_threads do not apply here: an interpreted run runs to completion
-        // (a Preemption stays not suspended) on the session's threads.
+        // (a Preemption stays not suspended) on the session's threads. terminate stops a VM
+        // run before its next loop iteration (an endless while loop can be stopped).
         // The interpreter and the VM keep per-run state (register files, node executors): one
         // run at a time.
         std::lock_guard<std::mutex> lock(interpreter_mu_);
-        if (vm_) return run_vm(ordered);
+        if (vm_) return run_vm(ordered, ropts.terminate);
         return interpreter_->run(ordered);
     }
 
@@ -161,7 +162,7 @@ public:
     }
 
     /// One VM run; a model the lowering refuses at these shapes goes to the interpreter for good.
-    std::vector<Datum> run_vm(const std::vector<Datum>& ordered) {
+    std::vector<Datum> run_vm(const std::vector<Datum>& ordered, const std::atomic<bool>* terminate) {
         std::vector<Tensor> tensors;
         for (size_t i = 0; i < ordered.size(); ++i) tensors.push_back(ordered[i].tensor("input '" + inputs_[i].name + "'"));
         runtime::vm::VirtualMachine* machine = nullptr;
@@ -186,7 +187,7 @@ public:
                                   std::to_string(l.segments_interpreted) + " segments in the graph interpreter";
             for (const std::string& note : l.notes) stats_.control_flow += "\n  " + note;
         }
-        std::vector<Tensor> outs = compiler::VmModel::run(*machine, tensors);
+        std::vector<Tensor> outs = compiler::VmModel::run(*machine, tensors, terminate);
         return std::vector<Datum>(outs.begin(), outs.end());
     }
 

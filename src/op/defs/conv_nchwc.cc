@@ -49,6 +49,23 @@ std::vector<te::Tensor> to_blocked_compute(const ComputeArgs& a) {
         "KilnLayoutToBlocked", a.out_dtype())};
 }
 
+// The transpose into the blocked layout, out[n, C/c, h, w, c] = in[n, (C/c)*c + c, h, w]: the
+// natural loop nest (n, C-block, h parallel; w; c unrolled when small), so that every index is a
+// sum of products. The default schedule fuses all five axes into one flat loop and recovers each
+// index with five 64-bit divisions per element: a network's input conversion ([6, 3, 48, 192]
+// into blocks of 3, PP-OCR's direction classifier) took 2.4 ms there, 4.7x the conv after it.
+void to_blocked_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (const te::Tensor& out : outputs) {
+        te::Stage& st = s[out];
+        const Shape& sh = out->shape;  // [n, C/c, h, w, c]
+        if (!stage_untouched(st) || st.is_inlined() || sh.size() != 5) continue;
+        te::IterVar c = st.axis(4);
+        te::IterVar outer = st.fuse(st.fuse(st.axis(0), st.axis(1)), st.axis(2));
+        if (sh[4] <= 16) st.unroll(c);
+        if (shape_numel(sh) >= kParallelMin) st.parallel(outer);
+    }
+}
+
 std::vector<ir::TensorType> from_blocked_infer(const ir::Node& n) {
     const auto& x = input_type(n, 0, "X");
     check_rank(n, "X", x.rank(), 5);
@@ -287,6 +304,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
         d.infer = to_blocked_infer;
         d.pattern = OpPattern::kInjective;
         d.compute = to_blocked_compute;
+        d.schedule = to_blocked_schedule;
         r.add(std::move(d));
     }
     {

@@ -248,6 +248,18 @@ std::vector<te::IterVar> conv_reduce_order(te::ScheduleConfig& cfg, std::vector<
     }
 }
 
+// True when ii (the input channels of one block, last of the default order) is the only reduce
+// loop longer than 1 and at most 16 long: one input-channel block and a 1x1 window. Unrolled, it
+// leaves GCC the register tile to vectorize; as the tile's only enclosing loop, GCC 12
+// vectorized the ii loop itself (16 lanes over ii, shuffles for every accumulator): a 1x1
+// 16 -> 32 conv at 320x320 (PP-OCRv4's detector) took 40 ms, 1.9 ms unrolled.
+bool sole_short_ii(const std::vector<te::IterVar>& reduce) {
+    if (reduce.empty() || reduce.back()->extent > 16) return false;
+    for (size_t k = 0; k + 1 < reduce.size(); ++k)
+        if (reduce[k]->extent > 1) return false;
+    return true;
+}
+
 // The micro-kernel: per (n, ob-outer, oh) in parallel and each block of t columns, a local
 // accumulator tile [ob x t x co] (Stage::cache_write_local) is initialized, the reduction runs
 // over (icb, kh, kw, ii) with the tile innermost (ob and columns unrolled, co vectorized:
@@ -286,6 +298,7 @@ void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs
         te::IterVar nbh = rows_inside ? nb : st.fuse(nb, st.axis(2));
         if (split_ob) st.unroll(obi);
         if (tile.t > 1) st.unroll(owi);
+        if (sole_short_ii(reduce)) st.unroll(reduce.back());
         st.vectorize(st.axis(4));
         st.cache_write_local();
         if (par) st.parallel(nbh);

@@ -204,13 +204,14 @@ TEST_P(PreemptionKernels, DigitsModel) {
     SessionOptions opts;
     opts.threads = 3;
     opts.kernels = GetParam();
-    opts.dims["N"] = 16;
+    opts.dims["N"] = 256;  // long enough (~1 ms) for a delayed request to land inside a run
     auto s = Session::load(std::string(KILN_SOURCE_DIR) + "/models/digits/digits_cnn.onnx", opts);
-    std::map<std::string, Tensor> in{{"image", random_tensor({16, 1, 8, 8}, 5)}};
+    std::map<std::string, Tensor> in{{"image", random_tensor({256, 1, 8, 8}, 5)}};
     const std::vector<Tensor> want = s->run(in);
     // Delays up to half a run (at least 20 us), so that most runs are cut (REVIEW 12: the test
     // used a fixed 200 us and never checked that any run was suspended).
     const int max_delay = std::max(20, fastest_run_us(*s, in) / 2);
+    std::printf("digits: max delay %d us\n", max_delay);
     std::mt19937 rng(7);
     int suspensions = 0;
     for (int i = 0; i < 30; ++i) {

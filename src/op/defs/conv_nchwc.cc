@@ -252,7 +252,10 @@ std::vector<te::IterVar> conv_reduce_order(te::ScheduleConfig& cfg, std::vector<
 // loop longer than 1 and at most 16 long: one input-channel block and a 1x1 window. Unrolled, it
 // leaves GCC the register tile to vectorize; as the tile's only enclosing loop, GCC 12
 // vectorized the ii loop itself (16 lanes over ii, shuffles for every accumulator): a 1x1
-// 16 -> 32 conv at 320x320 (PP-OCRv4's detector) took 40 ms, 1.9 ms unrolled.
+// 16 -> 32 conv at 320x320 (PP-OCRv4's detector) took 40 ms, 1.9 ms unrolled. Only for tiles
+// of at most 20 full vectors: GCC needs seconds for the unrolled 320 statements already, and
+// over 30 s for a 24-column tile of an 8-channel block (PP-OCR's classifier), which it does not
+// vectorize along ii anyway.
 bool sole_short_ii(const std::vector<te::IterVar>& reduce) {
     if (reduce.empty() || reduce.back()->extent > 16) return false;
     for (size_t k = 0; k + 1 < reduce.size(); ++k)
@@ -298,7 +301,7 @@ void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs
         te::IterVar nbh = rows_inside ? nb : st.fuse(nb, st.axis(2));
         if (split_ob) st.unroll(obi);
         if (tile.t > 1) st.unroll(owi);
-        if (sole_short_ii(reduce)) st.unroll(reduce.back());
+        if (!narrow && tile.ob * tile.t <= 20 && sole_short_ii(reduce)) st.unroll(reduce.back());
         st.vectorize(st.axis(4));
         st.cache_write_local();
         if (par) st.parallel(nbh);

@@ -128,6 +128,17 @@ Tensor tensor_from_numpy(nb::handle array, const std::string& what) {
     return Tensor::borrow(dtype, std::move(shape), const_cast<void*>(a.data()));
 }
 
+Tensor tensor_into_numpy(nb::handle array, const std::string& what) {
+    KILN_CHECK(nb::hasattr(array, "flags") && nb::cast<bool>(array.attr("flags").attr("writeable")), kInvalidArgument)
+        << what << ": the bound array is not writable";
+    KILN_CHECK(nb::cast<bool>(array.attr("flags").attr("c_contiguous")), kInvalidArgument)
+        << what << ": the bound array is not C-contiguous";
+    Tensor t = tensor_from_numpy(array, what);
+    KILN_CHECK(t.dtype() != DType::kString && t.dtype() != DType::kInt4, kInvalidArgument)
+        << what << ": " << dtype_name(t.dtype()) << " outputs cannot be bound (Kiln stores them differently)";
+    return t;
+}
+
 Datum datum_from_python(nb::handle value, const TensorInfo& info) {
     const std::string what = "input '" + info.name + "'";
     if (value.is_none()) return Datum::none();

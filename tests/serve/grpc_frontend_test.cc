@@ -15,6 +15,7 @@
 #include "grpc_fake_server.h"
 #include "kiln/error.h"
 #include "serve/proto/grpc_service.grpc.pb.h"
+#include "serve/proto/health.grpc.pb.h"
 
 namespace kiln::serve {
 
@@ -111,6 +112,47 @@ TEST_F(GrpcFrontendTest, Health) {
     mreq.set_version("");
     ASSERT_TRUE(stub->ModelReady(ctx().get(), mreq, &mresp).ok());
     EXPECT_FALSE(mresp.ready());
+}
+
+// grpc.health.v1.Health (serve/grpc_health.h): the server's readiness for "" and the KServe
+// service's name, a model's readiness for its name, NOT_FOUND for any other name.
+TEST_F(GrpcFrontendTest, GrpcHealthCheck) {
+    using grpc::health::v1::HealthCheckRequest;
+    using grpc::health::v1::HealthCheckResponse;
+    auto health = grpc::health::v1::Health::NewStub(channel);
+    auto check = [&](const std::string& service, HealthCheckResponse::ServingStatus want) {
+        HealthCheckRequest req;
+        req.set_service(service);
+        HealthCheckResponse resp;
+        grpc::Status st = health->Check(ctx().get(), req, &resp);
+        ASSERT_TRUE(st.ok()) << service << ": " << st.error_message();
+        EXPECT_EQ(resp.status(), want) << "service '" << service << "'";
+    };
+    check("", HealthCheckResponse::SERVING);
+    check("inference.GRPCInferenceService", HealthCheckResponse::SERVING);
+    check("add_one", HealthCheckResponse::SERVING);
+    check("broken", HealthCheckResponse::NOT_SERVING);  // in the repository, failed to load
+    server.is_ready = false;
+    check("", HealthCheckResponse::NOT_SERVING);
+    check("inference.GRPCInferenceService", HealthCheckResponse::NOT_SERVING);
+    server.is_ready = true;
+    server.is_live = false;
+    check("", HealthCheckResponse::NOT_SERVING);
+    server.is_live = true;
+
+    HealthCheckRequest req;
+    req.set_service("nope");
+    HealthCheckResponse resp;
+    grpc::Status st = health->Check(ctx().get(), req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(st.error_message().find("'nope'"), std::string::npos) << st.error_message();
+
+    // Watch is not served: clients poll Check.
+    req.set_service("");
+    auto c = ctx();
+    auto reader = health->Watch(c.get(), req);
+    EXPECT_FALSE(reader->Read(&resp));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 
 TEST_F(GrpcFrontendTest, ServerAndModelMetadata) {

@@ -336,6 +336,7 @@ def test_capi_exception_names(rt, name):
     """`except onnxruntime.capi.onnxruntime_pybind11_state.X` ports by changing the package name."""
     import importlib
     state = importlib.import_module(f"{rt.name}.capi.onnxruntime_pybind11_state")
+    assert rt.mod.capi.onnxruntime_pybind11_state is state  # an attribute once the package is imported
     assert issubclass(getattr(state, name), Exception)
     assert getattr(importlib.import_module(f"{rt.name}.capi._pybind_state"), name) is getattr(state, name)
 

@@ -40,6 +40,15 @@ def test_ortvalue_from_shape_and_type(rt, element_type, type_string, onnx_type):
         assert v.numpy().dtype == np.dtype(element_type) and v.numpy().shape == (3, 4)
 
 
+def test_ortvalue_with_onnx_type_reinterprets_memory(rt):
+    """uint16 bits as bfloat16 (ONNX type 16), no copy. (ORT's numpy() then refuses bfloat16;
+    Kiln's gives ml_dtypes' bfloat16.)"""
+    bits = np.array([0x3F80, 0x4000, 0xC040], np.uint16)  # 1.0, 2.0, -3.0
+    v = rt.mod.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, 16)
+    assert (v.data_type(), v.element_type(), v.shape()) == ("tensor(bfloat16)", 16, [3])
+    assert v.data_ptr() == bits.ctypes.data
+
+
 def test_ortvalue_update_inplace(rt):
     v = rt.mod.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32)
     ptr = v.data_ptr()

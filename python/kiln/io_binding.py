@@ -19,6 +19,7 @@ class IOBinding:
         self._inputs = {}    # name -> array / list / None (what the run takes)
         self._outputs = {}   # name -> the array the run writes into, or None (Kiln allocates)
         self._results = []   # OrtValues of the last run, in the order the outputs were bound
+        self._plan = None    # (output indices, {name: array}) for the native run, made once per binding
 
     def _input_name(self, name):
         if name not in self._session._input_kinds:
@@ -59,6 +60,7 @@ class IOBinding:
         shape must be the output's, else the run fails naming it); without, Kiln allocates it."""
         check_cpu(device_type, f"output '{name}'")
         self._output_name(name)
+        self._plan = None
         if buffer_ptr is None:
             self._outputs[name] = None
             return
@@ -71,6 +73,7 @@ class IOBinding:
         self._output_name(name)
         if not ortvalue.is_tensor():
             raise InvalidArgument(f"output '{name}': only a tensor OrtValue can be bound as an output")
+        self._plan = None
         self._outputs[name] = ortvalue.numpy()
 
     def synchronize_outputs(self):
@@ -79,6 +82,7 @@ class IOBinding:
     def clear_binding_outputs(self):
         self._outputs.clear()
         self._results = []
+        self._plan = None
 
     # -- results --------------------------------------------------------------------------------
 
@@ -100,9 +104,11 @@ class IOBinding:
         return out
 
     def _run(self, terminate):
-        if not self._outputs:
-            raise InvalidArgument("run_with_iobinding: at least one output should be requested (bind_output)")
-        names = list(self._outputs)
-        into = {n: a for n, a in self._outputs.items() if a is not None}
-        results = self._session._run_native(names, self._inputs, terminate, into)
-        self._results = [OrtValue(r) for r in results]
+        if self._plan is None:
+            if not self._outputs:
+                raise InvalidArgument("run_with_iobinding: at least one output should be requested (bind_output)")
+            index = self._session._output_index
+            self._plan = ([index[n] for n in self._outputs],
+                          {n: a for n, a in self._outputs.items() if a is not None} or None)
+        which, into = self._plan
+        self._results = [OrtValue(r) for r in self._session._sess.run(self._inputs, which, terminate, into)]

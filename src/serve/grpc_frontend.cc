@@ -44,6 +44,7 @@ public:
     void stop() override {
         std::call_once(stopped_, [this] {
             service_.stop_streams();
+            health_.stop();  // open Watch calls end within HealthService::kWatchPeriod
             server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
             server_->Wait();
         });

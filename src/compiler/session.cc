@@ -41,6 +41,7 @@
 #include "runtime/artifact.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/model_runner.h"
+#include "runtime/output_binding.h"
 #include "runtime/session_inputs.h"
 
 namespace kiln {
@@ -132,6 +133,7 @@ public:
             check_value(info, it->second);
             ordered.push_back(it->second);
         }
+        const std::vector<const Tensor*> bound = runtime::order_outputs_into(outputs_, ropts.outputs_into);
         KILN_CHECK(!(ropts.terminate && ropts.terminate->load()), kCancelled)
             << "run terminated (RunOptions::terminate) before it started";
         // Preemption and max_threads do not apply here: an interpreted run runs to completion
@@ -140,8 +142,9 @@ public:
         // The interpreter and the VM keep per-run state (register files, node executors): one
         // run at a time.
         std::lock_guard<std::mutex> lock(interpreter_mu_);
-        if (vm_) return run_vm(ordered, ropts.terminate);
-        return interpreter_->run(ordered);
+        std::vector<Datum> outs = vm_ ? run_vm(ordered, ropts.terminate) : interpreter_->run(ordered);
+        runtime::copy_outputs_into(outputs_, bound, outs);  // no in-place outputs here
+        return outs;
     }
 
     /// Control flow only (If/Loop/Scan on an otherwise compilable top level): the VM runs it
@@ -225,6 +228,9 @@ public:
     }
 
     std::vector<Tensor> run_compiled(const std::map<std::string, Tensor>& given, const RunOptions& ropts) {
+        const std::vector<const Tensor*> bound = runtime::order_outputs_into(outputs_, ropts.outputs_into);
+        KILN_CHECK(bound.empty() || !ropts.preempt, kInvalidArgument)
+            << "RunOptions: outputs_into cannot be used with preempt";
         std::map<std::string, int64_t> dims = opts_.dims;
         std::vector<Tensor> ordered;
         for (const TensorInfo& info : inputs_) {
@@ -252,7 +258,7 @@ public:
         std::map<std::string, Tensor> frozen;
         for (const std::string& name : value_inputs_) frozen[name] = given.at(name);
         std::vector<Tensor> outs;
-        const runtime::RunControls controls = runtime::run_controls(ropts);
+        runtime::RunControls controls = runtime::run_controls(ropts);
         if (ropts.preempt && runner_.holds_suspended(*ropts.preempt)) {
             // A suspended run resumes on the executable it started with (its state holds it),
             // even if the cache has dropped that specialization since: no key, no lookup.
@@ -260,6 +266,13 @@ public:
             return outs;
         }
         std::shared_ptr<const compiler::Specialization> spec = specialization(dims, frozen);
+        if (!bound.empty()) {
+            // The kernels write the bound outputs in place (BufferTable::bind): shapes are known now.
+            const runtime::Executable& exe = *spec->prepared->exe;
+            for (size_t j = 0; j < bound.size(); ++j)
+                if (bound[j]) runtime::check_output_into(outputs_[j], *bound[j], exe.buffers[exe.outputs[j]].shape);
+            controls.outputs_into = &bound;
+        }
         runner_.run(*spec->prepared, runtime_inputs_of(ordered), outs, controls).throw_if_error();
         return outs;
     }

@@ -18,12 +18,14 @@
 //                              with an additive mask built from mask_index / attention_bias
 //   MultiHeadAttention         (3-D query/key/value) [+ bias] -> the same attention
 //   RotaryEmbedding            (3-D input) ONNX RotaryEmbedding, a position offset expanded to ids
-// A form outside these (past state, rotary, packed MHA inputs, ...) is kUnsupported.
+//                              (past (2, B, heads, P, d) goes in front of K, V; present = both)
+// A form outside these (rotary Attention, packed MHA inputs, MHA cache, ...) is kUnsupported.
 #include "frontend/onnx/contrib_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "support/error.h"
 
@@ -31,6 +33,68 @@ namespace kiln::frontend {
 namespace {
 
 std::string label(const PendingNode& n) { return "node '" + n.name + "' (" + n.op + ")"; }
+
+// The rank of v when import-time inference could not type it (a Shape over a symbolic dim leaves
+// the Reshapes after it untyped, as in ORT's extended-level GPT-2), from the ops that produced it:
+// only ops whose output rank follows from their inputs' ranks and attributes. -1 if unknown.
+int walked_rank(const AdapterContext& ctx, const ir::Value* v, int depth = 0);
+
+// Length of a 1-D integer value (a shape being built), -1 if unknown.
+int64_t walked_length(const AdapterContext& ctx, const ir::Value* v, int depth) {
+    if (!v || depth > 32) return -1;
+    if (ctx.type_known(v)) {
+        const ir::TensorType& t = v->type();
+        return t.rank() == 1 && t.shape[0].is_static() ? t.shape[0].value : -1;
+    }
+    const ir::Node* p = v->producer();
+    if (!p) return -1;
+    if (p->op() == "Unsqueeze" && walked_rank(ctx, p->input(0), depth + 1) == 0) return 1;
+    if (p->op() != "Concat") return -1;
+    int64_t n = 0;
+    for (size_t i = 0; i < p->num_inputs(); ++i) {
+        const int64_t l = walked_length(ctx, p->input(i), depth + 1);
+        if (l < 0) return -1;
+        n += l;
+    }
+    return n;
+}
+
+int64_t constant_numel(const ir::Value* v) { return v && v->is_constant() ? v->constant().numel() : -1; }
+
+int walked_rank(const AdapterContext& ctx, const ir::Value* v, int depth) {
+    if (!v || depth > 32) return -1;
+    if (ctx.type_known(v)) return v->type().rank();
+    const ir::Node* p = v->producer();
+    if (!p) return -1;
+    const std::string& op = p->op();
+    auto in = [&](size_t i) { return walked_rank(ctx, p->input(i), depth + 1); };
+    if (op == "Transpose" && p->has_attr("perm"))
+        return static_cast<int>(std::get<std::vector<int64_t>>(p->attrs().at("perm")).size());
+    if (op == "Reshape") return static_cast<int>(walked_length(ctx, p->input(1), depth + 1));
+    if (op == "Squeeze" || op == "Unsqueeze") {
+        const int r = in(0);
+        const int64_t k = constant_numel(p->input(1));
+        if (r < 0 || k < 0) return -1;
+        return op == "Squeeze" ? r - static_cast<int>(k) : r + static_cast<int>(k);
+    }
+    if (op == "Gather") {
+        const int r = in(0), ri = in(1);
+        return r < 0 || ri < 0 ? -1 : r - 1 + ri;
+    }
+    static const std::set<std::string> same_as_input0 = {"Split", "Cast", "Identity", "Softmax", "Gelu", "Erf",
+                                                         "Tanh", "Sigmoid", "Relu", "Neg", "Sqrt", "Slice",
+                                                         "LayerNormalization"};
+    if (same_as_input0.count(op)) return in(0);
+    static const std::set<std::string> broadcast = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "MatMul", "Concat"};
+    if (!broadcast.count(op)) return -1;
+    int r = -1;  // the largest input rank; Concat needs one, the others all
+    for (size_t i = 0; i < p->num_inputs(); ++i) {
+        const int ri = in(i);
+        if (ri < 0 && op != "Concat") return -1;
+        r = std::max(r, ri);
+    }
+    return r;
+}
 
 // Emits standard ops on behalf of one contrib node, naming helpers after it.
 class Expander {
@@ -85,8 +149,15 @@ public:
                 << label(n_) << ": output " << i << " (" << what << ") is not supported";
     }
     int rank_of(ir::Value* v, const char* what) const {
-        KILN_CHECK(ctx_.type_known(v), kUnsupported) << label(n_) << ": the rank of " << what << " must be known at import";
-        return v->type().rank();
+        const int r = walked_rank(ctx_, v);
+        KILN_CHECK(r >= 0, kUnsupported) << label(n_) << ": the rank of " << what << " must be known at import";
+        return r;
+    }
+    // Dim `axis` of v when inference knows it statically, else -1.
+    int64_t static_dim(ir::Value* v, int axis) const {
+        if (!v || !ctx_.type_known(v)) return -1;
+        const ir::TensorType& t = v->type();
+        return axis < t.rank() && t.shape[axis].is_static() ? t.shape[axis].value : -1;
     }
 
     // Emits one node; `outs` are output names ("" = a fresh name). Returns the node.
@@ -277,17 +348,21 @@ void embed_layer_norm(Expander& e) {
 
 // Additive (B, 1, 1|S, T) mask from Attention's mask_index: 0 where attended, mask_filter_value
 // elsewhere. Forms: (B) key lengths (right padding), (B, T) raw 0/1, (B, S, T) raw 0/1.
-ir::Value* mask_from_index(Expander& e, ir::Value* mask, ir::Value* keys, DType dt, double filter) {
+// T counts the past state's keys (past: (2, B, heads, P, d) or nullptr) before `keys`' S.
+ir::Value* mask_from_index(Expander& e, ir::Value* mask, ir::Value* keys, ir::Value* past, DType dt, double filter) {
     const int r = e.rank_of(mask, "mask_index");
     ir::Value* keep = nullptr;  // bool, true where attended
     if (r == 1) {
-        const ir::TensorType& mt = mask->type();
-        const ir::TensorType& kt = keys->type();
-        KILN_CHECK(!(mt.shape[0].is_static() && kt.shape[0].is_static() && mt.shape[0].value != kt.shape[0].value),
-                   kUnsupported)
-            << label(e.node()) << ": mask_index of shape " << mt.str()
+        const int64_t mb = e.static_dim(mask, 0), kb = e.static_dim(keys, 0);
+        KILN_CHECK(mb < 0 || kb < 0 || mb == kb, kUnsupported)
+            << label(e.node()) << ": mask_index of shape " << mask->type().str()
             << " is not supported (1-D mask_index must hold one key length per batch row)";
         ir::Value* t = default_positions(e, keys);                                    // (T)
+        if (past) {
+            ir::Value* t_len = e.emit1("Add", {e.shape_slice(keys, 1, 2), e.shape_slice(past, 3, 4)});
+            t_len = e.emit1("Squeeze", {t_len, e.ints({0})});
+            t = e.emit1("Range", {e.scalar(DType::kInt64, 0), t_len, e.scalar(DType::kInt64, 1)});
+        }
         ir::Value* len = e.emit1("Unsqueeze", {e.emit1("Cast", {mask}, {{"to", int64_t{7}}}), e.ints({1})});
         keep = e.emit1("Unsqueeze", {e.emit1("Less", {t, len}), e.ints({1, 2})});    // (B, 1, 1, T)
     } else {
@@ -300,9 +375,10 @@ ir::Value* mask_from_index(Expander& e, ir::Value* mask, ir::Value* keys, DType 
 }
 
 // The additive attention mask: mask_index's mask plus attention_bias (either may be absent).
-ir::Value* attention_mask(Expander& e, ir::Value* mask_index, ir::Value* bias, ir::Value* keys, DType dt) {
+ir::Value* attention_mask(Expander& e, ir::Value* mask_index, ir::Value* bias, ir::Value* keys, ir::Value* past,
+                          DType dt) {
     const double filter = e.attr_float("mask_filter_value", -10000.0);
-    ir::Value* m = mask_index ? mask_from_index(e, mask_index, keys, dt, filter) : nullptr;
+    ir::Value* m = mask_index ? mask_from_index(e, mask_index, keys, past, dt, filter) : nullptr;
     if (!m) return bias;
     return bias ? e.emit1("Add", {m, bias}) : m;
 }
@@ -313,19 +389,45 @@ ir::Value* split_heads(Expander& e, ir::Value* x, int64_t heads, int64_t d, std:
     return e.emit1("Transpose", {r}, {{"perm", std::move(perm)}});
 }
 
-// (T) x (S) -> additive (S, T) causal mask: `filter` where key t > query s.
-ir::Value* causal_mask(Expander& e, ir::Value* q, ir::Value* k, DType dt, double filter) {
-    ir::Value* s = e.emit1("Unsqueeze", {default_positions(e, q), e.ints({1})});  // (S, 1)
-    ir::Value* t = default_positions(e, k);                                        // (T)
+// Additive (S, T) causal mask: `filter` where key t lies after query s. With past state the
+// queries are the last S of the T positions, so query s sits at position T - S + s.
+ir::Value* causal_mask(Expander& e, ir::Value* q, ir::Value* keys4d, DType dt, double filter) {
+    ir::Value* s_len = e.emit1("Squeeze", {e.shape_slice(q, 1, 2), e.ints({0})});
+    ir::Value* t_len = e.emit1("Squeeze", {e.shape_slice(keys4d, 2, 3), e.ints({0})});
+    ir::Value* first = e.emit1("Sub", {t_len, s_len});
+    ir::Value* s = e.emit1("Range", {first, t_len, e.scalar(DType::kInt64, 1)});
+    s = e.emit1("Unsqueeze", {s, e.ints({1})});                                           // (S, 1)
+    ir::Value* t = e.emit1("Range", {e.scalar(DType::kInt64, 0), t_len, e.scalar(DType::kInt64, 1)});  // (T)
     return e.emit1("Where", {e.emit1("Greater", {t, s}), e.scalar(dt, filter), e.scalar(dt, 0.0)});
+}
+
+// Keys and values (B, heads, T, d) with Attention's past state (2, B, heads, P, d) in front;
+// writes present (2, B, heads, P + T, d) under `present` when the model uses it.
+std::pair<ir::Value*, ir::Value*> with_past(Expander& e, ir::Value* kh, ir::Value* vh, ir::Value* past,
+                                            const std::string& present) {
+    if (past) {
+        KILN_CHECK(e.rank_of(past, "past") == 5, kInvalidModel)
+            << label(e.node()) << ": past must be (2, batch, heads, past_len, head_size), got " << past->type().str();
+        ir::Value* pk = e.emit1("Gather", {past, e.scalar(DType::kInt64, 0)}, {{"axis", int64_t{0}}});
+        ir::Value* pv = e.emit1("Gather", {past, e.scalar(DType::kInt64, 1)}, {{"axis", int64_t{0}}});
+        kh = e.emit1("Concat", {pk, kh}, {{"axis", int64_t{2}}});
+        vh = e.emit1("Concat", {pv, vh}, {{"axis", int64_t{2}}});
+    }
+    if (!present.empty()) {
+        ir::Value* k5 = e.emit1("Unsqueeze", {kh, e.ints({0})});
+        ir::Value* v5 = e.emit1("Unsqueeze", {vh, e.ints({0})});
+        e.emit1("Concat", {k5, v5}, {{"axis", int64_t{0}}}, present);
+    }
+    return {kh, vh};
 }
 
 // Scaled dot-product attention over 3-D q (B, S, heads*d), k (B, T, heads*d), v (B, T, heads*dv),
 // written as the standard ops an exporter writes (head split, MatMul, Softmax, MatMul, merge):
 // Kiln fuses and schedules those better than its generic ONNX Attention kernel (bench/contrib_bert.py).
 // Output 0 carries the node's name.
+// `past` (Attention's past state, or nullptr) goes in front of k and v; output 1 gets present.
 void sdpa(Expander& e, ir::Value* q, ir::Value* k, ir::Value* v, int64_t qk_hidden, int64_t v_hidden,
-          ir::Value* mask) {
+          ir::Value* mask, ir::Value* past = nullptr) {
     const int64_t heads = e.attr_int("num_heads", 0);
     KILN_CHECK(heads > 0, kInvalidModel) << label(e.node()) << ": attribute num_heads must be positive";
     KILN_CHECK(qk_hidden % heads == 0 && v_hidden % heads == 0, kInvalidModel)
@@ -336,12 +438,20 @@ void sdpa(Expander& e, ir::Value* q, ir::Value* k, ir::Value* v, int64_t qk_hidd
     double scale = e.attr_float("scale", 0.0);
     if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(d));
     ir::Value* qh = split_heads(e, q, heads, d, {0, 2, 1, 3});
-    ir::Value* kh = split_heads(e, k, heads, d, {0, 2, 3, 1});
     ir::Value* vh = split_heads(e, v, heads, dv, {0, 2, 1, 3});
-    ir::Value* scores = e.emit1("Mul", {e.emit1("MatMul", {qh, kh}), e.scalar(dt, scale)});
+    ir::Value* kt = nullptr;  // keys as (B, heads, d, T)
+    ir::Value* k4 = nullptr;  // keys as (B, heads, T, d), for the causal mask's T
+    if (past || !e.out(1).empty()) {
+        std::tie(k4, vh) = with_past(e, split_heads(e, k, heads, d, {0, 2, 1, 3}), vh, past, e.out(1));
+        kt = e.emit1("Transpose", {k4}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+    } else {
+        kt = split_heads(e, k, heads, d, {0, 2, 3, 1});  // the exporter's form, without state
+        k4 = vh;
+    }
+    ir::Value* scores = e.emit1("Mul", {e.emit1("MatMul", {qh, kt}), e.scalar(dt, scale)});
     if (mask) scores = e.emit1("Add", {scores, mask});
     if (e.attr_int("unidirectional", 0))
-        scores = e.emit1("Add", {scores, causal_mask(e, q, k, dt, e.attr_float("mask_filter_value", -10000.0))});
+        scores = e.emit1("Add", {scores, causal_mask(e, q, k4, dt, e.attr_float("mask_filter_value", -10000.0))});
     ir::Value* probs = e.emit1("Softmax", {scores}, {{"axis", int64_t{-1}}});
     ir::Value* ctx = e.emit1("Transpose", {e.emit1("MatMul", {probs, vh})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
     e.emit1("Reshape", {ctx, e.ints({0, 0, v_hidden})}, {}, e.out(0));
@@ -352,26 +462,27 @@ void attention(Expander& e) {
                    "past_present_share_buffer"});
     KILN_CHECK(e.attr_int("do_rotary", 0) == 0 && e.attr_int("past_present_share_buffer", 0) == 0, kUnsupported)
         << label(e.node()) << ": do_rotary / past_present_share_buffer are not supported";
-    KILN_CHECK(!e.in(4) && !e.in(6), kUnsupported) << label(e.node()) << ": past state (inputs past, past_sequence_length) is not supported";
+    KILN_CHECK(!e.in(6), kUnsupported) << label(e.node()) << ": input past_sequence_length is not supported";
     e.refuse_inputs_from(7, "extra input");
-    e.refuse_outputs_from(1, "present");
     ir::Value* x = e.required(0, "input");
     ir::Value* w = e.required(1, "weights");
     std::vector<int64_t> sizes = e.attr_ints("qkv_hidden_sizes");
     if (sizes.empty()) {
-        KILN_CHECK(e.rank_of(w, "weights") == 2 && w->type().shape[1].is_static(), kUnsupported)
+        const int64_t n = e.static_dim(w, 1);
+        KILN_CHECK(e.rank_of(w, "weights") == 2 && n > 0, kUnsupported)
             << label(e.node()) << ": weights need a static (input_hidden, 3 * hidden) shape, got " << w->type().str();
-        const int64_t n = w->type().shape[1].value;
         KILN_CHECK(n % 3 == 0, kInvalidModel) << label(e.node()) << ": weights' second dim " << n << " is not 3 * hidden";
         sizes = {n / 3, n / 3, n / 3};
     }
     KILN_CHECK(sizes.size() == 3, kInvalidModel) << label(e.node()) << ": qkv_hidden_sizes must have 3 entries";
     ir::Value* qkv = e.add(e.emit1("MatMul", {x, w}), e.in(2));
     ir::Node* split = e.emit("Split", {qkv, e.ints(sizes)}, {{"axis", int64_t{-1}}}, {"", "", ""});
-    ir::Value* mask = attention_mask(e, e.in(3), e.in(5), x, x->type().dtype);
     KILN_CHECK(sizes[0] == sizes[1], kInvalidModel)
         << label(e.node()) << ": qkv_hidden_sizes: Q and K hidden sizes differ (" << sizes[0] << ", " << sizes[1] << ")";
-    sdpa(e, split->output(0), split->output(1), split->output(2), sizes[0], sizes[2], mask);
+    KILN_CHECK(!e.in(4) || (sizes[1] == sizes[2]), kInvalidModel)
+        << label(e.node()) << ": past state needs equal K and V hidden sizes, got " << sizes[1] << ", " << sizes[2];
+    ir::Value* mask = attention_mask(e, e.in(3), e.in(5), x, e.in(4), x->type().dtype);
+    sdpa(e, split->output(0), split->output(1), split->output(2), sizes[0], sizes[2], mask, e.in(4));
 }
 
 void multi_head_attention(Expander& e) {
@@ -383,13 +494,10 @@ void multi_head_attention(Expander& e) {
         << label(e.node()) << ": only 3-D query, key and value are supported (packed QKV/KV and 4-D key/value are not)";
     e.refuse_inputs_from(6, "past state or cache input");
     e.refuse_outputs_from(1, "present state");
-    const auto& qt = q->type();
-    const auto& kt = k->type();
-    const auto& vt = v->type();
-    KILN_CHECK(qt.shape[2].is_static() && kt.shape[2].is_static() && vt.shape[2].is_static(), kUnsupported)
-        << label(e.node()) << ": query, key and value need static hidden sizes, got " << qt.str() << ", " << kt.str()
-        << ", " << vt.str();
-    const int64_t dq = qt.shape[2].value, dk = kt.shape[2].value, dv = vt.shape[2].value;
+    const int64_t dq = e.static_dim(q, 2), dk = e.static_dim(k, 2), dv = e.static_dim(v, 2);
+    KILN_CHECK(dq > 0 && dk > 0 && dv > 0, kUnsupported)
+        << label(e.node()) << ": query, key and value need static hidden sizes, got " << q->type().str() << ", "
+        << k->type().str() << ", " << v->type().str();
     KILN_CHECK(dq == dk, kInvalidModel) << label(e.node()) << ": query and key hidden sizes differ (" << dq << ", " << dk << ")";
     if (ir::Value* bias = e.in(3)) {  // (Dq + Dk + Dv): split and add
         ir::Node* parts = e.emit("Split", {bias, e.ints({dq, dk, dv})}, {{"axis", int64_t{0}}}, {"", "", ""});
@@ -397,7 +505,7 @@ void multi_head_attention(Expander& e) {
         k = e.emit1("Add", {k, parts->output(1)});
         v = e.emit1("Add", {v, parts->output(2)});
     }
-    ir::Value* mask = attention_mask(e, e.in(4), e.in(5), k, q->type().dtype);
+    ir::Value* mask = attention_mask(e, e.in(4), e.in(5), k, nullptr, q->type().dtype);
     sdpa(e, q, k, v, dq, dv, mask);
 }
 
@@ -416,11 +524,10 @@ void rotary_embedding(Expander& e) {
     KILN_CHECK(e.rank_of(x, "input") == 3, kUnsupported) << label(e.node()) << ": only 3-D input (B, S, hidden) is supported";
     int64_t heads = e.attr_int("num_heads", 0);
     if (heads == 0) {
-        const auto& xt = x->type();
-        const auto& ct = cos->type();
-        KILN_CHECK(xt.shape[2].is_static() && e.rank_of(cos, "cos_cache") == 2 && ct.shape[1].is_static(), kUnsupported)
+        const int64_t hidden = e.static_dim(x, 2), width = e.static_dim(cos, 1);
+        KILN_CHECK(hidden > 0 && e.rank_of(cos, "cos_cache") == 2 && width > 0, kUnsupported)
             << label(e.node()) << ": without num_heads, input's hidden size and cos_cache's width must be static";
-        heads = xt.shape[2].value / (2 * ct.shape[1].value);
+        heads = hidden / (2 * width);
     }
     pos = e.emit1("Cast", {pos}, {{"to", int64_t{7}}});
     if (e.rank_of(pos, "position_ids") == 1) {  // an offset: positions offset + 0..S-1 for every row

@@ -18,6 +18,7 @@
 //                              with an additive mask built from mask_index / attention_bias
 //   MultiHeadAttention         (3-D query/key/value) [+ bias] -> the same attention
 //   RotaryEmbedding            (3-D input) ONNX RotaryEmbedding, a position offset expanded to ids
+//   MatMulNBits                MatMul(A, W) [+ bias], W dequantized at import (matmul_nbits.h)
 //                              (past (2, B, heads, P, d) goes in front of K, V; present = both)
 // A form outside these (rotary Attention, packed MHA inputs, MHA cache, ...) is kUnsupported.
 #include "frontend/onnx/contrib_ops.h"
@@ -27,6 +28,7 @@
 #include <set>
 #include <tuple>
 
+#include "frontend/onnx/matmul_nbits.h"
 #include "support/error.h"
 
 namespace kiln::frontend {
@@ -184,6 +186,7 @@ public:
         t.set_f64(0, v);
         return ctx_.graph.add_constant(ctx_.fresh_name(n_.op + "_c"), std::move(t));
     }
+    ir::Value* constant(Tensor t) { return ctx_.graph.add_constant(ctx_.fresh_name(n_.op + "_w"), std::move(t)); }
     ir::Value* ints(const std::vector<int64_t>& v) {
         Tensor t(DType::kInt64, {static_cast<int64_t>(v.size())});
         std::copy(v.begin(), v.end(), t.data_as<int64_t>());
@@ -270,6 +273,35 @@ void bias_add(Expander& e) {
     e.allow_attrs({});
     ir::Value* x = e.emit1("Add", {e.required(0, "X"), e.required(1, "bias")});
     e.emit1("Add", {x, e.required(2, "skip")}, {}, e.out(0));
+}
+
+// MatMulNBits: the constant quantized weight dequantized at import (matmul_nbits.h).
+void matmul_nbits(Expander& e) {
+    e.allow_attrs({"K", "N", "bits", "block_size", "accuracy_level", "weight_prepacked"});
+    KILN_CHECK(e.attr_int("weight_prepacked", 0) == 0, kUnsupported)
+        << label(e.node()) << ": weight_prepacked (an execution provider's layout) is not supported";
+    auto constant_in = [&](size_t i, const char* what) -> const Tensor* {
+        ir::Value* v = e.in(i);
+        if (!v) return nullptr;
+        KILN_CHECK(v->is_constant(), kUnsupported)
+            << label(e.node()) << ": input " << i << " (" << what << ") must be an initializer (Kiln dequantizes at import)";
+        return &v->constant();
+    };
+    NBitsWeight w;
+    w.who = label(e.node());
+    e.required(1, "B");
+    e.required(2, "scales");
+    w.b = constant_in(1, "B");
+    w.scales = constant_in(2, "scales");
+    w.zero_points = constant_in(3, "zero_points");
+    w.g_idx = constant_in(4, "g_idx");
+    w.k = e.attr_int("K", 0);
+    w.n = e.attr_int("N", 0);
+    w.bits = e.attr_int("bits", 4);
+    w.block_size = e.attr_int("block_size", 0);
+    ir::Value* weight = e.constant(dequantize_nbits(w));
+    ir::Value* y = e.emit1("MatMul", {e.required(0, "A"), weight}, {}, e.in(5) ? "" : e.out(0));
+    if (ir::Value* bias = e.in(5)) e.emit1("Add", {y, bias}, {}, e.out(0));
 }
 
 // ---------------------------------------------------------------- layer norms
@@ -569,6 +601,7 @@ const Row kRows[] = {
     {{"FusedMatMul", kMicrosoftDomain, 2, 2, 1, 1}, fused_matmul},
     {{"Gelu", kMicrosoftDomain, 1, 1, 1, 1}, gelu_family},
     {{"LayerNormalization", "ai.onnx", 2, 3, 1, 3}, ort_layer_norm},
+    {{"MatMulNBits", kMicrosoftDomain, 3, 6, 1, 1}, matmul_nbits},
     {{"MultiHeadAttention", kMicrosoftDomain, 3, 6, 1, 1}, multi_head_attention},
     {{"QuickGelu", kMicrosoftDomain, 1, 1, 1, 1}, quick_gelu},
     {{"RotaryEmbedding", kMicrosoftDomain, 4, 4, 1, 1}, rotary_embedding},

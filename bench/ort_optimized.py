@@ -4,9 +4,11 @@ PyTorch and optimized by onnxruntime.transformers.optimizer (Attention, EmbedLay
 SkipLayerNormalization, BiasGelu/FastGelu: com.microsoft ops, which Kiln's importer decomposes and
 fuses again). Both run the same optimized file on the same inputs, batch 1, seq 128 (GPT-2: a
 128-token prompt after `--past` cached tokens), `--threads` threads each; interleaved rounds,
-medians, ratio Kiln / ORT.
+medians, ratio Kiln / ORT. `--forms opt,ext` adds the file ORT's graph optimizer saves at
+ORT_ENABLE_EXTENDED (FusedMatMul, BiasGelu, LayerNormalization at opset 14; saved by this ORT).
 
-    /work/peers-venv/bin/python bench/ort_optimized.py [--smoke] [--models bert,gpt2] [--layers 12]
+    /work/peers-venv/bin/python bench/ort_optimized.py [--smoke] [--models bert,gpt2] [--forms opt]
+        [--layers 12] [--seq 128] [--past 0] [--threads 2]
 
 Three interpreters, as the tools live: Debian's /usr/bin/python3 (python3-torch) exports,
 `--opt-python` (default python3: onnxruntime with its transformers optimizer and sympy) optimizes,
@@ -35,13 +37,20 @@ OPTIMIZE = ("from onnxruntime.transformers import optimizer; import sys; "
             "opt_level=0).save_model_to_file(sys.argv[2])" % (HEADS, HIDDEN))
 
 
-def build(kind, layers, tmp, opt_python):
+def build(kind, form, layers, tmp, opt_python):
     plain = os.path.join(tmp, f"{kind}.onnx")
-    subprocess.run(["/usr/bin/python3", os.path.join(MODELS, EXPORT[kind]), plain, str(HIDDEN), str(HEADS),
-                    str(layers)], check=True, capture_output=True)
-    opt = os.path.join(tmp, f"{kind}_opt.onnx")
-    subprocess.run([opt_python, "-c", OPTIMIZE, plain, opt, kind], check=True, capture_output=True)
-    return opt
+    if not os.path.exists(plain):
+        subprocess.run(["/usr/bin/python3", os.path.join(MODELS, EXPORT[kind]), plain, str(HIDDEN), str(HEADS),
+                        str(layers)], check=True, capture_output=True)
+    out = os.path.join(tmp, f"{kind}_{form}.onnx")
+    if form == "opt":
+        subprocess.run([opt_python, "-c", OPTIMIZE, plain, out, kind], check=True, capture_output=True)
+    else:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        so.optimized_model_filepath = out
+        ort.InferenceSession(plain, so, providers=["CPUExecutionProvider"])
+    return out
 
 
 def feed(kind, seq, past, layers):
@@ -76,8 +85,8 @@ def ort_ms(sess, f, repeat):
     return statistics.median(ts)
 
 
-def bench(kind, a, tmp):
-    model = build(kind, a.layers, tmp, a.opt_python)
+def bench(kind, form, a, tmp):
+    model = build(kind, form, a.layers, tmp, a.opt_python)
     f = feed(kind, a.seq, a.past, a.layers)
     npz = os.path.join(tmp, f"{kind}_in.npz")
     np.savez(npz, **f)
@@ -85,14 +94,14 @@ def bench(kind, a, tmp):
     so.intra_op_num_threads = a.threads
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    out = os.path.join(tmp, f"{kind}_out")
+    out = os.path.join(tmp, f"{kind}_{form}_out")
     os.makedirs(out, exist_ok=True)
     if a.smoke:
         kiln_run(model, npz, out, 1, a.threads)
         names = [o.name for o in sess.get_outputs()]
         for name, want in zip(names, sess.run(None, f)):
             err = float(np.abs(np.load(os.path.join(out, f"{name}.npy")) - want).max())
-            print(f"{kind} {name}: max |kiln - ort| = {err:.2e}")
+            print(f"{kind}/{form} {name}: max |kiln - ort| = {err:.2e}")
             assert err < 1e-3, (kind, name, err)
         return
     kiln, ortt = [], []
@@ -101,7 +110,7 @@ def bench(kind, a, tmp):
         ortt.append(ort_ms(sess, f, a.repeat))
     k, o = statistics.median(kiln), statistics.median(ortt)
     shape = f"seq {a.seq}" + (f", past {a.past}" if kind == "gpt2" else "")
-    print(f"{kind:<5} {a.layers} layers, batch 1, {shape}, {a.threads} threads: kiln {k:8.2f} ms  "
+    print(f"{kind:<4} {form} {a.layers} layers, batch 1, {shape}, {a.threads} threads: kiln {k:8.2f} ms  "
           f"ort {ort.__version__} {o:8.2f} ms  kiln/ort {k / o:.3f}   (medians of {a.rounds} rounds x {a.repeat})")
 
 
@@ -109,6 +118,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--models", default="bert,gpt2")
+    ap.add_argument("--forms", default="opt", help="opt (transformers optimizer), ext (ORT_ENABLE_EXTENDED)")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--past", type=int, default=0, help="GPT-2's cached tokens before the seq new ones")
@@ -121,7 +131,8 @@ def main():
         a.layers, a.seq, a.past = 2, 16, 5
     tmp = tempfile.mkdtemp(prefix="kiln_ort_optimized_")
     for kind in a.models.split(","):
-        bench(kind, a, tmp)
+        for form in a.forms.split(","):
+            bench(kind, form, a, tmp)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@
 //   EmbedLayerNormalization    LayerNormalization(word[ids] + position[pos] [+ segment[seg]]),
 //                              mask_index = number of 1s in each mask row
 //   Attention                  X @ W + bias split into Q, K, V; per head softmax(Q K^T scale + mask) V
-//                              with an additive mask built from mask_index / attention_bias
+//                              with an additive mask built from mask_index / attention_bias;
+//                              past (2, B, heads, P, d) goes in front of K, V; present = both
 //   MultiHeadAttention         (3-D query/key/value) [+ bias] -> the same attention
 //   RotaryEmbedding            (3-D input) ONNX RotaryEmbedding, a position offset expanded to ids
 //   MatMulNBits                MatMul(A, W) [+ bias], W dequantized at import (matmul_nbits.h)
-//                              (past (2, B, heads, P, d) goes in front of K, V; present = both)
 // A form outside these (rotary Attention, packed MHA inputs, MHA cache, ...) is kUnsupported.
 #include "frontend/onnx/contrib_ops.h"
 
@@ -253,7 +253,7 @@ void gelu_family(Expander& e) {
     // The tanh form as x * sigmoid(2 z), z = sqrt(2/pi) (x + 0.044715 x^3): the same function
     // (0.5 (1 + tanh z) = sigmoid(2 z)), but Kiln's f32 sigmoid is vectorized where its tanh is a
     // libm call; the fused MatMul+Gelu(tanh) of GPT-2 small ran at half the speed of the down
-    // projection's MatMul (bench/ort_optimized.py --profile).
+    // projection's MatMul (`kiln run --profile-summary` on bench/ort_optimized.py's GPT-2).
     const DType dt = x->type().dtype;
     const double a = 2.0 * std::sqrt(2.0 / M_PI);
     ir::Value* poly = e.emit1("Add", {e.emit1("Mul", {e.emit1("Mul", {x, x}), e.scalar(dt, a * 0.044715)}), e.scalar(dt, a)});

@@ -128,12 +128,15 @@ def test_gpt2_small_transformers_optimizer(tmp_path, gpt2):
     assert any(n.op_type == "FastGelu" for n in nodes)
     compare(tmp_path, path, gpt2_feed(3), "gpt2-small/optimizer")
     compare(tmp_path, path, gpt2_feed(4, b=1, s=1, past=9), "gpt2-small/optimizer, one new token")
+    compare(tmp_path, path, gpt2_feed(7, b=1, s=5, past=0), "gpt2-small/optimizer, empty past")
 
 
 def test_gpt2_small_ort_enable_extended(tmp_path, gpt2):
     path = ort_extended(gpt2, str(tmp_path / "gpt2_ext.onnx"))
     assert contrib_nodes(path), "ORT wrote no com.microsoft op"
     compare(tmp_path, path, gpt2_feed(5), "gpt2-small/extended")
+    # The prompt: no cached tokens yet (past of length 0; an empty tensor crashed a schedule).
+    compare(tmp_path, path, gpt2_feed(6, b=1, s=5, past=0), "gpt2-small/extended, empty past")
 
 
 # ---------------------------------------------------------------- Attention's past state, op by op

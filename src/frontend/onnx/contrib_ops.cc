@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <tuple>
 
@@ -432,16 +433,16 @@ ir::Value* split_heads(Expander& e, ir::Value* x, int64_t heads, int64_t d, std:
     return e.emit1("Transpose", {r}, {{"perm", std::move(perm)}});
 }
 
-// Additive (S, T) causal mask: `filter` where key t lies after query s. With past state the
-// queries are the last S of the T positions, so query s sits at position T - S + s.
-ir::Value* causal_mask(Expander& e, ir::Value* q, ir::Value* keys4d, DType dt, double filter) {
+// (S, T) bool, true where key t lies after query s (the keys a causal query may not see). With
+// past state the queries are the last S of the T positions, so query s sits at position T - S + s.
+ir::Value* future_keys(Expander& e, ir::Value* q, ir::Value* keys4d) {
     ir::Value* s_len = e.emit1("Squeeze", {e.shape_slice(q, 1, 2), e.ints({0})});
     ir::Value* t_len = e.emit1("Squeeze", {e.shape_slice(keys4d, 2, 3), e.ints({0})});
     ir::Value* first = e.emit1("Sub", {t_len, s_len});
     ir::Value* s = e.emit1("Range", {first, t_len, e.scalar(DType::kInt64, 1)});
     s = e.emit1("Unsqueeze", {s, e.ints({1})});                                           // (S, 1)
     ir::Value* t = e.emit1("Range", {e.scalar(DType::kInt64, 0), t_len, e.scalar(DType::kInt64, 1)});  // (T)
-    return e.emit1("Where", {e.emit1("Greater", {t, s}), e.scalar(dt, filter), e.scalar(dt, 0.0)});
+    return e.emit1("Greater", {t, s});
 }
 
 // Keys and values (B, heads, T, d) with Attention's past state (2, B, heads, P, d) in front;
@@ -493,8 +494,10 @@ void sdpa(Expander& e, ir::Value* q, ir::Value* k, ir::Value* v, int64_t qk_hidd
     }
     ir::Value* scores = e.emit1("Mul", {e.emit1("MatMul", {qh, kt}), e.scalar(dt, scale)});
     if (mask) scores = e.emit1("Add", {scores, mask});
+    // ORT's CPU kernel sets future keys to the lowest float (not mask_filter_value added): a query
+    // whose visible keys are all padding still attends only to those (left-padded prompts).
     if (e.attr_int("unidirectional", 0))
-        scores = e.emit1("Add", {scores, causal_mask(e, q, k4, dt, e.attr_float("mask_filter_value", -10000.0))});
+        scores = e.emit1("Where", {future_keys(e, q, k4), e.scalar(dt, std::numeric_limits<float>::lowest()), scores});
     ir::Value* probs = e.emit1("Softmax", {scores}, {{"axis", int64_t{-1}}});
     ir::Value* ctx = e.emit1("Transpose", {e.emit1("MatMul", {probs, vh})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
     e.emit1("Reshape", {ctx, e.ints({0, 0, v_hidden})}, {}, e.out(0));

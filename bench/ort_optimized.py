@@ -85,33 +85,45 @@ def ort_ms(sess, f, repeat):
     return statistics.median(ts)
 
 
+def ort_session(model, threads, spin):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    if not spin:  # ORT's pool spin-waits by default, which costs it on an oversubscribed machine
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
 def bench(kind, form, a, tmp):
     model = build(kind, form, a.layers, tmp, a.opt_python)
     f = feed(kind, a.seq, a.past, a.layers)
     npz = os.path.join(tmp, f"{kind}_in.npz")
     np.savez(npz, **f)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = a.threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    spins = [int(v) for v in a.ort_spin.split(",")]
+    sessions = {spin: ort_session(model, a.threads, spin) for spin in spins}
     out = os.path.join(tmp, f"{kind}_{form}_out")
     os.makedirs(out, exist_ok=True)
     if a.smoke:
         kiln_run(model, npz, out, 1, a.threads)
+        sess = sessions[spins[0]]
         names = [o.name for o in sess.get_outputs()]
         for name, want in zip(names, sess.run(None, f)):
             err = float(np.abs(np.load(os.path.join(out, f"{name}.npy")) - want).max())
             print(f"{kind}/{form} {name}: max |kiln - ort| = {err:.2e}")
             assert err < 1e-3, (kind, name, err)
         return
-    kiln, ortt = [], []
+    kiln, ortt = [], {spin: [] for spin in spins}
     for _ in range(a.rounds):  # interleaved: the machine is shared
         kiln.append(kiln_run(model, npz, out, a.repeat, a.threads))
-        ortt.append(ort_ms(sess, f, a.repeat))
-    k, o = statistics.median(kiln), statistics.median(ortt)
+        for spin, sess in sessions.items():
+            ortt[spin].append(ort_ms(sess, f, a.repeat))
+    k = statistics.median(kiln)
     shape = f"seq {a.seq}" + (f", past {a.past}" if kind == "gpt2" else "")
-    print(f"{kind:<4} {form} {a.layers} layers, batch 1, {shape}, {a.threads} threads: kiln {k:8.2f} ms  "
-          f"ort {ort.__version__} {o:8.2f} ms  kiln/ort {k / o:.3f}   (medians of {a.rounds} rounds x {a.repeat})")
+    line = f"{kind:<4} {form} {a.layers} layers, batch 1, {shape}, {a.threads} threads: kiln {k:8.2f} ms"
+    for spin in spins:
+        o = statistics.median(ortt[spin])
+        line += f" | ort {ort.__version__}{'' if spin else ' no-spin'} {o:8.2f} ms, kiln/ort {k / o:.3f}"
+    print(line + f"   (medians of {a.rounds} rounds x {a.repeat})")
 
 
 def main():
@@ -126,6 +138,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--opt-python", default="python3")
+    ap.add_argument("--ort-spin", default="1",
+                    help="1 (ORT's default), 0 (intra-op threads do not spin-wait) or 1,0 (both, interleaved)")
     a = ap.parse_args()
     if a.smoke:
         a.layers, a.seq, a.past = 2, 16, 5

@@ -142,11 +142,12 @@ def test_gpt2_small_ort_enable_extended(tmp_path, gpt2):
 # ---------------------------------------------------------------- Attention's past state, op by op
 
 
-@pytest.mark.parametrize("mask_form,unidirectional", [
-    (None, 1), ("raw2d", 1), ("raw2d", 0), ("lengths", 1), ("raw3d", 0)])
-def test_attention_with_past(tmp_path, mask_form, unidirectional):
+@pytest.mark.parametrize("mask_form,unidirectional,p", [
+    (None, 1, 4), ("raw2d", 1, 4), ("raw2d", 0, 4), ("lengths", 1, 4), ("raw3d", 0, 4),
+    ("raw2d", 1, 0)])  # a left-padded prompt: its first queries see only padding
+def test_attention_with_past(tmp_path, mask_form, unidirectional, p):
     rng = np.random.default_rng(6)
-    b, s, p, hidden, heads = 2, 3, 4, 16, 2
+    b, s, hidden, heads = 2, 3, 16, 2
     t = p + s
     feed = {"x": rng.standard_normal((b, s, hidden)).astype(np.float32),
             "past": rng.standard_normal((2, b, heads, p, hidden // heads)).astype(np.float32)}

@@ -187,6 +187,7 @@ TEST_F(RecomputeTest, AutoFitsTheLimitWithFewerCopiesThanSqrt) {
     EXPECT_EQ(l_fit, l_plain);
     for (const auto& [name, grad] : g_plain) EXPECT_TRUE(bit_identical(grad, g_fit.at(name))) << name;
     EXPECT_LT(fitted->planned_peak_bytes(), plain->planned_peak_bytes());
+    EXPECT_LE(fitted->planned_peak_bytes(), limit) << "the planned arena is over the limit auto fitted";
     const std::string report = fitted->memory_report();
     EXPECT_NE(report.find("recompute: "), std::string::npos) << report;
     EXPECT_EQ(report.find("recompute: 0 of"), std::string::npos) << report;

@@ -17,6 +17,7 @@ each, every output compared (no timing claims)."""
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -143,10 +144,13 @@ def main():
     a = ap.parse_args()
     if a.smoke:
         a.layers, a.seq, a.past = 2, 16, 5
-    tmp = tempfile.mkdtemp(prefix="kiln_ort_optimized_")
-    for kind in a.models.split(","):
-        for form in a.forms.split(","):
-            bench(kind, form, a, tmp)
+    tmp = tempfile.mkdtemp(prefix="kiln_ort_optimized_")  # ~0.7 GB per 12-layer model and form
+    try:
+        for kind in a.models.split(","):
+            for form in a.forms.split(","):
+                bench(kind, form, a, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

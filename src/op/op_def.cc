@@ -207,7 +207,7 @@ void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
     const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);
     int64_t rows = 1;
     for (int i = 0; i < k; ++i) rows *= t->shape[i];
-    if (t->numel() / rows > w) inner = st.split(inner, w).second;  // the inner loop's extent
+    if (rows > 0 && t->numel() / rows > w) inner = st.split(inner, w).second;  // rows = 0: an empty tensor
     st.vectorize(inner);
     if (t->numel() > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
 }

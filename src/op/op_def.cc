@@ -260,16 +260,38 @@ int reshape_rows_split(const te::Stage& st, const te::Schedule& s) {
     return 0;
 }
 
+/// True when `e` uses an axis variable as a value (not only as the index of a read): an average
+/// pool's divisor counts the window cells inside the image from the output position. Fused flat,
+/// each lane recovers its position with divisions.
+bool computes_with_axes(const te::Expr& e, const std::vector<const te::VarNode*>& axes) {
+    using te::ExprKind;
+    switch (e->kind) {
+        case ExprKind::kVar: return std::find(axes.begin(), axes.end(), e.get()) != axes.end();
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return computes_with_axes(n.a, axes) || computes_with_axes(n.b, axes);
+        }
+        case ExprKind::kUnary: return computes_with_axes(static_cast<const te::UnaryNode&>(*e).a, axes);
+        case ExprKind::kCast: return computes_with_axes(static_cast<const te::CastNode&>(*e).a, axes);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const te::SelectNode&>(*e);
+            return computes_with_axes(n.cond, axes) || computes_with_axes(n.t, axes) || computes_with_axes(n.f, axes);
+        }
+        default: return false;  // reads (their indices are reads_elsewhere's), immediates
+    }
+}
+
 /// For a stage that reads elsewhere than its own index in a way the inner loop cannot walk
-/// (Pad's and Concat's clamped indices, Resize's computed coordinates): whether its last axis is
-/// long enough to be a loop of its own. Flattening every axis recomputes each lane's row from the
+/// (Pad's and Concat's clamped indices, Resize's computed coordinates) or computes with its
+/// position (computes_with_axes): whether its last axis is long enough to be a loop of its own. Flattening every axis recomputes each lane's row from the
 /// flat index with 64-bit divisions (Pad of [1,64,56,56] ran 14x ONNX Runtime, Resize 15x);
 /// row loops leave the row's part of every index to the outer loop.
 bool gathers_rows(const te::Stage& st, const te::Schedule& s) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
-    return nd >= 2 && t->shape[nd - 1] >= 8 && t->numel() / t->shape[nd - 1] > 1 &&
-           reads_elsewhere(t->body, axes_of(t), t->shape, s);
+    if (nd < 2 || t->shape[nd - 1] < 8 || t->numel() / t->shape[nd - 1] <= 1) return false;
+    const std::vector<const te::VarNode*> axes = axes_of(t);
+    return reads_elsewhere(t->body, axes, t->shape, s) || computes_with_axes(t->body, axes);
 }
 
 }  // namespace

@@ -111,6 +111,10 @@ bool simplify_node(ir::Graph& g, ir::Node* n) {
         return false;
     }
     if (op == "Cast" && n->input(0) && n->input(0)->type() == n->output(0)->type()) return forward(g, n, n->input(0));
+    // A Concat of one input, or a Pad by zeros everywhere (DenseNet's transition pools): copies.
+    if (op == "Concat" && n->num_inputs() == 1 && n->input(0)) return forward(g, n, n->input(0));
+    if (op == "Pad" && n->num_inputs() >= 2 && n->input(0) && uniform_constant(n->input(1)) == 0.0)
+        return forward(g, n, n->input(0));
     if (op == "Transpose" && n->input(0)) return simplify_transpose(g, n);
     if (is_reshape_like(op) && n->input(0)) return simplify_reshape(g, n);
     return simplify_arith(g, n);

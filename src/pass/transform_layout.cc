@@ -93,8 +93,12 @@ bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     ir::Value* b = n->input(2);
     if (!conv_operands_blockable(n)) return false;
     const Shape ws = w->type().static_shape();
-    const int64_t m = ws[0], c = ws[1], co = block_for(m);
-    // A few input channels that 8 does not divide (an image's colours) make one block.
+    const int64_t m = ws[0], c = ws[1];
+    // A few input channels that 8 does not divide (an image's colours) make one block; so do a
+    // few output channels of a conv over a 1x1 map (squeeze-and-excitation's squeeze), so that
+    // the excitation path stays blocked.
+    const Shape os = n->output(0)->type().static_shape();
+    const int64_t co = block_for(m) ? block_for(m) : m < 8 && os[2] == 1 && os[3] == 1 ? m : 0;
     const int64_t ci = operand_block(x, c) ? operand_block(x, c) : c < 8 ? c : 0;
     if (ci == 0 || co == 0) return false;
     ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
@@ -147,42 +151,100 @@ const std::set<std::string>& unary_ops() {
     return ops;
 }
 
+/// Whether `v` is a per-channel tensor [N', C, 1, 1] of the NCHW output type `out` (N' = 1 or
+/// out's N): squeeze-and-excitation's channel scale. Its NCHW buffer reshapes to the blocked
+/// [N', C/c, 1, 1, c] as a view, so a binary op with it runs blocked.
+bool channel_vector(const ir::Value* v, const ir::TensorType& out) {
+    if (!static_f32(v, 4)) return false;
+    const Shape s = v->type().static_shape(), o = out.static_shape();
+    return (s[0] == 1 || s[0] == o[0]) && s[1] == o[1] && s[2] == 1 && s[3] == 1;
+}
+
+/// How an operand of a blocked elementwise op is rewritten (see sink_through).
+enum class Operand { kBlocked, kChannelVector, kBlockedVector, kToBlocked, kKeep, kReject };
+
+Operand classify(const ir::Value* in, bool tensor_input, bool binary, const ir::TensorType& out, int64_t channels) {
+    if (!tensor_input) return !in || in->is_constant() ? Operand::kKeep : Operand::kReject;
+    if (!in) return Operand::kReject;
+    if (blocked_source(in)) {
+        if (in->type() == out) return Operand::kBlocked;
+        if (binary && channel_vector(in, out)) return Operand::kBlockedVector;
+        return Operand::kReject;
+    }
+    if (per_channel(in, channels)) return Operand::kKeep;  // a constant: reshaped below when per-channel
+    if (binary && in->type() == out) return Operand::kToBlocked;
+    if (binary && channel_vector(in, out)) return Operand::kChannelVector;
+    return Operand::kReject;
+}
+
 /// Moves the FromBlocked of elementwise node `n`'s operands below it. A binary op's other
-/// operand may also be an NCHW value of the output's type: it gets a (shared) ToBlocked.
+/// operand may also be an NCHW value of the output's type (it gets a shared ToBlocked) or a
+/// per-channel [N', C, 1, 1] value, blocked or not (the channel scale of squeeze-and-excitation).
+/// At least one operand must be a blocked value of the output's type.
 bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
     const bool unary = unary_ops().count(n->op()) > 0;
     const bool binary = n->op() == "Add" || n->op() == "Sub" || n->op() == "Mul" || n->op() == "Div";
     if ((!unary && !binary) || n->num_outputs() != 1 || !static_f32(n->output(0), 4)) return false;
+    if (binary && n->num_inputs() != 2) return false;
     const ir::TensorType& out = n->output(0)->type();
     const int64_t channels = out.static_shape()[1];
+    const size_t tensor_inputs = unary ? 1 : 2;
     int64_t block = 0;
-    size_t tensor_inputs = unary ? 1 : 2;
-    if (binary && n->num_inputs() != 2) return false;
+    bool full_blocked = false;
+    std::vector<Operand> kinds;
     for (size_t i = 0; i < n->num_inputs(); ++i) {
-        ir::Value* in = n->input(i);
-        ir::Value* src = i < tensor_inputs ? blocked_source(in) : nullptr;
-        if (src) {
-            const int64_t bl = block_of(src);
-            if ((block && bl != block) || !(in->type() == out)) return false;
+        const Operand k = classify(n->input(i), i < tensor_inputs, binary, out, channels);
+        if (k == Operand::kReject) return false;
+        if (k == Operand::kBlocked || k == Operand::kBlockedVector) {
+            const int64_t bl = block_of(blocked_source(n->input(i)));
+            if (block && bl != block) return false;
             block = bl;
-        } else if (i < tensor_inputs ? !(in && (per_channel(in, channels) || (binary && in->type() == out)))
-                                     : (in && !in->is_constant())) {
-            return false;
+            full_blocked |= k == Operand::kBlocked;
         }
+        kinds.push_back(k);
     }
-    if (!block) return false;
+    if (!full_blocked) return false;
     std::vector<ir::Value*> ins;
     for (size_t i = 0; i < n->num_inputs(); ++i) {
         ir::Value* in = n->input(i);
-        ir::Value* src = i < tensor_inputs ? blocked_source(in) : nullptr;
-        if (src) ins.push_back(src);
-        else if (i < tensor_inputs && per_channel(in, channels) == channels)
-            ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {channels / block, 1, 1, block})}));
-        else if (i < tensor_inputs && !per_channel(in, channels))
-            ins.push_back(to_blocked(g, in, block, cache));
-        else ins.push_back(in);
+        switch (kinds[i]) {
+            case Operand::kBlocked:
+            case Operand::kBlockedVector: ins.push_back(blocked_source(in)); break;
+            case Operand::kToBlocked: ins.push_back(to_blocked(g, in, block, cache)); break;
+            case Operand::kChannelVector: {
+                const int64_t nb = in->type().static_shape()[0];
+                ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {nb, channels / block, 1, 1, block})}));
+                break;
+            }
+            default:
+                if (i < tensor_inputs && per_channel(in, channels) == channels)
+                    ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {channels / block, 1, 1, block})}));
+                else ins.push_back(in);
+        }
     }
     return finish(g, n, add_inferred_node(g, n->op(), ins, n->attrs(), 1, n->op()), cache);
+}
+
+/// Inference BatchNormalization of a FromBlocked value with constant parameters (one after a
+/// Concat, which fold-batch-norm cannot fold into a conv: DenseNet) runs blocked as
+/// x * s + t, s = scale / sqrt(var + eps), t = B - mean * s (constant nodes, folded later).
+bool sink_batch_norm(ir::Graph& g, ir::Node* n, PackCache& cache) {
+    if (n->op() != "BatchNormalization" || n->num_outputs() != 1 || n->attr_int("training_mode", 0) != 0) return false;
+    ir::Value* src = blocked_source(n->input(0));
+    if (!src || !static_f32(n->output(0), 4) || n->num_inputs() != 5) return false;
+    const int64_t channels = n->output(0)->type().static_shape()[1], block = block_of(src);
+    for (size_t i = 1; i < 5; ++i)
+        if (!static_f32(n->input(i), 1) || !is_constant_expr(n->input(i))) return false;
+    Tensor eps(DType::kFloat32, {});
+    eps.set_f64(0, n->attr_float("epsilon", 1e-5));
+    ir::Value* var_eps = node1(g, "Add", {n->input(4), add_constant_like(g, "eps", eps)});
+    ir::Value* s = node1(g, "Div", {n->input(1), node1(g, "Sqrt", {var_eps})});
+    ir::Value* t = node1(g, "Sub", {n->input(2), node1(g, "Mul", {n->input(3), s})});
+    const Shape per_block = {channels / block, 1, 1, block};
+    ir::Value* scaled = node1(g, "Mul", {src, node1(g, "Reshape", {s, shape_constant(g, per_block)})});
+    ir::Node* shifted = add_inferred_node(g, "Add", {scaled, node1(g, "Reshape", {t, shape_constant(g, per_block)})}, {}, 1,
+                                          "BatchNormalization");
+    return finish(g, n, shifted, cache);
 }
 
 /// A pool of a FromBlocked value runs blocked: MaxPool (without a used Indices output),
@@ -266,6 +328,7 @@ bool transform_layout(ir::Graph& g, const PassContext&) {
         for (ir::Node* n : g.nodes()) {
             const bool done = n->op() == kToBlocked ? cancel(g, n, packed)
                                                     : sink_through(g, n, packed) || sink_pool(g, n, packed) ||
+                                                          sink_batch_norm(g, n, packed) ||
                                                           sink_concat(g, n, packed);
             if (done) {
                 again = true;

@@ -125,5 +125,22 @@ graph g(%x: f32[2]) {
 })");
 }
 
+TEST(SimplifyAlgebra, ConcatOfOneAndPadByZerosVanishButARealPadStays) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[1,2,3,3]) {
+  const %zeros: i64[8] = [0, 0, 0, 0, 0, 0, 0, 0]
+  const %ones: i64[8] = [0, 0, 1, 1, 0, 0, 1, 1]
+  %c = Concat(%x) {axis=1} : f32[1,2,3,3]
+  %p = Pad(%c, %zeros) {mode="constant"} : f32[1,2,3,3]
+  %q = Pad(%p, %ones) {mode="constant"} : f32[1,2,5,5]
+  return %q
+})", R"(
+graph g(%x: f32[1,2,3,3]) {
+  const %ones: i64[8] = [0, 0, 1, 1, 0, 0, 1, 1]
+  %q = Pad(%x, %ones) {mode="constant"} : f32[1,2,5,5]
+  return %q
+})");
+}
+
 }  // namespace
 }  // namespace kiln::pass

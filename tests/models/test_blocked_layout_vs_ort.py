@@ -4,7 +4,7 @@ Squeeze-and-excitation (EfficientNet, RegNetY, MobileNetV3): GlobalAveragePool -
 activation -> 1x1 conv -> Sigmoid -> Mul with the block's activation; the channel scale
 [1, C, 1, 1] multiplies the blocked tensor without a layout round trip. DenseNet: a channel
 Concat -> BatchNormalization -> Relu -> 1x1 conv, and a transition whose AveragePool reads a
-Pad by zeros. `kiln inspect --kernels` must show no layout transform between the first and the
+Pad by zeros. Inception: a Pad by zeros before an AveragePool becomes the pool's pads. `kiln inspect --kernels` must show no layout transform between the first and the
 last conv, and the outputs must match ONNX Runtime at 1 and 2 threads under every kernel source.
 Tolerance: FMA and reassociated reductions of a few hundred O(1) terms: rtol/atol 1e-4.
 """
@@ -96,7 +96,18 @@ def const_i64(self, values):
 
 Builder.const_i64 = const_i64
 
+def inception_pool_model(b, _squeeze, _act):
+    """Inception's branches: 1x1 conv, 3x3 conv, and Pad by zeros -> AveragePool 3x3 -> 1x1 conv; Concat."""
+    h = b.op("Relu", [b.conv("x", 16, 32)])
+    pooled = b.op("AveragePool", [b.op("Pad", [h, b.const_i64([0, 0, 1, 1, 0, 0, 1, 1])], mode="constant")],
+                  kernel_shape=[3, 3], strides=[1, 1])
+    branches = [b.op("Relu", [b.conv(h, 32, 16)]), b.op("Relu", [b.conv(h, 32, 16, k=3)]),
+                b.op("Relu", [b.conv(pooled, 32, 16)])]
+    return b.conv(b.op("Concat", branches, axis=1), 48, 16), [1, 16, 9, 9]
+
+
 CASES = {
+    "inception_pool_branch": (inception_pool_model, 0, None),
     "se_silu_squeeze4": (se_model, 4, "silu"),     # squeeze below the block: its convs stay NCHW
     "se_relu_squeeze16": (se_model, 16, "relu"),   # squeeze of a whole block: blocked convs
     "densenet_blocks": (dense_model, 0, None),

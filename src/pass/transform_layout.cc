@@ -5,6 +5,7 @@
 #include <set>
 #include <span>
 #include <tuple>
+#include <utility>
 
 #include "pass/rewrite.h"
 #include "support/error.h"
@@ -33,11 +34,33 @@ ir::Value* blocked_source(const ir::Value* v) {
 
 int64_t block_of(const ir::Value* blocked) { return blocked->type().static_shape()[4]; }
 
-/// Block of an operand with `channels` channels: the block it already has when it is a
-/// FromBlocked value (so no reorder is needed), else block_for.
+bool is_unary(const std::string& op);
+
+/// The block `v` will have once the ops between it and a FromBlocked sank (elementwise ops,
+/// pools, BatchNormalization keep their operand's block), or 0: a conv reading `v` asks for that
+/// block, so that its ToBlocked cancels instead of becoming a reorder.
+int64_t eventual_block(const ir::Value* v, int depth = 0) {
+    if (const ir::Value* src = blocked_source(v)) return block_of(src);
+    const ir::Node* p = v ? v->producer() : nullptr;
+    if (!p || depth > 6 || p->num_inputs() == 0) return 0;
+    const std::string& op = p->op();
+    const bool keeps = is_unary(op) || op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "MaxPool" ||
+                       op == "AveragePool" || op == "BatchNormalization";
+    const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
+    if (!keeps && !binary) return 0;
+    if (!binary) return eventual_block(p->input(0), depth + 1);
+    // The operand of the output's shape decides (not a broadcast channel scale).
+    for (const ir::Value* in : p->inputs())
+        if (in && in->type() == p->output(0)->type())
+            if (int64_t b = eventual_block(in, depth + 1)) return b;
+    return 0;
+}
+
+/// Block of an operand with `channels` channels: the block it has, or will have, when it comes
+/// from a FromBlocked value (so no reorder is needed), else block_for.
 int64_t operand_block(const ir::Value* x, int64_t channels) {
-    const ir::Value* src = blocked_source(x);
-    return src ? block_of(src) : block_for(channels);
+    const int64_t b = eventual_block(x);
+    return b && channels % b == 0 ? b : block_for(channels);
 }
 
 /// Packed weights per (weights, ci, co), blocked inputs per (x, ci, -1): convs sharing them share one.
@@ -86,22 +109,56 @@ bool conv_operands_blockable(const ir::Node* n) {
     return !b || (static_f32(b, 1) && is_constant_expr(b));
 }
 
+/// Whether `v` feeds, directly or through unary ops, a grouped conv whose groups are whole
+/// blocks of 8 but not of 16 (RegNet's and ResNeXt's 8-channel groups): its producer then
+/// writes blocks of 8, so the grouped conv runs blocked without a reorder.
+bool feeds_groups_of_8(const ir::Value* v, int depth = 0) {
+    for (const ir::Node* u : v->users()) {
+        if (u->op() == "Conv" && u->input(0) == v && u->attr_int("group", 1) > 1 && static_f32(u->input(1), 4)) {
+            const int64_t cg = u->input(1)->type().static_shape()[1];
+            if (cg > 1 && cg % 16 != 0 && cg % 8 == 0) return true;
+        }
+        if (depth < 3 && is_unary(u->op()) && u->num_outputs() == 1 && feeds_groups_of_8(u->output(0), depth + 1)) return true;
+    }
+    return false;
+}
+
+/// The input and output blocks of a dense or grouped conv (0, 0 when it stays NCHW). Grouped:
+/// every group's input and output channels must be whole blocks (ResNeXt, RegNet).
+std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
+    const Shape ws = n->input(1)->type().static_shape(), os = n->output(0)->type().static_shape();
+    const int64_t m = ws[0], c = ws[1];  // c: input channels per group
+    if (group > 1) {
+        // The input's block when it divides the groups, else blocks of the groups' size (the
+        // producer's, once feeds_groups_of_8 picked them and the unary ops between sank).
+        int64_t ci = operand_block(n->input(0), c * group);
+        if (!ci || c % ci != 0) ci = block_for(c);
+        const int64_t co = block_for(m / group);
+        return ci && co ? std::pair{ci, co} : std::pair<int64_t, int64_t>{0, 0};
+    }
+    // A few input channels that 8 does not divide (an image's colours) make one block; so do
+    // up to 512 such output channels of a conv over a 1x1 map (squeeze-and-excitation's
+    // squeeze), so that the excitation path stays blocked.
+    int64_t co = block_for(m) ? block_for(m) : m <= 512 && os[2] == 1 && os[3] == 1 ? m : 0;
+    if (co == 16 && feeds_groups_of_8(n->output(0))) co = 8;
+    const int64_t ci = operand_block(n->input(0), c) ? operand_block(n->input(0), c) : c < 8 ? c : 0;
+    return {ci, co};
+}
+
 bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
-    if (n->num_outputs() != 1 || n->attr_int("group", 1) != 1) return false;
+    const int64_t group = n->attr_int("group", 1);
+    if (n->num_outputs() != 1 || group < 1) return false;
     ir::Value* x = n->input(0);
     ir::Value* w = n->input(1);
     ir::Value* b = n->input(2);
     if (!conv_operands_blockable(n)) return false;
     const Shape ws = w->type().static_shape();
     const int64_t m = ws[0], c = ws[1];
-    // A few input channels that 8 does not divide (an image's colours) make one block; so do a
-    // few output channels of a conv over a 1x1 map (squeeze-and-excitation's squeeze), so that
-    // the excitation path stays blocked.
-    const Shape os = n->output(0)->type().static_shape();
-    const int64_t co = block_for(m) ? block_for(m) : m < 8 && os[2] == 1 && os[3] == 1 ? m : 0;
-    const int64_t ci = operand_block(x, c) ? operand_block(x, c) : c < 8 ? c : 0;
+    if (group > 1 && (c == 1 || m % group != 0)) return false;  // depthwise: rewrite_depthwise
+    const auto [ci, co] = conv_blocks(n, group);
     if (ci == 0 || co == 0) return false;
     ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
+    if (group > 1) attrs["group"] = ir::Attr(group);
     ir::Value* xb = to_blocked(g, x, ci, packed);
     ir::Value*& wb = packed[{w, ci, co}];
     if (!wb) {
@@ -177,6 +234,8 @@ Operand classify(const ir::Value* in, bool tensor_input, bool binary, const ir::
     return Operand::kReject;
 }
 
+bool is_unary(const std::string& op) { return unary_ops().count(op) > 0; }
+
 /// Moves the FromBlocked of elementwise node `n`'s operands below it. A binary op's other
 /// operand may also be an NCHW value of the output's type (it gets a shared ToBlocked) or a
 /// per-channel [N', C, 1, 1] value, blocked or not (the channel scale of squeeze-and-excitation).
@@ -195,11 +254,11 @@ bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
     for (size_t i = 0; i < n->num_inputs(); ++i) {
         const Operand k = classify(n->input(i), i < tensor_inputs, binary, out, channels);
         if (k == Operand::kReject) return false;
-        if (k == Operand::kBlocked || k == Operand::kBlockedVector) {
+        if (k == Operand::kBlocked) {
             const int64_t bl = block_of(blocked_source(n->input(i)));
             if (block && bl != block) return false;
             block = bl;
-            full_blocked |= k == Operand::kBlocked;
+            full_blocked = true;
         }
         kinds.push_back(k);
     }
@@ -208,8 +267,16 @@ bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
     for (size_t i = 0; i < n->num_inputs(); ++i) {
         ir::Value* in = n->input(i);
         switch (kinds[i]) {
-            case Operand::kBlocked:
-            case Operand::kBlockedVector: ins.push_back(blocked_source(in)); break;
+            case Operand::kBlocked: ins.push_back(blocked_source(in)); break;
+            case Operand::kBlockedVector: {
+                // Over a 1x1 map every block holds the channels in order: another block is a view.
+                ir::Value* src = blocked_source(in);
+                const int64_t nb = in->type().static_shape()[0];
+                ins.push_back(block_of(src) == block
+                                  ? src
+                                  : node1(g, "Reshape", {src, shape_constant(g, {nb, channels / block, 1, 1, block})}));
+                break;
+            }
             case Operand::kToBlocked: ins.push_back(to_blocked(g, in, block, cache)); break;
             case Operand::kChannelVector: {
                 const int64_t nb = in->type().static_shape()[0];

@@ -1,11 +1,13 @@
 """Blocks that must stay in the blocked NCHWc layout, against ONNX Runtime.
 
-Squeeze-and-excitation (EfficientNet, RegNetY, MobileNetV3): GlobalAveragePool -> 1x1 conv ->
+Grouped convs whose groups are whole blocks (RegNetY, ResNeXt) and squeeze-and-excitation
+(EfficientNet, RegNetY, MobileNetV3): GlobalAveragePool -> 1x1 conv ->
 activation -> 1x1 conv -> Sigmoid -> Mul with the block's activation; the channel scale
 [1, C, 1, 1] multiplies the blocked tensor without a layout round trip. DenseNet: a channel
 Concat -> BatchNormalization -> Relu -> 1x1 conv, and a transition whose AveragePool reads a
 Pad by zeros. Inception: a Pad by zeros before an AveragePool becomes the pool's pads. `kiln inspect --kernels` must show no layout transform between the first and the
-last conv, and the outputs must match ONNX Runtime at 1 and 2 threads under every kernel source.
+last conv, and the outputs must match ONNX Runtime at 1 and 2 threads under every kernel source
+(auto, generated, oneDNN).
 Tolerance: FMA and reassociated reductions of a few hundred O(1) terms: rtol/atol 1e-4.
 """
 import numpy as np
@@ -13,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from kiln_helpers import assert_matches_ort, kiln_run_model, ort_outputs, run_kiln
+from kiln_helpers import assert_matches_ort, kiln_has_dnnl, kiln_run_model, ort_outputs, run_kiln
 
 RTOL, ATOL = 1e-4, 1e-4
 
@@ -106,7 +108,20 @@ def inception_pool_model(b, _squeeze, _act):
     return b.conv(b.op("Concat", branches, axis=1), 48, 16), [1, 16, 9, 9]
 
 
+def regnet_model(b, squeeze, group_width):
+    """RegNetY's block: 1x1 conv, grouped 3x3 (strided), squeeze-excite, 1x1 conv, residual."""
+    c = 48
+    h = b.op("Relu", [b.conv("x", 32, c)])
+    h = b.op("Relu", [b.conv(h, c, c, k=3, group=c // group_width, strides=[2, 2])])
+    h = squeeze_excite(b, h, c, squeeze, "relu")
+    shortcut = b.conv("x", 32, 32, strides=[2, 2])
+    return b.op("Relu", [b.op("Add", [b.conv(h, c, 32), shortcut])]), [1, 32, 10, 10]
+
+
 CASES = {
+    "regnet_groups_of_8": (regnet_model, 12, 8),     # blocks of 8 from the producer on
+    "resnext_groups_of_16": (regnet_model, 16, 16),  # the producer's blocks of 16
+    "groups_of_4_stay_nchw": (regnet_model, 8, 4),   # groups narrower than a block: NCHW, still right
     "inception_pool_branch": (inception_pool_model, 0, None),
     "se_silu_squeeze4": (se_model, 4, "silu"),     # squeeze below the block: its convs stay NCHW
     "se_relu_squeeze16": (se_model, 16, "relu"),   # squeeze of a whole block: blocked convs
@@ -133,9 +148,10 @@ def test_block_stays_blocked_and_matches_ort(tmp_path, name):
     b.save(path, x_shape, out)
     np.savez(tmp_path / "in.npz", x=rng.standard_normal(x_shape).astype(np.float32))
     middle = middle_kernels(str(path))
-    assert not [ln for ln in middle if "KilnLayout" in ln or "BatchNormalization" in ln], "\n".join(middle)
+    if name != "groups_of_4_stay_nchw":
+        assert not [ln for ln in middle if "KilnLayout" in ln or "BatchNormalization" in ln], "\n".join(middle)
     ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
-    for source in ("auto", "generated"):
+    for source in ("auto", "generated") + (("dnnl",) if kiln_has_dnnl() else ()):
         for threads in ("1", "2"):
             outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
                                      extra=["--kernels", source, "--threads", threads])

@@ -165,14 +165,19 @@ bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axe
 }
 
 /// True when some read of `e` (through inlined stages read at the stage's own index) is not
-/// at the stage's own index: a broadcast or a transposed read.
-bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const te::Schedule& s) {
+/// at the stage's own index: a broadcast or a transposed read. `extents` are the reading stage's:
+/// a 0 on an extent-1 dim of the read tensor where the reader's dim is wider is a broadcast
+/// (squeeze-and-excitation's [1, C/c, 1, 1, c] scale over [1, C/c, H, W, c]).
+bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const Shape& extents,
+                     const te::Schedule& s) {
     return !te::all_reads(e, [&](const te::TensorReadNode& n) {
         bool identity = n.indices.size() == axes.size();
-        for (size_t p = 0; identity && p < axes.size(); ++p) identity = own_index(n.indices[p], axes[p], n.tensor, p);
+        for (size_t p = 0; identity && p < axes.size(); ++p)
+            identity = own_index(n.indices[p], axes[p], n.tensor, p) &&
+                       (n.indices[p].get() == axes[p] || p >= extents.size() || extents[p] == 1);
         if (!identity) return false;
         if (!s.has_stage(n.tensor) || !s[n.tensor].is_inlined()) return true;
-        return !reads_elsewhere(n.tensor->body, axes_of(n.tensor), s);
+        return !reads_elsewhere(n.tensor->body, axes_of(n.tensor), n.tensor->shape, s);
     });
 }
 
@@ -182,7 +187,7 @@ int broadcast_split(const te::Stage& st, const te::Schedule& s) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
     const std::vector<const te::VarNode*> axes = axes_of(t);
-    if (nd < 2 || !reads_elsewhere(t->body, axes, s)) return 0;
+    if (nd < 2 || !reads_elsewhere(t->body, axes, t->shape, s)) return 0;
     int64_t inner = 1;
     for (int k = nd - 1; k >= 1; --k) {
         inner *= t->shape[k];

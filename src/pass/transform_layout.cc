@@ -382,6 +382,25 @@ void erase_dead(ir::Graph& g) {
     }
 }
 
+/// A layout transform of a 1x1 map ([N, C/c, 1, 1, c] <-> [N, C, 1, 1]) moves nothing: every
+/// block holds its channels in order. It becomes a Reshape, a view (the pooled features before
+/// a classifier, squeeze-and-excitation's scale).
+void transforms_of_1x1_maps_to_views(ir::Graph& g) {
+    for (ir::Node* n : g.nodes()) {
+        if (n->op() != kToBlocked && n->op() != kFromBlocked) continue;
+        const ir::TensorType& t = n->op() == kToBlocked ? n->input(0)->type() : n->output(0)->type();
+        if (!t.is_static() || t.rank() != 4 || t.static_shape()[2] != 1 || t.static_shape()[3] != 1) continue;
+        ir::Node* r = add_inferred_node(g, "Reshape", {n->input(0), shape_constant(g, n->output(0)->type().static_shape())}, {},
+                                        1, "layout");
+        if (!replace_value(g, n->output(0), r->output(0))) {
+            g.erase_node(r);
+            continue;
+        }
+        g.topo_sort();
+        g.erase_node(n);
+    }
+}
+
 }  // namespace
 
 bool transform_layout(ir::Graph& g, const PassContext&) {
@@ -404,6 +423,7 @@ bool transform_layout(ir::Graph& g, const PassContext&) {
         }
     }
     erase_dead(g);
+    transforms_of_1x1_maps_to_views(g);
     g.topo_sort();
     return true;
 }

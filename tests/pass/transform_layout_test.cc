@@ -177,7 +177,8 @@ graph g(%x: f32[1,3,4,4]) {
 
 TEST(TransformLayout, DepthwiseConvAndPoolsStayBlocked) {
     // conv -> relu -> depthwise 3x3 (bias) -> relu6 -> max pool -> average pool -> global pool:
-    // one ToBlocked at the input, one FromBlocked at the output.
+    // one ToBlocked at the input; the pooled 1x1 map leaves the blocked layout as a Reshape (a
+    // view: its blocks hold the channels in order).
     const std::string consts = kW + "  const %wd: f32[8,1,3,3] = " + values(72) + R"(
   const %bd: f32[8] = [-4, -3, -2, -1, 0, 1, 2, 3]
   const %lo: f32[] = [0]
@@ -201,6 +202,7 @@ graph g(%x: f32[1,8,8,8]) {
   const %s6: i64[6] = [1, 8, 1, 8, 1, 1]
   const %s4: i64[4] = [1, 8, 3, 3]
   const %s2: i64[2] = [1, 8]
+  const %s11: i64[4] = [1, 8, 1, 1]
   %xb = KilnLayoutToBlocked(%x) {block=8} : f32[1,1,8,8,8]
   %wr = Reshape(%w, %s6) : f32[1,8,1,8,1,1]
   %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,8,8]
@@ -214,7 +216,7 @@ graph g(%x: f32[1,8,8,8]) {
   %m = KilnMaxPoolNCHWc(%r6) {kernel_shape=[2,2], strides=[2,2]} : f32[1,1,4,4,8]
   %a = KilnAveragePoolNCHWc(%m) {count_include_pad=1, kernel_shape=[3,3], pads=[1,1,1,1]} : f32[1,1,4,4,8]
   %yb = KilnGlobalAveragePoolNCHWc(%a) : f32[1,1,1,1,8]
-  %y = KilnLayoutFromBlocked(%yb) : f32[1,8,1,1]
+  %y = Reshape(%yb, %s11) : f32[1,8,1,1]
   return %y
 })";
     EXPECT_PASS_GIVES(transform_layout, before, after);
@@ -324,7 +326,8 @@ TEST(TransformLayout, PackedDepthwiseWeightsFollowTheBlockedIndex) {
 TEST(TransformLayout, SqueezeExciteAndBatchNormStayBlocked) {
     // Squeeze-and-excitation: the squeeze to 4 channels over the 1x1 map takes them as one block,
     // and the Mul by the [1, 8, 1, 1] channel scale reads it blocked (no layout round trip).
-    // A BatchNormalization of a blocked value (after a Concat) becomes a blocked x * s + t.
+    // A BatchNormalization of a blocked value (after a Concat) becomes a blocked x * s + t. (The
+    // FromBlocked of a pooled 1x1 map becomes a Reshape: DepthwiseConvAndPoolsStayBlocked.)
     const std::string consts = kW + "  const %w4: f32[4,8,1,1] = " + values(32) + "\n  const %w8: f32[8,4,1,1] = " +
                                values(32) + R"(
   const %k: f32[8] = [1, 2, 3, 4, 1, 2, 3, 4]

@@ -168,7 +168,9 @@ bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axe
 }
 
 /// True when some read of `e` (through inlined stages read at the stage's own index) is not
-/// at the stage's own index: a broadcast or a transposed read.
+/// at the stage's own index: a broadcast or a transposed read. `extents` are the reading stage's:
+/// a 0 on an extent-1 dim of the read tensor where the reader's dim is wider is a broadcast
+/// (squeeze-and-excitation's [1, C/c, 1, 1, c] scale over [1, C/c, H, W, c]).
 bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const Shape& extents,
                      const te::Schedule& s) {
     return !te::all_reads(e, [&](const te::TensorReadNode& n) {

@@ -339,7 +339,10 @@ private:
                 if (f32) return "kiln_exp_f32(" + x + ")";
                 name = "exp";
                 break;
-            case UnaryOp::kLog: name = "log"; break;
+            case UnaryOp::kLog:  // f32: the prelude's vectorizable approximations (c_prelude.cc)
+                if (f32) return "kiln_log_f32(" + x + ")";
+                name = "log";
+                break;
             case UnaryOp::kSqrt: name = "sqrt"; break;
             case UnaryOp::kTanh:  // f32: the prelude's vectorizable approximation (c_prelude.cc)
                 if (f32) return "kiln_tanh_f32(" + x + ")";
@@ -363,7 +366,10 @@ private:
             case UnaryOp::kAsinh: name = "asinh"; break;
             case UnaryOp::kAcosh: name = "acosh"; break;
             case UnaryOp::kAtanh: name = "atanh"; break;
-            case UnaryOp::kLog1p: name = "log1p"; break;
+            case UnaryOp::kLog1p:
+                if (f32) return "kiln_log1p_f32(" + x + ")";
+                name = "log1p";
+                break;
             case UnaryOp::kIsNaN: return "(" + x + " != " + x + ")";
             case UnaryOp::kBitNot: break;
             case UnaryOp::kSigmoid: return std::string(f32 ? "kiln_sigmoid_f32(" : "kiln_sigmoid_f64(") + x + ")";

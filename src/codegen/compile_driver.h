@@ -6,6 +6,7 @@
 // Layout: <cache>/<first two hex digits of key>/<key>.so with <key>.c kept beside it.
 // Compiler: $KILN_CC (may hold extra words, e.g. "ccache gcc"), else cc.
 // Flags: -O3 -march=native -fPIC -shared -std=gnu11 -fwrapv -fno-math-errno -ffp-contract=fast
+// -fno-trapping-math
 // (FMA contraction, no -ffast-math: compiled float kernels match the tir interpreter within a
 // rounding tolerance; integer kernels match exactly).
 //

@@ -7,6 +7,7 @@
 //   erf: <= 4e-7 absolute, <= 2 ulp for |x| < 1; +-1 at +-inf; NaN -> NaN.
 //   sigmoid: <= 4 ulp of the exact result (2^-149 for subnormal results); 1 at +inf, 0 at -inf.
 //   tanh: <= 2 ulp of the exact result; +-1 at +-inf, -0 at -0; NaN -> NaN.
+//   log, log1p: <= 2 ulp of the exact result; -inf at 0 (log1p: -1), NaN below, inf at inf.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -181,6 +182,38 @@ TEST(CMath, TanhWithin2UlpOverAllFloats) {
     EXPECT_EQ(got[0], 1.0f);
     EXPECT_EQ(got[1], -1.0f);
     EXPECT_EQ(std::bit_cast<uint32_t>(got[2]), 0x80000000u);
+}
+
+// Max ulp error of kernel `op` against `ref` over positive floats (log) or those above -1 (log1p).
+void check_log_like(te::UnaryOp op, double (*ref)(double), float lowest, const char* name) {
+    LoadedKernel k = unary_kernel(op);
+    EXPECT_EQ(k.source.find(std::string(name) + "f("), std::string::npos) << "f32 " << name << " must not call libm";
+    double worst = 0;
+    float worst_x = 0;
+    sweep(k, patterns(1e-8f, 1e8f), [&](float x, float got) {
+        if (std::isnan(x) || !(x > lowest) || std::isinf(x)) return;
+        double r = ref(static_cast<double>(x));
+        double err = std::fabs(static_cast<double>(got) - r) / ulp_of(r);
+        if (err > worst) worst = err, worst_x = x;
+    });
+    EXPECT_LE(worst, 2.0) << name << " at x = " << worst_x;
+    std::printf("%s: max error %.3f ulp at x = %.9g\n", name, worst, worst_x);
+    std::vector<uint32_t> ends = {std::bit_cast<uint32_t>(lowest), std::bit_cast<uint32_t>(INFINITY),
+                                  std::bit_cast<uint32_t>(-2.0f), std::bit_cast<uint32_t>(NAN)};
+    std::vector<float> got;
+    sweep(k, ends, [&](float, float y) { got.push_back(y); });
+    EXPECT_EQ(got[0], -INFINITY) << name;
+    EXPECT_EQ(got[1], INFINITY) << name;
+    EXPECT_TRUE(std::isnan(got[2])) << name;
+    EXPECT_TRUE(std::isnan(got[3])) << name;
+}
+
+TEST(CMath, LogWithin2UlpOverAllFloats) {
+    check_log_like(te::UnaryOp::kLog, [](double x) { return std::log(x); }, 0.0f, "log");
+}
+
+TEST(CMath, Log1pWithin2UlpOverAllFloats) {
+    check_log_like(te::UnaryOp::kLog1p, [](double x) { return std::log1p(x); }, -1.0f, "log1p");
 }
 
 TEST(CMath, ExactAtTheExtremes) {

@@ -346,8 +346,9 @@ static inline double kiln_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); 
    least squares in double) to the relative error of log1p on that interval, e ln2 added with ln2
    split hi + lo. kiln_log1p_f32: max error 2 ulp (1.56 measured): log(1 + x) plus the part of x
    that rounding 1 + x lost, divided by 1 + x; x - x^2/2 below 1e-4. Vectorizable like
-   kiln_exp_f32 (libm's logf/log1pf kept Softplus, Mish and LogSoftmax epilogues scalar); the
-   special cases are bit blends, as GCC 12 did not if-convert those selects here. */
+   kiln_exp_f32 (libm's logf/log1pf kept Softplus, Mish and LogSoftmax epilogues scalar), given
+   -fno-trapping-math (codegen/compile_driver.cc): without it GCC 12 kept these selects as
+   branches. */
 static inline float kiln_log_f32(float x) {
     int32_t sub = x < 1.17549435e-38f; /* subnormals (and 0, negatives) scaled by 2^23 */
     float s = x * (sub ? 8388608.0f : 1.0f);
@@ -372,32 +373,18 @@ static inline float kiln_log_f32(float x) {
     p = p * f + 3.3333316711305455e-01f;
     float r = ef * -2.12194440e-4f + (f - 0.5f * f * f + f * f * f * p);
     r = r + ef * 0.693359375f;
-    /* The special cases as bit blends (GCC 12 would not if-convert these selects here): NaN
-       stays NaN through x - x, inf -> inf, 0 -> -inf, below 0 -> NaN. */
-    r = r + (x - x);
-    uint32_t rb, inf_m = -(uint32_t)(x > 3.40282347e38f), zero_m = -(uint32_t)(x == 0.0f),
-                 neg_m = -(uint32_t)(x < 0.0f);
-    memcpy(&rb, &r, 4);
-    rb = (rb & ~inf_m) | (0x7f800000u & inf_m);
-    rb = (rb & ~zero_m) | (0xff800000u & zero_m);
-    rb = (rb & ~neg_m) | (0x7fc00000u & neg_m);
-    memcpy(&r, &rb, 4);
-    return r;
+    r = r + (x - x); /* NaN stays NaN (inf becomes NaN: set next) */
+    r = x > 3.40282347e38f ? INFINITY : r;
+    r = x == 0.0f ? -INFINITY : r;
+    return x < 0.0f ? NAN : r;
 }
 static inline float kiln_log1p_f32(float x) {
     float w = 1.0f + x;
     float c = (x - (w - 1.0f)) / w; /* what rounding 1 + x lost, as a correction to log(w) */
     float r = kiln_log_f32(w) + c;
-    float t = x - 0.5f * x * x; /* below 1e-4, 1 + x loses too much of x */
-    uint32_t rb, tb, small_m = -(uint32_t)(fabsf(x) < 1e-4f), inf_m = -(uint32_t)(x > 3.40282347e38f),
-                     m1 = -(uint32_t)(x == -1.0f);
-    memcpy(&rb, &r, 4);
-    memcpy(&tb, &t, 4);
-    rb = (rb & ~small_m) | (tb & small_m);
-    rb = (rb & ~inf_m) | (0x7f800000u & inf_m);
-    rb = (rb & ~m1) | (0xff800000u & m1);
-    memcpy(&r, &rb, 4);
-    return r; /* x < -1: log of a negative w, NaN */
+    r = fabsf(x) < 1e-4f ? x - 0.5f * x * x : r; /* below, 1 + x loses too much of x */
+    r = x > 3.40282347e38f ? INFINITY : r;
+    return x == -1.0f ? -INFINITY : r; /* x < -1: log of a negative w, NaN */
 }
 /* kiln_tanh_f32: max error 2 ulp (1.32 measured over every 7th float), tanh(+-inf) = +-1,
    tanh(-0) = -0, NaN -> NaN. Vectorizable like kiln_exp_f32 (libm's tanhf kept every GELU-tanh

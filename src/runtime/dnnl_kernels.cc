@@ -104,6 +104,14 @@ struct PostOps {
     std::vector<std::pair<int, int>> binary;  // (post-op index, argument) of the binary ones
 };
 
+/// The element count of argument `arg`, which a step's parameters name, after checking that it
+/// is one of the step's arguments and float32 (REVIEW.md 8: a forged artifact's parameters).
+int64_t float_arg_numel(const std::vector<ExternArg>& args, int64_t arg, const char* kernel, const char* what) {
+    KILN_CHECK(arg >= 0 && arg < static_cast<int64_t>(args.size()) && args[arg].dtype == DType::kFloat32, kInvalidModel)
+        << kernel << ": " << what << " argument " << arg << " is not a float32 buffer of the step's " << args.size();
+    return shape_numel(args[arg].shape);
+}
+
 PostOps parse_post_ops(const ExternParams& p) {
     PostOps out;
     for (const std::string& item : p.list("post")) {
@@ -533,13 +541,7 @@ public:
     /// Every argument the parameters name is a float32 buffer of the size they imply (REVIEW.md
     /// 8: parameters from a forged artifact must not make the kernel read or write out of bounds).
     void check_buffers(const std::vector<ExternArg>& args) const {
-        auto numel = [&](int64_t arg, const char* what) {
-            KILN_CHECK(arg >= 0 && arg < static_cast<int64_t>(args.size()) && args[arg].dtype == DType::kFloat32,
-                       kInvalidModel)
-                << "dnnl_conv: " << what << " argument " << arg << " is not a float32 buffer of the step's "
-                << args.size();
-            return shape_numel(args[arg].shape);
-        };
+        auto numel = [&](int64_t arg, const char* what) { return float_arg_numel(args, arg, "dnnl_conv", what); };
         const int64_t src = product(src_), dst = product(dst_), w = src_[1] / groups_ * dst_[1] * product(kernel_);
         KILN_CHECK(numel(src_arg_, "input") == src && numel(dst_arg_, "output") == dst && numel(w_, "weights") == w &&
                        (bias_arg_ < 0 || numel(bias_arg_, "bias") == dst_[1]),
@@ -827,13 +829,7 @@ public:
             << "dnnl_matmul: sizes " << describe() << " must be positive";
         for (int64_t s : as_) KILN_CHECK(s >= 0, kInvalidModel) << "dnnl_matmul: negative A stride " << s;
         for (int64_t s : bs_) KILN_CHECK(s >= 0, kInvalidModel) << "dnnl_matmul: negative B stride " << s;
-        auto numel = [&](int64_t arg, const char* what) {
-            KILN_CHECK(arg >= 0 && arg < static_cast<int64_t>(args.size()) && args[arg].dtype == DType::kFloat32,
-                       kInvalidModel)
-                << "dnnl_matmul: " << what << " argument " << arg << " is not a float32 buffer of the step's "
-                << args.size();
-            return shape_numel(args[arg].shape);
-        };
+        auto numel = [&](int64_t arg, const char* what) { return float_arg_numel(args, arg, "dnnl_matmul", what); };
         const int64_t a_reach = as_[0] * (batch_ - 1) + as_[1] * (m_ - 1) + as_[2] * (k_ - 1) + 1;
         const int64_t b_reach = packed_nb_ ? (n_ + packed_nb_ - 1) / packed_nb_ * k_ * packed_nb_
                                            : bs_[0] * (batch_ - 1) + bs_[1] * (k_ - 1) + bs_[2] * (n_ - 1) + 1;

@@ -132,27 +132,43 @@ TEST(CMath, ErfWithin4e7AbsoluteOverAllFloats) {
                 worst_abs_x, worst_ulp_small, worst_ulp_x);
 }
 
-TEST(CMath, SigmoidWithin4UlpOverAllFloats) {
-    LoadedKernel k = unary_kernel(te::UnaryOp::kSigmoid);
-    EXPECT_EQ(k.source.find("exp(-(double)"), std::string::npos) << "f32 sigmoid must not call libm";
+// The largest error of kernel k in ulp of `ref` (double) over `pats`, inputs above `lowest` (not
+// infinite); a NaN input must give NaN. Prints it with the worst input.
+double max_ulp_error(const LoadedKernel& k, const std::vector<uint32_t>& pats, double (*ref)(double),
+                     const char* name, float lowest = -INFINITY) {
     double worst = 0;
     float worst_x = 0;
     int64_t bad = 0;
-    sweep(k, patterns(1e-8f, 104.0f), [&](float x, float got) {
+    sweep(k, pats, [&](float x, float got) {
         if (std::isnan(x)) {
-            if (!std::isnan(got) && bad++ < 5) ADD_FAILURE() << "sigmoid(NaN) = " << got;
+            if (!std::isnan(got) && bad++ < 5) ADD_FAILURE() << name << "(NaN) = " << got;
             return;
         }
-        double ref = 1.0 / (1.0 + std::exp(-static_cast<double>(x)));
-        double err = std::fabs(static_cast<double>(got) - ref) / ulp_of(ref);
+        if (!(x > lowest) || std::isinf(x)) return;
+        double r = ref(static_cast<double>(x));
+        double err = std::fabs(static_cast<double>(got) - r) / ulp_of(r);
         if (err > worst) worst = err, worst_x = x;
     });
-    EXPECT_EQ(bad, 0);
-    EXPECT_LE(worst, 4.0) << "at x = " << worst_x;
-    std::printf("sigmoid: max error %.3f ulp at x = %.9g\n", worst, worst_x);
-    std::vector<uint32_t> ends = {std::bit_cast<uint32_t>(INFINITY), std::bit_cast<uint32_t>(-INFINITY)};
+    EXPECT_EQ(bad, 0) << name;
+    std::printf("%s: max error %.3f ulp at x = %.9g\n", name, worst, worst_x);
+    return worst;
+}
+
+// k's outputs at the given inputs.
+std::vector<float> outputs_at(const LoadedKernel& k, const std::vector<float>& xs) {
+    std::vector<uint32_t> p;
+    for (float x : xs) p.push_back(std::bit_cast<uint32_t>(x));
     std::vector<float> got;
-    sweep(k, ends, [&](float, float y) { got.push_back(y); });
+    sweep(k, p, [&](float, float y) { got.push_back(y); });
+    return got;
+}
+
+TEST(CMath, SigmoidWithin4UlpOverAllFloats) {
+    LoadedKernel k = unary_kernel(te::UnaryOp::kSigmoid);
+    EXPECT_EQ(k.source.find("exp(-(double)"), std::string::npos) << "f32 sigmoid must not call libm";
+    auto ref = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+    EXPECT_LE(max_ulp_error(k, patterns(1e-8f, 104.0f), ref, "sigmoid"), 4.0);
+    std::vector<float> got = outputs_at(k, {INFINITY, -INFINITY});
     EXPECT_EQ(got[0], 1.0f);
     EXPECT_EQ(std::bit_cast<uint32_t>(got[1]), 0u);
 }
@@ -160,48 +176,19 @@ TEST(CMath, SigmoidWithin4UlpOverAllFloats) {
 TEST(CMath, TanhWithin2UlpOverAllFloats) {
     LoadedKernel k = unary_kernel(te::UnaryOp::kTanh);
     EXPECT_EQ(k.source.find("tanhf("), std::string::npos) << "f32 tanh must not call libm";
-    double worst = 0;
-    float worst_x = 0;
-    int64_t bad = 0;
-    sweep(k, patterns(1e-8f, 9.1f), [&](float x, float got) {
-        if (std::isnan(x)) {
-            if (!std::isnan(got) && bad++ < 5) ADD_FAILURE() << "tanh(NaN) = " << got;
-            return;
-        }
-        double ref = std::tanh(static_cast<double>(x));
-        double err = std::fabs(static_cast<double>(got) - ref) / ulp_of(ref);
-        if (err > worst) worst = err, worst_x = x;
-    });
-    EXPECT_EQ(bad, 0);
-    EXPECT_LE(worst, 2.0) << "at x = " << worst_x;
-    std::printf("tanh: max error %.3f ulp at x = %.9g\n", worst, worst_x);
-    std::vector<uint32_t> ends = {std::bit_cast<uint32_t>(INFINITY), std::bit_cast<uint32_t>(-INFINITY),
-                                  std::bit_cast<uint32_t>(-0.0f)};
-    std::vector<float> got;
-    sweep(k, ends, [&](float, float y) { got.push_back(y); });
+    EXPECT_LE(max_ulp_error(k, patterns(1e-8f, 9.1f), [](double x) { return std::tanh(x); }, "tanh"), 2.0);
+    std::vector<float> got = outputs_at(k, {INFINITY, -INFINITY, -0.0f});
     EXPECT_EQ(got[0], 1.0f);
     EXPECT_EQ(got[1], -1.0f);
     EXPECT_EQ(std::bit_cast<uint32_t>(got[2]), 0x80000000u);
 }
 
-// Max ulp error of kernel `op` against `ref` over positive floats (log) or those above -1 (log1p).
+// log over positive floats, log1p over those above -1; -inf at the lowest, NaN below it.
 void check_log_like(te::UnaryOp op, double (*ref)(double), float lowest, const char* name) {
     LoadedKernel k = unary_kernel(op);
     EXPECT_EQ(k.source.find(std::string(name) + "f("), std::string::npos) << "f32 " << name << " must not call libm";
-    double worst = 0;
-    float worst_x = 0;
-    sweep(k, patterns(1e-8f, 1e8f), [&](float x, float got) {
-        if (std::isnan(x) || !(x > lowest) || std::isinf(x)) return;
-        double r = ref(static_cast<double>(x));
-        double err = std::fabs(static_cast<double>(got) - r) / ulp_of(r);
-        if (err > worst) worst = err, worst_x = x;
-    });
-    EXPECT_LE(worst, 2.0) << name << " at x = " << worst_x;
-    std::printf("%s: max error %.3f ulp at x = %.9g\n", name, worst, worst_x);
-    std::vector<uint32_t> ends = {std::bit_cast<uint32_t>(lowest), std::bit_cast<uint32_t>(INFINITY),
-                                  std::bit_cast<uint32_t>(-2.0f), std::bit_cast<uint32_t>(NAN)};
-    std::vector<float> got;
-    sweep(k, ends, [&](float, float y) { got.push_back(y); });
+    EXPECT_LE(max_ulp_error(k, patterns(1e-8f, 1e8f), ref, name, lowest), 2.0) << name;
+    std::vector<float> got = outputs_at(k, {lowest, INFINITY, -2.0f, NAN});
     EXPECT_EQ(got[0], -INFINITY) << name;
     EXPECT_EQ(got[1], INFINITY) << name;
     EXPECT_TRUE(std::isnan(got[2])) << name;

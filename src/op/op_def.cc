@@ -41,11 +41,25 @@ const Tensor* ComputeArgs::constant_input(size_t i) const {
     return v != nullptr && v->is_constant() ? &v->constant() : nullptr;
 }
 
+std::vector<te::Expr> ComputeArgs::out_dims(size_t i) const {
+    if (i < output_dims.size() && !output_dims[i].empty()) return output_dims[i];
+    std::vector<te::Expr> dims;
+    for (int64_t d : out_shape(i)) dims.push_back(te::int_imm(d));
+    return dims;
+}
+
 bool stage_untouched(const te::Stage& st) {
     if (st.is_inlined() || st.writes_local() || !st.splits().empty() || !st.fuses().empty()) return false;
     for (const auto& iv : st.leaf_iter_vars())
         if (st.loop_kind(iv) != te::LoopKind::kSerial) return false;
     return true;
+}
+
+int64_t assumed_numel(const te::Tensor& t) {
+    if (t->is_static()) return t->numel();
+    int64_t n = 1;
+    for (int64_t d : t->shape) n *= assumed(d);
+    return n;
 }
 
 int64_t vector_width(DType t) {
@@ -58,7 +72,7 @@ void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg) {
     if (t->ndim() == 0) return;
     te::IterVar f = st.axis(0);
     for (int i = 1; i < t->ndim(); ++i) f = st.fuse(f, st.axis(i));
-    int64_t n = t->numel();
+    int64_t n = assumed_numel(t);
     int64_t w = vector_width(t->dtype);
     if (n <= w) {
         if (n > 1) st.vectorize(f);
@@ -80,8 +94,8 @@ void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg) {
     if (nd < 2) return schedule_injective(st, cfg);
     te::IterVar f = st.axis(0);
     for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
-    if (t->shape[nd - 1] > 1) st.vectorize(st.axis(nd - 1));
-    if (t->numel() > kParallelMin && t->numel() / t->shape[nd - 1] > 1) st.parallel(f);
+    if (assumed(t->shape[nd - 1]) > 1) st.vectorize(st.axis(nd - 1));
+    if (assumed_numel(t) > kParallelMin && assumed_numel(t) / assumed(t->shape[nd - 1]) > 1) st.parallel(f);
 }
 
 void schedule_reduction(te::Stage& st) {
@@ -89,9 +103,9 @@ void schedule_reduction(te::Stage& st) {
     if (t->ndim() == 0) return;
     te::IterVar f = st.axis(0);
     for (int i = 1; i < t->ndim(); ++i) f = st.fuse(f, st.axis(i));
-    int64_t work = t->numel();
-    for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-    if (t->numel() > 1 && work > kParallelMin) st.parallel(f);
+    int64_t work = assumed_numel(t);
+    for (const auto& r : st.all_reduce_axes()) work *= assumed(r->extent);
+    if (assumed_numel(t) > 1 && work > kParallelMin) st.parallel(f);
 }
 
 namespace {
@@ -101,7 +115,7 @@ namespace {
 bool own_index(const te::Expr& ix, const te::VarNode* axis, const te::Tensor& t, size_t p) {
     if (ix.get() == axis) return true;
     return ix->kind == te::ExprKind::kIntImm && static_cast<const te::IntImmNode&>(*ix).value == 0 &&
-           p < t->shape.size() && t->shape[p] == 1;
+           p < t->shape.size() && assumed(t->shape[p]) == 1;
 }
 
 /// The variables of a compute tensor's axes, in order.
@@ -185,7 +199,7 @@ int broadcast_split(const te::Stage& st, const te::Schedule& s) {
     if (nd < 2 || !reads_elsewhere(t->body, axes, s)) return 0;
     int64_t inner = 1;
     for (int k = nd - 1; k >= 1; --k) {
-        inner *= t->shape[k];
+        inner *= assumed(t->shape[k]);
         if (inner >= 2 * vector_width(t->dtype) && rows_walkable(t->body, axes, k, s)) return k;
     }
     return 0;
@@ -201,10 +215,10 @@ void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
     for (int i = k + 1; i < t->ndim(); ++i) inner = st.fuse(inner, st.axis(i));
     const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);
     int64_t rows = 1;
-    for (int i = 0; i < k; ++i) rows *= t->shape[i];
-    if (t->numel() / rows > w) inner = st.split(inner, w).second;  // the inner loop's extent
+    for (int i = 0; i < k; ++i) rows *= assumed(t->shape[i]);
+    if (assumed_numel(t) / rows > w) inner = st.split(inner, w).second;  // the inner loop's extent
     st.vectorize(inner);
-    if (t->numel() > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
+    if (assumed_numel(t) > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
 }
 
 /// True when `e` contains a floordiv or floormod.
@@ -249,7 +263,7 @@ int reshape_rows_split(const te::Stage& st, const te::Schedule& s) {
     if (nd < 2 || !reads_through_divmod(t->body, s)) return 0;
     int64_t inner = 1;
     for (int k = nd - 1; k >= 1; --k) {
-        inner *= t->shape[k];
+        inner *= assumed(t->shape[k]);
         if (inner >= 2 * vector_width(t->dtype)) return k;
     }
     return 0;

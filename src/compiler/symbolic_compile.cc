@@ -10,12 +10,15 @@ namespace kiln::compiler {
 namespace {
 
 /// Ops whose compute builds over symbolic shapes (ComputeArgs::out_dims): the elementwise and
-/// broadcasting math of op/defs/elementwise.cc, Cast, and the matrix products (MatMul, and the
-/// packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B).
+/// broadcasting math of op/defs/elementwise.cc, Cast, the matrix products (MatMul, and the
+/// packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B),
+/// Softmax / LogSoftmax / LayerNormalization over static axes, Transpose, and Gather along a
+/// static axis (an embedding table).
 const std::set<std::string>& symbolic_ops() {
     static const std::set<std::string> ops = {"Add",  "Sub", "Mul", "Div",  "Pow",  "Relu",   "Sigmoid",
                                               "Tanh", "Exp", "Erf", "Sqrt", "Neg",  "Abs",    "Log",
-                                              "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB"};
+                                              "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB",
+                                              "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather"};
     return ops;
 }
 
@@ -36,9 +39,33 @@ bool broadcasts_exactly(const std::vector<ir::Dim>& in, const std::vector<ir::Di
     return true;
 }
 
+/// The axis attribute of `n` normalized against `rank` (-1 when out of range).
+int64_t axis_of(const ir::Node* n, int64_t fallback, int rank) {
+    int64_t a = n->attr_int("axis", fallback);
+    if (a < 0) a += rank;
+    return a >= 0 && a < rank ? a : -1;
+}
+
 std::string node_refusal(const ir::Node* n) {
     if (!symbolic_ops().count(n->op())) return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
     const std::vector<ir::Dim>& out = n->output(0)->type().shape;
+    const ir::TensorType& x = n->input(0)->type();
+    if (n->op() == "Softmax" || n->op() == "LogSoftmax" || n->op() == "LayerNormalization") {
+        // Reduced along static axes only (Softmax: its axis; LayerNorm: the axis and after).
+        const int64_t axis = axis_of(n, -1, x.rank());
+        const int64_t last = n->op() == "LayerNormalization" ? x.rank() - 1 : axis;
+        for (int64_t k = axis; axis >= 0 && k <= last; ++k)
+            if (!x.shape[static_cast<size_t>(k)].is_static())
+                return n->describe() + ": reduces along the symbolic axis " + std::to_string(k) + " of " + x.str();
+        return "";
+    }
+    if (n->op() == "Transpose") return "";  // a permutation of the same dims
+    if (n->op() == "Gather") {
+        const int64_t axis = axis_of(n, 0, x.rank());
+        if (axis < 0 || !x.shape[static_cast<size_t>(axis)].is_static())
+            return n->describe() + ": gathers along a symbolic axis of " + x.str();
+        return "";
+    }
     if (n->op() == "MatMul" || n->op() == "KilnMatMulPackedB") {
         // Batch dims (all but the last two) of each operand must equal the output's (the packed
         // kernel's B is a constant [blocks, K, block] panel: no batch dims).

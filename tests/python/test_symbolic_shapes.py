@@ -86,7 +86,8 @@ def test_disagreeing_dim_is_an_error(tmp_path):
 
 def test_unsupported_model_compiles_per_shape(tmp_path):
     path = str(tmp_path / "sm.onnx")
-    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "sm",
+    # Softmax along the symbolic axis: its row reduction needs a static row.
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=0)], "sm",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
@@ -98,3 +99,34 @@ def test_unsupported_model_compiles_per_shape(tmp_path):
         x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
     assert sess.stats()["compiles"] == 2
+
+
+def _embed_model(path, vocab=50, width=32, classes=16, seed=2):
+    """ids [batch, seq] -> Gather(table) -> LayerNorm -> MatMul -> Softmax(-1) -> Transpose: out
+    [batch, classes, seq]."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.standard_normal((vocab, width)).astype(np.float32), "table"),
+             numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), "beta"),
+             numpy_helper.from_array(rng.standard_normal((width, classes)).astype(np.float32) * 0.3, "W")]
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+             helper.make_node("LayerNormalization", ["e", "gamma", "beta"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("MatMul", ["n", "W"], ["l"]),
+             helper.make_node("Softmax", ["l"], ["p"], axis=-1),
+             helper.make_node("Transpose", ["p"], ["y"], perm=[0, 2, 1])]
+    g = helper.make_graph(nodes, "embed", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", classes, "seq"])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_gather_layernorm_softmax_transpose(tmp_path):
+    path = str(tmp_path / "embed.onnx")
+    _embed_model(path)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = _session(path)
+    assert sess.stats()["symbolic"], sess.stats()["symbolic_reason"]
+    rng = np.random.default_rng(5)
+    for batch, seq in [(1, 7), (3, 64), (8, 128), (1, 1)]:
+        feed = {"ids": rng.integers(0, 50, (batch, seq)).astype(np.int64)}
+        np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-4, atol=1e-5)
+    assert sess.stats()["compiles"] == 1

@@ -175,8 +175,8 @@ OpDef transpose_op() {
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
         auto perm = transpose_perm(a.node, x->ndim());
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 std::vector<Expr> idx(perm.size());
                 for (size_t k = 0; k < perm.size(); ++k) idx[perm[k]] = i[k];
                 return te::read(x, idx);

@@ -3,6 +3,8 @@
 // dims), checked by brute force over the steps.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "runtime/dims_plan.h"
 
 namespace kiln::runtime {
@@ -19,8 +21,9 @@ BufferDesc buffer(const std::string& name, Shape shape, std::vector<int> dim_of,
 
 /// x[batch, seq, 8] -> t0 -> t1[batch, 32] -> t2 -> y: a chain where t0 and t2 may share memory,
 /// and a buffer of a value inside a fused kernel that no step names.
-Executable chain() {
-    Executable e;
+std::unique_ptr<Executable> chain() {
+    auto owned = std::make_unique<Executable>();
+    Executable& e = *owned;
     e.dims = {"batch", "seq"};
     e.buffers.push_back(buffer("x", {0, 0, 8}, {0, 1, -1}, BufferRole::kInput));
     e.buffers.push_back(buffer("t0", {0, 0, 8}, {0, 1, -1}, BufferRole::kIntermediate));
@@ -32,11 +35,12 @@ Executable chain() {
     e.outputs = {4};
     e.steps = {{0, {0, 1}}, {0, {1, 2}}, {0, {2, 3}}, {0, {3, 4}}};
     for (StepDesc& s : e.steps) s.num_inputs = static_cast<int>(s.args.size()) - 1;
-    return e;
+    return owned;
 }
 
 TEST(DimsPlan, BindsDimsFromInputsAndNamesDisagreements) {
-    Executable e = chain();
+    std::unique_ptr<Executable> owned = chain();
+    Executable& e = *owned;
     e.buffers.push_back(buffer("mask", {0, 0}, {0, 1}, BufferRole::kInput));
     e.inputs.push_back(6);
     std::vector<int64_t> dims;
@@ -52,7 +56,8 @@ TEST(DimsPlan, BindsDimsFromInputsAndNamesDisagreements) {
 }
 
 TEST(DimsPlan, LiveBuffersNeverOverlapAtAnyDims) {
-    const Executable e = chain();
+    const std::unique_ptr<Executable> owned = chain();
+    const Executable& e = *owned;
     for (int64_t batch : {0, 1, 3, 8})
         for (int64_t seq : {1, 7, 64, 129}) {
             DimsPlan p;
@@ -90,7 +95,8 @@ TEST(DimsPlan, LiveBuffersNeverOverlapAtAnyDims) {
 }
 
 TEST(DimsPlan, OverflowingSizeIsAnError) {
-    const Executable e = chain();
+    const std::unique_ptr<Executable> owned = chain();
+    const Executable& e = *owned;
     DimsPlan p;
     Status st = plan_at_dims(e, {int64_t{1} << 40, int64_t{1} << 30}, p);
     ASSERT_FALSE(st.ok());

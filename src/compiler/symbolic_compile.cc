@@ -12,13 +12,14 @@ namespace {
 /// Ops whose compute builds over symbolic shapes (ComputeArgs::out_dims): the elementwise and
 /// broadcasting math of op/defs/elementwise.cc, Cast, the matrix products (MatMul, and the
 /// packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B),
-/// Softmax / LogSoftmax / LayerNormalization over static axes, Transpose, and Gather along a
-/// static axis (an embedding table).
+/// Softmax / LogSoftmax (along any axis), LayerNormalization over static axes, Transpose, and
+/// Gather along a static axis (an embedding table).
 const std::set<std::string>& symbolic_ops() {
     static const std::set<std::string> ops = {"Add",  "Sub", "Mul", "Div",  "Pow",  "Relu",   "Sigmoid",
                                               "Tanh", "Exp", "Erf", "Sqrt", "Neg",  "Abs",    "Log",
                                               "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB",
-                                              "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather"};
+                                              "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
+                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze"};
     return ops;
 }
 
@@ -50,16 +51,35 @@ std::string node_refusal(const ir::Node* n) {
     if (!symbolic_ops().count(n->op())) return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
     const std::vector<ir::Dim>& out = n->output(0)->type().shape;
     const ir::TensorType& x = n->input(0)->type();
-    if (n->op() == "Softmax" || n->op() == "LogSoftmax" || n->op() == "LayerNormalization") {
-        // Reduced along static axes only (Softmax: its axis; LayerNorm: the axis and after).
+    if (n->op() == "LayerNormalization") {
+        // Reduced along static axes only (the axis and after).
         const int64_t axis = axis_of(n, -1, x.rank());
-        const int64_t last = n->op() == "LayerNormalization" ? x.rank() - 1 : axis;
-        for (int64_t k = axis; axis >= 0 && k <= last; ++k)
+        for (int64_t k = axis; axis >= 0 && k < x.rank(); ++k)
             if (!x.shape[static_cast<size_t>(k)].is_static())
                 return n->describe() + ": reduces along the symbolic axis " + std::to_string(k) + " of " + x.str();
         return "";
     }
     if (n->op() == "Transpose") return "";  // a permutation of the same dims
+    if (is_view_op(n->op())) {
+        // Inside a fused kernel (not a view): only inserting or removing axes of size 1.
+        auto rest = [](const std::vector<ir::Dim>& dims) {
+            std::vector<ir::Dim> r;
+            for (const ir::Dim& d : dims)
+                if (!(d.is_static() && d.value == 1)) r.push_back(d);
+            return r;
+        };
+        if (rest(x.shape) == rest(out)) return "";
+        // Or the same leading dims, then static dims of the same product (split into heads).
+        size_t p = 0;
+        while (p < x.shape.size() && p < out.size() && x.shape[p] == out[p]) ++p;
+        int64_t in_rest = 1, out_rest = 1;
+        bool fixed = true;
+        for (size_t k = p; k < x.shape.size(); ++k) fixed = fixed && x.shape[k].is_static(), in_rest *= x.shape[k].value;
+        for (size_t k = p; k < out.size(); ++k) fixed = fixed && out[k].is_static(), out_rest *= out[k].value;
+        if (fixed && in_rest == out_rest) return "";
+        return n->describe() + ": a fused reshape of " + x.str() + " to " + n->output(0)->type().str() +
+               " needs dim arithmetic";
+    }
     if (n->op() == "Gather") {
         const int64_t axis = axis_of(n, 0, x.rank());
         if (axis < 0 || !x.shape[static_cast<size_t>(axis)].is_static())

@@ -38,15 +38,18 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
     te::Tensor x = a.in(0);
     const int axis = normalize_axis(a.node, a.node.attr_int("axis", -1), x->ndim());
     const DType cdt = te::compute_dtype(a.out_dtype());
-    const int64_t extent = x->shape[axis];  // static (a symbolic compile checks it)
+    const int64_t extent = x->shape[axis];  // te::kDynamicDim for a symbolic axis
     const std::vector<Expr> xs = x->shape_exprs();
+    // A symbolic axis (attention scores [b, h, s, s]) reduces with a symbolic reduce loop.
+    const bool sym_axis = extent == te::kDynamicDim;
+    auto axis_loop = [&] { return sym_axis ? te::reduce_axis(xs[axis], "r") : te::reduce_axis(extent, "r"); };
     std::vector<Expr> red = xs;
     red[axis] = te::int_imm(1);
     auto at0 = [&](const std::vector<Var>& i) { return with_axis(i, axis, te::int_imm(0)); };
     auto xv = [&](const std::vector<Expr>& idx) { return te::cast(cdt, te::read(x, idx)); };
     // Along the last axis, the row max and sum reduce in vector lanes (row_reduce.h).
-    const int64_t lanes = kind == Kind::kSoftmax && axis == x->ndim() - 1 ? row_lanes(cdt, extent) : 0;
-    te::IterVar r1 = te::reduce_axis(extent, "r");
+    const int64_t lanes = kind == Kind::kSoftmax && axis == x->ndim() - 1 && !sym_axis ? row_lanes(cdt, extent) : 0;
+    te::IterVar r1 = axis_loop();
     te::Tensor m =
         lanes > 0 ? lane_reduce(
                         xs, lanes, te::ReduceOp::kMax, cdt,
@@ -57,12 +60,12 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
                             return te::max_reduce(xv(with_axis(i, axis, r1->var)), {r1});
                         },
                         name + "_max", cdt);
-    te::IterVar r2 = te::reduce_axis(extent, "r");
+    te::IterVar r2 = axis_loop();
     if (kind == Kind::kHardmax) {
         te::Tensor first = te::sym_compute(
             red, [&](const std::vector<Var>& i) {
                 Expr hit = te::eq(xv(with_axis(i, axis, r2->var)), te::read(m, i));
-                return te::min_reduce(te::select(hit, Expr(r2->var), te::int_imm(extent)), {r2});
+                return te::min_reduce(te::select(hit, Expr(r2->var), xs[axis]), {r2});
             },
             name + "_first", DType::kInt64);
         te::Tensor y = te::sym_compute(

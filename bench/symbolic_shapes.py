@@ -2,10 +2,13 @@
 """One compile for every shape (kiln.symbolic_shapes) vs one compile per shape (Kiln's
 specializations) vs ONNX Runtime, in one process, interleaved.
 
-The model is what the symbolic path compiles today (docs/dynamic_shapes.md): a stack of
-transformer feed-forward blocks, y = x + (Relu(x W1 + b1) W2 + b2) per block, x: [batch, seq,
-hidden] with batch and seq symbolic (MiniLM's sizes by default: hidden 384, FFN 1536, 2 blocks;
-random weights, built here). For each shape, in order, never seen before by any session:
+Models (--model), batch and seq symbolic, random weights:
+  minilm  bench/dynamic_shapes.py's MiniLM-style encoder (all-MiniLM-L6-v2's shape: 6 layers,
+          hidden 384, 12 heads, FFN 1536) with its position ids as a third input
+          (position_ids_input: the symbolic compile does not take Range(0, Shape(ids)[1]) yet)
+  ffn     a stack of transformer feed-forward blocks, y = x + (Relu(x W1 + b1) W2 + b2), x:
+          [batch, seq, 384], FFN 1536, 2 blocks
+For each shape, in order, never seen before by any session:
 
   first   the first call at that shape: the symbolic session compiled at load and compiles
           nothing; the specialization session compiles this shape (with the kernel cache as it
@@ -15,7 +18,7 @@ random weights, built here). For each shape, in order, never seen before by any 
 Reported: milliseconds (medians) and the ratios symbolic/specialized and symbolic/ORT for warm
 calls, and symbolic first / symbolic warm (the issue's target: <= 1.2).
 
-    python3 bench/symbolic_shapes.py [--smoke] [--batches 1,8] [--lengths 7,16,64,128,256]
+    python3 bench/symbolic_shapes.py [--smoke] [--model minilm|ffn] [--batches 1,8] [--lengths 7,16,64,128,256]
                                      [--rounds 9] [--threads 2] [--cold-cache]
 
 --smoke: two shapes, one round; outputs of both Kiln sessions are compared with ORT's (max abs
@@ -65,6 +68,7 @@ def timed(fn):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--model", choices=["minilm", "ffn"], default="minilm")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--lengths", default="7,16,64,128,256")
     ap.add_argument("--rounds", type=int, default=9)
@@ -79,8 +83,21 @@ def main():
         os.environ["KILN_CACHE_DIR"] = os.path.join(tmp, "kernel_cache")
     import kiln
     import onnxruntime as ort
-    path = os.path.join(tmp, "ffn.onnx")
-    ffn_model(path, args.hidden, args.ffn, args.blocks)
+    path = os.path.join(tmp, args.model + ".onnx")
+    if args.model == "ffn":
+        ffn_model(path, args.hidden, args.ffn, args.blocks)
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from dynamic_shapes import minilm_model
+        minilm_model(path, position_ids_input=True)
+
+    def feed_at(b, s):
+        if args.model == "ffn":
+            return {"x": np.random.default_rng(b * 1000 + s).standard_normal((b, s, args.hidden)).astype(np.float32)}
+        from dynamic_shapes import feed_of
+        feed = feed_of(b, s)
+        feed["position_ids"] = np.tile(np.arange(s, dtype=np.int64), (b, 1))
+        return feed
     shapes = [(b, s) for b in map(int, args.batches.split(",")) for s in map(int, args.lengths.split(","))]
     rounds = args.rounds
     if args.smoke:
@@ -102,11 +119,12 @@ def main():
         raise SystemExit("the symbolic session did not compile symbolically: " + st["symbolic_reason"])
     spec = kiln_session(False)
     ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    print(f"model: {args.blocks} FFN blocks, hidden {args.hidden}, FFN {args.ffn}; {args.threads} threads; "
-          f"symbolic load (one compile) {t_sym_load:.0f} ms")
+    what = (f"{args.blocks} FFN blocks, hidden {args.hidden}, FFN {args.ffn}" if args.model == "ffn"
+            else "MiniLM-style encoder (6 layers, hidden 384), position ids as an input")
+    print(f"model: {what}; {args.threads} threads; symbolic load (one compile) {t_sym_load:.0f} ms")
     rows = []
     for b, s in shapes:
-        feed = {"x": np.random.default_rng(b * 1000 + s).standard_normal((b, s, args.hidden)).astype(np.float32)}
+        feed = feed_at(b, s)
         t_sym_first, y_sym = timed(lambda: sym.run(None, feed)[0])
         t_spec_first, y_spec = timed(lambda: spec.run(None, feed)[0])
         t_ort_first, y_ort = timed(lambda: ref.run(None, feed)[0])

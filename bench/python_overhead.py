@@ -6,7 +6,8 @@ The model (x[B,16] -> MatMul+Add+Relu -> MatMul+Add -> y[B,4]) computes in well 
 microsecond, so a call's time is the API's cost: feed checks and conversion, the native call,
 the executor's dispatch and the output arrays. Also timed: each runtime's native session object
 without its Python wrapper (kiln._kiln.Session.run; ORT's C.InferenceSession.run), which
-splits that cost between the Python layer and the binding + runtime.
+splits that cost between the Python layer and the binding + runtime; and run_with_iobinding
+with the output bound to a preallocated buffer (written in place: no output array per call).
 
     python3 bench/python_overhead.py [--calls 2000] [--rounds 7] [--batch 1] [--threads 1]
 """
@@ -70,11 +71,22 @@ def main():
 
     ort_native, ort_ro = o._sess, ort.RunOptions()
     kiln_native = k._sess
+    # IOBinding: x bound, y written into a preallocated buffer (no output array made per call).
+    bindings = {}
+    for name, sess in (("kiln", k), ("ORT", o)):
+        io, y = sess.io_binding(), np.empty((args.batch, 4), np.float32)
+        io.bind_cpu_input("x", x)
+        io.bind_output("y", "cpu", 0, np.float32, list(y.shape), y.ctypes.data)
+        sess.run_with_iobinding(io)
+        bindings[name] = (io, y)
+    np.testing.assert_allclose(bindings["kiln"][1], bindings["ORT"][1], rtol=1e-5, atol=1e-6)
     cases = {
         "kiln InferenceSession.run": lambda: k.run(None, feed),
         "ORT  InferenceSession.run": lambda: o.run(None, feed),
         "kiln native _kiln.Session.run": lambda: kiln_native.run(feed, None, None),
         "ORT  native C.InferenceSession.run": lambda: ort_native.run(["y"], feed, ort_ro),
+        "kiln run_with_iobinding": lambda: k.run_with_iobinding(bindings["kiln"][0]),
+        "ORT  run_with_iobinding": lambda: o.run_with_iobinding(bindings["ORT"][0]),
     }
     times = {name: [] for name in cases}
     for fn in cases.values():  # warm-up (first-run compile, caches)
@@ -92,6 +104,8 @@ def main():
         med[name] = statistics.median(t)
         print(f"{name:36s} {med[name]:10.2f} {t[len(t) // 10]:8.2f} {t[len(t) * 9 // 10]:8.2f}")
     print(f"kiln / ORT per run call: {med['kiln InferenceSession.run'] / med['ORT  InferenceSession.run']:.2f}x")
+    print(f"kiln / ORT per run_with_iobinding call: "
+          f"{med['kiln run_with_iobinding'] / med['ORT  run_with_iobinding']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 # compiled into kiln_serve. Included by the top-level CMakeLists.txt after kiln_serve is defined.
 #   src/serve/proto/model_config.proto  -> model_config.pb.{h,cc}            (Triton's ModelConfig)
 #   src/serve/proto/grpc_service.proto  -> grpc_service.pb.{h,cc}, .grpc.pb.{h,cc} (KServe v2 gRPC)
+#   src/serve/proto/health.proto        -> health.pb.{h,cc}, .grpc.pb.{h,cc}      (grpc.health.v1)
 # Sources include them as "serve/proto/<name>.pb.h" (or bare "<name>.pb.h": both folders are on
 # the include path); the protos import each other as "serve/proto/<name>.proto" (proto root = src/).
 find_program(KILN_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
@@ -44,4 +45,5 @@ endfunction()
 
 kiln_serve_proto(model_config)
 kiln_serve_proto(grpc_service GRPC DEPENDS model_config)
+kiln_serve_proto(health GRPC)  # grpc.health.v1 (serve/grpc_health.h)
 target_include_directories(kiln_serve PUBLIC ${KILN_SERVE_GEN_DIR} ${KILN_SERVE_GEN_DIR}/serve/proto)

@@ -156,6 +156,15 @@ struct RunOptions {
     /// Use at most this many of the session's intra-op threads for this run (0 = all). A resumed
     /// run may use a different number than the run it resumes (the result is the same).
     int max_threads = 0;
+    /// Outputs into the caller's memory (ONNX Runtime's IOBinding): output name -> a tensor of
+    /// that output's dtype and shape at this run (Tensor::borrow of the caller's buffer, say) that
+    /// the run writes the output into; the run returns that tensor (same storage) for it. A
+    /// compiled model's kernels write there directly, no copy; a model run by the graph
+    /// interpreter or the VM, and an output that is an input or a constant of the model, is
+    /// copied in. A name that is no output, a non-tensor output, or a tensor of another dtype or
+    /// shape is kInvalidArgument naming the output, expected vs got. The memory must stay alive,
+    /// and must not overlap an input, until the run returns. Not with `preempt`.
+    const std::map<std::string, Tensor>* outputs_into = nullptr;
 };
 
 /// A loaded model. run() and run_values() may be called from several threads at once; each call

@@ -55,9 +55,47 @@ InvalidProtobuf = InvalidModel
 RuntimeException = Fail
 Unsupported = NotImplemented
 
+
+# ORT's other status classes. Kiln raises none of them (it has no execution providers to fail
+# over, no model-loaded state, no EP-compiled models); they exist so that ported `except`
+# clauses naming them (kiln.capi.onnxruntime_pybind11_state.EPFail, ...) still resolve.
+class EPFail(Fail):
+    """ORT: an execution provider failed (ORT then falls back to the CPU provider)."""
+
+
+class EngineError(Fail):
+    """ORT: an execution engine error."""
+
+
+class NoModel(KilnError):
+    """ORT: no model loaded."""
+
+
+class ModelLoaded(KilnError):
+    """ORT: a model is loaded already."""
+
+
+class ModelLoadCanceled(KilnError):
+    """ORT: model loading was canceled."""
+
+
+class ModelRequiresCompilation(KilnError):
+    """ORT: the model must be compiled for an execution provider first."""
+
+
+class NotFound(KilnError):
+    """ORT: something looked up by name was not found."""
+
+
 for _cls in (KilnError, InvalidArgument, InvalidModel, NotImplemented, OutOfMemory, Fail, CompileError, Cancelled,
-             FileError, NoSuchFile):
+             FileError, NoSuchFile, EPFail, EngineError, NoModel, ModelLoaded, ModelLoadCanceled,
+             ModelRequiresCompilation, NotFound):
     _cls.__module__ = "kiln"
+
+# The class names of onnxruntime.capi.onnxruntime_pybind11_state (kiln/capi exports these).
+ORT_EXCEPTION_NAMES = ("Fail", "InvalidArgument", "NoSuchFile", "NoModel", "EngineError", "RuntimeException",
+                       "InvalidProtobuf", "ModelLoaded", "NotImplemented", "InvalidGraph", "EPFail",
+                       "ModelLoadCanceled", "ModelRequiresCompilation", "NotFound")
 
 _BY_KIND = {
     "InvalidModel": InvalidModel,

@@ -6,26 +6,20 @@ are in docs/python.md.
 import os
 import shutil
 import tempfile
+import time
 import warnings
 import weakref
 
 import numpy as np
 
 from . import _kiln, modelmeta
-from ._dtypes import ort_type
+from ._dtypes import numpy_dtype, ort_type
 from ._errors import InvalidArgument, NoSuchFile
+from .io_binding import IOBinding
+from .ort_value import OrtValue, feed_value
+from .run_async import submit
+from .runtime_info import CPU_PROVIDER
 from .session_options import SessionOptions
-
-CPU_PROVIDER = "CPUExecutionProvider"
-
-
-def get_available_providers():
-    """Kiln runs on the CPU; ORT's name for that provider."""
-    return [CPU_PROVIDER]
-
-
-def get_device():
-    return "CPU"
 
 
 def _dim(size, symbol):
@@ -58,18 +52,30 @@ def _check_providers(providers, provider_options):
     for p in providers or []:
         name = p[0] if isinstance(p, tuple) else p
         if name != CPU_PROVIDER:
+            # Always, as ORT's Python layer warns whatever the logger's severity.
             warnings.warn(f"Specified provider '{name}' is not in available provider names. "
                           f"Available providers: '{CPU_PROVIDER}'", stacklevel=3)
 
 
-def _as_feed_value(value, kind):
+def _as_feed_value(name, value, kind, dtype):
     """An input value as the native session takes it: a C-contiguous, native-byte-order numpy
     array (no copy when it already is one), a list of them for a sequence, None for an empty
-    optional."""
+    optional. A list (or tuple) for a tensor input becomes an array of the input's element
+    type, as ORT converts lists; a Python scalar is refused, as ORT refuses it."""
+    value = feed_value(value)
     if value is None:
         return None
     if kind in ("sequence", "optional_sequence") and isinstance(value, (list, tuple)):
-        return [_as_array(v) for v in value]
+        return [_as_array(feed_value(v)) for v in value]
+    if isinstance(value, (list, tuple)):
+        try:
+            return _as_array(np.array(value, dtype=None if dtype == "str" else numpy_dtype(dtype)))
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"input '{name}': the list cannot be converted to {ort_type('tensor', dtype)}: "
+                                  f"{e}") from None
+    if isinstance(value, (bool, int, float, complex, str, bytes)):
+        raise InvalidArgument(f"input '{name}': expected a numpy array or a list, got a Python "
+                              f"{type(value).__name__} (ORT refuses these too: wrap it with np.array(..., dtype))")
     return _as_array(value)
 
 
@@ -109,19 +115,24 @@ class InferenceSession:
             raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
         self._model_bytes = path_or_bytes if self._tmpdir else None
         native_options, self._profile_path = self._sess_options._native()
+        # ORT's profiling start: wall-clock ns (time.time_ns) when the profiler started, 0 when off.
+        self._profiling_start_ns = time.time_ns() if self._profile_path else 0
         self._sess = _kiln.Session.load(self._model_path, native_options)
         self._inputs = [NodeArg(i) for i in self._sess.inputs()]
         self._outputs = [NodeArg(o) for o in self._sess.outputs()]
         self._input_kinds = {i.name: i.kind for i in self._sess.inputs()}
+        self._input_dtypes = {i.name: i.dtype for i in self._sess.inputs()}
         self._output_index = {o.name: i for i, o in enumerate(self._outputs)}
         self._modelmeta = None
 
     # -- ORT's API ----------------------------------------------------------------------------
 
-    def run(self, output_names, input_feed, run_options=None):
-        """Runs the model: `input_feed` maps input names to numpy arrays (lists of arrays for
-        sequences, None for an empty optional); returns the outputs named by `output_names`
-        (all, in model order, when None or empty) as numpy arrays, lists and Nones."""
+    def _feed_value(self, name, value):
+        return _as_feed_value(name, value, self._input_kinds.get(name, "tensor"), self._input_dtypes.get(name, "f32"))
+
+    def _run_native(self, output_names, feed, terminate, into=None):
+        """The native run: outputs by name (all when empty), `into` maps output names to arrays
+        the kernels write into (IOBinding)."""
         if output_names:
             try:
                 which = [self._output_index[n] for n in output_names]
@@ -130,9 +141,51 @@ class InferenceSession:
                                       f"{', '.join(self._output_index)})") from None
         else:
             which = None
-        kinds = self._input_kinds
-        feed = {name: _as_feed_value(v, kinds.get(name, "tensor")) for name, v in input_feed.items()}
-        return self._sess.run(feed, which, run_options._flag if run_options is not None else None)
+        return self._sess.run(feed, which, terminate, into or None)
+
+    def run(self, output_names, input_feed, run_options=None):
+        """Runs the model: `input_feed` maps input names to numpy arrays (lists of arrays for
+        sequences, None for an empty optional; a list for a tensor input is converted to the
+        input's element type, as ORT does); returns the outputs named by `output_names` (all, in
+        model order, when None or empty) as numpy arrays, lists and Nones."""
+        # Arrays, the common case, skip the conversions' dispatch (this is the per-call overhead).
+        feed = {name: _as_array(v) if type(v) is np.ndarray else self._feed_value(name, v)
+                for name, v in input_feed.items()}
+        terminate = run_options._flag if run_options is not None else None
+        if not output_names:
+            return self._sess.run(feed, None, terminate, None)
+        return self._run_native(output_names, feed, terminate)
+
+    def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
+        """As run, with OrtValues in and out."""
+        return [OrtValue(v) for v in self.run(output_names, input_dict_ort_values, run_options)]
+
+    def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
+        """Runs on a worker thread of Kiln's run pool and calls callback(results, user_data, err)
+        there: results the list run() returns and err "" on success, [] and the error's message on
+        failure. A missing input raises here, as in ORT."""
+        missing = [i.name for i in self._inputs if i.name not in input_feed]
+        if missing:
+            raise InvalidArgument(f"Required inputs ({missing}) are missing from input feed "
+                                  f"({list(input_feed)}).")
+        feed = {name: self._feed_value(name, v) for name, v in input_feed.items()}
+        terminate = run_options._flag if run_options is not None else None
+        submit(lambda: self._run_native(output_names, feed, terminate), callback, user_data)
+
+    def io_binding(self):
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None):
+        """Runs with the inputs and outputs bound in `iobinding`; outputs bound to memory are
+        written there by the kernels (no copy). The results are iobinding.get_outputs()."""
+        if not isinstance(iobinding, IOBinding) or iobinding._session is not self:
+            raise ValueError("IOBinding must be used with the session that created it.")
+        iobinding._run(run_options._flag if run_options is not None else None)
+
+    def get_profiling_start_time_ns(self):
+        """When profiling started (time.time_ns() at session creation, as ORT's is on Linux); 0
+        when profiling is off."""
+        return self._profiling_start_ns
 
     def get_inputs(self):
         return list(self._inputs)

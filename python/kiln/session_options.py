@@ -3,9 +3,7 @@ kiln::SessionOptions (docs/python.md has the table)."""
 import datetime
 import enum
 import os
-import warnings
-
-from . import _kiln
+from . import _kiln, _logging
 from ._errors import InvalidArgument
 
 
@@ -132,6 +130,20 @@ class SessionOptions:
         self._free_dims = {}
 
     @property
+    def graph_optimization_level(self):
+        return self._graph_optimization_level
+
+    @graph_optimization_level.setter
+    def graph_optimization_level(self, level):
+        """A GraphOptimizationLevel (an int of one is taken and kept as the enum; ORT takes only
+        the enum)."""
+        try:
+            self._graph_optimization_level = GraphOptimizationLevel(level)
+        except ValueError:
+            raise InvalidArgument(f"graph_optimization_level: unknown level {level!r} (expected one of "
+                                  f"{', '.join(m.name for m in GraphOptimizationLevel)})") from None
+
+    @property
     def execution_mode(self):
         return ExecutionMode.ORT_SEQUENTIAL if self._execution_mode is None else self._execution_mode
 
@@ -198,6 +210,6 @@ class SessionOptions:
             profile_path = os.path.abspath(f"{self.profile_file_prefix}_{stamp}.json")
             o.profile_path = profile_path
         if self.optimized_model_filepath:
-            warnings.warn("SessionOptions.optimized_model_filepath is ignored: Kiln does not write an "
+            _logging.warn("SessionOptions.optimized_model_filepath is ignored: Kiln does not write an "
                           "optimized ONNX model (`kiln compile` writes a .kiln artifact)", stacklevel=3)
         return o, profile_path

@@ -128,6 +128,29 @@ Tensor tensor_from_numpy(nb::handle array, const std::string& what) {
     return Tensor::borrow(dtype, std::move(shape), const_cast<void*>(a.data()));
 }
 
+Tensor tensor_into_numpy(nb::handle array, const std::string& what) {
+    // The common case at the cost of one cast: a writable, C-contiguous CPU array of a dtype
+    // numpy has (nanobind refuses read-only arrays without nb::ro).
+    nb::ndarray<nb::device::cpu, nb::c_contig> a;
+    if (nb::try_cast(array, a, /*convert=*/false) && a.size() > 0) {
+        for (const DTypeMap& m : kDTypes)
+            if (a.dtype().lanes == 1 && static_cast<uint8_t>(m.code) == a.dtype().code && m.bits == a.dtype().bits) {
+                Shape shape(a.ndim());
+                for (size_t d = 0; d < a.ndim(); ++d) shape[d] = static_cast<int64_t>(a.shape(d));
+                return Tensor::borrow(m.kiln, std::move(shape), a.data());
+            }
+    }
+    // Anything else (ml_dtypes' types, no elements) or an error, said precisely.
+    KILN_CHECK(nb::hasattr(array, "flags") && nb::cast<bool>(array.attr("flags").attr("writeable")), kInvalidArgument)
+        << what << ": the bound array is not writable";
+    KILN_CHECK(nb::cast<bool>(array.attr("flags").attr("c_contiguous")), kInvalidArgument)
+        << what << ": the bound array is not C-contiguous";
+    Tensor t = tensor_from_numpy(array, what);
+    KILN_CHECK(t.dtype() != DType::kString && t.dtype() != DType::kInt4, kInvalidArgument)
+        << what << ": " << dtype_name(t.dtype()) << " outputs cannot be bound (Kiln stores them differently)";
+    return t;
+}
+
 Datum datum_from_python(nb::handle value, const TensorInfo& info) {
     const std::string what = "input '" + info.name + "'";
     if (value.is_none()) return Datum::none();

@@ -18,6 +18,9 @@ namespace kiln::python {
 Datum datum_from_python(nanobind::handle value, const TensorInfo& info);
 /// A tensor from a numpy array; `what` names it in errors ("input 'x'").
 Tensor tensor_from_numpy(nanobind::handle array, const std::string& what);
+/// A tensor over a writable, C-contiguous numpy array's own memory, for a run to write an output
+/// into (RunOptions::outputs_into); `what` names it in errors ("output 'y'").
+Tensor tensor_into_numpy(nanobind::handle array, const std::string& what);
 
 /// A run's output as ONNX Runtime returns it: ndarray, list of ndarrays, or None.
 nanobind::object datum_to_python(Datum value, const std::string& what);

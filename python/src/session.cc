@@ -33,7 +33,19 @@ const char* kind_name(ValueKind k) {
     return "?";
 }
 
-nb::list run(Session& session, nb::dict feed, std::optional<std::vector<int64_t>> which, TerminateFlag* terminate) {
+/// The arrays of `into` (output name -> writable numpy array) as tensors over their memory.
+std::map<std::string, Tensor> outputs_into(const std::optional<nb::dict>& into) {
+    std::map<std::string, Tensor> tensors;
+    if (!into) return tensors;
+    for (auto [key, value] : *into) {
+        const std::string name = nb::cast<std::string>(key);
+        tensors.emplace(name, tensor_into_numpy(value, "output '" + name + "'"));
+    }
+    return tensors;
+}
+
+nb::list run(Session& session, nb::dict feed, std::optional<std::vector<int64_t>> which, TerminateFlag* terminate,
+             std::optional<nb::dict> into) {
     const std::vector<TensorInfo>& inputs = session.inputs();
     const std::vector<TensorInfo>& outputs = session.outputs();
     std::map<std::string, Datum> values;
@@ -56,6 +68,8 @@ nb::list run(Session& session, nb::dict feed, std::optional<std::vector<int64_t>
     }
     RunOptions options;
     options.terminate = terminate ? &terminate->flag : nullptr;
+    const std::map<std::string, Tensor> bound = outputs_into(into);
+    if (!bound.empty()) options.outputs_into = &bound;
     std::vector<Datum> results;
     {
         nb::gil_scoped_release release;
@@ -68,6 +82,10 @@ nb::list run(Session& session, nb::dict feed, std::optional<std::vector<int64_t>
     std::vector<int> uses(results.size(), 0);
     for (int64_t i : picked) ++uses[i];
     for (int64_t i : picked) {
+        if (bound.count(outputs[i].name)) {  // written into the caller's array: that array
+            out.append((*into)[outputs[i].name.c_str()]);
+            continue;
+        }
         // The last use of an output takes it (zero copy); an output asked for twice is copied.
         Datum d;
         if (--uses[i] == 0)
@@ -118,9 +136,10 @@ void bind_session(nb::module_& m) {
                     "Loads (imports and, when the shapes are known, compiles) an .onnx model or a .kiln artifact.")
         .def("inputs", &Session::inputs, nb::rv_policy::copy)
         .def("outputs", &Session::outputs, nb::rv_policy::copy)
-        .def("run", &run, "feed"_a, "outputs"_a.none(), "terminate"_a.none(),
+        .def("run", &run, "feed"_a, "outputs"_a.none(), "terminate"_a.none(), "into"_a.none() = nb::none(),
              "Runs the model: feed maps input names to numpy arrays (lists for sequences, None for empty "
-             "optionals); returns the outputs at the given indices (all when None).")
+             "optionals); returns the outputs at the given indices (all when None). `into` maps output names "
+             "to writable C-contiguous arrays the kernels write those outputs into (returned as they are).")
         .def("stats", &stats_dict)
         .def("specialize", &Session::specialize, "dims"_a, nb::call_guard<nb::gil_scoped_release>(),
              "Compiles the specialization for these symbolic dim values now (docs/dynamic_shapes.md).")

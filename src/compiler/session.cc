@@ -41,6 +41,7 @@
 #include "runtime/artifact.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/model_runner.h"
+#include "runtime/output_binding.h"
 #include "runtime/session_inputs.h"
 
 namespace kiln {
@@ -137,15 +138,18 @@ public:
             check_value(info, it->second);
             ordered.push_back(it->second);
         }
+        const std::vector<const Tensor*> bound = runtime::order_outputs_into(outputs_, ropts.outputs_into);
         KILN_CHECK(!(ropts.terminate && ropts.terminate->load()), kCancelled)
             << "run terminated (RunOptions::terminate) before it started";
         // Preemption and max_threads do not apply here: an interpreted run runs to completion
-        // (a Preemption stays not suspended) on the session's threads.
+        // (a Preemption stays not suspended) on the session's threads. terminate stops a VM
+        // run before its next loop iteration (an endless while loop can be stopped).
         // The interpreter and the VM keep per-run state (register files, node executors): one
         // run at a time.
         std::lock_guard<std::mutex> lock(interpreter_mu_);
-        if (vm_) return run_vm(ordered);
-        return interpreter_->run(ordered);
+        std::vector<Datum> outs = vm_ ? run_vm(ordered, ropts.terminate) : interpreter_->run(ordered);
+        runtime::copy_outputs_into(outputs_, bound, outs);  // no in-place outputs here
+        return outs;
     }
 
     /// SessionOptions::symbolic_shapes: compiles the model once for every value of its unbound
@@ -191,7 +195,7 @@ public:
     }
 
     /// One VM run; a model the lowering refuses at these shapes goes to the interpreter for good.
-    std::vector<Datum> run_vm(const std::vector<Datum>& ordered) {
+    std::vector<Datum> run_vm(const std::vector<Datum>& ordered, const std::atomic<bool>* terminate) {
         std::vector<Tensor> tensors;
         for (size_t i = 0; i < ordered.size(); ++i) tensors.push_back(ordered[i].tensor("input '" + inputs_[i].name + "'"));
         runtime::vm::VirtualMachine* machine = nullptr;
@@ -216,7 +220,7 @@ public:
                                   std::to_string(l.segments_interpreted) + " segments in the graph interpreter";
             for (const std::string& note : l.notes) stats_.control_flow += "\n  " + note;
         }
-        std::vector<Tensor> outs = compiler::VmModel::run(*machine, tensors);
+        std::vector<Tensor> outs = compiler::VmModel::run(*machine, tensors, terminate);
         return std::vector<Datum>(outs.begin(), outs.end());
     }
 
@@ -254,6 +258,9 @@ public:
     }
 
     std::vector<Tensor> run_compiled(const std::map<std::string, Tensor>& given, const RunOptions& ropts) {
+        const std::vector<const Tensor*> bound = runtime::order_outputs_into(outputs_, ropts.outputs_into);
+        KILN_CHECK(bound.empty() || !ropts.preempt, kInvalidArgument)
+            << "RunOptions: outputs_into cannot be used with preempt";
         std::map<std::string, int64_t> dims = opts_.dims;
         std::vector<Tensor> ordered;
         for (const TensorInfo& info : inputs_) {
@@ -281,7 +288,7 @@ public:
         std::map<std::string, Tensor> frozen;
         for (const std::string& name : value_inputs_) frozen[name] = given.at(name);
         std::vector<Tensor> outs;
-        const runtime::RunControls controls = runtime::run_controls(ropts);
+        runtime::RunControls controls = runtime::run_controls(ropts);
         if (ropts.preempt && runner_.holds_suspended(*ropts.preempt)) {
             // A suspended run resumes on the executable it started with (its state holds it),
             // even if the cache has dropped that specialization since: no key, no lookup.
@@ -289,6 +296,13 @@ public:
             return outs;
         }
         std::shared_ptr<const compiler::Specialization> spec = specialization(dims, frozen);
+        if (!bound.empty()) {
+            // The kernels write the bound outputs in place (BufferTable::bind): shapes are known now.
+            const runtime::Executable& exe = *spec->prepared->exe;
+            for (size_t j = 0; j < bound.size(); ++j)
+                if (bound[j]) runtime::check_output_into(outputs_[j], *bound[j], exe.buffers[exe.outputs[j]].shape);
+            controls.outputs_into = &bound;
+        }
         runner_.run(*spec->prepared, runtime_inputs_of(ordered), outs, controls).throw_if_error();
         return outs;
     }

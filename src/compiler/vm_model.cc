@@ -31,9 +31,10 @@ runtime::vm::VirtualMachine& VmModel::machine(const std::vector<Tensor>& inputs)
     return *machines_.emplace(key, std::move(vm)).first->second;
 }
 
-std::vector<Tensor> VmModel::run(runtime::vm::VirtualMachine& vm, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> VmModel::run(runtime::vm::VirtualMachine& vm, const std::vector<Tensor>& inputs,
+                                 const std::atomic<bool>* terminate) {
     std::vector<Tensor> outs;
-    vm.run(inputs, outs).throw_if_error();
+    vm.run(inputs, outs, terminate).throw_if_error();
     return outs;
 }
 

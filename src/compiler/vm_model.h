@@ -25,8 +25,10 @@ public:
     /// The program for these input shapes, lowered now if new. Throws kiln::Error when the model
     /// cannot be lowered at these shapes (the caller then runs it in the graph interpreter).
     runtime::vm::VirtualMachine& machine(const std::vector<Tensor>& inputs);
-    /// Runs `vm` (from machine()); a failed instruction throws, naming its node.
-    static std::vector<Tensor> run(runtime::vm::VirtualMachine& vm, const std::vector<Tensor>& inputs);
+    /// Runs `vm` (from machine()); a failed instruction throws, naming its node; `terminate`
+    /// (RunOptions::terminate) stops a running loop (kCancelled).
+    static std::vector<Tensor> run(runtime::vm::VirtualMachine& vm, const std::vector<Tensor>& inputs,
+                                   const std::atomic<bool>* terminate = nullptr);
 
     /// Figures of the last lowering.
     const ControlFlowLowering& last() const { return last_; }

@@ -110,12 +110,14 @@ void schedule_reduction(te::Stage& st) {
 
 namespace {
 
-/// True when index `ix` at position p of a read of `t` is the reading stage's own axis `axis`, or
-/// 0 on a dim of extent 1 (broadcasting writes a size-1 dim's index as 0).
-bool own_index(const te::Expr& ix, const te::VarNode* axis, const te::Tensor& t, size_t p) {
+/// True when index `ix` at position p of a read of `t` is the reading stage's own axis `axis` (of
+/// extent `extent`), or 0 on a dim of extent 1 where the axis has extent 1 too (broadcasting
+/// writes a size-1 dim's index as 0; against a longer axis that is a broadcast, not the own
+/// index: [1,64,56,56] + [1,64,1,1] fused flat divided each lane's index by 56 twice, 18x ORT).
+bool own_index(const te::Expr& ix, const te::VarNode* axis, int64_t extent, const te::Tensor& t, size_t p) {
     if (ix.get() == axis) return true;
     return ix->kind == te::ExprKind::kIntImm && static_cast<const te::IntImmNode&>(*ix).value == 0 &&
-           p < t->shape.size() && assumed(t->shape[p]) == 1;
+           p < t->shape.size() && t->shape[p] == 1 && extent == 1;
 }
 
 /// The variables of a compute tensor's axes, in order.
@@ -160,7 +162,8 @@ void axes_in(const te::Expr& e, const std::vector<const te::VarNode*>& axes, std
 /// loop with no div/mod; other indices mention only leading axes (a broadcast: invariant in the
 /// inner loop). Looks through inlined stages read at the stage's own index; another read of an
 /// inlined stage must not mention trailing axes at all.
-bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axes, size_t k, const te::Schedule& s) {
+bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const Shape& extents, size_t k,
+                   const te::Schedule& s) {
     return te::all_reads(e, [&](const te::TensorReadNode& n) {
         bool identity = n.indices.size() == axes.size(), structured = true, mentions_trailing = false;
         for (size_t p = 0; p < n.indices.size(); ++p) {
@@ -168,25 +171,27 @@ bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axe
             axes_in(n.indices[p], axes, used);
             const bool trailing = std::find(used.begin() + k, used.end(), true) != used.end();
             mentions_trailing = mentions_trailing || trailing;
-            identity = identity && own_index(n.indices[p], axes[p], n.tensor, p);
+            identity = identity && own_index(n.indices[p], axes[p], extents[p], n.tensor, p);
             const bool bare_trailing = std::find(axes.begin() + k, axes.end(), n.indices[p].get()) != axes.end();
             if (trailing && !bare_trailing) structured = false;
         }
         const bool inlined = s.has_stage(n.tensor) && s[n.tensor].is_inlined();
-        if (inlined && identity) return rows_walkable(n.tensor->body, axes_of(n.tensor), k, s);
+        if (inlined && identity) return rows_walkable(n.tensor->body, axes_of(n.tensor), n.tensor->shape, k, s);
         return structured && (!inlined || !mentions_trailing);
     });
 }
 
 /// True when some read of `e` (through inlined stages read at the stage's own index) is not
 /// at the stage's own index: a broadcast or a transposed read.
-bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const te::Schedule& s) {
+bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const Shape& extents,
+                     const te::Schedule& s) {
     return !te::all_reads(e, [&](const te::TensorReadNode& n) {
         bool identity = n.indices.size() == axes.size();
-        for (size_t p = 0; identity && p < axes.size(); ++p) identity = own_index(n.indices[p], axes[p], n.tensor, p);
+        for (size_t p = 0; identity && p < axes.size(); ++p)
+            identity = own_index(n.indices[p], axes[p], extents[p], n.tensor, p);
         if (!identity) return false;
         if (!s.has_stage(n.tensor) || !s[n.tensor].is_inlined()) return true;
-        return !reads_elsewhere(n.tensor->body, axes_of(n.tensor), s);
+        return !reads_elsewhere(n.tensor->body, axes_of(n.tensor), n.tensor->shape, s);
     });
 }
 
@@ -196,11 +201,11 @@ int broadcast_split(const te::Stage& st, const te::Schedule& s) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
     const std::vector<const te::VarNode*> axes = axes_of(t);
-    if (nd < 2 || !reads_elsewhere(t->body, axes, s)) return 0;
+    if (nd < 2 || !reads_elsewhere(t->body, axes, t->shape, s)) return 0;
     int64_t inner = 1;
     for (int k = nd - 1; k >= 1; --k) {
         inner *= assumed(t->shape[k]);
-        if (inner >= 2 * vector_width(t->dtype) && rows_walkable(t->body, axes, k, s)) return k;
+        if (inner >= 2 * vector_width(t->dtype) && rows_walkable(t->body, axes, t->shape, k, s)) return k;
     }
     return 0;
 }
@@ -269,6 +274,18 @@ int reshape_rows_split(const te::Stage& st, const te::Schedule& s) {
     return 0;
 }
 
+/// For a stage that reads elsewhere than its own index in a way the inner loop cannot walk
+/// (Pad's and Concat's clamped indices, Resize's computed coordinates): whether its last axis is
+/// long enough to be a loop of its own. Flattening every axis recomputes each lane's row from the
+/// flat index with 64-bit divisions (Pad of [1,64,56,56] ran 14x ONNX Runtime, Resize 15x);
+/// row loops leave the row's part of every index to the outer loop.
+bool gathers_rows(const te::Stage& st, const te::Schedule& s) {
+    const te::Tensor& t = st.tensor();
+    const int nd = t->ndim();
+    return nd >= 2 && assumed(t->shape[nd - 1]) >= 8 && assumed_numel(t) / assumed(t->shape[nd - 1]) > 1 &&
+           reads_elsewhere(t->body, axes_of(t), t->shape, s);
+}
+
 }  // namespace
 
 void default_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
@@ -277,6 +294,7 @@ void default_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         if (st.all_reduce_axes().empty()) {
             if (int k = broadcast_split(st, s)) schedule_broadcast_rows(st, s.config(), k);
             else if (int r = reshape_rows_split(st, s)) schedule_broadcast_rows(st, s.config(), r);
+            else if (gathers_rows(st, s)) schedule_rows(st, s.config());
             else schedule_injective(st, s.config());
         } else
             schedule_reduction(st);

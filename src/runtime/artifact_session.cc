@@ -8,6 +8,7 @@
 #include "runtime/artifact.h"
 #include "runtime/artifact_format.h"
 #include "runtime/model_runner.h"
+#include "runtime/output_binding.h"
 #include "runtime/session_inputs.h"
 #include "support/error.h"
 
@@ -102,8 +103,14 @@ public:
                 << (t.shape() != info.shape ? " (the artifact was compiled for these shapes; recompile for others)" : "");
             ordered.push_back(t);
         }
+        // Outputs bound to the caller's tensors are written in place; the artifact's shapes are fixed.
+        const std::vector<const Tensor*> bound = order_outputs_into(outputs_, ropts.outputs_into);
+        for (size_t j = 0; j < bound.size(); ++j)
+            if (bound[j]) check_output_into(outputs_[j], *bound[j], outputs_[j].shape);
+        RunControls controls = run_controls(ropts);
+        if (!bound.empty()) controls.outputs_into = &bound;
         std::vector<Tensor> outs;
-        runner_->run(ordered, outs, run_controls(ropts)).throw_if_error();
+        runner_->run(ordered, outs, controls).throw_if_error();
         return outs;
     }
 

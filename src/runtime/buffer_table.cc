@@ -195,7 +195,34 @@ std::vector<bool> BufferTable::restartable_steps(const RunBindings& b) const {
     return out;
 }
 
-Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b) {
+// The caller's tensors as the output buffers they are bound to (the first output naming a
+// buffer gets it; an output that is an input, a constant or a buffer listed earlier is copied
+// into its tensor by collect_outputs).
+Status BufferTable::bind_outputs_into(const std::vector<const Tensor*>& into, RunBindings& b) const {
+    const auto& bufs = exe_->buffers;
+    if (into.size() != exe_->outputs.size())
+        return Status(ErrorKind::kInternal, "bug in Kiln: " + std::to_string(into.size()) + " bound outputs for " +
+                                                std::to_string(exe_->outputs.size()));
+    for (size_t j = 0; j < into.size(); ++j) {
+        if (!into[j]) continue;
+        const BufferDesc& d = bufs[exe_->outputs[j]];
+        const Tensor& t = *into[j];
+        const Shape want = d.is_symbolic() ? d.shape_at(b.dims) : d.shape;  // b.dims: bound by bind()
+        if (t.dtype() != d.dtype || t.shape() != want || (t.data() == nullptr && t.numel() > 0))
+            return Status(ErrorKind::kInvalidArgument, "output " + std::to_string(j) + " ('" + d.name +
+                                                           "'): bound tensor expected " + dtype_name(d.dtype) +
+                                                           shape_str(want) + ", got " + dtype_name(t.dtype()) +
+                                                           shape_str(t.shape()));
+        const int id = exe_->outputs[j];
+        if (d.role != BufferRole::kOutput || b.fresh_outputs.count(id)) continue;
+        b.ptrs[id] = const_cast<void*>(t.data());
+        b.fresh_outputs.emplace(id, t);  // shares the caller's storage
+    }
+    b.into = into;
+    return Status::ok_status();
+}
+
+Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b, const std::vector<const Tensor*>* into) {
     Status st = check_inputs(inputs);
     if (!st.ok()) return st;
     const auto& bufs = exe_->buffers;
@@ -210,10 +237,15 @@ Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b) {
 
     b.ptrs = storage_;
     b.fresh_outputs.clear();
+    b.into.clear();
     for (size_t i = 0; i < inputs.size(); ++i) b.ptrs[exe_->inputs[i]] = const_cast<void*>(inputs[i].data());
+    if (into && !into->empty()) {
+        st = bind_outputs_into(*into, b);
+        if (!st.ok()) return st;
+    }
     try {
         for (size_t i = 0; i < bufs.size(); ++i) {
-            if (bufs[i].role != BufferRole::kOutput) continue;
+            if (bufs[i].role != BufferRole::kOutput || b.fresh_outputs.count(static_cast<int>(i))) continue;
             // From the allocator (a session's is a caching pool: after the first runs, outputs reuse
             // the blocks of outputs the caller has dropped).
             Tensor t = alloc_->allocate_tensor(bufs[i].dtype, bufs[i].is_symbolic() ? bufs[i].shape_at(b.dims) : bufs[i].shape,
@@ -276,13 +308,34 @@ Status BufferTable::run_async_step(size_t s, const RunBindings& b) const {
     return run_async_kernel_and_wait(*ak, std::move(args), std::move(bytes));
 }
 
+namespace {
+
+// Whether `t` is one of the caller's tensors (RunBindings::into): an unbound output sharing its
+// buffer gets a copy, not the caller's memory.
+bool given_to(const RunBindings& b, const Tensor& t) {
+    for (const Tensor* g : b.into)
+        if (g && g->data() == t.data()) return true;
+    return false;
+}
+
+}  // namespace
+
 void BufferTable::collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const {
     const auto& bufs = exe_->buffers;
     outputs.clear();
     outputs.reserve(exe_->outputs.size());
-    for (int id : exe_->outputs) {
+    for (size_t j = 0; j < exe_->outputs.size(); ++j) {
+        const int id = exe_->outputs[j];
+        const Tensor* bound = j < b.into.size() ? b.into[j] : nullptr;
         auto it = b.fresh_outputs.find(id);
-        if (it != b.fresh_outputs.end()) {
+        if (bound) {
+            // The caller's tensor: written by the kernels, or (an output that is an input, a
+            // constant or a buffer bound to another output) copied in.
+            Tensor t = *bound;
+            if (t.nbytes() && t.data() != b.ptrs[id]) std::memcpy(t.data(), b.ptrs[id], t.nbytes());
+            outputs.push_back(std::move(t));
+            if (it != b.fresh_outputs.end() && it->second.data() == bound->data()) b.fresh_outputs.erase(it);
+        } else if (it != b.fresh_outputs.end() && !given_to(b, it->second)) {
             // Handed out once; the same buffer listed again as an output is copied below (its
             // data stays alive in the first output).
             outputs.push_back(std::move(it->second));

@@ -15,12 +15,14 @@
 
 namespace kiln::runtime {
 
-/// Per-run bindings: one data pointer per buffer, and the output tensors made for this run.
+/// Per-run bindings: one data pointer per buffer, the output tensors made (or given) for this
+/// run, and per model output the caller's tensor to write it into (null: fresh; empty: none).
 struct RunBindings {
     std::vector<void*> ptrs;
     /// The values of Executable::dims for this run (empty for a static executable).
     std::vector<int64_t> dims;
     std::map<int, Tensor> fresh_outputs;
+    std::vector<const Tensor*> into;
 };
 
 class BufferTable {
@@ -39,8 +41,10 @@ public:
     /// inputs and outputs), for a caller that binds its own inputs and outputs (runtime/vm).
     const std::vector<void*>& prepared_ptrs() const { return storage_; }
     /// Checks inputs against the executable (count, dtype, shape: "input 'x': expected f32[1,3],
-    /// got f32[1,4]"), allocates fresh outputs and fills `b`. Calls prepare() if needed.
-    Status bind(const std::vector<Tensor>& inputs, RunBindings& b);
+    /// got f32[1,4]"), allocates fresh outputs and fills `b`. Calls prepare() if needed. `into`,
+    /// when set, gives per model output a tensor (of the output's dtype and shape, else a
+    /// kInvalidArgument Status) that the kernels write the output into instead (null: fresh).
+    Status bind(const std::vector<Tensor>& inputs, RunBindings& b, const std::vector<const Tensor*>* into = nullptr);
     /// Checks inputs as bind() does and points `b` (bound earlier, by bind) at them, keeping its
     /// outputs: a resumed run (preemption) reads the caller's inputs anew.
     Status rebind_inputs(const std::vector<Tensor>& inputs, RunBindings& b) const;
@@ -52,7 +56,8 @@ public:
     Status run_step(size_t s, const RunBindings& b, const kiln_kernel_env& env) const;
     /// Runs step s's asynchronous kernel (KernelDesc::is_async) and waits for it.
     Status run_async_step(size_t s, const RunBindings& b) const;
-    /// The model outputs in order (an output that is an input or constant is copied).
+    /// The model outputs in order (an output that is an input or constant is copied, into the
+    /// caller's tensor when one is bound).
     void collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const;
 
     /// Bytes of buffer `id` in this run (its static size, or at the run's dims).
@@ -60,6 +65,7 @@ public:
 
 private:
     Status check_inputs(const std::vector<Tensor>& inputs) const;
+    Status bind_outputs_into(const std::vector<const Tensor*>& into, RunBindings& b) const;
     /// Symbolic executables: places the intermediates for `dims` (kept until the dims change),
     /// growing the arena when the plan needs more.
     Status place_at_dims(const std::vector<int64_t>& dims);

@@ -147,12 +147,13 @@ void DataflowExecutor::process(int step, RunState& st) {
 }
 
 Status DataflowExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                             const std::atomic<bool>* terminate, int max_threads) {
+                             const std::atomic<bool>* terminate, int max_threads,
+                             const std::vector<const Tensor*>* into) {
     if (!plan_error_.ok()) return plan_error_;
     std::lock_guard<std::mutex> run_lock(run_mu_);
     RunState st;
     st.terminate = terminate;
-    Status s = table_.bind(inputs, st.b);
+    Status s = table_.bind(inputs, st.b, into);
     if (!s.ok()) return s;
     const int n = static_cast<int>(exe_->steps.size());
     // The cap applies to each kernel's loops; concurrent kernels (inter-op threads) still add up.

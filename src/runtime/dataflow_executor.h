@@ -41,7 +41,8 @@ public:
     /// concurrency (Executable::planned_for_concurrency) is refused with kInvalidArgument. The
     /// first failing step's Status is returned after every started step has finished.
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-               const std::atomic<bool>* terminate = nullptr, int max_threads = 0) override;
+               const std::atomic<bool>* terminate = nullptr, int max_threads = 0,
+               const std::vector<const Tensor*>* into = nullptr) override;
     void set_profiler(Profiler* p) override { profiler_ = p; }
     const char* name() const override { return "dataflow"; }
 

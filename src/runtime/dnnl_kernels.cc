@@ -814,11 +814,42 @@ public:
         bs_ = p.ints("b_strides");
         post_ = parse_post_ops(p);
         KILN_CHECK(as_.size() == 3 && bs_.size() == 3, kInvalidModel) << "dnnl_matmul: strides need 3 entries";
-        KILN_CHECK(bm_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_matmul: bad argument index";
+        KILN_CHECK(bm_ >= 0 && bm_ < static_cast<int64_t>(args.size()), kInvalidModel) << "dnnl_matmul: bad argument index";
         const_b_ = static_cast<const float*>(args[bm_].constant);
         if (!const_b_) w_arg_ = bm_;
         packed_nb_ = p.integer_or("b_packed", 0);
         KILN_CHECK(!packed_nb_ || (const_b_ && batch_ == 1), kInvalidModel) << "dnnl_matmul: a packed B must be a constant";
+    }
+
+    /// Every argument the parameters name is a float32 buffer holding every element the strides
+    /// reach (REVIEW.md 8: a forged artifact's parameters must not read or write out of bounds).
+    void check_buffers(const std::vector<ExternArg>& args) const {
+        KILN_CHECK(batch_ >= 1 && m_ >= 1 && k_ >= 1 && n_ >= 1 && packed_nb_ >= 0, kInvalidModel)
+            << "dnnl_matmul: sizes " << describe() << " must be positive";
+        for (int64_t s : as_) KILN_CHECK(s >= 0, kInvalidModel) << "dnnl_matmul: negative A stride " << s;
+        for (int64_t s : bs_) KILN_CHECK(s >= 0, kInvalidModel) << "dnnl_matmul: negative B stride " << s;
+        auto numel = [&](int64_t arg, const char* what) {
+            KILN_CHECK(arg >= 0 && arg < static_cast<int64_t>(args.size()) && args[arg].dtype == DType::kFloat32,
+                       kInvalidModel)
+                << "dnnl_matmul: " << what << " argument " << arg << " is not a float32 buffer of the step's "
+                << args.size();
+            return shape_numel(args[arg].shape);
+        };
+        const int64_t a_reach = as_[0] * (batch_ - 1) + as_[1] * (m_ - 1) + as_[2] * (k_ - 1) + 1;
+        const int64_t b_reach = packed_nb_ ? (n_ + packed_nb_ - 1) / packed_nb_ * k_ * packed_nb_
+                                           : bs_[0] * (batch_ - 1) + bs_[1] * (k_ - 1) + bs_[2] * (n_ - 1) + 1;
+        const int64_t out = batch_ * m_ * n_;
+        KILN_CHECK(numel(src_arg_, "A") >= a_reach && numel(bm_, "B") >= b_reach && numel(dst_arg_, "output") >= out &&
+                       (bias_arg_ < 0 || numel(bias_arg_, "bias") == n_),
+                   kInvalidModel)
+            << "dnnl_matmul: buffer sizes do not match " << describe() << " (A reaches " << a_reach
+            << " elements, B " << b_reach << ", the output needs " << out << ")";
+        std::vector<int64_t> operands;
+        if (post_.sum_arg >= 0) operands.push_back(post_.sum_arg);
+        for (const auto& b : post_.binary) operands.push_back(b.second);
+        for (int64_t arg : operands)
+            KILN_CHECK(numel(arg, "post-op") >= out, kInvalidModel)
+                << "dnnl_matmul: a post-op operand holds fewer elements than the output's " << out;
     }
 
 private:
@@ -932,7 +963,9 @@ std::string dnnl_conv_implementation(const ExternParams& p) {
 }
 
 std::unique_ptr<ExternKernel> make_dnnl_matmul(const ExternParams& p, const std::vector<ExternArg>& args) {
-    return make<DnnlMatmul>("dnnl_matmul", p, args);
+    std::unique_ptr<ExternKernel> k = make<DnnlMatmul>("dnnl_matmul", p, args);
+    static_cast<DnnlMatmul*>(k.get())->check_buffers(args);
+    return k;
 }
 
 }  // namespace kiln::runtime

@@ -17,9 +17,11 @@ public:
     /// a kInvalidArgument Status naming the input, expected vs got); outputs are fresh tensors.
     /// When `terminate` is set (from any thread), the run stops before its next step with a
     /// kCancelled Status. Kernels use at most `max_threads` of the intra-op pool's threads
-    /// (0 = all; extern kernels plan their parts for that many).
+    /// (0 = all; extern kernels plan their parts for that many). `into`, when set, holds per
+    /// output a tensor of its dtype and shape to write it into (null: fresh), returned for it.
     virtual Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                       const std::atomic<bool>* terminate = nullptr, int max_threads = 0) = 0;
+                       const std::atomic<bool>* terminate = nullptr, int max_threads = 0,
+                       const std::vector<const Tensor*>* into = nullptr) = 0;
     /// Records per-step timings of every later run into `p` (nullptr: off).
     virtual void set_profiler(Profiler* p) = 0;
     /// "sequential" or "dataflow".

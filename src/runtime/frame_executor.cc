@@ -406,8 +406,10 @@ bool start_root(FrameExecutor::RunState& st, std::vector<Ready>& ready) {
 }  // namespace
 
 Status FrameExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                          const std::atomic<bool>* terminate, int max_threads) {
+                          const std::atomic<bool>* terminate, int max_threads,
+                          const std::vector<const Tensor*>* into) {
     if (!graph_error_.ok()) return graph_error_;
+    if (into) return Status(ErrorKind::kInvalidArgument, "the frame executor does not write outputs into given tensors");
     std::lock_guard<std::mutex> run_lock(run_mu_);
     Status in = check_inputs(*exe_, inputs);
     if (!in.ok()) return in;

@@ -72,6 +72,9 @@ struct RunControls {
     Preemption* preempt = nullptr;
     /// Kernels use at most this many intra-op threads (0 = all).
     int max_threads = 0;
+    /// Per executable output, a tensor the run writes that output into (null: a fresh tensor);
+    /// the session checked names, dtypes and shapes (runtime/output_binding.h). Not with preempt.
+    const std::vector<const Tensor*>* outputs_into = nullptr;
 };
 
 /// The controls of a public RunOptions.

@@ -22,9 +22,10 @@ Status cancelled_status(const std::string& node_name) {
 }
 
 Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                               const std::atomic<bool>* terminate, int max_threads) {
+                               const std::atomic<bool>* terminate, int max_threads,
+                               const std::vector<const Tensor*>* into) {
     RunBindings b;
-    Status st = table_.bind(inputs, b);
+    Status st = table_.bind(inputs, b, into);
     if (!st.ok()) return st;
     RunControl control(pool_, max_threads);
     kiln_kernel_env env = control.env(false);

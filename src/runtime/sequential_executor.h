@@ -39,7 +39,8 @@ public:
     /// kInvalidArgument Status naming the input, expected vs got). outputs are (re)allocated
     /// by the executor as fresh tensors.
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-               const std::atomic<bool>* terminate = nullptr, int max_threads = 0) override;
+               const std::atomic<bool>* terminate = nullptr, int max_threads = 0,
+               const std::vector<const Tensor*>* into = nullptr) override;
 
     /// Starts (at.started false) or resumes a preemptible run. Before each step, and inside a
     /// restartable step's parallel loops, it checks `request`: when set it stops, leaves `at`

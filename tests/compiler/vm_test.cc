@@ -4,8 +4,11 @@
 // carried shape falls back to the interpreter and is still right.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "compiler/graph_interpreter.h"
 #include "compiler/lower_control_flow.h"
@@ -214,6 +217,44 @@ TEST_F(VmTest, WhileLoopWithHugeTripCountStopsOnItsCondition) {
     EXPECT_EQ(got[0].get_f64(0), 4.0);
     EXPECT_EQ(got[0].get_f64(1), 14.0);
     for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(got[1].get_f64(k), want[1].tensor().get_f64(k)) << k;
+}
+
+// A while loop whose condition stays true runs until RunOptions::terminate is set: the VM checks
+// it before each iteration and stops with kCancelled naming the node (never a hang).
+TEST_F(VmTest, TerminateStopsALoopThatNeverEnds) {
+    auto body = std::make_shared<ir::Graph>();
+    body->add_input("i", TensorType::of_static(DType::kInt64, {}));
+    ir::Value* c = body->add_input("c", TensorType::of_static(DType::kBool, {}));
+    ir::Value* y = body->add_input("y", f32({2}));
+    Tensor one(DType::kFloat32, {});
+    one.set_f64(0, 1.0);
+    ir::Node* add = body->add_node("Add", {y, body->add_constant("one", one)}, {}, {f32({2})});
+    body->set_outputs({c, add->output(0)});
+    auto g = std::make_shared<ir::Graph>();
+    ir::Value* cond = g->add_input("cond", TensorType::of_static(DType::kBool, {}));
+    ir::Value* y0 = g->add_input("y0", f32({2}));
+    ir::Node* loop = g->add_node("Loop", {nullptr, cond, y0}, {{"body", ir::GraphAttr(body)}}, {f32({2})}, {"y"},
+                                 "forever");
+    g->set_outputs({loop->output(0)});
+    ControlFlowLowering l = lower_control_flow(*g, {{}, {2}}, ctx());
+    vm::VirtualMachine machine(l.program);
+    Tensor t(DType::kBool, {});
+    t.set_i64(0, 1);
+    std::atomic<bool> terminate{false};
+    std::thread stopper([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        terminate = true;
+    });
+    std::vector<Tensor> got;
+    Status st = machine.run({t, Tensor(DType::kFloat32, {2})}, got, &terminate);
+    stopper.join();
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.kind(), ErrorKind::kCancelled);
+    EXPECT_NE(st.message().find("forever"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("terminated"), std::string::npos) << st.message();
+    // The same machine runs a terminating loop afterwards (its flag is per run).
+    t.set_i64(0, 0);
+    ASSERT_TRUE(machine.run({t, Tensor(DType::kFloat32, {2})}, got).ok());
 }
 
 // One program per set of input shapes, at most max_programs held: a dropped one is lowered again.

@@ -82,7 +82,7 @@ def ml_model(nodes, inputs, outputs, ml_opset=3):
                                                    helper.make_opsetid("ai.onnx.ml", ml_opset)])
 
 
-def run_and_compare(tmp_path, model, feed, label, skip=()):
+def run_and_compare(tmp_path, model, feed, label):
     path = str(tmp_path / "model.onnx")
     onnx.save(model, path)
     npz = str(tmp_path / "inputs.npz")
@@ -92,11 +92,11 @@ def run_and_compare(tmp_path, model, feed, label, skip=()):
     got, _ = kiln_run_model(path, npz, str(out_dir))
     want = ort_outputs(path, feed)
     strings = {k: v for k, v in want.items() if v.dtype == object}
-    numeric = {k: v for k, v in want.items() if v.dtype != object and k not in skip}
+    numeric = {k: v for k, v in want.items() if v.dtype != object}
     assert_matches_ort(got, numeric, label)
-    for k, v in strings.items():  # string outputs: compared when Kiln's npy holds them
-        if k in got:
-            assert got[k].astype(str).tolist() == v.astype(str).tolist(), f"{label}/{k}"
+    for k, v in strings.items():  # string outputs: every one must be there and equal
+        assert k in got, f"{label}: Kiln wrote no output '{k}' (has {sorted(got)})"
+        assert got[k].astype(str).tolist() == v.astype(str).tolist(), f"{label}/{k}"
     return got, want
 
 

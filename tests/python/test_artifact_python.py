@@ -65,3 +65,19 @@ def test_truncated_artifact_is_invalid_model(digits_artifact):
     for cut in (len(data) // 2, 100, 9):
         with pytest.raises(kiln.InvalidModel):
             kiln.InferenceSession(data[:cut])
+
+
+def test_artifact_iobinding_writes_the_bound_buffer(digits_artifact):
+    """An artifact session writes a bound output in place too (the artifact's shapes are fixed)."""
+    sess = kiln.InferenceSession(digits_artifact)
+    ref = onnxruntime.InferenceSession(DIGITS, providers=["CPUExecutionProvider"])
+    x = digits_input(5)
+    name = sess.get_outputs()[0].name
+    expected = ref.run([name], {ref.get_inputs()[0].name: x})[0]
+    io = sess.io_binding()
+    io.bind_cpu_input(sess.get_inputs()[0].name, x)
+    buf = np.full(expected.shape, np.nan, expected.dtype)
+    io.bind_output(name, "cpu", 0, buf.dtype.type, buf.shape, buf.ctypes.data)
+    sess.run_with_iobinding(io)
+    assert io.get_outputs()[0].data_ptr() == buf.ctypes.data
+    np.testing.assert_allclose(buf, expected, rtol=1e-4, atol=1e-5)

@@ -257,3 +257,77 @@ def test_python_m_kiln_runs_the_cli():
     assert proc.returncode == 0 and "MatMul" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "kiln", "run"], capture_output=True, text=True)
     assert proc.returncode == 2  # the CLI's usage error, passed through
+
+
+def test_bound_outputs_take_no_block_of_the_allocator(mlp_model):
+    """IOBinding's preallocated outputs are written by the kernels in place: while the caller
+    holds them, the session allocator holds no block for them (a run that returned fresh
+    outputs holds one per output, test_outputs_are_not_copied)."""
+    sess = kiln.InferenceSession(mlp_model[0])
+    x = np.random.default_rng(3).standard_normal((4096, 16)).astype(np.float32)
+    sess.run(None, {"x": x})  # compile, and let the allocator cache blocks
+    gc.collect()
+    idle = _bytes_in_use(sess)
+    io = sess.io_binding()
+    io.bind_cpu_input("x", x)
+    bufs = {n: np.empty((4096, 4), np.float32) for n in ("logits", "probs")}
+    for name, buf in bufs.items():
+        io.bind_output(name, "cpu", 0, np.float32, buf.shape, buf.ctypes.data)
+    sess.run_with_iobinding(io)
+    outs = io.get_outputs()
+    assert [o.data_ptr() for o in outs] == [b.ctypes.data for b in bufs.values()]
+    assert _bytes_in_use(sess) == idle
+    ref = mlp_model[2](x)
+    for name, buf in bufs.items():
+        np.testing.assert_allclose(buf, ref[name], rtol=1e-4, atol=1e-5)
+
+
+def test_bound_output_of_an_interpreted_model_is_copied_in():
+    """A model run by the graph interpreter computes its outputs first; a bound one is then
+    copied into the caller's buffer (the same buffer comes back), matching ORT."""
+    model = small_models.strings_and_sequences().SerializeToString()
+    rng = np.random.default_rng(11)
+    feed = {"text": np.array(["kiln", "ort"], dtype=object), "a": rng.standard_normal((2, 3)).astype(np.float32),
+            "b": rng.standard_normal((2, 3)).astype(np.float32)}
+    ref = onnxruntime.InferenceSession(model).run(["back", "n"], feed)
+    sess = kiln.InferenceSession(model)
+    assert sess.stats()["interpreted"] or sess.stats()["executor"] == "vm"
+    io = sess.io_binding()
+    for k, v in feed.items():
+        io.bind_cpu_input(k, v)
+    back = np.full((2, 3), np.nan, np.float32)
+    io.bind_output("back", "cpu", 0, np.float32, [2, 3], back.ctypes.data)
+    io.bind_output("n")
+    sess.run_with_iobinding(io)
+    assert io.get_outputs()[0].data_ptr() == back.ctypes.data
+    np.testing.assert_array_equal(back, ref[0])
+    np.testing.assert_array_equal(io.get_outputs()[1].numpy(), ref[1])
+    io.bind_output("seq")  # a sequence output can be returned, not bound to memory
+    sess.run_with_iobinding(io)
+    wrong = np.empty((2, 2), np.float32)
+    io.bind_output("back", "cpu", 0, np.float32, [2, 2], wrong.ctypes.data)
+    with pytest.raises(kiln.InvalidArgument, match=r"output 'back'.*\[2,3\].*\[2,2\]"):
+        sess.run_with_iobinding(io)
+
+
+def test_logger_severity_gates_kilns_own_warnings(mlp_model):
+    so = kiln.SessionOptions()
+    so.optimized_model_filepath = "ignored.onnx"
+    with pytest.warns(UserWarning, match="optimized_model_filepath"):
+        kiln.InferenceSession(mlp_model[0], so)
+    kiln.set_default_logger_severity(3)
+    try:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kiln.InferenceSession(mlp_model[0], so)
+    finally:
+        kiln.set_default_logger_severity(2)
+
+
+def test_capi_state_classes_are_kilns():
+    from kiln.capi import onnxruntime_pybind11_state as state
+    assert state.InvalidArgument is kiln.InvalidArgument and state.Fail is kiln.Fail
+    assert state.InvalidGraph is kiln.InvalidModel and state.RuntimeException is kiln.Fail
+    assert issubclass(state.EPFail, kiln.Fail) and issubclass(state.NotFound, kiln.KilnError)
+    assert state.SessionOptions is kiln.SessionOptions and state.OrtValue is kiln.OrtValue

@@ -308,3 +308,98 @@ def test_outputs_sharing_a_value_are_independent(rt):
         x_out[:] = -7
         np.testing.assert_array_equal(y2, np.maximum(x, 0))
         np.testing.assert_array_equal(x, x_before)
+
+
+# -- module functions, exception names, input conversions, enums (issue 28) ----------------------
+
+def test_module_functions(rt):
+    all_providers = rt.mod.get_all_providers()
+    assert "CPUExecutionProvider" in all_providers and "CUDAExecutionProvider" in all_providers
+    assert set(rt.mod.get_available_providers()) <= set(all_providers)
+    assert rt.mod.get_device() == "CPU"
+    info = rt.mod.get_build_info()
+    assert isinstance(info, str) and "Build Info" in info
+    assert rt.mod.disable_telemetry_events() is None and rt.mod.enable_telemetry_events() is None
+    rt.mod.set_default_logger_verbosity(1)
+    rt.mod.set_default_logger_verbosity(0)
+    for bad in (5, -1):
+        with pytest.raises(RuntimeError, match="severity"):
+            rt.mod.set_default_logger_severity(bad)
+    rt.mod.set_default_logger_severity(3)
+    rt.mod.set_default_logger_severity(2)  # ORT's default back
+
+
+@pytest.mark.parametrize("name", ["InvalidArgument", "Fail", "NoSuchFile", "InvalidGraph", "InvalidProtobuf",
+                                  "RuntimeException", "NotImplemented", "EPFail", "EngineError", "NoModel",
+                                  "ModelLoaded", "ModelLoadCanceled", "ModelRequiresCompilation", "NotFound"])
+def test_capi_exception_names(rt, name):
+    """`except onnxruntime.capi.onnxruntime_pybind11_state.X` ports by changing the package name."""
+    import importlib
+    state = importlib.import_module(f"{rt.name}.capi.onnxruntime_pybind11_state")
+    assert rt.mod.capi.onnxruntime_pybind11_state is state  # an attribute once the package is imported
+    assert issubclass(getattr(state, name), Exception)
+    assert getattr(importlib.import_module(f"{rt.name}.capi._pybind_state"), name) is getattr(state, name)
+
+
+def test_capi_exceptions_are_what_runs_raise(rt, mlp_model, tmp_path):
+    import importlib
+    state = importlib.import_module(f"{rt.name}.capi.onnxruntime_pybind11_state")
+    sess = rt.mod.InferenceSession(mlp_model[0])
+    with pytest.raises(state.InvalidArgument, match="x"):
+        sess.run(None, {"x": np.zeros((2, 16), np.float64)})
+    with pytest.raises(state.NoSuchFile):
+        rt.mod.InferenceSession(str(tmp_path / "absent.onnx"))
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises((state.InvalidProtobuf, state.InvalidGraph, state.Fail)):
+        rt.mod.InferenceSession(str(bad))
+
+
+def test_list_inputs_convert_to_the_input_type(rt, mlp_model):
+    """ORT converts a (nested) list with numpy to the input's element type: ints, bools and
+    numeric strings into a float input."""
+    path, _, reference = mlp_model
+    sess = rt.mod.InferenceSession(path)
+    rows = [[(i * 3 + j) % 5 - 2 for j in range(16)] for i in range(3)]
+    x = np.array(rows, np.float32)
+    check_mlp_outputs(sess.run(None, {"x": rows}), reference, x)
+    mixed = [[True, 2] + [str(v) for v in range(14)]]
+    check_mlp_outputs(sess.run(None, {"x": mixed}), reference, np.array(mixed, np.float32))
+    with pytest.raises(rt.InvalidArgument, match="x"):  # the list's shape is checked as an array's
+        sess.run(None, {"x": [rows]})
+
+
+def test_python_scalars_are_refused(rt, mlp_model):
+    sess = rt.mod.InferenceSession(mlp_model[0])
+    for scalar in (2.0, 3):
+        with pytest.raises(RuntimeError):
+            sess.run(None, {"x": scalar})
+
+
+def test_option_enums_round_trip(rt, mlp_model):
+    GOL, EM = rt.mod.GraphOptimizationLevel, rt.mod.ExecutionMode
+    sess = rt.mod.InferenceSession(mlp_model[0])
+    got = sess.get_session_options()
+    assert isinstance(got.graph_optimization_level, GOL)
+    assert got.graph_optimization_level == GOL.ORT_ENABLE_ALL
+    assert isinstance(got.execution_mode, EM) and got.execution_mode == EM.ORT_SEQUENTIAL
+    so = rt.mod.SessionOptions()
+    so.graph_optimization_level = GOL.ORT_ENABLE_EXTENDED
+    so.execution_mode = EM.ORT_PARALLEL
+    got = rt.mod.InferenceSession(mlp_model[0], so).get_session_options()
+    assert isinstance(got.graph_optimization_level, GOL) and got.graph_optimization_level == GOL.ORT_ENABLE_EXTENDED
+    assert got.graph_optimization_level.name == "ORT_ENABLE_EXTENDED"
+    assert got.execution_mode == EM.ORT_PARALLEL
+
+
+def test_profiling_start_time(rt, mlp_model, tmp_path):
+    import time
+    assert rt.mod.InferenceSession(mlp_model[0]).get_profiling_start_time_ns() == 0
+    so = rt.mod.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "trace")
+    before = time.time_ns()
+    sess = rt.mod.InferenceSession(mlp_model[0], so)
+    after = time.time_ns()
+    assert before <= sess.get_profiling_start_time_ns() <= after
+    sess.end_profiling()

@@ -1,7 +1,7 @@
 // Extern kernels: the parameter parser, a clear error for a kernel this build lacks, and (when
 // built with oneDNN) a dnnl_matmul step against a direct triple loop, split across two threads, a
 // dnnl_conv deconvolution (ConvTranspose) against a direct scatter loop, and dnnl_conv's check of
-// its buffers' sizes.
+// its buffers' sizes, and dnnl_matmul's.
 #include "runtime/extern_kernel.h"
 
 #include <gtest/gtest.h>
@@ -193,6 +193,34 @@ TEST(ExternKernel, DnnlConvRejectsBuffersOfTheWrongSize) {
         EXPECT_EQ(e.kind(), ErrorKind::kInvalidModel);
         EXPECT_NE(std::string(e.what()).find("buffer sizes do not match"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("'up'"), std::string::npos) << e.what();  // the node
+    }
+}
+
+TEST(ExternKernel, DnnlMatmulRejectsBuffersOfTheWrongSize) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    // Parameters that say A is [8, 16] over a buffer of [4, 16]: a forged step must not load.
+    Tensor b(DType::kFloat32, {16, 8});
+    Executable exe;
+    exe.buffers.push_back({"A", DType::kFloat32, {4, 16}, BufferRole::kInput});
+    BufferDesc bd{"B", DType::kFloat32, {16, 8}, BufferRole::kConstant};
+    bd.constant = b;
+    exe.buffers.push_back(bd);
+    exe.buffers.push_back({"Y", DType::kFloat32, {8, 8}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "MatMul";
+    kd.extern_name = "dnnl_matmul";
+    kd.extern_params = ExternParams::format({{"a", "0"}, {"bm", "1"}, {"out", "2"}, {"batch", "1"}, {"m", "8"},
+                                            {"k", "16"}, {"n", "8"}, {"a_strides", "128,16,1"},
+                                            {"b_strides", "0,8,1"}});
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2}, "mm", 2});
+    try {
+        exe.load();
+        FAIL() << "dnnl_matmul loaded over an A smaller than its parameters say";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidModel);
+        EXPECT_NE(std::string(e.what()).find("A reaches 128 elements"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("'mm'"), std::string::npos) << e.what();  // the node
     }
 }
 

@@ -15,6 +15,7 @@
 #include "grpc_fake_server.h"
 #include "kiln/error.h"
 #include "serve/proto/grpc_service.grpc.pb.h"
+#include "serve/proto/health.grpc.pb.h"
 
 namespace kiln::serve {
 
@@ -111,6 +112,86 @@ TEST_F(GrpcFrontendTest, Health) {
     mreq.set_version("");
     ASSERT_TRUE(stub->ModelReady(ctx().get(), mreq, &mresp).ok());
     EXPECT_FALSE(mresp.ready());
+}
+
+// grpc.health.v1.Health (serve/grpc_health.h): the server's readiness for "" and the KServe
+// service's name, a model's readiness for its name, NOT_FOUND for any other name.
+TEST_F(GrpcFrontendTest, GrpcHealthCheck) {
+    using grpc::health::v1::HealthCheckRequest;
+    using grpc::health::v1::HealthCheckResponse;
+    auto health = grpc::health::v1::Health::NewStub(channel);
+    auto check = [&](const std::string& service, HealthCheckResponse::ServingStatus want) {
+        HealthCheckRequest req;
+        req.set_service(service);
+        HealthCheckResponse resp;
+        grpc::Status st = health->Check(ctx().get(), req, &resp);
+        ASSERT_TRUE(st.ok()) << service << ": " << st.error_message();
+        EXPECT_EQ(resp.status(), want) << "service '" << service << "'";
+    };
+    check("", HealthCheckResponse::SERVING);
+    check("inference.GRPCInferenceService", HealthCheckResponse::SERVING);
+    check("add_one", HealthCheckResponse::SERVING);
+    check("broken", HealthCheckResponse::NOT_SERVING);  // in the repository, failed to load
+    server.is_ready = false;
+    check("", HealthCheckResponse::NOT_SERVING);
+    check("inference.GRPCInferenceService", HealthCheckResponse::NOT_SERVING);
+    server.is_ready = true;
+    server.is_live = false;
+    check("", HealthCheckResponse::NOT_SERVING);
+    server.is_live = true;
+
+    HealthCheckRequest req;
+    req.set_service("nope");
+    HealthCheckResponse resp;
+    grpc::Status st = health->Check(ctx().get(), req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(st.error_message().find("'nope'"), std::string::npos) << st.error_message();
+
+}
+
+// Watch: the status at once, then each change; an unknown name is SERVICE_UNKNOWN on an open
+// call; the client's cancel ends it; stopping the frontend ends open watches promptly.
+TEST_F(GrpcFrontendTest, GrpcHealthWatch) {
+    using grpc::health::v1::HealthCheckRequest;
+    using grpc::health::v1::HealthCheckResponse;
+    auto health = grpc::health::v1::Health::NewStub(channel);
+    HealthCheckRequest req;
+    HealthCheckResponse resp;
+    auto c = ctx();
+    auto server_watch = health->Watch(c.get(), req);
+    ASSERT_TRUE(server_watch->Read(&resp));
+    EXPECT_EQ(resp.status(), HealthCheckResponse::SERVING);
+    server.is_ready = false;
+    ASSERT_TRUE(server_watch->Read(&resp));
+    EXPECT_EQ(resp.status(), HealthCheckResponse::NOT_SERVING);
+    server.is_ready = true;
+    ASSERT_TRUE(server_watch->Read(&resp));
+    EXPECT_EQ(resp.status(), HealthCheckResponse::SERVING);
+    c->TryCancel();
+    while (server_watch->Read(&resp)) {
+    }
+    EXPECT_EQ(server_watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
+
+    req.set_service("nope");
+    auto c2 = ctx();
+    auto unknown_watch = health->Watch(c2.get(), req);
+    ASSERT_TRUE(unknown_watch->Read(&resp));
+    EXPECT_EQ(resp.status(), HealthCheckResponse::SERVICE_UNKNOWN);
+
+    req.set_service("add_one");
+    auto c3 = ctx();
+    auto model_watch = health->Watch(c3.get(), req);
+    ASSERT_TRUE(model_watch->Read(&resp));
+    EXPECT_EQ(resp.status(), HealthCheckResponse::SERVING);
+    // Stop with two watches open: they end with UNAVAILABLE well before the shutdown grace (60 s).
+    const auto t0 = std::chrono::steady_clock::now();
+    frontend->stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    for (auto* w : {unknown_watch.get(), model_watch.get()}) {
+        while (w->Read(&resp)) {
+        }
+        EXPECT_EQ(w->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+    }
 }
 
 TEST_F(GrpcFrontendTest, ServerAndModelMetadata) {

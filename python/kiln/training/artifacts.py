@@ -22,8 +22,9 @@ import onnx
 
 from .. import _kiln
 from .._errors import InvalidArgument
+from .model_info import LOSS_KEY, model_inputs, read_loss_spec  # noqa: F401 (read_loss_spec: kept here too)
+from .optimizer import Optimizer
 
-LOSS_KEY = "kiln.training.loss"
 
 
 class LossType(enum.Enum):
@@ -85,9 +86,7 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=LossT
 
     # The step-0 checkpoint comes from a session with this optimizer (its state slots must match
     # the Module's); symbolic dims are bound to 1, the parameters do not depend on them.
-    from .module import _model_inputs
-    from .optimizer import Optimizer
-    inputs, _ = _model_inputs(train_path)
+    inputs, _ = model_inputs(train_path)
     opts = _kiln.TrainingOptions()
     opts.loss.kind, opts.loss.output, opts.loss.labels = spec["kind"], spec["output"], spec["labels"]
     opts.trainable = spec["trainable"]
@@ -96,12 +95,3 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=LossT
     ckpt_path = os.path.join(out, prefix + "checkpoint")
     _kiln.TrainingSession.create(train_path, opts).save_checkpoint(ckpt_path)
     return {"training_model": train_path, "optimizer": opt_path, "checkpoint": ckpt_path}
-
-
-def read_loss_spec(model_path):
-    """The loss metadata generate_artifacts wrote into a training model, or None."""
-    m = onnx.load(model_path, load_external_data=False)
-    for p in m.metadata_props:
-        if p.key == LOSS_KEY:
-            return json.loads(p.value)
-    return None

@@ -33,25 +33,7 @@ import numpy as np
 from .. import _kiln
 from .._errors import InvalidArgument, Unsupported
 from ..session_options import SessionOptions
-
-
-def _model_inputs(path):
-    """[(name, [int size or str symbol or None])] of the model's graph inputs that are no
-    initializer, read with the onnx package (dims the first batch binds); [] without onnx."""
-    try:
-        import onnx
-    except ImportError:
-        return None
-    m = onnx.load(path, load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
-    out = []
-    for i in m.graph.input:
-        if i.name in inits:
-            continue
-        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in i.type.tensor_type.shape.dim]
-        out.append((i.name, dims))
-    return out, [o.name for o in m.graph.output]
+from .model_info import model_inputs, read_loss_spec
 
 
 class Module:
@@ -75,7 +57,6 @@ class Module:
                           "(BatchNormalization in inference mode, no update)", stacklevel=2)
         # A model from artifacts.generate_artifacts names its loss and parameters; arguments win.
         try:
-            from .artifacts import read_loss_spec
             spec = read_loss_spec(self._path) or {}
         except ImportError:  # no onnx package: no metadata to read
             spec = {}
@@ -83,7 +64,7 @@ class Module:
         loss_output = loss_output if loss_output is not None else spec.get("output", "")
         labels = labels if labels is not None else spec.get("labels", "labels")
         trainable = trainable if trainable is not None else spec.get("trainable")
-        info = _model_inputs(self._path)
+        info = model_inputs(self._path)
         self._inputs, self._outputs = info if info else (None, None)
         self._opts = _kiln.TrainingOptions()
         self._opts.loss.kind = loss

@@ -11,6 +11,7 @@ import os
 
 from .. import _kiln
 from .._errors import InvalidArgument
+from .module import Module
 
 _KINDS = ("sgd", "adam", "adamw")
 
@@ -25,7 +26,6 @@ class Optimizer:
 
     def __init__(self, module_or_uri, kind_or_module="adamw", *, lr=1e-3, momentum=0.0, nesterov=False,
                  betas=(0.9, 0.999), eps=1e-8, weight_decay=None, clip_norm=0.0, schedule=None):
-        from .module import Module
         if isinstance(module_or_uri, Module):
             module, kind = module_or_uri, kind_or_module
         elif isinstance(kind_or_module, Module):

@@ -59,20 +59,29 @@ void VirtualMachine::pass_params(const Frame& f, const std::vector<int>& ins, si
     }
 }
 
-Status VirtualMachine::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+Status VirtualMachine::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                           const std::atomic<bool>* terminate) {
     const Function& entry = program_->functions[static_cast<size_t>(program_->entry)];
     if (inputs.size() != entry.params.size())
         return Status(ErrorKind::kInvalidArgument, "expected " + std::to_string(entry.params.size()) + " inputs, got " +
                                                        std::to_string(inputs.size()));
     Frame& f = frame_of(program_->entry);
     for (size_t i = 0; i < inputs.size(); ++i) f.regs[static_cast<size_t>(entry.params[i])] = inputs[i];
+    terminate_ = terminate;
     Status st = exec(program_->entry);
+    terminate_ = nullptr;
     outputs.clear();
     if (st.ok())
         for (int r : entry.results) outputs.push_back(f.regs[static_cast<size_t>(r)]);
     // The caller's inputs are not kept past the run (a borrowed one may go away).
     for (int p : entry.params) f.regs[static_cast<size_t>(p)] = Tensor();
     return st;
+}
+
+Status VirtualMachine::check_terminate(const Instr& in, int64_t i) const {
+    if (!terminate_ || !terminate_->load(std::memory_order_relaxed)) return Status::ok_status();
+    return node_error(in, Status(ErrorKind::kCancelled, "run terminated (RunOptions::terminate) before iteration " +
+                                                            std::to_string(i)));
 }
 
 Status VirtualMachine::exec(int fn) {

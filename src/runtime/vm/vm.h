@@ -8,6 +8,8 @@
 // allocation, and a scan output is written straight into its slice of the stacked result.
 #pragma once
 
+#include <atomic>
+
 #include <memory>
 #include <vector>
 
@@ -20,8 +22,11 @@ public:
     explicit VirtualMachine(std::shared_ptr<const Program> program);
 
     /// Runs the entry function on `inputs` (its params, in order); `outputs` get its results.
-    /// Errors name the model node of the failing instruction.
-    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+    /// Errors name the model node of the failing instruction. `terminate` (RunOptions::terminate),
+    /// when set during the run, stops it before the next loop iteration with kCancelled naming
+    /// the Loop or Scan node and the iteration (a while loop that never ends can be stopped).
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+               const std::atomic<bool>* terminate = nullptr);
 
     const Program& program() const { return *program_; }
 
@@ -62,6 +67,9 @@ private:
     std::vector<signed char> carried_mode_;  // per function: -1 not known yet, 0 swap, 1 generic
     std::vector<Tensor> next_, old_;  // scratch of update_carried
     int64_t iterations_ = 0;
+    const std::atomic<bool>* terminate_ = nullptr;  // the current run's (nullptr: none)
+    /// kCancelled naming `in` and iteration `i` when the run's terminate flag is set; else ok.
+    Status check_terminate(const Instr& in, int64_t i) const;
     // Scratch of exec_call, kept to avoid allocating per call.
     std::vector<const Tensor*> call_ins_;
     std::vector<Tensor*> call_outs_;

@@ -61,6 +61,7 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
     for (; (trips < 0 || i < trips) && cond; ++i) {
         if (i >= program_->max_trips)
             return fail("ran more than " + std::to_string(program_->max_trips) + " iterations (the bound)");
+        if (Status stop = check_terminate(in, i); !stop.ok()) return stop;
         if (reads_iter) set_scalar(bf.regs[static_cast<size_t>(body.params[0])], DType::kInt64, i);
         if (i == 0 || !cond_passes) set_scalar(bf.regs[static_cast<size_t>(body.params[1])], DType::kBool, cond ? 1 : 0);
         for (size_t k = 0; k < nscan; ++k) {

@@ -69,6 +69,7 @@ Status VirtualMachine::exec_scan(const Instr& in, Frame& f) {
         stacks.emplace_back(t.dtype, t.shape, steps);
     }
     for (int64_t t = 0; t < steps; ++t) {
+        if (Status stop = check_terminate(in, t); !stop.ok()) return stop;
         for (size_t j = 0; j < nin; ++j) {
             const Tensor& x = f.regs[static_cast<size_t>(in.ins[ns + j])];
             const int64_t idx = in_dirs[j] ? steps - 1 - t : t;

@@ -61,7 +61,8 @@ std::string node_refusal(const ir::Node* n) {
     }
     if (n->op() == "Transpose") return "";  // a permutation of the same dims
     if (is_view_op(n->op())) {
-        // Inside a fused kernel (not a view): only inserting or removing axes of size 1.
+        // Inside a fused kernel (not a view): inserting or removing axes of size 1, or reshaping
+        // static trailing dims behind shared leading ones (op/defs/shape.cc computes both).
         auto rest = [](const std::vector<ir::Dim>& dims) {
             std::vector<ir::Dim> r;
             for (const ir::Dim& d : dims)

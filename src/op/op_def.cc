@@ -70,6 +70,9 @@ int64_t vector_width(DType t) {
 void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     if (t->ndim() == 0) return;
+    // Symbolic dims: one flat loop would recover each element's indices by dividing by
+    // run-time extents (a 64-bit division per element); rows divide once per row.
+    if (!t->is_static() && t->ndim() >= 2) return schedule_rows(st, cfg);
     te::IterVar f = st.axis(0);
     for (int i = 1; i < t->ndim(); ++i) f = st.fuse(f, st.axis(i));
     int64_t n = assumed_numel(t);

@@ -123,8 +123,15 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     int64_t work = assumed_numel(st.tensor());
     for (const auto& r : st.all_reduce_axes()) work *= assumed(r->extent);
     const int64_t io_extent = (m + tile.mr - 1) / tile.mr;
+    // Symbolic rows or columns (docs/dynamic_shapes.md): a split of a symbolic extent is peeled
+    // into full tiles and a tail only as a loop of its own; fused into the parallel loop its
+    // guard would sit inside the vectorized tile (the attention's [b, h, s, s] scores ran 4x
+    // slower so). The parallel loop then fuses the static split, or only the batch dims.
+    const bool sym_m = sh[nd - 2] == te::kDynamicDim, sym_n = sh[nd - 1] == te::kDynamicDim;
     int64_t par_mode = 0;
-    if (work > kParallelMin && io_extent > 1) par_mode = cfg.knob("matmul.par", {0, 1, 2}, 0);
+    if (sym_n && !sym_m) par_mode = 1;
+    else if (work > kParallelMin && io_extent > 1 && !sym_m && !sym_n) par_mode = cfg.knob("matmul.par", {0, 1, 2}, 0);
+    const bool fuse_leaf = !(par_mode == 1 ? sym_m : sym_n);
     std::vector<te::IterVar> order;
     for (int d = 0; d < nd - 2; ++d) order.push_back(st.axis(d));
     if (par_mode == 1) {
@@ -139,7 +146,12 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     order.push_back(ji);
     st.reorder(order);
     te::IterVar outer = par_mode == 1 ? io : jo;
-    for (int d = nd - 3; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    if (fuse_leaf || nd == 2) {
+        for (int d = nd - 3; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    } else {
+        outer = st.axis(nd - 3);
+        for (int d = nd - 4; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    }
     if (par_mode == 2) outer = st.fuse(outer, io);
     if (k_unrolled) st.unroll(k_unrolled);
     if (tile.mr > 1) st.unroll(ii);

@@ -62,6 +62,15 @@ int64_t assumed_numel(const te::Tensor& t) {
     return n;
 }
 
+te::IterVar fuse_leading(te::Stage& st, int k) {
+    te::IterVar f = st.axis(0);
+    for (int i = 1; i < k; ++i) {
+        te::IterVar next = st.axis(i);
+        f = next->extent == te::kDynamicDim ? next : st.fuse(f, next);
+    }
+    return f;
+}
+
 int64_t vector_width(DType t) {
     int64_t w = 64 / static_cast<int64_t>(dtype_size(te::compute_dtype(t)));
     return w > 16 ? 16 : w;
@@ -95,8 +104,7 @@ void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
     if (nd < 2) return schedule_injective(st, cfg);
-    te::IterVar f = st.axis(0);
-    for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
+    te::IterVar f = fuse_leading(st, nd - 1);
     if (assumed(t->shape[nd - 1]) > 1) st.vectorize(st.axis(nd - 1));
     if (assumed_numel(t) > kParallelMin && assumed_numel(t) / assumed(t->shape[nd - 1]) > 1) st.parallel(f);
 }
@@ -104,8 +112,7 @@ void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg) {
 void schedule_reduction(te::Stage& st) {
     const te::Tensor& t = st.tensor();
     if (t->ndim() == 0) return;
-    te::IterVar f = st.axis(0);
-    for (int i = 1; i < t->ndim(); ++i) f = st.fuse(f, st.axis(i));
+    te::IterVar f = fuse_leading(st, t->ndim());
     int64_t work = assumed_numel(t);
     for (const auto& r : st.all_reduce_axes()) work *= assumed(r->extent);
     if (assumed_numel(t) > 1 && work > kParallelMin) st.parallel(f);
@@ -217,8 +224,7 @@ int broadcast_split(const te::Stage& st, const te::Schedule& s) {
 /// vectorized.
 void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
     const te::Tensor& t = st.tensor();
-    te::IterVar outer = st.axis(0);
-    for (int i = 1; i < k; ++i) outer = st.fuse(outer, st.axis(i));
+    te::IterVar outer = fuse_leading(st, k);
     te::IterVar inner = st.axis(k);
     for (int i = k + 1; i < t->ndim(); ++i) inner = st.fuse(inner, st.axis(i));
     const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);

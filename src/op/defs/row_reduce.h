@@ -32,28 +32,32 @@ inline int64_t row_lanes(DType t, int64_t extent) {
 /// out = reduce over the last axis of x-shaped rows: body(i, k) is the element at row index i
 /// (the leading axes of `shape`, its last axis ignored) and position k of the row. Returns
 /// out with shape[-1] = 1. `lanes` from row_lanes (> 0).
-/// `shape` as expressions (te::TensorNode::shape_exprs): the leading dims may be symbolic, the
-/// last one (the row) must be a constant.
+/// `shape` as expressions (te::TensorNode::shape_exprs): any dim may be symbolic; a symbolic
+/// row (the attention's [b, h, s, s] scores) reduces over floordiv(s + lanes - 1, lanes) steps,
+/// every one guarded.
 inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes, te::ReduceOp op, DType dt,
                               const std::function<te::Expr(const std::vector<te::Var>&, te::Expr)>& body,
                               const std::string& name) {
     const int nd = static_cast<int>(shape.size());
+    const te::Expr row = shape[nd - 1];
     int64_t extent = 0;
-    KILN_ICHECK(te::const_int(shape[nd - 1], &extent)) << "lane_reduce over a symbolic row";
+    const bool sym_row = !te::const_int(row, &extent);
     const int64_t outer = (extent + lanes - 1) / lanes;
     auto combine = [&](te::Expr v, const te::IterVar& r) {
         return op == te::ReduceOp::kSum ? te::sum(std::move(v), {r}) : te::max_reduce(std::move(v), {r});
     };
     std::vector<te::Expr> part_shape = shape;
     part_shape[nd - 1] = te::int_imm(lanes);
-    te::IterVar ro = te::reduce_axis(outer, "ro");
+    te::IterVar ro = sym_row ? te::reduce_axis(te::floordiv(row + te::int_imm(lanes - 1), te::int_imm(lanes)), "ro")
+                             : te::reduce_axis(outer, "ro");
     te::Tensor part = te::sym_compute(
         part_shape,
         [&](const std::vector<te::Var>& i) {
             te::Expr k = te::Expr(ro->var) * te::int_imm(lanes) + te::Expr(i[nd - 1]);
-            if (extent % lanes == 0) return combine(body(i, k), ro);
-            te::Expr in = k < te::int_imm(extent);
-            te::Expr v = body(i, te::min(k, te::int_imm(extent - 1)));
+            if (!sym_row && extent % lanes == 0) return combine(body(i, k), ro);
+            te::Expr in = k < (sym_row ? row : te::int_imm(extent));
+            // Clamped so that no lane reads past the row (a symbolic row of 0 runs no step).
+            te::Expr v = body(i, te::min(k, sym_row ? row - te::int_imm(1) : te::int_imm(extent - 1)));
             return combine(te::select(in, v, te::reduce_identity(op, dt)), ro);
         },
         name + "_part", dt);
@@ -110,8 +114,7 @@ inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
         reduce.push_back(lane);
         st.reorder(reduce);
     } else {
-        te::IterVar f = st.axis(0);
-        for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
+        te::IterVar f = fuse_leading(st, nd - 1);
         std::vector<te::IterVar> order = {f};
         order.insert(order.end(), reduce.begin(), reduce.end());
         order.push_back(lane);

@@ -48,7 +48,7 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
     auto at0 = [&](const std::vector<Var>& i) { return with_axis(i, axis, te::int_imm(0)); };
     auto xv = [&](const std::vector<Expr>& idx) { return te::cast(cdt, te::read(x, idx)); };
     // Along the last axis, the row max and sum reduce in vector lanes (row_reduce.h).
-    const int64_t lanes = kind == Kind::kSoftmax && axis == x->ndim() - 1 && !sym_axis ? row_lanes(cdt, extent) : 0;
+    const int64_t lanes = kind == Kind::kSoftmax && axis == x->ndim() - 1 ? row_lanes(cdt, assumed(extent)) : 0;
     te::IterVar r1 = axis_loop();
     te::Tensor m =
         lanes > 0 ? lane_reduce(

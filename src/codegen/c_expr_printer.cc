@@ -341,7 +341,10 @@ private:
                 break;
             case UnaryOp::kLog: name = "log"; break;
             case UnaryOp::kSqrt: name = "sqrt"; break;
-            case UnaryOp::kTanh: name = "tanh"; break;
+            case UnaryOp::kTanh:  // f32: the prelude's vectorizable approximation (c_prelude.cc)
+                if (f32) return "kiln_tanh_f32(" + x + ")";
+                name = "tanh";
+                break;
             case UnaryOp::kErf:
                 if (f32) return "kiln_erf_f32(" + x + ")";
                 name = "erf";

@@ -42,6 +42,7 @@
 #include "tir/lower.h"
 #include "tir/simplify.h"
 #include "topi/dnnl_match.h"
+#include "topi/index_match.h"
 #include "runtime/extern_kernel.h"
 
 namespace kiln::compiler {
@@ -156,6 +157,9 @@ bool is_view_op(const std::string& op) {
 }
 
 std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs) {
+    // TopK, CumSum, ScatterND: the runtime's kernels whatever the source (the generated forms
+    // are O(n^2) per line; runtime/index_kernels.h).
+    if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {

@@ -85,6 +85,19 @@ void store_reduction_in_output(te::Schedule& sch, const std::vector<te::Tensor>&
     r->store_in(o);
 }
 
+/// A stage computed from a reduction and far smaller than the kernel's largest output (the
+/// sigmoid of squeeze-and-excitation's channel scale, which a Mul broadcasts over the whole
+/// activation): computed once into a temporary, not once per output element.
+bool small_reduction_epilogue(const te::Stage& st, te::Schedule& sch, const std::vector<te::Tensor>& outs) {
+    int64_t largest = 0;
+    for (const te::Tensor& o : outs) largest = std::max(largest, o->numel());
+    const te::TensorNode* t = st.tensor().get();
+    if (t->numel() * 16 > largest) return false;
+    for (te::Stage& r : sch.stages())
+        if (r.tensor().get() != t && !r.all_reduce_axes().empty() && depends_on(t, r.tensor().get())) return true;
+    return false;
+}
+
 }  // namespace
 
 int SymbolicDims::add(const std::string& name) {
@@ -238,7 +251,9 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     if (unit.nodes.size() > 1) {
         for (te::Stage& st : sch.stages()) {
             const te::TensorNode* t = st.tensor().get();
-            if (node_outputs.count(t) && !out_set.count(t) && st.all_reduce_axes().empty()) st.compute_inline();
+            if (node_outputs.count(t) && !out_set.count(t) && st.all_reduce_axes().empty() &&
+                !small_reduction_epilogue(st, sch, outs))
+                st.compute_inline();
         }
     }
     if (anchor && anchor_def->schedule) anchor_def->schedule(sch, anchor_outs);

@@ -192,7 +192,9 @@ bool rows_walkable(const te::Expr& e, const std::vector<const te::VarNode*>& axe
 }
 
 /// True when some read of `e` (through inlined stages read at the stage's own index) is not
-/// at the stage's own index: a broadcast or a transposed read.
+/// at the stage's own index: a broadcast or a transposed read. `extents` are the reading stage's:
+/// a 0 on an extent-1 dim of the read tensor where the reader's dim is wider is a broadcast
+/// (squeeze-and-excitation's [1, C/c, 1, 1, c] scale over [1, C/c, H, W, c]).
 bool reads_elsewhere(const te::Expr& e, const std::vector<const te::VarNode*>& axes, const Shape& extents,
                      const te::Schedule& s) {
     return !te::all_reads(e, [&](const te::TensorReadNode& n) {
@@ -230,7 +232,7 @@ void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
     const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);
     int64_t rows = 1;
     for (int i = 0; i < k; ++i) rows *= assumed(t->shape[i]);
-    if (assumed_numel(t) / rows > w) inner = st.split(inner, w).second;  // the inner loop's extent
+    if (rows > 0 && assumed_numel(t) / rows > w) inner = st.split(inner, w).second;  // rows = 0: an empty tensor
     st.vectorize(inner);
     if (assumed_numel(t) > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
 }
@@ -283,16 +285,38 @@ int reshape_rows_split(const te::Stage& st, const te::Schedule& s) {
     return 0;
 }
 
+/// True when `e` uses an axis variable as a value (not only as the index of a read): an average
+/// pool's divisor counts the window cells inside the image from the output position. Fused flat,
+/// each lane recovers its position with divisions.
+bool computes_with_axes(const te::Expr& e, const std::vector<const te::VarNode*>& axes) {
+    using te::ExprKind;
+    switch (e->kind) {
+        case ExprKind::kVar: return std::find(axes.begin(), axes.end(), e.get()) != axes.end();
+        case ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            return computes_with_axes(n.a, axes) || computes_with_axes(n.b, axes);
+        }
+        case ExprKind::kUnary: return computes_with_axes(static_cast<const te::UnaryNode&>(*e).a, axes);
+        case ExprKind::kCast: return computes_with_axes(static_cast<const te::CastNode&>(*e).a, axes);
+        case ExprKind::kSelect: {
+            const auto& n = static_cast<const te::SelectNode&>(*e);
+            return computes_with_axes(n.cond, axes) || computes_with_axes(n.t, axes) || computes_with_axes(n.f, axes);
+        }
+        default: return false;  // reads (their indices are reads_elsewhere's), immediates
+    }
+}
+
 /// For a stage that reads elsewhere than its own index in a way the inner loop cannot walk
-/// (Pad's and Concat's clamped indices, Resize's computed coordinates): whether its last axis is
-/// long enough to be a loop of its own. Flattening every axis recomputes each lane's row from the
+/// (Pad's and Concat's clamped indices, Resize's computed coordinates) or computes with its
+/// position (computes_with_axes): whether its last axis is long enough to be a loop of its own. Flattening every axis recomputes each lane's row from the
 /// flat index with 64-bit divisions (Pad of [1,64,56,56] ran 14x ONNX Runtime, Resize 15x);
 /// row loops leave the row's part of every index to the outer loop.
 bool gathers_rows(const te::Stage& st, const te::Schedule& s) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
-    return nd >= 2 && assumed(t->shape[nd - 1]) >= 8 && assumed_numel(t) / assumed(t->shape[nd - 1]) > 1 &&
-           reads_elsewhere(t->body, axes_of(t), t->shape, s);
+    if (nd < 2 || assumed(t->shape[nd - 1]) < 8 || assumed_numel(t) / assumed(t->shape[nd - 1]) <= 1) return false;
+    const std::vector<const te::VarNode*> axes = axes_of(t);
+    return reads_elsewhere(t->body, axes, t->shape, s) || computes_with_axes(t->body, axes);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "pass/fuse_operators.h"
 #include "pass/infer_shapes.h"
 #include "pass/pack_matmul_weights.h"
+#include "pass/lower_einsum.h"
 #include "pass/simplify_algebra.h"
 #include "pass/transform_layout.h"
 #include "support/error.h"
@@ -25,6 +26,8 @@ const std::vector<Pass>& all_passes() {
     static const std::vector<Pass> passes = {
         // Static types and constant shape operands first: every later pass relies on them.
         {"infer-shapes", 0, "re-infer types; evaluate Shape/Size and shape arithmetic", infer_shapes},
+        // Before simplify-algebra, which merges the transposes and reshapes it adds.
+        {"lower-einsum", 1, "two-input Einsums that are matrix products -> MatMul", lower_einsum},
         // Before folding: reassociation leaves constant-only nodes for fold-constants.
         {"simplify-algebra", 1, "identities, transpose/reshape chains, constant reassociation", simplify_algebra},
         {"fold-constants", 1, "evaluate nodes whose inputs are all constants", fold_constants},

@@ -101,6 +101,43 @@ bool simplify_reshape(ir::Graph& g, ir::Node* n) {
     return true;
 }
 
+/// AveragePool(Pad(x) by zeros on the spatial axes only): AveragePool(x) with those pads and
+/// count_include_pad=1 (the padded zeros count in the divisor), one kernel and no padded copy
+/// (Inception's pool branches). Each pad below the window keeps ONNX's pad < kernel rule.
+bool fold_pad_into_avg_pool(ir::Graph& g, ir::Node* n) {
+    ir::Value* padded = n->input(0);
+    ir::Node* pad = padded ? padded->producer() : nullptr;
+    if (!pad || pad->op() != "Pad" || sole_user(g, padded) != n || pad->num_inputs() > 3 || !pad->input(0)) return false;
+    if (pad->attr_string("mode", "constant") != "constant" || n->attr_int("ceil_mode", 0) != 0) return false;
+    if (n->attr_string("auto_pad", "NOTSET") != "NOTSET" || n->num_outputs() != 1) return false;
+    if (pad->num_inputs() == 3 && pad->input(2) && uniform_constant(pad->input(2)) != 0.0) return false;
+    const ir::Value* pv = pad->input(1);
+    if (!pv || !pv->is_constant() || !padded->type().is_static()) return false;
+    const int64_t rank = padded->type().rank();
+    const Tensor& pt = pv->constant();
+    const std::vector<int64_t> kernel = n->attr_ints("kernel_shape");
+    const int64_t sp = rank - 2;
+    if (pt.numel() != 2 * rank || static_cast<int64_t>(kernel.size()) != sp) return false;
+    std::vector<int64_t> own = n->attr_ints("pads");
+    if (own.empty()) own.assign(static_cast<size_t>(2 * sp), 0);
+    std::vector<int64_t> pads(static_cast<size_t>(2 * sp));
+    for (int64_t i = 0; i < rank; ++i) {
+        const int64_t b = static_cast<int64_t>(pt.get_f64(i)), e = static_cast<int64_t>(pt.get_f64(i + rank));
+        if (i < 2 ? (b != 0 || e != 0) : (b < 0 || e < 0)) return false;
+        if (i < 2) continue;
+        const size_t k = static_cast<size_t>(i - 2);
+        pads[k] = b + own[k];
+        pads[k + static_cast<size_t>(sp)] = e + own[k + static_cast<size_t>(sp)];
+        if ((own[k] || own[k + static_cast<size_t>(sp)]) && n->attr_int("count_include_pad", 0) == 0) return false;
+        if (pads[k] >= kernel[k] || pads[k + static_cast<size_t>(sp)] >= kernel[k]) return false;
+    }
+    n->set_input(0, pad->input(0));
+    n->attrs()["pads"] = ir::Attr(pads);
+    n->attrs()["count_include_pad"] = ir::Attr(int64_t{1});
+    g.erase_node(pad);
+    return true;
+}
+
 bool simplify_node(ir::Graph& g, ir::Node* n) {
     const std::string& op = n->op();
     if (op == "Identity" && n->input(0)) return forward(g, n, n->input(0));
@@ -111,6 +148,11 @@ bool simplify_node(ir::Graph& g, ir::Node* n) {
         return false;
     }
     if (op == "Cast" && n->input(0) && n->input(0)->type() == n->output(0)->type()) return forward(g, n, n->input(0));
+    // A Concat of one input, or a Pad by zeros everywhere (DenseNet's transition pools): copies.
+    if (op == "Concat" && n->num_inputs() == 1 && n->input(0)) return forward(g, n, n->input(0));
+    if (op == "Pad" && n->num_inputs() >= 2 && n->input(0) && uniform_constant(n->input(1)) == 0.0)
+        return forward(g, n, n->input(0));
+    if (op == "AveragePool" && n->input(0) && fold_pad_into_avg_pool(g, n)) return true;
     if (op == "Transpose" && n->input(0)) return simplify_transpose(g, n);
     if (is_reshape_like(op) && n->input(0)) return simplify_reshape(g, n);
     return simplify_arith(g, n);

@@ -5,6 +5,7 @@
 #include <set>
 #include <span>
 #include <tuple>
+#include <utility>
 
 #include "pass/rewrite.h"
 #include "support/error.h"
@@ -33,11 +34,33 @@ ir::Value* blocked_source(const ir::Value* v) {
 
 int64_t block_of(const ir::Value* blocked) { return blocked->type().static_shape()[4]; }
 
-/// Block of an operand with `channels` channels: the block it already has when it is a
-/// FromBlocked value (so no reorder is needed), else block_for.
+bool is_unary(const std::string& op);
+
+/// The block `v` will have once the ops between it and a FromBlocked sank (elementwise ops,
+/// pools, BatchNormalization keep their operand's block), or 0: a conv reading `v` asks for that
+/// block, so that its ToBlocked cancels instead of becoming a reorder.
+int64_t eventual_block(const ir::Value* v, int depth = 0) {
+    if (const ir::Value* src = blocked_source(v)) return block_of(src);
+    const ir::Node* p = v ? v->producer() : nullptr;
+    if (!p || depth > 6 || p->num_inputs() == 0) return 0;
+    const std::string& op = p->op();
+    const bool keeps = is_unary(op) || op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "MaxPool" ||
+                       op == "AveragePool" || op == "BatchNormalization";
+    const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
+    if (!keeps && !binary) return 0;
+    if (!binary) return eventual_block(p->input(0), depth + 1);
+    // The operand of the output's shape decides (not a broadcast channel scale).
+    for (const ir::Value* in : p->inputs())
+        if (in && in->type() == p->output(0)->type())
+            if (int64_t b = eventual_block(in, depth + 1)) return b;
+    return 0;
+}
+
+/// Block of an operand with `channels` channels: the block it has, or will have, when it comes
+/// from a FromBlocked value (so no reorder is needed), else block_for.
 int64_t operand_block(const ir::Value* x, int64_t channels) {
-    const ir::Value* src = blocked_source(x);
-    return src ? block_of(src) : block_for(channels);
+    const int64_t b = eventual_block(x);
+    return b && channels % b == 0 ? b : block_for(channels);
 }
 
 /// Packed weights per (weights, ci, co), blocked inputs per (x, ci, -1): convs sharing them share one.
@@ -86,18 +109,56 @@ bool conv_operands_blockable(const ir::Node* n) {
     return !b || (static_f32(b, 1) && is_constant_expr(b));
 }
 
+/// Whether `v` feeds, directly or through unary ops, a grouped conv whose groups are whole
+/// blocks of 8 but not of 16 (RegNet's and ResNeXt's 8-channel groups): its producer then
+/// writes blocks of 8, so the grouped conv runs blocked without a reorder.
+bool feeds_groups_of_8(const ir::Value* v, int depth = 0) {
+    for (const ir::Node* u : v->users()) {
+        if (u->op() == "Conv" && u->input(0) == v && u->attr_int("group", 1) > 1 && static_f32(u->input(1), 4)) {
+            const int64_t cg = u->input(1)->type().static_shape()[1];
+            if (cg > 1 && cg % 16 != 0 && cg % 8 == 0) return true;
+        }
+        if (depth < 3 && is_unary(u->op()) && u->num_outputs() == 1 && feeds_groups_of_8(u->output(0), depth + 1)) return true;
+    }
+    return false;
+}
+
+/// The input and output blocks of a dense or grouped conv (0, 0 when it stays NCHW). Grouped:
+/// every group's input and output channels must be whole blocks (ResNeXt, RegNet).
+std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
+    const Shape ws = n->input(1)->type().static_shape(), os = n->output(0)->type().static_shape();
+    const int64_t m = ws[0], c = ws[1];  // c: input channels per group
+    if (group > 1) {
+        // The input's block when it divides the groups, else blocks of the groups' size (the
+        // producer's, once feeds_groups_of_8 picked them and the unary ops between sank).
+        int64_t ci = operand_block(n->input(0), c * group);
+        if (!ci || c % ci != 0) ci = block_for(c);
+        const int64_t co = block_for(m / group);
+        return ci && co ? std::pair{ci, co} : std::pair<int64_t, int64_t>{0, 0};
+    }
+    // A few input channels that 8 does not divide (an image's colours) make one block; so do
+    // up to 512 such output channels of a conv over a 1x1 map (squeeze-and-excitation's
+    // squeeze), so that the excitation path stays blocked.
+    int64_t co = block_for(m) ? block_for(m) : m <= 512 && os[2] == 1 && os[3] == 1 ? m : 0;
+    if (co == 16 && feeds_groups_of_8(n->output(0))) co = 8;
+    const int64_t ci = operand_block(n->input(0), c) ? operand_block(n->input(0), c) : c < 8 ? c : 0;
+    return {ci, co};
+}
+
 bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
-    if (n->num_outputs() != 1 || n->attr_int("group", 1) != 1) return false;
+    const int64_t group = n->attr_int("group", 1);
+    if (n->num_outputs() != 1 || group < 1) return false;
     ir::Value* x = n->input(0);
     ir::Value* w = n->input(1);
     ir::Value* b = n->input(2);
     if (!conv_operands_blockable(n)) return false;
     const Shape ws = w->type().static_shape();
-    const int64_t m = ws[0], c = ws[1], co = block_for(m);
-    // A few input channels that 8 does not divide (an image's colours) make one block.
-    const int64_t ci = operand_block(x, c) ? operand_block(x, c) : c < 8 ? c : 0;
+    const int64_t m = ws[0], c = ws[1];
+    if (group > 1 && (c == 1 || m % group != 0)) return false;  // depthwise: rewrite_depthwise
+    const auto [ci, co] = conv_blocks(n, group);
     if (ci == 0 || co == 0) return false;
     ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
+    if (group > 1) attrs["group"] = ir::Attr(group);
     ir::Value* xb = to_blocked(g, x, ci, packed);
     ir::Value*& wb = packed[{w, ci, co}];
     if (!wb) {
@@ -147,42 +208,110 @@ const std::set<std::string>& unary_ops() {
     return ops;
 }
 
+/// Whether `v` is a per-channel tensor [N', C, 1, 1] of the NCHW output type `out` (N' = 1 or
+/// out's N): squeeze-and-excitation's channel scale. Its NCHW buffer reshapes to the blocked
+/// [N', C/c, 1, 1, c] as a view, so a binary op with it runs blocked.
+bool channel_vector(const ir::Value* v, const ir::TensorType& out) {
+    if (!static_f32(v, 4)) return false;
+    const Shape s = v->type().static_shape(), o = out.static_shape();
+    return (s[0] == 1 || s[0] == o[0]) && s[1] == o[1] && s[2] == 1 && s[3] == 1;
+}
+
+/// How an operand of a blocked elementwise op is rewritten (see sink_through).
+enum class Operand { kBlocked, kChannelVector, kBlockedVector, kToBlocked, kKeep, kReject };
+
+Operand classify(const ir::Value* in, bool tensor_input, bool binary, const ir::TensorType& out, int64_t channels) {
+    if (!tensor_input) return !in || in->is_constant() ? Operand::kKeep : Operand::kReject;
+    if (!in) return Operand::kReject;
+    if (blocked_source(in)) {
+        if (in->type() == out) return Operand::kBlocked;
+        if (binary && channel_vector(in, out)) return Operand::kBlockedVector;
+        return Operand::kReject;
+    }
+    if (per_channel(in, channels)) return Operand::kKeep;  // a constant: reshaped below when per-channel
+    if (binary && in->type() == out) return Operand::kToBlocked;
+    if (binary && channel_vector(in, out)) return Operand::kChannelVector;
+    return Operand::kReject;
+}
+
+bool is_unary(const std::string& op) { return unary_ops().count(op) > 0; }
+
 /// Moves the FromBlocked of elementwise node `n`'s operands below it. A binary op's other
-/// operand may also be an NCHW value of the output's type: it gets a (shared) ToBlocked.
+/// operand may also be an NCHW value of the output's type (it gets a shared ToBlocked) or a
+/// per-channel [N', C, 1, 1] value, blocked or not (the channel scale of squeeze-and-excitation).
+/// At least one operand must be a blocked value of the output's type.
 bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
     const bool unary = unary_ops().count(n->op()) > 0;
     const bool binary = n->op() == "Add" || n->op() == "Sub" || n->op() == "Mul" || n->op() == "Div";
     if ((!unary && !binary) || n->num_outputs() != 1 || !static_f32(n->output(0), 4)) return false;
+    if (binary && n->num_inputs() != 2) return false;
     const ir::TensorType& out = n->output(0)->type();
     const int64_t channels = out.static_shape()[1];
+    const size_t tensor_inputs = unary ? 1 : 2;
     int64_t block = 0;
-    size_t tensor_inputs = unary ? 1 : 2;
-    if (binary && n->num_inputs() != 2) return false;
+    bool full_blocked = false;
+    std::vector<Operand> kinds;
     for (size_t i = 0; i < n->num_inputs(); ++i) {
-        ir::Value* in = n->input(i);
-        ir::Value* src = i < tensor_inputs ? blocked_source(in) : nullptr;
-        if (src) {
-            const int64_t bl = block_of(src);
-            if ((block && bl != block) || !(in->type() == out)) return false;
+        const Operand k = classify(n->input(i), i < tensor_inputs, binary, out, channels);
+        if (k == Operand::kReject) return false;
+        if (k == Operand::kBlocked) {
+            const int64_t bl = block_of(blocked_source(n->input(i)));
+            if (block && bl != block) return false;
             block = bl;
-        } else if (i < tensor_inputs ? !(in && (per_channel(in, channels) || (binary && in->type() == out)))
-                                     : (in && !in->is_constant())) {
-            return false;
+            full_blocked = true;
         }
+        kinds.push_back(k);
     }
-    if (!block) return false;
+    if (!full_blocked) return false;
     std::vector<ir::Value*> ins;
     for (size_t i = 0; i < n->num_inputs(); ++i) {
         ir::Value* in = n->input(i);
-        ir::Value* src = i < tensor_inputs ? blocked_source(in) : nullptr;
-        if (src) ins.push_back(src);
-        else if (i < tensor_inputs && per_channel(in, channels) == channels)
-            ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {channels / block, 1, 1, block})}));
-        else if (i < tensor_inputs && !per_channel(in, channels))
-            ins.push_back(to_blocked(g, in, block, cache));
-        else ins.push_back(in);
+        switch (kinds[i]) {
+            case Operand::kBlocked: ins.push_back(blocked_source(in)); break;
+            case Operand::kBlockedVector: {
+                // Over a 1x1 map every block holds the channels in order: another block is a view.
+                ir::Value* src = blocked_source(in);
+                const int64_t nb = in->type().static_shape()[0];
+                ins.push_back(block_of(src) == block
+                                  ? src
+                                  : node1(g, "Reshape", {src, shape_constant(g, {nb, channels / block, 1, 1, block})}));
+                break;
+            }
+            case Operand::kToBlocked: ins.push_back(to_blocked(g, in, block, cache)); break;
+            case Operand::kChannelVector: {
+                const int64_t nb = in->type().static_shape()[0];
+                ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {nb, channels / block, 1, 1, block})}));
+                break;
+            }
+            default:
+                if (i < tensor_inputs && per_channel(in, channels) == channels)
+                    ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {channels / block, 1, 1, block})}));
+                else ins.push_back(in);
+        }
     }
     return finish(g, n, add_inferred_node(g, n->op(), ins, n->attrs(), 1, n->op()), cache);
+}
+
+/// Inference BatchNormalization of a FromBlocked value with constant parameters (one after a
+/// Concat, which fold-batch-norm cannot fold into a conv: DenseNet) runs blocked as
+/// x * s + t, s = scale / sqrt(var + eps), t = B - mean * s (constant nodes, folded later).
+bool sink_batch_norm(ir::Graph& g, ir::Node* n, PackCache& cache) {
+    if (n->op() != "BatchNormalization" || n->num_outputs() != 1 || n->attr_int("training_mode", 0) != 0) return false;
+    ir::Value* src = blocked_source(n->input(0));
+    if (!src || !static_f32(n->output(0), 4) || n->num_inputs() != 5) return false;
+    const int64_t channels = n->output(0)->type().static_shape()[1], block = block_of(src);
+    for (size_t i = 1; i < 5; ++i)
+        if (!static_f32(n->input(i), 1) || !is_constant_expr(n->input(i))) return false;
+    Tensor eps(DType::kFloat32, {});
+    eps.set_f64(0, n->attr_float("epsilon", 1e-5));
+    ir::Value* var_eps = node1(g, "Add", {n->input(4), add_constant_like(g, "eps", eps)});
+    ir::Value* s = node1(g, "Div", {n->input(1), node1(g, "Sqrt", {var_eps})});
+    ir::Value* t = node1(g, "Sub", {n->input(2), node1(g, "Mul", {n->input(3), s})});
+    const Shape per_block = {channels / block, 1, 1, block};
+    ir::Value* scaled = node1(g, "Mul", {src, node1(g, "Reshape", {s, shape_constant(g, per_block)})});
+    ir::Node* shifted = add_inferred_node(g, "Add", {scaled, node1(g, "Reshape", {t, shape_constant(g, per_block)})}, {}, 1,
+                                          "BatchNormalization");
+    return finish(g, n, shifted, cache);
 }
 
 /// A pool of a FromBlocked value runs blocked: MaxPool (without a used Indices output),
@@ -253,6 +382,25 @@ void erase_dead(ir::Graph& g) {
     }
 }
 
+/// A layout transform of a 1x1 map ([N, C/c, 1, 1, c] <-> [N, C, 1, 1]) moves nothing: every
+/// block holds its channels in order. It becomes a Reshape, a view (the pooled features before
+/// a classifier, squeeze-and-excitation's scale).
+void transforms_of_1x1_maps_to_views(ir::Graph& g) {
+    for (ir::Node* n : g.nodes()) {
+        if (n->op() != kToBlocked && n->op() != kFromBlocked) continue;
+        const ir::TensorType& t = n->op() == kToBlocked ? n->input(0)->type() : n->output(0)->type();
+        if (!t.is_static() || t.rank() != 4 || t.static_shape()[2] != 1 || t.static_shape()[3] != 1) continue;
+        ir::Node* r = add_inferred_node(g, "Reshape", {n->input(0), shape_constant(g, n->output(0)->type().static_shape())}, {},
+                                        1, "layout");
+        if (!replace_value(g, n->output(0), r->output(0))) {
+            g.erase_node(r);
+            continue;
+        }
+        g.topo_sort();
+        g.erase_node(n);
+    }
+}
+
 }  // namespace
 
 bool transform_layout(ir::Graph& g, const PassContext&) {
@@ -266,6 +414,7 @@ bool transform_layout(ir::Graph& g, const PassContext&) {
         for (ir::Node* n : g.nodes()) {
             const bool done = n->op() == kToBlocked ? cancel(g, n, packed)
                                                     : sink_through(g, n, packed) || sink_pool(g, n, packed) ||
+                                                          sink_batch_norm(g, n, packed) ||
                                                           sink_concat(g, n, packed);
             if (done) {
                 again = true;
@@ -274,6 +423,7 @@ bool transform_layout(ir::Graph& g, const PassContext&) {
         }
     }
     erase_dead(g);
+    transforms_of_1x1_maps_to_views(g);
     g.topo_sort();
     return true;
 }

@@ -563,17 +563,16 @@ private:
         const int64_t m = dst_[1], c = src_[1], kh = kernel_[0], kw = kernel_[1], g = groups_;
         const int64_t cg = c / g;
         std::vector<float> out(static_cast<size_t>(m * cg * kh * kw));
-        if (layout.rfind("blocked:", 0) == 0) {
-            KILN_CHECK(g == 1, kInvalidModel) << "dnnl_conv: blocked weights need groups=1";
+        if (layout.rfind("blocked:", 0) == 0) {  // [M/co, C/G/ci, KH, KW, ci, co]
             int64_t ci = std::strtoll(layout.c_str() + 8, nullptr, 10);
             int64_t co = std::strtoll(layout.c_str() + layout.rfind(':') + 1, nullptr, 10);
-            KILN_CHECK(ci > 0 && co > 0 && c % ci == 0 && m % co == 0, kInvalidModel) << "dnnl_conv: bad weights layout " << layout;
+            KILN_CHECK(ci > 0 && co > 0 && cg % ci == 0 && (m / g) % co == 0, kInvalidModel) << "dnnl_conv: bad weights layout " << layout;
             for (int64_t o = 0; o < m; ++o)
-                for (int64_t i = 0; i < c; ++i)
+                for (int64_t i = 0; i < cg; ++i)
                     for (int64_t y = 0; y < kh; ++y)
                         for (int64_t x = 0; x < kw; ++x) {
-                            int64_t src = ((((o / co) * (c / ci) + i / ci) * kh + y) * kw + x) * ci * co + (i % ci) * co + o % co;
-                            out[((o * c + i) * kh + y) * kw + x] = w[src];
+                            int64_t src = ((((o / co) * (cg / ci) + i / ci) * kh + y) * kw + x) * ci * co + (i % ci) * co + o % co;
+                            out[((o * cg + i) * kh + y) * kw + x] = w[src];
                         }
         } else if (layout.rfind("depthwise:", 0) == 0) {
             int64_t cb = std::strtoll(layout.c_str() + 10, nullptr, 10);

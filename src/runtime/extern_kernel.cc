@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/dnnl_kernels.h"
+#include "runtime/index_kernels.h"
 #include "runtime/rnn_kernel.h"
 #include "support/error.h"
 
@@ -69,6 +70,9 @@ std::string ExternParams::format(const std::vector<std::pair<std::string, std::s
 }
 
 ExternKernelFactory find_extern_kernel(const std::string& name) {
+    if (name == "kiln_topk") return &make_topk_kernel;
+    if (name == "kiln_cumsum") return &make_cumsum_kernel;
+    if (name == "kiln_scatternd") return &make_scatternd_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;

@@ -334,6 +334,7 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
         kernel = {ws[2], ws[3]};
         p = {{"src_block", std::to_string(xs[4])}, {"dst_block", std::to_string(ys[4])},
              {"wei", "blocked:" + std::to_string(ws[4]) + ":" + std::to_string(ws[5])}};
+        groups = c->attr_int("group", 1);  // W [M/co, C/G/ci, ...]: each group whole blocks
     } else if (op == "KilnDepthwiseConv2dNCHWc") {  // X [N, C/c, H, W, c], W [C/c, KH, KW, c]
         if (xs.size() != 5 || ws.size() != 4 || (xs[4] != 8 && xs[4] != 16)) return std::nullopt;
         src = {xs[0], xs[1] * xs[4], xs[2], xs[3]};

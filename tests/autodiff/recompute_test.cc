@@ -136,49 +136,58 @@ TEST_F(RecomputeTest, SqrtTrainsTheSameModelOverSteps) {
 
 TEST_F(RecomputeTest, AutoFitsTheLimitWithFewerCopiesThanSqrt) {
     // The estimated peaks without recomputation and with every segment recomputed bound the
-    // limits auto can meet; halfway between needs some segments, not all.
-    ir::Graph g = frontend::import_onnx_file(model_);
-    compiler::bind_input_shapes(g, {{"N", kBatch}});
-    pass::infer_shapes(g, compiler::pass_context());
-    ir::Value* logits = g.outputs().at(0);
-    ir::Value* sum = nullptr;
-    {
+    // limits auto can meet; halfway between needs some segments, not all: auto must fit that
+    // limit (its estimated peak <= limit) with fewer recomputed copies than sqrt makes.
+    auto differentiated = [&] {
+        auto g = std::make_unique<ir::Graph>(frontend::import_onnx_file(model_));
+        compiler::bind_input_shapes(*g, {{"N", kBatch}});
+        pass::infer_shapes(*g, compiler::pass_context());
         // A scalar stand-in for the loss: ReduceSum of the logits.
-        sum = pass::add_inferred_node(g, "ReduceSum", {logits}, {{"keepdims", int64_t{0}}}, 1, "loss")->output(0);
-    }
-    autodiff::differentiate(g, sum, autodiff::float_constants(g));
+        ir::Value* sum =
+            pass::add_inferred_node(*g, "ReduceSum", {g->outputs().at(0)}, {{"keepdims", int64_t{0}}}, 1, "loss")->output(0);
+        autodiff::differentiate(*g, sum, autodiff::float_constants(*g));
+        return g;
+    };
+    auto g0 = differentiated();
     autodiff::RecomputeOptions none;
-    const autodiff::RecomputeReport before = autodiff::recompute(g, none);
-    EXPECT_EQ(before.peak_before, autodiff::estimate_peak_bytes(g));
+    const autodiff::RecomputeReport before = autodiff::recompute(*g0, none);
+    EXPECT_EQ(before.peak_before, autodiff::estimate_peak_bytes(*g0));
     EXPECT_EQ(before.copied_nodes, 0);
 
-    auto plain = session("none");
-    auto sqrt = session("sqrt");
-    const size_t limit = (plain->planned_peak_bytes() + sqrt->planned_peak_bytes()) / 2;
-    (void)limit;
-    // auto works on the estimate (before fusion): pick a limit between the estimates.
-    ir::Graph g2 = frontend::import_onnx_file(model_);
-    compiler::bind_input_shapes(g2, {{"N", kBatch}});
-    pass::infer_shapes(g2, compiler::pass_context());
-    ir::Value* sum2 = pass::add_inferred_node(g2, "ReduceSum", {g2.outputs().at(0)}, {{"keepdims", int64_t{0}}}, 1, "loss")->output(0);
-    autodiff::differentiate(g2, sum2, autodiff::float_constants(g2));
+    auto g_sqrt = differentiated();
     autodiff::RecomputeOptions all;
     all.mode = autodiff::RecomputeMode::kSqrt;
-    const size_t est_none = autodiff::estimate_peak_bytes(g2);
-    const autodiff::RecomputeReport sq = autodiff::recompute(g2, all);
+    const size_t est_none = autodiff::estimate_peak_bytes(*g_sqrt);
+    const autodiff::RecomputeReport sq = autodiff::recompute(*g_sqrt, all);
     EXPECT_EQ(sq.peak_before, est_none);
     EXPECT_LT(sq.peak_after, est_none);
     EXPECT_EQ(sq.recomputed_segments, sq.segments);
     EXPECT_GT(sq.copied_nodes, 0);
-    for (ir::Node* n : g2.nodes())
+    for (ir::Node* n : g_sqrt->nodes())
         if (pass::is_recomputation(*n)) EXPECT_FALSE(autodiff::is_backward_node(*n));
 
-    auto fitted = session("auto", (est_none + sq.peak_after) / 2);
+    const size_t limit = (est_none + sq.peak_after) / 2;
+    ASSERT_LT(limit, est_none);  // the limit needs recomputation
+    auto g_auto = differentiated();
+    autodiff::RecomputeOptions fit;
+    fit.mode = autodiff::RecomputeMode::kAuto;
+    fit.memory_limit = limit;
+    const autodiff::RecomputeReport au = autodiff::recompute(*g_auto, fit);
+    EXPECT_LE(au.peak_after, limit) << au.str();                        // fits the limit
+    EXPECT_GT(au.recomputed_segments, 0) << au.str();
+    EXPECT_LT(au.recomputed_segments, sq.recomputed_segments) << au.str() << " vs sqrt " << sq.str();
+    EXPECT_LT(au.copied_nodes, sq.copied_nodes) << au.str() << " vs sqrt " << sq.str();  // fewer copies
+
+    // The session with that limit: the same gradients as without recomputation, a smaller plan.
+    auto plain = session("none");
+    auto fitted = session("auto", limit);
     double l_fit = 0, l_plain = 0;
     const auto g_fit = fitted->gradients(batch(2), &l_fit);
     const auto g_plain = plain->gradients(batch(2), &l_plain);
     EXPECT_EQ(l_fit, l_plain);
     for (const auto& [name, grad] : g_plain) EXPECT_TRUE(bit_identical(grad, g_fit.at(name))) << name;
+    EXPECT_LT(fitted->planned_peak_bytes(), plain->planned_peak_bytes());
+    EXPECT_LE(fitted->planned_peak_bytes(), limit) << "the planned arena is over the limit auto fitted";
     const std::string report = fitted->memory_report();
     EXPECT_NE(report.find("recompute: "), std::string::npos) << report;
     EXPECT_EQ(report.find("recompute: 0 of"), std::string::npos) << report;

@@ -8,6 +8,7 @@ exported model, and a second, uninterrupted Kiln run (for bit-identical resumpti
 The binary is $KILN_BIN, or <repo>/build/bin/kiln.
 """
 import csv
+import fcntl
 import os
 import pathlib
 import signal
@@ -198,23 +199,27 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
 
     ckdir = tmp_path / "ck"
     args = [str(a) for a in train_args(model, data, tmp_path, "run", "--checkpoint-dir", ckdir,
-                                         "--checkpoint-every", "1")]
-    proc = subprocess.Popen([str(KILN), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # Kill mid-epoch: once a checkpoint exists and the CSV shows we are inside epoch 2.
-    deadline = time.time() + 120
-    killed = False
-    while time.time() < deadline and proc.poll() is None:
-        rows = read_csv(tmp_path / "run.csv") if (tmp_path / "run.csv").exists() else []
-        if (ckdir / "checkpoint.kiln").exists() and len(rows) > 90 + 7:
-            proc.send_signal(signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.005)
-    proc.wait()
-    proc.stderr.close()
-    if not killed:
-        pytest.skip("the run finished before it could be killed (machine too fast for this test)")
+                                         "--checkpoint-every", "1", "--log-every", "1")]
+    # Killable by construction: the run's stderr is a pipe of one page that this test reads. It
+    # prints a line per step (~70 bytes), so it blocks in a write at most ~60 steps past the last
+    # line read; the test stops reading inside epoch 2 (line 100 of 540 steps), so the run can
+    # never finish before the SIGKILL, however fast the machine.
+    r, w = os.pipe()
+    fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    proc = subprocess.Popen([str(KILN), *args], stdout=subprocess.DEVNULL, stderr=w)
+    os.close(w)
+    lines = 0
+    with os.fdopen(r, "rb") as err:
+        deadline = time.time() + 120
+        while time.time() < deadline and err.readline():
+            lines += 1
+            if lines >= 100 and (ckdir / "checkpoint.kiln").exists():
+                break
+        assert proc.poll() is None, f"the run ended after {lines} lines of stderr, before the kill"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    assert (ckdir / "checkpoint.kiln").exists(), f"no checkpoint after {lines} steps"
     assert not (tmp_path / "run.onnx").exists()
 
     resumed = kiln(*train_args(model, data, tmp_path, "run", "--checkpoint-dir", ckdir, "--checkpoint-every", "1",

@@ -1,4 +1,4 @@
-// The prelude's vectorizable f32 exp, erf and sigmoid (c_prelude.cc) against libm in double, over a dense
+// The prelude's vectorizable f32 exp, erf, sigmoid and tanh (c_prelude.cc) against libm in double, over a dense
 // sweep of float bit patterns (every 61st pattern over all 2^32, every 3rd over the ranges where
 // the results are neither 0, 1 nor inf) plus the specials. The kernel under test is a
 // vectorized tir loop, so the sweep exercises the code GCC vectorizes.
@@ -6,6 +6,7 @@
 //   exp: <= 2 ulp of the exact result (2^-149 for subnormal results); inf/0/NaN at the extremes;
 //   erf: <= 4e-7 absolute, <= 2 ulp for |x| < 1; +-1 at +-inf; NaN -> NaN.
 //   sigmoid: <= 4 ulp of the exact result (2^-149 for subnormal results); 1 at +inf, 0 at -inf.
+//   tanh: <= 2 ulp of the exact result; +-1 at +-inf, -0 at -0; NaN -> NaN.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -153,6 +154,33 @@ TEST(CMath, SigmoidWithin4UlpOverAllFloats) {
     sweep(k, ends, [&](float, float y) { got.push_back(y); });
     EXPECT_EQ(got[0], 1.0f);
     EXPECT_EQ(std::bit_cast<uint32_t>(got[1]), 0u);
+}
+
+TEST(CMath, TanhWithin2UlpOverAllFloats) {
+    LoadedKernel k = unary_kernel(te::UnaryOp::kTanh);
+    EXPECT_EQ(k.source.find("tanhf("), std::string::npos) << "f32 tanh must not call libm";
+    double worst = 0;
+    float worst_x = 0;
+    int64_t bad = 0;
+    sweep(k, patterns(1e-8f, 9.1f), [&](float x, float got) {
+        if (std::isnan(x)) {
+            if (!std::isnan(got) && bad++ < 5) ADD_FAILURE() << "tanh(NaN) = " << got;
+            return;
+        }
+        double ref = std::tanh(static_cast<double>(x));
+        double err = std::fabs(static_cast<double>(got) - ref) / ulp_of(ref);
+        if (err > worst) worst = err, worst_x = x;
+    });
+    EXPECT_EQ(bad, 0);
+    EXPECT_LE(worst, 2.0) << "at x = " << worst_x;
+    std::printf("tanh: max error %.3f ulp at x = %.9g\n", worst, worst_x);
+    std::vector<uint32_t> ends = {std::bit_cast<uint32_t>(INFINITY), std::bit_cast<uint32_t>(-INFINITY),
+                                  std::bit_cast<uint32_t>(-0.0f)};
+    std::vector<float> got;
+    sweep(k, ends, [&](float, float y) { got.push_back(y); });
+    EXPECT_EQ(got[0], 1.0f);
+    EXPECT_EQ(got[1], -1.0f);
+    EXPECT_EQ(std::bit_cast<uint32_t>(got[2]), 0x80000000u);
 }
 
 TEST(CMath, ExactAtTheExtremes) {

@@ -219,10 +219,10 @@ def kiln_error(tmp_path, model, feed):
 
 
 def test_unknown_contrib_op_is_a_clean_error(tmp_path):
-    node = helper.make_node("MatMulNBits", ["x", "x"], ["y"], domain=MS, name="q4")
+    node = helper.make_node("QOrderedMatMul", ["x", "x"], ["y"], domain=MS, name="q4")
     model = make_model([node], [vi("x", F32, (2, 2))], [vi("y", F32, None)])
     err = kiln_error(tmp_path, model, {"x": np.zeros((2, 2), np.float32)})
-    assert "unsupported op 'MatMulNBits'" in err and "q4" in err and "com.microsoft" in err, err
+    assert "unsupported op 'QOrderedMatMul'" in err and "q4" in err and "com.microsoft" in err, err
 
 
 def test_unsupported_attention_form_is_a_clean_error(tmp_path):

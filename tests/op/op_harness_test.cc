@@ -2230,12 +2230,14 @@ RefFn conv_nchwc_ref() {
         const Ints st = node.attr_ints("strides", {1, 1}), dl = node.attr_ints("dilations", {1, 1}),
                    pd = node.attr_ints("pads", {0, 0, 0, 0});
         const Shape& o = out[0];
+        const int64_t groups = node.attr_int("group", 1);  // output block ob reads its group's input blocks
         for (int64_t n = 0; n < o[0]; ++n)
             for (int64_t ob = 0; ob < o[1]; ++ob)
                 for (int64_t oh = 0; oh < o[2]; ++oh)
                     for (int64_t ow = 0; ow < o[3]; ++ow)
                         for (int64_t oi = 0; oi < o[4]; ++oi) {
                             double s = x.size() > 2 && x[2].present ? x[2].v[x[2].ravel({ob, oi})] : 0.0;
+                            const int64_t ib0 = ob / (o[1] / groups) * W.shape[1];
                             for (int64_t ib = 0; ib < W.shape[1]; ++ib)
                                 for (int64_t kh = 0; kh < W.shape[2]; ++kh)
                                     for (int64_t kw = 0; kw < W.shape[3]; ++kw)
@@ -2243,7 +2245,7 @@ RefFn conv_nchwc_ref() {
                                             int64_t h = oh * st[0] + kh * dl[0] - pd[0];
                                             int64_t w = ow * st[1] + kw * dl[1] - pd[1];
                                             if (h < 0 || h >= X.shape[2] || w < 0 || w >= X.shape[3]) continue;
-                                            s += X.v[X.ravel({n, ib, h, w, ii})] * W.v[W.ravel({ob, ib, kh, kw, ii, oi})];
+                                            s += X.v[X.ravel({n, ib0 + ib, h, w, ii})] * W.v[W.ravel({ob, ib, kh, kw, ii, oi})];
                                         }
                             y.v[y.ravel({n, ob, oh, ow, oi})] = s;
                         }
@@ -2298,6 +2300,10 @@ void add_layout_cases(std::vector<Case>& c) {
     add("matmul_packed_b_alpha_beta_c", "KilnMatMulPackedB",
         {in(F32, {7, 9}), in(F32, {2, 9, 8}), in(F32, {7, 16})},
         {{"n", int64_t{16}}, {"alpha", 0.5}, {"beta", 2.0}}, matmul_packed_ref());
+    // Grouped: 3 groups of 2 input and 2 output blocks (ResNeXt's), strided with a bias.
+    add("conv_nchwc_grouped3_stride2", "KilnConv2dNCHWc",
+        {in(F32, {1, 6, 9, 9, 8}), in(F32, {6, 2, 3, 3, 8, 8}), in(F32, {6, 8})},
+        {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, conv_nchwc_ref());
     // A stem conv: 3 input channels are one block (transform_layout writes ci = C when C < 8).
     add("conv_nchwc_stem_ci3", "KilnConv2dNCHWc", {in(F32, {1, 1, 11, 11, 3}), in(F32, {1, 1, 3, 3, 3, 16})},
         {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, conv_nchwc_ref());

@@ -162,6 +162,8 @@ std::vector<KnobCase> knob_cases() {
         {"argmax_cols", "ArgMax", {{64, 40}}, {{"axis", int64_t{0}}}, {"colred.nr"}},
         // fused elementwise (default_schedule): 16400 elements, not a multiple of 64.
         {"add", "Add", {{4, 4100}, {4, 4100}}, {}, {"ew.vec", "ew.par"}},
+        // a channel scale over a blocked activation (squeeze-and-excitation): broadcast rows.
+        {"se_gate", "Mul", {{1, 8, 12, 12, 16}, {1, 8, 1, 1, 16}}, {}, {"ew.vec", "ew.par"}},
     };
 }
 

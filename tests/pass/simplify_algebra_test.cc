@@ -125,5 +125,53 @@ graph g(%x: f32[2]) {
 })");
 }
 
+TEST(SimplifyAlgebra, ConcatOfOneAndPadByZerosVanishButARealPadStays) {
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[1,2,3,3]) {
+  const %zeros: i64[8] = [0, 0, 0, 0, 0, 0, 0, 0]
+  const %ones: i64[8] = [0, 0, 1, 1, 0, 0, 1, 1]
+  %c = Concat(%x) {axis=1} : f32[1,2,3,3]
+  %p = Pad(%c, %zeros) {mode="constant"} : f32[1,2,3,3]
+  %q = Pad(%p, %ones) {mode="constant"} : f32[1,2,5,5]
+  return %q
+})", R"(
+graph g(%x: f32[1,2,3,3]) {
+  const %ones: i64[8] = [0, 0, 1, 1, 0, 0, 1, 1]
+  %q = Pad(%x, %ones) {mode="constant"} : f32[1,2,5,5]
+  return %q
+})");
+}
+
+TEST(SimplifyAlgebra, ZeroPadBeforeAveragePoolBecomesItsPads) {
+    // The padded zeros count in the divisor: count_include_pad=1. A Pad by a non-zero value, or
+    // of the channel axis, or one wider than the window, stays.
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%x: f32[1,2,5,5]) {
+  const %p: i64[8] = [0, 0, 1, 1, 0, 0, 1, 2]
+  %xp = Pad(%x, %p) {mode="constant"} : f32[1,2,7,8]
+  %y = AveragePool(%xp) {kernel_shape=[3,3], count_include_pad=0} : f32[1,2,5,6]
+  return %y
+})", R"(
+graph g(%x: f32[1,2,5,5]) {
+  %y = AveragePool(%x) {kernel_shape=[3,3], count_include_pad=1, pads=[1,1,1,2]} : f32[1,2,5,6]
+  return %y
+})");
+    const char* kept = R"(
+graph g(%x: f32[1,2,5,5]) {
+  const %pc: i64[8] = [0, 1, 0, 0, 0, 0, 0, 0]
+  const %pw: i64[8] = [0, 0, 3, 0, 0, 0, 0, 0]
+  const %p: i64[8] = [0, 0, 1, 1, 0, 0, 1, 1]
+  const %one: f32[] = [1]
+  %a = Pad(%x, %pc) {mode="constant"} : f32[1,3,5,5]
+  %ya = AveragePool(%a) {kernel_shape=[3,3]} : f32[1,3,3,3]
+  %b = Pad(%x, %pw) {mode="constant"} : f32[1,2,8,5]
+  %yb = AveragePool(%b) {kernel_shape=[3,3]} : f32[1,2,6,3]
+  %c = Pad(%x, %p, %one) {mode="constant"} : f32[1,2,7,7]
+  %yc = AveragePool(%c) {kernel_shape=[3,3]} : f32[1,2,5,5]
+  return %ya, %yb, %yc
+})";
+    EXPECT_PASS_GIVES(simplify_algebra, kept, kept);
+}
+
 }  // namespace
 }  // namespace kiln::pass

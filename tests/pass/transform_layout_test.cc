@@ -177,7 +177,8 @@ graph g(%x: f32[1,3,4,4]) {
 
 TEST(TransformLayout, DepthwiseConvAndPoolsStayBlocked) {
     // conv -> relu -> depthwise 3x3 (bias) -> relu6 -> max pool -> average pool -> global pool:
-    // one ToBlocked at the input, one FromBlocked at the output.
+    // one ToBlocked at the input; the pooled 1x1 map leaves the blocked layout as a Reshape (a
+    // view: its blocks hold the channels in order).
     const std::string consts = kW + "  const %wd: f32[8,1,3,3] = " + values(72) + R"(
   const %bd: f32[8] = [-4, -3, -2, -1, 0, 1, 2, 3]
   const %lo: f32[] = [0]
@@ -201,6 +202,7 @@ graph g(%x: f32[1,8,8,8]) {
   const %s6: i64[6] = [1, 8, 1, 8, 1, 1]
   const %s4: i64[4] = [1, 8, 3, 3]
   const %s2: i64[2] = [1, 8]
+  const %s11: i64[4] = [1, 8, 1, 1]
   %xb = KilnLayoutToBlocked(%x) {block=8} : f32[1,1,8,8,8]
   %wr = Reshape(%w, %s6) : f32[1,8,1,8,1,1]
   %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,8,8]
@@ -214,7 +216,7 @@ graph g(%x: f32[1,8,8,8]) {
   %m = KilnMaxPoolNCHWc(%r6) {kernel_shape=[2,2], strides=[2,2]} : f32[1,1,4,4,8]
   %a = KilnAveragePoolNCHWc(%m) {count_include_pad=1, kernel_shape=[3,3], pads=[1,1,1,1]} : f32[1,1,4,4,8]
   %yb = KilnGlobalAveragePoolNCHWc(%a) : f32[1,1,1,1,8]
-  %y = KilnLayoutFromBlocked(%yb) : f32[1,8,1,1]
+  %y = Reshape(%yb, %s11) : f32[1,8,1,1]
   return %y
 })";
     EXPECT_PASS_GIVES(transform_layout, before, after);
@@ -319,6 +321,66 @@ TEST(TransformLayout, PackedDepthwiseWeightsFollowTheBlockedIndex) {
     EXPECT_EQ(dw->input(2)->type().static_shape(), Shape({2, 16}));
     EXPECT_EQ(dw->output(0)->type().static_shape(), Shape({1, 2, 2, 2, 16}));  // (6 - 3) / 2 + 1
     EXPECT_EQ(g.outputs()[0]->producer()->op(), "KilnLayoutFromBlocked");
+}
+
+TEST(TransformLayout, SqueezeExciteAndBatchNormStayBlocked) {
+    // Squeeze-and-excitation: the squeeze to 4 channels over the 1x1 map takes them as one block,
+    // and the Mul by the [1, 8, 1, 1] channel scale reads it blocked (no layout round trip).
+    // A BatchNormalization of a blocked value (after a Concat) becomes a blocked x * s + t. (The
+    // FromBlocked of a pooled 1x1 map becomes a Reshape: DepthwiseConvAndPoolsStayBlocked.)
+    const std::string consts = kW + "  const %w4: f32[4,8,1,1] = " + values(32) + "\n  const %w8: f32[8,4,1,1] = " +
+                               values(32) + R"(
+  const %k: f32[8] = [1, 2, 3, 4, 1, 2, 3, 4]
+)";
+    const std::string before = R"(
+graph g(%x: f32[1,8,4,4]) {
+)" + consts + R"(
+  %c = Conv(%x, %w) : f32[1,8,4,4]
+  %p = GlobalAveragePool(%c) : f32[1,8,1,1]
+  %q = Conv(%p, %w4) : f32[1,4,1,1]
+  %r = Relu(%q) : f32[1,4,1,1]
+  %e = Conv(%r, %w8) : f32[1,8,1,1]
+  %s = Sigmoid(%e) : f32[1,8,1,1]
+  %m = Mul(%c, %s) : f32[1,8,4,4]
+  %y = BatchNormalization(%m, %k, %k, %k, %k) {epsilon=0.5} : f32[1,8,4,4]
+  return %y
+})";
+    const std::string after = R"(
+graph g(%x: f32[1,8,4,4]) {
+)" + consts + R"(
+  const %s6: i64[6] = [1, 8, 1, 8, 1, 1]
+  const %s4: i64[6] = [1, 4, 1, 8, 1, 1]
+  const %s8: i64[6] = [1, 8, 1, 4, 1, 1]
+  const %eps: f32[] = [0.5]
+  const %sb: i64[4] = [1, 1, 1, 8]
+  const %tb: i64[4] = [1, 1, 1, 8]
+  %xb = KilnLayoutToBlocked(%x) {block=8} : f32[1,1,4,4,8]
+  %wr = Reshape(%w, %s6) : f32[1,8,1,8,1,1]
+  %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,8,8]
+  %c = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,4,4,8]
+  %w4r = Reshape(%w4, %s4) : f32[1,4,1,8,1,1]
+  %w4t = Transpose(%w4r) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,8,4]
+  %w8r = Reshape(%w8, %s8) : f32[1,8,1,4,1,1]
+  %w8t = Transpose(%w8r) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,4,8]
+  %p = KilnGlobalAveragePoolNCHWc(%c) : f32[1,1,1,1,8]
+  %q = KilnConv2dNCHWc(%p, %w4t) : f32[1,1,1,1,4]
+  %r = Relu(%q) : f32[1,1,1,1,4]
+  %e = KilnConv2dNCHWc(%r, %w8t) : f32[1,1,1,1,8]
+  %s = Sigmoid(%e) : f32[1,1,1,1,8]
+  %m = Mul(%c, %s) : f32[1,1,4,4,8]
+  %ve = Add(%k, %eps) : f32[8]
+  %sd = Sqrt(%ve) : f32[8]
+  %sc = Div(%k, %sd) : f32[8]
+  %ms = Mul(%k, %sc) : f32[8]
+  %sh = Sub(%k, %ms) : f32[8]
+  %scb = Reshape(%sc, %sb) : f32[1,1,1,8]
+  %y1 = Mul(%m, %scb) : f32[1,1,4,4,8]
+  %shb = Reshape(%sh, %tb) : f32[1,1,1,8]
+  %y2 = Add(%y1, %shb) : f32[1,1,4,4,8]
+  %y = KilnLayoutFromBlocked(%y2) : f32[1,8,4,4]
+  return %y
+})";
+    EXPECT_PASS_GIVES(transform_layout, before, after);
 }
 
 }  // namespace

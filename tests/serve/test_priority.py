@@ -1,21 +1,32 @@
 """Real-time and best-effort together: best-effort clients keep the slow model (config priority
 best_effort) saturated while real-time requests (request parameter priority 1) go to mlp. Every
 RT and every BE request completes once with its correct result (preempted BE work is resumed or
-restarted, never lost or answered twice). No timing assertions: those are bench/serve_*'s."""
+restarted, never lost or answered twice), and RT work preempted BE runs (kiln_preemptions_total
+rose). No timing assertions: those are bench/serve_*'s."""
+import re
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from clients import Triton, http_infer
+from clients import Triton, http_infer, http_request
 from repo_models import assert_outputs_match, sample_inputs
 
 BE_CLIENTS = 4
 RT_REQUESTS = 30
 
 
+def preemptions(server):
+    """kiln_preemptions_total from /metrics (0 before the first preemption)."""
+    r = http_request(server.metrics_port, "GET", "/metrics")
+    assert r.status == 200, r.status
+    m = re.search(r"^kiln_preemptions_total (\S+)$", r.body.decode(), re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 def test_rt_while_be_saturates(server, reference):
+    preempted_before = preemptions(server)
     be_inputs = [sample_inputs("slow", rows=1, seed=600 + k) for k in range(BE_CLIENTS)]
     be_expected = [reference.run("slow", x)["y"] for x in be_inputs]
     stop = threading.Event()
@@ -62,6 +73,9 @@ def test_rt_while_be_saturates(server, reference):
     assert len(be_results) >= BE_CLIENTS, be_results
     bad = {rid: e for rid, e in be_results.items() if e != (200, rid, True)}
     assert not bad, f"best-effort requests failed, wrong, or answered with another id: {bad}"
+    # BE runs of slow hold every core while the clients keep it saturated, so RT requests
+    # arriving meanwhile must have preempted some.
+    assert preemptions(server) > preempted_before, "no best-effort run was preempted by the real-time requests"
 
 
 def test_grpc_rt_priority_parameter(server, reference):

@@ -5,7 +5,7 @@
 // importer writes back the ops it stands for (semantics from ORT's contrib op schemas,
 // bert_defs.cc / contrib_defs.cc) and Kiln's own fusion pass makes kernels of them again:
 //   FusedMatMul(A, B)          alpha * op(A) @ op(B), op = swap of the last two dims if trans*
-//   Gelu / BiasGelu / FastGelu Gelu(x [+ bias]), erf form; FastGelu the tanh form
+//   Gelu / BiasGelu / FastGelu Gelu(x [+ bias]), erf form; FastGelu the tanh form (as x sigmoid(2z))
 //   QuickGelu(x)               x * Sigmoid(alpha x)
 //   BiasAdd(x, bias, skip)     x + bias + skip
 //   SkipLayerNormalization     LayerNormalization(input + skip [+ bias]) (+ that sum as output 3)
@@ -15,22 +15,89 @@
 //   EmbedLayerNormalization    LayerNormalization(word[ids] + position[pos] [+ segment[seg]]),
 //                              mask_index = number of 1s in each mask row
 //   Attention                  X @ W + bias split into Q, K, V; per head softmax(Q K^T scale + mask) V
-//                              with an additive mask built from mask_index / attention_bias
+//                              with an additive mask built from mask_index / attention_bias;
+//                              past (2, B, heads, P, d) goes in front of K, V; present = both
 //   MultiHeadAttention         (3-D query/key/value) [+ bias] -> the same attention
 //   RotaryEmbedding            (3-D input) ONNX RotaryEmbedding, a position offset expanded to ids
-// A form outside these (past state, rotary, packed MHA inputs, ...) is kUnsupported.
+//   MatMulNBits                MatMul(A, W) [+ bias], W dequantized at import (matmul_nbits.h)
+// A form outside these (rotary Attention, packed MHA inputs, MHA cache, ...) is kUnsupported.
 #include "frontend/onnx/contrib_ops.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
+#include <tuple>
 
+#include "frontend/onnx/matmul_nbits.h"
 #include "support/error.h"
 
 namespace kiln::frontend {
 namespace {
 
 std::string label(const PendingNode& n) { return "node '" + n.name + "' (" + n.op + ")"; }
+
+// The rank of v when import-time inference could not type it (a Shape over a symbolic dim leaves
+// the Reshapes after it untyped, as in ORT's extended-level GPT-2), from the ops that produced it:
+// only ops whose output rank follows from their inputs' ranks and attributes. -1 if unknown.
+int walked_rank(const AdapterContext& ctx, const ir::Value* v, int depth = 0);
+
+// Length of a 1-D integer value (a shape being built), -1 if unknown.
+int64_t walked_length(const AdapterContext& ctx, const ir::Value* v, int depth) {
+    if (!v || depth > 32) return -1;
+    if (ctx.type_known(v)) {
+        const ir::TensorType& t = v->type();
+        return t.rank() == 1 && t.shape[0].is_static() ? t.shape[0].value : -1;
+    }
+    const ir::Node* p = v->producer();
+    if (!p) return -1;
+    if (p->op() == "Unsqueeze" && walked_rank(ctx, p->input(0), depth + 1) == 0) return 1;
+    if (p->op() != "Concat") return -1;
+    int64_t n = 0;
+    for (size_t i = 0; i < p->num_inputs(); ++i) {
+        const int64_t l = walked_length(ctx, p->input(i), depth + 1);
+        if (l < 0) return -1;
+        n += l;
+    }
+    return n;
+}
+
+int64_t constant_numel(const ir::Value* v) { return v && v->is_constant() ? v->constant().numel() : -1; }
+
+int walked_rank(const AdapterContext& ctx, const ir::Value* v, int depth) {
+    if (!v || depth > 32) return -1;
+    if (ctx.type_known(v)) return v->type().rank();
+    const ir::Node* p = v->producer();
+    if (!p) return -1;
+    const std::string& op = p->op();
+    auto in = [&](size_t i) { return walked_rank(ctx, p->input(i), depth + 1); };
+    if (op == "Transpose" && p->has_attr("perm"))
+        return static_cast<int>(std::get<std::vector<int64_t>>(p->attrs().at("perm")).size());
+    if (op == "Reshape") return static_cast<int>(walked_length(ctx, p->input(1), depth + 1));
+    if (op == "Squeeze" || op == "Unsqueeze") {
+        const int r = in(0);
+        const int64_t k = constant_numel(p->input(1));
+        if (r < 0 || k < 0) return -1;
+        return op == "Squeeze" ? r - static_cast<int>(k) : r + static_cast<int>(k);
+    }
+    if (op == "Gather") {
+        const int r = in(0), ri = in(1);
+        return r < 0 || ri < 0 ? -1 : r - 1 + ri;
+    }
+    static const std::set<std::string> same_as_input0 = {"Split", "Cast", "Identity", "Softmax", "Gelu", "Erf",
+                                                         "Tanh", "Sigmoid", "Relu", "Neg", "Sqrt", "Slice",
+                                                         "LayerNormalization"};
+    if (same_as_input0.count(op)) return in(0);
+    static const std::set<std::string> broadcast = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "MatMul", "Concat"};
+    if (!broadcast.count(op)) return -1;
+    int r = -1;  // the largest input rank; Concat needs one, the others all
+    for (size_t i = 0; i < p->num_inputs(); ++i) {
+        const int ri = in(i);
+        if (ri < 0 && op != "Concat") return -1;
+        r = std::max(r, ri);
+    }
+    return r;
+}
 
 // Emits standard ops on behalf of one contrib node, naming helpers after it.
 class Expander {
@@ -85,8 +152,15 @@ public:
                 << label(n_) << ": output " << i << " (" << what << ") is not supported";
     }
     int rank_of(ir::Value* v, const char* what) const {
-        KILN_CHECK(ctx_.type_known(v), kUnsupported) << label(n_) << ": the rank of " << what << " must be known at import";
-        return v->type().rank();
+        const int r = walked_rank(ctx_, v);
+        KILN_CHECK(r >= 0, kUnsupported) << label(n_) << ": the rank of " << what << " must be known at import";
+        return r;
+    }
+    // Dim `axis` of v when inference knows it statically, else -1.
+    int64_t static_dim(ir::Value* v, int axis) const {
+        if (!v || !ctx_.type_known(v)) return -1;
+        const ir::TensorType& t = v->type();
+        return axis < t.rank() && t.shape[axis].is_static() ? t.shape[axis].value : -1;
     }
 
     // Emits one node; `outs` are output names ("" = a fresh name). Returns the node.
@@ -113,6 +187,7 @@ public:
         t.set_f64(0, v);
         return ctx_.graph.add_constant(ctx_.fresh_name(n_.op + "_c"), std::move(t));
     }
+    ir::Value* constant(Tensor t) { return ctx_.graph.add_constant(ctx_.fresh_name(n_.op + "_w"), std::move(t)); }
     ir::Value* ints(const std::vector<int64_t>& v) {
         Tensor t(DType::kInt64, {static_cast<int64_t>(v.size())});
         std::copy(v.begin(), v.end(), t.data_as<int64_t>());
@@ -172,8 +247,19 @@ void gelu_family(Expander& e) {
     ir::Value* bias = op == "Gelu" ? nullptr : op == "BiasGelu" ? e.required(1, "bias") : e.in(1);
     if (op == "Gelu") e.refuse_inputs_from(1, "extra input");
     if (bias) x = e.emit1("Add", {x, bias});
-    const std::string approx = op == "FastGelu" ? "tanh" : "none";
-    e.emit1("Gelu", {x}, {{"approximate", approx}}, e.out(0));
+    if (op != "FastGelu") {
+        e.emit1("Gelu", {x}, {{"approximate", std::string("none")}}, e.out(0));
+        return;
+    }
+    // The tanh form as x * sigmoid(2 z), z = sqrt(2/pi) (x + 0.044715 x^3): the same function
+    // (0.5 (1 + tanh z) = sigmoid(2 z)), but Kiln's f32 sigmoid is vectorized where its tanh is a
+    // libm call; the fused MatMul+Gelu(tanh) of GPT-2 small ran at half the speed of the down
+    // projection's MatMul (`kiln run --profile-summary` on bench/ort_optimized.py's GPT-2).
+    const DType dt = x->type().dtype;
+    const double a = 2.0 * std::sqrt(2.0 / M_PI);
+    ir::Value* poly = e.emit1("Add", {e.emit1("Mul", {e.emit1("Mul", {x, x}), e.scalar(dt, a * 0.044715)}), e.scalar(dt, a)});
+    ir::Value* s = e.emit1("Sigmoid", {e.emit1("Mul", {x, poly})});
+    e.emit1("Mul", {x, s}, {}, e.out(0));
 }
 
 void quick_gelu(Expander& e) {
@@ -188,6 +274,35 @@ void bias_add(Expander& e) {
     e.allow_attrs({});
     ir::Value* x = e.emit1("Add", {e.required(0, "X"), e.required(1, "bias")});
     e.emit1("Add", {x, e.required(2, "skip")}, {}, e.out(0));
+}
+
+// MatMulNBits: the constant quantized weight dequantized at import (matmul_nbits.h).
+void matmul_nbits(Expander& e) {
+    e.allow_attrs({"K", "N", "bits", "block_size", "accuracy_level", "weight_prepacked"});
+    KILN_CHECK(e.attr_int("weight_prepacked", 0) == 0, kUnsupported)
+        << label(e.node()) << ": weight_prepacked (an execution provider's layout) is not supported";
+    auto constant_in = [&](size_t i, const char* what) -> const Tensor* {
+        ir::Value* v = e.in(i);
+        if (!v) return nullptr;
+        KILN_CHECK(v->is_constant(), kUnsupported)
+            << label(e.node()) << ": input " << i << " (" << what << ") must be an initializer (Kiln dequantizes at import)";
+        return &v->constant();
+    };
+    NBitsWeight w;
+    w.who = label(e.node());
+    e.required(1, "B");
+    e.required(2, "scales");
+    w.b = constant_in(1, "B");
+    w.scales = constant_in(2, "scales");
+    w.zero_points = constant_in(3, "zero_points");
+    w.g_idx = constant_in(4, "g_idx");
+    w.k = e.attr_int("K", 0);
+    w.n = e.attr_int("N", 0);
+    w.bits = e.attr_int("bits", 4);
+    w.block_size = e.attr_int("block_size", 0);
+    ir::Value* weight = e.constant(dequantize_nbits(w));
+    ir::Value* y = e.emit1("MatMul", {e.required(0, "A"), weight}, {}, e.in(5) ? "" : e.out(0));
+    if (ir::Value* bias = e.in(5)) e.emit1("Add", {y, bias}, {}, e.out(0));
 }
 
 // ---------------------------------------------------------------- layer norms
@@ -277,17 +392,21 @@ void embed_layer_norm(Expander& e) {
 
 // Additive (B, 1, 1|S, T) mask from Attention's mask_index: 0 where attended, mask_filter_value
 // elsewhere. Forms: (B) key lengths (right padding), (B, T) raw 0/1, (B, S, T) raw 0/1.
-ir::Value* mask_from_index(Expander& e, ir::Value* mask, ir::Value* keys, DType dt, double filter) {
+// T counts the past state's keys (past: (2, B, heads, P, d) or nullptr) before `keys`' S.
+ir::Value* mask_from_index(Expander& e, ir::Value* mask, ir::Value* keys, ir::Value* past, DType dt, double filter) {
     const int r = e.rank_of(mask, "mask_index");
     ir::Value* keep = nullptr;  // bool, true where attended
     if (r == 1) {
-        const ir::TensorType& mt = mask->type();
-        const ir::TensorType& kt = keys->type();
-        KILN_CHECK(!(mt.shape[0].is_static() && kt.shape[0].is_static() && mt.shape[0].value != kt.shape[0].value),
-                   kUnsupported)
-            << label(e.node()) << ": mask_index of shape " << mt.str()
+        const int64_t mb = e.static_dim(mask, 0), kb = e.static_dim(keys, 0);
+        KILN_CHECK(mb < 0 || kb < 0 || mb == kb, kUnsupported)
+            << label(e.node()) << ": mask_index of shape " << mask->type().str()
             << " is not supported (1-D mask_index must hold one key length per batch row)";
         ir::Value* t = default_positions(e, keys);                                    // (T)
+        if (past) {
+            ir::Value* t_len = e.emit1("Add", {e.shape_slice(keys, 1, 2), e.shape_slice(past, 3, 4)});
+            t_len = e.emit1("Squeeze", {t_len, e.ints({0})});
+            t = e.emit1("Range", {e.scalar(DType::kInt64, 0), t_len, e.scalar(DType::kInt64, 1)});
+        }
         ir::Value* len = e.emit1("Unsqueeze", {e.emit1("Cast", {mask}, {{"to", int64_t{7}}}), e.ints({1})});
         keep = e.emit1("Unsqueeze", {e.emit1("Less", {t, len}), e.ints({1, 2})});    // (B, 1, 1, T)
     } else {
@@ -300,9 +419,10 @@ ir::Value* mask_from_index(Expander& e, ir::Value* mask, ir::Value* keys, DType 
 }
 
 // The additive attention mask: mask_index's mask plus attention_bias (either may be absent).
-ir::Value* attention_mask(Expander& e, ir::Value* mask_index, ir::Value* bias, ir::Value* keys, DType dt) {
+ir::Value* attention_mask(Expander& e, ir::Value* mask_index, ir::Value* bias, ir::Value* keys, ir::Value* past,
+                          DType dt) {
     const double filter = e.attr_float("mask_filter_value", -10000.0);
-    ir::Value* m = mask_index ? mask_from_index(e, mask_index, keys, dt, filter) : nullptr;
+    ir::Value* m = mask_index ? mask_from_index(e, mask_index, keys, past, dt, filter) : nullptr;
     if (!m) return bias;
     return bias ? e.emit1("Add", {m, bias}) : m;
 }
@@ -313,19 +433,45 @@ ir::Value* split_heads(Expander& e, ir::Value* x, int64_t heads, int64_t d, std:
     return e.emit1("Transpose", {r}, {{"perm", std::move(perm)}});
 }
 
-// (T) x (S) -> additive (S, T) causal mask: `filter` where key t > query s.
-ir::Value* causal_mask(Expander& e, ir::Value* q, ir::Value* k, DType dt, double filter) {
-    ir::Value* s = e.emit1("Unsqueeze", {default_positions(e, q), e.ints({1})});  // (S, 1)
-    ir::Value* t = default_positions(e, k);                                        // (T)
-    return e.emit1("Where", {e.emit1("Greater", {t, s}), e.scalar(dt, filter), e.scalar(dt, 0.0)});
+// (S, T) bool, true where key t lies after query s (the keys a causal query may not see). With
+// past state the queries are the last S of the T positions, so query s sits at position T - S + s.
+ir::Value* future_keys(Expander& e, ir::Value* q, ir::Value* keys4d) {
+    ir::Value* s_len = e.emit1("Squeeze", {e.shape_slice(q, 1, 2), e.ints({0})});
+    ir::Value* t_len = e.emit1("Squeeze", {e.shape_slice(keys4d, 2, 3), e.ints({0})});
+    ir::Value* first = e.emit1("Sub", {t_len, s_len});
+    ir::Value* s = e.emit1("Range", {first, t_len, e.scalar(DType::kInt64, 1)});
+    s = e.emit1("Unsqueeze", {s, e.ints({1})});                                           // (S, 1)
+    ir::Value* t = e.emit1("Range", {e.scalar(DType::kInt64, 0), t_len, e.scalar(DType::kInt64, 1)});  // (T)
+    return e.emit1("Greater", {t, s});
+}
+
+// Keys and values (B, heads, T, d) with Attention's past state (2, B, heads, P, d) in front;
+// writes present (2, B, heads, P + T, d) under `present` when the model uses it.
+std::pair<ir::Value*, ir::Value*> with_past(Expander& e, ir::Value* kh, ir::Value* vh, ir::Value* past,
+                                            const std::string& present) {
+    if (past) {
+        KILN_CHECK(e.rank_of(past, "past") == 5, kInvalidModel)
+            << label(e.node()) << ": past must be (2, batch, heads, past_len, head_size), got " << past->type().str();
+        ir::Value* pk = e.emit1("Gather", {past, e.scalar(DType::kInt64, 0)}, {{"axis", int64_t{0}}});
+        ir::Value* pv = e.emit1("Gather", {past, e.scalar(DType::kInt64, 1)}, {{"axis", int64_t{0}}});
+        kh = e.emit1("Concat", {pk, kh}, {{"axis", int64_t{2}}});
+        vh = e.emit1("Concat", {pv, vh}, {{"axis", int64_t{2}}});
+    }
+    if (!present.empty()) {
+        ir::Value* k5 = e.emit1("Unsqueeze", {kh, e.ints({0})});
+        ir::Value* v5 = e.emit1("Unsqueeze", {vh, e.ints({0})});
+        e.emit1("Concat", {k5, v5}, {{"axis", int64_t{0}}}, present);
+    }
+    return {kh, vh};
 }
 
 // Scaled dot-product attention over 3-D q (B, S, heads*d), k (B, T, heads*d), v (B, T, heads*dv),
 // written as the standard ops an exporter writes (head split, MatMul, Softmax, MatMul, merge):
 // Kiln fuses and schedules those better than its generic ONNX Attention kernel (bench/contrib_bert.py).
 // Output 0 carries the node's name.
+// `past` (Attention's past state, or nullptr) goes in front of k and v; output 1 gets present.
 void sdpa(Expander& e, ir::Value* q, ir::Value* k, ir::Value* v, int64_t qk_hidden, int64_t v_hidden,
-          ir::Value* mask) {
+          ir::Value* mask, ir::Value* past = nullptr) {
     const int64_t heads = e.attr_int("num_heads", 0);
     KILN_CHECK(heads > 0, kInvalidModel) << label(e.node()) << ": attribute num_heads must be positive";
     KILN_CHECK(qk_hidden % heads == 0 && v_hidden % heads == 0, kInvalidModel)
@@ -336,12 +482,22 @@ void sdpa(Expander& e, ir::Value* q, ir::Value* k, ir::Value* v, int64_t qk_hidd
     double scale = e.attr_float("scale", 0.0);
     if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(d));
     ir::Value* qh = split_heads(e, q, heads, d, {0, 2, 1, 3});
-    ir::Value* kh = split_heads(e, k, heads, d, {0, 2, 3, 1});
     ir::Value* vh = split_heads(e, v, heads, dv, {0, 2, 1, 3});
-    ir::Value* scores = e.emit1("Mul", {e.emit1("MatMul", {qh, kh}), e.scalar(dt, scale)});
+    ir::Value* kt = nullptr;  // keys as (B, heads, d, T)
+    ir::Value* k4 = nullptr;  // keys as (B, heads, T, d), for the causal mask's T
+    if (past || !e.out(1).empty()) {
+        std::tie(k4, vh) = with_past(e, split_heads(e, k, heads, d, {0, 2, 1, 3}), vh, past, e.out(1));
+        kt = e.emit1("Transpose", {k4}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+    } else {
+        kt = split_heads(e, k, heads, d, {0, 2, 3, 1});  // the exporter's form, without state
+        k4 = vh;
+    }
+    ir::Value* scores = e.emit1("Mul", {e.emit1("MatMul", {qh, kt}), e.scalar(dt, scale)});
     if (mask) scores = e.emit1("Add", {scores, mask});
+    // ORT's CPU kernel sets future keys to the lowest float (not mask_filter_value added): a query
+    // whose visible keys are all padding still attends only to those (left-padded prompts).
     if (e.attr_int("unidirectional", 0))
-        scores = e.emit1("Add", {scores, causal_mask(e, q, k, dt, e.attr_float("mask_filter_value", -10000.0))});
+        scores = e.emit1("Where", {future_keys(e, q, k4), e.scalar(dt, std::numeric_limits<float>::lowest()), scores});
     ir::Value* probs = e.emit1("Softmax", {scores}, {{"axis", int64_t{-1}}});
     ir::Value* ctx = e.emit1("Transpose", {e.emit1("MatMul", {probs, vh})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
     e.emit1("Reshape", {ctx, e.ints({0, 0, v_hidden})}, {}, e.out(0));
@@ -352,26 +508,27 @@ void attention(Expander& e) {
                    "past_present_share_buffer"});
     KILN_CHECK(e.attr_int("do_rotary", 0) == 0 && e.attr_int("past_present_share_buffer", 0) == 0, kUnsupported)
         << label(e.node()) << ": do_rotary / past_present_share_buffer are not supported";
-    KILN_CHECK(!e.in(4) && !e.in(6), kUnsupported) << label(e.node()) << ": past state (inputs past, past_sequence_length) is not supported";
+    KILN_CHECK(!e.in(6), kUnsupported) << label(e.node()) << ": input past_sequence_length is not supported";
     e.refuse_inputs_from(7, "extra input");
-    e.refuse_outputs_from(1, "present");
     ir::Value* x = e.required(0, "input");
     ir::Value* w = e.required(1, "weights");
     std::vector<int64_t> sizes = e.attr_ints("qkv_hidden_sizes");
     if (sizes.empty()) {
-        KILN_CHECK(e.rank_of(w, "weights") == 2 && w->type().shape[1].is_static(), kUnsupported)
+        const int64_t n = e.static_dim(w, 1);
+        KILN_CHECK(e.rank_of(w, "weights") == 2 && n > 0, kUnsupported)
             << label(e.node()) << ": weights need a static (input_hidden, 3 * hidden) shape, got " << w->type().str();
-        const int64_t n = w->type().shape[1].value;
         KILN_CHECK(n % 3 == 0, kInvalidModel) << label(e.node()) << ": weights' second dim " << n << " is not 3 * hidden";
         sizes = {n / 3, n / 3, n / 3};
     }
     KILN_CHECK(sizes.size() == 3, kInvalidModel) << label(e.node()) << ": qkv_hidden_sizes must have 3 entries";
     ir::Value* qkv = e.add(e.emit1("MatMul", {x, w}), e.in(2));
     ir::Node* split = e.emit("Split", {qkv, e.ints(sizes)}, {{"axis", int64_t{-1}}}, {"", "", ""});
-    ir::Value* mask = attention_mask(e, e.in(3), e.in(5), x, x->type().dtype);
     KILN_CHECK(sizes[0] == sizes[1], kInvalidModel)
         << label(e.node()) << ": qkv_hidden_sizes: Q and K hidden sizes differ (" << sizes[0] << ", " << sizes[1] << ")";
-    sdpa(e, split->output(0), split->output(1), split->output(2), sizes[0], sizes[2], mask);
+    KILN_CHECK(!e.in(4) || (sizes[1] == sizes[2]), kInvalidModel)
+        << label(e.node()) << ": past state needs equal K and V hidden sizes, got " << sizes[1] << ", " << sizes[2];
+    ir::Value* mask = attention_mask(e, e.in(3), e.in(5), x, e.in(4), x->type().dtype);
+    sdpa(e, split->output(0), split->output(1), split->output(2), sizes[0], sizes[2], mask, e.in(4));
 }
 
 void multi_head_attention(Expander& e) {
@@ -383,13 +540,10 @@ void multi_head_attention(Expander& e) {
         << label(e.node()) << ": only 3-D query, key and value are supported (packed QKV/KV and 4-D key/value are not)";
     e.refuse_inputs_from(6, "past state or cache input");
     e.refuse_outputs_from(1, "present state");
-    const auto& qt = q->type();
-    const auto& kt = k->type();
-    const auto& vt = v->type();
-    KILN_CHECK(qt.shape[2].is_static() && kt.shape[2].is_static() && vt.shape[2].is_static(), kUnsupported)
-        << label(e.node()) << ": query, key and value need static hidden sizes, got " << qt.str() << ", " << kt.str()
-        << ", " << vt.str();
-    const int64_t dq = qt.shape[2].value, dk = kt.shape[2].value, dv = vt.shape[2].value;
+    const int64_t dq = e.static_dim(q, 2), dk = e.static_dim(k, 2), dv = e.static_dim(v, 2);
+    KILN_CHECK(dq > 0 && dk > 0 && dv > 0, kUnsupported)
+        << label(e.node()) << ": query, key and value need static hidden sizes, got " << q->type().str() << ", "
+        << k->type().str() << ", " << v->type().str();
     KILN_CHECK(dq == dk, kInvalidModel) << label(e.node()) << ": query and key hidden sizes differ (" << dq << ", " << dk << ")";
     if (ir::Value* bias = e.in(3)) {  // (Dq + Dk + Dv): split and add
         ir::Node* parts = e.emit("Split", {bias, e.ints({dq, dk, dv})}, {{"axis", int64_t{0}}}, {"", "", ""});
@@ -397,7 +551,7 @@ void multi_head_attention(Expander& e) {
         k = e.emit1("Add", {k, parts->output(1)});
         v = e.emit1("Add", {v, parts->output(2)});
     }
-    ir::Value* mask = attention_mask(e, e.in(4), e.in(5), k, q->type().dtype);
+    ir::Value* mask = attention_mask(e, e.in(4), e.in(5), k, nullptr, q->type().dtype);
     sdpa(e, q, k, v, dq, dv, mask);
 }
 
@@ -416,11 +570,10 @@ void rotary_embedding(Expander& e) {
     KILN_CHECK(e.rank_of(x, "input") == 3, kUnsupported) << label(e.node()) << ": only 3-D input (B, S, hidden) is supported";
     int64_t heads = e.attr_int("num_heads", 0);
     if (heads == 0) {
-        const auto& xt = x->type();
-        const auto& ct = cos->type();
-        KILN_CHECK(xt.shape[2].is_static() && e.rank_of(cos, "cos_cache") == 2 && ct.shape[1].is_static(), kUnsupported)
+        const int64_t hidden = e.static_dim(x, 2), width = e.static_dim(cos, 1);
+        KILN_CHECK(hidden > 0 && e.rank_of(cos, "cos_cache") == 2 && width > 0, kUnsupported)
             << label(e.node()) << ": without num_heads, input's hidden size and cos_cache's width must be static";
-        heads = xt.shape[2].value / (2 * ct.shape[1].value);
+        heads = hidden / (2 * width);
     }
     pos = e.emit1("Cast", {pos}, {{"to", int64_t{7}}});
     if (e.rank_of(pos, "position_ids") == 1) {  // an offset: positions offset + 0..S-1 for every row
@@ -451,6 +604,7 @@ const Row kRows[] = {
     {{"FusedMatMul", kMicrosoftDomain, 2, 2, 1, 1}, fused_matmul},
     {{"Gelu", kMicrosoftDomain, 1, 1, 1, 1}, gelu_family},
     {{"LayerNormalization", "ai.onnx", 2, 3, 1, 3}, ort_layer_norm},
+    {{"MatMulNBits", kMicrosoftDomain, 3, 6, 1, 1}, matmul_nbits},
     {{"MultiHeadAttention", kMicrosoftDomain, 3, 6, 1, 1}, multi_head_attention},
     {{"QuickGelu", kMicrosoftDomain, 1, 1, 1, 1}, quick_gelu},
     {{"RotaryEmbedding", kMicrosoftDomain, 4, 4, 1, 1}, rotary_embedding},

@@ -3,10 +3,12 @@
 //   KilnLayoutToBlocked {block=c}:   X[N, C, H, W]        -> Y[N, C/c, H, W, c],
 //                                    Y[n, cb, h, w, ci] = X[n, cb*c + ci, h, w]
 //   KilnLayoutFromBlocked:           Y[N, C/c, H, W, c]   -> X[N, C, H, W] (the inverse)
-//   KilnConv2dNCHWc (Conv's window attributes):
-//       X [N, C/ci, H, W, ci], W [M/co, C/ci, KH, KW, ci, co], optional B [M/co, co]
+//   KilnConv2dNCHWc (Conv's window attributes and group G, default 1):
+//       X [N, C/ci, H, W, ci], W [M/co, C/G/ci, KH, KW, ci, co], optional B [M/co, co]
 //       Y [N, M/co, OH, OW, co] = sum over (icb, kh, kw, ii) of
-//           pad(X)[n, icb, oh*s + kh*d, ow*s + kw*d, ii] * W[ob, icb, kh, kw, ii, oi]  (+ B[ob, oi])
+//           pad(X)[n, g*C/G/ci + icb, oh*s + kh*d, ow*s + kw*d, ii] * W[ob, icb, kh, kw, ii, oi]  (+ B[ob, oi])
+//       with g = ob / (M/G/co), the group of output block ob: each group's input and output
+//       channels are whole blocks (ResNeXt's and RegNet's grouped 3x3 convs).
 //
 // The conv's schedule: the padding copy is materialized; the accumulation runs (n, ob-outer,
 // oh) fused in parallel, then blocks of T output columns, the reduce loops (input-channel
@@ -106,17 +108,21 @@ void from_blocked_schedule(te::Schedule& s, const std::vector<te::Tensor>& outpu
 }
 
 struct BlockedConv {
-    int64_t n, icb, ci, h, w, ocb, co;
+    int64_t n, icb, ci, h, w, ocb, co, group;
     std::vector<int64_t> kernel;
 };
 
 BlockedConv blocked_conv(const ir::Node& n, const Shape& x, const Shape& w) {
     KILN_CHECK(x.size() == 5 && w.size() == 6, kInvalidModel)
-        << node_label(n) << ": X must be [N, C/c, H, W, c] and W [M/co, C/ci, KH, KW, ci, co], got "
+        << node_label(n) << ": X must be [N, C/c, H, W, c] and W [M/co, C/G/ci, KH, KW, ci, co], got "
         << shape_str(x) << " and " << shape_str(w);
-    KILN_CHECK(w[1] == x[1] && w[4] == x[4], kInvalidModel)
-        << node_label(n) << ": X " << shape_str(x) << " and W " << shape_str(w) << " disagree on input channels";
-    return {x[0], x[1], x[4], x[2], x[3], w[0], w[5], {w[2], w[3]}};
+    const int64_t g = n.attr_int("group", 1);
+    KILN_CHECK(g >= 1 && w[0] % g == 0, kInvalidModel)
+        << node_label(n) << ": group " << g << " must divide the " << w[0] << " output-channel blocks";
+    KILN_CHECK(w[1] * g == x[1] && w[4] == x[4], kInvalidModel)
+        << node_label(n) << ": X " << shape_str(x) << " and W " << shape_str(w) << " disagree on input channels (group "
+        << g << ")";
+    return {x[0], x[1], x[4], x[2], x[3], w[0], w[5], g, {w[2], w[3]}};
 }
 
 std::vector<ir::TensorType> conv_nchwc_infer(const ir::Node& n) {
@@ -159,12 +165,15 @@ std::vector<te::Tensor> conv_nchwc_compute(const ComputeArgs& a) {
             },
             "conv_nchwc_pad", x->dtype);
     }
-    te::IterVar ricb = te::reduce_axis(b.icb, "ricb"), rkh = te::reduce_axis(b.kernel[0], "rkh"),
+    te::IterVar ricb = te::reduce_axis(b.icb / b.group, "ricb"), rkh = te::reduce_axis(b.kernel[0], "rkh"),
                 rkw = te::reduce_axis(b.kernel[1], "rkw"), rii = te::reduce_axis(b.ci, "rii");
     const bool has_bias = a.has_input(2);
     te::Tensor acc = te::compute(
         a.out_shape(), [&](const std::vector<Var>& i) {
-            Expr xv = te::read(src, {Expr(i[0]), Expr(ricb->var), Expr(i[2]) * g.strides[0] + Expr(rkh->var) * g.dilations[0],
+            // The input block: the reduce index within the output block's group.
+            Expr xb = b.group == 1 ? Expr(ricb->var)
+                                   : te::floordiv(i[1], te::int_imm(b.ocb / b.group)) * (b.icb / b.group) + Expr(ricb->var);
+            Expr xv = te::read(src, {Expr(i[0]), xb, Expr(i[2]) * g.strides[0] + Expr(rkh->var) * g.dilations[0],
                                      Expr(i[3]) * g.strides[1] + Expr(rkw->var) * g.dilations[1], Expr(rii->var)});
             Expr wv = te::read(w, {Expr(i[1]), Expr(ricb->var), Expr(rkh->var), Expr(rkw->var), Expr(rii->var), Expr(i[4])});
             return te::sum(xv * wv, {ricb, rkh, rkw, rii});
@@ -338,7 +347,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
     d.internal = true;
     d.min_inputs = 2;
     d.max_inputs = 3;
-    d.attrs = conv_window_attrs(false);
+    d.attrs = conv_window_attrs(true);
     d.infer = conv_nchwc_infer;
     d.pattern = OpPattern::kOutEWiseFusable;
     d.compute = conv_nchwc_compute;

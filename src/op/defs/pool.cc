@@ -40,7 +40,7 @@ void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         const te::Tensor& t = st.tensor();
         const int nd = t->ndim();
         if (!stage_untouched(st) || st.all_reduce_axes().empty() || nd < 3 || t->shape[nd - 1] < 2) continue;
-        if (s.config().knob("pool.vec", {0, 1}, 0) == 0) continue;
+        if (s.config().knob("pool.vec", {0, 1}, 1) == 0) continue;
         te::IterVar f = st.axis(0);
         for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
         std::vector<te::IterVar> order = {f};

@@ -19,6 +19,7 @@
 //    down when upsampling and up when downsampling (ONNX Runtime's opset-10 behaviour).
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "op/op_util.h"
@@ -227,6 +228,33 @@ Expr any_of(const Expr& a, const Expr& b) {
     return te::logical_or(a, b);
 }
 
+/// The input index nearest mode picks for output index x of axis m: the arithmetic of
+/// nearest_compute's expression, in the same f64 operations.
+int64_t nearest_index(const AxisMap& m, const std::string& nearest_mode, int64_t x) {
+    const double xo = x_ori_value(m, x);
+    const double base_f = std::ceil(xo) - 1.0, ratio = xo - base_f;
+    const int64_t base = static_cast<int64_t>(base_f);
+    bool up = true;  // "ceil", and the legacy downsample
+    if (nearest_mode == "round_prefer_floor") up = ratio > 0.5;
+    else if (nearest_mode == "round_prefer_ceil") up = ratio >= 0.5;
+    else if (nearest_mode == "floor") up = ratio == 1.0;
+    else if (nearest_mode != "ceil" && m.scale >= 1.0) up = ratio == 1.0;  // legacy upsample
+    return std::clamp<int64_t>(up ? base + 1 : base, 0, m.in - 1);
+}
+
+/// When nearest mode maps every output index x of axis m to floor(x * in / out) (an integer
+/// up- or downsampling: x / 2 for a 2x upsample), that index as integer arithmetic, so the
+/// kernel does one shift or division instead of a double-precision coordinate, ceil and
+/// compare per element (a 2x nearest upsample of [1,64,56,56] ran 15x ONNX Runtime); else null.
+Expr integer_nearest(const AxisMap& m, const std::string& nearest_mode, const Expr& x) {
+    if (m.scalar || m.ctm == "tf_crop_and_resize") return nullptr;
+    const int64_t g = std::gcd(m.in, m.out), num = m.in / g, den = m.out / g;
+    for (int64_t o = 0; o < m.out; ++o)
+        if (nearest_index(m, nearest_mode, o) != o * num / den) return nullptr;
+    if (den == 1) return num == 1 ? x : x * num;
+    return te::floordiv(num == 1 ? x : x * num, te::int_imm(den));
+}
+
 /// Nearest: a single gather over all axes.
 te::Tensor nearest_compute(const ComputeArgs& a, const ResizePlan& p) {
     te::Tensor x = a.in(0);
@@ -241,6 +269,10 @@ te::Tensor nearest_compute(const ComputeArgs& a, const ResizePlan& p) {
             for (int d = 0; d < r; ++d) {
                 const AxisMap m = axis_map(p, d);
                 if (is_identity(m)) continue;
+                if (Expr exact = integer_nearest(m, p.nearest_mode, o[d])) {
+                    idx[d] = exact;
+                    continue;
+                }
                 const Expr xo = x_ori_expr(m, o[d]);
                 oob = any_of(oob, out_of_range(m, xo));
                 const Expr base_f = te::unary(te::UnaryOp::kCeil, xo) - c64(1.0);

@@ -9,6 +9,7 @@
 
 #include "codegen/c_emitter.h"
 #include "op/registry.h"
+#include "op/schedule_util.h"
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/drop_tile_guards.h"
@@ -90,9 +91,9 @@ void store_reduction_in_output(te::Schedule& sch, const std::vector<te::Tensor>&
 /// activation): computed once into a temporary, not once per output element.
 bool small_reduction_epilogue(const te::Stage& st, te::Schedule& sch, const std::vector<te::Tensor>& outs) {
     int64_t largest = 0;
-    for (const te::Tensor& o : outs) largest = std::max(largest, o->numel());
+    for (const te::Tensor& o : outs) largest = std::max(largest, op::assumed_numel(o));  // symbolic: assumed dims
     const te::TensorNode* t = st.tensor().get();
-    if (t->numel() * 16 > largest) return false;
+    if (op::assumed_numel(st.tensor()) * 16 > largest) return false;
     for (te::Stage& r : sch.stages())
         if (r.tensor().get() != t && !r.all_reduce_axes().empty() && depends_on(t, r.tensor().get())) return true;
     return false;

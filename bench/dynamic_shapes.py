@@ -43,8 +43,12 @@ from onnx import TensorProto, helper, numpy_helper
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, MAX_POS = 6, 384, 12, 1536, 30522, 512
 
 
-def minilm_model(path, layers=LAYERS, hidden=HIDDEN, heads=HEADS, ffn=FFN, vocab=VOCAB, seed=0):
-    """Writes the encoder to `path` (batch and seq symbolic)."""
+def minilm_model(path, layers=LAYERS, hidden=HIDDEN, heads=HEADS, ffn=FFN, vocab=VOCAB, seed=0,
+                 position_ids_input=False):
+    """Writes the encoder to `path` (batch and seq symbolic). position_ids_input: the position
+    ids are a third input (int64 [batch, seq], as HF exports with position_ids take them) instead
+    of Range(0, Shape(input_ids)[1]) inside the graph (bench/symbolic_shapes.py uses it: the
+    symbolic compile does not take that data-dependent shape yet)."""
     rng = np.random.default_rng(seed)
     inits, nodes = [], []
 
@@ -80,8 +84,11 @@ def minilm_model(path, layers=LAYERS, hidden=HIDDEN, heads=HEADS, ffn=FFN, vocab
     init("one_i", np.array(1, np.int64))
     init("axes12", np.array([1, 2], np.int64))
     words = node("Gather", [weight("word_emb", vocab, hidden), "input_ids"], "words", axis=0)
-    seq_len = node("Gather", [node("Shape", ["input_ids"], "ids_shape"), "one_i"], "seq_len", axis=0)
-    positions = node("Range", ["zero_i", seq_len, "one_i"], "positions")
+    if position_ids_input:
+        positions = "position_ids"
+    else:
+        seq_len = node("Gather", [node("Shape", ["input_ids"], "ids_shape"), "one_i"], "seq_len", axis=0)
+        positions = node("Range", ["zero_i", seq_len, "one_i"], "positions")
     pos = node("Gather", [weight("pos_emb", MAX_POS, hidden), positions], "pos", axis=0)
     emb = node("Add", [node("Add", [words, pos], "words_pos"), weight("type_emb", hidden)], "emb")
     h = layer_norm(emb, "emb_ln")
@@ -108,7 +115,9 @@ def minilm_model(path, layers=LAYERS, hidden=HIDDEN, heads=HEADS, ffn=FFN, vocab
     graph = helper.make_graph(
         nodes, "minilm_dyn",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])] +
+        ([helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"])]
+         if position_ids_input else []),
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", hidden])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

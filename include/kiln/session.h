@@ -44,6 +44,11 @@ struct SessionOptions {
     /// shape-deciding inputs) the session keeps (>= 1); past it the least recently used one is
     /// dropped, and compiled again if a run needs it.
     int max_specializations = 16;
+    /// Compile once for every value of the symbolic dims (docs/dynamic_shapes.md): kernels take
+    /// the dims as parameters and each run binds them from its inputs, so a first run at a new
+    /// shape compiles nothing. Models with an op outside the supported subset (or whose inputs
+    /// decide shapes) compile per shape as without it; SessionStats::symbolic_reason says why.
+    bool symbolic_shapes = false;
     /// Graph optimization level, 0..3 (docs/passes.md): -O0 runs every node as its own kernel;
     /// -O3 folds, simplifies and fuses.
     int opt_level = 3;
@@ -102,6 +107,10 @@ struct SessionStats {
     /// packed weights), each storage counted once however many specializations share it.
     size_t weight_bytes = 0;
     size_t constant_bytes = 0;
+    /// SessionOptions::symbolic_shapes: whether the model runs on one symbolic compile, and if
+    /// it was asked for but could not, why ("" otherwise).
+    bool symbolic = false;
+    std::string symbolic_reason;
 };
 
 /// Stops a run early so that it can be resumed later: the inference server's real-time

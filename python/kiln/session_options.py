@@ -101,6 +101,8 @@ KILN_CONFIG_ENTRIES = {
                         "shapes to compile at load, e.g. 'seq=16,32,64;batch=1,8' (every combination)"),
     "kiln.max_specializations": (_parse_count, "max_specializations",
                                  "compiled shapes the session keeps (least recently used out; default 16)"),
+    "kiln.symbolic_shapes": (_parse_bool, "symbolic_shapes",
+                             "compile once for every value of the symbolic dims (docs/dynamic_shapes.md)"),
 }
 
 

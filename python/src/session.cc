@@ -116,6 +116,8 @@ nb::dict stats_dict(const Session& s) {
     d["specialization_evictions"] = st.specialization_evictions;
     d["weight_bytes"] = st.weight_bytes;
     d["constant_bytes"] = st.constant_bytes;
+    d["symbolic"] = st.symbolic;
+    d["symbolic_reason"] = st.symbolic_reason;
     return d;
 }
 

@@ -29,6 +29,7 @@ void bind_session_options(nb::module_& m) {
         .def_rw("dims", &SessionOptions::dims)
         .def_rw("specialize", &SessionOptions::specialize)
         .def_rw("max_specializations", &SessionOptions::max_specializations)
+        .def_rw("symbolic_shapes", &SessionOptions::symbolic_shapes)
         .def_rw("opt_level", &SessionOptions::opt_level)
         .def_rw("kernels", &SessionOptions::kernels)
         .def_rw("tuning_log", &SessionOptions::tuning_log)

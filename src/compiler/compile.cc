@@ -30,6 +30,7 @@
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
+#include "compiler/symbolic_compile.h"
 #include "compiler/workload.h"
 #include "ir/verifier.h"
 #include "op/registry.h"
@@ -214,8 +215,14 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
                                           << "; it runs in the graph interpreter (kiln::Session picks it)";
     KILN_CHECK(opts.kernels != KernelSource::kDnnl || runtime::have_dnnl(), kUnsupported)
         << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
-    bind_input_shapes(g, opts.dims);
-    std::vector<pass::PassRecord> records = pass::run_passes(g, pass::passes_for_level(opts.opt_level), pass_context(), opts.passes);
+    pass::PassContext ctx = pass_context();
+    if (opts.symbolic) {
+        bind_known_dims(g, opts.dims);
+        ctx.keep_symbols = true;
+    } else {
+        bind_input_shapes(g, opts.dims);
+    }
+    std::vector<pass::PassRecord> records = pass::run_passes(g, pass::passes_for_level(opts.opt_level), ctx, opts.passes);
     ir::verify_graph(g);
     return records;
 }
@@ -247,11 +254,23 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
 
     auto exe = std::make_shared<runtime::Executable>();
     std::unordered_map<const ir::Value*, int> buffer_of;
+    SymbolicDims sym;
+    if (opts.symbolic) {
+        sym = symbolic_dims_of(g);
+        exe->dims = sym.names;
+    }
     auto add_buffer = [&](const ir::Value* v, BufferRole role) {
         BufferDesc b;
         b.name = v->name();
         b.dtype = v->type().dtype;
-        b.shape = v->type().static_shape();
+        if (v->type().is_static()) {
+            b.shape = v->type().static_shape();
+        } else {  // a symbolic axis: dim_of names the dim, shape holds 0 there
+            for (const ir::Dim& d : v->type().shape) {
+                b.shape.push_back(d.is_static() ? d.value : 0);
+                b.dim_of.push_back(d.is_static() ? -1 : sym.add(d.symbol));
+            }
+        }
         b.role = role;
         if (role == BufferRole::kConstant) b.constant = v->constant();
         exe->buffers.push_back(std::move(b));
@@ -262,11 +281,17 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     for (ir::Value* in : g.inputs()) exe->inputs.push_back(add_buffer(in, BufferRole::kInput));
     // Views: units of one reinterpreting node (not fused into a kernel); none at -O0, where
     // every node is its own kernel by definition.
-    if (opts.opt_level > 0 && opts.tuned.empty()) detach_dnnl_anchors(g, opts.kernels);
+    if (opts.opt_level > 0 && opts.tuned.empty() && !opts.symbolic) detach_dnnl_anchors(g, opts.kernels);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::set<const ir::Node*> views;
     for (const KernelUnit& unit : units)
-        if (is_view_unit(unit, g, opts.opt_level)) views.insert(unit.nodes[0]);
+        if (opts.symbolic ? unit.nodes.size() == 1 && opts.opt_level > 0 && is_symbolic_view(unit.nodes[0], g)
+                          : is_view_unit(unit, g, opts.opt_level))
+            views.insert(unit.nodes[0]);
+    if (opts.symbolic) {
+        const std::string why = symbolic_refusal(g, units, views);
+        KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "' symbolically: " << why;
+    }
     for (ir::Node* n : g.nodes()) {
         for (ir::Value* in : n->inputs())
             if (in && in->is_constant() && !buffer_of.count(in)) add_buffer(in, BufferRole::kConstant);
@@ -299,7 +324,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             lowered.push_back(lower_frame_control(unit));
             continue;
         }
-        if (auto ext = extern_choice(unit, opts.kernels, *knobs)) {
+        if (auto ext = opts.symbolic ? std::nullopt : extern_choice(unit, opts.kernels, *knobs)) {
             // In place only over the residual that oneDNN's sum post-op accumulates onto.
             std::vector<std::pair<int, int>> inplace;
             if (ext->inplace_input >= 0) {
@@ -320,7 +345,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         }
         // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
-        lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs));
+        lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs, opts.symbolic ? &sym : nullptr));
     }
 
     // Graph outputs: mark fresh node results as outputs; copy anything else into its own buffer.
@@ -371,6 +396,10 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         step.num_inputs = lowered[s].num_inputs;
         step.flops = lowered[s].flops;
         step.node_name = lowered[s].node_name.empty() ? lowered[s].description : lowered[s].node_name;
+        for (const te::Var& d : lowered[s].func.dims) {  // the kernel's dims, as Executable::dims
+            step.dims.push_back(sym.index_of(d.get()));
+            KILN_ICHECK(step.dims.back() >= 0) << "kernel for " << step.node_name << " takes an unknown dim";
+        }
         exe->steps.push_back(std::move(step));
     }
     // One library per kernel (cached per source), or all kernels in one library.
@@ -437,6 +466,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             kd.library = libs[k].path;
             kd.symbol = symbols[k];
             kd.description = lowered[s].description;
+            kd.takes_dims = !lowered[s].func.dims.empty();
         }
         KernelInfo info;
         info.description = lowered[s].description;
@@ -452,12 +482,19 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     for (const LoweredKernel& k : lowered) result.stats.kernels += !k.extern_name.empty();
     // Static memory plan (issue 5): one arena for the intermediates, checked by the plan checker;
     // sets planned_for_concurrency from the plan's mode (or when nothing shares memory).
-    ExecutablePlan mem = plan_executable(*exe, step_inplace, opts.plan_for_concurrency);
-    result.memory.arena = mem.plan.arena_bytes;
-    result.memory.naive_sum = mem.naive_sum;
-    result.memory.lower_bound = mem.lower_bound;
-    result.memory.inplace_steps = mem.plan.inplace_count;
-    result.memory.report = mem.report;
+    if (opts.symbolic) {
+        // Sizes depend on the dims: the runtime plans the arena per run (runtime/dims_plan.h).
+        result.memory.report = "memory plan: evaluated per run at the run's dims (" + std::to_string(exe->dims.size()) +
+                               " symbolic dims; runtime/dims_plan.h)\n";
+    } else {
+        ExecutablePlan mem = plan_executable(*exe, step_inplace, opts.plan_for_concurrency);
+        result.memory.arena = mem.plan.arena_bytes;
+        result.memory.naive_sum = mem.naive_sum;
+        result.memory.lower_bound = mem.lower_bound;
+        result.memory.inplace_steps = mem.plan.inplace_count;
+        result.memory.report = mem.report;
+    }
+    if (opts.symbolic) exe->dims = sym.names;
     if (opts.before_load) opts.before_load(*exe);
     exe->load();
     result.executable = std::move(exe);

@@ -53,6 +53,11 @@ struct CompileOptions {
     /// pointers into its constants): a session shares equal constants across the executables
     /// of its specializations here (compiler/constant_pool.h).
     std::function<void(runtime::Executable&)> before_load;
+    /// Compile once for every value of the symbolic dims not bound in `dims`
+    /// (compiler/symbolic_compile.h): kernels take the dims as parameters, the runtime binds
+    /// them per run. Generated kernels only. A graph outside the supported subset is a
+    /// kUnsupported error saying why (compile it per shape instead).
+    bool symbolic = false;
 };
 
 /// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).

@@ -9,6 +9,7 @@
 
 #include "codegen/c_emitter.h"
 #include "op/registry.h"
+#include "op/schedule_util.h"
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/drop_tile_guards.h"
@@ -19,6 +20,10 @@ namespace kiln::compiler {
 namespace {
 
 double node_flops(const op::OpDef& def, const ir::Node& n) {
+    for (const ir::Value* o : n.outputs())  // symbolic shapes: no static estimate
+        if (!o->type().is_static()) return 0;
+    for (const ir::Value* in : n.inputs())
+        if (in && !in->type().is_static()) return 0;
     if (def.flops) return def.flops(n);
     double f = 0;
     for (const ir::Value* o : n.outputs()) f += static_cast<double>(shape_numel(o->type().static_shape()));
@@ -73,6 +78,7 @@ void store_reduction_in_output(te::Schedule& sch, const std::vector<te::Tensor>&
     te::Stage* r = live[live.size() - 2];
     const te::Tensor& rt = r->tensor();
     if (r->all_reduce_axes().empty() || rt->shape != o->shape || rt->dtype != o->dtype) return;
+    if (!te::same_dims(rt->shape_exprs(), o->shape_exprs())) return;
     if (te::compute_dtype(rt->dtype) != rt->dtype) return;  // f16/bf16 accumulate elsewhere
     std::vector<const te::VarNode*> axes;
     for (const te::IterVar& iv : o->axis) axes.push_back(iv->var.get());
@@ -85,15 +91,43 @@ void store_reduction_in_output(te::Schedule& sch, const std::vector<te::Tensor>&
 /// activation): computed once into a temporary, not once per output element.
 bool small_reduction_epilogue(const te::Stage& st, te::Schedule& sch, const std::vector<te::Tensor>& outs) {
     int64_t largest = 0;
-    for (const te::Tensor& o : outs) largest = std::max(largest, o->numel());
+    for (const te::Tensor& o : outs) largest = std::max(largest, op::assumed_numel(o));  // symbolic: assumed dims
     const te::TensorNode* t = st.tensor().get();
-    if (t->numel() * 16 > largest) return false;
+    if (op::assumed_numel(st.tensor()) * 16 > largest) return false;
     for (te::Stage& r : sch.stages())
         if (r.tensor().get() != t && !r.all_reduce_axes().empty() && depends_on(t, r.tensor().get())) return true;
     return false;
 }
 
 }  // namespace
+
+int SymbolicDims::add(const std::string& name) {
+    for (size_t i = 0; i < names.size(); ++i)
+        if (names[i] == name) return static_cast<int>(i);
+    names.push_back(name);
+    vars.push_back(te::make_dim(name));
+    return static_cast<int>(names.size()) - 1;
+}
+
+std::vector<te::Expr> SymbolicDims::of(const ir::TensorType& t) const {
+    std::vector<te::Expr> out;
+    for (const ir::Dim& d : t.shape) {
+        if (d.is_static()) {
+            out.push_back(te::int_imm(d.value));
+            continue;
+        }
+        auto it = std::find(names.begin(), names.end(), d.symbol);
+        KILN_ICHECK(it != names.end()) << "symbolic dim '" << d.symbol << "' of " << t.str() << " is not a dim of the compile";
+        out.push_back(vars[static_cast<size_t>(it - names.begin())]);
+    }
+    return out;
+}
+
+int SymbolicDims::index_of(const te::VarNode* v) const {
+    for (size_t i = 0; i < vars.size(); ++i)
+        if (vars[i].get() == v) return static_cast<int>(i);
+    return -1;
+}
 
 std::string KernelUnit::ops() const {
     std::string s;
@@ -156,13 +190,16 @@ std::vector<KernelUnit> partition_kernels(const ir::Graph& g) {
     return ordered;
 }
 
-LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs) {
+LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs,
+                         const SymbolicDims* dims) {
     const op::OpRegistry& reg = op::OpRegistry::global();
     std::unordered_map<const ir::Value*, te::Tensor> tensor_of;
     std::vector<te::Tensor> params;
     for (size_t i = 0; i < unit.inputs.size(); ++i) {
         const ir::Value* v = unit.inputs[i];
-        te::Tensor p = te::placeholder(v->type().static_shape(), v->type().dtype, "in" + std::to_string(i));
+        const std::string name = "in" + std::to_string(i);
+        te::Tensor p = dims ? te::sym_placeholder(dims->of(v->type()), v->type().dtype, name)
+                            : te::placeholder(v->type().static_shape(), v->type().dtype, name);
         tensor_of[v] = p;
         params.push_back(p);
     }
@@ -179,11 +216,15 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
             op::ComputeArgs args{*n, {}, {}};
             for (const ir::Value* v : n->inputs()) args.inputs.push_back(v ? tensor_of.at(v) : nullptr);
             for (const ir::Value* o : n->outputs()) args.output_types.push_back(o->type());
+            if (dims)
+                for (const ir::Value* o : n->outputs()) args.output_dims.push_back(dims->of(o->type()));
             std::vector<te::Tensor> outs = def->compute(args);
             KILN_ICHECK(outs.size() == n->num_outputs())
                 << n->describe() << ": compute returned " << outs.size() << " tensors for " << n->num_outputs() << " outputs";
             for (size_t i = 0; i < outs.size(); ++i) {
-                KILN_ICHECK(outs[i]->dtype == n->output(i)->type().dtype && outs[i]->shape == n->output(i)->type().static_shape())
+                const bool same_shape = dims ? te::same_dims(outs[i]->shape_exprs(), dims->of(n->output(i)->type()))
+                                             : outs[i]->shape == n->output(i)->type().static_shape();
+                KILN_ICHECK(outs[i]->dtype == n->output(i)->type().dtype && same_shape)
                     << n->describe() << ": compute output " << i << " is " << dtype_name(outs[i]->dtype)
                     << shape_str(outs[i]->shape) << ", inferred " << n->output(i)->type().str();
                 tensor_of[n->output(i)] = outs[i];

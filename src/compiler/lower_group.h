@@ -47,10 +47,26 @@ struct LoweredKernel {
     te::KnobValues knobs;
 };
 
+/// The symbolic dims of a symbolic compile (docs/dynamic_shapes.md): each symbol of the
+/// graph's shapes as a te dim Var, in Executable::dims order.
+struct SymbolicDims {
+    std::vector<std::string> names;
+    std::vector<te::Var> vars;
+    /// Adds `name` if new; its index.
+    int add(const std::string& name);
+    /// The dims of `t` as expressions (kInternal for a symbol not added).
+    std::vector<te::Expr> of(const ir::TensorType& t) const;
+    /// The index of a dim Var, -1 when it is none of them.
+    int index_of(const te::VarNode* v) const;
+};
+
 /// Lowers a unit to one kernel whose parameters are the unit's inputs then its outputs.
 /// `params_may_alias`: emit without `restrict` (the memory plan may compute it in place).
 /// `knobs`: the schedule templates' tunable choices (empty: the untuned defaults).
-LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs = {});
+/// `dims`: a symbolic compile's dims; the unit's tensors are then built over them and the
+/// kernel takes those it uses as parameters (tir PrimFunc::dims).
+LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs = {},
+                         const SymbolicDims* dims = nullptr);
 
 /// Estimated floating-point operations of one run of the unit (StepDesc::flops).
 double unit_flops(const KernelUnit& unit);

@@ -106,6 +106,11 @@ public:
         }
         bool all_dims_known = true;
         for (const std::string& sym : symbols_) all_dims_known &= opts_.dims.count(sym) > 0;
+        if (opts_.symbolic_shapes) g = try_symbolic(std::move(g), all_dims_known);
+        if (symbolic_) {
+            stats_.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+            return;
+        }
         if (all_dims_known && value_inputs_.empty()) {
             std::optional<ir::Graph> imported(std::move(g));  // the first compile needs no second import
             cache_.get(compiler::specialization_key(opts_.dims, {}),
@@ -145,6 +150,31 @@ public:
         std::vector<Datum> outs = vm_ ? run_vm(ordered, ropts.terminate) : interpreter_->run(ordered);
         runtime::copy_outputs_into(outputs_, bound, outs);  // no in-place outputs here
         return outs;
+    }
+
+    /// SessionOptions::symbolic_shapes: compiles the model once for every value of its unbound
+    /// dims. A model that cannot (an op outside the subset, shape-deciding inputs, nothing
+    /// symbolic) keeps the per-shape path, with the reason in the stats. Returns the graph when
+    /// it was not consumed.
+    ir::Graph try_symbolic(ir::Graph g, bool all_dims_known) {
+        std::string why;
+        if (!value_inputs_.empty()) why = "graph input '" + *value_inputs_.begin() + "' decides a shape";
+        else if (all_dims_known) why = "every dimension is bound (SessionOptions::dims)";
+        if (!why.empty()) {
+            stats_.symbolic_reason = why;
+            return g;
+        }
+        try {
+            cache_.get(compiler::kSymbolicKey, [&] { return compile_one({}, {}, std::move(g), true); });
+            symbolic_ = true;
+            stats_.symbolic = true;
+            return ir::Graph();
+        } catch (const Error& e) {
+            // The symbolic path is a subset: whatever it refuses compiles per shape, unchanged
+            // (from a fresh import: the attempt rewrote the graph).
+            stats_.symbolic_reason = e.what();
+        }
+        return frontend::import_onnx_file(path_);
     }
 
     /// Control flow only (If/Loop/Scan on an otherwise compilable top level): the VM runs it
@@ -349,7 +379,7 @@ public:
     void specialize(const std::map<std::string, int64_t>& given) override {
         // Nothing is compiled for an interpreted model; a model with value inputs compiles when
         // a run gives their values (SessionOptions::specialize is refused for it at load).
-        if (interpreter_ || !value_inputs_.empty()) return;
+        if (interpreter_ || !value_inputs_.empty() || symbolic_) return;
         std::map<std::string, int64_t> dims = opts_.dims;
         for (const auto& [name, value] : given) {
             KILN_CHECK(symbols_.count(name), kInvalidArgument)
@@ -420,6 +450,8 @@ private:
     /// The held specialization for these facts, compiled now if needed.
     std::shared_ptr<const compiler::Specialization> specialization(const std::map<std::string, int64_t>& dims,
                                                                    const std::map<std::string, Tensor>& frozen) {
+        if (symbolic_)  // one compile serves every shape
+            return cache_.get(compiler::kSymbolicKey, [&] { return compile_one({}, {}, std::nullopt, true); });
         bool compiled = false;
         auto spec = cache_.get(compiler::specialization_key(dims, frozen), [&] {
             compiled = true;
@@ -433,10 +465,10 @@ private:
     /// already imported (at load), else it is imported again, since the passes rewrite it.
     std::shared_ptr<const compiler::Specialization> compile_one(const std::map<std::string, int64_t>& dims,
                                                                 const std::map<std::string, Tensor>& frozen,
-                                                                std::optional<ir::Graph> imported) {
+                                                                std::optional<ir::Graph> imported, bool symbolic = false) {
         std::lock_guard<std::mutex> lock(compile_mu_);
         ir::Graph g = imported ? std::move(*imported) : frontend::import_onnx_file(path_);
-        auto spec = compiler::compile_specialization(std::move(g), opts_, dims, frozen, runner_, pool_);
+        auto spec = compiler::compile_specialization(std::move(g), opts_, dims, frozen, runner_, pool_, symbolic);
         std::lock_guard<std::mutex> stats_lock(stats_mu_);
         stats_.executor = spec->runner.executor;
         stats_.inter_op_threads = spec->runner.inter_op_threads;
@@ -487,6 +519,7 @@ private:
     std::vector<TensorInfo> inputs_, outputs_;
     std::set<std::string> symbols_;  // the inputs' symbolic dims
     std::set<std::string> value_inputs_;
+    bool symbolic_ = false;  // one symbolic compile serves every shape (set at load, then fixed)
     std::shared_ptr<const ir::Graph> interp_graph_;
     std::unique_ptr<compiler::GraphInterpreter> interpreter_;
     std::unique_ptr<compiler::VmModel> vm_;  // control-flow models; null: the interpreter runs them

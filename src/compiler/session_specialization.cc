@@ -62,11 +62,13 @@ std::string specialization_key(const std::map<std::string, int64_t>& dims, const
 std::shared_ptr<const Specialization> compile_specialization(ir::Graph g, const SessionOptions& opts,
                                                              const std::map<std::string, int64_t>& dims,
                                                              const std::map<std::string, Tensor>& frozen,
-                                                             runtime::ModelRunner& runner, ConstantPool& pool) {
+                                                             runtime::ModelRunner& runner, ConstantPool& pool,
+                                                             bool symbolic) {
     for (const auto& [name, t] : frozen) g.freeze_input(g.find_value(name), t.clone());
     SessionOptions specialized = opts;
-    specialized.dims = dims;
+    if (!symbolic) specialized.dims = dims;
     CompileOptions copts = compile_options_for(specialized, runner.stats().intra_op_threads);
+    copts.symbolic = symbolic;
     copts.plan_for_concurrency = runner.plans_for_concurrency();
     copts.before_load = [&pool](runtime::Executable& exe) { pool.share(exe); };
     std::ostringstream after;
@@ -77,7 +79,7 @@ std::shared_ptr<const Specialization> compile_specialization(ir::Graph g, const 
     };
     CompiledModel m = compile(g, copts);
     auto s = std::make_shared<Specialization>();
-    s->key = specialization_key(dims, frozen);
+    s->key = symbolic ? kSymbolicKey : specialization_key(dims, frozen);
     s->prepared = runner.prepare(m.executable);
     s->compile = m.stats;
     s->runner = runner.stats(*s->prepared);

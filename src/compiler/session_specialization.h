@@ -31,9 +31,15 @@ std::string specialization_key(const std::map<std::string, int64_t>& dims, const
 /// Compiles `g` (a fresh import of the model) with `dims` bound and the inputs of `frozen` made
 /// constants, with the session options `opts`; its constants are shared through `pool`, and the
 /// executable is prepared in `runner`.
+/// `symbolic`: one compile for every value of the dims not bound in opts.dims
+/// (CompileOptions::symbolic; `dims` and `frozen` are then unused).
 std::shared_ptr<const Specialization> compile_specialization(ir::Graph g, const SessionOptions& opts,
                                                              const std::map<std::string, int64_t>& dims,
                                                              const std::map<std::string, Tensor>& frozen,
-                                                             runtime::ModelRunner& runner, ConstantPool& pool);
+                                                             runtime::ModelRunner& runner, ConstantPool& pool,
+                                                             bool symbolic = false);
+
+/// The cache key of the one symbolic compile of a session.
+inline constexpr const char* kSymbolicKey = "symbolic";
 
 }  // namespace kiln::compiler

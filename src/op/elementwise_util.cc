@@ -43,8 +43,8 @@ OpDef map_op(const std::string& name, std::vector<int> versions, int min_inputs,
         return std::vector<ir::TensorType>{{out_dtype.value_or(first), shape}};
     };
     d.compute = [f, name](const ComputeArgs& a) {
-        auto out = te::compute(
-            a.out_shape(),
+        auto out = te::sym_compute(
+            a.out_dims(),
             [&](const std::vector<te::Var>& i) {
                 std::vector<te::Expr> xs;
                 for (const auto& t : a.inputs) xs.push_back(broadcast_read(t, i));

@@ -41,11 +41,34 @@ const Tensor* ComputeArgs::constant_input(size_t i) const {
     return v != nullptr && v->is_constant() ? &v->constant() : nullptr;
 }
 
+std::vector<te::Expr> ComputeArgs::out_dims(size_t i) const {
+    if (i < output_dims.size() && !output_dims[i].empty()) return output_dims[i];
+    std::vector<te::Expr> dims;
+    for (int64_t d : out_shape(i)) dims.push_back(te::int_imm(d));
+    return dims;
+}
+
 bool stage_untouched(const te::Stage& st) {
     if (st.is_inlined() || st.writes_local() || !st.splits().empty() || !st.fuses().empty()) return false;
     for (const auto& iv : st.leaf_iter_vars())
         if (st.loop_kind(iv) != te::LoopKind::kSerial) return false;
     return true;
+}
+
+int64_t assumed_numel(const te::Tensor& t) {
+    if (t->is_static()) return t->numel();
+    int64_t n = 1;
+    for (int64_t d : t->shape) n *= assumed(d);
+    return n;
+}
+
+te::IterVar fuse_leading(te::Stage& st, int k) {
+    te::IterVar f = st.axis(0);
+    for (int i = 1; i < k; ++i) {
+        te::IterVar next = st.axis(i);
+        f = next->extent == te::kDynamicDim ? next : st.fuse(f, next);
+    }
+    return f;
 }
 
 int64_t vector_width(DType t) {
@@ -56,9 +79,12 @@ int64_t vector_width(DType t) {
 void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     if (t->ndim() == 0) return;
+    // Symbolic dims: one flat loop would recover each element's indices by dividing by
+    // run-time extents (a 64-bit division per element); rows divide once per row.
+    if (!t->is_static() && t->ndim() >= 2) return schedule_rows(st, cfg);
     te::IterVar f = st.axis(0);
     for (int i = 1; i < t->ndim(); ++i) f = st.fuse(f, st.axis(i));
-    int64_t n = t->numel();
+    int64_t n = assumed_numel(t);
     int64_t w = vector_width(t->dtype);
     if (n <= w) {
         if (n > 1) st.vectorize(f);
@@ -78,20 +104,18 @@ void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
     if (nd < 2) return schedule_injective(st, cfg);
-    te::IterVar f = st.axis(0);
-    for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
-    if (t->shape[nd - 1] > 1) st.vectorize(st.axis(nd - 1));
-    if (t->numel() > kParallelMin && t->numel() / t->shape[nd - 1] > 1) st.parallel(f);
+    te::IterVar f = fuse_leading(st, nd - 1);
+    if (assumed(t->shape[nd - 1]) > 1) st.vectorize(st.axis(nd - 1));
+    if (assumed_numel(t) > kParallelMin && assumed_numel(t) / assumed(t->shape[nd - 1]) > 1) st.parallel(f);
 }
 
 void schedule_reduction(te::Stage& st) {
     const te::Tensor& t = st.tensor();
     if (t->ndim() == 0) return;
-    te::IterVar f = st.axis(0);
-    for (int i = 1; i < t->ndim(); ++i) f = st.fuse(f, st.axis(i));
-    int64_t work = t->numel();
-    for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-    if (t->numel() > 1 && work > kParallelMin) st.parallel(f);
+    te::IterVar f = fuse_leading(st, t->ndim());
+    int64_t work = assumed_numel(t);
+    for (const auto& r : st.all_reduce_axes()) work *= assumed(r->extent);
+    if (assumed_numel(t) > 1 && work > kParallelMin) st.parallel(f);
 }
 
 namespace {
@@ -192,7 +216,7 @@ int broadcast_split(const te::Stage& st, const te::Schedule& s) {
     if (nd < 2 || !reads_elsewhere(t->body, axes, t->shape, s)) return 0;
     int64_t inner = 1;
     for (int k = nd - 1; k >= 1; --k) {
-        inner *= t->shape[k];
+        inner *= assumed(t->shape[k]);
         if (inner >= 2 * vector_width(t->dtype) && rows_walkable(t->body, axes, t->shape, k, s)) return k;
     }
     return 0;
@@ -202,16 +226,15 @@ int broadcast_split(const te::Stage& st, const te::Schedule& s) {
 /// vectorized.
 void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
     const te::Tensor& t = st.tensor();
-    te::IterVar outer = st.axis(0);
-    for (int i = 1; i < k; ++i) outer = st.fuse(outer, st.axis(i));
+    te::IterVar outer = fuse_leading(st, k);
     te::IterVar inner = st.axis(k);
     for (int i = k + 1; i < t->ndim(); ++i) inner = st.fuse(inner, st.axis(i));
     const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);
     int64_t rows = 1;
-    for (int i = 0; i < k; ++i) rows *= t->shape[i];
-    if (rows > 0 && t->numel() / rows > w) inner = st.split(inner, w).second;  // rows = 0: an empty tensor
+    for (int i = 0; i < k; ++i) rows *= assumed(t->shape[i]);
+    if (rows > 0 && assumed_numel(t) / rows > w) inner = st.split(inner, w).second;  // rows = 0: an empty tensor
     st.vectorize(inner);
-    if (t->numel() > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
+    if (assumed_numel(t) > kParallelMin && rows > 1 && cfg.knob("ew.par", {0, 1}, 1) != 0) st.parallel(outer);
 }
 
 /// True when `e` contains a floordiv or floormod.
@@ -256,7 +279,7 @@ int reshape_rows_split(const te::Stage& st, const te::Schedule& s) {
     if (nd < 2 || !reads_through_divmod(t->body, s)) return 0;
     int64_t inner = 1;
     for (int k = nd - 1; k >= 1; --k) {
-        inner *= t->shape[k];
+        inner *= assumed(t->shape[k]);
         if (inner >= 2 * vector_width(t->dtype)) return k;
     }
     return 0;
@@ -291,7 +314,7 @@ bool computes_with_axes(const te::Expr& e, const std::vector<const te::VarNode*>
 bool gathers_rows(const te::Stage& st, const te::Schedule& s) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
-    if (nd < 2 || t->shape[nd - 1] < 8 || t->numel() / t->shape[nd - 1] <= 1) return false;
+    if (nd < 2 || assumed(t->shape[nd - 1]) < 8 || assumed_numel(t) / assumed(t->shape[nd - 1]) <= 1) return false;
     const std::vector<const te::VarNode*> axes = axes_of(t);
     return reads_elsewhere(t->body, axes, t->shape, s) || computes_with_axes(t->body, axes);
 }

@@ -44,6 +44,10 @@ struct ComputeArgs {
     std::vector<te::Tensor> inputs;
     /// Static output types (after inference).
     std::vector<ir::TensorType> output_types;
+    /// Symbolic compiles only (docs/dynamic_shapes.md): each output's dims as expressions of
+    /// the kernel's dim Vars; empty when every shape is static. Ops whose compute reads
+    /// out_dims() build over these (te::sym_compute); others see only static shapes.
+    std::vector<std::vector<te::Expr>> output_dims;
 
     const te::Tensor& in(size_t i) const { return inputs.at(i); }
     bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -51,6 +55,8 @@ struct ComputeArgs {
     const Tensor* constant_input(size_t i) const;
     Shape out_shape(size_t i = 0) const { return output_types.at(i).static_shape(); }
     DType out_dtype(size_t i = 0) const { return output_types.at(i).dtype; }
+    /// Output i's dims as expressions: output_dims[i], else the static shape as IntImms.
+    std::vector<te::Expr> out_dims(size_t i = 0) const;
 };
 
 using InferFn = std::function<std::vector<ir::TensorType>(const ir::Node&)>;

@@ -8,6 +8,21 @@ namespace kiln::op {
 /// Stages with more elements (or reduction work) than this run their outer loop in parallel.
 constexpr int64_t kParallelMin = 16384;
 
+/// Symbolic dims (te/dims.h, docs/dynamic_shapes.md): the size a schedule assumes for a dim
+/// it cannot know when it picks tiles, vector lengths and parallel loops. The loops themselves
+/// run the true extent (a split of a symbolic extent is peeled into full tiles and a tail).
+constexpr int64_t kAssumedDim = 128;
+inline int64_t assumed(int64_t extent) { return extent == te::kDynamicDim ? kAssumedDim : extent; }
+/// numel() with assumed() dims (numel() itself for a static tensor).
+int64_t assumed_numel(const te::Tensor& t);
+
+/// Fuses axes [0, k) of `st` into one loop and returns it (the stage's outer, parallel loop).
+/// With symbolic dims, an axis of symbolic extent is not fused into the one before it (the
+/// fused index would be split again by dividing by a run-time extent in every iteration):
+/// the axes before it stay loops of their own around it, and the returned loop is the last
+/// group. Static stages: all k fused, as before.
+te::IterVar fuse_leading(te::Stage& st, int k);
+
 /// True if no loop transformation or loop kind was applied to the stage yet.
 bool stage_untouched(const te::Stage& st);
 /// Elements of 64 bytes (at most 16) in dtype t's compute type.

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "op/defs/linear_util.h"
+#include "op/schedule_util.h"
 #include "pass/rewrite.h"
 
 namespace kiln::pass {
@@ -11,6 +12,19 @@ namespace {
 
 bool static_f32(const ir::Value* v) {
     return v && v->type().dtype == DType::kFloat32 && v->type().is_static();
+}
+
+/// f32 with a static last dim (the contraction): symbolic rows (a symbolic compile's batch or
+/// sequence, docs/dynamic_shapes.md) take the packed kernel too, its rows assumed.
+bool f32_static_k(const ir::Value* v) {
+    return v && v->type().dtype == DType::kFloat32 && v->type().rank() >= 1 && v->type().shape.back().is_static();
+}
+
+/// The dims as numbers, a symbolic one as op::kAssumedDim.
+Shape assumed_shape(const ir::TensorType& t) {
+    Shape s;
+    for (const ir::Dim& d : t.shape) s.push_back(d.is_static() ? d.value : op::kAssumedDim);
+    return s;
 }
 
 /// Packed weights per (B, transB, nb): matmuls sharing a weight share one packing.
@@ -41,11 +55,11 @@ bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache) {
     ir::Value* a = n->input(0);
     ir::Value* b = n->input(1);
     ir::Value* y = n->output(0);
-    if (!static_f32(a) || !static_f32(b) || !static_f32(y) || a->type().rank() < 2 || b->type().rank() != 2 ||
+    if (!f32_static_k(a) || !static_f32(b) || !f32_static_k(y) || a->type().rank() < 2 || b->type().rank() != 2 ||
         !is_constant_expr(b))
         return false;
     const bool trans_b = gemm && n->attr_int("transB", 0) != 0;
-    const Shape as = a->type().static_shape(), bs = b->type().static_shape();
+    const Shape as = assumed_shape(a->type()), bs = b->type().static_shape();
     const int64_t m = as[as.size() - 2], cols = trans_b ? bs[0] : bs[1];
     int64_t rows = 1;
     for (size_t d = 0; d + 1 < as.size(); ++d) rows *= as[d];

@@ -24,6 +24,9 @@ struct PassContext {
     /// least as much constant data (its constant inputs have no other users), so weights are
     /// never duplicated.
     int64_t fold_max_new_elements = 4096;
+    /// A symbolic compile (docs/dynamic_shapes.md): inferred types may keep symbolic dims
+    /// (otherwise a non-static output is a kUnsupported error).
+    bool keep_symbols = false;
 };
 
 struct Pass {

@@ -86,7 +86,7 @@ bool simplify_reshape(ir::Graph& g, ir::Node* n) {
     const ir::TensorType& out = n->output(0)->type();
     if (x->type() == out) return forward(g, n, x);
     ir::Node* inner = x->producer();
-    if (!inner || !is_reshape_like(inner->op()) || !inner->input(0)) return false;
+    if (!inner || !is_reshape_like(inner->op()) || !inner->input(0) || !out.is_static()) return false;
     // One Reshape from the innermost source to the final static shape.
     ir::Value* shape = shape_constant(g, out.static_shape());
     ir::Node* r = add_inferred_node(g, "Reshape", {inner->input(0), shape}, {}, 1, "reshape");

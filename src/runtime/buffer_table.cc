@@ -16,8 +16,10 @@ void BufferTable::release() {
     if (!exe_) return;
     for (size_t i = 0; i < storage_.size() && i < exe_->buffers.size() && i < owned_.size(); ++i)
         if (storage_[i] && owned_[i]) alloc_->deallocate(storage_[i], exe_->buffers[i].nbytes());
-    if (arena_) alloc_->deallocate(arena_, exe_->arena_bytes);
+    if (arena_) alloc_->deallocate(arena_, arena_capacity_);
     arena_ = nullptr;
+    arena_capacity_ = 0;
+    dims_planned_ = false;
     owned_.clear();
     storage_.clear();
 }
@@ -27,12 +29,15 @@ void BufferTable::release() {
 Status BufferTable::allocate_intermediates() {
     const auto& bufs = exe_->buffers;
     owned_.assign(bufs.size(), false);
+    if (exe_->is_symbolic()) return Status::ok_status();  // placed per run: place_at_dims
     size_t planned = 0;
     for (const BufferDesc& d : bufs)
         if (d.role == BufferRole::kIntermediate && d.arena_offset >= 0) ++planned;
-    if (planned > 0 && exe_->arena_bytes > 0)
+    if (planned > 0 && exe_->arena_bytes > 0) {
         arena_ = alloc_->allocate(exe_->arena_bytes,
                                   "arena for " + std::to_string(planned) + " model intermediates");
+        arena_capacity_ = exe_->arena_bytes;
+    }
     for (size_t i = 0; i < bufs.size(); ++i) {
         const BufferDesc& d = bufs[i];
         if (d.role != BufferRole::kIntermediate) continue;
@@ -67,6 +72,9 @@ Status BufferTable::prepare() {
             for (int b : st.args)
                 KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size())
                     << "step " << s << " (" << st.node_name << ") names buffer " << b;
+            for (int d : st.dims)
+                KILN_ICHECK(d >= 0 && static_cast<size_t>(d) < exe_->dims.size())
+                    << "step " << s << " (" << st.node_name << ") names dim " << d;
         }
         for (int b : exe_->inputs) KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size()) << "input buffer " << b;
         for (int b : exe_->outputs) KILN_ICHECK(b >= 0 && static_cast<size_t>(b) < bufs.size()) << "output buffer " << b;
@@ -94,8 +102,41 @@ Status BufferTable::prepare() {
     return Status::ok_status();
 }
 
+Status BufferTable::place_at_dims(const std::vector<int64_t>& dims) {
+    if (dims_planned_ && dims_plan_.dims == dims) return Status::ok_status();
+    dims_planned_ = false;
+    Status st = plan_at_dims(*exe_, dims, dims_plan_);
+    if (!st.ok()) return st;
+    try {
+        if (dims_plan_.arena_bytes > arena_capacity_) {
+            if (arena_) alloc_->deallocate(arena_, arena_capacity_);
+            arena_ = nullptr;
+            arena_capacity_ = 0;
+            arena_ = alloc_->allocate(dims_plan_.arena_bytes, "arena for the model intermediates at these dimensions");
+            arena_capacity_ = dims_plan_.arena_bytes;
+        }
+    } catch (const Error& e) {
+        return Status::from(e);
+    }
+    for (size_t i = 0; i < exe_->buffers.size(); ++i)
+        if (exe_->buffers[i].role == BufferRole::kIntermediate)
+            storage_[i] = dims_plan_.offset[i] >= 0 ? static_cast<char*>(arena_) + dims_plan_.offset[i] : nullptr;
+    dims_planned_ = true;
+    return Status::ok_status();
+}
+
+size_t BufferTable::run_bytes(int id, const RunBindings& b) const {
+    const BufferDesc& d = exe_->buffers[static_cast<size_t>(id)];
+    if (!d.is_symbolic()) return d.nbytes();
+    return static_cast<size_t>(shape_numel(d.shape_at(b.dims))) * dtype_size(d.dtype);
+}
+
 Status BufferTable::check_inputs(const std::vector<Tensor>& inputs) const {
     if (!exe_) return Status(ErrorKind::kInvalidArgument, "executor has no executable");
+    if (exe_->is_symbolic()) {
+        std::vector<int64_t> dims;
+        return bind_run_dims(*exe_, inputs, dims);
+    }
     const auto& bufs = exe_->buffers;
     if (inputs.size() != exe_->inputs.size()) {
         return Status(ErrorKind::kInvalidArgument, "expected " + std::to_string(exe_->inputs.size()) +
@@ -123,6 +164,13 @@ Status BufferTable::rebind_inputs(const std::vector<Tensor>& inputs, RunBindings
     if (!st.ok()) return st;
     if (b.ptrs.size() != exe_->buffers.size())
         return Status(ErrorKind::kInternal, "bug in Kiln: rebind_inputs before bind");
+    if (exe_->is_symbolic()) {
+        std::vector<int64_t> dims;
+        st = bind_run_dims(*exe_, inputs, dims);
+        if (!st.ok()) return st;
+        if (dims != b.dims)
+            return Status(ErrorKind::kInvalidArgument, "a resumed run must be given inputs of the shapes it started with");
+    }
     for (size_t i = 0; i < inputs.size(); ++i) b.ptrs[exe_->inputs[i]] = const_cast<void*>(inputs[i].data());
     return Status::ok_status();
 }
@@ -133,7 +181,7 @@ std::vector<bool> BufferTable::restartable_steps(const RunBindings& b) const {
     auto overlap = [&](int x, int y) {
         const char* px = static_cast<const char*>(b.ptrs[x]);
         const char* py = static_cast<const char*>(b.ptrs[y]);
-        const size_t nx = bufs[x].nbytes(), ny = bufs[y].nbytes();
+        const size_t nx = run_bytes(x, b), ny = run_bytes(y, b);
         return px && py && nx && ny && px < py + ny && py < px + nx;
     };
     for (size_t s = 0; s < exe_->steps.size(); ++s) {
@@ -159,10 +207,11 @@ Status BufferTable::bind_outputs_into(const std::vector<const Tensor*>& into, Ru
         if (!into[j]) continue;
         const BufferDesc& d = bufs[exe_->outputs[j]];
         const Tensor& t = *into[j];
-        if (t.dtype() != d.dtype || t.shape() != d.shape || (t.data() == nullptr && t.numel() > 0))
+        const Shape want = d.is_symbolic() ? d.shape_at(b.dims) : d.shape;  // b.dims: bound by bind()
+        if (t.dtype() != d.dtype || t.shape() != want || (t.data() == nullptr && t.numel() > 0))
             return Status(ErrorKind::kInvalidArgument, "output " + std::to_string(j) + " ('" + d.name +
                                                            "'): bound tensor expected " + dtype_name(d.dtype) +
-                                                           shape_str(d.shape) + ", got " + dtype_name(t.dtype()) +
+                                                           shape_str(want) + ", got " + dtype_name(t.dtype()) +
                                                            shape_str(t.shape()));
         const int id = exe_->outputs[j];
         if (d.role != BufferRole::kOutput || b.fresh_outputs.count(id)) continue;
@@ -179,6 +228,12 @@ Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b, cons
     const auto& bufs = exe_->buffers;
     st = prepare();
     if (!st.ok()) return st;
+    b.dims.clear();
+    if (exe_->is_symbolic()) {
+        st = bind_run_dims(*exe_, inputs, b.dims);
+        if (st.ok()) st = place_at_dims(b.dims);
+        if (!st.ok()) return st;
+    }
 
     b.ptrs = storage_;
     b.fresh_outputs.clear();
@@ -193,7 +248,8 @@ Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b, cons
             if (bufs[i].role != BufferRole::kOutput || b.fresh_outputs.count(static_cast<int>(i))) continue;
             // From the allocator (a session's is a caching pool: after the first runs, outputs reuse
             // the blocks of outputs the caller has dropped).
-            Tensor t = alloc_->allocate_tensor(bufs[i].dtype, bufs[i].shape, bufs[i].name);
+            Tensor t = alloc_->allocate_tensor(bufs[i].dtype, bufs[i].is_symbolic() ? bufs[i].shape_at(b.dims) : bufs[i].shape,
+                                               bufs[i].name);
             b.ptrs[i] = t.data();
             b.fresh_outputs.emplace(static_cast<int>(i), std::move(t));
         }
@@ -201,7 +257,8 @@ Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b, cons
         return Status::from(e);
     }
     for (size_t i = 0; i < bufs.size(); ++i) {
-        if (b.ptrs[i] == nullptr && bufs[i].nbytes() > 0 && bufs[i].role != BufferRole::kInput)
+        const size_t bytes = exe_->is_symbolic() ? dims_plan_.bytes[i] : bufs[i].nbytes();
+        if (b.ptrs[i] == nullptr && bytes > 0 && bufs[i].role != BufferRole::kInput)
             return Status(ErrorKind::kInternal, "bug in Kiln: buffer '" + bufs[i].name + "' is not bound");
     }
     return Status::ok_status();
@@ -218,7 +275,15 @@ Status BufferTable::run_step(size_t s, const RunBindings& b, const kiln_kernel_e
     }
     for (size_t i = 0; i < step.args.size(); ++i) argv[i] = b.ptrs[step.args[i]];
     if (exe_->kernels[step.kernel].is_async) return run_async_step(s, b);
-    Status st = exe_->run_kernel(step.kernel, argv, env);
+    Status st;
+    if (exe_->kernels[step.kernel].takes_dims) {
+        int64_t dims[16];
+        if (step.dims.size() > 16) return Status(ErrorKind::kInternal, "bug in Kiln: a kernel with over 16 dims");
+        for (size_t d = 0; d < step.dims.size(); ++d) dims[d] = b.dims.at(static_cast<size_t>(step.dims[d]));
+        st = exe_->run_kernel(step.kernel, argv, dims, env);
+    } else {
+        st = exe_->run_kernel(step.kernel, argv, env);
+    }
     if (st.ok()) return st;
     const KernelDesc& k = exe_->kernels[step.kernel];
     return Status(st.kind(), "kernel '" + (k.is_extern() ? k.extern_name : k.symbol) + "' for node '" + step.node_name +
@@ -238,7 +303,7 @@ Status BufferTable::run_async_step(size_t s, const RunBindings& b) const {
     std::vector<size_t> bytes;
     for (int id : step.args) {
         args.push_back(b.ptrs[id]);
-        bytes.push_back(exe_->buffers[id].nbytes());
+        bytes.push_back(run_bytes(id, b));
     }
     return run_async_kernel_and_wait(*ak, std::move(args), std::move(bytes));
 }
@@ -278,7 +343,7 @@ void BufferTable::collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) 
         } else {
             // An output that is an input or a constant (an identity model), or a buffer already
             // handed out as an earlier output: copy it out.
-            Tensor t(bufs[id].dtype, bufs[id].shape);
+            Tensor t(bufs[id].dtype, bufs[id].is_symbolic() ? bufs[id].shape_at(b.dims) : bufs[id].shape);
             if (t.nbytes()) std::memcpy(t.data(), b.ptrs[id], t.nbytes());
             outputs.push_back(std::move(t));
         }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/allocator.h"
+#include "runtime/dims_plan.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
 #include "support/status.h"
@@ -18,6 +19,8 @@ namespace kiln::runtime {
 /// run, and per model output the caller's tensor to write it into (null: fresh; empty: none).
 struct RunBindings {
     std::vector<void*> ptrs;
+    /// The values of Executable::dims for this run (empty for a static executable).
+    std::vector<int64_t> dims;
     std::map<int, Tensor> fresh_outputs;
     std::vector<const Tensor*> into;
 };
@@ -57,9 +60,18 @@ public:
     /// caller's tensor when one is bound).
     void collect_outputs(RunBindings& b, std::vector<Tensor>& outputs) const;
 
+    /// Bytes of buffer `id` in this run (its static size, or at the run's dims).
+    size_t run_bytes(int id, const RunBindings& b) const;
+
 private:
     Status check_inputs(const std::vector<Tensor>& inputs) const;
     Status bind_outputs_into(const std::vector<const Tensor*>& into, RunBindings& b) const;
+    /// Symbolic executables: places the intermediates for `dims` (kept until the dims change),
+    /// growing the arena when the plan needs more.
+    Status place_at_dims(const std::vector<int64_t>& dims);
+    DimsPlan dims_plan_;
+    bool dims_planned_ = false;
+    size_t arena_capacity_ = 0;  // bytes of arena_ (a symbolic executable's grows)
     void release();
     std::shared_ptr<Executable> exe_;
     Allocator* alloc_;

@@ -87,6 +87,13 @@ std::shared_ptr<ExternKernel> Executable::make_extern(int kernel) const {
     }
 }
 
+Shape BufferDesc::shape_at(const std::vector<int64_t>& dims) const {
+    Shape s = shape;
+    for (size_t k = 0; k < dim_of.size() && k < s.size(); ++k)
+        if (dim_of[k] >= 0) s[k] = dims.at(static_cast<size_t>(dim_of[k]));
+    return s;
+}
+
 Status kernel_stopped_status() {
     return Status(ErrorKind::kCancelled, "stopped inside the kernel (preempted)");
 }
@@ -95,7 +102,17 @@ Status Executable::run_kernel(int kernel, void* const* args, const kiln_kernel_e
     if (ExternKernel* ext = externs_.at(kernel).get()) {
         return ext->run(args, env, kernel_env_threads(env));
     }
-    int32_t rc = fns_.at(kernel)(args, &env);
+    return kernel_status(fns_.at(kernel)(args, &env));
+}
+
+Status Executable::run_kernel(int kernel, void* const* args, const int64_t* dims, const kiln_kernel_env& env) const {
+    auto fn = reinterpret_cast<kiln_kernel_dims_fn>(fns_.at(kernel));
+    const int32_t rc = fn(args, dims, &env);
+    if (rc == KILN_KERNEL_BAD_DIMS) return Status(ErrorKind::kInvalidArgument, "a negative dimension");
+    return kernel_status(rc);
+}
+
+Status Executable::kernel_status(int32_t rc) {
     if (rc == 0) return Status::ok_status();
     if (rc == KILN_KERNEL_STOPPED) return kernel_stopped_status();
     return Status(ErrorKind::kInternal, "code " + std::to_string(rc) +

@@ -25,6 +25,13 @@ struct BufferDesc {
     /// For a planned kIntermediate: its byte offset in the Executable's arena (-1 = its own
     /// allocation). Set by the static memory planner (src/plan).
     int64_t arena_offset = -1;
+    /// In an executable with symbolic dims (Executable::dims): per axis, the index of the dim it
+    /// equals, or -1 where `shape` holds the size (`shape` holds 0 at a symbolic axis). Empty: a
+    /// static shape. A symbolic intermediate is placed per run (runtime/dims_plan.h).
+    std::vector<int> dim_of;
+    bool is_symbolic() const { return !dim_of.empty(); }
+    /// The shape at these values of Executable::dims.
+    Shape shape_at(const std::vector<int64_t>& dims) const;
     size_t nbytes() const { return static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype); }
 };
 
@@ -46,6 +53,9 @@ struct KernelDesc {
     std::string control;
     std::string control_params;
     bool is_control() const { return !control.empty(); }
+    /// A generated kernel with symbolic dims: `symbol` is a kiln_kernel_dims_fn, called with the
+    /// values StepDesc::dims selects.
+    bool takes_dims = false;
 };
 
 struct StepDesc {
@@ -58,6 +68,9 @@ struct StepDesc {
     /// Estimated floating-point operations of one call (Conv/Gemm/MatMul: 2*MACs; others: output
     /// elements); the profiler's GFLOP/s and the dataflow executor's inline/auto decisions.
     double flops = 0;
+    /// For a kernel that takes dims (KernelDesc::takes_dims): indices into Executable::dims, in
+    /// the kernel's dims order.
+    std::vector<int> dims;
 };
 
 class LoadedLibrary;
@@ -84,6 +97,11 @@ public:
     bool planned_for_concurrency = false;
     /// Bytes of the one arena that holds every planned intermediate (BufferDesc::arena_offset).
     size_t arena_bytes = 0;
+    /// The model's symbolic dims (docs/dynamic_shapes.md): one executable serves every value.
+    /// Each run binds them from its inputs' shapes (runtime/dims_plan.h); symbolic
+    /// intermediates are then placed in an arena planned for those values. Empty: static.
+    std::vector<std::string> dims;
+    bool is_symbolic() const { return !dims.empty(); }
 
     /// dlopens every kernel library and resolves symbols, and builds the extern kernels
     /// (idempotent). Throws kiln::Error.
@@ -97,8 +115,11 @@ public:
     /// Runs a loaded (non-async) kernel on `args`; extern kernels get the env's thread count
     /// (kernel_env_threads). A kernel cut short by env.stop gives kernel_stopped_status().
     Status run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const;
+    /// Runs a kernel that takes dims (KernelDesc::takes_dims) with their values.
+    Status run_kernel(int kernel, void* const* args, const int64_t* dims, const kiln_kernel_env& env) const;
 
 private:
+    static Status kernel_status(int32_t rc);
     std::shared_ptr<ExternKernel> make_extern(int kernel) const;
     std::map<std::string, std::shared_ptr<LoadedLibrary>> provided_;
     std::vector<std::shared_ptr<LoadedLibrary>> libs_;

@@ -80,6 +80,9 @@ std::shared_ptr<PreparedExecutable> ModelRunner::prepare(std::shared_ptr<Executa
     // inter-op threads to run them.
     p->dataflow = opts_.executor == ExecutorChoice::kDataflow ||
                   (opts_.executor == ExecutorChoice::kAuto && p->parallel_width >= 2 && inter_threads_ > 1);
+    // The dataflow executor sizes buffers from their static shapes: an executable with symbolic
+    // dims runs on the sequential one (its memory is placed per run's dims, runtime/dims_plan.h).
+    if (exe->is_symbolic()) p->dataflow = false;
     if (p->dataflow) (void)inter_pool();
     p->exe = std::move(exe);
     p->memory = memory_;

@@ -257,6 +257,19 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
     std::vector<std::vector<std::pair<size_t, Expr>>> guards_at(n + 1);
     std::vector<int> peel_at(n, -1);
     int peeled = 0;
+    // Dim Vars (te/dims.h) in a recovered index (a fuse of symbolic extents divides by them) are
+    // the kernel's parameters, bound before every loop: they add no depth.
+    std::vector<Var> stage_dims;
+    for (const auto& d : t->sym_shape) te::collect_dim_vars(d, stage_dims);
+    for (const auto& iv : st.leaf_iter_vars()) te::collect_dim_vars(iv->sym_extent, stage_dims);
+    for (const auto& iv : st.all_reduce_axes()) te::collect_dim_vars(iv->sym_extent, stage_dims);
+    for (const auto& sp : st.splits()) te::collect_dim_vars(sp.parent->sym_extent, stage_dims);
+    for (const auto& f : st.fuses()) te::collect_dim_vars(f.fused->sym_extent, stage_dims);
+    auto is_dim = [&](const te::VarNode* v) {
+        for (const auto& d : stage_dims)
+            if (d.get() == v) return true;
+        return false;
+    };
     for (size_t si = 0; si < st.splits().size(); ++si) {
         const auto& s = st.splits()[si];
         if (s.parent->is_static() && s.parent->extent % s.factor == 0) continue;
@@ -265,6 +278,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         collect_vars(v, deps);
         size_t depth = 0;
         for (const auto* d : deps) {
+            if (is_dim(d)) continue;
             auto it = leaf_of_var.find(d);
             KILN_ICHECK(it != leaf_of_var.end()) << "guard depends on a non-leaf var " << d->name;
             depth = std::max(depth, it->second + 1);

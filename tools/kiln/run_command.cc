@@ -38,6 +38,7 @@ struct RunArgs {
     std::string executor = "auto";  // sequential | dataflow | auto
     int inter_op_threads = 0;
     bool global_pools = false;
+    bool symbolic_shapes = false;
     std::string profile_path;
     bool profile_summary = false;
     size_t memory_limit = 0;     // bytes, 0 = unlimited
@@ -230,6 +231,10 @@ int run_model(const RunArgs& args) {
     opts.opt_level = args.opt_level;
     opts.kernels = args.kernels;
     opts.tuning_log = args.tuning_log;
+    // --symbolic-shapes: one compile for every shape; --dim then only sizes the random inputs.
+    std::map<std::string, int64_t> input_dims = opts.dims;
+    opts.symbolic_shapes = args.symbolic_shapes;
+    if (args.symbolic_shapes) opts.dims.clear();
     std::unique_ptr<Session> session = Session::load(args.model, opts);
     const auto elapsed_ms = [](Clock::time_point t0) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -242,7 +247,7 @@ int run_model(const RunArgs& args) {
                    load_ms / 1e3);
     }
     // Random inputs take the first specialized shape where --dim leaves a dim open.
-    std::map<std::string, int64_t> random_dims = opts.dims;
+    std::map<std::string, int64_t> random_dims = input_dims;
     if (!combos.empty()) random_dims.insert(combos[0].begin(), combos[0].end());
 
     std::map<std::string, std::string> origin;
@@ -273,6 +278,8 @@ int run_model(const RunArgs& args) {
     else
         fmt::print("compiled {} kernels ({} compiled, {} cached) in {:.2f} s\n", stats.kernels, stats.compiled,
                    stats.kernels - stats.compiled, stats.compile_seconds);
+    if (opts.symbolic_shapes && stats.symbolic) fmt::print("symbolic shapes: one compile serves every shape\n");
+    if (opts.symbolic_shapes && !stats.symbolic) fmt::print("symbolic shapes: not used ({})\n", stats.symbolic_reason);
 
     std::vector<double> ms;
     for (int r = 0; r < args.repeat; ++r) {
@@ -332,6 +339,9 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->type_name("NAME=SIZE,SIZE,...")
         ->allow_extra_args(false)
         ->check(name_value_check(false));
+    sub->add_flag("--symbolic-shapes", args->symbolic_shapes,
+                  "Compile once for every value of the symbolic dims (docs/dynamic_shapes.md); --dim sizes the "
+                  "random inputs");
     sub->add_option("--output-dir", args->output_dir, "Write each output to DIR/<name>.npy")
         ->type_name("DIR");
     sub->add_option("--repeat", args->repeat, "Timed runs after the warm-up run")

@@ -56,8 +56,8 @@ std::vector<te::Tensor> cast_compute(const ComputeArgs& a) {
     // f4e2m1's storage conversion saturates by itself; the f8 types (e8m0 too) clamp here.
     const bool do_clamp = a.node.attr_int("saturate", 1) != 0 && dtype_is_lowp_float(to) && to != DType::kFloat4E2M1;
     const double mx = do_clamp ? static_cast<double>(lowp_max_finite(to)) : 0.0;
-    auto out = te::compute(
-        a.out_shape(),
+    auto out = te::sym_compute(
+        a.out_dims(),
         [&](const std::vector<te::Var>& i) {
             te::Expr v = te::cast(te::compute_dtype(to), te::read(x, i));
             if (!do_clamp) return v;

@@ -36,8 +36,8 @@ OpDef binary_op(const std::string& name, te::BinaryOp bop) {
     };
     d.compute = [bop, name](const ComputeArgs& a) {
         te::Tensor x = a.in(0), y = a.in(1);
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 return te::binary(bop, broadcast_read(x, i), broadcast_read(y, i));
             },
             name, a.out_dtype());
@@ -59,8 +59,8 @@ OpDef unary_op(const std::string& name, std::vector<int> versions, std::vector<D
     };
     d.compute = [f, name](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) { return f(te::read(x, i)); }, name, a.out_dtype());
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) { return f(te::read(x, i)); }, name, a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
     return d;
@@ -102,8 +102,8 @@ OpDef clip_op() {
         te::Tensor x = a.in(0);
         te::Tensor lo = a.has_input(1) ? a.in(1) : nullptr;
         te::Tensor hi = a.has_input(2) ? a.in(2) : nullptr;
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 Expr v = te::read(x, i);
                 // NOTE: min(max(x, lo), hi): when lo > hi every element becomes hi (ONNX).
                 if (lo) v = te::max(v, scalar_read(lo));
@@ -134,8 +134,8 @@ OpDef pow_op() {
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0), y = a.in(1);
         const DType xt = a.in(0)->dtype, yt = a.in(1)->dtype;
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 Expr base = broadcast_read(x, i), ex = broadcast_read(y, i);
                 if (dtype_is_float(xt)) {
                     const DType cdt = te::compute_dtype(xt);
@@ -164,8 +164,8 @@ OpDef gelu_op() {
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
         const bool tanh_form = a.node.attr_string("approximate", "none") == "tanh";
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 Expr v = te::read(x, i);
                 const DType t = v->dtype;
                 auto c = [&](double k) { return te::make_const(t, k); };

@@ -88,8 +88,8 @@ OpDef gather_op() {
         const int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), x->ndim());
         const int q = ind->ndim();
         const int64_t extent = x->shape[axis];
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& o) {
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& o) {
                 std::vector<Var> ii(o.begin() + axis, o.begin() + axis + q);
                 Expr k = te::cast(DType::kInt64, te::read(ind, ii));
                 k = te::select(k < te::int_imm(0), k + extent, k);

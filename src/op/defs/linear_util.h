@@ -42,6 +42,10 @@ std::vector<ir::Dim> matmul_output_dims(const ir::Node& n, const ir::TensorType&
 te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const Shape& out,
                              DType acc_dtype, const std::string& name,
                              const ElemReader& read_a = {}, const ElemReader& read_b = {});
+/// As above over dims given as expressions (symbolic compiles; constants give the static stage).
+te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const std::vector<te::Expr>& out,
+                             DType acc_dtype, const std::string& name,
+                             const ElemReader& read_a = {}, const ElemReader& read_b = {});
 
 /// MatMul's schedule (a register-tiled micro-kernel per sum stage; the rest default).
 void schedule_matmul_stages(te::Schedule& s, const std::vector<te::Tensor>& outputs);

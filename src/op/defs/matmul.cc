@@ -86,11 +86,11 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
         std::vector<te::IterVar> order(st.all_reduce_axes().begin(), st.all_reduce_axes().end());
         order.push_back(j);
         st.reorder(order);
-        if (sh[0] > 1) st.vectorize(j);
+        if (assumed(sh[0]) > 1) st.vectorize(j);
         return;
     }
     const int64_t vec = vector_width(st.tensor()->dtype);
-    const int64_t m = sh[nd - 2], n = sh[nd - 1];
+    const int64_t m = assumed(sh[nd - 2]), n = assumed(sh[nd - 1]);
     MatmulTile tile = matmul_tile(m, n, vec, fixed_nc);
     int64_t nr = (tile.nc + vec - 1) / vec;
     if (fixed_nc == 0 && n > vec) {
@@ -120,11 +120,18 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
             k_unrolled = ki;
         }
     }
-    int64_t work = st.tensor()->numel();
-    for (const auto& r : st.all_reduce_axes()) work *= r->extent;
+    int64_t work = assumed_numel(st.tensor());
+    for (const auto& r : st.all_reduce_axes()) work *= assumed(r->extent);
     const int64_t io_extent = (m + tile.mr - 1) / tile.mr;
+    // Symbolic rows or columns (docs/dynamic_shapes.md): a split of a symbolic extent is peeled
+    // into full tiles and a tail only as a loop of its own; fused into the parallel loop its
+    // guard would sit inside the vectorized tile (the attention's [b, h, s, s] scores ran 4x
+    // slower so). The parallel loop then fuses the static split, or only the batch dims.
+    const bool sym_m = sh[nd - 2] == te::kDynamicDim, sym_n = sh[nd - 1] == te::kDynamicDim;
     int64_t par_mode = 0;
-    if (work > kParallelMin && io_extent > 1) par_mode = cfg.knob("matmul.par", {0, 1, 2}, 0);
+    if (sym_n && !sym_m) par_mode = 1;
+    else if (work > kParallelMin && io_extent > 1 && !sym_m && !sym_n) par_mode = cfg.knob("matmul.par", {0, 1, 2}, 0);
+    const bool fuse_leaf = !(par_mode == 1 ? sym_m : sym_n);
     std::vector<te::IterVar> order;
     for (int d = 0; d < nd - 2; ++d) order.push_back(st.axis(d));
     if (par_mode == 1) {
@@ -139,13 +146,18 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     order.push_back(ji);
     st.reorder(order);
     te::IterVar outer = par_mode == 1 ? io : jo;
-    for (int d = nd - 3; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    if (fuse_leaf || nd == 2) {
+        for (int d = nd - 3; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    } else {
+        outer = st.axis(nd - 3);
+        for (int d = nd - 4; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
+    }
     if (par_mode == 2) outer = st.fuse(outer, io);
     if (k_unrolled) st.unroll(k_unrolled);
     if (tile.mr > 1) st.unroll(ii);
-    if (sh[nd - 1] > 1) st.vectorize(ji);
+    if (n > 1) st.vectorize(ji);
     st.cache_write_local();
-    if (work > kParallelMin && outer->extent > 1) st.parallel(outer);
+    if (work > kParallelMin && assumed(outer->extent) > 1) st.parallel(outer);
 }
 
 void matmul_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
@@ -181,7 +193,7 @@ OpDef matmul_op() {
     };
     d.compute = [](const ComputeArgs& args) {
         const DType cdt = te::compute_dtype(args.out_dtype());
-        te::Tensor acc = matmul_accumulate(args.in(0), args.in(1), args.out_shape(), cdt,
+        te::Tensor acc = matmul_accumulate(args.in(0), args.in(1), args.out_dims(), cdt,
                                            cdt == args.out_dtype() ? "MatMul" : "matmul_acc");
         return std::vector<te::Tensor>{narrow_if_needed(acc, args.out_dtype(), "MatMul")};
     };
@@ -319,10 +331,10 @@ std::vector<te::Tensor> packed_compute(const ComputeArgs& args) {
     const double alpha = args.node.attr_float("alpha", 1.0), beta = args.node.attr_float("beta", 1.0);
     const te::Tensor c = args.has_input(2) && beta != 0.0 ? args.in(2) : nullptr;
     const bool epilogue = c || alpha != 1.0;
-    const Shape& out = args.out_shape();
+    const std::vector<Expr> out = args.out_dims();
     const int ra = a->ndim();
     te::IterVar k = te::reduce_axis(a->shape[ra - 1], "k");
-    te::Tensor acc = te::compute(
+    te::Tensor acc = te::sym_compute(
         out, [&](const std::vector<Var>& i) {
             std::vector<Expr> ai(i.begin(), i.end() - 1);
             ai.push_back(k->var);
@@ -332,7 +344,7 @@ std::vector<te::Tensor> packed_compute(const ComputeArgs& args) {
         },
         epilogue ? "packed_matmul_acc" : "KilnMatMulPackedB", DType::kFloat32);
     if (!epilogue) return {acc};
-    return {te::compute(
+    return {te::sym_compute(
         out, [&](const std::vector<Var>& i) {
             Expr v = te::read(acc, i);
             if (alpha != 1.0) v = v * te::make_const(DType::kFloat32, alpha);
@@ -478,10 +490,23 @@ std::vector<ir::Dim> matmul_output_dims(const ir::Node& n, const ir::TensorType&
 
 te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const Shape& out, DType acc_dtype,
                              const std::string& name, const ElemReader& read_a, const ElemReader& read_b) {
+    std::vector<Expr> dims;
+    for (int64_t d : out) dims.push_back(te::int_imm(d));
+    return matmul_accumulate(a, b, dims, acc_dtype, name, read_a, read_b);
+}
+
+/// A reduce axis over dim `d` of `t` (symbolic when the dim is).
+static te::IterVar reduce_over(const te::Tensor& t, int d, const std::string& name) {
+    if (t->shape[static_cast<size_t>(d)] != te::kDynamicDim) return te::reduce_axis(t->shape[static_cast<size_t>(d)], name);
+    return te::reduce_axis(t->shape_exprs()[static_cast<size_t>(d)], name);
+}
+
+te::Tensor matmul_accumulate(const te::Tensor& a, const te::Tensor& b, const std::vector<Expr>& out, DType acc_dtype,
+                             const std::string& name, const ElemReader& read_a, const ElemReader& read_b) {
     const int ra = a->ndim(), rb = b->ndim();
     const int nbatch = static_cast<int>(out.size()) - (ra >= 2) - (rb >= 2);
-    te::IterVar k = te::reduce_axis(a->shape[ra - 1], "k");
-    return te::compute(
+    te::IterVar k = reduce_over(a, ra - 1, "k");
+    return te::sym_compute(
         out, [&](const std::vector<Var>& i) {
             std::vector<Var> batch(i.begin(), i.begin() + nbatch);
             std::vector<Expr> ai, bi;

@@ -160,11 +160,12 @@ OpDef layer_norm_op() {
         const int axis = normalize_axis(a.node, a.node.attr_int("axis", -1), rank);
         const DType cdt = te::compute_dtype(x->dtype);
         const double eps = a.node.attr_float("epsilon", 1e-5);
-        int64_t count = 1;
-        Shape stat = x->shape;
+        int64_t count = 1;  // the normalized axes are static (a symbolic compile checks it)
+        const std::vector<Expr> xs = x->shape_exprs();
+        std::vector<Expr> stat = xs;
         for (int k = axis; k < rank; ++k) {
             count *= x->shape[k];
-            stat[k] = 1;
+            stat[k] = te::int_imm(1);
         }
         const Expr inv_n = te::make_const(cdt, 1.0 / static_cast<double>(count));
         auto stat_idx = [&](const std::vector<Var>& i) {
@@ -197,9 +198,9 @@ OpDef layer_norm_op() {
         };
         te::Tensor sum, sqsum;
         if (lanes > 0) {
-            sum = lane_reduce(x->shape, lanes, te::ReduceOp::kSum, cdt, at, "ln_sum");
+            sum = lane_reduce(xs, lanes, te::ReduceOp::kSum, cdt, at, "ln_sum");
             sqsum = lane_reduce(
-                x->shape, lanes, te::ReduceOp::kSum, cdt,
+                xs, lanes, te::ReduceOp::kSum, cdt,
                 [&](const std::vector<Var>& i, Expr k) {
                     Expr dev = at(i, std::move(k)) - te::read(sum, stat_of(i)) * inv_n;
                     return dev * dev;
@@ -207,10 +208,10 @@ OpDef layer_norm_op() {
                 "ln_sqsum");
         } else {
             const std::vector<te::IterVar> r1 = reduce_vars();
-            sum = te::compute(
+            sum = te::sym_compute(
                 stat, [&](const std::vector<Var>& i) { return te::sum(row_read(i, r1), r1); }, "ln_sum", cdt);
             const std::vector<te::IterVar> r2 = reduce_vars();
-            sqsum = te::compute(
+            sqsum = te::sym_compute(
                 stat, [&](const std::vector<Var>& i) {
                     Expr dev = row_read(i, r2) - te::read(sum, i) * inv_n;
                     return te::sum(dev * dev, r2);
@@ -221,12 +222,12 @@ OpDef layer_norm_op() {
             return te::make_const(cdt, 1.0) /
                    te::unary(te::UnaryOp::kSqrt, te::read(sqsum, idx) * inv_n + te::make_const(cdt, eps));
         };
-        te::Tensor inv = te::compute(
+        te::Tensor inv = te::sym_compute(
             stat, [&](const std::vector<Var>& i) { return inv_std(std::vector<Expr>(i.begin(), i.end())); }, "ln_inv",
             cdt);
         // Scale / B read with the output index right-aligned (they broadcast to x[axis:]).
-        te::Tensor y = te::compute(
-            x->shape, [&](const std::vector<Var>& i) {
+        te::Tensor y = te::sym_compute(
+            xs, [&](const std::vector<Var>& i) {
                 const std::vector<Expr> s = stat_idx(i);
                 Expr v = (te::cast(cdt, te::read(x, i)) - te::read(sum, s) * inv_n) * te::read(inv, s) *
                          te::cast(cdt, broadcast_read(scale, i));
@@ -236,11 +237,11 @@ OpDef layer_norm_op() {
             "LayerNormalization", a.out_dtype());
         std::vector<te::Tensor> outs{y};
         if (a.output_types.size() > 1) {
-            outs.push_back(te::compute(
+            outs.push_back(te::sym_compute(
                 stat, [&](const std::vector<Var>& i) { return te::read(sum, i) * inv_n; }, "ln_mean", a.out_dtype(1)));
         }
         if (a.output_types.size() > 2) {
-            outs.push_back(te::compute(
+            outs.push_back(te::sym_compute(
                 stat, [&](const std::vector<Var>& i) { return inv_std(std::vector<Expr>(i.begin(), i.end())); },
                 "ln_inv_std_dev", a.out_dtype(2)));
         }

@@ -15,6 +15,7 @@
 
 #include "op/op_def.h"
 #include "op/schedule_util.h"
+#include "support/error.h"
 #include "support/tensor.h"
 #include "te/schedule.h"
 #include "te/tensor.h"
@@ -31,32 +32,39 @@ inline int64_t row_lanes(DType t, int64_t extent) {
 /// out = reduce over the last axis of x-shaped rows: body(i, k) is the element at row index i
 /// (the leading axes of `shape`, its last axis ignored) and position k of the row. Returns
 /// out with shape[-1] = 1. `lanes` from row_lanes (> 0).
-inline te::Tensor lane_reduce(const Shape& shape, int64_t lanes, te::ReduceOp op, DType dt,
+/// `shape` as expressions (te::TensorNode::shape_exprs): any dim may be symbolic; a symbolic
+/// row (the attention's [b, h, s, s] scores) reduces over floordiv(s + lanes - 1, lanes) steps,
+/// every one guarded.
+inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes, te::ReduceOp op, DType dt,
                               const std::function<te::Expr(const std::vector<te::Var>&, te::Expr)>& body,
                               const std::string& name) {
     const int nd = static_cast<int>(shape.size());
-    const int64_t extent = shape[nd - 1];
+    const te::Expr row = shape[nd - 1];
+    int64_t extent = 0;
+    const bool sym_row = !te::const_int(row, &extent);
     const int64_t outer = (extent + lanes - 1) / lanes;
     auto combine = [&](te::Expr v, const te::IterVar& r) {
         return op == te::ReduceOp::kSum ? te::sum(std::move(v), {r}) : te::max_reduce(std::move(v), {r});
     };
-    Shape part_shape = shape;
-    part_shape[nd - 1] = lanes;
-    te::IterVar ro = te::reduce_axis(outer, "ro");
-    te::Tensor part = te::compute(
+    std::vector<te::Expr> part_shape = shape;
+    part_shape[nd - 1] = te::int_imm(lanes);
+    te::IterVar ro = sym_row ? te::reduce_axis(te::floordiv(row + te::int_imm(lanes - 1), te::int_imm(lanes)), "ro")
+                             : te::reduce_axis(outer, "ro");
+    te::Tensor part = te::sym_compute(
         part_shape,
         [&](const std::vector<te::Var>& i) {
             te::Expr k = te::Expr(ro->var) * te::int_imm(lanes) + te::Expr(i[nd - 1]);
-            if (extent % lanes == 0) return combine(body(i, k), ro);
-            te::Expr in = k < te::int_imm(extent);
-            te::Expr v = body(i, te::min(k, te::int_imm(extent - 1)));
+            if (!sym_row && extent % lanes == 0) return combine(body(i, k), ro);
+            te::Expr in = k < (sym_row ? row : te::int_imm(extent));
+            // Clamped so that no lane reads past the row (a symbolic row of 0 runs no step).
+            te::Expr v = body(i, te::min(k, sym_row ? row - te::int_imm(1) : te::int_imm(extent - 1)));
             return combine(te::select(in, v, te::reduce_identity(op, dt)), ro);
         },
         name + "_part", dt);
-    Shape out_shape = shape;
-    out_shape[nd - 1] = 1;
+    std::vector<te::Expr> out_shape = shape;
+    out_shape[nd - 1] = te::int_imm(1);
     // The lanes combine as a balanced tree: a reduce loop would chain its `lanes` steps.
-    return te::compute(
+    return te::sym_compute(
         out_shape,
         [&](const std::vector<te::Var>& i) {
             std::vector<te::Expr> level;
@@ -106,13 +114,12 @@ inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
         reduce.push_back(lane);
         st.reorder(reduce);
     } else {
-        te::IterVar f = st.axis(0);
-        for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
+        te::IterVar f = fuse_leading(st, nd - 1);
         std::vector<te::IterVar> order = {f};
         order.insert(order.end(), reduce.begin(), reduce.end());
         order.push_back(lane);
         st.reorder(order);
-        if (t->numel() / t->shape[nd - 1] > 1 && t->numel() * ro->extent > kParallelMin &&
+        if (assumed_numel(t) / assumed(t->shape[nd - 1]) > 1 && assumed_numel(t) * ro->extent > kParallelMin &&
             cfg.knob("row.par", {0, 1}, 1) == 1)
             st.parallel(f);
     }
@@ -130,7 +137,7 @@ inline void row_reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& 
         const bool part = n.size() > 5 && n.compare(n.size() - 5, 5, "_part") == 0;
         if (part && st.all_reduce_axes().size() == 1) {
             schedule_lane_partial(st, s.config());
-        } else if (st.all_reduce_axes().empty() && st.tensor()->ndim() >= 2 && st.tensor()->shape.back() >= 16) {
+        } else if (st.all_reduce_axes().empty() && st.tensor()->ndim() >= 2 && assumed(st.tensor()->shape.back()) >= 16) {
             schedule_rows(st, s.config());
         }
     }

@@ -34,8 +34,71 @@ std::vector<Expr> reshape_indices(const Shape& in_shape, const Shape& out_shape,
     return idx;
 }
 
+/// A symbolic compile's reshape of static trailing dims (heads: [b, s, 384] <-> [b, s, 12, 32]):
+/// the leading dims the input and output share keep their indices, the static rest is
+/// reshaped as reshape_indices does.
+std::vector<te::Tensor> prefix_reshape(const ComputeArgs& a) {
+    te::Tensor x = a.in(0);
+    const std::vector<Expr> in = x->shape_exprs(), out = a.out_dims();
+    size_t p = 0;
+    while (p < in.size() && p < out.size() && te::same_dim(in[p], out[p])) ++p;
+    Shape in_rest, out_rest;
+    for (size_t k = p; k < in.size(); ++k) in_rest.push_back(x->shape[k]);
+    for (size_t k = p; k < out.size(); ++k) {
+        int64_t v = -1;
+        KILN_ICHECK(te::const_int(out[k], &v)) << a.node.describe() << ": a symbolic reshape needing dim arithmetic";
+        out_rest.push_back(v);
+    }
+    for (int64_t d : in_rest)
+        KILN_ICHECK(d != te::kDynamicDim) << a.node.describe() << ": a symbolic reshape needing dim arithmetic";
+    KILN_ICHECK(shape_numel(in_rest) == shape_numel(out_rest)) << a.node.describe() << ": reshape sizes differ";
+    auto out_t = te::sym_compute(
+        out, [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(p));
+            std::vector<Var> rest(i.begin() + static_cast<std::ptrdiff_t>(p), i.end());
+            for (Expr e : reshape_indices(in_rest, out_rest, rest)) idx.push_back(std::move(e));
+            return te::read(x, idx);
+        },
+        a.node.op(), a.out_dtype());
+    return {out_t};
+}
+
+/// A symbolic compile's reshape (docs/dynamic_shapes.md): one that inserts or removes axes
+/// of size 1 (Unsqueeze, Squeeze, a Reshape to the same dims plus or minus ones), so each input
+/// index is an output index or 0 without dim arithmetic.
+std::vector<te::Tensor> unit_axes_reshape(const ComputeArgs& a) {
+    te::Tensor x = a.in(0);
+    const std::vector<Expr> in = x->shape_exprs(), out = a.out_dims();
+    auto is_one = [](const Expr& e) {
+        int64_t v = 0;
+        return te::const_int(e, &v) && v == 1;
+    };
+    std::vector<Expr> in_rest, out_rest;
+    std::vector<size_t> out_pos;  // per non-1 output dim, its position
+    for (const Expr& e : in)
+        if (!is_one(e)) in_rest.push_back(e);
+    for (size_t k = 0; k < out.size(); ++k)
+        if (!is_one(out[k])) out_rest.push_back(out[k]), out_pos.push_back(k);
+    if (!te::same_dims(in_rest, out_rest)) return prefix_reshape(a);
+    auto out_t = te::sym_compute(
+        out, [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx;
+            size_t r = 0;
+            for (const Expr& e : in) idx.push_back(is_one(e) ? te::int_imm(0) : Expr(i[out_pos[r++]]));
+            return te::read(x, idx);
+        },
+        a.node.op(), a.out_dtype());
+    return {out_t};
+}
+
 std::vector<te::Tensor> reshape_compute(const ComputeArgs& a) {
     te::Tensor x = a.in(0);
+    bool symbolic = !x->is_static();
+    for (const Expr& e : a.out_dims()) {
+        int64_t v = 0;
+        symbolic = symbolic || !te::const_int(e, &v);
+    }
+    if (symbolic) return unit_axes_reshape(a);
     Shape out_shape = a.out_shape();
     auto out = te::compute(
         out_shape, [&](const std::vector<Var>& i) { return te::read(x, reshape_indices(x->shape, out_shape, i)); },
@@ -175,8 +238,8 @@ OpDef transpose_op() {
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
         auto perm = transpose_perm(a.node, x->ndim());
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 std::vector<Expr> idx(perm.size());
                 for (size_t k = 0; k < perm.size(); ++k) idx[perm[k]] = i[k];
                 return te::read(x, idx);

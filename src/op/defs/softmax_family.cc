@@ -38,34 +38,38 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
     te::Tensor x = a.in(0);
     const int axis = normalize_axis(a.node, a.node.attr_int("axis", -1), x->ndim());
     const DType cdt = te::compute_dtype(a.out_dtype());
-    const int64_t extent = x->shape[axis];
-    Shape red = x->shape;
-    red[axis] = 1;
+    const int64_t extent = x->shape[axis];  // te::kDynamicDim for a symbolic axis
+    const std::vector<Expr> xs = x->shape_exprs();
+    // A symbolic axis (attention scores [b, h, s, s]) reduces with a symbolic reduce loop.
+    const bool sym_axis = extent == te::kDynamicDim;
+    auto axis_loop = [&] { return sym_axis ? te::reduce_axis(xs[axis], "r") : te::reduce_axis(extent, "r"); };
+    std::vector<Expr> red = xs;
+    red[axis] = te::int_imm(1);
     auto at0 = [&](const std::vector<Var>& i) { return with_axis(i, axis, te::int_imm(0)); };
     auto xv = [&](const std::vector<Expr>& idx) { return te::cast(cdt, te::read(x, idx)); };
     // Along the last axis, the row max and sum reduce in vector lanes (row_reduce.h).
-    const int64_t lanes = kind == Kind::kSoftmax && axis == x->ndim() - 1 ? row_lanes(cdt, extent) : 0;
-    te::IterVar r1 = te::reduce_axis(extent, "r");
+    const int64_t lanes = kind == Kind::kSoftmax && axis == x->ndim() - 1 ? row_lanes(cdt, assumed(extent)) : 0;
+    te::IterVar r1 = axis_loop();
     te::Tensor m =
         lanes > 0 ? lane_reduce(
-                        x->shape, lanes, te::ReduceOp::kMax, cdt,
+                        xs, lanes, te::ReduceOp::kMax, cdt,
                         [&](const std::vector<Var>& i, Expr k) { return xv(with_axis(i, axis, k)); }, name + "_max")
-                  : te::compute(
+                  : te::sym_compute(
                         red,
                         [&](const std::vector<Var>& i) {
                             return te::max_reduce(xv(with_axis(i, axis, r1->var)), {r1});
                         },
                         name + "_max", cdt);
-    te::IterVar r2 = te::reduce_axis(extent, "r");
+    te::IterVar r2 = axis_loop();
     if (kind == Kind::kHardmax) {
-        te::Tensor first = te::compute(
+        te::Tensor first = te::sym_compute(
             red, [&](const std::vector<Var>& i) {
                 Expr hit = te::eq(xv(with_axis(i, axis, r2->var)), te::read(m, i));
-                return te::min_reduce(te::select(hit, Expr(r2->var), te::int_imm(extent)), {r2});
+                return te::min_reduce(te::select(hit, Expr(r2->var), xs[axis]), {r2});
             },
             name + "_first", DType::kInt64);
-        te::Tensor y = te::compute(
-            x->shape, [&](const std::vector<Var>& i) {
+        te::Tensor y = te::sym_compute(
+            xs, [&](const std::vector<Var>& i) {
                 return te::select(te::eq(Expr(i[axis]), te::read(first, at0(i))), te::make_const(cdt, 1),
                                   te::make_const(cdt, 0));
             },
@@ -73,39 +77,39 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
         return {y};
     }
     if (kind == Kind::kLogSoftmax) {
-        te::Tensor s = te::compute(
+        te::Tensor s = te::sym_compute(
             red, [&](const std::vector<Var>& i) {
                 return te::sum(te::unary(te::UnaryOp::kExp, xv(with_axis(i, axis, r2->var)) - te::read(m, i)), {r2});
             },
             name + "_sum", cdt);
-        te::Tensor y = te::compute(
-            x->shape, [&](const std::vector<Var>& i) {
+        te::Tensor y = te::sym_compute(
+            xs, [&](const std::vector<Var>& i) {
                 std::vector<Expr> idx(i.begin(), i.end());
                 return xv(idx) - te::read(m, at0(i)) - te::unary(te::UnaryOp::kLog, te::read(s, at0(i)));
             },
             name, a.out_dtype());
         return {y};
     }
-    te::Tensor e = te::compute(
-        x->shape, [&](const std::vector<Var>& i) {
+    te::Tensor e = te::sym_compute(
+        xs, [&](const std::vector<Var>& i) {
             std::vector<Expr> idx(i.begin(), i.end());
             return te::unary(te::UnaryOp::kExp, xv(idx) - te::read(m, at0(i)));
         },
         name + "_exp", cdt);
     if (lanes > 0) {
         te::Tensor s = lane_reduce(
-            x->shape, lanes, te::ReduceOp::kSum, cdt,
+            xs, lanes, te::ReduceOp::kSum, cdt,
             [&](const std::vector<Var>& i, Expr k) { return te::read(e, with_axis(i, axis, k)); }, name + "_sum");
-        te::Tensor y = te::compute(
-            x->shape, [&](const std::vector<Var>& i) { return te::read(e, i) / te::read(s, at0(i)); }, name,
+        te::Tensor y = te::sym_compute(
+            xs, [&](const std::vector<Var>& i) { return te::read(e, i) / te::read(s, at0(i)); }, name,
             a.out_dtype());
         return {y};
     }
-    te::Tensor s = te::compute(
+    te::Tensor s = te::sym_compute(
         red, [&](const std::vector<Var>& i) { return te::sum(te::read(e, with_axis(i, axis, r2->var)), {r2}); },
         name + "_sum", cdt);
-    te::Tensor y = te::compute(
-        x->shape, [&](const std::vector<Var>& i) { return te::read(e, i) / te::read(s, at0(i)); }, name,
+    te::Tensor y = te::sym_compute(
+        xs, [&](const std::vector<Var>& i) { return te::read(e, i) / te::read(s, at0(i)); }, name,
         a.out_dtype());
     return {y};
 }

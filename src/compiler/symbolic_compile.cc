@@ -1,0 +1,184 @@
+// The symbolic compile's graph checks (symbolic_compile.h).
+#include "compiler/symbolic_compile.h"
+
+#include <algorithm>
+
+#include "compiler/compile.h"
+#include "support/error.h"
+
+namespace kiln::compiler {
+namespace {
+
+/// Ops whose compute builds over symbolic shapes (ComputeArgs::out_dims): the elementwise and
+/// broadcasting math of op/defs/elementwise.cc, Cast, the matrix products (MatMul, and the
+/// packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B),
+/// Softmax / LogSoftmax (along any axis), LayerNormalization over static axes, Transpose, and
+/// Gather along a static axis (an embedding table).
+const std::set<std::string>& symbolic_ops() {
+    static const std::set<std::string> ops = {"Add",  "Sub", "Mul", "Div",  "Pow",  "Relu",   "Sigmoid",
+                                              "Tanh", "Exp", "Erf", "Sqrt", "Neg",  "Abs",    "Log",
+                                              "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB",
+                                              "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
+                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+    return ops;
+}
+
+/// A symbolic dim of `v` that is not one of `syms` (or "?"), or "".
+std::string foreign_dim(const ir::Value* v, const std::set<std::string>& syms) {
+    for (const ir::Dim& d : v->type().shape)
+        if (!d.is_static() && !syms.count(d.symbol)) return d.symbol.empty() ? "?" : d.symbol;
+    return "";
+}
+
+/// Every symbolic dim of input `in`, right-aligned against `out`, equals out's dim there: a
+/// broadcast never stretches a symbolic dim (which might be 1 at run time).
+bool broadcasts_exactly(const std::vector<ir::Dim>& in, const std::vector<ir::Dim>& out) {
+    if (in.size() > out.size()) return false;
+    const size_t off = out.size() - in.size();
+    for (size_t k = 0; k < in.size(); ++k)
+        if (!in[k].is_static() && !(in[k] == out[off + k])) return false;
+    return true;
+}
+
+/// The axis attribute of `n` normalized against `rank` (-1 when out of range).
+int64_t axis_of(const ir::Node* n, int64_t fallback, int rank) {
+    int64_t a = n->attr_int("axis", fallback);
+    if (a < 0) a += rank;
+    return a >= 0 && a < rank ? a : -1;
+}
+
+std::string node_refusal(const ir::Node* n) {
+    if (!symbolic_ops().count(n->op())) return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
+    const std::vector<ir::Dim>& out = n->output(0)->type().shape;
+    const ir::TensorType& x = n->input(0)->type();
+    if (n->op() == "LayerNormalization") {
+        // Reduced along static axes only (the axis and after).
+        const int64_t axis = axis_of(n, -1, x.rank());
+        for (int64_t k = axis; axis >= 0 && k < x.rank(); ++k)
+            if (!x.shape[static_cast<size_t>(k)].is_static())
+                return n->describe() + ": reduces along the symbolic axis " + std::to_string(k) + " of " + x.str();
+        return "";
+    }
+    if (n->op() == "Transpose") return "";  // a permutation of the same dims
+    if (is_view_op(n->op())) {
+        // Inside a fused kernel (not a view): inserting or removing axes of size 1, or reshaping
+        // static trailing dims behind shared leading ones (op/defs/shape.cc computes both).
+        auto rest = [](const std::vector<ir::Dim>& dims) {
+            std::vector<ir::Dim> r;
+            for (const ir::Dim& d : dims)
+                if (!(d.is_static() && d.value == 1)) r.push_back(d);
+            return r;
+        };
+        if (rest(x.shape) == rest(out)) return "";
+        // Or the same leading dims, then static dims of the same product (split into heads).
+        size_t p = 0;
+        while (p < x.shape.size() && p < out.size() && x.shape[p] == out[p]) ++p;
+        int64_t in_rest = 1, out_rest = 1;
+        bool fixed = true;
+        for (size_t k = p; k < x.shape.size(); ++k) fixed = fixed && x.shape[k].is_static(), in_rest *= x.shape[k].value;
+        for (size_t k = p; k < out.size(); ++k) fixed = fixed && out[k].is_static(), out_rest *= out[k].value;
+        if (fixed && in_rest == out_rest) return "";
+        return n->describe() + ": a fused reshape of " + x.str() + " to " + n->output(0)->type().str() +
+               " needs dim arithmetic";
+    }
+    if (n->op() == "Gather") {
+        const int64_t axis = axis_of(n, 0, x.rank());
+        if (axis < 0 || !x.shape[static_cast<size_t>(axis)].is_static())
+            return n->describe() + ": gathers along a symbolic axis of " + x.str();
+        return "";
+    }
+    if (n->op() == "MatMul" || n->op() == "KilnMatMulPackedB") {
+        // Batch dims (all but the last two) of each operand must equal the output's (the packed
+        // kernel's B is a constant [blocks, K, block] panel: no batch dims).
+        const size_t operands = n->op() == "MatMul" ? 2 : 1;
+        for (size_t i = 0; i < std::min<size_t>(operands, n->num_inputs()); ++i) {
+            const auto& s = n->input(i)->type().shape;
+            if (s.size() < 2 || out.size() < 2) continue;
+            std::vector<ir::Dim> batch(s.begin(), s.end() - 2), obatch(out.begin(), out.end() - 2);
+            if (!broadcasts_exactly(batch, obatch))
+                return n->describe() + ": operand batch dims " + n->input(i)->type().str() + " broadcast symbolically";
+        }
+        if (n->num_inputs() > 2 && n->input(2) && !broadcasts_exactly(n->input(2)->type().shape, out))
+            return n->describe() + ": C broadcasts a symbolic dim";
+        return "";
+    }
+    for (const ir::Value* in : n->inputs())
+        if (in && !broadcasts_exactly(in->type().shape, out))
+            return n->describe() + ": input " + in->type().str() + " broadcasts a symbolic dim to " +
+                   n->output(0)->type().str();
+    return "";
+}
+
+/// Static product and sorted symbols of a shape.
+std::pair<int64_t, std::vector<std::string>> factors(const ir::TensorType& t) {
+    int64_t p = 1;
+    std::vector<std::string> syms;
+    for (const ir::Dim& d : t.shape) {
+        if (d.is_static()) p *= d.value;
+        else syms.push_back(d.symbol);
+    }
+    std::sort(syms.begin(), syms.end());
+    return {p, syms};
+}
+
+}  // namespace
+
+void bind_known_dims(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+    for (ir::Value* in : g.inputs()) {
+        ir::TensorType t = in->type();
+        for (ir::Dim& d : t.shape) {
+            if (d.is_static()) continue;
+            auto it = dims.find(d.symbol);
+            if (it == dims.end()) continue;
+            KILN_CHECK(it->second >= 0, kInvalidArgument)
+                << "dimension '" << d.symbol << "' must be >= 0, got " << it->second;
+            d = ir::Dim(it->second);
+        }
+        in->set_type(t);
+    }
+}
+
+SymbolicDims symbolic_dims_of(const ir::Graph& g) {
+    SymbolicDims dims;
+    for (const ir::Value* in : g.inputs())
+        for (const ir::Dim& d : in->type().shape)
+            if (!d.is_static() && !d.symbol.empty() && d.symbol != "?") dims.add(d.symbol);
+    return dims;
+}
+
+bool is_symbolic_view(const ir::Node* n, const ir::Graph& g) {
+    if (!is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
+    const ir::TensorType& in = n->input(0)->type();
+    const ir::TensorType& out = n->output(0)->type();
+    if (in.dtype != out.dtype || in.dtype == DType::kString || factors(in) != factors(out)) return false;
+    for (const ir::Value* o : g.outputs())  // a graph output gets a buffer of its own
+        if (o == n->output(0)) return false;
+    return true;
+}
+
+std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& units,
+                             const std::set<const ir::Node*>& views) {
+    const SymbolicDims dims = symbolic_dims_of(g);
+    if (dims.names.empty()) return "no graph input has a symbolic dimension";
+    const std::set<std::string> syms(dims.names.begin(), dims.names.end());
+    for (const ir::Value* in : g.inputs())
+        if (std::string d = foreign_dim(in, syms); !d.empty())
+            return "graph input '" + in->name() + "' has an unnamed dimension " + in->type().str();
+    for (const KernelUnit& unit : units) {
+        for (const ir::Node* n : unit.nodes) {
+            for (const ir::Value* o : n->outputs())
+                if (std::string d = foreign_dim(o, syms); !d.empty())
+                    return n->describe() + ": output " + o->type().str() + " has dimension '" + d +
+                           "', not a symbol of the inputs (dim arithmetic is not compiled symbolically yet)";
+            if (views.count(n)) continue;
+            bool all_static = true;
+            for (const ir::Value* v : n->inputs()) all_static &= !v || v->type().is_static();
+            for (const ir::Value* v : n->outputs()) all_static &= v->type().is_static();
+            if (all_static) continue;  // the op's static compute serves
+            if (std::string why = node_refusal(n); !why.empty()) return why;
+        }
+    }
+    return "";
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,40 @@
+// A symbolic compile (CompileOptions::symbolic, docs/dynamic_shapes.md): one executable for
+// every value of the model's symbolic dims. The dims stay symbols through the passes; each
+// kernel is built over them (te::sym_placeholder / sym_compute) and takes those it uses as
+// parameters (kiln_kernel_dims_fn); the runtime binds them from each run's inputs and places
+// the intermediates for them (runtime/dims_plan.h).
+//
+// Only a subset of ops builds over symbolic shapes (symbolic_refusal lists it); a graph with
+// any other op is refused with a kUnsupported error saying which, and the caller (the Session)
+// compiles per shape instead.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/lower_group.h"
+#include "ir/graph.h"
+
+namespace kiln::compiler {
+
+/// Gives each graph input dim named in `dims` its value; the other symbolic dims stay.
+void bind_known_dims(ir::Graph& g, const std::map<std::string, int64_t>& dims);
+
+/// The graph inputs' symbolic dims, in first-appearance order.
+SymbolicDims symbolic_dims_of(const ir::Graph& g);
+
+/// Whether node `n` (a Reshape, Flatten, Squeeze, Unsqueeze or Identity) only reinterprets
+/// its input's buffer at every value of the dims: same dtype, and the same product of dims
+/// (the static factors multiply to the same number, the symbols are the same multiset).
+bool is_symbolic_view(const ir::Node* n, const ir::Graph& g);
+
+/// Why the optimized graph cannot compile symbolically ("" when it can): a node outside the
+/// supported subset, a dim that is no symbol of the inputs (an unknown "?", or arithmetic),
+/// a broadcast that needs a symbolic dim to be 1, a view-like op fused into a kernel.
+/// `views` are the nodes compile() makes views.
+std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& units,
+                             const std::set<const ir::Node*>& views);
+
+}  // namespace kiln::compiler

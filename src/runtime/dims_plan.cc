@@ -1,0 +1,126 @@
+// bind_run_dims and plan_at_dims (dims_plan.h).
+#include "runtime/dims_plan.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace kiln::runtime {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::string expected_str(const Executable& exe, const BufferDesc& d) {
+    std::string s = std::string(dtype_name(d.dtype)) + "[";
+    for (size_t k = 0; k < d.shape.size(); ++k) {
+        if (k) s += ",";
+        const int di = k < d.dim_of.size() ? d.dim_of[k] : -1;
+        s += di >= 0 ? exe.dims.at(static_cast<size_t>(di)) : std::to_string(d.shape[k]);
+    }
+    return s + "]";
+}
+
+/// Bytes of `d` at `dims`, false on int64 overflow.
+bool bytes_at(const BufferDesc& d, const std::vector<int64_t>& dims, size_t* out) {
+    int64_t n = static_cast<int64_t>(dtype_size(d.dtype));
+    for (int64_t e : d.shape_at(dims)) {
+        if (e != 0 && n > std::numeric_limits<int64_t>::max() / e) return false;
+        n *= e;
+    }
+    *out = static_cast<size_t>(n);
+    return true;
+}
+
+}  // namespace
+
+Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, std::vector<int64_t>& dims) {
+    if (inputs.size() != exe.inputs.size())
+        return Status(ErrorKind::kInvalidArgument,
+                      "expected " + std::to_string(exe.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+    dims.assign(exe.dims.size(), -1);
+    std::vector<size_t> from(exe.dims.size(), 0);  // the input that bound each dim
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const BufferDesc& d = exe.buffers.at(static_cast<size_t>(exe.inputs[i]));
+        const Tensor& t = inputs[i];
+        const auto bad = [&] {
+            return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': expected " + expected_str(exe, d) +
+                                                           ", got " + dtype_name(t.dtype()) + shape_str(t.shape()));
+        };
+        if (t.dtype() != d.dtype || t.shape().size() != d.shape.size()) return bad();
+        for (size_t k = 0; k < d.shape.size(); ++k) {
+            const int di = k < d.dim_of.size() ? d.dim_of[k] : -1;
+            const int64_t got = t.shape()[k];
+            if (di < 0) {
+                if (got != d.shape[k]) return bad();
+                continue;
+            }
+            int64_t& v = dims[static_cast<size_t>(di)];
+            if (v < 0) {
+                v = got;
+                from[static_cast<size_t>(di)] = i;
+            } else if (v != got) {
+                const BufferDesc& first = exe.buffers.at(static_cast<size_t>(exe.inputs[from[static_cast<size_t>(di)]]));
+                return Status(ErrorKind::kInvalidArgument,
+                              "input '" + d.name + "': dimension '" + exe.dims[static_cast<size_t>(di)] + "' (axis " +
+                                  std::to_string(k) + ") is " + std::to_string(got) + ", but input '" + first.name +
+                                  "' gives it " + std::to_string(v) + " (shape " + shape_str(t.shape()) + ")");
+            }
+        }
+        if (t.data() == nullptr && t.numel() > 0)
+            return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': tensor has no data");
+    }
+    for (size_t k = 0; k < dims.size(); ++k)
+        if (dims[k] < 0)
+            return Status(ErrorKind::kInternal, "bug in Kiln: dimension '" + exe.dims[k] + "' is bound by no input");
+    return Status::ok_status();
+}
+
+Status plan_at_dims(const Executable& exe, const std::vector<int64_t>& dims, DimsPlan& out) {
+    const size_t nb = exe.buffers.size();
+    out.dims = dims;
+    out.bytes.assign(nb, 0);
+    out.offset.assign(nb, -1);
+    out.arena_bytes = 0;
+    for (size_t i = 0; i < nb; ++i)
+        if (!bytes_at(exe.buffers[i], dims, &out.bytes[i]))
+            return Status(ErrorKind::kInvalidArgument,
+                          "buffer '" + exe.buffers[i].name + "' would exceed int64 bytes at these dimensions");
+    // Lifetimes: first and last step touching each intermediate.
+    std::vector<int> first(nb, -1), last(nb, -1);
+    for (size_t s = 0; s < exe.steps.size(); ++s)
+        for (int id : exe.steps[s].args) {
+            auto b = static_cast<size_t>(id);
+            if (first[b] < 0) first[b] = static_cast<int>(s);
+            last[b] = static_cast<int>(s);
+        }
+    for (size_t i = 0; i < nb; ++i)  // a value inside a fused kernel: no step reads or writes it
+        if (exe.buffers[i].role == BufferRole::kIntermediate && first[i] < 0) out.bytes[i] = 0;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < nb; ++i)
+        if (exe.buffers[i].role == BufferRole::kIntermediate && first[i] >= 0 && out.bytes[i] > 0) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out.bytes[a] > out.bytes[b]; });
+    struct Placed {
+        size_t begin, end;
+        int first, last;
+    };
+    std::vector<Placed> placed;
+    for (size_t i : order) {
+        std::vector<std::pair<size_t, size_t>> busy;  // ranges taken by buffers alive at the same time
+        for (const Placed& p : placed)
+            if (p.first <= last[i] && first[i] <= p.last) busy.emplace_back(p.begin, p.end);
+        std::sort(busy.begin(), busy.end());
+        const size_t size = align_up(out.bytes[i]);
+        size_t at = 0;
+        for (const auto& [b, e] : busy) {
+            if (at + size <= b) break;
+            at = std::max(at, e);
+        }
+        placed.push_back({at, at + size, first[i], last[i]});
+        out.offset[i] = static_cast<int64_t>(at);
+        out.arena_bytes = std::max(out.arena_bytes, at + size);
+    }
+    return Status::ok_status();
+}
+
+}  // namespace kiln::runtime

@@ -14,7 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -304,27 +303,8 @@ std::string cache_dir() {
     return "/tmp/kiln-cache-" + std::to_string(::getuid());
 }
 
-namespace {
-/// GCC tunes for recent Intel cores (-march=native on Ice Lake, Sapphire Rapids: Xeons) with
-/// -mprefer-vector-width=256, so loops it vectorizes use 8-float ymm registers where the
-/// schedule asked for 16: half the FMA rate (ResNet-50's convs ran at ~40% of the rate they
-/// reach on AMD cores with the same binary). Kiln's schedules choose the vector width
-/// themselves, so on AVX-512 hosts the compiler is told to use it.
-std::vector<std::string> vector_width_flags() {
-    const std::vector<std::string> features = runtime::host_cpu_features();
-    const bool avx512 = std::find(features.begin(), features.end(), "avx512f") != features.end();
-    if (avx512) return {"-mprefer-vector-width=512"};
-    return {};
-}
-}  // namespace
-
 CompiledLibrary compile_c(const std::string& source) {
-    static const std::vector<std::string> flags = [] {
-        std::vector<std::string> f(std::begin(kFlags), std::end(kFlags));
-        for (const std::string& v : vector_width_flags()) f.push_back(v);
-        return f;
-    }();
-    return compile_cached(source, flags, ".so", {"-lm"});
+    return compile_cached(source, std::vector<std::string>(std::begin(kFlags), std::end(kFlags)), ".so", {"-lm"});
 }
 
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs) {
@@ -388,7 +368,6 @@ std::vector<std::string> library_isa_flags() {
         std::vector<std::string> f = {"-march=x86-64", "-mtune=native"};
         std::vector<std::string> features = runtime::host_cpu_features();
         for (size_t i = 1; i < features.size(); ++i) f.push_back("-m" + features[i]);  // [0]: the arch
-        for (const std::string& v : vector_width_flags()) f.push_back(v);
         if (compiler_accepts(t, f)) return f;
         // An older compiler: keep the features it knows (the artifact still records them all,
         // so it asks for more than its kernels use: safe).

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <map>
 
 #include "codegen/cuda_emitter.h"
 #include "codegen/nvrtc_compile.h"
 #include "compiler/cuda_compile.h"
 #include "compiler/cuda_lower.h"
+#include "frontend/onnx/importer.h"
 #include "gpu_test_util.h"
 #include "ir/parser.h"
 #include "te/schedule.h"
@@ -42,6 +45,23 @@ TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
                 EXPECT_LE(r.registers, 255) << r.entry;
             }
         }
+    }
+}
+
+TEST(CudaCodegen, TestModelsCompileForSm90) {
+    // The models of tests/models (scripts/make_models.py; the make_test_models fixture).
+    for (const char* name : {"mlp", "bert_tiny"}) {
+        const std::string path = std::string(KILN_BINARY_DIR) + "/test_models/" + name + ".onnx";
+        if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not generated";
+        SCOPED_TRACE(path);
+        ir::Graph g = frontend::import_onnx_file(path);
+        std::map<std::string, int64_t> dims;
+        for (const ir::Value* in : g.inputs())
+            for (const ir::Dim& d : in->type().shape)
+                if (!d.is_static()) dims[d.symbol] = 1;
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90});
+        std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs\n", name, m.kernels, m.program->steps.size(), m.compiled);
+        EXPECT_GT(m.program->steps.size(), 1u);
     }
 }
 

@@ -53,7 +53,7 @@ std::vector<std::string> cuda_library_dirs() {
     if (std::string b = bundle_lib_dir(); !b.empty()) dirs.push_back(b);
     // pip wheels (PyTorch's CUDA libraries): virtual environments and system site-packages.
     const char* home = std::getenv("HOME");
-    for (const std::string root : {std::string("/opt/*/.venv/lib/python3*/site-packages"),
+    for (const std::string& root : {std::string("/opt/*/.venv/lib/python3*/site-packages"),
                                    std::string("/opt/*/lib/python3*/site-packages"),
                                    std::string("/usr/local/lib/python3*/dist-packages"),
                                    std::string("/usr/local/lib/python3*/site-packages"),
@@ -79,12 +79,12 @@ void* open_cuda_library(const std::vector<std::string>& sonames, std::string* tr
         for (const std::string& d : dirs) {
             const std::string file = d + "/" + so;
             if (access(file.c_str(), R_OK) != 0) continue;
-            // NVRTC loads its builtins library by soname: make the one beside it resolvable.
-            if (so.rfind("libnvrtc.so", 0) == 0) {
-                std::vector<std::string> builtins;
-                add_glob(d + "/libnvrtc-builtins.so.*", builtins);
-                for (const std::string& b : builtins) dlopen(b.c_str(), RTLD_NOW | RTLD_GLOBAL);
-            }
+            // NVRTC loads its builtins library by soname, cuBLAS needs cuBLASLt: make the ones
+            // beside it resolvable (a pip wheel's directory is on no search path).
+            std::vector<std::string> companions;
+            if (so.rfind("libnvrtc.so", 0) == 0) add_glob(d + "/libnvrtc-builtins.so.*", companions);
+            if (so.rfind("libcublas.so", 0) == 0) add_glob(d + "/libcublasLt.so.*", companions);
+            for (const std::string& c : companions) dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
             if (void* h = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
                 if (path) *path = file;
                 return h;

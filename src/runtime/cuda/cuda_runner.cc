@@ -11,6 +11,29 @@ CudaRunner::CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& d
     : prog_(std::move(program)), dev_(dev), alloc_(make_cuda_session_allocator(dev, budget_bytes)), stream_(dev),
       start_(dev), kernels_start_(dev), kernels_end_(dev), end_(dev), staging_in_(dev), staging_out_(dev) {
     dev_.make_current();
+    try {
+        load_modules();
+        allocate_buffers();
+        prepare_launches();
+    } catch (...) {
+        release();  // the destructor does not run for a constructor that throws
+        throw;
+    }
+}
+
+CudaRunner::~CudaRunner() {
+    stream_.synchronize();
+    release();
+}
+
+void CudaRunner::release() {
+    for (auto& [p, bytes] : owned_) alloc_->deallocate(p, bytes);
+    owned_.clear();
+    for (CUmodule m : modules_) dev_.api().cuModuleUnload(m);
+    modules_.clear();
+}
+
+void CudaRunner::load_modules() {
     for (const CudaKernelDesc& k : prog_->kernels) {
         CUmodule m = nullptr;
         check_cuda(dev_.api().cuModuleLoadData(&m, k.cubin.data()),
@@ -24,14 +47,6 @@ CudaRunner::CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& d
             functions_.back().push_back(f);
         }
     }
-    allocate_buffers();
-    prepare_launches();
-}
-
-CudaRunner::~CudaRunner() {
-    stream_.synchronize();
-    for (auto& [p, bytes] : owned_) alloc_->deallocate(p, bytes);
-    for (CUmodule m : modules_) dev_.api().cuModuleUnload(m);
 }
 
 void CudaRunner::allocate_buffers() {

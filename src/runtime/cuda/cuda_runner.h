@@ -47,7 +47,9 @@ private:
         std::vector<void*> params;        // pointers to values, as cuLaunchKernel takes them
         std::string what;                 // for errors
     };
+    void load_modules();
     void allocate_buffers();
+    void release();
     void prepare_launches();
     Status enqueue_steps();
 

@@ -130,6 +130,8 @@ const char* loop_kind_word(LoopKind k) {
         case LoopKind::kParallel: return "parallel";
         case LoopKind::kVectorized: return "vectorized";
         case LoopKind::kUnrolled: return "unrolled";
+        case LoopKind::kBlockIdxX: return "blockIdx.x";
+        case LoopKind::kThreadIdxX: return "threadIdx.x";
     }
     return "?";
 }

@@ -153,13 +153,15 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
 /// Whether oneDNN would leave more than half of `threads` idle on conv choice `c` where the
 /// generated kernel keeps them busy. oneDNN runs one part per thread, and a conv of one image
 /// splits only by 16-channel blocks (runtime/extern_split.h): 64 channels make 4 parts at any
-/// thread count. The generated blocked conv runs (images x output rows x channel blocks) in
-/// parallel (op/defs/conv_nchwc.cc), at least N * OH chunks. oneDNN's edge per thread is about
+/// thread count. The generated blocked convs run (images x output rows x channel blocks) in
+/// parallel (op/defs/conv_nchwc.cc, blocked_ops.cc for depthwise), at least N * OH chunks. oneDNN's edge per thread is about
 /// 1.35x (ResNet-50 at one thread, docs/kernels.md), so below threads / 2 parts the generated
 /// kernel is ahead; on 16 threads ResNet-50's 64-channel 3x3 convs on 4 oneDNN parts took 0.8
 /// ms where 16 threads have 4x the cores. Two threads never reach this (a part is at least 1).
 bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& c, int threads) {
-    if (threads <= 2 || c.name != "dnnl_conv" || unit.nodes.front()->op() != "KilnConv2dNCHWc") return false;
+    const std::string& op = unit.nodes.front()->op();
+    if (threads <= 2 || c.name != "dnnl_conv" || (op != "KilnConv2dNCHWc" && op != "KilnDepthwiseConv2dNCHWc"))
+        return false;
     const runtime::ExternParams p(runtime::ExternParams::format(c.params));
     const std::vector<int64_t> src = p.ints("src"), dst = p.ints("dst");
     if (src.size() != 4 || dst.size() != 4) return false;

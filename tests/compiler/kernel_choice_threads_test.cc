@@ -49,6 +49,25 @@ ir::Graph convs(int64_t c, int64_t m, int64_t h) {
     return g;
 }
 
+// x [1,32,56,56] -> 1x1 conv 32 -> 64 -> depthwise 3x3 (64 groups) -> 1x1 conv 64 -> 32.
+ir::Graph depthwise_block() {
+    ir::Graph g;
+    ir::Value* x = g.add_input("x", f32({1, 32, 56, 56}));
+    ir::Value* w1 = g.add_constant("w1", weights({64, 32, 1, 1}, 1));
+    ir::Value* wd = g.add_constant("wd", weights({64, 1, 3, 3}, 2));
+    ir::Value* w2 = g.add_constant("w2", weights({32, 64, 1, 1}, 3));
+    ir::Value* a = g.add_node("Conv", {x, w1}, {{"kernel_shape", Ints{1, 1}}}, {f32({1, 64, 56, 56})}, {"a"}, "conv_expand")
+                       ->output(0);
+    ir::Value* d = g.add_node("Conv", {a, wd},
+                              {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{64}}},
+                              {f32({1, 64, 56, 56})}, {"d"}, "conv_dw")
+                       ->output(0);
+    ir::Value* z = g.add_node("Conv", {d, w2}, {{"kernel_shape", Ints{1, 1}}}, {f32({1, 32, 56, 56})}, {"z"}, "conv_project")
+                       ->output(0);
+    g.add_output(z);
+    return g;
+}
+
 /// The extern kernel auto gives each conv unit (by the unit's first node's name), at `threads`.
 std::map<std::string, std::string> choices(ir::Graph g, int threads) {
     CompileOptions opts;
@@ -93,6 +112,16 @@ TEST(KernelChoiceThreads, EightThreadsKeepOneDnnWhereItFillsHalfOfThem) {
     EXPECT_EQ(choices(convs(64, 128, 28), 16).at("conv3x3"), "dnnl_conv");
     EXPECT_EQ(choices(convs(64, 64, 28), 8).at("conv3x3"), "dnnl_conv");  // 4 of 8
     EXPECT_EQ(choices(convs(64, 64, 28), 9).at("conv3x3"), "generated");  // 4 of 9
+}
+
+TEST(KernelChoiceThreads, MobileNetStyleBlockIsOneDnnOnTwoThreadsAndGeneratedOnSixteen) {
+    if (!runtime::have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    ProbeOff probe_off;
+    const auto two = choices(depthwise_block(), 2), sixteen = choices(depthwise_block(), 16);
+    ASSERT_EQ(two.size(), 3u);
+    for (const auto& [name, kind] : two) EXPECT_EQ(kind, "dnnl_conv") << name << " on 2 threads";
+    // 64 channels: 4 parts (the depthwise conv: 4 units of 16 groups); 32 channels: 2 parts.
+    for (const auto& [name, kind] : sixteen) EXPECT_EQ(kind, "generated") << name << " on 16 threads";
 }
 
 }  // namespace

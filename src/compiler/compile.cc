@@ -159,9 +159,13 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
 /// kernel is ahead; on 16 threads ResNet-50's 64-channel 3x3 convs on 4 oneDNN parts took 0.8
 /// ms where 16 threads have 4x the cores. Two threads never reach this (a part is at least 1).
 bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& c, int threads) {
-    const std::string& op = unit.nodes.front()->op();
-    if (threads <= 2 || c.name != "dnnl_conv" || (op != "KilnConv2dNCHWc" && op != "KilnDepthwiseConv2dNCHWc"))
+    const ir::Node* conv = unit.nodes.front();
+    if (threads <= 2 || c.name != "dnnl_conv" || (conv->op() != "KilnConv2dNCHWc" && conv->op() != "KilnDepthwiseConv2dNCHWc"))
         return false;
+    // Only with 16-channel blocks: with blocks of 8 the generated tile is half a vector wide
+    // (RegNetY's 440 channels ran at 2.5 GFLOP/s, see auto_prefers_dnnl).
+    const Shape y = conv->output(0)->type().static_shape();
+    if (y.size() != 5 || y[4] != 16) return false;
     const runtime::ExternParams p(runtime::ExternParams::format(c.params));
     const std::vector<int64_t> src = p.ints("src"), dst = p.ints("dst");
     if (src.size() != 4 || dst.size() != 4) return false;

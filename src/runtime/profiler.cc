@@ -175,7 +175,7 @@ std::string Profiler::summary(int top) const {
     std::stable_sort(sorted.begin(), sorted.end(), [](const Row& a, const Row& b) { return a.ns > b.ns; });
     std::ostringstream os;
     char line[256];
-    std::snprintf(line, sizeof line, "%-4s %-36s %-24s %6s %10s %7s %10s %9s\n", "#", "kernel", "node", "calls",
+    std::snprintf(line, sizeof line, "%-4s %-44s %-24s %6s %10s %7s %10s %9s\n", "#", "kernel", "node", "calls",
                   "total ms", "share", "mean us", "GFLOP/s");
     os << line;
     int shown = 0;
@@ -183,7 +183,7 @@ std::string Profiler::summary(int top) const {
         if (shown >= top) break;
         double share = total_ns ? 100.0 * r.ns / total_ns : 0.0;
         double gflops = r.ns ? r.flops / r.ns : 0.0;  // flop/ns == GFLOP/s
-        std::snprintf(line, sizeof line, "%-4d %-36.36s %-24.24s %6lld %10.3f %6.1f%% %10.1f %9.2f\n", ++shown,
+        std::snprintf(line, sizeof line, "%-4d %-44.44s %-24.24s %6lld %10.3f %6.1f%% %10.1f %9.2f\n", ++shown,
                       r.name.c_str(), r.node.c_str(), static_cast<long long>(r.calls), r.ns / 1e6, share,
                       r.ns / 1e3 / r.calls, gflops);
         os << line;

@@ -37,6 +37,7 @@
 #include "pass/pass_manager.h"
 #include "pass/pipeline.h"
 #include "runtime/async_kernel.h"
+#include "runtime/extern_split.h"
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/lower.h"
@@ -149,6 +150,30 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     return out.size() >= 2 && shape_numel(out) / out.back() < 32;
 }
 
+/// Whether oneDNN would leave more than half of `threads` idle on conv choice `c` where the
+/// generated kernel keeps them busy. oneDNN runs one part per thread, and a conv of one image
+/// splits only by 16-channel blocks (runtime/extern_split.h): 64 channels make 4 parts at any
+/// thread count. The generated blocked convs run (images x output rows x channel blocks) in
+/// parallel (op/defs/conv_nchwc.cc, blocked_ops.cc for depthwise), at least N * OH chunks. oneDNN's edge per thread is about
+/// 1.35x (ResNet-50 at one thread, docs/kernels.md), so below threads / 2 parts the generated
+/// kernel is ahead; on 16 threads ResNet-50's 64-channel 3x3 convs on 4 oneDNN parts took 0.8
+/// ms where 16 threads have 4x the cores. Two threads never reach this (a part is at least 1).
+bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& c, int threads) {
+    const ir::Node* conv = unit.nodes.front();
+    if (threads <= 2 || c.name != "dnnl_conv" || (conv->op() != "KilnConv2dNCHWc" && conv->op() != "KilnDepthwiseConv2dNCHWc"))
+        return false;
+    // Only with 16-channel blocks: with blocks of 8 the generated tile is half a vector wide
+    // (RegNetY's 440 channels ran at 2.5 GFLOP/s, see auto_prefers_dnnl).
+    const Shape y = conv->output(0)->type().static_shape();
+    if (y.size() != 5 || y[4] != 16) return false;
+    const runtime::ExternParams p(runtime::ExternParams::format(c.params));
+    const std::vector<int64_t> src = p.ints("src"), dst = p.ints("dst");
+    if (src.size() != 4 || dst.size() != 4) return false;
+    const runtime::ConvSplit split =
+        runtime::dnnl_conv_split(src[0], src[1], dst[1], p.integer_or("groups", 1), threads);
+    return 2 * split.parts < threads && dst[0] * dst[2] >= threads;
+}
+
 }  // namespace
 
 bool is_view_op(const std::string& op) {
@@ -156,7 +181,8 @@ bool is_view_op(const std::string& op) {
     return ops.count(op) != 0;
 }
 
-std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs) {
+std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs,
+                                                int threads) {
     // TopK, CumSum, ScatterND: the runtime's kernels whatever the source (the generated forms
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
@@ -174,15 +200,17 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
         // Where the rule is unsure, a measurement on this machine decides (compiler/kernel_probe.h).
         const bool rule = auto_prefers_dnnl(unit, *c);
         if (!probe_prefers_dnnl(unit, *c, rule).value_or(rule)) return std::nullopt;
+        // The probe times one thread; the run's thread count decides whether oneDNN's split fills them.
+        if (dnnl_leaves_threads_idle(unit, *c, threads)) return std::nullopt;
     }
     return c;
 }
 
-void detach_dnnl_anchors(ir::Graph& g, KernelSource source) {
+void detach_dnnl_anchors(ir::Graph& g, KernelSource source, int threads) {
     if (!runtime::have_dnnl() || source == KernelSource::kGenerated) return;
     static const te::KnobValues kUntuned;
     for (const KernelUnit& unit : partition_kernels(g)) {
-        if (unit.nodes.size() < 2 || extern_choice(unit, source, kUntuned)) continue;
+        if (unit.nodes.size() < 2 || extern_choice(unit, source, kUntuned, threads)) continue;
         ir::Node* anchor = nullptr;
         for (ir::Node* n : unit.nodes)
             if (n->op() == "Conv" || n->op() == "ConvTranspose" || n->op() == "MatMul" || n->op() == "Gemm")
@@ -199,7 +227,7 @@ void detach_dnnl_anchors(ir::Graph& g, KernelSource source) {
             if (std::find(alone.inputs.begin(), alone.inputs.end(), in) == alone.inputs.end()) alone.inputs.push_back(in);
         }
         alone.outputs = anchor->outputs();
-        if (!fed && extern_choice(alone, source, kUntuned)) anchor->set_group(-1);
+        if (!fed && extern_choice(alone, source, kUntuned, threads)) anchor->set_group(-1);
     }
 }
 
@@ -281,7 +309,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     for (ir::Value* in : g.inputs()) exe->inputs.push_back(add_buffer(in, BufferRole::kInput));
     // Views: units of one reinterpreting node (not fused into a kernel); none at -O0, where
     // every node is its own kernel by definition.
-    if (opts.opt_level > 0 && opts.tuned.empty() && !opts.symbolic) detach_dnnl_anchors(g, opts.kernels);
+    if (opts.opt_level > 0 && opts.tuned.empty() && !opts.symbolic) detach_dnnl_anchors(g, opts.kernels, opts.intra_op_threads);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::set<const ir::Node*> views;
     for (const KernelUnit& unit : units)
@@ -324,7 +352,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             lowered.push_back(lower_frame_control(unit));
             continue;
         }
-        if (auto ext = opts.symbolic ? std::nullopt : extern_choice(unit, opts.kernels, *knobs)) {
+        if (auto ext = opts.symbolic ? std::nullopt : extern_choice(unit, opts.kernels, *knobs, opts.intra_op_threads)) {
             // In place only over the residual that oneDNN's sum post-op accumulates onto.
             std::vector<std::pair<int, int>> inplace;
             if (ext->inplace_input >= 0) {

@@ -58,6 +58,8 @@ struct CompileOptions {
     /// them per run. Generated kernels only. A graph outside the supported subset is a
     /// kUnsupported error saying why (compile it per shape instead).
     bool symbolic = false;
+    /// The intra-op threads the executable will run on: kernels=auto reads it (extern_choice).
+    int intra_op_threads = 1;
 };
 
 /// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).
@@ -123,10 +125,13 @@ bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level);
 /// oneDNN cannot take whole but whose anchor alone it takes (a training step's ReLU gradient
 /// fuses its mask `x > 0` around the data gradient's conv) loses the anchor to a unit of its
 /// own: the rest stays one generated elementwise kernel, the anchor runs on oneDNN.
-void detach_dnnl_anchors(ir::Graph& g, KernelSource source);
+void detach_dnnl_anchors(ir::Graph& g, KernelSource source, int threads = 1);
 
 /// The extern kernel compile() gives `unit` under `source` and the unit's tuned knobs (a
-/// "source" knob overrides the rule), or nullopt for a generated kernel.
-std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs);
+/// "source" knob overrides the rule), or nullopt for a generated kernel. `threads`: the intra-op
+/// threads the model will run on (auto keeps a conv generated where oneDNN's split would leave
+/// most of them idle).
+std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs,
+                                                int threads = 1);
 
 }  // namespace kiln::compiler

@@ -157,7 +157,7 @@ private:
             w.result.count = 1;
             w.result.flops = unit_flops(unit);
             if (runtime::have_dnnl()) w.dnnl = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
-            w.default_is_dnnl = extern_choice(unit, opts_.compile.kernels, {}).has_value();
+            w.default_is_dnnl = extern_choice(unit, opts_.compile.kernels, {}, opts_.compile.intra_op_threads).has_value();
             te::KnobValues defaults;
             try {
                 LoweredKernel k = lower_unit(unit, false, {});

@@ -1,8 +1,9 @@
 // oneDNN convolution (1-D to 3-D), deconvolution (ONNX ConvTranspose) and matmul as extern
 // kernels.
 //
-// oneDNN runs single-threaded (its OpenMP team is never started): a step is split into one part
-// per intra-op thread (images, channel blocks, matrix rows or columns), each part a primitive of
+// oneDNN runs single-threaded (its OpenMP team is never started): a step is split into at most
+// one part per intra-op thread (images, channel blocks, matrix rows or columns; runtime/
+// extern_split.h), each part a primitive of
 // its own, and the parts run on Kiln's pool, so `--threads N` is exact and no second runtime's
 // threads spin beside the pool. Parts are made on the first run with a given thread count and
 // kept; constant weights are unpacked from Kiln's layout to plain oihw / [K, N] and reordered
@@ -11,6 +12,7 @@
 // epilogue) are oneDNN eltwise, sum (the first residual add) and binary post-ops.
 #if KILN_HAVE_DNNL
 #include "runtime/dnnl_kernels.h"
+#include "runtime/extern_split.h"
 
 #include <omp.h>
 
@@ -490,9 +492,10 @@ int64_t product(const std::vector<int64_t>& v) {
 ///       read padding (a dilated conv wider than its input) are left out, pads_begin shifted
 ///   strides, dilations (ONNX convention: 1 = dense), pads_begin, pads_end (of the primitive:
 ///       a deconv's end pad is ONNX's less output_padding); post (see PostOp)
-/// Split across threads: whole images when N divides evenly, else (one image) output channels
-/// in blocks of 16 (groups == 1), or whole groups in blocks whose input and output channels are
-/// multiples of 16 (depthwise: 16 channels).
+/// Split across threads (runtime/extern_split.h): whole images, else (one image) output
+/// channels in blocks of 16 (groups == 1), or whole groups in blocks whose input and output
+/// channels are multiples of 16 (depthwise: 16 channels); fewer parts than threads where the
+/// step has fewer units.
 class DnnlConv final : public DnnlKernel {
 public:
     DnnlConv(const ExternParams& p, const std::vector<ExternArg>& args) {
@@ -617,15 +620,6 @@ private:
         return off;
     }
 
-    /// How a step of one image splits: by output channels in blocks of `unit_m` (groups == 1) or
-    /// by whole groups, `unit_g` at a time (0: no split).
-    int64_t group_unit() const {
-        const int64_t cg = src_[1] / groups_, mg = dst_[1] / groups_;
-        for (int64_t u = 1; u <= groups_; ++u)
-            if (groups_ % u == 0 && (u * cg) % 16 == 0 && (u * mg) % 16 == 0) return u;
-        return 0;
-    }
-
     /// Calls f with the (de)convolution primitive descriptor of a part, post-ops on `dst_kiln`.
     template <typename F>
     void with_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias, const memory::desc& dst,
@@ -708,25 +702,18 @@ private:
         const int64_t cg = c / g, mg = m / g;
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
         const int64_t sout = product(std::vector<int64_t>(dst_.begin() + 2, dst_.end()));
-        // Split: whole images, else channel blocks of one image.
-        int64_t parts = 1, unit_g = 0;
-        bool by_batch = false;
-        if (threads > 1 && n % threads == 0) {
-            parts = threads;
-            by_batch = true;
-        } else if (threads > 1 && n == 1 && g == 1 && m % 16 == 0 && m / 16 >= threads) {
-            parts = threads;
-        } else if (threads > 1 && n == 1 && g > 1 && (unit_g = group_unit()) && g / unit_g >= threads) {
-            parts = threads;
-        }
+        // Split: whole images, else channel blocks or groups of one image (runtime/extern_split.h).
+        const ConvSplit split = dnnl_conv_split(n, c, m, g, threads);
+        const int64_t parts = split.parts, unit_g = split.unit_g;
+        const bool by_batch = split.by == ConvSplit::kBatch;
         const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};
         const float* plain = unpacked.empty() ? kiln_weights_ : unpacked.data();
         Plan plan;
         for (int64_t i = 0; i < parts; ++i) {
             int64_t n0 = 0, nn = n, m0 = 0, mm = m, c0 = 0, cc = c, gg = g;
             if (by_batch) {
-                n0 = i * (n / parts);
-                nn = n / parts;
+                n0 = n * i / parts;
+                nn = n * (i + 1) / parts - n0;
             } else if (parts > 1 && g == 1) {
                 m0 = 16 * ((m / 16) * i / parts);
                 mm = 16 * ((m / 16) * (i + 1) / parts) - m0;
@@ -798,8 +785,8 @@ private:
 ///   a, bm, out: argument indices; bias: argument of a [N] bias (optional)
 ///   batch, m, k, n; a_strides=b,m,k; b_strides=b,k,n (element strides; b stride 0: B shared
 ///   across the batch). A constant B is reordered once into the primitive's preferred layout.
-/// Split across threads: the batch when it divides evenly, else rows of A (M >= 16 per part),
-/// else (one row) columns of B.
+/// Split across threads (runtime/extern_split.h): the batch when it divides evenly, else rows
+/// of A (M >= 16 per part), else (one row) columns of B, else as many images as there are.
 class DnnlMatmul final : public DnnlKernel {
 public:
     DnnlMatmul(const ExternParams& p, const std::vector<ExternArg>& args) {
@@ -849,11 +836,8 @@ public:
 
 private:
     Plan make_plan(int threads) override {
-        enum { kNone, kBatch, kRows, kCols } split = kNone;
-        if (threads > 1 && batch_ % threads == 0) split = kBatch;
-        else if (threads > 1 && batch_ == 1 && m_ >= 16 * threads) split = kRows;
-        else if (threads > 1 && batch_ == 1 && m_ == 1 && n_ >= 64 * threads) split = kCols;
-        const int64_t parts = split == kNone ? 1 : threads;
+        const MatmulSplit split = dnnl_matmul_split(batch_, m_, n_, threads);
+        const int64_t parts = split.parts;
         const int64_t bshared = bs_[0] == 0;
         // Kiln's packed B [N/nb, K, nb] (KilnMatMulPackedB) unpacked to plain [K, N].
         std::vector<float> unpacked;
@@ -873,9 +857,9 @@ private:
                 lo = align * (units * i / parts);
                 len = (i + 1 == parts ? total : align * (units * (i + 1) / parts)) - lo;
             };
-            if (split == kBatch) range(batch_, 1, b0, bb);
-            if (split == kRows) range(m_, 8, m0, mm);
-            if (split == kCols) range(n_, 16, n0, nn);
+            if (split.by == MatmulSplit::kBatch) range(batch_, 1, b0, bb);
+            if (split.by == MatmulSplit::kRows) range(m_, 8, m0, mm);
+            if (split.by == MatmulSplit::kCols) range(n_, 16, n0, nn);
             Part p;
             const int64_t bbatch = bshared ? 1 : bb;
             p.src = memory::desc({bb, mm, k_}, memory::data_type::f32, memory::dims{as_[0], as_[1], as_[2]});

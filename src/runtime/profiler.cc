@@ -49,9 +49,12 @@ std::string step_shapes(const Executable& exe, const StepDesc& st, size_t* bytes
     return s;
 }
 
+/// The kernel's fused ops, and for an extern kernel its name ("KilnConv2dNCHWc+Relu [dnnl_conv]"):
+/// a oneDNN step and a generated one of the same unit are told apart in a profile.
 std::string step_name(const Executable& exe, const StepDesc& st) {
-    const std::string& d = exe.kernels[st.kernel].description;
-    return d.empty() ? st.node_name : d;
+    const KernelDesc& k = exe.kernels[st.kernel];
+    const std::string& d = k.description.empty() ? st.node_name : k.description;
+    return k.is_extern() && d.find(k.extern_name) == std::string::npos ? d + " [" + k.extern_name + "]" : d;
 }
 
 }  // namespace
@@ -127,6 +130,9 @@ Status Profiler::write_chrome_trace(const std::string& path) const {
     return Status::ok_status();
 }
 
+/// The summary leaves an executable's first run out when it has at least this many runs.
+constexpr int kWarmupDropMinRuns = 3;
+
 std::string Profiler::summary(int top) const {
     struct Row {
         std::string name, node;
@@ -135,10 +141,20 @@ std::string Profiler::summary(int top) const {
     };
     std::map<std::pair<const Executable*, size_t>, Row> rows;
     int64_t total_ns = 0;
+    size_t dropped = 0;
     {
         std::lock_guard<std::mutex> lock(mu_);
+        // An executable's first run is a warm-up (oneDNN makes its primitives and reorders
+        // weights, pages are touched): left out once there are enough others, so a kernel's mean
+        // is its steady state (kiln run's --repeat timing skips it too).
+        std::map<const Executable*, int> runs_of, seen;
+        for (const auto& run : runs_) ++runs_of[run->exe.get()];
         for (const auto& run : runs_) {
             const Executable& exe = *run->exe;
+            if (seen[&exe]++ == 0 && runs_of[&exe] >= kWarmupDropMinRuns) {
+                ++dropped;
+                continue;
+            }
             for (size_t s = 0; s < run->steps.size(); ++s) {
                 const StepEvent& e = run->steps[s];
                 if (e.tid < 0) continue;
@@ -159,7 +175,7 @@ std::string Profiler::summary(int top) const {
     std::stable_sort(sorted.begin(), sorted.end(), [](const Row& a, const Row& b) { return a.ns > b.ns; });
     std::ostringstream os;
     char line[256];
-    std::snprintf(line, sizeof line, "%-4s %-24s %-24s %6s %10s %7s %10s %9s\n", "#", "kernel", "node", "calls",
+    std::snprintf(line, sizeof line, "%-4s %-44s %-24s %6s %10s %7s %10s %9s\n", "#", "kernel", "node", "calls",
                   "total ms", "share", "mean us", "GFLOP/s");
     os << line;
     int shown = 0;
@@ -167,13 +183,13 @@ std::string Profiler::summary(int top) const {
         if (shown >= top) break;
         double share = total_ns ? 100.0 * r.ns / total_ns : 0.0;
         double gflops = r.ns ? r.flops / r.ns : 0.0;  // flop/ns == GFLOP/s
-        std::snprintf(line, sizeof line, "%-4d %-24.24s %-24.24s %6lld %10.3f %6.1f%% %10.1f %9.2f\n", ++shown,
+        std::snprintf(line, sizeof line, "%-4d %-44.44s %-24.24s %6lld %10.3f %6.1f%% %10.1f %9.2f\n", ++shown,
                       r.name.c_str(), r.node.c_str(), static_cast<long long>(r.calls), r.ns / 1e6, share,
                       r.ns / 1e3 / r.calls, gflops);
         os << line;
     }
-    std::snprintf(line, sizeof line, "kernel time %.3f ms over %zu kernels, %zu runs\n", total_ns / 1e6, rows.size(),
-                  num_runs());
+    std::snprintf(line, sizeof line, "kernel time %.3f ms over %zu kernels, %zu runs%s\n", total_ns / 1e6, rows.size(),
+                  num_runs() - dropped, dropped ? " (the warm-up run left out)" : "");
     os << line;
     return os.str();
 }

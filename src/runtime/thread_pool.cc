@@ -41,6 +41,7 @@ struct ThreadPool::Job {
     std::atomic<int> next{0};          // next chunk to claim (static)
     std::atomic<int64_t> next_iter{0}; // next iteration to claim (dynamic)
     std::atomic<int> refs{0};  // helpers inside the job
+    std::atomic<int>* open = nullptr;  // the pool's count of jobs with unclaimed chunks
     std::mutex mu;             // guards error, and the final wake-up of the caller
     std::condition_variable cv;
     std::exception_ptr error;
@@ -111,6 +112,7 @@ void run_chunks(ThreadPool::Job& job) {
         return;
     }
     for (int c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
+        if (c == job.chunks - 1 && job.open) job.open->fetch_sub(1, std::memory_order_relaxed);  // the last chunk claimed
         int64_t b, e;
         chunk_range(job.n, job.chunks, c, &b, &e);
         job.run(b, e);
@@ -152,7 +154,9 @@ void ThreadPool::worker_loop() {
         // Spin (yielding the core) for a while before sleeping.
         auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
         for (;;) {
-            if (num_active_.load(std::memory_order_acquire) > 0) {
+            // Only while some job has unclaimed chunks: idle workers polling mu_ while the
+            // callers finish their last chunks slowed every loop, more so with more threads.
+            if (open_jobs_.load(std::memory_order_acquire) > 0) {
                 std::lock_guard<std::mutex> lock(mu_);
                 if (stop_) return;
                 job = claimable_locked();
@@ -221,19 +225,26 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 }
 
 void ThreadPool::run_job(Job& job) {
-    bool wake;
+    int sleeping;
+    job.open = &open_jobs_;
     {
         std::lock_guard<std::mutex> lock(mu_);
         active_.push_back(&job);
-        num_active_.store(static_cast<int>(active_.size()), std::memory_order_release);
-        wake = sleeping_ > 0;
+        open_jobs_.fetch_add(1, std::memory_order_release);
+        sleeping = sleeping_;
     }
-    if (wake) work_cv_.notify_all();
+    // Wake only as many sleepers as the loop has chunks for its helpers (a 4-chunk loop on 16
+    // threads wakes 3, not 15); a dynamically chunked loop may use them all.
+    if (job.request) {
+        if (sleeping > 0) work_cv_.notify_all();
+    } else {
+        for (int i = 0; i < std::min(sleeping, job.chunks - 1); ++i) work_cv_.notify_one();
+    }
     run_chunks(job);
     {
         std::lock_guard<std::mutex> lock(mu_);
         active_.erase(std::find(active_.begin(), active_.end(), &job));
-        num_active_.store(static_cast<int>(active_.size()), std::memory_order_release);
+        if (job.request) open_jobs_.fetch_sub(1, std::memory_order_relaxed);  // static jobs: at their last claim
     }
     // Helpers still inside finish their last chunk: spin briefly, then sleep.
     auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);

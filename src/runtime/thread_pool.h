@@ -72,7 +72,7 @@ private:
     std::mutex mu_;
     std::condition_variable work_cv_;
     std::vector<Job*> active_;             // jobs accepting helpers, guarded by mu_
-    std::atomic<int> num_active_{0};       // active_.size(), read while spinning
+    std::atomic<int> open_jobs_{0};        // jobs in active_ that may have unclaimed chunks, read while spinning
     int sleeping_ = 0;                     // workers waiting on work_cv_, guarded by mu_
     bool stop_ = false;
 };

@@ -66,6 +66,21 @@ TEST(Profiler, SummaryRanksByTotalTimeWithShareAndGflops) {
     EXPECT_EQ(p.summary(1).find("Add"), std::string::npos);
 }
 
+TEST(Profiler, SummaryNamesExternKernelsAndLeavesTheWarmupRunOut) {
+    Profiler p;
+    auto exe = two_step_exe();
+    exe->kernels[0].extern_name = "dnnl_conv";
+    for (int r = 0; r < 3; ++r) {
+        ProfiledRun* run = p.begin_run(exe);
+        run->steps[0] = {0, 0, r == 0 ? 900000 : 3000};  // the warm-up makes its primitives
+        run->steps[1] = {0, 3000, 1000};
+    }
+    std::string s = p.summary(10);
+    EXPECT_NE(s.find("Conv+Relu [dnnl_conv]"), std::string::npos) << s;
+    EXPECT_NE(s.find("666.67"), std::string::npos) << "mean without the warm-up: " << s;
+    EXPECT_NE(s.find("2 runs (the warm-up run left out)"), std::string::npos) << s;
+}
+
 TEST(Profiler, UnrunStepsAreLeftOutAndWriteFailsCleanly) {
     Profiler p;
     ProfiledRun* run = p.begin_run(two_step_exe());

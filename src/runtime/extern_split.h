@@ -1,0 +1,38 @@
+// How a oneDNN step splits across Kiln's intra-op pool (runtime/dnnl_kernels.cc): oneDNN runs
+// single-threaded, one primitive per part, and the parts run on the pool, so a step keeps at
+// most `parts` threads busy. Pure functions of the shape and the thread count, shared with the
+// compiler's kernel-choice rule (compiler/compile.cc), which keeps a unit generated where
+// oneDNN's parts would leave most threads idle.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::runtime {
+
+/// A convolution's split: whole images (kBatch), blocks of 16 output channels of one image
+/// (kChannels), or whole groups `unit_g` at a time whose input and output channels are
+/// multiples of 16 (kGroups; depthwise: 16 channels).
+struct ConvSplit {
+    enum By { kNone, kBatch, kChannels, kGroups };
+    By by = kNone;
+    int64_t parts = 1;
+    int64_t unit_g = 0;  // kGroups: groups per unit
+};
+
+/// The split of a (de)convolution with `n` images, `c` input and `m` output channels in
+/// `groups` groups over `threads` threads: at most `threads` parts, fewer where the step has
+/// fewer units (a 64-channel conv of one image: 4 parts at any thread count from 4).
+ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads);
+
+/// A matmul's split: the batch, rows of A (at least 16 per part), or (one row) columns of B
+/// (at least 64 per part).
+struct MatmulSplit {
+    enum By { kNone, kBatch, kRows, kCols };
+    By by = kNone;
+    int64_t parts = 1;
+};
+
+/// The split of a [batch, m, k] x [k, n] product over `threads` threads.
+MatmulSplit dnnl_matmul_split(int64_t batch, int64_t m, int64_t n, int threads);
+
+}  // namespace kiln::runtime

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include <sstream>
 #include <thread>
 
+#include "codegen/vector_width_flags.h"
 #include "runtime/cpu_features.h"
 #include "support/error.h"
 
@@ -303,8 +305,45 @@ std::string cache_dir() {
     return "/tmp/kiln-cache-" + std::to_string(::getuid());
 }
 
+namespace {
+
+/// codegen/vector_width_flags.h for this host and compiler under the ISA flags `isa`: the
+/// compiler's target report (`cc ISA -Q --help=target`) read once per ISA list.
+std::vector<std::string> host_vector_flags(const std::vector<std::string>& isa) {
+#if defined(__x86_64__)
+    static std::mutex mu;
+    static std::map<std::vector<std::string>, std::vector<std::string>> known;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(isa); it != known.end()) return it->second;
+    const std::vector<std::string> features = runtime::host_cpu_features();
+    const bool avx512 = std::find(features.begin(), features.end(), "avx512f") != features.end();
+    std::string report;
+    if (avx512) {
+        const Toolchain t = toolchain();
+        std::vector<std::string> argv = t.cc;
+        argv.insert(argv.end(), isa.begin(), isa.end());
+        for (const char* a : {"-Q", "--help=target"}) argv.push_back(a);
+        const std::string log = temp_path(t.root + "/isa-probe", ".txt");
+        int err = 0;
+        if (run_process(argv, log, &err) == 0) report = read_file(log);
+        remove_quietly(log);
+    }
+    return known[isa] = wide_vector_flags(report, avx512);
+#else
+    (void)isa;
+    return {};
+#endif
+}
+
+}  // namespace
+
 CompiledLibrary compile_c(const std::string& source) {
-    return compile_cached(source, std::vector<std::string>(std::begin(kFlags), std::end(kFlags)), ".so", {"-lm"});
+    static const std::vector<std::string> flags = [] {
+        std::vector<std::string> f(std::begin(kFlags), std::end(kFlags));
+        for (const std::string& v : host_vector_flags({"-march=native"})) f.push_back(v);
+        return f;
+    }();
+    return compile_cached(source, flags, ".so", {"-lm"});
 }
 
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs) {
@@ -368,12 +407,16 @@ std::vector<std::string> library_isa_flags() {
         std::vector<std::string> f = {"-march=x86-64", "-mtune=native"};
         std::vector<std::string> features = runtime::host_cpu_features();
         for (size_t i = 1; i < features.size(); ++i) f.push_back("-m" + features[i]);  // [0]: the arch
-        if (compiler_accepts(t, f)) return f;
+        if (compiler_accepts(t, f)) {
+            for (const std::string& v : host_vector_flags(f)) f.push_back(v);  // full-width vectors
+            return f;
+        }
         // An older compiler: keep the features it knows (the artifact still records them all,
         // so it asks for more than its kernels use: safe).
         std::vector<std::string> kept(f.begin(), f.begin() + 2);
         for (size_t i = 2; i < f.size(); ++i)
             if (compiler_accepts(t, {f[0], f[i]})) kept.push_back(f[i]);
+        for (const std::string& v : host_vector_flags(kept)) kept.push_back(v);
         return kept;
     }();
     return flags;

@@ -18,7 +18,7 @@ For each shape, in order, never seen before by any session:
 Reported: milliseconds (medians) and the ratios symbolic/specialized and symbolic/ORT for warm
 calls, and symbolic first / symbolic warm (the issue's target: <= 1.2).
 
-    python3 bench/symbolic_shapes.py [--smoke] [--model minilm|ffn] [--batches 1,8] [--lengths 7,16,64,128,256]
+    python3 bench/symbolic_shapes.py [--smoke] [--model minilm|ffn] [--batches 1,8] [--lengths 8,16,32,64,128,256]
                                      [--rounds 9] [--threads 2] [--cold-cache]
 
 --smoke: two shapes, one round; outputs of both Kiln sessions are compared with ORT's (max abs
@@ -70,7 +70,7 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--model", choices=["minilm", "ffn"], default="minilm")
     ap.add_argument("--batches", default="1,8")
-    ap.add_argument("--lengths", default="7,16,64,128,256")
+    ap.add_argument("--lengths", default="8,16,32,64,128,256")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=384)

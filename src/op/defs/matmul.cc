@@ -40,8 +40,24 @@ struct MatmulTile {
     int64_t mr, nc;  // rows, columns (nr * vector width)
 };
 
-/// fixed_nc > 0: the columns are given (a packed B's block), only mr is chosen.
-MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0) {
+/// The share of the rows a tile of mr rows computes usefully at m rows; for symbolic rows
+/// (sym_m) the mean over the lengths models see most, powers of two from 8 to 256, rather than
+/// at the one assumed size: there 6 rows scored best (128 = 21 x 6 + 2), and every power-of-two
+/// length then ran a partial tile that the 8-row tile of a static kernel at 8..256 rows avoids.
+double useful_rows(int64_t m, int64_t mr, bool sym_m) {
+    auto at = [&](int64_t rows) {
+        return static_cast<double>(rows) / static_cast<double>((rows + mr - 1) / mr * mr);
+    };
+    if (!sym_m) return at(m);
+    double sum = 0;
+    int count = 0;
+    for (int64_t rows = 8; rows <= 256; rows *= 2, ++count) sum += at(rows);
+    return sum / count;
+}
+
+/// fixed_nc > 0: the columns are given (a packed B's block), only mr is chosen. sym_m: the
+/// rows are a symbolic dim (m its assumed size).
+MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, bool sym_m = false) {
     MatmulTile best{1, fixed_nc > 0 ? fixed_nc : vec};
     double best_score = -1;
     const int64_t max_nr = fixed_nc > 0 ? (fixed_nc + vec - 1) / vec
@@ -50,7 +66,7 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0) 
         for (int64_t nr = max_nr; nr >= 1; --nr) {
             if (mr * nr > 24 && mr > 1) continue;
             const int64_t nc = fixed_nc > 0 ? fixed_nc : nr * vec;
-            double useful = static_cast<double>(m) / static_cast<double>((m + mr - 1) / mr * mr) *
+            double useful = useful_rows(m, mr, sym_m) *
                             static_cast<double>(n) / static_cast<double>((n + nc - 1) / nc * nc);
             double score = useful * static_cast<double>(mr * nr) / static_cast<double>(mr + nr);
             if (score > best_score + 1e-9) {
@@ -91,13 +107,14 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     }
     const int64_t vec = vector_width(st.tensor()->dtype);
     const int64_t m = assumed(sh[nd - 2]), n = assumed(sh[nd - 1]);
-    MatmulTile tile = matmul_tile(m, n, vec, fixed_nc);
+    const bool sym_rows = sh[nd - 2] == te::kDynamicDim;
+    MatmulTile tile = matmul_tile(m, n, vec, fixed_nc, sym_rows);
     int64_t nr = (tile.nc + vec - 1) / vec;
     if (fixed_nc == 0 && n > vec) {
         std::vector<int64_t> nrs;
         for (int64_t c = 1; c <= std::min<int64_t>(4, (n + vec - 1) / vec); ++c) nrs.push_back(c);
         nr = cfg.knob("matmul.nr", nrs, nr);
-        if (nr * vec != tile.nc) tile = matmul_tile(m, n, vec, nr * vec);  // the best rows for those columns
+        if (nr * vec != tile.nc) tile = matmul_tile(m, n, vec, nr * vec, sym_rows);  // the best rows for those columns
     }
     if (m > 1) {
         std::vector<int64_t> mrs;
@@ -463,9 +480,9 @@ Grads gemm_grad(GradientBuilder& b) {
 }
 }  // namespace
 
-int64_t matmul_packed_block(int64_t m, int64_t n) {
+int64_t matmul_packed_block(int64_t m, int64_t n, bool sym_m) {
     constexpr int64_t kVec = 16;  // f32 lanes of one AVX-512 register
-    MatmulTile t = matmul_tile(m, n, kVec);
+    MatmulTile t = matmul_tile(m, n, kVec, 0, sym_m);
     // NOTE: the tile's width even when it does not divide N (the packing pads B' with zero
     // columns): a divisor of N instead (8 for N=1000) left one or two vector accumulators per
     // k step, a chain of dependent FMAs that ran a classifier's GEMV at 0.3-3 GFLOP/s.

@@ -4,8 +4,8 @@ specializations) vs ONNX Runtime, in one process, interleaved.
 
 Models (--model), batch and seq symbolic, random weights:
   minilm  bench/dynamic_shapes.py's MiniLM-style encoder (all-MiniLM-L6-v2's shape: 6 layers,
-          hidden 384, 12 heads, FFN 1536) with its position ids as a third input
-          (position_ids_input: the symbolic compile does not take Range(0, Shape(ids)[1]) yet)
+          hidden 384, 12 heads, FFN 1536), its position ids Range(0, Shape(ids)[1], 1) as
+          exporters write them (--position-ids-input: as a third input instead)
   ffn     a stack of transformer feed-forward blocks, y = x + (Relu(x W1 + b1) W2 + b2), x:
           [batch, seq, 384], FFN 1536, 2 blocks
 For each shape, in order, never seen before by any session:
@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--ffn", type=int, default=1536)
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--cold-cache", action="store_true")
+    ap.add_argument("--position-ids-input", action="store_true", help="minilm: position ids as an input")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="kiln_symbolic_bench_")
     if args.cold_cache:
@@ -89,14 +90,15 @@ def main():
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from dynamic_shapes import minilm_model
-        minilm_model(path, position_ids_input=True)
+        minilm_model(path, position_ids_input=args.position_ids_input)
 
     def feed_at(b, s):
         if args.model == "ffn":
             return {"x": np.random.default_rng(b * 1000 + s).standard_normal((b, s, args.hidden)).astype(np.float32)}
         from dynamic_shapes import feed_of
         feed = feed_of(b, s)
-        feed["position_ids"] = np.tile(np.arange(s, dtype=np.int64), (b, 1))
+        if args.position_ids_input:
+            feed["position_ids"] = np.tile(np.arange(s, dtype=np.int64), (b, 1))
         return feed
     shapes = [(b, s) for b in map(int, args.batches.split(",")) for s in map(int, args.lengths.split(","))]
     rounds = args.rounds
@@ -120,7 +122,8 @@ def main():
     spec = kiln_session(False)
     ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     what = (f"{args.blocks} FFN blocks, hidden {args.hidden}, FFN {args.ffn}" if args.model == "ffn"
-            else "MiniLM-style encoder (6 layers, hidden 384), position ids as an input")
+            else "MiniLM-style encoder (6 layers, hidden 384), position ids " +
+            ("as an input" if args.position_ids_input else "Range(0, Shape(ids)[1])"))
     print(f"model: {what}; {args.threads} threads; symbolic load (one compile) {t_sym_load:.0f} ms")
     rows = []
     for b, s in shapes:

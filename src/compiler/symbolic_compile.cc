@@ -172,6 +172,21 @@ void erase_if_dead(ir::Graph& g, ir::Node* n) {
 
 }  // namespace
 
+std::string symbolic_prefilter(const ir::Graph& g) {
+    static const std::set<std::string> never = {
+        "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "GlobalAveragePool",
+        "GlobalMaxPool", "LpPool", "MaxUnpool", "Resize", "Upsample", "LSTM", "GRU", "RNN", "TopK",
+        "NonMaxSuppression", "RoiAlign", "Pad", "InstanceNormalization", "BatchNormalization", "DepthToSpace",
+        "SpaceToDepth", "GridSample", "Col2Im", "DeformConv"};
+    for (const ir::Node* n : g.nodes()) {
+        if (!never.count(n->op())) continue;
+        for (const ir::Value* in : n->inputs())
+            if (in && !in->type().is_static())
+                return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
+    }
+    return "";
+}
+
 int lower_dim_ranges(ir::Graph& g) {
     int rewritten = 0;
     for (ir::Node* n : g.nodes()) {

@@ -28,6 +28,12 @@ void bind_known_dims(ir::Graph& g, const std::map<std::string, int64_t>& dims);
 /// compiles only: there a shape is no value the compiler can fold.
 int lower_dim_ranges(ir::Graph& g);
 
+/// A cheap look at the imported graph before any pass ("" when a symbolic compile may succeed):
+/// a node on symbolic shapes whose op no pass turns into the subset (convolutions, pools,
+/// resizes, recurrent layers, ...): a refusal found only after the pass pipeline costs a
+/// second import and pipeline at load.
+std::string symbolic_prefilter(const ir::Graph& g);
+
 /// The graph inputs' symbolic dims, in first-appearance order.
 SymbolicDims symbolic_dims_of(const ir::Graph& g);
 

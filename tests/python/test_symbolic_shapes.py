@@ -212,3 +212,23 @@ def test_range_not_from_zero_compiles_per_shape(tmp_path):
     assert not st["symbolic"] and st["symbolic_reason"], st
     feed = {"ids": np.zeros((1, 9), np.int64)}
     np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
+
+
+def test_convolution_is_refused_before_the_passes(tmp_path):
+    """A Conv on a symbolic batch: refused by the look before the pass pipeline (naming the node),
+    then per shape against ONNX Runtime."""
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv0", pads=[1, 1, 1, 1])], "conv",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8, 8])], [w])
+    path = str(tmp_path / "conv.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    sess = _session(path)
+    st = sess.stats()
+    assert not st["symbolic"] and "conv0" in st["symbolic_reason"] and "Conv" in st["symbolic_reason"], st
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for batch in [1, 2]:
+        feed = {"x": rng.standard_normal((batch, 3, 8, 8)).astype(np.float32)}
+        np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-4, atol=1e-4)
+    assert sess.stats()["compiles"] == 2

@@ -21,6 +21,10 @@ calls, and symbolic first / symbolic warm (the issue's target: <= 1.2).
     python3 bench/symbolic_shapes.py [--smoke] [--model minilm|ffn] [--batches 1,8] [--lengths 8,16,32,64,128,256]
                                      [--rounds 9] [--threads 2] [--cold-cache]
 
+--pairs N: then, per shape, N alternating pairs of warm calls of the two Kiln sessions only
+(no ORT between them: the steadiest ratio on a loaded machine); reported: median and 10th
+percentile of each, and their ratios (docs/dynamic_shapes.md's "Measured" table).
+
 --smoke: two shapes, one round; outputs of both Kiln sessions are compared with ORT's (max abs
 difference <= 1e-3) and the symbolic session must have compiled once; no timing is judged.
 Needs the kiln Python package (pip install, or PYTHONPATH at a directory holding kiln/ with its
@@ -78,6 +82,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--cold-cache", action="store_true")
     ap.add_argument("--position-ids-input", action="store_true", help="minilm: position ids as an input")
+    ap.add_argument("--pairs", type=int, default=0, help="then N alternating symbolic/specialized pairs per shape")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="kiln_symbolic_bench_")
     if args.cold_cache:
@@ -160,6 +165,24 @@ def main():
           f"warm symbolic/specialized {med([r[5] / r[6] for r in rows]):.2f}, "
           f"warm symbolic/ORT {med([r[5] / r[7] for r in rows]):.2f}, "
           f"first specialized/symbolic {med([r[3] / r[2] for r in rows]):.0f}x")
+    if args.pairs > 0:
+        pairs(sym, spec, shapes, feed_at, args.pairs)
+
+
+def pairs(sym, spec, shapes, feed_at, n):
+    """n alternating pairs of warm calls per shape, symbolic and specialized only."""
+    print("| batch | seq | pairs | sym median | spec median | sym/spec | sym p10 | spec p10 | p10 ratio |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for b, s in shapes:
+        feed = feed_at(b, s)
+        ts, tp = [], []
+        for r in range(n):
+            order = [(sym, ts), (spec, tp)]
+            for sess, acc in (order if r % 2 == 0 else order[::-1]):
+                acc.append(timed(lambda: sess.run(None, feed))[0])
+        ms, mp = statistics.median(ts), statistics.median(tp)
+        ps, pp = float(np.percentile(ts, 10)), float(np.percentile(tp, 10))
+        print(f"| {b} | {s} | {n} | {ms:.2f} | {mp:.2f} | {ms / mp:.3f} | {ps:.2f} | {pp:.2f} | {ps / pp:.3f} |")
 
 
 if __name__ == "__main__":

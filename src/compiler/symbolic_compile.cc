@@ -11,8 +11,8 @@ namespace kiln::compiler {
 namespace {
 
 /// Ops whose compute builds over symbolic shapes (ComputeArgs::out_dims): the elementwise and
-/// broadcasting math of op/defs/elementwise.cc, Cast, the matrix products (MatMul, and the
-/// packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B),
+/// broadcasting math of op/defs/elementwise.cc, comparisons, logic and Where (masks), Cast,
+/// the matrix products (MatMul, and the packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B),
 /// Softmax / LogSoftmax (along any axis), LayerNormalization over static axes, Transpose,
 /// Gather along a static axis (an embedding table), and KilnDimRange (lower_dim_ranges).
 const std::set<std::string>& symbolic_ops() {
@@ -20,7 +20,9 @@ const std::set<std::string>& symbolic_ops() {
                                               "Tanh", "Exp", "Erf", "Sqrt", "Neg",  "Abs",    "Log",
                                               "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB",
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
-                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange"};
+                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange",
+                                              "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+                                              "Not", "And", "Or", "Xor"};
     return ops;
 }
 

@@ -232,3 +232,35 @@ def test_convolution_is_refused_before_the_passes(tmp_path):
         feed = {"x": rng.standard_normal((batch, 3, 8, 8)).astype(np.float32)}
         np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-4, atol=1e-4)
     assert sess.stats()["compiles"] == 2
+
+
+def test_masks_with_comparisons_and_where(tmp_path):
+    """An attention-mask style graph on [batch, seq]: Equal, Greater, Not, And, Or and Where, the
+    mask unsqueezed against [batch, seq, 8] (a static 1 broadcast), one compile."""
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    fzero = numpy_helper.from_array(np.array(0.0, np.float32), "fzero")
+    big = numpy_helper.from_array(np.array(-1e4, np.float32), "big")
+    axes = numpy_helper.from_array(np.array([2], np.int64), "axes")
+    nodes = [helper.make_node("Equal", ["m", "zero"], ["pad"]),
+             helper.make_node("Unsqueeze", ["pad", "axes"], ["pad3"]),
+             helper.make_node("Greater", ["x", "fzero"], ["pos"]),
+             helper.make_node("Not", ["pad3"], ["keep"]),
+             helper.make_node("And", ["pos", "keep"], ["both"]),
+             helper.make_node("Or", ["both", "pad3"], ["either"]),
+             helper.make_node("Where", ["pad3", "big", "x"], ["masked"]),
+             helper.make_node("Where", ["either", "masked", "fzero"], ["y"])]
+    g = helper.make_graph(nodes, "masks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8]),
+                                           helper.make_tensor_value_info("m", TensorProto.INT64, ["batch", "seq"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 8])],
+                          [zero, fzero, big, axes])
+    path = str(tmp_path / "masks.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = _session(path)
+    assert sess.stats()["symbolic"], sess.stats()["symbolic_reason"]
+    rng = np.random.default_rng(9)
+    for batch, seq in [(1, 1), (2, 7), (3, 40)]:
+        feed = {"x": rng.standard_normal((batch, seq, 8)).astype(np.float32),
+                "m": rng.integers(0, 2, (batch, seq)).astype(np.int64)}
+        np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
+    assert sess.stats()["compiles"] == 1

@@ -292,7 +292,9 @@ private:
     /// An int64 floordiv/floormod whose divisor is a positive constant and whose dividend is
     /// never negative: C's / and % give the same, cannot trap, and GCC vectorizes around them.
     bool plain_division(const te::BinaryNode& b) const {
-        if (b.dtype != DType::kInt64 || b.a->dtype != DType::kInt64 || b.b->kind != ExprKind::kIntImm) return false;
+        if (!names_.marks_nonnegative() || b.dtype != DType::kInt64 || b.a->dtype != DType::kInt64 ||
+            b.b->kind != ExprKind::kIntImm)
+            return false;
         return static_cast<const te::IntImmNode&>(*b.b).value > 0 && nonnegative(b.a);
     }
     /// Provably >= 0: constants >= 0, variables marked so, and + * floordiv floormod min max of such.

@@ -23,6 +23,8 @@ public:
     /// loop, kept GCC from vectorizing it (a symbolic kernel's row index divided by its heads).
     void mark_nonnegative(const te::VarNode* v) { nonneg_.insert(v); }
     bool nonnegative(const te::VarNode* v) const { return nonneg_.count(v) > 0; }
+    /// Whether any variable was marked (a kernel with dims; static kernels print as before).
+    bool marks_nonnegative() const { return !nonneg_.empty(); }
 
 private:
     std::string fresh(const std::string& hint);

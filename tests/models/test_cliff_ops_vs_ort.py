@@ -9,7 +9,9 @@ Runtime, on the shapes that take each path and its fallback:
 - InstanceNormalization and GroupNormalization sums in the flat lane form, and the short plain
   form;
 - Tile as a strided row copy: tiled last axis, tiled leading axis, an untiled last axis, a
-  last axis too short to vectorize.
+  last axis too short to vectorize;
+- Transpose moving the contiguous axis, in blocks: 3-D, NCHW -> NHWC, extents that leave
+  tails, rows too short for the blocks.
 
 One model holds every case (one compile, one `kiln run`), at 1 and 2 threads."""
 import os
@@ -60,6 +62,10 @@ def _cases():
         ("tile_mixed", op_tile([2, 1, 3, 2]), [2, 3, 5, 7], F),
         ("tile_leading", op_tile([3, 2, 1]), [2, 5, 33], F),
         ("tile_short_last", op_tile([2, 3]), [5, 2], F),
+        ("transpose_201", op("Transpose", perm=[2, 0, 1]), [64, 128, 96], F),
+        ("transpose_nchw_nhwc", op("Transpose", perm=[0, 2, 3, 1]), [2, 24, 10, 50], F),
+        ("transpose_210_tails", op("Transpose", perm=[2, 1, 0]), [37, 5, 41], F),
+        ("transpose_short_rows", op("Transpose", perm=[2, 1, 0]), [3, 20, 3], F),
     ]
 
 

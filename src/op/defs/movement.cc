@@ -68,7 +68,7 @@ void tile_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         const te::Tensor& t = st.tensor();
         const int nd = t->ndim();
         if (t->name != "Tile" || st.is_inlined() || !stage_untouched(st) || nd < 2 || t->inputs().empty()) continue;
-        const Shape& xs = t->inputs()[0]->shape;
+        const Shape xs = t->inputs()[0]->shape;
         int lead = 0;
         while (lead < nd - 1 && xs[lead] == t->shape[lead]) ++lead;
         te::IterVar f = lead > 0 ? fuse_leading(st, lead) : st.axis(0);

@@ -10,6 +10,8 @@ Runtime, on the shapes that take each path and its fallback:
   form;
 - Tile as a strided row copy: tiled last axis, tiled leading axis, an untiled last axis, a
   last axis too short to vectorize;
+- Resize linear / cubic from per-axis tap tables: 2x, align_corners, downscales, antialias,
+  3-D;
 - Transpose moving the contiguous axis, in blocks: 3-D, NCHW -> NHWC, extents that leave
   tails, rows too short for the blocks.
 
@@ -62,11 +64,27 @@ def _cases():
         ("tile_mixed", op_tile([2, 1, 3, 2]), [2, 3, 5, 7], F),
         ("tile_leading", op_tile([3, 2, 1]), [2, 5, 33], F),
         ("tile_short_last", op_tile([2, 3]), [5, 2], F),
+        ("resize_linear_2x", op_resize([1, 1, 2, 2], mode="linear"), [1, 8, 28, 30], F),
+        ("resize_linear_align", op_resize([1, 1, 1.5, 2.5], mode="linear",
+                                          coordinate_transformation_mode="align_corners"), [2, 3, 10, 14], F),
+        ("resize_linear_down", op_resize([1, 1, 0.6, 0.5], mode="linear",
+                                         coordinate_transformation_mode="asymmetric"), [1, 4, 25, 40], F),
+        ("resize_linear_antialias", op_resize([1, 1, 0.5, 0.25], mode="linear", antialias=1), [1, 3, 24, 64], F),
+        ("resize_cubic_2x", op_resize([1, 1, 2, 2], mode="cubic"), [1, 3, 9, 21], F),
+        ("resize_linear_3d", op_resize([1, 1, 2, 2, 2], mode="linear"), [1, 2, 4, 6, 20], F),
         ("transpose_201", op("Transpose", perm=[2, 0, 1]), [64, 128, 96], F),
         ("transpose_nchw_nhwc", op("Transpose", perm=[0, 2, 3, 1]), [2, 24, 10, 50], F),
         ("transpose_210_tails", op("Transpose", perm=[2, 1, 0]), [37, 5, 41], F),
         ("transpose_short_rows", op("Transpose", perm=[2, 1, 0]), [3, 20, 3], F),
     ]
+
+
+def op_resize(scales, **kw):
+    def build(x, y):
+        sc = y + "_scales"
+        return [helper.make_node("Constant", [], [sc], value=numpy_helper.from_array(np.array(scales, np.float32), sc)),
+                helper.make_node("Resize", [x, "", sc], [y], **kw)]
+    return build
 
 
 def op_tile(reps):

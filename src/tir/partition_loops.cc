@@ -8,7 +8,7 @@
 namespace kiln::tir {
 namespace {
 
-constexpr size_t kMaxPieces = 4;
+constexpr size_t kMaxPieces = 8;
 
 bool int_imm(const Expr& e, int64_t* v) {
     if (!e || e->kind != te::ExprKind::kIntImm) return false;
@@ -16,26 +16,52 @@ bool int_imm(const Expr& e, int64_t* v) {
     return true;
 }
 
-// Adds to `cuts` the first index at which a comparison of `var` with a constant changes value.
+// e as a * var + k with a > 0 (var itself, var * a, plus or minus constants), else false.
+bool affine_in(const Expr& e, const te::VarNode* var, int64_t* a, int64_t* k) {
+    if (e.get() == var) {
+        *a = 1, *k = 0;
+        return true;
+    }
+    if (e->kind != te::ExprKind::kBinary) return false;
+    const auto& b = static_cast<const te::BinaryNode&>(*e);
+    int64_t c;
+    if (b.op == te::BinaryOp::kMul && b.a.get() == var && int_imm(b.b, &c) && c > 0) {
+        *a = c, *k = 0;
+        return true;
+    }
+    if ((b.op == te::BinaryOp::kAdd || b.op == te::BinaryOp::kSub) && int_imm(b.b, &c) && affine_in(b.a, var, a, k)) {
+        *k += b.op == te::BinaryOp::kAdd ? c : -c;
+        return true;
+    }
+    return false;
+}
+
+int64_t floor_div(int64_t x, int64_t d) { return x / d - ((x % d != 0) && ((x < 0) != (d < 0))); }
+
+// Adds to `cuts` the first index at which a comparison of a * var + k with a constant changes
+// value, or where a min / max of it with a constant (a clamp) stops binding.
 void collect_cuts(const Expr& e, const te::VarNode* var, std::set<int64_t>& cuts) {
     if (!e) return;
     switch (e->kind) {
         case te::ExprKind::kBinary: {
+            using te::BinaryOp;
             const auto& b = static_cast<const te::BinaryNode&>(*e);
-            int64_t c;
-            const bool var_left = b.a.get() == var && int_imm(b.b, &c);
-            const bool var_right = b.b.get() == var && int_imm(b.a, &c);
-            if (var_left || var_right) {
-                using te::BinaryOp;
+            int64_t a, k, c;
+            const bool left = int_imm(b.b, &c) && affine_in(b.a, var, &a, &k);
+            const bool right = !left && int_imm(b.a, &c) && affine_in(b.b, var, &a, &k);
+            if (left || right) {
                 BinaryOp op = b.op;
-                if (var_right) {  // c OP i  ->  i OP' c
+                if (right) {  // c OP x  ->  x OP' c
                     if (op == BinaryOp::kLT) op = BinaryOp::kGT;
                     else if (op == BinaryOp::kLE) op = BinaryOp::kGE;
                     else if (op == BinaryOp::kGT) op = BinaryOp::kLT;
                     else if (op == BinaryOp::kGE) op = BinaryOp::kLE;
                 }
-                if (op == BinaryOp::kLT || op == BinaryOp::kGE) cuts.insert(c);      // i < c flips at c
-                if (op == BinaryOp::kLE || op == BinaryOp::kGT) cuts.insert(c + 1);  // i <= c flips at c + 1
+                // x < c flips where x >= c first: var >= ceil((c - k) / a); x <= c (a clamp's
+                // bound too) where x > c first: var > floor((c - k) / a).
+                if (op == BinaryOp::kLT || op == BinaryOp::kGE) cuts.insert(-floor_div(k - c, a));
+                if (op == BinaryOp::kLE || op == BinaryOp::kGT || op == BinaryOp::kMin || op == BinaryOp::kMax)
+                    cuts.insert(floor_div(c - k, a) + 1);
             }
             collect_cuts(b.a, var, cuts);
             collect_cuts(b.b, var, cuts);

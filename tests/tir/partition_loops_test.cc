@@ -4,6 +4,8 @@
 // loops with more pieces than the limit stay whole.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "te/schedule.h"
 #include "tir/interpreter.h"
 #include "tir/lower.h"
@@ -57,11 +59,39 @@ TEST(PartitionLoops, ConcatAlongTheVectorAxisSplitsAndFolds) {
         }
 }
 
-// The same select on a serial loop, and on a vectorized loop with five pieces, stays whole.
+// y[j] = a[clamp(2j - 1)] + a[clamp(2j + 1)]: a stride-2 window's edge taps (separable MaxPool);
+// the clamps bind at j = 0 and j = n - 1 only, so three pieces, the middle one clamp-free.
+TEST(PartitionLoops, ClampsOfAStridedIndexCutWhereTheyStopBinding) {
+    const int64_t w = 15, n = 8;  // 2*7 + 1 = 15 reaches past the last element
+    te::Tensor a = te::placeholder({2, w}, DType::kFloat32, "a");
+    auto clamp = [&](te::Expr i) { return te::min(te::max(i, te::int_imm(0)), te::int_imm(w - 1)); };
+    te::Tensor y = te::compute({2, n}, [&](const std::vector<te::Var>& i) {
+        te::Expr j = i[1];
+        return te::read(a, {te::Expr(i[0]), clamp(j * 2 - te::int_imm(1))}) +
+               te::read(a, {te::Expr(i[0]), clamp(j * 2 + te::int_imm(1))});
+    }, "y");
+    te::Schedule s = te::create_schedule({y});
+    s[y].vectorize(s[y].axis(1));
+    PrimFunc f = simplify(partition_loops(simplify(lower(s, {a, y}, "k"))));
+    const std::string after = stmt_str(f.body);
+    EXPECT_EQ(count(after, "min("), 0) << after;
+    EXPECT_EQ(count(after, "max("), 0) << after;
+
+    Tensor ta(DType::kFloat32, {2, w});
+    for (int64_t i = 0; i < 2 * w; ++i) ta.set_f64(i, fill(i));
+    std::vector<Tensor> args = {ta, Tensor(DType::kFloat32, {2, n})};
+    interpret(f, args);
+    auto at = [&](int64_t r, int64_t c) { return ta.get_f64(r * w + std::clamp<int64_t>(c, 0, w - 1)); };
+    for (int64_t r = 0; r < 2; ++r)
+        for (int64_t j = 0; j < n; ++j)
+            EXPECT_DOUBLE_EQ(args[1].get_f64(r * n + j), at(r, 2 * j - 1) + at(r, 2 * j + 1)) << r << "," << j;
+}
+
+// The same select on a serial loop, and on a vectorized loop with nine pieces, stays whole.
 TEST(PartitionLoops, LeavesSerialLoopsAndTooManyPieces) {
-    te::Tensor a = te::placeholder({2, 16}, DType::kFloat32, "a");
+    te::Tensor a = te::placeholder({2, 32}, DType::kFloat32, "a");
     auto build = [&](int cuts) {
-        return te::compute({2, 16}, [&, cuts](const std::vector<te::Var>& i) {
+        return te::compute({2, 32}, [&, cuts](const std::vector<te::Var>& i) {
             te::Expr j = i[1], v = te::read(a, {te::Expr(i[0]), j});
             for (int c = 1; c <= cuts; ++c) v = te::select(j < te::int_imm(3 * c), v * te::make_const(DType::kFloat32, 2.0), v);
             return v;
@@ -72,7 +102,7 @@ TEST(PartitionLoops, LeavesSerialLoopsAndTooManyPieces) {
     PrimFunc f1 = simplify(partition_loops(simplify(lower(s1, {a, serial}, "k"))));
     EXPECT_EQ(count(stmt_str(f1.body), "for "), 2) << stmt_str(f1.body);
 
-    te::Tensor many = build(4);  // cuts 3, 6, 9, 12: five pieces
+    te::Tensor many = build(8);  // cuts 3, 6, ..., 24: nine pieces
     te::Schedule s2 = te::create_schedule({many});
     s2[many].vectorize(s2[many].axis(1));
     PrimFunc f2 = simplify(partition_loops(simplify(lower(s2, {a, many}, "k"))));

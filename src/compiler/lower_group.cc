@@ -13,8 +13,8 @@
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/drop_tile_guards.h"
-#include "tir/partition_loops.h"
 #include "tir/lower.h"
+#include "tir/partition_loops.h"
 #include "tir/simplify.h"
 
 namespace kiln::compiler {

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <optional>
-
 #include <string>
 #include <vector>
 
@@ -62,7 +61,8 @@ std::optional<te::Tensor> separable_max_pool(const te::Tensor& x, const WindowGe
 te::Tensor average_pool_tensor(const te::Tensor& x, const WindowGeometry& g, const Shape& out, DType dtype,
                                bool count_include_pad, const std::string& name, int trailing = 0);
 
-/// GlobalAveragePool (the spatial sum "gap_sum" over the element count) or GlobalMaxPool of x.
+/// GlobalAveragePool (the spatial sum "gap_sum" over the element count) or GlobalMaxPool of x;
+/// on NC + spatial x (trailing 0) each plane reduces in the flat lane form (flat_reduce.h).
 te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype, bool is_max,
                               const std::string& name, int trailing = 0);
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "op/defs/flat_reduce.h"
 #include "op/op_def.h"
 #include "op/schedule_util.h"
 #include "support/error.h"
@@ -139,8 +140,10 @@ inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
     st.cache_write_local();
 }
 
-/// Lane-partial stages vectorized over their lanes, row-wise stages fused by rows with the last
-/// axis vectorized (no per-element index division), the rest generic.
+/// Lane-partial stages vectorized over their lanes, reductions over a leading axis (Softmax over
+/// axis 1 of [N, C, L]) by the column schedule (flat_reduce.h: the kept contiguous axis
+/// vectorized, the reduce axis the loop), row-wise stages fused by rows with the last axis
+/// vectorized (no per-element index division), the rest generic.
 inline void row_reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         if (!stage_untouched(st)) continue;
@@ -148,6 +151,8 @@ inline void row_reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& 
         const bool part = n.size() > 5 && n.compare(n.size() - 5, 5, "_part") == 0;
         if (part && st.all_reduce_axes().size() == 1) {
             schedule_lane_partial(st, s.config());
+        } else if (reduces_columns(st)) {
+            schedule_column_reduce(st, s.config());
         } else if (st.all_reduce_axes().empty() && st.tensor()->ndim() >= 2 && assumed(st.tensor()->shape.back()) >= 16) {
             schedule_rows(st, s.config());
         }

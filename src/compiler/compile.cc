@@ -101,6 +101,8 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // The fused recurrent kernel at any size: the generated one unrolls time (compile time
     // linear in T, 1-4.5 GFLOP/s; docs/kernels.md).
     if (c.name == "kiln_rnn") return true;
+    // The int8 conv at any size: the generated QLinearConv is a scalar integer loop.
+    if (c.name == "dnnl_qconv") return true;
     // A 1-D convolution takes oneDNN at any size: the generated kernel runs it as a 2-D one with
     // a unit height, and at Silero VAD's encoder sizes (64-128 channels, 1-4 frames, 25-100
     // kflop) it was slower than oneDNN's call costs (VAD chunk 0.11 -> 0.06 ms, 2 threads).
@@ -169,7 +171,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
     // A shape the matcher passes but oneDNN rejects stays generated (never a load-time failure).
-    if (c && c->name == "dnnl_conv" && dnnl_conv_impl(*c).empty()) return std::nullopt;
+    if (c && (c->name == "dnnl_conv" || c->name == "dnnl_qconv") && dnnl_conv_impl(*c).empty()) return std::nullopt;
     if (c && source == KernelSource::kAuto) {
         // Where the rule is unsure, a measurement on this machine decides (compiler/kernel_probe.h).
         const bool rule = auto_prefers_dnnl(unit, *c);

@@ -1,0 +1,15 @@
+// oneDNN int8 convolution (ONNX QLinearConv) as an extern kernel, "dnnl_qconv"; the compiler
+// writes its parameters (topi/dnnl_int8_match.h documents them). Only with KILN_HAVE_DNNL.
+#pragma once
+
+#include "runtime/extern_kernel.h"
+
+namespace kiln::runtime {
+
+#if KILN_HAVE_DNNL
+std::unique_ptr<ExternKernel> make_dnnl_qconv(const ExternParams& params, const std::vector<ExternArg>& args);
+/// oneDNN's implementation name for a dnnl_qconv step on one thread ("" when oneDNN rejects it).
+std::string dnnl_qconv_implementation(const ExternParams& params);
+#endif
+
+}  // namespace kiln::runtime

@@ -1,0 +1,113 @@
+#include "topi/dnnl_int8_match.h"
+
+#include <algorithm>
+
+#include "op/window.h"
+
+namespace kiln::topi {
+namespace {
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+std::string join(const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+}
+
+bool is_q8(DType t) { return t == DType::kUInt8 || t == DType::kInt8; }
+
+const char* q8_name(DType t) { return t == DType::kUInt8 ? "u8" : "s8"; }
+
+/// A constant of dtype `t` and `n` elements (any shape), or nullptr.
+const Tensor* constant_of(const ir::Value* v, DType t, int64_t n) {
+    if (!v || !v->is_constant() || v->type().dtype != t) return nullptr;
+    const Tensor& c = v->constant();
+    return c.numel() == n ? &c : nullptr;
+}
+
+bool all_zero(const Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+        if (t.get_i64(i) != 0) return false;
+    return true;
+}
+
+/// Window parameters (oneDNN's end pads: the least covering the last window, as ONNX's output
+/// size implies); false where a pad would be negative.
+bool window_params(const ir::Node& n, const Shape& xs, const Shape& ws, const Shape& ys, Pairs& p) {
+    const std::vector<int64_t> in = {xs[2], xs[3]}, k = {ws[2], ws[3]}, out = {ys[2], ys[3]};
+    op::WindowGeometry g = op::window_geometry(n, in, k, false);
+    if (g.out != out) return false;
+    std::vector<int64_t> pe(2);
+    for (size_t d = 0; d < 2; ++d) {
+        const int64_t ext = (k[d] - 1) * g.dilations[d] + 1;
+        pe[d] = (out[d] - 1) * g.strides[d] + ext - in[d] - g.pads_begin[d];
+        if (g.pads_begin[d] < 0 || pe[d] < 0) return false;
+    }
+    p.push_back({"strides", join(g.strides)});
+    p.push_back({"dilations", join(g.dilations)});
+    p.push_back({"pads_begin", join(g.pads_begin)});
+    p.push_back({"pads_end", join(pe)});
+    return true;
+}
+
+std::optional<ExternChoice> match_qlinear_conv(const ir::Node& c, const std::vector<ir::Value*>& inputs) {
+    const ir::Value *x = c.input(0), *w = c.input(3), *y = c.output(0);
+    if (!x->type().is_static() || !w->type().is_static() || !y->type().is_static()) return std::nullopt;
+    const Shape xs = x->type().static_shape(), ws = w->type().static_shape(), ys = y->type().static_shape();
+    if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4 || !is_q8(x->type().dtype) || !is_q8(y->type().dtype) ||
+        w->type().dtype != DType::kInt8 || !w->is_constant())
+        return std::nullopt;
+    const int64_t m = ys[1], groups = c.attr_int("group", 1);
+    if (groups < 1 || xs[1] % groups || m % groups || ws[1] * groups != xs[1]) return std::nullopt;
+    const Tensor* ws_scale = constant_of(c.input(4), DType::kFloat32, m);
+    const bool per_channel = ws_scale != nullptr && m != 1;
+    if (!ws_scale) ws_scale = constant_of(c.input(4), DType::kFloat32, 1);
+    const Tensor* wz = constant_of(c.input(5), DType::kInt8, per_channel ? m : 1);
+    if (!wz && per_channel) wz = constant_of(c.input(5), DType::kInt8, 1);
+    const Tensor* xz = constant_of(c.input(2), x->type().dtype, 1);
+    const Tensor* yz = constant_of(c.input(7), y->type().dtype, 1);
+    if (!ws_scale || !wz || !all_zero(*wz) || !xz || !yz || !constant_of(c.input(1), DType::kFloat32, 1) ||
+        !constant_of(c.input(6), DType::kFloat32, 1))
+        return std::nullopt;
+    const ir::Value* b = c.num_inputs() > 8 ? c.input(8) : nullptr;
+    if (b && !constant_of(b, DType::kInt32, m)) return std::nullopt;
+    auto arg = [&](const ir::Value* v) {
+        auto it = std::find(inputs.begin(), inputs.end(), v);
+        return std::to_string(it == inputs.end() ? -1 : it - inputs.begin());
+    };
+    Pairs p = {{"x", arg(x)},
+               {"xs", arg(c.input(1))},
+               {"xz", arg(c.input(2))},
+               {"w", arg(w)},
+               {"ws", arg(c.input(4))},
+               {"wz", arg(c.input(5))},
+               {"ys", arg(c.input(6))},
+               {"yz", arg(c.input(7))},
+               {"y", std::to_string(inputs.size())},
+               {"src", join(xs)},
+               {"dst", join(ys)},
+               {"kernel", join({ws[2], ws[3]})},
+               {"groups", std::to_string(groups)},
+               {"x_zp", std::to_string(xz->get_i64(0))},
+               {"y_zp", std::to_string(yz->get_i64(0))},
+               {"per_channel", per_channel ? "1" : "0"},
+               {"x_type", q8_name(x->type().dtype)},
+               {"y_type", q8_name(y->type().dtype)}};
+    if (b) p.push_back({"b", arg(b)});
+    if (!window_params(c, xs, ws, ys, p)) return std::nullopt;
+    for (const auto& [key, v] : p)
+        if (v == "-1") return std::nullopt;  // an operand that is not an argument of the unit
+    return ExternChoice{"dnnl_qconv", std::move(p)};
+}
+
+}  // namespace
+
+std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                            const std::vector<ir::Value*>& outputs) {
+    if (nodes.size() != 1 || outputs.size() != 1 || nodes[0]->op() != "QLinearConv" || outputs[0] != nodes[0]->output(0))
+        return std::nullopt;
+    return match_qlinear_conv(*nodes[0], inputs);
+}
+
+}  // namespace kiln::topi

@@ -16,6 +16,8 @@
 
 #include <omp.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -258,6 +260,10 @@ private:
         } else {
             parts.push_back(make_part(0, n, 0, m));
         }
+        if (std::getenv("KILN_DNNL_VERBOSE"))  // what oneDNN chose, per kernel and thread count
+            std::fprintf(stderr, "kiln dnnl_qconv: %ldx%ldx%ldx%ld -> %ld, %d thread(s): %zu part(s), %s\n",
+                         long(src_[0]), long(src_[1]), long(src_[2]), long(src_[3]), long(dst_[1]), threads,
+                         parts.size(), make_pd(src_[0], 0, dst_[1]).impl_info_str());
         return plans_.emplace(threads, std::move(parts)).first->second;
     }
 
@@ -347,9 +353,11 @@ std::string dnnl_qconv_implementation(const ExternParams& params) {
         DnnlQConv k(params, nullptr);
         k.expect_bias(params.has("b"));
         return k.implementation();
-    } catch (const dnnl::error&) {
+    } catch (const dnnl::error& e) {
+        if (std::getenv("KILN_DNNL_VERBOSE")) std::fprintf(stderr, "kiln dnnl_qconv: oneDNN rejects it: %s\n", e.what());
         return "";
-    } catch (const Error&) {
+    } catch (const Error& e) {
+        if (std::getenv("KILN_DNNL_VERBOSE")) std::fprintf(stderr, "kiln dnnl_qconv: %s\n", e.what());
         return "";
     }
 }

@@ -33,7 +33,7 @@ bool all_zero(const Tensor& t) {
 }
 
 /// Window parameters (oneDNN's end pads: the least covering the last window, as ONNX's output
-/// size implies); false where a pad would be negative.
+/// size implies); false where no end pad gives ONNX's output size.
 bool window_params(const ir::Node& n, const Shape& xs, const Shape& ws, const Shape& ys, Pairs& p) {
     const std::vector<int64_t> in = {xs[2], xs[3]}, k = {ws[2], ws[3]}, out = {ys[2], ys[3]};
     op::WindowGeometry g = op::window_geometry(n, in, k, false);
@@ -41,8 +41,9 @@ bool window_params(const ir::Node& n, const Shape& xs, const Shape& ws, const Sh
     std::vector<int64_t> pe(2);
     for (size_t d = 0; d < 2; ++d) {
         const int64_t ext = (k[d] - 1) * g.dilations[d] + 1;
-        pe[d] = (out[d] - 1) * g.strides[d] + ext - in[d] - g.pads_begin[d];
-        if (g.pads_begin[d] < 0 || pe[d] < 0) return false;
+        // 0 where the last input rows are not read (a strided 1x1 conv).
+        pe[d] = std::max<int64_t>(0, (out[d] - 1) * g.strides[d] + ext - in[d] - g.pads_begin[d]);
+        if (g.pads_begin[d] < 0 || (in[d] + g.pads_begin[d] + pe[d] - ext) / g.strides[d] + 1 != out[d]) return false;
     }
     p.push_back({"strides", join(g.strides)});
     p.push_back({"dilations", join(g.dilations)});

@@ -41,6 +41,7 @@
 #include "te/schedule.h"
 #include "tir/lower.h"
 #include "tir/simplify.h"
+#include "topi/dnnl_int8_match.h"
 #include "topi/dnnl_match.h"
 #include "topi/index_match.h"
 #include "runtime/extern_kernel.h"
@@ -162,6 +163,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     // TopK, CumSum, ScatterND: the runtime's kernels whatever the source (the generated forms
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
+    if (auto c = topi::match_qadd(unit.nodes, unit.inputs, unit.outputs)) return c;  // int8 residual add
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {

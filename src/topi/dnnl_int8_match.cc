@@ -1,6 +1,7 @@
 #include "topi/dnnl_int8_match.h"
 
 #include <algorithm>
+#include <array>
 
 #include "op/window.h"
 
@@ -102,7 +103,56 @@ std::optional<ExternChoice> match_qlinear_conv(const ir::Node& c, const std::vec
     return ExternChoice{"dnnl_qconv", std::move(p)};
 }
 
+/// `v` = DequantizeLinear of a unit input with one-element parameters: (q, scale, zero point).
+std::optional<std::array<const ir::Value*, 3>> dequantized_input(const ir::Value* v, const std::vector<const ir::Node*>& in_unit) {
+    const ir::Node* n = v->producer();
+    if (!n || n->op() != "DequantizeLinear" || std::find(in_unit.begin(), in_unit.end(), n) == in_unit.end() ||
+        !is_q8(n->input(0)->type().dtype) || !constant_of(n->input(1), DType::kFloat32, 1) || !n->input(2) ||
+        !constant_of(n->input(2), n->input(0)->type().dtype, 1))
+        return std::nullopt;
+    return std::array<const ir::Value*, 3>{n->input(0), n->input(1), n->input(2)};
+}
+
 }  // namespace
+
+std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                       const std::vector<ir::Value*>& outputs) {
+    if ((nodes.size() != 4 && nodes.size() != 5) || outputs.size() != 1) return std::nullopt;
+    const std::vector<const ir::Node*> in_unit(nodes.begin(), nodes.end());
+    const ir::Node* add = nullptr;
+    for (const ir::Node* n : nodes)
+        if (n->op() == "Add") add = n;
+    if (!add || add->num_inputs() != 2 || add->output(0)->users().size() != 1) return std::nullopt;
+    const ir::Node* q = add->output(0)->users()[0];
+    if (q->op() != "QuantizeLinear" || !is_q8(q->output(0)->type().dtype) || !q->input(2) ||
+        !constant_of(q->input(1), DType::kFloat32, 1) || !constant_of(q->input(2), q->output(0)->type().dtype, 1))
+        return std::nullopt;
+    auto a = dequantized_input(add->input(0), in_unit), b = dequantized_input(add->input(1), in_unit);
+    if (!a || !b || !add->output(0)->type().is_static()) return std::nullopt;
+    const Shape shape = add->output(0)->type().static_shape();
+    if ((*a)[0]->type().static_shape() != shape || (*b)[0]->type().static_shape() != shape) return std::nullopt;
+    const ir::Value* y = q->output(0);
+    bool f32 = false;
+    if (nodes.size() == 5) {  // the sum dequantized again (what a float op after the block reads)
+        if (y->users().size() != 1) return std::nullopt;
+        const ir::Node* dq = y->users()[0];
+        if (dq->op() != "DequantizeLinear" || dq->input(1) != q->input(1) || dq->input(2) != q->input(2)) return std::nullopt;
+        y = dq->output(0);
+        f32 = true;
+    }
+    if (outputs[0] != y) return std::nullopt;
+    auto arg = [&](const ir::Value* v) {
+        auto it = std::find(inputs.begin(), inputs.end(), v);
+        return std::to_string(it == inputs.end() ? -1 : it - inputs.begin());
+    };
+    Pairs p = {{"a", arg((*a)[0])},  {"as", arg((*a)[1])},      {"az", arg((*a)[2])},
+               {"b", arg((*b)[0])},  {"bs", arg((*b)[1])},      {"bz", arg((*b)[2])},
+               {"ys", arg(q->input(1))}, {"yz", arg(q->input(2))}, {"y", std::to_string(inputs.size())},
+               {"out", f32 ? "f32" : "q8"}};
+    for (const auto& [key, v] : p)
+        if (v == "-1") return std::nullopt;
+    return ExternChoice{"kiln_qadd", std::move(p)};
+}
 
 std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                             const std::vector<ir::Value*>& outputs) {

@@ -12,6 +12,12 @@
 
 namespace kiln::topi {
 
+/// A quantized residual add, DequantizeLinear x2 -> Add -> QuantizeLinear (-> DequantizeLinear),
+/// on 8-bit tensors of one shape with one-element constant scales and zero points -> runtime
+/// kernel "kiln_qadd" (runtime/qadd_kernel.h). Not oneDNN: matched for every kernel source.
+std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                       const std::vector<ir::Value*>& outputs);
+
 std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                             const std::vector<ir::Value*>& outputs);
 

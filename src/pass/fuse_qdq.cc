@@ -105,6 +105,31 @@ void rewrite(ir::Graph& g, const Sandwich& s) {
     g.erase_node(s.conv);
 }
 
+bool same_scalar(const ir::Value* a, const ir::Value* b) {
+    if (a == b) return true;
+    if (!a || !b) return false;  // an absent zero point is 0, but of the node's default type
+    return single_constant(a) && single_constant(b) && a->type().dtype == b->type().dtype &&
+           a->constant().get_f64(0) == b->constant().get_f64(0);
+}
+
+/// Q(MaxPool(DQ(x))) with Q's parameters equal to DQ's -> MaxPool(x): the max commutes with a
+/// monotone map, and Q(DQ(v)) = v.
+bool fuse_max_pool(ir::Graph& g, ir::Node* q) {
+    ir::Node* pool = q->input(0)->producer();
+    if (!pool || pool->op() != "MaxPool" || pool->num_outputs() != 1 || sole_user(g, q->input(0)) != q) return false;
+    auto x = dequantized(pool->input(0), -1);
+    if (!x || x->q->type().dtype != q->output(0)->type().dtype || !same_scalar(x->scale, q->input(1)) ||
+        !same_scalar(x->zero, q->input(2)) || x->scale->constant().get_f64(0) <= 0)
+        return false;
+    ir::Node* p = add_inferred_node(g, "MaxPool", {x->q}, pool->attrs(), 1, "qpool");
+    p->set_name(pool->name());
+    KILN_ICHECK(replace_value(g, q->output(0), p->output(0))) << "fuse_qdq: output rename";
+    g.topo_sort();
+    g.erase_node(q);
+    g.erase_node(pool);
+    return true;
+}
+
 }  // namespace
 
 bool fuse_qdq(ir::Graph& g, const PassContext&) {
@@ -114,6 +139,8 @@ bool fuse_qdq(ir::Graph& g, const PassContext&) {
         if (std::optional<Sandwich> s = match(g, n)) {
             rewrite(g, *s);
             changed = true;
+        } else {
+            changed |= fuse_max_pool(g, n);
         }
     }
     return changed;

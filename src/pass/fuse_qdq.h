@@ -12,6 +12,9 @@
 // with y_zp at the type's minimum (u8 0, s8 -128) saturation already does it and no Max is
 // added.
 //
+// Also QuantizeLinear(MaxPool(DequantizeLinear(x_q))) with equal parameters -> MaxPool(x_q)
+// (the max commutes with the monotone maps; Q(DQ(v)) = v): ResNet's stem pool stays 8-bit.
+//
 // Preconditions, else the nodes are left as they are (the float path stays correct): x_q and
 // W_q 8-bit, W_q a constant, every scale and zero point a constant, per-tensor except W's
 // (per output channel, axis 0), the bias a constant expression, the Conv's and Relu's results

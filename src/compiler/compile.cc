@@ -102,8 +102,8 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // The fused recurrent kernel at any size: the generated one unrolls time (compile time
     // linear in T, 1-4.5 GFLOP/s; docs/kernels.md).
     if (c.name == "kiln_rnn") return true;
-    // The int8 conv at any size: the generated QLinearConv is a scalar integer loop.
-    if (c.name == "dnnl_qconv") return true;
+    // The int8 kernels at any size: the generated QLinearConv / QLinearMatMul are integer loops.
+    if (c.name == "dnnl_qconv" || c.name == "dnnl_qmatmul") return true;
     // A 1-D convolution takes oneDNN at any size: the generated kernel runs it as a 2-D one with
     // a unit height, and at Silero VAD's encoder sizes (64-128 channels, 1-4 frames, 25-100
     // kflop) it was slower than oneDNN's call costs (VAD chunk 0.11 -> 0.06 ms, 2 threads).

@@ -43,11 +43,11 @@ std::optional<QParams> dequantized(const ir::Value* v, int per_axis) {
 
 ir::Value* zero_or(ir::Graph& g, ir::Value* zero, DType t) { return zero ? zero : add_constant_like(g, "zero_point", Tensor(t, {})); }
 
-/// The sandwich around QuantizeLinear `q`: its Conv (through an optional Relu).
+/// The sandwich around QuantizeLinear `q`: its Conv or MatMul (through an optional Relu).
 struct Sandwich {
     ir::Node* q = nullptr;
     ir::Node* relu = nullptr;
-    ir::Node* conv = nullptr;
+    ir::Node* conv = nullptr;  // the Conv or MatMul
     QParams x, w;
 };
 
@@ -62,12 +62,14 @@ std::optional<Sandwich> match(const ir::Graph& g, ir::Node* q) {
         v = n->input(0);
         n = v->producer();
     }
-    if (!n || n->op() != "Conv" || sole_user(g, v) != (s.relu ? s.relu : q)) return std::nullopt;
+    const bool conv = n && n->op() == "Conv", matmul = n && n->op() == "MatMul";
+    if ((!conv && !matmul) || sole_user(g, v) != (s.relu ? s.relu : q)) return std::nullopt;
     if (v->type().dtype != DType::kFloat32) return std::nullopt;
+    // Per channel: W's output channels (Conv [M, C/G, k...]: axis 0; MatMul B [K, N]: axis 1).
     auto x = dequantized(n->input(0), -1);
-    auto w = dequantized(n->input(1), 0);
-    if (!x || !w || !w->q->is_constant()) return std::nullopt;
-    if (n->input(2) && !is_constant_expr(n->input(2))) return std::nullopt;
+    auto w = dequantized(n->input(1), conv ? 0 : 1);
+    if (!x || !w || !w->q->is_constant() || (matmul && w->q->type().rank() != 2)) return std::nullopt;
+    if (conv && n->input(2) && !is_constant_expr(n->input(2))) return std::nullopt;
     s.conv = n;
     s.x = *x;
     s.w = *w;
@@ -91,8 +93,10 @@ void rewrite(ir::Graph& g, const Sandwich& s) {
     std::vector<ir::Value*> ins = {s.x.q, s.x.scale, zero_or(g, s.x.zero, s.x.q->type().dtype),
                                    s.w.q, s.w.scale, zero_or(g, s.w.zero, s.w.q->type().dtype),
                                    s.q->input(1), yzero};
-    if (s.conv->input(2)) ins.push_back(quantized_bias(g, s));
-    ir::Node* qc = add_inferred_node(g, "QLinearConv", ins, s.conv->attrs(), 1, "qconv");
+    const bool conv = s.conv->op() == "Conv";
+    if (conv && s.conv->input(2)) ins.push_back(quantized_bias(g, s));
+    ir::Node* qc = conv ? add_inferred_node(g, "QLinearConv", ins, s.conv->attrs(), 1, "qconv")
+                        : add_inferred_node(g, "QLinearMatMul", ins, {}, 1, "qmatmul");
     qc->set_name(s.conv->name());
     ir::Value* out = qc->output(0);
     // Q(relu(v)) = max(Q(v), y_zp); saturation does it when y_zp is the type's minimum.

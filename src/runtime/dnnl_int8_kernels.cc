@@ -1,4 +1,4 @@
-// oneDNN int8 convolution: ONNX QLinearConv (what pass/fuse_qdq.h makes of a QDQ Conv) as
+// oneDNN int8 convolution and matmul: ONNX QLinearConv / QLinearMatMul (the matmul: DnnlQMatMul below) (what pass/fuse_qdq.h makes of a QDQ Conv) as
 // u8/s8 x s8 -> s32 with the requantisation fused:
 //   y = saturate(rint(m[c] * (acc + B_q[c])) + y_zp),  m[c] = x_s * W_s[c] / y_s  (f32, as ONNX)
 // oneDNN's output scales are m, its src / dst zero points x_zp / y_zp (padding contributes
@@ -339,12 +339,155 @@ public:
     void expect_bias(bool b) { has_bias_param_ = b; }
 };
 
+/// QLinearMatMul: A [M, K] (any leading dims folded into M) x constant B [K, N] s8 -> Y [M, N],
+/// all row-major (oneDNN's plain layouts: no reorders of activations). Parameters: a, as, az, b,
+/// bs, bz, ys, yz, y (argument indices), m, k, n, a_zp, y_zp (values), per_column=0|1,
+/// a_type, y_type (u8 | s8). Split across threads by rows (blocks of at least 16).
+class DnnlQMatMul final : public ExternKernel {
+public:
+    DnnlQMatMul(const ExternParams& p, const std::vector<ExternArg>& args) {
+        m_ = p.integer("m"), k_ = p.integer("k"), n_ = p.integer("n");
+        a_arg_ = p.integer("a"), y_arg_ = p.integer("y");
+        a_zp_ = static_cast<int32_t>(p.integer("a_zp")), y_zp_ = static_cast<int32_t>(p.integer("y_zp"));
+        a_dt_ = p.str("a_type") == "s8" ? dt::s8 : dt::u8;
+        y_dt_ = p.str("y_type") == "s8" ? dt::s8 : dt::u8;
+        const bool per_column = p.integer_or("per_column", 0) != 0;
+        auto arg = [&](const char* key) -> const ExternArg& {
+            const int64_t i = p.integer(key);
+            KILN_CHECK(i >= 0 && i < static_cast<int64_t>(args.size()), kInvalidModel)
+                << "dnnl_qmatmul: argument '" << key << "' is not one of the step's";
+            return args[i];
+        };
+        const ExternArg &a = arg("a"), &b = arg("b"), &y = arg("y"), &as = arg("as"), &bs = arg("bs"), &ys = arg("ys");
+        KILN_CHECK(m_ > 0 && k_ > 0 && n_ > 0 && shape_numel(a.shape) == m_ * k_ && shape_numel(y.shape) == m_ * n_ &&
+                       b.constant && b.dtype == DType::kInt8 && shape_numel(b.shape) == k_ * n_ && as.constant &&
+                       bs.constant && ys.constant && as.dtype == DType::kFloat32 && bs.dtype == DType::kFloat32 &&
+                       ys.dtype == DType::kFloat32 && shape_numel(bs.shape) == (per_column ? n_ : 1) &&
+                       dnnl_type(a.dtype) == a_dt_ && dnnl_type(y.dtype) == y_dt_,
+                   kInvalidModel)
+            << "dnnl_qmatmul: argument types or sizes do not match the parameters";
+        b_ = static_cast<const int8_t*>(b.constant);
+        const float sa = *static_cast<const float*>(as.constant), sy = *static_cast<const float*>(ys.constant);
+        for (int64_t c = 0; c < (per_column ? n_ : 1); ++c) {
+            const float step = sa * static_cast<const float*>(bs.constant)[c];  // f32, as ONNX's multiplier
+            scales_.push_back(step / sy);
+        }
+        per_column_ = per_column;
+    }
+
+    Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
+        try {
+            std::vector<Part>& parts = parts_for(std::max(1, threads));
+            struct Ctx {
+                DnnlQMatMul* self;
+                std::vector<Part>* parts;
+                void* const* args;
+                std::mutex mu;
+                Status first = Status::ok_status();
+            } ctx{this, &parts, args, {}};
+            env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
+                             [](int64_t b, int64_t e, void* c) {
+                                 auto* x = static_cast<Ctx*>(c);
+                                 for (int64_t i = b; i < e; ++i) {
+                                     Status st = x->self->run_part((*x->parts)[i], x->args);
+                                     std::lock_guard<std::mutex> lock(x->mu);
+                                     if (!st.ok() && x->first.ok()) x->first = st;
+                                 }
+                             },
+                             &ctx);
+            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return ctx.first;
+        } catch (const Error& e) {
+            return Status::from(e);
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+private:
+    struct Part {
+        dnnl::matmul prim;
+        memory weights;
+        memory::desc a, y, scratch_md;
+        int64_t row0 = 0;
+        std::unique_ptr<BytePool> scratch;
+    };
+
+    Part make_part(int64_t row0, int64_t rows) const {
+        Part p;
+        p.row0 = row0;
+        p.a = memory::desc({rows, k_}, a_dt_, tag::ab);
+        p.y = memory::desc({rows, n_}, y_dt_, tag::ab);
+        memory::desc w({k_, n_}, dt::s8, tag::any);
+        dnnl::primitive_attr attr;
+        attr.set_output_scales(per_column_ ? 1 << 1 : 0, scales_);
+        if (a_zp_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a_zp_});
+        if (y_zp_ != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp_});
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, w, p.y), attr, cpu_engine());
+        p.prim = dnnl::matmul(pd);
+        memory plain(memory::desc({k_, n_}, dt::s8, tag::ab), cpu_engine(), const_cast<int8_t*>(b_));
+        p.weights = memory(pd.weights_desc(), cpu_engine());
+        dnnl::stream s(cpu_engine());
+        dnnl::reorder(plain, p.weights).execute(s, plain, p.weights);
+        s.wait();
+        p.scratch_md = pd.scratchpad_desc();
+        if (p.scratch_md.get_size() > 0) p.scratch = std::make_unique<BytePool>(p.scratch_md.get_size());
+        if (std::getenv("KILN_DNNL_VERBOSE"))
+            std::fprintf(stderr, "kiln dnnl_qmatmul: %ldx%ldx%ld rows %ld: %s\n", long(m_), long(k_), long(n_),
+                         long(rows), pd.impl_info_str());
+        return p;
+    }
+
+    std::vector<Part>& parts_for(int threads) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = plans_.find(threads);
+        if (it != plans_.end()) return it->second;
+        omp_set_num_threads(1);
+        const int64_t k = std::max<int64_t>(1, std::min<int64_t>(threads, m_ / 16));
+        std::vector<Part> parts;
+        for (int64_t i = 0; i < k; ++i) parts.push_back(make_part(m_ * i / k, m_ * (i + 1) / k - m_ * i / k));
+        return plans_.emplace(threads, std::move(parts)).first->second;
+    }
+
+    Status run_part(Part& p, void* const* args) {
+        try {
+            omp_set_num_threads(1);
+            dnnl::stream s(cpu_engine());
+            Lease scratch(p.scratch.get());
+            std::unordered_map<int, memory> m = {
+                {DNNL_ARG_SRC, memory(p.a, cpu_engine(), static_cast<uint8_t*>(args[a_arg_]) + p.row0 * k_)},
+                {DNNL_ARG_WEIGHTS, p.weights},
+                {DNNL_ARG_DST, memory(p.y, cpu_engine(), static_cast<uint8_t*>(args[y_arg_]) + p.row0 * n_)}};
+            if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
+            p.prim.execute(s, m);
+            s.wait();
+            return Status::ok_status();
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+    int64_t m_ = 0, k_ = 0, n_ = 0, a_arg_ = -1, y_arg_ = -1;
+    int32_t a_zp_ = 0, y_zp_ = 0;
+    dt a_dt_ = dt::u8, y_dt_ = dt::u8;
+    bool per_column_ = false;
+    std::vector<float> scales_;
+    const int8_t* b_ = nullptr;
+    std::mutex mu_;
+    std::map<int, std::vector<Part>> plans_;
+};
+
 }  // namespace
 
 std::unique_ptr<ExternKernel> make_dnnl_qconv(const ExternParams& params, const std::vector<ExternArg>& args) {
     auto k = std::make_unique<DnnlQConv>(params, &args);
     k->expect_bias(params.has("b"));
     return k;
+}
+
+std::unique_ptr<ExternKernel> make_dnnl_qmatmul(const ExternParams& params, const std::vector<ExternArg>& args) {
+    return std::make_unique<DnnlQMatMul>(params, args);
 }
 
 std::string dnnl_qconv_implementation(const ExternParams& params) {

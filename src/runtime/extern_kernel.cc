@@ -80,6 +80,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;
     if (name == "dnnl_qconv") return &make_dnnl_qconv;
+    if (name == "dnnl_qmatmul") return &make_dnnl_qmatmul;
     if (name == "kiln_rnn") return &make_rnn_kernel;
 #endif
     (void)name;

@@ -103,6 +103,41 @@ std::optional<ExternChoice> match_qlinear_conv(const ir::Node& c, const std::vec
     return ExternChoice{"dnnl_qconv", std::move(p)};
 }
 
+/// QLinearMatMul: A [..., M, K] x a constant s8 B [K, N] with zero zero points.
+std::optional<ExternChoice> match_qlinear_matmul(const ir::Node& mm, const std::vector<ir::Value*>& inputs) {
+    const ir::Value *a = mm.input(0), *b = mm.input(3), *y = mm.output(0);
+    if (!a->type().is_static() || !b->type().is_static() || !y->type().is_static()) return std::nullopt;
+    const Shape as = a->type().static_shape(), bs = b->type().static_shape();
+    if (as.size() < 2 || bs.size() != 2 || as.back() != bs[0] || !is_q8(a->type().dtype) || !is_q8(y->type().dtype) ||
+        b->type().dtype != DType::kInt8 || !b->is_constant())
+        return std::nullopt;
+    const int64_t k = bs[0], n = bs[1], m = shape_numel(as) / k;
+    const Tensor* b_scale = constant_of(mm.input(4), DType::kFloat32, n);
+    const bool per_column = b_scale != nullptr && n != 1;
+    if (!b_scale) b_scale = constant_of(mm.input(4), DType::kFloat32, 1);
+    const Tensor* bz = constant_of(mm.input(5), DType::kInt8, per_column ? n : 1);
+    if (!bz && per_column) bz = constant_of(mm.input(5), DType::kInt8, 1);
+    const Tensor* az = constant_of(mm.input(2), a->type().dtype, 1);
+    const Tensor* yz = constant_of(mm.input(7), y->type().dtype, 1);
+    if (!b_scale || !bz || !all_zero(*bz) || !az || !yz || !constant_of(mm.input(1), DType::kFloat32, 1) ||
+        !constant_of(mm.input(6), DType::kFloat32, 1))
+        return std::nullopt;
+    auto arg = [&](const ir::Value* v) {
+        auto it = std::find(inputs.begin(), inputs.end(), v);
+        return std::to_string(it == inputs.end() ? -1 : it - inputs.begin());
+    };
+    Pairs p = {{"a", arg(a)},           {"as", arg(mm.input(1))},  {"az", arg(mm.input(2))},
+               {"b", arg(b)},           {"bs", arg(mm.input(4))},  {"bz", arg(mm.input(5))},
+               {"ys", arg(mm.input(6))}, {"yz", arg(mm.input(7))}, {"y", std::to_string(inputs.size())},
+               {"m", std::to_string(m)}, {"k", std::to_string(k)}, {"n", std::to_string(n)},
+               {"a_zp", std::to_string(az->get_i64(0))}, {"y_zp", std::to_string(yz->get_i64(0))},
+               {"per_column", per_column ? "1" : "0"}, {"a_type", q8_name(a->type().dtype)},
+               {"y_type", q8_name(y->type().dtype)}};
+    for (const auto& [key, v] : p)
+        if (v == "-1") return std::nullopt;
+    return ExternChoice{"dnnl_qmatmul", std::move(p)};
+}
+
 /// `v` = DequantizeLinear of a unit input with one-element parameters: (q, scale, zero point).
 std::optional<std::array<const ir::Value*, 3>> dequantized_input(const ir::Value* v, const std::vector<const ir::Node*>& in_unit) {
     const ir::Node* n = v->producer();
@@ -156,9 +191,10 @@ std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, cons
 
 std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                             const std::vector<ir::Value*>& outputs) {
-    if (nodes.size() != 1 || outputs.size() != 1 || nodes[0]->op() != "QLinearConv" || outputs[0] != nodes[0]->output(0))
-        return std::nullopt;
-    return match_qlinear_conv(*nodes[0], inputs);
+    if (nodes.size() != 1 || outputs.size() != 1 || outputs[0] != nodes[0]->output(0)) return std::nullopt;
+    if (nodes[0]->op() == "QLinearConv") return match_qlinear_conv(*nodes[0], inputs);
+    if (nodes[0]->op() == "QLinearMatMul") return match_qlinear_matmul(*nodes[0], inputs);
+    return std::nullopt;
 }
 
 }  // namespace kiln::topi

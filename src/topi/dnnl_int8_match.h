@@ -2,8 +2,9 @@
 // a QDQ Conv) on 2-D NCHW u8/s8 activations, constant s8 weights with zero zero points (per
 // tensor or per output channel), constant scales and zero points and an optional constant int32
 // bias -> runtime extern kernel "dnnl_qconv" (runtime/dnnl_int8_kernels.h lists the
-// parameters). Anything else (u8 weights, non-zero weight zero points, 1-D / 3-D, dynamic
-// shapes) stays with the generated integer kernel (nullopt).
+// parameters); a QLinearMatMul of A [..., M, K] by a constant s8 B [K, N] (zero zero points,
+// per-tensor or per-column scales) -> "dnnl_qmatmul". Anything else (u8 weights, non-zero
+// weight zero points, 1-D / 3-D, dynamic shapes) stays with the generated integer kernel.
 #pragma once
 
 #include <optional>

@@ -1,10 +1,12 @@
 """Int8 (QDQ) models against ONNX Runtime: pass/fuse_qdq.h rewrites the QDQ sandwich into
-QLinearConv, which runs as oneDNN's int8 convolution (dnnl_qconv); the residual add as kiln_qadd.
+QLinearConv / QLinearMatMul, which run as oneDNN's int8 convolution / matmul (dnnl_qconv,
+dnnl_qmatmul); the residual add as kiln_qadd.
 
 Models: single QDQ convs written with onnx.helper (per-tensor / per-channel weights, strides,
 padding with a non-zero input zero point, groups, s8 activations, a Relu kept as Max), and a small
 conv net quantized by ONNX Runtime's own `quantize_static` (QDQ, per-channel s8 weights, u8
-activations; MinMax calibration on random data) with a residual add and a max pool.
+activations; MinMax calibration on random data) with a residual add and a max pool, and an MLP
+of two MatMuls quantized the same way.
 
 Checks: (1) the pass fused and the int8 kernels were chosen (`kiln inspect --kernels`); (2) every
 8-bit output is within 1 quantization step of ORT's, and few elements are off at all. ORT
@@ -150,3 +152,42 @@ def test_quantize_static_net_matches_ort(tmp_path):
         steps = np.rint(np.abs(outs["y"] - ref) / scale)
         assert steps.max() <= 1, f"--threads {threads}: {steps.max()} steps off"
         assert (steps > 0).mean() <= 0.05, f"--threads {threads}: {(steps > 0).mean():.2%} of the outputs 1 step off"
+
+
+def test_quantize_static_mlp_matches_ort(tmp_path):
+    """QDQ MatMul (per-column s8 weights, axis 1) -> QLinearMatMul -> dnnl_qmatmul."""
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array((rng.standard_normal((64, 96)) / 8).astype(np.float32), "W1"),
+             numpy_helper.from_array((rng.standard_normal(96) * 0.1).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((96, 40)) / 10).astype(np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    kernels = _kernels(q)
+    assert kernels.count("[dnnl_qmatmul]") == 2, f"not every MatMul runs as the int8 kernel:\n{kernels}"
+    feed = {"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feed)
+    ref = ort_outputs(q, feed)["y"]
+    scale = next(numpy_helper.to_array(t) for t in onnx.load(q).graph.initializer if t.name == "y_scale")
+    for source in ("auto", "generated"):
+        outs, _ = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / source), extra=["--kernels", source])
+        steps = np.rint(np.abs(outs["y"] - ref) / scale)
+        assert steps.max() <= 1 and (steps > 0).mean() <= 0.05, \
+            f"--kernels {source}: {steps.max()} steps off, {(steps > 0).mean():.2%} of the outputs"

@@ -1,6 +1,7 @@
 // fuse_qdq: the QDQ sandwich of ONNX Runtime's quantizer becomes QLinearConv (the bias back in
-// int32, the numbers written here), a Relu becomes nothing or Max(y, y_zp), a MaxPool between
-// equal QDQ pairs runs on the 8-bit tensor, and what the pass cannot prove equal is left alone.
+// int32, the numbers written here) or QLinearMatMul (per-column B), a Relu becomes nothing or
+// Max(y, y_zp), a MaxPool between equal QDQ pairs runs on the 8-bit tensor, and what the pass
+// cannot prove equal is left alone.
 #include "pass/fuse_qdq.h"
 
 #include "pass/eliminate_dead_code.h"
@@ -78,6 +79,39 @@ TEST(FuseQdq, LeavesRuntimeWeightsAndSharedConvAlone) {
     // The float conv result is also a graph output: it must stay.
     const std::string shared = qdq_conv("  %y = QuantizeLinear(%c, %ys, %yz) : u8[1,2,4,4]\n  return %y, %c\n");
     EXPECT_PASS_GIVES(fuse_qdq, shared, shared);
+}
+
+TEST(FuseQdq, MatMulSandwichBecomesQLinearMatMulPerColumn) {
+    const char* text = R"(
+graph g(%aq: u8[3,4]) {
+  const %as: f32[] = [0.5]
+  const %az: u8[] = [3]
+  const %bq: i8[4,2] = [1, -2, 3, -4, 5, -6, 7, -8]
+  const %bs: f32[2] = [0.25, 0.125]
+  const %bz: i8[2] = [0, 0]
+  const %ys: f32[] = [2]
+  const %yz: u8[] = [7]
+  %a = DequantizeLinear(%aq, %as, %az) : f32[3,4]
+  %b = DequantizeLinear(%bq, %bs, %bz) {axis=1} : f32[4,2]
+  %m = MatMul(%a, %b) : f32[3,2]
+  %y = QuantizeLinear(%m, %ys, %yz) : u8[3,2]
+  return %y
+})";
+    ir::Graph g = ir::parse_graph(text);
+    fuse_and_fold(g);
+    ASSERT_EQ(g.num_nodes(), 1u);
+    ir::Node* q = g.nodes()[0];
+    EXPECT_EQ(q->op(), "QLinearMatMul");
+    EXPECT_EQ(q->input(0)->name(), "aq");
+    EXPECT_EQ(q->input(3)->constant().get_i64(7), -8);
+    EXPECT_EQ(q->input(4)->constant().numel(), 2);  // per column of B
+    EXPECT_EQ(q->input(7)->constant().get_i64(0), 7);
+    // Per-row scales of B (axis 0) are not per output column: left alone.
+    std::string rows = text;
+    rows.replace(rows.find("{axis=1}"), 8, "{axis=0}");
+    rows.replace(rows.find("%bs: f32[2] = [0.25, 0.125]"), 27, "%bs: f32[4] = [0.25, 0.125, 1, 2]");
+    rows.replace(rows.find("%bz: i8[2] = [0, 0]"), 19, "%bz: i8[4] = [0, 0, 0, 0]");
+    EXPECT_PASS_GIVES(fuse_qdq, rows, rows);
 }
 
 TEST(FuseQdq, MaxPoolBetweenEqualQdqPairsRunsOnBytes) {

@@ -1,6 +1,7 @@
 // The int8 runtime kernels against direct integer loops written here: dnnl_qconv (oneDNN's u8 x
 // s8 convolution with per-channel output scales, src / dst zero points and an s32 bias) over
-// padding, strides, groups, one and two images, one and two threads; kiln_qadd (the QDQ residual
+// padding, strides, groups, one and two images, one and two threads; dnnl_qmatmul (per-column
+// scales, rows split); kiln_qadd (the QDQ residual
 // add) with saturation. Tolerance: the reference requantizes in double (ONNX's
 // rint((acc + B) * m + y_zp)); oneDNN multiplies in float and adds y_zp after rounding, so an
 // element may be 1 off where the product lands next to a half: at most 1, and at least 99% equal.
@@ -102,6 +103,60 @@ void check_qconv(const ConvCase& cc) {
                     ++total;
                 }
     EXPECT_LE(off, total / 100) << off << " of " << total << " elements 1 off";
+}
+
+/// y = requantize(A [m, k] u8 x B [k, n] s8) with per-column scales, through dnnl_qmatmul.
+void check_qmatmul(int64_t m, int64_t k, int64_t n, int threads) {
+    std::mt19937 rng(static_cast<unsigned>(m * 3 + n));
+    Tensor a(DType::kUInt8, {m, k}), b(DType::kInt8, {k, n}), bs(DType::kFloat32, {n}), bz(DType::kInt8, {n});
+    for (int64_t i = 0; i < a.numel(); ++i) a.set_i64(i, rng() % 256);
+    for (int64_t i = 0; i < b.numel(); ++i) b.set_i64(i, static_cast<int64_t>(rng() % 255) - 127);
+    for (int64_t i = 0; i < n; ++i) bs.set_f64(i, 0.001 + 0.004 * (rng() % 1000) / 1000.0);
+    const float as = 0.05f, ys = 0.3f;
+    const int64_t az = 120, yz = 128;
+    Executable exe;
+    exe.buffers.push_back({"a", DType::kUInt8, {m, k}, BufferRole::kInput});
+    exe.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+    exe.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+    exe.buffers.push_back(constant("b", b));
+    exe.buffers.push_back(constant("bs", bs));
+    exe.buffers.push_back(constant("bz", bz));
+    exe.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+    exe.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+    exe.buffers.push_back({"y", DType::kUInt8, {m, n}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "QLinearMatMul";
+    kd.extern_name = "dnnl_qmatmul";
+    kd.extern_params = ExternParams::format(Pairs{
+        {"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"}, {"bz", "5"}, {"ys", "6"}, {"yz", "7"},
+        {"y", "8"}, {"m", std::to_string(m)}, {"k", std::to_string(k)}, {"n", std::to_string(n)},
+        {"a_zp", std::to_string(az)}, {"y_zp", std::to_string(yz)}, {"per_column", "1"}, {"a_type", "u8"},
+        {"y_type", "u8"}});
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qmm", 8});
+    exe.load();
+    Tensor y(DType::kUInt8, {m, n});
+    void* args[9] = {a.data(), nullptr, nullptr, b.data(), bs.data(), bz.data(), nullptr, nullptr, y.data()};
+    ThreadPool pool(threads);
+    Status st = exe.run_kernel(0, args, pool.kernel_env());
+    ASSERT_TRUE(st.ok()) << st.message();
+    int64_t off = 0;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            int64_t acc = 0;
+            for (int64_t t = 0; t < k; ++t) acc += (a.get_i64(i * k + t) - az) * b.get_i64(t * n + j);
+            const float mult = static_cast<float>(as * static_cast<float>(bs.get_f64(j))) / ys;
+            const double want = std::clamp(std::nearbyint(static_cast<double>(acc) * mult + yz), 0.0, 255.0);
+            const int64_t got = y.get_i64(i * n + j);
+            ASSERT_LE(std::fabs(got - want), 1.0) << i << "," << j;
+            off += got != static_cast<int64_t>(want);
+        }
+    EXPECT_LE(off, m * n / 100);
+}
+
+TEST(Int8Kernels, DnnlQMatMulMatchesIntegerLoop) {
+    check_qmatmul(5, 24, 40, 1);
+    check_qmatmul(64, 96, 33, 2);  // rows split across two threads
 }
 
 TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {

@@ -27,6 +27,7 @@
 #include "compiler/fold_constant_node.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/kernel_probe.h"
+#include "compiler/int8_layout.h"
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
@@ -307,10 +308,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     }
 
     std::vector<LoweredKernel> lowered;
+    std::vector<const KernelUnit*> lowered_units;  // the unit of each lowered kernel
     std::vector<std::vector<int>> step_args;
     std::vector<std::vector<std::pair<int, int>>> step_inplace;  // per step: (output, input) buffer ids
     for (const KernelUnit& unit : units) {
         if (views.count(unit.nodes[0])) continue;
+        lowered_units.push_back(&unit);
         std::vector<int> arg_ids;
         for (const ir::Value* v : unit.inputs) arg_ids.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) arg_ids.push_back(buffer_of.at(v));
@@ -350,6 +353,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
         lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs, opts.symbolic ? &sym : nullptr));
+    }
+
+    {  // 8-bit activations between int8 kernels stay NHWC (compiler/int8_layout.h)
+        std::vector<LoweredKernel*> ks;
+        for (LoweredKernel& k : lowered) ks.push_back(&k);
+        assign_int8_layouts(g, lowered_units, ks);
     }
 
     // Graph outputs: mark fresh node results as outputs; copy anything else into its own buffer.

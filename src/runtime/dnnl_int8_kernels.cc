@@ -5,10 +5,12 @@
 // zero to acc, as ONNX's padding by x_zp does), B_q is its s32 bias. W's zero points must be 0
 // (oneDNN has none for weights); the matcher leaves other cases to the generated kernel.
 //
-// Activations are Kiln's plain NCHW; oneDNN's int8 jit kernels read NHWC. A call reorders x to
-// NHWC in row bands across the intra-op pool, then runs one primitive per part (whole images,
-// or for one image blocks of 16 output channels), each writing NHWC into its own buffer and
-// reordering that into its slice of Kiln's NCHW y. oneDNN itself runs single-threaded, as in
+// oneDNN's int8 jit kernels read and write NHWC. Where x is Kiln's plain NCHW a call reorders it
+// to NHWC in row bands across the intra-op pool; an x the compiler kept NHWC between int8
+// kernels (x_layout=nhwc, compiler/int8_layout.h) is read as it is. One primitive runs per part
+// (whole images, or for one image blocks of 16 output channels); a part writes whole NHWC
+// images straight into an NHWC y (y_layout=nhwc), else NHWC into its own buffer reordered into
+// its slice of y. oneDNN itself runs single-threaded, as in
 // runtime/dnnl_kernels.cc. Constant weights are reordered once, when a thread count's parts
 // are made.
 #if KILN_HAVE_DNNL
@@ -87,7 +89,7 @@ struct QPart {
 ///   x, xs, xz, w, ws, wz, ys, yz, y; b (optional: int32 bias)
 ///   src=N,C,H,W  dst=N,M,OH,OW  kernel=KH,KW  groups  strides  dilations (ONNX: 1 = dense)
 ///   pads_begin  pads_end  x_zp, y_zp (the zero points' values)  per_channel=0|1
-///   x_type, y_type: u8 | s8
+///   x_type, y_type: u8 | s8;  x_layout, y_layout: nhwc (default: Kiln's NCHW)
 class DnnlQConv final : public ExternKernel {
 public:
     DnnlQConv(const ExternParams& p, const std::vector<ExternArg>* args) {
@@ -99,6 +101,8 @@ public:
         y_zp_ = static_cast<int32_t>(p.integer("y_zp"));
         per_channel_ = p.integer_or("per_channel", 0) != 0;
         x_arg_ = p.integer("x"), y_arg_ = p.integer("y");
+        x_nhwc_ = p.has("x_layout") && p.str("x_layout") == "nhwc";
+        y_nhwc_ = p.has("y_layout") && p.str("y_layout") == "nhwc";
         KILN_CHECK(src_.size() == 4 && dst_.size() == 4 && kernel_.size() == 2 && strides_.size() == 2 &&
                        dil_.size() == 2 && pb_.size() == 2 && pe_.size() == 2 && groups_ >= 1 &&
                        src_[1] % groups_ == 0 && dst_[1] % groups_ == 0,
@@ -113,8 +117,9 @@ public:
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
             std::vector<QPart>& parts = parts_for(std::max(1, threads));
-            Lease src(src_pool_.get());
-            reorder_src(static_cast<const uint8_t*>(args[x_arg_]), src.get(), env, threads);
+            Lease src(x_nhwc_ ? nullptr : src_pool_.get());
+            if (!x_nhwc_) reorder_src(static_cast<const uint8_t*>(args[x_arg_]), src.get(), env, threads);
+            uint8_t* src_nhwc = x_nhwc_ ? static_cast<uint8_t*>(args[x_arg_]) : src.get();
             struct Ctx {
                 DnnlQConv* self;
                 std::vector<QPart>* parts;
@@ -122,7 +127,7 @@ public:
                 uint8_t* dst;
                 std::mutex mu;
                 Status first = Status::ok_status();
-            } ctx{this, &parts, src.get(), static_cast<uint8_t*>(args[y_arg_]), {}};
+            } ctx{this, &parts, src_nhwc, static_cast<uint8_t*>(args[y_arg_]), {}};
             env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
                              [](int64_t b, int64_t e, void* c) {
                                  auto* x = static_cast<Ctx*>(c);
@@ -180,7 +185,7 @@ private:
             const int32_t* bv = static_cast<const int32_t*>(b.constant);
             bias_.assign(bv, bv + m);
         }
-        src_pool_ = std::make_unique<BytePool>(static_cast<size_t>(src_[0] * src_[1] * src_[2] * src_[3]));
+        if (!x_nhwc_) src_pool_ = std::make_unique<BytePool>(static_cast<size_t>(src_[0] * src_[1] * src_[2] * src_[3]));
     }
 
     memory::desc nhwc(int64_t n, int64_t c, int64_t h, int64_t w, dt t) const {
@@ -227,12 +232,19 @@ private:
         }
         const int64_t ohw = dst_[2] * dst_[3];
         p.src_off = n0 * src_[1] * src_[2] * src_[3];
-        p.dst_off = (n0 * dst_[1] + m0) * ohw;
         p.dst_nhwc = pd.dst_desc();
-        // Kiln's NCHW slice: n images of mc channels, image stride M * OH * OW.
-        p.dst_kiln = memory::desc({n, mc, dst_[2], dst_[3]}, dst_dt_, memory::dims{dst_[1] * ohw, ohw, dst_[3], 1});
-        p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst_nhwc, cpu_engine(), p.dst_kiln));
-        p.dst_tmp = std::make_unique<BytePool>(p.dst_nhwc.get_size());
+        if (y_nhwc_ && mc == dst_[1]) {  // whole images in Kiln's NHWC y: written in place
+            p.dst_off = n0 * dst_[1] * ohw;
+        } else {
+            // Kiln's slice: n images of mc channels, NCHW (image stride M * OH * OW) or NHWC
+            // (channel stride 1, pixel stride M).
+            const int64_t m = dst_[1];
+            p.dst_off = y_nhwc_ ? n0 * m * ohw + m0 : (n0 * m + m0) * ohw;
+            memory::dims st = y_nhwc_ ? memory::dims{m * ohw, 1, dst_[3] * m, m} : memory::dims{m * ohw, ohw, dst_[3], 1};
+            p.dst_kiln = memory::desc({n, mc, dst_[2], dst_[3]}, dst_dt_, st);
+            p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst_nhwc, cpu_engine(), p.dst_kiln));
+            p.dst_tmp = std::make_unique<BytePool>(p.dst_nhwc.get_size());
+        }
         p.src_nhwc = pd.src_desc();
         p.scratch_md = pd.scratchpad_desc();
         if (p.scratch_md.get_size() > 0) p.scratch = std::make_unique<BytePool>(p.scratch_md.get_size());
@@ -306,7 +318,7 @@ private:
             omp_set_num_threads(1);
             dnnl::stream s(cpu_engine());
             Lease tmp(p.dst_tmp.get()), scratch(p.scratch.get());
-            memory out(p.dst_nhwc, cpu_engine(), tmp.get());
+            memory out(p.dst_nhwc, cpu_engine(), p.dst_tmp ? tmp.get() : dst + p.dst_off);
             std::unordered_map<int, memory> m = {
                 {DNNL_ARG_SRC, memory(p.src_nhwc, cpu_engine(), src + p.src_off)},
                 {DNNL_ARG_WEIGHTS, p.weights},
@@ -314,8 +326,10 @@ private:
             if (!p.bias.empty()) m[DNNL_ARG_BIAS] = memory(p.bias_md, cpu_engine(), p.bias.data());
             if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
             p.prim.execute(s, m);
-            memory kiln(p.dst_kiln, cpu_engine(), dst + p.dst_off);
-            p.dst_reorder.execute(s, out, kiln);
+            if (p.dst_tmp) {
+                memory kiln(p.dst_kiln, cpu_engine(), dst + p.dst_off);
+                p.dst_reorder.execute(s, out, kiln);
+            }
             s.wait();
             return Status::ok_status();
         } catch (const dnnl::error& e) {
@@ -327,6 +341,7 @@ private:
     int64_t groups_ = 1, x_arg_ = -1, y_arg_ = -1;
     int32_t x_zp_ = 0, y_zp_ = 0;
     bool per_channel_ = false, has_bias_param_ = false;
+    bool x_nhwc_ = false, y_nhwc_ = false;  // the activations' layouts in Kiln's buffers (else NCHW)
     dt src_dt_, dst_dt_;
     std::vector<float> scales_;
     std::vector<int32_t> bias_;

@@ -5,7 +5,8 @@ dnnl_qmatmul); the residual add as kiln_qadd.
 Models: single QDQ convs written with onnx.helper (per-tensor / per-channel weights, strides,
 padding with a non-zero input zero point, groups, s8 activations, a Relu kept as Max), and a small
 conv net quantized by ONNX Runtime's own `quantize_static` (QDQ, per-channel s8 weights, u8
-activations; MinMax calibration on random data) with a residual add and a max pool, and an MLP
+activations; MinMax calibration on random data) with residual adds and a max pool, whose
+activations between int8 kernels stay NHWC, at batch 1 and 2, and an MLP
 of two MatMuls quantized the same way.
 
 Checks: (1) the pass fused and the int8 kernels were chosen (`kiln inspect --kernels`); (2) every
@@ -95,8 +96,10 @@ def test_qdq_conv_matches_ort(tmp_path, name):
             _within_one_step(outs["y"], ref, f"{name} --kernels {source} --threads {threads}", 0.01)
 
 
-def _small_net(path):
-    """A float conv net with a residual block and a max pool (what quantize_static reads)."""
+def _small_net(path, batch):
+    """A float conv net (what quantize_static reads): a stem and a max pool, a residual block whose
+    sum feeds another conv (so the 8-bit activations between the int8 kernels stay NHWC:
+    compiler/int8_layout.h), a second residual add and a last conv whose result is the output."""
     rng = np.random.default_rng(7)
     nodes, inits = [], []
 
@@ -115,23 +118,28 @@ def _small_net(path):
     nodes.append(helper.make_node("MaxPool", [a], ["p"], kernel_shape=[2, 2], strides=[2, 2]))
     b = conv("c2", "p", 16, 32, 3, 1, 1)
     c = conv("c3", b, 32, 32, 1, 1, 0, relu=False)
-    nodes += [helper.make_node("Add", [c, b], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 24])],
+    nodes += [helper.make_node("Add", [c, b], ["s"]), helper.make_node("Relu", ["s"], ["sr"])]
+    d = conv("c4", "sr", 32, 32, 3, 1, 1, relu=False)
+    nodes += [helper.make_node("Add", [d, "sr"], ["s2"]), helper.make_node("Relu", ["s2"], ["s2r"])]
+    conv("y", "s2r", 32, 16, 1, 1, 0, relu=False)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 24, 24])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
-def test_quantize_static_net_matches_ort(tmp_path):
+@pytest.mark.parametrize("batch", [1, 2])
+def test_quantize_static_net_matches_ort(tmp_path, batch):
     if not kiln_has_dnnl():
         pytest.skip("kiln built without oneDNN")
     quantization = pytest.importorskip("onnxruntime.quantization")
     f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
-    _small_net(f32)
+    _small_net(f32, batch)
     rng = np.random.default_rng(3)
+    shape = (batch, 3, 24, 24)
 
     class Reader(quantization.CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((1, 3, 24, 24)).astype(np.float32)} for _ in range(8)])
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
 
         def get_next(self):
             return next(self.it, None)
@@ -140,9 +148,11 @@ def test_quantize_static_net_matches_ort(tmp_path):
                                  activation_type=quantization.QuantType.QUInt8,
                                  weight_type=quantization.QuantType.QInt8)
     kernels = _kernels(q)
-    assert kernels.count("[dnnl_qconv]") == 3, f"not every conv runs as the int8 kernel:\n{kernels}"
-    assert "[kiln_qadd]" in kernels, f"the residual add is not the int8 add:\n{kernels}"
-    feed = {"x": rng.standard_normal((1, 3, 24, 24)).astype(np.float32)}
+    assert kernels.count("[dnnl_qconv]") == 5, f"not every conv runs as the int8 kernel:\n{kernels}"
+    assert kernels.count("[kiln_qadd]") == 2, f"the residual adds are not the int8 add:\n{kernels}"
+    full = run_kiln(["inspect", q]).stdout
+    assert "x_layout=nhwc" in full and "y_layout=nhwc" in full, "no activation stays NHWC between int8 kernels"
+    feed = {"x": rng.standard_normal(shape).astype(np.float32)}
     np.savez(tmp_path / "in.npz", **feed)
     ref = ort_outputs(q, feed)["y"]
     # The output is DequantizeLinear(y_q): steps of y's scale, read back from the model.

@@ -8,7 +8,8 @@ PyTorch) or any fp32 ONNX file (`--model`), quantized here by ONNX Runtime's `qu
 inputs). Kiln runs the QDQ file as it is (pass/fuse_qdq.h -> int8 kernels, docs/int8.md).
 
 Per round (the order rotates each round, so load from other processes falls on all alike):
-Kiln int8, ONNX Runtime int8, OpenVINO int8 (when installed: CPU plugin, LATENCY hint, no
+Kiln int8, ONNX Runtime int8 (as bench/peers.py runs it, and again with its threads not spinning:
+session.intra_op.allow_spinning=0, which a loaded machine favours), OpenVINO int8 (when installed: CPU plugin, LATENCY hint, no
 precision hint, so its low-precision transformations run the quantized graph in int8) and Kiln
 fp32; each `--runs` timed runs after a warm-up (Kiln: one `kiln run --repeat` process per round,
 kernels cached by the first). Medians over all rounds; ratios Kiln int8 / ORT int8,
@@ -83,6 +84,25 @@ def quantize(f32, out, shape, calib):
     quantize_static(f32, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     return name
+
+
+class OrtNoSpin(OnnxRuntime):
+    """ONNX Runtime with its intra-op threads not spinning: on a machine loaded by other
+    processes a spinning worker that loses its core stalls every parallel region (ORT's median
+    was 5-7x its unloaded figure here, Kiln's and OpenVINO's 2-3x)."""
+
+    def __init__(self, model, feed, threads):
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        self.feed = feed
+        self.names = [o.name for o in self.sess.get_outputs()]
+        self.outputs = dict(zip(self.names, self.sess.run(self.names, feed)))
 
 
 class OpenVinoInt8:
@@ -167,9 +187,10 @@ def main():
                 [args.kiln, "--version"], capture_output=True, text=True).stdout:
             sys.exit("the QDQ convs did not become int8 kernels")
         return
-    engines = [("kiln int8", kiln_q), ("ort int8", ort_q), ("kiln fp32", kiln_f)]
+    engines = [("kiln int8", kiln_q), ("ort int8", ort_q), ("ort int8 nospin", OrtNoSpin(q, feed, args.threads)),
+               ("kiln fp32", kiln_f)]
     try:
-        engines.insert(2, ("openvino int8", OpenVinoInt8(q, feed, args.threads)))
+        engines.insert(3, ("openvino int8", OpenVinoInt8(q, feed, args.threads)))
     except Exception as e:  # noqa: BLE001 - not installed, or it cannot load the model
         print(f"OpenVINO: not measured ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})")
     kiln_f.timed_runs(1)  # compile the fp32 kernels outside the timed rounds
@@ -183,6 +204,7 @@ def main():
     for n, v in med.items():
         print(f"  {n:14s} {v:8.2f} ms")
     print(f"  kiln int8 / ort int8      {med['kiln int8'] / med['ort int8']:.2f}")
+    print(f"  kiln int8 / ort int8 nospin {med['kiln int8'] / med['ort int8 nospin']:.2f}")
     if "openvino int8" in med:
         print(f"  kiln int8 / openvino int8 {med['kiln int8'] / med['openvino int8']:.2f}")
     print(f"  kiln int8 / kiln fp32     {med['kiln int8'] / med['kiln fp32']:.2f}")

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from kiln_helpers import kiln_has_dnnl, kiln_run_model, ort_outputs, run_kiln
 
 
-def _qdq_conv(rng, cin, cout, hw, k, stride, pad, group=1, per_channel=True, act=np.uint8, relu_zp=None):
+def _qdq_conv(rng, cin, cout, hw, k, stride, pad, group=1, per_channel=True, act=np.uint8, relu_zp=None, w_zp=0):
     """DQ(x_q) and DQ(W_q) -> Conv(+bias) [-> Relu] -> Q, as ORT's quantizer writes them."""
     lo, hi = (0, 255) if act == np.uint8 else (-128, 127)
     xs, xz = np.float32(0.03), act(40 if act == np.uint8 else -20)
@@ -35,7 +35,7 @@ def _qdq_conv(rng, cin, cout, hw, k, stride, pad, group=1, per_channel=True, act
     yz = act(relu_zp if relu_zp is not None else (128 if act == np.uint8 else 0))
     ttype = TensorProto.UINT8 if act == np.uint8 else TensorProto.INT8
     inits = [numpy_helper.from_array(v, n) for n, v in [
-        ("xs", np.array(xs)), ("xz", np.array(xz)), ("wq", w), ("ws", ws), ("wz", np.zeros(ws.shape, np.int8)),
+        ("xs", np.array(xs)), ("xz", np.array(xz)), ("wq", w), ("ws", ws), ("wz", np.full(ws.shape, w_zp, np.int8)),
         ("bq", bq), ("bs", (xs * ws).astype(np.float32)), ("ys", np.array(ys)), ("yz", np.array(yz))]]
     nodes = [helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
              helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
@@ -59,6 +59,8 @@ CONVS = {
     "depthwise": dict(cin=32, cout=32, hw=10, k=3, stride=1, pad=1, group=32),
     "s8_activations": dict(cin=16, cout=32, hw=9, k=3, stride=1, pad=1, act=np.int8),
     "relu_as_max": dict(cin=16, cout=32, hw=9, k=3, stride=1, pad=1, relu_zp=50),
+    # oneDNN has no weight zero points: the generated integer QLinearConv runs it.
+    "weight_zero_point": dict(cin=16, cout=32, hw=9, k=3, stride=1, pad=1, w_zp=5),
 }
 
 
@@ -85,7 +87,8 @@ def test_qdq_conv_matches_ort(tmp_path, name):
     onnx.save(model, path)
     np.savez(tmp_path / "in.npz", **feed)
     kernels = _kernels(path)
-    assert "QLinearConv" in kernels and "[dnnl_qconv]" in kernels, f"{name}: not fused to the int8 kernel:\n{kernels}"
+    assert "QLinearConv" in kernels, f"{name}: not fused:\n{kernels}"
+    assert ("[dnnl_qconv]" in kernels) == (name != "weight_zero_point"), f"{name}: kernel choice:\n{kernels}"
     if name == "relu_as_max":
         assert "Max" in kernels, kernels
     ref = ort_outputs(path, feed)["y"]

@@ -28,7 +28,7 @@ const std::vector<Pass>& all_passes() {
         // Static types and constant shape operands first: every later pass relies on them.
         {"infer-shapes", 0, "re-infer types; evaluate Shape/Size and shape arithmetic", infer_shapes},
         // Before fold-constants, which would fold DequantizeLinear(W_q) into float weights.
-        {"fuse-qdq", 1, "DequantizeLinear -> Conv -> QuantizeLinear -> QLinearConv (int8)", fuse_qdq},
+        {"fuse-qdq", 1, "DQ -> Conv / MatMul -> Q sandwiches -> QLinearConv / QLinearMatMul (int8)", fuse_qdq},
         // Before simplify-algebra, which merges the transposes and reshapes it adds.
         {"lower-einsum", 1, "two-input Einsums that are matrix products -> MatMul", lower_einsum},
         // Before folding: reassociation leaves constant-only nodes for fold-constants.

@@ -37,6 +37,9 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
+bool is_q8(DType t) { return t == DType::kUInt8 || t == DType::kInt8; }
+
+/// oneDNN's type of an 8-bit Kiln dtype (callers check is_q8 first).
 dt dnnl_type(DType t) { return t == DType::kUInt8 ? dt::u8 : dt::s8; }
 
 /// Byte buffers of one size lent to one call at a time (concurrent runs of a session).
@@ -100,6 +103,7 @@ public:
         x_zp_ = static_cast<int32_t>(p.integer("x_zp"));
         y_zp_ = static_cast<int32_t>(p.integer("y_zp"));
         per_channel_ = p.integer_or("per_channel", 0) != 0;
+        has_bias_ = p.has("b");
         x_arg_ = p.integer("x"), y_arg_ = p.integer("y");
         x_nhwc_ = p.has("x_layout") && p.str("x_layout") == "nhwc";
         y_nhwc_ = p.has("y_layout") && p.str("y_layout") == "nhwc";
@@ -164,7 +168,7 @@ private:
         const ExternArg &x = arg("x", false), &y = arg("y", false), &w = arg("w", true);
         const ExternArg &xs = arg("xs", true), &ws = arg("ws", true), &ys = arg("ys", true);
         const int64_t m = dst_[1], wnum = m * (src_[1] / groups_) * kernel_[0] * kernel_[1];
-        KILN_CHECK(x.dtype != DType::kFloat32 && shape_numel(x.shape) == src_[0] * src_[1] * src_[2] * src_[3] &&
+        KILN_CHECK(is_q8(x.dtype) && is_q8(y.dtype) && shape_numel(x.shape) == src_[0] * src_[1] * src_[2] * src_[3] &&
                        shape_numel(y.shape) == dst_[0] * m * dst_[2] * dst_[3] && w.dtype == DType::kInt8 &&
                        shape_numel(w.shape) == wnum && xs.dtype == DType::kFloat32 && ys.dtype == DType::kFloat32 &&
                        ws.dtype == DType::kFloat32 && shape_numel(ws.shape) == (per_channel_ ? m : 1),
@@ -199,7 +203,7 @@ private:
         memory::desc dst = nhwc(n, mc, dst_[2], dst_[3], dst_dt_);
         memory::desc wei = groups_ == 1 ? memory::desc({mc, cg, kernel_[0], kernel_[1]}, dt::s8, tag::any)
                                         : memory::desc({groups_, mc / groups_, cg, kernel_[0], kernel_[1]}, dt::s8, tag::any);
-        memory::desc bias = bias_.empty() && !has_bias_param_ ? memory::desc() : memory::desc({mc}, dt::s32, tag::x);
+        memory::desc bias = has_bias_ ? memory::desc({mc}, dt::s32, tag::x) : memory::desc();
         dnnl::primitive_attr attr;
         if (per_channel_) attr.set_output_scales(1 << 1, std::vector<float>(scales_.begin() + m0, scales_.begin() + m0 + mc));
         else attr.set_output_scales(0, scales_);
@@ -281,8 +285,7 @@ private:
 
     /// x (NCHW) -> NHWC in bands of rows across the pool.
     void reorder_src(const uint8_t* x, uint8_t* out, const kiln_kernel_env& env, int threads) {
-        const int64_t n = src_[0], c = src_[1], h = src_[2], w = src_[3];
-        const int64_t bands = std::min<int64_t>(h, std::max(1, threads));
+        const int64_t bands = std::min<int64_t>(src_[2], std::max(1, threads));
         struct Ctx {
             const DnnlQConv* self;
             const uint8_t* x;
@@ -295,7 +298,6 @@ private:
                              for (int64_t i = b; i < e; ++i) cx->self->reorder_band(cx->x, cx->out, i, cx->bands);
                          },
                          &ctx);
-        (void)n, (void)c, (void)w;
     }
 
     void reorder_band(const uint8_t* x, uint8_t* out, int64_t band, int64_t bands) const {
@@ -340,7 +342,7 @@ private:
     std::vector<int64_t> src_, dst_, kernel_, strides_, dil_, pb_, pe_;
     int64_t groups_ = 1, x_arg_ = -1, y_arg_ = -1;
     int32_t x_zp_ = 0, y_zp_ = 0;
-    bool per_channel_ = false, has_bias_param_ = false;
+    bool per_channel_ = false, has_bias_ = false;
     bool x_nhwc_ = false, y_nhwc_ = false;  // the activations' layouts in Kiln's buffers (else NCHW)
     dt src_dt_, dst_dt_;
     std::vector<float> scales_;
@@ -350,8 +352,6 @@ private:
     std::mutex mu_;
     std::map<int, std::vector<QPart>> plans_;
 
-public:
-    void expect_bias(bool b) { has_bias_param_ = b; }
 };
 
 /// QLinearMatMul: A [M, K] (any leading dims folded into M) x constant B [K, N] s8 -> Y [M, N],
@@ -378,7 +378,7 @@ public:
                        b.constant && b.dtype == DType::kInt8 && shape_numel(b.shape) == k_ * n_ && as.constant &&
                        bs.constant && ys.constant && as.dtype == DType::kFloat32 && bs.dtype == DType::kFloat32 &&
                        ys.dtype == DType::kFloat32 && shape_numel(bs.shape) == (per_column ? n_ : 1) &&
-                       dnnl_type(a.dtype) == a_dt_ && dnnl_type(y.dtype) == y_dt_,
+                       is_q8(a.dtype) && is_q8(y.dtype) && dnnl_type(a.dtype) == a_dt_ && dnnl_type(y.dtype) == y_dt_,
                    kInvalidModel)
             << "dnnl_qmatmul: argument types or sizes do not match the parameters";
         b_ = static_cast<const int8_t*>(b.constant);
@@ -496,9 +496,7 @@ private:
 }  // namespace
 
 std::unique_ptr<ExternKernel> make_dnnl_qconv(const ExternParams& params, const std::vector<ExternArg>& args) {
-    auto k = std::make_unique<DnnlQConv>(params, &args);
-    k->expect_bias(params.has("b"));
-    return k;
+    return std::make_unique<DnnlQConv>(params, &args);
 }
 
 std::unique_ptr<ExternKernel> make_dnnl_qmatmul(const ExternParams& params, const std::vector<ExternArg>& args) {
@@ -508,9 +506,7 @@ std::unique_ptr<ExternKernel> make_dnnl_qmatmul(const ExternParams& params, cons
 std::string dnnl_qconv_implementation(const ExternParams& params) {
     try {
         omp_set_num_threads(1);
-        DnnlQConv k(params, nullptr);
-        k.expect_bias(params.has("b"));
-        return k.implementation();
+        return DnnlQConv(params, nullptr).implementation();
     } catch (const dnnl::error& e) {
         if (std::getenv("KILN_DNNL_VERBOSE")) std::fprintf(stderr, "kiln dnnl_qconv: oneDNN rejects it: %s\n", e.what());
         return "";

@@ -27,6 +27,7 @@
 #include "compiler/fold_constant_node.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/kernel_probe.h"
+#include "compiler/int8_layout.h"
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
@@ -42,6 +43,7 @@
 #include "te/schedule.h"
 #include "tir/lower.h"
 #include "tir/simplify.h"
+#include "topi/dnnl_int8_match.h"
 #include "topi/dnnl_match.h"
 #include "topi/index_match.h"
 #include "runtime/extern_kernel.h"
@@ -102,6 +104,8 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // The fused recurrent kernel at any size: the generated one unrolls time (compile time
     // linear in T, 1-4.5 GFLOP/s; docs/kernels.md).
     if (c.name == "kiln_rnn") return true;
+    // The int8 kernels at any size: the generated QLinearConv / QLinearMatMul are integer loops.
+    if (c.name == "dnnl_qconv" || c.name == "dnnl_qmatmul") return true;
     // A 1-D convolution takes oneDNN at any size: the generated kernel runs it as a 2-D one with
     // a unit height, and at Silero VAD's encoder sizes (64-128 channels, 1-4 frames, 25-100
     // kflop) it was slower than oneDNN's call costs (VAD chunk 0.11 -> 0.06 ms, 2 threads).
@@ -186,6 +190,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     // TopK, CumSum, ScatterND: the runtime's kernels whatever the source (the generated forms
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
+    if (auto c = topi::match_qadd(unit.nodes, unit.inputs, unit.outputs)) return c;  // int8 residual add
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {
@@ -195,7 +200,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
     // A shape the matcher passes but oneDNN rejects stays generated (never a load-time failure).
-    if (c && c->name == "dnnl_conv" && dnnl_conv_impl(*c).empty()) return std::nullopt;
+    if (c && (c->name == "dnnl_conv" || c->name == "dnnl_qconv") && dnnl_conv_impl(*c).empty()) return std::nullopt;
     if (c && source == KernelSource::kAuto) {
         // Where the rule is unsure, a measurement on this machine decides (compiler/kernel_probe.h).
         const bool rule = auto_prefers_dnnl(unit, *c);
@@ -332,10 +337,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     }
 
     std::vector<LoweredKernel> lowered;
+    std::vector<const KernelUnit*> lowered_units;  // the unit of each lowered kernel
     std::vector<std::vector<int>> step_args;
     std::vector<std::vector<std::pair<int, int>>> step_inplace;  // per step: (output, input) buffer ids
     for (const KernelUnit& unit : units) {
         if (views.count(unit.nodes[0])) continue;
+        lowered_units.push_back(&unit);
         std::vector<int> arg_ids;
         for (const ir::Value* v : unit.inputs) arg_ids.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) arg_ids.push_back(buffer_of.at(v));
@@ -375,6 +382,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
         lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs, opts.symbolic ? &sym : nullptr));
+    }
+
+    {  // 8-bit activations between int8 kernels stay NHWC (compiler/int8_layout.h)
+        std::vector<LoweredKernel*> ks;
+        for (LoweredKernel& k : lowered) ks.push_back(&k);
+        assign_int8_layouts(g, lowered_units, ks);
     }
 
     // Graph outputs: mark fresh node results as outputs; copy anything else into its own buffer.

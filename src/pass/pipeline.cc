@@ -13,6 +13,7 @@
 #include "pass/fold_batch_norm.h"
 #include "pass/fold_constants.h"
 #include "pass/fuse_operators.h"
+#include "pass/fuse_qdq.h"
 #include "pass/infer_shapes.h"
 #include "pass/pack_matmul_weights.h"
 #include "pass/lower_einsum.h"
@@ -26,6 +27,8 @@ const std::vector<Pass>& all_passes() {
     static const std::vector<Pass> passes = {
         // Static types and constant shape operands first: every later pass relies on them.
         {"infer-shapes", 0, "re-infer types; evaluate Shape/Size and shape arithmetic", infer_shapes},
+        // Before fold-constants, which would fold DequantizeLinear(W_q) into float weights.
+        {"fuse-qdq", 1, "DQ -> Conv / MatMul -> Q sandwiches -> QLinearConv / QLinearMatMul (int8)", fuse_qdq},
         // Before simplify-algebra, which merges the transposes and reshapes it adds.
         {"lower-einsum", 1, "two-input Einsums that are matrix products -> MatMul", lower_einsum},
         // Before folding: reassociation leaves constant-only nodes for fold-constants.

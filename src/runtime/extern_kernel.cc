@@ -3,8 +3,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/dnnl_int8_kernels.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
+#include "runtime/qadd_kernel.h"
 #include "runtime/rnn_kernel.h"
 #include "support/error.h"
 
@@ -73,9 +75,12 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_topk") return &make_topk_kernel;
     if (name == "kiln_cumsum") return &make_cumsum_kernel;
     if (name == "kiln_scatternd") return &make_scatternd_kernel;
+    if (name == "kiln_qadd") return &make_qadd_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;
+    if (name == "dnnl_qconv") return &make_dnnl_qconv;
+    if (name == "dnnl_qmatmul") return &make_dnnl_qmatmul;
     if (name == "kiln_rnn") return &make_rnn_kernel;
 #endif
     (void)name;
@@ -87,6 +92,7 @@ bool have_dnnl() { return KILN_HAVE_DNNL != 0; }
 std::string dnnl_implementation(const std::string& name, const std::string& params) {
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return dnnl_conv_implementation(ExternParams(params));
+    if (name == "dnnl_qconv") return dnnl_qconv_implementation(ExternParams(params));
 #endif
     (void)name, (void)params;
     return "";

@@ -58,7 +58,7 @@ using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams
                                                               const std::vector<ExternArg>& args);
 
 /// The factory of extern kernel `name` ("dnnl_conv", "dnnl_matmul", "kiln_rnn", "kiln_topk",
-/// "kiln_cumsum", "kiln_scatternd"), nullptr when unknown or when
+/// "kiln_cumsum", "kiln_scatternd", "kiln_qadd"), nullptr when unknown or when
 /// its library is not built into this runtime.
 ExternKernelFactory find_extern_kernel(const std::string& name);
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "op/window.h"
+#include "topi/dnnl_int8_match.h"
 #include "topi/rnn_match.h"
 
 namespace kiln::topi {
@@ -455,6 +456,7 @@ std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, cons
     if (op == "ConvTranspose") return match_conv_transpose(nodes, inputs, outputs);
     if (op == "MatMul" || op == "Gemm" || op == "KilnMatMulPackedB") return match_matmul(nodes, inputs, outputs);
     if (op == "RNN" || op == "GRU" || op == "LSTM") return match_rnn(nodes, inputs, outputs);
+    if (op == "QLinearConv" || op == "QLinearMatMul") return match_dnnl_int8(nodes, inputs, outputs);
     return std::nullopt;
 }
 

@@ -16,7 +16,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 KILN = pathlib.Path(os.environ.get("KILN_BIN", REPO / "build" / "bin" / "kiln"))
 pytestmark = pytest.mark.skipif(not KILN.is_file(), reason=f"kiln binary not built: {KILN}")
 
-PASSES = ["infer-shapes", "lower-einsum", "simplify-algebra", "fold-constants", "fold-batch-norm",
+PASSES = ["infer-shapes", "fuse-qdq", "lower-einsum", "simplify-algebra", "fold-constants", "fold-batch-norm",
           "eliminate-common-subexpressions", "eliminate-dead-code", "transform-layout",
           "pack-matmul-weights",
           "fuse-operators"]

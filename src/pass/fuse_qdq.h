@@ -1,0 +1,35 @@
+// fuse_qdq: rewrites the QDQ sandwich of a quantized model (ONNX Runtime's quantize_static,
+// QDQ format) into ONNX's integer op, so the compiler can run it as one int8 kernel
+// (topi/dnnl_int8_match.h, runtime/dnnl_int8_kernels.cc):
+//
+//   QuantizeLinear(Conv(DequantizeLinear(x_q), DequantizeLinear(W_q), B) [-> Relu], y_s, y_zp)
+//     -> QLinearConv(x_q, x_s, x_zp, W_q, W_s, W_zp, y_s, y_zp, B_q) [-> Max(., y_zp)]
+//
+//   QuantizeLinear(MatMul(DequantizeLinear(a_q), DequantizeLinear(W_q)) [-> Relu], y_s, y_zp)
+//     -> QLinearMatMul(a_q, a_s, a_zp, W_q, W_s, W_zp, y_s, y_zp) [-> Max(., y_zp)]
+//
+// with B_q = int32(round(B / (x_s * W_s))): ONNX Runtime's quantizer writes B as
+// DequantizeLinear(B_int32, x_s * W_s), which this recovers exactly; a float bias is rounded
+// to the accumulator's step (at most half an accumulator step: far below one output step).
+// A Relu between Conv and QuantizeLinear is exact as max(q, y_zp) (quantization is monotone);
+// with y_zp at the type's minimum (u8 0, s8 -128) saturation already does it and no Max is
+// added.
+//
+// Also QuantizeLinear(MaxPool(DequantizeLinear(x_q))) with equal parameters -> MaxPool(x_q)
+// (the max commutes with the monotone maps; Q(DQ(v)) = v): ResNet's stem pool stays 8-bit.
+//
+// Preconditions, else the nodes are left as they are (the float path stays correct): x_q and
+// W_q 8-bit, W_q a constant (a MatMul's 2-D), every scale and zero point a constant, per-tensor
+// except W's (per output channel: a Conv's axis 0, a MatMul's axis 1), the bias a constant
+// expression, the Conv's (MatMul's) and Relu's results read only by the next node of the
+// sandwich, no block quantization. Gemm is left alone. Runs before constant
+// folding (which would fold DequantizeLinear(W_q) into float weights).
+#pragma once
+
+#include "pass/pass.h"
+
+namespace kiln::pass {
+
+bool fuse_qdq(ir::Graph& g, const PassContext& ctx);
+
+}  // namespace kiln::pass

@@ -1,0 +1,520 @@
+// oneDNN int8 convolution and matmul: ONNX QLinearConv / QLinearMatMul (the matmul: DnnlQMatMul below) (what pass/fuse_qdq.h makes of a QDQ Conv) as
+// u8/s8 x s8 -> s32 with the requantisation fused:
+//   y = saturate(rint(m[c] * (acc + B_q[c])) + y_zp),  m[c] = x_s * W_s[c] / y_s  (f32, as ONNX)
+// oneDNN's output scales are m, its src / dst zero points x_zp / y_zp (padding contributes
+// zero to acc, as ONNX's padding by x_zp does), B_q is its s32 bias. W's zero points must be 0
+// (oneDNN has none for weights); the matcher leaves other cases to the generated kernel.
+//
+// oneDNN's int8 jit kernels read and write NHWC. Where x is Kiln's plain NCHW a call reorders it
+// to NHWC in row bands across the intra-op pool; an x the compiler kept NHWC between int8
+// kernels (x_layout=nhwc, compiler/int8_layout.h) is read as it is. One primitive runs per part
+// (whole images, or for one image blocks of 16 output channels); a part writes whole NHWC
+// images straight into an NHWC y (y_layout=nhwc), else NHWC into its own buffer reordered into
+// its slice of y. oneDNN itself runs single-threaded, as in
+// runtime/dnnl_kernels.cc. Constant weights are reordered once, when a thread count's parts
+// are made.
+#if KILN_HAVE_DNNL
+#include "runtime/dnnl_int8_kernels.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "runtime/dnnl_engine.h"
+#include "runtime/executable.h"
+#include "support/error.h"
+
+namespace kiln::runtime {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+bool is_q8(DType t) { return t == DType::kUInt8 || t == DType::kInt8; }
+
+/// oneDNN's type of an 8-bit Kiln dtype (callers check is_q8 first).
+dt dnnl_type(DType t) { return t == DType::kUInt8 ? dt::u8 : dt::s8; }
+
+/// Byte buffers of one size lent to one call at a time (concurrent runs of a session).
+class BytePool {
+public:
+    explicit BytePool(size_t bytes) : bytes_(bytes) {}
+    std::shared_ptr<uint8_t> take() {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!free_.empty()) {
+            auto b = free_.back();
+            free_.pop_back();
+            return b;
+        }
+        return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(::operator new(bytes_, std::align_val_t{64})),
+                                        [](uint8_t* p) { ::operator delete(p, std::align_val_t{64}); });
+    }
+    void give(std::shared_ptr<uint8_t> b) {
+        std::lock_guard<std::mutex> lock(mu_);
+        free_.push_back(std::move(b));
+    }
+
+private:
+    size_t bytes_;
+    std::mutex mu_;
+    std::vector<std::shared_ptr<uint8_t>> free_;
+};
+
+/// A buffer of a pool for the current call.
+struct Lease {
+    BytePool* pool;
+    std::shared_ptr<uint8_t> buf;
+    explicit Lease(BytePool* p) : pool(p), buf(p ? p->take() : nullptr) {}
+    ~Lease() {
+        if (pool) pool->give(std::move(buf));
+    }
+    uint8_t* get() const { return buf.get(); }
+};
+
+struct QPart {
+    dnnl::primitive prim;
+    memory weights;                 // reordered constant weights
+    std::vector<int32_t> bias;      // this part's B_q slice (empty: none)
+    memory::desc bias_md, dst_nhwc, dst_kiln, src_nhwc, scratch_md;
+    int64_t src_off = 0, dst_off = 0;  // bytes into the NHWC x and Kiln's y
+    dnnl::reorder dst_reorder;
+    std::unique_ptr<BytePool> dst_tmp, scratch;
+};
+
+/// Parameters (all argument indices into the step's arguments, inputs then outputs):
+///   x, xs, xz, w, ws, wz, ys, yz, y; b (optional: int32 bias)
+///   src=N,C,H,W  dst=N,M,OH,OW  kernel=KH,KW  groups  strides  dilations (ONNX: 1 = dense)
+///   pads_begin  pads_end  x_zp, y_zp (the zero points' values)  per_channel=0|1
+///   x_type, y_type: u8 | s8;  x_layout, y_layout: nhwc (default: Kiln's NCHW)
+class DnnlQConv final : public ExternKernel {
+public:
+    DnnlQConv(const ExternParams& p, const std::vector<ExternArg>* args) {
+        src_ = p.ints("src"), dst_ = p.ints("dst"), kernel_ = p.ints("kernel");
+        strides_ = p.ints("strides"), dil_ = p.ints("dilations");
+        pb_ = p.ints("pads_begin"), pe_ = p.ints("pads_end");
+        groups_ = p.integer_or("groups", 1);
+        x_zp_ = static_cast<int32_t>(p.integer("x_zp"));
+        y_zp_ = static_cast<int32_t>(p.integer("y_zp"));
+        per_channel_ = p.integer_or("per_channel", 0) != 0;
+        has_bias_ = p.has("b");
+        x_arg_ = p.integer("x"), y_arg_ = p.integer("y");
+        x_nhwc_ = p.has("x_layout") && p.str("x_layout") == "nhwc";
+        y_nhwc_ = p.has("y_layout") && p.str("y_layout") == "nhwc";
+        KILN_CHECK(src_.size() == 4 && dst_.size() == 4 && kernel_.size() == 2 && strides_.size() == 2 &&
+                       dil_.size() == 2 && pb_.size() == 2 && pe_.size() == 2 && groups_ >= 1 &&
+                       src_[1] % groups_ == 0 && dst_[1] % groups_ == 0,
+                   kInvalidModel)
+            << "dnnl_qconv: a 2-D convolution's parameters expected";
+        src_dt_ = p.str("x_type") == "s8" ? dt::s8 : dt::u8;
+        dst_dt_ = p.str("y_type") == "s8" ? dt::s8 : dt::u8;
+        scales_.assign(per_channel_ ? dst_[1] : 1, 1.f);  // placeholders for implementation()
+        if (args) read_arguments(p, *args);
+    }
+
+    Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
+        try {
+            std::vector<QPart>& parts = parts_for(std::max(1, threads));
+            Lease src(x_nhwc_ ? nullptr : src_pool_.get());
+            if (!x_nhwc_) reorder_src(static_cast<const uint8_t*>(args[x_arg_]), src.get(), env, threads);
+            uint8_t* src_nhwc = x_nhwc_ ? static_cast<uint8_t*>(args[x_arg_]) : src.get();
+            struct Ctx {
+                DnnlQConv* self;
+                std::vector<QPart>* parts;
+                uint8_t* src;
+                uint8_t* dst;
+                std::mutex mu;
+                Status first = Status::ok_status();
+            } ctx{this, &parts, src_nhwc, static_cast<uint8_t*>(args[y_arg_]), {}};
+            env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
+                             [](int64_t b, int64_t e, void* c) {
+                                 auto* x = static_cast<Ctx*>(c);
+                                 for (int64_t i = b; i < e; ++i) {
+                                     Status st = x->self->run_part((*x->parts)[i], x->src, x->dst);
+                                     std::lock_guard<std::mutex> lock(x->mu);
+                                     if (!st.ok() && x->first.ok()) x->first = st;
+                                 }
+                             },
+                             &ctx);
+            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return ctx.first;
+        } catch (const Error& e) {
+            return Status::from(e);
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+    /// oneDNN's implementation for the whole step on one thread.
+    std::string implementation() {
+        return make_pd(src_[0], 0, dst_[1]).impl_info_str();
+    }
+
+private:
+    /// Reads the constants: weights, scales, zero points, bias (REVIEW.md 8: checked sizes).
+    void read_arguments(const ExternParams& p, const std::vector<ExternArg>& args) {
+        auto arg = [&](const char* key, bool constant) -> const ExternArg& {
+            const int64_t i = p.integer(key);
+            KILN_CHECK(i >= 0 && i < static_cast<int64_t>(args.size()) && (!constant || args[i].constant), kInvalidModel)
+                << "dnnl_qconv: argument '" << key << "' is not " << (constant ? "a constant " : "") << "of the step";
+            return args[i];
+        };
+        const ExternArg &x = arg("x", false), &y = arg("y", false), &w = arg("w", true);
+        const ExternArg &xs = arg("xs", true), &ws = arg("ws", true), &ys = arg("ys", true);
+        const int64_t m = dst_[1], wnum = m * (src_[1] / groups_) * kernel_[0] * kernel_[1];
+        KILN_CHECK(is_q8(x.dtype) && is_q8(y.dtype) && shape_numel(x.shape) == src_[0] * src_[1] * src_[2] * src_[3] &&
+                       shape_numel(y.shape) == dst_[0] * m * dst_[2] * dst_[3] && w.dtype == DType::kInt8 &&
+                       shape_numel(w.shape) == wnum && xs.dtype == DType::kFloat32 && ys.dtype == DType::kFloat32 &&
+                       ws.dtype == DType::kFloat32 && shape_numel(ws.shape) == (per_channel_ ? m : 1),
+                   kInvalidModel)
+            << "dnnl_qconv: argument types or sizes do not match the parameters";
+        KILN_CHECK(dnnl_type(x.dtype) == src_dt_ && dnnl_type(y.dtype) == dst_dt_, kInvalidModel)
+            << "dnnl_qconv: x_type / y_type do not match the arguments";
+        weights_ = static_cast<const int8_t*>(w.constant);
+        const float sx = *static_cast<const float*>(xs.constant), sy = *static_cast<const float*>(ys.constant);
+        const float* sw = static_cast<const float*>(ws.constant);
+        for (size_t c = 0; c < scales_.size(); ++c) {
+            const float step = sx * sw[c];  // f32 with a rounding per operation, as ONNX's multiplier
+            scales_[c] = step / sy;
+        }
+        if (p.has("b")) {
+            const ExternArg& b = arg("b", true);
+            KILN_CHECK(b.dtype == DType::kInt32 && shape_numel(b.shape) == m, kInvalidModel) << "dnnl_qconv: bias";
+            const int32_t* bv = static_cast<const int32_t*>(b.constant);
+            bias_.assign(bv, bv + m);
+        }
+        if (!x_nhwc_) src_pool_ = std::make_unique<BytePool>(static_cast<size_t>(src_[0] * src_[1] * src_[2] * src_[3]));
+    }
+
+    memory::desc nhwc(int64_t n, int64_t c, int64_t h, int64_t w, dt t) const {
+        return memory::desc({n, c, h, w}, t, tag::nhwc);
+    }
+
+    /// The primitive descriptor of `n` images and output channels [m0, m0 + mc).
+    dnnl::convolution_forward::primitive_desc make_pd(int64_t n, int64_t m0, int64_t mc) const {
+        const int64_t cg = src_[1] / groups_;
+        memory::desc src = nhwc(n, src_[1], src_[2], src_[3], src_dt_);
+        memory::desc dst = nhwc(n, mc, dst_[2], dst_[3], dst_dt_);
+        memory::desc wei = groups_ == 1 ? memory::desc({mc, cg, kernel_[0], kernel_[1]}, dt::s8, tag::any)
+                                        : memory::desc({groups_, mc / groups_, cg, kernel_[0], kernel_[1]}, dt::s8, tag::any);
+        memory::desc bias = has_bias_ ? memory::desc({mc}, dt::s32, tag::x) : memory::desc();
+        dnnl::primitive_attr attr;
+        if (per_channel_) attr.set_output_scales(1 << 1, std::vector<float>(scales_.begin() + m0, scales_.begin() + m0 + mc));
+        else attr.set_output_scales(0, scales_);
+        if (x_zp_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp_});
+        if (y_zp_ != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp_});
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        memory::dims dil = {dil_[0] - 1, dil_[1] - 1};
+        using C = dnnl::convolution_forward;
+        return C::primitive_desc(C::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                         wei, bias, dst, {strides_[0], strides_[1]}, dil, {pb_[0], pb_[1]},
+                                         {pe_[0], pe_[1]}),
+                                 attr, cpu_engine());
+    }
+
+    QPart make_part(int64_t n0, int64_t n, int64_t m0, int64_t mc) {
+        QPart p;
+        auto pd = make_pd(n, m0, mc);
+        p.prim = dnnl::convolution_forward(pd);
+        const int64_t cg = src_[1] / groups_, taps = kernel_[0] * kernel_[1];
+        memory::desc plain = groups_ == 1 ? memory::desc({mc, cg, kernel_[0], kernel_[1]}, dt::s8, tag::oihw)
+                                          : memory::desc({groups_, mc / groups_, cg, kernel_[0], kernel_[1]}, dt::s8, tag::goihw);
+        memory wsrc(plain, cpu_engine(), const_cast<int8_t*>(weights_ + m0 * cg * taps));
+        p.weights = memory(pd.weights_desc(), cpu_engine());
+        dnnl::stream s(cpu_engine());
+        dnnl::reorder(wsrc, p.weights).execute(s, wsrc, p.weights);
+        s.wait();
+        if (!bias_.empty()) {
+            p.bias.assign(bias_.begin() + m0, bias_.begin() + m0 + mc);
+            p.bias_md = pd.bias_desc();
+        }
+        const int64_t ohw = dst_[2] * dst_[3];
+        p.src_off = n0 * src_[1] * src_[2] * src_[3];
+        p.dst_nhwc = pd.dst_desc();
+        if (y_nhwc_ && mc == dst_[1]) {  // whole images in Kiln's NHWC y: written in place
+            p.dst_off = n0 * dst_[1] * ohw;
+        } else {
+            // Kiln's slice: n images of mc channels, NCHW (image stride M * OH * OW) or NHWC
+            // (channel stride 1, pixel stride M).
+            const int64_t m = dst_[1];
+            p.dst_off = y_nhwc_ ? n0 * m * ohw + m0 : (n0 * m + m0) * ohw;
+            memory::dims st = y_nhwc_ ? memory::dims{m * ohw, 1, dst_[3] * m, m} : memory::dims{m * ohw, ohw, dst_[3], 1};
+            p.dst_kiln = memory::desc({n, mc, dst_[2], dst_[3]}, dst_dt_, st);
+            p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst_nhwc, cpu_engine(), p.dst_kiln));
+            p.dst_tmp = std::make_unique<BytePool>(p.dst_nhwc.get_size());
+        }
+        p.src_nhwc = pd.src_desc();
+        p.scratch_md = pd.scratchpad_desc();
+        if (p.scratch_md.get_size() > 0) p.scratch = std::make_unique<BytePool>(p.scratch_md.get_size());
+        return p;
+    }
+
+    /// Whole images per part where the batch splits evenly; else (groups == 1) blocks of 16
+    /// output channels; else one part.
+    std::vector<QPart>& parts_for(int threads) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = plans_.find(threads);
+        if (it != plans_.end()) return it->second;
+        omp_set_num_threads(1);
+        std::vector<QPart> parts;
+        const int64_t n = src_[0], m = dst_[1];
+        if (threads > 1 && n % threads == 0) {
+            for (int64_t i = 0; i < threads; ++i) parts.push_back(make_part(i * (n / threads), n / threads, 0, m));
+        } else if (threads > 1 && groups_ == 1 && m >= 32 && m % 16 == 0) {
+            const int64_t blocks = m / 16, k = std::min<int64_t>(threads, blocks);
+            for (int64_t img = 0; img < n; ++img)
+                for (int64_t i = 0; i < k; ++i) {
+                    const int64_t b0 = blocks * i / k, b1 = blocks * (i + 1) / k;
+                    parts.push_back(make_part(img, 1, b0 * 16, (b1 - b0) * 16));
+                }
+        } else {
+            parts.push_back(make_part(0, n, 0, m));
+        }
+        if (std::getenv("KILN_DNNL_VERBOSE"))  // what oneDNN chose, per kernel and thread count
+            std::fprintf(stderr, "kiln dnnl_qconv: %ldx%ldx%ldx%ld -> %ld, %d thread(s): %zu part(s), %s\n",
+                         long(src_[0]), long(src_[1]), long(src_[2]), long(src_[3]), long(dst_[1]), threads,
+                         parts.size(), make_pd(src_[0], 0, dst_[1]).impl_info_str());
+        return plans_.emplace(threads, std::move(parts)).first->second;
+    }
+
+    /// x (NCHW) -> NHWC in bands of rows across the pool.
+    void reorder_src(const uint8_t* x, uint8_t* out, const kiln_kernel_env& env, int threads) {
+        const int64_t bands = std::min<int64_t>(src_[2], std::max(1, threads));
+        struct Ctx {
+            const DnnlQConv* self;
+            const uint8_t* x;
+            uint8_t* out;
+            int64_t bands;
+        } ctx{this, x, out, bands};
+        env.parallel_for(env.pool, bands,
+                         [](int64_t b, int64_t e, void* p) {
+                             auto* cx = static_cast<Ctx*>(p);
+                             for (int64_t i = b; i < e; ++i) cx->self->reorder_band(cx->x, cx->out, i, cx->bands);
+                         },
+                         &ctx);
+    }
+
+    void reorder_band(const uint8_t* x, uint8_t* out, int64_t band, int64_t bands) const {
+        omp_set_num_threads(1);
+        const int64_t n = src_[0], c = src_[1], h = src_[2], w = src_[3];
+        const int64_t h0 = h * band / bands, h1 = h * (band + 1) / bands;
+        if (h1 <= h0) return;
+        memory::dims dims = {n, c, h1 - h0, w};
+        memory::desc from(dims, src_dt_, memory::dims{c * h * w, h * w, w, 1});
+        memory::desc to(dims, src_dt_, memory::dims{h * w * c, 1, w * c, c});
+        memory a(from, cpu_engine(), const_cast<uint8_t*>(x) + h0 * w);
+        memory b(to, cpu_engine(), out + h0 * w * c);
+        dnnl::stream s(cpu_engine());
+        dnnl::reorder(a, b).execute(s, a, b);
+        s.wait();
+    }
+
+    Status run_part(QPart& p, uint8_t* src, uint8_t* dst) {
+        try {
+            omp_set_num_threads(1);
+            dnnl::stream s(cpu_engine());
+            Lease tmp(p.dst_tmp.get()), scratch(p.scratch.get());
+            memory out(p.dst_nhwc, cpu_engine(), p.dst_tmp ? tmp.get() : dst + p.dst_off);
+            std::unordered_map<int, memory> m = {
+                {DNNL_ARG_SRC, memory(p.src_nhwc, cpu_engine(), src + p.src_off)},
+                {DNNL_ARG_WEIGHTS, p.weights},
+                {DNNL_ARG_DST, out}};
+            if (!p.bias.empty()) m[DNNL_ARG_BIAS] = memory(p.bias_md, cpu_engine(), p.bias.data());
+            if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
+            p.prim.execute(s, m);
+            if (p.dst_tmp) {
+                memory kiln(p.dst_kiln, cpu_engine(), dst + p.dst_off);
+                p.dst_reorder.execute(s, out, kiln);
+            }
+            s.wait();
+            return Status::ok_status();
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+    std::vector<int64_t> src_, dst_, kernel_, strides_, dil_, pb_, pe_;
+    int64_t groups_ = 1, x_arg_ = -1, y_arg_ = -1;
+    int32_t x_zp_ = 0, y_zp_ = 0;
+    bool per_channel_ = false, has_bias_ = false;
+    bool x_nhwc_ = false, y_nhwc_ = false;  // the activations' layouts in Kiln's buffers (else NCHW)
+    dt src_dt_, dst_dt_;
+    std::vector<float> scales_;
+    std::vector<int32_t> bias_;
+    const int8_t* weights_ = nullptr;
+    std::unique_ptr<BytePool> src_pool_;
+    std::mutex mu_;
+    std::map<int, std::vector<QPart>> plans_;
+
+};
+
+/// QLinearMatMul: A [M, K] (any leading dims folded into M) x constant B [K, N] s8 -> Y [M, N],
+/// all row-major (oneDNN's plain layouts: no reorders of activations). Parameters: a, as, az, b,
+/// bs, bz, ys, yz, y (argument indices), m, k, n, a_zp, y_zp (values), per_column=0|1,
+/// a_type, y_type (u8 | s8). Split across threads by rows (blocks of at least 16).
+class DnnlQMatMul final : public ExternKernel {
+public:
+    DnnlQMatMul(const ExternParams& p, const std::vector<ExternArg>& args) {
+        m_ = p.integer("m"), k_ = p.integer("k"), n_ = p.integer("n");
+        a_arg_ = p.integer("a"), y_arg_ = p.integer("y");
+        a_zp_ = static_cast<int32_t>(p.integer("a_zp")), y_zp_ = static_cast<int32_t>(p.integer("y_zp"));
+        a_dt_ = p.str("a_type") == "s8" ? dt::s8 : dt::u8;
+        y_dt_ = p.str("y_type") == "s8" ? dt::s8 : dt::u8;
+        const bool per_column = p.integer_or("per_column", 0) != 0;
+        auto arg = [&](const char* key) -> const ExternArg& {
+            const int64_t i = p.integer(key);
+            KILN_CHECK(i >= 0 && i < static_cast<int64_t>(args.size()), kInvalidModel)
+                << "dnnl_qmatmul: argument '" << key << "' is not one of the step's";
+            return args[i];
+        };
+        const ExternArg &a = arg("a"), &b = arg("b"), &y = arg("y"), &as = arg("as"), &bs = arg("bs"), &ys = arg("ys");
+        KILN_CHECK(m_ > 0 && k_ > 0 && n_ > 0 && shape_numel(a.shape) == m_ * k_ && shape_numel(y.shape) == m_ * n_ &&
+                       b.constant && b.dtype == DType::kInt8 && shape_numel(b.shape) == k_ * n_ && as.constant &&
+                       bs.constant && ys.constant && as.dtype == DType::kFloat32 && bs.dtype == DType::kFloat32 &&
+                       ys.dtype == DType::kFloat32 && shape_numel(bs.shape) == (per_column ? n_ : 1) &&
+                       is_q8(a.dtype) && is_q8(y.dtype) && dnnl_type(a.dtype) == a_dt_ && dnnl_type(y.dtype) == y_dt_,
+                   kInvalidModel)
+            << "dnnl_qmatmul: argument types or sizes do not match the parameters";
+        b_ = static_cast<const int8_t*>(b.constant);
+        const float sa = *static_cast<const float*>(as.constant), sy = *static_cast<const float*>(ys.constant);
+        for (int64_t c = 0; c < (per_column ? n_ : 1); ++c) {
+            const float step = sa * static_cast<const float*>(bs.constant)[c];  // f32, as ONNX's multiplier
+            scales_.push_back(step / sy);
+        }
+        per_column_ = per_column;
+    }
+
+    Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
+        try {
+            std::vector<Part>& parts = parts_for(std::max(1, threads));
+            struct Ctx {
+                DnnlQMatMul* self;
+                std::vector<Part>* parts;
+                void* const* args;
+                std::mutex mu;
+                Status first = Status::ok_status();
+            } ctx{this, &parts, args, {}};
+            env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
+                             [](int64_t b, int64_t e, void* c) {
+                                 auto* x = static_cast<Ctx*>(c);
+                                 for (int64_t i = b; i < e; ++i) {
+                                     Status st = x->self->run_part((*x->parts)[i], x->args);
+                                     std::lock_guard<std::mutex> lock(x->mu);
+                                     if (!st.ok() && x->first.ok()) x->first = st;
+                                 }
+                             },
+                             &ctx);
+            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return ctx.first;
+        } catch (const Error& e) {
+            return Status::from(e);
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+private:
+    struct Part {
+        dnnl::matmul prim;
+        memory weights;
+        memory::desc a, y, scratch_md;
+        int64_t row0 = 0;
+        std::unique_ptr<BytePool> scratch;
+    };
+
+    Part make_part(int64_t row0, int64_t rows) const {
+        Part p;
+        p.row0 = row0;
+        p.a = memory::desc({rows, k_}, a_dt_, tag::ab);
+        p.y = memory::desc({rows, n_}, y_dt_, tag::ab);
+        memory::desc w({k_, n_}, dt::s8, tag::any);
+        dnnl::primitive_attr attr;
+        attr.set_output_scales(per_column_ ? 1 << 1 : 0, scales_);
+        if (a_zp_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {a_zp_});
+        if (y_zp_ != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp_});
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, w, p.y), attr, cpu_engine());
+        p.prim = dnnl::matmul(pd);
+        memory plain(memory::desc({k_, n_}, dt::s8, tag::ab), cpu_engine(), const_cast<int8_t*>(b_));
+        p.weights = memory(pd.weights_desc(), cpu_engine());
+        dnnl::stream s(cpu_engine());
+        dnnl::reorder(plain, p.weights).execute(s, plain, p.weights);
+        s.wait();
+        p.scratch_md = pd.scratchpad_desc();
+        if (p.scratch_md.get_size() > 0) p.scratch = std::make_unique<BytePool>(p.scratch_md.get_size());
+        if (std::getenv("KILN_DNNL_VERBOSE"))
+            std::fprintf(stderr, "kiln dnnl_qmatmul: %ldx%ldx%ld rows %ld: %s\n", long(m_), long(k_), long(n_),
+                         long(rows), pd.impl_info_str());
+        return p;
+    }
+
+    std::vector<Part>& parts_for(int threads) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = plans_.find(threads);
+        if (it != plans_.end()) return it->second;
+        omp_set_num_threads(1);
+        const int64_t k = std::max<int64_t>(1, std::min<int64_t>(threads, m_ / 16));
+        std::vector<Part> parts;
+        for (int64_t i = 0; i < k; ++i) parts.push_back(make_part(m_ * i / k, m_ * (i + 1) / k - m_ * i / k));
+        return plans_.emplace(threads, std::move(parts)).first->second;
+    }
+
+    Status run_part(Part& p, void* const* args) {
+        try {
+            omp_set_num_threads(1);
+            dnnl::stream s(cpu_engine());
+            Lease scratch(p.scratch.get());
+            std::unordered_map<int, memory> m = {
+                {DNNL_ARG_SRC, memory(p.a, cpu_engine(), static_cast<uint8_t*>(args[a_arg_]) + p.row0 * k_)},
+                {DNNL_ARG_WEIGHTS, p.weights},
+                {DNNL_ARG_DST, memory(p.y, cpu_engine(), static_cast<uint8_t*>(args[y_arg_]) + p.row0 * n_)}};
+            if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
+            p.prim.execute(s, m);
+            s.wait();
+            return Status::ok_status();
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+    int64_t m_ = 0, k_ = 0, n_ = 0, a_arg_ = -1, y_arg_ = -1;
+    int32_t a_zp_ = 0, y_zp_ = 0;
+    dt a_dt_ = dt::u8, y_dt_ = dt::u8;
+    bool per_column_ = false;
+    std::vector<float> scales_;
+    const int8_t* b_ = nullptr;
+    std::mutex mu_;
+    std::map<int, std::vector<Part>> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExternKernel> make_dnnl_qconv(const ExternParams& params, const std::vector<ExternArg>& args) {
+    return std::make_unique<DnnlQConv>(params, &args);
+}
+
+std::unique_ptr<ExternKernel> make_dnnl_qmatmul(const ExternParams& params, const std::vector<ExternArg>& args) {
+    return std::make_unique<DnnlQMatMul>(params, args);
+}
+
+std::string dnnl_qconv_implementation(const ExternParams& params) {
+    try {
+        omp_set_num_threads(1);
+        return DnnlQConv(params, nullptr).implementation();
+    } catch (const dnnl::error& e) {
+        if (std::getenv("KILN_DNNL_VERBOSE")) std::fprintf(stderr, "kiln dnnl_qconv: oneDNN rejects it: %s\n", e.what());
+        return "";
+    } catch (const Error& e) {
+        if (std::getenv("KILN_DNNL_VERBOSE")) std::fprintf(stderr, "kiln dnnl_qconv: %s\n", e.what());
+        return "";
+    }
+}
+
+}  // namespace kiln::runtime
+#endif  // KILN_HAVE_DNNL

@@ -1,0 +1,119 @@
+#include "runtime/qadd_kernel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "runtime/executable.h"
+#include "support/error.h"
+
+namespace kiln::runtime {
+namespace {
+
+/// Elements per task of the intra-op pool.
+constexpr int64_t kChunk = 16384;
+
+/// 1.5 * 2^23, read through a volatile so that the compiler cannot fold (v + m) - m to v.
+float round_magic() {
+    static volatile float m = 12582912.f;
+    return m;
+}
+
+class QAddKernel final : public ExternKernel {
+public:
+    QAddKernel(const ExternParams& p, const std::vector<ExternArg>& args) {
+        a_ = p.integer("a"), b_ = p.integer("b"), y_ = p.integer("y");
+        f32_out_ = p.str("out") == "f32";
+        auto arg = [&](const char* key) -> const ExternArg& {
+            const int64_t i = p.integer(key);
+            KILN_CHECK(i >= 0 && i < static_cast<int64_t>(args.size()), kInvalidModel)
+                << "kiln_qadd: argument '" << key << "' is not one of the step's " << args.size();
+            return args[i];
+        };
+        const ExternArg &a = arg("a"), &b = arg("b"), &y = arg("y");
+        n_ = shape_numel(y.shape);
+        KILN_CHECK(shape_numel(a.shape) == n_ && shape_numel(b.shape) == n_ && (a.dtype == DType::kUInt8 || a.dtype == DType::kInt8) &&
+                       (b.dtype == DType::kUInt8 || b.dtype == DType::kInt8),
+                   kInvalidModel)
+            << "kiln_qadd: a, b and y must be 8-bit tensors of one size";
+        a_signed_ = a.dtype == DType::kInt8, b_signed_ = b.dtype == DType::kInt8;
+        const ExternArg& yz = arg("yz");
+        y_signed_ = yz.dtype == DType::kInt8;
+        KILN_CHECK(f32_out_ ? y.dtype == DType::kFloat32 : y.dtype == yz.dtype, kInvalidModel) << "kiln_qadd: y's dtype";
+        as_ = scalar(arg("as")), bs_ = scalar(arg("bs")), ys_ = scalar(arg("ys"));
+        az_ = scalar(arg("az")), bz_ = scalar(arg("bz")), yz_ = scalar(yz);
+    }
+
+    Status run(void* const* args, const kiln_kernel_env& env, int) override {
+        struct Ctx {
+            const QAddKernel* self;
+            void* const* args;
+        } ctx{this, args};
+        env.parallel_for(env.pool, (n_ + kChunk - 1) / kChunk,
+                         [](int64_t b, int64_t e, void* c) {
+                             auto* x = static_cast<Ctx*>(c);
+                             for (int64_t i = b; i < e; ++i) x->self->chunk(x->args, i * kChunk);
+                         },
+                         &ctx);
+        if (env.stop && *env.stop) return kernel_stopped_status();
+        return Status::ok_status();
+    }
+
+private:
+    static float scalar(const ExternArg& a) {
+        KILN_CHECK(a.constant && shape_numel(a.shape) == 1, kInvalidModel) << "kiln_qadd: a scale or zero point is not a one-element constant";
+        switch (a.dtype) {
+            case DType::kFloat32: return *static_cast<const float*>(a.constant);
+            case DType::kUInt8: return *static_cast<const uint8_t*>(a.constant);
+            case DType::kInt8: return *static_cast<const int8_t*>(a.constant);
+            default: KILN_CHECK(false, kInvalidModel) << "kiln_qadd: a scale or zero point of an unexpected dtype";
+        }
+        return 0;
+    }
+
+    // NOTE: -O3 for this loop (the build's -O2 leaves it scalar: GCC 12's cheap cost model does
+    // not vectorize it; 8-16 floats a step do), and restrict: a, b and y never alias (the plan
+    // gives the output its own buffer; an in-place add would still read each byte first).
+    template <typename A, typename B, typename Y>
+    __attribute__((optimize("O3"))) void loop(const A* __restrict a, const B* __restrict b, Y* __restrict y,
+                                              int64_t n) const {
+        const float lo = y_signed_ ? -128.f : 0.f, hi = y_signed_ ? 127.f : 255.f;
+        // rint for |v| < 2^22, half to even (the FPU's default mode): adding and removing m
+        // leaves the nearest integer, and vectorizes where a call to nearbyint does not.
+        const float m = round_magic();
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = ((static_cast<float>(a[i]) - az_) * as_ + (static_cast<float>(b[i]) - bz_) * bs_) / ys_;
+            const float q = std::min(hi, std::max(lo, ((std::min(4e6f, std::max(-4e6f, v)) + m) - m) + yz_));
+            if constexpr (std::is_same_v<Y, float>) y[i] = (q - yz_) * ys_;
+            else y[i] = static_cast<Y>(q);
+        }
+    }
+
+    template <typename A, typename B>
+    void with_y(const A* a, const B* b, void* y, int64_t off, int64_t n) const {
+        if (f32_out_) loop(a, b, static_cast<float*>(y) + off, n);
+        else if (y_signed_) loop(a, b, static_cast<int8_t*>(y) + off, n);
+        else loop(a, b, static_cast<uint8_t*>(y) + off, n);
+    }
+
+    void chunk(void* const* args, int64_t off) const {
+        const int64_t n = std::min(kChunk, n_ - off);
+        const void *a = static_cast<const uint8_t*>(args[a_]) + off, *b = static_cast<const uint8_t*>(args[b_]) + off;
+        if (a_signed_ && b_signed_) with_y(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), args[y_], off, n);
+        else if (a_signed_) with_y(static_cast<const int8_t*>(a), static_cast<const uint8_t*>(b), args[y_], off, n);
+        else if (b_signed_) with_y(static_cast<const uint8_t*>(a), static_cast<const int8_t*>(b), args[y_], off, n);
+        else with_y(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), args[y_], off, n);
+    }
+
+    int64_t a_ = -1, b_ = -1, y_ = -1, n_ = 0;
+    bool f32_out_ = false, a_signed_ = false, b_signed_ = false, y_signed_ = false;
+    float as_ = 1, bs_ = 1, ys_ = 1, az_ = 0, bz_ = 0, yz_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ExternKernel> make_qadd_kernel(const ExternParams& p, const std::vector<ExternArg>& args) {
+    return std::make_unique<QAddKernel>(p, args);
+}
+
+}  // namespace kiln::runtime

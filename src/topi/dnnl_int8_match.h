@@ -1,0 +1,25 @@
+// Which int8 kernels oneDNN computes: a unit of one QLinearConv (what pass/fuse_qdq.h makes of
+// a QDQ Conv) on 2-D NCHW u8/s8 activations, constant s8 weights with zero zero points (per
+// tensor or per output channel), constant scales and zero points and an optional constant int32
+// bias -> runtime extern kernel "dnnl_qconv" (runtime/dnnl_int8_kernels.h lists the
+// parameters); a QLinearMatMul of A [..., M, K] by a constant s8 B [K, N] (zero zero points,
+// per-tensor or per-column scales) -> "dnnl_qmatmul". Anything else (u8 weights, non-zero
+// weight zero points, 1-D / 3-D, dynamic shapes) stays with the generated integer kernel.
+#pragma once
+
+#include <optional>
+
+#include "topi/dnnl_match.h"
+
+namespace kiln::topi {
+
+/// A quantized residual add, DequantizeLinear x2 -> Add -> QuantizeLinear (-> DequantizeLinear),
+/// on 8-bit tensors of one shape with one-element constant scales and zero points -> runtime
+/// kernel "kiln_qadd" (runtime/qadd_kernel.h). Not oneDNN: matched for every kernel source.
+std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                       const std::vector<ir::Value*>& outputs);
+
+std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                            const std::vector<ir::Value*>& outputs);
+
+}  // namespace kiln::topi

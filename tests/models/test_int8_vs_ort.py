@@ -1,0 +1,206 @@
+"""Int8 (QDQ) models against ONNX Runtime: pass/fuse_qdq.h rewrites the QDQ sandwich into
+QLinearConv / QLinearMatMul, which run as oneDNN's int8 convolution / matmul (dnnl_qconv,
+dnnl_qmatmul); the residual add as kiln_qadd.
+
+Models: single QDQ convs written with onnx.helper (per-tensor / per-channel weights, strides,
+padding with a non-zero input zero point, groups, s8 activations, a Relu kept as Max), and a small
+conv net quantized by ONNX Runtime's own `quantize_static` (QDQ, per-channel s8 weights, u8
+activations; MinMax calibration on random data) with residual adds and a max pool, whose
+activations between int8 kernels stay NHWC, at batch 1 and 2, and an MLP
+of two MatMuls quantized the same way.
+
+Checks: (1) the pass fused and the int8 kernels were chosen (`kiln inspect --kernels`); (2) every
+8-bit output is within 1 quantization step of ORT's, and few elements are off at all. ORT
+requantizes in float32 (MLAS) and oneDNN multiplies in float32 and adds the zero point after
+rounding, so a value within float rounding of a half may round the other way: measured on these
+cases, at most 1 step on at most ~1% of the elements of a single conv, a few % through the net
+(differences propagate). The generated path (--kernels generated) is held to the same bound.
+"""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from kiln_helpers import kiln_has_dnnl, kiln_run_model, ort_outputs, run_kiln
+
+
+def _qdq_conv(rng, cin, cout, hw, k, stride, pad, group=1, per_channel=True, act=np.uint8, relu_zp=None, w_zp=0):
+    """DQ(x_q) and DQ(W_q) -> Conv(+bias) [-> Relu] -> Q, as ORT's quantizer writes them."""
+    lo, hi = (0, 255) if act == np.uint8 else (-128, 127)
+    xs, xz = np.float32(0.03), act(40 if act == np.uint8 else -20)
+    w = rng.integers(-127, 128, (cout, cin // group, k, k)).astype(np.int8)
+    ws = (rng.uniform(0.002, 0.01, cout) if per_channel else np.array(0.005)).astype(np.float32)
+    bq = rng.integers(-3000, 3000, cout).astype(np.int32)
+    ys = np.float32(0.4 if cin // group * k * k > 16 else 0.1)
+    yz = act(relu_zp if relu_zp is not None else (128 if act == np.uint8 else 0))
+    ttype = TensorProto.UINT8 if act == np.uint8 else TensorProto.INT8
+    inits = [numpy_helper.from_array(v, n) for n, v in [
+        ("xs", np.array(xs)), ("xz", np.array(xz)), ("wq", w), ("ws", ws), ("wz", np.full(ws.shape, w_zp, np.int8)),
+        ("bq", bq), ("bs", (xs * ws).astype(np.float32)), ("ys", np.array(ys)), ("yz", np.array(yz))]]
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+             helper.make_node("DequantizeLinear", ["bq", "bs"], ["b"], axis=0),
+             helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[stride] * 2,
+                              pads=[pad] * 4, group=group)]
+    if relu_zp is not None:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["r" if relu_zp is not None else "c", "ys", "yz"], ["y"]))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("xq", ttype, [1, cin, hw, hw])],
+                          [helper.make_tensor_value_info("y", ttype, None)], inits)
+    feed = {"xq": rng.integers(lo, hi + 1, (1, cin, hw, hw)).astype(act)}
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), feed
+
+
+CONVS = {
+    "conv3x3_per_channel": dict(cin=16, cout=32, hw=12, k=3, stride=1, pad=1),
+    "conv3x3_stride2_per_tensor": dict(cin=16, cout=48, hw=13, k=3, stride=2, pad=1, per_channel=False),
+    "conv1x1_stride2": dict(cin=32, cout=64, hw=14, k=1, stride=2, pad=0),
+    "stem7x7": dict(cin=3, cout=16, hw=32, k=7, stride=2, pad=3),
+    "depthwise": dict(cin=32, cout=32, hw=10, k=3, stride=1, pad=1, group=32),
+    "s8_activations": dict(cin=16, cout=32, hw=9, k=3, stride=1, pad=1, act=np.int8),
+    "relu_as_max": dict(cin=16, cout=32, hw=9, k=3, stride=1, pad=1, relu_zp=50),
+    # oneDNN has no weight zero points: the generated integer QLinearConv runs it.
+    "weight_zero_point": dict(cin=16, cout=32, hw=9, k=3, stride=1, pad=1, w_zp=5),
+}
+
+
+def _within_one_step(got, ref, label, max_off_fraction):
+    assert got.dtype == ref.dtype and got.shape == ref.shape, f"{label}: {got.dtype}{got.shape} vs {ref.dtype}{ref.shape}"
+    d = np.abs(got.astype(np.int64) - ref.astype(np.int64))
+    assert d.max() <= 1, f"{label}: {d.max()} steps off at {np.unravel_index(d.argmax(), d.shape)}"
+    assert (d > 0).mean() <= max_off_fraction, f"{label}: {(d > 0).mean():.2%} of the elements 1 step off"
+
+
+def _kernels(path):
+    proc = run_kiln(["inspect", path, "--kernels"])
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+def test_qdq_conv_matches_ort(tmp_path, name):
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    rng = np.random.default_rng(sorted(CONVS).index(name) + 1)
+    model, feed = _qdq_conv(rng, **CONVS[name])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    np.savez(tmp_path / "in.npz", **feed)
+    kernels = _kernels(path)
+    assert "QLinearConv" in kernels, f"{name}: not fused:\n{kernels}"
+    assert ("[dnnl_qconv]" in kernels) == (name != "weight_zero_point"), f"{name}: kernel choice:\n{kernels}"
+    if name == "relu_as_max":
+        assert "Max" in kernels, kernels
+    ref = ort_outputs(path, feed)["y"]
+    for source in ("auto", "generated"):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(path, str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            _within_one_step(outs["y"], ref, f"{name} --kernels {source} --threads {threads}", 0.01)
+
+
+def _small_net(path, batch):
+    """A float conv net (what quantize_static reads): a stem and a max pool, a residual block whose
+    sum feeds another conv (so the 8-bit activations between the int8 kernels stay NHWC:
+    compiler/int8_layout.h), a second residual add and a last conv whose result is the output."""
+    rng = np.random.default_rng(7)
+    nodes, inits = [], []
+
+    def conv(name, x, cin, cout, k, s, p, relu=True):
+        w = (rng.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, name + "_w"),
+                      numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), name + "_b")])
+        nodes.append(helper.make_node("Conv", [x, name + "_w", name + "_b"], [name], kernel_shape=[k, k],
+                                      strides=[s, s], pads=[p] * 4))
+        if not relu:
+            return name
+        nodes.append(helper.make_node("Relu", [name], [name + "_r"]))
+        return name + "_r"
+
+    a = conv("c1", "x", 3, 16, 3, 1, 1)
+    nodes.append(helper.make_node("MaxPool", [a], ["p"], kernel_shape=[2, 2], strides=[2, 2]))
+    b = conv("c2", "p", 16, 32, 3, 1, 1)
+    c = conv("c3", b, 32, 32, 1, 1, 0, relu=False)
+    nodes += [helper.make_node("Add", [c, b], ["s"]), helper.make_node("Relu", ["s"], ["sr"])]
+    d = conv("c4", "sr", 32, 32, 3, 1, 1, relu=False)
+    nodes += [helper.make_node("Add", [d, "sr"], ["s2"]), helper.make_node("Relu", ["s2"], ["s2r"])]
+    conv("y", "s2r", 32, 16, 1, 1, 0, relu=False)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 24, 24])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_quantize_static_net_matches_ort(tmp_path, batch):
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
+    _small_net(f32, batch)
+    rng = np.random.default_rng(3)
+    shape = (batch, 3, 24, 24)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    kernels = _kernels(q)
+    assert kernels.count("[dnnl_qconv]") == 5, f"not every conv runs as the int8 kernel:\n{kernels}"
+    assert kernels.count("[kiln_qadd]") == 2, f"the residual adds are not the int8 add:\n{kernels}"
+    full = run_kiln(["inspect", q]).stdout
+    assert "x_layout=nhwc" in full and "y_layout=nhwc" in full, "no activation stays NHWC between int8 kernels"
+    feed = {"x": rng.standard_normal(shape).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feed)
+    ref = ort_outputs(q, feed)["y"]
+    # The output is DequantizeLinear(y_q): steps of y's scale, read back from the model.
+    scale = next(numpy_helper.to_array(t) for t in onnx.load(q).graph.initializer if t.name == "y_scale")
+    for threads in ("1", "2"):
+        outs, _ = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / f"o{threads}"), extra=["--threads", threads])
+        steps = np.rint(np.abs(outs["y"] - ref) / scale)
+        assert steps.max() <= 1, f"--threads {threads}: {steps.max()} steps off"
+        assert (steps > 0).mean() <= 0.05, f"--threads {threads}: {(steps > 0).mean():.2%} of the outputs 1 step off"
+
+
+def test_quantize_static_mlp_matches_ort(tmp_path):
+    """QDQ MatMul (per-column s8 weights, axis 1) -> QLinearMatMul -> dnnl_qmatmul."""
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array((rng.standard_normal((64, 96)) / 8).astype(np.float32), "W1"),
+             numpy_helper.from_array((rng.standard_normal(96) * 0.1).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((96, 40)) / 10).astype(np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    kernels = _kernels(q)
+    assert kernels.count("[dnnl_qmatmul]") == 2, f"not every MatMul runs as the int8 kernel:\n{kernels}"
+    feed = {"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feed)
+    ref = ort_outputs(q, feed)["y"]
+    scale = next(numpy_helper.to_array(t) for t in onnx.load(q).graph.initializer if t.name == "y_scale")
+    for source in ("auto", "generated"):
+        outs, _ = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / source), extra=["--kernels", source])
+        steps = np.rint(np.abs(outs["y"] - ref) / scale)
+        assert steps.max() <= 1 and (steps > 0).mean() <= 0.05, \
+            f"--kernels {source}: {steps.max()} steps off, {(steps > 0).mean():.2%} of the outputs"

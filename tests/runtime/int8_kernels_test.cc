@@ -1,0 +1,214 @@
+// The int8 runtime kernels against direct integer loops written here: dnnl_qconv (oneDNN's u8 x
+// s8 convolution with per-channel output scales, src / dst zero points and an s32 bias) over
+// padding, strides, groups, one and two images, one and two threads; dnnl_qmatmul (per-column
+// scales, rows split); kiln_qadd (the QDQ residual
+// add) with saturation. Tolerance: the reference requantizes in double (ONNX's
+// rint((acc + B) * m + y_zp)); oneDNN multiplies in float and adds y_zp after rounding, so an
+// element may be 1 off where the product lands next to a half: at most 1, and at least 99% equal.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/executable.h"
+#include "runtime/extern_kernel.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+namespace {
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+BufferDesc constant(const std::string& name, Tensor t) {
+    BufferDesc d{name, t.dtype(), t.shape(), BufferRole::kConstant};
+    d.constant = std::move(t);
+    return d;
+}
+
+Tensor scalar(DType dt, double v) {
+    Tensor t(dt, {});
+    t.set_f64(0, v);
+    return t;
+}
+
+struct ConvCase {
+    int64_t n, c, h, w, m, k, stride, pad, groups;
+    int threads;
+};
+
+#if KILN_HAVE_DNNL
+void check_qconv(const ConvCase& cc) {
+    std::mt19937 rng(static_cast<unsigned>(cc.c * 7 + cc.m * 13 + cc.stride + cc.groups * 5 + cc.threads));
+    const int64_t cg = cc.c / cc.groups, mg = cc.m / cc.groups;
+    const int64_t oh = (cc.h + 2 * cc.pad - cc.k) / cc.stride + 1, ow = (cc.w + 2 * cc.pad - cc.k) / cc.stride + 1;
+    Tensor x(DType::kUInt8, {cc.n, cc.c, cc.h, cc.w}), w(DType::kInt8, {cc.m, cg, cc.k, cc.k});
+    Tensor ws(DType::kFloat32, {cc.m}), wz(DType::kInt8, {cc.m}), b(DType::kInt32, {cc.m});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_i64(i, rng() % 256);
+    for (int64_t i = 0; i < w.numel(); ++i) w.set_i64(i, static_cast<int64_t>(rng() % 255) - 127);
+    for (int64_t i = 0; i < cc.m; ++i) ws.set_f64(i, 0.001 + 0.004 * (rng() % 1000) / 1000.0);
+    for (int64_t i = 0; i < cc.m; ++i) b.set_i64(i, static_cast<int64_t>(rng() % 20001) - 10000);
+    const float xs = 0.02f, ys = 0.9f;
+    const int64_t xz = 37, yz = 100;
+    Executable exe;
+    exe.buffers.push_back({"x", DType::kUInt8, x.shape(), BufferRole::kInput});
+    exe.buffers.push_back(constant("xs", scalar(DType::kFloat32, xs)));
+    exe.buffers.push_back(constant("xz", scalar(DType::kUInt8, xz)));
+    exe.buffers.push_back(constant("w", w));
+    exe.buffers.push_back(constant("ws", ws));
+    exe.buffers.push_back(constant("wz", wz));
+    exe.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+    exe.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+    exe.buffers.push_back(constant("b", b));
+    exe.buffers.push_back({"y", DType::kUInt8, {cc.n, cc.m, oh, ow}, BufferRole::kOutput});
+    auto s = [](int64_t v) { return std::to_string(v); };
+    KernelDesc kd;
+    kd.description = "QLinearConv";
+    kd.extern_name = "dnnl_qconv";
+    kd.extern_params = ExternParams::format(Pairs{
+        {"x", "0"}, {"xs", "1"}, {"xz", "2"}, {"w", "3"}, {"ws", "4"}, {"wz", "5"}, {"ys", "6"}, {"yz", "7"},
+        {"b", "8"}, {"y", "9"}, {"src", s(cc.n) + "," + s(cc.c) + "," + s(cc.h) + "," + s(cc.w)},
+        {"dst", s(cc.n) + "," + s(cc.m) + "," + s(oh) + "," + s(ow)}, {"kernel", s(cc.k) + "," + s(cc.k)},
+        {"groups", s(cc.groups)}, {"strides", s(cc.stride) + "," + s(cc.stride)}, {"dilations", "1,1"},
+        {"pads_begin", s(cc.pad) + "," + s(cc.pad)},
+        {"pads_end", s((oh - 1) * cc.stride + cc.k - cc.h - cc.pad) + "," + s((ow - 1) * cc.stride + cc.k - cc.w - cc.pad)},
+        {"x_zp", s(xz)}, {"y_zp", s(yz)}, {"per_channel", "1"}, {"x_type", "u8"}, {"y_type", "u8"}});
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "qconv", 9});
+    exe.load();
+    Tensor y(DType::kUInt8, {cc.n, cc.m, oh, ow});
+    void* args[10] = {x.data(), nullptr, nullptr, w.data(), ws.data(), wz.data(), nullptr, nullptr, b.data(), y.data()};
+    ThreadPool pool(cc.threads);
+    Status st = exe.run_kernel(0, args, pool.kernel_env());
+    ASSERT_TRUE(st.ok()) << st.message();
+    int64_t off = 0, total = 0;
+    for (int64_t n = 0; n < cc.n; ++n)
+        for (int64_t m = 0; m < cc.m; ++m)
+            for (int64_t i = 0; i < oh; ++i)
+                for (int64_t j = 0; j < ow; ++j) {
+                    const int64_t g = m / mg;
+                    int64_t acc = b.get_i64(m);
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t u = 0; u < cc.k; ++u)
+                            for (int64_t v = 0; v < cc.k; ++v) {
+                                const int64_t r = i * cc.stride + u - cc.pad, q = j * cc.stride + v - cc.pad;
+                                if (r < 0 || r >= cc.h || q < 0 || q >= cc.w) continue;  // pads with x_zp
+                                const int64_t xv = x.get_i64(((n * cc.c + g * cg + c) * cc.h + r) * cc.w + q);
+                                acc += (xv - xz) * w.get_i64(((m * cg + c) * cc.k + u) * cc.k + v);
+                            }
+                    const float mult = static_cast<float>(xs * static_cast<float>(ws.get_f64(m))) / ys;
+                    const double want = std::clamp(std::nearbyint(static_cast<double>(acc) * mult + yz), 0.0, 255.0);
+                    const int64_t got = y.get_i64(((n * cc.m + m) * oh + i) * ow + j);
+                    ASSERT_LE(std::fabs(got - want), 1.0) << "n " << n << " m " << m << " at " << i << "," << j;
+                    off += got != static_cast<int64_t>(want);
+                    ++total;
+                }
+    EXPECT_LE(off, total / 100) << off << " of " << total << " elements 1 off";
+}
+
+/// y = requantize(A [m, k] u8 x B [k, n] s8) with per-column scales, through dnnl_qmatmul.
+void check_qmatmul(int64_t m, int64_t k, int64_t n, int threads) {
+    std::mt19937 rng(static_cast<unsigned>(m * 3 + n));
+    Tensor a(DType::kUInt8, {m, k}), b(DType::kInt8, {k, n}), bs(DType::kFloat32, {n}), bz(DType::kInt8, {n});
+    for (int64_t i = 0; i < a.numel(); ++i) a.set_i64(i, rng() % 256);
+    for (int64_t i = 0; i < b.numel(); ++i) b.set_i64(i, static_cast<int64_t>(rng() % 255) - 127);
+    for (int64_t i = 0; i < n; ++i) bs.set_f64(i, 0.001 + 0.004 * (rng() % 1000) / 1000.0);
+    const float as = 0.05f, ys = 0.3f;
+    const int64_t az = 120, yz = 128;
+    Executable exe;
+    exe.buffers.push_back({"a", DType::kUInt8, {m, k}, BufferRole::kInput});
+    exe.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+    exe.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+    exe.buffers.push_back(constant("b", b));
+    exe.buffers.push_back(constant("bs", bs));
+    exe.buffers.push_back(constant("bz", bz));
+    exe.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+    exe.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+    exe.buffers.push_back({"y", DType::kUInt8, {m, n}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "QLinearMatMul";
+    kd.extern_name = "dnnl_qmatmul";
+    kd.extern_params = ExternParams::format(Pairs{
+        {"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"}, {"bz", "5"}, {"ys", "6"}, {"yz", "7"},
+        {"y", "8"}, {"m", std::to_string(m)}, {"k", std::to_string(k)}, {"n", std::to_string(n)},
+        {"a_zp", std::to_string(az)}, {"y_zp", std::to_string(yz)}, {"per_column", "1"}, {"a_type", "u8"},
+        {"y_type", "u8"}});
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qmm", 8});
+    exe.load();
+    Tensor y(DType::kUInt8, {m, n});
+    void* args[9] = {a.data(), nullptr, nullptr, b.data(), bs.data(), bz.data(), nullptr, nullptr, y.data()};
+    ThreadPool pool(threads);
+    Status st = exe.run_kernel(0, args, pool.kernel_env());
+    ASSERT_TRUE(st.ok()) << st.message();
+    int64_t off = 0;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            int64_t acc = 0;
+            for (int64_t t = 0; t < k; ++t) acc += (a.get_i64(i * k + t) - az) * b.get_i64(t * n + j);
+            const float mult = static_cast<float>(as * static_cast<float>(bs.get_f64(j))) / ys;
+            const double want = std::clamp(std::nearbyint(static_cast<double>(acc) * mult + yz), 0.0, 255.0);
+            const int64_t got = y.get_i64(i * n + j);
+            ASSERT_LE(std::fabs(got - want), 1.0) << i << "," << j;
+            off += got != static_cast<int64_t>(want);
+        }
+    EXPECT_LE(off, m * n / 100);
+}
+
+TEST(Int8Kernels, DnnlQMatMulMatchesIntegerLoop) {
+    check_qmatmul(5, 24, 40, 1);
+    check_qmatmul(64, 96, 33, 2);  // rows split across two threads
+}
+
+TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {
+    check_qconv({1, 16, 9, 9, 32, 3, 1, 1, 1, 1});
+    check_qconv({1, 16, 9, 9, 48, 3, 2, 1, 1, 2});   // one image: output channels split
+    check_qconv({2, 8, 7, 7, 16, 1, 2, 0, 1, 2});    // strided 1x1 (last row unread), images split
+    check_qconv({1, 3, 11, 11, 16, 7, 2, 3, 1, 1});  // a stem: 3 channels, 7x7
+    check_qconv({1, 32, 8, 8, 32, 3, 1, 1, 32, 2});  // depthwise
+    check_qconv({1, 16, 6, 6, 16, 3, 1, 1, 4, 1});   // grouped
+}
+#endif
+
+TEST(Int8Kernels, QAddMatchesFloatFormula) {
+    const int64_t n = 40000;  // several chunks of the pool
+    std::mt19937 rng(5);
+    Tensor a(DType::kUInt8, {n}), b(DType::kInt8, {n});
+    for (int64_t i = 0; i < n; ++i) a.set_i64(i, rng() % 256), b.set_i64(i, static_cast<int64_t>(rng() % 256) - 128);
+    const float as = 0.05f, bs = 0.11f, ys = 0.07f;
+    const int64_t az = 20, bz = -3, yz = 9;
+    Executable exe;
+    exe.buffers.push_back({"a", DType::kUInt8, {n}, BufferRole::kInput});
+    exe.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+    exe.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+    exe.buffers.push_back({"b", DType::kInt8, {n}, BufferRole::kInput});
+    exe.buffers.push_back(constant("bs", scalar(DType::kFloat32, bs)));
+    exe.buffers.push_back(constant("bz", scalar(DType::kInt8, bz)));
+    exe.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+    exe.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+    exe.buffers.push_back({"y", DType::kUInt8, {n}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "DequantizeLinear+DequantizeLinear+Add+QuantizeLinear";
+    kd.extern_name = "kiln_qadd";
+    kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"}, {"bz", "5"},
+                                                  {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", "q8"}});
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
+    exe.load();
+    Tensor y(DType::kUInt8, {n});
+    void* args[9] = {a.data(), nullptr, nullptr, b.data(), nullptr, nullptr, nullptr, nullptr, y.data()};
+    ThreadPool pool(2);
+    Status st = exe.run_kernel(0, args, pool.kernel_env());
+    ASSERT_TRUE(st.ok()) << st.message();
+    int saturated = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        // ONNX's DequantizeLinear / Add / QuantizeLinear in float32, rint half to even.
+        const float v = (static_cast<float>(a.get_i64(i) - az) * as + static_cast<float>(b.get_i64(i) - bz) * bs) / ys;
+        const double want = std::clamp(std::nearbyint(static_cast<double>(v)) + yz, 0.0, 255.0);
+        saturated += want == 0.0 || want == 255.0;
+        ASSERT_EQ(y.get_i64(i), static_cast<int64_t>(want)) << "element " << i;
+    }
+    EXPECT_GT(saturated, 0);  // the data reach both ends of u8
+}
+
+}  // namespace
+}  // namespace kiln::runtime

@@ -161,6 +161,7 @@ public:
         std::string why;
         if (!value_inputs_.empty()) why = "graph input '" + *value_inputs_.begin() + "' decides a shape";
         else if (all_dims_known) why = "every dimension is bound (SessionOptions::dims)";
+        else if (!opts_.specialize.empty()) why = "SessionOptions::specialize asks for per-shape compiles";
         else why = compiler::symbolic_prefilter(g);
         if (!why.empty()) {
             stats_.symbolic_reason = why;

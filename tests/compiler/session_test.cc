@@ -86,8 +86,28 @@ void expect_close(const Tensor& got, const std::vector<float>& want) {
         EXPECT_NEAR(got.data_as<float>()[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << "element " << i;
 }
 
-TEST_F(SessionTest, SymbolicBatchCompilesPerShape) {
+/// The per-shape path (one specialization per binding of the symbolic dims): what most tests
+/// here exercise. A session's default compiles a model in the symbolic subset once instead.
+SessionOptions per_shape() {
+    SessionOptions opts;
+    opts.symbolic_shapes = false;
+    return opts;
+}
+
+TEST_F(SessionTest, SymbolicByDefaultOneCompileServesEveryBatch) {
     auto s = Session::load(save(mlp_model()));
+    for (int64_t n : {2, 5, 17, 2}) {
+        Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(n));
+        std::vector<Tensor> out = s->run({{"x", x}});
+        EXPECT_EQ(out[0].shape(), (Shape{n, 3}));
+        expect_close(out[0], mlp_reference(x));
+    }
+    EXPECT_TRUE(s->stats().symbolic) << s->stats().symbolic_reason;
+    EXPECT_EQ(s->stats().compiles, 1);
+}
+
+TEST_F(SessionTest, SymbolicBatchCompilesPerShape) {
+    auto s = Session::load(save(mlp_model()), per_shape());
     ASSERT_EQ(s->inputs().size(), 1u);
     EXPECT_EQ(s->inputs()[0].symbols[0], "N");
     for (int64_t n : {2, 5, 2}) {
@@ -100,7 +120,7 @@ TEST_F(SessionTest, SymbolicBatchCompilesPerShape) {
 }
 
 TEST_F(SessionTest, DimsGivenInOptionsCompileAtLoad) {
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.dims["N"] = 3;
     auto s = Session::load(save(mlp_model()), opts);
     EXPECT_GT(s->stats().kernels, 0);  // compiled in load()
@@ -117,7 +137,7 @@ TEST_F(SessionTest, DimsGivenInOptionsCompileAtLoad) {
 }
 
 TEST_F(SessionTest, InputErrorsNameTheInputWithExpectedAndGot) {
-    auto s = Session::load(save(mlp_model()));
+    auto s = Session::load(save(mlp_model()), per_shape());
     auto expect_error = [&](const std::map<std::string, Tensor>& in, const std::vector<std::string>& parts) {
         try {
             s->run(in);
@@ -145,7 +165,7 @@ TEST_F(SessionTest, ReshapeTargetFromGraphInputSpecializesOnItsValue) {
     add_node(g, "Reshape", {"data", "shape"}, {"r"}, "reshape");
     add_node(g, "Relu", {"r"}, {"y"}, "relu");
     add_output(g, "y");
-    auto s = Session::load(save(m));
+    auto s = Session::load(save(m), per_shape());
     Tensor data = random_tensor({2, 6}, 11);
     for (Shape target : {Shape{3, 4}, Shape{4, -1}, Shape{12, 1}}) {
         Tensor shape(DType::kInt64, {2});
@@ -162,7 +182,7 @@ TEST_F(SessionTest, ReshapeTargetFromGraphInputSpecializesOnItsValue) {
 TEST_F(SessionTest, SecondLoadCompilesNothing) {
     fs::path cache = dir_ / "cache";
     ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.dims["N"] = 2;
     std::string path = save(mlp_model());
     auto first = Session::load(path, opts);
@@ -182,7 +202,7 @@ TEST_F(SessionTest, UnsupportedOpFailsAtLoadNamingNodeAndOp) {
     add_node(g, "NoSuchOp", {"x"}, {"y"}, "mystery");
     add_output(g, "y");
     try {
-        Session::load(save(m));
+        Session::load(save(m), per_shape());
         FAIL() << "expected an error";
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
@@ -192,7 +212,7 @@ TEST_F(SessionTest, UnsupportedOpFailsAtLoadNamingNodeAndOp) {
 }
 
 TEST_F(SessionTest, InspectShowsIrAndKernelSource) {
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.dims["N"] = 1;
     auto s = Session::load(save(mlp_model()), opts);
     std::string text = s->inspect();
@@ -204,7 +224,7 @@ TEST_F(SessionTest, InspectShowsIrAndKernelSource) {
 TEST_F(SessionTest, ConcurrentRunsEachGetTheirOwnResult) {
     // Several threads run one session at once, with different batch sizes too (two
     // specializations alternate); every result matches the naive reference.
-    auto s = Session::load(save(mlp_model()));
+    auto s = Session::load(save(mlp_model()), per_shape());
     std::atomic<int> failures{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 6; ++t) {
@@ -224,7 +244,7 @@ TEST_F(SessionTest, ConcurrentRunsEachGetTheirOwnResult) {
 }
 
 TEST_F(SessionTest, TerminateStopsARunWithCancelled) {
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.dims["N"] = 2;
     auto s = Session::load(save(mlp_model()), opts);
     std::atomic<bool> stop{true};
@@ -275,7 +295,7 @@ void expect_near_rel(const Tensor& got, const std::vector<float>& want, double t
 }
 
 TEST_F(SessionTest, AlternatingShapesCompileOncePerShape) {
-    auto s = Session::load(save(mlp_model()));
+    auto s = Session::load(save(mlp_model()), per_shape());
     EXPECT_EQ(s->stats().compiles, 0);  // N unbound: compiles at the first run
     for (int64_t n : {2, 5, 2, 5, 2}) {
         Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(n * 31));
@@ -288,7 +308,7 @@ TEST_F(SessionTest, AlternatingShapesCompileOncePerShape) {
 }
 
 TEST_F(SessionTest, LeastRecentlyUsedSpecializationIsEvictedAtCapacity) {
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.max_specializations = 2;
     auto s = Session::load(save(mlp_model()), opts);
     auto run_n = [&](int64_t n) {
@@ -315,7 +335,7 @@ TEST_F(SessionTest, LeastRecentlyUsedSpecializationIsEvictedAtCapacity) {
 }
 
 TEST_F(SessionTest, MaxSpecializationsBelowOneIsAnError) {
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.max_specializations = 0;
     try {
         Session::load(save(mlp_model()), opts);
@@ -328,7 +348,7 @@ TEST_F(SessionTest, MaxSpecializationsBelowOneIsAnError) {
 
 TEST_F(SessionTest, FourThreadsRunTwoShapesEachCompiledOnce) {
     const int64_t k = 24, m_out = 40;
-    auto s = Session::load(save(residual_model(k, m_out)));
+    auto s = Session::load(save(residual_model(k, m_out)), per_shape());
     std::atomic<int> failures{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
@@ -351,7 +371,7 @@ TEST_F(SessionTest, FourThreadsRunTwoShapesEachCompiledOnce) {
 }
 
 TEST_F(SessionTest, BadDimNamesTheInputAndTheDimWithSpecializationsHeld) {
-    auto s = Session::load(save(residual_model(4, 3)));
+    auto s = Session::load(save(residual_model(4, 3)), per_shape());
     Tensor x = random_tensor({2, 4}, 1), r = random_tensor({2, 3}, 2);
     expect_near_rel(s->run({{"x", x}, {"r", r}})[0], residual_reference(x, r, 4, 3), 1e-5);
     try {  // N is 2 by x, 5 by r
@@ -376,7 +396,7 @@ TEST_F(SessionTest, BadDimNamesTheInputAndTheDimWithSpecializationsHeld) {
 }
 
 TEST_F(SessionTest, SpecializeAtLoadMakesFirstRunsWarm) {
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.specialize["N"] = {2, 4, 6};
     auto s = Session::load(save(mlp_model()), opts);
     EXPECT_EQ(s->stats().compiles, 3);
@@ -401,14 +421,14 @@ TEST_F(SessionTest, SpecializeErrorsNameTheDim) {
             EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
         }
     };
-    SessionOptions unknown;
+    SessionOptions unknown = per_shape();
     unknown.specialize["seq"] = {16};
     expect_error(unknown, "no input has a symbolic dimension 'seq'");
-    SessionOptions bound;
+    SessionOptions bound = per_shape();
     bound.dims["N"] = 2;
     bound.specialize["N"] = {4};
     expect_error(bound, "dimension 'N' is bound to 2");
-    auto s = Session::load(save(mlp_model()));
+    auto s = Session::load(save(mlp_model()), per_shape());
     try {
         s->specialize({});
         FAIL() << "expected an error";
@@ -419,7 +439,7 @@ TEST_F(SessionTest, SpecializeErrorsNameTheDim) {
 
 TEST_F(SessionTest, WeightsAreHeldOnceAcrossSpecializations) {
     const int64_t k = 128, m_out = 96;  // 48 KiB of weights
-    auto s = Session::load(save(residual_model(k, m_out)));
+    auto s = Session::load(save(residual_model(k, m_out)), per_shape());
     auto run_n = [&](int64_t n) {
         Tensor x = random_tensor({n, k}, static_cast<uint32_t>(n)), r = random_tensor({n, m_out}, 99);
         expect_near_rel(s->run({{"x", x}, {"r", r}})[0], residual_reference(x, r, k, m_out), 1e-4);
@@ -440,7 +460,7 @@ TEST_F(SessionTest, WeightsAreHeldOnceAcrossSpecializations) {
 TEST_F(SessionTest, OneDnnWeightCopiesAreSharedAcrossSpecializations) {
     const int64_t k = 128, m_out = 96;  // 48 KiB of weights, reordered by oneDNN's matmul
     const size_t before = runtime::dnnl_weight_copy_bytes();
-    SessionOptions opts;
+    SessionOptions opts = per_shape();
     opts.kernels = "dnnl";
     auto s = Session::load(save(residual_model(k, m_out)), opts);
     auto run_n = [&](int64_t n) {

@@ -237,6 +237,7 @@ int run_model(const RunArgs& args) {
     opts.opt_level = args.opt_level;
     opts.kernels = args.kernels;
     opts.tuning_log = args.tuning_log;
+    // kiln run times one shape, so it compiles per shape (unlike a session's default);
     // --symbolic-shapes: one compile for every shape; --dim then only sizes the random inputs.
     std::map<std::string, int64_t> input_dims = opts.dims;
     opts.symbolic_shapes = args.symbolic_shapes;

@@ -191,7 +191,7 @@ std::vector<KernelUnit> partition_kernels(const ir::Graph& g) {
 }
 
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs,
-                         const SymbolicDims* dims) {
+                         const SymbolicDims* dims, int threads) {
     const op::OpRegistry& reg = op::OpRegistry::global();
     std::unordered_map<const ir::Value*, te::Tensor> tensor_of;
     std::vector<te::Tensor> params;
@@ -248,7 +248,9 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
         outs.push_back(tensor_of.at(v));
         out_set.insert(outs.back().get());
     }
-    te::Schedule sch = te::create_schedule(outs, te::ScheduleConfig(knobs));
+    te::ScheduleConfig config(knobs);
+    config.set_threads(threads);
+    te::Schedule sch = te::create_schedule(outs, std::move(config));
     if (unit.nodes.size() > 1) {
         for (te::Stage& st : sch.stages()) {
             const te::TensorNode* t = st.tensor().get();

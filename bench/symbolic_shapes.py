@@ -4,8 +4,8 @@ specializations) vs ONNX Runtime, in one process, interleaved.
 
 Models (--model), batch and seq symbolic, random weights:
   minilm  bench/dynamic_shapes.py's MiniLM-style encoder (all-MiniLM-L6-v2's shape: 6 layers,
-          hidden 384, 12 heads, FFN 1536) with its position ids as a third input
-          (position_ids_input: the symbolic compile does not take Range(0, Shape(ids)[1]) yet)
+          hidden 384, 12 heads, FFN 1536), its position ids Range(0, Shape(ids)[1], 1) as
+          exporters write them (--position-ids-input: as a third input instead)
   ffn     a stack of transformer feed-forward blocks, y = x + (Relu(x W1 + b1) W2 + b2), x:
           [batch, seq, 384], FFN 1536, 2 blocks
 For each shape, in order, never seen before by any session:
@@ -18,8 +18,12 @@ For each shape, in order, never seen before by any session:
 Reported: milliseconds (medians) and the ratios symbolic/specialized and symbolic/ORT for warm
 calls, and symbolic first / symbolic warm (the issue's target: <= 1.2).
 
-    python3 bench/symbolic_shapes.py [--smoke] [--model minilm|ffn] [--batches 1,8] [--lengths 7,16,64,128,256]
+    python3 bench/symbolic_shapes.py [--smoke] [--model minilm|ffn] [--batches 1,8] [--lengths 8,16,32,64,128,256]
                                      [--rounds 9] [--threads 2] [--cold-cache]
+
+--pairs N: then, per shape, N alternating pairs of warm calls of the two Kiln sessions only
+(no ORT between them: the steadiest ratio on a loaded machine); reported: median and 10th
+percentile of each, and their ratios (docs/dynamic_shapes.md's "Measured" table).
 
 --smoke: two shapes, one round; outputs of both Kiln sessions are compared with ORT's (max abs
 difference <= 1e-3) and the symbolic session must have compiled once; no timing is judged.
@@ -70,13 +74,15 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--model", choices=["minilm", "ffn"], default="minilm")
     ap.add_argument("--batches", default="1,8")
-    ap.add_argument("--lengths", default="7,16,64,128,256")
+    ap.add_argument("--lengths", default="8,16,32,64,128,256")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=384)
     ap.add_argument("--ffn", type=int, default=1536)
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--cold-cache", action="store_true")
+    ap.add_argument("--position-ids-input", action="store_true", help="minilm: position ids as an input")
+    ap.add_argument("--pairs", type=int, default=0, help="then N alternating symbolic/specialized pairs per shape")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="kiln_symbolic_bench_")
     if args.cold_cache:
@@ -89,14 +95,15 @@ def main():
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from dynamic_shapes import minilm_model
-        minilm_model(path, position_ids_input=True)
+        minilm_model(path, position_ids_input=args.position_ids_input)
 
     def feed_at(b, s):
         if args.model == "ffn":
             return {"x": np.random.default_rng(b * 1000 + s).standard_normal((b, s, args.hidden)).astype(np.float32)}
         from dynamic_shapes import feed_of
         feed = feed_of(b, s)
-        feed["position_ids"] = np.tile(np.arange(s, dtype=np.int64), (b, 1))
+        if args.position_ids_input:
+            feed["position_ids"] = np.tile(np.arange(s, dtype=np.int64), (b, 1))
         return feed
     shapes = [(b, s) for b in map(int, args.batches.split(",")) for s in map(int, args.lengths.split(","))]
     rounds = args.rounds
@@ -120,7 +127,8 @@ def main():
     spec = kiln_session(False)
     ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     what = (f"{args.blocks} FFN blocks, hidden {args.hidden}, FFN {args.ffn}" if args.model == "ffn"
-            else "MiniLM-style encoder (6 layers, hidden 384), position ids as an input")
+            else "MiniLM-style encoder (6 layers, hidden 384), position ids " +
+            ("as an input" if args.position_ids_input else "Range(0, Shape(ids)[1])"))
     print(f"model: {what}; {args.threads} threads; symbolic load (one compile) {t_sym_load:.0f} ms")
     rows = []
     for b, s in shapes:
@@ -157,6 +165,24 @@ def main():
           f"warm symbolic/specialized {med([r[5] / r[6] for r in rows]):.2f}, "
           f"warm symbolic/ORT {med([r[5] / r[7] for r in rows]):.2f}, "
           f"first specialized/symbolic {med([r[3] / r[2] for r in rows]):.0f}x")
+    if args.pairs > 0:
+        pairs(sym, spec, shapes, feed_at, args.pairs)
+
+
+def pairs(sym, spec, shapes, feed_at, n):
+    """n alternating pairs of warm calls per shape, symbolic and specialized only."""
+    print("| batch | seq | pairs | sym median | spec median | sym/spec | sym p10 | spec p10 | p10 ratio |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for b, s in shapes:
+        feed = feed_at(b, s)
+        ts, tp = [], []
+        for r in range(n):
+            order = [(sym, ts), (spec, tp)]
+            for sess, acc in (order if r % 2 == 0 else order[::-1]):
+                acc.append(timed(lambda: sess.run(None, feed))[0])
+        ms, mp = statistics.median(ts), statistics.median(tp)
+        ps, pp = float(np.percentile(ts, 10)), float(np.percentile(tp, 10))
+        print(f"| {b} | {s} | {n} | {ms:.2f} | {mp:.2f} | {ms / mp:.3f} | {ps:.2f} | {pp:.2f} | {ps / pp:.3f} |")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ DEB_PACKAGES=(
   python3-torch python3-matplotlib  # training tests vs PyTorch autograd (tests/training); loss-curve PNGs
   python3-torchvision  # scripts/export_zoo.py: the benchmark zoo (bench/peers.py --zoo)
   time  # /usr/bin/time -v: peak RSS in bench/memory_figures.py
+  patchelf xz-utils  # scripts/device_bundle.sh: binaries that find their bundled libraries
 )
 # onnx is pinned: 1.19.x is the newest wheel that still ships the backend node test data
 # (onnx/backend/test/data/node) that `kiln test-onnx` and CI run.

@@ -69,6 +69,8 @@ ZOO_CI+=,lstm_tagger,bigru,tcn,audio_conv1d,mixer_s16,unet_small
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/peers.py" --zoo --smoke --zoo-dir "$BUILD/zoo" --models "$ZOO_CI"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/cliffs_matvec_reduce.py" --smoke --work-dir "$BUILD/bench/cliffs"
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/cliffs_ops.py" --smoke --work-dir "$BUILD/bench/cliffs_ops"
+# The many-core benchmark (run on the 16-core machine from scripts/device_bundle.sh), CI-sized.
+python3 "$ROOT/bench/scaling.py" --smoke --kiln "$BUILD/bin/kiln" --exporter-python /usr/bin/python3 --out "$BUILD/bench/scaling"
 # The serving benchmarks against the ORT KServe v2 server, untimed: both answer and agree.
 # Training: recomputation on a deep net (both modes agree), untimed.
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke

@@ -130,6 +130,8 @@ const char* loop_kind_word(LoopKind k) {
         case LoopKind::kParallel: return "parallel";
         case LoopKind::kVectorized: return "vectorized";
         case LoopKind::kUnrolled: return "unrolled";
+        case LoopKind::kBlockIdxX: return "blockIdx.x";
+        case LoopKind::kThreadIdxX: return "threadIdx.x";
     }
     return "?";
 }
@@ -199,6 +201,7 @@ private:
         body << "int32_t " << f_.name << "(void* const* args, const int64_t* dims, const kiln_kernel_env* env) {\n";
         for (size_t i = 0; i < f_.dims.size(); ++i) {
             std::string v = names_.var(f_.dims[i].get());
+            names_.mark_nonnegative(f_.dims[i].get());
             body << "    const int64_t " << v << " = dims[" << i << "];\n";
             body << "    if (" << v << " < 0) return KILN_KERNEL_BAD_DIMS;\n";
         }
@@ -312,6 +315,7 @@ private:
 
     void emit_for(const tir::ForNode& f, Scope& sc) {
         std::string v = names_.var(f.var.get());
+        if (!f_.dims.empty()) names_.mark_nonnegative(f.var.get());  // loops count up from 0
         if (f.loop_kind == LoopKind::kParallel && !sc.in_task) {
             emit_parallel(f, sc);
             return;

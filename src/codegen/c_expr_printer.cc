@@ -248,12 +248,14 @@ private:
                 return int_helper("mod", t, x, y, b.dtype);
             case BinaryOp::kFloorDiv:
                 if (fl) return std::string(f32 ? "floorf(" : "floor(") + x + " / " + y + ")";
+                if (plain_division(b)) return "(" + x + " / " + y + ")";
                 return int_helper("floordiv", t, x, y, b.dtype);
             case BinaryOp::kFloorMod:
                 if (fl) {
                     std::string fl_ = f32 ? "floorf(" : "floor(";
                     return "(" + x + " - " + fl_ + x + " / " + y + ") * " + y + ")";
                 }
+                if (plain_division(b)) return "(" + x + " % " + y + ")";
                 return int_helper("floormod", t, x, y, b.dtype);
             case BinaryOp::kMin: return std::string("kiln_min_") + sfx + "(" + x + ", " + y + ")";
             case BinaryOp::kMax: return std::string("kiln_max_") + sfx + "(" + x + ", " + y + ")";
@@ -285,6 +287,29 @@ private:
         }
         KILN_ICHECK(false) << "unknown binary op " << static_cast<int>(b.op);
         return "";
+    }
+
+    /// An int64 floordiv/floormod whose divisor is a positive constant and whose dividend is
+    /// never negative: C's / and % give the same, cannot trap, and GCC vectorizes around them.
+    bool plain_division(const te::BinaryNode& b) const {
+        if (!names_.marks_nonnegative() || b.dtype != DType::kInt64 || b.a->dtype != DType::kInt64 ||
+            b.b->kind != ExprKind::kIntImm)
+            return false;
+        return static_cast<const te::IntImmNode&>(*b.b).value > 0 && nonnegative(b.a);
+    }
+    /// Provably >= 0: constants >= 0, variables marked so, and + * floordiv floormod min max of such.
+    bool nonnegative(const te::Expr& e) const {
+        if (e->kind == ExprKind::kIntImm) return static_cast<const te::IntImmNode&>(*e).value >= 0;
+        if (e->kind == ExprKind::kVar) return names_.nonnegative(static_cast<const te::VarNode*>(e.get()));
+        if (e->kind != ExprKind::kBinary) return false;
+        const auto& b = static_cast<const te::BinaryNode&>(*e);
+        switch (b.op) {
+            case BinaryOp::kAdd: case BinaryOp::kMul: case BinaryOp::kMin: case BinaryOp::kMax:
+                return nonnegative(b.a) && nonnegative(b.b);
+            case BinaryOp::kFloorDiv: case BinaryOp::kFloorMod:
+                return plain_division(b);
+            default: return false;
+        }
     }
 
     /// Integer div/mod family through the non-trapping 64-bit helpers, cast back to dtype.

@@ -17,11 +17,20 @@ public:
     std::string buffer(const te::BufferNode* b);
     /// Marks a name as taken (function and struct names the emitter creates).
     void reserve_name(const std::string& name) { used_.insert(name); }
+    /// Marks an int variable as never negative (a loop variable, a checked dim): floordiv and
+    /// floormod of it by a positive constant print as C's / and % (kernels with dims only, so
+    /// static kernels' source stays as it was). The helpers' selects, if-converted into an inner
+    /// loop, kept GCC from vectorizing it (a symbolic kernel's row index divided by its heads).
+    void mark_nonnegative(const te::VarNode* v) { nonneg_.insert(v); }
+    bool nonnegative(const te::VarNode* v) const { return nonneg_.count(v) > 0; }
+    /// Whether any variable was marked (a kernel with dims; static kernels print as before).
+    bool marks_nonnegative() const { return !nonneg_.empty(); }
 
 private:
     std::string fresh(const std::string& hint);
     std::unordered_map<const void*, std::string> names_;
     std::set<std::string> used_;
+    std::set<const te::VarNode*> nonneg_;
 };
 
 bool is_c_identifier(const std::string& s);

@@ -250,6 +250,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
     pass::PassContext ctx = pass_context();
     if (opts.symbolic) {
         bind_known_dims(g, opts.dims);
+        lower_dim_ranges(g);
         ctx.keep_symbols = true;
     } else {
         bind_input_shapes(g, opts.dims);

@@ -14,6 +14,7 @@
 #include "te/schedule.h"
 #include "tir/drop_tile_guards.h"
 #include "tir/lower.h"
+#include "tir/partition_loops.h"
 #include "tir/simplify.h"
 
 namespace kiln::compiler {
@@ -190,8 +191,7 @@ std::vector<KernelUnit> partition_kernels(const ir::Graph& g) {
     return ordered;
 }
 
-LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs,
-                         const SymbolicDims* dims, int threads) {
+ComposedUnit compose_unit(const KernelUnit& unit, const SymbolicDims* dims) {
     const op::OpRegistry& reg = op::OpRegistry::global();
     std::unordered_map<const ir::Value*, te::Tensor> tensor_of;
     std::vector<te::Tensor> params;
@@ -203,12 +203,11 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
         tensor_of[v] = p;
         params.push_back(p);
     }
-    LoweredKernel k;
-    k.description = unit.ops();
-    const ir::Node* anchor = nullptr;
-    const op::OpDef* anchor_def = nullptr;
-    std::vector<te::Tensor> anchor_outs;
-    std::set<const te::TensorNode*> node_outputs;  // each member's returned tensors
+    ComposedUnit c;
+    const ir::Node*& anchor = c.anchor;
+    const op::OpDef*& anchor_def = c.anchor_def;
+    std::vector<te::Tensor>& anchor_outs = c.anchor_outs;
+    std::set<const te::TensorNode*>& node_outputs = c.node_outputs;  // each member's returned tensors
     for (const ir::Node* n : unit.nodes) {
         const op::OpDef* def = reg.find(n->op());
         KILN_ICHECK(def != nullptr && def->compute) << "op " << n->op() << " has no compute";
@@ -230,7 +229,7 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
                 tensor_of[n->output(i)] = outs[i];
                 node_outputs.insert(outs[i].get());
             }
-            k.flops += node_flops(*def, *n);
+            c.flops += node_flops(*def, *n);
             if (!anchor && (unit.nodes.size() == 1 || op::is_fusion_anchor(def->pattern))) {
                 anchor = n;
                 anchor_def = def;
@@ -241,29 +240,46 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
             throw;
         }
     }
-    k.node_name = (anchor ? anchor : unit.nodes.front())->name();
-    std::vector<te::Tensor> outs;
+    for (const ir::Value* v : unit.outputs) c.outs.push_back(tensor_of.at(v));
+    c.params = std::move(params);
+    return c;
+}
+
+void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const ComposedUnit& c) {
     std::set<const te::TensorNode*> out_set;
-    for (const ir::Value* v : unit.outputs) {
-        outs.push_back(tensor_of.at(v));
-        out_set.insert(outs.back().get());
-    }
-    te::ScheduleConfig config(knobs);
-    config.set_threads(threads);
-    te::Schedule sch = te::create_schedule(outs, std::move(config));
+    for (const te::Tensor& o : c.outs) out_set.insert(o.get());
     if (unit.nodes.size() > 1) {
         for (te::Stage& st : sch.stages()) {
             const te::TensorNode* t = st.tensor().get();
-            if (node_outputs.count(t) && !out_set.count(t) && st.all_reduce_axes().empty() &&
-                !small_reduction_epilogue(st, sch, outs))
+            if (c.node_outputs.count(t) && !out_set.count(t) && st.all_reduce_axes().empty() &&
+                !small_reduction_epilogue(st, sch, c.outs))
                 st.compute_inline();
         }
     }
-    if (anchor && anchor_def->schedule) anchor_def->schedule(sch, anchor_outs);
+}
+
+LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs,
+                         const SymbolicDims* dims, int threads) {
+    ComposedUnit c = compose_unit(unit, dims);
+    LoweredKernel k;
+    k.description = unit.ops();
+    k.flops = c.flops;
+    k.node_name = (c.anchor ? c.anchor : unit.nodes.front())->name();
+    const std::vector<te::Tensor>& outs = c.outs;
+    std::vector<te::Tensor> params = c.params;
+    te::ScheduleConfig config(knobs);
+    config.set_threads(threads);
+    te::Schedule sch = te::create_schedule(outs, std::move(config));
+    inline_unit_members(sch, unit, c);
+    const op::OpDef* anchor_def = c.anchor_def;
+    const std::vector<te::Tensor>& anchor_outs = c.anchor_outs;
+    if (c.anchor && anchor_def->schedule) anchor_def->schedule(sch, anchor_outs);
     op::default_schedule(sch, outs);
     store_reduction_in_output(sch, outs);
     for (const te::Tensor& o : outs) params.push_back(o);
-    k.func = tir::drop_tile_guards(tir::simplify(tir::lower(sch, params, "kiln_kernel")));
+    // partition_loops between two simplifies: the first puts comparisons in `i < c` form, the
+    // second folds each piece's selects and clamps.
+    k.func = tir::drop_tile_guards(tir::simplify(tir::partition_loops(tir::simplify(tir::lower(sch, params, "kiln_kernel")))));
     k.func.params_may_alias = params_may_alias;
     k.source = codegen::emit_c(k.func);
     k.num_inputs = static_cast<int>(unit.inputs.size());

@@ -9,10 +9,12 @@
 // padded input) get op::default_schedule. The result is one tir function, one C kernel.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "op/op_def.h"
 #include "te/schedule_config.h"
 #include "tir/stmt.h"
 
@@ -59,6 +61,22 @@ struct SymbolicDims {
     /// The index of a dim Var, -1 when it is none of them.
     int index_of(const te::VarNode* v) const;
 };
+
+/// A unit's members composed into one TE program (before any schedule).
+struct ComposedUnit {
+    std::vector<te::Tensor> params;  // placeholders of the unit's inputs, in order
+    std::vector<te::Tensor> outs;    // the tensors of the unit's outputs, in order
+    const ir::Node* anchor = nullptr;  // the conv/matmul/reduction member (or the single node)
+    const op::OpDef* anchor_def = nullptr;
+    std::vector<te::Tensor> anchor_outs;
+    std::set<const te::TensorNode*> node_outputs;  // every member's returned tensors
+    double flops = 0;
+};
+/// Calls each member's compute on its producers' tensors (placeholders for the unit's inputs).
+ComposedUnit compose_unit(const KernelUnit& unit, const SymbolicDims* dims = nullptr);
+/// Inlines every member output that is neither a unit output nor a reduction (nor a small
+/// reduction epilogue): the elementwise chains become expressions of their consumers' nests.
+void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const ComposedUnit& c);
 
 /// Lowers a unit to one kernel whose parameters are the unit's inputs then its outputs.
 /// `params_may_alias`: emit without `restrict` (the memory plan may compute it in place).

@@ -34,6 +34,7 @@
 #include "compiler/vm_model.h"
 #include "compiler/session_specialization.h"
 #include "compiler/specialization_cache.h"
+#include "compiler/symbolic_compile.h"
 #include "frontend/onnx/importer.h"
 #include "ir/printer.h"
 #include "kiln/session.h"
@@ -160,6 +161,7 @@ public:
         std::string why;
         if (!value_inputs_.empty()) why = "graph input '" + *value_inputs_.begin() + "' decides a shape";
         else if (all_dims_known) why = "every dimension is bound (SessionOptions::dims)";
+        else why = compiler::symbolic_prefilter(g);
         if (!why.empty()) {
             stats_.symbolic_reason = why;
             return g;

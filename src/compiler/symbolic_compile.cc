@@ -2,6 +2,7 @@
 #include "compiler/symbolic_compile.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "compiler/compile.h"
 #include "support/error.h"
@@ -10,16 +11,18 @@ namespace kiln::compiler {
 namespace {
 
 /// Ops whose compute builds over symbolic shapes (ComputeArgs::out_dims): the elementwise and
-/// broadcasting math of op/defs/elementwise.cc, Cast, the matrix products (MatMul, and the
-/// packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B),
-/// Softmax / LogSoftmax (along any axis), LayerNormalization over static axes, Transpose, and
-/// Gather along a static axis (an embedding table).
+/// broadcasting math of op/defs/elementwise.cc, comparisons, logic and Where (masks), Cast,
+/// the matrix products (MatMul, and the packed-weight kernel pack_matmul_weights makes of a MatMul or Gemm with a constant B),
+/// Softmax / LogSoftmax (along any axis), LayerNormalization over static axes, Transpose,
+/// Gather along a static axis (an embedding table), and KilnDimRange (lower_dim_ranges).
 const std::set<std::string>& symbolic_ops() {
     static const std::set<std::string> ops = {"Add",  "Sub", "Mul", "Div",  "Pow",  "Relu",   "Sigmoid",
                                               "Tanh", "Exp", "Erf", "Sqrt", "Neg",  "Abs",    "Log",
                                               "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB",
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
-                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange",
+                                              "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+                                              "Not", "And", "Or", "Xor"};
     return ops;
 }
 
@@ -59,7 +62,7 @@ std::string node_refusal(const ir::Node* n) {
                 return n->describe() + ": reduces along the symbolic axis " + std::to_string(k) + " of " + x.str();
         return "";
     }
-    if (n->op() == "Transpose") return "";  // a permutation of the same dims
+    if (n->op() == "Transpose" || n->op() == "KilnDimRange") return "";  // the input's dims, permuted or one of them
     if (is_view_op(n->op())) {
         // Inside a fused kernel (not a view): inserting or removing axes of size 1, or reshaping
         // static trailing dims behind shared leading ones (op/defs/shape.cc computes both).
@@ -122,6 +125,88 @@ std::pair<int64_t, std::vector<std::string>> factors(const ir::TensorType& t) {
 }
 
 }  // namespace
+
+namespace {
+
+/// A constant scalar (or one-element tensor) of integer dtype equal to `want`.
+bool constant_int_is(const ir::Value* v, int64_t want) {
+    return v && v->is_constant() && v->constant().numel() == 1 && dtype_is_int(v->constant().dtype()) &&
+           v->constant().get_i64(0) == want;
+}
+
+/// (x, axis) when `limit` is Gather(Shape(x), k) with a constant scalar k and x's dim k symbolic.
+std::optional<std::pair<ir::Value*, int64_t>> shape_dim_of(const ir::Value* limit) {
+    const ir::Node* gather = limit ? limit->producer() : nullptr;
+    if (!gather || gather->op() != "Gather" || gather->num_inputs() != 2 || gather->attr_int("axis", 0) != 0)
+        return std::nullopt;
+    const ir::Value* k = gather->input(1);
+    const ir::Node* shape = gather->input(0) ? gather->input(0)->producer() : nullptr;
+    if (!shape || shape->op() != "Shape" || !k->is_constant() || k->constant().numel() != 1 ||
+        !k->type().shape.empty() || !dtype_is_int(k->constant().dtype()))
+        return std::nullopt;
+    ir::Value* x = shape->input(0);
+    const int64_t rank = x->type().rank();
+    // Shape's start/end (opset 15) pick dims [start, end) of x, clamped; k indexes those.
+    auto clamp = [&](int64_t d) { return std::clamp<int64_t>(d < 0 ? d + rank : d, 0, rank); };
+    const int64_t start = clamp(shape->attr_int("start", 0)), end = clamp(shape->attr_int("end", rank));
+    int64_t axis = k->constant().get_i64(0);
+    if (axis < 0) axis += end - start;
+    if (axis < 0 || axis >= end - start) return std::nullopt;
+    axis += start;
+    if (x->type().shape[static_cast<size_t>(axis)].is_static()) return std::nullopt;
+    return std::make_pair(x, axis);
+}
+
+/// Erases `n` when nothing reads its outputs, then its inputs' producers likewise.
+void erase_if_dead(ir::Graph& g, ir::Node* n) {
+    if (!n) return;
+    for (const ir::Value* o : n->outputs()) {
+        if (!o->users().empty()) return;
+        for (const ir::Value* out : g.outputs())
+            if (out == o) return;
+    }
+    std::vector<ir::Node*> producers;
+    for (const ir::Value* in : n->inputs())
+        if (in && in->producer()) producers.push_back(in->producer());
+    g.erase_node(n);
+    for (ir::Node* p : producers) erase_if_dead(g, p);
+}
+
+}  // namespace
+
+std::string symbolic_prefilter(const ir::Graph& g) {
+    static const std::set<std::string> never = {
+        "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "GlobalAveragePool",
+        "GlobalMaxPool", "LpPool", "MaxUnpool", "Resize", "Upsample", "LSTM", "GRU", "RNN", "TopK",
+        "NonMaxSuppression", "RoiAlign", "Pad", "InstanceNormalization", "BatchNormalization", "DepthToSpace",
+        "SpaceToDepth", "GridSample", "Col2Im", "DeformConv"};
+    for (const ir::Node* n : g.nodes()) {
+        if (!never.count(n->op())) continue;
+        for (const ir::Value* in : n->inputs())
+            if (in && !in->type().is_static())
+                return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
+    }
+    return "";
+}
+
+int lower_dim_ranges(ir::Graph& g) {
+    int rewritten = 0;
+    for (ir::Node* n : g.nodes()) {
+        if (n->op() != "Range" || n->num_inputs() != 3 || !constant_int_is(n->input(0), 0) ||
+            !constant_int_is(n->input(2), 1) || n->input(0)->type().dtype != DType::kInt64)
+            continue;
+        const auto dim = shape_dim_of(n->input(1));
+        if (!dim) continue;
+        const ir::TensorType t{DType::kInt64, {dim->first->type().shape[static_cast<size_t>(dim->second)]}};
+        ir::Node* r = g.add_node("KilnDimRange", {dim->first}, {{"axis", ir::Attr(dim->second)}}, {t}, {},
+                                 n->name());
+        g.replace_all_uses(n->output(0), r->output(0));
+        erase_if_dead(g, n);
+        ++rewritten;
+    }
+    if (rewritten) g.topo_sort();
+    return rewritten;
+}
 
 void bind_known_dims(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
     for (ir::Value* in : g.inputs()) {

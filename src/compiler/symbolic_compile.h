@@ -22,6 +22,18 @@ namespace kiln::compiler {
 /// Gives each graph input dim named in `dims` its value; the other symbolic dims stay.
 void bind_known_dims(ir::Graph& g, const std::map<std::string, int64_t>& dims);
 
+/// Rewrites Range(0, Gather(Shape(x), k), 1) (int64; k a constant, the dim of x there symbolic:
+/// an exporter's position ids) into KilnDimRange(x) {axis=k}, whose length is that dim, and drops
+/// the Shape and Gather nodes it leaves unused. Returns how many were rewritten. Symbolic
+/// compiles only: there a shape is no value the compiler can fold.
+int lower_dim_ranges(ir::Graph& g);
+
+/// A cheap look at the imported graph before any pass ("" when a symbolic compile may succeed):
+/// a node on symbolic shapes whose op no pass turns into the subset (convolutions, pools,
+/// resizes, recurrent layers, ...): a refusal found only after the pass pipeline costs a
+/// second import and pipeline at load.
+std::string symbolic_prefilter(const ir::Graph& g);
+
 /// The graph inputs' symbolic dims, in first-appearance order.
 SymbolicDims symbolic_dims_of(const ir::Graph& g);
 

@@ -1,6 +1,7 @@
 // Pool computes shared by the NCHW and the blocked pools (see pool_compute.h).
 #include "op/pool_compute.h"
 
+#include "op/defs/flat_reduce.h"
 #include "op/op_util.h"
 #include "support/error.h"
 
@@ -85,6 +86,37 @@ te::Tensor max_pool_tensor(const te::Tensor& src, const WindowGeometry& g, const
         dtype);
 }
 
+std::optional<te::Tensor> separable_max_pool(const te::Tensor& x, const WindowGeometry& g, DType dtype,
+                                             const std::string& name) {
+    const int sp = g.spatial();
+    if (x->ndim() != 2 + sp) return std::nullopt;
+    for (int d = 0; d < sp; ++d) {
+        const int64_t in = x->shape[2 + d], s = g.strides[d], pb = g.pads_begin[d], k = g.kernel[d];
+        const int64_t last = (g.out[d] - 1) * s - pb;  // the last window's start
+        if (g.dilations[d] != 1 || k > 16 || k - 1 < pb || last > in - 1) return std::nullopt;
+    }
+    te::Tensor cur = x;
+    Shape shape = x->shape;
+    for (int d = 0; d < sp; ++d) {
+        shape[2 + d] = g.out[d];
+        const int64_t in = x->shape[2 + d], s = g.strides[d], pb = g.pads_begin[d];
+        const te::Tensor src = cur;
+        cur = te::compute(
+            shape, [&](const std::vector<Var>& i) {
+                std::vector<Expr> idx(i.begin(), i.end());
+                Expr m;
+                for (int64_t k = 0; k < g.kernel[d]; ++k) {
+                    idx[2 + d] = clamp_index(Expr(i[2 + d]) * s + te::int_imm(k - pb), in);
+                    Expr v = te::read(src, idx);
+                    m = m ? te::max(m, v) : v;
+                }
+                return m;
+            },
+            d + 1 == sp ? name : "maxpool_sep" + std::to_string(d), dtype);
+    }
+    return cur;
+}
+
 namespace {
 // Number of k in [0, K) with lo <= start + k*d < hi (start may be negative).
 Expr window_count(Expr start, int64_t K, int64_t d, int64_t lo, int64_t hi) {
@@ -122,22 +154,33 @@ te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype
                               int trailing) {
     const DType cdt = te::compute_dtype(dtype);
     const int sp = x->ndim() - 2 - trailing;
-    std::vector<te::IterVar> rk;
-    int64_t count = 1;
-    for (int i = 0; i < sp; ++i) {
-        rk.push_back(te::reduce_axis(x->shape[2 + i], "rk" + std::to_string(i)));
-        count *= x->shape[2 + i];
+    const Shape dims(x->shape.begin() + 2, x->shape.begin() + 2 + sp);
+    const int64_t count = shape_numel(dims);
+    const te::ReduceOp op = is_max ? te::ReduceOp::kMax : te::ReduceOp::kSum;
+    const DType acc = is_max ? dtype : cdt;
+    const std::string acc_name = is_max ? name : "gap_sum";
+    te::Tensor total;
+    const FlatReducePlan plan = plan_flat_reduce(cdt, x->shape[0] * x->shape[1], count);
+    if (trailing == 0 && plan.lanes > 0) {
+        // NC + spatial: each plane is one contiguous row, reduced in vector lanes (flat_reduce.h);
+        // a reduce loop over it would chain every add on the last (no float reassociation).
+        auto body = [&](const std::vector<Expr>& r, const Expr& k) {
+            return te::cast(cdt, te::read(x, unflatten_index(r, k, dims)));
+        };
+        auto rows_of = [](const std::vector<Var>& o) { return std::vector<Expr>{o[0], o[1]}; };
+        total = flat_reduce({x->shape[0], x->shape[1]}, count, plan, op, acc, body, out, rows_of, acc_name);
+    } else {
+        std::vector<te::IterVar> rk;
+        for (int i = 0; i < sp; ++i) rk.push_back(te::reduce_axis(dims[i], "rk" + std::to_string(i)));
+        total = te::compute(
+            out, [&](const std::vector<Var>& i) {
+                std::vector<Expr> idx(i.begin(), i.end());
+                for (int d = 0; d < sp; ++d) idx[2 + d] = rk[d]->var;
+                return reduce_with(op, te::cast(cdt, te::read(x, idx)), rk);
+            },
+            acc_name, acc);
     }
-    auto read = [&](const std::vector<Var>& i) {
-        std::vector<Expr> idx(i.begin(), i.end());
-        for (int d = 0; d < sp; ++d) idx[2 + d] = rk[d]->var;
-        return te::read(x, idx);
-    };
-    if (is_max)
-        return te::compute(
-            out, [&](const std::vector<Var>& i) { return te::max_reduce(te::cast(cdt, read(i)), rk); }, name, dtype);
-    te::Tensor total = te::compute(
-        out, [&](const std::vector<Var>& i) { return te::sum(read(i), rk); }, "gap_sum", cdt);
+    if (is_max) return total;
     return te::compute(
         out, [&](const std::vector<Var>& i) {
             return te::read(total, i) / te::make_const(cdt, static_cast<double>(count));

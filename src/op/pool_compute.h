@@ -9,6 +9,7 @@
 //    (count_include_pad=1: pad positions count, positions ceil_mode adds beyond them do not).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,11 +48,21 @@ std::vector<te::Expr> window_index(const WindowGeometry& g, const std::vector<te
 te::Tensor max_pool_tensor(const te::Tensor& src, const WindowGeometry& g, const Shape& out, DType dtype,
                            const std::string& name);
 
+/// MaxPool of unpadded NC + spatial x as one pass per spatial dim ("maxpool_sep<d>" stages, the
+/// last named `name`): each output reads the window's positions clamped into the input, which
+/// for dilation 1 repeats a position the window holds anyway, so no padded copy and no select;
+/// each position is an explicit term (the clamp folds away where it cannot bind) and the
+/// contiguous axis stays unit-stride. nullopt where that does not hold (a dilation, a window
+/// wholly in the padding, a window over 16 wide): use max_pool_tensor.
+std::optional<te::Tensor> separable_max_pool(const te::Tensor& x, const WindowGeometry& g, DType dtype,
+                                             const std::string& name);
+
 /// AveragePool of x: the window sums ("avgpool_sum", compute dtype) divided by the count.
 te::Tensor average_pool_tensor(const te::Tensor& x, const WindowGeometry& g, const Shape& out, DType dtype,
                                bool count_include_pad, const std::string& name, int trailing = 0);
 
-/// GlobalAveragePool (the spatial sum "gap_sum" over the element count) or GlobalMaxPool of x.
+/// GlobalAveragePool (the spatial sum "gap_sum" over the element count) or GlobalMaxPool of x;
+/// on NC + spatial x (trailing 0) each plane reduces in the flat lane form (flat_reduce.h).
 te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype, bool is_max,
                               const std::string& name, int trailing = 0);
 

@@ -64,7 +64,7 @@ bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache) {
     int64_t rows = 1;
     for (size_t d = 0; d + 1 < as.size(); ++d) rows *= as[d];
     if (cols < 8 || rows * cols < 64) return false;  // too small to gain from a packed panel
-    const int64_t nb = op::matmul_packed_block(m, cols);
+    const int64_t nb = op::matmul_packed_block(m, cols, !a->type().shape[as.size() - 2].is_static());
     std::vector<ir::Value*> ins = {a, packed(g, b, trans_b, nb, cache)};
     ir::AttrMap attrs = {{"n", ir::Attr(cols)}};
     if (gemm) {

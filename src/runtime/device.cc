@@ -1,8 +1,11 @@
 // The device registry. The CPU device is a process-wide singleton with an unlimited
-// CpuAllocator; CUDA is not part of this build, so asking for it yields nullptr.
+// CpuAllocator; the CUDA device opens GPU 0 on first use (nullptr and the reason without one).
 #include "runtime/device.h"
 
 #include <cstring>
+
+#include "runtime/cuda/cuda_device.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 namespace {
@@ -22,15 +25,22 @@ private:
 
 }  // namespace
 
-Device* get_device(DeviceType type) {
+Device* get_device(DeviceType type, std::string* why) {
     switch (type) {
         case DeviceType::kCPU: {
             static CpuDevice cpu;
             return &cpu;
         }
-        case DeviceType::kCUDA: return nullptr;
+        case DeviceType::kCUDA: return cuda::CudaDevice::get(why);
     }
     return nullptr;
+}
+
+DeviceType parse_device_type(const std::string& s) {
+    if (s == "cpu") return DeviceType::kCPU;
+    if (s == "cuda") return DeviceType::kCUDA;
+    KILN_CHECK(false, kInvalidArgument) << "device must be cpu or cuda, got '" << s << "'";
+    return DeviceType::kCPU;
 }
 
 }  // namespace kiln::runtime

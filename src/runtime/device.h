@@ -1,5 +1,6 @@
 // Devices: where buffers live and kernels run. A small registry keyed by DeviceType; CPU is
-// always present, CUDA registers itself when built with it (a later issue).
+// always present; CUDA is there when the machine has a driver and a GPU (loaded at run time,
+// runtime/cuda/cuda_device.h).
 #pragma once
 
 #include <memory>
@@ -20,7 +21,9 @@ public:
     virtual void copy(void* dst, const void* src, size_t bytes) = 0;
 };
 
-/// The device of a type, or nullptr if not available in this build / machine.
-Device* get_device(DeviceType type);
+/// The device of a type, or nullptr if not available on this machine (*why says why).
+Device* get_device(DeviceType type, std::string* why = nullptr);
+/// "cpu" | "cuda"; kInvalidArgument otherwise.
+DeviceType parse_device_type(const std::string& s);
 
 }  // namespace kiln::runtime

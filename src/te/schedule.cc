@@ -17,6 +17,8 @@ const char* loop_kind_name(LoopKind k) {
         case LoopKind::kParallel: return "parallel";
         case LoopKind::kVectorized: return "vectorized";
         case LoopKind::kUnrolled: return "unrolled";
+        case LoopKind::kBlockIdxX: return "blockIdx.x";
+        case LoopKind::kThreadIdxX: return "threadIdx.x";
     }
     return "?";
 }
@@ -143,6 +145,15 @@ void Stage::parallel(const IterVar& iv) {
         << "stage '" << tensor_->name << "': cannot parallelize reduce axis '" << iv->var->name
         << "' (iterations would race on the output)";
     set_kind(iv, LoopKind::kParallel);
+}
+void Stage::bind(const IterVar& iv, LoopKind thread) {
+    leaf_pos(iv);
+    KILN_CHECK(thread == LoopKind::kBlockIdxX || thread == LoopKind::kThreadIdxX, kInvalidArgument)
+        << "stage '" << tensor_->name << "': bind takes blockIdx.x or threadIdx.x, got " << loop_kind_name(thread);
+    KILN_CHECK(!iv->is_reduce, kInvalidArgument)
+        << "stage '" << tensor_->name << "': cannot bind reduce axis '" << iv->var->name
+        << "' to a GPU index (threads would race on the output)";
+    set_kind(iv, thread);
 }
 
 std::vector<IterVar> Stage::tile(const IterVar& x, const IterVar& y, int64_t fx, int64_t fy) {

@@ -19,7 +19,9 @@
 
 namespace kiln::te {
 
-enum class LoopKind { kSerial, kParallel, kVectorized, kUnrolled };
+/// kBlockIdxX/kThreadIdxX: a loop bound to a CUDA grid/block index (Stage::bind); the CUDA emitter
+/// launches it, every CPU path (C emitter, tir interpreter) runs it as a serial loop.
+enum class LoopKind { kSerial, kParallel, kVectorized, kUnrolled, kBlockIdxX, kThreadIdxX };
 const char* loop_kind_name(LoopKind k);
 
 /// How a leaf loop variable relates to the original axes.
@@ -59,6 +61,9 @@ public:
     void vectorize(const IterVar& iv);
     void unroll(const IterVar& iv);
     void parallel(const IterVar& iv);
+    /// Binds a data-parallel leaf to blockIdx.x or threadIdx.x (kind kBlockIdxX/kThreadIdxX) for the
+    /// CUDA emitter (codegen/cuda_emitter.h); kInvalidArgument for a reduce leaf or another kind.
+    void bind(const IterVar& iv, LoopKind thread);
     /// Splits both iv's with factors and orders (xo, yo, xi, yi).
     std::vector<IterVar> tile(const IterVar& x, const IterVar& y, int64_t fx, int64_t fy);
     /// Substitutes this stage's body into its consumers; it gets no loops of its own.

@@ -52,6 +52,8 @@ namespace {
 
 // Peeling duplicates the loop body once per peeled split; cap the growth at 4x.
 constexpr int kMaxPeeledSplits = 2;
+// A register tile's symbolic tail is copied once per remainder (remainder_tail) up to this factor.
+constexpr int64_t kMaxRemainderCases = 8;
 
 // The outer iterations of a peeled split that need no tail guard: ceil(E/f) - 1 for a static
 // extent (the last tile, partial or full, is the tail), floordiv(E, f) for a symbolic one (the
@@ -353,8 +355,32 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         main_store = make_store(buf, out_index, convert(te::substitute(t->body, vmap)));
     }
 
+    // `override_guard[si]`, when set: split si's guard in the tail being built (remainder_tail).
+    std::vector<Expr> override_guard(st.splits().size());
+    auto guard = [&](size_t si, const Expr& g) { return override_guard[si] ? override_guard[si] : g; };
+    std::function<Stmt(size_t, const std::vector<bool>&)> build;
+    // The tail of a register tile split along a symbolic extent E by f (a matmul's rows): with
+    // a run-time row count the tile could not stay in registers (its index ran to floormod(E,
+    // f); MiniLM's products at seq 8 ran 1.2x the static kernel's). One copy per remainder r =
+    // 1..f-1 instead, each with the constant extent r, as a static kernel's tail has.
+    auto remainder_tail = [&](size_t d, int peel, const Expr& full, const std::vector<bool>& dropped) -> Stmt {
+        const te::SplitRelation& sp = st.splits()[static_cast<size_t>(peel)];
+        const Expr rem = te::floormod(sp.parent->extent_expr(), te::int_imm(sp.factor));
+        Stmt tail;
+        for (int64_t r = sp.factor - 1; r >= 1; --r) {
+            override_guard[static_cast<size_t>(peel)] = te::binary(te::BinaryOp::kLT, sp.inner->var, te::int_imm(r));
+            Stmt at_r = substitute(build(d + 1, dropped), {{leaves[d]->var.get(), full}});
+            tail = make_if(te::eq(rem, te::int_imm(r)), at_r, tail);
+        }
+        override_guard[static_cast<size_t>(peel)] = Expr();
+        return tail;
+    };
+    auto remainder_cases = [&](int peel) {
+        const te::SplitRelation& sp = st.splits()[static_cast<size_t>(peel)];
+        return use_local && !sp.parent->is_static() && sp.factor > 1 && sp.factor <= kMaxRemainderCases;
+    };
     // `dropped[si]`: split si's guard is known true here (inside the main part of its peel).
-    std::function<Stmt(size_t, const std::vector<bool>&)> build =
+    build =
         [&](size_t d, const std::vector<bool>& dropped) -> Stmt {
         Stmt inner;
         if (d == n) {
@@ -368,7 +394,8 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
                 main_dropped[static_cast<size_t>(peel)] = true;
                 const Expr full = full_tiles(st.splits()[static_cast<size_t>(peel)]);
                 Stmt main = make_for(v, full, kind, build(d + 1, main_dropped));
-                Stmt tail = substitute(build(d + 1, dropped), {{v.get(), full}});
+                Stmt tail = remainder_cases(peel) ? remainder_tail(d, peel, full, dropped)
+                                                  : substitute(build(d + 1, dropped), {{v.get(), full}});
                 inner = make_seq({main, tail});
             } else {
                 inner = make_for(v, leaves[d]->extent_expr(), kind, build(d + 1, dropped));
@@ -382,7 +409,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
                 Expr c;
                 for (const auto& [si, g] : guards_at[k + 1]) {
                     if (dropped[si]) continue;
-                    c = c ? te::logical_and(c, g) : g;
+                    c = c ? te::logical_and(c, guard(si, g)) : guard(si, g);
                 }
                 if (c) write = make_if(c, write);
                 const te::LoopKind kind = st.loop_kind(leaves[k]);
@@ -396,7 +423,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         Expr cond;
         for (const auto& [si, c] : guards_at[d]) {
             if (dropped[si]) continue;
-            cond = cond ? te::logical_and(cond, c) : c;
+            cond = cond ? te::logical_and(cond, guard(si, c)) : guard(si, c);
         }
         if (cond) inner = make_if(cond, inner);
         return inner;

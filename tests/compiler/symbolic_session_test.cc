@@ -119,6 +119,37 @@ TEST_F(SymbolicSessionTest, OneCompileServesEveryBatchSize) {
     EXPECT_NE(s->kernel_list().find("kernels"), std::string::npos);
 }
 
+/// Softmax over the attention scores' symbolic row, x: [batch, 12, seq, seq]: the row reduces
+/// its full 16-lane steps unguarded and the tail in the combine stage (op/defs/row_reduce.h),
+/// and the rows run in parallel over the [batch, 12] heads. Lengths below one vector, at
+/// multiples of it, and with both full steps and a tail; batch 0 runs no row.
+TEST_F(SymbolicSessionTest, SoftmaxAlongASymbolicRowAtEveryLength) {
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {std::string("batch"), int64_t{12}, std::string("seq"), std::string("seq")});
+    attr_int(add_node(g, "Softmax", {"x"}, {"y"}, "probs"), "axis", -1);
+    add_output(g, "y", {std::string("batch"), int64_t{12}, std::string("seq"), std::string("seq")});
+    auto s = Session::load(save(m), symbolic_options());
+    ASSERT_TRUE(s->stats().symbolic) << s->stats().symbolic_reason;
+    for (auto [b, seq] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 7}, {2, 16}, {1, 33}, {3, 47}, {0, 5}, {1, 64}}) {
+        Tensor x = random_tensor({b, 12, seq, seq}, static_cast<uint32_t>(7 * seq + b));
+        for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] *= 8.0f;  // rows with a clear max
+        std::vector<float> want(static_cast<size_t>(x.numel()));
+        const float* xv = x.data_as<float>();
+        for (int64_t r = 0; r < b * 12 * seq; ++r) {  // naive, in double
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < seq; ++j) mx = std::max(mx, double(xv[r * seq + j]));
+            for (int64_t j = 0; j < seq; ++j) sum += std::exp(double(xv[r * seq + j]) - mx);
+            for (int64_t j = 0; j < seq; ++j)
+                want[static_cast<size_t>(r * seq + j)] = static_cast<float>(std::exp(double(xv[r * seq + j]) - mx) / sum);
+        }
+        std::vector<Tensor> out = s->run({{"x", x}});
+        ASSERT_EQ(out[0].shape(), (Shape{b, 12, seq, seq}));
+        expect_close(out[0], want);
+    }
+    EXPECT_EQ(s->stats().compiles, 1);
+}
+
 TEST_F(SymbolicSessionTest, StaticAxisAndDtypeErrorsNameTheInput) {
     auto s = Session::load(save(mlp_model()), symbolic_options());
     try {

@@ -1,6 +1,6 @@
 """TopK, CumSum and ScatterND, computed by the runtime's kernels (runtime/index_kernels.h), against
 ONNX Runtime: largest and smallest, a middle axis, ties (the lower index first), only one of
-TopK's outputs used, int64 and float data; exclusive and reverse sums; ScatterND without and
+TopK's outputs used, int64 and float data, long lines run in parallel with small and large k; exclusive and reverse sums; ScatterND without and
 with reductions, repeated and negative indices; an index out of range is an error naming the
 op. `kiln inspect` shows that the runtime kernel, not the generated O(n^2) one, runs."""
 import os
@@ -47,6 +47,22 @@ def test_topk(tmp_path, largest, outputs):
             "indices": [("i", TensorProto.INT64)]}[outputs]
     node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=largest)
     check(tmp_path, model([node], [("x", x)], outs, [k]), {"x": x}, f"topk largest={largest} {outputs}", "kiln_topk")
+
+
+@pytest.mark.parametrize("k", [5, 40])  # the insertion buffer, partial_sort (k > 32)
+def test_topk_long_lines_in_parallel(tmp_path, k):
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 60, size=(64, 1000)).astype(np.float32)  # ties across the k-th place
+    x[3, 500] = x[10, 0] = x[10, 999] = np.nan
+    kt = numpy_helper.from_array(np.array([k], np.int64), "k")
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1)
+    m = model([node], [("x", x)], [("v", TensorProto.FLOAT), ("i", TensorProto.INT64)], [kt])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    npz = str(tmp_path / "in.npz")
+    np.savez(npz, x=x)
+    got, _ = kiln_run_model(path, npz, str(tmp_path), extra=["--threads", "2"])  # lines in parallel
+    assert_matches_ort(got, ort_outputs(path, {"x": x}), f"topk k={k}", rtol=0, atol=0)
 
 
 def test_topk_int64_last_axis(tmp_path):

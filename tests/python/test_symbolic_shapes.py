@@ -133,9 +133,8 @@ def test_gather_layernorm_softmax_transpose(tmp_path):
 
 
 def test_minilm_style_encoder_one_compile(tmp_path):
-    """bench/dynamic_shapes.py's encoder at toy size with position ids as an input (the
-    symbolic compile does not take Range(0, Shape(ids)[1]) yet): attention with symbolic [b, h,
-    s, s] scores, head reshapes, masks, LayerNorm, GELU."""
+    """bench/dynamic_shapes.py's encoder at toy size with position ids as an input: attention
+    with symbolic [b, h, s, s] scores, head reshapes, masks, LayerNorm, GELU."""
     import os
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -154,8 +153,10 @@ def test_minilm_style_encoder_one_compile(tmp_path):
     assert sess.stats()["compiles"] == 1
 
 
-def test_encoder_with_range_positions_falls_back(tmp_path):
-    """The same encoder computing its positions with Shape/Range compiles per shape and says why."""
+def test_encoder_with_range_positions_one_compile(tmp_path):
+    """The same encoder computing its positions as Range(0, Shape(ids)[1], 1), as exporters
+    write them: the symbolic compile makes the positions from the dim (KilnDimRange) and compiles
+    once."""
     import os
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -166,6 +167,100 @@ def test_encoder_with_range_positions_falls_back(tmp_path):
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     sess = _session(path)
     st = sess.stats()
+    assert st["symbolic"], st["symbolic_reason"]
+    for batch, seq in [(1, 1), (2, 9), (3, 33), (1, 64)]:
+        feed = feed_of(batch, seq, vocab=50)
+        np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-4, atol=1e-4)
+    assert sess.stats()["compiles"] == 1
+
+
+def _range_model(path, start, shape_start=None, k=1):
+    """y = Gather(table, Range(start, Shape(ids)[k], 1)) + 0 * ids, ids: [batch, seq] int64; the
+    Shape takes opset 15's start attribute when shape_start is given."""
+    table = numpy_helper.from_array(np.arange(200 * 4, dtype=np.float32).reshape(200, 4), "table")
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in [("s", start), ("one", 1), ("k", k)]]
+    attrs = {} if shape_start is None else {"start": shape_start}
+    nodes = [helper.make_node("Shape", ["ids"], ["shape"], **attrs),
+             helper.make_node("Gather", ["shape", "k"], ["n"], axis=0),
+             helper.make_node("Range", ["s", "n", "one"], ["pos"]),
+             helper.make_node("Gather", ["table", "pos"], ["y"], axis=0)]
+    g = helper.make_graph(nodes, "range", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["seq", 4])], [table] + consts)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize("shape_start,k", [(None, 1), (None, -1), (1, 0)])
+def test_range_of_a_symbolic_dim(tmp_path, shape_start, k):
+    path = str(tmp_path / "range.onnx")
+    _range_model(path, 0, shape_start, k)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = _session(path)
+    assert sess.stats()["symbolic"], sess.stats()["symbolic_reason"]
+    for batch, seq in [(1, 1), (2, 17), (1, 130)]:
+        feed = {"ids": np.zeros((batch, seq), np.int64)}
+        np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
+    assert sess.stats()["compiles"] == 1
+
+
+def test_range_not_from_zero_compiles_per_shape(tmp_path):
+    """Range(2, seq, 1) has seq - 2 elements: no symbol of the inputs, so per shape, saying why."""
+    path = str(tmp_path / "range2.onnx")
+    _range_model(path, 2)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = _session(path)
+    st = sess.stats()
     assert not st["symbolic"] and st["symbolic_reason"], st
-    feed = feed_of(2, 9, vocab=50)
-    np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-4, atol=1e-4)
+    feed = {"ids": np.zeros((1, 9), np.int64)}
+    np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
+
+
+def test_convolution_is_refused_before_the_passes(tmp_path):
+    """A Conv on a symbolic batch: refused by the look before the pass pipeline (naming the node),
+    then per shape against ONNX Runtime."""
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv0", pads=[1, 1, 1, 1])], "conv",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8, 8])], [w])
+    path = str(tmp_path / "conv.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    sess = _session(path)
+    st = sess.stats()
+    assert not st["symbolic"] and "conv0" in st["symbolic_reason"] and "Conv" in st["symbolic_reason"], st
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for batch in [1, 2]:
+        feed = {"x": rng.standard_normal((batch, 3, 8, 8)).astype(np.float32)}
+        np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-4, atol=1e-4)
+    assert sess.stats()["compiles"] == 2
+
+
+def test_masks_with_comparisons_and_where(tmp_path):
+    """An attention-mask style graph on [batch, seq]: Equal, Greater, Not, And, Or and Where, the
+    mask unsqueezed against [batch, seq, 8] (a static 1 broadcast), one compile."""
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    fzero = numpy_helper.from_array(np.array(0.0, np.float32), "fzero")
+    big = numpy_helper.from_array(np.array(-1e4, np.float32), "big")
+    axes = numpy_helper.from_array(np.array([2], np.int64), "axes")
+    nodes = [helper.make_node("Equal", ["m", "zero"], ["pad"]),
+             helper.make_node("Unsqueeze", ["pad", "axes"], ["pad3"]),
+             helper.make_node("Greater", ["x", "fzero"], ["pos"]),
+             helper.make_node("Not", ["pad3"], ["keep"]),
+             helper.make_node("And", ["pos", "keep"], ["both"]),
+             helper.make_node("Or", ["both", "pad3"], ["either"]),
+             helper.make_node("Where", ["pad3", "big", "x"], ["masked"]),
+             helper.make_node("Where", ["either", "masked", "fzero"], ["y"])]
+    g = helper.make_graph(nodes, "masks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8]),
+                                           helper.make_tensor_value_info("m", TensorProto.INT64, ["batch", "seq"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 8])],
+                          [zero, fzero, big, axes])
+    path = str(tmp_path / "masks.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = _session(path)
+    assert sess.stats()["symbolic"], sess.stats()["symbolic_reason"]
+    rng = np.random.default_rng(9)
+    for batch, seq in [(1, 1), (2, 7), (3, 40)]:
+        feed = {"x": rng.standard_normal((batch, seq, 8)).astype(np.float32),
+                "m": rng.integers(0, 2, (batch, seq)).astype(np.int64)}
+        np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
+    assert sess.stats()["compiles"] == 1

@@ -69,7 +69,9 @@ TEST(Device, CpuRegistered) {
     cpu->copy(p, src, 16);
     EXPECT_EQ(std::memcmp(p, src, 16), 0);
     cpu->allocator().deallocate(p, 16);
-    EXPECT_EQ(get_device(DeviceType::kCUDA), nullptr);
+    // CUDA: present on a GPU machine, else nullptr with the reason (tests/runtime/cuda_device_test.cc).
+    std::string why;
+    if (!get_device(DeviceType::kCUDA, &why)) EXPECT_FALSE(why.empty());
 }
 
 }  // namespace

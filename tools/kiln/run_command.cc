@@ -18,6 +18,7 @@
 #include "kiln/kiln.h"
 #include "name_value_args.h"
 #include "random_inputs.h"
+#include "run_cuda.h"
 #include "runtime/artifact.h"
 #include "support/npy.h"
 #include "tensor_format.h"
@@ -50,6 +51,8 @@ struct RunArgs {
     std::vector<std::string> compile_options_given;  // of -O, --kernels, --tuning-log
     std::string control_flow = "auto";  // auto (the session's choice) | frames (kiln/frames.h)
     int parallel_iterations = 10;       // with --control-flow frames
+    std::string device = "cpu";         // cpu | cuda (run_cuda.h)
+    bool compare_cpu = false;           // with --device cuda
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -209,6 +212,9 @@ int run_model(const RunArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
     if (args.control_flow == "frames") return run_frames_model(args);
+    if (args.device == "cuda")
+        return run_model_cuda({args.model, args.inputs, parse_dims(args.dims), args.repeat, args.seed, args.memory_limit,
+                               args.opt_level, args.compare_cpu, args.output_dir});
     const bool artifact = runtime::is_artifact_file(args.model);
     if (!args.compile_options_given.empty() && artifact) {
         std::string given;
@@ -385,6 +391,10 @@ void add_run_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--timings-json", args->timings_json,
                     "Write load, first-run and each timed run's milliseconds to FILE as JSON")
         ->type_name("FILE.json");
+    sub->add_option("--device", args->device, "Where to run: cpu, or cuda (GPU 0; docs/gpu.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+    sub->add_flag("--compare-cpu", args->compare_cpu, "With --device cuda: also run on the CPU and print the largest error");
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
     sub->callback([args, sub, &action] {
         for (const char* o : {"-O", "--kernels", "--tuning-log"})  // --dim: checked against the artifact's

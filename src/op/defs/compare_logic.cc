@@ -73,9 +73,9 @@ OpDef where_op() {
         check_same_dtype(n, "X", x.dtype, "Y", y.dtype);
         return std::vector<ir::TensorType>{{x.dtype, broadcast_shapes(n, {c.shape, x.shape, y.shape})}};
     };
-    d.compute = [](const ComputeArgs& a) {
-        auto out = te::compute(
-            a.out_shape(),
+    d.compute = [](const ComputeArgs& a) {  // over symbolic dims too (compiler/symbolic_compile.h)
+        auto out = te::sym_compute(
+            a.out_dims(),
             [&](const std::vector<te::Var>& i) {
                 return te::select(broadcast_read(a.in(0), i), broadcast_read(a.in(1), i), broadcast_read(a.in(2), i));
             },

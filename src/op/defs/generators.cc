@@ -4,6 +4,7 @@
 //  - ConstantOfShape (9/20/21/23): the constant `input` shape; the `value` tensor attribute
 //    (one element, default f32 0) gives dtype and fill value.
 //  - EyeLike (9/22): 2-D; out[i, j] = (j - i == k) ? 1 : 0 in `dtype` (default: the input's).
+//  - KilnDimRange (internal): 0, 1, ... along a dim of its input (symbolic compiles' Range).
 #include <cmath>
 #include <string>
 
@@ -130,10 +131,36 @@ OpDef eyelike_op() {
     return d;
 }
 
+// KilnDimRange (internal; symbolic compiles, compiler::lower_dim_ranges): out[i] = i for i in
+// [0, x.shape[axis]), int64. What Range(0, Gather(Shape(x), axis), 1) computes (position ids),
+// with its length a dim of x, which may be a symbol, instead of a value computed at run time.
+OpDef dim_range_op() {
+    OpDef d;
+    d.name = "KilnDimRange";
+    d.internal = true;
+    d.min_inputs = d.max_inputs = 1;
+    d.attrs = {{"axis", AttrKind::kInt, std::nullopt, true}};
+    d.pattern = OpPattern::kInjective;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "x");
+        const int64_t axis = n.attr_int("axis", 0);
+        KILN_CHECK(axis >= 0 && axis < x.rank(), kInvalidModel)
+            << node_label(n) << ": axis " << axis << " is out of range for x " << x.str();
+        return std::vector<ir::TensorType>{{DType::kInt64, {x.shape[static_cast<size_t>(axis)]}}};
+    };
+    d.compute = [](const ComputeArgs& a) {  // x only lends its dim: its data is never read
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) { return Expr(i[0]); }, "KilnDimRange", DType::kInt64);
+        return std::vector<te::Tensor>{out};
+    };
+    return d;
+}
+
 }  // namespace
 
 void register_generator_ops(OpRegistry& r) {
     r.add(range_op());
+    r.add(dim_range_op());
     r.add(constant_of_shape_op());
     r.add(eyelike_op());
 }

@@ -53,7 +53,7 @@ void schedule_matmul_stages(te::Schedule& s, const std::vector<te::Tensor>& outp
 /// The column block nb of a constant B packed as Bp[ceil(N/nb), K, nb] for KilnMatMulPackedB
 /// with M output rows and N columns: the micro-kernel's tile width (the last block padded with
 /// zero columns when nb does not divide N), or N when one tile covers it (a single block: B'
-/// transposed to [1, K, N]).
-int64_t matmul_packed_block(int64_t m, int64_t n);
+/// transposed to [1, K, N]). sym_m: M is a symbolic dim (m its assumed size).
+int64_t matmul_packed_block(int64_t m, int64_t n, bool sym_m = false);
 
 }  // namespace kiln::op

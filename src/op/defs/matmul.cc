@@ -40,25 +40,59 @@ struct MatmulTile {
     int64_t mr, nc;  // rows, columns (nr * vector width)
 };
 
-/// fixed_nc > 0: the columns are given (a packed B's block), only mr is chosen.
-MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0) {
-    MatmulTile best{1, fixed_nc > 0 ? fixed_nc : vec};
-    double best_score = -1;
+/// FMAs per load of an mr x nc tile (nr vectors) after the waste of partial tiles at m x n.
+double tile_score(int64_t m, int64_t n, int64_t mr, int64_t nc, int64_t nr) {
+    const double useful = static_cast<double>(m) / static_cast<double>((m + mr - 1) / mr * mr) *
+                          static_cast<double>(n) / static_cast<double>((n + nc - 1) / nc * nc);
+    return useful * static_cast<double>(mr * nr) / static_cast<double>(mr + nr);
+}
+
+/// The candidate tiles in preference order (more rows, then more columns, first).
+std::vector<MatmulTile> tile_candidates(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc) {
+    std::vector<MatmulTile> out;
     const int64_t max_nr = fixed_nc > 0 ? (fixed_nc + vec - 1) / vec
                                         : std::max<int64_t>(1, std::min<int64_t>(4, (n + vec - 1) / vec));
     for (int64_t mr = std::min<int64_t>(8, m); mr >= 1; --mr)
         for (int64_t nr = max_nr; nr >= 1; --nr) {
             if (mr * nr > 24 && mr > 1) continue;
-            const int64_t nc = fixed_nc > 0 ? fixed_nc : nr * vec;
-            double useful = static_cast<double>(m) / static_cast<double>((m + mr - 1) / mr * mr) *
-                            static_cast<double>(n) / static_cast<double>((n + nc - 1) / nc * nc);
-            double score = useful * static_cast<double>(mr * nr) / static_cast<double>(mr + nr);
-            if (score > best_score + 1e-9) {
-                best_score = score;
-                best = {mr, nc};
-            }
+            out.push_back({mr, fixed_nc > 0 ? fixed_nc : nr * vec});
             if (fixed_nc > 0) break;
         }
+    return out;
+}
+
+/// fixed_nc > 0: the columns are given (a packed B's block), only mr is chosen.
+MatmulTile static_matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc) {
+    MatmulTile best{1, fixed_nc > 0 ? fixed_nc : vec};
+    double best_score = -1;
+    for (const MatmulTile& t : tile_candidates(m, n, vec, fixed_nc)) {
+        const double score = tile_score(m, n, t.mr, t.nc, (t.nc + vec - 1) / vec);
+        if (score > best_score + 1e-9) best_score = score, best = t;
+    }
+    return best;
+}
+
+/// As static_matmul_tile; with symbolic rows (sym_m) or columns (sym_n), m and n their assumed
+/// sizes, the tile whose worst loss against the static kernel's own best tile, over the lengths
+/// models see most (powers of two, 8 to 256; both dims at once when both are symbolic, as the
+/// attention's [s, s] scores), is least. At the one assumed size (128) a 6 x 64 tile scored
+/// best, and every power-of-two length then ran partial tiles (the attention scores at seq 16
+/// computed a quarter of a 64-column tile: 3x the static kernel's time).
+MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, bool sym_m = false,
+                       bool sym_n = false) {
+    if (!sym_m && !sym_n) return static_matmul_tile(m, n, vec, fixed_nc);
+    MatmulTile best{1, fixed_nc > 0 ? fixed_nc : vec};
+    double best_regret = 1e30;
+    for (const MatmulTile& t : tile_candidates(m, n, vec, fixed_nc)) {
+        double regret = 0;
+        for (int64_t len = 8; len <= 256; len *= 2) {
+            const int64_t ml = sym_m ? len : m, nl = sym_n ? len : n;
+            const MatmulTile own = static_matmul_tile(ml, nl, vec, fixed_nc);
+            const double ideal = tile_score(ml, nl, own.mr, own.nc, (own.nc + vec - 1) / vec);
+            regret = std::max(regret, ideal / tile_score(ml, nl, t.mr, t.nc, (t.nc + vec - 1) / vec));
+        }
+        if (regret < best_regret - 1e-9) best_regret = regret, best = t;
+    }
     return best;
 }
 
@@ -92,13 +126,14 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     }
     const int64_t vec = vector_width(st.tensor()->dtype);
     const int64_t m = assumed(sh[nd - 2]), n = assumed(sh[nd - 1]);
-    MatmulTile tile = matmul_tile(m, n, vec, fixed_nc);
+    const bool sym_rows = sh[nd - 2] == te::kDynamicDim, sym_cols = sh[nd - 1] == te::kDynamicDim;
+    MatmulTile tile = matmul_tile(m, n, vec, fixed_nc, sym_rows, sym_cols);
     int64_t nr = (tile.nc + vec - 1) / vec;
     if (fixed_nc == 0 && n > vec) {
         std::vector<int64_t> nrs;
         for (int64_t c = 1; c <= std::min<int64_t>(4, (n + vec - 1) / vec); ++c) nrs.push_back(c);
         nr = cfg.knob("matmul.nr", nrs, nr);
-        if (nr * vec != tile.nc) tile = matmul_tile(m, n, vec, nr * vec);  // the best rows for those columns
+        if (nr * vec != tile.nc) tile = matmul_tile(m, n, vec, nr * vec, sym_rows, sym_cols);  // the best rows for those columns
     }
     if (m > 1) {
         std::vector<int64_t> mrs;
@@ -472,9 +507,9 @@ Grads gemm_grad(GradientBuilder& b) {
 }
 }  // namespace
 
-int64_t matmul_packed_block(int64_t m, int64_t n) {
+int64_t matmul_packed_block(int64_t m, int64_t n, bool sym_m) {
     constexpr int64_t kVec = 16;  // f32 lanes of one AVX-512 register
-    MatmulTile t = matmul_tile(m, n, kVec);
+    MatmulTile t = matmul_tile(m, n, kVec, 0, sym_m);
     // NOTE: the tile's width even when it does not divide N (the packing pads B' with zero
     // columns): a divisor of N instead (8 for N=1000) left one or two vector accumulators per
     // k step, a chain of dependent FMAs that ran a classifier's GEMV at 0.3-3 GFLOP/s.

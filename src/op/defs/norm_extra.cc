@@ -14,10 +14,13 @@
 // LpNormalization: y = x / (sum over the axis of |x|^p)^(1/p), p in {1, 2}.
 // LRN: sq[n,c,..] = sum of x[n,c',..]^2 over c' in [c - (size-1)/2, c + size/2] within [0, C),
 //      y = x / (bias + alpha / size * sq)^beta.
-// The statistics compute in the input's compute type (f32 for f16/bf16).
+// The statistics compute in the input's compute type (f32 for f16/bf16). Where each group is one
+// contiguous block of x (InstanceNormalization, GroupNormalization) its sums take the flat form
+// of flat_reduce.h: vector lanes and a tree, not one add chain per group.
 #include <functional>
 #include <string>
 
+#include "op/defs/flat_reduce.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -35,30 +38,43 @@ struct Moments {
     te::Tensor mean, inv;  // compute dtype, shape `stat`
 };
 
+// The element at stat cell s and flat position k of its group, when every group is one
+// contiguous block of x (InstanceNormalization, GroupNormalization), else null.
+using FlatElem = std::function<Expr(const std::vector<Expr>& s, const Expr& k)>;
+
 Moments moments(const te::Tensor& x, const Shape& stat, const std::vector<int64_t>& extents, const IndexFn& index,
-                double eps, bool eps_after_sqrt, const std::string& prefix) {
+                const FlatElem& flat, double eps, bool eps_after_sqrt, const std::string& prefix) {
     const DType cdt = te::compute_dtype(x->dtype);
     int64_t count = 1;
     for (int64_t e : extents) count *= e;
     const Expr inv_n = te::make_const(cdt, 1.0 / static_cast<double>(count));
-    auto axes = [&] {
+    // sum over each group of f(x, s): a contiguous group reduces in vector lanes (flat_reduce.h;
+    // a reduce loop chains every add on the last), any other group with its own reduce loops.
+    using Summand = std::function<Expr(Expr v, const std::vector<Expr>& s)>;
+    auto group_sum = [&](const Summand& f, const std::string& name) {
+        const FlatReducePlan plan = flat ? plan_flat_reduce(cdt, shape_numel(stat), count) : FlatReducePlan{};
+        if (plan.lanes > 0) {
+            auto body = [&](const std::vector<Expr>& s, const Expr& k) { return f(te::cast(cdt, flat(s, k)), s); };
+            auto rows_of = [](const std::vector<Var>& o) { return std::vector<Expr>(o.begin(), o.end()); };
+            return flat_reduce(stat, count, plan, te::ReduceOp::kSum, cdt, body, stat, rows_of, name);
+        }
         std::vector<te::IterVar> r;
         for (size_t k = 0; k < extents.size(); ++k) r.push_back(te::reduce_axis(extents[k], "r" + std::to_string(k)));
-        return r;
+        return te::compute(
+            stat, [&](const std::vector<Var>& s) {
+                return te::sum(f(te::cast(cdt, te::read(x, index(s, r))), std::vector<Expr>(s.begin(), s.end())), r);
+            },
+            name, cdt);
     };
-    const auto r1 = axes();
-    te::Tensor sum = te::compute(
-        stat, [&](const std::vector<Var>& s) { return te::sum(te::cast(cdt, te::read(x, index(s, r1))), r1); },
-        prefix + "_sum", cdt);
+    te::Tensor sum = group_sum([](Expr v, const std::vector<Expr>&) { return v; }, prefix + "_sum");
     te::Tensor mean = te::compute(
         stat, [&](const std::vector<Var>& s) { return te::read(sum, s) * inv_n; }, prefix + "_mean", cdt);
-    const auto r2 = axes();
-    te::Tensor sq = te::compute(
-        stat, [&](const std::vector<Var>& s) {
-            Expr dev = te::cast(cdt, te::read(x, index(s, r2))) - te::read(mean, s);
-            return te::sum(dev * dev, r2);
+    te::Tensor sq = group_sum(
+        [&](Expr v, const std::vector<Expr>& s) {
+            Expr dev = v - te::read(mean, s);
+            return dev * dev;
         },
-        prefix + "_sqsum", cdt);
+        prefix + "_sqsum");
     te::Tensor inv = te::compute(
         stat, [&](const std::vector<Var>& s) {
             Expr var = te::read(sq, s) * inv_n;
@@ -69,6 +85,18 @@ Moments moments(const te::Tensor& x, const Shape& stat, const std::vector<int64_
         },
         prefix + "_inv", cdt);
     return {mean, inv};
+}
+
+// FlatElem of NC... x with stat [N, G]: group (n, g) is channels [g*cg, (g+1)*cg) x spatial.
+FlatElem channel_groups(const te::Tensor& x, int64_t cg) {
+    return [x, cg](const std::vector<Expr>& s, const Expr& k) {
+        Shape dims(x->shape.begin() + 2, x->shape.end());
+        if (cg == 1) return te::read(x, unflatten_index(s, k, dims));
+        dims.insert(dims.begin(), cg);
+        std::vector<Expr> idx = unflatten_index({s[0]}, k, dims);
+        idx[1] = s[1] * cg + idx[1];
+        return te::read(x, idx);
+    };
 }
 
 // y[i] = (x[i] - mean[s]) * inv[s] * scale + bias with s = stat_of(i); scale/bias may be null.
@@ -133,7 +161,7 @@ OpDef instance_norm_op() {
                 for (const auto& v : r) idx.push_back(v->var);
                 return idx;
             },
-            a.node.attr_float("epsilon", 1e-5), false, "instnorm");
+            channel_groups(x, 1), a.node.attr_float("epsilon", 1e-5), false, "instnorm");
         auto chan = [](const te::Tensor& t) {
             return [t](const std::vector<Var>& i) { return te::read(t, {Expr(i[1])}); };
         };
@@ -141,6 +169,7 @@ OpDef instance_norm_op() {
         return std::vector<te::Tensor>{
             normalize(x, m, stat_of, chan(scale), chan(bias), "InstanceNormalization", a.out_dtype())};
     };
+    d.schedule = reduce_schedule;  // lane partials of the flat moments (flat_reduce.h)
     return d;
 }
 
@@ -176,7 +205,7 @@ OpDef group_norm_op() {
                 for (size_t k = 1; k < r.size(); ++k) idx.push_back(r[k]->var);
                 return idx;
             },
-            a.node.attr_float("epsilon", 1e-5), false, "groupnorm");
+            channel_groups(x, cg), a.node.attr_float("epsilon", 1e-5), false, "groupnorm");
         // Per-channel (opset 21) or per-group (opset 18) scale / bias.
         auto chan = [&](const te::Tensor& t) {
             const bool per_channel = t->shape[0] == x->shape[1];
@@ -190,6 +219,7 @@ OpDef group_norm_op() {
         return std::vector<te::Tensor>{
             normalize(x, m, stat_of, chan(scale), chan(bias), "GroupNormalization", a.out_dtype())};
     };
+    d.schedule = reduce_schedule;  // lane partials of the flat moments (flat_reduce.h)
     return d;
 }
 
@@ -225,7 +255,7 @@ OpDef mvn_op() {
                 for (int k = 0; k < rank; ++k) idx.push_back(mask[k] ? Expr(r[ri++]->var) : Expr(s[k]));
                 return idx;
             },
-            1e-9, true, "mvn");
+            nullptr, 1e-9, true, "mvn");
         auto stat_of = [mask, rank](const std::vector<Var>& i) {
             std::vector<Expr> s;
             for (int k = 0; k < rank; ++k) s.push_back(mask[k] ? te::int_imm(0) : Expr(i[k]));
@@ -234,6 +264,7 @@ OpDef mvn_op() {
         return std::vector<te::Tensor>{normalize(x, m, stat_of, nullptr, nullptr, "MeanVarianceNormalization",
                                                  a.out_dtype())};
     };
+    d.schedule = reduce_schedule;  // lane partials of the flat moments (flat_reduce.h)
     return d;
 }
 

@@ -3,6 +3,8 @@
 //
 // The window geometry, padding, MaxPool, AveragePool and GlobalAverage/MaxPool computes live in
 // op/pool_compute.h (shared with the blocked pools of defs/blocked_ops.cc).
+// MaxPool without Indices and with dilation 1 runs as one pass per spatial dim over clamped window
+// positions (separable_max_pool: no padded copy, unit-stride rows); otherwise over a padded copy.
 // MaxPool Indices: the smallest flat input index (row-major, or column-major spatial with
 // storage_order=1) among in-bounds window positions equal to the max.
 // LpPool: (sum over the window of |x|^p)^(1/p) over a zero-padded copy (pads add nothing);
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <string>
 
+#include "op/defs/flat_reduce.h"
 #include "op/op_util.h"
 #include "op/pool_compute.h"
 #include "op/registry.h"
@@ -31,6 +34,17 @@ using te::Var;
 // 1 = the leading output axes fused (in parallel when large), then the window loops, then the
 // last output axis innermost and vectorized.
 void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (te::Stage& st : s.stages()) {
+        const te::Tensor& t = st.tensor();
+        // The separable MaxPool's passes: (n, c) planes in parallel, the other axes serial loops
+        // of known range inside (a parallel chunk's index divided per row kept GCC scalar), the
+        // contiguous axis vectorized.
+        const bool sep = t->name.starts_with("maxpool_sep") || (t->name == "MaxPool" && st.all_reduce_axes().empty());
+        if (!stage_untouched(st) || !sep || t->ndim() < 3) continue;
+        te::IterVar f = fuse_leading(st, 2);
+        st.vectorize(st.axis(t->ndim() - 1));
+        if (t->numel() > kParallelMin && f->extent > 1) st.parallel(f);
+    }
     for (te::Stage& st : s.stages()) {
         const std::string& name = st.tensor()->name;
         const bool pad = name == "maxpool_pad" || name == "avgpool_pad" || name == "lppool_pad";
@@ -232,6 +246,8 @@ OpDef max_pool_op() {
         te::Tensor x = a.in(0);
         WindowGeometry g = pool_geometry(a.node, to_dims(x->shape));
         const int sp = g.spatial();
+        if (a.node.num_outputs() < 2)
+            if (auto y = separable_max_pool(x, g, a.out_dtype(0), "MaxPool")) return std::vector<te::Tensor>{*y};
         te::Tensor src = padded_source(x, g, lowest_value(x->dtype), "maxpool_pad");
         te::Tensor y = max_pool_tensor(src, g, a.out_shape(0), a.out_dtype(0), "MaxPool");
         if (a.node.num_outputs() < 2) return std::vector<te::Tensor>{y};
@@ -319,6 +335,7 @@ OpDef global_average_pool_op() {
         return std::vector<te::Tensor>{
             global_pool_tensor(a.in(0), a.out_shape(), a.out_dtype(), /*is_max=*/false, "GlobalAveragePool")};
     };
+    d.schedule = reduce_schedule;  // the flat form's lane partials (flat_reduce.h)
     d.gradient = global_average_pool_gradient;
     return d;
 }
@@ -418,6 +435,7 @@ OpDef global_pool_op(const char* name, bool is_max) {
             a.out_shape(), [&](const std::vector<Var>& i) { return root(te::read(total, i), p); }, n, a.out_dtype());
         return std::vector<te::Tensor>{y};
     };
+    d.schedule = reduce_schedule;
     return d;
 }
 

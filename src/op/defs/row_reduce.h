@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "op/defs/flat_reduce.h"
 #include "op/op_def.h"
 #include "op/schedule_util.h"
 #include "support/error.h"
@@ -32,9 +33,11 @@ inline int64_t row_lanes(DType t, int64_t extent) {
 /// out = reduce over the last axis of x-shaped rows: body(i, k) is the element at row index i
 /// (the leading axes of `shape`, its last axis ignored) and position k of the row. Returns
 /// out with shape[-1] = 1. `lanes` from row_lanes (> 0).
-/// `shape` as expressions (te::TensorNode::shape_exprs): any dim may be symbolic; a symbolic
-/// row (the attention's [b, h, s, s] scores) reduces over floordiv(s + lanes - 1, lanes) steps,
-/// every one guarded.
+/// `shape` as expressions (te::TensorNode::shape_exprs): any dim may be symbolic. A symbolic
+/// row (the attention's [b, h, s, s] scores) reduces its floordiv(s, lanes) full steps with no
+/// guard (unit-stride vector reads, as the static kernel's), and the combine stage adds the
+/// tail's at most lanes - 1 elements, each guarded: a guard in the hot loop clamped every
+/// index, which turned its reads into gathers (Softmax at seq 128 ran 10x the static one).
 inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes, te::ReduceOp op, DType dt,
                               const std::function<te::Expr(const std::vector<te::Var>&, te::Expr)>& body,
                               const std::string& name) {
@@ -48,19 +51,26 @@ inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes,
     };
     std::vector<te::Expr> part_shape = shape;
     part_shape[nd - 1] = te::int_imm(lanes);
-    te::IterVar ro = sym_row ? te::reduce_axis(te::floordiv(row + te::int_imm(lanes - 1), te::int_imm(lanes)), "ro")
-                             : te::reduce_axis(outer, "ro");
+    const te::Expr full = te::floordiv(row, te::int_imm(lanes));  // symbolic rows: full steps only
+    te::IterVar ro = sym_row ? te::reduce_axis(full, "ro") : te::reduce_axis(outer, "ro");
     te::Tensor part = te::sym_compute(
         part_shape,
         [&](const std::vector<te::Var>& i) {
             te::Expr k = te::Expr(ro->var) * te::int_imm(lanes) + te::Expr(i[nd - 1]);
-            if (!sym_row && extent % lanes == 0) return combine(body(i, k), ro);
-            te::Expr in = k < (sym_row ? row : te::int_imm(extent));
-            // Clamped so that no lane reads past the row (a symbolic row of 0 runs no step).
-            te::Expr v = body(i, te::min(k, sym_row ? row - te::int_imm(1) : te::int_imm(extent - 1)));
+            if (sym_row || extent % lanes == 0) return combine(body(i, k), ro);
+            te::Expr in = k < te::int_imm(extent);
+            // Clamped so that no lane reads past the row.
+            te::Expr v = body(i, te::min(k, te::int_imm(extent - 1)));
             return combine(te::select(in, v, te::reduce_identity(op, dt)), ro);
         },
         name + "_part", dt);
+    // A symbolic row's tail element l (position full*lanes + l), or the identity past the row;
+    // clamped into [0, row) so that no read leaves the row (a row of 0 reads nothing).
+    auto tail = [&](const std::vector<te::Var>& i, int64_t l) {
+        te::Expr k = full * te::int_imm(lanes) + te::int_imm(l);
+        te::Expr v = body(i, te::max(te::min(k, row - te::int_imm(1)), te::int_imm(0)));
+        return te::select(k < row, v, te::reduce_identity(op, dt));
+    };
     std::vector<te::Expr> out_shape = shape;
     out_shape[nd - 1] = te::int_imm(1);
     // The lanes combine as a balanced tree: a reduce loop would chain its `lanes` steps.
@@ -71,7 +81,9 @@ inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes,
             for (int64_t l = 0; l < lanes; ++l) {
                 std::vector<te::Expr> idx(i.begin(), i.end());
                 idx[nd - 1] = te::int_imm(l);
-                level.push_back(te::read(part, idx));
+                te::Expr p = te::read(part, idx);
+                if (sym_row) p = op == te::ReduceOp::kSum ? p + tail(i, l) : te::max(p, tail(i, l));
+                level.push_back(p);
             }
             while (level.size() > 1) {
                 std::vector<te::Expr> next;
@@ -119,17 +131,19 @@ inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
         order.insert(order.end(), reduce.begin(), reduce.end());
         order.push_back(lane);
         st.reorder(order);
-        if (assumed_numel(t) / assumed(t->shape[nd - 1]) > 1 && assumed_numel(t) * ro->extent > kParallelMin &&
+        if (assumed_numel(t) / assumed(t->shape[nd - 1]) > 1 && assumed_numel(t) * assumed(ro->extent) > kParallelMin &&
             cfg.knob("row.par", {0, 1}, 1) == 1)
-            st.parallel(f);
+            st.parallel(parallel_rows(st, f));
     }
     if (unrolled) st.unroll(unrolled);
     st.vectorize(lane);
     st.cache_write_local();
 }
 
-/// Lane-partial stages vectorized over their lanes, row-wise stages fused by rows with the last
-/// axis vectorized (no per-element index division), the rest generic.
+/// Lane-partial stages vectorized over their lanes, reductions over a leading axis (Softmax over
+/// axis 1 of [N, C, L]) by the column schedule (flat_reduce.h: the kept contiguous axis
+/// vectorized, the reduce axis the loop), row-wise stages fused by rows with the last axis
+/// vectorized (no per-element index division), the rest generic.
 inline void row_reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         if (!stage_untouched(st)) continue;
@@ -137,6 +151,8 @@ inline void row_reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& 
         const bool part = n.size() > 5 && n.compare(n.size() - 5, 5, "_part") == 0;
         if (part && st.all_reduce_axes().size() == 1) {
             schedule_lane_partial(st, s.config());
+        } else if (reduces_columns(st)) {
+            schedule_column_reduce(st, s.config());
         } else if (st.all_reduce_axes().empty() && st.tensor()->ndim() >= 2 && assumed(st.tensor()->shape.back()) >= 16) {
             schedule_rows(st, s.config());
         }

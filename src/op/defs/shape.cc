@@ -13,6 +13,7 @@
 #include "op/defs/movement_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
+#include "op/schedule_util.h"
 #include "support/error.h"
 
 namespace kiln::op {
@@ -222,6 +223,46 @@ std::vector<ir::Value*> transpose_gradient(GradientBuilder& b) {
     return {b.emit1("Transpose", {b.output_grad_or_zeros(0)}, {{"perm", inverse}})};
 }
 
+// A transpose that moves the input's contiguous axis (at output position q) away from the last:
+// the output's last axis and axis q tiled by up to a vector each, the other output axes fused
+// into the parallel loop, then (q outer, last outer, q inner, last inner vectorized). A block
+// reads its 16 input lines 16 times over (L1) and writes whole output lines; one output row at
+// a time gathered each element from a different line (3x ORT on [64,128,96] by [2,0,1]).
+void transpose_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
+    for (te::Stage& st : s.stages()) {
+        const te::Tensor& t = st.tensor();
+        const int nd = t->ndim();
+        if (t->name != "Transpose" || st.is_inlined() || !stage_untouched(st) || !t->is_static() || nd < 2 ||
+            t->inputs().empty())
+            continue;
+        const te::Tensor x = t->inputs()[0];
+        // The output axis whose index is the input's last: its variable is the last index read.
+        const auto* body = static_cast<const te::TensorReadNode*>(t->body.get());
+        if (t->body->kind != te::ExprKind::kTensorRead || body->indices.empty()) continue;
+        int q = -1;
+        for (int k = 0; k < nd; ++k)
+            if (body->indices.back().get() == t->axis[k]->var.get()) q = k;
+        const int64_t w = vector_width(t->dtype);
+        if (q < 0 || q == nd - 1 || x->shape.back() < 4 || t->shape.back() < w || t->numel() < 4096) continue;
+        std::vector<te::IterVar> outer;
+        for (int k = 0; k < nd - 1; ++k)
+            if (k != q) outer.push_back(st.axis(k));
+        auto [qo, qi] = st.split(st.axis(q), std::min(w, t->shape[q]));
+        auto [lo, li] = st.split(st.axis(nd - 1), w);
+        std::vector<te::IterVar> order = outer;
+        for (const te::IterVar& v : {qo, lo, qi, li}) order.push_back(v);
+        st.reorder(order);
+        te::IterVar f = qo;
+        if (!outer.empty()) {
+            f = outer[0];
+            for (size_t k = 1; k < outer.size(); ++k) f = st.fuse(f, outer[k]);
+        }
+        st.vectorize(li);
+        if (t->numel() > kParallelMin && f->extent > 1) st.parallel(f);
+    }
+    default_schedule(s, outputs);
+}
+
 OpDef transpose_op() {
     OpDef d;
     d.name = "Transpose";
@@ -247,6 +288,7 @@ OpDef transpose_op() {
             "Transpose", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
+    d.schedule = transpose_schedule;
     d.gradient = transpose_gradient;
     return d;
 }

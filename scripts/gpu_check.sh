@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The GPU check (issue 30), run on the GPU machine from the device bundle
+# (scripts/device_bundle.sh; the test binary tests/gpu_tests passed to it as an extra binary):
+#
+#   sh device-bundle/unpack.sh DIR && DIR/kiln/scripts/gpu_check.sh OUTDIR
+#   (or KILN_BUNDLE=DIR/kiln gpu_check.sh OUTDIR; from a source tree it uses build/)
+#
+# Steps (each one's failure is reported and the script goes on to the table):
+#   1. the GPU (nvidia-smi) and where the CUDA libraries come from (python's nvidia wheels)
+#   2. models: scripts/gpu_models.py exports gpu_mlp and gpu_encoder with this machine's PyTorch
+#      (and times PyTorch eager / CUDA graph on the GPU); scripts/make_models.py adds the test
+#      models mlp and bert_tiny when the onnx package is there
+#   3. bin/gpu_tests: every generated kernel vs the CPU kernel, cuBLAS, the budget, the models
+#      vs the CPU (gtest XML in OUTDIR/gpu_tests.xml)
+#   4. `kiln run MODEL --device cuda --compare-cpu` per model: time per run, GPU kernel time,
+#      error vs the CPU
+#   5. the table, last. Everything is also in OUTDIR/gpu_check.log. Budget: under 4 minutes.
+set -u
+OUT="${1:-gpu_check_out}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+BUNDLE="${KILN_BUNDLE:-$(dirname "$HERE")}"
+if [ -x "$BUNDLE/bin/kiln" ]; then
+  KILN="$BUNDLE/bin/kiln"; GPU_TESTS="$BUNDLE/bin/gpu_tests"
+else  # a source checkout
+  KILN="$BUNDLE/build/bin/kiln"; GPU_TESTS="$BUNDLE/build/tests/gpu_tests"
+fi
+PY="${PYTHON:-python3}"
+LOG="$OUT/gpu_check.log"
+: > "$LOG"
+exec > >(tee -a "$LOG") 2>&1
+START=$(date +%s)
+STATUS=()
+record() { STATUS+=("$(printf '%-28s %s' "$1" "$2")"); }
+run_step() {  # run_step NAME TIMEOUT CMD...: runs, records ok/FAILED(rc)
+  local name="$1" limit="$2"; shift 2
+  echo "=== $name ($(date -u +%H:%M:%S))"
+  timeout "$limit" "$@"
+  local rc=$?
+  if [ $rc -eq 0 ]; then record "$name" ok; else record "$name" "FAILED (rc $rc)"; fi
+  return $rc
+}
+
+echo "=== GPU"
+GPU_NAME="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+echo "$GPU_NAME"
+# CUDA libraries (NVRTC, cuBLAS) from python's nvidia wheels, for Kiln's loader.
+WHEEL_DIRS="$("$PY" - <<'PYEOF' 2>/dev/null
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()] + [p for p in sys.path if p.endswith("-packages")]
+dirs = []
+for r in roots:
+    for d in sorted(glob.glob(os.path.join(r, "nvidia", "*", "lib"))):
+        if d not in dirs:
+            dirs.append(d)
+print(":".join(dirs))
+PYEOF
+)"
+export KILN_CUDA_LIB_DIRS="${KILN_CUDA_LIB_DIRS:+$KILN_CUDA_LIB_DIRS:}$WHEEL_DIRS"
+echo "KILN_CUDA_LIB_DIRS=$KILN_CUDA_LIB_DIRS"
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$OUT/kernel_cache}"
+MODELS="$OUT/models"
+mkdir -p "$MODELS"
+echo "kiln: $KILN ($(cat "$BUNDLE/COMMIT" 2>/dev/null || git -C "$BUNDLE" rev-parse --short HEAD 2>/dev/null))"
+
+run_step "export+torch timing" 120 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
+run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny
+
+if [ -x "$GPU_TESTS" ]; then
+  KILN_GPU_MODELS="$MODELS" run_step "gpu_tests" 150 "$GPU_TESTS" --gtest_output="xml:$OUT/gpu_tests.xml"
+else
+  record "gpu_tests" "MISSING ($GPU_TESTS)"
+fi
+
+ROWS=()
+for m in gpu_mlp gpu_encoder mlp bert_tiny; do
+  f="$MODELS/$m.onnx"
+  [ -f "$f" ] || { record "kiln run $m" "no model"; continue; }
+  elapsed=$(( $(date +%s) - START ))
+  if [ "$elapsed" -gt 200 ]; then record "kiln run $m" "skipped (time)"; continue; fi
+  run_step "kiln run $m" 60 "$KILN" run "$f" --device cuda --compare-cpu --repeat 20 > "$OUT/run_$m.txt" 2>&1
+  cat "$OUT/run_$m.txt"
+  wall=$(sed -n 's/^median \([0-9.]*\) ms per run.*/\1/p' "$OUT/run_$m.txt")
+  gpu=$(sed -n 's/.*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
+  err=$(sed -n 's/^max relative error vs CPU: \(.*\)/\1/p' "$OUT/run_$m.txt")
+  ROWS+=("$m|${wall:-?}|${gpu:-?}|${err:-?}")
+done
+
+echo
+echo "=== steps"
+printf '%s\n' "${STATUS[@]}"
+if [ -f "$OUT/gpu_tests.xml" ]; then
+  grep -o '<testsuites tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$OUT/gpu_tests.xml" | head -1
+  grep -o '<testcase name="[A-Za-z0-9_]*"[^>]*classname="[A-Za-z0-9_]*"' "$OUT/gpu_tests.xml" | sed 's/.*name="\([^"]*\)".*classname="\([^"]*\)"/  \2.\1/' > "$OUT/tests.txt"
+  grep -B0 -A1 '<failure' "$OUT/gpu_tests.xml" | head -20
+fi
+echo
+echo "=== table (GPU: ${GPU_NAME:-unknown}; ms = median per run; torch from gpu_models.py)"
+printf '%-12s %12s %12s %12s %12s %10s %10s\n' model kiln_run_ms kiln_gpu_ms torch_eager torch_graph kiln/eager err_vs_cpu
+for r in "${ROWS[@]}"; do
+  IFS='|' read -r m wall gpu err <<< "$r"
+  read -r eager graph <<< "$("$PY" - "$OUT/models/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
+import json, sys
+try:
+    t = json.load(open(sys.argv[1]))[sys.argv[2]]
+    print(f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f}")
+except Exception:
+    print("- -")
+PYEOF
+)"
+  ratio=$("$PY" -c "print(f'{float(\"$wall\")/float(\"$eager\"):.2f}')" 2>/dev/null || echo -)
+  printf '%-12s %12s %12s %12s %12s %10s %10s\n' "$m" "$wall" "$gpu" "${eager:--}" "${graph:--}" "$ratio" "$err"
+done
+echo "total $(( $(date +%s) - START )) s"

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""The GPU check's models, exported with the machine's own PyTorch, and PyTorch's own times.
+
+    python3 scripts/gpu_models.py OUTDIR [--time] [--smoke]
+
+Writes OUTDIR/<name>.onnx and OUTDIR/<name>_inputs.npz for
+  gpu_mlp      batch 256, 1024 -> 2048 -> 2048 -> 1024 with ReLU (matmul-heavy)
+  gpu_encoder  one transformer encoder block (batch 8, seq 128, d 256, 4 heads, ff 1024;
+               explicit ops: Linear, MatMul, Softmax, LayerNorm, GELU)
+With --time (needs a CUDA GPU): PyTorch eager on the GPU, and the same replayed as a CUDA graph,
+median ms over interleaved rounds, into OUTDIR/torch_times.json. --smoke: one round.
+"""
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(1024, 2048)
+        self.l2 = torch.nn.Linear(2048, 2048)
+        self.l3 = torch.nn.Linear(2048, 1024)
+
+    def forward(self, x):
+        return self.l3(torch.relu(self.l2(torch.relu(self.l1(x)))))
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, d=256, heads=4, ff=1024):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.ff1 = torch.nn.Linear(d, ff)
+        self.ff2 = torch.nn.Linear(ff, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q = q.reshape(b, s, self.heads, self.dh).transpose(1, 2)
+        k = k.reshape(b, s, self.heads, self.dh).transpose(1, 2)
+        v = v.reshape(b, s, self.heads, self.dh).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1) @ v
+        x = self.ln1(x + self.proj(a.transpose(1, 2).reshape(b, s, d)))
+        return self.ln2(x + self.ff2(torch.nn.functional.gelu(self.ff1(x))))
+
+
+MODELS = {"gpu_mlp": (Mlp, (256, 1024)), "gpu_encoder": (Encoder, (8, 128, 256))}
+
+
+def export(out):
+    for name, (cls, shape) in MODELS.items():
+        torch.manual_seed(0)
+        model = cls().eval()
+        x = torch.randn(*shape)
+        path = os.path.join(out, name + ".onnx")
+        try:
+            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17, dynamo=False)
+        except TypeError:  # PyTorch before 2.5 has no dynamo argument
+            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17)
+        np.savez(os.path.join(out, name + "_inputs.npz"), x=x.numpy())
+        print(f"exported {path}")
+
+
+def median_ms(fn, runs):
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(ts))
+
+
+def time_torch(out, rounds):
+    times = {}
+    for name, (cls, shape) in MODELS.items():
+        torch.manual_seed(0)
+        model = cls().eval().cuda()
+        x = torch.randn(*shape, device="cuda")
+        with torch.no_grad():
+            for _ in range(3):
+                model(x)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                model(x)
+            torch.cuda.current_stream().wait_stream(s)
+            with torch.cuda.graph(g):
+                model(x)
+            eager, graph = [], []
+            for _ in range(rounds):  # interleaved
+                eager.append(median_ms(lambda: model(x), 20))
+                graph.append(median_ms(g.replay, 20))
+        times[name] = {"eager_ms": float(np.median(eager)), "cuda_graph_ms": float(np.median(graph)),
+                       "device": torch.cuda.get_device_name(0)}
+        print(f"{name}: torch eager {times[name]['eager_ms']:.3f} ms, CUDA graph {times[name]['cuda_graph_ms']:.3f} ms")
+    with open(os.path.join(out, "torch_times.json"), "w") as f:
+        json.dump(times, f, indent=1)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    export(out)
+    if "--time" in sys.argv:
+        time_torch(out, 1 if "--smoke" in sys.argv else 5)
+
+
+if __name__ == "__main__":
+    main()

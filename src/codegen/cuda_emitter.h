@@ -1,0 +1,43 @@
+// The CUDA emitter: prints a tir PrimFunc as CUDA C for NVRTC (codegen/nvrtc_compile.h).
+//
+// Lowering gives a kernel as Allocates (one per materialized intermediate stage) around a
+// sequence of stage loop nests. On a GPU the stages need a grid-wide barrier between them, so
+// each top-level nest becomes its own __global__ entry `<name>_s<k>`, launched in order on one
+// stream; the intermediates become scratch buffers the runtime allocates and passes after the
+// kernel's parameters. Every entry takes every buffer (params, then scratch) so a launch's
+// arguments are the same list.
+//
+// Loops bound with Stage::bind become the thread's index: `for v in 0..E blockIdx.x` is
+// `const int64_t v = blockIdx.x; if (v < E) { ... }`, and the entry's launch is gridDim.x /
+// blockDim.x = the largest extent bound to each (a nest binds nothing: one thread). Other loops
+// stay serial loops (`unrolled` gets `#pragma unroll`). Expressions come from the C printer
+// (c_expr_printer.h) and the prelude is the C one as __device__ helpers (cuda_prelude.h), so the
+// CUDA kernel computes what the C kernel computes. Static shapes only; a kernel-local register
+// tile (Stage::cache_write_local) becomes a local array.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tir/stmt.h"
+
+namespace kiln::codegen {
+
+struct CudaLaunch {
+    std::string entry;      // the __global__ function's name
+    int64_t grid = 1;       // gridDim.x
+    int64_t block = 1;      // blockDim.x
+};
+
+struct CudaKernel {
+    std::string source;                  // one CUDA translation unit
+    std::vector<CudaLaunch> launches;    // in order
+    std::vector<size_t> scratch_bytes;   // per intermediate, passed after the params
+    std::vector<std::string> scratch_names;
+};
+
+/// kUnsupported for a symbolic kernel or a loop bound to an index with a non-constant extent.
+CudaKernel emit_cuda(const tir::PrimFunc& f);
+
+}  // namespace kiln::codegen

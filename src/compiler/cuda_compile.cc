@@ -1,0 +1,102 @@
+#include "compiler/cuda_compile.h"
+
+#include <chrono>
+#include <unordered_map>
+
+#include "codegen/nvrtc_compile.h"
+#include "compiler/compile.h"
+#include "compiler/cuda_lower.h"
+#include "op/registry.h"
+#include "support/error.h"
+
+namespace kiln::compiler {
+namespace {
+
+using runtime::BufferDesc;
+using runtime::BufferRole;
+using runtime::cuda::CudaProgram;
+
+/// kUnsupported naming the node when a unit has no CUDA kernel.
+void check_unit_has_cuda_kernel(const KernelUnit& unit) {
+    static const te::KnobValues kUntuned;
+    for (const ir::Node* n : unit.nodes) {
+        const op::OpDef* def = op::OpRegistry::global().find(n->op());
+        KILN_CHECK(def && def->compute, kUnsupported)
+            << "no CUDA kernel for " << n->describe() << ": op " << n->op() << " has no tensor-expression compute "
+            << "(run this model on the CPU: --device cpu)";
+    }
+    KILN_CHECK(!extern_choice(unit, KernelSource::kGenerated, kUntuned), kUnsupported)
+        << "no CUDA kernel for " << unit.nodes.front()->describe() << " (" << unit.ops()
+        << "): the CPU runtime computes it with its own kernel (run this model on the CPU: --device cpu)";
+}
+
+int add_buffer(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const ir::Value* v, BufferRole role) {
+    KILN_CHECK(v->type().is_static(), kUnsupported)
+        << "--device cuda needs static shapes: value '" << v->name() << "' is " << v->type().str() << " (bind its dims with --dim)";
+    BufferDesc b;
+    b.name = v->name();
+    b.dtype = v->type().dtype;
+    b.shape = v->type().static_shape();
+    b.role = role;
+    if (role == BufferRole::kConstant) b.constant = v->constant();
+    p.buffers.push_back(std::move(b));
+    return buffer_of[v] = static_cast<int>(p.buffers.size()) - 1;
+}
+
+}  // namespace
+
+CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CompileOptions copts;
+    copts.dims = opts.dims;
+    copts.opt_level = opts.opt_level;
+    copts.kernels = KernelSource::kGenerated;
+    optimize_graph(g, copts);
+
+    CudaCompiledModel out;
+    out.program = std::make_shared<CudaProgram>();
+    CudaProgram& p = *out.program;
+    p.arch = opts.arch;
+    std::unordered_map<const ir::Value*, int> buffer_of;
+    for (ir::Value* in : g.inputs()) p.inputs.push_back(add_buffer(p, buffer_of, in, BufferRole::kInput));
+    std::vector<KernelUnit> units = partition_kernels(g);
+    std::unordered_map<std::string, int> kernel_of_source;
+    for (const KernelUnit& unit : units) {
+        for (const ir::Value* in : unit.inputs)
+            if (in->is_constant() && !buffer_of.count(in)) add_buffer(p, buffer_of, in, BufferRole::kConstant);
+        if (is_view_unit(unit, g, opts.opt_level)) {  // a view: the input's buffer
+            buffer_of[unit.nodes[0]->output(0)] = buffer_of.at(unit.nodes[0]->input(0));
+            continue;
+        }
+        check_unit_has_cuda_kernel(unit);
+        runtime::cuda::CudaStepDesc step;
+        for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
+        for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));
+        CudaLoweredKernel k = lower_unit_cuda(unit);
+        step.node_name = k.node_name;
+        step.flops = k.flops;
+        auto [it, fresh] = kernel_of_source.emplace(k.cuda.source, static_cast<int>(p.kernels.size()));
+        if (fresh) {
+            codegen::CompiledCubin cubin = codegen::compile_cuda(k.cuda.source, opts.arch);
+            out.compiled += cubin.from_cache ? 0 : 1;
+            runtime::cuda::CudaKernelDesc kd{std::move(cubin.cubin), {}, k.cuda.scratch_bytes, k.cuda.scratch_names, k.description};
+            for (const codegen::CudaLaunch& l : k.cuda.launches)
+                kd.entries.push_back({l.entry, static_cast<unsigned>(l.grid), static_cast<unsigned>(l.block)});
+            p.kernels.push_back(std::move(kd));
+            out.kernel_sources.push_back(k.cuda.source);
+        }
+        step.kernel = it->second;
+        p.steps.push_back(std::move(step));
+    }
+    for (ir::Value* v : g.outputs()) {
+        if (!buffer_of.count(v)) add_buffer(p, buffer_of, v, BufferRole::kConstant);
+        int id = buffer_of.at(v);
+        if (p.buffers[id].role == BufferRole::kIntermediate) p.buffers[id].role = BufferRole::kOutput;
+        p.outputs.push_back(id);
+    }
+    out.kernels = static_cast<int>(p.kernels.size());
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+}  // namespace kiln::compiler

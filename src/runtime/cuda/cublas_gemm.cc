@@ -1,0 +1,29 @@
+#include "runtime/cuda/cublas_gemm.h"
+
+#include "support/error.h"
+
+namespace kiln::runtime::cuda {
+
+CublasGemm::CublasGemm(CudaDevice& dev) {
+    std::string why;
+    api_ = cublas_api(&why);
+    KILN_CHECK(api_ != nullptr, kUnsupported) << "cuBLAS unavailable: " << why;
+    dev.make_current();
+    const cublasStatus_t s = api_->cublasCreate(&handle_);
+    KILN_CHECK(s == 0, kUnsupported) << "cublasCreate failed with status " << s;
+}
+
+CublasGemm::~CublasGemm() {
+    if (handle_) api_->cublasDestroy(handle_);
+}
+
+Status CublasGemm::sgemm_row_major(const CudaStream& stream, int m, int n, int k, const float* a, const float* b, float* c) {
+    const float one = 1.f, zero = 0.f;
+    cublasStatus_t s = api_->cublasSetStream(handle_, stream.get());
+    // cuBLAS is column-major: row-major C = A B is column-major C^T = B^T A^T.
+    if (s == 0) s = api_->cublasSgemm(handle_, kCublasOpN, kCublasOpN, n, m, k, &one, b, n, a, k, &zero, c, n);
+    if (s != 0) return Status(ErrorKind::kUnsupported, "cublasSgemm failed with status " + std::to_string(s));
+    return Status();
+}
+
+}  // namespace kiln::runtime::cuda

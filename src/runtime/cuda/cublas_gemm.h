@@ -1,0 +1,26 @@
+// cuBLAS as the vendor candidate for matrix products (the GPU counterpart of oneDNN's matmul on
+// the CPU): FP32 sgemm on row-major operands, enqueued on a Kiln stream. Loaded at run time
+// (runtime/cuda/cuda_api.h). Not yet chosen by the model compiler per workload (docs/gpu.md).
+#pragma once
+
+#include "runtime/cuda/cuda_stream.h"
+
+namespace kiln::runtime::cuda {
+
+class CublasGemm {
+public:
+    /// Throws kUnsupported when cuBLAS cannot be loaded or initialized.
+    explicit CublasGemm(CudaDevice& dev);
+    ~CublasGemm();
+    CublasGemm(const CublasGemm&) = delete;
+    CublasGemm& operator=(const CublasGemm&) = delete;
+
+    /// C[m,n] = A[m,k] B[k,n], all row-major device arrays, on `stream` (asynchronous).
+    Status sgemm_row_major(const CudaStream& stream, int m, int n, int k, const float* a, const float* b, float* c);
+
+private:
+    const CublasApi* api_ = nullptr;
+    cublasHandle_t handle_ = nullptr;
+};
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,108 @@
+// The CUDA libraries as tables of function pointers, loaded at run time (dlopen): Kiln links no
+// CUDA library, so a machine without a driver runs on the CPU as before and only asking for the
+// cuda device fails (with the reason). The types are the ABI types of cuda.h / nvrtc.h /
+// cublas_api.h (opaque handles, int results), declared here so the build needs no CUDA headers;
+// the symbols are the versioned ones cuda.h maps to (cuMemAlloc -> cuMemAlloc_v2 ...).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace kiln::runtime::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+
+inline constexpr int kAttrComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_*
+inline constexpr int kAttrComputeCapabilityMinor = 76;
+inline constexpr int kAttrMultiprocessorCount = 16;
+inline constexpr int kFuncAttrNumRegs = 4;              // CU_FUNC_ATTRIBUTE_NUM_REGS
+inline constexpr int kFuncAttrSharedSizeBytes = 1;      // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+inline constexpr unsigned kStreamNonBlocking = 1;       // CU_STREAM_NON_BLOCKING
+
+struct DriverApi {
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuDriverGetVersion)(int*);
+    CUresult (*cuDeviceGetCount)(int*);
+    CUresult (*cuDeviceGet)(CUdevice*, int);
+    CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+    CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+    CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuCtxSynchronize)();
+    CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemAllocHost)(void**, size_t);
+    CUresult (*cuMemFreeHost)(void*);
+    CUresult (*cuMemcpy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+    CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuStreamCreate)(CUstream*, unsigned);
+    CUresult (*cuStreamDestroy)(CUstream);
+    CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+    CUresult (*cuEventCreate)(CUevent*, unsigned);
+    CUresult (*cuEventDestroy)(CUevent);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventSynchronize)(CUevent);
+    CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+    CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+    CUresult (*cuModuleUnload)(CUmodule);
+    CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+    CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
+    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               CUstream, void**, void**);
+    CUresult (*cuGetErrorString)(CUresult, const char**);
+};
+
+using nvrtcResult = int;
+using nvrtcProgram = struct _nvrtcProgram*;
+
+struct NvrtcApi {
+    nvrtcResult (*nvrtcVersion)(int*, int*);
+    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                                      const char* const*);
+    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
+    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
+    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
+    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
+    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+    const char* (*nvrtcGetErrorString)(nvrtcResult);
+    std::string library;  // the path dlopen found
+};
+
+using cublasHandle_t = struct cublasContext*;
+using cublasStatus_t = int;
+inline constexpr int kCublasOpN = 0, kCublasOpT = 1;
+
+struct CublasApi {
+    cublasStatus_t (*cublasCreate)(cublasHandle_t*);
+    cublasStatus_t (*cublasDestroy)(cublasHandle_t);
+    cublasStatus_t (*cublasSetStream)(cublasHandle_t, CUstream);
+    cublasStatus_t (*cublasSgemm)(cublasHandle_t, int, int, int, int, int, const float*, const float*, int,
+                                  const float*, int, const float*, float*, int);
+    cublasStatus_t (*cublasSgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const float*,
+                                                const float*, int, long long, const float*, int, long long,
+                                                const float*, float*, int, long long, int);
+};
+
+/// The driver API (libcuda.so.1), or nullptr with the reason in *why (no driver, a symbol missing).
+const DriverApi* driver_api(std::string* why);
+/// NVRTC (libnvrtc.so.13/.12/...), or nullptr with the reason. Needs no GPU and no driver.
+const NvrtcApi* nvrtc_api(std::string* why);
+/// cuBLAS (libcublas.so.13/.12/...), or nullptr with the reason.
+const CublasApi* cublas_api(std::string* why);
+
+/// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory"-like text for a driver result.
+std::string driver_error_text(CUresult r);
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,45 @@
+// CudaProgram: a model compiled for the GPU, as data (the GPU counterpart of runtime/executable.h):
+// buffers (inputs, outputs, constants, intermediates), one cubin per kernel, and the steps in
+// order. A step launches its kernel's entries in order on one stream; its arguments are buffer
+// ids (inputs, then outputs) followed by the kernel's scratch buffers (the stages between its
+// entries). Built by compiler/cuda_compile.h, run by CudaRunner (runtime/cuda/cuda_runner.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/executable.h"
+
+namespace kiln::runtime::cuda {
+
+struct CudaEntry {
+    std::string name;  // __global__ function in the kernel's cubin
+    unsigned grid = 1, block = 1;
+};
+
+struct CudaKernelDesc {
+    std::string cubin;        // ELF image for cuModuleLoadData
+    std::vector<CudaEntry> entries;
+    std::vector<size_t> scratch_bytes;
+    std::vector<std::string> scratch_names;
+    std::string description;  // "MatMul+Add+Relu"
+};
+
+struct CudaStepDesc {
+    int kernel = -1;
+    std::vector<int> args;  // buffer ids: inputs, then outputs
+    std::string node_name;
+    double flops = 0;
+};
+
+struct CudaProgram {
+    /// BufferDesc::arena_offset is unused: each buffer is its own allocation. A view (Reshape,
+    /// Flatten...) has no buffer: its value maps to its input's id.
+    std::vector<BufferDesc> buffers;
+    std::vector<CudaKernelDesc> kernels;
+    std::vector<CudaStepDesc> steps;
+    std::vector<int> inputs, outputs;  // buffer ids in model order
+    int arch = 90;                     // the sm_ the cubins are built for
+};
+
+}  // namespace kiln::runtime::cuda

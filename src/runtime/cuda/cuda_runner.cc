@@ -1,0 +1,162 @@
+#include "runtime/cuda/cuda_runner.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "support/error.h"
+
+namespace kiln::runtime::cuda {
+
+CudaRunner::CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& dev, size_t budget_bytes)
+    : prog_(std::move(program)), dev_(dev), alloc_(make_cuda_session_allocator(dev, budget_bytes)), stream_(dev),
+      start_(dev), kernels_start_(dev), kernels_end_(dev), end_(dev), staging_in_(dev), staging_out_(dev) {
+    dev_.make_current();
+    try {
+        load_modules();
+        allocate_buffers();
+        prepare_launches();
+    } catch (...) {
+        release();  // the destructor does not run for a constructor that throws
+        throw;
+    }
+}
+
+CudaRunner::~CudaRunner() {
+    stream_.synchronize();
+    release();
+}
+
+void CudaRunner::release() {
+    for (auto& [p, bytes] : owned_) alloc_->deallocate(p, bytes);
+    owned_.clear();
+    for (CUmodule m : modules_) dev_.api().cuModuleUnload(m);
+    modules_.clear();
+}
+
+void CudaRunner::load_modules() {
+    for (const CudaKernelDesc& k : prog_->kernels) {
+        CUmodule m = nullptr;
+        check_cuda(dev_.api().cuModuleLoadData(&m, k.cubin.data()),
+                   "loading the cubin of kernel " + k.description + " (built for sm_" + std::to_string(prog_->arch) +
+                       ", this GPU is sm_" + std::to_string(dev_.arch()) + ")");
+        modules_.push_back(m);
+        functions_.emplace_back();
+        for (const CudaEntry& e : k.entries) {
+            CUfunction f = nullptr;
+            check_cuda(dev_.api().cuModuleGetFunction(&f, m, e.name.c_str()), "kernel entry " + e.name);
+            functions_.back().push_back(f);
+        }
+    }
+}
+
+void CudaRunner::allocate_buffers() {
+    buffer_ptr_.assign(prog_->buffers.size(), nullptr);
+    for (size_t i = 0; i < prog_->buffers.size(); ++i) {
+        const BufferDesc& b = prog_->buffers[i];
+        const size_t bytes = b.nbytes();
+        void* p = alloc_->allocate(bytes ? bytes : 1, b.name);
+        owned_.push_back({p, bytes ? bytes : 1});
+        buffer_ptr_[i] = p;
+        if (b.role == BufferRole::kConstant && bytes) {
+            KILN_CHECK(b.constant.defined() && b.constant.nbytes() == bytes, kInternal)
+                << "bug in Kiln: constant '" << b.name << "' has no data of " << bytes << " bytes";
+            dev_.copy(p, b.constant.data(), bytes);
+        }
+    }
+}
+
+void CudaRunner::prepare_launches() {
+    for (const CudaStepDesc& s : prog_->steps) {
+        const CudaKernelDesc& k = prog_->kernels.at(s.kernel);
+        std::vector<CUdeviceptr> values;
+        for (int b : s.args) values.push_back(dptr(buffer_ptr_.at(b)));
+        for (size_t j = 0; j < k.scratch_bytes.size(); ++j) {
+            const std::string what = s.node_name + " scratch " + k.scratch_names[j];
+            void* p = alloc_->allocate(k.scratch_bytes[j], what);
+            owned_.push_back({p, k.scratch_bytes[j]});
+            values.push_back(dptr(p));
+        }
+        for (size_t e = 0; e < k.entries.size(); ++e) {
+            Launch l{functions_[s.kernel][e], k.entries[e].grid, k.entries[e].block, values, {},
+                     k.entries[e].name + " of " + s.node_name + " (" + k.description + ")"};
+            launches_.push_back(std::move(l));
+        }
+    }
+    for (Launch& l : launches_)  // pointers into each launch's own (now final) values
+        for (CUdeviceptr& v : l.values) l.params.push_back(&v);
+}
+
+Status CudaRunner::enqueue_steps() {
+    for (Launch& l : launches_) {
+        CUresult r = dev_.api().cuLaunchKernel(l.fn, l.grid, 1, 1, l.block, 1, 1, 0, stream_.get(), l.params.data(), nullptr);
+        if (r != 0) return cuda_status(r, "launching " + l.what);
+    }
+    return Status();
+}
+
+Status CudaRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+    dev_.make_current();
+    if (inputs.size() != prog_->inputs.size())
+        return Status(ErrorKind::kInvalidArgument, "expected " + std::to_string(prog_->inputs.size()) + " inputs, got " +
+                                                       std::to_string(inputs.size()));
+    size_t in_bytes = 0, out_bytes = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const BufferDesc& b = prog_->buffers[prog_->inputs[i]];
+        if (inputs[i].dtype() != b.dtype || inputs[i].shape() != b.shape)
+            return Status(ErrorKind::kInvalidArgument, "input '" + b.name + "': expected " + dtype_name(b.dtype) +
+                                                           shape_str(b.shape) + ", got " + dtype_name(inputs[i].dtype()) +
+                                                           shape_str(inputs[i].shape()));
+        in_bytes += b.nbytes();
+    }
+    for (int o : prog_->outputs) out_bytes += prog_->buffers[o].nbytes();
+    try {
+        char* in_stage = static_cast<char*>(staging_in_.reserve(in_bytes));
+        char* out_stage = static_cast<char*>(staging_out_.reserve(out_bytes));
+        Status s = start_.record(stream_);
+        for (size_t i = 0, at = 0; s.ok() && i < inputs.size(); ++i) {
+            const size_t n = prog_->buffers[prog_->inputs[i]].nbytes();
+            if (n) std::memcpy(in_stage + at, inputs[i].data(), n);
+            s = copy_to_device_async(dev_, buffer_ptr_[prog_->inputs[i]], in_stage + at, n, stream_);
+            at += n;
+        }
+        if (s.ok()) s = kernels_start_.record(stream_);
+        if (s.ok()) s = enqueue_steps();
+        if (s.ok()) s = kernels_end_.record(stream_);
+        for (size_t i = 0, at = 0; s.ok() && i < prog_->outputs.size(); ++i) {
+            const size_t n = prog_->buffers[prog_->outputs[i]].nbytes();
+            s = copy_to_host_async(dev_, out_stage + at, buffer_ptr_[prog_->outputs[i]], n, stream_);
+            at += n;
+        }
+        if (s.ok()) s = end_.record(stream_);
+        if (s.ok()) s = stream_.synchronize();  // the run's one host synchronization
+        if (!s.ok()) return s;
+        outputs.clear();
+        for (size_t i = 0, at = 0; i < prog_->outputs.size(); ++i) {
+            const BufferDesc& b = prog_->buffers[prog_->outputs[i]];
+            Tensor t(b.dtype, b.shape);
+            if (b.nbytes()) std::memcpy(t.data(), out_stage + at, b.nbytes());
+            at += b.nbytes();
+            outputs.push_back(std::move(t));
+        }
+        timing_ = {CudaEvent::elapsed_ms(kernels_start_, kernels_end_), CudaEvent::elapsed_ms(start_, end_)};
+    } catch (const Error& e) {
+        return Status::from(e);
+    }
+    return Status();
+}
+
+std::string CudaRunner::resource_report() const {
+    std::ostringstream os;
+    for (size_t k = 0; k < functions_.size(); ++k)
+        for (size_t e = 0; e < functions_[k].size(); ++e) {
+            int regs = -1, smem = -1;
+            dev_.api().cuFuncGetAttribute(&regs, kFuncAttrNumRegs, functions_[k][e]);
+            dev_.api().cuFuncGetAttribute(&smem, kFuncAttrSharedSizeBytes, functions_[k][e]);
+            const CudaEntry& ce = prog_->kernels[k].entries[e];
+            os << prog_->kernels[k].description << " " << ce.name << ": grid " << ce.grid << " x block " << ce.block
+               << ", " << regs << " registers, " << smem << " B shared\n";
+        }
+    return os.str();
+}
+
+}  // namespace kiln::runtime::cuda

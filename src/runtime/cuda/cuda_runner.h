@@ -1,0 +1,70 @@
+// CudaRunner: runs a CudaProgram on the CUDA device. Construction loads the cubins, allocates
+// every buffer from a session allocator with a byte budget (runtime/cuda/cuda_device.h: over
+// budget is kOutOfMemory naming the buffer) and uploads the constants. A run copies the inputs
+// to the device through pinned staging, enqueues every step's launches on one stream with no
+// host synchronization in between, copies the outputs back and synchronizes once.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/caching_allocator.h"
+#include "runtime/cuda/cuda_program.h"
+#include "runtime/cuda/cuda_stream.h"
+#include "support/status.h"
+#include "support/tensor.h"
+
+namespace kiln::runtime::cuda {
+
+struct CudaRunTiming {
+    float gpu_ms = 0;   // first launch to last launch's end (cuEventElapsedTime)
+    float total_ms = 0; // input copies to output copies, on the GPU's clock
+};
+
+class CudaRunner {
+public:
+    /// budget_bytes == 0: unlimited. Throws kiln::Error (kOutOfMemory naming the buffer over
+    /// the budget, kUnsupported when a cubin does not load on this GPU).
+    CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& dev, size_t budget_bytes);
+    ~CudaRunner();
+    CudaRunner(const CudaRunner&) = delete;
+    CudaRunner& operator=(const CudaRunner&) = delete;
+
+    /// inputs in program order (dtype and shape checked: kInvalidArgument naming the input);
+    /// outputs become fresh host tensors.
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+    CudaRunTiming last_timing() const { return timing_; }
+    /// Device bytes this runner holds (buffers, scratch).
+    size_t device_bytes() const { return alloc_->bytes_in_use(); }
+    /// Per kernel entry: registers and static shared memory as the driver reports them.
+    std::string resource_report() const;
+
+private:
+    struct Launch {
+        CUfunction fn;
+        unsigned grid, block;
+        std::vector<CUdeviceptr> values;  // argument values (stable storage)
+        std::vector<void*> params;        // pointers to values, as cuLaunchKernel takes them
+        std::string what;                 // for errors
+    };
+    void load_modules();
+    void allocate_buffers();
+    void release();
+    void prepare_launches();
+    Status enqueue_steps();
+
+    std::shared_ptr<const CudaProgram> prog_;
+    CudaDevice& dev_;
+    std::shared_ptr<CachingAllocator> alloc_;
+    std::vector<CUmodule> modules_;
+    std::vector<std::vector<CUfunction>> functions_;  // per kernel, per entry
+    std::vector<void*> buffer_ptr_;                   // per buffer id (device address)
+    std::vector<std::pair<void*, size_t>> owned_;     // what to give back
+    std::vector<Launch> launches_;
+    CudaStream stream_;
+    CudaEvent start_, kernels_start_, kernels_end_, end_;
+    PinnedBuffer staging_in_, staging_out_;
+    CudaRunTiming timing_;
+};
+
+}  // namespace kiln::runtime::cuda

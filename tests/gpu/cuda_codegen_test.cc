@@ -1,0 +1,112 @@
+// GPU code generation without a GPU: every default GPU schedule's kernel is emitted as CUDA C,
+// compiled by NVRTC for sm_90 and its cubin's registers and shared memory read (what CI checks;
+// NVRTC is part of the toolkit installed on the development and CI machines). Registers as the
+// driver sees them (cuFuncGetAttribute) need a GPU: cuda_model_test.cc prints those there.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "codegen/cuda_emitter.h"
+#include "codegen/nvrtc_compile.h"
+#include "compiler/cuda_compile.h"
+#include "compiler/cuda_lower.h"
+#include "frontend/onnx/importer.h"
+#include "gpu_test_util.h"
+#include "ir/parser.h"
+#include "te/schedule.h"
+#include "te/tensor.h"
+#include "tir/lower.h"
+
+namespace kiln {
+namespace {
+
+TEST(CudaCodegen, NvrtcIsFound) {
+    const std::string d = codegen::nvrtc_description();
+    std::printf("%s\n", d.c_str());
+    EXPECT_EQ(d.rfind("NVRTC ", 0), 0u) << d;  // installed with the CUDA toolkit: must load
+}
+
+TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
+    for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90});
+        ASSERT_EQ(m.program->arch, 90);
+        ASSERT_GE(m.kernels, 1);
+        for (const runtime::cuda::CudaKernelDesc& k : m.program->kernels) {
+            std::vector<codegen::KernelResources> res = codegen::cubin_resources(k.cubin);
+            ASSERT_EQ(res.size(), k.entries.size()) << k.description;
+            for (const codegen::KernelResources& r : res) {
+                std::printf("%-18s %-28s %-22s %3d registers %6zu B shared\n", c.name, k.description.c_str(),
+                            r.entry.c_str(), r.registers, r.shared_bytes);
+                EXPECT_GT(r.registers, 0) << r.entry;
+                EXPECT_LE(r.registers, 255) << r.entry;
+            }
+        }
+    }
+}
+
+TEST(CudaCodegen, TestModelsCompileForSm90) {
+    // The models of tests/models (scripts/make_models.py; the make_test_models fixture).
+    for (const char* name : {"mlp", "bert_tiny"}) {
+        const std::string path = std::string(KILN_BINARY_DIR) + "/test_models/" + name + ".onnx";
+        if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not generated";
+        SCOPED_TRACE(path);
+        ir::Graph g = frontend::import_onnx_file(path);
+        std::map<std::string, int64_t> dims;
+        for (const ir::Value* in : g.inputs())
+            for (const ir::Dim& d : in->type().shape)
+                if (!d.is_static()) dims[d.symbol] = 1;
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90});
+        std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs\n", name, m.kernels, m.program->steps.size(), m.compiled);
+        EXPECT_GT(m.program->steps.size(), 1u);
+    }
+}
+
+TEST(CudaCodegen, BindLaunchesTheBoundExtents) {
+    te::Tensor a = te::placeholder({1024}, DType::kFloat32, "a");
+    te::Tensor b = te::compute({1024}, [&](const std::vector<te::Var>& i) { return te::read(a, i) * te::read(a, i); }, "b");
+    te::Schedule s = te::create_schedule({b});
+    auto [bo, bi] = s[b].split(s[b].axis(0), 128);
+    s[b].bind(bo, te::LoopKind::kBlockIdxX);
+    s[b].bind(bi, te::LoopKind::kThreadIdxX);
+    codegen::CudaKernel k = codegen::emit_cuda(tir::lower(s, {a, b}, "sq"));
+    ASSERT_EQ(k.launches.size(), 1u);
+    EXPECT_EQ(k.launches[0].grid, 8);  // 1024 / 128
+    EXPECT_EQ(k.launches[0].block, 128);
+    EXPECT_NE(k.source.find("blockIdx.x"), std::string::npos);
+    EXPECT_NO_THROW(codegen::compile_cuda(k.source, 90));
+}
+
+TEST(CudaCodegen, BindRefusesReduceAxes) {
+    te::Tensor a = te::placeholder({4, 8}, DType::kFloat32, "a");
+    te::IterVar r = te::reduce_axis(8, "r");
+    te::Tensor s = te::compute({4}, [&](const std::vector<te::Var>& i) { return te::sum(te::read(a, {te::Expr(i[0]), te::Expr(r->var)}), {r}); }, "s");
+    te::Schedule sch = te::create_schedule({s});
+    EXPECT_THROW(sch[s].bind(sch[s].reduce_axis(0), te::LoopKind::kThreadIdxX), Error);
+}
+
+TEST(CudaCodegen, SoftmaxStagesBecomeSeparateLaunches) {
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g);
+    ASSERT_EQ(m.program->kernels.size(), 1u);
+    const runtime::cuda::CudaKernelDesc& k = m.program->kernels[0];
+    EXPECT_GE(k.entries.size(), 2u);  // a reduction stage, then the stage that reads it
+    EXPECT_GE(k.scratch_bytes.size(), 1u);  // the reduction's row values live between launches
+    EXPECT_LT(k.scratch_bytes.size(), k.entries.size());
+}
+
+TEST(CudaCodegen, NvrtcErrorsAreCompileErrors) {
+    try {
+        codegen::compile_cuda("extern \"C\" __global__ void broken() { undeclared_name = 1; }", 90);
+        FAIL() << "expected kCompileError";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kCompileError);
+        EXPECT_NE(std::string(e.what()).find("undeclared_name"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,176 @@
+// On a GPU (skipped cleanly without one): every default-schedule kernel against the CPU kernel
+// of the same graph on random inputs (FP32: |gpu - cpu| <= 1e-5 * max(1, |cpu|)), cuBLAS sgemm
+// against a double-precision reference, the session budget's OutOfMemory, and whole models
+// (tests' MLP and tiny BERT, when KILN_GPU_MODELS names their directory) against the CPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "compiler/compile.h"
+#include "compiler/cuda_compile.h"
+#include "frontend/onnx/importer.h"
+#include "gpu_test_util.h"
+#include "ir/parser.h"
+#include "runtime/cuda/cublas_gemm.h"
+#include "runtime/cuda/cuda_runner.h"
+#include "runtime/sequential_executor.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+namespace {
+
+using runtime::cuda::CudaDevice;
+using runtime::cuda::CudaRunner;
+
+std::vector<Tensor> random_inputs(const ir::Graph& g, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<Tensor> out;
+    for (const ir::Value* in : g.inputs()) {
+        Tensor t(in->type().dtype, in->type().static_shape());
+        if (t.dtype() == DType::kFloat32)
+            for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
+        else
+            for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, static_cast<double>(rng() % 7));
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+std::vector<Tensor> run_cpu(ir::Graph g, const std::vector<Tensor>& inputs) {
+    compiler::CompiledModel cm = compiler::compile(g);
+    runtime::ThreadPool pool(2);
+    runtime::CpuAllocator alloc;
+    runtime::SequentialExecutor ex(cm.executable, &pool, &alloc);
+    std::vector<Tensor> outs;
+    Status s = ex.run(inputs, outs);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return outs;
+}
+
+std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tensor>& inputs, std::string* report = nullptr) {
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch()});
+    CudaRunner runner(cm.program, dev, 0);
+    std::vector<Tensor> outs;
+    Status s = runner.run(inputs, outs);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (report) *report = runner.resource_report();
+    return outs;
+}
+
+/// Largest |a - b| / max(1, |b|) over float outputs; +inf for a shape or count mismatch.
+double max_rel_error(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+    if (a.size() != b.size()) return INFINITY;
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].shape() != b[i].shape()) return INFINITY;
+        for (int64_t k = 0; k < a[i].numel(); ++k) {
+            const double x = a[i].get_f64(k), y = b[i].get_f64(k);
+            if (std::isnan(x) != std::isnan(y)) return INFINITY;
+            if (!std::isnan(x)) worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(y)));
+        }
+    }
+    return worst;
+}
+
+TEST(CudaKernels, EveryDefaultScheduleMatchesTheCpuKernel) {
+    KILN_REQUIRE_GPU(dev);
+    for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        std::vector<Tensor> in = random_inputs(g, 7);
+        std::string report;
+        std::vector<Tensor> gpu = run_gpu(ir::parse_graph(c.graph), *dev, in, &report);
+        std::vector<Tensor> cpu = run_cpu(ir::parse_graph(c.graph), in);
+        const double err = max_rel_error(gpu, cpu);
+        std::printf("%-18s max rel error %.3g\n%s", c.name, err, report.c_str());
+        EXPECT_LE(err, 1e-5);
+    }
+}
+
+TEST(CudaKernels, CublasSgemmMatchesDoubleReference) {
+    KILN_REQUIRE_GPU(dev);
+    const int m = 67, n = 129, k = 300;
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    runtime::cuda::CudaStream stream(*dev);
+    runtime::cuda::CublasGemm gemm(*dev);
+    auto alloc = runtime::cuda::make_cuda_session_allocator(*dev, 0);
+    void* da = alloc->allocate(a.size() * 4, "a");
+    void* db = alloc->allocate(b.size() * 4, "b");
+    void* dc = alloc->allocate(c.size() * 4, "c");
+    dev->copy(da, a.data(), a.size() * 4);
+    dev->copy(db, b.data(), b.size() * 4);
+    ASSERT_TRUE(gemm.sgemm_row_major(stream, m, n, k, static_cast<float*>(da), static_cast<float*>(db), static_cast<float*>(dc)).ok());
+    ASSERT_TRUE(stream.synchronize().ok());
+    dev->copy(c.data(), dc, c.size() * 4);
+    double worst = 0;
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+            double ref = 0;
+            for (int p = 0; p < k; ++p) ref += static_cast<double>(a[i * k + p]) * b[p * n + j];
+            worst = std::max(worst, std::abs(c[i * n + j] - ref) / std::max(1.0, std::abs(ref)));
+        }
+    std::printf("cuBLAS sgemm %dx%dx%d max rel error %.3g\n", m, n, k, worst);
+    EXPECT_LE(worst, 1e-5);
+    for (void* p : {da, db, dc}) alloc->deallocate(p, 0);
+}
+
+TEST(CudaRuntime, BudgetExhaustionNamesTheBuffer) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    try {
+        CudaRunner runner(cm.program, *dev, 4096);  // the inputs alone need 80 KB
+        FAIL() << "expected kOutOfMemory";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory) << e.what();
+        EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos) << e.what();
+    }
+    CudaRunner ok(cm.program, *dev, 1 << 20);  // the process and the device stay usable
+    std::vector<Tensor> outs;
+    EXPECT_TRUE(ok.run(random_inputs(g, 1), outs).ok());
+}
+
+TEST(CudaRuntime, WrongInputShapeIsAnError) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    CudaRunner runner(cm.program, *dev, 0);
+    std::vector<Tensor> outs;
+    Status s = runner.run({Tensor(DType::kFloat32, {8, 76})}, outs);
+    EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(s.message().find("'x'"), std::string::npos) << s.message();
+}
+
+TEST(CudaModels, TestModelsMatchTheCpu) {
+    KILN_REQUIRE_GPU(dev);
+    const char* dir = std::getenv("KILN_GPU_MODELS");
+    if (!dir) GTEST_SKIP() << "KILN_GPU_MODELS (a directory of mlp.onnx, bert_tiny.onnx ...) is not set";
+    int ran = 0;
+    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "gpu_mlp", "gpu_encoder"}) {
+        const std::string path = std::string(dir) + "/" + name + ".onnx";
+        if (!std::filesystem::exists(path)) continue;
+        SCOPED_TRACE(path);
+        ir::Graph g = frontend::import_onnx_file(path);
+        std::vector<Tensor> in = random_inputs(g, 11);
+        std::vector<Tensor> gpu = run_gpu(frontend::import_onnx_file(path), *dev, in);
+        std::vector<Tensor> cpu = run_cpu(frontend::import_onnx_file(path), in);
+        const double err = max_rel_error(gpu, cpu);
+        std::printf("model %-12s max rel error vs CPU %.3g\n", name, err);
+        EXPECT_LE(err, 1e-4);  // whole models: many kernels, each within 1e-5
+        ++ran;
+    }
+    EXPECT_GT(ran, 0) << "no model found in " << dir;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,60 @@
+// Shared by the GPU tests: the default-schedule cases (IR text graphs), and the device or a skip.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/cuda_device.h"
+
+namespace kiln::gpu_testing {
+
+struct Case {
+    const char* name;
+    const char* graph;  // IR text (ir/parser.h)
+};
+
+/// One case per default GPU schedule: injective (a fused elementwise chain with a broadcast),
+/// reductions (softmax: max, exp-sum and divide stages; layer norm), and matmul (with its
+/// fused bias + relu epilogue) at sizes whose thread counts are not multiples of the block.
+inline const std::vector<Case>& schedule_cases() {
+    static const std::vector<Case> cases = {
+        {"elementwise", R"(
+graph g(%a: f32[3,1000], %b: f32[1000]) {
+  %s = Add(%a, %b) : f32[3,1000]
+  %e = Exp(%s) : f32[3,1000]
+  %y = Relu(%e) : f32[3,1000]
+  return %y
+})"},
+        {"softmax", R"(
+graph g(%x: f32[8,77]) {
+  %y = Softmax(%x) {axis=1} : f32[8,77]
+  return %y
+})"},
+        {"layer_norm", R"(
+graph g(%x: f32[6,130], %w: f32[130], %b: f32[130]) {
+  %y = LayerNormalization(%x, %w, %b) {axis=-1} : f32[6,130]
+  return %y
+})"},
+        {"matmul_bias_relu", R"(
+graph g(%a: f32[33,200], %b: f32[200,70], %c: f32[70]) {
+  %m = MatMul(%a, %b) : f32[33,70]
+  %s = Add(%m, %c) : f32[33,70]
+  %y = Relu(%s) : f32[33,70]
+  return %y
+})"},
+    };
+    return cases;
+}
+
+/// The CUDA device, or nullptr after GTEST_SKIP-worthy reason in *why.
+inline runtime::cuda::CudaDevice* device_or_reason(std::string* why) { return runtime::cuda::CudaDevice::get(why); }
+
+}  // namespace kiln::gpu_testing
+
+/// Skips the test (cleanly) on a machine without a usable GPU.
+#define KILN_REQUIRE_GPU(dev)                                                    \
+    std::string kiln_gpu_why_;                                                   \
+    ::kiln::runtime::cuda::CudaDevice* dev = ::kiln::gpu_testing::device_or_reason(&kiln_gpu_why_); \
+    if (!dev) GTEST_SKIP() << "no GPU: " << kiln_gpu_why_

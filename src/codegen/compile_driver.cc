@@ -307,6 +307,8 @@ std::string cache_dir() {
 
 namespace {
 
+bool compiler_accepts(const Toolchain& t, const std::vector<std::string>& flags);
+
 /// codegen/vector_width_flags.h for this host and compiler under the ISA flags `isa`: the
 /// compiler's target report (`cc ISA -Q --help=target`) read once per ISA list.
 std::vector<std::string> host_vector_flags(const std::vector<std::string>& isa) {
@@ -317,7 +319,7 @@ std::vector<std::string> host_vector_flags(const std::vector<std::string>& isa) 
     if (auto it = known.find(isa); it != known.end()) return it->second;
     const std::vector<std::string> features = runtime::host_cpu_features();
     const bool avx512 = std::find(features.begin(), features.end(), "avx512f") != features.end();
-    std::string report;
+    std::vector<std::string> flags;
     if (avx512) {
         const Toolchain t = toolchain();
         std::vector<std::string> argv = t.cc;
@@ -325,10 +327,14 @@ std::vector<std::string> host_vector_flags(const std::vector<std::string>& isa) 
         for (const char* a : {"-Q", "--help=target"}) argv.push_back(a);
         const std::string log = temp_path(t.root + "/isa-probe", ".txt");
         int err = 0;
-        if (run_process(argv, log, &err) == 0) report = read_file(log);
+        const std::string report = run_process(argv, log, &err) == 0 ? read_file(log) : "";
         remove_quietly(log);
+        flags = wide_vector_flags(report, avx512);
+        std::vector<std::string> with = isa;
+        with.insert(with.end(), flags.begin(), flags.end());
+        if (!flags.empty() && !compiler_accepts(t, with)) flags.clear();
     }
-    return known[isa] = wide_vector_flags(report, avx512);
+    return known[isa] = flags;
 #else
     (void)isa;
     return {};

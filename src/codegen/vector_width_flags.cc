@@ -20,7 +20,7 @@ std::vector<std::string> wide_vector_flags(const std::string& target_help, bool 
         if (value == "128" || value == "256") return {"-mprefer-vector-width=512"};
         return {};
     }
-    return {};
+    return {"-mprefer-vector-width=512"};  // no report of the preference
 }
 
 }  // namespace kiln::codegen

@@ -17,7 +17,8 @@ namespace kiln::codegen {
 /// The flags to add, given the compiler's `-Q --help=target` output for the kernels' ISA flags
 /// (its "-mprefer-vector-width=" line: "none", "128", "256" or "512") and whether the host has
 /// AVX-512F: {"-mprefer-vector-width=512"} when the host has it and the preference is 128 or
-/// 256; otherwise none (no AVX-512, no preference, or a compiler that does not print it).
+/// 256, or unknown (a report without the line: Clang prints none, and it also tunes Xeons for
+/// 256 bits; the caller adds the flag only if the compiler accepts it); otherwise none.
 std::vector<std::string> wide_vector_flags(const std::string& target_help, bool host_avx512);
 
 }  // namespace kiln::codegen

@@ -154,28 +154,32 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     return out.size() >= 2 && shape_numel(out) / out.back() < 32;
 }
 
-/// Whether oneDNN would leave more than half of `threads` idle on conv choice `c` where the
-/// generated kernel keeps them busy. oneDNN runs one part per thread, and a conv of one image
-/// splits only by 16-channel blocks (runtime/extern_split.h): 64 channels make 4 parts at any
-/// thread count. The generated blocked convs run (images x output rows x channel blocks) in
-/// parallel (op/defs/conv_nchwc.cc, blocked_ops.cc for depthwise), at least N * OH chunks. oneDNN's edge per thread is about
-/// 1.35x (ResNet-50 at one thread, docs/kernels.md), so below threads / 2 parts the generated
-/// kernel is ahead; on 16 threads ResNet-50's 64-channel 3x3 convs on 4 oneDNN parts took 0.8
-/// ms where 16 threads have 4x the cores. Two threads never reach this (a part is at least 1).
+/// Whether oneDNN's split would leave so many of `threads` idle that the generated blocked conv,
+/// which keeps them all busy, is faster. oneDNN runs one part per thread, and a conv of one
+/// image splits only by 16-channel blocks (runtime/extern_split.h): 64 channels make 4 parts at
+/// any thread count. The generated conv runs (images x output rows x channel blocks) in
+/// parallel (op/defs/conv_nchwc.cc), at least N * OH chunks. Measured on the 16-core Xeon
+/// (ResNet-50, 16 threads): layer 1's 3x3 convs generated 270 us (850 GFLOP/s), layer 2's on 8
+/// oneDNN parts 370 us (620 GFLOP/s) for the same FLOPs: oneDNN's edge per busy thread is about
+/// 1.5x, so the generated conv wins below threads / 1.5 parts. Only where that measurement
+/// holds: 16-channel blocks (with blocks of 8 the generated tile is half a vector wide: RegNetY's
+/// 440 channels ran at 2.5 GFLOP/s), not depthwise, and with an epilogue of Relu / residual Add
+/// (fused into the tile's store; MobileNetV2's Clip runs as a second pass: its 16->96 expand conv
+/// took 760 us generated on 16 threads, 209 us on 4 oneDNN parts, and its depthwise convs
+/// generated 3.5x oneDNN's one-thread time). Two threads never reach this (a part is at least 1).
 bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& c, int threads) {
     const ir::Node* conv = unit.nodes.front();
-    if (threads <= 2 || c.name != "dnnl_conv" || (conv->op() != "KilnConv2dNCHWc" && conv->op() != "KilnDepthwiseConv2dNCHWc"))
-        return false;
-    // Only with 16-channel blocks: with blocks of 8 the generated tile is half a vector wide
-    // (RegNetY's 440 channels ran at 2.5 GFLOP/s, see auto_prefers_dnnl).
+    if (threads <= 2 || c.name != "dnnl_conv" || conv->op() != "KilnConv2dNCHWc") return false;
+    for (size_t i = 1; i < unit.nodes.size(); ++i)
+        if (unit.nodes[i]->op() != "Relu" && unit.nodes[i]->op() != "Add") return false;
     const Shape y = conv->output(0)->type().static_shape();
     if (y.size() != 5 || y[4] != 16) return false;
     const runtime::ExternParams p(runtime::ExternParams::format(c.params));
     const std::vector<int64_t> src = p.ints("src"), dst = p.ints("dst");
     if (src.size() != 4 || dst.size() != 4) return false;
     const runtime::ConvSplit split =
-        runtime::dnnl_conv_split(src[0], src[1], dst[1], p.integer_or("groups", 1), threads);
-    return 2 * split.parts < threads && dst[0] * dst[2] >= threads;
+        runtime::dnnl_conv_split(src[0], src[1], dst[1], p.integer_or("groups", 1), threads, 16);
+    return 3 * split.parts < 2 * threads && dst[0] * dst[2] >= threads;
 }
 
 }  // namespace
@@ -381,7 +385,8 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         }
         // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
-        lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs, opts.symbolic ? &sym : nullptr));
+        lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs, opts.symbolic ? &sym : nullptr,
+                                   opts.intra_op_threads));
     }
 
     {  // 8-bit activations between int8 kernels stay NHWC (compiler/int8_layout.h)

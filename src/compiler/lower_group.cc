@@ -259,7 +259,7 @@ void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const Compos
 }
 
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs,
-                         const SymbolicDims* dims) {
+                         const SymbolicDims* dims, int threads) {
     ComposedUnit c = compose_unit(unit, dims);
     LoweredKernel k;
     k.description = unit.ops();
@@ -267,7 +267,9 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     k.node_name = (c.anchor ? c.anchor : unit.nodes.front())->name();
     const std::vector<te::Tensor>& outs = c.outs;
     std::vector<te::Tensor> params = c.params;
-    te::Schedule sch = te::create_schedule(outs, te::ScheduleConfig(knobs));
+    te::ScheduleConfig config(knobs);
+    config.set_threads(threads);
+    te::Schedule sch = te::create_schedule(outs, std::move(config));
     inline_unit_members(sch, unit, c);
     const op::OpDef* anchor_def = c.anchor_def;
     const std::vector<te::Tensor>& anchor_outs = c.anchor_outs;

@@ -82,9 +82,10 @@ void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const Compos
 /// `params_may_alias`: emit without `restrict` (the memory plan may compute it in place).
 /// `knobs`: the schedule templates' tunable choices (empty: the untuned defaults).
 /// `dims`: a symbolic compile's dims; the unit's tensors are then built over them and the
-/// kernel takes those it uses as parameters (tir PrimFunc::dims).
+/// kernel takes those it uses as parameters (tir PrimFunc::dims). `threads`: the intra-op
+/// threads it will run on (te::ScheduleConfig::threads, a hint for the parallel split).
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs = {},
-                         const SymbolicDims* dims = nullptr);
+                         const SymbolicDims* dims = nullptr, int threads = 1);
 
 /// Estimated floating-point operations of one run of the unit (StepDesc::flops).
 double unit_flops(const KernelUnit& unit);

@@ -160,7 +160,7 @@ private:
             w.default_is_dnnl = extern_choice(unit, opts_.compile.kernels, {}, opts_.compile.intra_op_threads).has_value();
             te::KnobValues defaults;
             try {
-                LoweredKernel k = lower_unit(unit, false, {});
+                LoweredKernel k = lower_unit(unit, false, {}, nullptr, opts_.compile.intra_op_threads);
                 w.space = std::move(k.space);
                 defaults = std::move(k.knobs);
             } catch (const Error&) {

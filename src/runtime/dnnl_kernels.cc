@@ -493,7 +493,7 @@ int64_t product(const std::vector<int64_t>& v) {
 ///   strides, dilations (ONNX convention: 1 = dense), pads_begin, pads_end (of the primitive:
 ///       a deconv's end pad is ONNX's less output_padding); post (see PostOp)
 /// Split across threads (runtime/extern_split.h): whole images, else (one image) output
-/// channels in blocks of 16 (groups == 1), or whole groups in blocks whose input and output
+/// channels in blocks of 16 (or 8: see ConvSplit) (groups == 1), or whole groups in blocks whose input and output
 /// channels are multiples of 16 (depthwise: 16 channels); fewer parts than threads where the
 /// step has fewer units.
 class DnnlConv final : public DnnlKernel {
@@ -703,7 +703,7 @@ private:
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
         const int64_t sout = product(std::vector<int64_t>(dst_.begin() + 2, dst_.end()));
         // Split: whole images, else channel blocks or groups of one image (runtime/extern_split.h).
-        const ConvSplit split = dnnl_conv_split(n, c, m, g, threads);
+        const ConvSplit split = dnnl_conv_split(n, c, m, g, threads, dst_block_);
         const int64_t parts = split.parts, unit_g = split.unit_g;
         const bool by_batch = split.by == ConvSplit::kBatch;
         const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};
@@ -715,8 +715,9 @@ private:
                 n0 = n * i / parts;
                 nn = n * (i + 1) / parts - n0;
             } else if (parts > 1 && g == 1) {
-                m0 = 16 * ((m / 16) * i / parts);
-                mm = 16 * ((m / 16) * (i + 1) / parts) - m0;
+                const int64_t u = split.unit_m;
+                m0 = u * ((m / u) * i / parts);
+                mm = u * ((m / u) * (i + 1) / parts) - m0;
             } else if (parts > 1) {
                 const int64_t units = g / unit_g, g0 = unit_g * (units * i / parts);
                 gg = unit_g * (units * (i + 1) / parts) - g0;

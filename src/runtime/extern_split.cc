@@ -7,16 +7,18 @@
 
 namespace kiln::runtime {
 
-ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads) {
+ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads, int64_t dst_block) {
     ConvSplit s;
     if (threads <= 1 || n < 1 || c < 1 || m < 1 || groups < 1) return s;
     if (n > 1) {
         s.by = ConvSplit::kBatch;
         s.parts = std::min<int64_t>(n, threads);
     } else if (groups == 1) {
-        if (m % 16 == 0) {
+        // A slice of whole blocks of one image is contiguous in NCHW{b}c (and in plain NCHW).
+        s.unit_m = m % 16 == 0 ? 16 : m % 8 == 0 && (dst_block == 8 || dst_block == 0) ? 8 : 0;
+        if (s.unit_m) {
             s.by = ConvSplit::kChannels;
-            s.parts = std::min<int64_t>(m / 16, threads);
+            s.parts = std::min<int64_t>(m / s.unit_m, threads);
         }
     } else {
         const int64_t cg = c / groups, mg = m / groups;

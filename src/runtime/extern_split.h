@@ -9,20 +9,24 @@
 
 namespace kiln::runtime {
 
-/// A convolution's split: whole images (kBatch), blocks of 16 output channels of one image
-/// (kChannels), or whole groups `unit_g` at a time whose input and output channels are
+/// A convolution's split: whole images (kBatch), blocks of `unit_m` output channels of one
+/// image (kChannels: 16, or 8 where the output is in 8-channel blocks or plain and M is no
+/// multiple of 16), or whole groups `unit_g` at a time whose input and output channels are
 /// multiples of 16 (kGroups; depthwise: 16 channels).
 struct ConvSplit {
     enum By { kNone, kBatch, kChannels, kGroups };
     By by = kNone;
     int64_t parts = 1;
+    int64_t unit_m = 0;  // kChannels: output channels per unit
     int64_t unit_g = 0;  // kGroups: groups per unit
 };
 
 /// The split of a (de)convolution with `n` images, `c` input and `m` output channels in
-/// `groups` groups over `threads` threads: at most `threads` parts, fewer where the step has
-/// fewer units (a 64-channel conv of one image: 4 parts at any thread count from 4).
-ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads);
+/// `groups` groups over `threads` threads, its output in blocks of `dst_block` channels (0:
+/// plain): at most `threads` parts, fewer where the step has fewer units (a 64-channel conv of
+/// one image: 4 parts at any thread count from 4; MobileNetV2's 24-channel projections, in
+/// blocks of 8: 3).
+ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads, int64_t dst_block = 16);
 
 /// A matmul's split: the batch, rows of A (at least 16 per part), or (one row) columns of B
 /// (at least 64 per part).

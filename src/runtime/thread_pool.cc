@@ -8,7 +8,10 @@
 // different kernels) each caller always progresses on its own loop and workers spread over
 // the jobs, so the process runs at most (callers + workers) threads — never more than the
 // pools were given. Idle workers spin (yielding) for spin_us before sleeping on a condition
-// variable, so back-to-back kernels of a sequential run find them awake; bench/executor_wakeup.cc
+// variable, so back-to-back kernels of a sequential run find them awake; they take mu_ (with
+// try_lock) only while some job has unclaimed chunks (open_jobs_, decremented by whoever claims
+// a job's last chunk), and a caller wakes at most as many sleepers as its loop has chunks for
+// helpers; bench/executor_wakeup.cc
 // measures the wake-up latency. A thread-local flag makes a nested parallel_for (from inside a
 // chunk) run inline and serially. Chunks never depend on which thread runs them, so results
 // are independent of scheduling.
@@ -156,11 +159,15 @@ void ThreadPool::worker_loop() {
         for (;;) {
             // Only while some job has unclaimed chunks: idle workers polling mu_ while the
             // callers finish their last chunks slowed every loop, more so with more threads.
+            // try_lock: a spinning worker that finds mu_ taken (others joining) spins on rather
+            // than sleeping in the kernel and waking microseconds later.
             if (open_jobs_.load(std::memory_order_acquire) > 0) {
-                std::lock_guard<std::mutex> lock(mu_);
-                if (stop_) return;
-                job = claimable_locked();
-                if (job) break;
+                std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+                if (lock.owns_lock()) {
+                    if (stop_) return;
+                    job = claimable_locked();
+                    if (job) break;
+                }
             }
             if (Clock::now() >= spin_end) break;
             std::this_thread::yield();

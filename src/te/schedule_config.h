@@ -41,6 +41,11 @@ public:
     /// The value each declared knob took.
     KnobValues applied() const;
 
+    /// The intra-op threads the kernel will run on: a hint a template may read to size its
+    /// parallel loop (never a knob; 1 unless the compiler says). Templates keep their two-thread
+    /// choices at threads <= 2.
+    int threads() const { return threads_; }
+    void set_threads(int threads) { threads_ = threads < 1 ? 1 : threads; }
     /// "conv.ob=2,conv.t=7" (sorted by name); "" for no values.
     static std::string format(const KnobValues& v);
     /// The inverse of format; kInvalidArgument names a malformed entry.
@@ -50,6 +55,7 @@ private:
     KnobValues values_;
     std::vector<Knob> space_;
     KnobValues taken_;
+    int threads_ = 1;
 };
 
 }  // namespace kiln::te

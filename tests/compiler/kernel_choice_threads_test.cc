@@ -1,6 +1,6 @@
 // kernels=auto reads the thread count the model will run on (compiler/compile.h extern_choice):
-// a blocked conv of one image whose oneDNN split (runtime/extern_split.h) would leave more than
-// half of the threads idle stays generated. Fed the two machines Kiln was measured on: the
+// a blocked conv of one image whose oneDNN split (runtime/extern_split.h) would keep fewer than
+// two thirds of the threads busy stays generated. Fed the two machines Kiln was measured on: the
 // 2-thread development machine (AMD EPYC, Zen 4) and a 16-core Xeon (AVX-512), where ResNet-50's
 // 64-channel 3x3 convs on 16 threads ran on one oneDNN thread (0.8 ms at 4 threads, 2.1 at 16).
 // The rule is asked directly on the partitioned graph (no kernel is compiled).
@@ -49,16 +49,23 @@ ir::Graph convs(int64_t c, int64_t m, int64_t h) {
     return g;
 }
 
-// x [1,32,56,56] -> 1x1 conv 32 -> 64 -> depthwise 3x3 (64 groups) -> 1x1 conv 64 -> 32.
+// MobileNetV2's block: x [1,32,56,56] -> 1x1 conv 32 -> 64 -> Clip(0, 6) -> depthwise 3x3 (64
+// groups) -> 1x1 conv 64 -> 32.
 ir::Graph depthwise_block() {
     ir::Graph g;
     ir::Value* x = g.add_input("x", f32({1, 32, 56, 56}));
     ir::Value* w1 = g.add_constant("w1", weights({64, 32, 1, 1}, 1));
     ir::Value* wd = g.add_constant("wd", weights({64, 1, 3, 3}, 2));
     ir::Value* w2 = g.add_constant("w2", weights({32, 64, 1, 1}, 3));
+    Tensor lo(DType::kFloat32, {}), hi(DType::kFloat32, {});
+    lo.data_as<float>()[0] = 0;
+    hi.data_as<float>()[0] = 6;
+    ir::Value* vlo = g.add_constant("lo", lo);
+    ir::Value* vhi = g.add_constant("hi", hi);
     ir::Value* a = g.add_node("Conv", {x, w1}, {{"kernel_shape", Ints{1, 1}}}, {f32({1, 64, 56, 56})}, {"a"}, "conv_expand")
                        ->output(0);
-    ir::Value* d = g.add_node("Conv", {a, wd},
+    ir::Value* ac = g.add_node("Clip", {a, vlo, vhi}, {}, {f32({1, 64, 56, 56})}, {"ac"}, "clip")->output(0);
+    ir::Value* d = g.add_node("Conv", {ac, wd},
                               {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{64}}},
                               {f32({1, 64, 56, 56})}, {"d"}, "conv_dw")
                        ->output(0);
@@ -105,23 +112,30 @@ TEST(KernelChoiceThreads, SixtyFourChannelConvIsOneDnnOnTwoThreadsAndGeneratedOn
     EXPECT_EQ(choices(convs(64, 64, 56), 4).at("conv3x3"), "dnnl_conv");
 }
 
-TEST(KernelChoiceThreads, EightThreadsKeepOneDnnWhereItFillsHalfOfThem) {
+TEST(KernelChoiceThreads, GeneratedBelowTwoThirdsOfTheThreadsInOneDnnParts) {
     if (!runtime::have_dnnl()) GTEST_SKIP() << "built without oneDNN";
     ProbeOff probe_off;
-    // 128 output channels: 8 parts; on 16 threads that is half of them (not fewer): oneDNN.
-    EXPECT_EQ(choices(convs(64, 128, 28), 16).at("conv3x3"), "dnnl_conv");
-    EXPECT_EQ(choices(convs(64, 64, 28), 8).at("conv3x3"), "dnnl_conv");  // 4 of 8
-    EXPECT_EQ(choices(convs(64, 64, 28), 9).at("conv3x3"), "generated");  // 4 of 9
+    // oneDNN's edge per busy thread is ~1.5x (measured on the Xeon): generated below threads / 1.5.
+    EXPECT_EQ(choices(convs(64, 128, 28), 16).at("conv3x3"), "generated");  // 8 parts of 16
+    EXPECT_EQ(choices(convs(64, 160, 28), 16).at("conv3x3"), "generated");  // 10
+    EXPECT_EQ(choices(convs(64, 176, 28), 16).at("conv3x3"), "dnnl_conv");  // 11
+    EXPECT_EQ(choices(convs(64, 64, 28), 8).at("conv3x3"), "generated");    // 4 of 8
+    EXPECT_EQ(choices(convs(64, 96, 28), 8).at("conv3x3"), "dnnl_conv");    // 6 of 8
 }
 
-TEST(KernelChoiceThreads, MobileNetStyleBlockIsOneDnnOnTwoThreadsAndGeneratedOnSixteen) {
+TEST(KernelChoiceThreads, MobileNetBlockKeepsOneDnnWhereTheGeneratedKernelWasSlower) {
     if (!runtime::have_dnnl()) GTEST_SKIP() << "built without oneDNN";
     ProbeOff probe_off;
     const auto two = choices(depthwise_block(), 2), sixteen = choices(depthwise_block(), 16);
     ASSERT_EQ(two.size(), 3u);
     for (const auto& [name, kind] : two) EXPECT_EQ(kind, "dnnl_conv") << name << " on 2 threads";
-    // 64 channels: 4 parts (the depthwise conv: 4 units of 16 groups); 32 channels: 2 parts.
-    for (const auto& [name, kind] : sixteen) EXPECT_EQ(kind, "generated") << name << " on 16 threads";
+    ASSERT_EQ(sixteen.size(), 3u);
+    // The projection (2 parts, no epilogue): generated. The expand conv's Clip is a second pass
+    // in the generated kernel, and the generated depthwise conv was 3.5x slower on the Xeon:
+    // both stay oneDNN.
+    EXPECT_EQ(sixteen.at("conv_project"), "generated");
+    EXPECT_EQ(sixteen.at("conv_expand"), "dnnl_conv");
+    EXPECT_EQ(sixteen.at("conv_dw"), "dnnl_conv");
 }
 
 }  // namespace

@@ -17,9 +17,15 @@ TEST(ExternSplit, ConvOfOneImageSplitsByChannelBlocksUpToTheThreads) {
     EXPECT_EQ(s16.parts, 4) << "one part (one thread) before";
     EXPECT_EQ(dnnl_conv_split(1, 256, 512, 1, 16).parts, 16);
     EXPECT_EQ(dnnl_conv_split(1, 64, 64, 1, 1).parts, 1);
-    // 24 output channels are no whole number of 16-blocks: one part.
-    EXPECT_EQ(dnnl_conv_split(1, 144, 24, 1, 16).by, ConvSplit::kNone);
-    EXPECT_EQ(dnnl_conv_split(1, 144, 24, 1, 16).parts, 1);
+    // 24 output channels in 16-channel blocks cannot split; in 8-channel blocks (Kiln's layout
+    // for 24 channels: MobileNetV2's projections) or plain they split by 8: 3 parts.
+    EXPECT_EQ(dnnl_conv_split(1, 144, 24, 1, 16, 16).by, ConvSplit::kNone);
+    EXPECT_EQ(dnnl_conv_split(1, 144, 24, 1, 16, 16).parts, 1);
+    EXPECT_EQ(dnnl_conv_split(1, 144, 24, 1, 16, 8).parts, 3);
+    EXPECT_EQ(dnnl_conv_split(1, 144, 24, 1, 16, 8).unit_m, 8);
+    EXPECT_EQ(dnnl_conv_split(1, 144, 24, 1, 2, 0).parts, 2);
+    EXPECT_EQ(dnnl_conv_split(1, 64, 64, 1, 16, 8).unit_m, 16) << "whole 16-blocks where M allows";
+    EXPECT_EQ(dnnl_conv_split(1, 64, 20, 1, 16, 8).parts, 1) << "20 is no multiple of 8";
 }
 
 TEST(ExternSplit, ConvSplitsImagesEvenWhenTheyDoNotDivideTheThreads) {

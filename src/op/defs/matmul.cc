@@ -109,7 +109,8 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, 
 //  - "matmul.ku": the k loop split by ku with the inner part unrolled, ku in {1, 2, 4} dividing
 //    K (declared when K >= 8 and even);
 //  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
-//    (default), 1 = (rows, i-outer) with j-outer serial inside, 2 = (rows, j-outer, i-outer)
+//    (default; 2 where (rows, j-outer) has fewer iterations than the threads the kernel will run
+//    on, above 2 threads), 1 = (rows, i-outer) with j-outer serial inside, 2 = (rows, j-outer, i-outer)
 //    fused (declared when the stage runs in parallel and i-outer has more than one iteration).
 void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0) {
     const int nd = st.tensor()->ndim();
@@ -165,7 +166,15 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     const bool sym_m = sh[nd - 2] == te::kDynamicDim, sym_n = sh[nd - 1] == te::kDynamicDim;
     int64_t par_mode = 0;
     if (sym_n && !sym_m) par_mode = 1;
-    else if (work > kParallelMin && io_extent > 1 && !sym_m && !sym_n) par_mode = cfg.knob("matmul.par", {0, 1, 2}, 0);
+    else if (work > kParallelMin && io_extent > 1 && !sym_m && !sym_n) {
+        // Fewer (batch x column tile) chunks than threads: row tiles join the parallel loop
+        // (BERT-base's 768-wide projections have 12 column tiles: 12 of 16 threads busy). A
+        // thread's run of chunks stays within one column tile, so its B panel is still reused.
+        int64_t col_chunks = (n + tile.nc - 1) / tile.nc;
+        for (int d = 0; d < nd - 2; ++d) col_chunks *= assumed(sh[d]);
+        const int64_t par_default = cfg.threads() > 2 && col_chunks < cfg.threads() ? 2 : 0;
+        par_mode = cfg.knob("matmul.par", {0, 1, 2}, par_default);
+    }
     const bool fuse_leaf = !(par_mode == 1 ? sym_m : sym_n);
     std::vector<te::IterVar> order;
     for (int d = 0; d < nd - 2; ++d) order.push_back(st.axis(d));

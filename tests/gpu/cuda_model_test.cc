@@ -14,6 +14,7 @@
 #include "compiler/compile.h"
 #include "compiler/cuda_compile.h"
 #include "frontend/onnx/importer.h"
+#include "gpu_reference.h"
 #include "gpu_test_util.h"
 #include "ir/parser.h"
 #include "runtime/cuda/cublas_gemm.h"
@@ -26,32 +27,9 @@ namespace {
 
 using runtime::cuda::CudaDevice;
 using runtime::cuda::CudaRunner;
-
-std::vector<Tensor> random_inputs(const ir::Graph& g, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    std::vector<Tensor> out;
-    for (const ir::Value* in : g.inputs()) {
-        Tensor t(in->type().dtype, in->type().static_shape());
-        if (t.dtype() == DType::kFloat32)
-            for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
-        else
-            for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, static_cast<double>(rng() % 7));
-        out.push_back(std::move(t));
-    }
-    return out;
-}
-
-std::vector<Tensor> run_cpu(ir::Graph g, const std::vector<Tensor>& inputs) {
-    compiler::CompiledModel cm = compiler::compile(g);
-    runtime::ThreadPool pool(2);
-    runtime::CpuAllocator alloc;
-    runtime::SequentialExecutor ex(cm.executable, &pool, &alloc);
-    std::vector<Tensor> outs;
-    Status s = ex.run(inputs, outs);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return outs;
-}
+using gpu_testing::max_rel_error;
+using gpu_testing::random_inputs;
+using gpu_testing::run_cpu;
 
 std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tensor>& inputs, std::string* report = nullptr) {
     compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch()});
@@ -61,21 +39,6 @@ std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tens
     EXPECT_TRUE(s.ok()) << s.message();
     if (report) *report = runner.resource_report();
     return outs;
-}
-
-/// Largest |a - b| / max(1, |b|) over float outputs; +inf for a shape or count mismatch.
-double max_rel_error(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a[i].shape() != b[i].shape()) return INFINITY;
-        for (int64_t k = 0; k < a[i].numel(); ++k) {
-            const double x = a[i].get_f64(k), y = b[i].get_f64(k);
-            if (std::isnan(x) != std::isnan(y)) return INFINITY;
-            if (!std::isnan(x)) worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(y)));
-        }
-    }
-    return worst;
 }
 
 TEST(CudaKernels, EveryDefaultScheduleMatchesTheCpuKernel) {

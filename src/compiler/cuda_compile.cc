@@ -6,6 +6,10 @@
 #include "codegen/nvrtc_compile.h"
 #include "compiler/compile.h"
 #include "compiler/cuda_lower.h"
+#include "compiler/graph_interpreter.h"
+#include "ir/verifier.h"
+#include "pass/pass_manager.h"
+#include "pass/pipeline.h"
 #include "op/registry.h"
 #include "support/error.h"
 
@@ -30,6 +34,20 @@ void check_unit_has_cuda_kernel(const KernelUnit& unit) {
         << "): the CPU runtime computes it with its own kernel (run this model on the CPU: --device cpu)";
 }
 
+/// compile()'s pipeline without the CPU's layout passes: the blocked (NCHWc) layouts and the
+/// packed matmul weights serve the CPU's vector units and caches; the GPU schedule reads the
+/// plain row-major tensors coalesced.
+void optimize_for_gpu(ir::Graph& g, const CudaCompileOptions& opts) {
+    const std::string why = host_only_reason(g);
+    KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "' for the GPU: " << why;
+    bind_input_shapes(g, opts.dims);
+    std::vector<pass::Pass> passes;
+    for (pass::Pass& p : pass::passes_for_level(opts.opt_level))
+        if (p.name != "transform-layout" && p.name != "pack-matmul-weights") passes.push_back(std::move(p));
+    pass::run_passes(g, passes, pass_context(), {});
+    ir::verify_graph(g);
+}
+
 int add_buffer(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const ir::Value* v, BufferRole role) {
     KILN_CHECK(v->type().is_static(), kUnsupported)
         << "--device cuda needs static shapes: value '" << v->name() << "' is " << v->type().str() << " (bind its dims with --dim)";
@@ -47,11 +65,7 @@ int add_buffer(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer
 
 CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
     const auto t0 = std::chrono::steady_clock::now();
-    CompileOptions copts;
-    copts.dims = opts.dims;
-    copts.opt_level = opts.opt_level;
-    copts.kernels = KernelSource::kGenerated;
-    optimize_graph(g, copts);
+    optimize_for_gpu(g, opts);
 
     CudaCompiledModel out;
     out.program = std::make_shared<CudaProgram>();

@@ -1,13 +1,16 @@
 #include "compiler/cuda_compile.h"
 
 #include <chrono>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/nvrtc_compile.h"
 #include "compiler/compile.h"
+#include "compiler/cuda_gemm_match.h"
 #include "compiler/cuda_lower.h"
 #include "compiler/graph_interpreter.h"
 #include "ir/verifier.h"
+#include "runtime/cuda/cuda_api.h"
 #include "pass/pass_manager.h"
 #include "pass/pipeline.h"
 #include "op/registry.h"
@@ -61,6 +64,28 @@ int add_buffer(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer
     return buffer_of[v] = static_cast<int>(p.buffers.size()) - 1;
 }
 
+/// A step cuBLAS computes: args A, B, out; a Gemm's beta*C as a constant copied into out first.
+void add_cublas_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const ir::Node& n,
+                     CublasChoice c) {
+    runtime::cuda::CudaStepDesc step;
+    step.node_name = n.name();
+    step.args = {buffer_of.at(n.input(0)), buffer_of.at(n.input(1)),
+                 add_buffer(p, buffer_of, n.output(0), BufferRole::kIntermediate)};
+    if (c.init.defined()) {
+        BufferDesc b;
+        b.name = n.name() + ".beta_c";
+        b.dtype = DType::kFloat32;
+        b.shape = c.init.shape();
+        b.role = BufferRole::kConstant;
+        b.constant = c.init;
+        p.buffers.push_back(std::move(b));
+        c.gemm.init = static_cast<int>(p.buffers.size()) - 1;
+    }
+    step.gemm = c.gemm;
+    step.flops = 2.0 * c.gemm.m * c.gemm.n * c.gemm.k * c.gemm.batch;
+    p.steps.push_back(std::move(step));
+}
+
 }  // namespace
 
 CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
@@ -73,6 +98,8 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
     p.arch = opts.arch;
     std::unordered_map<const ir::Value*, int> buffer_of;
     for (ir::Value* in : g.inputs()) p.inputs.push_back(add_buffer(p, buffer_of, in, BufferRole::kInput));
+    const bool cublas = opts.use_cublas && runtime::cuda::cublas_api(nullptr) != nullptr;
+    if (cublas && opts.opt_level > 0) detach_cublas_anchors(g);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::unordered_map<std::string, int> kernel_of_source;
     for (const KernelUnit& unit : units) {
@@ -81,6 +108,13 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
         if (is_view_unit(unit, g, opts.opt_level)) {  // a view: the input's buffer
             buffer_of[unit.nodes[0]->output(0)] = buffer_of.at(unit.nodes[0]->input(0));
             continue;
+        }
+        if (cublas && unit.nodes.size() == 1) {
+            if (std::optional<CublasChoice> c = cublas_choice(*unit.nodes[0])) {
+                add_cublas_step(p, buffer_of, *unit.nodes[0], std::move(*c));
+                ++out.cublas_steps;
+                continue;
+            }
         }
         check_unit_has_cuda_kernel(unit);
         runtime::cuda::CudaStepDesc step;

@@ -1,7 +1,8 @@
 // compile_cuda(Graph) -> CudaProgram: the GPU slice of compile() (compiler/compile.h). The same
 // pass pipeline and fusion groups as on the CPU; each unit lowered with the default GPU schedule
 // (compiler/cuda_lower.h) and compiled by NVRTC into the kernel cache; views (Reshape, Flatten,
-// ...) alias their input's buffer. Every node runs on the GPU: a node with no CUDA kernel (an
+// ...) alias their input's buffer; matrix products cuBLAS takes run there (their epilogues
+// stay generated kernels). Every node runs on the GPU: a node with no CUDA kernel (an
 // op without a TE compute, or one the runtime computes with its own CPU kernel such as TopK) is
 // a kUnsupported error naming it. Static shapes only (symbolic dims must be bound).
 #pragma once
@@ -20,11 +21,15 @@ struct CudaCompileOptions {
     std::map<std::string, int64_t> dims;  // values of symbolic dims
     int opt_level = 3;
     int arch = 90;  // sm_<arch>: the GPU's compute capability (an H100 is 90)
+    /// Matrix products on cuBLAS where it takes them (compiler/cuda_gemm_match.h) when cuBLAS
+    /// loads on this machine; false: every kernel generated.
+    bool use_cublas = true;
 };
 
 struct CudaCompiledModel {
     std::shared_ptr<runtime::cuda::CudaProgram> program;
     int kernels = 0, compiled = 0;  // compiled: NVRTC runs (the rest came from the cache)
+    int cublas_steps = 0;           // products on cuBLAS
     double seconds = 0;
     std::vector<std::string> kernel_sources;  // per kernel, the CUDA C (for inspection)
 };

@@ -32,7 +32,7 @@ TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
     for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
         SCOPED_TRACE(c.name);
         ir::Graph g = ir::parse_graph(c.graph);
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90});
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
         ASSERT_EQ(m.program->arch, 90);
         ASSERT_GE(m.kernels, 1);
         for (const runtime::cuda::CudaKernelDesc& k : m.program->kernels) {
@@ -59,10 +59,23 @@ TEST(CudaCodegen, TestModelsCompileForSm90) {
         for (const ir::Value* in : g.inputs())
             for (const ir::Dim& d : in->type().shape)
                 if (!d.is_static()) dims[d.symbol] = 1;
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90});
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = false});
         std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs\n", name, m.kernels, m.program->steps.size(), m.compiled);
         EXPECT_GT(m.program->steps.size(), 1u);
     }
+}
+
+TEST(CudaCodegen, CublasTakesTheProductAndLeavesTheEpilogue) {
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);  // MatMul+Add+Relu
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = true});
+    if (m.cublas_steps == 0) GTEST_SKIP() << "cuBLAS does not load here";
+    ASSERT_EQ(m.program->steps.size(), 2u);
+    const runtime::cuda::CudaStepDesc& mm = m.program->steps[0];
+    EXPECT_EQ(mm.kernel, -1);
+    EXPECT_EQ(mm.gemm.m, 33);
+    EXPECT_EQ(mm.gemm.n, 70);
+    EXPECT_EQ(mm.gemm.k, 200);
+    EXPECT_EQ(m.program->kernels.at(m.program->steps[1].kernel).description, "Add+Relu");
 }
 
 TEST(CudaCodegen, BindLaunchesTheBoundExtents) {
@@ -90,7 +103,7 @@ TEST(CudaCodegen, BindRefusesReduceAxes) {
 
 TEST(CudaCodegen, SoftmaxStagesBecomeSeparateLaunches) {
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
-    compiler::CudaCompiledModel m = compiler::compile_cuda(g);
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
     ASSERT_EQ(m.program->kernels.size(), 1u);
     const runtime::cuda::CudaKernelDesc& k = m.program->kernels[0];
     EXPECT_GE(k.entries.size(), 2u);  // a reduction stage, then the stage that reads it

@@ -50,6 +50,9 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 
 using Entry = void (*)(...);
 
+// The emulator runs generated kernels only (no cuBLAS on the host).
+const compiler::CudaCompileOptions kGenerated{.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false};
+
 /// Compiles `source` as host C++ (the shim first) into a library; dlopen handle.
 void* build_host_library(const std::string& source, const std::string& tag) {
     const std::string dir = std::filesystem::temp_directory_path() / ("kiln_cuda_emu_" + std::to_string(getpid()));
@@ -121,7 +124,7 @@ TEST(CudaEmulation, EveryDefaultScheduleMatchesTheCpuKernel) {
         SCOPED_TRACE(c.name);
         ir::Graph g = ir::parse_graph(c.graph);
         std::vector<Tensor> in = gpu_testing::random_inputs(g, 5);
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
         const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(c.graph), in));
         std::printf("%-18s emulated, max rel error vs CPU %.3g\n", c.name, err);
         EXPECT_LE(err, 1e-5);
@@ -135,7 +138,7 @@ TEST(CudaEmulation, TestModelsMatchTheCpu) {
         SCOPED_TRACE(path);
         ir::Graph g = frontend::import_onnx_file(path);
         std::vector<Tensor> in = gpu_testing::random_inputs(g, 9);
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
         const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(frontend::import_onnx_file(path), in));
         std::printf("%-10s emulated, max rel error vs CPU %.3g\n", name, err);
         EXPECT_LE(err, 1e-4);

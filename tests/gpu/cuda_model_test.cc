@@ -31,8 +31,10 @@ using gpu_testing::max_rel_error;
 using gpu_testing::random_inputs;
 using gpu_testing::run_cpu;
 
-std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tensor>& inputs, std::string* report = nullptr) {
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch()});
+std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tensor>& inputs, bool cublas,
+                            std::string* report = nullptr) {
+    compiler::CudaCompiledModel cm =
+        compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch(), .use_cublas = cublas});
     CudaRunner runner(cm.program, dev, 0);
     std::vector<Tensor> outs;
     Status s = runner.run(inputs, outs);
@@ -47,12 +49,14 @@ TEST(CudaKernels, EveryDefaultScheduleMatchesTheCpuKernel) {
         SCOPED_TRACE(c.name);
         ir::Graph g = ir::parse_graph(c.graph);
         std::vector<Tensor> in = random_inputs(g, 7);
-        std::string report;
-        std::vector<Tensor> gpu = run_gpu(ir::parse_graph(c.graph), *dev, in, &report);
         std::vector<Tensor> cpu = run_cpu(ir::parse_graph(c.graph), in);
-        const double err = max_rel_error(gpu, cpu);
-        std::printf("%-18s max rel error %.3g\n%s", c.name, err, report.c_str());
-        EXPECT_LE(err, 1e-5);
+        for (bool cublas : {false, true}) {
+            std::string report;
+            std::vector<Tensor> gpu = run_gpu(ir::parse_graph(c.graph), *dev, in, cublas, &report);
+            const double err = max_rel_error(gpu, cpu);
+            std::printf("%-18s %-9s max rel error %.3g\n%s", c.name, cublas ? "cuBLAS" : "generated", err, report.c_str());
+            EXPECT_LE(err, 1e-5) << (cublas ? "with cuBLAS" : "generated");
+        }
     }
 }
 
@@ -90,7 +94,7 @@ TEST(CudaKernels, CublasSgemmMatchesDoubleReference) {
 TEST(CudaRuntime, BudgetExhaustionNamesTheBuffer) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false});
     try {
         CudaRunner runner(cm.program, *dev, 4096);  // the inputs alone need 80 KB
         FAIL() << "expected kOutOfMemory";
@@ -106,7 +110,7 @@ TEST(CudaRuntime, BudgetExhaustionNamesTheBuffer) {
 TEST(CudaRuntime, WrongInputShapeIsAnError) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false});
     CudaRunner runner(cm.program, *dev, 0);
     std::vector<Tensor> outs;
     Status s = runner.run({Tensor(DType::kFloat32, {8, 76})}, outs);
@@ -125,11 +129,13 @@ TEST(CudaModels, TestModelsMatchTheCpu) {
         SCOPED_TRACE(path);
         ir::Graph g = frontend::import_onnx_file(path);
         std::vector<Tensor> in = random_inputs(g, 11);
-        std::vector<Tensor> gpu = run_gpu(frontend::import_onnx_file(path), *dev, in);
         std::vector<Tensor> cpu = run_cpu(frontend::import_onnx_file(path), in);
-        const double err = max_rel_error(gpu, cpu);
-        std::printf("model %-12s max rel error vs CPU %.3g\n", name, err);
-        EXPECT_LE(err, 1e-4);  // whole models: many kernels, each within 1e-5
+        for (bool cublas : {false, true}) {
+            std::vector<Tensor> gpu = run_gpu(frontend::import_onnx_file(path), *dev, in, cublas);
+            const double err = max_rel_error(gpu, cpu);
+            std::printf("model %-12s %-9s max rel error vs CPU %.3g\n", name, cublas ? "cuBLAS" : "generated", err);
+            EXPECT_LE(err, 1e-4) << (cublas ? "with cuBLAS" : "generated");  // many kernels, each within 1e-5
+        }
         ++ran;
     }
     EXPECT_GT(ran, 0) << "no model found in " << dir;

@@ -86,11 +86,12 @@ int run_model_cuda(const CudaRunArgs& args) {
     copts.dims = args.dims;
     copts.opt_level = args.opt_level;
     copts.arch = dev->arch();
+    copts.use_cublas = args.use_cublas;
     compiler::CudaCompiledModel cm = compiler::compile_cuda(g, copts);
     fmt::print("device {} (sm_{}, {} SMs, {:.1f} GiB)\n", dev->name(), dev->arch(), dev->multiprocessors(),
                static_cast<double>(dev->total_memory()) / (1 << 30));
-    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps in {:.2f} s\n", cm.kernels, cm.compiled,
-               cm.kernels - cm.compiled, cm.program->steps.size(), cm.seconds);
+    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps ({} on cuBLAS) in {:.2f} s\n", cm.kernels,
+               cm.compiled, cm.kernels - cm.compiled, cm.program->steps.size(), cm.cublas_steps, cm.seconds);
     runtime::cuda::CudaRunner runner(cm.program, *dev, args.memory_limit);
     std::vector<Tensor> outputs;
     runner.run(inputs, outputs).throw_if_error();  // warm-up

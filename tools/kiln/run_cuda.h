@@ -21,6 +21,7 @@ struct CudaRunArgs {
     int opt_level = 3;
     bool compare_cpu = false;
     std::string output_dir;
+    bool use_cublas = true;  // false: --kernels generated
 };
 
 int run_model_cuda(const CudaRunArgs& args);

@@ -25,8 +25,20 @@ struct CudaKernelDesc {
     std::string description;  // "MatMul+Add+Relu"
 };
 
+/// A product cuBLAS computes (the vendor candidate): out = alpha * A op(B) (+ the `init` buffer's
+/// values, copied into out first: a Gemm's beta*C broadcast, materialized at compile time), all
+/// row-major FP32; `batch` products at the given element strides.
+struct CudaGemmDesc {
+    int m = 0, n = 0, k = 0, batch = 1;
+    long long stride_a = 0, stride_b = 0, stride_c = 0;
+    bool trans_b = false;  // B is [N, K]
+    float alpha = 1;
+    int init = -1;  // buffer id of out's initial value (-1: none, beta 0)
+};
+
 struct CudaStepDesc {
-    int kernel = -1;
+    int kernel = -1;  // -1: a cuBLAS step (gemm)
+    CudaGemmDesc gemm;  // args: A, B, then out
     std::vector<int> args;  // buffer ids: inputs, then outputs
     std::string node_name;
     double flops = 0;

@@ -67,6 +67,13 @@ void CudaRunner::allocate_buffers() {
 
 void CudaRunner::prepare_launches() {
     for (const CudaStepDesc& s : prog_->steps) {
+        if (s.kernel < 0) {  // cuBLAS: args A, B, out
+            if (!cublas_) cublas_ = std::make_unique<CublasGemm>(dev_);
+            Launch l{nullptr, 0, 0, {}, {}, "cuBLAS gemm of " + s.node_name, &s};
+            for (int b : s.args) l.values.push_back(dptr(buffer_ptr_.at(b)));
+            launches_.push_back(std::move(l));
+            continue;
+        }
         const CudaKernelDesc& k = prog_->kernels.at(s.kernel);
         std::vector<CUdeviceptr> values;
         for (int b : s.args) values.push_back(dptr(buffer_ptr_.at(b)));
@@ -86,8 +93,26 @@ void CudaRunner::prepare_launches() {
         for (CUdeviceptr& v : l.values) l.params.push_back(&v);
 }
 
+Status CudaRunner::run_gemm(const Launch& l) {
+    const CudaGemmDesc& g = l.gemm->gemm;
+    if (g.init >= 0) {
+        const size_t bytes = prog_->buffers.at(g.init).nbytes();
+        CUresult r = dev_.api().cuMemcpyDtoDAsync(l.values[2], dptr(buffer_ptr_.at(g.init)), bytes, stream_.get());
+        if (r != 0) return cuda_status(r, "initializing the output of " + l.what);
+    }
+    auto f = [](CUdeviceptr p) { return reinterpret_cast<float*>(p); };
+    Status s = cublas_->gemm(stream_, g, f(l.values[0]), f(l.values[1]), f(l.values[2]));
+    if (!s.ok()) return Status(s.kind(), s.message() + " (" + l.what + ")");
+    return s;
+}
+
 Status CudaRunner::enqueue_steps() {
     for (Launch& l : launches_) {
+        if (l.gemm) {
+            Status s = run_gemm(l);
+            if (!s.ok()) return s;
+            continue;
+        }
         CUresult r = dev_.api().cuLaunchKernel(l.fn, l.grid, 1, 1, l.block, 1, 1, 0, stream_.get(), l.params.data(), nullptr);
         if (r != 0) return cuda_status(r, "launching " + l.what);
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/caching_allocator.h"
+#include "runtime/cuda/cublas_gemm.h"
 #include "runtime/cuda/cuda_program.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "support/status.h"
@@ -46,12 +47,14 @@ private:
         std::vector<CUdeviceptr> values;  // argument values (stable storage)
         std::vector<void*> params;        // pointers to values, as cuLaunchKernel takes them
         std::string what;                 // for errors
+        const CudaStepDesc* gemm = nullptr;  // a cuBLAS step instead of a kernel
     };
     void load_modules();
     void allocate_buffers();
     void release();
     void prepare_launches();
     Status enqueue_steps();
+    Status run_gemm(const Launch& l);
 
     std::shared_ptr<const CudaProgram> prog_;
     CudaDevice& dev_;
@@ -65,6 +68,7 @@ private:
     CudaEvent start_, kernels_start_, kernels_end_, end_;
     PinnedBuffer staging_in_, staging_out_;
     CudaRunTiming timing_;
+    std::unique_ptr<CublasGemm> cublas_;  // when the program has cuBLAS steps
 };
 
 }  // namespace kiln::runtime::cuda

@@ -59,7 +59,8 @@ PYEOF
 )"
 export KILN_CUDA_LIB_DIRS="${KILN_CUDA_LIB_DIRS:+$KILN_CUDA_LIB_DIRS:}$WHEEL_DIRS"
 echo "KILN_CUDA_LIB_DIRS=$KILN_CUDA_LIB_DIRS"
-export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$OUT/kernel_cache}"
+# The kernel cache outside OUTDIR (OUTDIR comes back to the caller: keep it small).
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-${TMPDIR:-/tmp}/kiln_gpu_check_cache}"
 MODELS="$OUT/models"
 mkdir -p "$MODELS"
 echo "kiln: $KILN ($(cat "$BUNDLE/COMMIT" 2>/dev/null || git -C "$BUNDLE" rev-parse --short HEAD 2>/dev/null))"
@@ -68,7 +69,10 @@ run_step "export+torch timing" 120 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
 run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny
 
 if [ -x "$GPU_TESTS" ]; then
-  KILN_GPU_MODELS="$MODELS" run_step "gpu_tests" 150 "$GPU_TESTS" --gtest_output="xml:$OUT/gpu_tests.xml"
+  # Kernels, cuBLAS, budget, emulation first (quick); the models (CPU compiles) in a second run.
+  run_step "gpu_tests (kernels)" 90 "$GPU_TESTS" --gtest_filter=-CudaModels.* --gtest_output="xml:$OUT/gpu_tests.xml"
+  KILN_GPU_MODELS="$MODELS" run_step "gpu_tests (models)" 120 "$GPU_TESTS" --gtest_filter=CudaModels.* \
+    --gtest_output="xml:$OUT/gpu_tests_models.xml"
 else
   record "gpu_tests" "MISSING ($GPU_TESTS)"
 fi
@@ -90,11 +94,16 @@ done
 echo
 echo "=== steps"
 printf '%s\n' "${STATUS[@]}"
-if [ -f "$OUT/gpu_tests.xml" ]; then
-  grep -o '<testsuites tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$OUT/gpu_tests.xml" | head -1
-  grep -o '<testcase name="[A-Za-z0-9_]*"[^>]*classname="[A-Za-z0-9_]*"' "$OUT/gpu_tests.xml" | sed 's/.*name="\([^"]*\)".*classname="\([^"]*\)"/  \2.\1/' > "$OUT/tests.txt"
-  grep -B0 -A1 '<failure' "$OUT/gpu_tests.xml" | head -20
-fi
+for x in "$OUT"/gpu_tests*.xml; do
+  [ -f "$x" ] || continue
+  echo "$(basename "$x"): $(grep -o '<testsuites tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$x" | head -1)"
+  # per test: completed / skipped, and FAILED where a <failure> follows it
+  awk '/<testcase /{ if (t != "") print t; match($0, /name="[^"]*"/); n = substr($0, RSTART + 6, RLENGTH - 7);
+         match($0, /classname="[^"]*"/); c = substr($0, RSTART + 11, RLENGTH - 12);
+         match($0, /result="[^"]*"/); r = substr($0, RSTART + 8, RLENGTH - 9); t = "  " c "." n " " r }
+       /<failure/{ t = t " FAILED" } END { if (t != "") print t }' "$x"
+  grep -A2 '<failure' "$x" | head -16
+done
 echo
 echo "=== table (GPU: ${GPU_NAME:-unknown}; ms = median per run; torch from gpu_models.py)"
 printf '%-12s %12s %12s %12s %12s %10s %10s\n' model kiln_run_ms kiln_gpu_ms torch_eager torch_graph kiln/eager err_vs_cpu

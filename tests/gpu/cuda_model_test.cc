@@ -107,6 +107,21 @@ TEST(CudaRuntime, BudgetExhaustionNamesTheBuffer) {
     EXPECT_TRUE(ok.run(random_inputs(g, 1), outs).ok());
 }
 
+TEST(CudaRuntime, GraphReplayGivesTheSameOutputs) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);  // cuBLAS + epilogue
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    CudaRunner runner(cm.program, *dev, 0);
+    std::vector<Tensor> in = random_inputs(g, 4), plain, replayed;
+    ASSERT_TRUE(runner.run(in, plain).ok());
+    runner.set_use_graph(true);
+    for (int r = 0; r < 3; ++r) {  // capture, then replays
+        Status s = runner.run(in, replayed);
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(max_rel_error(replayed, plain), 0.0) << "run " << r;
+    }
+}
+
 TEST(CudaRuntime, WrongInputShapeIsAnError) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);

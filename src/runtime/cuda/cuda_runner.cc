@@ -27,6 +27,10 @@ CudaRunner::~CudaRunner() {
 }
 
 void CudaRunner::release() {
+    if (graph_exec_) dev_.api().cuGraphExecDestroy(graph_exec_);
+    if (graph_) dev_.api().cuGraphDestroy(graph_);
+    graph_exec_ = nullptr;
+    graph_ = nullptr;
     for (auto& [p, bytes] : owned_) alloc_->deallocate(p, bytes);
     owned_.clear();
     for (CUmodule m : modules_) dev_.api().cuModuleUnload(m);
@@ -119,6 +123,22 @@ Status CudaRunner::enqueue_steps() {
     return Status();
 }
 
+Status CudaRunner::enqueue_graph() {
+    const DriverApi& api = dev_.api();
+    if (!api.has_graphs()) return Status(ErrorKind::kUnsupported, "this CUDA driver has no graph capture");
+    if (!graph_exec_) {
+        Status s = cuda_status(api.cuStreamBeginCapture(stream_.get(), kCaptureModeThreadLocal), "cuStreamBeginCapture");
+        if (!s.ok()) return s;
+        Status e = enqueue_steps();
+        Status end = cuda_status(api.cuStreamEndCapture(stream_.get(), &graph_), "cuStreamEndCapture");
+        if (!e.ok()) return e;
+        if (!end.ok()) return end;
+        s = cuda_status(api.cuGraphInstantiate(&graph_exec_, graph_, 0), "cuGraphInstantiate");
+        if (!s.ok()) return s;
+    }
+    return cuda_status(api.cuGraphLaunch(graph_exec_, stream_.get()), "cuGraphLaunch");
+}
+
 Status CudaRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
     dev_.make_current();
     if (inputs.size() != prog_->inputs.size())
@@ -145,7 +165,7 @@ Status CudaRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& o
             at += n;
         }
         if (s.ok()) s = kernels_start_.record(stream_);
-        if (s.ok()) s = enqueue_steps();
+        if (s.ok()) s = use_graph_ ? enqueue_graph() : enqueue_steps();
         if (s.ok()) s = kernels_end_.record(stream_);
         for (size_t i = 0, at = 0; s.ok() && i < prog_->outputs.size(); ++i) {
             const size_t n = prog_->buffers[prog_->outputs[i]].nbytes();

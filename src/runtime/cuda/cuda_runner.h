@@ -35,6 +35,9 @@ public:
     /// outputs become fresh host tensors.
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
     CudaRunTiming last_timing() const { return timing_; }
+    /// Replays the steps as a CUDA graph (captured at the next run, then launched whole: one
+    /// launch instead of one per kernel). The copies stay outside the graph.
+    void set_use_graph(bool on) { use_graph_ = on; }
     /// Device bytes this runner holds (buffers, scratch).
     size_t device_bytes() const { return alloc_->bytes_in_use(); }
     /// Per kernel entry: registers and static shared memory as the driver reports them.
@@ -55,6 +58,7 @@ private:
     void prepare_launches();
     Status enqueue_steps();
     Status run_gemm(const Launch& l);
+    Status enqueue_graph();
 
     std::shared_ptr<const CudaProgram> prog_;
     CudaDevice& dev_;
@@ -69,6 +73,9 @@ private:
     PinnedBuffer staging_in_, staging_out_;
     CudaRunTiming timing_;
     std::unique_ptr<CublasGemm> cublas_;  // when the program has cuBLAS steps
+    bool use_graph_ = false;
+    CUgraph graph_ = nullptr;
+    CUgraphExec graph_exec_ = nullptr;
 };
 
 }  // namespace kiln::runtime::cuda

@@ -61,11 +61,12 @@ export KILN_CUDA_LIB_DIRS="${KILN_CUDA_LIB_DIRS:+$KILN_CUDA_LIB_DIRS:}$WHEEL_DIR
 echo "KILN_CUDA_LIB_DIRS=$KILN_CUDA_LIB_DIRS"
 # The kernel cache outside OUTDIR (OUTDIR comes back to the caller: keep it small).
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-${TMPDIR:-/tmp}/kiln_gpu_check_cache}"
-MODELS="$OUT/models"
+MODELS="${TMPDIR:-/tmp}/kiln_gpu_check_models"  # ~40 MB of weights: not in OUTDIR
 mkdir -p "$MODELS"
 echo "kiln: $KILN ($(cat "$BUNDLE/COMMIT" 2>/dev/null || git -C "$BUNDLE" rev-parse --short HEAD 2>/dev/null))"
 
 run_step "export+torch timing" 120 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
+cp "$MODELS/torch_times.json" "$OUT/" 2>/dev/null
 run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny
 
 if [ -x "$GPU_TESTS" ]; then
@@ -111,7 +112,7 @@ echo "kiln_run: wall per run incl. input/output copies; kiln_gpu: the kernels on
 printf '%-12s %10s %10s %10s %12s %12s %10s %10s\n' model kiln_run kiln_gpu kiln_graph torch_eager torch_graph kiln/eager err_vs_cpu
 for r in "${ROWS[@]}"; do
   IFS='|' read -r m wall gpu kgraph err <<< "$r"
-  read -r eager graph <<< "$("$PY" - "$OUT/models/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
+  read -r eager graph <<< "$("$PY" - "$OUT/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
 import json, sys
 try:
     t = json.load(open(sys.argv[1]))[sys.argv[2]]

@@ -62,10 +62,14 @@ def export(out):
         model = cls().eval()
         x = torch.randn(*shape)
         path = os.path.join(out, name + ".onnx")
-        try:
-            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17, dynamo=False)
+        kw = dict(input_names=["x"], output_names=["y"], opset_version=17)
+        try:  # the TorchScript exporter (static shapes, plain ops)
+            torch.onnx.export(model, (x,), path, dynamo=False, **kw)
         except TypeError:  # PyTorch before 2.5 has no dynamo argument
-            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17)
+            torch.onnx.export(model, (x,), path, **kw)
+        except Exception as e:  # a PyTorch without the TorchScript exporter: the dynamo one
+            print(f"{name}: TorchScript export failed ({type(e).__name__}: {e}); trying dynamo=True")
+            torch.onnx.export(model, (x,), path, dynamo=True, external_data=False, **kw)
         np.savez(os.path.join(out, name + "_inputs.npz"), x=x.numpy())
         print(f"exported {path}")
 

@@ -65,7 +65,8 @@ MODELS="${TMPDIR:-/tmp}/kiln_gpu_check_models"  # ~40 MB of weights: not in OUTD
 mkdir -p "$MODELS"
 echo "kiln: $KILN ($(cat "$BUNDLE/COMMIT" 2>/dev/null || git -C "$BUNDLE" rev-parse --short HEAD 2>/dev/null))"
 
-run_step "export+torch timing" 120 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
+run_step "export (torch)" 90 "$PY" "$HERE/gpu_models.py" "$MODELS"
+run_step "torch eager/graph timing" 90 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
 cp "$MODELS/torch_times.json" "$OUT/" 2>/dev/null
 run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny
 

@@ -7,7 +7,7 @@ Writes OUTDIR/<name>.onnx and OUTDIR/<name>_inputs.npz for
   gpu_mlp      batch 256, 1024 -> 2048 -> 2048 -> 1024 with ReLU (matmul-heavy)
   gpu_encoder  one transformer encoder block (batch 8, seq 128, d 256, 4 heads, ff 1024;
                explicit ops: Linear, MatMul, Softmax, LayerNorm, GELU)
-With --time (needs a CUDA GPU): PyTorch eager on the GPU, and the same replayed as a CUDA graph,
+With --time instead (needs a CUDA GPU): PyTorch eager on the GPU, and the same replayed as a CUDA graph,
 median ms over interleaved rounds, into OUTDIR/torch_times.json. --smoke: one round.
 """
 import json
@@ -62,6 +62,8 @@ def export(out):
         model = cls().eval()
         x = torch.randn(*shape)
         path = os.path.join(out, name + ".onnx")
+        if os.path.exists(path):
+            continue
         kw = dict(input_names=["x"], output_names=["y"], opset_version=17)
         try:  # the TorchScript exporter (static shapes, plain ops)
             torch.onnx.export(model, (x,), path, dynamo=False, **kw)
@@ -116,8 +118,9 @@ def time_torch(out, rounds):
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    export(out)
-    if "--time" in sys.argv:
+    if "--time" not in sys.argv:
+        export(out)
+    else:
         time_torch(out, 1 if "--smoke" in sys.argv else 5)
 
 

@@ -67,8 +67,9 @@ echo "kiln: $KILN ($(cat "$BUNDLE/COMMIT" 2>/dev/null || git -C "$BUNDLE" rev-pa
 
 run_step "export (torch)" 90 "$PY" "$HERE/gpu_models.py" "$MODELS"
 run_step "torch eager/graph timing" 90 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
+run_step "torch.compile timing" 150 "$PY" "$HERE/gpu_models.py" "$MODELS" --time-compile
 cp "$MODELS/torch_times.json" "$OUT/" 2>/dev/null
-run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny
+run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny,small_cnn,resnet_block
 
 if [ -x "$GPU_TESTS" ]; then
   # Kernels, cuBLAS, budget, emulation first (quick); the models (CPU compiles) in a second run.
@@ -80,7 +81,7 @@ else
 fi
 
 ROWS=()
-for m in gpu_mlp gpu_encoder mlp bert_tiny; do
+for m in gpu_mlp gpu_encoder mlp bert_tiny small_cnn resnet_block; do
   f="$MODELS/$m.onnx"
   [ -f "$f" ] || { record "kiln run $m" "no model"; continue; }
   elapsed=$(( $(date +%s) - START ))
@@ -91,7 +92,10 @@ for m in gpu_mlp gpu_encoder mlp bert_tiny; do
   gpu=$(sed -n 's/.*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
   err=$(sed -n 's/^max relative error vs CPU: \(.*\)/\1/p' "$OUT/run_$m.txt")
   kgraph=$(sed -n 's/^CUDA graph replay: median \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
-  ROWS+=("$m|${wall:-?}|${gpu:-?}|${kgraph:--}|${err:-?}")
+  # Kiln's generated kernels only (no cuBLAS): the GPU time of the kernels
+  timeout 60 "$KILN" run "$f" --device cuda --kernels generated --repeat 20 > "$OUT/run_${m}_generated.txt" 2>&1
+  gen=$(sed -n 's/.*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_${m}_generated.txt")
+  ROWS+=("$m|${wall:-?}|${gpu:-?}|${kgraph:--}|${err:-?}|${gen:--}")
 done
 
 echo
@@ -109,20 +113,23 @@ for x in "$OUT"/gpu_tests*.xml; do
 done
 echo
 echo "=== table (GPU: ${GPU_NAME:-unknown}; ms = median per run; torch from gpu_models.py)"
-echo "kiln_run: wall per run incl. input/output copies; kiln_gpu: the kernels on the GPU clock; kiln_graph: wall with CUDA graph replay"
-printf '%-12s %10s %10s %10s %12s %12s %10s %10s\n' model kiln_run kiln_gpu kiln_graph torch_eager torch_graph kiln/eager err_vs_cpu
+echo "kiln_run: wall per run incl. input/output copies; kiln_gpu: its kernels on the GPU clock; kiln_graph: wall with"
+echo "CUDA graph replay; kiln_gen: kernels on the GPU clock with --kernels generated (no cuBLAS); torch: inputs on the GPU"
+printf '%-12s %9s %9s %10s %9s %11s %11s %11s %10s %9s\n' model kiln_run kiln_gpu kiln_graph kiln_gen torch_eager torch_graph torch_compl kiln/eager err_vs_cpu
 for r in "${ROWS[@]}"; do
-  IFS='|' read -r m wall gpu kgraph err <<< "$r"
-  read -r eager graph <<< "$("$PY" - "$OUT/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
+  IFS='|' read -r m wall gpu kgraph err gen <<< "$r"
+  read -r eager graph compiled <<< "$("$PY" - "$OUT/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
 import json, sys
 try:
     t = json.load(open(sys.argv[1]))[sys.argv[2]]
-    print(f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f}")
+    c = t.get("compile_ms")
+    print(f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f} {c:.3f}" if c else f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f} -")
 except Exception:
-    print("- -")
+    print("- - -")
 PYEOF
 )"
   ratio=$("$PY" -c "print(f'{float(\"$wall\")/float(\"$eager\"):.2f}')" 2>/dev/null || echo -)
-  printf '%-12s %10s %10s %10s %12s %12s %10s %10s\n' "$m" "$wall" "$gpu" "$kgraph" "${eager:--}" "${graph:--}" "$ratio" "$err"
+  printf '%-12s %9s %9s %10s %9s %11s %11s %11s %10s %9s\n' "$m" "$wall" "$gpu" "$kgraph" "$gen" "${eager:--}" "${graph:--}" \
+    "${compiled:--}" "$ratio" "$err"
 done
 echo "total $(( $(date +%s) - START )) s"

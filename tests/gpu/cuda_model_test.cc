@@ -138,7 +138,7 @@ TEST(CudaModels, TestModelsMatchTheCpu) {
     const char* dir = std::getenv("KILN_GPU_MODELS");
     if (!dir) GTEST_SKIP() << "KILN_GPU_MODELS (a directory of mlp.onnx, bert_tiny.onnx ...) is not set";
     int ran = 0;
-    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "gpu_mlp", "gpu_encoder"}) {
+    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "resnet_block", "gpu_mlp", "gpu_encoder"}) {
         const std::string path = std::string(dir) + "/" + name + ".onnx";
         if (!std::filesystem::exists(path)) continue;
         SCOPED_TRACE(path);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ graph g(%a: f32[33,200], %b: f32[200,70], %c: f32[70]) {
 })"},
     };
     return cases;
+}
+
+/// A model of scripts/make_models.py: in $KILN_GPU_MODELS when set (the GPU machine), else in
+/// the build's test_models/ (the make_test_models fixture).
+inline std::string test_model_path(const std::string& name) {
+    const char* dir = std::getenv("KILN_GPU_MODELS");
+    return (dir ? std::string(dir) : std::string(KILN_BINARY_DIR) + "/test_models") + "/" + name + ".onnx";
 }
 
 /// The CUDA device, or nullptr after GTEST_SKIP-worthy reason in *why.

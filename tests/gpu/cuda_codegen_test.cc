@@ -64,6 +64,10 @@ TEST(CudaCodegen, TestModelsCompileForSm90) {
         compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = false});
         std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs\n", name, m.kernels, m.program->steps.size(), m.compiled);
         EXPECT_GT(m.program->steps.size(), 1u);
+        ir::Graph g2 = frontend::import_onnx_file(path);
+        compiler::CudaCompiledModel v = compiler::compile_cuda(g2, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = true});
+        std::printf("%s with cuBLAS: %d CUDA kernels, %zu steps, %d on cuBLAS\n", name, v.kernels, v.program->steps.size(),
+                    v.cublas_steps);
     }
     if (found == 0) GTEST_SKIP() << "no test model generated (" << gpu_testing::test_model_path("mlp") << ")";
 }

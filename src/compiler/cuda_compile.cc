@@ -11,6 +11,7 @@
 #include "compiler/graph_interpreter.h"
 #include "ir/verifier.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/extern_kernel.h"
 #include "pass/pass_manager.h"
 #include "pass/pipeline.h"
 #include "op/registry.h"
@@ -22,20 +23,6 @@ namespace {
 using runtime::BufferDesc;
 using runtime::BufferRole;
 using runtime::cuda::CudaProgram;
-
-/// kUnsupported naming the node when a unit has no CUDA kernel.
-void check_unit_has_cuda_kernel(const KernelUnit& unit) {
-    static const te::KnobValues kUntuned;
-    for (const ir::Node* n : unit.nodes) {
-        const op::OpDef* def = op::OpRegistry::global().find(n->op());
-        KILN_CHECK(def && def->compute, kUnsupported)
-            << "no CUDA kernel for " << n->describe() << ": op " << n->op() << " has no tensor-expression compute "
-            << "(run this model on the CPU: --device cpu)";
-    }
-    KILN_CHECK(!extern_choice(unit, KernelSource::kGenerated, kUntuned), kUnsupported)
-        << "no CUDA kernel for " << unit.nodes.front()->describe() << " (" << unit.ops()
-        << "): the CPU runtime computes it with its own kernel (run this model on the CPU: --device cpu)";
-}
 
 /// compile()'s pipeline without the CPU's layout passes: the blocked (NCHWc) layouts and the
 /// packed matmul weights serve the CPU's vector units and caches; the GPU schedule reads the
@@ -62,6 +49,38 @@ int add_buffer(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer
     if (role == BufferRole::kConstant) b.constant = v->constant();
     p.buffers.push_back(std::move(b));
     return buffer_of[v] = static_cast<int>(p.buffers.size()) - 1;
+}
+
+/// kUnsupported naming the node when a unit has no CUDA kernel (and, with `cpu_fallback`, no
+/// CPU kernel the runner can place on the host either).
+void check_unit_has_cuda_kernel(const KernelUnit& unit, bool cpu_fallback) {
+    static const te::KnobValues kUntuned;
+    for (const ir::Node* n : unit.nodes) {
+        const op::OpDef* def = op::OpRegistry::global().find(n->op());
+        KILN_CHECK(def && def->compute, kUnsupported)
+            << "no CUDA kernel for " << n->describe() << ": op " << n->op() << " has no tensor-expression compute "
+            << "(run this model on the CPU: --device cpu)";
+    }
+    KILN_CHECK(cpu_fallback || !extern_choice(unit, KernelSource::kGenerated, kUntuned), kUnsupported)
+        << "no CUDA kernel for " << unit.nodes.front()->describe() << " (" << unit.ops()
+        << "): the CPU runtime computes it with its own kernel (allow CPU placement, or run on the CPU)";
+}
+
+/// A unit the CPU runtime computes with its own kernel (TopK, CumSum, ScatterND), placed on the
+/// host: false when the unit has a CUDA kernel.
+bool add_host_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const KernelUnit& unit) {
+    static const te::KnobValues kUntuned;
+    std::optional<topi::ExternChoice> ext = extern_choice(unit, KernelSource::kGenerated, kUntuned);
+    if (!ext) return false;
+    runtime::cuda::CudaStepDesc step;
+    step.node_name = unit.nodes.front()->name();
+    step.host_extern = ext->name;
+    step.host_params = runtime::ExternParams::format(ext->params);
+    step.num_inputs = static_cast<int>(unit.inputs.size());
+    for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
+    for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));
+    p.steps.push_back(std::move(step));
+    return true;
 }
 
 /// A step cuBLAS computes: args A, B, out; a Gemm's beta*C as a constant copied into out first.
@@ -116,7 +135,11 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
                 continue;
             }
         }
-        check_unit_has_cuda_kernel(unit);
+        check_unit_has_cuda_kernel(unit, opts.cpu_fallback);
+        if (opts.cpu_fallback && add_host_step(p, buffer_of, unit)) {
+            ++out.host_steps;
+            continue;
+        }
         runtime::cuda::CudaStepDesc step;
         for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));

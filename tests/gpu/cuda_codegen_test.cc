@@ -85,6 +85,24 @@ TEST(CudaCodegen, CublasTakesTheProductAndLeavesTheEpilogue) {
     EXPECT_EQ(m.program->kernels.at(m.program->steps[1].kernel).description, "Add+Relu");
 }
 
+TEST(CudaCodegen, OpsWithoutCudaKernelsArePlacedOnTheHost) {
+    ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
+    EXPECT_EQ(m.host_steps, 1);
+    int host = 0;
+    for (const runtime::cuda::CudaStepDesc& s : m.program->steps) host += !s.host_extern.empty();
+    EXPECT_EQ(host, 1);
+    EXPECT_GE(m.program->steps.size(), 3u);  // Neg on the GPU, CumSum on the host, Relu on the GPU
+    ir::Graph g2 = ir::parse_graph(gpu_testing::placement_case());
+    try {
+        compiler::compile_cuda(g2, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .cpu_fallback = false});
+        FAIL() << "expected kUnsupported";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+        EXPECT_NE(std::string(e.what()).find("CumSum"), std::string::npos) << e.what();
+    }
+}
+
 TEST(CudaCodegen, BindLaunchesTheBoundExtents) {
     te::Tensor a = te::placeholder({1024}, DType::kFloat32, "a");
     te::Tensor b = te::compute({1024}, [&](const std::vector<te::Var>& i) { return te::read(a, i) * te::read(a, i); }, "b");

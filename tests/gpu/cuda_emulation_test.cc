@@ -19,6 +19,7 @@
 #include "gpu_reference.h"
 #include "gpu_test_util.h"
 #include "ir/parser.h"
+#include "runtime/extern_kernel.h"
 
 namespace kiln {
 namespace {
@@ -95,6 +96,18 @@ std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vec
     static int built = 0;  // a fresh file name per library: dlopen returns a loaded path's old handle
     for (size_t k = 0; k < p.kernels.size(); ++k) libs.push_back(build_host_library(m.kernel_sources[k], "k" + std::to_string(built++)));
     for (const runtime::cuda::CudaStepDesc& s : p.steps) {
+        if (!s.host_extern.empty()) {  // placed on the CPU: the runtime's kernel on host memory
+            std::vector<runtime::ExternArg> types;
+            std::vector<void*> ptrs;
+            for (int b : s.args) {
+                types.push_back({mem[b].dtype(), mem[b].shape(), nullptr});
+                ptrs.push_back(mem[b].data());
+            }
+            auto kernel = runtime::find_extern_kernel(s.host_extern)(runtime::ExternParams(s.host_params), types);
+            const kiln_kernel_env env{nullptr, [](void*, int64_t n, kiln_task_fn fn, void* ctx) { fn(0, n, ctx); }, nullptr};
+            EXPECT_TRUE(kernel->run(ptrs.data(), env, 1).ok());
+            continue;
+        }
         const runtime::cuda::CudaKernelDesc& k = p.kernels[s.kernel];
         std::vector<void*> args;
         for (int b : s.args) args.push_back(mem[b].data());
@@ -133,6 +146,16 @@ TEST(CudaEmulation, EveryDefaultScheduleMatchesTheCpuKernel) {
         std::printf("%-18s emulated, max rel error vs CPU %.3g\n", c.name, err);
         EXPECT_LE(err, 1e-5);
     }
+}
+
+TEST(CudaEmulation, HostPlacedStepsMatchTheCpu) {
+    if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
+    ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
+    std::vector<Tensor> in = gpu_testing::random_inputs(g, 6);
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
+    ASSERT_EQ(m.host_steps, 1);
+    const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(gpu_testing::placement_case()), in));
+    EXPECT_LE(err, 1e-5);
 }
 
 TEST(CudaEmulation, TestModelsMatchTheCpu) {

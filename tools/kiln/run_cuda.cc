@@ -91,8 +91,9 @@ int run_model_cuda(const CudaRunArgs& args) {
     compiler::CudaCompiledModel cm = compiler::compile_cuda(g, copts);
     fmt::print("device {} (sm_{}, {} SMs, {:.1f} GiB)\n", dev->name(), dev->arch(), dev->multiprocessors(),
                static_cast<double>(dev->total_memory()) / (1 << 30));
-    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps ({} on cuBLAS) in {:.2f} s\n", cm.kernels,
-               cm.compiled, cm.kernels - cm.compiled, cm.program->steps.size(), cm.cublas_steps, cm.seconds);
+    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps ({} on cuBLAS, {} placed on the CPU) in {:.2f} s\n",
+               cm.kernels, cm.compiled, cm.kernels - cm.compiled, cm.program->steps.size(), cm.cublas_steps, cm.host_steps,
+               cm.seconds);
     runtime::cuda::CudaRunner runner(cm.program, *dev, args.memory_limit);
     std::vector<Tensor> outputs;
     runner.run(inputs, outputs).throw_if_error();  // warm-up

@@ -37,8 +37,12 @@ struct CudaGemmDesc {
 };
 
 struct CudaStepDesc {
-    int kernel = -1;  // -1: a cuBLAS step (gemm)
+    int kernel = -1;  // -1: a cuBLAS step (gemm), or a host step (host_extern)
     CudaGemmDesc gemm;  // args: A, B, then out
+    /// Placement on the CPU: a runtime extern kernel (runtime/extern_kernel.h: TopK, CumSum,
+    /// ScatterND) run on the host between copies of its inputs from and outputs to the device.
+    std::string host_extern, host_params;
+    int num_inputs = -1;  // of a host step
     std::vector<int> args;  // buffer ids: inputs, then outputs
     std::string node_name;
     double flops = 0;

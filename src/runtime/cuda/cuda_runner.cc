@@ -71,6 +71,10 @@ void CudaRunner::allocate_buffers() {
 
 void CudaRunner::prepare_launches() {
     for (const CudaStepDesc& s : prog_->steps) {
+        if (!s.host_extern.empty()) {
+            prepare_host_step(s);
+            continue;
+        }
         if (s.kernel < 0) {  // cuBLAS: args A, B, out
             if (!cublas_) cublas_ = std::make_unique<CublasGemm>(dev_);
             Launch l{nullptr, 0, 0, {}, {}, "cuBLAS gemm of " + s.node_name, &s};
@@ -97,6 +101,49 @@ void CudaRunner::prepare_launches() {
         for (CUdeviceptr& v : l.values) l.params.push_back(&v);
 }
 
+void CudaRunner::prepare_host_step(const CudaStepDesc& s) {
+    ExternKernelFactory make = find_extern_kernel(s.host_extern);
+    KILN_CHECK(make != nullptr, kUnsupported) << "step " << s.node_name << ": no CPU kernel '" << s.host_extern << "'";
+    HostStep h{&s, nullptr, {}};
+    std::vector<ExternArg> types;
+    for (int b : s.args) {
+        const BufferDesc& d = prog_->buffers.at(b);
+        h.args.emplace_back(d.dtype, d.shape);
+        types.push_back({d.dtype, d.shape, d.role == BufferRole::kConstant ? d.constant.data() : nullptr});
+    }
+    h.kernel = make(ExternParams(s.host_params), types);
+    KILN_CHECK(h.kernel != nullptr, kUnsupported) << "step " << s.node_name << ": CPU kernel '" << s.host_extern
+                                                  << "' refused its arguments";
+    hosts_.push_back(std::move(h));
+    Launch l{nullptr, 0, 0, {}, {}, "CPU step " + s.node_name + " (" + s.host_extern + ")"};
+    l.host = static_cast<int>(hosts_.size()) - 1;
+    launches_.push_back(std::move(l));
+}
+
+/// Runs fn over [0, n) on the calling thread (a host step's kernel env: no pool).
+static void serial_for(void*, int64_t n, kiln_task_fn fn, void* ctx) {
+    if (n > 0) fn(0, n, ctx);
+}
+
+Status CudaRunner::run_host_step(HostStep& h) {
+    const std::vector<int>& args = h.step->args;
+    const size_t nin = static_cast<size_t>(h.step->num_inputs);
+    for (size_t i = 0; i < nin; ++i) {  // copies in, then the one wait the CPU step needs
+        Status s = copy_to_host_async(dev_, h.args[i].data(), buffer_ptr_[args[i]], h.args[i].nbytes(), stream_);
+        if (!s.ok()) return s;
+    }
+    Status s = stream_.synchronize();
+    if (!s.ok()) return s;
+    std::vector<void*> ptrs;
+    for (Tensor& t : h.args) ptrs.push_back(t.data());
+    const kiln_kernel_env env{nullptr, serial_for, nullptr};
+    s = h.kernel->run(ptrs.data(), env, 1);
+    if (!s.ok()) return Status(s.kind(), s.message() + " (CPU step " + h.step->node_name + ")");
+    for (size_t i = nin; i < args.size() && s.ok(); ++i)  // pageable source: staged by the driver before returning
+        s = copy_to_device_async(dev_, buffer_ptr_[args[i]], h.args[i].data(), h.args[i].nbytes(), stream_);
+    return s;
+}
+
 Status CudaRunner::run_gemm(const Launch& l) {
     const CudaGemmDesc& g = l.gemm->gemm;
     if (g.init >= 0) {
@@ -112,6 +159,11 @@ Status CudaRunner::run_gemm(const Launch& l) {
 
 Status CudaRunner::enqueue_steps() {
     for (Launch& l : launches_) {
+        if (l.host >= 0) {
+            Status s = run_host_step(hosts_[l.host]);
+            if (!s.ok()) return s;
+            continue;
+        }
         if (l.gemm) {
             Status s = run_gemm(l);
             if (!s.ok()) return s;
@@ -126,6 +178,7 @@ Status CudaRunner::enqueue_steps() {
 Status CudaRunner::enqueue_graph() {
     const DriverApi& api = dev_.api();
     if (!api.has_graphs()) return Status(ErrorKind::kUnsupported, "this CUDA driver has no graph capture");
+    if (!hosts_.empty()) return Status(ErrorKind::kUnsupported, "the model has steps placed on the CPU");
     if (!graph_exec_) {
         Status s = cuda_status(api.cuStreamBeginCapture(stream_.get(), kCaptureModeThreadLocal), "cuStreamBeginCapture");
         if (!s.ok()) return s;

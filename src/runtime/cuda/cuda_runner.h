@@ -10,6 +10,7 @@
 
 #include "runtime/caching_allocator.h"
 #include "runtime/cuda/cublas_gemm.h"
+#include "runtime/extern_kernel.h"
 #include "runtime/cuda/cuda_program.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "support/status.h"
@@ -51,6 +52,13 @@ private:
         std::vector<void*> params;        // pointers to values, as cuLaunchKernel takes them
         std::string what;                 // for errors
         const CudaStepDesc* gemm = nullptr;  // a cuBLAS step instead of a kernel
+        int host = -1;                       // a host step: index into hosts_
+    };
+    /// A step placed on the CPU: its kernel and host copies of its arguments.
+    struct HostStep {
+        const CudaStepDesc* step;
+        std::unique_ptr<ExternKernel> kernel;
+        std::vector<Tensor> args;
     };
     void load_modules();
     void allocate_buffers();
@@ -59,6 +67,8 @@ private:
     Status enqueue_steps();
     Status run_gemm(const Launch& l);
     Status enqueue_graph();
+    void prepare_host_step(const CudaStepDesc& s);
+    Status run_host_step(HostStep& h);
 
     std::shared_ptr<const CudaProgram> prog_;
     CudaDevice& dev_;
@@ -73,6 +83,7 @@ private:
     PinnedBuffer staging_in_, staging_out_;
     CudaRunTiming timing_;
     std::unique_ptr<CublasGemm> cublas_;  // when the program has cuBLAS steps
+    std::vector<HostStep> hosts_;
     bool use_graph_ = false;
     CUgraph graph_ = nullptr;
     CUgraphExec graph_exec_ = nullptr;

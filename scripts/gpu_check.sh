@@ -8,13 +8,14 @@
 # Steps (each one's failure is reported and the script goes on to the table):
 #   1. the GPU (nvidia-smi) and where the CUDA libraries come from (python's nvidia wheels)
 #   2. models: scripts/gpu_models.py exports gpu_mlp and gpu_encoder with this machine's PyTorch
-#      (and times PyTorch eager / CUDA graph on the GPU); scripts/make_models.py adds the test
-#      models mlp and bert_tiny when the onnx package is there
-#   3. bin/gpu_tests: every generated kernel vs the CPU kernel, cuBLAS, the budget, the models
-#      vs the CPU (gtest XML in OUTDIR/gpu_tests.xml)
-#   4. `kiln run MODEL --device cuda --compare-cpu` per model: time per run, GPU kernel time,
-#      error vs the CPU
-#   5. the table, last. Everything is also in OUTDIR/gpu_check.log. Budget: under 4 minutes.
+#      and times PyTorch eager / CUDA graph on the GPU; scripts/make_models.py adds the test
+#      models mlp, bert_tiny, small_cnn and resnet_block (onnx package)
+#   3. `kiln run MODEL --device cuda --compare-cpu` per model: time per run, GPU kernel time,
+#      CUDA graph replay, error vs the CPU; and the kernel time with --kernels generated
+#   4. bin/gpu_tests: every generated kernel vs the CPU kernel, cuBLAS, the budget, graph
+#      replay, CPU placement, then the models vs the CPU (gtest XML in OUTDIR)
+#   5. torch.compile's time, when the budget allows
+#   6. the table, last. Everything is also in OUTDIR/gpu_check.log. Budget: under 4 minutes.
 set -u
 OUT="${1:-gpu_check_out}"
 mkdir -p "$OUT"
@@ -59,57 +60,82 @@ PYEOF
 )"
 export KILN_CUDA_LIB_DIRS="${KILN_CUDA_LIB_DIRS:+$KILN_CUDA_LIB_DIRS:}$WHEEL_DIRS"
 echo "KILN_CUDA_LIB_DIRS=$KILN_CUDA_LIB_DIRS"
-export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$OUT/kernel_cache}"
-MODELS="$OUT/models"
+# The kernel cache outside OUTDIR (OUTDIR comes back to the caller: keep it small).
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-${TMPDIR:-/tmp}/kiln_gpu_check_cache}"
+MODELS="${TMPDIR:-/tmp}/kiln_gpu_check_models"  # ~40 MB of weights: not in OUTDIR
 mkdir -p "$MODELS"
 echo "kiln: $KILN ($(cat "$BUNDLE/COMMIT" 2>/dev/null || git -C "$BUNDLE" rev-parse --short HEAD 2>/dev/null))"
 
-run_step "export+torch timing" 120 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
-run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny
+run_step "export (torch)" 90 "$PY" "$HERE/gpu_models.py" "$MODELS"
+run_step "torch eager/graph timing" 90 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
+run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny,small_cnn,resnet_block
 
-if [ -x "$GPU_TESTS" ]; then
-  KILN_GPU_MODELS="$MODELS" run_step "gpu_tests" 150 "$GPU_TESTS" --gtest_output="xml:$OUT/gpu_tests.xml"
-else
-  record "gpu_tests" "MISSING ($GPU_TESTS)"
-fi
 
 ROWS=()
-for m in gpu_mlp gpu_encoder mlp bert_tiny; do
+for m in gpu_mlp gpu_encoder mlp bert_tiny small_cnn resnet_block; do
   f="$MODELS/$m.onnx"
   [ -f "$f" ] || { record "kiln run $m" "no model"; continue; }
-  elapsed=$(( $(date +%s) - START ))
-  if [ "$elapsed" -gt 200 ]; then record "kiln run $m" "skipped (time)"; continue; fi
   run_step "kiln run $m" 60 "$KILN" run "$f" --device cuda --compare-cpu --repeat 20 > "$OUT/run_$m.txt" 2>&1
   cat "$OUT/run_$m.txt"
   wall=$(sed -n 's/^median \([0-9.]*\) ms per run.*/\1/p' "$OUT/run_$m.txt")
   gpu=$(sed -n 's/.*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
   err=$(sed -n 's/^max relative error vs CPU: \(.*\)/\1/p' "$OUT/run_$m.txt")
-  ROWS+=("$m|${wall:-?}|${gpu:-?}|${err:-?}")
+  kgraph=$(sed -n 's/^CUDA graph replay: median \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
+  # Kiln's generated kernels only (no cuBLAS): the GPU time of the kernels
+  timeout 60 "$KILN" run "$f" --device cuda --kernels generated --repeat 20 > "$OUT/run_${m}_generated.txt" 2>&1
+  gen=$(sed -n 's/.*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_${m}_generated.txt")
+  ROWS+=("$m|${wall:-?}|${gpu:-?}|${kgraph:--}|${err:-?}|${gen:--}")
 done
 
+
+if [ -x "$GPU_TESTS" ]; then
+  # Kernels, cuBLAS, budget, emulation first (quick); the models (CPU compiles) in a second run.
+  run_step "gpu_tests (kernels)" 90 "$GPU_TESTS" --gtest_filter=-CudaModels.* --gtest_output="xml:$OUT/gpu_tests.xml"
+  KILN_GPU_MODELS="$MODELS" run_step "gpu_tests (models)" 120 "$GPU_TESTS" --gtest_filter=CudaModels.* \
+    --gtest_output="xml:$OUT/gpu_tests_models.xml"
+else
+  record "gpu_tests" "MISSING ($GPU_TESTS)"
+fi
+
+# torch.compile last (it may compile for a minute): only while the 4-minute budget allows.
+if [ $(( $(date +%s) - START )) -lt 150 ]; then
+  run_step "torch.compile timing" 80 "$PY" "$HERE/gpu_models.py" "$MODELS" --time-compile
+else
+  record "torch.compile timing" "skipped (time)"
+fi
+cp "$MODELS/torch_times.json" "$OUT/" 2>/dev/null
 echo
 echo "=== steps"
 printf '%s\n' "${STATUS[@]}"
-if [ -f "$OUT/gpu_tests.xml" ]; then
-  grep -o '<testsuites tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$OUT/gpu_tests.xml" | head -1
-  grep -o '<testcase name="[A-Za-z0-9_]*"[^>]*classname="[A-Za-z0-9_]*"' "$OUT/gpu_tests.xml" | sed 's/.*name="\([^"]*\)".*classname="\([^"]*\)"/  \2.\1/' > "$OUT/tests.txt"
-  grep -B0 -A1 '<failure' "$OUT/gpu_tests.xml" | head -20
-fi
+for x in "$OUT"/gpu_tests*.xml; do
+  [ -f "$x" ] || continue
+  echo "$(basename "$x"): $(grep -o '<testsuites tests="[0-9]*" failures="[0-9]*" disabled="[0-9]*" errors="[0-9]*"' "$x" | head -1)"
+  # per test: completed / skipped, and FAILED where a <failure> follows it
+  awk '/<testcase /{ if (t != "") print t; match($0, /name="[^"]*"/); n = substr($0, RSTART + 6, RLENGTH - 7);
+         match($0, /classname="[^"]*"/); c = substr($0, RSTART + 11, RLENGTH - 12);
+         match($0, /result="[^"]*"/); r = substr($0, RSTART + 8, RLENGTH - 9); t = "  " c "." n " " r }
+       /<failure/{ t = t " FAILED" } END { if (t != "") print t }' "$x"
+  grep -A2 '<failure' "$x" | head -16
+done
 echo
 echo "=== table (GPU: ${GPU_NAME:-unknown}; ms = median per run; torch from gpu_models.py)"
-printf '%-12s %12s %12s %12s %12s %10s %10s\n' model kiln_run_ms kiln_gpu_ms torch_eager torch_graph kiln/eager err_vs_cpu
+echo "kiln_run: wall per run incl. input/output copies; kiln_gpu: its kernels on the GPU clock; kiln_graph: wall with"
+echo "CUDA graph replay; kiln_gen: kernels on the GPU clock with --kernels generated (no cuBLAS); torch: inputs on the GPU"
+printf '%-12s %9s %9s %10s %9s %11s %11s %11s %10s %9s\n' model kiln_run kiln_gpu kiln_graph kiln_gen torch_eager torch_graph torch_compl kiln/eager err_vs_cpu
 for r in "${ROWS[@]}"; do
-  IFS='|' read -r m wall gpu err <<< "$r"
-  read -r eager graph <<< "$("$PY" - "$OUT/models/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
+  IFS='|' read -r m wall gpu kgraph err gen <<< "$r"
+  read -r eager graph compiled <<< "$("$PY" - "$OUT/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
 import json, sys
 try:
     t = json.load(open(sys.argv[1]))[sys.argv[2]]
-    print(f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f}")
+    c = t.get("compile_ms")
+    print(f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f} {c:.3f}" if c else f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f} -")
 except Exception:
-    print("- -")
+    print("- - -")
 PYEOF
 )"
   ratio=$("$PY" -c "print(f'{float(\"$wall\")/float(\"$eager\"):.2f}')" 2>/dev/null || echo -)
-  printf '%-12s %12s %12s %12s %12s %10s %10s\n' "$m" "$wall" "$gpu" "${eager:--}" "${graph:--}" "$ratio" "$err"
+  printf '%-12s %9s %9s %10s %9s %11s %11s %11s %10s %9s\n' "$m" "$wall" "$gpu" "$kgraph" "$gen" "${eager:--}" "${graph:--}" \
+    "${compiled:--}" "$ratio" "$err"
 done
 echo "total $(( $(date +%s) - START )) s"

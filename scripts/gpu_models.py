@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The GPU check's models, exported with the machine's own PyTorch, and PyTorch's own times.
 
-    python3 scripts/gpu_models.py OUTDIR [--time] [--smoke]
+    python3 scripts/gpu_models.py OUTDIR [--time | --time-compile] [--smoke]
 
 Writes OUTDIR/<name>.onnx and OUTDIR/<name>_inputs.npz for
   gpu_mlp      batch 256, 1024 -> 2048 -> 2048 -> 1024 with ReLU (matmul-heavy)
   gpu_encoder  one transformer encoder block (batch 8, seq 128, d 256, 4 heads, ff 1024;
                explicit ops: Linear, MatMul, Softmax, LayerNorm, GELU)
-With --time (needs a CUDA GPU): PyTorch eager on the GPU, and the same replayed as a CUDA graph,
-median ms over interleaved rounds, into OUTDIR/torch_times.json. --smoke: one round.
+With --time instead (needs a CUDA GPU): PyTorch eager on the GPU, and the same replayed as a CUDA graph,
+median ms over interleaved rounds, into OUTDIR/torch_times.json; --time-compile: torch.compile's
+time added there. --smoke: one round.
 """
 import json
 import math
@@ -62,10 +63,16 @@ def export(out):
         model = cls().eval()
         x = torch.randn(*shape)
         path = os.path.join(out, name + ".onnx")
-        try:
-            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17, dynamo=False)
+        if os.path.exists(path):
+            continue
+        kw = dict(input_names=["x"], output_names=["y"], opset_version=17)
+        try:  # the TorchScript exporter (static shapes, plain ops)
+            torch.onnx.export(model, (x,), path, dynamo=False, **kw)
         except TypeError:  # PyTorch before 2.5 has no dynamo argument
-            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=17)
+            torch.onnx.export(model, (x,), path, **kw)
+        except Exception as e:  # a PyTorch without the TorchScript exporter: the dynamo one
+            print(f"{name}: TorchScript export failed ({type(e).__name__}: {e}); trying dynamo=True")
+            torch.onnx.export(model, (x,), path, dynamo=True, external_data=False, **kw)
         np.savez(os.path.join(out, name + "_inputs.npz"), x=x.numpy())
         print(f"exported {path}")
 
@@ -109,12 +116,42 @@ def time_torch(out, rounds):
         json.dump(times, f, indent=1)
 
 
+def time_torch_compile(out, rounds):
+    """torch.compile (default mode) of each model, added to torch_times.json as compile_ms."""
+    path = os.path.join(out, "torch_times.json")
+    times = json.load(open(path)) if os.path.exists(path) else {}
+    for name, (cls, shape) in MODELS.items():
+        torch.manual_seed(0)
+        model = cls().eval().cuda()
+        x = torch.randn(*shape, device="cuda")
+        try:
+            t0 = time.perf_counter()
+            compiled = torch.compile(model)
+            with torch.no_grad():
+                for _ in range(3):
+                    compiled(x)
+                torch.cuda.synchronize()
+                build_s = time.perf_counter() - t0
+                ms = float(np.median([median_ms(lambda: compiled(x), 20) for _ in range(rounds)]))
+        except Exception as e:  # no Triton, no compiler: leave the column empty
+            print(f"{name}: torch.compile failed: {type(e).__name__}: {e}")
+            continue
+        times.setdefault(name, {})["compile_ms"] = ms
+        print(f"{name}: torch.compile {ms:.3f} ms (compiled in {build_s:.1f} s)")
+        with open(path, "w") as f:
+            json.dump(times, f, indent=1)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    export(out)
+    rounds = 1 if "--smoke" in sys.argv else 5
     if "--time" in sys.argv:
-        time_torch(out, 1 if "--smoke" in sys.argv else 5)
+        time_torch(out, rounds)
+    elif "--time-compile" in sys.argv:
+        time_torch_compile(out, rounds)
+    else:
+        export(out)
 
 
 if __name__ == "__main__":

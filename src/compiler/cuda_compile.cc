@@ -1,11 +1,19 @@
 #include "compiler/cuda_compile.h"
 
 #include <chrono>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/nvrtc_compile.h"
 #include "compiler/compile.h"
+#include "compiler/cuda_gemm_match.h"
 #include "compiler/cuda_lower.h"
+#include "compiler/graph_interpreter.h"
+#include "ir/verifier.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/extern_kernel.h"
+#include "pass/pass_manager.h"
+#include "pass/pipeline.h"
 #include "op/registry.h"
 #include "support/error.h"
 
@@ -16,18 +24,18 @@ using runtime::BufferDesc;
 using runtime::BufferRole;
 using runtime::cuda::CudaProgram;
 
-/// kUnsupported naming the node when a unit has no CUDA kernel.
-void check_unit_has_cuda_kernel(const KernelUnit& unit) {
-    static const te::KnobValues kUntuned;
-    for (const ir::Node* n : unit.nodes) {
-        const op::OpDef* def = op::OpRegistry::global().find(n->op());
-        KILN_CHECK(def && def->compute, kUnsupported)
-            << "no CUDA kernel for " << n->describe() << ": op " << n->op() << " has no tensor-expression compute "
-            << "(run this model on the CPU: --device cpu)";
-    }
-    KILN_CHECK(!extern_choice(unit, KernelSource::kGenerated, kUntuned), kUnsupported)
-        << "no CUDA kernel for " << unit.nodes.front()->describe() << " (" << unit.ops()
-        << "): the CPU runtime computes it with its own kernel (run this model on the CPU: --device cpu)";
+/// compile()'s pipeline without the CPU's layout passes: the blocked (NCHWc) layouts and the
+/// packed matmul weights serve the CPU's vector units and caches; the GPU schedule reads the
+/// plain row-major tensors coalesced.
+void optimize_for_gpu(ir::Graph& g, const CudaCompileOptions& opts) {
+    const std::string why = host_only_reason(g);
+    KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "' for the GPU: " << why;
+    bind_input_shapes(g, opts.dims);
+    std::vector<pass::Pass> passes;
+    for (pass::Pass& p : pass::passes_for_level(opts.opt_level))
+        if (p.name != "transform-layout" && p.name != "pack-matmul-weights") passes.push_back(std::move(p));
+    pass::run_passes(g, passes, pass_context(), {});
+    ir::verify_graph(g);
 }
 
 int add_buffer(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const ir::Value* v, BufferRole role) {
@@ -43,15 +51,65 @@ int add_buffer(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer
     return buffer_of[v] = static_cast<int>(p.buffers.size()) - 1;
 }
 
+/// kUnsupported naming the node when a unit has no CUDA kernel (and, with `cpu_fallback`, no
+/// CPU kernel the runner can place on the host either).
+void check_unit_has_cuda_kernel(const KernelUnit& unit, bool cpu_fallback) {
+    static const te::KnobValues kUntuned;
+    for (const ir::Node* n : unit.nodes) {
+        const op::OpDef* def = op::OpRegistry::global().find(n->op());
+        KILN_CHECK(def && def->compute, kUnsupported)
+            << "no CUDA kernel for " << n->describe() << ": op " << n->op() << " has no tensor-expression compute "
+            << "(run this model on the CPU: --device cpu)";
+    }
+    KILN_CHECK(cpu_fallback || !extern_choice(unit, KernelSource::kGenerated, kUntuned), kUnsupported)
+        << "no CUDA kernel for " << unit.nodes.front()->describe() << " (" << unit.ops()
+        << "): the CPU runtime computes it with its own kernel (allow CPU placement, or run on the CPU)";
+}
+
+/// A unit the CPU runtime computes with its own kernel (TopK, CumSum, ScatterND), placed on the
+/// host: false when the unit has a CUDA kernel.
+bool add_host_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const KernelUnit& unit) {
+    static const te::KnobValues kUntuned;
+    std::optional<topi::ExternChoice> ext = extern_choice(unit, KernelSource::kGenerated, kUntuned);
+    if (!ext) return false;
+    runtime::cuda::CudaStepDesc step;
+    step.node_name = unit.nodes.front()->name();
+    step.host_extern = ext->name;
+    step.host_params = runtime::ExternParams::format(ext->params);
+    step.num_inputs = static_cast<int>(unit.inputs.size());
+    for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
+    for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));
+    p.steps.push_back(std::move(step));
+    return true;
+}
+
+/// A step cuBLAS computes: args A, B, out; a Gemm's beta*C as a constant copied into out first.
+void add_cublas_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const ir::Node& n,
+                     CublasChoice c) {
+    runtime::cuda::CudaStepDesc step;
+    step.node_name = n.name();
+    step.args = {buffer_of.at(n.input(0)), buffer_of.at(n.input(1)),
+                 add_buffer(p, buffer_of, n.output(0), BufferRole::kIntermediate)};
+    if (c.init.defined()) {
+        BufferDesc b;
+        b.name = n.name() + ".beta_c";
+        b.dtype = DType::kFloat32;
+        b.shape = c.init.shape();
+        b.role = BufferRole::kConstant;
+        b.constant = c.init;
+        p.buffers.push_back(std::move(b));
+        c.gemm.init = static_cast<int>(p.buffers.size()) - 1;
+    }
+    step.gemm = c.gemm;
+    step.flops = 2.0 * c.gemm.m * c.gemm.n * c.gemm.k * c.gemm.batch;
+    p.steps.push_back(std::move(step));
+}
+
 }  // namespace
 
 CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
     const auto t0 = std::chrono::steady_clock::now();
-    CompileOptions copts;
-    copts.dims = opts.dims;
-    copts.opt_level = opts.opt_level;
-    copts.kernels = KernelSource::kGenerated;
-    optimize_graph(g, copts);
+    optimize_for_gpu(g, opts);
 
     CudaCompiledModel out;
     out.program = std::make_shared<CudaProgram>();
@@ -59,6 +117,8 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
     p.arch = opts.arch;
     std::unordered_map<const ir::Value*, int> buffer_of;
     for (ir::Value* in : g.inputs()) p.inputs.push_back(add_buffer(p, buffer_of, in, BufferRole::kInput));
+    const bool cublas = opts.use_cublas && runtime::cuda::cublas_api(nullptr) != nullptr;
+    if (cublas && opts.opt_level > 0) detach_cublas_anchors(g);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::unordered_map<std::string, int> kernel_of_source;
     for (const KernelUnit& unit : units) {
@@ -68,7 +128,18 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
             buffer_of[unit.nodes[0]->output(0)] = buffer_of.at(unit.nodes[0]->input(0));
             continue;
         }
-        check_unit_has_cuda_kernel(unit);
+        if (cublas && unit.nodes.size() == 1) {
+            if (std::optional<CublasChoice> c = cublas_choice(*unit.nodes[0])) {
+                add_cublas_step(p, buffer_of, *unit.nodes[0], std::move(*c));
+                ++out.cublas_steps;
+                continue;
+            }
+        }
+        check_unit_has_cuda_kernel(unit, opts.cpu_fallback);
+        if (opts.cpu_fallback && add_host_step(p, buffer_of, unit)) {
+            ++out.host_steps;
+            continue;
+        }
         runtime::cuda::CudaStepDesc step;
         for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));

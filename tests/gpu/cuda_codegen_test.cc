@@ -32,7 +32,7 @@ TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
     for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
         SCOPED_TRACE(c.name);
         ir::Graph g = ir::parse_graph(c.graph);
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90});
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
         ASSERT_EQ(m.program->arch, 90);
         ASSERT_GE(m.kernels, 1);
         for (const runtime::cuda::CudaKernelDesc& k : m.program->kernels) {
@@ -50,18 +50,56 @@ TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
 
 TEST(CudaCodegen, TestModelsCompileForSm90) {
     // The models of tests/models (scripts/make_models.py; the make_test_models fixture).
-    for (const char* name : {"mlp", "bert_tiny"}) {
-        const std::string path = std::string(KILN_BINARY_DIR) + "/test_models/" + name + ".onnx";
-        if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not generated";
+    int found = 0;
+    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "resnet_block"}) {
+        const std::string path = gpu_testing::test_model_path(name);
+        if (!std::filesystem::exists(path)) continue;
+        ++found;
         SCOPED_TRACE(path);
         ir::Graph g = frontend::import_onnx_file(path);
         std::map<std::string, int64_t> dims;
         for (const ir::Value* in : g.inputs())
             for (const ir::Dim& d : in->type().shape)
                 if (!d.is_static()) dims[d.symbol] = 1;
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90});
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = false});
         std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs\n", name, m.kernels, m.program->steps.size(), m.compiled);
         EXPECT_GT(m.program->steps.size(), 1u);
+        ir::Graph g2 = frontend::import_onnx_file(path);
+        compiler::CudaCompiledModel v = compiler::compile_cuda(g2, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = true});
+        std::printf("%s with cuBLAS: %d CUDA kernels, %zu steps, %d on cuBLAS\n", name, v.kernels, v.program->steps.size(),
+                    v.cublas_steps);
+    }
+    if (found == 0) GTEST_SKIP() << "no test model generated (" << gpu_testing::test_model_path("mlp") << ")";
+}
+
+TEST(CudaCodegen, CublasTakesTheProductAndLeavesTheEpilogue) {
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);  // MatMul+Add+Relu
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = true});
+    if (m.cublas_steps == 0) GTEST_SKIP() << "cuBLAS does not load here";
+    ASSERT_EQ(m.program->steps.size(), 2u);
+    const runtime::cuda::CudaStepDesc& mm = m.program->steps[0];
+    EXPECT_EQ(mm.kernel, -1);
+    EXPECT_EQ(mm.gemm.m, 33);
+    EXPECT_EQ(mm.gemm.n, 70);
+    EXPECT_EQ(mm.gemm.k, 200);
+    EXPECT_EQ(m.program->kernels.at(m.program->steps[1].kernel).description, "Add+Relu");
+}
+
+TEST(CudaCodegen, OpsWithoutCudaKernelsArePlacedOnTheHost) {
+    ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
+    EXPECT_EQ(m.host_steps, 1);
+    int host = 0;
+    for (const runtime::cuda::CudaStepDesc& s : m.program->steps) host += !s.host_extern.empty();
+    EXPECT_EQ(host, 1);
+    EXPECT_GE(m.program->steps.size(), 3u);  // Neg on the GPU, CumSum on the host, Relu on the GPU
+    ir::Graph g2 = ir::parse_graph(gpu_testing::placement_case());
+    try {
+        compiler::compile_cuda(g2, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .cpu_fallback = false});
+        FAIL() << "expected kUnsupported";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+        EXPECT_NE(std::string(e.what()).find("CumSum"), std::string::npos) << e.what();
     }
 }
 
@@ -90,7 +128,7 @@ TEST(CudaCodegen, BindRefusesReduceAxes) {
 
 TEST(CudaCodegen, SoftmaxStagesBecomeSeparateLaunches) {
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
-    compiler::CudaCompiledModel m = compiler::compile_cuda(g);
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
     ASSERT_EQ(m.program->kernels.size(), 1u);
     const runtime::cuda::CudaKernelDesc& k = m.program->kernels[0];
     EXPECT_GE(k.entries.size(), 2u);  // a reduction stage, then the stage that reads it

@@ -14,6 +14,7 @@
 #include "compiler/compile.h"
 #include "compiler/cuda_compile.h"
 #include "frontend/onnx/importer.h"
+#include "gpu_reference.h"
 #include "gpu_test_util.h"
 #include "ir/parser.h"
 #include "runtime/cuda/cublas_gemm.h"
@@ -26,35 +27,14 @@ namespace {
 
 using runtime::cuda::CudaDevice;
 using runtime::cuda::CudaRunner;
+using gpu_testing::max_rel_error;
+using gpu_testing::random_inputs;
+using gpu_testing::run_cpu;
 
-std::vector<Tensor> random_inputs(const ir::Graph& g, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    std::vector<Tensor> out;
-    for (const ir::Value* in : g.inputs()) {
-        Tensor t(in->type().dtype, in->type().static_shape());
-        if (t.dtype() == DType::kFloat32)
-            for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
-        else
-            for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, static_cast<double>(rng() % 7));
-        out.push_back(std::move(t));
-    }
-    return out;
-}
-
-std::vector<Tensor> run_cpu(ir::Graph g, const std::vector<Tensor>& inputs) {
-    compiler::CompiledModel cm = compiler::compile(g);
-    runtime::ThreadPool pool(2);
-    runtime::CpuAllocator alloc;
-    runtime::SequentialExecutor ex(cm.executable, &pool, &alloc);
-    std::vector<Tensor> outs;
-    Status s = ex.run(inputs, outs);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return outs;
-}
-
-std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tensor>& inputs, std::string* report = nullptr) {
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch()});
+std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tensor>& inputs, bool cublas,
+                            std::string* report = nullptr) {
+    compiler::CudaCompiledModel cm =
+        compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch(), .use_cublas = cublas});
     CudaRunner runner(cm.program, dev, 0);
     std::vector<Tensor> outs;
     Status s = runner.run(inputs, outs);
@@ -63,33 +43,20 @@ std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tens
     return outs;
 }
 
-/// Largest |a - b| / max(1, |b|) over float outputs; +inf for a shape or count mismatch.
-double max_rel_error(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a[i].shape() != b[i].shape()) return INFINITY;
-        for (int64_t k = 0; k < a[i].numel(); ++k) {
-            const double x = a[i].get_f64(k), y = b[i].get_f64(k);
-            if (std::isnan(x) != std::isnan(y)) return INFINITY;
-            if (!std::isnan(x)) worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(y)));
-        }
-    }
-    return worst;
-}
-
 TEST(CudaKernels, EveryDefaultScheduleMatchesTheCpuKernel) {
     KILN_REQUIRE_GPU(dev);
     for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
         SCOPED_TRACE(c.name);
         ir::Graph g = ir::parse_graph(c.graph);
         std::vector<Tensor> in = random_inputs(g, 7);
-        std::string report;
-        std::vector<Tensor> gpu = run_gpu(ir::parse_graph(c.graph), *dev, in, &report);
         std::vector<Tensor> cpu = run_cpu(ir::parse_graph(c.graph), in);
-        const double err = max_rel_error(gpu, cpu);
-        std::printf("%-18s max rel error %.3g\n%s", c.name, err, report.c_str());
-        EXPECT_LE(err, 1e-5);
+        for (bool cublas : {false, true}) {
+            std::string report;
+            std::vector<Tensor> gpu = run_gpu(ir::parse_graph(c.graph), *dev, in, cublas, &report);
+            const double err = max_rel_error(gpu, cpu);
+            std::printf("%-18s %-9s max rel error %.3g\n%s", c.name, cublas ? "cuBLAS" : "generated", err, report.c_str());
+            EXPECT_LE(err, 1e-5) << (cublas ? "with cuBLAS" : "generated");
+        }
     }
 }
 
@@ -127,7 +94,7 @@ TEST(CudaKernels, CublasSgemmMatchesDoubleReference) {
 TEST(CudaRuntime, BudgetExhaustionNamesTheBuffer) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false});
     try {
         CudaRunner runner(cm.program, *dev, 4096);  // the inputs alone need 80 KB
         FAIL() << "expected kOutOfMemory";
@@ -140,10 +107,43 @@ TEST(CudaRuntime, BudgetExhaustionNamesTheBuffer) {
     EXPECT_TRUE(ok.run(random_inputs(g, 1), outs).ok());
 }
 
+TEST(CudaRuntime, GraphReplayGivesTheSameOutputs) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);  // cuBLAS + epilogue
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    CudaRunner runner(cm.program, *dev, 0);
+    std::vector<Tensor> in = random_inputs(g, 4), plain, replayed;
+    ASSERT_TRUE(runner.run(in, plain).ok());
+    runner.set_use_graph(true);
+    for (int r = 0; r < 3; ++r) {  // capture, then replays
+        Status s = runner.run(in, replayed);
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(max_rel_error(replayed, plain), 0.0) << "run " << r;
+    }
+}
+
+TEST(CudaRuntime, HostPlacedStepMatchesTheCpu) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
+    std::vector<Tensor> in = random_inputs(g, 8);
+    std::vector<Tensor> cpu = run_cpu(ir::parse_graph(gpu_testing::placement_case()), in);
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    ASSERT_EQ(cm.host_steps, 1);
+    CudaRunner runner(cm.program, *dev, 0);
+    std::vector<Tensor> gpu;
+    for (int r = 0; r < 2; ++r) {
+        Status s = runner.run(in, gpu);
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_LE(max_rel_error(gpu, cpu), 1e-5);
+    }
+    runner.set_use_graph(true);  // a host step cannot be captured: a clear error, no crash
+    EXPECT_EQ(runner.run(in, gpu).kind(), ErrorKind::kUnsupported);
+}
+
 TEST(CudaRuntime, WrongInputShapeIsAnError) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false});
     CudaRunner runner(cm.program, *dev, 0);
     std::vector<Tensor> outs;
     Status s = runner.run({Tensor(DType::kFloat32, {8, 76})}, outs);
@@ -156,17 +156,19 @@ TEST(CudaModels, TestModelsMatchTheCpu) {
     const char* dir = std::getenv("KILN_GPU_MODELS");
     if (!dir) GTEST_SKIP() << "KILN_GPU_MODELS (a directory of mlp.onnx, bert_tiny.onnx ...) is not set";
     int ran = 0;
-    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "gpu_mlp", "gpu_encoder"}) {
+    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "resnet_block", "gpu_mlp", "gpu_encoder"}) {
         const std::string path = std::string(dir) + "/" + name + ".onnx";
         if (!std::filesystem::exists(path)) continue;
         SCOPED_TRACE(path);
         ir::Graph g = frontend::import_onnx_file(path);
         std::vector<Tensor> in = random_inputs(g, 11);
-        std::vector<Tensor> gpu = run_gpu(frontend::import_onnx_file(path), *dev, in);
         std::vector<Tensor> cpu = run_cpu(frontend::import_onnx_file(path), in);
-        const double err = max_rel_error(gpu, cpu);
-        std::printf("model %-12s max rel error vs CPU %.3g\n", name, err);
-        EXPECT_LE(err, 1e-4);  // whole models: many kernels, each within 1e-5
+        for (bool cublas : {false, true}) {
+            std::vector<Tensor> gpu = run_gpu(frontend::import_onnx_file(path), *dev, in, cublas);
+            const double err = max_rel_error(gpu, cpu);
+            std::printf("model %-12s %-9s max rel error vs CPU %.3g\n", name, cublas ? "cuBLAS" : "generated", err);
+            EXPECT_LE(err, 1e-4) << (cublas ? "with cuBLAS" : "generated");  // many kernels, each within 1e-5
+        }
         ++ran;
     }
     EXPECT_GT(ran, 0) << "no model found in " << dir;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,26 @@ graph g(%a: f32[33,200], %b: f32[200,70], %c: f32[70]) {
 })"},
     };
     return cases;
+}
+
+/// CumSum has no CUDA kernel (the CPU runtime's own kernel computes it): placed on the host
+/// between GPU kernels.
+inline const char* placement_case() {
+    return R"(
+graph g(%x: f32[4,300]) {
+  const %axis: i64[] = [1]
+  %n = Neg(%x) : f32[4,300]
+  %c = CumSum(%n, %axis) : f32[4,300]
+  %y = Relu(%c) : f32[4,300]
+  return %y
+})";
+}
+
+/// A model of scripts/make_models.py: in $KILN_GPU_MODELS when set (the GPU machine), else in
+/// the build's test_models/ (the make_test_models fixture).
+inline std::string test_model_path(const std::string& name) {
+    const char* dir = std::getenv("KILN_GPU_MODELS");
+    return (dir ? std::string(dir) : std::string(KILN_BINARY_DIR) + "/test_models") + "/" + name + ".onnx";
 }
 
 /// The CUDA device, or nullptr after GTEST_SKIP-worthy reason in *why.

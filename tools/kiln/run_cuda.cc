@@ -31,6 +31,7 @@ double median_of(std::vector<double> v) {
 /// The inputs: --input files by name, else seeded random data of the graph input's type.
 std::map<std::string, Tensor> make_feeds(const ir::Graph& g, const CudaRunArgs& args) {
     std::map<std::string, Tensor> feeds;
+    if (!args.inputs_npz.empty()) feeds = read_npz(args.inputs_npz);
     for (const std::string& nv : args.inputs) {
         const size_t eq = nv.find('=');
         KILN_CHECK(eq != std::string::npos, kInvalidArgument) << "--input takes NAME=FILE.npy, got '" << nv << "'";
@@ -86,11 +87,13 @@ int run_model_cuda(const CudaRunArgs& args) {
     copts.dims = args.dims;
     copts.opt_level = args.opt_level;
     copts.arch = dev->arch();
+    copts.use_cublas = args.use_cublas;
     compiler::CudaCompiledModel cm = compiler::compile_cuda(g, copts);
     fmt::print("device {} (sm_{}, {} SMs, {:.1f} GiB)\n", dev->name(), dev->arch(), dev->multiprocessors(),
                static_cast<double>(dev->total_memory()) / (1 << 30));
-    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps in {:.2f} s\n", cm.kernels, cm.compiled,
-               cm.kernels - cm.compiled, cm.program->steps.size(), cm.seconds);
+    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps ({} on cuBLAS, {} placed on the CPU) in {:.2f} s\n",
+               cm.kernels, cm.compiled, cm.kernels - cm.compiled, cm.program->steps.size(), cm.cublas_steps, cm.host_steps,
+               cm.seconds);
     runtime::cuda::CudaRunner runner(cm.program, *dev, args.memory_limit);
     std::vector<Tensor> outputs;
     runner.run(inputs, outputs).throw_if_error();  // warm-up
@@ -101,12 +104,28 @@ int run_model_cuda(const CudaRunArgs& args) {
         wall.push_back(ms_since(t0));
         gpu.push_back(runner.last_timing().gpu_ms);
     }
+    // The same steps replayed as one CUDA graph: what per-kernel launches cost.
+    runner.set_use_graph(true);
+    std::vector<Tensor> graph_outputs;
+    Status gs = runner.run(inputs, graph_outputs);
+    std::vector<double> graph_wall, graph_gpu;
+    for (int r = 0; gs.ok() && r < args.repeat; ++r) {
+        const auto t0 = Clock::now();
+        gs = runner.run(inputs, graph_outputs);
+        graph_wall.push_back(ms_since(t0));
+        graph_gpu.push_back(runner.last_timing().gpu_ms);
+    }
     for (size_t i = 0; i < outputs.size(); ++i) {
         fmt::print("{}: {} {}\n", output_names[i], dtype_name(outputs[i].dtype()), shape_str(outputs[i].shape()));
         fmt::print("  values: {}\n", format_leading_values(outputs[i], 10));
     }
     fmt::print("median {:.3f} ms per run ({} runs; kernels on the GPU {:.3f} ms, device memory {} bytes)\n",
                median_of(wall), wall.size(), median_of(gpu), runner.device_bytes());
+    if (gs.ok())
+        fmt::print("CUDA graph replay: median {:.3f} ms per run (kernels on the GPU {:.3f} ms), same outputs: {}\n",
+                   median_of(graph_wall), median_of(graph_gpu), max_rel_error(graph_outputs, outputs) == 0 ? "yes" : "NO");
+    else
+        fmt::print("CUDA graph replay: not available ({})\n", gs.message());
     if (args.compare_cpu) {
         SessionOptions so;
         so.dims = args.dims;

@@ -21,6 +21,8 @@ struct CudaRunArgs {
     int opt_level = 3;
     bool compare_cpu = false;
     std::string output_dir;
+    bool use_cublas = true;  // false: --kernels generated
+    std::string inputs_npz;  // --inputs FILE.npz (by name)
 };
 
 int run_model_cuda(const CudaRunArgs& args);

@@ -26,4 +26,17 @@ Status CublasGemm::sgemm_row_major(const CudaStream& stream, int m, int n, int k
     return Status();
 }
 
+Status CublasGemm::gemm(const CudaStream& stream, const CudaGemmDesc& g, const float* a, const float* b, float* c) {
+    const float beta = g.init >= 0 ? 1.f : 0.f;
+    cublasStatus_t s = api_->cublasSetStream(handle_, stream.get());
+    // Row-major C = A op(B) is column-major C^T = op(B)^T A^T: B's memory read column-major is
+    // B^T (ld n) for transB=0, or the [K, N] matrix whose transpose we need (ld k) for transB=1.
+    const int op_b = g.trans_b ? kCublasOpT : kCublasOpN, ldb = g.trans_b ? g.k : g.n;
+    if (s == 0)
+        s = api_->cublasSgemmStridedBatched(handle_, op_b, kCublasOpN, g.n, g.m, g.k, &g.alpha, b, ldb, g.stride_b, a, g.k,
+                                            g.stride_a, &beta, c, g.n, g.stride_c, g.batch);
+    if (s != 0) return Status(ErrorKind::kUnsupported, "cublasSgemmStridedBatched failed with status " + std::to_string(s));
+    return Status();
+}
+
 }  // namespace kiln::runtime::cuda

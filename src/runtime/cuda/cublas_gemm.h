@@ -3,6 +3,7 @@
 // (runtime/cuda/cuda_api.h). Not yet chosen by the model compiler per workload (docs/gpu.md).
 #pragma once
 
+#include "runtime/cuda/cuda_program.h"
 #include "runtime/cuda/cuda_stream.h"
 
 namespace kiln::runtime::cuda {
@@ -17,6 +18,8 @@ public:
 
     /// C[m,n] = A[m,k] B[k,n], all row-major device arrays, on `stream` (asynchronous).
     Status sgemm_row_major(const CudaStream& stream, int m, int n, int k, const float* a, const float* b, float* c);
+    /// The product `g` describes (beta 1 when g.init >= 0: the caller copied init into c).
+    Status gemm(const CudaStream& stream, const CudaGemmDesc& g, const float* a, const float* b, float* c);
 
 private:
     const CublasApi* api_ = nullptr;

@@ -62,6 +62,13 @@ std::unique_ptr<DriverApi> load_driver(std::string& why) {
     resolve(lib, a->cuFuncGetAttribute, "cuFuncGetAttribute", &missing);
     resolve(lib, a->cuLaunchKernel, "cuLaunchKernel", &missing);
     resolve(lib, a->cuGetErrorString, "cuGetErrorString", &missing);
+    std::string optional;  // graphs: absent means no CUDA graph replay, not no GPU
+    resolve(lib, a->cuStreamBeginCapture, "cuStreamBeginCapture_v2", &optional);
+    resolve(lib, a->cuStreamEndCapture, "cuStreamEndCapture", &optional);
+    resolve(lib, a->cuGraphInstantiate, "cuGraphInstantiateWithFlags", &optional);
+    resolve(lib, a->cuGraphLaunch, "cuGraphLaunch", &optional);
+    resolve(lib, a->cuGraphExecDestroy, "cuGraphExecDestroy", &optional);
+    resolve(lib, a->cuGraphDestroy, "cuGraphDestroy", &optional);
     if (!missing.empty()) {
         why = path + " lacks " + missing + " (driver too old?)";
         return nullptr;

@@ -18,6 +18,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 inline constexpr int kAttrComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_*
 inline constexpr int kAttrComputeCapabilityMinor = 76;
@@ -25,6 +27,7 @@ inline constexpr int kAttrMultiprocessorCount = 16;
 inline constexpr int kFuncAttrNumRegs = 4;              // CU_FUNC_ATTRIBUTE_NUM_REGS
 inline constexpr int kFuncAttrSharedSizeBytes = 1;      // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
 inline constexpr unsigned kStreamNonBlocking = 1;       // CU_STREAM_NON_BLOCKING
+inline constexpr int kCaptureModeThreadLocal = 1;       // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
 struct DriverApi {
     CUresult (*cuInit)(unsigned);
@@ -61,6 +64,14 @@ struct DriverApi {
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                CUstream, void**, void**);
     CUresult (*cuGetErrorString)(CUresult, const char**);
+    // CUDA graphs (optional: null when the driver lacks them).
+    CUresult (*cuStreamBeginCapture)(CUstream, int);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+    CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
+    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*cuGraphExecDestroy)(CUgraphExec);
+    CUresult (*cuGraphDestroy)(CUgraph);
+    bool has_graphs() const { return cuStreamBeginCapture && cuStreamEndCapture && cuGraphInstantiate && cuGraphLaunch; }
 };
 
 using nvrtcResult = int;

@@ -63,9 +63,13 @@ std::vector<std::string> cuda_library_dirs() {
         add_glob(root + "/nvidia/cu1*/lib", dirs);
         add_glob(root + "/nvidia/*/lib", dirs);
     }
-    for (const char* d : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib",
-                          "/usr/lib/x86_64-linux-gnu"})
+    // The driver's usual homes (containers: /usr/local/nvidia), then toolkits (never their
+    // stubs/ or compat/ directories: a stub or a mismatched compat libcuda cannot open the GPU).
+    for (const char* d : {"/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"})
         dirs.push_back(d);
+    add_glob("/usr/local/cuda/lib64", dirs);
+    add_glob("/usr/local/cuda/targets/x86_64-linux/lib", dirs);
+    add_glob("/usr/local/cuda-*/targets/x86_64-linux/lib", dirs);
     std::set<std::string> seen;
     std::vector<std::string> unique;
     for (const std::string& d : dirs)

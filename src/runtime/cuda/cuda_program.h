@@ -25,8 +25,24 @@ struct CudaKernelDesc {
     std::string description;  // "MatMul+Add+Relu"
 };
 
+/// A product cuBLAS computes (the vendor candidate): out = alpha * A op(B) (+ the `init` buffer's
+/// values, copied into out first: a Gemm's beta*C broadcast, materialized at compile time), all
+/// row-major FP32; `batch` products at the given element strides.
+struct CudaGemmDesc {
+    int m = 0, n = 0, k = 0, batch = 1;
+    long long stride_a = 0, stride_b = 0, stride_c = 0;
+    bool trans_b = false;  // B is [N, K]
+    float alpha = 1;
+    int init = -1;  // buffer id of out's initial value (-1: none, beta 0)
+};
+
 struct CudaStepDesc {
-    int kernel = -1;
+    int kernel = -1;  // -1: a cuBLAS step (gemm), or a host step (host_extern)
+    CudaGemmDesc gemm;  // args: A, B, then out
+    /// Placement on the CPU: a runtime extern kernel (runtime/extern_kernel.h: TopK, CumSum,
+    /// ScatterND) run on the host between copies of its inputs from and outputs to the device.
+    std::string host_extern, host_params;
+    int num_inputs = -1;  // of a host step
     std::vector<int> args;  // buffer ids: inputs, then outputs
     std::string node_name;
     double flops = 0;

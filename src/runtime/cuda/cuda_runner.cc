@@ -27,6 +27,10 @@ CudaRunner::~CudaRunner() {
 }
 
 void CudaRunner::release() {
+    if (graph_exec_) dev_.api().cuGraphExecDestroy(graph_exec_);
+    if (graph_) dev_.api().cuGraphDestroy(graph_);
+    graph_exec_ = nullptr;
+    graph_ = nullptr;
     for (auto& [p, bytes] : owned_) alloc_->deallocate(p, bytes);
     owned_.clear();
     for (CUmodule m : modules_) dev_.api().cuModuleUnload(m);
@@ -67,6 +71,17 @@ void CudaRunner::allocate_buffers() {
 
 void CudaRunner::prepare_launches() {
     for (const CudaStepDesc& s : prog_->steps) {
+        if (!s.host_extern.empty()) {
+            prepare_host_step(s);
+            continue;
+        }
+        if (s.kernel < 0) {  // cuBLAS: args A, B, out
+            if (!cublas_) cublas_ = std::make_unique<CublasGemm>(dev_);
+            Launch l{nullptr, 0, 0, {}, {}, "cuBLAS gemm of " + s.node_name, &s};
+            for (int b : s.args) l.values.push_back(dptr(buffer_ptr_.at(b)));
+            launches_.push_back(std::move(l));
+            continue;
+        }
         const CudaKernelDesc& k = prog_->kernels.at(s.kernel);
         std::vector<CUdeviceptr> values;
         for (int b : s.args) values.push_back(dptr(buffer_ptr_.at(b)));
@@ -86,12 +101,95 @@ void CudaRunner::prepare_launches() {
         for (CUdeviceptr& v : l.values) l.params.push_back(&v);
 }
 
+void CudaRunner::prepare_host_step(const CudaStepDesc& s) {
+    ExternKernelFactory make = find_extern_kernel(s.host_extern);
+    KILN_CHECK(make != nullptr, kUnsupported) << "step " << s.node_name << ": no CPU kernel '" << s.host_extern << "'";
+    HostStep h{&s, nullptr, {}};
+    std::vector<ExternArg> types;
+    for (int b : s.args) {
+        const BufferDesc& d = prog_->buffers.at(b);
+        h.args.emplace_back(d.dtype, d.shape);
+        types.push_back({d.dtype, d.shape, d.role == BufferRole::kConstant ? d.constant.data() : nullptr});
+    }
+    h.kernel = make(ExternParams(s.host_params), types);
+    KILN_CHECK(h.kernel != nullptr, kUnsupported) << "step " << s.node_name << ": CPU kernel '" << s.host_extern
+                                                  << "' refused its arguments";
+    hosts_.push_back(std::move(h));
+    Launch l{nullptr, 0, 0, {}, {}, "CPU step " + s.node_name + " (" + s.host_extern + ")"};
+    l.host = static_cast<int>(hosts_.size()) - 1;
+    launches_.push_back(std::move(l));
+}
+
+/// Runs fn over [0, n) on the calling thread (a host step's kernel env: no pool).
+static void serial_for(void*, int64_t n, kiln_task_fn fn, void* ctx) {
+    if (n > 0) fn(0, n, ctx);
+}
+
+Status CudaRunner::run_host_step(HostStep& h) {
+    const std::vector<int>& args = h.step->args;
+    const size_t nin = static_cast<size_t>(h.step->num_inputs);
+    for (size_t i = 0; i < nin; ++i) {  // copies in, then the one wait the CPU step needs
+        Status s = copy_to_host_async(dev_, h.args[i].data(), buffer_ptr_[args[i]], h.args[i].nbytes(), stream_);
+        if (!s.ok()) return s;
+    }
+    Status s = stream_.synchronize();
+    if (!s.ok()) return s;
+    std::vector<void*> ptrs;
+    for (Tensor& t : h.args) ptrs.push_back(t.data());
+    const kiln_kernel_env env{nullptr, serial_for, nullptr};
+    s = h.kernel->run(ptrs.data(), env, 1);
+    if (!s.ok()) return Status(s.kind(), s.message() + " (CPU step " + h.step->node_name + ")");
+    for (size_t i = nin; i < args.size() && s.ok(); ++i)  // pageable source: staged by the driver before returning
+        s = copy_to_device_async(dev_, buffer_ptr_[args[i]], h.args[i].data(), h.args[i].nbytes(), stream_);
+    return s;
+}
+
+Status CudaRunner::run_gemm(const Launch& l) {
+    const CudaGemmDesc& g = l.gemm->gemm;
+    if (g.init >= 0) {
+        const size_t bytes = prog_->buffers.at(g.init).nbytes();
+        CUresult r = dev_.api().cuMemcpyDtoDAsync(l.values[2], dptr(buffer_ptr_.at(g.init)), bytes, stream_.get());
+        if (r != 0) return cuda_status(r, "initializing the output of " + l.what);
+    }
+    auto f = [](CUdeviceptr p) { return reinterpret_cast<float*>(p); };
+    Status s = cublas_->gemm(stream_, g, f(l.values[0]), f(l.values[1]), f(l.values[2]));
+    if (!s.ok()) return Status(s.kind(), s.message() + " (" + l.what + ")");
+    return s;
+}
+
 Status CudaRunner::enqueue_steps() {
     for (Launch& l : launches_) {
+        if (l.host >= 0) {
+            Status s = run_host_step(hosts_[l.host]);
+            if (!s.ok()) return s;
+            continue;
+        }
+        if (l.gemm) {
+            Status s = run_gemm(l);
+            if (!s.ok()) return s;
+            continue;
+        }
         CUresult r = dev_.api().cuLaunchKernel(l.fn, l.grid, 1, 1, l.block, 1, 1, 0, stream_.get(), l.params.data(), nullptr);
         if (r != 0) return cuda_status(r, "launching " + l.what);
     }
     return Status();
+}
+
+Status CudaRunner::enqueue_graph() {
+    const DriverApi& api = dev_.api();
+    if (!api.has_graphs()) return Status(ErrorKind::kUnsupported, "this CUDA driver has no graph capture");
+    if (!hosts_.empty()) return Status(ErrorKind::kUnsupported, "the model has steps placed on the CPU");
+    if (!graph_exec_) {
+        Status s = cuda_status(api.cuStreamBeginCapture(stream_.get(), kCaptureModeThreadLocal), "cuStreamBeginCapture");
+        if (!s.ok()) return s;
+        Status e = enqueue_steps();
+        Status end = cuda_status(api.cuStreamEndCapture(stream_.get(), &graph_), "cuStreamEndCapture");
+        if (!e.ok()) return e;
+        if (!end.ok()) return end;
+        s = cuda_status(api.cuGraphInstantiate(&graph_exec_, graph_, 0), "cuGraphInstantiate");
+        if (!s.ok()) return s;
+    }
+    return cuda_status(api.cuGraphLaunch(graph_exec_, stream_.get()), "cuGraphLaunch");
 }
 
 Status CudaRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
@@ -120,7 +218,7 @@ Status CudaRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& o
             at += n;
         }
         if (s.ok()) s = kernels_start_.record(stream_);
-        if (s.ok()) s = enqueue_steps();
+        if (s.ok()) s = use_graph_ ? enqueue_graph() : enqueue_steps();
         if (s.ok()) s = kernels_end_.record(stream_);
         for (size_t i = 0, at = 0; s.ok() && i < prog_->outputs.size(); ++i) {
             const size_t n = prog_->buffers[prog_->outputs[i]].nbytes();

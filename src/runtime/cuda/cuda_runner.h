@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "runtime/caching_allocator.h"
+#include "runtime/cuda/cublas_gemm.h"
+#include "runtime/extern_kernel.h"
 #include "runtime/cuda/cuda_program.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "support/status.h"
@@ -34,6 +36,9 @@ public:
     /// outputs become fresh host tensors.
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
     CudaRunTiming last_timing() const { return timing_; }
+    /// Replays the steps as a CUDA graph (captured at the next run, then launched whole: one
+    /// launch instead of one per kernel). The copies stay outside the graph.
+    void set_use_graph(bool on) { use_graph_ = on; }
     /// Device bytes this runner holds (buffers, scratch).
     size_t device_bytes() const { return alloc_->bytes_in_use(); }
     /// Per kernel entry: registers and static shared memory as the driver reports them.
@@ -46,12 +51,24 @@ private:
         std::vector<CUdeviceptr> values;  // argument values (stable storage)
         std::vector<void*> params;        // pointers to values, as cuLaunchKernel takes them
         std::string what;                 // for errors
+        const CudaStepDesc* gemm = nullptr;  // a cuBLAS step instead of a kernel
+        int host = -1;                       // a host step: index into hosts_
+    };
+    /// A step placed on the CPU: its kernel and host copies of its arguments.
+    struct HostStep {
+        const CudaStepDesc* step;
+        std::unique_ptr<ExternKernel> kernel;
+        std::vector<Tensor> args;
     };
     void load_modules();
     void allocate_buffers();
     void release();
     void prepare_launches();
     Status enqueue_steps();
+    Status run_gemm(const Launch& l);
+    Status enqueue_graph();
+    void prepare_host_step(const CudaStepDesc& s);
+    Status run_host_step(HostStep& h);
 
     std::shared_ptr<const CudaProgram> prog_;
     CudaDevice& dev_;
@@ -65,6 +82,11 @@ private:
     CudaEvent start_, kernels_start_, kernels_end_, end_;
     PinnedBuffer staging_in_, staging_out_;
     CudaRunTiming timing_;
+    std::unique_ptr<CublasGemm> cublas_;  // when the program has cuBLAS steps
+    std::vector<HostStep> hosts_;
+    bool use_graph_ = false;
+    CUgraph graph_ = nullptr;
+    CUgraphExec graph_exec_ = nullptr;
 };
 
 }  // namespace kiln::runtime::cuda

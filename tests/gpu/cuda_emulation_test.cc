@@ -1,0 +1,180 @@
+// The generated CUDA kernels' semantics without a GPU: each kernel's CUDA source is compiled as
+// host C++ under a shim that makes blockIdx/threadIdx plain variables, and the CudaProgram's
+// steps are run by looping over every block and thread of every launch, in launch order, with
+// host buffers in place of device memory. The outputs must match the CPU compiler's kernels.
+// This checks the emitter, the GPU schedule, the stage-per-launch split, the scratch buffers and
+// the argument order in CI; what it cannot check is the driver path (cuda_model_test.cc does,
+// on a GPU) and races between threads (the default schedule writes each element from one thread).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/cuda_compile.h"
+#include "frontend/onnx/importer.h"
+#include "gpu_reference.h"
+#include "gpu_test_util.h"
+#include "ir/parser.h"
+#include "runtime/extern_kernel.h"
+
+namespace kiln {
+namespace {
+
+using runtime::cuda::CudaProgram;
+
+constexpr const char* kShim = R"(#include <math.h>
+#include <string.h>
+struct KilnDim3 { unsigned x, y, z; };
+static KilnDim3 blockIdx, threadIdx;
+extern "C" void kiln_emu_set(unsigned b, unsigned t) { blockIdx.x = b; threadIdx.x = t; }
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+#undef INFINITY
+#undef NAN
+/* the prelude typedefs its own fixed-width types: rename them clear of the host's */
+#define int8_t kiln_emu_i8
+#define int16_t kiln_emu_i16
+#define int32_t kiln_emu_i32
+#define int64_t kiln_emu_i64
+#define uint8_t kiln_emu_u8
+#define uint16_t kiln_emu_u16
+#define uint32_t kiln_emu_u32
+#define uint64_t kiln_emu_u64
+)";
+
+using Entry = void (*)(...);
+
+// The emulator runs generated kernels only (no cuBLAS on the host).
+const compiler::CudaCompileOptions kGenerated{.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false};
+
+/// Compiles `source` as host C++ (the shim first) into a library; dlopen handle.
+void* build_host_library(const std::string& source, const std::string& tag) {
+    const std::string dir = std::filesystem::temp_directory_path() / ("kiln_cuda_emu_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string cc = dir + "/" + tag + ".cc", so = dir + "/" + tag + ".so";
+    std::ofstream(cc) << kShim << source;
+    const std::string cmd = "c++ -O1 -w -shared -fPIC -x c++ " + cc + " -o " + so + " 2>" + dir + "/" + tag + ".log";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(h, nullptr) << dlerror();
+    return h;
+}
+
+void call_entry(Entry f, std::vector<void*>& a) {
+    switch (a.size()) {  // every parameter is a pointer: pass them as such
+        case 1: return f(a[0]);
+        case 2: return f(a[0], a[1]);
+        case 3: return f(a[0], a[1], a[2]);
+        case 4: return f(a[0], a[1], a[2], a[3]);
+        case 5: return f(a[0], a[1], a[2], a[3], a[4]);
+        case 6: return f(a[0], a[1], a[2], a[3], a[4], a[5]);
+        case 7: return f(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+        case 8: return f(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+        case 9: return f(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]);
+        case 10: return f(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
+        case 11: return f(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]);
+        case 12: return f(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]);
+    }
+    FAIL() << "emulator: " << a.size() << " kernel arguments";
+}
+
+/// Runs the program's steps on the host (see the file comment).
+std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vector<Tensor>& inputs) {
+    const CudaProgram& p = *m.program;
+    std::vector<Tensor> mem;  // per buffer (host memory standing in for the device's)
+    for (const runtime::BufferDesc& b : p.buffers)
+        mem.push_back(b.role == runtime::BufferRole::kConstant ? b.constant.clone() : Tensor(b.dtype, b.shape));
+    for (size_t i = 0; i < inputs.size(); ++i) mem[p.inputs[i]] = inputs[i].clone();
+    std::vector<void*> libs;
+    static int built = 0;  // a fresh file name per library: dlopen returns a loaded path's old handle
+    for (size_t k = 0; k < p.kernels.size(); ++k) libs.push_back(build_host_library(m.kernel_sources[k], "k" + std::to_string(built++)));
+    for (const runtime::cuda::CudaStepDesc& s : p.steps) {
+        if (!s.host_extern.empty()) {  // placed on the CPU: the runtime's kernel on host memory
+            std::vector<runtime::ExternArg> types;
+            std::vector<void*> ptrs;
+            for (int b : s.args) {
+                types.push_back({mem[b].dtype(), mem[b].shape(), nullptr});
+                ptrs.push_back(mem[b].data());
+            }
+            auto kernel = runtime::find_extern_kernel(s.host_extern)(runtime::ExternParams(s.host_params), types);
+            const kiln_kernel_env env{nullptr, [](void*, int64_t n, kiln_task_fn fn, void* ctx) { fn(0, n, ctx); }, nullptr};
+            EXPECT_TRUE(kernel->run(ptrs.data(), env, 1).ok());
+            continue;
+        }
+        const runtime::cuda::CudaKernelDesc& k = p.kernels[s.kernel];
+        std::vector<void*> args;
+        for (int b : s.args) args.push_back(mem[b].data());
+        std::vector<std::vector<char>> scratch;
+        for (size_t bytes : k.scratch_bytes) scratch.emplace_back(bytes);
+        for (auto& sc : scratch) args.push_back(sc.data());
+        auto set = reinterpret_cast<void (*)(unsigned, unsigned)>(dlsym(libs[s.kernel], "kiln_emu_set"));
+        for (const runtime::cuda::CudaEntry& e : k.entries) {
+            auto f = reinterpret_cast<Entry>(dlsym(libs[s.kernel], e.name.c_str()));
+            EXPECT_NE(f, nullptr) << e.name;
+            if (!f || !set) return {};
+            for (unsigned b = 0; b < e.grid; ++b)
+                for (unsigned t = 0; t < e.block; ++t) {
+                    set(b, t);
+                    call_entry(f, args);
+                }
+        }
+    }
+    for (void* h : libs) dlclose(h);
+    std::vector<Tensor> outs;
+    for (int o : p.outputs) outs.push_back(mem[o]);
+    return outs;
+}
+
+/// The emulator needs a host C++ compiler (the development and CI machines have one).
+bool have_host_cxx() { return std::system("c++ --version > /dev/null 2>&1") == 0; }
+
+TEST(CudaEmulation, EveryDefaultScheduleMatchesTheCpuKernel) {
+    if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
+    for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        std::vector<Tensor> in = gpu_testing::random_inputs(g, 5);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
+        const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(c.graph), in));
+        std::printf("%-18s emulated, max rel error vs CPU %.3g\n", c.name, err);
+        EXPECT_LE(err, 1e-5);
+    }
+}
+
+TEST(CudaEmulation, HostPlacedStepsMatchTheCpu) {
+    if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
+    ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
+    std::vector<Tensor> in = gpu_testing::random_inputs(g, 6);
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
+    ASSERT_EQ(m.host_steps, 1);
+    const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(gpu_testing::placement_case()), in));
+    EXPECT_LE(err, 1e-5);
+}
+
+TEST(CudaEmulation, TestModelsMatchTheCpu) {
+    if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
+    int found = 0;
+    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "resnet_block"}) {
+        const std::string path = gpu_testing::test_model_path(name);
+        if (!std::filesystem::exists(path)) continue;
+        ++found;
+        SCOPED_TRACE(path);
+        ir::Graph g = frontend::import_onnx_file(path);
+        std::vector<Tensor> in = gpu_testing::random_inputs(g, 9);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
+        const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(frontend::import_onnx_file(path), in));
+        std::printf("%-10s emulated, max rel error vs CPU %.3g\n", name, err);
+        EXPECT_LE(err, 1e-4);
+    }
+    if (found == 0) GTEST_SKIP() << "no test model generated (" << gpu_testing::test_model_path("mlp") << ")";
+}
+
+}  // namespace
+}  // namespace kiln

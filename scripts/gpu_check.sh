@@ -78,12 +78,13 @@ for m in gpu_mlp gpu_encoder mlp bert_tiny small_cnn resnet_block; do
   run_step "kiln run $m" 60 "$KILN" run "$f" --device cuda --compare-cpu --repeat 20 > "$OUT/run_$m.txt" 2>&1
   cat "$OUT/run_$m.txt"
   wall=$(sed -n 's/^median \([0-9.]*\) ms per run.*/\1/p' "$OUT/run_$m.txt")
-  gpu=$(sed -n 's/.*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
+  # (the median line only: the graph replay line also names its kernel time)
+  gpu=$(sed -n 's/^median .*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt" | head -1)
   err=$(sed -n 's/^max relative error vs CPU: \(.*\)/\1/p' "$OUT/run_$m.txt")
   kgraph=$(sed -n 's/^CUDA graph replay: median \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
   # Kiln's generated kernels only (no cuBLAS): the GPU time of the kernels
   timeout 60 "$KILN" run "$f" --device cuda --kernels generated --repeat 20 > "$OUT/run_${m}_generated.txt" 2>&1
-  gen=$(sed -n 's/.*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_${m}_generated.txt")
+  gen=$(sed -n 's/^median .*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_${m}_generated.txt" | head -1)
   ROWS+=("$m|${wall:-?}|${gpu:-?}|${kgraph:--}|${err:-?}|${gen:--}")
 done
 

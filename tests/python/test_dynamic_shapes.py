@@ -46,8 +46,17 @@ def _check(sess, reference, batch, seq):
     np.testing.assert_allclose(got, reference(feed), rtol=1e-4, atol=1e-4)
 
 
+def test_default_compiles_once_for_every_shape(encoder, reference):
+    sess = _session(encoder)  # symbolic_shapes is a session's default
+    for batch, seq in [(2, 5), (2, 12), (1, 5), (3, 31), (2, 5)]:
+        _check(sess, reference, batch, seq)
+    st = sess.stats()
+    assert st["symbolic"], st["symbolic_reason"]
+    assert st["compiles"] == 1
+
+
 def test_alternating_lengths_compile_each_once(encoder, reference):
-    sess = _session(encoder)
+    sess = _session(encoder, **{"kiln.symbolic_shapes": "0"})  # the per-shape path
     for batch, seq in [(2, 5), (2, 12), (2, 5), (2, 12), (1, 5), (2, 5)]:
         _check(sess, reference, batch, seq)
     st = sess.stats()
@@ -69,7 +78,7 @@ def test_specialize_entry_compiles_at_load(encoder, reference):
 
 
 def test_max_specializations_bounds_the_cache(encoder, reference):
-    sess = _session(encoder, **{"kiln.max_specializations": "1"})
+    sess = _session(encoder, **{"kiln.max_specializations": "1", "kiln.symbolic_shapes": "0"})
     for seq in (6, 3, 6):
         _check(sess, reference, 1, seq)
     st = sess.stats()

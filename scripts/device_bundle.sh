@@ -61,7 +61,7 @@ for f in "$STAGE"/kiln/lib/*; do
 done
 
 mkdir -p "$STAGE/kiln/bench" "$STAGE/kiln/scripts" "$STAGE/kiln/tests"
-cp "$ROOT"/bench/*.py "$STAGE/kiln/bench/"
+cp "$ROOT"/bench/*.py "$ROOT"/bench/*.c "$STAGE/kiln/bench/"  # fma_peak.c: peers.py measures the peak
 cp "$ROOT"/scripts/*.sh "$ROOT"/scripts/*.py "$STAGE/kiln/scripts/"
 cp -r "$ROOT/tests/models" "$STAGE/kiln/tests/" 2>/dev/null || true
 # (models are exported on the target by its own PyTorch: bench/scaling.py, scripts/gpu_check.sh)

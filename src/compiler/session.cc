@@ -303,11 +303,24 @@ public:
             // The kernels write the bound outputs in place (BufferTable::bind): shapes are known now.
             const runtime::Executable& exe = *spec->prepared->exe;
             for (size_t j = 0; j < bound.size(); ++j)
-                if (bound[j]) runtime::check_output_into(outputs_[j], *bound[j], exe.buffers[exe.outputs[j]].shape);
+                if (bound[j]) runtime::check_output_into(outputs_[j], *bound[j], output_shape(exe, j, dims));
             controls.outputs_into = &bound;
         }
         runner_.run(*spec->prepared, runtime_inputs_of(ordered), outs, controls).throw_if_error();
         return outs;
+    }
+
+    /// Output j's shape in this run: a symbolic executable's at the run's dims.
+    static Shape output_shape(const runtime::Executable& exe, size_t j, const std::map<std::string, int64_t>& dims) {
+        const runtime::BufferDesc& d = exe.buffers[exe.outputs[j]];
+        if (!d.is_symbolic()) return d.shape;
+        std::vector<int64_t> values;
+        for (const std::string& name : exe.dims) {
+            auto it = dims.find(name);
+            KILN_CHECK(it != dims.end(), kInternal) << "bug in Kiln: symbolic dim '" << name << "' unbound in a run";
+            values.push_back(it->second);
+        }
+        return d.shape_at(values);
     }
 
     /// Frozen inputs are constants of the executable: the runtime inputs are the others.

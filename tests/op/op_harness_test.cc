@@ -811,6 +811,9 @@ void add_shape_cases(std::vector<Case>& c) {
     add("range_i32_negative_delta", "Range", {cst(I32, {}, {10}), cst(I32, {}, {-3}), cst(I32, {}, {-4})}, {},
         values_ref({10, 6, 2, -2}));
     add("range_i64_empty", "Range", {cst(I64, {}, {5}), cst(I64, {}, {5}), cst(I64, {}, {1})}, {}, values_ref({}));
+    // KilnDimRange (symbolic compiles' position ids): 0, 1, ... along a dim of x; x's data unread.
+    add("dim_range_axis1", "KilnDimRange", {in(F32, {2, 5, 3})}, {{"axis", int64_t{1}}}, values_ref({0, 1, 2, 3, 4}));
+    add("dim_range_axis0", "KilnDimRange", {in(F32, {3, 2})}, {{"axis", int64_t{0}}}, values_ref({0, 1, 2}));
     Tensor seven(DType::kInt32, {1});
     seven.set_i64(0, 7);
     add("constant_of_shape_i32", "ConstantOfShape", {constant({2, 3})}, {{"value", seven}},

@@ -12,6 +12,7 @@
 #include "compiler/quantize/layer_error.h"
 #include "compiler/quantize/quant_params.h"
 #include "compiler/quantize/quantize_plan.h"
+#include "frontend/onnx/fold_conv_bn.h"
 #include "support/error.h"
 
 namespace kiln {
@@ -209,10 +210,14 @@ const char* method_name(CalibrationMethod m) {
 
 }  // namespace
 
-QuantizeReport quantize_model(const std::string& model, const std::string& output,
+QuantizeReport quantize_model(const std::string& source, const std::string& output,
                               const std::vector<CalibrationBatch>& batches, const QuantizeOptions& o) {
     check_options(o);
     const auto t0 = std::chrono::steady_clock::now();
+    // BatchNormalization after a Conv folds into its weights first (ORT's quant_pre_process).
+    std::optional<std::string> folded = frontend::fold_conv_batchnorm(source);
+    std::unique_ptr<TempModel> folded_file = folded ? std::make_unique<TempModel>(*folded) : nullptr;
+    const std::string& model = folded_file ? folded_file->path() : source;
     const OnnxGraphView g = frontend::read_onnx_graph_view(model);
     check_calibration_batches(batches, g, o.dims);
     QuantPlan plan = plan_quantization(g, {o.op_types, o.exclude, o.per_channel}, clip_bounds(model, g));

@@ -93,18 +93,20 @@ void add_constant(onnx::GraphProto& g, std::vector<onnx::NodeProto>& out, const 
     out.push_back(make_node("DequantizeLinear", {q, s, z}, c.dq_output, c.axis));
 }
 
-/// Drops float initializers nothing reads any more (the weights replaced by int8 ones).
+}  // namespace
+
 void drop_unused_initializers(onnx::GraphProto& g) {
-    std::set<std::string> used;
+    std::set<std::string> used, dropped;
     for (const auto& n : g.node())
         for (const auto& i : n.input()) used.insert(i);
     for (const auto& o : g.output()) used.insert(o.name());
     auto* inits = g.mutable_initializer();
     for (int i = inits->size() - 1; i >= 0; --i)
-        if (!used.count(inits->Get(i).name())) inits->DeleteSubrange(i, 1);
+        if (!used.count(inits->Get(i).name())) dropped.insert(inits->Get(i).name()), inits->DeleteSubrange(i, 1);
+    auto* inputs = g.mutable_input();  // an initializer also listed as a graph input (IR < 4)
+    for (int i = inputs->size() - 1; i >= 0; --i)
+        if (dropped.count(inputs->Get(i).name())) inputs->DeleteSubrange(i, 1);
 }
-
-}  // namespace
 
 OnnxGraphView read_onnx_graph_view(const std::string& path) {
     onnx::ModelProto m;

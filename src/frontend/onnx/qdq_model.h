@@ -12,7 +12,14 @@
 
 #include "support/tensor.h"
 
+namespace onnx {
+class GraphProto;
+}
+
 namespace kiln::frontend {
+
+/// Removes the initializers no node or output reads (and their graph-input entries).
+void drop_unused_initializers(onnx::GraphProto& g);
 
 /// One node of the main graph as the quantizer sees it.
 struct OnnxNodeView {

@@ -58,12 +58,12 @@ float entropy_threshold(const std::vector<int64_t>& h, float abs_max, int nq) {
         for (int j = i; j < n; ++j) p[i - 1] += h[j];  // outliers clipped into the last bin
         q.assign(i, 0.0);
         const int merged = i / nq;
-        for (int j = 0; j < nq; ++j) {  // Q: the first i bins merged into nq, spread back evenly
-            const int start = j * merged, stop = j == nq - 1 ? i : start + merged;
+        for (int j = 0; j < nq; ++j) {  // Q: the first i bins (no outliers) merged into nq, spread
+            const int start = j * merged, stop = j == nq - 1 ? i : start + merged;  // over P's nonzero bins
             double sum = 0;
             int nonzero = 0;
-            for (int k = start; k < stop; ++k) sum += h[k], nonzero += h[k] != 0;
-            for (int k = start; k < stop; ++k) q[k] = (h[k] != 0 && nonzero) ? sum / nonzero : 0.0;
+            for (int k = start; k < stop; ++k) sum += h[k], nonzero += p[k] != 0;
+            for (int k = start; k < stop; ++k) q[k] = (p[k] != 0 && nonzero) ? sum / nonzero : 0.0;
         }
         double ps = 0, qs = 0;
         for (int k = 0; k < i; ++k) ps += p[k], qs += q[k];

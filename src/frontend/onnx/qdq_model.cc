@@ -53,10 +53,22 @@ onnx::TensorProto proto_from_tensor(const std::string& name, const Tensor& t) {
     return p;
 }
 
+/// Node names of the model, so the new nodes get names of their own (ORT refuses duplicates).
+std::set<std::string>& taken_names() {
+    static thread_local std::set<std::string> names;
+    return names;
+}
+
+std::string unique_name(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; !taken_names().insert(name).second; ++k) name = base + "_" + std::to_string(k);
+    return name;
+}
+
 onnx::NodeProto make_node(const std::string& op, std::vector<std::string> in, const std::string& out, int axis) {
     onnx::NodeProto n;
     n.set_op_type(op);
-    n.set_name(out + "_node");
+    n.set_name(unique_name(out + "_" + op));
     for (auto& i : in) n.add_input(i);
     n.add_output(out);
     if (axis >= 0) {
@@ -180,6 +192,9 @@ std::string onnx_to_qdq(const std::string& path, const QdqSpec& spec) {
             << " (quantize per tensor)";
     onnx::GraphProto& g = *m.mutable_graph();
     std::vector<onnx::NodeProto> nodes(g.node().begin(), g.node().end());
+    taken_names().clear();
+    for (const auto& n : nodes)
+        if (!n.name().empty()) taken_names().insert(n.name());
     // Dropped activations: the producer of their input writes their output instead.
     std::set<int> dropped(spec.removed_activations.begin(), spec.removed_activations.end());
     for (int r : dropped)

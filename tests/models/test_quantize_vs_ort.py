@@ -172,3 +172,31 @@ def test_bad_calibration_data_is_a_clear_error(tmp_path, arrays, message):
     assert proc.returncode == 1, proc.stderr
     assert "InvalidArgument" in proc.stderr and message in proc.stderr, proc.stderr
     assert not os.path.exists(tmp_path / "q.onnx")
+
+
+def test_batchnorm_folds_into_the_int8_conv(tmp_path):
+    """Conv -> BatchNormalization -> Relu (an exporter's training-mode graph): the BN is folded
+    into the conv's weights before quantizing, so no float BN sits between QDQ pairs; the int8
+    model stays close to the fp32 one (ORT runs both)."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(11)
+    c = 8
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in [
+        ("w", rng.standard_normal((c, 3, 3, 3)) * 0.3), ("gamma", rng.uniform(0.5, 2, c)),
+        ("beta", rng.standard_normal(c) * 0.1), ("mean", rng.standard_normal(c) * 0.2),
+        ("var", rng.uniform(0.5, 2, c))]]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4, name="conv"),
+             helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["bn"], epsilon=1e-3),
+             helper.make_node("Relu", ["bn"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    f32 = str(tmp_path / "bn.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
+    x = rng.standard_normal((8, 1, 3, 12, 12)).astype(np.float32)
+    np.savez(tmp_path / "calib.npz", x=x)
+    q, _ = _quantize(tmp_path, f32, str(tmp_path / "calib.npz"))
+    ops = [n.op_type for n in onnx.load(q).graph.node]
+    assert "BatchNormalization" not in ops and ops.count("Conv") == 1, ops
+    ref, got = ort_outputs(f32, {"x": x[0]})["y"], ort_outputs(q, {"x": x[0]})["y"]
+    scale = _inits(q)["y_scale"]
+    assert np.abs(got - ref).max() <= 3 * scale, np.abs(got - ref).max() / scale

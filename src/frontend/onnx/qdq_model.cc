@@ -53,22 +53,20 @@ onnx::TensorProto proto_from_tensor(const std::string& name, const Tensor& t) {
     return p;
 }
 
-/// Node names of the model, so the new nodes get names of their own (ORT refuses duplicates).
-std::set<std::string>& taken_names() {
-    static thread_local std::set<std::string> names;
-    return names;
-}
+/// The node names in use, so that each new node gets one of its own (ORT refuses duplicates).
+using NodeNames = std::set<std::string>;
 
-std::string unique_name(const std::string& base) {
+std::string unique_name(NodeNames& taken, const std::string& base) {
     std::string name = base;
-    for (int k = 1; !taken_names().insert(name).second; ++k) name = base + "_" + std::to_string(k);
+    for (int k = 1; !taken.insert(name).second; ++k) name = base + "_" + std::to_string(k);
     return name;
 }
 
-onnx::NodeProto make_node(const std::string& op, std::vector<std::string> in, const std::string& out, int axis) {
+onnx::NodeProto make_node(NodeNames& taken, const std::string& op, std::vector<std::string> in,
+                          const std::string& out, int axis) {
     onnx::NodeProto n;
     n.set_op_type(op);
-    n.set_name(unique_name(out + "_" + op));
+    n.set_name(unique_name(taken, out + "_" + op));
     for (auto& i : in) n.add_input(i);
     n.add_output(out);
     if (axis >= 0) {
@@ -81,7 +79,7 @@ onnx::NodeProto make_node(const std::string& op, std::vector<std::string> in, co
 }
 
 /// Appends the QuantizeLinear -> DequantizeLinear pair of `a` reading `src` and writing `dst`.
-void add_pair(onnx::GraphProto& g, std::vector<onnx::NodeProto>& out, const QdqActivation& a,
+void add_pair(onnx::GraphProto& g, NodeNames& taken, std::vector<onnx::NodeProto>& out, const QdqActivation& a,
               const std::string& src, const std::string& dst) {
     const std::string s = a.tensor + "_scale", z = a.tensor + "_zero_point";
     Tensor scale(DType::kFloat32, {}), zero(a.dtype, {});
@@ -89,11 +87,11 @@ void add_pair(onnx::GraphProto& g, std::vector<onnx::NodeProto>& out, const QdqA
     zero.set_i64(0, a.zero_point);
     *g.add_initializer() = proto_from_tensor(s, scale);
     *g.add_initializer() = proto_from_tensor(z, zero);
-    out.push_back(make_node("QuantizeLinear", {src, s, z}, a.tensor + "_QuantizeLinear_Output", -1));
-    out.push_back(make_node("DequantizeLinear", {a.tensor + "_QuantizeLinear_Output", s, z}, dst, -1));
+    out.push_back(make_node(taken, "QuantizeLinear", {src, s, z}, a.tensor + "_QuantizeLinear_Output", -1));
+    out.push_back(make_node(taken, "DequantizeLinear", {a.tensor + "_QuantizeLinear_Output", s, z}, dst, -1));
 }
 
-void add_constant(onnx::GraphProto& g, std::vector<onnx::NodeProto>& out, const QdqConstant& c) {
+void add_constant(onnx::GraphProto& g, NodeNames& taken, std::vector<onnx::NodeProto>& out, const QdqConstant& c) {
     std::string base = c.dq_output;  // "<w>_DequantizeLinear_Output" -> "<w>_quantized", "<w>_scale", ...
     if (const size_t cut = base.rfind("_DequantizeLinear_Output"); cut != std::string::npos) base.resize(cut);
     const std::string q = base + "_quantized", s = base + "_scale", z = base + "_zero_point";
@@ -102,7 +100,7 @@ void add_constant(onnx::GraphProto& g, std::vector<onnx::NodeProto>& out, const 
     *g.add_initializer() = proto_from_tensor(q, c.quantized);
     *g.add_initializer() = proto_from_tensor(s, c.scale);
     *g.add_initializer() = proto_from_tensor(z, zero);
-    out.push_back(make_node("DequantizeLinear", {q, s, z}, c.dq_output, c.axis));
+    out.push_back(make_node(taken, "DequantizeLinear", {q, s, z}, c.dq_output, c.axis));
 }
 
 }  // namespace
@@ -192,9 +190,9 @@ std::string onnx_to_qdq(const std::string& path, const QdqSpec& spec) {
             << " (quantize per tensor)";
     onnx::GraphProto& g = *m.mutable_graph();
     std::vector<onnx::NodeProto> nodes(g.node().begin(), g.node().end());
-    taken_names().clear();
+    NodeNames taken;
     for (const auto& n : nodes)
-        if (!n.name().empty()) taken_names().insert(n.name());
+        if (!n.name().empty()) taken.insert(n.name());
     // Dropped activations: the producer of their input writes their output instead.
     std::set<int> dropped(spec.removed_activations.begin(), spec.removed_activations.end());
     for (int r : dropped)
@@ -217,12 +215,12 @@ std::string onnx_to_qdq(const std::string& path, const QdqSpec& spec) {
         for (auto& i : *n.mutable_input())
             if (auto it = renamed.find(i); it != renamed.end()) i = it->second;
     std::vector<onnx::NodeProto> out;
-    for (const auto& c : spec.constants) add_constant(g, out, c);
+    for (const auto& c : spec.constants) add_constant(g, taken, out, c);
     auto quantize_after = [&](const std::string& t) {
         auto it = act.find(t);
         if (it == act.end()) return;
-        if (graph_outputs.count(t)) add_pair(g, out, *it->second, t + "_QuantizeLinear_Input", t);
-        else add_pair(g, out, *it->second, t, qdq_dequantized_name(t));
+        if (graph_outputs.count(t)) add_pair(g, taken, out, *it->second, t + "_QuantizeLinear_Input", t);
+        else add_pair(g, taken, out, *it->second, t, qdq_dequantized_name(t));
     };
     for (const auto& i : g.input()) quantize_after(i.name());
     for (int k = 0; k < static_cast<int>(nodes.size()); ++k) {

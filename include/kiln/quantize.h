@@ -84,4 +84,10 @@ std::vector<CalibrationBatch> read_calibration_data(const std::string& path, con
 QuantizeReport quantize_model(const std::string& model, const std::string& output,
                               const std::vector<CalibrationBatch>& batches, const QuantizeOptions& opts = {});
 
+/// Dynamic quantization (no calibration; ONNX Runtime's quantize_dynamic): each MatMul with a
+/// constant 2-D f32 weight (not excluded by opts.exclude) gets int8 symmetric weights (per column
+/// when opts.per_channel) and its input quantized to u8 at run time: DynamicQuantizeLinear ->
+/// MatMulInteger -> Cast -> Mul(a_scale * w_scale). Writes `output`; returns the MatMuls rewritten.
+int quantize_dynamic_model(const std::string& model, const std::string& output, const QuantizeOptions& opts = {});
+
 }  // namespace kiln

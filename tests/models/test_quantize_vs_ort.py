@@ -200,3 +200,27 @@ def test_batchnorm_folds_into_the_int8_conv(tmp_path):
     ref, got = ort_outputs(f32, {"x": x[0]})["y"], ort_outputs(q, {"x": x[0]})["y"]
     scale = _inits(q)["y_scale"]
     assert np.abs(got - ref).max() <= 3 * scale, np.abs(got - ref).max() / scale
+
+
+def test_dynamic_quantization_kiln_equals_ort(tmp_path):
+    """`kiln quantize --dynamic` (no calibration): MatMulInteger with int8 weights, the input
+    quantized at run time; Kiln runs the file as ONNX Runtime does."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array((rng.standard_normal((24, 40)) * 0.2).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((40, 8)) * 0.2).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 24])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    f32, q = str(tmp_path / "mm.onnx"), str(tmp_path / "mm.dyn.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
+    proc = run_kiln(["quantize", f32, "-o", q, "--dynamic"])
+    assert proc.returncode == 0 and "2 MatMuls" in proc.stdout, proc.stdout + proc.stderr
+    feed = {"x": rng.standard_normal((3, 24)).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feed)
+    ref = ort_outputs(q, feed)["y"]
+    outs, _ = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / "out"))
+    np.testing.assert_allclose(outs["y"], ref, rtol=1e-5, atol=1e-5)
+    f = ort_outputs(f32, feed)["y"]
+    assert np.abs(ref - f).max() < 0.05 * np.abs(f).max()

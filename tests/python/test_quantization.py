@@ -97,3 +97,22 @@ def test_errors(tmp_path, f32):
     with pytest.raises(kiln.NotImplemented, match="QOperator"):
         kq.quantize_static(f32, str(tmp_path / "q.onnx"), _reader(kq, _batches()),
                            quant_format=kq.QuantFormat.QOperator)
+
+
+def test_quantize_dynamic_equals_ort(tmp_path):
+    """Per-tensor dynamic quantization writes the same int8 weights as ORT's quantize_dynamic: the
+    two files compute the same outputs in ORT; fp32 stays close."""
+    import small_models
+    from onnxruntime.quantization import quantize_dynamic as ort_quantize_dynamic
+    import onnxruntime as ort
+    model, _ = small_models.mlp(np.random.default_rng(7))
+    f32, mine, theirs = (str(tmp_path / n) for n in ("mlp.onnx", "kiln.onnx", "ort.onnx"))
+    onnx.save(model, f32)
+    assert kq.quantize_dynamic(f32, mine) == 2
+    ort_quantize_dynamic(f32, theirs)
+    ops = [n.op_type for n in onnx.load(mine).graph.node]
+    assert ops.count("MatMulInteger") == 2 and "MatMul" not in ops, ops
+    x = {"x": np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)}
+    a, b, f = (ort.InferenceSession(p).run(None, x)[0] for p in (mine, theirs, f32))
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    assert np.abs(a - f).max() < 0.05 * np.abs(f).max()

@@ -1,6 +1,6 @@
 // `kiln quantize MODEL.onnx -o MODEL.int8.onnx --calibration DATA [--method minmax|percentile|entropy]
 // [--per-tensor] [--activation-type uint8|int8] [--symmetric-activations] [--exclude NODE,...]
-// [--report FILE.json] [--quiet]`: post-training static quantization (docs/quantization.md):
+// [--report FILE.json] [--quiet]` (or `--dynamic`: int8 MatMul weights, no calibration): post-training static quantization (docs/quantization.md):
 // calibrates the fp32 model on DATA in Kiln, writes a QDQ model that Kiln's int8 kernels and
 // ONNX Runtime run, and prints each quantized layer's range, scale and error against fp32.
 #include <fmt/format.h>
@@ -21,7 +21,7 @@ namespace {
 struct QuantizeArgs {
     std::string model, output, calibration, method = "minmax", activation_type = "uint8", report_path;
     double percentile = 99.999;
-    bool per_tensor = false, symmetric = false, quiet = false, no_report = false;
+    bool per_tensor = false, symmetric = false, quiet = false, no_report = false, dynamic = false;
     std::vector<std::string> exclude, op_types, dims;
     int threads = 0;
 };
@@ -44,6 +44,12 @@ int quantize(const QuantizeArgs& a) {
     o.report = !a.no_report;
     o.threads = a.threads;
     o.dims = parse_dims(a.dims);
+    if (a.dynamic) {
+        const int n = quantize_dynamic_model(a.model, a.output, o);
+        fmt::print("{} MatMuls with int8 weights, activations quantized at run time\nwrote {}\n", n, a.output);
+        return 0;
+    }
+    KILN_CHECK(!a.calibration.empty(), kInvalidArgument) << "--calibration DATA is required (or --dynamic)";
     std::vector<CalibrationBatch> batches = read_calibration_data(a.calibration, a.model, o.dims);
     QuantizeReport r = quantize_model(a.model, a.output, batches, o);
     if (!a.quiet) fmt::print("{}", r.table());
@@ -66,9 +72,10 @@ void add_quantize_command(CLI::App& app, CommandAction& action) {
     sub->add_option("-o,--output", a->output, "The QDQ model to write")->type_name("OUT.onnx")->required();
     sub->add_option("--calibration", a->calibration,
                     "Calibration inputs: an .npz (arrays named by input; a leading dim stacks batches) or a "
-                    "directory of .npz / .npy files, one batch each")
-        ->type_name("DATA")
-        ->required();
+                    "directory of .npz / .npy files, one batch each (required unless --dynamic)")
+        ->type_name("DATA");
+    sub->add_flag("--dynamic", a->dynamic,
+                  "Dynamic quantization: int8 MatMul weights, activations quantized at run time; no calibration");
     sub->add_option("--method", a->method, "How activation ranges are chosen")
         ->capture_default_str()
         ->check(CLI::IsMember({"minmax", "percentile", "entropy"}));

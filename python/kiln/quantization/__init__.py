@@ -9,7 +9,8 @@ The reader's batches are written to a temporary directory (one .npz per batch) a
 quantize` (the CLI shipped in the package, or $KILN_BIN) calibrates in Kiln and writes the QDQ
 model, so the Python form and the CLI are one code path. The defaults are ORT's (per-tensor
 weights, int8 activations, MinMax); options Kiln does not implement raise kiln.NotImplemented
-rather than being ignored.
+rather than being ignored. quantize_dynamic (int8 MatMul weights, activations quantized at run
+time) runs `kiln quantize --dynamic` the same way.
 """
 from __future__ import annotations
 
@@ -132,4 +133,29 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
             return json.load(f)
 
 
-__all__ = ["CalibrationDataReader", "CalibrationMethod", "QuantFormat", "QuantType", "quantize_static"]
+def quantize_dynamic(model_input, model_output, op_types_to_quantize=None, per_channel=False, reduce_range=False,
+                     weight_type=QuantType.QInt8, nodes_to_quantize=None, nodes_to_exclude=None,
+                     use_external_data_format=False, extra_options=None):
+    """Dynamic quantization (`kiln quantize --dynamic`): each MatMul with a constant 2-D weight gets
+    int8 weights and its input quantized to u8 at run time (DynamicQuantizeLinear -> MatMulInteger
+    -> Cast -> Mul), as ORT's quantize_dynamic writes it. Returns the number of MatMuls rewritten."""
+    if reduce_range:
+        _unsupported("reduce_range")
+    if weight_type != QuantType.QInt8:
+        _unsupported("weight_type QUInt8 (weights are int8 symmetric)")
+    if nodes_to_quantize:
+        _unsupported("nodes_to_quantize (use nodes_to_exclude)")
+    if op_types_to_quantize and set(op_types_to_quantize) - {"MatMul"}:
+        _unsupported(f"dynamic quantization of {sorted(set(op_types_to_quantize) - {'MatMul'})} (MatMul only)")
+    args = [] if per_channel else ["--per-tensor"]
+    if nodes_to_exclude:
+        args += ["--exclude", ",".join(nodes_to_exclude)]
+    proc = subprocess.run([_cli(), "quantize", os.fspath(model_input), "-o", os.fspath(model_output), "--dynamic"]
+                          + args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        _raise_cli_error(proc.stderr)
+    return int(proc.stdout.split()[0])
+
+
+__all__ = ["CalibrationDataReader", "CalibrationMethod", "QuantFormat", "QuantType", "quantize_dynamic",
+           "quantize_static"]

@@ -110,6 +110,11 @@ void drop_unused_initializers(onnx::GraphProto& g) {
     for (const auto& n : g.node())
         for (const auto& i : n.input()) used.insert(i);
     for (const auto& o : g.output()) used.insert(o.name());
+    auto* nodes = g.mutable_node();  // Constant nodes left unread (a dropped Clip's bounds)
+    for (int i = nodes->size() - 1; i >= 0; --i)
+        if (nodes->Get(i).op_type() == "Constant" && nodes->Get(i).output_size() == 1 &&
+            !used.count(nodes->Get(i).output(0)))
+            nodes->DeleteSubrange(i, 1);
     auto* inits = g.mutable_initializer();
     for (int i = inits->size() - 1; i >= 0; --i)
         if (!used.count(inits->Get(i).name())) dropped.insert(inits->Get(i).name()), inits->DeleteSubrange(i, 1);
@@ -239,6 +244,60 @@ std::string onnx_to_qdq(const std::string& path, const QdqSpec& spec) {
     }
     drop_unused_initializers(g);
     g.clear_value_info();  // shapes of renamed tensors would be stale; ORT and Kiln infer them
+    return serialize(m);
+}
+
+namespace {
+
+/// The nodes that compute one dynamically quantized MatMul (see DynamicMatMul).
+void add_dynamic_matmul(onnx::GraphProto& g, NodeNames& taken, std::vector<onnx::NodeProto>& out,
+                        const onnx::NodeProto& mm, const DynamicMatMul& d, std::set<std::string>& quantized_inputs) {
+    const std::string a = mm.input(0), y = mm.output(0), base = unique_name(taken, y + "_dyn");
+    const std::string aq = a + "_quantized", as = a + "_scale", az = a + "_zero_point";
+    if (quantized_inputs.insert(a).second) {  // one DynamicQuantizeLinear per activation
+        onnx::NodeProto q = make_node(taken, "DynamicQuantizeLinear", {a}, aq, -1);
+        q.add_output(as);
+        q.add_output(az);
+        out.push_back(q);
+    }
+    *g.add_initializer() = proto_from_tensor(base + "_w_quantized", d.weight);
+    *g.add_initializer() = proto_from_tensor(base + "_w_scale", d.scale);
+    out.push_back(make_node(taken, "MatMulInteger", {aq, base + "_w_quantized", az}, base + "_int32", -1));
+    onnx::NodeProto cast = make_node(taken, "Cast", {base + "_int32"}, base + "_float", -1);
+    onnx::AttributeProto* to = cast.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::FLOAT);
+    out.push_back(cast);
+    out.push_back(make_node(taken, "Mul", {as, base + "_w_scale"}, base + "_scale", -1));
+    out.push_back(make_node(taken, "Mul", {base + "_float", base + "_scale"}, y, -1));
+}
+
+}  // namespace
+
+std::string onnx_to_dynamic(const std::string& path, const std::vector<DynamicMatMul>& matmuls) {
+    onnx::ModelProto m = parse_embedded(path);
+    const int opset = default_opset(m);
+    KILN_CHECK(opset >= 11, kInvalidArgument)
+        << "'" << path << "' has opset " << opset << "; DynamicQuantizeLinear needs opset 11 or later";
+    onnx::GraphProto& g = *m.mutable_graph();
+    std::vector<onnx::NodeProto> nodes(g.node().begin(), g.node().end());
+    NodeNames taken;
+    for (const auto& n : nodes)
+        if (!n.name().empty()) taken.insert(n.name());
+    std::map<int, const DynamicMatMul*> by_node;
+    for (const auto& d : matmuls) by_node[d.node] = &d;
+    std::vector<onnx::NodeProto> out;
+    std::set<std::string> quantized_inputs;
+    for (int k = 0; k < static_cast<int>(nodes.size()); ++k) {
+        auto it = by_node.find(k);
+        if (it == by_node.end()) out.push_back(nodes[k]);
+        else add_dynamic_matmul(g, taken, out, nodes[k], *it->second, quantized_inputs);
+    }
+    g.clear_node();
+    for (auto& n : out) *g.add_node() = std::move(n);
+    drop_unused_initializers(g);
+    g.clear_value_info();
     return serialize(m);
 }
 

@@ -18,7 +18,8 @@ class GraphProto;
 
 namespace kiln::frontend {
 
-/// Removes the initializers no node or output reads (and their graph-input entries).
+/// Removes the initializers and Constant nodes nothing reads (and those initializers' graph-input
+/// entries).
 void drop_unused_initializers(onnx::GraphProto& g);
 
 /// One node of the main graph as the quantizer sees it.
@@ -89,5 +90,19 @@ std::string qdq_dequantized_name(const std::string& tensor);
 /// graph output keeps its name (it becomes the DequantizeLinear's output). kInvalidArgument
 /// when the model's opset is below 10 (no QuantizeLinear) or below 13 with per-channel constants.
 std::string onnx_to_qdq(const std::string& path, const QdqSpec& spec);
+
+/// A MatMul (node index) whose constant weight becomes int8 with its activation quantized at run
+/// time (dynamic quantization, ORT's quantize_dynamic in QOperator form):
+///   a -> DynamicQuantizeLinear -> (a_q u8, a_s, a_zp)
+///   MatMulInteger(a_q, w_q, a_zp) -> Cast(float) -> Mul(a_s * w_s) -> the MatMul's output.
+struct DynamicMatMul {
+    int node = -1;
+    Tensor weight;  // int8, the weight's shape
+    Tensor scale;   // f32 [N] (per column) or [] (per tensor)
+};
+
+/// The serialized model with each listed MatMul rewritten as above (float weights left without
+/// a use dropped). kInvalidArgument when the opset is below 11 (no DynamicQuantizeLinear).
+std::string onnx_to_dynamic(const std::string& path, const std::vector<DynamicMatMul>& matmuls);
 
 }  // namespace kiln::frontend

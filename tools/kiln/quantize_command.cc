@@ -47,6 +47,9 @@ int quantize(const QuantizeArgs& a) {
     if (a.dynamic) {
         const int n = quantize_dynamic_model(a.model, a.output, o);
         fmt::print("{} MatMuls with int8 weights, activations quantized at run time\nwrote {}\n", n, a.output);
+        if (n > 0)  // docs/quantization.md: measured 3.7x slower than fp32 on an FFN
+            fmt::print("note: Kiln runs MatMulInteger as a generated integer loop, slower than its fp32 MatMul; "
+                       "the file is for runtimes with fast dynamic int8 (ONNX Runtime), or for its size\n");
         return 0;
     }
     KILN_CHECK(!a.calibration.empty(), kInvalidArgument) << "--calibration DATA is required (or --dynamic)";

@@ -62,14 +62,20 @@ std::map<int, std::pair<double, double>> clip_bounds(const std::string& model, c
     return out;
 }
 
-/// Drops the nodes with a tensor calibration found not to be f32 (and MaxPools after them).
-void keep_float_nodes(QuantPlan& plan, const std::map<std::string, TensorStats>& stats) {
+/// Whether calibration saw `t` as f32 with a range an 8-bit grid can hold: a sentinel such as an
+/// attention mask's -3.4e38 would make the step 1e36.
+bool quantizable(const TensorStats& s) { return s.seen && s.min > -1e30f && s.max < 1e30f; }
+
+/// Drops the nodes with a tensor calibration found not quantizable (and the MaxPools / Adds that
+/// then have a float operand).
+void keep_float_nodes(QuantPlan& plan, const std::map<std::string, TensorStats>& stats, const OnnxGraphView& g) {
     std::set<std::string> quantized;
     std::vector<QuantNodePlan> kept;
     for (auto& p : plan.nodes) {
-        bool ok = !p.same_scale || quantized.count(p.act_inputs[0]);
-        for (const auto& t : p.act_inputs) ok = ok && stats.at(t).seen;
-        ok = ok && stats.at(p.output).seen;
+        bool ok = quantizable(stats.at(p.output));
+        for (const auto& t : p.act_inputs)
+            ok = ok && quantizable(stats.at(t)) &&
+                 (!(p.same_scale || g.nodes[p.node].op_type == "Add") || quantized.count(t));
         if (!ok) continue;
         for (const auto& t : p.act_inputs) quantized.insert(t);
         quantized.insert(p.output);
@@ -227,7 +233,7 @@ QuantizeReport quantize_model(const std::string& source, const std::string& outp
         if (!batches.front().count(t)) outputs.push_back(t);
     TensorProbe fp32(frontend::onnx_with_extra_outputs(model, outputs), o);
     const std::map<std::string, TensorStats> stats = calibrate(fp32, tensors, batches, o.method);
-    keep_float_nodes(plan, stats);
+    keep_float_nodes(plan, stats, g);
     const std::map<std::string, Chosen> acts = choose_params(plan, stats, o);
     QdqSpec spec;
     for (const auto& t : plan.tensors()) spec.activations.push_back(acts.at(t).act);

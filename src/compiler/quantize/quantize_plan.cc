@@ -4,8 +4,9 @@
 // constant bias (int32). MatMul: input 0 an activation; input 1 a constant 2-D weight (per
 // channel: axis 1, the output columns) or a second activation. Gemm: input 0 an activation,
 // input 1 a constant weight (per channel along the output axis: 0 with transB, else 1), a 1-D
-// bias with alpha = beta = 1. Add: both inputs activations (a residual add; a constant operand
-// such as a bias stays float). MaxPool: only after a quantized tensor, at the same scale.
+// bias with alpha = beta = 1. Add: both inputs activations already quantized (a CNN's residual
+// add; a constant operand such as a bias, or an operand computed in float, stays float).
+// MaxPool: only after a quantized tensor, at the same scale.
 // A node whose weight is computed, or that is excluded, stays float.
 #include "compiler/quantize/quantize_plan.h"
 
@@ -92,7 +93,12 @@ QuantPlan plan_quantization(const OnnxGraphView& g, const PlanRules& rules,
         QuantNodePlan p;
         p.node = k;
         if (!plan_inputs(g, n, rules.per_channel, p)) continue;
-        if (p.same_scale && !quantized.count(p.act_inputs[0])) continue;
+        // MaxPool and Add run in int8 only on 8-bit operands: after quantized tensors. (An Add of
+        // float results -- a transformer's residual before LayerNorm, an attention mask -- would
+        // only add a rounding, and a mask's -3.4e38 would flatten the scores' int8 grid.)
+        if ((p.same_scale || n.op_type == "Add") &&
+            !std::all_of(p.act_inputs.begin(), p.act_inputs.end(), [&](const std::string& t) { return quantized.count(t) > 0; }))
+            continue;
         p.output = n.outputs[0];
         const std::vector<int>& users = consumers[p.output];
         const bool graph_output = listed(g.outputs, p.output);

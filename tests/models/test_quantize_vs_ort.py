@@ -66,6 +66,7 @@ def test_quantized_net_runs_in_ort_and_kiln_agrees(tmp_path):
     if kiln_has_dnnl():
         kernels = run_kiln(["inspect", q, "--kernels"]).stdout
         assert kernels.count("[dnnl_qconv]") == 5, kernels
+        assert kernels.count("[kiln_qadd]") == 2, kernels  # the residual adds stay 8-bit
 
 
 def test_scales_match_ort_quantize_static(tmp_path):

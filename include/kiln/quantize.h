@@ -75,7 +75,8 @@ using CalibrationBatch = std::map<std::string, Tensor>;
 /// one input), in name order. An array of rank r+1 for an input of rank r is a stack of batches;
 /// one of the input's own shape is one batch, and with the model's first dim 1 an array
 /// [K, ...] is K batches of one. A missing input or a shape that fits none of these is
-/// kInvalidArgument naming the input, expected vs got.
+/// kInvalidArgument naming the input, expected vs got. Symbolic dims take any size unless bound in
+/// `dims`.
 std::vector<CalibrationBatch> read_calibration_data(const std::string& path, const std::string& model,
                                                     const std::map<std::string, int64_t>& dims = {});
 

@@ -116,6 +116,9 @@ TEST(CalibrationBatches, ErrorsNameTheInputExpectedAndGot) {
             << e.what();
     }
     EXPECT_THROW(check_calibration_batches({{{"img", Tensor(DType::kFloat32, {5, 1, 8, 8})}}}, g, {}), Error);
+    g.input_dim_names["image"] = {"N", "", "", ""};  // a bound symbolic dim is expected exactly
+    EXPECT_NO_THROW(check_calibration_batches({{{"image", Tensor(DType::kFloat32, {5, 1, 8, 8})}}}, g, {{"N", 5}}));
+    EXPECT_THROW(check_calibration_batches({{{"image", Tensor(DType::kFloat32, {4, 1, 8, 8})}}}, g, {{"N", 5}}), Error);
     EXPECT_THROW(check_calibration_batches({}, g, {}), Error);
 }
 

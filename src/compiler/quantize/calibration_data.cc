@@ -27,11 +27,17 @@ std::string shape_text(const std::vector<int64_t>& s, const std::string& lead = 
     return os.str() + "]";
 }
 
-/// The declared shape of `input` with bound symbolic dims filled in (-1: free); nullopt: none.
-std::optional<std::vector<int64_t>> expected_shape(const OnnxGraphView& g, const std::string& input) {
+/// The declared shape of `input` with the symbolic dims bound in `dims` filled in (-1: free);
+/// nullopt: the model declares none.
+std::optional<std::vector<int64_t>> expected_shape(const OnnxGraphView& g, const std::string& input,
+                                                   const std::map<std::string, int64_t>& dims) {
     auto it = g.input_shapes.find(input);
     if (it == g.input_shapes.end()) return std::nullopt;
-    return it->second;
+    std::vector<int64_t> shape = it->second;
+    auto names = g.input_dim_names.find(input);
+    for (size_t i = 0; names != g.input_dim_names.end() && i < shape.size(); ++i)
+        if (auto d = dims.find(names->second[i]); d != dims.end()) shape[i] = d->second;
+    return shape;
 }
 
 bool fits(const std::vector<int64_t>& e, const int64_t* got, size_t rank) {
@@ -42,8 +48,9 @@ bool fits(const std::vector<int64_t>& e, const int64_t* got, size_t rank) {
 }
 
 /// How many batches the array `t` of `input` holds and whether it is to be split along dim 0.
-int64_t batch_count(const OnnxGraphView& g, const std::string& input, const Tensor& t, bool& split, bool& keep_dim) {
-    auto e = expected_shape(g, input);
+int64_t batch_count(const OnnxGraphView& g, const std::string& input, const Tensor& t,
+                    const std::map<std::string, int64_t>& dims, bool& split, bool& keep_dim) {
+    auto e = expected_shape(g, input, dims);
     const Shape& s = t.shape();
     split = keep_dim = false;
     if (!e || fits(*e, s.data(), s.size())) return 1;
@@ -66,7 +73,7 @@ Tensor slice(const Tensor& t, int64_t k, bool keep_dim) {
 
 /// The batches in one file's arrays.
 void append_batches(const std::map<std::string, Tensor>& arrays, const OnnxGraphView& g, const std::string& file,
-                    std::vector<CalibrationBatch>& out) {
+                    const std::map<std::string, int64_t>& dims, std::vector<CalibrationBatch>& out) {
     for (const auto& [name, t] : arrays) {
         (void)t;
         KILN_CHECK(std::count(g.inputs.begin(), g.inputs.end(), name), kInvalidArgument)
@@ -79,7 +86,7 @@ void append_batches(const std::map<std::string, Tensor>& arrays, const OnnxGraph
         KILN_CHECK(it != arrays.end(), kInvalidArgument)
             << "calibration data '" << file << "': no array for the model input '" << input << "'";
         bool split, keep;
-        const int64_t k = batch_count(g, input, it->second, split, keep);
+        const int64_t k = batch_count(g, input, it->second, dims, split, keep);
         KILN_CHECK(count < 0 || k == count, kInvalidArgument)
             << "calibration data '" << file << "': input '" << input << "' holds " << k << " batches, another " << count;
         count = k;
@@ -119,7 +126,7 @@ std::vector<CalibrationBatch> read_calibration_data(const std::string& path, con
         files.push_back(path);
     }
     std::vector<CalibrationBatch> out;
-    for (const auto& f : files) append_batches(read_arrays(f, g), g, f.string(), out);
+    for (const auto& f : files) append_batches(read_arrays(f, g), g, f.string(), dims, out);
     compiler::check_calibration_batches(out, g, dims);
     return out;
 }
@@ -129,7 +136,6 @@ namespace compiler {
 void check_calibration_batches(const std::vector<CalibrationBatch>& batches, const OnnxGraphView& g,
                                const std::map<std::string, int64_t>& dims) {
     KILN_CHECK(!batches.empty(), kInvalidArgument) << "no calibration data: at least one batch of inputs is needed";
-    (void)dims;
     for (size_t k = 0; k < batches.size(); ++k) {
         const CalibrationBatch& b = batches[k];
         for (const auto& input : g.inputs) {
@@ -139,7 +145,7 @@ void check_calibration_batches(const std::vector<CalibrationBatch>& batches, con
             KILN_CHECK(dt == g.input_dtypes.end() || dt->second == it->second.dtype(), kInvalidArgument)
                 << "calibration batch " << k << ", input '" << input << "': expected dtype " << dtype_name(dt->second)
                 << ", got " << dtype_name(it->second.dtype());
-            auto e = expected_shape(g, input);
+            auto e = expected_shape(g, input, dims);
             const Shape& s = it->second.shape();
             KILN_CHECK(!e || fits(*e, s.data(), s.size()), kInvalidArgument)
                 << "calibration batch " << k << ", input '" << input << "': expected shape " << shape_text(*e)

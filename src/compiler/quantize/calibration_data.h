@@ -12,7 +12,7 @@
 namespace kiln::compiler {
 
 /// Checks every batch has exactly the model's inputs, each of the declared dtype and a shape
-/// that fits the declared one (symbolic dims free unless bound in `dims`). kInvalidArgument
+/// that fits the declared one (symbolic dims free unless bound in `dims`, as --dim binds them). kInvalidArgument
 /// naming the batch and input otherwise.
 void check_calibration_batches(const std::vector<CalibrationBatch>& batches, const frontend::OnnxGraphView& g,
                                const std::map<std::string, int64_t>& dims);

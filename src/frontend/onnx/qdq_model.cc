@@ -139,7 +139,11 @@ OnnxGraphView read_onnx_graph_view(const std::string& path) {
         if (std::optional<DType> dt = dtype_from_onnx(tt.elem_type())) v.input_dtypes[i.name()] = *dt;
         if (!tt.has_shape()) continue;
         std::vector<int64_t>& shape = v.input_shapes[i.name()];
-        for (const auto& d : tt.shape().dim()) shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+        std::vector<std::string>& names = v.input_dim_names[i.name()];
+        for (const auto& d : tt.shape().dim()) {
+            shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+            names.push_back(d.has_dim_param() ? d.dim_param() : "");
+        }
     }
     for (const auto& o : g.output()) v.outputs.push_back(o.name());
     for (int k = 0; k < g.node_size(); ++k) {

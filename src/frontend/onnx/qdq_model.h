@@ -37,6 +37,7 @@ struct OnnxGraphView {
     std::vector<std::string> inputs;  // graph inputs that are not initializers
     /// Their declared shapes (-1: a symbolic or unknown dim; absent: no shape) and dtypes.
     std::map<std::string, std::vector<int64_t>> input_shapes;
+    std::map<std::string, std::vector<std::string>> input_dim_names;  // dim_param per dim ("" if none)
     std::map<std::string, DType> input_dtypes;
     std::vector<std::string> outputs;
     std::set<std::string> initializers;  // initializer and Constant-node outputs

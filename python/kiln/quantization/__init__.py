@@ -83,6 +83,8 @@ def _cli_args(quant_format, op_types_to_quantize, per_channel, reduce_range, act
         _unsupported("weight_type QUInt8 (weights are int8 symmetric)")
     if nodes_to_quantize:
         _unsupported("nodes_to_quantize (use nodes_to_exclude)")
+    if extra.get("WeightSymmetric") is False or extra.get("CalibMovingAverage"):
+        _unsupported("extra_options WeightSymmetric=False / CalibMovingAverage")
     args = ["--method", _METHODS[calibrate_method],
             "--activation-type", "uint8" if activation_type == QuantType.QUInt8 else "int8"]
     if not per_channel:

@@ -3,6 +3,7 @@
 // (layer_error.h).
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -219,6 +220,9 @@ const char* method_name(CalibrationMethod m) {
 QuantizeReport quantize_model(const std::string& source, const std::string& output,
                               const std::vector<CalibrationBatch>& batches, const QuantizeOptions& o) {
     check_options(o);
+    std::error_code ec;  // the source is read again after the output is written (the report)
+    KILN_CHECK(!std::filesystem::equivalent(source, output, ec), kInvalidArgument)
+        << "the output '" << output << "' is the input model; write the quantized model elsewhere";
     const auto t0 = std::chrono::steady_clock::now();
     // BatchNormalization after a Conv folds into its weights first (ORT's quant_pre_process).
     std::optional<std::string> folded = frontend::fold_conv_batchnorm(source);

@@ -225,3 +225,11 @@ def test_dynamic_quantization_kiln_equals_ort(tmp_path):
     np.testing.assert_allclose(outs["y"], ref, rtol=1e-5, atol=1e-5)
     f = ort_outputs(f32, feed)["y"]
     assert np.abs(ref - f).max() < 0.05 * np.abs(f).max()
+
+
+def test_output_over_input_is_refused(tmp_path):
+    f32, calib, _ = _net(tmp_path, batches=1)
+    before = open(f32, "rb").read()
+    proc = run_kiln(["quantize", f32, "-o", f32, "--calibration", calib])
+    assert proc.returncode == 1 and "is the input model" in proc.stderr, proc.stderr
+    assert open(f32, "rb").read() == before

@@ -240,3 +240,11 @@ def test_output_over_input_is_refused(tmp_path):
     proc = run_kiln(["quantize", f32, "-o", f32, "--calibration", calib])
     assert proc.returncode == 1 and "is the input model" in proc.stderr, proc.stderr
     assert open(f32, "rb").read() == before
+
+
+def test_a_quantized_model_is_refused(tmp_path):
+    f32, calib, _ = _net(tmp_path, batches=1)
+    q, _ = _quantize(tmp_path, f32, calib)
+    for extra in (["--calibration", calib], ["--dynamic"]):
+        proc = run_kiln(["quantize", q, "-o", str(tmp_path / "qq.onnx")] + extra)
+        assert proc.returncode == 1 and "is quantized already" in proc.stderr, proc.stderr

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiler/quantize/quant_params.h"
+#include "compiler/quantize/quantize_plan.h"
 #include "frontend/onnx/qdq_model.h"
 #include "kiln/quantize.h"
 #include "support/error.h"
@@ -13,6 +14,7 @@ namespace kiln {
 
 int quantize_dynamic_model(const std::string& model, const std::string& output, const QuantizeOptions& opts) {
     const frontend::OnnxGraphView g = frontend::read_onnx_graph_view(model);
+    compiler::check_not_quantized(g, model);
     auto excluded = [&](const frontend::OnnxNodeView& n) {
         return std::count(opts.exclude.begin(), opts.exclude.end(), n.name) ||
                std::count(opts.exclude.begin(), opts.exclude.end(), n.op_type);

@@ -229,6 +229,7 @@ QuantizeReport quantize_model(const std::string& source, const std::string& outp
     std::unique_ptr<TempModel> folded_file = folded ? std::make_unique<TempModel>(*folded) : nullptr;
     const std::string& model = folded_file ? folded_file->path() : source;
     const OnnxGraphView g = frontend::read_onnx_graph_view(model);
+    check_not_quantized(g, source);
     check_calibration_batches(batches, g, o.dims);
     QuantPlan plan = plan_quantization(g, {o.op_types, o.exclude, o.per_channel}, clip_bounds(model, g));
     const std::vector<std::string> tensors = plan.tensors();

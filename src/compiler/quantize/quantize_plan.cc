@@ -14,6 +14,8 @@
 #include <map>
 #include <set>
 
+#include "support/error.h"
+
 namespace kiln::compiler {
 
 namespace {
@@ -68,6 +70,16 @@ std::vector<std::string> QuantPlan::tensors() const {
         if (seen.insert(n.output).second) out.push_back(n.output);
     }
     return out;
+}
+
+void check_not_quantized(const OnnxGraphView& g, const std::string& path) {
+    for (const auto& n : g.nodes) {
+        const std::string& op = n.op_type;
+        const bool quantized = op == "QuantizeLinear" || op == "DequantizeLinear" || op == "DynamicQuantizeLinear" ||
+                               op.rfind("QLinear", 0) == 0 || op == "MatMulInteger" || op == "ConvInteger";
+        KILN_CHECK(!quantized, kInvalidArgument) << "'" << path << "' is quantized already: node '" << n.name
+                                                 << "' is a " << op << "; quantize the fp32 model";
+    }
 }
 
 std::set<std::string> clip_bound_inputs(const OnnxGraphView& g) {

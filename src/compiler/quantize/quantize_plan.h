@@ -45,6 +45,10 @@ struct PlanRules {
 QuantPlan plan_quantization(const frontend::OnnxGraphView& g, const PlanRules& rules,
                             const std::map<int, std::pair<double, double>>& clip_bounds);
 
+/// kInvalidArgument naming the first node when `g` is quantized already (QuantizeLinear,
+/// DequantizeLinear, DynamicQuantizeLinear, QLinear*, *Integer ops).
+void check_not_quantized(const frontend::OnnxGraphView& g, const std::string& path);
+
 /// The constant inputs of `g`'s Clip nodes whose bounds plan_quantization needs.
 std::set<std::string> clip_bound_inputs(const frontend::OnnxGraphView& g);
 

@@ -87,25 +87,26 @@ void Communicator::check(int rc, const std::string& what) const {
 void Communicator::wait_all(std::vector<MPI_Request>& requests, const std::string& what) {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
+    double waited = 0;
     for (int polls = 0;; ++polls) {
         int done = 0;
         int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
         check(rc, what);
         if (done) return;
-        // Spin briefly (small messages complete in microseconds), then yield the core: ranks
-        // share cores with each other and with the compute threads.
-        if (polls < 200) continue;
-        if ((polls & 63) == 0 && opts_.collective_timeout_s > 0) {
-            double waited = std::chrono::duration<double>(Clock::now() - start).count();
-            KILN_CHECK(waited <= opts_.collective_timeout_s, kIOError)
-                << "rank " << rank_ << ": " << what << " did not complete within " << opts_.collective_timeout_s
-                << " s while every rank's heartbeat is alive: another rank is not taking part (a different "
-                << "number of steps or collectives?); KILN_DIST_TIMEOUT sets the limit";
-        }
-        if (polls < 2000)
+        if ((polls & 31) == 0) waited = std::chrono::duration<double>(Clock::now() - start).count();
+        // Spin first, as MPI_Wait does (a transfer in progress completes in microseconds to
+        // milliseconds; giving the core away costs a time slice on a loaded machine); then
+        // yield, then sleep: a long wait (a peer still compiling) must leave the cores to the
+        // ranks that compute.
+        if (waited < 2e-3) continue;
+        KILN_CHECK(opts_.collective_timeout_s <= 0 || waited <= opts_.collective_timeout_s, kIOError)
+            << "rank " << rank_ << ": " << what << " did not complete within " << opts_.collective_timeout_s
+            << " s while every rank's heartbeat is alive: another rank is not taking part (a different "
+            << "number of steps or collectives?); KILN_DIST_TIMEOUT sets the limit";
+        if (waited < 20e-3)
             sched_yield();
         else
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
 }
 

@@ -1,10 +1,20 @@
 // Data-parallel steps (data_parallel.h).
 #include "distributed/data_parallel.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "distributed/collectives.h"
 #include "kiln/error.h"
 
 namespace kiln::distributed {
+
+DataParallelOptions DataParallelOptions::from_env() {
+    DataParallelOptions o;
+    const char* skip = std::getenv("KILN_DIST_BENCH_NO_ALLREDUCE");
+    o.skip_allreduce = skip && std::strcmp(skip, "1") == 0;
+    return o;
+}
 
 DataParallel::DataParallel(Communicator& comm, TrainingSession& session, DataParallelOptions opts)
     : comm_(comm), session_(session), opts_(opts) {}
@@ -36,7 +46,7 @@ double DataParallel::step(const std::map<std::string, Tensor>& batch) {
         bytes += g->second.nbytes();
     }
     for (std::vector<NamedTensor>& b : buckets) {
-        allreduce(comm_, b, ReduceOp::kMean);  // in place: the tensors share `grads`' storage
+        if (!opts_.skip_allreduce) allreduce(comm_, b, ReduceOp::kMean);  // in place: the tensors share `grads`' storage
         buckets_.emplace_back();
         for (const NamedTensor& t : b) buckets_.back().push_back(t.name);
     }

@@ -28,12 +28,18 @@ namespace kiln::distributed {
 struct DataParallelOptions {
     /// Bytes of gradients per allreduce call (PyTorch DDP's bucket_cap_mb is 25 MB).
     size_t bucket_bytes = size_t{25} << 20;
+    /// Benchmarks only: skip the gradient allreduce (the ranks' weights then drift apart), to
+    /// measure the step without communication (KILN_DIST_BENCH_NO_ALLREDUCE=1).
+    bool skip_allreduce = false;
+
+    /// The defaults, with skip_allreduce from the environment.
+    static DataParallelOptions from_env();
 };
 
 class DataParallel {
 public:
     /// Binds `session` (kept by the caller) to the ranks of `comm`.
-    DataParallel(Communicator& comm, TrainingSession& session, DataParallelOptions opts = {});
+    DataParallel(Communicator& comm, TrainingSession& session, DataParallelOptions opts = DataParallelOptions::from_env());
 
     /// Copies rank 0's parameters to every rank (the start of a run from the model's weights).
     void broadcast_parameters();

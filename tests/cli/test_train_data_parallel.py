@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "distributed"))
+import netns  # noqa: E402
 from test_train import KILN, blobs, initializers, mlp  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec")
@@ -29,11 +31,11 @@ def mpi_env():
     return env
 
 
-def train(tmp, name, model, data, batch, *extra, ranks=1):
+def train(tmp, name, model, data, batch, *extra, ranks=1, prefix=None):
     args = [str(KILN), "train", str(model), "--data", str(data), "--batch-size", str(batch), "--threads", "1",
             "--epochs", "2", "--seed", "3", "--export", str(tmp / f"{name}.onnx"), *map(str, extra)]
     if ranks > 1:
-        args = [MPIEXEC, "-n", str(ranks), *args, "--data-parallel"]
+        args = [*(prefix or [MPIEXEC, "-n", str(ranks)]), *args, "--data-parallel"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=240, env=mpi_env())
     assert r.returncode == 0, r.stdout + r.stderr
     return r
@@ -80,3 +82,13 @@ def test_checkpoint_by_rank_zero_resumed_on_every_rank(tmp_path):
                           "--checkpoint-dir", str(ck), "--resume", *common], capture_output=True, text=True, timeout=240)
     assert one.returncode != 0
     assert "was trained by 2 data-parallel rank(s), this run has 1" in one.stderr
+
+
+@pytest.mark.skipif(not netns.available(), reason="needs root and ip netns")
+def test_two_ranks_across_network_namespaces(tmp_path):
+    """The same equivalence with the gradients crossing a network stack (TCP over a veth pair)."""
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=128)
+    train(tmp_path, "one", model, data, 16, "--optimizer", "adam", "--lr", "0.01")
+    with netns.two_namespaces() as prefix:
+        train(tmp_path, "two", model, data, 8, "--optimizer", "adam", "--lr", "0.01", ranks=2, prefix=prefix)
+    assert_close(initializers(tmp_path / "two.onnx"), initializers(tmp_path / "one.onnx"))

@@ -1,6 +1,7 @@
 // Kiln's allreduce (src/distributed/collectives.h: agreement check + fusion + polled
-// non-blocking MPI) against a bare blocking MPI_Allreduce on the same buffer, OSU-style:
-// per size, rounds alternate the two, each timing `iters` back-to-back calls after a barrier;
+// non-blocking MPI) against a bare blocking MPI_Allreduce and a bare MPI_Iallreduce + MPI_Wait
+// on the same buffer, OSU-style: per size, rounds alternate the three, each timing `iters`
+// back-to-back calls after a barrier;
 // rank 0 prints one JSON line per size with the median seconds per call of each.
 // Run by bench/distributed.py under mpiexec. `--smoke`: one round, results checked.
 #include <algorithm>
@@ -64,7 +65,8 @@ int main(int argc, char** argv) {
         }
         bool ok = t.data_as<float>()[n - 1] == static_cast<float>(comm.size()) && raw[n - 1] == static_cast<float>(comm.size());
         if (comm.rank() == 0)
-            std::printf("{\"bytes\": %zu, \"iters\": %d, \"kiln_s\": %.9g, \"mpi_s\": %.9g, \"mpi_nonblocking_s\": %.9g, \"ok\": %s}\n",
+            std::printf("{\"bytes\": %zu, \"iters\": %d, \"kiln_s\": %.9g, \"mpi_s\": %.9g, "
+                        "\"mpi_nonblocking_s\": %.9g, \"ok\": %s}\n",
                         bytes, iters, median(kiln_s), median(mpi_s), median(nb_s), ok ? "true" : "false");
         std::fflush(stdout);
     }

@@ -23,7 +23,8 @@ std::string join(const std::vector<std::string>& parts) {
 std::vector<std::string> split(const std::string& text) {
     std::vector<std::string> out;
     size_t start = 0;
-    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) out.push_back(text.substr(start, nl - start));
+    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+        out.push_back(text.substr(start, nl - start));
     return out;
 }
 
@@ -38,7 +39,8 @@ std::vector<std::string> gather_descriptions(Communicator& comm, const std::stri
     int total = 0;
     for (int r = 0; r < n; ++r) offsets[r] = total, total += lens[r];
     std::string all(static_cast<size_t>(total), '\0');
-    comm.check(MPI_Iallgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, comm.comm(), &req[0]),
+    comm.check(MPI_Iallgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR,
+                               comm.comm(), &req[0]),
                what);
     comm.wait_all(req, what);
     std::vector<std::string> out;

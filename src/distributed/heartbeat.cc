@@ -53,7 +53,9 @@ bool Heartbeat::poll_receives(std::vector<double>& last_seen, double now) {
             int done = 0;
             int rc = MPI_Test(&recvs_[p], &done, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) {
-                std::fprintf(stderr, "kiln distributed: rank %d lost rank %d: its heartbeat connection failed (MPI error %d); aborting the job\n",
+                std::fprintf(stderr,
+                             "kiln distributed: rank %d lost rank %d: its heartbeat connection failed (MPI error %d); "
+                             "aborting the job\n",
                              rank_, p, rc);
                 return false;
             }
@@ -86,7 +88,9 @@ void Heartbeat::run() {
         bool ok = poll_receives(last_seen, now);
         for (int p = 0; ok && p < size_; ++p) {
             if (p == rank_ || now - last_seen[p] <= timeout_s_) continue;
-            std::fprintf(stderr, "kiln distributed: rank %d lost rank %d: no heartbeat for %.1f s (killed, stopped or hung); aborting the job\n",
+            std::fprintf(stderr,
+                         "kiln distributed: rank %d lost rank %d: no heartbeat for %.1f s (killed, stopped or hung); "
+                         "aborting the job\n",
                          rank_, p, now - last_seen[p]);
             ok = false;
         }

@@ -92,3 +92,54 @@ def test_two_ranks_across_network_namespaces(tmp_path):
     with netns.two_namespaces() as prefix:
         train(tmp_path, "two", model, data, 8, "--optimizer", "adam", "--lr", "0.01", ranks=2, prefix=prefix)
     assert_close(initializers(tmp_path / "two.onnx"), initializers(tmp_path / "one.onnx"))
+
+
+def rank_pids(parent):
+    """{rank: pid} of mpiexec's children (the ranks it launched on this host)."""
+    out = {}
+    for pid in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split():
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                out[int(kv.split(b"=")[1])] = int(pid)
+    return out
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
+def test_a_lost_rank_ends_the_training_job(tmp_path, sig):
+    """Rank 1 killed (the launcher notices) or stopped (only the heartbeat notices) mid-training:
+    the job ends non-zero, naming rank 1, within 10 s of the signal (asserted loosely: 20 s)."""
+    import signal
+    import time
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=256)
+    args = [MPIEXEC, "-n", "2", str(KILN), "train", str(model), "--data", str(data), "--batch-size", "8",
+            "--threads", "1", "--epochs", "100000", "--log-every", "1", "--data-parallel"]
+    env = mpi_env()
+    env["KILN_DIST_HEARTBEAT_TIMEOUT"] = "3"
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines = []
+        for line in proc.stdout:  # wait until training runs (steps being logged)
+            lines.append(line)
+            if "epoch 1/100000 step 5/" in line:
+                break
+        pids = rank_pids(proc.pid)
+        assert 1 in pids, (pids, "".join(lines))
+        os.kill(pids[1], getattr(signal, sig))
+        t0 = time.monotonic()
+        rest = proc.communicate(timeout=60)[0]
+        seconds = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "".join(lines) + rest
+    assert proc.returncode != 0, out[-2000:]
+    assert ("lost rank 1" in out) or ("rank 1" in out and "exited on signal 9" in out), out[-2000:]
+    if sig == "SIGSTOP":
+        assert "lost rank 1: no heartbeat for" in out, out[-2000:]
+    print(f"{sig}: the job ended {seconds:.1f} s after the signal")
+    assert seconds < 20, (seconds, out[-2000:])

@@ -187,6 +187,8 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         << world << " ranks x --batch-size " << a.data.batch_size << ")";
     int64_t steps_per_epoch = data.train_source->size() / global_batch;
     TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
+    // Data-parallel: each rank draws its own dropout masks (the shuffle seed stays common).
+    opts.seed += static_cast<uint64_t>(a.data.shard_index) * 0x9e3779b97f4a7c15ull;
     auto t_compile = Clock::now();
     std::unique_ptr<TrainingSession> session = TrainingSession::create(a.model, opts);
     double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();

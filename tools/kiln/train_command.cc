@@ -189,6 +189,7 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
     // Data-parallel: each rank draws its own dropout masks (the shuffle seed stays common).
     opts.seed += static_cast<uint64_t>(a.data.shard_index) * 0x9e3779b97f4a7c15ull;
+    opts.split_step = a.data_parallel;  // steps are gradients, allreduce, apply: compile those
     auto t_compile = Clock::now();
     std::unique_ptr<TrainingSession> session = TrainingSession::create(a.model, opts);
     double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();

@@ -1,12 +1,17 @@
 """Training step time: Kiln (kiln.training, fused step) vs PyTorch eager, on 2 threads each.
 
-    python3 bench/train_vs_torch.py [--models mlp,digits,resnet18,bert] [--rounds 5] [--steps 3]
+    bench/setup_peers.sh --torch     # once: PyTorch 2.x from PyPI in build/torch-venv
+    python3 bench/train_vs_torch.py [--models mlp,digits,resnet18,bert] [--rounds 5] [--steps 3] [--compile]
     python3 bench/train_vs_torch.py --smoke      # 1 step each: both losses finite and equal at step 0
 
-PyTorch runs in a /usr/bin/python3 subprocess (the Debian interpreter that has torch; this one
-has Kiln), this same file with --torch-worker, driven in lockstep over stdin/stdout: each round
-times `--steps` SGD(momentum) steps of Kiln, then the same number of PyTorch's, so both see the
-same machine load; the table gives per-step medians over rounds and Kiln's time over PyTorch's.
+PyTorch runs in a subprocess of its own interpreter (`--torch-python`; default the venv that
+`bench/setup_peers.sh --torch` makes, build/torch-venv, else $KILN_TORCH_PYTHON; without either
+it falls back to Debian's /usr/bin/python3 with torch 1.13, whose matrix products run on the
+reference BLAS: good for --smoke, never for timing, and the script says so), this same file with
+--torch-worker, driven in lockstep over stdin/stdout: each round times `--steps` SGD(momentum)
+steps of Kiln, then the same number of PyTorch eager's (and with `--compile`, of the same step
+under `torch.compile`), so all see the same machine load; the table gives per-step medians over
+rounds and Kiln's time over PyTorch's.
 Both start from the same weights (the worker builds the model with tests/training/torch_reference
 .py and exports it to ONNX for Kiln) and train on the same two batches, in float32. Kiln's first
 step includes compiling the training step; it is reported apart and not timed in the rounds.
@@ -26,15 +31,28 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINING_TESTS = os.path.join(os.path.dirname(HERE), "tests", "training")
-TORCH_PYTHON = "/usr/bin/python3"
+ROOT = os.path.dirname(HERE)
+DEBIAN_TORCH = "/usr/bin/python3"
 MODELS = ["mlp", "digits", "resnet18", "bert"]
 LR, MOMENTUM, THREADS = 0.01, 0.9, 2
 
 
 # ---- the PyTorch side (run by /usr/bin/python3) ----
+def default_torch_python():
+    """The training peer's interpreter: $KILN_TORCH_PYTHON, else bench/setup_peers.sh --torch's venv,
+    else Debian's torch 1.13 (reference BLAS: correctness only)."""
+    if os.environ.get("KILN_TORCH_PYTHON"):
+        return os.environ["KILN_TORCH_PYTHON"]
+    venv = os.path.join(os.environ.get("KILN_BUILD_DIR", os.path.join(ROOT, "build")), "torch-venv", "bin", "python")
+    return venv if os.path.exists(venv) else DEBIAN_TORCH
+
+
 def torch_worker():
     import warnings
     warnings.filterwarnings("ignore")  # the ONNX exporter's notes on BatchNorm's in-place updates
+    # torch.compile's pool of compile processes stays alive and busy-polls: with it, eager steps
+    # timed after a compile ran 40x slower on 2 cores. Compile in this process instead.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -42,30 +60,35 @@ def torch_worker():
     import torch_reference as R
 
     torch.set_num_threads(THREADS)
-    model = opt = x = y = None
-    step = 0
+    runs = {}  # "eager" / "compile" -> [module, optimizer, step]
+    x = y = None
     for line in sys.stdin:
         req = json.loads(line)
         if req["cmd"] == "export":
             model, xs, ys = R.build("bench_" + req["model"], batches=2)
             R.export(model, xs[0], os.path.join(req["dir"], "model.onnx"))
             np.savez(os.path.join(req["dir"], "batches.npz"), x=xs, y=ys)
-            model.train()
             x, y = torch.from_numpy(xs), torch.from_numpy(ys)
-            opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-            step = 0
-            reply = {"ok": True}
+            runs = {"eager": model}
+            if req.get("compile"):
+                import copy
+                runs["compile"] = torch.compile(copy.deepcopy(model))
+            runs = {k: [m.train(), torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM), 0]
+                    for k, m in runs.items()}
+            reply = {"ok": True, "torch": torch.__version__}
         elif req["cmd"] == "steps":
+            run = runs[req.get("mode", "eager")]
+            m, opt = run[0], run[1]
             times, losses = [], []
             for _ in range(req["n"]):
                 t = time.perf_counter()
                 opt.zero_grad()
-                loss = F.cross_entropy(model(x[step % 2]), y[step % 2])
+                loss = F.cross_entropy(m(x[run[2] % 2]), y[run[2] % 2])
                 loss.backward()
                 opt.step()
                 times.append(time.perf_counter() - t)
                 losses.append(loss.item())
-                step += 1
+                run[2] += 1
             reply = {"times": times, "losses": losses}
         else:
             reply = {"error": f"unknown command {req['cmd']}"}
@@ -74,8 +97,9 @@ def torch_worker():
 
 # ---- the Kiln side ----
 class TorchWorker:
-    def __init__(self):
-        self.proc = subprocess.Popen([TORCH_PYTHON, os.path.abspath(__file__), "--torch-worker"],
+    def __init__(self, python):
+        self.python = python
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--torch-worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def ask(self, **req):
@@ -83,7 +107,7 @@ class TorchWorker:
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
-            raise SystemExit(f"the PyTorch worker ({TORCH_PYTHON}) exited: see its stderr above")
+            raise SystemExit(f"the PyTorch worker ({self.python}) exited: see its stderr above")
         return json.loads(line)
 
     def close(self):
@@ -115,12 +139,12 @@ class KilnTrainer:
         return times, losses
 
 
-def bench_model(worker, name, rounds, steps, smoke):
+def bench_model(worker, name, rounds, steps, smoke, compiled):
     import numpy as np
     sys.path.insert(0, TRAINING_TESTS)
     from onnx_fixup import inference_batchnorm
     with tempfile.TemporaryDirectory() as d:
-        worker.ask(cmd="export", model=name, dir=d)
+        worker.torch_version = worker.ask(cmd="export", model=name, dir=d, compile=compiled)["torch"]
         path = os.path.join(d, "model.onnx")
         inference_batchnorm(path, path)  # BN exported in training mode -> plain BN (Kiln trains it)
         batches = dict(np.load(os.path.join(d, "batches.npz")))
@@ -132,14 +156,19 @@ def bench_model(worker, name, rounds, steps, smoke):
         row = {"model": name, "kiln_loss0": k_loss0, "torch_loss0": p_loss0, "agree": bool(ok), "first_step_s": first}
         if smoke:
             return row
-        k_med, p_med = [], []
+        modes = ["eager", "compile"] if compiled else ["eager"]
+        if compiled:
+            row["compile_first_step_s"] = sum(worker.ask(cmd="steps", n=2, mode="compile")["times"])
+        med = {m: [] for m in ["kiln"] + modes}
         for _ in range(rounds):
-            kt, _ = kiln.steps(steps)
-            pt = worker.ask(cmd="steps", n=steps)["times"]
-            k_med.append(statistics.median(kt))
-            p_med.append(statistics.median(pt))
-        row.update(kiln_ms=1e3 * statistics.median(k_med), torch_ms=1e3 * statistics.median(p_med))
+            med["kiln"].append(statistics.median(kiln.steps(steps)[0]))
+            for m in modes:
+                med[m].append(statistics.median(worker.ask(cmd="steps", n=steps, mode=m)["times"]))
+        row.update(kiln_ms=1e3 * statistics.median(med["kiln"]), torch_ms=1e3 * statistics.median(med["eager"]))
         row["ratio"] = row["kiln_ms"] / row["torch_ms"]
+        if compiled:
+            row["compile_ms"] = 1e3 * statistics.median(med["compile"])
+            row["ratio_compile"] = row["kiln_ms"] / row["compile_ms"]
         return row
 
 
@@ -151,16 +180,22 @@ def main():
     p.add_argument("--steps", type=int, default=3, help="steps per engine per round")
     p.add_argument("--smoke", action="store_true", help="one step each, correctness only")
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--torch-python", default=default_torch_python(),
+                   help="the interpreter with the PyTorch peer (default: build/torch-venv, see setup_peers.sh --torch)")
+    p.add_argument("--compile", action="store_true", help="also time the step under torch.compile")
     a = p.parse_args()
     if a.torch_worker:
         return torch_worker()
-    worker = TorchWorker()
+    if a.torch_python == DEBIAN_TORCH and not a.smoke:
+        print("train_vs_torch: PyTorch peer is Debian's torch 1.13 (reference BLAS): not a fair timing peer; "
+              "run bench/setup_peers.sh --torch", file=sys.stderr)
+    worker = TorchWorker(a.torch_python)
     rows, failed = [], []
     try:
         for name in a.models.split(","):
             if name not in MODELS:
                 raise SystemExit(f"unknown model '{name}' (have {MODELS})")
-            row = bench_model(worker, name, a.rounds, a.steps, a.smoke)
+            row = bench_model(worker, name, a.rounds, a.steps, a.smoke, a.compile)
             rows.append(row)
             if not row["agree"]:
                 failed.append(name)
@@ -169,9 +204,12 @@ def main():
                       f"{'ok' if row['agree'] else 'MISMATCH'}  (Kiln's first step incl. compile "
                       f"{row['first_step_s']:.1f} s)", flush=True)
             else:
-                print(f"{name:9s} Kiln {row['kiln_ms']:9.1f} ms/step   PyTorch {row['torch_ms']:9.1f} ms/step   "
-                      f"Kiln/PyTorch {row['ratio']:.2f}   (step-0 losses {'agree' if row['agree'] else 'DIFFER'}; "
-                      f"Kiln compile+first step {row['first_step_s']:.1f} s)", flush=True)
+                compiled = (f"   compile {row['compile_ms']:9.1f} ms/step   Kiln/compile {row['ratio_compile']:.2f}"
+                            if a.compile else "")
+                print(f"{name:9s} Kiln {row['kiln_ms']:9.1f} ms/step   PyTorch {worker.torch_version} eager "
+                      f"{row['torch_ms']:9.1f} ms/step   Kiln/eager {row['ratio']:.2f}{compiled}   (step-0 losses "
+                      f"{'agree' if row['agree'] else 'DIFFER'}; Kiln compile+first step {row['first_step_s']:.1f} s)",
+                      flush=True)
     finally:
         worker.close()
     if a.json:

@@ -206,8 +206,11 @@ def export(model, x, path):
     bn = has_batchnorm(model)
     model.train(bn)
     mode = torch.onnx.TrainingMode.TRAINING if bn else torch.onnx.TrainingMode.EVAL
+    # torch >= 2.9 exports through dynamo (onnxscript) by default; the TorchScript exporter writes
+    # the graphs 1.13 writes (bench/train_vs_torch.py runs this under PyTorch 2.x).
+    legacy = {"dynamo": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
     torch.onnx.export(model, torch.from_numpy(x), path, input_names=["input"], output_names=["logits"],
-                      opset_version=17, training=mode, do_constant_folding=False)
+                      opset_version=17, training=mode, do_constant_folding=False, **legacy)
     model.load_state_dict(state)
 
 

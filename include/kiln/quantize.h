@@ -34,8 +34,8 @@ struct QuantizeOptions {
     DType weight_type = DType::kInt8;       // kInt8 (symmetric, [-127, 127])
     /// Node names (or op types) to leave in float.
     std::vector<std::string> exclude;
-    /// Op types quantized: Conv, MatMul, Gemm (weights and inputs), Add (both inputs
-    /// activations: residual adds), MaxPool (kept at its input's scale).
+    /// Op types quantized: Conv, MatMul, Gemm (weights and inputs), Add (both operands quantized
+    /// already: residual adds), MaxPool (after a quantized tensor, at its scale).
     std::vector<std::string> op_types = {"Conv", "MatMul", "Gemm", "Add", "MaxPool"};
     /// Measure each quantized layer's error (runs the QDQ model on the calibration data).
     bool report = true;

@@ -8,7 +8,7 @@
 namespace kiln::pass {
 namespace {
 
-/// Nodes whose outputs reach a value-input slot (through any chain of nodes).
+/// Nodes whose outputs reach a value-input slot (through any chain of nodes but Shape/Size).
 std::unordered_set<const ir::Node*> shape_arithmetic_nodes(const ir::Graph& g) {
     const op::OpRegistry& reg = op::OpRegistry::global();
     std::unordered_set<const ir::Node*> feeds;
@@ -24,6 +24,9 @@ std::unordered_set<const ir::Node*> shape_arithmetic_nodes(const ir::Graph& g) {
     while (!stack.empty()) {
         const ir::Node* n = stack.back();
         stack.pop_back();
+        // Shape and Size read only their input's type: the walk stops there (it went on into a
+        // transformer's MatMuls and folded their weights' DequantizeLinear before fuse-qdq).
+        if (n->op() == "Shape" || n->op() == "Size") continue;
         for (const ir::Value* in : n->inputs())
             if (in && in->producer() && feeds.insert(in->producer()).second) stack.push_back(in->producer());
     }

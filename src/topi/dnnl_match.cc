@@ -82,6 +82,36 @@ std::optional<std::string> swish_at(const std::vector<ir::Node*>& nodes, size_t 
     return std::nullopt;
 }
 
+/// The [lo, hi] bounds of a Clip node when both are constants (attributes or inputs).
+std::optional<std::pair<double, double>> clip_bounds(const ir::Node* n) {
+    double lo = n->attr_float("min", -3.4028234663852886e38), hi = n->attr_float("max", 3.4028234663852886e38);
+    for (size_t i : {size_t{1}, size_t{2}}) {
+        if (n->num_inputs() <= i || !n->input(i)) continue;
+        auto v = scalar_constant(n->input(i));
+        if (!v) return std::nullopt;
+        (i == 1 ? lo : hi) = *v;
+    }
+    return std::pair{lo, hi};
+}
+
+/// Recognizes hard-swish written out, x * Clip(x + 3, 0, 6) / 6 (Paddle's export; the / 6 also
+/// as * 1/6, on the product or on the Clip), at nodes[i..i+3] on x = cur.
+bool clip_hardswish_at(const std::vector<ir::Node*>& nodes, size_t i, const ir::Value* cur) {
+    if (i + 4 > nodes.size()) return false;
+    const ir::Node *a = nodes[i], *c = nodes[i + 1], *p = nodes[i + 2], *q = nodes[i + 3];
+    if (a->op() != "Add" || !near(scalar_constant(other_operand(a, cur)), 3.0) || c->op() != "Clip" ||
+        c->input(0) != a->output(0))
+        return false;
+    auto b = clip_bounds(c);
+    if (!b || b->first != 0.0 || !near(b->second, 6.0)) return false;
+    auto sixth = [](const ir::Node* n, const ir::Value* v) {  // n is v / 6 or v * (1/6)
+        return (n->op() == "Div" && n->input(0) == v && near(scalar_constant(n->input(1)), 6.0)) ||
+               (n->op() == "Mul" && near(scalar_constant(other_operand(n, v)), 1.0 / 6));
+    };
+    if (p->op() == "Mul" && other_operand(p, c->output(0)) == cur) return sixth(q, p->output(0));
+    return sixth(p, c->output(0)) && q->op() == "Mul" && other_operand(q, p->output(0)) == cur;
+}
+
 std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size_t first, const ir::Value* anchor_out,
                                        const std::vector<ir::Value*>& inputs, bool matmul_bias_ok) {
     Epilogue ep;
@@ -94,6 +124,12 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
         if (erf_gelu_at(nodes, i, cur)) {
             ep.posts.push_back("gelu_erf");
             i += 4;
+            cur = nodes[i]->output(0);
+            continue;
+        }
+        if (clip_hardswish_at(nodes, i, cur)) {
+            ep.posts.push_back("hardswish");
+            i += 3;
             cur = nodes[i]->output(0);
             continue;
         }
@@ -116,18 +152,9 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
         else if (op == "Gelu" && unary_on_cur)
             ep.posts.push_back(n->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu_erf");
         else if (op == "Clip" && unary_on_cur) {
-            double lo = n->attr_float("min", -3.4028234663852886e38), hi = n->attr_float("max", 3.4028234663852886e38);
-            if (n->num_inputs() > 1 && n->input(1)) {
-                auto v = scalar_constant(n->input(1));
-                if (!v) return std::nullopt;
-                lo = *v;
-            }
-            if (n->num_inputs() > 2 && n->input(2)) {
-                auto v = scalar_constant(n->input(2));
-                if (!v) return std::nullopt;
-                hi = *v;
-            }
-            ep.posts.push_back("clip:" + num(lo) + ":" + num(hi));
+            auto b = clip_bounds(n);
+            if (!b) return std::nullopt;
+            ep.posts.push_back("clip:" + num(b->first) + ":" + num(b->second));
         } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
             const ir::Value* other = other_operand(n, cur);
             if (!other) return std::nullopt;

@@ -56,6 +56,13 @@ def conv_case(rng, cin, cout, hw, k, stride, pad, group=1, dil=1, post=(), batch
                       helper.make_node("Mul", [f"s{i}", cur], [nxt])]
         elif p == "hardswish":
             nodes.append(helper.make_node("HardSwish", [cur], [nxt]))
+        elif p == "paddle_hardswish":  # a learned scale and shift, then x * clip(x + 3, 0, 6) / 6
+            inits.update(ps=np.array([0.9], np.float32), pb=np.array([0.1], np.float32), three=np.array(3, np.float32),
+                         zero=np.array(0, np.float32), six=np.array(6, np.float32))
+            nodes += [helper.make_node("Mul", ["ps", cur], [f"m{i}"]), helper.make_node("Add", [f"m{i}", "pb"], [f"x{i}"]),
+                      helper.make_node("Add", [f"x{i}", "three"], [f"a{i}"]),
+                      helper.make_node("Clip", [f"a{i}", "zero", "six"], [f"c{i}"]),
+                      helper.make_node("Mul", [f"x{i}", f"c{i}"], [f"p{i}"]), helper.make_node("Div", [f"p{i}", "six"], [nxt])]
         elif p == "hardsigmoid":  # ONNX's defaults, alpha 0.2, beta 0.5
             nodes.append(helper.make_node("HardSigmoid", [cur], [nxt]))
         elif p == "residual":  # a second conv's output of the same shape
@@ -120,6 +127,12 @@ CASES = {
     "conv1x1_silu": lambda r: conv_case(r, 16, 48, 14, 1, 1, 0, post=("silu",)),
     "conv3x3_hardswish_written": lambda r: conv_case(r, 16, 32, 12, 3, 1, 1, post=("hardswish_written",)),
     "depthwise_hardswish": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32, post=("hardswish",)),
+    # PP-OCR's export writes hard-swish out (Add, Clip, Mul, Div): one oneDNN post-op.
+    "depthwise_paddle_hardswish": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32, post=("paddle_hardswish",)),
+    "conv1x1_paddle_hardswish": lambda r: conv_case(r, 16, 48, 10, 1, 1, 0, post=("paddle_hardswish",)),
+    # 8-channel blocks on both sides (24, 72 channels): oneDNN reads nChw8c as it is.
+    "depthwise_block8": lambda r: conv_case(r, 24, 24, 14, 3, 1, 1, group=24, post=("relu",)),
+    "conv1x1_block8_72": lambda r: conv_case(r, 24, 72, 14, 1, 1, 0, post=("relu",)),
     "conv1x1_hardsigmoid": lambda r: conv_case(r, 16, 32, 10, 1, 1, 0, post=("hardsigmoid",)),
     "matmul_bias_gelu": lambda r: matmul_case(r, (1, 32, 64), (64, 96), bias=True, post=("gelu",)),
     "matmul_scale": lambda r: matmul_case(r, (48, 64), (64, 40), post=("scale",)),

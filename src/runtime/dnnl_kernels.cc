@@ -621,12 +621,14 @@ private:
     }
 
     /// Calls f with the (de)convolution primitive descriptor of a part, post-ops on `dst_kiln`.
+    /// `pads`: a part's own begin and end pads (a split by rows), else the step's.
     template <typename F>
     void with_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias, const memory::desc& dst,
-                 const memory::desc& dst_kiln, F f) const {
+                 const memory::desc& dst_kiln, F f, const std::array<std::vector<int64_t>, 2>* pads = nullptr) const {
         memory::dims dil;
         for (int64_t d : dil_) dil.push_back(d - 1);
-        const memory::dims s = dims_of(strides_), pb = dims_of(pads_b_), pe = dims_of(pads_e_);
+        const memory::dims s = dims_of(strides_), pb = dims_of(pads ? (*pads)[0] : pads_b_),
+                           pe = dims_of(pads ? (*pads)[1] : pads_e_);
         const auto prop = dnnl::prop_kind::forward_inference;
         if (deconv_) {
             using D = dnnl::deconvolution_forward;
@@ -649,7 +651,8 @@ private:
     /// Kiln's layout at the edges. Not with a binary post-op, which reads the output's layout.
     template <typename F>
     void with_fast_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias,
-                      const memory::desc& dst, const memory::desc& dst_kiln, F f) const {
+                      const memory::desc& dst, const memory::desc& dst_kiln, F f,
+                      const std::array<std::vector<int64_t>, 2>* pads = nullptr) const {
         auto layout = [](const memory::desc& d, int kind) {
             const size_t rank = d.dims().size();
             if (kind == 0) return d;
@@ -665,11 +668,11 @@ private:
                 with_pd(layout(src, kind), w, bias, layout(dst, kind), dst_kiln, [&](const auto& pd) {
                     const int r = rank(pd.impl_info_str());
                     if (r > best_rank) best = kind, best_rank = r;
-                });
+                }, pads);
             } catch (const dnnl::error&) {  // no implementation for this layout
             }
         }
-        with_pd(layout(src, best), w, bias, layout(dst, best), dst_kiln, f);
+        with_pd(layout(src, best), w, bias, layout(dst, best), dst_kiln, f, pads);
     }
 
     /// The layout asked of oneDNN for an activation of dims `d` in Kiln's block `block`:
@@ -703,6 +706,7 @@ public:
 
 private:
     Plan make_plan(int threads) override {
+        if (split_by_rows(threads)) return make_row_plan(std::min<int64_t>(threads, dst_[2]));
         const int64_t n = src_[0], c = src_[1], m = dst_[1], g = groups_;
         const int64_t cg = c / g, mg = m / g;
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
@@ -761,6 +765,70 @@ private:
                             p.prim = dnnl::convolution_forward(pd);
                         finish_part(p, pd);
                     });
+            plan.parts.push_back(std::move(p));
+        }
+        forget_weight_sources();
+        share_weights(plan);
+        return plan;
+    }
+
+    /// Whether one image splits better by output rows than by output channels: a 2-D dense
+    /// conv whose channel parts would hold fewer than 32 channels or unequal shares (24
+    /// channels: parts of 8 and 16, each padded to one 16-channel block, where oneDNN's jit conv
+    /// with a single output block ran at half its rate: PP-OCR det's 96->24 3x3 at 160x160 took
+    /// as long in two parts as in one), with enough work per byte that the parts' copies of
+    /// their rows (make_row_plan) cost little.
+    bool split_by_rows(int threads) const {
+        if (threads < 2 || deconv_ || src_.size() != 4 || src_[0] != 1 || groups_ != 1 || !post_.binary.empty() ||
+            dst_[2] < 2 * threads)
+            return false;
+        const int64_t c = src_[1], m = dst_[1], taps = taps_[0] * taps_[1];
+        const bool channels_split_badly = m % (16 * threads) != 0 || m / threads < 32;
+        // FLOPs per byte of the extra copies (the part's input rows in, its output rows out).
+        const double flops_per_byte = 2.0 * c * taps * m / (4.0 * (c + m));
+        return channels_split_badly && flops_per_byte >= 32;
+    }
+
+    /// One image in `parts` bands of output rows, each part all output channels: its input rows
+    /// (with the window's halo; its own pads where the band meets the image's edge) are
+    /// reordered from Kiln's layout into a dense buffer and its output rows back (finish_part:
+    /// the slices are submemory descriptors of the whole tensors).
+    Plan make_row_plan(int64_t parts) {
+        const int64_t c = src_[1], m = dst_[1], ih = src_[2], oh = dst_[2];
+        const int64_t ext = (taps_[0] - 1) * dil_[0] + 1;
+        const auto f32 = memory::data_type::f32;
+        const memory::desc full_src(dims_of(src_), f32, blocked_tag(src_block_, c, 4));
+        const memory::desc full_dst(dims_of(dst_), f32, blocked_tag(dst_block_, m, 4));
+        const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};
+        const float* plain = unpacked.empty() ? kiln_weights_ : unpacked.data();
+        memory::desc wplain;
+        const int64_t w_off = weight_view(0, m, c, 1, wplain);
+        Plan plan;
+        for (int64_t i = 0; i < parts; ++i) {
+            const int64_t o0 = oh * i / parts, o1 = oh * (i + 1) / parts;
+            const int64_t first = o0 * strides_[0] - pads_b_[0], last = (o1 - 1) * strides_[0] - pads_b_[0] + ext - 1;
+            const int64_t i0 = std::max<int64_t>(0, first), i1 = std::min(ih, last + 1);
+            KILN_CHECK(i1 > i0, kInternal) << "bug in Kiln: dnnl_conv row part " << i << " reads no input row";
+            const std::array<std::vector<int64_t>, 2> pads = {std::vector<int64_t>{i0 - first, pads_b_[1]},
+                                                              std::vector<int64_t>{last + 1 - i1, pads_e_[1]}};
+            Part p;
+            const std::vector<int64_t> sd = {1, c, i1 - i0, src_[3]}, dd = {1, m, o1 - o0, dst_[3]};
+            p.src = full_src.submemory_desc(dims_of(sd), {0, 0, i0, 0});
+            p.dst = full_dst.submemory_desc(dims_of(dd), {0, 0, o0, 0});
+            if (bias_arg_ >= 0) p.bias = memory::desc({m}, f32, tag::x);
+            // Dense buffers: nChw16c where Kiln has it, else oneDNN's choice.
+            const memory::desc src(dims_of(sd), f32, src_block_ == 16 ? tag::nChw16c : tag::any);
+            const memory::desc dst(dims_of(dd), f32, dst_block_ == 16 ? tag::nChw16c : tag::any);
+            with_fast_pd(src, memory::desc(wplain.dims(), f32, tag::any), p.bias, dst, p.dst, [&](const auto& pd) {
+                if (i == 0) plan.impl = std::string(pd.impl_info_str()) + " (by rows)";
+                if (kiln_weights_)
+                    p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
+                                                "conv:" + wei_ + ":1");
+                else runtime_weights(p, pd.weights_desc(), wplain, w_off);
+                using PD = std::decay_t<decltype(pd)>;
+                if constexpr (std::is_same_v<PD, dnnl::convolution_forward::primitive_desc>) p.prim = dnnl::convolution_forward(pd);
+                finish_part(p, pd);
+            }, &pads);
             plan.parts.push_back(std::move(p));
         }
         forget_weight_sources();

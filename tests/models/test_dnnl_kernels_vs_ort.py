@@ -133,6 +133,11 @@ CASES = {
     # 8-channel blocks on both sides (24, 72 channels): oneDNN reads nChw8c as it is.
     "depthwise_block8": lambda r: conv_case(r, 24, 24, 14, 3, 1, 1, group=24, post=("relu",)),
     "conv1x1_block8_72": lambda r: conv_case(r, 24, 72, 14, 1, 1, 0, post=("relu",)),
+    # One image whose 24 output channels split badly: bands of output rows (dnnl_kernels.cc,
+    # split_by_rows), halos and edge pads per band; strided with an odd size; a residual.
+    "conv3x3_rows": lambda r: conv_case(r, 32, 24, 20, 3, 1, 1, post=("relu",)),
+    "conv3x3_s2_rows": lambda r: conv_case(r, 32, 24, 21, 3, 2, 1),
+    "conv5x5_rows_residual": lambda r: conv_case(r, 32, 24, 16, 5, 1, 2, post=("residual",)),
     "conv1x1_hardsigmoid": lambda r: conv_case(r, 16, 32, 10, 1, 1, 0, post=("hardsigmoid",)),
     "matmul_bias_gelu": lambda r: matmul_case(r, (1, 32, 64), (64, 96), bias=True, post=("gelu",)),
     "matmul_scale": lambda r: matmul_case(r, (48, 64), (64, 40), post=("scale",)),
@@ -164,6 +169,10 @@ def test_dnnl_matches_ort(tmp_path, name):
         if name.endswith(kind) or name.endswith(kind + "_written"):
             assert any("extern kernel dnnl_conv" in line and post in line for line in kernels.stdout.splitlines()), \
                 f"{name}: the activation is not a oneDNN post-op:\n{kernels.stdout[-3000:]}"
+    if "_rows" in name:  # the split by rows is taken at 2 threads
+        verbose = run_kiln(["run", path, "--inputs", inputs, "--threads", "2", "--kernels", "dnnl"],
+                           env={"KILN_DNNL_VERBOSE": "1"})
+        assert "(by rows)" in verbose.stderr, f"{name}: not split by rows:\n{verbose.stderr[-3000:]}"
     feed = dict(np.load(inputs))
     ref = ort_outputs(path, feed)
     for source in ("dnnl", "generated"):

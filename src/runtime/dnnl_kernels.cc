@@ -779,6 +779,7 @@ private:
     /// as long in two parts as in one), with enough work per byte that the parts' copies of
     /// their rows (make_row_plan) cost little.
     bool split_by_rows(int threads) const {
+        if (std::getenv("XROWS")) return false;
         if (threads < 2 || deconv_ || src_.size() != 4 || src_[0] != 1 || groups_ != 1 || !post_.binary.empty() ||
             dst_[2] < 2 * threads)
             return false;

@@ -112,6 +112,35 @@ bool clip_hardswish_at(const std::vector<ir::Node*>& nodes, size_t i, const ir::
     return sixth(p, c->output(0)) && q->op() == "Mul" && other_operand(q, p->output(0)) == cur;
 }
 
+/// Appends the post-op y = a x + b, merged into a linear one just before it (one post-op, and
+/// see params_consistent).
+void push_linear(std::vector<std::string>& posts, double a, double b) {
+    if (!posts.empty() && posts.back().rfind("linear:", 0) == 0) {
+        char* end = nullptr;
+        const double a0 = std::strtod(posts.back().c_str() + 7, &end);
+        const double b0 = std::strtod(end + 1, nullptr);
+        posts.back() = "linear:" + num(a * a0) + ":" + num(a * b0 + b);
+        return;
+    }
+    posts.push_back("linear:" + num(a) + ":" + num(b));
+}
+
+/// Whether every parameterized post-op of one kind (linear, clip, leaky) has the same
+/// parameters: oneDNN 2.6 computes two of one kind with different parameters in one primitive
+/// wrongly (it seems to share their constants: conv, Relu, * 0.47, - 0.3 gave errors up to 15;
+/// conv, Sigmoid, + 0.3, Relu, * 0.47 an error of 0.3; PP-OCR's hard-swish then a learned scale
+/// and shift).
+bool params_consistent(const std::vector<std::string>& posts) {
+    for (size_t i = 0; i < posts.size(); ++i)
+        for (size_t j = i + 1; j < posts.size(); ++j) {
+            const std::string kind = posts[i].substr(0, posts[i].find(':'));
+            if ((kind == "linear" || kind == "clip" || kind == "leaky") && posts[j].rfind(kind + ":", 0) == 0 &&
+                posts[j] != posts[i])
+                return false;
+        }
+    return true;
+}
+
 std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size_t first, const ir::Value* anchor_out,
                                        const std::vector<ir::Value*>& inputs, bool matmul_bias_ok) {
     Epilogue ep;
@@ -127,7 +156,7 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
             cur = nodes[i]->output(0);
             continue;
         }
-        if (clip_hardswish_at(nodes, i, cur)) {
+        if (!std::getenv("XHSW") && clip_hardswish_at(nodes, i, cur)) {
             ep.posts.push_back("hardswish");
             i += 3;
             cur = nodes[i]->output(0);
@@ -142,7 +171,7 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
         if (op == "Relu" && unary_on_cur) ep.posts.push_back("relu");
         else if (op == "HardSwish" && unary_on_cur) ep.posts.push_back("hardswish");
         else if (op == "HardSigmoid" && unary_on_cur) {  // max(0, min(1, alpha x + beta))
-            ep.posts.push_back("linear:" + num(n->attr_float("alpha", 0.2)) + ":" + num(n->attr_float("beta", 0.5)));
+            push_linear(ep.posts, n->attr_float("alpha", 0.2), n->attr_float("beta", 0.5));
             ep.posts.push_back("clip:0:1");
         }
         else if (op == "LeakyRelu" && unary_on_cur) ep.posts.push_back("leaky:" + num(n->attr_float("alpha", 0.01)));
@@ -160,10 +189,10 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
             if (!other) return std::nullopt;
             const bool cur_first = n->input(0) == cur;
             if (auto c = scalar_constant(other)) {
-                if (op == "Add") ep.posts.push_back("linear:1:" + num(*c));
-                else if (op == "Sub") ep.posts.push_back(cur_first ? "linear:1:" + num(-*c) : "linear:-1:" + num(*c));
-                else if (op == "Mul") ep.posts.push_back("linear:" + num(*c) + ":0");
-                else if (cur_first && *c != 0) ep.posts.push_back("linear:" + num(1.0 / *c) + ":0");
+                if (op == "Add") push_linear(ep.posts, 1, *c);
+                else if (op == "Sub") push_linear(ep.posts, cur_first ? 1 : -1, cur_first ? -*c : *c);
+                else if (op == "Mul") push_linear(ep.posts, *c, 0);
+                else if (cur_first && *c != 0) push_linear(ep.posts, 1.0 / *c, 0);
                 else return std::nullopt;
             } else if ((op == "Add" || op == "Mul") && static_f32(other) && other->type() == type) {
                 int arg = arg_index(inputs, other);
@@ -184,6 +213,7 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
         }
         cur = n->output(0);
     }
+    if (!params_consistent(ep.posts)) return std::nullopt;
     ep.result = cur;
     return ep;
 }

@@ -63,6 +63,11 @@ def conv_case(rng, cin, cout, hw, k, stride, pad, group=1, dil=1, post=(), batch
                       helper.make_node("Add", [f"x{i}", "three"], [f"a{i}"]),
                       helper.make_node("Clip", [f"a{i}", "zero", "six"], [f"c{i}"]),
                       helper.make_node("Mul", [f"x{i}", f"c{i}"], [f"p{i}"]), helper.make_node("Div", [f"p{i}", "six"], [nxt])]
+        elif p in ("scale", "shift"):  # a learned scalar scale or shift, as PP-OCR has after hard-swish
+            inits[f"k{i}"] = np.array([0.47 if p == "scale" else -0.3], np.float32)
+            nodes.append(helper.make_node("Mul" if p == "scale" else "Add", [f"k{i}", cur], [nxt]))
+        elif p == "sigmoid":
+            nodes.append(helper.make_node("Sigmoid", [cur], [nxt]))
         elif p == "hardsigmoid":  # ONNX's defaults, alpha 0.2, beta 0.5
             nodes.append(helper.make_node("HardSigmoid", [cur], [nxt]))
         elif p == "residual":  # a second conv's output of the same shape
@@ -130,6 +135,10 @@ CASES = {
     # PP-OCR's export writes hard-swish out (Add, Clip, Mul, Div): one oneDNN post-op.
     "depthwise_paddle_hardswish": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32, post=("paddle_hardswish",)),
     "conv1x1_paddle_hardswish": lambda r: conv_case(r, 16, 48, 10, 1, 1, 0, post=("paddle_hardswish",)),
+    "depthwise_paddle_hardswish_affine": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32,
+                                                             post=("paddle_hardswish", "scale", "shift")),
+    # An activation, a scale and a shift: one linear post-op (oneDNN 2.6 computed two wrongly).
+    "conv3x3_relu_scale_shift": lambda r: conv_case(r, 16, 32, 10, 3, 1, 1, post=("relu", "scale", "shift")),
     # 8-channel blocks on both sides (24, 72 channels): oneDNN reads nChw8c as it is.
     "depthwise_block8": lambda r: conv_case(r, 24, 24, 14, 3, 1, 1, group=24, post=("relu",)),
     "conv1x1_block8_72": lambda r: conv_case(r, 24, 72, 14, 1, 1, 0, post=("relu",)),
@@ -181,6 +190,24 @@ def test_dnnl_matches_ort(tmp_path, name):
             outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"{source}{threads}"),
                                      extra=["--kernels", source, "--threads", threads])
             assert_matches_ort(outs, ref, f"{name} --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
+# Epilogues oneDNN 2.6 computes wrongly (two linear post-ops with different parameters, apart):
+# whichever kernel runs them, the output must match ONNX Runtime.
+WRONG_IN_DNNL = {
+    "sigmoid_shift_relu_scale": lambda r: conv_case(r, 16, 32, 10, 3, 1, 1, post=("sigmoid", "shift", "relu", "scale")),
+    "relu_scale_relu_shift": lambda r: conv_case(r, 32, 32, 10, 3, 1, 1, group=32, post=("relu", "scale", "relu", "shift")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_IN_DNNL))
+def test_dnnl_epilogue_matches_ort(tmp_path, name):
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    path, inputs = _save(tmp_path, *WRONG_IN_DNNL[name](np.random.default_rng(7)))
+    ref = ort_outputs(path, dict(np.load(inputs)))
+    outs, _ = kiln_run_model(path, inputs, str(tmp_path / "out"), extra=["--kernels", "dnnl", "--threads", "2"])
+    assert_matches_ort(outs, ref, f"{name} --kernels dnnl", RTOL, ATOL)
 
 
 def test_kernels_flag_rejects_unknown_value(tmp_path):

@@ -773,21 +773,19 @@ private:
     }
 
     /// Whether one image splits better by output rows than by output channels: a 2-D dense
-    /// conv whose channel parts would hold fewer than 32 channels or unequal shares (24
-    /// channels: parts of 8 and 16, each padded to one 16-channel block, where oneDNN's jit conv
-    /// with a single output block ran at half its rate: PP-OCR det's 96->24 3x3 at 160x160 took
-    /// as long in two parts as in one), with enough work per byte that the parts' copies of
-    /// their rows (make_row_plan) cost little.
+    /// conv with few output channels, no multiple of 16 (24: channel parts of 8 and 16, each
+    /// padded to one 16-channel block, where oneDNN's jit conv with a single output block ran
+    /// at half its rate: PP-OCR det's 96->24 3x3 at 160x160 took as long in two parts as in one)
+    /// and does enough work per byte that the parts' copies of their rows (make_row_plan: read
+    /// and written once each way) cost little. Whole 16-channel blocks (32 = 16 + 16) stay split
+    /// by channels: by rows, U-Net's 32->32 3x3 at 128x128 measured slower; so do many channels
+    /// (RegNet's 440) and few rows (bands of 4 and 3 rows are unequal shares).
     bool split_by_rows(int threads) const {
-        if (std::getenv("XROWS")) return false;
         if (threads < 2 || deconv_ || src_.size() != 4 || src_[0] != 1 || groups_ != 1 || !post_.binary.empty() ||
-            dst_[2] < 2 * threads)
+            dst_[2] < 8 * threads || dst_[1] % 16 == 0 || dst_[1] >= 32 * threads)
             return false;
         const int64_t c = src_[1], m = dst_[1], taps = taps_[0] * taps_[1];
-        const bool channels_split_badly = m % (16 * threads) != 0 || m / threads < 32;
-        // FLOPs per byte of the extra copies (the part's input rows in, its output rows out).
-        const double flops_per_byte = 2.0 * c * taps * m / (4.0 * (c + m));
-        return channels_split_badly && flops_per_byte >= 32;
+        return 2.0 * c * taps * m / (8.0 * (c + m)) >= 32;  // FLOPs per byte copied
     }
 
     /// One image in `parts` bands of output rows, each part all output channels: its input rows

@@ -156,7 +156,7 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
             cur = nodes[i]->output(0);
             continue;
         }
-        if (!std::getenv("XHSW") && clip_hardswish_at(nodes, i, cur)) {
+        if (clip_hardswish_at(nodes, i, cur)) {
             ep.posts.push_back("hardswish");
             i += 3;
             cur = nodes[i]->output(0);

@@ -144,8 +144,8 @@ CASES = {
     "conv1x1_block8_72": lambda r: conv_case(r, 24, 72, 14, 1, 1, 0, post=("relu",)),
     # One image whose 24 output channels split badly: bands of output rows (dnnl_kernels.cc,
     # split_by_rows), halos and edge pads per band; strided with an odd size; a residual.
-    "conv3x3_rows": lambda r: conv_case(r, 32, 24, 20, 3, 1, 1, post=("relu",)),
-    "conv3x3_s2_rows": lambda r: conv_case(r, 32, 24, 21, 3, 2, 1),
+    "conv3x3_rows": lambda r: conv_case(r, 64, 24, 20, 3, 1, 1, post=("relu",)),
+    "conv3x3_s2_rows": lambda r: conv_case(r, 64, 24, 35, 3, 2, 1),
     "conv5x5_rows_residual": lambda r: conv_case(r, 32, 24, 16, 5, 1, 2, post=("residual",)),
     "conv1x1_hardsigmoid": lambda r: conv_case(r, 16, 32, 10, 1, 1, 0, post=("hardsigmoid",)),
     "matmul_bias_gelu": lambda r: matmul_case(r, (1, 32, 64), (64, 96), bias=True, post=("gelu",)),

@@ -12,6 +12,7 @@
 // epilogue) are oneDNN eltwise, sum (the first residual add) and binary post-ops.
 #if KILN_HAVE_DNNL
 #include "runtime/dnnl_kernels.h"
+#include "runtime/dnnl_deconv_shuffle.h"
 #include "runtime/extern_split.h"
 
 #include <omp.h>
@@ -992,6 +993,7 @@ std::unique_ptr<ExternKernel> make(const char* what, const ExternParams& p, cons
 size_t dnnl_weight_copy_bytes() { return WeightCopies::global().bytes(); }
 
 std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& p, const std::vector<ExternArg>& args) {
+    if (dnnl_deconv_is_shuffle(p, args)) return make_dnnl_deconv_shuffle(p, args);
     std::unique_ptr<ExternKernel> k = make<DnnlConv>("dnnl_conv", p, args);
     static_cast<DnnlConv*>(k.get())->check_buffers(args);
     return k;

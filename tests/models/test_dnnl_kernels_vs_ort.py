@@ -79,6 +79,17 @@ def conv_case(rng, cin, cout, hw, k, stride, pad, group=1, dil=1, post=(), batch
     return nodes, ["x"], inits, feed
 
 
+def deconv_case(rng, cin, cout, hw, k, bias, batch=1):
+    """ConvTranspose with kernel == stride: oneDNN's matmul and a pixel shuffle (dnnl_deconv_shuffle.cc)."""
+    inits = {"w": _rand(rng, cin, cout, k, k) / np.sqrt(cin)}
+    if bias:
+        inits["b"] = _rand(rng, cout)
+    feed = {"x": _rand(rng, batch, cin, hw, hw + 3)}
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []), ["y"], kernel_shape=[k, k],
+                              strides=[k, k])]
+    return nodes, ["x"], inits, feed
+
+
 def matmul_case(rng, a_shape, b_shape, bias=False, post=()):
     inits = {"B": _rand(rng, *b_shape) / np.sqrt(b_shape[-2])}
     feed = {"A": _rand(rng, *a_shape)}
@@ -147,6 +158,9 @@ CASES = {
     "conv3x3_rows": lambda r: conv_case(r, 64, 24, 20, 3, 1, 1, post=("relu",)),
     "conv3x3_s2_rows": lambda r: conv_case(r, 64, 24, 35, 3, 2, 1),
     "conv5x5_rows_residual": lambda r: conv_case(r, 32, 24, 16, 5, 1, 2, post=("residual",)),
+    "deconv_k2_to_one_channel": lambda r: deconv_case(r, 24, 1, 20, 2, False),  # PP-OCR det's last
+    "deconv_k2_bias": lambda r: deconv_case(r, 32, 16, 12, 2, True),
+    "deconv_k3_batch2": lambda r: deconv_case(r, 8, 5, 7, 3, True, batch=2),
     "conv1x1_hardsigmoid": lambda r: conv_case(r, 16, 32, 10, 1, 1, 0, post=("hardsigmoid",)),
     "matmul_bias_gelu": lambda r: matmul_case(r, (1, 32, 64), (64, 96), bias=True, post=("gelu",)),
     "matmul_scale": lambda r: matmul_case(r, (48, 64), (64, 40), post=("scale",)),

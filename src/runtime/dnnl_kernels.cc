@@ -621,11 +621,12 @@ private:
         return off;
     }
 
-    /// Calls f with the (de)convolution primitive descriptor of a part, post-ops on `dst_kiln`.
-    /// `pads`: a part's own begin and end pads (a split by rows), else the step's.
+    /// Calls f with the (de)convolution primitive descriptor of a part, post-ops on `dst_kiln`,
+    /// the pads `pads` (a band of rows' own: begin, end) or the step's.
+    using Pads = std::array<std::vector<int64_t>, 2>;
     template <typename F>
     void with_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias, const memory::desc& dst,
-                 const memory::desc& dst_kiln, F f, const std::array<std::vector<int64_t>, 2>* pads = nullptr) const {
+                 const memory::desc& dst_kiln, F f, const Pads* pads = nullptr) const {
         memory::dims dil;
         for (int64_t d : dil_) dil.push_back(d - 1);
         const memory::dims s = dims_of(strides_), pb = dims_of(pads ? (*pads)[0] : pads_b_),
@@ -652,8 +653,7 @@ private:
     /// Kiln's layout at the edges. Not with a binary post-op, which reads the output's layout.
     template <typename F>
     void with_fast_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias,
-                      const memory::desc& dst, const memory::desc& dst_kiln, F f,
-                      const std::array<std::vector<int64_t>, 2>* pads = nullptr) const {
+                      const memory::desc& dst, const memory::desc& dst_kiln, F f, const Pads* pads = nullptr) const {
         auto layout = [](const memory::desc& d, int kind) {
             const size_t rank = d.dims().size();
             if (kind == 0) return d;
@@ -677,16 +677,13 @@ private:
     }
 
     /// The layout asked of oneDNN for an activation of dims `d` in Kiln's block `block`:
-    /// nChw16c as it is; nChw8c as it is when both sides are 8-channel blocks (24, 40, 72
-    /// channels: oneDNN's avx2 jit convs read it; left to oneDNN's choice, it picked NHWC and
-    /// reordered both edges, MNASNet's 72-channel 56x56 steps 3-5x slower); otherwise oneDNN's
-    /// choice (a mixed layout can fall to its reference kernel), except that a deconvolution computes on
+    /// nChw16c as it is; nChw8c as it is on both sides (its avx2 jit convs: docs/kernels.md);
+    /// otherwise oneDNN's choice, except that a deconvolution computes on
     /// channels-last (oneDNN 2.6 adds a deconv's bias on nChw16c in a slow loop: 64->32 2x up at
     /// 64x64 took 7.9 ms instead of 3.7 on NHWC, the deconv itself 2.3).
     memory::desc asked_desc(const std::vector<int64_t>& d, int64_t block) const {
-        if (block == 16) return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(16, d[1], d.size()));
-        if (block == 8 && src_block_ == 8 && dst_block_ == 8 && !deconv_)  // see the comment above
-            return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(8, d[1], d.size()));
+        const bool as_is = block == 16 || (block == 8 && src_block_ == 8 && dst_block_ == 8 && !deconv_);
+        if (as_is) return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(block, d[1], d.size()));
         return memory::desc(dims_of(d), memory::data_type::f32, deconv_ ? channels_last(d.size()) : tag::any);
     }
 
@@ -707,7 +704,9 @@ public:
 
 private:
     Plan make_plan(int threads) override {
-        if (split_by_rows(threads)) return make_row_plan(std::min<int64_t>(threads, dst_[2]));
+        if (src_.size() == 4 && !deconv_ && post_.binary.empty() &&
+            dnnl_conv_split_rows(src_[0], src_[1], dst_[1], groups_, dst_[2], taps_[0] * taps_[1], threads))
+            return make_row_plan(std::min<int64_t>(threads, dst_[2]));
         const int64_t n = src_[0], c = src_[1], m = dst_[1], g = groups_;
         const int64_t cg = c / g, mg = m / g;
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
@@ -755,16 +754,7 @@ private:
             with_fast_pd(src, memory::desc(wplain.dims(), memory::data_type::f32, tag::any), p.bias, dst, p.dst,
                     [&](const auto& pd) {
                         if (i == 0) plan.impl = pd.impl_info_str();
-                        if (kiln_weights_)
-                            p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
-                                                        "conv:" + wei_ + ":" + std::to_string(groups_));
-                        else runtime_weights(p, pd.weights_desc(), wplain, w_off);
-                        using PD = std::decay_t<decltype(pd)>;
-                        if constexpr (std::is_same_v<PD, dnnl::deconvolution_forward::primitive_desc>)
-                            p.prim = dnnl::deconvolution_forward(pd);
-                        else
-                            p.prim = dnnl::convolution_forward(pd);
-                        finish_part(p, pd);
+                        finish_conv_part(p, pd, wplain, plain, w_off);
                     });
             plan.parts.push_back(std::move(p));
         }
@@ -773,29 +763,25 @@ private:
         return plan;
     }
 
-    /// Whether one image splits better by output rows than by output channels: a 2-D dense
-    /// conv with few output channels, no multiple of 16 (24: channel parts of 8 and 16, each
-    /// padded to one 16-channel block, where oneDNN's jit conv with a single output block ran
-    /// at half its rate: PP-OCR det's 96->24 3x3 at 160x160 took as long in two parts as in one)
-    /// and does enough work per byte that the parts' copies of their rows (make_row_plan: read
-    /// and written once each way) cost little. Whole 16-channel blocks (32 = 16 + 16) stay split
-    /// by channels: by rows, U-Net's 32->32 3x3 at 128x128 measured slower; so do many channels
-    /// (RegNet's 440) and few rows (bands of 4 and 3 rows are unequal shares).
-    bool split_by_rows(int threads) const {
-        if (threads < 2 || deconv_ || src_.size() != 4 || src_[0] != 1 || groups_ != 1 || !post_.binary.empty() ||
-            dst_[2] < 8 * threads || dst_[1] % 16 == 0 || dst_[1] >= 32 * threads)
-            return false;
-        const int64_t c = src_[1], m = dst_[1], taps = taps_[0] * taps_[1];
-        return 2.0 * c * taps * m / (8.0 * (c + m)) >= 32;  // FLOPs per byte copied
+    /// Part `p`'s weights (view `wplain` of `plain` at `w_off`), primitive and reorders for `pd`.
+    template <typename PD>
+    void finish_conv_part(Part& p, const PD& pd, const memory::desc& wplain, const float* plain, int64_t w_off) {
+        if (kiln_weights_)
+            p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
+                                        "conv:" + wei_ + ":" + std::to_string(groups_));
+        else runtime_weights(p, pd.weights_desc(), wplain, w_off);
+        if constexpr (std::is_same_v<PD, dnnl::deconvolution_forward::primitive_desc>)
+            p.prim = dnnl::deconvolution_forward(pd);
+        else
+            p.prim = dnnl::convolution_forward(pd);
+        finish_part(p, pd);
     }
 
-    /// One image in `parts` bands of output rows, each part all output channels: its input rows
-    /// (with the window's halo; its own pads where the band meets the image's edge) are
-    /// reordered from Kiln's layout into a dense buffer and its output rows back (finish_part:
-    /// the slices are submemory descriptors of the whole tensors).
+    /// One image in `parts` bands of output rows (runtime/extern_split.h), each all output
+    /// channels: its input rows (with the window's halo; its own pads at the image's edges) are
+    /// reordered into a dense buffer and its output rows back (finish_part: submemory slices).
     Plan make_row_plan(int64_t parts) {
-        const int64_t c = src_[1], m = dst_[1], ih = src_[2], oh = dst_[2];
-        const int64_t ext = (taps_[0] - 1) * dil_[0] + 1;
+        const int64_t c = src_[1], m = dst_[1], ih = src_[2], oh = dst_[2], ext = (taps_[0] - 1) * dil_[0] + 1;
         const auto f32 = memory::data_type::f32;
         const memory::desc full_src(dims_of(src_), f32, blocked_tag(src_block_, c, 4));
         const memory::desc full_dst(dims_of(dst_), f32, blocked_tag(dst_block_, m, 4));
@@ -809,25 +795,17 @@ private:
             const int64_t first = o0 * strides_[0] - pads_b_[0], last = (o1 - 1) * strides_[0] - pads_b_[0] + ext - 1;
             const int64_t i0 = std::max<int64_t>(0, first), i1 = std::min(ih, last + 1);
             KILN_CHECK(i1 > i0, kInternal) << "bug in Kiln: dnnl_conv row part " << i << " reads no input row";
-            const std::array<std::vector<int64_t>, 2> pads = {std::vector<int64_t>{i0 - first, pads_b_[1]},
-                                                              std::vector<int64_t>{last + 1 - i1, pads_e_[1]}};
+            const Pads pads{{{i0 - first, pads_b_[1]}, {last + 1 - i1, pads_e_[1]}}};
             Part p;
             const std::vector<int64_t> sd = {1, c, i1 - i0, src_[3]}, dd = {1, m, o1 - o0, dst_[3]};
             p.src = full_src.submemory_desc(dims_of(sd), {0, 0, i0, 0});
             p.dst = full_dst.submemory_desc(dims_of(dd), {0, 0, o0, 0});
             if (bias_arg_ >= 0) p.bias = memory::desc({m}, f32, tag::x);
-            // Dense buffers: nChw16c where Kiln has it, else oneDNN's choice.
             const memory::desc src(dims_of(sd), f32, src_block_ == 16 ? tag::nChw16c : tag::any);
             const memory::desc dst(dims_of(dd), f32, dst_block_ == 16 ? tag::nChw16c : tag::any);
             with_fast_pd(src, memory::desc(wplain.dims(), f32, tag::any), p.bias, dst, p.dst, [&](const auto& pd) {
                 if (i == 0) plan.impl = std::string(pd.impl_info_str()) + " (by rows)";
-                if (kiln_weights_)
-                    p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
-                                                "conv:" + wei_ + ":1");
-                else runtime_weights(p, pd.weights_desc(), wplain, w_off);
-                using PD = std::decay_t<decltype(pd)>;
-                if constexpr (std::is_same_v<PD, dnnl::convolution_forward::primitive_desc>) p.prim = dnnl::convolution_forward(pd);
-                finish_part(p, pd);
+                finish_conv_part(p, pd, wplain, plain, w_off);
             }, &pads);
             plan.parts.push_back(std::move(p));
         }

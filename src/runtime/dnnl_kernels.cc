@@ -12,6 +12,7 @@
 // epilogue) are oneDNN eltwise, sum (the first residual add) and binary post-ops.
 #if KILN_HAVE_DNNL
 #include "runtime/dnnl_kernels.h"
+#include "runtime/dnnl_deconv_shuffle.h"
 #include "runtime/extern_split.h"
 
 #include <omp.h>
@@ -620,13 +621,16 @@ private:
         return off;
     }
 
-    /// Calls f with the (de)convolution primitive descriptor of a part, post-ops on `dst_kiln`.
+    /// Calls f with the (de)convolution primitive descriptor of a part, post-ops on `dst_kiln`,
+    /// the pads `pads` (a band of rows' own: begin, end) or the step's.
+    using Pads = std::array<std::vector<int64_t>, 2>;
     template <typename F>
     void with_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias, const memory::desc& dst,
-                 const memory::desc& dst_kiln, F f) const {
+                 const memory::desc& dst_kiln, F f, const Pads* pads = nullptr) const {
         memory::dims dil;
         for (int64_t d : dil_) dil.push_back(d - 1);
-        const memory::dims s = dims_of(strides_), pb = dims_of(pads_b_), pe = dims_of(pads_e_);
+        const memory::dims s = dims_of(strides_), pb = dims_of(pads ? (*pads)[0] : pads_b_),
+                           pe = dims_of(pads ? (*pads)[1] : pads_e_);
         const auto prop = dnnl::prop_kind::forward_inference;
         if (deconv_) {
             using D = dnnl::deconvolution_forward;
@@ -649,7 +653,7 @@ private:
     /// Kiln's layout at the edges. Not with a binary post-op, which reads the output's layout.
     template <typename F>
     void with_fast_pd(const memory::desc& src, const memory::desc& w, const memory::desc& bias,
-                      const memory::desc& dst, const memory::desc& dst_kiln, F f) const {
+                      const memory::desc& dst, const memory::desc& dst_kiln, F f, const Pads* pads = nullptr) const {
         auto layout = [](const memory::desc& d, int kind) {
             const size_t rank = d.dims().size();
             if (kind == 0) return d;
@@ -665,19 +669,21 @@ private:
                 with_pd(layout(src, kind), w, bias, layout(dst, kind), dst_kiln, [&](const auto& pd) {
                     const int r = rank(pd.impl_info_str());
                     if (r > best_rank) best = kind, best_rank = r;
-                });
+                }, pads);
             } catch (const dnnl::error&) {  // no implementation for this layout
             }
         }
-        with_pd(layout(src, best), w, bias, layout(dst, best), dst_kiln, f);
+        with_pd(layout(src, best), w, bias, layout(dst, best), dst_kiln, f, pads);
     }
 
     /// The layout asked of oneDNN for an activation of dims `d` in Kiln's block `block`:
-    /// nChw16c as it is; otherwise oneDNN's choice, except that a deconvolution computes on
+    /// nChw16c as it is; nChw8c as it is on both sides (its avx2 jit convs: docs/kernels.md);
+    /// otherwise oneDNN's choice, except that a deconvolution computes on
     /// channels-last (oneDNN 2.6 adds a deconv's bias on nChw16c in a slow loop: 64->32 2x up at
     /// 64x64 took 7.9 ms instead of 3.7 on NHWC, the deconv itself 2.3).
     memory::desc asked_desc(const std::vector<int64_t>& d, int64_t block) const {
-        if (block == 16) return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(16, d[1], d.size()));
+        const bool as_is = block == 16 || (block == 8 && src_block_ == 8 && dst_block_ == 8 && !deconv_);
+        if (as_is) return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(block, d[1], d.size()));
         return memory::desc(dims_of(d), memory::data_type::f32, deconv_ ? channels_last(d.size()) : tag::any);
     }
 
@@ -698,6 +704,9 @@ public:
 
 private:
     Plan make_plan(int threads) override {
+        if (src_.size() == 4 && !deconv_ && post_.binary.empty() &&
+            dnnl_conv_split_rows(src_[0], src_[1], dst_[1], groups_, dst_[2], taps_[0] * taps_[1], threads))
+            return make_row_plan(std::min<int64_t>(threads, dst_[2]));
         const int64_t n = src_[0], c = src_[1], m = dst_[1], g = groups_;
         const int64_t cg = c / g, mg = m / g;
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
@@ -745,17 +754,59 @@ private:
             with_fast_pd(src, memory::desc(wplain.dims(), memory::data_type::f32, tag::any), p.bias, dst, p.dst,
                     [&](const auto& pd) {
                         if (i == 0) plan.impl = pd.impl_info_str();
-                        if (kiln_weights_)
-                            p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
-                                                        "conv:" + wei_ + ":" + std::to_string(groups_));
-                        else runtime_weights(p, pd.weights_desc(), wplain, w_off);
-                        using PD = std::decay_t<decltype(pd)>;
-                        if constexpr (std::is_same_v<PD, dnnl::deconvolution_forward::primitive_desc>)
-                            p.prim = dnnl::deconvolution_forward(pd);
-                        else
-                            p.prim = dnnl::convolution_forward(pd);
-                        finish_part(p, pd);
+                        finish_conv_part(p, pd, wplain, plain, w_off);
                     });
+            plan.parts.push_back(std::move(p));
+        }
+        forget_weight_sources();
+        share_weights(plan);
+        return plan;
+    }
+
+    /// Part `p`'s weights (view `wplain` of `plain` at `w_off`), primitive and reorders for `pd`.
+    template <typename PD>
+    void finish_conv_part(Part& p, const PD& pd, const memory::desc& wplain, const float* plain, int64_t w_off) {
+        if (kiln_weights_)
+            p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
+                                        "conv:" + wei_ + ":" + std::to_string(groups_));
+        else runtime_weights(p, pd.weights_desc(), wplain, w_off);
+        if constexpr (std::is_same_v<PD, dnnl::deconvolution_forward::primitive_desc>)
+            p.prim = dnnl::deconvolution_forward(pd);
+        else
+            p.prim = dnnl::convolution_forward(pd);
+        finish_part(p, pd);
+    }
+
+    /// One image in `parts` bands of output rows (runtime/extern_split.h), each all output
+    /// channels: its input rows (with the window's halo; its own pads at the image's edges) are
+    /// reordered into a dense buffer and its output rows back (finish_part: submemory slices).
+    Plan make_row_plan(int64_t parts) {
+        const int64_t c = src_[1], m = dst_[1], ih = src_[2], oh = dst_[2], ext = (taps_[0] - 1) * dil_[0] + 1;
+        const auto f32 = memory::data_type::f32;
+        const memory::desc full_src(dims_of(src_), f32, blocked_tag(src_block_, c, 4));
+        const memory::desc full_dst(dims_of(dst_), f32, blocked_tag(dst_block_, m, 4));
+        const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};
+        const float* plain = unpacked.empty() ? kiln_weights_ : unpacked.data();
+        memory::desc wplain;
+        const int64_t w_off = weight_view(0, m, c, 1, wplain);
+        Plan plan;
+        for (int64_t i = 0; i < parts; ++i) {
+            const int64_t o0 = oh * i / parts, o1 = oh * (i + 1) / parts;
+            const int64_t first = o0 * strides_[0] - pads_b_[0], last = (o1 - 1) * strides_[0] - pads_b_[0] + ext - 1;
+            const int64_t i0 = std::max<int64_t>(0, first), i1 = std::min(ih, last + 1);
+            KILN_CHECK(i1 > i0, kInternal) << "bug in Kiln: dnnl_conv row part " << i << " reads no input row";
+            const Pads pads{{{i0 - first, pads_b_[1]}, {last + 1 - i1, pads_e_[1]}}};
+            Part p;
+            const std::vector<int64_t> sd = {1, c, i1 - i0, src_[3]}, dd = {1, m, o1 - o0, dst_[3]};
+            p.src = full_src.submemory_desc(dims_of(sd), {0, 0, i0, 0});
+            p.dst = full_dst.submemory_desc(dims_of(dd), {0, 0, o0, 0});
+            if (bias_arg_ >= 0) p.bias = memory::desc({m}, f32, tag::x);
+            const memory::desc src(dims_of(sd), f32, src_block_ == 16 ? tag::nChw16c : tag::any);
+            const memory::desc dst(dims_of(dd), f32, dst_block_ == 16 ? tag::nChw16c : tag::any);
+            with_fast_pd(src, memory::desc(wplain.dims(), f32, tag::any), p.bias, dst, p.dst, [&](const auto& pd) {
+                if (i == 0) plan.impl = std::string(pd.impl_info_str()) + " (by rows)";
+                finish_conv_part(p, pd, wplain, plain, w_off);
+            }, &pads);
             plan.parts.push_back(std::move(p));
         }
         forget_weight_sources();
@@ -920,6 +971,7 @@ std::unique_ptr<ExternKernel> make(const char* what, const ExternParams& p, cons
 size_t dnnl_weight_copy_bytes() { return WeightCopies::global().bytes(); }
 
 std::unique_ptr<ExternKernel> make_dnnl_conv(const ExternParams& p, const std::vector<ExternArg>& args) {
+    if (dnnl_deconv_is_shuffle(p, args)) return make_dnnl_deconv_shuffle(p, args);
     std::unique_ptr<ExternKernel> k = make<DnnlConv>("dnnl_conv", p, args);
     static_cast<DnnlConv*>(k.get())->check_buffers(args);
     return k;

@@ -33,6 +33,13 @@ ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int t
     return s;
 }
 
+bool dnnl_conv_split_rows(int64_t n, int64_t c, int64_t m, int64_t groups, int64_t out_rows, int64_t taps,
+                          int threads) {
+    if (threads < 2 || n != 1 || groups != 1 || out_rows < 8 * threads || m % 16 == 0 || m >= 32 * threads)
+        return false;
+    return 2.0 * c * taps * m / (8.0 * (c + m)) >= 32;  // FLOPs per byte copied
+}
+
 MatmulSplit dnnl_matmul_split(int64_t batch, int64_t m, int64_t n, int threads) {
     MatmulSplit s;
     if (threads <= 1) return s;

@@ -28,6 +28,17 @@ struct ConvSplit {
 /// blocks of 8: 3).
 ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads, int64_t dst_block = 16);
 
+/// Whether one image (`n` 1) of a 2-D dense conv with `out_rows` output rows and a window of
+/// `taps` taps splits by bands of output rows instead of output channels: few output channels
+/// (fewer than 32 per thread), no multiple of 16 (24: channel parts of 8 and 16, each padded to
+/// a lone 16-channel block, where oneDNN's jit conv ran at half its rate: PP-OCR det's 96->24
+/// 3x3 at 160x160 took as long in two parts as in one), at least 8 rows per part, and at least
+/// 32 FLOPs per byte the bands' copies of their rows move (read and written once each way).
+/// Whole 16-channel blocks stay split by channels (U-Net's 32->32 3x3 at 128x128 measured
+/// slower by rows), as do many channels (RegNet's 440).
+bool dnnl_conv_split_rows(int64_t n, int64_t c, int64_t m, int64_t groups, int64_t out_rows, int64_t taps,
+                          int threads);
+
 /// A matmul's split: the batch, rows of A (at least 16 per part), or (one row) columns of B
 /// (at least 64 per part).
 struct MatmulSplit {

@@ -82,6 +82,65 @@ std::optional<std::string> swish_at(const std::vector<ir::Node*>& nodes, size_t 
     return std::nullopt;
 }
 
+/// The [lo, hi] bounds of a Clip node when both are constants (attributes or inputs).
+std::optional<std::pair<double, double>> clip_bounds(const ir::Node* n) {
+    double lo = n->attr_float("min", -3.4028234663852886e38), hi = n->attr_float("max", 3.4028234663852886e38);
+    for (size_t i : {size_t{1}, size_t{2}}) {
+        if (n->num_inputs() <= i || !n->input(i)) continue;
+        auto v = scalar_constant(n->input(i));
+        if (!v) return std::nullopt;
+        (i == 1 ? lo : hi) = *v;
+    }
+    return std::pair{lo, hi};
+}
+
+/// Recognizes hard-swish written out, x * Clip(x + 3, 0, 6) / 6 (Paddle's export; the / 6 also
+/// as * 1/6, on the product or on the Clip), at nodes[i..i+3] on x = cur.
+bool clip_hardswish_at(const std::vector<ir::Node*>& nodes, size_t i, const ir::Value* cur) {
+    if (i + 4 > nodes.size()) return false;
+    const ir::Node *a = nodes[i], *c = nodes[i + 1], *p = nodes[i + 2], *q = nodes[i + 3];
+    if (a->op() != "Add" || !near(scalar_constant(other_operand(a, cur)), 3.0) || c->op() != "Clip" ||
+        c->input(0) != a->output(0))
+        return false;
+    auto b = clip_bounds(c);
+    if (!b || b->first != 0.0 || !near(b->second, 6.0)) return false;
+    auto sixth = [](const ir::Node* n, const ir::Value* v) {  // n is v / 6 or v * (1/6)
+        return (n->op() == "Div" && n->input(0) == v && near(scalar_constant(n->input(1)), 6.0)) ||
+               (n->op() == "Mul" && near(scalar_constant(other_operand(n, v)), 1.0 / 6));
+    };
+    if (p->op() == "Mul" && other_operand(p, c->output(0)) == cur) return sixth(q, p->output(0));
+    return sixth(p, c->output(0)) && q->op() == "Mul" && other_operand(q, p->output(0)) == cur;
+}
+
+/// Appends the post-op y = a x + b, merged into a linear one just before it (one post-op, and
+/// see params_consistent).
+void push_linear(std::vector<std::string>& posts, double a, double b) {
+    if (!posts.empty() && posts.back().rfind("linear:", 0) == 0) {
+        char* end = nullptr;
+        const double a0 = std::strtod(posts.back().c_str() + 7, &end);
+        const double b0 = std::strtod(end + 1, nullptr);
+        posts.back() = "linear:" + num(a * a0) + ":" + num(a * b0 + b);
+        return;
+    }
+    posts.push_back("linear:" + num(a) + ":" + num(b));
+}
+
+/// Whether every parameterized post-op of one kind (linear, clip, leaky) has the same
+/// parameters: oneDNN 2.6 computes two of one kind with different parameters in one primitive
+/// wrongly (it seems to share their constants: conv, Relu, * 0.47, - 0.3 gave errors up to 15;
+/// conv, Sigmoid, + 0.3, Relu, * 0.47 an error of 0.3; PP-OCR's hard-swish then a learned scale
+/// and shift).
+bool params_consistent(const std::vector<std::string>& posts) {
+    for (size_t i = 0; i < posts.size(); ++i)
+        for (size_t j = i + 1; j < posts.size(); ++j) {
+            const std::string kind = posts[i].substr(0, posts[i].find(':'));
+            if ((kind == "linear" || kind == "clip" || kind == "leaky") && posts[j].rfind(kind + ":", 0) == 0 &&
+                posts[j] != posts[i])
+                return false;
+        }
+    return true;
+}
+
 std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size_t first, const ir::Value* anchor_out,
                                        const std::vector<ir::Value*>& inputs, bool matmul_bias_ok) {
     Epilogue ep;
@@ -97,6 +156,12 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
             cur = nodes[i]->output(0);
             continue;
         }
+        if (clip_hardswish_at(nodes, i, cur)) {
+            ep.posts.push_back("hardswish");
+            i += 3;
+            cur = nodes[i]->output(0);
+            continue;
+        }
         if (auto sw = swish_at(nodes, i, cur)) {
             ep.posts.push_back(*sw);
             cur = nodes[++i]->output(0);
@@ -106,7 +171,7 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
         if (op == "Relu" && unary_on_cur) ep.posts.push_back("relu");
         else if (op == "HardSwish" && unary_on_cur) ep.posts.push_back("hardswish");
         else if (op == "HardSigmoid" && unary_on_cur) {  // max(0, min(1, alpha x + beta))
-            ep.posts.push_back("linear:" + num(n->attr_float("alpha", 0.2)) + ":" + num(n->attr_float("beta", 0.5)));
+            push_linear(ep.posts, n->attr_float("alpha", 0.2), n->attr_float("beta", 0.5));
             ep.posts.push_back("clip:0:1");
         }
         else if (op == "LeakyRelu" && unary_on_cur) ep.posts.push_back("leaky:" + num(n->attr_float("alpha", 0.01)));
@@ -116,27 +181,18 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
         else if (op == "Gelu" && unary_on_cur)
             ep.posts.push_back(n->attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu_erf");
         else if (op == "Clip" && unary_on_cur) {
-            double lo = n->attr_float("min", -3.4028234663852886e38), hi = n->attr_float("max", 3.4028234663852886e38);
-            if (n->num_inputs() > 1 && n->input(1)) {
-                auto v = scalar_constant(n->input(1));
-                if (!v) return std::nullopt;
-                lo = *v;
-            }
-            if (n->num_inputs() > 2 && n->input(2)) {
-                auto v = scalar_constant(n->input(2));
-                if (!v) return std::nullopt;
-                hi = *v;
-            }
-            ep.posts.push_back("clip:" + num(lo) + ":" + num(hi));
+            auto b = clip_bounds(n);
+            if (!b) return std::nullopt;
+            ep.posts.push_back("clip:" + num(b->first) + ":" + num(b->second));
         } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
             const ir::Value* other = other_operand(n, cur);
             if (!other) return std::nullopt;
             const bool cur_first = n->input(0) == cur;
             if (auto c = scalar_constant(other)) {
-                if (op == "Add") ep.posts.push_back("linear:1:" + num(*c));
-                else if (op == "Sub") ep.posts.push_back(cur_first ? "linear:1:" + num(-*c) : "linear:-1:" + num(*c));
-                else if (op == "Mul") ep.posts.push_back("linear:" + num(*c) + ":0");
-                else if (cur_first && *c != 0) ep.posts.push_back("linear:" + num(1.0 / *c) + ":0");
+                if (op == "Add") push_linear(ep.posts, 1, *c);
+                else if (op == "Sub") push_linear(ep.posts, cur_first ? 1 : -1, cur_first ? -*c : *c);
+                else if (op == "Mul") push_linear(ep.posts, *c, 0);
+                else if (cur_first && *c != 0) push_linear(ep.posts, 1.0 / *c, 0);
                 else return std::nullopt;
             } else if ((op == "Add" || op == "Mul") && static_f32(other) && other->type() == type) {
                 int arg = arg_index(inputs, other);
@@ -157,6 +213,7 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
         }
         cur = n->output(0);
     }
+    if (!params_consistent(ep.posts)) return std::nullopt;
     ep.result = cur;
     return ep;
 }

@@ -56,6 +56,18 @@ def conv_case(rng, cin, cout, hw, k, stride, pad, group=1, dil=1, post=(), batch
                       helper.make_node("Mul", [f"s{i}", cur], [nxt])]
         elif p == "hardswish":
             nodes.append(helper.make_node("HardSwish", [cur], [nxt]))
+        elif p == "paddle_hardswish":  # a learned scale and shift, then x * clip(x + 3, 0, 6) / 6
+            inits.update(ps=np.array([0.9], np.float32), pb=np.array([0.1], np.float32), three=np.array(3, np.float32),
+                         zero=np.array(0, np.float32), six=np.array(6, np.float32))
+            nodes += [helper.make_node("Mul", ["ps", cur], [f"m{i}"]), helper.make_node("Add", [f"m{i}", "pb"], [f"x{i}"]),
+                      helper.make_node("Add", [f"x{i}", "three"], [f"a{i}"]),
+                      helper.make_node("Clip", [f"a{i}", "zero", "six"], [f"c{i}"]),
+                      helper.make_node("Mul", [f"x{i}", f"c{i}"], [f"p{i}"]), helper.make_node("Div", [f"p{i}", "six"], [nxt])]
+        elif p in ("scale", "shift"):  # a learned scalar scale or shift, as PP-OCR has after hard-swish
+            inits[f"k{i}"] = np.array([0.47 if p == "scale" else -0.3], np.float32)
+            nodes.append(helper.make_node("Mul" if p == "scale" else "Add", [f"k{i}", cur], [nxt]))
+        elif p == "sigmoid":
+            nodes.append(helper.make_node("Sigmoid", [cur], [nxt]))
         elif p == "hardsigmoid":  # ONNX's defaults, alpha 0.2, beta 0.5
             nodes.append(helper.make_node("HardSigmoid", [cur], [nxt]))
         elif p == "residual":  # a second conv's output of the same shape
@@ -64,6 +76,17 @@ def conv_case(rng, cin, cout, hw, k, stride, pad, group=1, dil=1, post=(), batch
                                              pads=[pad] * 4, group=group, dilations=[dil] * 2))
             nodes.append(helper.make_node("Add", [cur, "r"], [nxt]))
         cur = nxt
+    return nodes, ["x"], inits, feed
+
+
+def deconv_case(rng, cin, cout, hw, k, bias, batch=1):
+    """ConvTranspose with kernel == stride: oneDNN's matmul and a pixel shuffle (dnnl_deconv_shuffle.cc)."""
+    inits = {"w": _rand(rng, cin, cout, k, k) / np.sqrt(cin)}
+    if bias:
+        inits["b"] = _rand(rng, cout)
+    feed = {"x": _rand(rng, batch, cin, hw, hw + 3)}
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []), ["y"], kernel_shape=[k, k],
+                              strides=[k, k])]
     return nodes, ["x"], inits, feed
 
 
@@ -120,6 +143,24 @@ CASES = {
     "conv1x1_silu": lambda r: conv_case(r, 16, 48, 14, 1, 1, 0, post=("silu",)),
     "conv3x3_hardswish_written": lambda r: conv_case(r, 16, 32, 12, 3, 1, 1, post=("hardswish_written",)),
     "depthwise_hardswish": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32, post=("hardswish",)),
+    # PP-OCR's export writes hard-swish out (Add, Clip, Mul, Div): one oneDNN post-op.
+    "depthwise_paddle_hardswish": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32, post=("paddle_hardswish",)),
+    "conv1x1_paddle_hardswish": lambda r: conv_case(r, 16, 48, 10, 1, 1, 0, post=("paddle_hardswish",)),
+    "depthwise_paddle_hardswish_affine": lambda r: conv_case(r, 32, 32, 12, 3, 1, 1, group=32,
+                                                             post=("paddle_hardswish", "scale", "shift")),
+    # An activation, a scale and a shift: one linear post-op (oneDNN 2.6 computed two wrongly).
+    "conv3x3_relu_scale_shift": lambda r: conv_case(r, 16, 32, 10, 3, 1, 1, post=("relu", "scale", "shift")),
+    # 8-channel blocks on both sides (24, 72 channels): oneDNN reads nChw8c as it is.
+    "depthwise_block8": lambda r: conv_case(r, 24, 24, 14, 3, 1, 1, group=24, post=("relu",)),
+    "conv1x1_block8_72": lambda r: conv_case(r, 24, 72, 14, 1, 1, 0, post=("relu",)),
+    # One image whose 24 output channels split badly: bands of output rows (dnnl_kernels.cc,
+    # split_by_rows), halos and edge pads per band; strided with an odd size; a residual.
+    "conv3x3_rows": lambda r: conv_case(r, 64, 24, 20, 3, 1, 1, post=("relu",)),
+    "conv3x3_s2_rows": lambda r: conv_case(r, 64, 24, 35, 3, 2, 1),
+    "conv5x5_rows_residual": lambda r: conv_case(r, 32, 24, 16, 5, 1, 2, post=("residual",)),
+    "deconv_k2_to_one_channel": lambda r: deconv_case(r, 24, 1, 20, 2, False),  # PP-OCR det's last
+    "deconv_k2_bias": lambda r: deconv_case(r, 32, 16, 12, 2, True),
+    "deconv_k3_batch2": lambda r: deconv_case(r, 8, 5, 7, 3, True, batch=2),
     "conv1x1_hardsigmoid": lambda r: conv_case(r, 16, 32, 10, 1, 1, 0, post=("hardsigmoid",)),
     "matmul_bias_gelu": lambda r: matmul_case(r, (1, 32, 64), (64, 96), bias=True, post=("gelu",)),
     "matmul_scale": lambda r: matmul_case(r, (48, 64), (64, 40), post=("scale",)),
@@ -151,6 +192,10 @@ def test_dnnl_matches_ort(tmp_path, name):
         if name.endswith(kind) or name.endswith(kind + "_written"):
             assert any("extern kernel dnnl_conv" in line and post in line for line in kernels.stdout.splitlines()), \
                 f"{name}: the activation is not a oneDNN post-op:\n{kernels.stdout[-3000:]}"
+    if "_rows" in name:  # the split by rows is taken at 2 threads
+        verbose = run_kiln(["run", path, "--inputs", inputs, "--threads", "2", "--kernels", "dnnl"],
+                           env={"KILN_DNNL_VERBOSE": "1"})
+        assert "(by rows)" in verbose.stderr, f"{name}: not split by rows:\n{verbose.stderr[-3000:]}"
     feed = dict(np.load(inputs))
     ref = ort_outputs(path, feed)
     for source in ("dnnl", "generated"):
@@ -159,6 +204,24 @@ def test_dnnl_matches_ort(tmp_path, name):
             outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"{source}{threads}"),
                                      extra=["--kernels", source, "--threads", threads])
             assert_matches_ort(outs, ref, f"{name} --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
+# Epilogues oneDNN 2.6 computes wrongly (two linear post-ops with different parameters, apart):
+# whichever kernel runs them, the output must match ONNX Runtime.
+WRONG_IN_DNNL = {
+    "sigmoid_shift_relu_scale": lambda r: conv_case(r, 16, 32, 10, 3, 1, 1, post=("sigmoid", "shift", "relu", "scale")),
+    "relu_scale_relu_shift": lambda r: conv_case(r, 32, 32, 10, 3, 1, 1, group=32, post=("relu", "scale", "relu", "shift")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_IN_DNNL))
+def test_dnnl_epilogue_matches_ort(tmp_path, name):
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    path, inputs = _save(tmp_path, *WRONG_IN_DNNL[name](np.random.default_rng(7)))
+    ref = ort_outputs(path, dict(np.load(inputs)))
+    outs, _ = kiln_run_model(path, inputs, str(tmp_path / "out"), extra=["--kernels", "dnnl", "--threads", "2"])
+    assert_matches_ort(outs, ref, f"{name} --kernels dnnl", RTOL, ATOL)
 
 
 def test_kernels_flag_rejects_unknown_value(tmp_path):

@@ -28,6 +28,19 @@ TEST(ExternSplit, ConvOfOneImageSplitsByChannelBlocksUpToTheThreads) {
     EXPECT_EQ(dnnl_conv_split(1, 64, 20, 1, 16, 8).parts, 1) << "20 is no multiple of 8";
 }
 
+TEST(ExternSplit, FewOutputChannelsOffTheBlockSplitByRows) {
+    // PP-OCR det's 96 -> 24 3x3 at 160x160 (and down to 20x20): bands of rows at 2 threads.
+    EXPECT_TRUE(dnnl_conv_split_rows(1, 96, 24, 1, 160, 9, 2));
+    EXPECT_TRUE(dnnl_conv_split_rows(1, 96, 24, 1, 20, 9, 2));
+    EXPECT_FALSE(dnnl_conv_split_rows(1, 96, 24, 1, 20, 9, 4)) << "5 rows a part";
+    EXPECT_FALSE(dnnl_conv_split_rows(1, 96, 24, 1, 160, 9, 1));
+    EXPECT_FALSE(dnnl_conv_split_rows(2, 96, 24, 1, 160, 9, 2)) << "images split first";
+    EXPECT_FALSE(dnnl_conv_split_rows(1, 32, 32, 1, 128, 9, 2)) << "whole 16-channel blocks";
+    EXPECT_FALSE(dnnl_conv_split_rows(1, 440, 440, 1, 56, 1, 2)) << "many channels";
+    EXPECT_FALSE(dnnl_conv_split_rows(1, 16, 24, 1, 56, 1, 2)) << "a 1x1 of few channels: copies dominate";
+    EXPECT_FALSE(dnnl_conv_split_rows(1, 96, 24, 2, 160, 9, 2)) << "grouped";
+}
+
 TEST(ExternSplit, ConvSplitsImagesEvenWhenTheyDoNotDivideTheThreads) {
     EXPECT_EQ(dnnl_conv_split(8, 64, 64, 1, 16).by, ConvSplit::kBatch);
     EXPECT_EQ(dnnl_conv_split(8, 64, 64, 1, 16).parts, 8);

@@ -31,6 +31,7 @@
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
+#include "compiler/shape_values.h"
 #include "compiler/symbolic_compile.h"
 #include "compiler/workload.h"
 #include "ir/verifier.h"
@@ -256,6 +257,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
     if (opts.symbolic) {
         bind_known_dims(g, opts.dims);
         lower_dim_ranges(g);
+        fold_shape_values(g);
         ctx.keep_symbols = true;
     } else {
         bind_input_shapes(g, opts.dims);

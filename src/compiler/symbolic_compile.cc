@@ -2,9 +2,11 @@
 #include "compiler/symbolic_compile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 
 #include "compiler/compile.h"
+#include "ir/dim_expr.h"
 #include "support/error.h"
 
 namespace kiln::compiler {
@@ -22,14 +24,22 @@ const std::set<std::string>& symbolic_ops() {
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
                                               "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange",
                                               "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                                              "Not", "And", "Or", "Xor"};
+                                              "Not", "And", "Or", "Xor", "Expand",
+                                              "ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",
+                                              "ReduceMax", "ReduceMin"};
     return ops;
 }
 
 /// A symbolic dim of `v` that is not one of `syms` (or "?"), or "".
 std::string foreign_dim(const ir::Value* v, const std::set<std::string>& syms) {
-    for (const ir::Dim& d : v->type().shape)
-        if (!d.is_static() && !syms.count(d.symbol)) return d.symbol.empty() ? "?" : d.symbol;
+    for (const ir::Dim& d : v->type().shape) {
+        if (d.is_static() || syms.count(d.symbol)) continue;
+        // A dim expression of the inputs' symbols (batch*seq) is bound at run time from them.
+        auto p = ir::dim_poly(d);
+        bool ours = p.has_value();
+        for (const std::string& s : p ? p->symbols() : std::vector<std::string>{}) ours &= syms.count(s) != 0;
+        if (!ours) return d.symbol.empty() ? "?" : d.symbol;
+    }
     return "";
 }
 
@@ -62,7 +72,8 @@ std::string node_refusal(const ir::Node* n) {
                 return n->describe() + ": reduces along the symbolic axis " + std::to_string(k) + " of " + x.str();
         return "";
     }
-    if (n->op() == "Transpose" || n->op() == "KilnDimRange") return "";  // the input's dims, permuted or one of them
+    if (n->op() == "Transpose" || n->op() == "KilnDimRange") return "";
+    if (n->op().rfind("Reduce", 0) == 0) return "";  // along any axes, symbolic ones in symbolic loops  // the input's dims, permuted or one of them
     if (is_view_op(n->op())) {
         // Inside a fused kernel (not a view): inserting or removing axes of size 1, or reshaping
         // static trailing dims behind shared leading ones (op/defs/shape.cc computes both).
@@ -117,8 +128,25 @@ std::pair<int64_t, std::vector<std::string>> factors(const ir::TensorType& t) {
     int64_t p = 1;
     std::vector<std::string> syms;
     for (const ir::Dim& d : t.shape) {
-        if (d.is_static()) p *= d.value;
-        else syms.push_back(d.symbol);
+        if (d.is_static()) {
+            p *= d.value;
+            continue;
+        }
+        // A product dim (batch*seq, 2*seq) contributes its factors; a sum stays one factor.
+        auto poly = ir::dim_poly(d);
+        const std::string text = poly ? poly->str() : d.symbol;
+        if (!poly || text.find_first_of("+-") != std::string::npos) {
+            syms.push_back(d.symbol);
+            continue;
+        }
+        size_t at = 0;
+        while (at <= text.size()) {
+            const size_t star = std::min(text.find('*', at), text.size());
+            const std::string f = text.substr(at, star - at);
+            if (!f.empty() && std::isdigit(static_cast<unsigned char>(f[0]))) p *= std::stoll(f);
+            else syms.push_back(f);
+            at = star + 1;
+        }
     }
     std::sort(syms.begin(), syms.end());
     return {p, syms};

@@ -46,8 +46,9 @@ OpDef expand_op() {
     };
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) { return broadcast_read(x, i); }, "Expand", a.out_dtype());
+        // out_dims: a symbolic compile's dims (static ones give the static stage).
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) { return broadcast_read(x, i); }, "Expand", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
     // Gradient: the output gradient summed over the broadcast axes; the shape input has none.

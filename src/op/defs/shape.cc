@@ -10,6 +10,7 @@
 #include <utility>
 #include <string>
 
+#include "ir/dim_expr.h"
 #include "op/defs/movement_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
@@ -173,9 +174,18 @@ OpDef reshape_op() {
         for (size_t i = 0; i < out.size(); ++i)
             if (static_cast<int>(i) != infer_at && !out[i].is_static()) known = false;
         if (!known) {
-            // Only copies of symbolic dims are allowed without static shapes.
-            KILN_CHECK(infer_at < 0, kUnsupported)
-                << node_label(n) << ": cannot infer -1 in shape " << spec_str << " from symbolic input shape " << dims_str(x.shape);
+            // Symbolic: -1 is the input's product over the other dims, as a dim expression
+            // (`batch*seq` for [b, s, 384] -> [-1, 384]; ir/dim_expr.h).
+            if (infer_at >= 0) {
+                std::vector<ir::Dim> rest = out;
+                rest.erase(rest.begin() + infer_at);
+                auto total = ir::dims_poly_product(x.shape), other = ir::dims_poly_product(rest);
+                auto q = total && other ? total->div_exact(*other) : std::nullopt;
+                auto d = q ? ir::dim_of_poly(*q) : std::nullopt;
+                KILN_CHECK(d.has_value(), kUnsupported) << node_label(n) << ": cannot infer -1 in shape " << spec_str
+                                                        << " from symbolic input shape " << dims_str(x.shape);
+                out[static_cast<size_t>(infer_at)] = *d;
+            }
             return std::vector<ir::TensorType>{{x.dtype, out}};
         }
         int64_t total = shape_numel(x.static_shape());

@@ -360,9 +360,13 @@ int fold_shape_values(ir::Graph& g) {
         } catch (const Error&) {
             continue;  // left to the compile, which names it
         }
-        if (small_constant_inputs(*n) && fold_constant_node(g, n)) continue;
-        if (n->num_outputs() == 1 && int_like(n->output(0)->type().dtype))
-            if (auto s = eval_shape_value(*n, of)) vals[n->output(0)] = *s;
+        try {
+            if (small_constant_inputs(*n) && fold_constant_node(g, n)) continue;
+            if (n->num_outputs() == 1 && int_like(n->output(0)->type().dtype))
+                if (auto s = eval_shape_value(*n, of)) vals[n->output(0)] = *s;
+        } catch (const Error&) {
+            continue;  // (an overflowing dim expression, an unfoldable node): left to the compile
+        }
     }
     erase_dead(g);
     g.topo_sort();

@@ -24,7 +24,7 @@ const std::set<std::string>& symbolic_ops() {
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
                                               "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange",
                                               "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                                              "Not", "And", "Or", "Xor", "Expand",
+                                              "Not", "And", "Or", "Xor", "Expand", "Concat",
                                               "ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",
                                               "ReduceMax", "ReduceMin"};
     return ops;
@@ -95,12 +95,12 @@ std::string node_refusal(const ir::Node* n) {
         return n->describe() + ": a fused reshape of " + x.str() + " to " + n->output(0)->type().str() +
                " needs dim arithmetic";
     }
-    if (n->op() == "Gather") {
+    if (n->op() == "Gather") {  // along any axis (a symbolic one clamps against the run-time dim)
         const int64_t axis = axis_of(n, 0, x.rank());
-        if (axis < 0 || !x.shape[static_cast<size_t>(axis)].is_static())
-            return n->describe() + ": gathers along a symbolic axis of " + x.str();
+        if (axis < 0) return n->describe() + ": axis out of range for " + x.str();
         return "";
     }
+    if (n->op() == "Concat") return "";  // the inputs' dims; the axis's offsets are dim expressions
     if (n->op() == "MatMul" || n->op() == "KilnMatMulPackedB") {
         // Batch dims (all but the last two) of each operand must equal the output's (the packed
         // kernel's B is a constant [blocks, K, block] panel: no batch dims).

@@ -49,7 +49,8 @@ def _exporter_patterns_model(path, seed=0):
     buffer by Shape(ids)[1], heads split by x.size()[:-1] + (4, 4) and merged by
     x.size()[:2] + (16,), rows flattened to [batch*seq, 16] by Mul(size(0), size(1)), masked mean
     pooling through an Expand to a computed shape, ReduceSum along seq, Clip, ReduceL2 and a
-    normalizing Div; also ReduceMean along seq."""
+    normalizing Div; also ReduceMean along seq, the first token (Gather along seq) and Concat
+    along seq (a [batch, 2*seq+1, 32] output)."""
     rng = np.random.default_rng(seed)
     g = _Graph()
     f32 = lambda *s: g.const(rng.standard_normal(s) * 0.5, np.float32)  # noqa: E731
@@ -72,10 +73,20 @@ def _exporter_patterns_model(path, seed=0):
     norm = g.op("Clip", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1), g.const(1e-12, np.float32)])
     g.nodes.append(helper.make_node("Div", [pooled, g.op("Expand", [norm, g.op("Shape", [pooled])])], ["embedding"]))
     g.nodes.append(helper.make_node("ReduceMean", [merged], ["mean_seq"], axes=[1], keepdims=1))
+    # The first token (a classifier's pooling) and a Concat along seq ([batch, 2*seq + 1, 32]).
+    g.nodes.append(helper.make_node("Gather", [merged, g.const(0)], ["first"], axis=1))
+    wide = g.op("Concat", [merged, g.op("Tanh", [merged])], axis=2)
+    first = g.op("Unsqueeze", ["first", g.const([1])])
+    cat = g.op("Concat", [wide, g.op("Concat", [first, first], axis=2), wide], axis=1)
+    g.nodes.append(helper.make_node("ReduceMax", [cat], ["cat_max"], axes=[1], keepdims=0))
+    g.nodes.append(helper.make_node("Mul", [cat, g.const(2.0, np.float32)], ["cat"]))
     ints = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in ("ids", "mask")]
     outs = [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", H]),
             helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, H]),
-            helper.make_tensor_value_info("mean_seq", TensorProto.FLOAT, ["batch", 1, H])]
+            helper.make_tensor_value_info("mean_seq", TensorProto.FLOAT, ["batch", 1, H]),
+            helper.make_tensor_value_info("first", TensorProto.FLOAT, ["batch", H]),
+            helper.make_tensor_value_info("cat_max", TensorProto.FLOAT, ["batch", 2 * H]),
+            helper.make_tensor_value_info("cat", TensorProto.FLOAT, ["batch", None, 2 * H])]
     graph = helper.make_graph(g.nodes, "exporter_patterns", ints, outs, g.inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
 

@@ -323,6 +323,31 @@ std::vector<ir::Value*> concat_gradient(GradientBuilder& b) {
     return grads;
 }
 
+/// A symbolic compile's Concat: the offsets along the axis are dim expressions (seq, seq+1).
+std::vector<te::Tensor> sym_concat(const ComputeArgs& a) {
+    const std::vector<Expr> out_dims = a.out_dims();
+    const int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), static_cast<int>(out_dims.size()));
+    auto out = te::sym_compute(
+        out_dims, [&](const std::vector<Var>& i) {
+            std::vector<Expr> offsets;
+            Expr off = te::int_imm(0);
+            for (const auto& t : a.inputs) offsets.push_back(off), off = off + t->shape_exprs()[static_cast<size_t>(axis)];
+            Expr v;
+            for (size_t k = a.inputs.size(); k-- > 0;) {
+                const te::Tensor& t = a.inputs[k];
+                const Expr len = t->shape_exprs()[static_cast<size_t>(axis)];
+                std::vector<Expr> idx(i.begin(), i.end());
+                const Expr local = Expr(i[axis]) - offsets[k];
+                idx[axis] = a.inputs.size() == 1 ? local : te::max(te::min(local, len - te::int_imm(1)), te::int_imm(0));
+                Expr r = te::read(t, idx);
+                v = v ? te::select(Expr(i[axis]) < offsets[k] + len, r, v) : r;
+            }
+            return v;
+        },
+        "Concat", a.out_dtype());
+    return {out};
+}
+
 OpDef concat_op() {
     OpDef d;
     d.name = "Concat";
@@ -337,6 +362,7 @@ OpDef concat_op() {
         int axis = normalize_axis(n, n.attr_int("axis", 0), rank);
         std::vector<ir::Dim> out = first.shape;
         int64_t total = 0;
+        DimPoly sym_total;  // the symbolic lengths along the axis (symbolic compiles)
         for (size_t k = 0; k < n.num_inputs(); ++k) {
             std::string what = "inputs[" + std::to_string(k) + "]";
             const auto& t = input_type(n, k, what.c_str());
@@ -350,12 +376,23 @@ OpDef concat_op() {
                     << node_label(n) << ": shapes " << dims_str(first.shape) << " and " << dims_str(t.shape)
                     << " differ outside axis " << axis;
             }
-            total += static_dim(n, t.shape[axis], what.c_str());
+            if (!t.shape[axis].is_static()) {
+                auto p = ir::dim_poly(t.shape[axis]);
+                KILN_CHECK(p.has_value(), kUnsupported)
+                    << node_label(n) << ": " << what << " has an unknown dimension along axis " << axis;
+                sym_total = sym_total + *p;
+                continue;
+            }
+            total += t.shape[axis].value;
         }
         out[axis] = total;
+        if (!sym_total.is_constant()) out[axis] = *ir::dim_of_poly(sym_total + DimPoly::constant(total));  // seq+1
         return std::vector<ir::TensorType>{{first.dtype, out}};
     };
     d.compute = [](const ComputeArgs& a) {
+        const std::vector<Expr> out_dims = a.out_dims();
+        for (const Expr& e : out_dims)
+            if (int64_t v = 0; !te::const_int(e, &v)) return sym_concat(a);
         int rank = static_cast<int>(a.out_shape().size());
         int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), rank);
         auto out = te::compute(

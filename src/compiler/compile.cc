@@ -186,7 +186,7 @@ bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& 
 }  // namespace
 
 bool is_view_op(const std::string& op) {
-    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "KilnReshape"};
     return ops.count(op) != 0;
 }
 

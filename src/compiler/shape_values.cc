@@ -248,6 +248,46 @@ struct Rewriter {
         return same;
     }
 
+    /// Reshape(x, s) whose s no constant can say (two symbolic entries that are not x's dims
+    /// there: [b*s, 16] -> [b, s, 16]) -> KilnReshape(x) {dims = s as text}.
+    ir::Node* dims_reshape(ir::Node* n) {
+        auto s = of(n->input(1));
+        if (!s || s->shape.size() != 1 || n->attr_int("allowzero", 0) != 0) return nullptr;
+        const std::vector<ir::Dim>& xs = n->input(0)->type().shape;
+        std::vector<DimPoly> dims = s->v;
+        int infer_at = -1;
+        DimPoly known = DimPoly::constant(1);
+        for (size_t i = 0; i < dims.size(); ++i) {
+            const bool c = dims[i].is_constant();
+            if (c && dims[i].constant_value() == 0) {  // copies x's dim i
+                auto xd = i < xs.size() ? ir::dim_poly(xs[i]) : std::nullopt;
+                if (!xd) return nullptr;
+                dims[i] = *xd;
+            } else if (c && dims[i].constant_value() == -1) {
+                if (infer_at >= 0) return nullptr;
+                infer_at = static_cast<int>(i);
+                continue;
+            } else if (c && dims[i].constant_value() < 0) {
+                return nullptr;
+            }
+            known = known * dims[i];
+        }
+        auto total = ir::dims_poly_product(xs);
+        if (!total) return nullptr;
+        if (infer_at >= 0) {
+            auto q = total->div_exact(known);
+            if (!q) return nullptr;
+            dims[static_cast<size_t>(infer_at)] = *q;
+        } else if (!(*total == known)) {
+            return nullptr;
+        }
+        std::vector<std::string> texts;
+        for (const DimPoly& p : dims) texts.push_back(p.str());
+        ir::Node* r = g.add_node("KilnReshape", {n->input(0)}, {{"dims", ir::Attr(texts)}}, {n->output(0)->type()}, {},
+                                 n->name());
+        return swap(n, r);
+    }
+
     /// The node computing 0, 1, ..., d-1 for a plain symbol d of an input (nullptr if none).
     ir::Node* dim_range(const DimPoly& d, const std::string& name) {
         if (!d.is_symbol()) return nullptr;
@@ -347,6 +387,8 @@ int fold_shape_values(ir::Graph& g) {
             n = r, ++rewritten;
         } else if ((n->op() == "Reshape" || n->op() == "Expand") && n->num_inputs() == 2 && rw.constant_target(n)) {
             ++rewritten;
+        } else if (n->op() == "Reshape" && n->num_inputs() == 2 && !n->input(1)->is_constant()) {
+            if (ir::Node* r = rw.dims_reshape(n)) n = r, ++rewritten;
         }
         if (n->op() == "Shape" && n->input(0)) {  // its inference wants static dims; the value is what counts
             if (auto v = shape_of(*n)) {

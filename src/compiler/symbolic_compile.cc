@@ -22,7 +22,7 @@ const std::set<std::string>& symbolic_ops() {
                                               "Tanh", "Exp", "Erf", "Sqrt", "Neg",  "Abs",    "Log",
                                               "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB",
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
-                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange",
+                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange", "KilnReshape",
                                               "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
                                               "Not", "And", "Or", "Xor", "Expand", "Concat",
                                               "ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",

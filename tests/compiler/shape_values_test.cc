@@ -83,14 +83,31 @@ TEST(ShapeValues, ExpandWithTheMinusOneConventionAndPositionIds) {
     EXPECT_EQ(b.count("Gather"), 1);  // the buffer at the positions 0..seq-1
 }
 
+TEST(ShapeValues, ATargetNoConstantCanSayBecomesKilnReshape) {
+    Builder b;
+    ir::Value* x = b.g.add_input("x", ir::TensorType(DType::kFloat32, {S("batch"), S("seq"), 16}));
+    ir::Value* rows = b.node("Reshape", {x, b.ints({-1, 16})});
+    // GPT-2's Conv1D: rows.view(x.size()[:-1] + (16,)), [batch*seq, 16] -> [batch, seq, 16].
+    ir::Value* prefix = b.node("Slice", {b.node("Shape", {x}), b.ints({0}), b.ints({-1})});
+    ir::Value* y = b.node("Reshape", {rows, b.node("Concat", {prefix, b.ints({16})}, {{"axis", ir::Attr(int64_t{0})}})});
+    b.g.add_output(y);
+    EXPECT_EQ(fold_shape_values(b.g), 1);
+    EXPECT_EQ(rows->type().shape[0].symbol, "batch*seq");
+    ASSERT_EQ(b.count("KilnReshape"), 1);
+    EXPECT_EQ(b.g.outputs()[0]->type().str(), "f32[batch,seq,16]");
+    EXPECT_EQ(b.count("Shape"), 0);
+}
+
 TEST(ShapeValues, WhatItCannotFollowStays) {
     Builder b;
     ir::Value* x = b.g.add_input("x", ir::TensorType(DType::kFloat32, {S("batch"), S("seq")}));
-    // [seq, batch]: neither dim is x's dim at that position, and only one may be -1.
-    ir::Value* y = b.node("Reshape", {x, b.node("Concat", {b.dim(x, 1), b.dim(x, 0)}, {{"axis", ir::Attr(int64_t{0})}})});
+    // [batch, seq / 2, 2]: seq / 2 is no exact dim expression.
+    ir::Value* half = b.node("Div", {b.dim(x, 1), b.ints({2})});
+    ir::Value* y = b.node("Reshape", {x, b.node("Concat", {b.dim(x, 0), half, b.ints({2})}, {{"axis", ir::Attr(int64_t{0})}})});
     b.g.add_output(y);
     EXPECT_EQ(fold_shape_values(b.g), 0);
     EXPECT_EQ(b.count("Shape"), 2);  // left for the compile to refuse
+    EXPECT_EQ(b.count("KilnReshape"), 0);
 }
 
 }  // namespace

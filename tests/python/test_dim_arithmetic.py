@@ -48,7 +48,8 @@ def _exporter_patterns_model(path, seed=0):
     """An embedder in the shape-arithmetic style of PyTorch exports: position ids sliced from a
     buffer by Shape(ids)[1], heads split by x.size()[:-1] + (4, 4) and merged by
     x.size()[:2] + (16,), rows flattened to [batch*seq, 16] by Mul(size(0), size(1)), masked mean
-    pooling through an Expand to a computed shape, ReduceSum along seq, Clip, ReduceL2 and a
+    pooling through an Expand to a computed shape, the rows viewed back as [batch, seq, 16]
+    (GPT-2's Conv1D: KilnReshape), ReduceSum along seq, Clip, ReduceL2 and a
     normalizing Div; also ReduceMean along seq, the first token (Gather along seq) and Concat
     along seq (a [batch, 2*seq+1, 32] output)."""
     rng = np.random.default_rng(seed)
@@ -65,6 +66,9 @@ def _exporter_patterns_model(path, seed=0):
     rows = g.op("Mul", [g.size(merged, 0), g.size(merged, 1)])
     flat = g.op("Reshape", [merged, g.op("Concat", [rows, g.const([H])], axis=0)])
     g.nodes.append(helper.make_node("Relu", [g.op("Add", [g.op("MatMul", [flat, f32(H, H)]), f32(H)])], ["rows"]))
+    # GPT-2's Conv1D: x.view(-1, x.size(-1)) @ W, then .view(x.size()[:-1] + (nf,)) and a residual.
+    size_out = g.op("Concat", [g.op("Slice", [g.op("Shape", [merged]), g.const([0]), g.const([-1])]), g.const([H])], axis=0)
+    g.nodes.append(helper.make_node("Add", [g.op("Reshape", ["rows", size_out]), merged], ["unflat"]))
     mask = g.op("Cast", [g.op("Unsqueeze", ["mask", g.const([-1])])], to=TensorProto.FLOAT)
     mask = g.expand_as(mask, merged)
     summed = g.op("ReduceSum", [g.op("Mul", [merged, mask]), g.const([1])], keepdims=0)
@@ -85,6 +89,7 @@ def _exporter_patterns_model(path, seed=0):
             helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, H]),
             helper.make_tensor_value_info("mean_seq", TensorProto.FLOAT, ["batch", 1, H]),
             helper.make_tensor_value_info("first", TensorProto.FLOAT, ["batch", H]),
+            helper.make_tensor_value_info("unflat", TensorProto.FLOAT, ["batch", "seq", H]),
             helper.make_tensor_value_info("cat_max", TensorProto.FLOAT, ["batch", 2 * H]),
             helper.make_tensor_value_info("cat", TensorProto.FLOAT, ["batch", None, 2 * H])]
     graph = helper.make_graph(g.nodes, "exporter_patterns", ints, outs, g.inits)

@@ -207,6 +207,35 @@ OpDef reshape_op() {
     return d;
 }
 
+// KilnReshape (internal; symbolic compiles, compiler::fold_shape_values): a Reshape to dims
+// given as text (`batch`, `seq`, `batch*seq`, `16`), for a target no constant shape can say with
+// 0 and -1 ([batch*seq, 16] -> [batch, seq, 16], GPT-2's Conv1D). A view, or fused like Reshape.
+OpDef kiln_reshape_op() {
+    OpDef d;
+    d.name = "KilnReshape";
+    d.internal = true;
+    d.min_inputs = d.max_inputs = 1;
+    d.attrs = {{"dims", AttrKind::kStrings, std::nullopt, true}};
+    d.pattern = OpPattern::kOpaque;  // never fused: a view (a fused one would need index arithmetic)
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        const auto& texts = std::get<std::vector<std::string>>(n.attrs().at("dims"));
+        std::vector<ir::Dim> out;
+        for (const std::string& t : texts) {
+            auto p = DimPoly::parse(t);
+            auto d = p ? ir::dim_of_poly(*p) : std::nullopt;
+            KILN_CHECK(d.has_value(), kInvalidModel) << node_label(n) << ": '" << t << "' is no dimension";
+            out.push_back(*d);
+        }
+        auto in = ir::dims_poly_product(x.shape), to = ir::dims_poly_product(out);
+        KILN_CHECK(in && to && *in == *to, kInvalidModel)
+            << node_label(n) << ": cannot reshape " << dims_str(x.shape) << " to " << dims_str(out);
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = reshape_compute;
+    return d;
+}
+
 std::vector<int64_t> transpose_perm(const ir::Node& n, int rank) {
     std::vector<int64_t> perm = n.attr_ints("perm");
     if (perm.empty() && !n.has_attr("perm")) {
@@ -550,6 +579,7 @@ OpDef size_op() {
 void register_shape_ops(OpRegistry& r) {
     r.add(flatten_op());
     r.add(reshape_op());
+    r.add(kiln_reshape_op());
     r.add(transpose_op());
     r.add(concat_op());
     r.add(squeeze_op());

@@ -24,7 +24,7 @@ const std::set<std::string>& symbolic_ops() {
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
                                               "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange", "KilnReshape",
                                               "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                                              "Not", "And", "Or", "Xor", "Expand", "Concat",
+                                              "Not", "And", "Or", "Xor", "Expand", "Concat", "Slice",
                                               "ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",
                                               "ReduceMax", "ReduceMin"};
     return ops;
@@ -100,7 +100,7 @@ std::string node_refusal(const ir::Node* n) {
         if (axis < 0) return n->describe() + ": axis out of range for " + x.str();
         return "";
     }
-    if (n->op() == "Concat") return "";  // the inputs' dims; the axis's offsets are dim expressions
+    if (n->op() == "Concat" || n->op() == "Slice") return "";  // the inputs' dims; the axis's offsets are dim expressions
     if (n->op() == "MatMul" || n->op() == "KilnMatMulPackedB") {
         // Batch dims (all but the last two) of each operand must equal the output's (the packed
         // kernel's B is a constant [blocks, K, block] panel: no batch dims).

@@ -50,8 +50,8 @@ def _exporter_patterns_model(path, seed=0):
     x.size()[:2] + (16,), rows flattened to [batch*seq, 16] by Mul(size(0), size(1)), masked mean
     pooling through an Expand to a computed shape, the rows viewed back as [batch, seq, 16]
     (GPT-2's Conv1D: KilnReshape), ReduceSum along seq, Clip, ReduceL2 and a
-    normalizing Div; also ReduceMean along seq, the first token (Gather along seq) and Concat
-    along seq (a [batch, 2*seq+1, 32] output)."""
+    normalizing Div; also ReduceMean along seq, the first token (Gather along seq), Concat
+    along seq (a [batch, 2*seq+1, 32] output) and x[:, 1:, :8] ([batch, seq-1, 8])."""
     rng = np.random.default_rng(seed)
     g = _Graph()
     f32 = lambda *s: g.const(rng.standard_normal(s) * 0.5, np.float32)  # noqa: E731
@@ -84,6 +84,9 @@ def _exporter_patterns_model(path, seed=0):
     cat = g.op("Concat", [wide, g.op("Concat", [first, first], axis=2), wide], axis=1)
     g.nodes.append(helper.make_node("ReduceMax", [cat], ["cat_max"], axes=[1], keepdims=0))
     g.nodes.append(helper.make_node("Mul", [cat, g.const(2.0, np.float32)], ["cat"]))
+    # x[:, 1:, :8] (every token but the first: [batch, seq-1, 8]), summed along seq.
+    tail = g.op("Slice", [merged, g.const([1, 0]), g.const([2**63 - 1, 8]), g.const([1, 2])])
+    g.nodes.append(helper.make_node("ReduceSum", [tail, g.const([1])], ["tail_sum"], keepdims=0))
     ints = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in ("ids", "mask")]
     outs = [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", H]),
             helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, H]),
@@ -91,7 +94,8 @@ def _exporter_patterns_model(path, seed=0):
             helper.make_tensor_value_info("first", TensorProto.FLOAT, ["batch", H]),
             helper.make_tensor_value_info("unflat", TensorProto.FLOAT, ["batch", "seq", H]),
             helper.make_tensor_value_info("cat_max", TensorProto.FLOAT, ["batch", 2 * H]),
-            helper.make_tensor_value_info("cat", TensorProto.FLOAT, ["batch", None, 2 * H])]
+            helper.make_tensor_value_info("cat", TensorProto.FLOAT, ["batch", None, 2 * H]),
+            helper.make_tensor_value_info("tail_sum", TensorProto.FLOAT, ["batch", 8])]
     graph = helper.make_graph(g.nodes, "exporter_patterns", ints, outs, g.inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
 

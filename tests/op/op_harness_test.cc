@@ -2802,6 +2802,9 @@ std::vector<Case> all_cases() {
     add("flatten_neg_axis", "Flatten", {in(F32, {2, 3, 4})}, {{"axis", int64_t{-1}}}, copy_ref());
     add("reshape_infer", "Reshape", {in(F32, {2, 3, 4}), constant({4, -1})}, {}, copy_ref());
     add("reshape_copy_dim", "Reshape", {in(I64, {2, 3, 4}, -9, 9), constant({0, 2, -1, 2})}, {}, copy_ref());
+    // KilnReshape (symbolic compiles' Reshape to dims as text); static dims here.
+    add("kiln_reshape", "KilnReshape", {in(F32, {2, 3, 4})}, {{"dims", std::vector<std::string>{"4", "1", "6"}}},
+        copy_ref());
     add("transpose_default", "Transpose", {in(F32, {2, 3, 4})}, {}, transpose_ref());
     add("transpose_perm_u8", "Transpose", {in(U8, {2, 3, 4, 5}, 0, 255)}, {{"perm", Ints{0, 2, 3, 1}}}, transpose_ref());
     add("concat_axis1", "Concat", {in(F32, {2, 3}), in(F32, {2, 1}), in(F32, {2, 4})}, {{"axis", int64_t{1}}}, concat_ref());

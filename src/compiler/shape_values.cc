@@ -2,6 +2,7 @@
 #include "compiler/shape_values.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <unordered_map>
 
@@ -288,6 +289,33 @@ struct Rewriter {
         return swap(n, r);
     }
 
+    /// Expand(x, s) whose s no constant can say (x's 1 stretched to a symbolic dim), and
+    /// ConstantOfShape(s) with a symbolic s -> KilnExpand(x or the fill value) {dims = s as text}.
+    ir::Node* dims_expand(ir::Node* n) {
+        const bool fill = n->op() == "ConstantOfShape";
+        auto s = of(n->input(fill ? 0 : 1));
+        if (!s || s->is_constant() || s->shape.size() != 1) return nullptr;
+        std::vector<std::string> texts;
+        for (const DimPoly& p : s->v) {
+            if (p.is_constant() && p.constant_value() < 0) return nullptr;
+            texts.push_back(p.str());
+        }
+        ir::Value* x = n->input(0);
+        if (fill) {  // the fill value (ConstantOfShape's `value`, default f32 0) as a scalar
+            Tensor v(DType::kFloat32, Shape{});
+            v.set_f64(0, 0.0);
+            if (n->has_attr("value")) {
+                const Tensor& a = std::get<Tensor>(n->attrs().at("value"));
+                if (a.numel() != 1) return nullptr;
+                v = Tensor(a.dtype(), Shape{});
+                std::memcpy(v.data(), a.data(), dtype_size(a.dtype()));
+            }
+            x = g.add_constant(g.fresh_name("fill"), std::move(v));
+        }
+        ir::Node* r = g.add_node("KilnExpand", {x}, {{"dims", ir::Attr(texts)}}, {n->output(0)->type()}, {}, n->name());
+        return swap(n, r);
+    }
+
     /// The node computing 0, 1, ..., d-1 for a plain symbol d of an input (nullptr if none).
     ir::Node* dim_range(const DimPoly& d, const std::string& name) {
         if (!d.is_symbol()) return nullptr;
@@ -389,6 +417,8 @@ int fold_shape_values(ir::Graph& g) {
             ++rewritten;
         } else if (n->op() == "Reshape" && n->num_inputs() == 2 && !n->input(1)->is_constant()) {
             if (ir::Node* r = rw.dims_reshape(n)) n = r, ++rewritten;
+        } else if ((n->op() == "Expand" && n->num_inputs() == 2) || (n->op() == "ConstantOfShape" && n->input(0))) {
+            if (ir::Node* r = rw.dims_expand(n)) n = r, ++rewritten;
         }
         if (n->op() == "Shape" && n->input(0)) {  // its inference wants static dims; the value is what counts
             if (auto v = shape_of(*n)) {

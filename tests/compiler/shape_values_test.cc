@@ -98,6 +98,24 @@ TEST(ShapeValues, ATargetNoConstantCanSayBecomesKilnReshape) {
     EXPECT_EQ(b.count("Shape"), 0);
 }
 
+TEST(ShapeValues, ExpandOfOneToASymbolicDimAndConstantOfShapeBecomeKilnExpand) {
+    Builder b;
+    ir::Value* ids = b.g.add_input("ids", ir::TensorType(DType::kInt64, {S("batch"), S("seq")}));
+    Tensor row(DType::kInt64, {1, 8});
+    for (int64_t i = 0; i < 8; ++i) row.data_as<int64_t>()[i] = i % 2;
+    // row[:, :seq].expand(batch, seq), and torch.zeros(ids.size()).
+    ir::Value* cut = b.node("Slice", {b.g.add_constant("row", row), b.ints({0}), b.dim(ids, 1), b.ints({1})});
+    ir::Value* wide = b.node("Expand", {cut, b.node("Concat", {b.dim(ids, 0), b.dim(ids, 1)}, {{"axis", ir::Attr(int64_t{0})}})});
+    ir::Value* zeros = b.node("ConstantOfShape", {b.node("Shape", {ids})});
+    b.g.add_output(wide);
+    b.g.add_output(zeros);
+    EXPECT_EQ(fold_shape_values(b.g), 3);
+    EXPECT_EQ(b.g.outputs()[0]->type().str(), "i64[batch,seq]");
+    EXPECT_EQ(b.g.outputs()[1]->type().str(), "f32[batch,seq]");  // ConstantOfShape's default fill
+    EXPECT_EQ(b.count("KilnExpand"), 2);
+    EXPECT_EQ(b.count("Shape"), 0);
+}
+
 TEST(ShapeValues, WhatItCannotFollowStays) {
     Builder b;
     ir::Value* x = b.g.add_input("x", ir::TensorType(DType::kFloat32, {S("batch"), S("seq")}));

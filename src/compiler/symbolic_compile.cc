@@ -24,7 +24,7 @@ const std::set<std::string>& symbolic_ops() {
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
                                               "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange", "KilnReshape",
                                               "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                                              "Not", "And", "Or", "Xor", "Expand", "KilnExpand", "Concat", "Slice",
+                                              "Not", "And", "Or", "Xor", "Max", "Min", "Expand", "KilnExpand", "Concat", "Slice",
                                               "ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",
                                               "ReduceMax", "ReduceMin"};
     return ops;

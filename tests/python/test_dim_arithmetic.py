@@ -49,7 +49,7 @@ def _exporter_patterns_model(path, seed=0):
     buffer by Shape(ids)[1], token types expanded from a buffer and from ConstantOfShape, heads split by x.size()[:-1] + (4, 4) and merged by
     x.size()[:2] + (16,), rows flattened to [batch*seq, 16] by Mul(size(0), size(1)), masked mean
     pooling through an Expand to a computed shape, the rows viewed back as [batch, seq, 16]
-    (GPT-2's Conv1D: KilnReshape), ReduceSum along seq, Clip, ReduceL2 and a
+    (GPT-2's Conv1D: KilnReshape), ReduceSum along seq, Clip, ReduceL2, Max and a
     normalizing Div; also ReduceMean along seq, the first token (Gather along seq), Concat
     along seq (a [batch, 2*seq+1, 32] output) and x[:, 1:, :8] ([batch, seq-1, 8])."""
     rng = np.random.default_rng(seed)
@@ -81,7 +81,7 @@ def _exporter_patterns_model(path, seed=0):
     summed = g.op("ReduceSum", [g.op("Mul", [merged, mask]), g.const([1])], keepdims=0)
     counts = g.op("Clip", [g.op("ReduceSum", [mask, g.const([1])], keepdims=0), g.const(1e-9, np.float32)])
     pooled = g.op("Div", [summed, counts])
-    norm = g.op("Clip", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1), g.const(1e-12, np.float32)])
+    norm = g.op("Max", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1), g.const(1e-12, np.float32)])
     g.nodes.append(helper.make_node("Div", [pooled, g.op("Expand", [norm, g.op("Shape", [pooled])])], ["embedding"]))
     g.nodes.append(helper.make_node("ReduceMean", [merged], ["mean_seq"], axes=[1], keepdims=1))
     # The first token (a classifier's pooling) and a Concat along seq ([batch, 2*seq + 1, 32]).

@@ -31,6 +31,7 @@
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
+#include "compiler/layer_norm_pattern.h"
 #include "compiler/shape_values.h"
 #include "compiler/symbolic_compile.h"
 #include "compiler/workload.h"
@@ -258,6 +259,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
         bind_known_dims(g, opts.dims);
         lower_dim_ranges(g);
         fold_shape_values(g);
+        fuse_decomposed_layer_norms(g);
         ctx.keep_symbols = true;
     } else {
         bind_input_shapes(g, opts.dims);

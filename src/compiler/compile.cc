@@ -31,6 +31,8 @@
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
+#include "compiler/layer_norm_pattern.h"
+#include "compiler/shape_values.h"
 #include "compiler/symbolic_compile.h"
 #include "compiler/workload.h"
 #include "ir/verifier.h"
@@ -185,7 +187,7 @@ bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& 
 }  // namespace
 
 bool is_view_op(const std::string& op) {
-    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "KilnReshape"};
     return ops.count(op) != 0;
 }
 
@@ -256,6 +258,8 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
     if (opts.symbolic) {
         bind_known_dims(g, opts.dims);
         lower_dim_ranges(g);
+        fold_shape_values(g);
+        fuse_decomposed_layer_norms(g);
         ctx.keep_symbols = true;
     } else {
         bind_input_shapes(g, opts.dims);

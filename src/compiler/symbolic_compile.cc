@@ -2,9 +2,11 @@
 #include "compiler/symbolic_compile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 
 #include "compiler/compile.h"
+#include "ir/dim_expr.h"
 #include "support/error.h"
 
 namespace kiln::compiler {
@@ -20,16 +22,24 @@ const std::set<std::string>& symbolic_ops() {
                                               "Tanh", "Exp", "Erf", "Sqrt", "Neg",  "Abs",    "Log",
                                               "Gelu", "Clip", "Cast", "Identity", "MatMul", "KilnMatMulPackedB",
                                               "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Gather",
-                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange",
+                                              "Reshape", "Flatten", "Squeeze", "Unsqueeze", "KilnDimRange", "KilnReshape",
                                               "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                                              "Not", "And", "Or", "Xor"};
+                                              "Not", "And", "Or", "Xor", "Max", "Min", "Expand", "KilnExpand", "Concat", "Slice",
+                                              "ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",
+                                              "ReduceMax", "ReduceMin"};
     return ops;
 }
 
 /// A symbolic dim of `v` that is not one of `syms` (or "?"), or "".
 std::string foreign_dim(const ir::Value* v, const std::set<std::string>& syms) {
-    for (const ir::Dim& d : v->type().shape)
-        if (!d.is_static() && !syms.count(d.symbol)) return d.symbol.empty() ? "?" : d.symbol;
+    for (const ir::Dim& d : v->type().shape) {
+        if (d.is_static() || syms.count(d.symbol)) continue;
+        // A dim expression of the inputs' symbols (batch*seq) is bound at run time from them.
+        auto p = ir::dim_poly(d);
+        bool ours = p.has_value();
+        for (const std::string& s : p ? p->symbols() : std::vector<std::string>{}) ours &= syms.count(s) != 0;
+        if (!ours) return d.symbol.empty() ? "?" : d.symbol;
+    }
     return "";
 }
 
@@ -62,7 +72,8 @@ std::string node_refusal(const ir::Node* n) {
                 return n->describe() + ": reduces along the symbolic axis " + std::to_string(k) + " of " + x.str();
         return "";
     }
-    if (n->op() == "Transpose" || n->op() == "KilnDimRange") return "";  // the input's dims, permuted or one of them
+    if (n->op() == "Transpose" || n->op() == "KilnDimRange") return "";
+    if (n->op().rfind("Reduce", 0) == 0) return "";  // along any axes, symbolic ones in symbolic loops  // the input's dims, permuted or one of them
     if (is_view_op(n->op())) {
         // Inside a fused kernel (not a view): inserting or removing axes of size 1, or reshaping
         // static trailing dims behind shared leading ones (op/defs/shape.cc computes both).
@@ -84,12 +95,12 @@ std::string node_refusal(const ir::Node* n) {
         return n->describe() + ": a fused reshape of " + x.str() + " to " + n->output(0)->type().str() +
                " needs dim arithmetic";
     }
-    if (n->op() == "Gather") {
+    if (n->op() == "Gather") {  // along any axis (a symbolic one clamps against the run-time dim)
         const int64_t axis = axis_of(n, 0, x.rank());
-        if (axis < 0 || !x.shape[static_cast<size_t>(axis)].is_static())
-            return n->describe() + ": gathers along a symbolic axis of " + x.str();
+        if (axis < 0) return n->describe() + ": axis out of range for " + x.str();
         return "";
     }
+    if (n->op() == "Concat" || n->op() == "Slice") return "";  // the inputs' dims; the axis's offsets are dim expressions
     if (n->op() == "MatMul" || n->op() == "KilnMatMulPackedB") {
         // Batch dims (all but the last two) of each operand must equal the output's (the packed
         // kernel's B is a constant [blocks, K, block] panel: no batch dims).
@@ -117,8 +128,25 @@ std::pair<int64_t, std::vector<std::string>> factors(const ir::TensorType& t) {
     int64_t p = 1;
     std::vector<std::string> syms;
     for (const ir::Dim& d : t.shape) {
-        if (d.is_static()) p *= d.value;
-        else syms.push_back(d.symbol);
+        if (d.is_static()) {
+            p *= d.value;
+            continue;
+        }
+        // A product dim (batch*seq, 2*seq) contributes its factors; a sum stays one factor.
+        auto poly = ir::dim_poly(d);
+        const std::string text = poly ? poly->str() : d.symbol;
+        if (!poly || text.find_first_of("+-") != std::string::npos) {
+            syms.push_back(d.symbol);
+            continue;
+        }
+        size_t at = 0;
+        while (at <= text.size()) {
+            const size_t star = std::min(text.find('*', at), text.size());
+            const std::string f = text.substr(at, star - at);
+            if (!f.empty() && std::isdigit(static_cast<unsigned char>(f[0]))) p *= std::stoll(f);
+            else syms.push_back(f);
+            at = star + 1;
+        }
     }
     std::sort(syms.begin(), syms.end());
     return {p, syms};

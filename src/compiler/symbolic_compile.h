@@ -37,13 +37,15 @@ std::string symbolic_prefilter(const ir::Graph& g);
 /// The graph inputs' symbolic dims, in first-appearance order.
 SymbolicDims symbolic_dims_of(const ir::Graph& g);
 
-/// Whether node `n` (a Reshape, Flatten, Squeeze, Unsqueeze or Identity) only reinterprets
-/// its input's buffer at every value of the dims: same dtype, and the same product of dims
-/// (the static factors multiply to the same number, the symbols are the same multiset).
+/// Whether node `n` (a Reshape, KilnReshape, Flatten, Squeeze, Unsqueeze or Identity) only
+/// reinterprets its input's buffer at every value of the dims: same dtype, and the same product
+/// of dims (the static factors multiply to the same number, the symbols are the same multiset;
+/// a product dim such as `batch*seq` counts as its factors).
 bool is_symbolic_view(const ir::Node* n, const ir::Graph& g);
 
 /// Why the optimized graph cannot compile symbolically ("" when it can): a node outside the
-/// supported subset, a dim that is no symbol of the inputs (an unknown "?", or arithmetic),
+/// supported subset, a dim that is neither a symbol of the inputs nor a dim expression of them
+/// (an unknown "?"; `batch*seq` is fine: support/dim_poly.h),
 /// a broadcast that needs a symbolic dim to be 1, a view-like op fused into a kernel.
 /// `views` are the nodes compile() makes views.
 std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& units,

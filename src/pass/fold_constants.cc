@@ -36,6 +36,9 @@ bool fold_constants(ir::Graph& g, const PassContext& ctx) {
             constant &= in->is_constant();
         }
         if (!any || !constant) continue;
+        bool sized = true;  // symbolic compiles: a constant broadcast to run-time dims (KilnExpand) stays
+        for (const ir::Value* o : n->outputs()) sized &= o->type().is_static();
+        if (!sized) continue;
         int64_t produced = 0;
         for (const ir::Value* o : n->outputs()) produced += shape_numel(o->type().static_shape());
         if (produced > ctx.fold_max_new_elements && produced > freed_elements(*n)) continue;

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+
+#include "support/dim_poly.h"
 
 namespace kiln::runtime {
 namespace {
@@ -70,9 +73,21 @@ Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, s
         if (t.data() == nullptr && t.numel() > 0)
             return Status(ErrorKind::kInvalidArgument, "input '" + d.name + "': tensor has no data");
     }
+    // Dim expressions (batch*seq: a Reshape's -1) are evaluated from the bound dims.
+    std::map<std::string, int64_t> bound;
     for (size_t k = 0; k < dims.size(); ++k)
-        if (dims[k] < 0)
+        if (dims[k] >= 0) bound[exe.dims[k]] = dims[k];
+    for (size_t k = 0; k < dims.size(); ++k) {
+        if (dims[k] >= 0) continue;
+        auto poly = DimPoly::parse(exe.dims[k]);
+        auto v = poly ? poly->eval(bound) : std::nullopt;
+        if (!v)
             return Status(ErrorKind::kInternal, "bug in Kiln: dimension '" + exe.dims[k] + "' is bound by no input");
+        if (*v < 0)
+            return Status(ErrorKind::kInvalidArgument, "dimension '" + exe.dims[k] + "' is " + std::to_string(*v) +
+                                                           " at these inputs (it must be >= 0)");
+        dims[k] = *v;
+    }
     return Status::ok_status();
 }
 

@@ -529,6 +529,9 @@ void add_shape_cases(std::vector<Case>& c) {
         elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
     add("expand_bool", "Expand", {in(BOOL, {1, 2}, 0, 1), constant({3, 2})}, {},
         elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
+    // KilnExpand (symbolic compiles' Expand to dims as text); static dims here.
+    add("kiln_expand", "KilnExpand", {in(F32, {3, 1})}, {{"dims", std::vector<std::string>{"2", "1", "4"}}},
+        elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) { return x[0].bread(o); }));
     auto tile_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) {
         std::vector<int64_t> idx(o.size());
         for (size_t k = 0; k < o.size(); ++k) idx[k] = o[k] % x[0].shape[k];
@@ -2802,6 +2805,9 @@ std::vector<Case> all_cases() {
     add("flatten_neg_axis", "Flatten", {in(F32, {2, 3, 4})}, {{"axis", int64_t{-1}}}, copy_ref());
     add("reshape_infer", "Reshape", {in(F32, {2, 3, 4}), constant({4, -1})}, {}, copy_ref());
     add("reshape_copy_dim", "Reshape", {in(I64, {2, 3, 4}, -9, 9), constant({0, 2, -1, 2})}, {}, copy_ref());
+    // KilnReshape (symbolic compiles' Reshape to dims as text); static dims here.
+    add("kiln_reshape", "KilnReshape", {in(F32, {2, 3, 4})}, {{"dims", std::vector<std::string>{"4", "1", "6"}}},
+        copy_ref());
     add("transpose_default", "Transpose", {in(F32, {2, 3, 4})}, {}, transpose_ref());
     add("transpose_perm_u8", "Transpose", {in(U8, {2, 3, 4, 5}, 0, 255)}, {{"perm", Ints{0, 2, 3, 1}}}, transpose_ref());
     add("concat_axis1", "Concat", {in(F32, {2, 3}), in(F32, {2, 1}), in(F32, {2, 4})}, {{"axis", int64_t{1}}}, concat_ref());

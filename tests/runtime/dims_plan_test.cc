@@ -103,5 +103,31 @@ TEST(DimsPlan, OverflowingSizeIsAnError) {
     EXPECT_NE(st.message().find("exceed"), std::string::npos) << st.message();
 }
 
+TEST(DimsPlan, EvaluatesDimExpressionsFromTheBoundDims) {
+    // x[batch, seq, 8] viewed as t[batch*seq, 8] (a Reshape to [-1, 8]): the expression dim is
+    // no input's, and is evaluated from batch and seq at each run.
+    Executable e;
+    e.dims = {"batch", "seq", "batch*seq", "seq+1"};
+    e.buffers.push_back(buffer("x", {0, 0, 8}, {0, 1, -1}, BufferRole::kInput));
+    e.buffers.push_back(buffer("t", {0, 8}, {2, -1}, BufferRole::kIntermediate));
+    e.buffers.push_back(buffer("y", {0}, {3}, BufferRole::kOutput));
+    e.inputs = {0};
+    e.outputs = {2};
+    e.steps = {{0, {0, 1}}, {0, {1, 2}}};
+    for (StepDesc& s : e.steps) s.num_inputs = 1;
+    std::vector<int64_t> dims;
+    ASSERT_TRUE(bind_run_dims(e, {Tensor(DType::kFloat32, {3, 5, 8})}, dims).ok());
+    EXPECT_EQ(dims, (std::vector<int64_t>{3, 5, 15, 6}));
+    DimsPlan plan;
+    ASSERT_TRUE(plan_at_dims(e, dims, plan).ok());
+    EXPECT_EQ(plan.bytes[1], 15u * 8u * 4u);
+    EXPECT_EQ(e.buffers[2].shape_at(dims), (Shape{6}));
+    // A dim expression that can be negative is checked.
+    e.dims[3] = "seq-6";
+    Status st = bind_run_dims(e, {Tensor(DType::kFloat32, {3, 5, 8})}, dims);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("'seq-6' is -1"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace kiln::runtime

@@ -170,7 +170,7 @@ bool reduces_columns(const te::Stage& st) {
     collect_reads(t->body, reads);
     bool any = false;
     for (const te::TensorReadNode* r : reads) {
-        if (r->tensor->numel() <= 1) continue;  // a scalar operand
+        if (r->tensor->is_static() && r->tensor->numel() <= 1) continue;  // a scalar operand
         if (r->indices.empty() || r->indices.back().get() != last) return false;
         any = true;
     }
@@ -200,9 +200,9 @@ void schedule_column_reduce(te::Stage& st, te::ScheduleConfig& cfg) {
     for (int d = nd - 2; d >= 0; --d) outer = st.fuse(st.axis(d), outer);
     st.vectorize(ji);
     st.cache_write_local();
-    int64_t work = t->numel();
-    for (const te::IterVar& r : st.all_reduce_axes()) work *= r->extent;
-    if (work > kParallelMin && outer->extent > 1) st.parallel(outer);
+    int64_t work = assumed_numel(t);  // symbolic dims at their assumed size
+    for (const te::IterVar& r : st.all_reduce_axes()) work *= assumed(r->extent);
+    if (work > kParallelMin && assumed(outer->extent) > 1) st.parallel(outer);
 }
 
 void reduce_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {

@@ -88,13 +88,21 @@ OpDef gather_op() {
         const int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), x->ndim());
         const int q = ind->ndim();
         const int64_t extent = x->shape[axis];
+        // A symbolic axis (x[:, 0] of [batch, seq, 384]: a classifier's first token) wraps and
+        // clamps against the run-time dim.
+        const Expr sym_extent = x->shape_exprs()[static_cast<size_t>(axis)];
         auto out = te::sym_compute(
             a.out_dims(), [&](const std::vector<Var>& o) {
                 std::vector<Var> ii(o.begin() + axis, o.begin() + axis + q);
                 Expr k = te::cast(DType::kInt64, te::read(ind, ii));
-                k = te::select(k < te::int_imm(0), k + extent, k);
                 std::vector<Expr> idx(o.begin(), o.begin() + axis);
-                idx.push_back(clamp_index(k, extent));
+                if (extent == te::kDynamicDim) {
+                    k = te::select(k < te::int_imm(0), k + sym_extent, k);
+                    idx.push_back(te::min(te::max(k, te::int_imm(0)), sym_extent - te::int_imm(1)));
+                } else {
+                    k = te::select(k < te::int_imm(0), k + extent, k);
+                    idx.push_back(clamp_index(k, extent));
+                }
                 idx.insert(idx.end(), o.begin() + axis + q, o.end());
                 return te::read(x, idx);
             },

@@ -16,6 +16,7 @@
 //    training step reproduces it (the gradient reads it) but it does not change between steps.
 #include <string>
 
+#include "ir/dim_expr.h"
 #include "op/broadcast.h"
 #include "op/defs/movement_util.h"
 #include "op/op_util.h"
@@ -46,13 +47,44 @@ OpDef expand_op() {
     };
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) { return broadcast_read(x, i); }, "Expand", a.out_dtype());
+        // out_dims: a symbolic compile's dims (static ones give the static stage).
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) { return broadcast_read(x, i); }, "Expand", a.out_dtype());
         return std::vector<te::Tensor>{out};
     };
     // Gradient: the output gradient summed over the broadcast axes; the shape input has none.
     d.gradient = [](GradientBuilder& b) {
         return std::vector<ir::Value*>{b.reduce_to_shape(b.output_grad_or_zeros(0), b.input(0)->type()), nullptr};
+    };
+    return d;
+}
+
+// KilnExpand (internal; symbolic compiles, compiler::fold_shape_values): Expand to dims given as
+// text (`batch`, `seq`, `384`), for a target no constant can say (a 1 stretched to a symbolic
+// dim: `buffer[:, :seq].expand(batch, seq)`, ConstantOfShape(Shape(ids))).
+OpDef kiln_expand_op() {
+    OpDef d;
+    d.name = "KilnExpand";
+    d.internal = true;
+    d.min_inputs = d.max_inputs = 1;
+    d.attrs = {{"dims", AttrKind::kStrings, std::nullopt, true}};
+    d.pattern = OpPattern::kBroadcast;
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "input");
+        std::vector<ir::Dim> dims;
+        for (const std::string& t : std::get<std::vector<std::string>>(n.attrs().at("dims"))) {
+            auto p = DimPoly::parse(t);
+            auto dim = p ? ir::dim_of_poly(*p) : std::nullopt;
+            KILN_CHECK(dim.has_value(), kInvalidModel) << node_label(n) << ": '" << t << "' is no dimension";
+            dims.push_back(*dim);
+        }
+        return std::vector<ir::TensorType>{{x.dtype, broadcast_shapes(n, {x.shape, dims})}};
+    };
+    d.compute = [](const ComputeArgs& a) {
+        te::Tensor x = a.in(0);
+        return std::vector<te::Tensor>{te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) { return broadcast_read(x, i); }, "KilnExpand",
+            a.out_dtype())};
     };
     return d;
 }
@@ -364,6 +396,7 @@ OpDef dropout_op() {
 
 void register_movement_ops(OpRegistry& r) {
     r.add(expand_op());
+    r.add(kiln_expand_op());
     r.add(tile_op());
     r.add(space_depth_op(true));
     r.add(space_depth_op(false));

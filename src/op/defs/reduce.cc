@@ -30,6 +30,8 @@
 #include <string>
 
 #include "op/defs/flat_reduce.h"
+#include "op/defs/row_reduce.h"
+#include "op/schedule_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -152,6 +154,77 @@ Expr ident(Expr x) { return x; }
 Expr square(Expr x) { return x * x; }
 Expr absval(Expr x) { return te::unary(te::UnaryOp::kAbs, x); }
 
+// A symbolic compile's reduction (docs/dynamic_shapes.md): input and output dims as
+// expressions; a symbolic reduced axis reduces in a symbolic loop and its count is a run-time
+// dim. The last axis alone with keepdims reduces in vector lanes (row_reduce.h: the
+// decomposed LayerNorm's means); other layouts run the plain reduction.
+std::vector<te::Tensor> sym_reduce_compute(const ComputeArgs& a, const ReduceKind& k) {
+    te::Tensor x = a.in(0);
+    const int rank = x->ndim();
+    const std::vector<Expr> xs = x->shape_exprs(), os = a.out_dims();
+    bool noop = false;
+    const std::vector<bool> mask = reduced_mask(a.node, rank, &noop);
+    const bool keep = a.node.attr_int("keepdims", 1) != 0;
+    if (noop)
+        return {te::sym_compute(xs, [&](const std::vector<Var>& i) { return te::read(x, i); }, k.name, a.out_dtype())};
+    const DType cdt = te::compute_dtype(x->dtype);
+    Expr count = te::int_imm(1);
+    int reduced = 0;
+    for (int i = 0; i < rank; ++i)
+        if (mask[static_cast<size_t>(i)]) count = count * xs[static_cast<size_t>(i)], ++reduced;
+    const bool last_only = reduced == 1 && rank > 0 && mask.back() && keep;
+    const int64_t lanes = last_only ? row_lanes(cdt, assumed(x->shape.back())) : 0;
+    const bool staged = k.post != nullptr;
+    const std::string acc_name = staged ? std::string(k.name) + "_acc" : k.name;
+    const DType acc_dt = staged ? cdt : a.out_dtype();
+    te::Tensor acc;
+    if (lanes > 0) {
+        acc = lane_reduce(
+            xs, lanes, k.combine, acc_dt,
+            [&](const std::vector<Var>& i, Expr at) {
+                std::vector<Expr> idx(i.begin(), i.end());
+                idx.back() = std::move(at);
+                return k.pre(te::cast(cdt, te::read(x, idx)));
+            },
+            acc_name);
+    } else {
+        std::vector<te::IterVar> r;
+        for (int i = 0; i < rank; ++i)
+            if (mask[static_cast<size_t>(i)]) r.push_back(te::reduce_axis(xs[static_cast<size_t>(i)], "r" + std::to_string(i)));
+        acc = te::sym_compute(
+            os, [&](const std::vector<Var>& o) {
+                std::vector<Expr> idx;
+                size_t oi = 0, ri = 0;
+                for (int i = 0; i < rank; ++i) {
+                    if (mask[static_cast<size_t>(i)]) {
+                        idx.push_back(r[ri++]->var);
+                        if (keep) ++oi;
+                    } else {
+                        idx.push_back(o[oi++]);
+                    }
+                }
+                return reduce_with(k.combine, k.pre(te::cast(cdt, te::read(x, idx))), r);
+            },
+            acc_name, acc_dt);
+    }
+    if (!staged) return {acc};
+    const DType pdt = k.float_post && !dtype_is_float(cdt) ? DType::kFloat64 : cdt;
+    return {te::sym_compute(
+        os, [&](const std::vector<Var>& o) {
+            return k.post(te::cast(pdt, te::read(acc, o)), te::cast(pdt, count));
+        },
+        k.name, a.out_dtype())};
+}
+
+bool is_symbolic(const ComputeArgs& a) {
+    if (!a.in(0)->is_static()) return true;
+    for (const Expr& e : a.out_dims()) {
+        int64_t v = 0;
+        if (!te::const_int(e, &v)) return true;
+    }
+    return false;
+}
+
 OpDef reduce_op(const ReduceKind& k) {
     OpDef d;
     d.name = k.name;
@@ -179,6 +252,7 @@ OpDef reduce_op(const ReduceKind& k) {
         return std::vector<ir::TensorType>{{x.dtype, out}};
     };
     d.compute = [k](const ComputeArgs& a) {
+        if (!k.log_sum_exp && is_symbolic(a)) return sym_reduce_compute(a, k);
         te::Tensor x = a.in(0);
         const std::string name = k.name;
         bool noop = false;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <string>
 
+#include "ir/dim_expr.h"
 #include "op/defs/movement_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
@@ -173,9 +174,18 @@ OpDef reshape_op() {
         for (size_t i = 0; i < out.size(); ++i)
             if (static_cast<int>(i) != infer_at && !out[i].is_static()) known = false;
         if (!known) {
-            // Only copies of symbolic dims are allowed without static shapes.
-            KILN_CHECK(infer_at < 0, kUnsupported)
-                << node_label(n) << ": cannot infer -1 in shape " << spec_str << " from symbolic input shape " << dims_str(x.shape);
+            // Symbolic: -1 is the input's product over the other dims, as a dim expression
+            // (`batch*seq` for [b, s, 384] -> [-1, 384]; ir/dim_expr.h).
+            if (infer_at >= 0) {
+                std::vector<ir::Dim> rest = out;
+                rest.erase(rest.begin() + infer_at);
+                auto total = ir::dims_poly_product(x.shape), other = ir::dims_poly_product(rest);
+                auto q = total && other ? total->div_exact(*other) : std::nullopt;
+                auto d = q ? ir::dim_of_poly(*q) : std::nullopt;
+                KILN_CHECK(d.has_value(), kUnsupported) << node_label(n) << ": cannot infer -1 in shape " << spec_str
+                                                        << " from symbolic input shape " << dims_str(x.shape);
+                out[static_cast<size_t>(infer_at)] = *d;
+            }
             return std::vector<ir::TensorType>{{x.dtype, out}};
         }
         int64_t total = shape_numel(x.static_shape());
@@ -194,6 +204,35 @@ OpDef reshape_op() {
     };
     d.compute = reshape_compute;
     d.gradient = reshape_like_gradient;
+    return d;
+}
+
+// KilnReshape (internal; symbolic compiles, compiler::fold_shape_values): a Reshape to dims
+// given as text (`batch`, `seq`, `batch*seq`, `16`), for a target no constant shape can say with
+// 0 and -1 ([batch*seq, 16] -> [batch, seq, 16], GPT-2's Conv1D). A view, or fused like Reshape.
+OpDef kiln_reshape_op() {
+    OpDef d;
+    d.name = "KilnReshape";
+    d.internal = true;
+    d.min_inputs = d.max_inputs = 1;
+    d.attrs = {{"dims", AttrKind::kStrings, std::nullopt, true}};
+    d.pattern = OpPattern::kOpaque;  // never fused: a view (a fused one would need index arithmetic)
+    d.infer = [](const ir::Node& n) {
+        const auto& x = input_type(n, 0, "data");
+        const auto& texts = std::get<std::vector<std::string>>(n.attrs().at("dims"));
+        std::vector<ir::Dim> out;
+        for (const std::string& t : texts) {
+            auto p = DimPoly::parse(t);
+            auto d = p ? ir::dim_of_poly(*p) : std::nullopt;
+            KILN_CHECK(d.has_value(), kInvalidModel) << node_label(n) << ": '" << t << "' is no dimension";
+            out.push_back(*d);
+        }
+        auto in = ir::dims_poly_product(x.shape), to = ir::dims_poly_product(out);
+        KILN_CHECK(in && to && *in == *to, kInvalidModel)
+            << node_label(n) << ": cannot reshape " << dims_str(x.shape) << " to " << dims_str(out);
+        return std::vector<ir::TensorType>{{x.dtype, out}};
+    };
+    d.compute = reshape_compute;
     return d;
 }
 
@@ -313,6 +352,31 @@ std::vector<ir::Value*> concat_gradient(GradientBuilder& b) {
     return grads;
 }
 
+/// A symbolic compile's Concat: the offsets along the axis are dim expressions (seq, seq+1).
+std::vector<te::Tensor> sym_concat(const ComputeArgs& a) {
+    const std::vector<Expr> out_dims = a.out_dims();
+    const int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), static_cast<int>(out_dims.size()));
+    auto out = te::sym_compute(
+        out_dims, [&](const std::vector<Var>& i) {
+            std::vector<Expr> offsets;
+            Expr off = te::int_imm(0);
+            for (const auto& t : a.inputs) offsets.push_back(off), off = off + t->shape_exprs()[static_cast<size_t>(axis)];
+            Expr v;
+            for (size_t k = a.inputs.size(); k-- > 0;) {
+                const te::Tensor& t = a.inputs[k];
+                const Expr len = t->shape_exprs()[static_cast<size_t>(axis)];
+                std::vector<Expr> idx(i.begin(), i.end());
+                const Expr local = Expr(i[axis]) - offsets[k];
+                idx[axis] = a.inputs.size() == 1 ? local : te::max(te::min(local, len - te::int_imm(1)), te::int_imm(0));
+                Expr r = te::read(t, idx);
+                v = v ? te::select(Expr(i[axis]) < offsets[k] + len, r, v) : r;
+            }
+            return v;
+        },
+        "Concat", a.out_dtype());
+    return {out};
+}
+
 OpDef concat_op() {
     OpDef d;
     d.name = "Concat";
@@ -327,6 +391,7 @@ OpDef concat_op() {
         int axis = normalize_axis(n, n.attr_int("axis", 0), rank);
         std::vector<ir::Dim> out = first.shape;
         int64_t total = 0;
+        DimPoly sym_total;  // the symbolic lengths along the axis (symbolic compiles)
         for (size_t k = 0; k < n.num_inputs(); ++k) {
             std::string what = "inputs[" + std::to_string(k) + "]";
             const auto& t = input_type(n, k, what.c_str());
@@ -340,12 +405,23 @@ OpDef concat_op() {
                     << node_label(n) << ": shapes " << dims_str(first.shape) << " and " << dims_str(t.shape)
                     << " differ outside axis " << axis;
             }
-            total += static_dim(n, t.shape[axis], what.c_str());
+            if (!t.shape[axis].is_static()) {
+                auto p = ir::dim_poly(t.shape[axis]);
+                KILN_CHECK(p.has_value(), kUnsupported)
+                    << node_label(n) << ": " << what << " has an unknown dimension along axis " << axis;
+                sym_total = sym_total + *p;
+                continue;
+            }
+            total += t.shape[axis].value;
         }
         out[axis] = total;
+        if (!sym_total.is_constant()) out[axis] = *ir::dim_of_poly(sym_total + DimPoly::constant(total));  // seq+1
         return std::vector<ir::TensorType>{{first.dtype, out}};
     };
     d.compute = [](const ComputeArgs& a) {
+        const std::vector<Expr> out_dims = a.out_dims();
+        for (const Expr& e : out_dims)
+            if (int64_t v = 0; !te::const_int(e, &v)) return sym_concat(a);
         int rank = static_cast<int>(a.out_shape().size());
         int axis = normalize_axis(a.node, a.node.attr_int("axis", 0), rank);
         auto out = te::compute(
@@ -503,6 +579,7 @@ OpDef size_op() {
 void register_shape_ops(OpRegistry& r) {
     r.add(flatten_op());
     r.add(reshape_op());
+    r.add(kiln_reshape_op());
     r.add(transpose_op());
     r.add(concat_op());
     r.add(squeeze_op());

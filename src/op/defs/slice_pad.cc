@@ -20,6 +20,7 @@
 #include <limits>
 #include <string>
 
+#include "ir/dim_expr.h"
 #include "op/defs/movement_util.h"
 #include "op/op_util.h"
 #include "op/registry.h"
@@ -35,6 +36,8 @@ using te::Var;
 struct SliceAxis {
     int64_t start = 0, step = 1, count = 0;
 };
+
+constexpr int64_t kSymbolicCount = -1;
 
 // Per-axis start/step/count of a Slice node over `shape`.
 std::vector<SliceAxis> slice_spec(const ir::Node& n, const std::vector<ir::Dim>& in_shape) {
@@ -53,13 +56,22 @@ std::vector<SliceAxis> slice_spec(const ir::Node& n, const std::vector<ir::Dim>&
         << ends.size() << ", " << axes.size() << ", " << steps.size();
     std::vector<SliceAxis> spec(rank);
     std::vector<bool> seen(rank, false);
-    for (int i = 0; i < rank; ++i) spec[i].count = static_dim(n, in_shape[i], "data");
+    // A symbolic dim (symbolic compiles) has count kSymbolicCount: kept whole, or cut from a
+    // constant start to its end (x[:, 1:] of [batch, seq, 384]: seq-1, slice_dims).
+    for (int i = 0; i < rank; ++i) spec[i].count = in_shape[i].is_static() ? in_shape[i].value : kSymbolicCount;
     for (size_t k = 0; k < starts.size(); ++k) {
         const int ax = normalize_axis(n, axes[k], rank, "axes");
         KILN_CHECK(!seen[ax], kInvalidModel) << node_label(n) << ": axis " << axes[k] << " repeats in axes";
         seen[ax] = true;
         const int64_t dim = spec[ax].count, step = steps[k];
         KILN_CHECK(step != 0, kInvalidModel) << node_label(n) << ": steps must be nonzero (axis " << ax << ")";
+        if (dim == kSymbolicCount) {
+            KILN_CHECK(step == 1 && starts[k] >= 0 && ends[k] >= std::numeric_limits<int32_t>::max(), kUnsupported)
+                << node_label(n) << ": slicing the symbolic axis " << ax << " of " << dims_str(in_shape)
+                << " other than from a constant start to its end";
+            spec[ax] = {starts[k], 1, kSymbolicCount};
+            continue;
+        }
         int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
         int64_t e = ends[k] < 0 ? ends[k] + dim : ends[k];
         int64_t count;
@@ -156,14 +168,25 @@ OpDef slice_op() {
     d.infer = [](const ir::Node& n) {
         const auto& x = input_type(n, 0, "data");
         std::vector<ir::Dim> out;
-        for (const SliceAxis& s : slice_spec(n, x.shape)) out.push_back(s.count);
+        const std::vector<SliceAxis> spec = slice_spec(n, x.shape);
+        for (size_t k = 0; k < spec.size(); ++k) {
+            if (spec[k].count != kSymbolicCount) {
+                out.push_back(spec[k].count);
+                continue;
+            }
+            auto p = ir::dim_poly(x.shape[k]);  // the symbolic dim less the start (seq-1)
+            auto d = p ? ir::dim_of_poly(*p - DimPoly::constant(spec[k].start)) : std::nullopt;
+            KILN_CHECK(d.has_value(), kUnsupported) << node_label(n) << ": unknown dimension " << k << " of "
+                                                    << dims_str(x.shape);
+            out.push_back(*d);
+        }
         return std::vector<ir::TensorType>{{x.dtype, out}};
     };
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
         std::vector<SliceAxis> spec = slice_spec(a.node, to_dims(x->shape));
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        auto out = te::sym_compute(  // out_dims: static ones give the static stage
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 std::vector<Expr> idx;
                 for (size_t k = 0; k < i.size(); ++k) idx.push_back(Expr(i[k]) * spec[k].step + spec[k].start);
                 return te::read(x, idx);

@@ -1,0 +1,56 @@
+// Dim arithmetic (issue 23, docs/dynamic_shapes.md): a symbolic dim that is a small polynomial
+// of the model's symbols with integer coefficients (`batch*seq`, `seq+1`, `2*seq`, `batch*seq-1`).
+//
+// Kept in a canonical text form so that it rides in ir::Dim::symbol (equal dims are equal
+// strings) and in Executable::dims (the runtime evaluates it from the input-bound dims): terms
+// are printed highest degree first, then by their symbols, each as `c*a*b` (c omitted when 1,
+// `-` joining a negative term), the constant last. A symbol that is not an identifier
+// ([A-Za-z_][A-Za-z0-9_.]*) stays one atomic symbol: only names made of identifiers, integers and
+// `+ - *` parse as expressions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+class DimPoly {
+public:
+    DimPoly() = default;
+    static DimPoly constant(int64_t c);
+    static DimPoly symbol(const std::string& name);
+    /// The expression `s` (a plain symbol, an integer or a canonical expression); nullopt when
+    /// it is none of them.
+    static std::optional<DimPoly> parse(const std::string& s);
+
+    bool is_constant() const;
+    /// The constant value (0 for the zero polynomial); only meaningful if is_constant().
+    int64_t constant_value() const;
+    /// A single symbol with coefficient 1 and no constant.
+    bool is_symbol() const;
+    /// Every symbol the expression uses, sorted, unique.
+    std::vector<std::string> symbols() const;
+
+    DimPoly operator+(const DimPoly& o) const;
+    DimPoly operator-(const DimPoly& o) const;
+    DimPoly operator*(const DimPoly& o) const;
+    /// this / o when o is a single term (c * symbols) dividing every term exactly; else nullopt.
+    std::optional<DimPoly> div_exact(const DimPoly& o) const;
+    bool operator==(const DimPoly& o) const { return terms_ == o.terms_; }
+
+    /// The value with every symbol bound in `values`; nullopt for an unbound symbol or an
+    /// int64 overflow.
+    std::optional<int64_t> eval(const std::map<std::string, int64_t>& values) const;
+    /// The canonical text ("0" for zero).
+    std::string str() const;
+
+private:
+    using Monomial = std::vector<std::string>;  // sorted symbols, repeats for powers
+    std::map<Monomial, int64_t> terms_;          // nonzero coefficients only
+    void add_term(const Monomial& m, int64_t c);
+};
+
+}  // namespace kiln

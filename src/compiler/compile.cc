@@ -106,6 +106,8 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     if (c.name == "kiln_rnn") return true;
     // The int8 kernels at any size: the generated QLinearConv / QLinearMatMul are integer loops.
     if (c.name == "dnnl_qconv" || c.name == "dnnl_qmatmul") return true;
+    // Conv gradients at any size: the generated KilnConvGrad* kernel is an unscheduled gather.
+    if (c.name == "dnnl_conv_bwd") return true;
     // A 1-D convolution takes oneDNN at any size: the generated kernel runs it as a 2-D one with
     // a unit height, and at Silero VAD's encoder sizes (64-128 channels, 1-4 frames, 25-100
     // kflop) it was slower than oneDNN's call costs (VAD chunk 0.11 -> 0.06 ms, 2 threads).
@@ -204,7 +206,8 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
     // A shape the matcher passes but oneDNN rejects stays generated (never a load-time failure).
-    if (c && (c->name == "dnnl_conv" || c->name == "dnnl_qconv") && dnnl_conv_impl(*c).empty()) return std::nullopt;
+    if (c && (c->name == "dnnl_conv" || c->name == "dnnl_qconv" || c->name == "dnnl_conv_bwd") && dnnl_conv_impl(*c).empty())
+        return std::nullopt;
     if (c && source == KernelSource::kAuto) {
         // Where the rule is unsure, a measurement on this machine decides (compiler/kernel_probe.h).
         const bool rule = auto_prefers_dnnl(unit, *c);

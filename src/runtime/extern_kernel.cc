@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/dnnl_conv_backward.h"
 #include "runtime/dnnl_int8_kernels.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
@@ -79,6 +80,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;
+    if (name == "dnnl_conv_bwd") return &make_dnnl_conv_backward;
     if (name == "dnnl_qconv") return &make_dnnl_qconv;
     if (name == "dnnl_qmatmul") return &make_dnnl_qmatmul;
     if (name == "kiln_rnn") return &make_rnn_kernel;
@@ -93,6 +95,7 @@ std::string dnnl_implementation(const std::string& name, const std::string& para
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return dnnl_conv_implementation(ExternParams(params));
     if (name == "dnnl_qconv") return dnnl_qconv_implementation(ExternParams(params));
+    if (name == "dnnl_conv_bwd") return dnnl_conv_backward_implementation(ExternParams(params));
 #endif
     (void)name, (void)params;
     return "";

@@ -67,7 +67,7 @@ bool have_dnnl();
 
 /// oneDNN's implementation (its impl_info_str, e.g. "jit:avx512_core", "ref:any") of extern
 /// kernel `name` with parameter text `params` on one thread, made without running it; "" when
-/// oneDNN rejects it, or for a kernel other than dnnl_conv.
+/// oneDNN rejects it, or for a kernel other than dnnl_conv, dnnl_qconv and dnnl_conv_bwd.
 std::string dnnl_implementation(const std::string& name, const std::string& params);
 
 }  // namespace kiln::runtime

@@ -1,0 +1,128 @@
+// The float32 Conv gradient as kernels (op/defs/conv_grad.cc: KilnConvGradData /
+// KilnConvGradWeight, run by oneDNN's backward primitives, runtime/dnnl_conv_backward.h, or by
+// their generated TE compute) against the float64 decomposition (conv_gradient_test.cc checks
+// that one against central differences): the same float32-representable inputs, the float64
+// gradients of the same loss as the reference. Tolerance: 1e-5 of the largest reference
+// gradient element plus 1e-5 relative (float32 sums of at most a few hundred unit products).
+// Shapes cover strides, asymmetric pads, groups (depthwise), dilations, 1x1, a 7x7 stem, 1-D
+// and 3-D, each run on 3 threads (oneDNN's parts: uneven image splits, the weight gradient's
+// partial sums added).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "gradient_check.h"
+#include "runtime/extern_kernel.h"
+
+namespace kiln::autodiff {
+namespace {
+
+using kiln::testing::random_tensor;
+using kiln::testing::weighted_sum_loss;
+using Ints = std::vector<int64_t>;
+
+struct Case {
+    Shape x, w;
+    ir::AttrMap attrs;
+};
+
+struct Result {
+    std::vector<Tensor> grads;        // dX, dW
+    std::vector<std::string> externs;  // the extern kernels the compile chose
+    int grad_ops = 0;                  // KilnConvGrad* nodes in the gradient graph
+};
+
+Tensor as_dtype(const Tensor& t, DType dt) {
+    Tensor out(dt, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i) out.set_f64(i, t.get_f64(i));
+    return out;
+}
+
+Result conv_grads(const Case& c, DType dt, compiler::KernelSource source, int threads) {
+    ir::Graph g;
+    ir::Value* x = g.add_input("x", ir::TensorType::of_static(dt, c.x));
+    ir::Value* w = g.add_input("w", ir::TensorType::of_static(dt, c.w));
+    ir::Value* y = pass::add_inferred_node(g, "Conv", {x, w}, c.attrs)->output(0);
+    ir::Value* loss = weighted_sum_loss(g, {y}, 3);
+    Gradients grads = differentiate(g, loss, g.inputs());
+    g.set_outputs(grads.grads);
+    Result r;
+    for (const auto& n : g.nodes()) r.grad_ops += n->op().rfind("KilnConvGrad", 0) == 0;
+    compiler::CompileOptions opts;
+    opts.kernels = source;
+    opts.intra_op_threads = threads;
+    compiler::CompiledModel model = compiler::compile(g, opts);
+    for (const auto& k : model.kernels)
+        if (!k.extern_name.empty()) r.externs.push_back(k.extern_name);
+    runtime::ThreadPool pool(threads);
+    auto alloc = runtime::make_session_allocator(0);
+    runtime::SequentialExecutor exec(model.executable, &pool, alloc.get());
+    const Tensor x32 = random_tensor(c.x, -1, 1, 11, DType::kFloat32), w32 = random_tensor(c.w, -1, 1, 12, DType::kFloat32);
+    Status st = exec.run({as_dtype(x32, dt), as_dtype(w32, dt)}, r.grads);
+    KILN_CHECK(st.ok(), kInternal) << st.message();
+    return r;
+}
+
+void check(const Case& c) {
+    std::string what = "X " + shape_str(c.x) + " W " + shape_str(c.w);
+    for (const auto& [k, v] : c.attrs) what += " " + k + "=" + ir::attr_str(v);
+    SCOPED_TRACE(what);
+    const Result ref = conv_grads(c, DType::kFloat64, compiler::KernelSource::kGenerated, 1);
+    ASSERT_EQ(ref.grad_ops, 0) << "float64 keeps the decomposition";
+    for (auto source : {compiler::KernelSource::kAuto, compiler::KernelSource::kGenerated}) {
+        const bool dnnl = source == compiler::KernelSource::kAuto && runtime::have_dnnl();
+        const Result got = conv_grads(c, DType::kFloat32, source, 3);
+        EXPECT_EQ(got.grad_ops, 2);
+        const int bwd = static_cast<int>(std::count(got.externs.begin(), got.externs.end(), "dnnl_conv_bwd"));
+        EXPECT_EQ(bwd, dnnl ? 2 : 0) << "oneDNN's backward kernels";
+        ASSERT_EQ(got.grads.size(), 2u);
+        for (size_t k = 0; k < 2; ++k) {
+            const Tensor& r = ref.grads[k];
+            double scale = 0;
+            for (int64_t i = 0; i < r.numel(); ++i) scale = std::max(scale, std::abs(r.get_f64(i)));
+            int bad = 0;
+            for (int64_t i = 0; i < r.numel() && bad < 5; ++i) {
+                const double want = r.get_f64(i), have = got.grads[k].get_f64(i);
+                if (std::abs(have - want) > 1e-5 * scale + 1e-5 * std::abs(want))
+                    ADD_FAILURE() << (dnnl ? "oneDNN" : "generated") << (k ? " dW" : " dX") << " element " << i << ": "
+                                  << have << " vs float64 " << want << " (bad " << ++bad << ")";
+            }
+        }
+    }
+}
+
+TEST(ConvGradientKernels, Padded3x3) { check({{4, 8, 9, 10}, {16, 8, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}}); }
+
+TEST(ConvGradientKernels, StridedAsymmetricPads) {
+    check({{3, 5, 11, 9}, {7, 5, 3, 3}, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 2, 1}}}});
+}
+
+TEST(ConvGradientKernels, Stem7x7) {
+    check({{2, 3, 22, 22}, {16, 3, 7, 7}, {{"strides", Ints{2, 2}}, {"pads", Ints{3, 3, 3, 3}}}});
+}
+
+TEST(ConvGradientKernels, Strided1x1) { check({{4, 16, 8, 8}, {32, 16, 1, 1}, {{"strides", Ints{2, 2}}}}); }
+
+TEST(ConvGradientKernels, GroupedDilated) {
+    check({{2, 8, 9, 9}, {12, 4, 3, 3}, {{"group", int64_t{2}}, {"dilations", Ints{2, 1}}, {"pads", Ints{2, 1, 2, 1}}}});
+}
+
+TEST(ConvGradientKernels, Depthwise) {
+    check({{3, 16, 8, 8}, {16, 1, 3, 3}, {{"group", int64_t{16}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}});
+}
+
+TEST(ConvGradientKernels, OneAndThreeDimensional) {
+    check({{2, 4, 17}, {6, 4, 5}, {{"strides", Ints{3}}, {"dilations", Ints{2}}, {"pads", Ints{2, 3}}}});
+    check({{2, 3, 5, 6, 4}, {4, 3, 3, 2, 3}, {{"strides", Ints{1, 2, 1}}, {"pads", Ints{1, 0, 1, 1, 1, 1}}}});
+}
+
+// Strides that leave the last input rows unread (oneDNN's right pad would be negative: the
+// kernel crops X and zeroes dX's unread rows), as ResNet's 1x1 stride-2 convs do.
+TEST(ConvGradientKernels, TrailingRowsUnread) {
+    check({{2, 2, 6, 7}, {2, 2, 3, 3}, {{"strides", Ints{2, 3}}}});
+}
+
+}  // namespace
+}  // namespace kiln::autodiff

@@ -45,6 +45,7 @@
 #include "tir/simplify.h"
 #include "topi/dnnl_int8_match.h"
 #include "topi/dnnl_match.h"
+#include "topi/pool_grad_match.h"
 #include "topi/index_match.h"
 #include "runtime/extern_kernel.h"
 
@@ -197,6 +198,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_qadd(unit.nodes, unit.inputs, unit.outputs)) return c;  // int8 residual add
+    if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {

@@ -7,6 +7,7 @@
 #include "runtime/dnnl_int8_kernels.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
+#include "runtime/maxpool_grad_kernel.h"
 #include "runtime/qadd_kernel.h"
 #include "runtime/rnn_kernel.h"
 #include "support/error.h"
@@ -77,6 +78,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_cumsum") return &make_cumsum_kernel;
     if (name == "kiln_scatternd") return &make_scatternd_kernel;
     if (name == "kiln_qadd") return &make_qadd_kernel;
+    if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;

@@ -126,3 +126,51 @@ TEST(ConvGradientKernels, TrailingRowsUnread) {
 
 }  // namespace
 }  // namespace kiln::autodiff
+
+namespace kiln::autodiff {
+namespace {
+
+// KilnMaxPoolGrad two ways: the runtime's scatter (what a compiled graph runs,
+// runtime/maxpool_grad_kernel.h) and the op's TE compute (a gather over the windows holding each
+// input) run by the graph interpreter; Indices from a compiled MaxPool of random X, so windows
+// overlap, pad and (ceil_mode, dilation) reach past the end. Both sum the same one or two
+// values per input: equal to 1e-12.
+void check_max_pool_grad(const Shape& x_shape, const ir::AttrMap& attrs) {
+    ir::Graph fwd;
+    ir::Value* x = fwd.add_input("x", ir::TensorType::of_static(DType::kFloat64, x_shape));
+    ir::Node* pool = pass::add_inferred_node(fwd, "MaxPool", {x}, attrs, 2);
+    fwd.set_outputs({pool->output(0), pool->output(1)});
+    const ir::TensorType yt = pool->output(0)->type(), it = pool->output(1)->type();  // before compile() rewrites fwd
+    std::vector<Tensor> outs = kiln::testing::run_graph(fwd, {random_tensor(x_shape, -1, 1, 21)});
+    const Tensor dy = random_tensor(yt.static_shape(), -1, 1, 22);
+    std::vector<int64_t> pads = attrs.count("pads") ? std::get<std::vector<int64_t>>(attrs.at("pads")) : Ints(4, 0);
+    auto make = [&](ir::Graph& g) {
+        ir::Value* a = g.add_input("dy", yt);
+        ir::Value* b = g.add_input("ind", it);
+        ir::AttrMap ga = {{"kernel_shape", attrs.at("kernel_shape")}, {"strides", attrs.at("strides")},
+                          {"dilations", attrs.count("dilations") ? attrs.at("dilations") : ir::Attr(Ints{1, 1})},
+                          {"pads", pads}, {"input_shape", Ints(x_shape.begin() + 2, x_shape.end())}};
+        g.set_outputs({pass::add_inferred_node(g, "KilnMaxPoolGrad", {a, b}, ga)->output(0)});
+    };
+    ir::Graph compiled_g, interp_g;
+    make(compiled_g);
+    make(interp_g);
+    const Tensor scattered = kiln::testing::run_graph(compiled_g, {dy, outs[1]}).at(0);
+    const Tensor gathered = kiln::testing::InterpretedGraph(std::move(interp_g)).run({dy, outs[1]}).at(0);
+    ASSERT_EQ(scattered.shape(), Shape(x_shape));
+    double total = 0;
+    for (int64_t i = 0; i < scattered.numel(); ++i) {
+        ASSERT_NEAR(scattered.get_f64(i), gathered.get_f64(i), 1e-12) << "element " << i;
+        total += std::abs(gathered.get_f64(i));
+    }
+    EXPECT_GT(total, 0);
+}
+
+TEST(MaxPoolGradKernel, ScatterMatchesGather) {
+    check_max_pool_grad({2, 3, 7, 6}, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+    check_max_pool_grad({1, 2, 8, 9}, {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{3, 2}}, {"dilations", Ints{2, 1}},
+                                       {"ceil_mode", int64_t{1}}, {"pads", Ints{0, 0, 0, 0}}});
+}
+
+}  // namespace
+}  // namespace kiln::autodiff

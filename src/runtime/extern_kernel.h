@@ -57,8 +57,9 @@ public:
 using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams& params,
                                                               const std::vector<ExternArg>& args);
 
-/// The factory of extern kernel `name` ("dnnl_conv", "dnnl_matmul", "kiln_rnn", "kiln_topk",
-/// "kiln_cumsum", "kiln_scatternd", "kiln_qadd"), nullptr when unknown or when
+/// The factory of extern kernel `name` ("dnnl_conv", "dnnl_matmul", "dnnl_conv_bwd", "kiln_rnn",
+/// "kiln_topk", "kiln_cumsum", "kiln_scatternd", "kiln_qadd", "kiln_maxpool_grad"), nullptr when
+/// unknown or when
 /// its library is not built into this runtime.
 ExternKernelFactory find_extern_kernel(const std::string& name);
 

@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/dnnl_engine.h"
+#include "runtime/executable.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -138,8 +139,11 @@ public:
                                  }
                              },
                              &ctx);
-            if (ctx.first.ok() && !ctx.partials.empty()) add_partials(args, ctx.partials);
+            // A preemptible loop that stopped left parts (or chunks of the sum) undone (run_control.h).
+            const bool stopped = env.stop && *env.stop;
+            if (ctx.first.ok() && !stopped && !ctx.partials.empty()) add_partials(args, ctx.partials, env);
             for (size_t i = 0; i < ctx.partials.size(); ++i) plan.parts[i + 1].partial->give(ctx.partials[i]);
+            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
             return ctx.first;
         } catch (const Error& e) {
             return Status::from(e);
@@ -249,14 +253,27 @@ private:
         }
     }
 
-    /// dW += the other parts' sums (a few hundred KB to MB: one pass on the caller's thread).
-    void add_partials(void* const* args, const std::vector<memory>& partials) const {
-        float* out = static_cast<float*>(args[args_[2]]);
-        const int64_t n = shape_numel(wei_);
-        for (const memory& m : partials) {
-            const float* p = static_cast<const float*>(m.get_data_handle());
-            for (int64_t i = 0; i < n; ++i) out[i] += p[i];
-        }
+    /// dW += the other parts' sums, in chunks on the pool (ResNet-18's 512x512x3x3: 9.4 MB).
+    void add_partials(void* const* args, const std::vector<memory>& partials, const kiln_kernel_env& env) const {
+        struct Add {
+            float* out;
+            const std::vector<memory>* partials;
+            int64_t n;
+        } job{static_cast<float*>(args[args_[2]]), &partials, shape_numel(wei_)};
+        constexpr int64_t kChunk = 1 << 15;
+        auto add = [](int64_t b, int64_t e, void* c) {
+            const auto* j = static_cast<const Add*>(c);
+            for (int64_t chunk = b; chunk < e; ++chunk) {
+                const int64_t lo = chunk * kChunk, hi = std::min(j->n, lo + kChunk);
+                for (const memory& m : *j->partials) {
+                    const float* p = static_cast<const float*>(m.get_data_handle());
+                    for (int64_t i = lo; i < hi; ++i) j->out[i] += p[i];
+                }
+            }
+        };
+        const int64_t chunks = (job.n + kChunk - 1) / kChunk;
+        if (env.parallel_for && chunks > 1) env.parallel_for(env.pool, chunks, add, &job);
+        else add(0, chunks, &job);
     }
 
     Plan& plan_for(int threads) {

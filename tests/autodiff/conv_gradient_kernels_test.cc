@@ -174,3 +174,35 @@ TEST(MaxPoolGradKernel, ScatterMatchesGather) {
 
 }  // namespace
 }  // namespace kiln::autodiff
+
+namespace kiln::autodiff {
+namespace {
+
+// Forged parameters (an artifact's, REVIEW.md 8) are a kiln::Error when the kernel is made,
+// never a crash; oneDNN's implementation query answers "" for them.
+TEST(ConvGradientKernels, ForgedParametersAreErrors) {
+    if (!runtime::have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    runtime::ExternKernelFactory make = runtime::find_extern_kernel("dnnl_conv_bwd");
+    ASSERT_NE(make, nullptr);
+    const std::string good =
+        "kind=data;src=2,3,8,8;wei=4,3,3,3;dst=2,4,8,8;groups=1;strides=1,1;dilates=0,0;pad_l=1,1;pad_r=1,1;"
+        "crop=8,8;dy_arg=0;w_arg=1;out_arg=2";
+    std::vector<runtime::ExternArg> args(3);
+    args[0].shape = {2, 4, 8, 8};
+    args[1].shape = {4, 3, 3, 3};
+    args[2].shape = {2, 3, 8, 8};
+    EXPECT_NE(make(runtime::ExternParams(good), args), nullptr);
+    EXPECT_NE(runtime::dnnl_implementation("dnnl_conv_bwd", good), "");
+    std::vector<runtime::ExternArg> wrong = args;
+    wrong[2].shape = {2, 3, 8, 9};
+    EXPECT_THROW(make(runtime::ExternParams(good), wrong), Error);
+    const std::string bad_arg = good.substr(0, good.rfind("out_arg=")) + "out_arg=7";
+    EXPECT_THROW(make(runtime::ExternParams(bad_arg), args), Error);
+    const std::string bad_crop = "kind=data;src=2,3,8,8;wei=4,3,3,3;dst=2,4,8,8;groups=1;strides=1,1;dilates=0,0;"
+                                 "pad_l=1,1;pad_r=1,1;crop=9,8;dy_arg=0;w_arg=1;out_arg=2";
+    EXPECT_THROW(make(runtime::ExternParams(bad_crop), args), Error);
+    EXPECT_EQ(runtime::dnnl_implementation("dnnl_conv_bwd", bad_crop), "");
+}
+
+}  // namespace
+}  // namespace kiln::autodiff

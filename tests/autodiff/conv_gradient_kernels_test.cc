@@ -74,7 +74,7 @@ void check(const Case& c) {
     for (auto source : {compiler::KernelSource::kAuto, compiler::KernelSource::kGenerated}) {
         const bool dnnl = source == compiler::KernelSource::kAuto && runtime::have_dnnl();
         const Result got = conv_grads(c, DType::kFloat32, source, 3);
-        EXPECT_EQ(got.grad_ops, 2);
+        EXPECT_EQ(got.grad_ops, runtime::have_dnnl() ? 2 : 0) << "the kernels' ops only where oneDNN runs them";
         const int bwd = static_cast<int>(std::count(got.externs.begin(), got.externs.end(), "dnnl_conv_bwd"));
         EXPECT_EQ(bwd, dnnl ? 2 : 0) << "oneDNN's backward kernels";
         ASSERT_EQ(got.grads.size(), 2u);

@@ -367,9 +367,10 @@ ir::Value* conv_weight_grad(GradientBuilder& b, ir::Value* x, ir::Value* dy, con
 }
 
 // Whether Conv's gradients go to KilnConvGradData / KilnConvGradWeight: float32, the dtype of
-// oneDNN's backward primitives; float64 (the gradient tests' dtype) and the 16-bit floats keep
-// the decomposition above.
-bool conv_grad_kernels_fit(const ir::Value* x) { return x->type().dtype == DType::kFloat32; }
+// oneDNN's backward primitives, in a build with oneDNN (CMakeLists.txt defines KILN_HAVE_DNNL
+// for this file); float64 (the gradient tests' dtype), the 16-bit floats and builds without
+// oneDNN keep the decomposition above (the ops' own computes are unscheduled gathers).
+bool conv_grad_kernels_fit(const ir::Value* x) { return KILN_HAVE_DNNL && x->type().dtype == DType::kFloat32; }
 
 ir::AttrMap conv_grad_attrs(const ConvShape& cs, const char* extent_name, const std::vector<int64_t>& extent) {
     std::vector<int64_t> pads = cs.geo.pads_begin;

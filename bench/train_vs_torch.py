@@ -3,6 +3,7 @@
     bench/setup_peers.sh --torch     # once: PyTorch 2.x from PyPI in build/torch-venv
     python3 bench/train_vs_torch.py [--models mlp,digits,resnet18,bert] [--rounds 5] [--steps 3] [--compile]
     python3 bench/train_vs_torch.py --smoke      # 1 step each: both losses finite and equal at step 0
+    python3 bench/train_vs_torch.py --models resnet18 --profile 15   # + Kiln's top 15 kernels per step
 
 PyTorch runs in a subprocess of its own interpreter (`--torch-python`; default the venv that
 `bench/setup_peers.sh --torch` makes, build/torch-venv, else $KILN_TORCH_PYTHON; without either
@@ -116,11 +117,14 @@ class TorchWorker:
 
 
 class KilnTrainer:
-    def __init__(self, onnx_path, batches):
+    def __init__(self, onnx_path, batches, profile_prefix=None):
         import kiln
         from kiln.training import CheckpointState, Module, Optimizer
         so = kiln.SessionOptions()
         so.intra_op_num_threads = THREADS
+        if profile_prefix:
+            so.enable_profiling = True
+            so.profile_file_prefix = profile_prefix
         self.module = Module(onnx_path, CheckpointState(), session_options=so, fused_step=True)
         self.opt = Optimizer(self.module, "sgd", lr=LR, momentum=MOMENTUM)
         self.x, self.y = batches["x"], batches["y"]
@@ -139,7 +143,38 @@ class KilnTrainer:
         return times, losses
 
 
-def bench_model(worker, name, rounds, steps, smoke, compiled):
+def profile_kiln(path, batches, steps, top):
+    """Kiln's kernels per training step (a profiled trainer's Chrome trace, first step left out):
+    ms per step and GFLOP/s, largest first."""
+    import gc
+    import glob
+    with tempfile.TemporaryDirectory() as d:
+        trainer = KilnTrainer(path, batches, profile_prefix=os.path.join(d, "trace"))
+        trainer.steps(1 + steps)
+        del trainer
+        gc.collect()  # the session writes its trace when it closes
+        traces = glob.glob(os.path.join(d, "trace*.json"))
+        if not traces:
+            return "  (no profile written)"
+        with open(traces[0]) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e["args"].get("run", 0) > 0]
+    runs = len({e["args"]["run"] for e in events}) or 1
+    rows = {}
+    for e in events:
+        key = (e["name"], e["args"].get("shapes", ""))
+        r = rows.setdefault(key, [0.0, 0.0, 0])
+        r[0] += e["dur"] / 1e3
+        r[1] += e["args"].get("flops", 0)
+        r[2] += 1
+    total = sum(r[0] for r in rows.values()) / runs
+    lines = [f"  Kiln kernels per step ({runs} runs, {total:.1f} ms of kernels; top {top}):"]
+    for (nm, shapes), (ms, flops, calls) in sorted(rows.items(), key=lambda kv: -kv[1][0])[:top]:
+        gf = f"{flops / (ms * 1e6):6.1f} GFLOP/s" if flops and ms else " " * 14
+        lines.append(f"  {ms / runs:8.2f} ms  {gf}  x{calls // runs:<3d} {nm}  {shapes}")
+    return "\n".join(lines)
+
+
+def bench_model(worker, name, rounds, steps, smoke, compiled, profile=0):
     import numpy as np
     sys.path.insert(0, TRAINING_TESTS)
     from onnx_fixup import inference_batchnorm
@@ -169,6 +204,9 @@ def bench_model(worker, name, rounds, steps, smoke, compiled):
         if compiled:
             row["compile_ms"] = 1e3 * statistics.median(med["compile"])
             row["ratio_compile"] = row["kiln_ms"] / row["compile_ms"]
+        if profile:
+            del kiln
+            row["profile"] = profile_kiln(path, batches, steps, profile)
         return row
 
 
@@ -183,6 +221,8 @@ def main():
     p.add_argument("--torch-python", default=default_torch_python(),
                    help="the interpreter with the PyTorch peer (default: build/torch-venv, see setup_peers.sh --torch)")
     p.add_argument("--compile", action="store_true", help="also time the step under torch.compile")
+    p.add_argument("--profile", type=int, default=0, metavar="TOP",
+                   help="after timing, profile Kiln's step and print its TOP kernels (ms/step, GFLOP/s)")
     a = p.parse_args()
     if a.torch_worker:
         return torch_worker()
@@ -195,7 +235,7 @@ def main():
         for name in a.models.split(","):
             if name not in MODELS:
                 raise SystemExit(f"unknown model '{name}' (have {MODELS})")
-            row = bench_model(worker, name, a.rounds, a.steps, a.smoke, a.compile)
+            row = bench_model(worker, name, a.rounds, a.steps, a.smoke, a.compile, a.profile)
             rows.append(row)
             if not row["agree"]:
                 failed.append(name)
@@ -210,6 +250,8 @@ def main():
                       f"{row['torch_ms']:9.1f} ms/step   Kiln/eager {row['ratio']:.2f}{compiled}   (step-0 losses "
                       f"{'agree' if row['agree'] else 'DIFFER'}; Kiln compile+first step {row['first_step_s']:.1f} s)",
                       flush=True)
+                if row.get("profile"):
+                    print(row["profile"], flush=True)
     finally:
         worker.close()
     if a.json:

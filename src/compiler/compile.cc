@@ -47,6 +47,7 @@
 #include "tir/simplify.h"
 #include "topi/dnnl_int8_match.h"
 #include "topi/dnnl_match.h"
+#include "topi/pool_grad_match.h"
 #include "topi/index_match.h"
 #include "runtime/extern_kernel.h"
 
@@ -108,6 +109,8 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     if (c.name == "kiln_rnn") return true;
     // The int8 kernels at any size: the generated QLinearConv / QLinearMatMul are integer loops.
     if (c.name == "dnnl_qconv" || c.name == "dnnl_qmatmul") return true;
+    // Conv gradients at any size: the generated KilnConvGrad* kernel is an unscheduled gather.
+    if (c.name == "dnnl_conv_bwd") return true;
     // A 1-D convolution takes oneDNN at any size: the generated kernel runs it as a 2-D one with
     // a unit height, and at Silero VAD's encoder sizes (64-128 channels, 1-4 frames, 25-100
     // kflop) it was slower than oneDNN's call costs (VAD chunk 0.11 -> 0.06 ms, 2 threads).
@@ -197,6 +200,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_qadd(unit.nodes, unit.inputs, unit.outputs)) return c;  // int8 residual add
+    if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {
@@ -206,7 +210,8 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
     // A shape the matcher passes but oneDNN rejects stays generated (never a load-time failure).
-    if (c && (c->name == "dnnl_conv" || c->name == "dnnl_qconv") && dnnl_conv_impl(*c).empty()) return std::nullopt;
+    if (c && (c->name == "dnnl_conv" || c->name == "dnnl_qconv" || c->name == "dnnl_conv_bwd") && dnnl_conv_impl(*c).empty())
+        return std::nullopt;
     if (c && source == KernelSource::kAuto) {
         // Where the rule is unsure, a measurement on this machine decides (compiler/kernel_probe.h).
         const bool rule = auto_prefers_dnnl(unit, *c);

@@ -15,6 +15,8 @@ const OpRegistry& OpRegistry::global() {
         register_compare_logic_ops(r);
         register_control_flow_ops(r);
         register_conv_ops(r);
+        register_conv_grad_ops(r);
+        register_pool_grad_ops(r);
         register_conv_nchwc_ops(r);
         register_conv_transpose_ops(r);
         register_det_ops(r);

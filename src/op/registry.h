@@ -31,6 +31,8 @@ void register_variadic_ops(OpRegistry& r);       // Max, Min, Sum, Mean
 void register_cast_ops(OpRegistry& r);           // Cast, CastLike
 void register_nn_ops(OpRegistry& r);    // BatchNormalization
 void register_conv_ops(OpRegistry& r);  // Conv
+void register_conv_grad_ops(OpRegistry& r);  // KilnConvGradData, KilnConvGradWeight
+void register_pool_grad_ops(OpRegistry& r);  // KilnMaxPoolGrad
 void register_conv_nchwc_ops(OpRegistry& r);  // KilnConv2dNCHWc, KilnLayoutToBlocked/FromBlocked
 void register_blocked_ops(OpRegistry& r);  // KilnDepthwiseConv2dNCHWc, Kiln*PoolNCHWc
 void register_pool_ops(OpRegistry& r);  // MaxPool, AveragePool, LpPool, Global*Pool

@@ -3,9 +3,11 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/dnnl_conv_backward.h"
 #include "runtime/dnnl_int8_kernels.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
+#include "runtime/maxpool_grad_kernel.h"
 #include "runtime/qadd_kernel.h"
 #include "runtime/rnn_kernel.h"
 #include "support/error.h"
@@ -76,9 +78,11 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_cumsum") return &make_cumsum_kernel;
     if (name == "kiln_scatternd") return &make_scatternd_kernel;
     if (name == "kiln_qadd") return &make_qadd_kernel;
+    if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;
+    if (name == "dnnl_conv_bwd") return &make_dnnl_conv_backward;
     if (name == "dnnl_qconv") return &make_dnnl_qconv;
     if (name == "dnnl_qmatmul") return &make_dnnl_qmatmul;
     if (name == "kiln_rnn") return &make_rnn_kernel;
@@ -93,6 +97,7 @@ std::string dnnl_implementation(const std::string& name, const std::string& para
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return dnnl_conv_implementation(ExternParams(params));
     if (name == "dnnl_qconv") return dnnl_qconv_implementation(ExternParams(params));
+    if (name == "dnnl_conv_bwd") return dnnl_conv_backward_implementation(ExternParams(params));
 #endif
     (void)name, (void)params;
     return "";

@@ -57,8 +57,9 @@ public:
 using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams& params,
                                                               const std::vector<ExternArg>& args);
 
-/// The factory of extern kernel `name` ("dnnl_conv", "dnnl_matmul", "kiln_rnn", "kiln_topk",
-/// "kiln_cumsum", "kiln_scatternd", "kiln_qadd"), nullptr when unknown or when
+/// The factory of extern kernel `name` ("dnnl_conv", "dnnl_matmul", "dnnl_conv_bwd", "kiln_rnn",
+/// "kiln_topk", "kiln_cumsum", "kiln_scatternd", "kiln_qadd", "kiln_maxpool_grad"), nullptr when
+/// unknown or when
 /// its library is not built into this runtime.
 ExternKernelFactory find_extern_kernel(const std::string& name);
 
@@ -67,7 +68,7 @@ bool have_dnnl();
 
 /// oneDNN's implementation (its impl_info_str, e.g. "jit:avx512_core", "ref:any") of extern
 /// kernel `name` with parameter text `params` on one thread, made without running it; "" when
-/// oneDNN rejects it, or for a kernel other than dnnl_conv.
+/// oneDNN rejects it, or for a kernel other than dnnl_conv, dnnl_qconv and dnnl_conv_bwd.
 std::string dnnl_implementation(const std::string& name, const std::string& params);
 
 }  // namespace kiln::runtime

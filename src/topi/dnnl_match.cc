@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "op/window.h"
+#include "topi/dnnl_conv_backward_match.h"
 #include "topi/dnnl_int8_match.h"
 #include "topi/rnn_match.h"
 
@@ -511,6 +512,7 @@ std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, cons
     const std::string& op = nodes[0]->op();
     if (op == "KilnConv2dNCHWc" || op == "KilnDepthwiseConv2dNCHWc" || op == "Conv") return match_conv(nodes, inputs, outputs);
     if (op == "ConvTranspose") return match_conv_transpose(nodes, inputs, outputs);
+    if (op == "KilnConvGradData" || op == "KilnConvGradWeight") return match_conv_backward(nodes, inputs, outputs);
     if (op == "MatMul" || op == "Gemm" || op == "KilnMatMulPackedB") return match_matmul(nodes, inputs, outputs);
     if (op == "RNN" || op == "GRU" || op == "LSTM") return match_rnn(nodes, inputs, outputs);
     if (op == "QLinearConv" || op == "QLinearMatMul") return match_dnnl_int8(nodes, inputs, outputs);

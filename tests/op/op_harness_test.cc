@@ -2889,6 +2889,7 @@ std::vector<Case> all_cases() {
     add_recurrent_cases(c);
     add_layout_cases(c);
     add_blocked_op_cases(c);
+    add_grad_op_cases(c);
     add_nn2_cases(c);
     add_signal2_cases(c);
     add_training_cases(c);

@@ -366,6 +366,19 @@ ir::Value* conv_weight_grad(GradientBuilder& b, ir::Value* x, ir::Value* dy, con
     return b.reshape(transpose(b, sum, {0, 2, 1}), wshape);  // [G, M/G, C/G * K]
 }
 
+// Whether Conv's gradients go to KilnConvGradData / KilnConvGradWeight: float32, the dtype of
+// oneDNN's backward primitives, in a build with oneDNN (CMakeLists.txt defines KILN_HAVE_DNNL
+// for this file); float64 (the gradient tests' dtype), the 16-bit floats and builds without
+// oneDNN keep the decomposition above (the ops' own computes are unscheduled gathers).
+bool conv_grad_kernels_fit(const ir::Value* x) { return KILN_HAVE_DNNL && x->type().dtype == DType::kFloat32; }
+
+ir::AttrMap conv_grad_attrs(const ConvShape& cs, const char* extent_name, const std::vector<int64_t>& extent) {
+    std::vector<int64_t> pads = cs.geo.pads_begin;
+    pads.insert(pads.end(), cs.geo.pads_end.begin(), cs.geo.pads_end.end());
+    return {{"group", cs.group}, {"strides", cs.geo.strides}, {"dilations", cs.geo.dilations}, {"pads", pads},
+            {extent_name, extent}};
+}
+
 std::vector<ir::Value*> conv_gradient(GradientBuilder& b) {
     const ir::Node& n = b.node();
     ir::Value *x = b.input(0), *w = b.input(1);
@@ -373,8 +386,13 @@ std::vector<ir::Value*> conv_gradient(GradientBuilder& b) {
     ir::Value* dy = b.output_grad(0);
     std::vector<ir::Value*> grads(b.num_inputs(), nullptr);
     if (!dy) return grads;
-    if (b.needs_grad(0)) grads[0] = conv_data_grad(b, dy, w, cs);
-    if (b.needs_grad(1)) grads[1] = conv_weight_grad(b, x, dy, cs);
+    if (conv_grad_kernels_fit(x)) {  // one kernel per gradient (op/defs/conv_grad.cc)
+        if (b.needs_grad(0)) grads[0] = b.emit1("KilnConvGradData", {dy, w}, conv_grad_attrs(cs, "input_shape", cs.in_spatial));
+        if (b.needs_grad(1)) grads[1] = b.emit1("KilnConvGradWeight", {x, dy}, conv_grad_attrs(cs, "kernel_shape", cs.kernel));
+    } else {
+        if (b.needs_grad(0)) grads[0] = conv_data_grad(b, dy, w, cs);
+        if (b.needs_grad(1)) grads[1] = conv_weight_grad(b, x, dy, cs);
+    }
     if (b.num_inputs() > 2 && b.input(2) && b.needs_grad(2)) {
         std::vector<int64_t> axes = {0};
         for (size_t i = 0; i < cs.kernel.size(); ++i) axes.push_back(static_cast<int64_t>(2 + i));

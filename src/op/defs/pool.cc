@@ -70,17 +70,17 @@ void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
 }
 
 // ---- Gradients (op/gradient.h) ----
-// The windowed pools scatter dY back through Col2Im (the sum of overlapping blocks, computed as
-// a gather over the block offsets): a column tensor [N, C * K, L] (K window offsets, L output
-// positions) holds each output's contribution to each of its window's positions, and Col2Im
-// adds them into X's shape, dropping the padding positions.
 //  - MaxPool: the contribution goes to the argmax only: MaxPool's Indices (the smallest flat
 //    index among the maxima, the element PyTorch routes to; taken from the node when it has
-//    them in row-major order, else from a second MaxPool) compared with the in-plane index of
-//    each window position (-1 for a padding position) picks exactly one offset per output, so
-//    ties never count twice. GlobalMaxPool is the one-window case.
-//  - AveragePool: every window offset gets dY / count, with the forward's count per output
-//    (count_include_pad either way, ceil_mode windows clipped the same way).
+//    them in row-major order, else from a second MaxPool) and dY gathered per input by
+//    KilnMaxPoolGrad (op/defs/pool_grad.cc), so ties never count twice. GlobalMaxPool is the
+//    one-window case.
+//  - AveragePool scatters dY back through Col2Im (the sum of overlapping blocks, computed as
+//    a gather over the block offsets): a column tensor [N, C * K, L] (K window offsets, L output
+//    positions) holds each output's contribution to each of its window's positions, and Col2Im
+//    adds them into X's shape, dropping the padding positions; every window offset gets
+//    dY / count, with the forward's count per output (count_include_pad either way, ceil_mode
+//    windows clipped the same way).
 
 // The Col2Im inverse of the windows of `g` over spatial dims `in`: cols [N, C, K, L] -> X shape.
 ir::Value* windows_to_image(GradientBuilder& b, ir::Value* cols, const WindowGeometry& g,
@@ -100,44 +100,15 @@ ir::Value* windows_to_image(GradientBuilder& b, ir::Value* cols, const WindowGeo
                    {{"dilations", g.dilations}, {"pads", pads}, {"strides", g.strides}});
 }
 
-// E[k, l]: the in-plane row-major index of window offset k of output position l, -1 where it
-// falls in the padding.
-Tensor window_positions(const WindowGeometry& g, const std::vector<int64_t>& in) {
-    const int sp = g.spatial();
-    int64_t K = 1, L = 1;
-    for (int d = 0; d < sp; ++d) K *= g.kernel[d], L *= g.out[d];
-    Tensor t(DType::kInt64, {K, L});
-    int64_t* e = t.data_as<int64_t>();
-    std::vector<int64_t> k(sp, 0);
-    for (int64_t ki = 0; ki < K; ++ki) {
-        std::vector<int64_t> o(sp, 0);
-        for (int64_t li = 0; li < L; ++li) {
-            int64_t flat = 0;
-            bool inside = true;
-            for (int d = 0; d < sp; ++d) {
-                const int64_t p = o[d] * g.strides[d] + k[d] * g.dilations[d] - g.pads_begin[d];
-                inside &= p >= 0 && p < in[d];
-                flat = flat * in[d] + p;
-            }
-            e[ki * L + li] = inside ? flat : -1;
-            for (int d = sp - 1; d >= 0 && ++o[d] == g.out[d]; --d) o[d] = 0;
-        }
-        for (int d = sp - 1; d >= 0 && ++k[d] == g.kernel[d]; --d) k[d] = 0;
-    }
-    return t;
-}
-
-// dX of a max pool with geometry g over x, given its row-major Indices.
+// dX of a max pool with geometry g over x, given its row-major Indices: one gather kernel
+// (op/defs/pool_grad.cc).
 ir::Value* max_pool_grad(GradientBuilder& b, ir::Value* x, ir::Value* dy, ir::Value* indices, const WindowGeometry& g) {
     const Shape xs = x->type().static_shape();
-    const std::vector<int64_t> in(xs.begin() + 2, xs.end());
-    int64_t plane = 1, L = 1, K = 1;
-    for (int d = 0; d < g.spatial(); ++d) plane *= in[d], L *= g.out[d], K *= g.kernel[d];
-    const Shape col = {xs[0], xs[1], 1, L};
-    ir::Value* local = b.emit1("Mod", {indices, b.scalar(static_cast<double>(plane), DType::kInt64)});
-    ir::Value* hit = b.emit1("Equal", {b.reshape(local, col), b.constant(window_positions(g, in))});
-    ir::Value* cols = b.emit1("Where", {hit, b.reshape(dy, col), b.scalar(0.0, x->type().dtype)});
-    return windows_to_image(b, cols, g, in);
+    std::vector<int64_t> pads = g.pads_begin;
+    pads.insert(pads.end(), g.pads_end.begin(), g.pads_end.end());
+    return b.emit1("KilnMaxPoolGrad", {dy, indices},
+                   {{"kernel_shape", g.kernel}, {"strides", g.strides}, {"dilations", g.dilations}, {"pads", pads},
+                    {"input_shape", std::vector<int64_t>(xs.begin() + 2, xs.end())}});
 }
 
 // The forward's row-major Indices: its own second output when it has one, else a second MaxPool

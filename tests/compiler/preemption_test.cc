@@ -161,6 +161,25 @@ PreemptedRun run_preempted(Session& s, const std::map<std::string, Tensor>& inpu
     return r;
 }
 
+/// A run whose preemption is requested before it starts, so it is cut for sure, then resumed to
+/// its end: on a loaded machine the delayed requests above can all land after their runs (their
+/// thread is not scheduled in time), and the tests' "some run was preempted" would fail by chance.
+PreemptedRun run_cut_at_start(Session& s, const std::map<std::string, Tensor>& inputs) {
+    Preemption p;
+    PreemptedRun r;
+    RunOptions o;
+    o.preempt = &p;
+    p.request();
+    std::vector<Tensor> out = s.run(inputs, o);
+    p.clear_request();
+    EXPECT_TRUE(p.suspended()) << "a run requested to stop before it started was not suspended";
+    EXPECT_TRUE(out.empty()) << "a suspended run returns no outputs";
+    r.suspensions = p.suspended() ? 1 : 0;
+    r.outputs = s.run(inputs, o);
+    EXPECT_FALSE(p.suspended());
+    return r;
+}
+
 /// The fastest of three unpreempted runs, in microseconds: it bounds the random delays.
 int fastest_run_us(Session& s, const std::map<std::string, Tensor>& in) {
     int run_us = 1 << 30;
@@ -193,6 +212,11 @@ TEST_P(PreemptionKernels, RandomPreemptionsGiveTheUnpreemptedResult) {
         suspensions += r.suspensions;
         cut += r.cut_inside;
     }
+    if (suspensions == 0) {  // the load kept every timed request out of its run
+        PreemptedRun r = run_cut_at_start(*s, in);
+        expect_identical(r.outputs, want, "a run cut at its start (" + GetParam() + ")");
+        suspensions += r.suspensions;
+    }
     EXPECT_GT(suspensions, 0) << "no run was ever preempted";
     std::printf("%s: %d suspensions, %d inside a kernel (unpreempted run: %d us)\n", GetParam().c_str(), suspensions,
                 cut, run_us);
@@ -217,6 +241,11 @@ TEST_P(PreemptionKernels, DigitsModel) {
     for (int i = 0; i < 30; ++i) {
         PreemptedRun r = run_preempted(*s, in, rng, max_delay, {0, 1, 2, 3});
         expect_identical(r.outputs, want, "digits run " + std::to_string(i));
+        suspensions += r.suspensions;
+    }
+    if (suspensions == 0) {  // the load kept every timed request out of its run
+        PreemptedRun r = run_cut_at_start(*s, in);
+        expect_identical(r.outputs, want, "a digits run cut at its start");
         suspensions += r.suspensions;
     }
     EXPECT_GT(suspensions, 0) << "no digits run was ever preempted";

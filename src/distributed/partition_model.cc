@@ -1,0 +1,24 @@
+#include "distributed/partition_model.h"
+
+#include "compiler/compile.h"
+#include "pass/infer_shapes.h"
+
+namespace kiln::distributed {
+
+void prepare_for_partition(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+    compiler::bind_input_shapes(g, dims);
+    pass::infer_shapes(g, compiler::pass_context());
+}
+
+RankAssignment assign_ranks(const ir::Graph& g, const PartitionOptions& o) {
+    bool annotated = !o.stages.empty();
+    for (const ir::Node* n : g.nodes()) annotated = annotated || n->has_attr(kRankAttr);
+    return annotated ? assign_ranks_annotated(g, o.num_ranks, o.stages) : assign_ranks_balanced(g, o.num_ranks);
+}
+
+Partition partition_model(ir::Graph& g, const std::map<std::string, int64_t>& dims, const PartitionOptions& o) {
+    prepare_for_partition(g, dims);
+    return partition_graph(g, assign_ranks(g, o));
+}
+
+}  // namespace kiln::distributed

@@ -1,13 +1,16 @@
 #include "distributed/partition_model.h"
 
 #include "compiler/compile.h"
-#include "pass/infer_shapes.h"
+#include "pass/pipeline.h"
 
 namespace kiln::distributed {
 
-void prepare_for_partition(ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+void prepare_for_partition(ir::Graph& g, const std::map<std::string, int64_t>& dims, int opt_level) {
     compiler::bind_input_shapes(g, dims);
-    pass::infer_shapes(g, compiler::pass_context());
+    std::vector<pass::Pass> passes;
+    for (const pass::Pass& p : pass::passes_for_level(opt_level))
+        if (p.name != "fuse-operators") passes.push_back(p);  // fusion is each rank's compile's
+    pass::run_passes(g, passes, compiler::pass_context(), {});
 }
 
 RankAssignment assign_ranks(const ir::Graph& g, const PartitionOptions& o) {
@@ -16,8 +19,9 @@ RankAssignment assign_ranks(const ir::Graph& g, const PartitionOptions& o) {
     return annotated ? assign_ranks_annotated(g, o.num_ranks, o.stages) : assign_ranks_balanced(g, o.num_ranks);
 }
 
-Partition partition_model(ir::Graph& g, const std::map<std::string, int64_t>& dims, const PartitionOptions& o) {
-    prepare_for_partition(g, dims);
+Partition partition_model(ir::Graph& g, const std::map<std::string, int64_t>& dims, const PartitionOptions& o,
+                          int opt_level) {
+    prepare_for_partition(g, dims, opt_level);
     return partition_graph(g, assign_ranks(g, o));
 }
 

@@ -5,10 +5,27 @@
 #include "support/error.h"
 
 namespace kiln::distributed {
+namespace {
+
+TensorInfo info_of(const ir::Value& v) {
+    TensorInfo t;
+    t.name = v.name();
+    t.dtype = v.type().dtype;
+    t.kind = static_cast<ValueKind>(v.type().kind);  // same order as ir::TypeKind
+    for (const ir::Dim& d : v.type().shape) {
+        t.shape.push_back(d.is_static() ? d.value : -1);
+        t.symbols.push_back(d.is_static() ? "" : d.symbol);
+    }
+    return t;
+}
+
+}  // namespace
 
 PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts)
     : runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts))) {
-    Partition p = partition_model(g, opts.dims, popts);
+    for (const ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
+    for (const ir::Value* v : g.outputs()) outputs_info_.push_back(info_of(*v));
+    Partition p = partition_model(g, opts.dims, popts, opts.opt_level);
     report_ = partition_report(p);
     transfers_ = p.transfers;
     outputs_ = p.outputs;

@@ -31,6 +31,9 @@ public:
     /// partition_report() of the partition, made before the rank graphs were lowered.
     const std::string& report() const { return report_; }
     const std::vector<Transfer>& transfers() const { return transfers_; }
+    /// The whole model's inputs and outputs (as Session::inputs() / outputs() describe them).
+    const std::vector<TensorInfo>& inputs() const { return inputs_; }
+    const std::vector<TensorInfo>& outputs() const { return outputs_info_; }
     int num_ranks() const { return static_cast<int>(ranks_.size()); }
     /// Kernels compiled over all ranks.
     int kernels() const { return kernels_; }
@@ -46,6 +49,7 @@ private:
                                  int64_t step);
 
     std::string report_;
+    std::vector<TensorInfo> inputs_, outputs_info_;
     std::vector<Transfer> transfers_;
     std::vector<OutputPlace> outputs_;
     std::vector<int> run_order_;

@@ -89,7 +89,8 @@ RankAssignment assign_ranks_annotated(const ir::Graph& g, int num_ranks, const S
         a.rank[n] = r;
     }
     for (const auto& [name, hit] : used)
-        KILN_CHECK(hit, kInvalidArgument) << "--stage '" << name << "': the graph has no node of that name";
+        KILN_CHECK(hit, kInvalidArgument) << "--stage '" << name << "': the graph has no node of that name (stages name the nodes "
+                                   "of the rewritten graph, which `kiln inspect --partition` prints)";
     // Nodes of constants only, last to first so a chain of them follows its final consumer.
     for (auto it = constant_only.rbegin(); it != constant_only.rend(); ++it) {
         int r = num_ranks;

@@ -67,7 +67,7 @@ TEST(Partition, AnnotatedSplitSharesOneRecvPerTensorAndCopiesConstants) {
     ir::Graph g = ir::parse_graph(kChain);
     PartitionOptions o;
     o.stages = {{"c", 1}};  // a, b, kb stay on rank 0; c inherits 1 and so do d, e
-    Partition p = partition_model(g, {}, o);
+    Partition p = partition_model(g, {}, o, 0);
     ASSERT_EQ(p.ranks.size(), 2u);
     const ir::Graph& r0 = p.ranks[0].graph;
     const ir::Graph& r1 = p.ranks[1].graph;
@@ -96,7 +96,7 @@ TEST(Partition, OneRecvServesEveryConsumerOnItsRank) {
     ir::Graph g = ir::parse_graph(kChain);
     PartitionOptions o;
     o.stages = {{"b", 1}, {"kb", 1}, {"c", 1}};  // a on rank 0, read by b and c on rank 1
-    Partition p = partition_model(g, {}, o);
+    Partition p = partition_model(g, {}, o, 0);
     EXPECT_EQ(count_op(p.ranks[1].graph, "KilnRecv"), 1);
     ir::Value* a = p.ranks[1].graph.find_value("a");
     ASSERT_NE(a, nullptr);
@@ -109,7 +109,7 @@ TEST(Partition, RankCycleIsAnErrorNamingTheNodes) {
     PartitionOptions o;
     o.stages = {{"b", 1}, {"kb", 0}};  // a (0) -> b (1) -> kb (0)
     try {
-        partition_model(g, {}, o);
+        partition_model(g, {}, o, 0);
         FAIL() << "no error";
     } catch (const Error& e) {
         std::string m = e.what();
@@ -123,17 +123,17 @@ TEST(Partition, UnknownStageNameAndRankOutOfRangeAreErrors) {
     ir::Graph g = ir::parse_graph(kChain);
     PartitionOptions o;
     o.stages = {{"nope", 1}};
-    EXPECT_THROW(partition_model(g, {}, o), Error);
+    EXPECT_THROW(partition_model(g, {}, o, 0), Error);
     ir::Graph g2 = ir::parse_graph(kChain);
     o.stages = {{"c", 2}};
-    EXPECT_THROW(partition_model(g2, {}, o), Error);
+    EXPECT_THROW(partition_model(g2, {}, o, 0), Error);
 }
 
 TEST(Partition, NodeAttributePlacesANodeAndIsDropped) {
     std::string text = kChain;
     text.replace(text.find("%d = Mul(%c, %k) :"), std::strlen("%d = Mul(%c, %k) :"), "%d = Mul(%c, %k) {kiln.rank=1} :");
     ir::Graph g = ir::parse_graph(text);
-    Partition p = partition_model(g, {}, {});
+    Partition p = partition_model(g, {}, {}, 0);
     ASSERT_NE(p.ranks[1].graph.find_value("d"), nullptr);
     EXPECT_EQ(p.ranks[1].graph.find_value("d")->producer()->op(), "Mul");
     EXPECT_FALSE(p.ranks[1].graph.find_value("d")->producer()->has_attr(kRankAttr));
@@ -153,7 +153,7 @@ graph g(%x: f32[64,256], %w: f32[256,256]) {
   return %f
 }
 )");
-    prepare_for_partition(g, {});
+    prepare_for_partition(g, {}, 0);
     std::vector<ir::Node*> order = g.nodes();
     for (int ranks = 2; ranks <= 3; ++ranks) {
         RankAssignment a = assign_ranks_balanced(g, ranks);

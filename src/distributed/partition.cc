@@ -57,7 +57,7 @@ private:
             KILN_CHECK(v->producer(), kUnsupported) << "partition: value '" << v->name() << "' has no producer in the graph";
             int src = a_.rank.at(v->producer());
             KILN_CHECK(src != r, kInternal) << "bug in Kiln: partition reached '" << v->name() << "' before its producer";
-            TransferKey key{src, incarnation_, r, v->name()};
+            TransferKey key{src, incarnation_, r, v->name(), 0, 0, /*step=*/-1};  // the step is set per run
             ir::Value* sent = local_[src].at(v);
             ir::AttrMap send_attrs{{"key", key.to_string()}, {"to", int64_t{r}}};
             p_.ranks[src].graph.add_node("KilnSend", {sent}, send_attrs, {}, {}, "send/" + v->name() + "/to" + std::to_string(r));
@@ -160,9 +160,9 @@ std::string partition_report(const Partition& p) {
         os << ir::print_graph(r.graph, popts) << "\n";
     }
     int64_t total = 0;
-    os << "// transfers: key (src;incarnation;dst;tensor;frame:iteration), type, bytes\n";
+    os << "// transfers: type, bytes, key (src/incarnation -> dst 'tensor' frame F:I; the step is set per run)\n";
     for (const Transfer& t : p.transfers) {
-        os << "transfer " << t.key.to_string() << " " << t.type.str() << " " << t.bytes << "\n";
+        os << "transfer " << t.type.str() << " " << t.bytes << " bytes: " << t.key.to_string() << "\n";
         total += t.bytes;
     }
     os << "// " << p.transfers.size() << " transfers, " << total << " bytes per step; stage costs:";

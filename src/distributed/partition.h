@@ -52,7 +52,7 @@ struct Partition {
 };
 
 /// Splits `g` by `a` (every node of g has a rank). Types must be inferred; `incarnation` is the
-/// source processes' (TransferKey::src_incarnation).
+/// source processes' (TransferKey::incarnation).
 Partition partition_graph(const ir::Graph& g, const RankAssignment& a, uint64_t incarnation = 1);
 
 /// What `kiln inspect --partition` prints: each rank's graph (constants elided past 16 values)

@@ -1,35 +1,44 @@
 #include "distributed/transfer_key.h"
 
 #include <charconv>
-#include <vector>
 
 #include "support/error.h"
 
 namespace kiln::distributed {
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> parts(1);
-    for (char c : s) {
-        if (c == sep) parts.emplace_back();
-        else parts.back() += c;
-    }
-    return parts;
+uint64_t fnv1a(const std::string& s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
 }
 
 template <typename T>
-bool parse_int(const std::string& s, T& out) {
+bool parse_int(std::string_view s, T& out) {
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+}
+
+/// Splits `s` at the first `sep` into head and the rest; false when absent.
+bool cut(std::string_view& s, std::string_view sep, std::string_view& head) {
+    size_t at = s.find(sep);
+    if (at == std::string_view::npos) return false;
+    head = s.substr(0, at);
+    s.remove_prefix(at + sep.size());
+    return true;
 }
 
 }  // namespace
 
 std::string TransferKey::to_string() const {
-    std::string s = std::to_string(src_rank) + ";" + std::to_string(src_incarnation) + ";" + std::to_string(dst_rank) +
-                    ";" + tensor + ";" + std::to_string(frame) + ":" + std::to_string(iteration);
-    if (step >= 0) s += ";step=" + std::to_string(step);
+    std::string s = std::to_string(src_rank) + "/" + std::to_string(incarnation) + " -> " + std::to_string(dst_rank) +
+                    " '" + tensor + "' frame " + std::to_string(frame) + ":" + std::to_string(iter);
+    if (step >= 0) s += " step " + std::to_string(step);
     return s;
+}
+
+int TransferKey::tag(int tag_upper_bound) const {
+    return 1 + static_cast<int>(fnv1a(to_string()) % static_cast<uint64_t>(tag_upper_bound));
 }
 
 TransferKey TransferKey::at_step(int64_t s) const {
@@ -39,21 +48,28 @@ TransferKey TransferKey::at_step(int64_t s) const {
 }
 
 TransferKey parse_transfer_key(const std::string& text) {
-    // The tensor name may hold ';' itself: fields are counted from both ends.
-    std::vector<std::string> p = split(text, ';');
-    bool has_step = p.size() >= 6 && p.back().rfind("step=", 0) == 0;
-    size_t tail = has_step ? 2 : 1;  // fields after the tensor name
     TransferKey k;
-    bool ok = p.size() >= 4 + tail - 1 && parse_int(p[0], k.src_rank) && parse_int(p[1], k.src_incarnation) &&
-              parse_int(p[2], k.dst_rank);
+    std::string_view s = text, src, inc, dst, fr, it;
+    // The tensor name may hold quotes and spaces: it ends at the last "' frame ".
+    size_t name_end = s.rfind("' frame ");
+    bool ok = name_end != std::string_view::npos && cut(s, "/", src) && cut(s, " -> ", inc) && cut(s, " '", dst) &&
+              parse_int(src, k.src_rank) && parse_int(inc, k.incarnation) && parse_int(dst, k.dst_rank);
     if (ok) {
-        for (size_t i = 3; i + tail < p.size(); ++i) k.tensor += (i > 3 ? ";" : "") + p[i];
-        std::vector<std::string> fi = split(p[p.size() - tail], ':');
-        ok = !k.tensor.empty() && fi.size() == 2 && parse_int(fi[0], k.frame) && parse_int(fi[1], k.iteration);
-        if (ok && has_step) ok = parse_int(p.back().substr(5), k.step);
+        size_t start = text.size() - s.size();
+        ok = name_end >= start;
+        if (ok) {
+            k.tensor = text.substr(start, name_end - start);
+            s = std::string_view(text).substr(name_end + 8);
+            std::string_view step_text;
+            bool has_step = cut(s, " step ", fr) ? (step_text = s, true) : (fr = s, false);
+            std::string_view frame_text = fr;
+            ok = cut(frame_text, ":", it) && parse_int(it, k.frame) && parse_int(frame_text, k.iter);
+            k.step = -1;
+            if (ok && has_step) ok = parse_int(step_text, k.step);
+        }
     }
-    KILN_CHECK(ok, kInvalidArgument) << "transfer key '" << text
-                                     << "': expected 'src;incarnation;dst;tensor;frame:iteration[;step=N]'";
+    KILN_CHECK(ok && !k.tensor.empty(), kInvalidArgument)
+        << "transfer key '" << text << "': expected \"SRC/INCARNATION -> DST 'TENSOR' frame F:I[ step N]\"";
     return k;
 }
 

@@ -1,7 +1,12 @@
 // The key of one tensor transfer between ranks, as TensorFlow's rendezvous keys it
 // (Rendezvous::CreateKey: source device, source incarnation, destination device, tensor name,
-// frame and iteration): a Send and its Recv meet when their keys are equal. The step id is
-// filled in per run, so transfers of different steps in flight never match each other.
+// frame and iteration, plus the step): a Send and its Recv meet when their keys are equal.
+// The partition (partition.h) makes keys without a step (step < 0: filled in per run), so
+// transfers of different steps in flight never match each other.
+//
+// One definition for the partition and the MPI rendezvous (rendezvous.h): same fields and the
+// same text, "0/1 -> 1 'conv3:0' frame 0:0 step 7", used by the IR's `key` attribute, logs and
+// errors, so a report of a stuck receive names the tensor both ranks wait on.
 #pragma once
 
 #include <cstdint>
@@ -11,26 +16,23 @@ namespace kiln::distributed {
 
 struct TransferKey {
     int src_rank = 0;
-    /// Identifies one life of the source process (a restarted rank gets a new one), so a Recv
-    /// never matches a Send of a process that died; the partition uses 1 until ranks restart.
-    uint64_t src_incarnation = 1;
+    uint64_t incarnation = 0;  // of the source process (a restarted worker gets a new one)
     int dst_rank = 0;
-    std::string tensor;  // the value's name in the whole graph
-    /// Frame and iteration ("0:0" outside loops): inside a loop body each iteration's transfer
-    /// is distinct.
-    int64_t frame = 0, iteration = 0;
-    /// The run's step id; -1 in the partition (the graph's key), set when a step runs.
-    int64_t step = -1;
+    std::string tensor;        // the value's name in the whole graph, "conv3:0"
+    int64_t frame = 0, iter = 0;  // "0:0" outside loops
+    int64_t step = 0;          // < 0: not set (a partition's graph key)
 
-    /// "0;1;1;conv3_out;0:0" and, once the step is set, ";step=7". One form for the IR's `key`
-    /// attribute, logs and errors, so a report names the tensor both ranks wait on.
+    /// "0/1 -> 1 'conv3:0' frame 0:0 step 7" (src/incarnation -> dst); no " step N" while the
+    /// step is not set.
     std::string to_string() const;
+    /// The MPI tag: a hash (FNV-1a) of to_string() in [1, tag_upper_bound].
+    int tag(int tag_upper_bound) const;
     /// The key with the step set.
     TransferKey at_step(int64_t s) const;
     bool operator==(const TransferKey& o) const = default;
 };
 
-/// Parses to_string()'s form; kInvalidArgument naming the text otherwise.
+/// Parses to_string()'s text; kInvalidArgument naming the text otherwise.
 TransferKey parse_transfer_key(const std::string& text);
 
 }  // namespace kiln::distributed

@@ -41,15 +41,19 @@ int count_op(const ir::Graph& g, const std::string& op) {
     return n;
 }
 
-TEST(TransferKey, RoundTripsWithStepAndSemicolonsInTheName) {
-    TransferKey k{0, 7, 1, "layer;1/out", 0, 0};
-    EXPECT_EQ(k.to_string(), "0;7;1;layer;1/out;0:0");
+TEST(TransferKey, RoundTripsWithAndWithoutStepAndOddTensorNames) {
+    TransferKey k{0, 7, 1, "it's a 'name' frame", 2, 5, -1};
+    EXPECT_EQ(k.to_string(), "0/7 -> 1 'it's a 'name' frame' frame 2:5");
     EXPECT_EQ(parse_transfer_key(k.to_string()), k);
     TransferKey s = k.at_step(42);
-    EXPECT_EQ(s.to_string(), "0;7;1;layer;1/out;0:0;step=42");
+    EXPECT_EQ(s.to_string(), "0/7 -> 1 'it's a 'name' frame' frame 2:5 step 42");
     EXPECT_EQ(parse_transfer_key(s.to_string()), s);
-    EXPECT_THROW(parse_transfer_key("0;1;x;t;0:0"), Error);
-    EXPECT_THROW(parse_transfer_key("0;1;1;t"), Error);
+    EXPECT_NE(s.tag(32767), k.tag(32767));  // the step is part of the tag
+    EXPECT_GE(s.tag(32767), 1);
+    EXPECT_LE(s.tag(32767), 32767);
+    EXPECT_THROW(parse_transfer_key("0/1 -> x 't' frame 0:0"), Error);
+    EXPECT_THROW(parse_transfer_key("0/1 -> 1 't'"), Error);
+    EXPECT_THROW(parse_transfer_key("0/1 -> 1 '' frame 0:0"), Error);
 }
 
 TEST(StageMap, ParsesPiecesAndNamesABadOne) {
@@ -75,8 +79,8 @@ TEST(Partition, AnnotatedSplitSharesOneRecvPerTensorAndCopiesConstants) {
     EXPECT_EQ(count_op(r0, "KilnSend"), 2);
     EXPECT_EQ(count_op(r1, "KilnRecv"), 2);
     ASSERT_EQ(p.transfers.size(), 2u);
-    EXPECT_EQ(p.transfers[0].key.to_string(), "0;1;1;a;0:0");
-    EXPECT_EQ(p.transfers[1].key.to_string(), "0;1;1;kb;0:0");
+    EXPECT_EQ(p.transfers[0].key.to_string(), "0/1 -> 1 'a' frame 0:0");
+    EXPECT_EQ(p.transfers[1].key.to_string(), "0/1 -> 1 'kb' frame 0:0");
     EXPECT_EQ(p.transfers[0].bytes, 2 * 4 * 4);
     // k is read on both ranks: copied to each; w only on rank 1.
     EXPECT_NE(r0.find_value("k"), nullptr);
@@ -87,7 +91,7 @@ TEST(Partition, AnnotatedSplitSharesOneRecvPerTensorAndCopiesConstants) {
     EXPECT_EQ(p.outputs[0].rank, 1);
     // The report prints both graphs and the transfers; rank graphs parse back.
     std::string report = partition_report(p);
-    EXPECT_NE(report.find("transfer 0;1;1;a;0:0 f32[2,4] 32"), std::string::npos) << report;
+    EXPECT_NE(report.find("transfer f32[2,4] 32 bytes: 0/1 -> 1 'a' frame 0:0\n"), std::string::npos) << report;
     ir::Graph back = ir::parse_graph(ir::print_graph(r1));
     EXPECT_EQ(count_op(back, "KilnRecv"), 2);
 }

@@ -58,11 +58,12 @@ def test_inspect_partition_prints_ranks_and_transfers(models_dir):
     assert "KilnSend(" in out and "KilnRecv()" in out
     transfers = [l for l in out.splitlines() if l.startswith("transfer ")]
     assert transfers, out
-    # key, type and bytes: the bytes are the type's element count times 4 (f32).
-    key, typ, nbytes = transfers[0].split()[1:]
-    dims = [int(d) for d in typ[len("f32["):-1].split(",")]
-    assert int(nbytes) == 4 * int(np.prod(dims))
-    assert key.startswith("0;1;1;") and key.endswith(";0:0")
+    # type, bytes and key: the bytes are the type's element count times 4 (f32); the key names
+    # source rank/incarnation, destination, tensor and frame:iteration (no step until a run).
+    m = re.fullmatch(r"transfer f32\[([\d,]+)\] (\d+) bytes: 0/1 -> 1 '(.+)' frame 0:0", transfers[0])
+    assert m, transfers[0]
+    assert int(m.group(2)) == 4 * int(np.prod([int(d) for d in m.group(1).split(",")]))
+    assert f"KilnRecv() {{from=0, key=\"0/1 -> 1 '{m.group(3)}' frame 0:0\"}}" in out
 
 
 def test_stage_naming_no_node_is_an_error(models_dir):

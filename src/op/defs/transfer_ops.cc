@@ -4,8 +4,8 @@
 // output (distributed/lower_transfers.h); over MPI they become point-to-point calls. They have
 // no compute, so nothing fuses or compiles them; compile() never sees one.
 //
-//   KilnSend(%t) {key="0;1;1;t;0:0", to=1}                      (no outputs; never removed)
-//   %t = KilnRecv() {from=0, key="0;1;1;t;0:0"} : f32[1,64,8,8]  (the type travels with the node)
+//   KilnSend(%t) {key="0/1 -> 1 't' frame 0:0", to=1}                      (no outputs; kept by DCE)
+//   %t = KilnRecv() {from=0, key="0/1 -> 1 't' frame 0:0"} : f32[1,64,8,8]  (the type travels with it)
 #include "op/registry.h"
 
 namespace kiln::op {

@@ -8,6 +8,7 @@ graph; the nodes after it inherit rank 1 from their producers).
 import re
 
 import onnx
+import onnx.numpy_helper
 import numpy as np
 import pytest
 
@@ -71,3 +72,32 @@ def test_stage_naming_no_node_is_an_error(models_dir):
     proc = run_kiln(["inspect", model, "--partition", "2", "--stage", "no_such_node=1"])
     assert proc.returncode != 0
     assert "no_such_node" in proc.stderr and "no node" in proc.stderr
+
+
+def test_kiln_rank_attribute_places_nodes(tmp_path):
+    """An ONNX node attribute `kiln.rank` places its node (every op accepts it); the nodes after
+    it inherit its rank. The split run equals the whole run and numpy."""
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu", **{"kiln.rank": 1}),
+             helper.make_node("Add", ["r", "h"], ["y"], name="add")]
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    graph = helper.make_graph(nodes, "ranked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])],
+                              [onnx.numpy_helper.from_array(w, "w")])
+    model = str(tmp_path / "ranked.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    inputs = str(tmp_path / "in.npz")
+    np.savez(inputs, x=x)
+    proc = run_kiln(["inspect", model, "--partition", "2"])
+    assert proc.returncode == 0, proc.stderr
+    rank1 = proc.stdout.split("// rank 1:")[1]
+    assert 'name="relu"' in rank1 and 'name="add"' in rank1 and 'name="mm"' not in rank1
+    assert "kiln.rank" not in proc.stdout  # the split drops the annotation
+    whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--repeat", "1"])
+    got, _ = kiln_run_model(model, inputs, str(tmp_path / "split"), extra=["--repeat", "1", "--partition", "2"])
+    _assert_bitwise(got, whole, "kiln.rank")
+    h = x.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(got["y"], np.maximum(h, 0) + h, rtol=1e-5, atol=1e-5)

@@ -7,10 +7,9 @@ namespace kiln::distributed {
 
 void prepare_for_partition(ir::Graph& g, const std::map<std::string, int64_t>& dims, int opt_level) {
     compiler::bind_input_shapes(g, dims);
-    std::vector<pass::Pass> passes;
-    for (const pass::Pass& p : pass::passes_for_level(opt_level))
-        if (p.name != "fuse-operators") passes.push_back(p);  // fusion is each rank's compile's
-    pass::run_passes(g, passes, compiler::pass_context(), {});
+    // Fusion too: its groups tell the rank assignment where not to cut. Each rank's compile
+    // runs the pipeline again on its part, and fuses the same groups.
+    pass::run_passes(g, pass::passes_for_level(opt_level), compiler::pass_context(), {});
 }
 
 RankAssignment assign_ranks(const ir::Graph& g, const PartitionOptions& o) {

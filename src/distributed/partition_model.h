@@ -1,5 +1,5 @@
-// The front door of partitioning a whole model: bind its input dims, run the -O pipeline's
-// graph rewrites on the whole graph (everything but fusion), assign ranks, split.
+// The front door of partitioning a whole model: bind its input dims, run the -O pipeline on
+// the whole graph, assign ranks (never cutting a fusion group), split.
 // `kiln inspect --partition` and the in-process partitioned run both start here.
 //
 // Why the rewrites come first (as TensorFlow partitions the graph Grappler optimized): a rewrite
@@ -9,7 +9,8 @@
 // that fuses into its consumer's epilogue, which moves that conv off oneDNN onto a generated
 // kernel with another summation order (measured on resnet_block: 1.8e-7 off). Split after the
 // rewrites, every rank compiles the same nodes the whole model compiles, and a transfer carries
-// the tensor in the layout its producer wrote. Fusion stays per rank: no group spans a cut.
+// the tensor in the layout its producer wrote. Fusion groups are kept whole for the same reason
+// (rank_assignment.h): the kernel units, and so the kernels chosen, are the whole model's.
 #pragma once
 
 #include <map>
@@ -28,7 +29,7 @@ struct PartitionOptions {
 };
 
 /// Binds `dims` (unbound symbolic dims: kInvalidArgument) and runs the passes of `opt_level`
-/// except fuse-operators, in place: types are static and shape operands constant after it.
+/// in place: types are static, shape operands constant and fusion groups marked after it.
 void prepare_for_partition(ir::Graph& g, const std::map<std::string, int64_t>& dims, int opt_level);
 
 /// Annotated assignment when the options or the graph's nodes name ranks, else balanced.

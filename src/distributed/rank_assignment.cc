@@ -2,10 +2,18 @@
 // smallest possible most-expensive stage when the first i nodes form k stages, is
 // min over j < i of max(best[k-1][j], cost(j..i)). O(ranks * nodes^2), a few million steps
 // for the largest test models.
+//
+// A fusion group (ir::Node::group, set by the whole graph's fuse-operators) is never cut: split
+// between ranks, a conv and its epilogue would be different kernel units, and the kernel choice
+// (kernels=auto decides per unit, by rule and an on-machine probe) and oneDNN's sum post-op
+// (a residual Add inside the conv) would sum in another order than the whole model does. The
+// balanced split cuts only between groups; an annotated group goes whole to the largest rank
+// any of its nodes was given.
 #include "distributed/rank_assignment.h"
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "distributed/stage_cost.h"
 #include "support/error.h"
@@ -28,6 +36,26 @@ bool reads_only_constants(const ir::Node& n) {
     for (const ir::Value* v : n.inputs())
         if (v && !v->is_constant()) return false;
     return true;
+}
+
+/// Moves each fusion group whole to the largest rank among its nodes, then lets the nodes not
+/// placed explicitly follow their producers again; repeats until nothing moves.
+void keep_groups_whole(const std::vector<ir::Node*>& order, const std::set<const ir::Node*>& placed,
+                       RankAssignment& a) {
+    for (bool moved = true; moved;) {
+        moved = false;
+        std::map<int, int> group_rank;
+        for (const ir::Node* n : order)
+            if (n->group() >= 0) group_rank[n->group()] = std::max(group_rank[n->group()], a.rank.at(n));
+        for (const ir::Node* n : order) {
+            int r = n->group() >= 0 ? group_rank.at(n->group()) : a.rank.at(n);
+            if (!placed.count(n))
+                for (const ir::Value* v : n->inputs())
+                    if (v && v->producer()) r = std::max(r, a.rank.at(v->producer()));
+            moved |= r != a.rank.at(n);
+            a.rank[n] = r;
+        }
+    }
 }
 
 }  // namespace
@@ -69,14 +97,17 @@ RankAssignment assign_ranks_annotated(const ir::Graph& g, int num_ranks, const S
     for (const auto& [name, r] : stages) used[name] = false;
     std::vector<ir::Node*> order = g.nodes();
     std::vector<ir::Node*> constant_only;
+    std::set<const ir::Node*> placed;  // by the stage map or kiln.rank
     for (ir::Node* n : order) {
         auto it = stages.find(stage_name(*n));
         int r = -1;
         if (it != stages.end()) {
             used[it->first] = true;
             r = it->second;
+            placed.insert(n);
         } else if (n->has_attr(kRankAttr)) {
             r = static_cast<int>(n->attr_int(kRankAttr, 0));
+            placed.insert(n);
         } else if (reads_only_constants(*n)) {
             constant_only.push_back(n);
             continue;
@@ -99,6 +130,7 @@ RankAssignment assign_ranks_annotated(const ir::Graph& g, int num_ranks, const S
                 if (a.rank.count(u)) r = std::min(r, a.rank.at(u));
         a.rank[*it] = r == num_ranks ? 0 : r;
     }
+    keep_groups_whole(order, placed, a);
     compute_stage_costs(g, a);
     return a;
 }
@@ -110,6 +142,16 @@ RankAssignment assign_ranks_balanced(const ir::Graph& g, int num_ranks) {
         << "partition: cannot split " << n << " nodes into " << num_ranks << " non-empty stages";
     std::vector<double> prefix(n + 1, 0.0);
     for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + node_cost(*order[i]).seconds;
+    // can_cut[j]: a stage may start at node j (no fusion group has nodes on both sides).
+    std::vector<bool> can_cut(n + 1, true);
+    std::map<int, std::pair<int, int>> span;  // group -> first, last position
+    for (int i = 0; i < n; ++i)
+        if (int grp = order[i]->group(); grp >= 0) {
+            auto [it, fresh] = span.try_emplace(grp, i, i);
+            it->second.second = i;
+        }
+    for (const auto& [grp, fl] : span)
+        for (int j = fl.first + 1; j <= fl.second; ++j) can_cut[j] = false;
     const double inf = std::numeric_limits<double>::infinity();
     // best[k][i]: k stages over the first i nodes; cut[k][i]: where the last stage starts.
     std::vector<std::vector<double>> best(num_ranks + 1, std::vector<double>(n + 1, inf));
@@ -118,12 +160,16 @@ RankAssignment assign_ranks_balanced(const ir::Graph& g, int num_ranks) {
     for (int k = 1; k <= num_ranks; ++k)
         for (int i = k; i <= n; ++i)
             for (int j = k - 1; j < i; ++j) {
+                if (!can_cut[j]) continue;
                 double v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
                 if (v < best[k][i]) {
                     best[k][i] = v;
                     cut[k][i] = j;
                 }
             }
+    KILN_CHECK(best[num_ranks][n] < inf, kInvalidArgument)
+        << "partition: cannot split " << n << " nodes into " << num_ranks
+        << " stages without cutting a fusion group (try fewer ranks, -O1, or --stage)";
     RankAssignment a;
     a.num_ranks = num_ranks;
     for (int k = num_ranks, i = n; k >= 1; --k) {

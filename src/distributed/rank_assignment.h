@@ -32,13 +32,14 @@ struct RankAssignment {
 
 /// From annotations: the stage map, else the node's kiln.rank attribute, else the largest rank
 /// of its producers (a node reading only graph inputs: rank 0); a node reading only constants
-/// takes the smallest rank of its consumers. kInvalidArgument: a stage-map name no node has, a
-/// rank outside [0, num_ranks).
+/// takes the smallest rank of its consumers. A fusion group (ir::Node::group) goes whole to the
+/// largest rank among its nodes, and the nodes not placed follow their producers again.
+/// kInvalidArgument: a stage-map name no node has, a rank outside [0, num_ranks).
 RankAssignment assign_ranks_annotated(const ir::Graph& g, int num_ranks, const StageMap& stages);
 
 /// Cost-balanced: `num_ranks` contiguous, non-empty stages of the topological order that
-/// minimise the most expensive stage's estimated time. kInvalidArgument with fewer nodes than
-/// ranks.
+/// minimise the most expensive stage's estimated time, cut only where no fusion group spans
+/// the cut. kInvalidArgument with fewer nodes than ranks, or no such cut.
 RankAssignment assign_ranks_balanced(const ir::Graph& g, int num_ranks);
 
 /// Fills a.stage_seconds from the nodes' costs.

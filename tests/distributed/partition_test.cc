@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "compiler/compile.h"
 #include "distributed/partition_model.h"
@@ -182,6 +183,30 @@ graph g(%x: f32[64,256], %w: f32[256,256]) {
             prev = a.rank.at(node);
         }
         EXPECT_EQ(prev, ranks - 1);
+    }
+}
+
+TEST(Partition, FusionGroupsAreNeverCut) {
+    // At -O2 the elementwise chain a..d fuses into one group; no split may separate its nodes.
+    for (StageMap stages : {StageMap{}, StageMap{{"c", 1}}}) {
+        ir::Graph g = ir::parse_graph(kChain);
+        prepare_for_partition(g, {}, 2);
+        std::map<int, int> groups;
+        for (const ir::Node* n : g.nodes()) groups[n->group()] += 1;
+        ASSERT_TRUE(groups.size() > 1) << "the chain did not fuse:\n" << ir::print_graph(g);
+        PartitionOptions o;
+        o.stages = stages;
+        RankAssignment a = assign_ranks(g, o);
+        std::map<int, std::set<int>> ranks_of_group;
+        for (const ir::Node* n : g.nodes())
+            if (n->group() >= 0) ranks_of_group[n->group()].insert(a.rank.at(n));
+        for (const auto& [grp, ranks] : ranks_of_group) EXPECT_EQ(ranks.size(), 1u) << "group " << grp;
+        Partition p = partition_graph(g, a);
+        if (stages.empty()) {  // balanced: the cut falls between the group and the MatMul
+            EXPECT_EQ(p.transfers.size(), 1u) << ir::print_graph(g);
+        } else {  // c's group goes whole to rank 1, and e follows it: rank 0 is left empty
+            EXPECT_EQ(p.ranks[0].graph.num_nodes(), 0u) << ir::print_graph(g);
+        }
     }
 }
 

@@ -76,16 +76,20 @@ def test_stage_naming_no_node_is_an_error(models_dir):
 
 def test_kiln_rank_attribute_places_nodes(tmp_path):
     """An ONNX node attribute `kiln.rank` places its node (every op accepts it); the nodes after
-    it inherit its rank. The split run equals the whole run and numpy."""
+    it inherit its rank (the Add, the MatMul's fused epilogue, with it). The split run equals the
+    whole run and numpy."""
     from onnx import TensorProto, helper
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-             helper.make_node("Relu", ["h"], ["r"], name="relu", **{"kiln.rank": 1}),
-             helper.make_node("Add", ["r", "h"], ["y"], name="add")]
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["m2"], name="mm2", **{"kiln.rank": 1}),
+             helper.make_node("Add", ["m2", "bias"], ["y"], name="add")]
     rng = np.random.default_rng(5)
     w = rng.standard_normal((8, 6)).astype(np.float32)
+    w2 = rng.standard_normal((6, 5)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
     graph = helper.make_graph(nodes, "ranked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])],
-                              [onnx.numpy_helper.from_array(w, "w")])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])],
+                              [onnx.numpy_helper.from_array(a, n) for a, n in [(w, "w"), (w2, "w2"), (bias, "bias")]])
     model = str(tmp_path / "ranked.onnx")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
     x = rng.standard_normal((4, 8)).astype(np.float32)
@@ -94,10 +98,10 @@ def test_kiln_rank_attribute_places_nodes(tmp_path):
     proc = run_kiln(["inspect", model, "--partition", "2"])
     assert proc.returncode == 0, proc.stderr
     rank1 = proc.stdout.split("// rank 1:")[1]
-    assert 'name="relu"' in rank1 and 'name="add"' in rank1 and 'name="mm"' not in rank1
+    assert 'name="mm2"' in rank1 and 'name="add"' in rank1 and 'name="mm"' not in rank1
     assert "kiln.rank" not in proc.stdout  # the split drops the annotation
     whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--repeat", "1"])
     got, _ = kiln_run_model(model, inputs, str(tmp_path / "split"), extra=["--repeat", "1", "--partition", "2"])
     _assert_bitwise(got, whole, "kiln.rank")
-    h = x.astype(np.float64) @ w.astype(np.float64)
-    np.testing.assert_allclose(got["y"], np.maximum(h, 0) + h, rtol=1e-5, atol=1e-5)
+    h = np.maximum(x.astype(np.float64) @ w.astype(np.float64), 0)
+    np.testing.assert_allclose(got["y"], h @ w2.astype(np.float64) + bias, rtol=1e-5, atol=1e-5)

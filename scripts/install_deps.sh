@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc  # kiln serve: KServe v2 HTTP and gRPC
   libb64-0d  # perf_analyzer's libb64.so.0d (tests/serve; scripts/serve_test_env.sh)
   libpng-dev  # src/data: PNG images in image-directory datasets
+  openmpi-bin libopenmpi-dev  # src/distributed: collectives and data-parallel training (mpirun)
   python3-torch python3-matplotlib  # training tests vs PyTorch autograd (tests/training); loss-curve PNGs
   python3-torchvision  # scripts/export_zoo.py: the benchmark zoo (bench/peers.py --zoo)
   time  # /usr/bin/time -v: peak RSS in bench/memory_figures.py

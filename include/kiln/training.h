@@ -73,6 +73,10 @@ struct TrainingOptions {
     size_t recompute_memory_limit = 0;
     /// Seed of the step's randomness (Dropout masks): step s uses seed + s.
     uint64_t seed = 0;
+    /// What create() compiles: the fused train step (false), or the gradients and apply graphs
+    /// (true) for a caller that steps through gradients() + apply_gradients() — data-parallel
+    /// training averages the gradients in between. The others compile on first use.
+    bool split_step = false;
 };
 
 struct StepResult {

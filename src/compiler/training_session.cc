@@ -93,7 +93,12 @@ public:
                 const Tensor& p = params_.at(name);
                 opt_state_[autodiff::optimizer_state_name(name, slot)] = Tensor(p.dtype(), p.shape());  // zeros
             }
-        (void)compiled(TrainingGraphKind::kTrainStep);
+        if (opts_.split_step) {
+            (void)compiled(TrainingGraphKind::kGradients);
+            (void)compiled(TrainingGraphKind::kApply);
+        } else {
+            (void)compiled(TrainingGraphKind::kTrainStep);
+        }
     }
 
     const std::vector<TensorInfo>& batch_inputs() const override { return batch_inputs_; }

@@ -35,6 +35,15 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
     return order;
 }
 
+std::vector<int64_t> shard_order(const std::vector<int64_t>& order, int64_t batch, int count, int index) {
+    const int64_t global = batch * count, batches = static_cast<int64_t>(order.size()) / global;
+    std::vector<int64_t> out;
+    out.reserve(static_cast<size_t>(batches * batch));
+    for (int64_t g = 0; g < batches; ++g)
+        out.insert(out.end(), order.begin() + g * global + index * batch, order.begin() + g * global + (index + 1) * batch);
+    return out;
+}
+
 uint64_t record_seed(uint64_t seed, int64_t epoch, int64_t record) {
     // A different first mix than epoch_order's, so a record's stream is not the shuffle's.
     uint64_t s = splitmix64(seed ^ 0x5851f42d4c957f2dull);

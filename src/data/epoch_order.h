@@ -13,6 +13,13 @@ namespace kiln::data {
 /// differs between standard libraries).
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
 
+/// Rank `index`'s share of an epoch's `order` when `count` ranks train data-parallel on batches
+/// of `batch` records each: global batch g is order[g*batch*count, (g+1)*batch*count) and rank r
+/// takes its r-th slice of `batch` records, so the concatenation of the ranks' batches g, in
+/// rank order, is the global batch g a single process with batch*count records reads. The last
+/// partial global batch is dropped.
+std::vector<int64_t> shard_order(const std::vector<int64_t>& order, int64_t batch, int count, int index);
+
 /// The seed of record `record`'s map-stage Rng in epoch `epoch`.
 uint64_t record_seed(uint64_t seed, int64_t epoch, int64_t record);
 

@@ -91,6 +91,11 @@ Pipeline::Pipeline(std::shared_ptr<Source> source, PipelineOptions opts)
     KILN_CHECK(opts_.prefetch >= 1, kInvalidArgument) << "Pipeline: prefetch must be >= 1, got " << opts_.prefetch;
     KILN_CHECK(opts_.map_threads >= 0, kInvalidArgument)
         << "Pipeline: map_threads must be >= 0 (0 = one per core), got " << opts_.map_threads;
+    KILN_CHECK(opts_.shard_count >= 1 && opts_.shard_index >= 0 && opts_.shard_index < opts_.shard_count &&
+                   (opts_.shard_count == 1 || opts_.drop_remainder),
+               kInvalidArgument)
+        << "Pipeline: shard " << opts_.shard_index << " of " << opts_.shard_count
+        << ": expected 0 <= shard_index < shard_count, and drop_remainder when sharded";
     if (opts_.map_threads == 0)
         opts_.map_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
 }
@@ -116,6 +121,7 @@ void Pipeline::map(MapFn fn) {
 
 int64_t Pipeline::batches_per_epoch() const {
     int64_t n = source_->size(), b = opts_.batch_size;
+    if (opts_.shard_count > 1) return n / (b * opts_.shard_count);
     return opts_.drop_remainder ? n / b : (n + b - 1) / b;
 }
 
@@ -127,6 +133,7 @@ void Pipeline::start_epoch(int64_t epoch, int64_t skip_batches) {
         << "Pipeline::start_epoch(" << epoch << ", skip_batches=" << skip_batches << "): expected 0 <= skip_batches <= "
         << total << " (batches per epoch)";
     std::vector<int64_t> order = epoch_order(source_->size(), opts_.shuffle, opts_.seed, epoch);
+    if (opts_.shard_count > 1) order = shard_order(order, opts_.batch_size, opts_.shard_count, opts_.shard_index);
     State& s = *state_;
     {
         std::lock_guard<std::mutex> lk(s.mu);
@@ -135,7 +142,7 @@ void Pipeline::start_epoch(int64_t epoch, int64_t skip_batches) {
         s.epoch = epoch;
         s.order = std::move(order);
         s.total_batches = total;
-        s.end_pos = std::min<int64_t>(source_->size(), total * opts_.batch_size);
+        s.end_pos = std::min<int64_t>(static_cast<int64_t>(s.order.size()), total * opts_.batch_size);
         s.consumed = skip_batches;
         s.next_pos = skip_batches * opts_.batch_size;
         s.slots.clear();

@@ -79,6 +79,9 @@ struct PipelineOptions {
     /// Dedicated threads, not the runtime's pools: they block (back-pressure, file reads) and
     /// must not take the threads the compiled training step computes on.
     int map_threads = 0;
+    /// Data-parallel sharding (needs drop_remainder): this pipeline yields rank shard_index's
+    /// slice of each global batch of batch_size * shard_count records (epoch_order.h shard_order).
+    int shard_count = 1, shard_index = 0;
 };
 
 class Pipeline {

@@ -290,5 +290,42 @@ TEST(Pipeline, OptionAndCallOrderErrors) {
     EXPECT_FALSE(big.next().has_value());
 }
 
+// Data-parallel sharding: with 3 ranks x batch 2, the concatenation of the ranks' batches g in
+// rank order is the single pipeline's batch g of 6 records (shuffled, with map-stage noise);
+// the last partial global batch is dropped on every rank alike.
+TEST(Pipeline, ShardsConcatenateToTheGlobalBatch) {
+    auto src = std::make_shared<CountingSource>(29);
+    PipelineOptions global{.batch_size = 6, .shuffle = true, .seed = 11, .map_threads = 2};
+    Pipeline whole(src, global);
+    whole.map(add_noise);
+    std::vector<Batch> want = run_epoch(whole, 2);
+    ASSERT_EQ(want.size(), 4u);
+    std::vector<std::vector<Batch>> shards;
+    for (int r = 0; r < 3; ++r) {
+        PipelineOptions o = global;
+        o.batch_size = 2, o.shard_count = 3, o.shard_index = r;
+        Pipeline p(src, o);
+        p.map(add_noise);
+        EXPECT_EQ(p.batches_per_epoch(), 4);
+        shards.push_back(run_epoch(p, 2));
+        ASSERT_EQ(shards.back().size(), 4u);
+    }
+    for (size_t g = 0; g < want.size(); ++g) {
+        std::vector<int64_t> labels;
+        std::vector<float> noise;
+        for (int r = 0; r < 3; ++r) {
+            for (int64_t l : labels_of(shards[r][g])) labels.push_back(l);
+            const Tensor& n = shards[r][g].at("noise");
+            noise.insert(noise.end(), n.data_as<float>(), n.data_as<float>() + n.numel());
+        }
+        EXPECT_EQ(labels, labels_of(want[g])) << g;
+        const Tensor& n = want[g].at("noise");
+        EXPECT_EQ(noise, std::vector<float>(n.data_as<float>(), n.data_as<float>() + n.numel())) << g;
+    }
+    PipelineOptions bad = global;
+    bad.shard_count = 2, bad.shard_index = 2;
+    EXPECT_THROW(Pipeline(src, bad), Error);
+}
+
 }  // namespace
 }  // namespace kiln::data

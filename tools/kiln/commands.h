@@ -52,5 +52,7 @@ void add_rpc_server_command(CLI::App& app, CommandAction& action);
 void add_serve_command(CLI::App& app, CommandAction& action);
 /// `kiln train MODEL.onnx --data DATA ...`: train a model's initializers (docs/training.md).
 void add_train_command(CLI::App& app, CommandAction& action);
+/// `kiln quantize MODEL.onnx -o OUT.onnx --calibration DATA ...`: int8 QDQ model (docs/quantization.md).
+void add_quantize_command(CLI::App& app, CommandAction& action);
 
 }  // namespace kiln::cli

@@ -35,6 +35,7 @@ int run_main(int argc, char** argv) {
     kiln::cli::add_rpc_server_command(app, action);
     kiln::cli::add_serve_command(app, action);
     kiln::cli::add_train_command(app, action);
+    kiln::cli::add_quantize_command(app, action);
     for (CLI::App* sub : app.get_subcommands({})) sub->failure_message(CLI::FailureMessage::help);
 
     try {

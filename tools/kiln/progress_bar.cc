@@ -33,6 +33,7 @@ std::string ProgressBar::format(const Progress& p) const {
 }
 
 void ProgressBar::update(const Progress& p) {
+    if (quiet_) return;
     bool epoch_end = p.batch == p.batches_per_epoch;
     if (tty_) {
         auto now = std::chrono::steady_clock::now();
@@ -47,6 +48,7 @@ void ProgressBar::update(const Progress& p) {
 }
 
 void ProgressBar::print_line(const std::string& line) {
+    if (quiet_) return;
     finish();
     fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);

@@ -27,6 +27,8 @@ public:
     /// `tty`: redraw in place; otherwise one line per `log_every` steps (>= 1).
     ProgressBar(bool tty, int64_t log_every);
     void set_log_every(int64_t steps) { log_every_ = steps < 1 ? 1 : steps; }
+    /// Prints nothing at all (the ranks other than 0 of a data-parallel run).
+    void set_quiet(bool quiet) { quiet_ = quiet; }
     /// Shows `p` (redrawn, or printed when its step is due).
     void update(const Progress& p);
     /// Prints a whole line (the eval line, a note), first ending a line being redrawn.
@@ -41,6 +43,7 @@ private:
     std::string format(const Progress& p) const;
     bool tty_;
     int64_t log_every_;
+    bool quiet_ = false;
     bool line_open_ = false;  // a redrawn line is on screen without its newline
     std::chrono::steady_clock::time_point last_draw_{};
 };

@@ -10,6 +10,13 @@
 // epoch), so `--resume` continues at the exact batch: the resumed run's weights and loss curve
 // are those of an uninterrupted one. `--resume` without a checkpoint is an error (nothing is
 // started silently from scratch).
+//
+// Data-parallel (`mpirun -np N kiln train ... --data-parallel`, docs/distributed.md): every
+// rank compiles the same step, rank 0's weights are broadcast, rank r reads the r-th slice of
+// each global batch of N x --batch-size records, gradients are averaged across ranks before
+// each optimizer step (distributed/data_parallel.h); rank 0 alone prints, writes checkpoints,
+// metrics and the export; `--resume` loads the checkpoint on every rank. An error on any rank
+// aborts the whole job.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -21,6 +28,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "distributed/communicator.h"
+#include "distributed/data_parallel.h"
 #include "kiln/kiln.h"
 #include "kiln/training.h"
 #include "name_value_args.h"
@@ -54,6 +63,7 @@ struct TrainArgs {
     bool resume = false;
     std::string export_path, metrics_csv;
     int64_t log_every = 0;
+    bool data_parallel = false;
 };
 
 /// The checkpoint's `extra`: the trainer's position and metrics.
@@ -74,7 +84,8 @@ std::map<std::string, std::string> position_extra(const Position& p, const Train
             {"shuffle", a.data.shuffle ? "1" : "0"},
             {"ema", fmt::format("{:.17g}", p.ema)},
             {"ema_steps", std::to_string(p.ema_steps)},
-            {"csv_rows", std::to_string(p.csv_rows)}};
+            {"csv_rows", std::to_string(p.csv_rows)},
+            {"world_size", std::to_string(a.data.shard_count)}};
 }
 
 Position read_position(const std::map<std::string, std::string>& extra, const std::string& path, TrainArgs& a) {
@@ -95,6 +106,10 @@ Position read_position(const std::map<std::string, std::string>& extra, const st
         KILN_CHECK(batch_size == a.data.batch_size, kInvalidArgument)
             << "--resume: checkpoint '" << path << "' was trained with --batch-size " << batch_size << ", this run has "
             << a.data.batch_size;
+        int64_t world = extra.count("world_size") ? std::stoll(extra.at("world_size")) : 1;
+        KILN_CHECK(world == a.data.shard_count, kInvalidArgument)
+            << "--resume: checkpoint '" << path << "' was trained by " << world << " data-parallel rank(s), this run has "
+            << a.data.shard_count << " (the data position depends on it)";
         uint64_t seed = std::stoull(get("seed"));
         bool shuffle = get("shuffle") == "1";
         if (seed != a.data.seed || shuffle != a.data.shuffle)
@@ -164,34 +179,51 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     bool classification = a.loss == "cross_entropy" || a.loss == "nll";
 
     TrainData data = open_train_sources(a.data);
-    int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
+    const int world = a.data.shard_count;
+    const bool rank0 = a.data.shard_index == 0;
+    const int64_t global_batch = a.data.batch_size * world;  // records per optimizer step, all ranks
+    KILN_CHECK(data.train_source->size() >= global_batch, kInvalidArgument)
+        << "--data '" << a.data.data << "' has " << data.train_source->size() << " training records, fewer than one global batch ("
+        << world << " ranks x --batch-size " << a.data.batch_size << ")";
+    int64_t steps_per_epoch = data.train_source->size() / global_batch;
     TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
+    // Data-parallel: each rank draws its own dropout masks (the shuffle seed stays common).
+    opts.seed += static_cast<uint64_t>(a.data.shard_index) * 0x9e3779b97f4a7c15ull;
+    opts.split_step = a.data_parallel;  // steps are gradients, allreduce, apply: compile those
     auto t_compile = Clock::now();
     std::unique_ptr<TrainingSession> session = TrainingSession::create(a.model, opts);
     double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
 
     Position pos;
     if (a.resume) pos = read_position(session->load_checkpoint(checkpoint), checkpoint, a);
+    std::unique_ptr<distributed::DataParallel> dp;
+    if (a.data_parallel) {
+        dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session);
+        if (!a.resume) dp->broadcast_parameters();  // a resumed run: every rank loaded the same checkpoint
+    }
     StepInputs step{session->batch_inputs(), a.loss == "output" ? "" : opts.loss.labels,
                     classification && loss_out.shape.size() >= 2 ? loss_out.shape[1] : 0};
     build_pipelines(a.data, step, data);
     KILN_CHECK(data.train->batches_per_epoch() == steps_per_epoch, kInternal)
         << "bug in Kiln: pipeline has " << data.train->batches_per_epoch() << " batches per epoch, expected " << steps_per_epoch;
     std::unique_ptr<MetricsCsv> csv;
-    if (!a.metrics_csv.empty())
+    if (!a.metrics_csv.empty() && rank0)
         csv = std::make_unique<MetricsCsv>(a.metrics_csv, a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
-    if (!a.checkpoint_dir.empty()) std::filesystem::create_directories(a.checkpoint_dir);
+    if (!a.checkpoint_dir.empty() && rank0) std::filesystem::create_directories(a.checkpoint_dir);
 
     if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
     bar.print_line(data.describe);
     bar.print_line(fmt::format("model: {} ({} parameters to train), batch {}, {} steps per epoch; step compiled in {:.2f} s",
                                a.model, session->parameter_names().size(), a.data.batch_size, steps_per_epoch, compile_s));
+    if (dp)
+        bar.print_line(fmt::format("data-parallel: {} ranks x batch {} = {} records per step", world, a.data.batch_size,
+                                   global_batch));
     if (a.resume)
         bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
                                    steps_per_epoch, session->step()));
 
     auto save = [&] {
-        if (checkpoint.empty()) return;
+        if (checkpoint.empty() || !rank0) return;
         if (csv) pos.csv_rows = csv->rows();
         session->save_checkpoint(checkpoint, position_extra(pos, a));
     };
@@ -207,19 +239,19 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         while (auto batch = pos.batch < steps_per_epoch ? data.train->next() : std::nullopt) {
             std::map<std::string, Tensor> inputs = step_batch(*batch, data, step);
             double lr = opts.schedule.at(session->step(), a.lr);
-            StepResult r = session->train_step(inputs);
-            KILN_CHECK(std::isfinite(r.loss), kInvalidArgument)
-                << "the training loss is " << r.loss << " at step " << session->step()
+            const double loss = dp ? dp->step(inputs) : session->train_step(inputs).loss;
+            KILN_CHECK(std::isfinite(loss), kInvalidArgument)
+                << "the training loss is " << loss << " at step " << session->step()
                 << " (epoch " << pos.epoch + 1 << ", batch " << pos.batch + 1 << "): lower --lr or use --clip-norm";
             ++pos.batch;
             ++run_steps;
-            epoch_samples += a.data.batch_size;
-            pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * r.loss;
+            epoch_samples += global_batch;
+            pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * loss;
             ++pos.ema_steps;
             double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
             samples_per_s = elapsed > 0 ? static_cast<double>(epoch_samples) / elapsed : 0;
             double per_step = (train_seconds + elapsed) / static_cast<double>(run_steps);
-            if (csv) csv->row(pos.epoch + 1, session->step(), r.loss, std::nullopt, std::nullopt, lr, samples_per_s);
+            if (csv) csv->row(pos.epoch + 1, session->step(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
             bar.update({pos.epoch, a.epochs, pos.batch, steps_per_epoch, session->step(),
                         pos.ema / (1 - std::pow(kSmoothing, static_cast<double>(pos.ema_steps))), lr, samples_per_s,
                         per_step * static_cast<double>(total_steps - session->step())});
@@ -243,22 +275,34 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         pos = next;
     }
     bar.finish();
-    fmt::print(stderr, "trained {} steps in {:.2f} s ({:.0f} samples/s)\n", run_steps, train_seconds,
-               train_seconds > 0 ? static_cast<double>(run_steps * a.data.batch_size) / train_seconds : 0.0);
-    if (!a.export_path.empty()) {
+    if (rank0)
+        fmt::print(stderr, "trained {} steps in {:.2f} s ({:.0f} samples/s)\n", run_steps, train_seconds,
+                   train_seconds > 0 ? static_cast<double>(run_steps * global_batch) / train_seconds : 0.0);
+    if (!a.export_path.empty() && rank0) {
         session->export_onnx(a.export_path);
         fmt::print(stderr, "wrote {}\n", a.export_path);
     }
     return 0;
 }
 
-int train(const TrainArgs& a) {
+int train(TrainArgs a) {
+    distributed::Communicator* comm = nullptr;
+    if (a.data_parallel) {
+        comm = &distributed::Communicator::get();
+        a.data.shard_count = comm->size();
+        a.data.shard_index = comm->rank();
+    }
     bool tty = ProgressBar::stderr_is_tty();
     ProgressBar bar(tty, a.log_every);
+    bar.set_quiet(a.data.shard_index != 0);
     try {
-        return train_run(a, bar);
-    } catch (...) {
+        int rc = train_run(a, bar);
+        if (comm) comm->finalize();
+        return rc;
+    } catch (const std::exception& e) {
         bar.finish();  // the error message starts on a line of its own
+        // A rank that fails alone would leave its peers waiting in the next collective.
+        if (comm && comm->size() > 1) comm->abort(1, e.what());
         throw;
     }
 }
@@ -318,6 +362,9 @@ void add_train_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--metrics-csv", a->metrics_csv, "Write per-step and per-epoch metrics (continued by --resume)")->type_name("FILE");
     sub->add_option("--log-every", a->log_every, "Print a progress line every N steps when stderr is not a terminal (default: 5 per epoch)")
         ->type_name("N");
+    sub->add_flag("--data-parallel", a->data_parallel,
+                  "Train data-parallel over the ranks of mpirun: each rank takes its slice of every global batch of "
+                  "ranks x --batch-size records; gradients are averaged (docs/distributed.md)");
     sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD (per channel: M1,..,Mc,S1,..,Sc)")->type_name("MEAN,STD")->delimiter(',');
     sub->add_option("--random-crop", a->data.random_crop, "Pad the input's last two axes by PAD, cut a random HxW window")
         ->type_name("H,W,PAD")

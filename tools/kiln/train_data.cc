@@ -118,7 +118,9 @@ void build_pipelines(const DataArgs& args, const StepInputs& step, TrainData& d)
 
     data::PipelineOptions po{.batch_size = args.batch_size, .drop_remainder = true, .shuffle = args.shuffle,
                              .seed = args.seed, .prefetch = 2, .map_threads = args.map_threads};
-    d.train = std::make_unique<data::Pipeline>(d.train_source, po);
+    data::PipelineOptions train_po = po;  // only training is sharded: every rank evaluates the whole eval set
+    train_po.shard_count = args.shard_count, train_po.shard_index = args.shard_index;
+    d.train = std::make_unique<data::Pipeline>(d.train_source, train_po);
     add_check_stages(*d.train, d, step, *d.train_source, args.data);
     // Augmentation applies to the field of the model's first input (the image).
     auto first = std::find_if(step.inputs.begin(), step.inputs.end(),

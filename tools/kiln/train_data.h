@@ -31,6 +31,8 @@ struct DataArgs {
     uint64_t seed = 0;
     int64_t batch_size = 32;
     int map_threads = 0;
+    /// Data-parallel: this rank's shard of each global batch (data/pipeline.h).
+    int shard_count = 1, shard_index = 0;
 };
 
 /// What the step takes: its inputs (TrainingSession::batch_inputs()), which of them is the

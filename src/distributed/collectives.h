@@ -1,0 +1,46 @@
+// Collectives over MPI on kiln::Tensors (docs/distributed.md): allreduce (sum, mean, min, max,
+// prod), broadcast, allgather and reduce-scatter, for f32 f64 f16 bf16 and every 8- to 64-bit
+// integer dtype.
+//
+// Every call is collective: each rank of the communicator makes it with the same tensors in the
+// same order. That is checked first (agreement.h), so a mismatch is an error naming the rank
+// and the tensor. Transfers are non-blocking MPI calls waited on with a deadline
+// (Communicator::wait_all); allreduce and broadcast pack their tensors into fusion buffers
+// (fusion.h), all in flight at once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "distributed/reduce_op.h"
+#include "kiln/tensor.h"
+
+namespace kiln::distributed {
+
+/// A tensor of a collective call; the name identifies it in errors ("grad/conv1.weight").
+struct NamedTensor {
+    std::string name;
+    Tensor tensor;
+};
+
+/// Reduces each tensor elementwise across ranks, in place: afterwards every rank holds the
+/// reduction (ranks' shapes and dtypes must agree).
+void allreduce(Communicator& comm, std::vector<NamedTensor>& tensors, ReduceOp op);
+
+/// Copies rank `root`'s tensors into every rank's tensors, in place.
+void broadcast(Communicator& comm, std::vector<NamedTensor>& tensors, int root);
+
+/// Every rank's tensor concatenated along axis 0 in rank order. The ranks' dim 0 may differ;
+/// the other dims and the dtype must agree. A scalar is gathered as a vector of one per rank.
+Tensor allgather(Communicator& comm, const NamedTensor& tensor);
+
+/// The reduction across ranks of `tensor`, of which rank r keeps its block of axis 0, split as
+/// numpy.array_split does: the first (dim0 % size) ranks get one row more. Dim 0 may be smaller
+/// than the rank count (some ranks then get zero rows).
+Tensor reduce_scatter(Communicator& comm, const NamedTensor& tensor, ReduceOp op);
+
+/// "name f32[3,4]": the description the agreement check compares.
+std::string describe(const NamedTensor& t);
+
+}  // namespace kiln::distributed

@@ -1,0 +1,138 @@
+// Keyed point-to-point transfers over MPI (rendezvous.h). The header is text: "key\ndtype\nshape"
+// with the shape as comma-separated dims, small next to any payload worth sending.
+#include "distributed/rendezvous.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "distributed/reduce_op.h"
+#include "kiln/error.h"
+
+namespace kiln::distributed {
+namespace {
+
+std::string header_of(const TransferKey& key, const Tensor& t) {
+    std::string dims;
+    for (int64_t d : t.shape()) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    return key.to_string() + "\n" + dtype_name(t.dtype()) + "\n" + dims;
+}
+
+/// Parses header_of's text; `got_key` gets the sender's key text.
+Tensor tensor_of_header(const std::string& header, std::string& got_key) {
+    std::istringstream in(header);
+    std::string dtype, dims;
+    std::getline(in, got_key);
+    std::getline(in, dtype);
+    std::getline(in, dims);
+    std::optional<DType> dt = dtype_from_name(dtype);
+    KILN_CHECK(dt.has_value(), kInternal) << "bug in Kiln: transfer '" << got_key << "' has dtype '" << dtype << "'";
+    Shape shape;
+    std::istringstream ds(dims);
+    for (std::string d; std::getline(ds, d, ',');) shape.push_back(std::stoll(d));
+    return Tensor(*dt, shape);
+}
+
+}  // namespace
+
+struct Rendezvous::PendingSend {
+    std::string header;
+    Tensor payload;
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+Rendezvous::Rendezvous(Communicator& comm) : comm_(comm) {
+    comm_.check(MPI_Comm_dup(comm_.comm(), &p2p_), "creating the rendezvous communicator");
+    MPI_Comm_set_errhandler(p2p_, MPI_ERRORS_RETURN);
+    int* ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(p2p_, MPI_TAG_UB, &ub, &found);
+    if (found && ub) tag_ub_ = *ub;
+}
+
+Rendezvous::~Rendezvous() {
+    for (auto& s : sends_) MPI_Waitall(2, s->reqs, MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&p2p_);
+}
+
+void Rendezvous::poll_sends() {
+    for (size_t i = 0; i < sends_.size();) {
+        int done = 0;
+        comm_.check(MPI_Testall(2, sends_[i]->reqs, &done, MPI_STATUSES_IGNORE), "a rendezvous send");
+        if (done) {
+            sends_.erase(sends_.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+            ++i;
+        }
+    }
+}
+
+size_t Rendezvous::pending_sends() {
+    poll_sends();
+    return sends_.size();
+}
+
+void Rendezvous::send(const TransferKey& key, const Tensor& value) {
+    KILN_CHECK(key.src_rank == comm_.rank(), kInvalidArgument)
+        << "send of " << key.to_string() << " on rank " << comm_.rank() << ": the key's source is rank " << key.src_rank;
+    KILN_CHECK(key.dst_rank >= 0 && key.dst_rank < comm_.size() && key.dst_rank != key.src_rank, kInvalidArgument)
+        << "send of " << key.to_string() << ": destination rank " << key.dst_rank << " is not another rank of "
+        << comm_.size();
+    MPI_Datatype type = mpi_datatype(value.dtype(), key.tensor);
+    auto s = std::make_unique<PendingSend>();
+    s->header = header_of(key, value);
+    s->payload = value.clone();
+    const int tag = key.tag(tag_ub_);
+    const std::string what = "send of " + key.to_string();
+    comm_.check(MPI_Isend(s->header.data(), static_cast<int>(s->header.size()), MPI_CHAR, key.dst_rank, tag, p2p_, &s->reqs[0]),
+                what);
+    comm_.check(MPI_Isend(s->payload.data(), static_cast<int>(s->payload.numel()), type, key.dst_rank, tag, p2p_,
+                          &s->reqs[1]),
+                what);
+    sends_.push_back(std::move(s));
+    poll_sends();
+}
+
+Tensor Rendezvous::recv(const TransferKey& key, double timeout_s) {
+    KILN_CHECK(key.dst_rank == comm_.rank(), kInvalidArgument)
+        << "recv of " << key.to_string() << " on rank " << comm_.rank() << ": the key's destination is rank " << key.dst_rank;
+    const double limit = timeout_s < 0 ? comm_.options().collective_timeout_s : timeout_s;
+    const int tag = key.tag(tag_ub_);
+    const std::string what = "recv of " + key.to_string();
+    const auto start = std::chrono::steady_clock::now();
+    // Probe (and keep our own sends moving) until the header is there.
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    for (int polls = 0;; ++polls) {
+        int found = 0;
+        comm_.check(MPI_Improbe(key.src_rank, tag, p2p_, &found, &msg, &status), what);
+        if (found) break;
+        poll_sends();
+        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        KILN_CHECK(limit <= 0 || waited <= limit, kIOError)
+            << "rank " << comm_.rank() << ": " << what << " did not arrive within " << limit
+            << " s while rank " << key.src_rank << " is alive: it never sent it (a different key or step?)";
+        if (waited > 20e-3) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        else if (waited > 2e-3) sched_yield();
+    }
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_CHAR, &bytes);
+    std::string header(static_cast<size_t>(bytes), '\0');
+    comm_.check(MPI_Mrecv(header.data(), bytes, MPI_CHAR, &msg, MPI_STATUS_IGNORE), what);
+    std::string got_key;
+    Tensor out = tensor_of_header(header, got_key);
+    // The payload follows the header on the same tag (MPI keeps their order); take it even on a
+    // mismatch, so the stream stays aligned, then report.
+    std::vector<MPI_Request> req(1);
+    comm_.check(MPI_Irecv(out.data(), static_cast<int>(out.numel()), mpi_datatype(out.dtype(), got_key), key.src_rank, tag,
+                          p2p_, &req[0]),
+                what);
+    comm_.wait_all(req, what);
+    KILN_CHECK(got_key == key.to_string(), kInternal)
+        << "bug in Kiln: rendezvous tag collision: " << what << " received " << got_key << " (same tag " << tag << ")";
+    return out;
+}
+
+}  // namespace kiln::distributed

@@ -1,0 +1,56 @@
+// Point-to-point transfers keyed like TensorFlow's rendezvous (Rendezvous::CreateKey): the
+// building block that Send/Recv pairs of a partitioned graph will lower to (docs/distributed.md;
+// partition.h makes the keys).
+//
+// A transfer is named by a TransferKey — source rank and its incarnation, destination rank,
+// tensor, frame and iteration (inside loops), step — whose to_string() is what logs and errors
+// show, so a report of a stuck receive names the tensor both ranks are waiting on. Over MPI a
+// key becomes a tag (a hash of the key) on a communicator of the rendezvous' own: a header
+// (the key's text, dtype and shape) then the payload, both non-blocking sends; MPI's
+// non-overtaking rule keeps them in order. The receiver probes for the tag, checks the header's
+// key (a hash collision is an error naming both keys, never a mix-up), then takes the payload.
+// send() never blocks; recv() polls until the transfer arrives or the deadline passes.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "distributed/transfer_key.h"  // TransferKey: one definition with the partition
+#include "kiln/tensor.h"
+
+namespace kiln::distributed {
+
+class Rendezvous {
+public:
+    explicit Rendezvous(Communicator& comm);
+    /// Completes the pending sends (a peer must receive them: call after the matching recvs).
+    ~Rendezvous();
+    Rendezvous(const Rendezvous&) = delete;
+    Rendezvous& operator=(const Rendezvous&) = delete;
+
+    /// Starts sending `value` to key.dst_rank (this rank must be key.src_rank) and returns at
+    /// once; the value is copied, so the caller may overwrite it.
+    void send(const TransferKey& key, const Tensor& value);
+    /// The value sent under `key` (this rank must be key.dst_rank), waiting for it up to
+    /// `timeout_s` seconds (< 0: the communicator's collective timeout; 0: no limit). A timeout
+    /// is a kiln::Error (kIOError) naming the key.
+    Tensor recv(const TransferKey& key, double timeout_s = -1);
+    /// Sends started and not yet completed.
+    size_t pending_sends();
+
+private:
+    struct PendingSend;
+    void poll_sends();
+
+    Communicator& comm_;
+    MPI_Comm p2p_ = MPI_COMM_NULL;
+    int tag_ub_ = 32767;
+    std::vector<std::unique_ptr<PendingSend>> sends_;
+};
+
+}  // namespace kiln::distributed

@@ -1,0 +1,145 @@
+"""`mpirun -np 2 kiln train ... --data-parallel` (docs/distributed.md) against one process, as
+PyTorch tests DDP: 2 ranks x batch 8 train the same parameters as 1 process x batch 16 (the
+global batch i of the single process is the concatenation of the ranks' batches i, with and
+without shuffling), within 1e-6 relative (the gradient sums are grouped differently, so not
+bitwise). Checkpoints are written by rank 0 and resumed on every rank, bitwise.
+
+The binary is $KILN_BIN, or <repo>/build/bin/kiln; mpiexec from PATH."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "distributed"))
+import netns  # noqa: E402
+from test_train import KILN, blobs, initializers, mlp  # noqa: E402
+
+MPIEXEC = shutil.which("mpiexec")
+pytestmark = [pytest.mark.skipif(not KILN.is_file(), reason=f"kiln binary not built: {KILN}"),
+              pytest.mark.skipif(MPIEXEC is None, reason="Open MPI (mpiexec) not installed")]
+
+
+def mpi_env():
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+    return env
+
+
+def train(tmp, name, model, data, batch, *extra, ranks=1, prefix=None):
+    args = [str(KILN), "train", str(model), "--data", str(data), "--batch-size", str(batch), "--threads", "1",
+            "--epochs", "2", "--seed", "3", "--export", str(tmp / f"{name}.onnx"), *map(str, extra)]
+    if ranks > 1:
+        args = [*(prefix or [MPIEXEC, "-n", str(ranks)]), *args, "--data-parallel"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=240, env=mpi_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def assert_close(got, want):
+    assert want.keys() == got.keys()
+    for name in want:
+        scale = float(np.max(np.abs(want[name])))
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6 * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("optimizer,order", [("sgd", "--shuffle"), ("adam", "--no-shuffle")])
+def test_two_ranks_train_as_one_process_with_twice_the_batch(tmp_path, optimizer, order):
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=260)  # 16 global batches + 4 dropped
+    lr = "0.1" if optimizer == "sgd" else "0.01"
+    train(tmp_path, "one", model, data, 16, "--optimizer", optimizer, "--lr", lr, order)
+    r = train(tmp_path, "two", model, data, 8, "--optimizer", optimizer, "--lr", lr, order, ranks=2)
+    assert "data-parallel: 2 ranks x batch 8 = 16 records per step" in r.stderr
+    assert r.stderr.count("trained 32 steps") == 1  # rank 0 alone reports
+    start, one, two = initializers(model), initializers(tmp_path / "one.onnx"), initializers(tmp_path / "two.onnx")
+    assert any(np.max(np.abs(one[k] - start[k])) > 1e-2 for k in start)  # it did train
+    assert_close(two, one)
+
+
+def test_checkpoint_by_rank_zero_resumed_on_every_rank(tmp_path):
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=128)
+    common = ["--optimizer", "adam", "--lr", "0.01"]
+    train(tmp_path, "straight", model, data, 8, *common, ranks=2)
+    ck = tmp_path / "ck"
+    # Stop after the first epoch (--epochs 1), then continue to 2 with --resume on both ranks.
+    first = [str(KILN), "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
+             "--epochs", "1", "--seed", "3", "--checkpoint-dir", str(ck), *common, "--data-parallel"]
+    r = subprocess.run([MPIEXEC, "-n", "2", *first], capture_output=True, text=True, timeout=240, env=mpi_env())
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in ck.iterdir()) == ["checkpoint.kiln"]
+    r = train(tmp_path, "resumed", model, data, 8, *common, "--checkpoint-dir", ck, "--resume", ranks=2)
+    assert "resumed from" in r.stderr
+    want, got = initializers(tmp_path / "straight.onnx"), initializers(tmp_path / "resumed.onnx")
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    # One process cannot continue a 2-rank run: the data position means something else.
+    one = subprocess.run([str(KILN), "train", str(model), "--data", str(data), "--batch-size", "8", "--epochs", "2",
+                          "--checkpoint-dir", str(ck), "--resume", *common], capture_output=True, text=True, timeout=240)
+    assert one.returncode != 0
+    assert "was trained by 2 data-parallel rank(s), this run has 1" in one.stderr
+
+
+@pytest.mark.skipif(not netns.available(), reason="needs root and ip netns")
+def test_two_ranks_across_network_namespaces(tmp_path):
+    """The same equivalence with the gradients crossing a network stack (TCP over a veth pair)."""
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=128)
+    train(tmp_path, "one", model, data, 16, "--optimizer", "adam", "--lr", "0.01")
+    with netns.two_namespaces() as prefix:
+        train(tmp_path, "two", model, data, 8, "--optimizer", "adam", "--lr", "0.01", ranks=2, prefix=prefix)
+    assert_close(initializers(tmp_path / "two.onnx"), initializers(tmp_path / "one.onnx"))
+
+
+def rank_pids(parent):
+    """{rank: pid} of mpiexec's children (the ranks it launched on this host)."""
+    out = {}
+    for pid in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split():
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                out[int(kv.split(b"=")[1])] = int(pid)
+    return out
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
+def test_a_lost_rank_ends_the_training_job(tmp_path, sig):
+    """Rank 1 killed (the launcher notices) or stopped (only the heartbeat notices) mid-training:
+    the job ends non-zero, naming rank 1, within 10 s of the signal (asserted loosely: 20 s)."""
+    import signal
+    import time
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=256)
+    args = [MPIEXEC, "-n", "2", str(KILN), "train", str(model), "--data", str(data), "--batch-size", "8",
+            "--threads", "1", "--epochs", "100000", "--log-every", "1", "--data-parallel"]
+    env = mpi_env()
+    env["KILN_DIST_HEARTBEAT_TIMEOUT"] = "3"
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines = []
+        for line in proc.stdout:  # wait until training runs (steps being logged)
+            lines.append(line)
+            if "epoch 1/100000 step 5/" in line:
+                break
+        pids = rank_pids(proc.pid)
+        assert 1 in pids, (pids, "".join(lines))
+        os.kill(pids[1], getattr(signal, sig))
+        t0 = time.monotonic()
+        rest = proc.communicate(timeout=60)[0]
+        seconds = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "".join(lines) + rest
+    assert proc.returncode != 0, out[-2000:]
+    assert ("lost rank 1" in out) or ("rank 1" in out and "exited on signal 9" in out), out[-2000:]
+    if sig == "SIGSTOP":
+        assert "lost rank 1: no heartbeat for" in out, out[-2000:]
+    print(f"{sig}: the job ended {seconds:.1f} s after the signal")
+    assert seconds < 20, (seconds, out[-2000:])

@@ -1,0 +1,96 @@
+// DataParallel (src/distributed/data_parallel.h) on a fake TrainingSession, under mpiexec: the
+// parameters broadcast from rank 0, the gradients the optimizer receives are the mean of every
+// rank's, the loss is the mean of the ranks' losses, and the buckets go in reverse parameter
+// order within the byte limit. References are computed here from each rank's known gradients.
+#include <gtest/gtest.h>
+
+#include "distributed/data_parallel.h"
+#include "kiln/error.h"
+
+namespace kiln::distributed {
+namespace {
+
+Communicator& comm() { return Communicator::get(); }
+
+/// Parameters p0 (f32[5]), p1 (f32[3]), p2 (f32[7]); rank r's gradient of p_k, element i, is
+/// r * 10 + k + i / 4 (exact in f32 and in the mean over 2 or 3 ranks up to rounding).
+class FakeSession : public TrainingSession {
+public:
+    explicit FakeSession(int rank) : rank_(rank) {
+        for (int k = 0; k < 3; ++k) {
+            Tensor t(DType::kFloat32, {kSizes[k]});
+            for (int64_t i = 0; i < kSizes[k]; ++i) t.set_f64(i, 100 * rank + k);
+            params_["p" + std::to_string(k)] = t;
+        }
+    }
+    static constexpr int64_t kSizes[3] = {5, 3, 7};
+    static double grad(int rank, int k, int64_t i) { return rank * 10 + k + i / 4.0; }
+
+    const std::vector<TensorInfo>& batch_inputs() const override { return inputs_; }
+    StepResult train_step(const std::map<std::string, Tensor>&) override { return {}; }
+    StepResult eval_step(const std::map<std::string, Tensor>&) override { return {}; }
+    std::map<std::string, Tensor> gradients(const std::map<std::string, Tensor>&, double* loss) override {
+        std::map<std::string, Tensor> g;
+        for (int k = 0; k < 3; ++k) {
+            Tensor t(DType::kFloat32, {kSizes[k]});
+            for (int64_t i = 0; i < kSizes[k]; ++i) t.set_f64(i, grad(rank_, k, i));
+            g["p" + std::to_string(k)] = t;
+        }
+        *loss = 1.0 + rank_;
+        return g;
+    }
+    void apply_gradients(const std::map<std::string, Tensor>& grads) override { applied = grads; }
+    int64_t step() const override { return 0; }
+    std::vector<std::string> parameter_names() const override { return {"p0", "p1", "p2"}; }
+    Tensor parameter(const std::string& name) const override { return params_.at(name); }
+    void set_parameter(const std::string& name, const Tensor& value) override { params_[name] = value.clone(); }
+    void save_checkpoint(const std::string&, const std::map<std::string, std::string>&) const override {}
+    std::map<std::string, std::string> load_checkpoint(const std::string&) override { return {}; }
+    void export_onnx(const std::string&) const override {}
+    std::string memory_report() override { return ""; }
+    size_t planned_peak_bytes() override { return 0; }
+
+    std::map<std::string, Tensor> applied;
+
+private:
+    int rank_;
+    std::vector<TensorInfo> inputs_;
+    std::map<std::string, Tensor> params_;
+};
+
+TEST(DataParallel, BroadcastsRankZerosParameters) {
+    FakeSession s(comm().rank());
+    DataParallel dp(comm(), s);
+    dp.broadcast_parameters();
+    for (int k = 0; k < 3; ++k) {
+        Tensor p = s.parameter("p" + std::to_string(k));
+        for (int64_t i = 0; i < p.numel(); ++i) ASSERT_EQ(p.get_f64(i), k);  // rank 0's: 100 * 0 + k
+    }
+}
+
+TEST(DataParallel, AveragesGradientsInReverseOrderBuckets) {
+    const int n = comm().size();
+    FakeSession s(comm().rank());
+    // A 32-byte limit: p2 (28 bytes; the loss rides along uncounted) fills the first bucket,
+    // p1 (12) + p0 (20) = 32 the second.
+    DataParallel dp(comm(), s, {.bucket_bytes = 32});
+    double loss = dp.step({});
+    double mean_loss = 0;
+    for (int r = 0; r < n; ++r) mean_loss += (1.0 + r) / n;
+    EXPECT_DOUBLE_EQ(loss, mean_loss);
+    ASSERT_EQ(dp.buckets().size(), 2u);
+    EXPECT_EQ(dp.buckets()[0], (std::vector<std::string>{"loss", "grad/p2"}));
+    EXPECT_EQ(dp.buckets()[1], (std::vector<std::string>{"grad/p1", "grad/p0"}));
+    ASSERT_EQ(s.applied.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+        const Tensor& g = s.applied.at("p" + std::to_string(k));
+        for (int64_t i = 0; i < g.numel(); ++i) {
+            double want = 0;
+            for (int r = 0; r < n; ++r) want += FakeSession::grad(r, k, i);
+            ASSERT_FLOAT_EQ(g.get_f64(i), static_cast<float>(want) / static_cast<float>(n)) << k << " " << i;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace kiln::distributed

@@ -1,0 +1,86 @@
+"""Failures never hang (src/distributed, docs/distributed.md): a rank killed (SIGKILL), stopped
+(SIGSTOP: alive but silent, which only the heartbeat notices) or failing with an error makes
+every rank exit non-zero within 10 s, with a message naming the lost rank. Runs
+tests/distributed/fault_probe.cc under mpiexec (ctest sets KILN_FAULT_PROBE and MPIEXEC), on
+shared memory and across two network namespaces (netns.py: TCP; where root allows).
+The time is asserted loosely; a hang is the failure (the subprocess timeout)."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns  # noqa: E402
+
+PROBE = os.environ.get("KILN_FAULT_PROBE", "")
+MPIEXEC = os.environ.get("MPIEXEC") or shutil.which("mpiexec") or "mpiexec"
+
+pytestmark = pytest.mark.skipif(not PROBE or not os.path.exists(PROBE), reason="KILN_FAULT_PROBE not built")
+
+
+def mpi_env(**extra):
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+    env.update(extra)
+    return env
+
+
+def run_probe(np, *args, prefix=None, **env):
+    """(returncode, output, seconds from the start to the exit). `prefix`: an mpiexec command
+    with its -n (netns.two_namespaces())."""
+    cmd = [*(prefix or [MPIEXEC, "-n", str(np)]), PROBE, "--steps", "2000", *args]
+    start = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=mpi_env(**env))
+    # The fault comes at step 25, after ~0.5 s of 20 ms steps plus the start-up.
+    return p.returncode, p.stdout + p.stderr, time.monotonic() - start
+
+
+def test_clean_run_exits_zero():
+    cmd = [MPIEXEC, "-n", "2", PROBE, "--steps", "20"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=mpi_env())
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "20 steps done" in p.stderr
+
+
+def test_killed_rank_ends_the_job():
+    rc, out, seconds = run_probe(2, "--rank", "1", "--at-step", "25", "--signal", "KILL")
+    assert rc != 0, out
+    assert "rank 1: KILL at step 25" in out
+    # mpirun notices the dead process and names it; the heartbeat would too.
+    assert "rank 1" in out and ("exited on signal 9" in out or "lost rank 1" in out), out
+    assert seconds < 30, (seconds, out)
+
+
+def test_stopped_rank_is_noticed_by_the_heartbeat():
+    # A stopped process is alive to mpirun: only the heartbeat can notice it.
+    rc, out, seconds = run_probe(3, "--rank", "2", "--at-step", "25", "--signal", "STOP",
+                                 KILN_DIST_HEARTBEAT_TIMEOUT="2")
+    assert rc != 0, out
+    assert "lost rank 2: no heartbeat for" in out, out
+    assert seconds < 30, (seconds, out)
+
+
+def test_error_on_one_rank_aborts_every_rank():
+    rc, out, seconds = run_probe(2, "--rank", "0", "--at-step", "25", "--signal", "ERROR")
+    assert rc != 0, out
+    assert "rank 0 of 2 aborting the job" in out and "a bad batch on rank 0" in out, out
+    assert seconds < 30, (seconds, out)
+
+
+@pytest.mark.skipif(not netns.available(), reason="needs root and ip netns")
+@pytest.mark.parametrize("signal_name", ["KILL", "STOP"])
+def test_lost_rank_across_network_namespaces(signal_name):
+    with netns.two_namespaces() as prefix:
+        rc, out, seconds = run_probe(2, "--rank", "1", "--at-step", "25", "--signal", signal_name, prefix=prefix,
+                                     KILN_DIST_HEARTBEAT_TIMEOUT="2")
+    assert rc != 0, out
+    assert f"rank 1: {signal_name} at step 25" in out
+    if signal_name == "STOP":
+        assert "lost rank 1: no heartbeat for" in out, out
+    else:
+        assert "exited on signal 9" in out or "lost rank 1" in out, out
+    assert seconds < 30, (seconds, out)

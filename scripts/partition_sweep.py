@@ -29,8 +29,10 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--inputs", required=True)
     ap.add_argument("--kiln", default=os.path.join(os.path.dirname(__file__), "..", "build", "bin", "kiln"))
-    ap.add_argument("extra", nargs="*", help="more `kiln run` arguments (after --), e.g. --kernels dnnl")
-    a = ap.parse_args()
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []  # more `kiln run` arguments
+    a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    a.extra = extra
     report = subprocess.run([a.kiln, "inspect", a.model, "--partition", "1"] + a.extra,
                             capture_output=True, text=True, check=True).stdout
     names = re.findall(r'# (?:group=\d+ )?name="([^"]+)"', report)

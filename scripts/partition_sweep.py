@@ -33,7 +33,7 @@ def main():
     extra = argv[argv.index("--") + 1:] if "--" in argv else []  # more `kiln run` arguments
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     a.extra = extra
-    report = subprocess.run([a.kiln, "inspect", a.model, "--partition", "1"] + a.extra,
+    report = subprocess.run([a.kiln, "inspect", a.model, "--partition", "1"],
                             capture_output=True, text=True, check=True).stdout
     names = re.findall(r'# (?:group=\d+ )?name="([^"]+)"', report)
     with tempfile.TemporaryDirectory() as tmp:

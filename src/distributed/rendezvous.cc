@@ -14,12 +14,6 @@
 namespace kiln::distributed {
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return h;
-}
-
 std::string header_of(const TransferKey& key, const Tensor& t) {
     std::string dims;
     for (int64_t d : t.shape()) dims += (dims.empty() ? "" : ",") + std::to_string(d);
@@ -42,15 +36,6 @@ Tensor tensor_of_header(const std::string& header, std::string& got_key) {
 }
 
 }  // namespace
-
-std::string TransferKey::to_string() const {
-    return std::to_string(src_rank) + "/" + std::to_string(incarnation) + " -> " + std::to_string(dst_rank) + " '" +
-           tensor + "' frame " + std::to_string(frame) + ":" + std::to_string(iter) + " step " + std::to_string(step);
-}
-
-int TransferKey::tag(int tag_upper_bound) const {
-    return 1 + static_cast<int>(fnv1a(to_string()) % static_cast<uint64_t>(tag_upper_bound));
-}
 
 struct Rendezvous::PendingSend {
     std::string header;

@@ -1,6 +1,6 @@
 // Point-to-point transfers keyed like TensorFlow's rendezvous (Rendezvous::CreateKey): the
 // building block that Send/Recv pairs of a partitioned graph will lower to (docs/distributed.md;
-// the partitioning itself is not built yet).
+// partition.h makes the keys).
 //
 // A transfer is named by a TransferKey — source rank and its incarnation, destination rank,
 // tensor, frame and iteration (inside loops), step — whose to_string() is what logs and errors
@@ -20,23 +20,10 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/transfer_key.h"  // TransferKey: one definition with the partition
 #include "kiln/tensor.h"
 
 namespace kiln::distributed {
-
-struct TransferKey {
-    int src_rank = 0;
-    uint64_t incarnation = 0;  // of the source process (a restarted worker gets a new one)
-    int dst_rank = 0;
-    std::string tensor;        // "conv3:0"
-    int64_t frame = 0, iter = 0;
-    int64_t step = 0;
-
-    /// "0/1 -> 1 'conv3:0' frame 0:0 step 7" (src/incarnation -> dst).
-    std::string to_string() const;
-    /// The MPI tag: a hash of to_string() in [1, tag_upper_bound].
-    int tag(int tag_upper_bound) const;
-};
 
 class Rendezvous {
 public:

@@ -60,6 +60,7 @@ const OpRegistry& OpRegistry::global() {
         register_tf_control_flow_ops(r);
         register_tfidf_vectorizer_ops(r);
         register_training_ops(r);
+        register_transfer_ops(r);
         register_unary_math_ops(r);
         register_variadic_ops(r);
         register_window_ops(r);

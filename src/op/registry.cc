@@ -85,6 +85,13 @@ void check_node(ir::Node& n, const OpDef& def) {
         << nout;
 
     for (auto& [name, value] : n.attrs()) {
+        // The partition's placement annotation (distributed/rank_assignment.h): any op may carry
+        // it, none reads it, and the partition removes it from the rank graphs.
+        if (name == "kiln.rank") {
+            KILN_CHECK(std::holds_alternative<int64_t>(value), kInvalidModel)
+                << node_label(n) << ": attribute 'kiln.rank' must be an int, got " << ir::attr_kind_name(value);
+            continue;
+        }
         const AttrSpec* spec = nullptr;
         for (const auto& s : def.attrs)
             if (s.name == name) spec = &s;

@@ -3,6 +3,8 @@
 // source — or only the memory plan (--memory) or the kernel list (--kernels). For a compiled
 // artifact (`kiln compile`): what it records (metadata, CPU features) and its kernels and steps.
 // With --memory --train: the memory plan of a training step (TrainingSession::memory_report).
+// With --partition N: each rank's subgraph with its Send/Recv nodes, the transfers and the
+// stages' estimated costs (distributed/partition.h).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "distributed/partition_model.h"
+#include "frontend/onnx/importer.h"
 #include "kiln/kiln.h"
 #include "kiln/training.h"
 #include "name_value_args.h"
@@ -35,6 +39,8 @@ struct InspectArgs {
     bool train = false;
     int64_t batch_size = 0;
     std::string loss = "cross_entropy", optimizer = "sgd", recompute = "none", memory_limit;
+    int partition = 0;                // > 0: print the model split over this many ranks
+    std::vector<std::string> stages;  // with --partition: NODE=RANK,... (else cost-balanced)
 };
 
 const char* role_name(runtime::BufferRole r) {
@@ -109,6 +115,14 @@ int inspect_model(const InspectArgs& args) {
         << "cannot open model '" << args.model << "': no such file";
     if (runtime::is_artifact_file(args.model)) return inspect_artifact(args);
     if (args.train) return inspect_training_step(args);
+    if (args.partition > 0) {
+        distributed::PartitionOptions popts;
+        popts.num_ranks = args.partition;
+        popts.stages = distributed::parse_stage_map(args.stages);
+        ir::Graph g = frontend::import_onnx_file(args.model);
+        fmt::print("{}", distributed::partition_report(distributed::partition_model(g, parse_dims(args.dims), popts, args.opt_level)));
+        return 0;
+    }
     SessionOptions opts;
     opts.dims = parse_dims(args.dims);
     opts.executor = args.executor == "sequential" ? ExecutorKind::kSequential
@@ -169,6 +183,14 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
         ->check(CLI::IsMember({"none", "sqrt", "auto"}));
     sub->add_option("--memory-limit", args->memory_limit, "--train: budget of --recompute auto (bytes; K, M, G)")
         ->type_name("BYTES");
+    sub->add_option("--partition", args->partition,
+                    "Print the model split over N ranks: each rank's graph with its Send/Recv nodes, the transfers "
+                    "(key, type, bytes) and each stage's estimated cost")
+        ->type_name("N")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--stage", args->stages, "With --partition: place nodes on ranks (else a cost-balanced split)")
+        ->type_name("NODE=RANK,...")
+        ->allow_extra_args(false);
     sub->callback([args, &action] { action = [args] { return inspect_model(*args); }; });
 }
 

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "distributed/partitioned_run.h"
+#include "frontend/onnx/importer.h"
 #include "kiln/kiln.h"
 #include "name_value_args.h"
 #include "random_inputs.h"
@@ -53,6 +55,8 @@ struct RunArgs {
     int parallel_iterations = 10;       // with --control-flow frames
     std::string device = "cpu";         // cpu | cuda (run_cuda.h)
     bool compare_cpu = false;           // with --device cuda
+    int partition = 0;                  // > 0: run split over this many ranks in one process
+    std::vector<std::string> stages;    // with --partition: NODE=RANK,... (else cost-balanced)
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -208,10 +212,61 @@ int run_frames_model(const RunArgs& args) {
     return 0;
 }
 
+/// --partition N: the model split over N ranks, run rank by rank in this process with the
+/// transfers through an in-memory rendezvous (distributed/partitioned_run.h, docs/distributed.md).
+int run_partitioned_model(const RunArgs& args) {
+    using Clock = std::chrono::steady_clock;
+    const auto ms_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
+    KILN_CHECK(!runtime::is_artifact_file(args.model), kInvalidArgument)
+        << "--partition takes an ONNX model, not a compiled artifact";
+    const auto load_start = Clock::now();
+    SessionOptions opts;
+    opts.threads = args.threads;
+    opts.dims = parse_dims(args.dims);
+    opts.executor = parse_executor(args.executor);
+    opts.inter_op_threads = args.inter_op_threads;
+    opts.opt_level = args.opt_level;
+    opts.kernels = args.kernels;
+    opts.tuning_log = args.tuning_log;
+    distributed::PartitionOptions popts;
+    popts.num_ranks = args.partition;
+    popts.stages = distributed::parse_stage_map(args.stages);
+    distributed::PartitionedModel model(frontend::import_onnx_file(args.model), popts, opts);
+    const double load_ms = ms_since(load_start);
+    int64_t bytes = 0;
+    for (const distributed::Transfer& t : model.transfers()) bytes += t.bytes;
+    fmt::print("partitioned over {} ranks ({}): {} transfers, {} bytes per step; {} kernels\n", model.num_ranks(),
+               popts.stages.empty() ? "cost-balanced or kiln.rank" : "--stage", model.transfers().size(), bytes,
+               model.kernels());
+    std::map<std::string, std::string> origin;
+    std::map<std::string, Tensor> feeds = read_given_inputs(args, model.inputs(), origin);
+    RandomInputs random(args.seed);
+    for (const TensorInfo& info : model.inputs())
+        if (!feeds.count(info.name)) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, opts.dims));
+    const auto first_start = Clock::now();
+    std::vector<Tensor> outputs = model.run(feeds);
+    const double first_run_ms = ms_since(first_start);
+    std::vector<double> ms;
+    for (int r = 0; r < args.repeat; ++r) {
+        auto t0 = Clock::now();
+        outputs = model.run(feeds);
+        ms.push_back(ms_since(t0));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        fmt::print("{}: {} {}\n", model.outputs()[i].name, dtype_name(outputs[i].dtype()), shape_str(outputs[i].shape()));
+        fmt::print("  values: {}\n", format_leading_values(outputs[i], kValuesShown));
+    }
+    fmt::print("median {:.2f} ms ({} runs)\n", median(ms), ms.size());
+    if (!args.output_dir.empty()) write_outputs(args.output_dir, model.outputs(), outputs);
+    if (!args.timings_json.empty()) write_timings(args.timings_json, load_ms, first_run_ms, 0, ms);
+    return 0;
+}
+
 int run_model(const RunArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
     if (args.control_flow == "frames") return run_frames_model(args);
+    if (args.partition > 0) return run_partitioned_model(args);
     if (args.device == "cuda")
         return run_model_cuda({args.model, args.inputs, parse_dims(args.dims), args.repeat, args.seed, args.memory_limit,
                                args.opt_level, args.compare_cpu, args.output_dir, args.kernels != "generated",
@@ -398,6 +453,14 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->check(CLI::IsMember({"cpu", "cuda"}));
     sub->add_flag("--compare-cpu", args->compare_cpu, "With --device cuda: also run on the CPU and print the largest error");
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
+    sub->add_option("--partition", args->partition,
+                    "Split the model over N ranks and run them in this process, transfers through an in-memory "
+                    "rendezvous (docs/distributed.md)")
+        ->type_name("N")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--stage", args->stages, "With --partition: place nodes on ranks (else a cost-balanced split)")
+        ->type_name("NODE=RANK,...")
+        ->allow_extra_args(false);
     sub->callback([args, sub, &action] {
         for (const char* o : {"-O", "--kernels", "--tuning-log"})  // --dim: checked against the artifact's
             if (sub->count(o) > 0) args->compile_options_given.push_back(o);

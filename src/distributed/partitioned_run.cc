@@ -1,0 +1,98 @@
+#include "distributed/partitioned_run.h"
+
+#include "compiler/compile.h"
+#include "compiler/model_compile_options.h"
+#include "support/error.h"
+
+namespace kiln::distributed {
+namespace {
+
+TensorInfo info_of(const ir::Value& v) {
+    TensorInfo t;
+    t.name = v.name();
+    t.dtype = v.type().dtype;
+    t.kind = static_cast<ValueKind>(v.type().kind);  // same order as ir::TypeKind
+    for (const ir::Dim& d : v.type().shape) {
+        t.shape.push_back(d.is_static() ? d.value : -1);
+        t.symbols.push_back(d.is_static() ? "" : d.symbol);
+    }
+    return t;
+}
+
+}  // namespace
+
+PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts)
+    : runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts))) {
+    for (const ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
+    for (const ir::Value* v : g.outputs()) outputs_info_.push_back(info_of(*v));
+    Partition p = partition_model(g, opts.dims, popts, opts.opt_level);
+    report_ = partition_report(p);
+    transfers_ = p.transfers;
+    outputs_ = p.outputs;
+    run_order_ = p.run_order;
+    compiler::CompileOptions copts = compiler::compile_options_for(opts, runner_->stats().intra_op_threads);
+    copts.plan_for_concurrency = runner_->plans_for_concurrency();
+    for (RankGraph& rg : p.ranks) {
+        Rank r;
+        r.lowered = lower_transfers(std::move(rg.graph));
+        const std::vector<ir::Value*>& ins = r.lowered.graph.inputs();
+        for (size_t i = 0; i < ins.size(); ++i)
+            if (!r.lowered.input_keys[i].empty()) r.key_of_input[ins[i]->name()] = r.lowered.input_keys[i];
+        for (const ir::Value* v : r.lowered.graph.outputs()) r.output_names.push_back(v->name());
+        if (!r.lowered.graph.outputs().empty()) {  // a rank with nothing to send or return runs nothing
+            compiler::CompiledModel m = compiler::compile(r.lowered.graph, copts);
+            kernels_ += m.stats.kernels;
+            r.prepared = runner_->prepare(m.executable);
+        }
+        ranks_.push_back(std::move(r));
+    }
+}
+
+PartitionedModel::~PartitionedModel() = default;
+
+std::vector<Tensor> PartitionedModel::run_rank(Rank& r, const std::map<std::string, Tensor>& feeds,
+                                               LocalRendezvous& rv, int64_t step) {
+    const runtime::Executable& exe = *r.prepared->exe;
+    std::vector<Tensor> inputs;
+    for (int id : exe.inputs) {
+        const std::string& name = exe.buffers[id].name;
+        auto key = r.key_of_input.find(name);
+        if (key != r.key_of_input.end()) {
+            inputs.push_back(rv.recv(parse_transfer_key(key->second).at_step(step).to_string()));
+            continue;
+        }
+        auto feed = feeds.find(name);
+        KILN_CHECK(feed != feeds.end(), kInvalidArgument) << "missing input '" << name << "'";
+        inputs.push_back(feed->second);
+    }
+    std::vector<Tensor> outputs;
+    runner_->run(*r.prepared, inputs, outputs, runtime::RunControls{}).throw_if_error();
+    KILN_CHECK(outputs.size() == r.lowered.output_keys.size(), kInternal)
+        << "bug in Kiln: a rank graph has " << r.lowered.output_keys.size() << " outputs, its executable "
+        << outputs.size();
+    for (size_t i = 0; i < outputs.size(); ++i)
+        for (const std::string& key : r.lowered.output_keys[i])
+            rv.send(parse_transfer_key(key).at_step(step).to_string(), outputs[i]);
+    return outputs;
+}
+
+std::vector<Tensor> PartitionedModel::run(const std::map<std::string, Tensor>& feeds) {
+    const int64_t step = next_step_++;
+    LocalRendezvous rv;
+    std::vector<std::vector<Tensor>> rank_outputs(ranks_.size());
+    for (int r : run_order_)
+        if (ranks_[r].prepared) rank_outputs[r] = run_rank(ranks_[r], feeds, rv, step);
+    KILN_CHECK(rv.pending() == 0, kInternal) << "bug in Kiln: " << rv.pending() << " transfers sent but never received";
+    std::vector<Tensor> outs;
+    for (const OutputPlace& o : outputs_) {
+        const Rank& r = ranks_[o.rank];
+        size_t i = 0;
+        while (i < r.lowered.model_outputs && r.output_names[i] != o.value) ++i;
+        KILN_CHECK(i < r.lowered.model_outputs, kInternal)
+            << "bug in Kiln: model output '" << o.value << "' not on rank " << o.rank;
+        outs.push_back(rank_outputs[o.rank].at(i));
+    }
+    return outs;
+}
+
+}  // namespace kiln::distributed

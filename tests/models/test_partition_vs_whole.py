@@ -1,0 +1,107 @@
+"""Partitioned inference (src/distributed/partition.h, docs/distributed.md "Partitioned graphs"):
+every test model split over 2 ranks and run rank by rank in one process (`kiln run --partition 2`,
+transfers through the in-memory rendezvous) must give the whole model's `kiln run` outputs bit for
+bit, and match ONNX Runtime as the whole model does. Two splits per model: the cost-balanced one,
+and an annotated one (`--stage NODE=1` on a Conv/MatMul/Gemm a third of the way through the
+graph; the nodes after it inherit rank 1 from their producers).
+"""
+import re
+
+import onnx
+import onnx.numpy_helper
+import numpy as np
+import pytest
+
+from kiln_helpers import assert_matches_ort, kiln_run_model, load_npz, make_models, ort_outputs, run_kiln
+from test_models_vs_ort import TOLERANCE, _model_files
+
+
+def _third_node(model):
+    """The first Conv/MatMul/Gemm from a third of the way on: the stage map names nodes of the
+    rewritten graph (a BatchNormalization folded into its Conv is gone), and these survive; the
+    last node for a model without them."""
+    nodes = [n for n in onnx.load(model, load_external_data=False).graph.node if n.op_type != "Constant"]
+    return next((n.name for n in nodes[len(nodes) // 3:] if n.op_type in ("Conv", "MatMul", "Gemm")),
+                nodes[-1].name)
+
+
+def _assert_bitwise(got, whole, label):
+    assert sorted(got) == sorted(whole), f"{label}: outputs {sorted(got)} vs whole {sorted(whole)}"
+    for name, ref in whole.items():
+        assert got[name].dtype == ref.dtype and got[name].shape == ref.shape, f"{label}: {name}"
+        same = got[name].tobytes() == ref.tobytes()
+        if not same:
+            diff = np.abs(got[name].astype(np.float64) - ref.astype(np.float64)).max()
+            pytest.fail(f"{label}: output {name} differs from the whole model's run (max |diff| {diff:g})")
+
+
+@pytest.mark.parametrize("name", list(make_models.TEST_MODELS))
+def test_partitioned_run_equals_whole_model(models_dir, tmp_path, name):
+    model, inputs = _model_files(models_dir, name)
+    whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--repeat", "1"])
+    ref = ort_outputs(model, load_npz(inputs))
+    rtol, atol = TOLERANCE.get(name, (1e-4, 1e-5))
+    for label, extra in [("balanced", []), ("annotated", ["--stage", f"{_third_node(model)}=1"])]:
+        got, proc = kiln_run_model(model, inputs, str(tmp_path / label),
+                                   extra=["--repeat", "1", "--partition", "2"] + extra)
+        m = re.search(r"partitioned over 2 ranks \(.*\): (\d+) transfers", proc.stdout)
+        assert m and int(m.group(1)) > 0, f"{name} {label}: nothing crosses the cut\n{proc.stdout}"
+        _assert_bitwise(got, whole, f"{name} {label}")
+        assert_matches_ort(got, ref, f"{name} partitioned {label}", rtol, atol)
+
+
+def test_inspect_partition_prints_ranks_and_transfers(models_dir):
+    model, _ = _model_files(models_dir, "small_cnn")
+    proc = run_kiln(["inspect", model, "--partition", "2"])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "// rank 0:" in out and "// rank 1:" in out
+    assert "KilnSend(" in out and "KilnRecv()" in out
+    transfers = [l for l in out.splitlines() if l.startswith("transfer ")]
+    assert transfers, out
+    # type, bytes and key: the bytes are the type's element count times 4 (f32); the key names
+    # source rank/incarnation, destination, tensor and frame:iteration (no step until a run).
+    m = re.fullmatch(r"transfer f32\[([\d,]+)\] (\d+) bytes: 0/1 -> 1 '(.+)' frame 0:0", transfers[0])
+    assert m, transfers[0]
+    assert int(m.group(2)) == 4 * int(np.prod([int(d) for d in m.group(1).split(",")]))
+    assert f"KilnRecv() {{from=0, key=\"0/1 -> 1 '{m.group(3)}' frame 0:0\"}}" in out
+
+
+def test_stage_naming_no_node_is_an_error(models_dir):
+    model, _ = _model_files(models_dir, "mlp")
+    proc = run_kiln(["inspect", model, "--partition", "2", "--stage", "no_such_node=1"])
+    assert proc.returncode != 0
+    assert "no_such_node" in proc.stderr and "no node" in proc.stderr
+
+
+def test_kiln_rank_attribute_places_nodes(tmp_path):
+    """An ONNX node attribute `kiln.rank` places its node (every op accepts it); the nodes after
+    it inherit its rank (the Add, the MatMul's fused epilogue, with it). The split run equals the
+    whole run and numpy."""
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["m2"], name="mm2", **{"kiln.rank": 1}),
+             helper.make_node("Add", ["m2", "bias"], ["y"], name="add")]
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    w2 = rng.standard_normal((6, 5)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    graph = helper.make_graph(nodes, "ranked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])],
+                              [onnx.numpy_helper.from_array(a, n) for a, n in [(w, "w"), (w2, "w2"), (bias, "bias")]])
+    model = str(tmp_path / "ranked.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    inputs = str(tmp_path / "in.npz")
+    np.savez(inputs, x=x)
+    proc = run_kiln(["inspect", model, "--partition", "2"])
+    assert proc.returncode == 0, proc.stderr
+    rank1 = proc.stdout.split("// rank 1:")[1]
+    assert 'name="mm2"' in rank1 and 'name="add"' in rank1 and 'name="mm"' not in rank1
+    assert "kiln.rank" not in proc.stdout  # the split drops the annotation
+    whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--repeat", "1"])
+    got, _ = kiln_run_model(model, inputs, str(tmp_path / "split"), extra=["--repeat", "1", "--partition", "2"])
+    _assert_bitwise(got, whole, "kiln.rank")
+    h = np.maximum(x.astype(np.float64) @ w.astype(np.float64), 0)
+    np.testing.assert_allclose(got["y"], h @ w2.astype(np.float64) + bias, rtol=1e-5, atol=1e-5)

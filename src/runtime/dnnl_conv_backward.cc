@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/dnnl_engine.h"
+#include "runtime/dnnl_temp_pool.h"
 #include "runtime/executable.h"
 #include "support/error.h"
 
@@ -34,43 +35,21 @@ memory::desc plain_desc(const memory::dims& dims, memory::dims full = {}) {
     return memory::desc(dims, memory::data_type::f32, strides);
 }
 
-/// Buffers of one descriptor handed out per call (concurrent runs of a session each take one).
-class BufferPool {
-public:
-    explicit BufferPool(memory::desc d) : desc_(std::move(d)) {}
-    memory take() {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (free_.empty()) return memory(desc_, cpu_engine());
-        memory m = free_.back();
-        free_.pop_back();
-        return m;
-    }
-    void give(memory m) {
-        std::lock_guard<std::mutex> lock(mu_);
-        free_.push_back(std::move(m));
-    }
-
-private:
-    memory::desc desc_;
-    std::mutex mu_;
-    std::vector<memory> free_;
-};
-
 /// One of a primitive's three tensors in a part: Kiln's plain slice at element offset `off` of
 /// argument `arg`, and oneDNN's layout of it when that differs (a buffer and a reorder).
 struct Side {
     int arg = 0;
     int64_t off = 0;
     memory::desc plain;
-    std::shared_ptr<BufferPool> tmp;  // null: the primitive reads / writes Kiln's buffer
+    std::shared_ptr<TempPool> tmp;  // null: the primitive reads / writes Kiln's buffer
     dnnl::reorder reorder;            // plain -> oneDNN's (an input) or oneDNN's -> plain (the output)
 };
 
 struct Part {
     dnnl::primitive prim;
     Side in0, in1, out;  // data: diff_dst, weights -> diff_src; weights: src, diff_dst -> diff_weights
-    std::shared_ptr<BufferPool> scratchpad;
-    std::shared_ptr<BufferPool> partial;  // weights, parts after the first: their plain dW
+    std::shared_ptr<TempPool> scratchpad;
+    std::shared_ptr<TempPool> partial;  // weights, parts after the first: their plain dW
     int64_t images = 0;
 };
 
@@ -192,18 +171,18 @@ private:
             part.in0 = input_side(args_[0], x_off, plain_desc(x, x_full), pd.src_desc());
             part.in1 = input_side(args_[1], y_off, plain_desc(y), pd.diff_dst_desc());
             part.out = output_side(args_[2], 0, plain_desc(w), pd.diff_weights_desc());
-            if (n0 > 0) part.partial = std::make_shared<BufferPool>(plain_desc(w));
+            if (n0 > 0) part.partial = std::make_shared<TempPool>(plain_desc(w));
             scratch = pd.scratchpad_desc();
             impl_ = pd.impl_info_str();
         }
-        if (scratch.get_size() > 0) part.scratchpad = std::make_shared<BufferPool>(scratch);
+        if (scratch.get_size() > 0) part.scratchpad = std::make_shared<TempPool>(scratch);
         return part;
     }
 
     static Side input_side(int arg, int64_t off, const memory::desc& plain, const memory::desc& want) {
         Side s{arg, off, plain, nullptr, {}};
         if (want != plain) {
-            s.tmp = std::make_shared<BufferPool>(want);
+            s.tmp = std::make_shared<TempPool>(want);
             s.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), plain, cpu_engine(), want));
         }
         return s;
@@ -211,7 +190,7 @@ private:
     static Side output_side(int arg, int64_t off, const memory::desc& plain, const memory::desc& have) {
         Side s{arg, off, plain, nullptr, {}};
         if (have != plain) {
-            s.tmp = std::make_shared<BufferPool>(have);
+            s.tmp = std::make_shared<TempPool>(have);
             s.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), have, cpu_engine(), plain));
         }
         return s;
@@ -222,8 +201,8 @@ private:
         try {
             omp_set_num_threads(1);
             dnnl::stream st(cpu_engine());
-            std::vector<std::pair<BufferPool*, memory>> leased;
-            auto lease = [&](const std::shared_ptr<BufferPool>& pool) {
+            std::vector<std::pair<TempPool*, memory>> leased;
+            auto lease = [&](const std::shared_ptr<TempPool>& pool) {
                 leased.emplace_back(pool.get(), pool->take());
                 return leased.back().second;
             };

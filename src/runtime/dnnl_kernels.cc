@@ -31,6 +31,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/dnnl_engine.h"
+#include "runtime/dnnl_temp_pool.h"
 #include "runtime/executable.h"
 #include "support/error.h"
 
@@ -166,35 +167,6 @@ dnnl::post_ops build_post_ops(const PostOps& post, const memory::desc& dst) {
     }
     return ops;
 }
-
-/// Buffers of one layout lent to one call at a time: the activations a part reorders into
-/// oneDNN's layout, its primitive's scratchpad. Concurrent runs of a session execute the same kernel at once, and each call
-/// needs its own; a single caller reuses one buffer on every call.
-class TempPool {
-public:
-    explicit TempPool(memory::desc desc) : desc_(std::move(desc)) {}
-    const memory::desc& desc() const { return desc_; }
-    memory take() {
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (!free_.empty()) {
-                memory m = free_.back();
-                free_.pop_back();
-                return m;
-            }
-        }
-        return memory(desc_, cpu_engine());
-    }
-    void give(memory m) {
-        std::lock_guard<std::mutex> lock(mu_);
-        free_.push_back(std::move(m));
-    }
-
-private:
-    memory::desc desc_;
-    std::mutex mu_;
-    std::vector<memory> free_;
-};
 
 /// A buffer of a TempPool for the current call (none when the pool is null).
 class TempLease {

@@ -7,6 +7,7 @@
 #include "compiler/compile.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
+#include "compiler/symbolic_compile.h"
 #include "frontend/onnx/importer.h"
 #include "op/registry.h"
 #include "runtime/artifact.h"
@@ -20,7 +21,7 @@ namespace kiln::compiler {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kWhy = "artifacts hold a compiled executable with static shapes; ";
+constexpr const char* kWhy = "artifacts hold a compiled executable; ";
 
 void check_paths(const std::string& onnx_path, const std::string& out_path) {
     KILN_CHECK(fs::is_regular_file(onnx_path), kIOError) << "cannot open model '" << onnx_path << "': no such file";
@@ -50,19 +51,43 @@ void check_compilable(const ir::Graph& g, const std::map<std::string, int64_t>& 
            "initializer of the model, or run the ONNX model with kiln run";
     std::set<std::string> symbols;
     for (const ir::Value* in : g.inputs())
-        for (const ir::Dim& d : in->type().shape) {
-            if (d.is_static()) continue;
-            symbols.insert(d.symbol);
-            KILN_CHECK(dims.count(d.symbol), kInvalidArgument)
-                << kWhy << "input '" << in->name() << "' has symbolic dimension '" << d.symbol
-                << "': give it a value (kiln compile --dim " << d.symbol << "=VALUE)";
-        }
+        for (const ir::Dim& d : in->type().shape)
+            if (!d.is_static()) symbols.insert(d.symbol);
     for (const auto& [name, value] : dims) {
         std::string known;
         for (const std::string& s : symbols) known += (known.empty() ? "" : ", ") + s;
         KILN_CHECK(symbols.count(name), kInvalidArgument)
             << "--dim " << name << "=" << value << ": no model input has a dimension named '" << name
             << "' (symbolic dimensions: " << (known.empty() ? "none" : known) << ")";
+    }
+}
+
+/// The first input dim that `dims` leaves unbound, as (input name, dim name); empty when none.
+std::pair<std::string, std::string> first_unbound(const ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+    for (const ir::Value* in : g.inputs())
+        for (const ir::Dim& d : in->type().shape)
+            if (!d.is_static() && !dims.count(d.symbol)) return {in->name(), d.symbol};
+    return {};
+}
+
+/// A dim left unbound makes a symbolic compile (one artifact for every value,
+/// docs/dynamic_shapes.md), for a model inside the symbolic subset; otherwise the dim needs a
+/// value. `why` is the reason the model is outside the subset ("" to check it here).
+[[noreturn]] void refuse_unbound(const std::pair<std::string, std::string>& unbound, const std::string& why) {
+    KILN_THROW(kInvalidArgument) << "input '" << unbound.first << "' has symbolic dimension '" << unbound.second
+                                 << "', and the model cannot be compiled for every value of it (" << why
+                                 << "): give it a value (kiln compile --dim " << unbound.second << "=VALUE)";
+}
+
+CompiledModel compile_symbolic(ir::Graph& g, const CompileOptions& copts,
+                               const std::pair<std::string, std::string>& unbound) {
+    const std::string why = symbolic_prefilter(g);
+    if (!why.empty()) refuse_unbound(unbound, why);
+    try {
+        return compile(g, copts);
+    } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kUnsupported) throw;
+        refuse_unbound(unbound, e.message());
     }
 }
 
@@ -88,7 +113,10 @@ ArtifactReport compile_artifact(const std::string& onnx_path, const std::string&
     copts.compile_jobs = opts.compile_jobs;
     copts.plan_for_concurrency = so.executor == ExecutorKind::kDataflow ||
                                  (so.executor == ExecutorKind::kAuto && so.inter_op_threads > 1);
-    CompiledModel m = compile(g, copts);
+    const auto unbound = first_unbound(g, so.dims);
+    copts.symbolic = !unbound.first.empty();
+    if (copts.symbolic && !so.symbolic_shapes) refuse_unbound(unbound, "SessionOptions::symbolic_shapes is off");
+    CompiledModel m = copts.symbolic ? compile_symbolic(g, copts, unbound) : compile(g, copts);
     const runtime::Executable& exe = *m.executable;
 
     ArtifactReport r;
@@ -110,6 +138,9 @@ ArtifactReport compile_artifact(const std::string& onnx_path, const std::string&
     md["source_model_bytes"] = std::to_string(r.model_bytes);
     md["opt_level"] = std::to_string(so.opt_level);
     md["dims"] = dims_str(so.dims);
+    std::string symbolic;
+    for (const std::string& d : exe.dims) symbolic += (symbolic.empty() ? "" : ",") + d;
+    md["symbolic_dims"] = symbolic;
     md["kernels"] = so.kernels;
     md["threads"] = std::to_string(threads);
     const std::string log = resolve_tuning_log(so.tuning_log);

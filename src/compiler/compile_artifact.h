@@ -6,10 +6,12 @@
 // (steps, buffers, memory plan, constants), that library and the facts below into one file that
 // libkiln_runtime loads without the compiler.
 //
-// An artifact holds one executable with static shapes, so the model must compile ahead of time:
-// no graph interpreter (control flow, sequences, data-dependent shapes), every symbolic input
-// dimension given a value, no graph input read as a shape-determining value. Each of these is a
-// kiln::Error naming the reason before anything is compiled.
+// An artifact holds one executable, so the model must compile ahead of time: no graph
+// interpreter (control flow, sequences, data-dependent shapes), no graph input read as a
+// shape-determining value. A symbolic input dimension given no value (--dim) makes a symbolic
+// compile, one executable for every value of it (docs/dynamic_shapes.md), which only a model
+// inside the symbolic subset allows; otherwise the dimension needs a value. Each of these is a
+// kiln::Error naming the reason.
 #pragma once
 
 #include <cstdint>

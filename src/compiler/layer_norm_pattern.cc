@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "pass/rewrite.h"
 #include "support/error.h"
 
 namespace kiln::compiler {
@@ -39,13 +40,6 @@ bool per_channel(const ir::Value* v, const ir::Value* x) {
     const auto& xs = x->type().shape;
     return v && v->is_constant() && v->type().dtype == DType::kFloat32 && v->type().rank() == 1 && !xs.empty() &&
            xs.back().is_static() && v->type().shape[0] == xs.back();
-}
-
-/// The operand of binary `n` that is not `v` (nullptr when `v` is neither).
-ir::Value* other(const ir::Node* n, const ir::Value* v) {
-    if (n->input(0) == v) return n->input(1);
-    if (n->input(1) == v) return n->input(0);
-    return nullptr;
 }
 
 /// From the output Add: the pattern's nodes, outermost first, and x, gamma, beta, eps.
@@ -99,7 +93,7 @@ int fuse_decomposed_layer_norms(ir::Graph& g) {
         ir::Node* ln = g.add_node("LayerNormalization", {m->x, m->gamma, m->beta},
                                   {{"axis", ir::Attr(int64_t{-1})}, {"epsilon", ir::Attr(m->eps)}},
                                   {n->output(0)->type()}, {}, n->name() + "/fused");
-        g.replace_all_uses(n->output(0), ln->output(0));
+        pass::replace_keeping_output_name(g, n->output(0), ln->output(0));
         for (ir::Node* dead : m->nodes) g.erase_node(dead);
         ++fused;
     }

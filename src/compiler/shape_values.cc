@@ -9,6 +9,7 @@
 #include "compiler/fold_constant_node.h"
 #include "ir/dim_expr.h"
 #include "op/registry.h"
+#include "pass/rewrite.h"
 #include "support/error.h"
 
 namespace kiln::compiler {
@@ -357,7 +358,7 @@ struct Rewriter {
 
     ir::Node* swap(ir::Node* n, ir::Node* by) {
         if (!by) return nullptr;
-        g.replace_all_uses(n->output(0), by->output(0));
+        pass::replace_keeping_output_name(g, n->output(0), by->output(0));
         g.erase_node(n);
         return by;
     }

@@ -7,6 +7,7 @@
 
 #include "compiler/compile.h"
 #include "ir/dim_expr.h"
+#include "pass/rewrite.h"
 #include "support/error.h"
 
 namespace kiln::compiler {
@@ -228,7 +229,7 @@ int lower_dim_ranges(ir::Graph& g) {
         const ir::TensorType t{DType::kInt64, {dim->first->type().shape[static_cast<size_t>(dim->second)]}};
         ir::Node* r = g.add_node("KilnDimRange", {dim->first}, {{"axis", ir::Attr(dim->second)}}, {t}, {},
                                  n->name());
-        g.replace_all_uses(n->output(0), r->output(0));
+        pass::replace_keeping_output_name(g, n->output(0), r->output(0));
         erase_if_dead(g, n);
         ++rewritten;
     }

@@ -15,14 +15,20 @@ bool replace_value(ir::Graph& g, ir::Value* from, ir::Value* to) {
     KILN_ICHECK(from != to && from->type() == to->type())
         << "replace_value: '" << from->name() << "' " << from->type().str() << " by '" << to->name() << "' "
         << to->type().str();
+    if (is_graph_output(g, from) && (!to->producer() || is_graph_output(g, to))) return false;
+    replace_keeping_output_name(g, from, to);
+    return true;
+}
+
+void replace_keeping_output_name(ir::Graph& g, ir::Value* from, ir::Value* to) {
     if (is_graph_output(g, from)) {
-        if (!to->producer() || is_graph_output(g, to)) return false;
+        KILN_ICHECK(to->producer() && !is_graph_output(g, to))
+            << "replace_keeping_output_name: '" << to->name() << "' cannot take over output '" << from->name() << "'";
         std::string name = from->name();
         from->set_name(g.fresh_name(name + ".replaced"));
         to->set_name(name);
     }
     g.replace_all_uses(from, to);
-    return true;
 }
 
 std::optional<double> uniform_constant(const ir::Value* v) {

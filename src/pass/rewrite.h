@@ -15,6 +15,11 @@ bool is_graph_output(const ir::Graph& g, const ir::Value* v);
 /// that is not itself a graph output; otherwise nothing changes and false is returned.
 bool replace_value(ir::Graph& g, ir::Value* from, ir::Value* to);
 
+/// Replaces every use of `from` with `to`, a new node's result whose type may be more precise
+/// (a rewrite at the compiler's end: KilnReshape for Reshape, LayerNormalization for its
+/// decomposition). A graph output keeps its name: `to` takes it over.
+void replace_keeping_output_name(ir::Graph& g, ir::Value* from, ir::Value* to);
+
 /// When every element of constant `v` equals one value, that value (as double); else nullopt.
 std::optional<double> uniform_constant(const ir::Value* v);
 

@@ -1,4 +1,4 @@
-// The `.kiln` file layout, format version 1. Every integer is little-endian.
+// The `.kiln` file layout, format version 2. Every integer is little-endian.
 //
 //   header (64 bytes)
 //      0  u8[8]  magic "\x89KILN\r\n\x1a" (PNG-style: a text-mode transfer breaks it visibly)
@@ -26,6 +26,11 @@
 //       f64 flops
 //   u32 n inputs, n x i32 buffer id; u32 n outputs, n x i32 buffer id
 //   u8 planned_for_concurrency, u64 arena_bytes
+//   symbolic dims (version 2; docs/dynamic_shapes.md), empty for a static executable:
+//   u32 n dims, n x str (a dim's name, or an expression of them such as "batch*seq":
+//       support/dim_poly.h); then per buffer u32 n, n x i32 dim_of (n = 0, or the buffer's rank:
+//       -1 for a static axis, else the dim's index, and the shape holds 0 there); per kernel
+//       u8 takes_dims; per step u32 n, n x i32 dim index (the values its kernel takes)
 //
 // The checksums detect corruption, not tampering: a file whose kernel library is malicious
 // runs that code. Every table value is still validated (indices, shapes, sizes, offsets), so
@@ -43,7 +48,8 @@
 namespace kiln::runtime::artifact_format {
 
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
-inline constexpr uint32_t kFormatVersion = 1;
+/// Version 1 had no symbolic dims; a file of another version is refused (recompile it).
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kHeaderChecksumOffset = 24;
 inline constexpr size_t kSectionEntryBytes = 32;

@@ -2,11 +2,13 @@
 // session decides at compile time (shapes, kernels, memory plan) is fixed in the artifact, so
 // this session only checks inputs against the executable's buffers and runs it through the
 // shared ModelRunner.
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
 #include "runtime/artifact.h"
 #include "runtime/artifact_format.h"
+#include "runtime/dims_plan.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_binding.h"
 #include "runtime/session_inputs.h"
@@ -38,22 +40,50 @@ std::map<std::string, int64_t> parse_dims(const std::string& text, const std::st
     return dims;
 }
 
+std::string join(const std::vector<std::string>& names) {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
 std::string dims_list(const std::map<std::string, int64_t>& dims) {
     std::string s;
     for (const auto& [k, v] : dims) s += (s.empty() ? "" : ", ") + k + "=" + std::to_string(v);
     return s.empty() ? "none" : s;
 }
 
-TensorInfo info_of(const BufferDesc& b) {
+/// A symbolic axis (BufferDesc::dim_of) is -1 in the shape with the dim's name in `symbols`.
+TensorInfo info_of(const Executable& exe, const BufferDesc& b) {
     TensorInfo t;
     t.name = b.name;
     t.dtype = b.dtype;
     t.shape = b.shape;
     t.symbols.assign(b.shape.size(), "");
+    for (size_t k = 0; k < b.dim_of.size(); ++k) {
+        if (b.dim_of[k] < 0) continue;
+        t.shape[k] = -1;
+        t.symbols[k] = exe.dims[static_cast<size_t>(b.dim_of[k])];
+    }
     return t;
 }
 
 std::string type_str(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+/// "f32[batch,seq,384]": a TensorInfo with its symbolic axes by name.
+std::string type_str(const TensorInfo& t) {
+    std::string s = std::string(dtype_name(t.dtype)) + "[";
+    for (size_t k = 0; k < t.shape.size(); ++k)
+        s += (k ? "," : "") + (t.symbols[k].empty() ? std::to_string(t.shape[k]) : t.symbols[k]);
+    return s + "]";
+}
+
+/// Whether `shape` fits `t`: the same rank, equal at every static axis.
+bool fits(const TensorInfo& t, const Shape& shape) {
+    if (shape.size() != t.shape.size()) return false;
+    for (size_t k = 0; k < shape.size(); ++k)
+        if (t.symbols[k].empty() && shape[k] != t.shape[k]) return false;
+    return true;
+}
 
 class ArtifactSession final : public Session {
 public:
@@ -75,8 +105,8 @@ public:
             ropts.executor = ExecutorChoice::kSequential;  // auto: the plan allows nothing else
         }
         runner_ = std::make_unique<ModelRunner>(ropts);
-        for (int id : exe.inputs) inputs_.push_back(info_of(exe.buffers[id]));
-        for (int id : exe.outputs) outputs_.push_back(info_of(exe.buffers[id]));
+        for (int id : exe.inputs) inputs_.push_back(info_of(exe, exe.buffers[id]));
+        for (int id : exe.outputs) outputs_.push_back(info_of(exe, exe.buffers[id]));
         runner_->set_executable(artifact_.exe);
         const RunnerStats rs = runner_->stats();
         stats_.kernels = static_cast<int>(exe.kernels.size());
@@ -97,16 +127,19 @@ public:
             auto it = given.find(info.name);
             KILN_CHECK(it != given.end(), kInvalidArgument) << "missing input '" << info.name << "'";
             const Tensor& t = it->second;
-            KILN_CHECK(t.dtype() == info.dtype && t.shape() == info.shape, kInvalidArgument)
-                << "input '" << info.name << "': expected " << type_str(info.dtype, info.shape) << ", got "
-                << type_str(t.dtype(), t.shape())
-                << (t.shape() != info.shape ? " (the artifact was compiled for these shapes; recompile for others)" : "");
+            KILN_CHECK(t.dtype() == info.dtype && fits(info, t.shape()), kInvalidArgument)
+                << "input '" << info.name << "': expected " << type_str(info) << ", got " << type_str(t.dtype(), t.shape())
+                << (fits(info, t.shape()) ? "" : " (the artifact was compiled for these shapes; recompile for others)");
             ordered.push_back(t);
         }
-        // Outputs bound to the caller's tensors are written in place; the artifact's shapes are fixed.
+        const std::vector<int64_t> dims = run_dims(ordered);
+        // Outputs bound to the caller's tensors are written in place, at this run's shapes.
         const std::vector<const Tensor*> bound = order_outputs_into(outputs_, ropts.outputs_into);
-        for (size_t j = 0; j < bound.size(); ++j)
-            if (bound[j]) check_output_into(outputs_[j], *bound[j], outputs_[j].shape);
+        const Executable& exe = *artifact_.exe;
+        for (size_t j = 0; j < bound.size(); ++j) {
+            const BufferDesc& d = exe.buffers[static_cast<size_t>(exe.outputs[j])];
+            if (bound[j]) check_output_into(outputs_[j], *bound[j], d.is_symbolic() ? d.shape_at(dims) : d.shape);
+        }
         RunControls controls = run_controls(ropts);
         if (!bound.empty()) controls.outputs_into = &bound;
         std::vector<Tensor> outs;
@@ -131,22 +164,43 @@ public:
 
 private:
     /// SessionOptions::dims must name dims the artifact was compiled with, at the same values
-    /// (a misspelt name is an error, as the artifact cannot take it into account).
-    void check_dims(const std::map<std::string, int64_t>& wanted) const {
+    /// (a misspelt name is an error, as the artifact cannot take it into account), or symbolic
+    /// dims of the artifact, which each run must then agree with (run_dims).
+    void check_dims(const std::map<std::string, int64_t>& wanted) {
         if (wanted.empty()) return;
         auto it = artifact_.info.metadata.find("dims");
         const std::map<std::string, int64_t> compiled =
             it == artifact_.info.metadata.end() ? std::map<std::string, int64_t>{} : parse_dims(it->second, path_);
+        const std::vector<std::string>& symbolic = artifact_.exe->dims;
         for (const auto& [name, value] : wanted) {
+            auto s = std::find(symbolic.begin(), symbolic.end(), name);
+            if (s != symbolic.end()) {
+                fixed_dims_.emplace_back(static_cast<size_t>(s - symbolic.begin()), value);
+                continue;
+            }
             auto c = compiled.find(name);
             KILN_CHECK(c != compiled.end(), kInvalidArgument)
                 << "dimension '" << name << "': '" << path_ << "' was compiled with no dimension of that name "
-                << "(its dims: " << dims_list(compiled) << ")";
+                << "(its dims: " << dims_list(compiled) << (symbolic.empty() ? "" : "; symbolic: " + join(symbolic))
+                << ")";
             KILN_CHECK(c->second == value, kInvalidArgument)
                 << "dimension '" << name << "': '" << path_ << "' was compiled with " << name << "=" << c->second
                 << ", got " << name << "=" << value << " (recompile with `kiln compile --dim " << name << "=" << value
                 << "`)";
         }
+    }
+
+    /// The values of a symbolic artifact's dims in this run (empty for a static one); the
+    /// runner checks the inputs again, this names a dim SessionOptions::dims fixed.
+    std::vector<int64_t> run_dims(const std::vector<Tensor>& inputs) const {
+        std::vector<int64_t> dims;
+        if (!artifact_.exe->is_symbolic()) return dims;
+        bind_run_dims(*artifact_.exe, inputs, dims).throw_if_error();
+        for (const auto& [k, value] : fixed_dims_)
+            KILN_CHECK(dims[k] == value, kInvalidArgument)
+                << "dimension '" << artifact_.exe->dims[k] << "' is " << dims[k] << " in this run, but the session "
+                << "was opened with " << artifact_.exe->dims[k] << "=" << value << " (SessionOptions::dims)";
+        return dims;
     }
 
     std::string kernel_line(size_t step) const;
@@ -155,6 +209,7 @@ private:
     LoadedArtifact artifact_;
     std::unique_ptr<ModelRunner> runner_;
     std::vector<TensorInfo> inputs_, outputs_;
+    std::vector<std::pair<size_t, int64_t>> fixed_dims_;  // (dim index, value) from SessionOptions::dims
     SessionStats stats_;
 };
 
@@ -185,9 +240,14 @@ std::string ArtifactSession::inspect() {
     os << "// cpu features:";
     for (const std::string& f : artifact_.info.cpu_features) os << " " << f;
     os << "\n";
+    if (exe.is_symbolic()) {
+        os << "// symbolic dims (one compile serves every value):";
+        for (const std::string& d : exe.dims) os << " " << d;
+        os << "\n";
+    }
     auto list = [&](const char* title, const std::vector<int>& ids) {
         os << "// " << title << ":\n";
-        for (int id : ids) os << "//   " << exe.buffers[id].name << ": " << type_str(exe.buffers[id].dtype, exe.buffers[id].shape) << "\n";
+        for (int id : ids) os << "//   " << exe.buffers[id].name << ": " << type_str(info_of(exe, exe.buffers[id])) << "\n";
     };
     list("inputs", exe.inputs);
     list("outputs", exe.outputs);
@@ -205,7 +265,7 @@ std::string ArtifactSession::inspect() {
         for (size_t a = 0; a < step.args.size(); ++a) {
             if (step.num_inputs >= 0 && static_cast<int>(a) == step.num_inputs) os << " ->";
             const BufferDesc& b = exe.buffers[step.args[a]];
-            os << " " << b.name << ":" << type_str(b.dtype, b.shape);
+            os << " " << b.name << ":" << type_str(info_of(exe, b));
         }
         os << "\n";
     }

@@ -6,6 +6,7 @@
 #include "runtime/artifact_format.h"
 #include "runtime/async_kernel.h"
 #include "support/byte_io.h"
+#include "support/dim_poly.h"
 #include "support/error.h"
 
 namespace kiln::runtime::artifact_format {
@@ -145,6 +146,77 @@ std::vector<int> read_ids(ByteReader& r, const char* what, size_t num_buffers) {
     return ids;
 }
 
+/// The symbolic-dims tables (format version 2): the dims, then each buffer's dim_of, each
+/// kernel's takes_dims and each step's dims, in table order.
+void write_symbolic(ByteWriter& w, const Executable& exe) {
+    w.u32(static_cast<uint32_t>(exe.dims.size()));
+    for (const std::string& d : exe.dims) w.str(d);
+    for (const BufferDesc& b : exe.buffers) {
+        w.u32(static_cast<uint32_t>(b.dim_of.size()));
+        for (int i : b.dim_of) w.i32(i);
+    }
+    for (const KernelDesc& k : exe.kernels) w.u8(k.takes_dims ? 1 : 0);
+    for (const StepDesc& s : exe.steps) {
+        w.u32(static_cast<uint32_t>(s.dims.size()));
+        for (int i : s.dims) w.i32(i);
+    }
+}
+
+/// dims[k]: a dim name or an expression of the names before it that the runtime can evaluate.
+void read_dim_names(ByteReader& r, Executable& exe) {
+    const uint32_t n = r.count("symbolic dim count", 4);
+    for (uint32_t k = 0; k < n; ++k) {
+        std::string d = r.str("symbolic dim");
+        KILN_CHECK(!d.empty() && DimPoly::parse(d), kInvalidModel)
+            << kWhat << ": symbolic dim " << k << " is '" << d << "', expected a name or an expression of names";
+        exe.dims.push_back(std::move(d));
+    }
+}
+
+/// A buffer's dim_of: empty, or one entry per axis naming a dim (the shape holds 0 there) or -1.
+void read_dim_of(ByteReader& r, BufferDesc& b, size_t num_dims) {
+    const uint32_t n = r.count("buffer dim_of count", 4);
+    KILN_CHECK(n == 0 || n == b.shape.size(), kInvalidModel)
+        << kWhat << ": buffer '" << b.name << "' has " << n << " dim_of entries, expected 0 or its rank "
+        << b.shape.size();
+    for (uint32_t a = 0; a < n; ++a) {
+        const int32_t di = r.i32("buffer dim_of");
+        KILN_CHECK(di >= -1 && di < static_cast<int64_t>(num_dims) && (di < 0 || b.shape[a] == 0), kInvalidModel)
+            << kWhat << ": buffer '" << b.name << "' axis " << a << " names dim " << di << " (shape "
+            << shape_str(b.shape) << "), expected -1, or 0.." << static_cast<int64_t>(num_dims) - 1
+            << " at an axis of size 0";
+        b.dim_of.push_back(di);
+    }
+    KILN_CHECK(!b.is_symbolic() || b.role != BufferRole::kConstant, kInvalidModel)
+        << kWhat << ": constant '" << b.name << "' has symbolic dims";
+}
+
+void read_symbolic(ByteReader& r, Executable& exe) {
+    read_dim_names(r, exe);
+    for (BufferDesc& b : exe.buffers) read_dim_of(r, b, exe.dims.size());
+    for (size_t k = 0; k < exe.kernels.size(); ++k) {
+        KernelDesc& kd = exe.kernels[k];
+        const uint8_t t = r.u8("kernel takes_dims");
+        KILN_CHECK(t <= 1 && (t == 0 || (!kd.is_async && !kd.is_extern() && !exe.dims.empty())), kInvalidModel)
+            << kWhat << ": kernel " << k << " (" << kd.description << ") has takes_dims = " << int(t)
+            << ", expected 0, or 1 for a generated kernel of an executable with symbolic dims";
+        kd.takes_dims = t == 1;
+    }
+    for (size_t i = 0; i < exe.steps.size(); ++i) {
+        StepDesc& s = exe.steps[i];
+        const uint32_t n = r.count("step dim count", 4);
+        for (uint32_t j = 0; j < n; ++j) {
+            const int32_t di = r.i32("step dim");
+            KILN_CHECK(di >= 0 && static_cast<size_t>(di) < exe.dims.size(), kInvalidModel)
+                << kWhat << ": step " << i << " (node '" << s.node_name << "') takes dim " << di << ", expected 0.."
+                << static_cast<int64_t>(exe.dims.size()) - 1;
+            s.dims.push_back(di);
+        }
+        KILN_CHECK(s.dims.empty() || exe.kernels[static_cast<size_t>(s.kernel)].takes_dims, kInvalidModel)
+            << kWhat << ": step " << i << " (node '" << s.node_name << "') passes dims to a kernel that takes none";
+    }
+}
+
 /// Cross-table facts the executors rely on: inputs are the kInput buffers, each once; planned
 /// intermediates lie inside the arena; each extern kernel has exactly one step.
 void check_consistency(const Executable& exe) {
@@ -252,6 +324,7 @@ std::string encode_executable(const Executable& exe, const std::vector<uint64_t>
     for (int id : exe.outputs) w.i32(id);
     w.u8(exe.planned_for_concurrency ? 1 : 0);
     w.u64(exe.arena_bytes);
+    write_symbolic(w, exe);
     return w.data();
 }
 
@@ -276,6 +349,7 @@ std::shared_ptr<Executable> decode_executable(const uint8_t* data, size_t size, 
     exe->arena_bytes = r.u64("arena_bytes");
     KILN_CHECK(exe->arena_bytes <= kMaxBytes, kInvalidModel) << kWhat << ": arena of " << exe->arena_bytes
                                                              << " bytes is larger than " << kMaxBytes;
+    read_symbolic(r, *exe);
     r.expect_end();
     check_consistency(*exe);
     return exe;

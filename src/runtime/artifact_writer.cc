@@ -33,9 +33,6 @@ bool is_generated(const KernelDesc& k) { return !k.is_async && !k.is_extern(); }
 
 /// The constants are well formed and every generated kernel is exported by the library.
 void check_saveable(const Executable& exe, const std::string& library_path) {
-    KILN_CHECK(!exe.is_symbolic(), kUnsupported)
-        << "an executable with symbolic dims cannot be saved as an artifact yet (its format has no dims); "
-        << "compile it with every dim bound (kiln compile --dim)";
     for (const BufferDesc& b : exe.buffers) {
         KILN_CHECK(b.dtype != DType::kString || b.role != BufferRole::kConstant, kUnsupported)
             << "constant '" << b.name << "' holds strings, which a compiled artifact cannot store (its constants "

@@ -2,6 +2,7 @@
 // what the plain-loop reference says), its constants are views into the file's mapping, its
 // tables and info come back as written, and what cannot be saved is refused.
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "runtime/allocator.h"
+#include "runtime/artifact_format.h"
 #include "runtime/extern_kernel.h"
 #include "runtime/memory_library.h"
 #include "runtime/sequential_executor.h"
@@ -134,6 +136,70 @@ TEST(ArtifactRoundTrip, TablesAndInfoComeBackAsWritten) {
     EXPECT_EQ(e.outputs, exe->outputs);
     EXPECT_TRUE(e.planned_for_concurrency);
     EXPECT_EQ(e.arena_bytes, 256u);
+}
+
+/// An executable with symbolic dims (tables only: decode does not load kernels): x[n,4] ->
+/// y[2*n,4] by one kernel that takes both dims.
+std::shared_ptr<Executable> symbolic_tables() {
+    auto exe = std::make_shared<Executable>();
+    exe->dims = {"n", "2*n"};
+    exe->kernels = {{"lib.so", "k_dims", "Concat"}};
+    exe->kernels[0].takes_dims = true;
+    exe->buffers.push_back({"x", DType::kFloat32, {0, 4}, BufferRole::kInput, {}});
+    exe->buffers.push_back({"y", DType::kFloat32, {0, 4}, BufferRole::kOutput, {}});
+    exe->buffers[0].dim_of = {0, -1};
+    exe->buffers[1].dim_of = {1, -1};
+    StepDesc step;
+    step.kernel = 0;
+    step.args = {0, 1};
+    step.num_inputs = 1;
+    step.dims = {0, 1};
+    exe->steps = {step};
+    exe->inputs = {0};
+    exe->outputs = {1};
+    return exe;
+}
+
+std::shared_ptr<Executable> decode_tables(const Executable& exe) {
+    const std::string bytes = artifact_format::encode_executable(exe, std::vector<uint64_t>(exe.buffers.size(), 0));
+    return artifact_format::decode_executable(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0,
+                                              [](DType, const Shape&, uint64_t) { return Tensor(); });
+}
+
+TEST(ArtifactRoundTrip, SymbolicDimsComeBackAsWritten) {
+    auto exe = symbolic_tables();
+    auto e = decode_tables(*exe);
+    EXPECT_EQ(e->dims, exe->dims);
+    EXPECT_EQ(e->buffers[0].dim_of, exe->buffers[0].dim_of);
+    EXPECT_EQ(e->buffers[1].dim_of, exe->buffers[1].dim_of);
+    EXPECT_TRUE(e->kernels[0].takes_dims);
+    EXPECT_EQ(e->steps[0].dims, exe->steps[0].dims);
+    EXPECT_EQ(e->buffers[1].shape_at({3, 6}), (Shape{6, 4}));
+}
+
+TEST(ArtifactRoundTrip, BadSymbolicTablesAreInvalidModelErrors) {
+    struct Case {
+        const char* what;
+        std::function<void(Executable&)> damage;
+    };
+    const std::vector<Case> cases = {
+        {"names dim 7", [](Executable& e) { e.buffers[1].dim_of = {7, -1}; }},
+        {"has 1 dim_of entries", [](Executable& e) { e.buffers[1].dim_of = {0}; }},
+        {"takes dim 2", [](Executable& e) { e.steps[0].dims = {2}; }},
+        {"expected a name or an expression", [](Executable& e) { e.dims[1] = "2*(n"; }},
+        {"passes dims to a kernel that takes none", [](Executable& e) { e.kernels[0].takes_dims = false; }},
+    };
+    for (const Case& c : cases) {
+        auto exe = symbolic_tables();
+        c.damage(*exe);
+        try {
+            (void)decode_tables(*exe);
+            ADD_FAILURE() << c.what << ": decoded without an error";
+        } catch (const Error& err) {
+            EXPECT_EQ(err.kind(), ErrorKind::kInvalidModel) << err.what();
+            EXPECT_NE(std::string(err.what()).find(c.what), std::string::npos) << err.what();
+        }
+    }
 }
 
 TEST(ArtifactRoundTrip, SaveIsAtomicAndReplacesTheOldFile) {

@@ -202,3 +202,90 @@ def test_truncated_artifact_is_a_clean_error(models_dir, tmp_path):
                               timeout=KILN_TIMEOUT_S)
         assert 0 < proc.returncode < 128 and proc.stderr.strip(), \
             f"kiln-run-artifact on a truncated artifact: exit {proc.returncode}\n{proc.stderr}"
+
+
+# ---- symbolic dims: one artifact for every shape ----------------------------------------------
+
+def save_symbolic_encoder(tmp_path, width=16, vocab=50, seed=4):
+    """An attention-shaped encoder with batch and seq left symbolic: an embedding Gather, a
+    projection, scores over seq with a Softmax, a context product and a mean over seq."""
+    rng = np.random.default_rng(seed)
+
+    def init(name, *shape):
+        return onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.3, name)
+
+    nodes = [
+        helper.make_node("Gather", ["emb", "ids"], ["e"]),
+        helper.make_node("MatMul", ["e", "w"], ["p"]),
+        helper.make_node("Add", ["p", "b"], ["h"]),
+        helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["h", "ht"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["probs"], axis=-1),
+        helper.make_node("MatMul", ["probs", "h"], ["ctx"]),
+        helper.make_node("ReduceMean", ["ctx"], ["pooled"], axes=[1], keepdims=0),
+    ]
+    inits = [init("emb", vocab, width), init("w", width, width), init("b", width)]
+    graph = helper.make_graph(
+        nodes, "symbolic_encoder", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", width]),
+         helper.make_tensor_value_info("ctx", TensorProto.FLOAT, ["batch", "seq", width])], initializer=inits)
+    path = str(tmp_path / "symbolic_encoder.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_one_symbolic_artifact_runs_every_shape_in_the_runtime_only_process(tmp_path):
+    model = save_symbolic_encoder(tmp_path)
+    artifact = str(tmp_path / "encoder.kiln")
+    compile_model(model, artifact)  # no --dim: a symbolic compile
+    shown = run_kiln(["inspect", artifact]).stdout
+    assert "symbolic_dims: batch,seq" in shown, shown
+    assert "input ids: i64 [batch,seq]" in shown, shown
+    rng = np.random.default_rng(5)
+    for batch, seq in [(1, 7), (3, 64), (8, 128), (2, 1)]:
+        feed = {"ids": rng.integers(0, 50, (batch, seq)).astype(np.int64)}
+        ref = ort_outputs(model, feed)
+        outs, _ = run_with_runtime_only(artifact, feed, tmp_path / f"rt_{batch}_{seq}")
+        assert_matches_ort(outs, ref, f"symbolic artifact batch {batch} seq {seq}", 1e-4, 1e-5)
+
+
+def test_symbolic_artifact_wrong_input_names_the_input_and_dim(tmp_path):
+    model = save_symbolic_encoder(tmp_path)
+    artifact = str(tmp_path / "encoder.kiln")
+    compile_model(model, artifact)
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((2, 3, 4), np.int64))
+    proc = subprocess.run([run_artifact_bin(), artifact, "--input", f"ids={bad}"], capture_output=True, text=True,
+                          timeout=KILN_TIMEOUT_S)
+    assert_clean_error(proc, must_contain=("input 'ids'", "i64[batch,seq]", "i64[2,3,4]"))
+
+
+def test_symbolic_artifact_keeps_static_dims_given_with_dim(tmp_path):
+    model = save_symbolic_encoder(tmp_path)
+    artifact = str(tmp_path / "encoder_b2.kiln")
+    compile_model(model, artifact, dims={"batch": 2})  # batch bound, seq symbolic
+    shown = run_kiln(["inspect", artifact]).stdout
+    assert "input ids: i64 [2,seq]" in shown, shown
+    feed = {"ids": np.random.default_rng(6).integers(0, 50, (2, 33)).astype(np.int64)}
+    outs, _ = run_with_runtime_only(artifact, feed, tmp_path / "rt")
+    assert_matches_ort(outs, ort_outputs(model, feed), "batch=2 artifact at seq 33", 1e-4, 1e-5)
+
+
+def test_real_minilm_as_one_symbolic_artifact(tmp_path):
+    """The real all-MiniLM-L6-v2 (`/usr/bin/python3 scripts/export_minilm.py` exports it; skipped
+    when absent): one artifact, three shapes, in the runtime-only process, against ONNX Runtime."""
+    cache = os.environ.get("KILN_MINILM_REAL_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln",
+                                                                   "models", "minilm-real")
+    model = os.path.join(cache, "model.onnx")
+    if not os.path.isfile(model):
+        pytest.skip(f"no real MiniLM export at {model} (scripts/export_minilm.py)")
+    artifact = str(tmp_path / "minilm.kiln")
+    compile_model(model, artifact)
+    rng = np.random.default_rng(7)
+    for batch, seq in [(1, 7), (3, 64), (8, 128)]:
+        mask = np.ones((batch, seq), np.int64)
+        mask[0, (seq + 1) // 2:] = 0
+        feed = {"input_ids": rng.integers(0, 30000, (batch, seq)).astype(np.int64), "attention_mask": mask,
+                "token_type_ids": np.zeros((batch, seq), np.int64)}
+        outs, _ = run_with_runtime_only(artifact, feed, tmp_path / f"rt_{batch}_{seq}")
+        assert_matches_ort(outs, ort_outputs(model, feed), f"MiniLM artifact {batch}x{seq}", 1e-4, 1e-5)

@@ -60,7 +60,7 @@ void add_compile_command(CLI::App& app, CommandAction& action) {
         "compile", "Compile a model ahead of time into one .kiln artifact that runs without the compiler");
     sub->add_option("model", args->model, "ONNX model file")->required();
     sub->add_option("-o,--output", args->output, "The artifact to write")->type_name("FILE.kiln")->required();
-    sub->add_option("--dim", args->dims, "Value of a symbolic dimension (repeatable; every one must be given)")
+    sub->add_option("--dim", args->dims, "Value of a symbolic dimension (repeatable); a dim without one stays symbolic (one artifact for every value)")
         ->type_name("NAME=VALUE")
         ->allow_extra_args(false)
         ->check(name_value_check(true));

@@ -53,6 +53,16 @@ const char* role_name(runtime::BufferRole r) {
     return "?";
 }
 
+/// "[batch,seq,384]": a buffer's shape with its symbolic axes by name.
+std::string shape_text(const runtime::Executable& exe, const runtime::BufferDesc& b) {
+    std::string s = "[";
+    for (size_t k = 0; k < b.shape.size(); ++k) {
+        const int di = k < b.dim_of.size() ? b.dim_of[k] : -1;
+        s += (k ? "," : "") + (di >= 0 ? exe.dims[static_cast<size_t>(di)] : std::to_string(b.shape[k]));
+    }
+    return s + "]";
+}
+
 /// The artifact's metadata, CPU features, inputs and outputs, kernels and step count (--memory:
 /// the memory plan report recorded when it was compiled).
 int inspect_artifact(const InspectArgs& args) {
@@ -72,12 +82,10 @@ int inspect_artifact(const InspectArgs& args) {
     size_t constant_bytes = 0;
     for (const runtime::BufferDesc& b : exe.buffers)
         if (b.role == runtime::BufferRole::kConstant) constant_bytes += b.nbytes();
-    for (int id : exe.inputs)
-        fmt::print("{} {}: {} {}\n", role_name(exe.buffers[id].role), exe.buffers[id].name,
-                   dtype_name(exe.buffers[id].dtype), shape_str(exe.buffers[id].shape));
-    for (int id : exe.outputs)
-        fmt::print("{} {}: {} {}\n", role_name(exe.buffers[id].role), exe.buffers[id].name,
-                   dtype_name(exe.buffers[id].dtype), shape_str(exe.buffers[id].shape));
+    for (const std::vector<int>* ids : {&exe.inputs, &exe.outputs})
+        for (int id : *ids)
+            fmt::print("{} {}: {} {}\n", role_name(exe.buffers[id].role), exe.buffers[id].name,
+                       dtype_name(exe.buffers[id].dtype), shape_text(exe, exe.buffers[id]));
     fmt::print("constants: {} bytes; arena: {} bytes ({} memory plan)\n", constant_bytes, exe.arena_bytes,
                exe.planned_for_concurrency ? "concurrent" : "sequential");
     for (size_t i = 0; i < exe.kernels.size(); ++i) {

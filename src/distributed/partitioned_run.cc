@@ -21,7 +21,8 @@ TensorInfo info_of(const ir::Value& v) {
 
 }  // namespace
 
-PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts)
+PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts,
+                                   int only_rank)
     : runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts))) {
     for (const ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
     for (const ir::Value* v : g.outputs()) outputs_info_.push_back(info_of(*v));
@@ -32,14 +33,17 @@ PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, c
     run_order_ = p.run_order;
     compiler::CompileOptions copts = compiler::compile_options_for(opts, runner_->stats().intra_op_threads);
     copts.plan_for_concurrency = runner_->plans_for_concurrency();
+    KILN_CHECK(only_rank < static_cast<int>(p.ranks.size()), kInvalidArgument)
+        << "rank " << only_rank << " of a model partitioned over " << p.ranks.size() << " ranks";
     for (RankGraph& rg : p.ranks) {
         Rank r;
+        const bool mine = only_rank < 0 || rg.rank == only_rank;
         r.lowered = lower_transfers(std::move(rg.graph));
         const std::vector<ir::Value*>& ins = r.lowered.graph.inputs();
         for (size_t i = 0; i < ins.size(); ++i)
             if (!r.lowered.input_keys[i].empty()) r.key_of_input[ins[i]->name()] = r.lowered.input_keys[i];
         for (const ir::Value* v : r.lowered.graph.outputs()) r.output_names.push_back(v->name());
-        if (!r.lowered.graph.outputs().empty()) {  // a rank with nothing to send or return runs nothing
+        if (mine && !r.lowered.graph.outputs().empty()) {  // a rank with nothing to send or return runs nothing
             compiler::CompiledModel m = compiler::compile(r.lowered.graph, copts);
             kernels_ += m.stats.kernels;
             r.prepared = runner_->prepare(m.executable);
@@ -51,14 +55,14 @@ PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, c
 PartitionedModel::~PartitionedModel() = default;
 
 std::vector<Tensor> PartitionedModel::run_rank(Rank& r, const std::map<std::string, Tensor>& feeds,
-                                               LocalRendezvous& rv, int64_t step) {
+                                               const RecvFn& recv, const SendFn& send) {
     const runtime::Executable& exe = *r.prepared->exe;
     std::vector<Tensor> inputs;
     for (int id : exe.inputs) {
         const std::string& name = exe.buffers[id].name;
         auto key = r.key_of_input.find(name);
         if (key != r.key_of_input.end()) {
-            inputs.push_back(rv.recv(parse_transfer_key(key->second).at_step(step).to_string()));
+            inputs.push_back(recv(parse_transfer_key(key->second)));
             continue;
         }
         auto feed = feeds.find(name);
@@ -71,26 +75,54 @@ std::vector<Tensor> PartitionedModel::run_rank(Rank& r, const std::map<std::stri
         << "bug in Kiln: a rank graph has " << r.lowered.output_keys.size() << " outputs, its executable "
         << outputs.size();
     for (size_t i = 0; i < outputs.size(); ++i)
-        for (const std::string& key : r.lowered.output_keys[i])
-            rv.send(parse_transfer_key(key).at_step(step).to_string(), outputs[i]);
+        for (const std::string& key : r.lowered.output_keys[i]) send(parse_transfer_key(key), outputs[i]);
     return outputs;
+}
+
+size_t PartitionedModel::output_index(const OutputPlace& o) const {
+    const Rank& r = ranks_[o.rank];
+    size_t i = 0;
+    while (i < r.lowered.model_outputs && r.output_names[i] != o.value) ++i;
+    KILN_CHECK(i < r.lowered.model_outputs, kInternal) << "bug in Kiln: model output '" << o.value << "' not on rank "
+                                                       << o.rank;
+    return i;
 }
 
 std::vector<Tensor> PartitionedModel::run(const std::map<std::string, Tensor>& feeds) {
     const int64_t step = next_step_++;
     LocalRendezvous rv;
+    const RecvFn recv = [&](const TransferKey& k) { return rv.recv(k.at_step(step).to_string()); };
+    const SendFn send = [&](const TransferKey& k, const Tensor& t) { rv.send(k.at_step(step).to_string(), t); };
     std::vector<std::vector<Tensor>> rank_outputs(ranks_.size());
     for (int r : run_order_)
-        if (ranks_[r].prepared) rank_outputs[r] = run_rank(ranks_[r], feeds, rv, step);
+        if (ranks_[r].prepared) rank_outputs[r] = run_rank(ranks_[r], feeds, recv, send);
     KILN_CHECK(rv.pending() == 0, kInternal) << "bug in Kiln: " << rv.pending() << " transfers sent but never received";
     std::vector<Tensor> outs;
+    for (const OutputPlace& o : outputs_) outs.push_back(rank_outputs[o.rank].at(output_index(o)));
+    return outs;
+}
+
+std::vector<Tensor> PartitionedModel::run_mpi(const std::map<std::string, Tensor>& feeds, Rendezvous& rv, int rank) {
+    KILN_CHECK(rank >= 0 && rank < num_ranks(), kInvalidArgument)
+        << "rank " << rank << " of a model partitioned over " << num_ranks() << " ranks";
+    const int64_t step = next_step_++;
+    const RecvFn recv = [&](const TransferKey& k) { return rv.recv(k.at_step(step)); };
+    const SendFn send = [&](const TransferKey& k, const Tensor& t) { rv.send(k.at_step(step), t); };
+    std::vector<Tensor> mine;
+    if (ranks_[rank].prepared) mine = run_rank(ranks_[rank], feeds, recv, send);
+    // The model outputs meet on rank 0, each under a key of its own ("output:NAME").
+    auto output_key = [&](const OutputPlace& o) {
+        TransferKey k;
+        k.src_rank = o.rank;
+        k.dst_rank = 0;
+        k.tensor = "output:" + o.value;
+        return k.at_step(step);
+    };
+    std::vector<Tensor> outs;
     for (const OutputPlace& o : outputs_) {
-        const Rank& r = ranks_[o.rank];
-        size_t i = 0;
-        while (i < r.lowered.model_outputs && r.output_names[i] != o.value) ++i;
-        KILN_CHECK(i < r.lowered.model_outputs, kInternal)
-            << "bug in Kiln: model output '" << o.value << "' not on rank " << o.rank;
-        outs.push_back(rank_outputs[o.rank].at(i));
+        if (o.rank == rank && rank != 0) rv.send(output_key(o), mine.at(output_index(o)));
+        if (rank != 0) continue;
+        outs.push_back(o.rank == 0 ? mine.at(output_index(o)) : rv.recv(output_key(o)));
     }
     return outs;
 }

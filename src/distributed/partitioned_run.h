@@ -1,10 +1,16 @@
-// A partitioned model run in one process: the reference the MPI path is checked against. Each
-// rank's graph is lowered (lower_transfers.h), compiled by the normal compiler with the
-// session's options, and run in the partition's rank order; transfers move through a
-// LocalRendezvous keyed as over MPI (the key with the step id). A partitioned run computes
-// what the whole model computes; tests/models/test_partition_vs_whole.py checks bit for bit.
+// A partitioned model, run in one process or over MPI. Each rank's graph is lowered
+// (lower_transfers.h) and compiled by the normal compiler with the session's options.
+//
+// In one process (run) the ranks run in the partition's rank order and transfers move through
+// a LocalRendezvous keyed as over MPI (the key with the step id): the reference the MPI path is
+// checked against. Under mpirun (run_mpi) every process builds the same partition (it is
+// deterministic), compiles only its own rank's graph, receives that graph's inputs through the
+// MPI rendezvous (rendezvous.h), runs, and sends what other ranks read; the model outputs are
+// sent to rank 0. Either way a partitioned run computes what the whole model computes, bit for
+// bit (tests/models/test_partition_vs_whole.py).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +19,7 @@
 #include "distributed/local_rendezvous.h"
 #include "distributed/lower_transfers.h"
 #include "distributed/partition_model.h"
+#include "distributed/rendezvous.h"
 #include "kiln/session.h"
 #include "runtime/model_runner.h"
 
@@ -22,11 +29,16 @@ class PartitionedModel {
 public:
     /// Partitions `g` (the imported model) and compiles every rank's graph with `opts`
     /// (dims, opt_level, kernels, tuning log, threads as a Session takes them).
-    PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts);
+    /// `only_rank` >= 0: compile only that rank's graph (an MPI process runs its own rank).
+    PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts, int only_rank = -1);
     ~PartitionedModel();
 
     /// Runs one step: feeds by model input name; outputs in model output order.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds);
+    /// Runs one step as rank `rank` of an MPI job (made with only_rank == rank; every rank calls
+    /// it with the same feeds): transfers through `rv`. Returns the model outputs on rank 0,
+    /// nothing on the others.
+    std::vector<Tensor> run_mpi(const std::map<std::string, Tensor>& feeds, Rendezvous& rv, int rank);
 
     /// partition_report() of the partition, made before the rank graphs were lowered.
     const std::string& report() const { return report_; }
@@ -45,8 +57,13 @@ private:
         std::map<std::string, std::string> key_of_input;  // graph input name -> transfer key
         std::vector<std::string> output_names;            // before compile() rewrote the graph
     };
-    std::vector<Tensor> run_rank(Rank& r, const std::map<std::string, Tensor>& feeds, LocalRendezvous& rv,
-                                 int64_t step);
+    /// Receives a transfer of `step` by its partition key; sends a value under one.
+    using RecvFn = std::function<Tensor(const TransferKey&)>;
+    using SendFn = std::function<void(const TransferKey&, const Tensor&)>;
+    std::vector<Tensor> run_rank(Rank& r, const std::map<std::string, Tensor>& feeds, const RecvFn& recv,
+                                 const SendFn& send);
+    /// Index of model output `o` among rank o.rank's outputs.
+    size_t output_index(const OutputPlace& o) const;
 
     std::string report_;
     std::vector<TensorInfo> inputs_, outputs_info_;

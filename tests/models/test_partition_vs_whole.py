@@ -5,14 +5,18 @@ bit, and match ONNX Runtime as the whole model does. Two splits per model: the c
 and an annotated one (`--stage NODE=1` on a Conv/MatMul/Gemm a third of the way through the
 graph; the nodes after it inherit rank 1 from their producers).
 """
+import os
 import re
+import shutil
+import subprocess
 
 import onnx
 import onnx.numpy_helper
 import numpy as np
 import pytest
 
-from kiln_helpers import assert_matches_ort, kiln_run_model, load_npz, make_models, ort_outputs, run_kiln
+from kiln_helpers import (KILN_TIMEOUT_S, assert_matches_ort, kiln_bin, kiln_run_model, load_npz, make_models,
+                          ort_outputs, run_kiln)
 from test_models_vs_ort import TOLERANCE, _model_files
 
 
@@ -105,3 +109,93 @@ def test_kiln_rank_attribute_places_nodes(tmp_path):
     _assert_bitwise(got, whole, "kiln.rank")
     h = np.maximum(x.astype(np.float64) @ w.astype(np.float64), 0)
     np.testing.assert_allclose(got["y"], h @ w2.astype(np.float64) + bias, rtol=1e-5, atol=1e-5)
+
+
+# ---- over MPI: one process per rank (mpirun -np 2 kiln run --partition 2) ------------------------
+
+MPIEXEC = shutil.which("mpiexec")
+needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="Open MPI (mpiexec) not installed (scripts/install_deps.sh)")
+
+
+def _mpi_env():
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+    return env
+
+
+def _mpi_run(model, inputs, out_dir, extra=()):
+    args = [MPIEXEC, "-n", "2", kiln_bin(), "run", model, "--inputs", inputs, "--output-dir", out_dir,
+            "--threads", "1", "--partition", "2", *extra]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=_mpi_env())
+    assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return {f[:-4]: np.load(os.path.join(out_dir, f)) for f in os.listdir(out_dir) if f.endswith(".npy")}, proc
+
+
+@needs_mpi
+@pytest.mark.parametrize("name", list(make_models.TEST_MODELS))
+def test_partitioned_run_over_mpi_equals_whole_model(models_dir, tmp_path, name):
+    """Each rank in its own process, the transfers and the outputs over MPI (the rendezvous of
+    src/distributed/rendezvous.h): bit for bit the whole model's outputs, for the cost-balanced
+    and the annotated split."""
+    model, inputs = _model_files(models_dir, name)
+    whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--repeat", "1", "--threads", "1"])
+    for label, extra in [("balanced", []), ("annotated", ["--stage", f"{_third_node(model)}=1"])]:
+        got, proc = _mpi_run(model, inputs, str(tmp_path / label), ["--repeat", "2", *extra])
+        assert "one MPI process each" in proc.stdout, proc.stdout
+        _assert_bitwise(got, whole, f"{name} over MPI, {label}")
+
+
+@needs_mpi
+def test_partition_count_must_match_the_job(models_dir, tmp_path):
+    model, inputs = _model_files(models_dir, "mlp")
+    args = [MPIEXEC, "-n", "2", kiln_bin(), "run", model, "--inputs", inputs, "--partition", "3"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=_mpi_env())
+    assert proc.returncode != 0
+    assert "--partition 3 under mpirun needs 3 processes, the job has 2" in proc.stderr, proc.stderr
+
+
+@needs_mpi
+def test_a_lost_rank_ends_the_partitioned_run(models_dir, tmp_path):
+    """Rank 1 killed while the ranks run steps: rank 0, waiting for its transfer, exits non-zero
+    naming rank 1 (heartbeat) well within 20 s."""
+    import signal
+    import time
+    model, inputs = _model_files(models_dir, "small_cnn")
+    args = [MPIEXEC, "-n", "2", kiln_bin(), "run", model, "--inputs", inputs, "--threads", "1", "--partition", "2",
+            "--repeat", "1000000"]
+    env = _mpi_env()
+    env["KILN_DIST_HEARTBEAT_TIMEOUT"] = "3"
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        pids, deadline = {}, time.monotonic() + 60
+        while 1 not in pids and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            pids = _rank_pids(proc.pid)
+        assert 1 in pids, f"rank 1 never started: {pids}"
+        time.sleep(2)  # past loading: the ranks are running steps
+        os.kill(pids[1], signal.SIGKILL)
+        t0 = time.monotonic()
+        out = proc.communicate(timeout=60)[0]
+        seconds = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, out[-2000:]
+    assert seconds < 20, f"took {seconds:.1f} s to end after rank 1 was lost\n{out[-2000:]}"
+    assert "rank 1" in out, out[-2000:]
+
+
+def _rank_pids(parent):
+    """{rank: pid} of mpiexec's children (the ranks it launched on this host)."""
+    out = {}
+    for pid in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split():
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                out[int(kv.split(b"=")[1])] = int(pid)
+    return out

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "commands.h"
+#include "distributed/communicator.h"
 #include "distributed/partitioned_run.h"
+#include "distributed/rendezvous.h"
 #include "frontend/onnx/importer.h"
 #include "kiln/kiln.h"
 #include "name_value_args.h"
@@ -212,14 +215,25 @@ int run_frames_model(const RunArgs& args) {
     return 0;
 }
 
-/// --partition N: the model split over N ranks, run rank by rank in this process with the
-/// transfers through an in-memory rendezvous (distributed/partitioned_run.h, docs/distributed.md).
-int run_partitioned_model(const RunArgs& args) {
-    using Clock = std::chrono::steady_clock;
-    const auto ms_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
-    KILN_CHECK(!runtime::is_artifact_file(args.model), kInvalidArgument)
-        << "--partition takes an ONNX model, not a compiled artifact";
-    const auto load_start = Clock::now();
+/// Whether this process was started by mpirun (Open MPI's or a PMI launcher's variables).
+bool in_mpi_job() {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+        if (std::getenv(v)) return true;
+    return false;
+}
+
+/// The model's inputs: the given ones, the rest random (the same on every rank: the same seed).
+std::map<std::string, Tensor> partition_feeds(const RunArgs& args, const distributed::PartitionedModel& model,
+                                              const SessionOptions& opts) {
+    std::map<std::string, std::string> origin;
+    std::map<std::string, Tensor> feeds = read_given_inputs(args, model.inputs(), origin);
+    RandomInputs random(args.seed);
+    for (const TensorInfo& info : model.inputs())
+        if (!feeds.count(info.name)) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, opts.dims));
+    return feeds;
+}
+
+SessionOptions partition_session_options(const RunArgs& args) {
     SessionOptions opts;
     opts.threads = args.threads;
     opts.dims = parse_dims(args.dims);
@@ -228,30 +242,43 @@ int run_partitioned_model(const RunArgs& args) {
     opts.opt_level = args.opt_level;
     opts.kernels = args.kernels;
     opts.tuning_log = args.tuning_log;
+    return opts;
+}
+
+/// The body of run_partitioned_model: load, run --repeat times (each step through MPI when
+/// `comm` is set), print on rank 0.
+int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
+    using Clock = std::chrono::steady_clock;
+    const auto ms_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
+    const auto load_start = Clock::now();
+    const SessionOptions opts = partition_session_options(args);
     distributed::PartitionOptions popts;
     popts.num_ranks = args.partition;
     popts.stages = distributed::parse_stage_map(args.stages);
-    distributed::PartitionedModel model(frontend::import_onnx_file(args.model), popts, opts);
+    const int rank = comm ? comm->rank() : -1;
+    distributed::PartitionedModel model(frontend::import_onnx_file(args.model), popts, opts, rank);
+    std::unique_ptr<distributed::Rendezvous> rv;
+    if (comm) rv = std::make_unique<distributed::Rendezvous>(*comm);
     const double load_ms = ms_since(load_start);
+    const bool printer = rank <= 0;
     int64_t bytes = 0;
     for (const distributed::Transfer& t : model.transfers()) bytes += t.bytes;
-    fmt::print("partitioned over {} ranks ({}): {} transfers, {} bytes per step; {} kernels\n", model.num_ranks(),
-               popts.stages.empty() ? "cost-balanced or kiln.rank" : "--stage", model.transfers().size(), bytes,
-               model.kernels());
-    std::map<std::string, std::string> origin;
-    std::map<std::string, Tensor> feeds = read_given_inputs(args, model.inputs(), origin);
-    RandomInputs random(args.seed);
-    for (const TensorInfo& info : model.inputs())
-        if (!feeds.count(info.name)) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, opts.dims));
+    if (printer)
+        fmt::print("partitioned over {} ranks ({}{}): {} transfers, {} bytes per step; {} kernels{}\n", model.num_ranks(),
+                   popts.stages.empty() ? "cost-balanced or kiln.rank" : "--stage", comm ? ", one MPI process each" : "",
+                   model.transfers().size(), bytes, model.kernels(), comm ? " on rank 0" : "");
+    const std::map<std::string, Tensor> feeds = partition_feeds(args, model, opts);
+    auto step = [&] { return comm ? model.run_mpi(feeds, *rv, rank) : model.run(feeds); };
     const auto first_start = Clock::now();
-    std::vector<Tensor> outputs = model.run(feeds);
+    std::vector<Tensor> outputs = step();
     const double first_run_ms = ms_since(first_start);
     std::vector<double> ms;
     for (int r = 0; r < args.repeat; ++r) {
         auto t0 = Clock::now();
-        outputs = model.run(feeds);
+        outputs = step();
         ms.push_back(ms_since(t0));
     }
+    if (!printer) return 0;
     for (size_t i = 0; i < outputs.size(); ++i) {
         fmt::print("{}: {} {}\n", model.outputs()[i].name, dtype_name(outputs[i].dtype()), shape_str(outputs[i].shape()));
         fmt::print("  values: {}\n", format_leading_values(outputs[i], kValuesShown));
@@ -260,6 +287,28 @@ int run_partitioned_model(const RunArgs& args) {
     if (!args.output_dir.empty()) write_outputs(args.output_dir, model.outputs(), outputs);
     if (!args.timings_json.empty()) write_timings(args.timings_json, load_ms, first_run_ms, 0, ms);
     return 0;
+}
+
+/// --partition N: the model split over N ranks (distributed/partitioned_run.h,
+/// docs/distributed.md): under mpirun -np N each process runs its own rank and the transfers go
+/// over MPI (rank 0 prints and writes the outputs); otherwise the ranks run one after another in
+/// this process with the transfers through an in-memory rendezvous.
+int run_partitioned_model(const RunArgs& args) {
+    KILN_CHECK(!runtime::is_artifact_file(args.model), kInvalidArgument)
+        << "--partition takes an ONNX model, not a compiled artifact";
+    distributed::Communicator* comm = in_mpi_job() ? &distributed::Communicator::get() : nullptr;
+    KILN_CHECK(!comm || comm->size() == args.partition, kInvalidArgument)
+        << "--partition " << args.partition << " under mpirun needs " << args.partition << " processes, the job has "
+        << comm->size() << " (mpirun -np " << args.partition << ")";
+    try {
+        const int rc = run_partition_ranks(args, comm);
+        if (comm) comm->finalize();
+        return rc;
+    } catch (const std::exception& e) {
+        // A rank that fails alone would leave its peers waiting for its transfers.
+        if (comm && comm->size() > 1) comm->abort(1, fmt::format("rank {}: {}", comm->rank(), e.what()));
+        throw;
+    }
 }
 
 int run_model(const RunArgs& args) {

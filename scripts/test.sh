@@ -77,6 +77,7 @@ python3 "$ROOT/bench/scaling.py" --smoke --kiln "$BUILD/bin/kiln" --exporter-pyt
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke
 "$BUILD/bin/kiln-bench-train-pipeline" --smoke
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/distributed.py" --smoke --kiln "$BUILD/bin/kiln"  # mpiexec -n 2, untimed
+KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/pipeline_parallel.py" --smoke  # mpiexec -n 2 --microbatches, outputs vs in-process
 python3 "$ROOT/bench/train_vs_torch.py" --smoke
 python3 "$ROOT/bench/dynamic_shapes.py" --smoke  # one session, two lengths, outputs vs ORT
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/control_flow_frames.py" --smoke  # frames, 1 and 2 inter-op threads vs ORT

@@ -2,6 +2,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/model_compile_options.h"
+#include "distributed/microbatch.h"
 #include "support/error.h"
 
 namespace kiln::distributed {
@@ -88,43 +89,75 @@ size_t PartitionedModel::output_index(const OutputPlace& o) const {
     return i;
 }
 
-std::vector<Tensor> PartitionedModel::run(const std::map<std::string, Tensor>& feeds) {
-    const int64_t step = next_step_++;
-    LocalRendezvous rv;
-    const RecvFn recv = [&](const TransferKey& k) { return rv.recv(k.at_step(step).to_string()); };
-    const SendFn send = [&](const TransferKey& k, const Tensor& t) { rv.send(k.at_step(step).to_string(), t); };
-    std::vector<std::vector<Tensor>> rank_outputs(ranks_.size());
-    for (int r : run_order_)
-        if (ranks_[r].prepared) rank_outputs[r] = run_rank(ranks_[r], feeds, recv, send);
-    KILN_CHECK(rv.pending() == 0, kInternal) << "bug in Kiln: " << rv.pending() << " transfers sent but never received";
-    std::vector<Tensor> outs;
-    for (const OutputPlace& o : outputs_) outs.push_back(rank_outputs[o.rank].at(output_index(o)));
-    return outs;
+namespace {
+
+/// The feeds of each microbatch (the feeds themselves for one).
+std::vector<std::map<std::string, Tensor>> microbatch_feeds(const std::map<std::string, Tensor>& feeds, int parts) {
+    if (parts == 1) return {feeds};
+    return split_microbatches(feeds, parts);
 }
 
-std::vector<Tensor> PartitionedModel::run_mpi(const std::map<std::string, Tensor>& feeds, Rendezvous& rv, int rank) {
+}  // namespace
+
+std::vector<std::string> PartitionedModel::output_names() const {
+    std::vector<std::string> names;
+    for (const TensorInfo& t : outputs_info_) names.push_back(t.name);
+    return names;
+}
+
+std::vector<Tensor> PartitionedModel::run(const std::map<std::string, Tensor>& feeds, int microbatches) {
+    std::vector<std::vector<Tensor>> parts;
+    for (const std::map<std::string, Tensor>& micro : microbatch_feeds(feeds, microbatches)) {
+        const int64_t step = next_step_++;
+        LocalRendezvous rv;
+        const RecvFn recv = [&](const TransferKey& k) { return rv.recv(k.at_step(step).to_string()); };
+        const SendFn send = [&](const TransferKey& k, const Tensor& t) { rv.send(k.at_step(step).to_string(), t); };
+        std::vector<std::vector<Tensor>> rank_outputs(ranks_.size());
+        for (int r : run_order_)
+            if (ranks_[r].prepared) rank_outputs[r] = run_rank(ranks_[r], micro, recv, send);
+        KILN_CHECK(rv.pending() == 0, kInternal) << "bug in Kiln: " << rv.pending() << " transfers sent but never received";
+        std::vector<Tensor> outs;
+        for (const OutputPlace& o : outputs_) outs.push_back(rank_outputs[o.rank].at(output_index(o)));
+        parts.push_back(std::move(outs));
+    }
+    return join_microbatches(parts, output_names());
+}
+
+std::vector<Tensor> PartitionedModel::run_mpi(const std::map<std::string, Tensor>& feeds, Rendezvous& rv, int rank,
+                                              int microbatches) {
     KILN_CHECK(rank >= 0 && rank < num_ranks(), kInvalidArgument)
         << "rank " << rank << " of a model partitioned over " << num_ranks() << " ranks";
-    const int64_t step = next_step_++;
-    const RecvFn recv = [&](const TransferKey& k) { return rv.recv(k.at_step(step)); };
-    const SendFn send = [&](const TransferKey& k, const Tensor& t) { rv.send(k.at_step(step), t); };
-    std::vector<Tensor> mine;
-    if (ranks_[rank].prepared) mine = run_rank(ranks_[rank], feeds, recv, send);
     // The model outputs meet on rank 0, each under a key of its own ("output:NAME").
-    auto output_key = [&](const OutputPlace& o) {
+    auto output_key = [](const OutputPlace& o, int64_t step) {
         TransferKey k;
         k.src_rank = o.rank;
         k.dst_rank = 0;
         k.tensor = "output:" + o.value;
         return k.at_step(step);
     };
-    std::vector<Tensor> outs;
-    for (const OutputPlace& o : outputs_) {
-        if (o.rank == rank && rank != 0) rv.send(output_key(o), mine.at(output_index(o)));
-        if (rank != 0) continue;
-        outs.push_back(o.rank == 0 ? mine.at(output_index(o)) : rv.recv(output_key(o)));
+    // Every microbatch's stage first: sends never block, so rank r runs microbatch m + 1 while
+    // rank r + 1 runs m (a GPipe forward); rank 0 collects the outputs at the end.
+    std::vector<int64_t> steps;
+    std::vector<std::vector<Tensor>> mine;
+    for (const std::map<std::string, Tensor>& micro : microbatch_feeds(feeds, microbatches)) {
+        const int64_t step = next_step_++;
+        const RecvFn recv = [&](const TransferKey& k) { return rv.recv(k.at_step(step)); };
+        const SendFn send = [&](const TransferKey& k, const Tensor& t) { rv.send(k.at_step(step), t); };
+        steps.push_back(step);
+        mine.push_back(ranks_[rank].prepared ? run_rank(ranks_[rank], micro, recv, send) : std::vector<Tensor>{});
+        if (rank == 0) continue;
+        for (const OutputPlace& o : outputs_)
+            if (o.rank == rank) rv.send(output_key(o, step), mine.back().at(output_index(o)));
     }
-    return outs;
+    if (rank != 0) return {};
+    std::vector<std::vector<Tensor>> parts;
+    for (size_t m = 0; m < steps.size(); ++m) {
+        std::vector<Tensor> outs;
+        for (const OutputPlace& o : outputs_)
+            outs.push_back(o.rank == 0 ? mine[m].at(output_index(o)) : rv.recv(output_key(o, steps[m])));
+        parts.push_back(std::move(outs));
+    }
+    return join_microbatches(parts, output_names());
 }
 
 }  // namespace kiln::distributed

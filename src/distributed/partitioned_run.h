@@ -33,12 +33,16 @@ public:
     PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts, int only_rank = -1);
     ~PartitionedModel();
 
-    /// Runs one step: feeds by model input name; outputs in model output order.
-    std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds);
+    /// Runs one step: feeds by model input name; outputs in model output order. With
+    /// `microbatches` > 1 the feeds are cut along their leading axis (microbatch.h) and each
+    /// part runs as a step of its own (the ranks were compiled for a part's shapes).
+    std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds, int microbatches = 1);
     /// Runs one step as rank `rank` of an MPI job (made with only_rank == rank; every rank calls
     /// it with the same feeds): transfers through `rv`. Returns the model outputs on rank 0,
-    /// nothing on the others.
-    std::vector<Tensor> run_mpi(const std::map<std::string, Tensor>& feeds, Rendezvous& rv, int rank);
+    /// nothing on the others. With `microbatches` > 1 the ranks form a pipeline: rank r runs
+    /// microbatch m + 1 while rank r + 1 runs microbatch m (GPipe's forward schedule).
+    std::vector<Tensor> run_mpi(const std::map<std::string, Tensor>& feeds, Rendezvous& rv, int rank,
+                                int microbatches = 1);
 
     /// partition_report() of the partition, made before the rank graphs were lowered.
     const std::string& report() const { return report_; }
@@ -64,6 +68,7 @@ private:
                                  const SendFn& send);
     /// Index of model output `o` among rank o.rank's outputs.
     size_t output_index(const OutputPlace& o) const;
+    std::vector<std::string> output_names() const;
 
     std::string report_;
     std::vector<TensorInfo> inputs_, outputs_info_;

@@ -50,11 +50,40 @@ Rendezvous::Rendezvous(Communicator& comm) : comm_(comm) {
     int found = 0;
     MPI_Comm_get_attr(p2p_, MPI_TAG_UB, &ub, &found);
     if (found && ub) tag_ub_ = *ub;
+    progress_ = std::thread([this] { progress_loop(); });
 }
 
 Rendezvous::~Rendezvous() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    wake_.notify_one();
+    progress_.join();
     for (auto& s : sends_) MPI_Waitall(2, s->reqs, MPI_STATUSES_IGNORE);
     MPI_Comm_free(&p2p_);
+}
+
+// Open MPI moves a large message only while one of its calls runs on the sending side: without
+// this thread a payload sent before a long kernel would wait for that kernel to end, and a
+// pipeline's stages would run one after the other. It polls every 50 us while sends are pending
+// and sleeps otherwise.
+void Rendezvous::progress_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+        if (sends_.empty()) {
+            wake_.wait(lock);
+            continue;
+        }
+        try {
+            poll_sends();
+        } catch (const Error&) {
+            // The next send, pending_sends() or the destructor reports it on the caller's thread.
+        }
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        lock.lock();
+    }
 }
 
 void Rendezvous::poll_sends() {
@@ -70,6 +99,7 @@ void Rendezvous::poll_sends() {
 }
 
 size_t Rendezvous::pending_sends() {
+    std::lock_guard<std::mutex> lock(mu_);
     poll_sends();
     return sends_.size();
 }
@@ -91,8 +121,12 @@ void Rendezvous::send(const TransferKey& key, const Tensor& value) {
     comm_.check(MPI_Isend(s->payload.data(), static_cast<int>(s->payload.numel()), type, key.dst_rank, tag, p2p_,
                           &s->reqs[1]),
                 what);
-    sends_.push_back(std::move(s));
-    poll_sends();
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        sends_.push_back(std::move(s));
+        poll_sends();
+    }
+    wake_.notify_one();
 }
 
 Tensor Rendezvous::recv(const TransferKey& key, double timeout_s) {
@@ -109,7 +143,10 @@ Tensor Rendezvous::recv(const TransferKey& key, double timeout_s) {
         int found = 0;
         comm_.check(MPI_Improbe(key.src_rank, tag, p2p_, &found, &msg, &status), what);
         if (found) break;
-        poll_sends();
+        {
+            std::lock_guard<std::mutex> lock(mu_);  // the progress thread polls them too
+            poll_sends();
+        }
         double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         KILN_CHECK(limit <= 0 || waited <= limit, kIOError)
             << "rank " << comm_.rank() << ": " << what << " did not arrive within " << limit

@@ -9,14 +9,18 @@
 // (the key's text, dtype and shape) then the payload, both non-blocking sends; MPI's
 // non-overtaking rule keeps them in order. The receiver probes for the tag, checks the header's
 // key (a hash collision is an error naming both keys, never a mix-up), then takes the payload.
-// send() never blocks; recv() polls until the transfer arrives or the deadline passes.
+// send() never blocks; recv() polls until the transfer arrives or the deadline passes. A
+// progress thread polls the pending sends, so a payload moves while the sender runs kernels.
 #pragma once
 
 #include <mpi.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distributed/communicator.h"
@@ -45,12 +49,17 @@ public:
 
 private:
     struct PendingSend;
-    void poll_sends();
+    void poll_sends();  // with mu_ held
+    void progress_loop();
 
     Communicator& comm_;
     MPI_Comm p2p_ = MPI_COMM_NULL;
     int tag_ub_ = 32767;
+    std::mutex mu_;  // guards sends_ and stop_
+    std::condition_variable wake_;
+    bool stop_ = false;
     std::vector<std::unique_ptr<PendingSend>> sends_;
+    std::thread progress_;  // advances pending sends while the caller runs kernels
 };
 
 }  // namespace kiln::distributed

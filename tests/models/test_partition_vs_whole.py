@@ -199,3 +199,47 @@ def _rank_pids(parent):
             if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
                 out[int(kv.split(b"=")[1])] = int(pid)
     return out
+
+
+def _symbolic_batch_mlp(path, seed=8):
+    """x[batch, 64] -> MatMul -> Relu -> MatMul -> Softmax, the batch symbolic (microbatches cut it)."""
+    rng = np.random.default_rng(seed)
+    w1 = onnx.numpy_helper.from_array(rng.standard_normal((64, 96)).astype(np.float32) * 0.2, "w1")
+    w2 = onnx.numpy_helper.from_array(rng.standard_normal((96, 10)).astype(np.float32) * 0.2, "w2")
+    nodes = [onnx.helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             onnx.helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             onnx.helper.make_node("MatMul", ["r", "w2"], ["logits"], name="mm2"),
+             onnx.helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1)]
+    graph = onnx.helper.make_graph(
+        nodes, "batch_mlp", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 64])],
+        [onnx.helper.make_tensor_value_info("probs", onnx.TensorProto.FLOAT, ["batch", 10])], initializer=[w1, w2])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+
+
+@needs_mpi
+def test_pipeline_microbatches_over_mpi(tmp_path):
+    """--microbatches 4 over 2 ranks (GPipe forward): the inputs cut along the batch, each part a
+    step; over MPI bit for bit the in-process pipeline, and ONNX Runtime's outputs."""
+    model = str(tmp_path / "batch_mlp.onnx")
+    _symbolic_batch_mlp(model)
+    feed = {"x": np.random.default_rng(9).standard_normal((8, 64)).astype(np.float32)}
+    inputs = str(tmp_path / "in.npz")
+    np.savez(inputs, **feed)
+    extra = ["--dim", "batch=8", "--microbatches", "4", "--stage", "mm2=1"]
+    local, proc = kiln_run_model(model, inputs, str(tmp_path / "local"), extra=["--partition", "2", *extra])
+    assert "4 microbatches per run" in proc.stdout, proc.stdout
+    over_mpi, _ = _mpi_run(model, inputs, str(tmp_path / "mpi"), extra)
+    _assert_bitwise(over_mpi, local, "batch_mlp pipeline over MPI")
+    assert_matches_ort(over_mpi, ort_outputs(model, feed), "batch_mlp pipeline", 1e-4, 1e-6)
+
+
+def test_microbatches_need_a_symbolic_batch_that_they_divide(models_dir, tmp_path):
+    model = str(tmp_path / "batch_mlp.onnx")
+    _symbolic_batch_mlp(model)
+    proc = run_kiln(["run", model, "--dim", "batch=6", "--partition", "2", "--microbatches", "4"])
+    assert proc.returncode != 0 and "--microbatches 4 does not divide batch=6" in proc.stderr, proc.stderr
+    static, _ = _model_files(models_dir, "mlp")
+    proc = run_kiln(["run", static, "--partition", "2", "--microbatches", "2"])
+    assert proc.returncode != 0 and "must be one symbolic dim" in proc.stderr, proc.stderr
+    proc = run_kiln(["run", model, "--dim", "batch=8", "--microbatches", "2"])
+    assert proc.returncode != 0 and "--microbatches goes with --partition" in proc.stderr, proc.stderr

@@ -60,6 +60,7 @@ struct RunArgs {
     bool compare_cpu = false;           // with --device cuda
     int partition = 0;                  // > 0: run split over this many ranks in one process
     std::vector<std::string> stages;    // with --partition: NODE=RANK,... (else cost-balanced)
+    int microbatches = 1;               // with --partition: cut each run's inputs into this many
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -224,13 +225,35 @@ bool in_mpi_job() {
 
 /// The model's inputs: the given ones, the rest random (the same on every rank: the same seed).
 std::map<std::string, Tensor> partition_feeds(const RunArgs& args, const distributed::PartitionedModel& model,
-                                              const SessionOptions& opts) {
+                                              const std::map<std::string, int64_t>& dims) {
     std::map<std::string, std::string> origin;
     std::map<std::string, Tensor> feeds = read_given_inputs(args, model.inputs(), origin);
     RandomInputs random(args.seed);
     for (const TensorInfo& info : model.inputs())
-        if (!feeds.count(info.name)) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, opts.dims));
+        if (!feeds.count(info.name)) feeds[info.name] = random.make(info.dtype, resolve_input_shape(info, dims));
     return feeds;
+}
+
+/// --microbatches M: the ranks compile for a microbatch, 1/M of the inputs' leading dim, which
+/// must be one symbolic dim of every input, given with --dim (the whole batch).
+std::map<std::string, int64_t> microbatch_dims(const ir::Graph& g, std::map<std::string, int64_t> dims, int parts) {
+    if (parts == 1) return dims;
+    std::string batch;
+    for (const ir::Value* in : g.inputs()) {
+        const auto& shape = in->type().shape;
+        KILN_CHECK(!shape.empty() && !shape[0].is_static() && (batch.empty() || shape[0].symbol == batch),
+                   kInvalidArgument)
+            << "--microbatches cuts every input along its leading (batch) axis, which must be one symbolic dim; "
+            << "input '" << in->name() << "' has type " << in->type().str();
+        batch = shape[0].symbol;
+    }
+    auto it = dims.find(batch);
+    KILN_CHECK(it != dims.end(), kInvalidArgument)
+        << "--microbatches " << parts << ": give the whole batch with --dim " << batch << "=VALUE";
+    KILN_CHECK(it->second % parts == 0, kInvalidArgument)
+        << "--microbatches " << parts << " does not divide " << batch << "=" << it->second;
+    it->second /= parts;
+    return dims;
 }
 
 SessionOptions partition_session_options(const RunArgs& args) {
@@ -251,12 +274,15 @@ int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
     using Clock = std::chrono::steady_clock;
     const auto ms_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
     const auto load_start = Clock::now();
-    const SessionOptions opts = partition_session_options(args);
+    SessionOptions opts = partition_session_options(args);
+    const std::map<std::string, int64_t> whole_dims = opts.dims;
+    ir::Graph g = frontend::import_onnx_file(args.model);
+    opts.dims = microbatch_dims(g, opts.dims, args.microbatches);
     distributed::PartitionOptions popts;
     popts.num_ranks = args.partition;
     popts.stages = distributed::parse_stage_map(args.stages);
     const int rank = comm ? comm->rank() : -1;
-    distributed::PartitionedModel model(frontend::import_onnx_file(args.model), popts, opts, rank);
+    distributed::PartitionedModel model(std::move(g), popts, opts, rank);
     std::unique_ptr<distributed::Rendezvous> rv;
     if (comm) rv = std::make_unique<distributed::Rendezvous>(*comm);
     const double load_ms = ms_since(load_start);
@@ -264,11 +290,14 @@ int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
     int64_t bytes = 0;
     for (const distributed::Transfer& t : model.transfers()) bytes += t.bytes;
     if (printer)
-        fmt::print("partitioned over {} ranks ({}{}): {} transfers, {} bytes per step; {} kernels{}\n", model.num_ranks(),
-                   popts.stages.empty() ? "cost-balanced or kiln.rank" : "--stage", comm ? ", one MPI process each" : "",
-                   model.transfers().size(), bytes, model.kernels(), comm ? " on rank 0" : "");
-    const std::map<std::string, Tensor> feeds = partition_feeds(args, model, opts);
-    auto step = [&] { return comm ? model.run_mpi(feeds, *rv, rank) : model.run(feeds); };
+        fmt::print("partitioned over {} ranks ({}{}): {} transfers, {} bytes per step; {} kernels{}{}\n",
+                   model.num_ranks(), popts.stages.empty() ? "cost-balanced or kiln.rank" : "--stage",
+                   comm ? ", one MPI process each" : "", model.transfers().size(), bytes, model.kernels(),
+                   comm ? " on rank 0" : "",
+                   args.microbatches > 1 ? fmt::format("; {} microbatches per run", args.microbatches) : "");
+    const std::map<std::string, Tensor> feeds = partition_feeds(args, model, whole_dims);
+    const int parts = args.microbatches;
+    auto step = [&] { return comm ? model.run_mpi(feeds, *rv, rank, parts) : model.run(feeds, parts); };
     const auto first_start = Clock::now();
     std::vector<Tensor> outputs = step();
     const double first_run_ms = ms_since(first_start);
@@ -315,6 +344,8 @@ int run_model(const RunArgs& args) {
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
     if (args.control_flow == "frames") return run_frames_model(args);
+    KILN_CHECK(args.microbatches == 1 || args.partition > 0, kInvalidArgument)
+        << "--microbatches goes with --partition N (a pipeline over N ranks)";
     if (args.partition > 0) return run_partitioned_model(args);
     if (args.device == "cuda")
         return run_model_cuda({args.model, args.inputs, parse_dims(args.dims), args.repeat, args.seed, args.memory_limit,
@@ -506,6 +537,11 @@ void add_run_command(CLI::App& app, CommandAction& action) {
                     "Split the model over N ranks and run them in this process, transfers through an in-memory "
                     "rendezvous (docs/distributed.md)")
         ->type_name("N")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--microbatches", args->microbatches,
+                    "With --partition: cut each run's inputs along the batch dim into this many parts, run as a "
+                    "pipeline (under mpirun, rank r runs part m+1 while rank r+1 runs part m)")
+        ->capture_default_str()
         ->check(CLI::PositiveNumber);
     sub->add_option("--stage", args->stages, "With --partition: place nodes on ranks (else a cost-balanced split)")
         ->type_name("NODE=RANK,...")

@@ -81,3 +81,33 @@ def test_artifact_iobinding_writes_the_bound_buffer(digits_artifact):
     sess.run_with_iobinding(io)
     assert io.get_outputs()[0].data_ptr() == buf.ctypes.data
     np.testing.assert_allclose(buf, expected, rtol=1e-4, atol=1e-5)
+
+
+def _symbolic_mlp(path):
+    """x[batch, 16] -> MatMul -> Relu -> Softmax, batch symbolic."""
+    rng = np.random.default_rng(2)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+    nodes = [onnx.helper.make_node("MatMul", ["x", "w"], ["h"]), onnx.helper.make_node("Relu", ["h"], ["r"]),
+             onnx.helper.make_node("Softmax", ["r"], ["y"], axis=-1)]
+    graph = onnx.helper.make_graph(nodes, "sym_mlp",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 16])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 8])],
+                                   initializer=[w])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+
+
+def test_symbolic_artifact_serves_every_batch(tmp_path):
+    """`python -m kiln compile` without --dim: one artifact whose input shape names the dim,
+    run at three batch sizes against ONNX Runtime."""
+    model, out = str(tmp_path / "sym.onnx"), str(tmp_path / "sym.kiln")
+    _symbolic_mlp(model)
+    proc = subprocess.run([sys.executable, "-m", "kiln", "compile", model, "-o", out], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    sess = kiln.InferenceSession(out)
+    assert sess.get_inputs()[0].shape == ["batch", 16]
+    ref = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for batch in (1, 5, 32):
+        x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.InvalidArgument, match="x"):
+        sess.run(None, {"x": np.zeros((2, 15), np.float32)})

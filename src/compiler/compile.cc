@@ -294,6 +294,19 @@ pass::PassContext pass_context() {
     return ctx;
 }
 
+/// The bounds KilnDimRange nodes carry (their `limit`) on the dims they count up to.
+std::vector<runtime::DimLimit> dim_limits_of(const ir::Graph& g, const SymbolicDims& sym) {
+    std::vector<runtime::DimLimit> limits;
+    for (const ir::Node* n : g.nodes()) {
+        if (n->op() != "KilnDimRange" || !n->attrs().count("limit")) continue;
+        const ir::Dim& d = n->output(0)->type().shape.at(0);
+        auto it = std::find(sym.names.begin(), sym.names.end(), d.symbol);
+        if (d.is_static() || it == sym.names.end()) continue;
+        limits.push_back({static_cast<int>(it - sym.names.begin()), n->attr_int("limit", 0), n->describe()});
+    }
+    return limits;
+}
+
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
     CompiledModel result;
@@ -550,7 +563,10 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         result.memory.inplace_steps = mem.plan.inplace_count;
         result.memory.report = mem.report;
     }
-    if (opts.symbolic) exe->dims = sym.names;
+    if (opts.symbolic) {
+        exe->dims = sym.names;
+        exe->dim_limits = dim_limits_of(g, sym);
+    }
     if (opts.before_load) opts.before_load(*exe);
     exe->load();
     result.executable = std::move(exe);

@@ -318,13 +318,15 @@ struct Rewriter {
     }
 
     /// The node computing 0, 1, ..., d-1 for a plain symbol d of an input (nullptr if none).
-    ir::Node* dim_range(const DimPoly& d, const std::string& name) {
+    /// `limit` > 0: d may not exceed it (KilnDimRange's limit, checked at run time).
+    ir::Node* dim_range(const DimPoly& d, const std::string& name, int64_t limit = 0) {
         if (!d.is_symbol()) return nullptr;
         auto it = source.find(d.symbols()[0]);
         if (it == source.end()) return nullptr;
         const ir::TensorType t{DType::kInt64, {it->second.first->type().shape[static_cast<size_t>(it->second.second)]}};
-        return g.add_node("KilnDimRange", {it->second.first}, {{"axis", ir::Attr(it->second.second)}}, {t}, {},
-                          name);
+        ir::AttrMap attrs{{"axis", ir::Attr(it->second.second)}};
+        if (limit > 0) attrs["limit"] = ir::Attr(limit);
+        return g.add_node("KilnDimRange", {it->second.first}, attrs, {t}, {}, name);
     }
 
     /// Range(0, d, 1) -> KilnDimRange; Slice(data, 0, d) along one axis -> Gather(data, range).
@@ -348,7 +350,10 @@ struct Rewriter {
         const int rank = n->input(0)->type().rank();
         int64_t axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
         if (axis < 0 || axis >= rank || !n->input(0)->type().shape[static_cast<size_t>(axis)].is_static()) return nullptr;
-        ir::Node* range = dim_range(ends->v[0], n->name() + "/positions");
+        // Slice clamps its end to the axis, where Gather would clamp each index to the last row:
+        // a longer dim would repeat that row, so the range carries the axis as its limit.
+        const int64_t extent = n->input(0)->type().shape[static_cast<size_t>(axis)].value;
+        ir::Node* range = dim_range(ends->v[0], n->name() + "/positions", extent);
         if (!range) return nullptr;
         // NOTE: Slice clamps the end to the axis; Gather clamps each index (op/defs/gather.cc).
         ir::Node* gather = g.add_node("Gather", {n->input(0), range->output(0)}, {{"axis", ir::Attr(axis)}},

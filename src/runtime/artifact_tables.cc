@@ -160,6 +160,12 @@ void write_symbolic(ByteWriter& w, const Executable& exe) {
         w.u32(static_cast<uint32_t>(s.dims.size()));
         for (int i : s.dims) w.i32(i);
     }
+    w.u32(static_cast<uint32_t>(exe.dim_limits.size()));
+    for (const DimLimit& l : exe.dim_limits) {
+        w.i32(l.dim);
+        w.i64(l.max);
+        w.str(l.node);
+    }
 }
 
 /// dims[k]: a dim name or an expression of the names before it that the runtime can evaluate.
@@ -214,6 +220,17 @@ void read_symbolic(ByteReader& r, Executable& exe) {
         }
         KILN_CHECK(s.dims.empty() || exe.kernels[static_cast<size_t>(s.kernel)].takes_dims, kInvalidModel)
             << kWhat << ": step " << i << " (node '" << s.node_name << "') passes dims to a kernel that takes none";
+    }
+    const uint32_t nl = r.count("dim limit count", 16);
+    for (uint32_t i = 0; i < nl; ++i) {
+        DimLimit l;
+        l.dim = r.i32("dim limit dim");
+        l.max = r.i64("dim limit");
+        l.node = r.str("dim limit node");
+        KILN_CHECK(l.dim >= 0 && static_cast<size_t>(l.dim) < exe.dims.size() && l.max >= 0, kInvalidModel)
+            << kWhat << ": dim limit " << i << " bounds dim " << l.dim << " by " << l.max << ", expected a dim 0.."
+            << static_cast<int64_t>(exe.dims.size()) - 1 << " and a bound >= 0";
+        exe.dim_limits.push_back(std::move(l));
     }
 }
 

@@ -88,6 +88,13 @@ Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, s
                                                            " at these inputs (it must be >= 0)");
         dims[k] = *v;
     }
+    for (const DimLimit& l : exe.dim_limits)
+        if (dims.at(static_cast<size_t>(l.dim)) > l.max)
+            return Status(ErrorKind::kInvalidArgument,
+                          "dimension '" + exe.dims[static_cast<size_t>(l.dim)] + "' is " +
+                              std::to_string(dims[static_cast<size_t>(l.dim)]) + " at these inputs, but " + l.node +
+                              " takes that many rows of an axis of " + std::to_string(l.max) + ": at most " +
+                              std::to_string(l.max));
     return Status::ok_status();
 }
 

@@ -73,6 +73,15 @@ struct StepDesc {
     std::vector<int> dims;
 };
 
+/// An upper bound on a symbolic dim (Executable::dims[dim] <= max) that the model's meaning
+/// requires: e.g. position ids sliced from a table of `max` rows. A run beyond it is an error
+/// naming `node` (runtime/dims_plan.h), never rows repeated silently.
+struct DimLimit {
+    int dim = -1;
+    int64_t max = 0;
+    std::string node;
+};
+
 class LoadedLibrary;
 class ExternKernel;
 
@@ -102,6 +111,8 @@ public:
     /// intermediates are then placed in an arena planned for those values. Empty: static.
     std::vector<std::string> dims;
     bool is_symbolic() const { return !dims.empty(); }
+    /// Bounds on the dims, checked when a run binds them.
+    std::vector<DimLimit> dim_limits;
 
     /// dlopens every kernel library and resolves symbols, and builds the extern kernels
     /// (idempotent). Throws kiln::Error.

@@ -157,6 +157,7 @@ std::shared_ptr<Executable> symbolic_tables() {
     exe->steps = {step};
     exe->inputs = {0};
     exe->outputs = {1};
+    exe->dim_limits = {{0, 512, "node 'positions' (KilnDimRange)"}};
     return exe;
 }
 
@@ -175,6 +176,10 @@ TEST(ArtifactRoundTrip, SymbolicDimsComeBackAsWritten) {
     EXPECT_TRUE(e->kernels[0].takes_dims);
     EXPECT_EQ(e->steps[0].dims, exe->steps[0].dims);
     EXPECT_EQ(e->buffers[1].shape_at({3, 6}), (Shape{6, 4}));
+    ASSERT_EQ(e->dim_limits.size(), 1u);
+    EXPECT_EQ(e->dim_limits[0].dim, 0);
+    EXPECT_EQ(e->dim_limits[0].max, 512);
+    EXPECT_EQ(e->dim_limits[0].node, exe->dim_limits[0].node);
 }
 
 TEST(ArtifactRoundTrip, BadSymbolicTablesAreInvalidModelErrors) {
@@ -188,6 +193,7 @@ TEST(ArtifactRoundTrip, BadSymbolicTablesAreInvalidModelErrors) {
         {"takes dim 2", [](Executable& e) { e.steps[0].dims = {2}; }},
         {"expected a name or an expression", [](Executable& e) { e.dims[1] = "2*(n"; }},
         {"passes dims to a kernel that takes none", [](Executable& e) { e.kernels[0].takes_dims = false; }},
+        {"bounds dim 3", [](Executable& e) { e.dim_limits[0].dim = 3; }},
     };
     for (const Case& c : cases) {
         auto exe = symbolic_tables();

@@ -148,6 +148,25 @@ def test_exporter_shape_patterns_compile_once(tmp_path):
     _check_shapes(sess, ref, feed_of, [(1, 7), (3, 64), (8, 1), (2, 33), (1, 7)], atol=1e-5)
 
 
+def test_sequence_longer_than_the_position_table_is_an_error(tmp_path):
+    """Position ids sliced from a 64-row buffer: at seq 65 ONNX Runtime fails (the Slice stops at
+    64 rows and the Add's shapes disagree); Kiln's symbolic kernels would read the last row again,
+    so the dim's bound is checked when the run binds it: an error naming the dim and the bound."""
+    path = str(tmp_path / "patterns.onnx")
+    _exporter_patterns_model(path)
+    sess = _session(path)
+    assert sess.stats()["symbolic"], sess.stats()["symbolic_reason"]
+    feed = {"ids": np.ones((1, 65), np.int64), "mask": np.ones((1, 65), np.int64)}
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception):
+        ref.run(None, feed)
+    with pytest.raises(kiln.InvalidArgument, match=r"dimension 'seq' is 65 .* at most 64"):
+        sess.run(None, feed)
+    ok = {"ids": np.ones((1, 64), np.int64), "mask": np.ones((1, 64), np.int64)}
+    for g, w in zip(sess.run(None, ok), ref.run(None, ok)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
 def _minilm_dir():
     base = os.environ.get("KILN_MINILM_REAL_DIR")
     if base:

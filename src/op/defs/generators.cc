@@ -134,12 +134,14 @@ OpDef eyelike_op() {
 // KilnDimRange (internal; symbolic compiles, compiler::lower_dim_ranges): out[i] = i for i in
 // [0, x.shape[axis]), int64. What Range(0, Gather(Shape(x), axis), 1) computes (position ids),
 // with its length a dim of x, which may be a symbol, instead of a value computed at run time.
+// `limit` (optional): the range stands for the first rows of an axis of that size (a Slice of
+// position ids), so the dim may not exceed it; the runtime checks it when it binds the dims.
 OpDef dim_range_op() {
     OpDef d;
     d.name = "KilnDimRange";
     d.internal = true;
     d.min_inputs = d.max_inputs = 1;
-    d.attrs = {{"axis", AttrKind::kInt, std::nullopt, true}};
+    d.attrs = {{"axis", AttrKind::kInt, std::nullopt, true}, {"limit", AttrKind::kInt, std::nullopt, false}};
     d.pattern = OpPattern::kInjective;
     d.infer = [](const ir::Node& n) {
         const auto& x = input_type(n, 0, "x");

@@ -1,7 +1,7 @@
-// A oneDNN convolution on symbolic batch x H x W (runtime/extern_at_shapes.h): one Executable
-// step run at several shapes (odd sizes, a stride-2 window, a depthwise conv with a fused Relu)
-// against a direct loop nest; shapes made once and kept least recently used out; a shape the
-// window cannot take is an error naming the dims.
+// A oneDNN convolution on symbolic batch x H x W (runtime/extern_at_shapes.h): one step run at
+// several shapes (odd sizes, a stride-2 window with a fused Relu, a depthwise conv; plain NCHW and
+// Kiln's blocked NCHW16c) against a direct loop nest; shapes made once and kept least recently
+// used out; a shape the window cannot take is an error naming the dims.
 #include "runtime/extern_at_shapes.h"
 
 #include <gtest/gtest.h>
@@ -136,6 +136,43 @@ TEST(ExternAtShapes, DepthwiseConvMatchesLoopsAtEveryShape) {
     exe.load();
     for (auto [n, h, wd] : std::vector<std::array<int64_t, 3>>{{1, 9, 14}, {3, 20, 7}, {1, 1, 1}})
         check_at(exe, cv, w, b, n, h, wd, 2);
+}
+
+TEST(ExternAtShapes, BlockedActivationsMatchLoopsAtEveryShape) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    // X [n, 1, h, w, 16] and Y [n, 2, ho, wo, 16]: Kiln's NCHW16c, the layout its blocked convs use.
+    const Conv cv{16, 32, 1, 3, 2, 1, ""};
+    auto [w, b] = weights(cv);
+    std::string params = params_of(cv) + ";src_block=16;dst_block=16";
+    std::vector<ExternArg> args = {{DType::kFloat32, {1, 1, 1, 1, 16}, nullptr, {0, -1, 1, 2, -1}},
+                                   {DType::kFloat32, w.shape(), w.data(), {}},
+                                   {DType::kFloat32, b.shape(), b.data(), {}},
+                                   {DType::kFloat32, {1, 2, 1, 1, 16}, nullptr, {0, -1, 3, 4, -1}}};
+    ExternAtShapes k("dnnl_conv", find_extern_kernel("dnnl_conv"), params, args, 5);
+    ThreadPool pool(2);
+    for (auto [n, h, wd] : std::vector<std::array<int64_t, 3>>{{1, 13, 9}, {2, 24, 31}}) {
+        const int64_t ho = (h - 1) / 2 + 1, wo = (wd - 1) / 2 + 1;  // 3 taps, pads 1, stride 2
+        std::vector<float> x(static_cast<size_t>(n * 16 * h * wd)), xb(x.size());
+        std::mt19937 rng(static_cast<unsigned>(h * 7 + wd));
+        std::uniform_real_distribution<float> u(-1, 1);
+        for (float& v : x) v = u(rng);
+        for (int64_t i = 0; i < n; ++i)  // NCHW -> NCHW16c (one block of 16)
+            for (int64_t c = 0; c < 16; ++c)
+                for (int64_t p = 0; p < h * wd; ++p) xb[(i * h * wd + p) * 16 + c] = x[(i * 16 + c) * h * wd + p];
+        std::vector<float> yb(static_cast<size_t>(n * 32 * ho * wo), -7.f);
+        void* argv[4] = {xb.data(), const_cast<void*>(w.data()), const_cast<void*>(b.data()), yb.data()};
+        const int64_t dims[5] = {n, h, wd, ho, wo};
+        const Status st = k.run_at(argv, dims, pool.kernel_env(), 2);
+        ASSERT_TRUE(st.ok()) << st.message();
+        const std::vector<double> ref = conv_reference(cv, x, w, b, n, h, wd, ho, wo);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t m = 0; m < 32; ++m)
+                for (int64_t p = 0; p < ho * wo; ++p) {
+                    const double want = ref[static_cast<size_t>((i * 32 + m) * ho * wo + p)];
+                    const float got = yb[static_cast<size_t>(((i * 2 + m / 16) * ho * wo + p) * 16 + m % 16)];
+                    ASSERT_NEAR(got, want, 1e-4 + 1e-5 * std::fabs(want)) << n << "x" << h << "x" << wd;
+                }
+    }
 }
 
 TEST(ExternAtShapes, KeepsTheMostRecentShapes) {

@@ -1,6 +1,8 @@
 // extern_shape_pairs (extern_shape_params.h): the dnnl_conv window at run-time shapes.
 #include "runtime/extern_shape_params.h"
 
+#include <algorithm>
+
 #include "support/error.h"
 
 namespace kiln::runtime {

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <random>
 
+#include "runtime/caching_allocator.h"
 #include "runtime/executable.h"
+#include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
 #include "support/error.h"
 
@@ -172,6 +174,40 @@ TEST(ExternAtShapes, BlockedActivationsMatchLoopsAtEveryShape) {
                     const float got = yb[static_cast<size_t>(((i * 2 + m / 16) * ho * wo + p) * 16 + m % 16)];
                     ASSERT_NEAR(got, want, 1e-4 + 1e-5 * std::fabs(want)) << n << "x" << h << "x" << wd;
                 }
+    }
+}
+
+TEST(ExternAtShapes, RunsInASymbolicExecutableAtEveryInputShape) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    // A same-padded 3x3 conv keeps H and W: X [n, 8, h, w] -> Y [n, 16, h, w], the dims bound
+    // from the input per run (runtime/dims_plan.h), the output sized by them.
+    const Conv cv{8, 16, 1, 3, 1, 1, "relu"};
+    auto [w, b] = weights(cv);
+    auto exe = std::make_shared<Executable>();
+    conv_exe(*exe, cv, w, b);
+    exe->dims = {"n", "h", "w"};
+    exe->buffers[3].dim_of = {0, -1, 1, 2};
+    exe->steps[0].dims = {0, 1, 2};
+    exe->inputs = {0};
+    exe->outputs = {3};
+    exe->load();
+    ThreadPool pool(2);
+    auto alloc = make_session_allocator(0);
+    SequentialExecutor run(exe, &pool, alloc.get());
+    for (auto [n, h, wd] : std::vector<std::array<int64_t, 3>>{{1, 12, 7}, {3, 5, 16}, {1, 12, 7}}) {
+        Tensor x(DType::kFloat32, {n, 8, h, wd});
+        std::mt19937 rng(static_cast<unsigned>(n + h + wd));
+        std::uniform_real_distribution<float> u(-1, 1);
+        for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = u(rng);
+        std::vector<Tensor> out;
+        const Status st = run.run({x}, out);
+        ASSERT_TRUE(st.ok()) << st.message();
+        ASSERT_EQ(out.size(), 1u);
+        ASSERT_EQ(out[0].shape(), (Shape{n, 16, h, wd}));
+        const std::vector<float> xv(x.data_as<float>(), x.data_as<float>() + x.numel());
+        const std::vector<double> ref = conv_reference(cv, xv, w, b, n, h, wd, h, wd);
+        for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(out[0].data_as<float>()[i], ref[i], 1e-4 + 1e-5 * std::fabs(ref[i])) << n << "x" << h << "x" << wd;
     }
 }
 

@@ -5,8 +5,10 @@
 // Executable lives.
 #include "runtime/executable.h"
 
+#include <algorithm>
 #include <map>
 
+#include "runtime/extern_at_shapes.h"
 #include "runtime/extern_kernel.h"
 #include "runtime/loaded_library.h"
 #include "runtime/run_control.h"
@@ -62,6 +64,24 @@ void Executable::provide_library(const std::string& name, std::shared_ptr<Loaded
     provided_[name] = std::move(lib);
 }
 
+namespace {
+
+/// Per axis of `b`, the position in `step`'s dims of the executable dim it is (-1: static).
+std::vector<int> step_dim_of(const BufferDesc& b, const StepDesc& step) {
+    std::vector<int> out(b.shape.size(), -1);
+    for (size_t k = 0; k < b.dim_of.size() && k < out.size(); ++k) {
+        if (b.dim_of[k] < 0) continue;
+        auto it = std::find(step.dims.begin(), step.dims.end(), b.dim_of[k]);
+        KILN_CHECK(it != step.dims.end(), kInvalidModel)
+            << "node '" << step.node_name << "': buffer '" << b.name << "' axis " << k
+            << " is a dim the step does not take";
+        out[k] = static_cast<int>(it - step.dims.begin());
+    }
+    return out;
+}
+
+}  // namespace
+
 std::shared_ptr<ExternKernel> Executable::make_extern(int kernel) const {
     const KernelDesc& k = kernels[kernel];
     ExternKernelFactory factory = find_extern_kernel(k.extern_name);
@@ -78,8 +98,13 @@ std::shared_ptr<ExternKernel> Executable::make_extern(int kernel) const {
     for (int id : step->args) {
         const BufferDesc& b = buffers.at(id);
         args.push_back({b.dtype, b.shape, b.role == BufferRole::kConstant ? b.constant.data() : nullptr});
+        if (k.takes_dims) args.back().dim_of = step_dim_of(b, *step);
     }
     try {
+        // On symbolic shapes the kernel is made per run-time shape (extern_at_shapes.h).
+        if (k.takes_dims)
+            return std::make_shared<ExternAtShapes>(k.extern_name, factory, k.extern_params, std::move(args),
+                                                    step->dims.size());
         return factory(ExternParams(k.extern_params), args);
     } catch (Error& e) {
         e.add_context("while preparing " + k.extern_name + " for node '" + step->node_name + "'");
@@ -106,6 +131,7 @@ Status Executable::run_kernel(int kernel, void* const* args, const kiln_kernel_e
 }
 
 Status Executable::run_kernel(int kernel, void* const* args, const int64_t* dims, const kiln_kernel_env& env) const {
+    if (ExternKernel* ext = externs_.at(kernel).get()) return ext->run_at(args, dims, env, kernel_env_threads(env));
     auto fn = reinterpret_cast<kiln_kernel_dims_fn>(fns_.at(kernel));
     const int32_t rc = fn(args, dims, &env);
     if (rc == KILN_KERNEL_BAD_DIMS) return Status(ErrorKind::kInvalidArgument, "a negative dimension");

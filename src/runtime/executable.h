@@ -54,7 +54,8 @@ struct KernelDesc {
     std::string control_params;
     bool is_control() const { return !control.empty(); }
     /// A generated kernel with symbolic dims: `symbol` is a kiln_kernel_dims_fn, called with the
-    /// values StepDesc::dims selects.
+    /// values StepDesc::dims selects. An extern kernel with symbolic dims is made per run-time
+    /// shape from its parameters (runtime/extern_at_shapes.h; dnnl_conv only).
     bool takes_dims = false;
 };
 

@@ -24,6 +24,9 @@ struct ExternArg {
     DType dtype = DType::kFloat32;
     Shape shape;
     const void* constant = nullptr;
+    /// A step on symbolic shapes (KernelDesc::takes_dims): per axis, the index of the step's dim
+    /// it is (StepDesc::dims order), -1 for a static axis; empty for a static step.
+    std::vector<int> dim_of;
 };
 
 /// A parsed parameter string: `key=value;key=value` (values have no ';' or '='). A missing key
@@ -52,6 +55,12 @@ public:
     /// Computes the step on `args` (data pointers, inputs then outputs) on the caller's thread
     /// and the intra-op pool of `env` (`threads` of them, the caller's included). Never throws.
     virtual Status run(void* const* args, const kiln_kernel_env& env, int threads) = 0;
+    /// The same on symbolic shapes: `dims` are the values of the step's dims (StepDesc::dims
+    /// order, all of them). Only kernels made for a step that takes dims (extern_at_shapes.h).
+    virtual Status run_at(void* const* args, const int64_t* dims, const kiln_kernel_env& env, int threads) {
+        (void)args, (void)dims, (void)env, (void)threads;
+        return Status(ErrorKind::kInternal, "bug in Kiln: this extern kernel takes no dims");
+    }
 };
 
 using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams& params,

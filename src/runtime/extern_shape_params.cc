@@ -1,0 +1,85 @@
+// extern_shape_pairs (extern_shape_params.h): the dnnl_conv window at run-time shapes.
+#include "runtime/extern_shape_params.h"
+
+#include <algorithm>
+
+#include "support/error.h"
+
+namespace kiln::runtime {
+namespace {
+
+std::string join(const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+}
+
+/// The logical dims (N, C, spatial...) of a conv activation held in Kiln's buffer shape `s`:
+/// plain [N, C, spatial...] or blocked [N, C/c, H, W, c]; the channels are `channels`.
+std::vector<int64_t> logical_dims(const Shape& s, int64_t channels, size_t spatial, int64_t block,
+                                  const char* what) {
+    const size_t rank = block > 0 ? 5 : spatial + 2;
+    KILN_CHECK(s.size() == rank && (block == 0 || spatial == 2), kInvalidArgument)
+        << "dnnl_conv: the " << what << " has shape " << shape_str(s) << ", expected rank " << rank;
+    std::vector<int64_t> d = {s[0], channels};
+    d.insert(d.end(), s.begin() + 2, s.begin() + 2 + static_cast<long>(spatial));
+    return d;
+}
+
+ParamPairs conv_pairs(const ExternParams& p, const std::vector<Shape>& shapes, bool* empty) {
+    const bool deconv = p.has("kind") && p.str("kind") == "deconv";
+    const std::vector<int64_t> src_t = p.ints("src"), dst_t = p.ints("dst"), k = p.ints("kernel");
+    const std::vector<int64_t> s = p.ints("strides"), d = p.ints("dilations");
+    const std::vector<int64_t> pb = p.ints("pads_begin"), pe = p.ints("pads_end");
+    const size_t sp = k.size();
+    KILN_CHECK(sp >= 1 && src_t.size() == sp + 2 && dst_t.size() == sp + 2 && s.size() == sp && d.size() == sp &&
+                   pb.size() == sp && pe.size() == sp,
+               kInvalidModel)
+        << "dnnl_conv: every window parameter needs one entry per spatial dim";
+    const int64_t x = p.integer("x"), y = p.integer("y");
+    KILN_CHECK(x >= 0 && y >= 0 && x < static_cast<int64_t>(shapes.size()) && y < static_cast<int64_t>(shapes.size()),
+               kInvalidModel)
+        << "dnnl_conv: argument index out of range of the step's " << shapes.size();
+    const std::vector<int64_t> src = logical_dims(shapes[x], src_t[1], sp, p.integer_or("src_block", 0), "input");
+    const std::vector<int64_t> got = logical_dims(shapes[y], dst_t[1], sp, p.integer_or("dst_block", 0), "output");
+    std::vector<int64_t> dst = {src[0], dst_t[1]};
+    for (size_t i = 0; i < sp; ++i) {
+        const int64_t ext = (k[i] - 1) * d[i] + 1, in = src[2 + i];
+        int64_t out;
+        if (deconv) {
+            out = (in - 1) * s[i] + ext - pb[i] - pe[i];
+        } else {
+            KILN_CHECK(in + pb[i] + pe[i] >= ext, kInvalidArgument)
+                << "dnnl_conv: input spatial dim " << i << " is " << in << ", smaller than the window's " << ext
+                << " less the pads " << pb[i] + pe[i];
+            out = (in + pb[i] + pe[i] - ext) / s[i] + 1;
+        }
+        dst.push_back(std::max<int64_t>(out, 0));
+    }
+    KILN_CHECK(got == dst, kInvalidArgument)
+        << "dnnl_conv: the output has dims " << join(got) << ", but input " << join(src) << " and the window give "
+        << join(dst);
+    *empty = false;
+    for (int64_t v : dst) *empty = *empty || v == 0;
+    for (int64_t v : src) *empty = *empty || v == 0;
+    return {{"src", join(src)},
+            {"dst", join(dst)},
+            {"taps_begin", join(std::vector<int64_t>(sp, 0))},
+            {"taps", join(k)}};
+}
+
+}  // namespace
+
+bool extern_takes_shapes(const std::string& name) { return name == "dnnl_conv"; }
+
+std::optional<ParamPairs> extern_shape_pairs(const std::string& name, const ExternParams& p,
+                                             const std::vector<Shape>& shapes) {
+    KILN_CHECK(extern_takes_shapes(name), kUnsupported)
+        << "extern kernel '" << name << "' cannot run on symbolic shapes (only dnnl_conv can)";
+    bool empty = false;
+    ParamPairs pairs = conv_pairs(p, shapes, &empty);
+    if (empty) return std::nullopt;
+    return pairs;
+}
+
+}  // namespace kiln::runtime

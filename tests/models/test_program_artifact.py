@@ -1,0 +1,141 @@
+"""Models with control flow (If, Loop, Scan) as compiled artifacts: `kiln compile` writes the VM
+program and its compiled segments (docs/control_flow.md, docs/deploy.md), and `kiln-run-artifact`
+(linked with libkiln_runtime only: no compiler, no graph interpreter) runs it; every output is
+compared with ONNX Runtime on the same inputs. Also `kiln run MODEL.kiln`, and the refusals: a
+body that needs the graph interpreter, a dim given no value, and a run-time input of another
+shape (named with its axis).
+"""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from kiln_helpers import KILN_TIMEOUT_S, assert_matches_ort, kiln_run_model, ort_outputs, run_kiln
+from test_cli_errors import assert_clean_error
+from test_compile_artifact import compile_model, run_artifact_bin, run_with_runtime_only
+from test_control_flow_vm import OPSET, rnn_loop, test_loop_growing_carried_value_falls_back_and_matches_ort  # noqa: F401
+
+# The growing-loop test is imported for its model only; do not collect it twice.
+del test_loop_growing_carried_value_falls_back_and_matches_ort
+
+
+def save(tmp_path, model, name):
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def if_model():
+    f32 = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3])  # noqa: E731
+    then_g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "then", [], [f32("y")])
+    else_g = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y2"]), helper.make_node("Neg", ["y2"], ["y"])],
+                               "else", [], [f32("y")])
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+         helper.make_node("Greater", ["s", "zero"], ["c"]),
+         helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Sigmoid", ["y"], ["z"])],
+        "if_model", [f32("x")], [f32("z")],
+        initializer=[onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def scan_model():
+    vec = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc", "xt"], ["acc_out"]), helper.make_node("Mul", ["acc_out", "xt"], ["y"])],
+        "body", [vec("acc", [3]), vec("xt", [3])], [vec("acc_out", [3]), vec("y", [3])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["init", "x"], ["final", "ys"], body=body, num_scan_inputs=1,
+                          scan_input_axes=[1], scan_input_directions=[1], scan_output_axes=[1],
+                          scan_output_directions=[1])],
+        "scan_model", [vec("init", [3]), vec("x", [3, 5])], [vec("final", [3]), vec("ys", [3, 5])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def check_runtime_only(artifact, model_path, feed, out_dir, label):
+    outs, stdout = run_with_runtime_only(artifact, feed, out_dir)
+    assert_matches_ort(outs, ort_outputs(model_path, feed), f"{label} (kiln-run-artifact)")
+    return stdout
+
+
+@pytest.mark.parametrize("early_exit", [False, True])
+def test_loop_artifact_matches_ort_at_several_trip_counts(tmp_path, early_exit):
+    """A Loop with MatMuls, a scan output and (early_exit) a data-dependent stop, compiled once at
+    T=12; the runtime-only process runs it at several trip counts, each against ORT."""
+    hidden, steps = 16, 12
+    path = save(tmp_path, rnn_loop(hidden, early_exit), "rnn")
+    artifact = str(tmp_path / "rnn.kiln")
+    compile_model(path, artifact, dims={"T": steps})
+    rng = np.random.default_rng(2)
+    for trips in (steps, 5, 0):
+        feed = {"M": np.array(trips, np.int64), "h0": rng.standard_normal((1, hidden)).astype(np.float32),
+                "X": rng.standard_normal((steps, 1, hidden)).astype(np.float32)}
+        if early_exit:
+            feed["limit"] = np.array(1.0, np.float32)
+        check_runtime_only(artifact, path, feed, tmp_path / f"out{trips}", f"loop M={trips} early_exit={early_exit}")
+    np.savez(tmp_path / "in.npz", **feed)
+    got, proc = kiln_run_model(artifact, str(tmp_path / "in.npz"), str(tmp_path / "kiln_run"))
+    assert_matches_ort(got, ort_outputs(path, feed), "loop (kiln run .kiln)")
+
+
+def test_if_artifact_takes_both_branches(tmp_path):
+    path = save(tmp_path, if_model(), "if_model")
+    artifact = str(tmp_path / "if.kiln")
+    compile_model(path, artifact)
+    for sign, tag in ((1.0, "pos"), (-1.0, "neg")):
+        feed = {"x": (sign * np.abs(np.random.default_rng(3).standard_normal((2, 3)))).astype(np.float32)}
+        check_runtime_only(artifact, path, feed, tmp_path / tag, f"If {tag}")
+
+
+def test_scan_artifact_matches_ort(tmp_path):
+    path = save(tmp_path, scan_model(), "scan_model")
+    artifact = str(tmp_path / "scan.kiln")
+    compile_model(path, artifact)
+    rng = np.random.default_rng(4)
+    feed = {"init": rng.standard_normal(3).astype(np.float32), "x": rng.standard_normal((3, 5)).astype(np.float32)}
+    check_runtime_only(artifact, path, feed, tmp_path / "out", "Scan axis 1 reversed")
+
+
+def test_program_artifact_wrong_shape_names_the_input_and_axis(tmp_path):
+    path = save(tmp_path, scan_model(), "scan_model")
+    artifact = str(tmp_path / "scan.kiln")
+    compile_model(path, artifact)
+    bad = str(tmp_path / "x.npy")
+    np.save(bad, np.zeros((3, 7), np.float32))
+    proc = subprocess.run([run_artifact_bin(), artifact, "--input", f"x={bad}"], capture_output=True, text=True,
+                          timeout=KILN_TIMEOUT_S)
+    assert_clean_error(proc, must_contain=("input 'x'", "axis 1 is 7", "lowered for 5"))
+
+
+def test_body_needing_the_interpreter_is_refused(tmp_path):
+    """A Loop whose carried value grows runs in the graph interpreter, which an artifact cannot hold."""
+    from onnx import numpy_helper
+    body = helper.make_graph(
+        [helper.make_node("Concat", ["acc", "one"], ["acc_out"], axis=0), helper.make_node("Identity", ["c"], ["c_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "x"], ["acc"], body=body)],
+        "grow", [helper.make_tensor_value_info("M", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([1.5], np.float32), "one")])
+    path = save(tmp_path, helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), "grow")
+    out = tmp_path / "grow.kiln"
+    proc = run_kiln(["compile", path, "-o", str(out)])
+    assert_clean_error(proc, must_contain=("graph interpreter",))
+    assert not out.exists()
+
+
+def test_program_artifact_needs_every_dim(tmp_path):
+    path = save(tmp_path, rnn_loop(8, False), "rnn")
+    proc = run_kiln(["compile", path, "-o", str(tmp_path / "rnn.kiln")])
+    assert_clean_error(proc, must_contain=("symbolic dimension 'T'", "--dim T=VALUE"))

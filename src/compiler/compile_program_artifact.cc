@@ -17,25 +17,28 @@ namespace kiln::compiler {
 namespace fs = std::filesystem;
 namespace {
 
-/// The input shapes the program is lowered at: declared, or from --dim.
+/// The input shapes the program is lowered at: declared, or from --dim (every dim left without
+/// a value is named in one error, with the --dim flags that would give them).
 std::vector<Shape> input_shapes(const ir::Graph& g, const std::map<std::string, int64_t>& dims) {
     std::vector<Shape> shapes;
+    std::string first_input, missing, flags;
     for (const ir::Value* in : g.inputs()) {
         Shape s;
         for (const ir::Dim& d : in->type().shape) {
-            if (d.is_static()) {
-                s.push_back(d.value);
-                continue;
-            }
             auto it = dims.find(d.symbol);
-            KILN_CHECK(it != dims.end(), kInvalidArgument)
-                << "input '" << in->name() << "' has symbolic dimension '" << d.symbol << "'; a model with control flow "
-                << "is saved as a VM program lowered at one set of shapes: give it a value (kiln compile --dim "
-                << d.symbol << "=VALUE)";
-            s.push_back(it->second);
+            const bool known = d.is_static() || it != dims.end();
+            s.push_back(d.is_static() ? d.value : known ? it->second : 0);
+            if (known || flags.find(" --dim " + d.symbol + "=") != std::string::npos) continue;
+            if (first_input.empty()) first_input = in->name();
+            missing += (missing.empty() ? "'" : ", '") + d.symbol + "'";
+            flags += " --dim " + d.symbol + "=VALUE";
         }
         shapes.push_back(std::move(s));
     }
+    KILN_CHECK(missing.empty(), kInvalidArgument)
+        << "symbolic dimension " << missing << " (first in input '" << first_input << "') has no value; a model "
+        << "with control flow is saved as a VM program lowered at one set of shapes: give each a value (kiln compile"
+        << flags << ")";
     return shapes;
 }
 

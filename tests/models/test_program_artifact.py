@@ -7,6 +7,7 @@ shape (named with its axis).
 """
 import os
 import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -138,4 +139,55 @@ def test_body_needing_the_interpreter_is_refused(tmp_path):
 def test_program_artifact_needs_every_dim(tmp_path):
     path = save(tmp_path, rnn_loop(8, False), "rnn")
     proc = run_kiln(["compile", path, "-o", str(tmp_path / "rnn.kiln")])
-    assert_clean_error(proc, must_contain=("symbolic dimension 'T'", "--dim T=VALUE"))
+    assert_clean_error(proc, must_contain=("symbolic dimension 'T' (first in input 'X')", "--dim T=VALUE"))
+
+
+# Silero VAD (tests/models/test_pypi_models.py fetches it): its If on the sample rate, from an
+# artifact, in a process that loads libkiln_runtime only (the C API through ctypes), 20 chunks
+# with the state carried from chunk to chunk, each output against ONNX Runtime.
+VAD_RUNTIME_ONLY = r"""
+import os, sys
+sys.path.insert(0, sys.argv[3])
+import numpy as np, onnxruntime as ort
+from kiln_capi import CapiSession
+from test_pypi_models import vad_feeds
+ref = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+kiln = CapiSession(sys.argv[2], threads=2)
+maps = open("/proc/self/maps").read()
+assert "libkiln_runtime.so" in maps and "libkiln.so" not in maps, "not the runtime-only library"
+k_state = np.zeros((2, 1, 128), np.float32)
+r_state = k_state.copy()
+probs = []
+for i, feed in enumerate(vad_feeds(16000, True)):
+    want = dict(zip([o.name for o in ref.get_outputs()], ref.run(None, {**feed, "state": r_state})))
+    got = kiln.run({**feed, "state": k_state})
+    assert sorted(got) == sorted(want), (sorted(got), sorted(want))
+    for out in want:
+        np.testing.assert_allclose(got[out], want[out], rtol=1e-3, atol=2e-4, err_msg=f"chunk {i} output {out}")
+    k_state, r_state = got["stateN"], want["stateN"]
+    probs.append(float(want["output"][0, 0]))
+assert max(probs) - min(probs) > 0.05, probs
+print("vad ok", len(probs))
+"""
+
+
+@pytest.fixture(scope="module")
+def vad_models():
+    from test_pypi_models import CACHE, fetch_pypi_models
+    try:
+        return fetch_pypi_models.fetch(CACHE, quiet=True)
+    except fetch_pypi_models.Offline as e:
+        pytest.skip(f"PyPI unreachable and {CACHE} lacks the models: {str(e).splitlines()[0]}")
+
+
+def test_silero_vad_artifact_runs_with_the_runtime_library_only(vad_models, tmp_path):
+    from kiln_helpers import kiln_bin
+    model = os.path.join(vad_models, "silero_vad_16k_op15.onnx")
+    artifact = str(tmp_path / "vad.kiln")
+    out = compile_model(model, artifact, dims={"batch": 1, "sequence": 576})
+    env = dict(os.environ, KILN_LIB=os.path.join(os.path.dirname(os.path.dirname(kiln_bin())), "lib",
+                                                 "libkiln_runtime.so"))
+    proc = subprocess.run([sys.executable, "-c", VAD_RUNTIME_ONLY, model, artifact, os.path.dirname(__file__)],
+                          capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=env)
+    assert proc.returncode == 0, f"{out}\n{proc.stdout}\n{proc.stderr}"
+    assert "vad ok 20" in proc.stdout, proc.stdout

@@ -195,6 +195,37 @@ std::vector<TensorInfo> read_infos(ByteReader& r, const char* what, bool unknown
     return infos;
 }
 
+/// Each instruction's operand counts agree with the function or executable it runs (the VM
+/// indexes one by the other): a forged file whose counts disagree is refused here.
+void check_arity(const ProgramImage& image) {
+    const vm::Program& p = image.program;
+    for (const vm::Function& f : p.functions) {
+        for (const vm::Instr& in : f.code) {
+            const size_t ni = in.ins.size(), no = in.outs.size();
+            bool ok = true;
+            if (in.op == vm::Op::kCall) {
+                const Executable& exe = *image.executables[static_cast<size_t>(in.imm)];
+                ok = ni == exe.inputs.size() && no == exe.outputs.size();
+            } else if (in.op == vm::Op::kIf) {
+                for (int fn : {in.imm, in.imm2}) {
+                    const vm::Function& b = p.functions[static_cast<size_t>(fn)];
+                    ok &= b.params.size() == ni - 1 && b.results.size() == no;
+                }
+            } else if (in.op == vm::Op::kLoop) {
+                const vm::Function& b = p.functions[static_cast<size_t>(in.imm)];
+                ok = b.params.size() == ni && b.results.size() == no + 1 && in.imm2 >= 0 &&
+                     static_cast<size_t>(in.imm2) <= no && static_cast<size_t>(in.imm2) + 2 <= ni;
+            } else if (in.op == vm::Op::kScan) {
+                const vm::Function& b = p.functions[static_cast<size_t>(in.imm)];
+                ok = b.params.size() == ni && b.results.size() == no;
+            }
+            KILN_CHECK(ok, kInvalidModel) << kWhat << ": function '" << f.name << "': " << vm::op_name(in.op) << " ("
+                                          << in.node << ") has " << ni << " inputs and " << no
+                                          << " outputs, which the function or executable it runs does not take";
+        }
+    }
+}
+
 }  // namespace
 
 std::string encode_program(const ProgramImage& image, const std::vector<std::vector<uint64_t>>& constant_offsets,
@@ -253,6 +284,7 @@ std::shared_ptr<ProgramImage> decode_program(const uint8_t* data, size_t size, u
         for (const vm::Instr& in : f.code)
             KILN_CHECK(in.op != vm::Op::kCall || in.imm < static_cast<int>(n_callees), kInvalidModel)
                 << kWhat << ": function '" << f.name << "' calls callee " << in.imm << " of " << n_callees;
+    check_arity(*image);
     return image;
 }
 

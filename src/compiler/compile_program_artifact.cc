@@ -47,8 +47,9 @@ void take_executables(const ControlFlowLowering& l, runtime::ProgramImage& image
     for (const auto& callee : l.program->callees) {
         auto* exe = dynamic_cast<runtime::vm::ExecutableCallee*>(callee.get());
         if (!exe) {
-            std::string notes;
-            for (const std::string& n : l.notes) notes += "; " + n;
+            std::string notes;  // the first few reasons (a model may list dozens)
+            for (size_t k = 0; k < l.notes.size() && k < 3; ++k) notes += "; " + l.notes[k];
+            if (l.notes.size() > 3) notes += "; and " + std::to_string(l.notes.size() - 3) + " more (kiln run lists them)";
             KILN_THROW(kUnsupported) << "artifacts hold compiled code only, and part of this model runs in the graph "
                                      << "interpreter (" << callee->describe() << notes
                                      << "); run the ONNX model with kiln run or kiln::Session instead";

@@ -191,3 +191,47 @@ def test_silero_vad_artifact_runs_with_the_runtime_library_only(vad_models, tmp_
                           capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=env)
     assert proc.returncode == 0, f"{out}\n{proc.stdout}\n{proc.stderr}"
     assert "vad ok 20" in proc.stdout, proc.stdout
+
+
+NODE_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+
+
+def node_case(name):
+    """(model path, feed, expected outputs) of an ONNX node test; skips when onnx lacks it."""
+    case = os.path.join(NODE_DIR, name)
+    if not os.path.isdir(case):
+        pytest.skip(f"onnx has no node test {name}")
+    model = onnx.load(os.path.join(case, "model.onnx"))
+
+    def tensors(prefix, values):
+        out = {}
+        for i, v in enumerate(values):
+            t = onnx.TensorProto()
+            with open(os.path.join(case, "test_data_set_0", f"{prefix}_{i}.pb"), "rb") as f:
+                t.ParseFromString(f.read())
+            out[v.name] = onnx.numpy_helper.to_array(t)
+        return out
+    return (os.path.join(case, "model.onnx"), tensors("input", model.graph.input),
+            tensors("output", model.graph.output))
+
+
+@pytest.mark.parametrize("name", ["test_if", "test_scan9_sum"])
+def test_onnx_node_test_from_an_artifact(tmp_path, name):
+    """The ONNX node tests' expected outputs are the reference, and ORT too."""
+    path, feed, expected = node_case(name)
+    artifact = str(tmp_path / f"{name}.kiln")
+    compile_model(path, artifact)
+    outs, _ = run_with_runtime_only(artifact, feed, tmp_path / "out")
+    for out, want in expected.items():
+        np.testing.assert_allclose(outs[out], want, rtol=1e-5, atol=1e-6, err_msg=f"{name} {out}")
+    assert_matches_ort(outs, ort_outputs(path, feed), f"{name} (kiln-run-artifact)")
+
+
+def test_onnx_loop11_is_refused_naming_the_interpreted_piece(tmp_path):
+    """test_loop11's body slices at the loop counter (run-time starts): that segment runs in the
+    graph interpreter, so the artifact is refused with the reason."""
+    path, _, _ = node_case("test_loop11")
+    out = tmp_path / "loop11.kiln"
+    proc = run_kiln(["compile", path, "-o", str(out)])
+    assert_clean_error(proc, must_contain=("graph interpreter", "Slice", "must be a constant"))
+    assert not out.exists()

@@ -110,6 +110,11 @@ void compile_program_artifact(const ir::Graph& g, const frontend::ModelFacts& fa
             r.extern_kernels += k.is_extern();
         }
         r.steps += static_cast<int>(exe->steps.size());
+        for (const runtime::KernelDesc& k : exe->kernels)
+            if (!k.is_async && !k.is_extern()) {
+                r.library_bytes += fs::file_size(k.library);  // the segment's one library
+                break;
+            }
     }
 
     runtime::ArtifactInfo info;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiler/compile.h"
+#include "compiler/compile_program_artifact.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
 #include "compiler/symbolic_compile.h"
@@ -105,6 +106,12 @@ ArtifactReport compile_artifact(const std::string& onnx_path, const std::string&
     const SessionOptions& so = opts.session;
     frontend::ModelFacts facts;
     ir::Graph g = frontend::import_onnx_file(onnx_path, &facts);
+    if (wants_program_artifact(g)) {  // control flow: the VM program and its segments
+        ArtifactReport r;
+        compile_program_artifact(g, facts, onnx_path, out_path, opts, r);
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return r;
+    }
     check_compilable(g, so.dims);
 
     const int threads = resolve_intra_op_threads(so.threads);

@@ -11,6 +11,7 @@
 
 #include "kiln/session.h"
 #include "runtime/executable.h"
+#include "runtime/vm/program.h"
 
 namespace kiln::runtime {
 
@@ -36,9 +37,27 @@ struct ArtifactInfo {
 void save_artifact(const std::string& path, const Executable& exe, const std::string& kernel_library_path,
                    const ArtifactInfo& info);
 
+/// A VM program (control flow: If, Loop, Scan; docs/control_flow.md) as an artifact holds it:
+/// the program without its callees, and callee k's executable (each a compiled segment).
+struct ProgramImage {
+    vm::Program program;  // callees empty: the session makes them (vm::ExecutableCallee)
+    std::vector<std::shared_ptr<Executable>> executables;
+    std::vector<std::string> callee_names;
+    /// The model's inputs (the entry's params, in order) and outputs (its results), static types.
+    std::vector<TensorInfo> inputs, outputs;
+};
+
+/// Writes a program artifact (format section kProgram): every callee of image.program must be
+/// in image.executables (an interpreted callee cannot be saved: the caller refuses it), each
+/// executable's generated kernels in one library (CompileOptions::one_library), whose path is
+/// their KernelDesc::library. Throws kiln::Error as save_artifact.
+void save_program_artifact(const std::string& path, const ProgramImage& image, const ArtifactInfo& info);
+
 struct LoadedArtifact {
     std::shared_ptr<Executable> exe;  // loaded (kernels resolved), constants = views of the mmap
     ArtifactInfo info;
+    /// Set instead of exe for a program artifact (its executables loaded likewise).
+    std::shared_ptr<ProgramImage> program;
 };
 
 /// Reads and checks magic, format version, section bounds, checksums and CPU features;

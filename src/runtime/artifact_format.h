@@ -1,9 +1,9 @@
-// The `.kiln` file layout, format version 2. Every integer is little-endian.
+// The `.kiln` file layout, format version 3. Every integer is little-endian.
 //
 //   header (64 bytes)
 //      0  u8[8]  magic "\x89KILN\r\n\x1a" (PNG-style: a text-mode transfer breaks it visibly)
 //      8  u32    format version (kFormatVersion); another version is kUnsupported
-//     12  u32    section count (4)
+//     12  u32    section count (5)
 //     16  u64    file size in bytes (a shorter file is truncated)
 //     24  u64    header checksum: hash64 (XXH3) of the header and section table, this field zero
 //     32  u8[32] reserved, zero
@@ -15,6 +15,10 @@
 //     kKernelLibrary  the bytes of the kernels' shared library (ELF; empty when none is generated)
 //     kConstants      at a 4096-aligned offset; each constant at a 4096-aligned offset inside it,
 //                     zero padding between (so every constant is page-aligned in the mapping)
+//     kProgram        (version 3) empty for one executable; else a VM program (control flow,
+//                     docs/control_flow.md): kExecutable and kKernelLibrary are then empty and
+//                     each of the program's executables is in here with its own kernel library
+//                     (its constants in kConstants): see "kProgram" below
 //   (str = u32 byte count + bytes; padding between sections is zero and not checksummed)
 //
 // kExecutable:
@@ -33,6 +37,15 @@
 //       u8 takes_dims; per step u32 n, n x i32 dim index (the values its kernel takes); then
 //       u32 n dim limits, each i32 dim index, i64 bound, str node (Executable::dim_limits)
 //
+// kProgram (artifact_program.cc; runtime/vm/program.h):
+//   u32 n inputs, then n outputs of the model; each: str name, str dtype, u32 rank, rank x i64
+//   i32 entry function, i64 max_trips
+//   u32 n functions; each: str name, i32 num_regs, params (u32 n, n x i32), results (same),
+//       u32 n instrs (u8 op, i32 imm, i32 imm2, ins, outs, u32 n + n x i64 ints, str node),
+//       u32 n constants (i32 register, str dtype, u32 rank, rank x i64, str bytes),
+//       u32 n register types (num_regs of them: str dtype, u32 rank, rank x i64, -1 = unknown)
+//   u32 n callees; each: str name, str kExecutable-encoded tables, str kernel library bytes
+//
 // The checksums detect corruption, not tampering: a file whose kernel library is malicious
 // runs that code. Every table value is still validated (indices, shapes, sizes, offsets), so
 // a corrupt file is a kInvalidModel error naming the section, never undefined behaviour.
@@ -49,16 +62,17 @@
 namespace kiln::runtime::artifact_format {
 
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
-/// Version 1 had no symbolic dims; a file of another version is refused (recompile it).
-inline constexpr uint32_t kFormatVersion = 2;
+/// Version 1 had no symbolic dims, version 2 no VM programs; a file of another version is
+/// refused (recompile it).
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kHeaderChecksumOffset = 24;
 inline constexpr size_t kSectionEntryBytes = 32;
 inline constexpr size_t kConstantAlignment = 4096;
 
-enum class SectionKind : uint32_t { kInfo = 1, kExecutable = 2, kKernelLibrary = 3, kConstants = 4 };
-inline constexpr uint32_t kNumSections = 4;
-/// "info", "executable", "kernel library", "constants" ("unknown" otherwise).
+enum class SectionKind : uint32_t { kInfo = 1, kExecutable = 2, kKernelLibrary = 3, kConstants = 4, kProgram = 5 };
+inline constexpr uint32_t kNumSections = 5;
+/// "info", "executable", "kernel library", "constants", "program" ("unknown" otherwise).
 const char* section_name(uint32_t kind);
 
 /// The kInfo section.
@@ -75,5 +89,21 @@ using ConstantView = std::function<Tensor(DType dtype, const Shape& shape, uint6
 /// step at fault); constants become `view`s of kConstants (`constants_size` bytes).
 std::shared_ptr<Executable> decode_executable(const uint8_t* data, size_t size, uint64_t constants_size,
                                               const ConstantView& view);
+
+/// Loads the kernel library `lib_bytes` (from memory, named `name`) into `exe`: every
+/// generated kernel must resolve in it (kInvalidModel naming `path` otherwise).
+void attach_kernels(Executable& exe, const uint8_t* lib_bytes, size_t lib_size, const std::string& name,
+                    const std::string& path);
+
+/// The kProgram section of `image`; executable k's constant of buffer i is at
+/// constant_offsets[k][i] in kConstants, its kernel library is `libraries[k]` (bytes).
+std::string encode_program(const ProgramImage& image, const std::vector<std::vector<uint64_t>>& constant_offsets,
+                           const std::vector<std::string>& libraries);
+
+/// Decodes and validates the kProgram section (kInvalidModel naming what is at fault); each
+/// executable's constants are `view`s of kConstants and its kernels are loaded from the bytes
+/// in the section (named `path`#callee-k). The executables are loaded (Executable::load).
+std::shared_ptr<ProgramImage> decode_program(const uint8_t* data, size_t size, uint64_t constants_size,
+                                             const ConstantView& view, const std::string& path);
 
 }  // namespace kiln::runtime::artifact_format

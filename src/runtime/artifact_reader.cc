@@ -113,16 +113,19 @@ void check_cpu(const ArtifactInfo& info, const std::string& path) {
                              << " (this CPU: " << host << "); compile the model on (or for) this machine";
 }
 
-/// Loads the kernel library into `exe` (every generated kernel resolves in it).
-void attach_kernels(Executable& exe, const MappedFile& m, const Section& lib_section, const std::string& path) {
+}  // namespace
+
+namespace artifact_format {
+
+void attach_kernels(Executable& exe, const uint8_t* lib_bytes, size_t lib_size, const std::string& name,
+                    const std::string& path) {
     std::vector<size_t> generated;
     for (size_t k = 0; k < exe.kernels.size(); ++k)
         if (!exe.kernels[k].is_async && !exe.kernels[k].is_extern()) generated.push_back(k);
     if (generated.empty()) return;
-    KILN_CHECK(lib_section.size > 0, kInvalidModel) << "'" << path << "' is corrupt: " << generated.size()
-                                                    << " generated kernels but an empty kernel library section";
-    const std::string name = path + "#kernels";
-    std::shared_ptr<LoadedLibrary> lib = load_library_from_memory(m.data() + lib_section.offset, lib_section.size, name);
+    KILN_CHECK(lib_size > 0, kInvalidModel) << "'" << path << "' is corrupt: " << generated.size()
+                                            << " generated kernels but an empty kernel library (" << name << ")";
+    std::shared_ptr<LoadedLibrary> lib = load_library_from_memory(lib_bytes, lib_size, name);
     for (size_t k : generated) {
         KernelDesc& desc = exe.kernels[k];
         try {
@@ -136,7 +139,7 @@ void attach_kernels(Executable& exe, const MappedFile& m, const Section& lib_sec
     exe.provide_library(name, lib);
 }
 
-}  // namespace
+}  // namespace artifact_format
 
 bool is_artifact_file(const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -167,10 +170,21 @@ LoadedArtifact load_artifact(const std::string& path) {
             void* p = const_cast<uint8_t*>(constants + offset);
             return Tensor::from_storage(dtype, shape, std::shared_ptr<void>(m, p));
         };
-        const Section& e = at(SectionKind::kExecutable);
-        out.exe = decode_executable(m->data() + e.offset, e.size, c.size, view);
-        attach_kernels(*out.exe, *m, at(SectionKind::kKernelLibrary), path);
-        out.exe->load();
+        const Section& prog = at(SectionKind::kProgram);
+        if (prog.size > 0) {
+            const Section& e = at(SectionKind::kExecutable);
+            const Section& l = at(SectionKind::kKernelLibrary);
+            KILN_CHECK(e.size == 0 && l.size == 0, kInvalidModel)
+                << "'" << path << "' is corrupt: it holds a program and also a top-level executable (" << e.size
+                << " bytes) or kernel library (" << l.size << " bytes), expected neither";
+            out.program = decode_program(m->data() + prog.offset, prog.size, c.size, view, path);
+        } else {
+            const Section& e = at(SectionKind::kExecutable);
+            out.exe = decode_executable(m->data() + e.offset, e.size, c.size, view);
+            const Section& l = at(SectionKind::kKernelLibrary);
+            attach_kernels(*out.exe, m->data() + l.offset, l.size, path + "#kernels", path);
+            out.exe->load();
+        }
     } catch (Error& err) {
         err.add_context("while loading artifact '" + path + "'");
         throw;

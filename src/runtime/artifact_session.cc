@@ -8,6 +8,7 @@
 
 #include "runtime/artifact.h"
 #include "runtime/artifact_format.h"
+#include "runtime/artifact_program_session.h"
 #include "runtime/dims_plan.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_binding.h"
@@ -18,6 +19,7 @@ namespace kiln::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
 
 /// The artifact's "dims" metadata, "N=1,S=128" as `kiln compile` writes it -> {N: 1, S: 128}.
 /// A piece that is not NAME=INTEGER means the metadata was damaged: an error, never skipped.
@@ -87,14 +89,10 @@ bool fits(const TensorInfo& t, const Shape& shape) {
 
 class ArtifactSession final : public Session {
 public:
-    ArtifactSession(const std::string& path, const SessionOptions& opts) : path_(path) {
-        const auto t0 = Clock::now();
-        KILN_CHECK(opts.print_after.empty() && !opts.print_after_all, kInvalidArgument)
-            << "--print-after: '" << path << "' is a compiled artifact, which holds no IR to print (use it on the ONNX model)";
-        KILN_CHECK(opts.specialize.empty(), kInvalidArgument)
-            << "specialize: '" << path << "' is a compiled artifact, which holds the one specialization `kiln compile` "
-            << "made (its dims); specializations are compiled from the ONNX model";
-        artifact_ = load_artifact(path);
+    /// `loaded` from load_artifact(path) (started at t0), holding an executable.
+    ArtifactSession(const std::string& path, LoadedArtifact loaded, const SessionOptions& opts, Clock::time_point t0)
+        : path_(path) {
+        artifact_ = std::move(loaded);
         const Executable& exe = *artifact_.exe;
         check_dims(opts.dims);
         RunnerOptions ropts = runner_options(opts);
@@ -292,7 +290,15 @@ std::string ArtifactSession::memory_report() {
 }  // namespace
 
 std::unique_ptr<Session> load_artifact_session(const std::string& path, const SessionOptions& opts) {
-    return std::make_unique<ArtifactSession>(path, opts);
+    const auto t0 = Clock::now();
+    KILN_CHECK(opts.print_after.empty() && !opts.print_after_all, kInvalidArgument)
+        << "--print-after: '" << path << "' is a compiled artifact, which holds no IR to print (use it on the ONNX model)";
+    KILN_CHECK(opts.specialize.empty(), kInvalidArgument)
+        << "specialize: '" << path << "' is a compiled artifact, which holds the one specialization `kiln compile` "
+        << "made (its dims); specializations are compiled from the ONNX model";
+    LoadedArtifact loaded = load_artifact(path);
+    if (loaded.program) return make_program_session(path, std::move(loaded), opts, t0);
+    return std::make_unique<ArtifactSession>(path, std::move(loaded), opts, t0);
 }
 
 }  // namespace kiln::runtime

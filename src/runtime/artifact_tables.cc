@@ -272,6 +272,7 @@ const char* section_name(uint32_t kind) {
         case SectionKind::kExecutable: return "executable";
         case SectionKind::kKernelLibrary: return "kernel library";
         case SectionKind::kConstants: return "constants";
+        case SectionKind::kProgram: return "program";
     }
     return "unknown";
 }

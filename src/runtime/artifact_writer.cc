@@ -110,26 +110,25 @@ private:
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-}  // namespace
-
-void save_artifact(const std::string& path, const Executable& exe, const std::string& kernel_library_path,
-                   const ArtifactInfo& info) {
-    check_saveable(exe, kernel_library_path);
-    ArtifactInfo full = info;
-    if (full.cpu_features.empty()) full.cpu_features = host_cpu_features();
-
-    std::vector<uint64_t> constant_offsets(exe.buffers.size(), 0);
+/// The sections' bytes; constants (tensors) are streamed into kConstants, each page-aligned.
+struct SectionBytes {
+    std::string info, exe, library, program;
+    std::vector<const Tensor*> constants;
     uint64_t constants_size = 0;
-    for (size_t i = 0; i < exe.buffers.size(); ++i) {
-        const BufferDesc& b = exe.buffers[i];
-        if (b.role != BufferRole::kConstant) continue;
-        constant_offsets[i] = constants_size;
-        constants_size = align_up(constants_size + b.nbytes(), kConstantAlignment);
-    }
-    const std::string info_bytes = encode_info(full);
-    const std::string exe_bytes = encode_executable(exe, constant_offsets);
-    const std::string library = kernel_library_path.empty() ? std::string() : read_file(kernel_library_path);
+};
 
+/// Offsets of `constants` in kConstants, in order, each 4096-aligned; returns the section size.
+uint64_t place_constants(const std::vector<const Tensor*>& constants, std::vector<uint64_t>& offsets) {
+    uint64_t size = 0;
+    for (const Tensor* t : constants) {
+        offsets.push_back(size);
+        size = align_up(size + t->nbytes(), kConstantAlignment);
+    }
+    return size;
+}
+
+/// Writes the header, section table and sections to a temp file and renames it over `path`.
+void write_artifact(const std::string& path, const SectionBytes& sb) {
     struct Placed {
         SectionKind kind;
         uint64_t offset, size, checksum;
@@ -141,10 +140,11 @@ void save_artifact(const std::string& path, const Executable& exe, const std::st
         sections.push_back({kind, end, size, 0});
         end += size;
     };
-    place(SectionKind::kInfo, info_bytes.size(), 8);
-    place(SectionKind::kExecutable, exe_bytes.size(), 8);
-    place(SectionKind::kKernelLibrary, library.size(), 64);
-    place(SectionKind::kConstants, constants_size, kConstantAlignment);
+    place(SectionKind::kInfo, sb.info.size(), 8);
+    place(SectionKind::kExecutable, sb.exe.size(), 8);
+    place(SectionKind::kKernelLibrary, sb.library.size(), 64);
+    place(SectionKind::kConstants, sb.constants_size, kConstantAlignment);
+    place(SectionKind::kProgram, sb.program.size(), 8);
     const uint64_t file_size = end;
 
     TempFile out(path);
@@ -152,24 +152,24 @@ void save_artifact(const std::string& path, const Executable& exe, const std::st
         out.write_at(s.offset, bytes.data(), bytes.size());
         s.checksum = hash64(bytes.data(), bytes.size());
     };
-    write_section(sections[0], info_bytes);
-    write_section(sections[1], exe_bytes);
-    write_section(sections[2], library);
+    write_section(sections[0], sb.info);
+    write_section(sections[1], sb.exe);
+    write_section(sections[2], sb.library);
+    write_section(sections[4], sb.program);
     // Constants: streamed (they may be gigabytes), zero padding hashed with them.
     Hasher64 h;
     const std::string zeros(kConstantAlignment, '\0');
     uint64_t at = 0;
-    for (const BufferDesc& b : exe.buffers) {
-        if (b.role != BufferRole::kConstant) continue;
-        out.write_at(sections[3].offset + at, b.constant.data(), b.nbytes());
-        h.update(b.constant.data(), b.nbytes());
-        at += b.nbytes();
+    for (const Tensor* t : sb.constants) {
+        out.write_at(sections[3].offset + at, t->data(), t->nbytes());
+        h.update(t->data(), t->nbytes());
+        at += t->nbytes();
         const uint64_t pad = align_up(at, kConstantAlignment) - at;
         out.write_at(sections[3].offset + at, zeros.data(), pad);
         h.update(zeros.data(), pad);
         at += pad;
     }
-    KILN_ICHECK(at == constants_size) << at << " vs " << constants_size;
+    KILN_ICHECK(at == sb.constants_size) << at << " vs " << sb.constants_size;
     sections[3].checksum = h.digest();
 
     ByteWriter header;
@@ -190,6 +190,73 @@ void save_artifact(const std::string& path, const Executable& exe, const std::st
     // The padding between sections is left as holes, which read as zeros.
     out.write_at(0, header.data().data(), header.size());
     out.commit(path, file_size);
+}
+
+ArtifactInfo with_cpu_features(const ArtifactInfo& info) {
+    ArtifactInfo full = info;
+    if (full.cpu_features.empty()) full.cpu_features = host_cpu_features();
+    return full;
+}
+
+/// Per buffer of `exe`: its constant's offset in kConstants (0 for others); adds the constants.
+std::vector<uint64_t> add_constants(const Executable& exe, SectionBytes& sb) {
+    std::vector<const Tensor*> mine;
+    for (const BufferDesc& b : exe.buffers)
+        if (b.role == BufferRole::kConstant) mine.push_back(&b.constant);
+    std::vector<uint64_t> placed;
+    const uint64_t size = place_constants(mine, placed);
+    std::vector<uint64_t> offsets(exe.buffers.size(), 0);
+    size_t k = 0;
+    for (size_t i = 0; i < exe.buffers.size(); ++i)
+        if (exe.buffers[i].role == BufferRole::kConstant) offsets[i] = sb.constants_size + placed[k++];
+    sb.constants.insert(sb.constants.end(), mine.begin(), mine.end());
+    sb.constants_size += size;
+    return offsets;
+}
+
+/// The one library holding `exe`'s generated kernels ("" when none; two is an error).
+std::string library_of(const Executable& exe, const std::string& callee) {
+    std::string lib;
+    for (const KernelDesc& k : exe.kernels) {
+        if (!is_generated(k)) continue;
+        KILN_CHECK(lib.empty() || lib == k.library, kInvalidArgument)
+            << "executable '" << callee << "' has its kernels in more than one library ('" << lib << "', '"
+            << k.library << "'): compile it with CompileOptions::one_library to save it";
+        lib = k.library;
+    }
+    return lib;
+}
+
+}  // namespace
+
+void save_artifact(const std::string& path, const Executable& exe, const std::string& kernel_library_path,
+                   const ArtifactInfo& info) {
+    check_saveable(exe, kernel_library_path);
+    SectionBytes sb;
+    sb.info = encode_info(with_cpu_features(info));
+    const std::vector<uint64_t> offsets = add_constants(exe, sb);
+    sb.exe = encode_executable(exe, offsets);
+    sb.library = kernel_library_path.empty() ? std::string() : read_file(kernel_library_path);
+    write_artifact(path, sb);
+}
+
+void save_program_artifact(const std::string& path, const ProgramImage& image, const ArtifactInfo& info) {
+    KILN_CHECK(image.executables.size() == image.callee_names.size(), kInvalidArgument)
+        << "program image: " << image.executables.size() << " executables but " << image.callee_names.size()
+        << " callee names";
+    SectionBytes sb;
+    sb.info = encode_info(with_cpu_features(info));
+    std::vector<std::vector<uint64_t>> offsets;
+    std::vector<std::string> libraries;
+    for (size_t k = 0; k < image.executables.size(); ++k) {
+        const Executable& exe = *image.executables[k];
+        const std::string lib = library_of(exe, image.callee_names[k]);
+        check_saveable(exe, lib);
+        offsets.push_back(add_constants(exe, sb));
+        libraries.push_back(lib.empty() ? std::string() : read_file(lib));
+    }
+    sb.program = encode_program(image, offsets, libraries);
+    write_artifact(path, sb);
 }
 
 }  // namespace kiln::runtime

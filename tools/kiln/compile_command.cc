@@ -40,10 +40,15 @@ int compile_model(const CompileArgs& args) {
     opts.compile_jobs = args.jobs;
     compiler::ArtifactReport r = compiler::compile_artifact(args.model, args.output, opts);
     fmt::print("wrote {} in {:.2f} s\n", r.path, r.seconds);
-    fmt::print("kernels: {} generated in one library of {} ({} compiled now, {} from the cache), {} oneDNN; "
-               "{} steps per run\n",
-               r.kernels, megabytes(r.library_bytes), r.objects_compiled, r.kernels - r.objects_compiled,
-               r.extern_kernels, r.steps);
+    if (r.metadata.count("segments"))  // a VM program (control flow): one library per segment
+        fmt::print("kernels: {} generated in the libraries of {} segments ({} in all), {} oneDNN; {} steps per run of "
+                   "every segment once\n",
+                   r.kernels, r.metadata["segments"], megabytes(r.library_bytes), r.extern_kernels, r.steps);
+    else
+        fmt::print("kernels: {} generated in one library of {} ({} compiled now, {} from the cache), {} oneDNN; "
+                   "{} steps per run\n",
+                   r.kernels, megabytes(r.library_bytes), r.objects_compiled, r.kernels - r.objects_compiled,
+                   r.extern_kernels, r.steps);
     fmt::print("size: artifact {}, ONNX model {} ({:.2f}x)\n", megabytes(r.bytes), megabytes(r.model_bytes),
                r.model_bytes ? static_cast<double>(r.bytes) / static_cast<double>(r.model_bytes) : 0.0);
     fmt::print("options: -O{} dims [{}] kernels {} threads {} tuning log {} ({} tuned workloads), {} memory plan\n",

@@ -63,10 +63,27 @@ std::string shape_text(const runtime::Executable& exe, const runtime::BufferDesc
     return s + "]";
 }
 
+/// A program artifact (control flow): its metadata, inputs and outputs, and the VM program.
+int inspect_program_artifact(const InspectArgs& args, const runtime::LoadedArtifact& a) {
+    fmt::print("// compiled artifact {} (a VM program: control flow)\n", args.model);
+    for (const auto& [key, value] : a.info.metadata) fmt::print("{}: {}\n", key, value);
+    const runtime::ProgramImage& image = *a.program;
+    for (const TensorInfo& t : image.inputs) fmt::print("input {}: {} {}\n", t.name, dtype_name(t.dtype), shape_str(t.shape));
+    for (const TensorInfo& t : image.outputs) fmt::print("output {}: {} {}\n", t.name, dtype_name(t.dtype), shape_str(t.shape));
+    size_t steps = 0;
+    for (size_t k = 0; k < image.executables.size(); ++k) {
+        steps += image.executables[k]->steps.size();
+        fmt::print("callee #{}: executable '{}' ({} steps)\n", k, image.callee_names[k], image.executables[k]->steps.size());
+    }
+    fmt::print("{}{} segments, {} steps\n", runtime::vm::program_text(image.program), image.executables.size(), steps);
+    return 0;
+}
+
 /// The artifact's metadata, CPU features, inputs and outputs, kernels and step count (--memory:
 /// the memory plan report recorded when it was compiled).
 int inspect_artifact(const InspectArgs& args) {
     runtime::LoadedArtifact a = runtime::load_artifact(args.model);
+    if (a.program) return inspect_program_artifact(args, a);
     const runtime::Executable& exe = *a.exe;
     auto report = a.info.metadata.find("memory_report");
     if (args.memory) {

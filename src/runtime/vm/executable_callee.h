@@ -27,6 +27,8 @@ public:
                 size_t num_outs) override;
     std::string describe() const override;
     const Executable& executable() const { return *exe_; }
+    const std::shared_ptr<Executable>& shared_executable() const { return exe_; }
+    const std::string& name() const { return name_; }
 
 private:
     Status prepare();

@@ -20,7 +20,11 @@ std::string instr_text(const Program& p, const Instr& in) {
     if (!in.outs.empty()) os << regs(in.outs) << " = ";
     os << op_name(in.op);
     switch (in.op) {
-        case Op::kCall: os << " #" << in.imm << " " << regs(in.ins) << "   ; " << p.callees[static_cast<size_t>(in.imm)]->describe(); break;
+        case Op::kCall: os << " #" << in.imm << " " << regs(in.ins) << "   ; "
+                           << (static_cast<size_t>(in.imm) < p.callees.size()  // a saved program has none
+                                   ? p.callees[static_cast<size_t>(in.imm)]->describe()
+                                   : "callee #" + std::to_string(in.imm));
+                        break;
         case Op::kMove: os << " " << regs(in.ins); break;
         case Op::kIf: os << " r" << in.ins[0] << " then=fn " << in.imm << " else=fn " << in.imm2 << " (" << regs(in.ins, 1) << ")"; break;
         case Op::kLoop: os << " body=fn " << in.imm << " carried=" << in.imm2 << " M=" << regs({in.ins[0]}) << " cond=" << regs({in.ins[1]}) << " (" << regs(in.ins, 2) << ")"; break;

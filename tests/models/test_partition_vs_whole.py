@@ -228,7 +228,8 @@ def _symbolic_batch_mlp(path, seed=8):
 @needs_mpi
 def test_pipeline_microbatches_over_mpi(tmp_path):
     """--microbatches 4 over 2 ranks (GPipe forward): the inputs cut along the batch, each part a
-    step; over MPI bit for bit the in-process pipeline, and ONNX Runtime's outputs."""
+    step; over MPI bit for bit the in-process pipeline and the unpartitioned model run on the whole
+    batch, and ONNX Runtime's outputs."""
     model = str(tmp_path / "batch_mlp.onnx")
     _symbolic_batch_mlp(model)
     feed = {"x": np.random.default_rng(9).standard_normal((8, 64)).astype(np.float32)}
@@ -239,6 +240,9 @@ def test_pipeline_microbatches_over_mpi(tmp_path):
     assert "4 microbatches per run" in proc.stdout, proc.stdout
     over_mpi, _ = _mpi_run(model, inputs, str(tmp_path / "mpi"), extra)
     _assert_bitwise(over_mpi, local, "batch_mlp pipeline over MPI")
+    # The whole batch in one process, not cut: a row's result does not depend on the batch it is in.
+    whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--dim", "batch=8", "--threads", "1"])
+    _assert_bitwise(over_mpi, whole, "batch_mlp pipeline vs the whole batch in one process")
     assert_matches_ort(over_mpi, ort_outputs(model, feed), "batch_mlp pipeline", 1e-4, 1e-6)
 
 

@@ -1,6 +1,6 @@
 // Point-to-point transfers keyed like TensorFlow's rendezvous (Rendezvous::CreateKey): the
-// building block that Send/Recv pairs of a partitioned graph will lower to (docs/distributed.md;
-// partition.h makes the keys).
+// building block that Send/Recv pairs of a partitioned graph lower to under mpirun
+// (partitioned_run.h, docs/distributed.md; partition.h makes the keys).
 //
 // A transfer is named by a TransferKey — source rank and its incarnation, destination rank,
 // tensor, frame and iteration (inside loops), step — whose to_string() is what logs and errors

@@ -534,8 +534,8 @@ void add_run_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--compare-cpu", args->compare_cpu, "With --device cuda: also run on the CPU and print the largest error");
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
     sub->add_option("--partition", args->partition,
-                    "Split the model over N ranks and run them in this process, transfers through an in-memory "
-                    "rendezvous (docs/distributed.md)")
+                    "Split the model over N ranks: in this process, transfers through an in-memory rendezvous; "
+                    "under mpirun -np N, one process per rank, transfers over MPI (docs/distributed.md)")
         ->type_name("N")
         ->check(CLI::PositiveNumber);
     sub->add_option("--microbatches", args->microbatches,

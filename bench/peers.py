@@ -71,6 +71,7 @@ import fma_peak  # noqa: E402
 import flops  # noqa: E402
 import make_models  # noqa: E402
 import roofline  # noqa: E402
+import zoo_ab  # noqa: E402
 
 DEFAULT_MODELS = "resnet50,resnet18,mobilenetv2,bert_base,mlp"
 SMOKE_MODELS = "mlp,resnet18,resnet50,mobilenetv2,bert_base"  # the benchmark's own models
@@ -126,8 +127,10 @@ class Kiln:
             return self._run(repeat)["runs_ms"]
         with tempfile.TemporaryDirectory() as out:
             ms = self._run(repeat, out)["runs_ms"]
-            files = {f[:-4]: os.path.join(out, f) for f in os.listdir(out) if f.endswith(".npy")}
-            self.outputs = {n: np.load(files[n]) for n in names if n in files}
+            # Kiln writes each output to a sanitized file name ('/' -> '_'): see zoo_ab.py.
+            files = dict(zip(names, zoo_ab.kiln_output_files(list(names))))
+            self.outputs = {n: np.load(os.path.join(out, f)) for n, f in files.items()
+                            if os.path.exists(os.path.join(out, f))}
         return ms
 
 

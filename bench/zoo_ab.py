@@ -57,6 +57,20 @@ def kiln_runs(kiln: str, model: str, inputs: str, threads: int, repeat: int, out
     return runs
 
 
+def kiln_output_files(names: list[str]) -> list[str]:
+    """The .npy file names `kiln run --output-dir` writes for outputs `names`, in order: each
+    character outside [A-Za-z0-9._-] becomes '_', a repeated name gets `_<index>` (the rule of
+    tools/kiln/name_value_args.cc sanitize_file_name and run_command.cc write_outputs)."""
+    files, used = [], set()
+    for i, name in enumerate(names):
+        f = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)
+        f = "_" + f if f in ("", ".", "..") else f
+        f = f"{f}_{i}" if f in used else f
+        used.add(f)
+        files.append(f + ".npy")
+    return files
+
+
 def smoke(args, kilns: list[str]) -> None:
     for name in args.models.split(","):
         model, inputs = (os.path.join(args.zoo_dir, f"{name}_b1{s}") for s in (".onnx", "_inputs.npz"))
@@ -66,8 +80,8 @@ def smoke(args, kilns: list[str]) -> None:
         for kiln in kilns:
             with tempfile.TemporaryDirectory() as out:
                 kiln_runs(kiln, model, inputs, args.threads, 1, out)
-                for oname, want in ref.items():
-                    got = np.load(os.path.join(out, oname + ".npy"))
+                for (oname, want), file in zip(ref.items(), kiln_output_files(list(ref))):
+                    got = np.load(os.path.join(out, file))
                     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3, err_msg=f"{name} {kiln} {oname}")
         print(f"{name}: outputs match ORT ({len(kilns)} Kiln builds)", flush=True)
 

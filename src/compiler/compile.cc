@@ -222,11 +222,23 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     return c;
 }
 
+/// Whether oneDNN's matcher takes the whole unit and oneDNN accepts its parameters.
+bool whole_unit_fits_dnnl(const KernelUnit& unit) {
+    std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+    return c && !((c->name == "dnnl_conv" || c->name == "dnnl_qconv" || c->name == "dnnl_conv_bwd") &&
+                  dnnl_conv_impl(*c).empty());
+}
+
 void detach_dnnl_anchors(ir::Graph& g, KernelSource source, int threads) {
     if (!runtime::have_dnnl() || source == KernelSource::kGenerated) return;
     static const te::KnobValues kUntuned;
     for (const KernelUnit& unit : partition_kernels(g)) {
         if (unit.nodes.size() < 2 || extern_choice(unit, source, kUntuned, threads)) continue;
+        // oneDNN could take the unit whole (its epilogue as post-ops) and the rule or the probe
+        // left it generated: the anchor alone on oneDNN and the epilogue as a kernel of its own
+        // would only add a pass (a noisy probe ran ShuffleNetV2's 24->58 1x1 conv so, its Relu
+        // apart). Detach only what oneDNN cannot take whole (a training mask around a conv).
+        if (whole_unit_fits_dnnl(unit)) continue;
         ir::Node* anchor = nullptr;
         for (ir::Node* n : unit.nodes)
             if (n->op() == "Conv" || n->op() == "ConvTranspose" || n->op() == "MatMul" || n->op() == "Gemm")

@@ -141,8 +141,12 @@ std::optional<bool> probe_prefers_dnnl(const KernelUnit& unit, const topi::Exter
     } catch (const Error&) {
         return std::nullopt;
     }
-    const std::string key = hex_hash(source + "\n" + c.name + ":" + runtime::ExternParams::format(c.params) +
-                                       "\n" + tune::host_target());
+    // A verdict holds for the oneDNN kernel it timed: plain 1x1 convs moved from a reordered
+    // brgemm conv to the GEMM conv (runtime/dnnl_kernels.cc), so a GEMM verdict keys on it.
+    const std::string params = runtime::ExternParams::format(c.params);
+    const std::string impl = runtime::dnnl_implementation(c.name, params);
+    const std::string key = hex_hash(source + "\n" + c.name + ":" + params + "\n" + tune::host_target() +
+                                     (impl.find("gemm") != std::string::npos ? "\n" + impl : ""));
     static std::mutex mu;
     static auto* known = new std::map<std::string, std::map<std::string, Verdict>>();  // by file
     std::lock_guard<std::mutex> lock(mu);  // one measurement at a time: probes must not overlap

@@ -635,6 +635,7 @@ private:
         auto rank = [](const std::string& impl) {
             return impl.rfind("ref", 0) == 0 ? 0 : impl.find("gemm") != std::string::npos ? 1 : 2;
         };
+        if (plain_pointwise()) return with_pd(layout(src, 3), w, bias, layout(dst, 3), dst_kiln, f, pads);
         int best = 0, best_rank = -1;
         for (int kind = 0; kind < (post_.binary.empty() ? 4 : 1) && best_rank < 2; ++kind) {
             try {
@@ -646,6 +647,17 @@ private:
             }
         }
         with_pd(layout(src, best), w, bias, layout(dst, best), dst_kiln, f, pads);
+    }
+
+    /// A 1x1 conv (stride 1, no pads, one group) between plain NC... tensors: oneDNN's GEMM conv
+    /// reads and writes them in place, one sgemm [M, C] x [C, HW] per image (ONNX Runtime's
+    /// path). Its brgemm conv on NHWC reordered the whole input and the output around every
+    /// part: ShuffleNetV2's 58- and 116-channel 1x1 convs (docs/kernels.md).
+    bool plain_pointwise() const {
+        if (deconv_ || groups_ != 1 || src_block_ != 0 || dst_block_ != 0 || !post_.binary.empty()) return false;
+        for (size_t d = 0; d < kernel_.size(); ++d)
+            if (kernel_[d] != 1 || strides_[d] != 1 || pads_b_[d] != 0 || pads_e_[d] != 0) return false;
+        return true;
     }
 
     /// The layout asked of oneDNN for an activation of dims `d` in Kiln's block `block`:
@@ -684,7 +696,10 @@ private:
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
         const int64_t sout = product(std::vector<int64_t>(dst_.begin() + 2, dst_.end()));
         // Split: whole images, else channel blocks or groups of one image (runtime/extern_split.h).
-        const ConvSplit split = dnnl_conv_split(n, c, m, g, threads, dst_block_);
+        ConvSplit split = dnnl_conv_split(n, c, m, g, threads, dst_block_);
+        // A plain 1x1 conv's GEMM takes any rows of W: 58 or 116 output channels split evenly.
+        if (split.by == ConvSplit::kNone && n == 1 && plain_pointwise() && std::min<int64_t>(threads, m / 8) > 1)
+            split = ConvSplit{ConvSplit::kChannels, std::min<int64_t>(threads, m / 8), 1, 0};
         const int64_t parts = split.parts, unit_g = split.unit_g;
         const bool by_batch = split.by == ConvSplit::kBatch;
         const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};

@@ -85,6 +85,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "dnnl_conv_bwd") return &make_dnnl_conv_backward;
     if (name == "dnnl_qconv") return &make_dnnl_qconv;
     if (name == "dnnl_qmatmul") return &make_dnnl_qmatmul;
+    if (name == "dnnl_dqmatmul") return &make_dnnl_dqmatmul;
     if (name == "kiln_rnn") return &make_rnn_kernel;
 #endif
     (void)name;

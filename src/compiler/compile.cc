@@ -200,6 +200,8 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_qadd(unit.nodes, unit.inputs, unit.outputs)) return c;  // int8 residual add
+    if (source != KernelSource::kGenerated)  // dynamic quantization's DynamicQuantizeLinear
+        if (auto c = topi::match_dynamic_quantize(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);

@@ -520,7 +520,8 @@ void append_eltwise_post(dnnl::post_ops& ops, const std::string& item) {
 /// with ONNX's roundings (one f32 product for the scale, one for the rescale). a_zp and the
 /// scales are read per call (oneDNN's run-time zero point and output scales: A's quantization
 /// parameters come from DynamicQuantizeLinear). Parameters: a, az (optional), b, s1, s2
-/// (optional; one element or N each), bias (optional, N floats), y, m, k, n, a_type, post.
+/// (optional; one element or N each), bias (optional, N floats), y, m, k, n, a_type, post
+/// (elementwise items, and add:ARG / mul:ARG of an [M, N] float tensor: a residual).
 class DnnlDynQMatMul final : public ExternKernel {
 public:
     DnnlDynQMatMul(const ExternParams& p, const std::vector<ExternArg>& args) {
@@ -551,6 +552,15 @@ public:
         s1_n_ = shape_numel(s1.shape), s2_n_ = s2 ? shape_numel(s2->shape) : 1;
         per_column_ = (s1_n_ == n_ || s2_n_ == n_) && n_ != 1;
         posts_ = p.list("post");
+        for (size_t i = 0; i < posts_.size(); ++i) {
+            if (posts_[i].rfind("add:", 0) != 0 && posts_[i].rfind("mul:", 0) != 0) continue;
+            const int64_t t = std::strtoll(posts_[i].c_str() + 4, nullptr, 10);
+            KILN_CHECK(t >= 0 && t < static_cast<int64_t>(args.size()) && args[t].dtype == DType::kFloat32 &&
+                           shape_numel(args[t].shape) == m_ * n_,
+                       kInvalidModel)
+                << "dnnl_dqmatmul: post-op '" << posts_[i] << "' is not a float32 [M, N] argument";
+            tensor_posts_.emplace_back(static_cast<int>(i) + (bias_arg_ >= 0 ? 1 : 0), t);
+        }
     }
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
@@ -623,7 +633,13 @@ private:
         dnnl::post_ops ops;
         // The bias after the rescale (oneDNN's own bias would be scaled with the sum).
         if (bias_arg_ >= 0) ops.append_binary(dnnl::algorithm::binary_add, memory::desc({1, n_}, dt::f32, tag::ab));
-        for (const std::string& item : posts_) append_eltwise_post(ops, item);
+        for (const std::string& item : posts_) {
+            if (item.rfind("add:", 0) == 0 || item.rfind("mul:", 0) == 0)  // a residual [M, N]
+                ops.append_binary(item[0] == 'a' ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
+                                  memory::desc({rows, n_}, dt::f32, tag::ab));
+            else
+                append_eltwise_post(ops, item);
+        }
         attr.set_post_ops(ops);
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, w, p.y), attr, cpu_engine());
@@ -670,6 +686,9 @@ private:
             if (bias_arg_ >= 0)
                 m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
                     memory({{1, n_}, dt::f32, tag::ab}, cpu_engine(), c.args[bias_arg_]);
+            for (const auto& [index, arg] : tensor_posts_)
+                m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] =
+                    memory(p.y, cpu_engine(), static_cast<float*>(c.args[arg]) + p.row0 * n_);
             if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
             p.prim.execute(s, m);
             s.wait();
@@ -684,6 +703,7 @@ private:
     dt a_dt_ = dt::u8;
     bool per_column_ = false;
     std::vector<std::string> posts_;
+    std::vector<std::pair<int, int64_t>> tensor_posts_;  // (post-op index, argument) of add:/mul:
     const int8_t* b_ = nullptr;
     std::mutex mu_;
     std::map<int, std::vector<Part>> plans_;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/dnnl_conv_backward.h"
+#include "runtime/dql_kernel.h"
 #include "runtime/dnnl_int8_kernels.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
@@ -78,6 +79,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_cumsum") return &make_cumsum_kernel;
     if (name == "kiln_scatternd") return &make_scatternd_kernel;
     if (name == "kiln_qadd") return &make_qadd_kernel;
+    if (name == "kiln_dql") return &make_dql_kernel;
     if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;

@@ -231,11 +231,8 @@ std::optional<ExternChoice> match_dynamic_matmul(const std::vector<ir::Node*>& n
         if (std::find(core.begin(), core.end(), x) == core.end()) rest.push_back(x);
     std::optional<DnnlEpilogue> ep = match_dnnl_epilogue(rest, 0, mul->output(0), inputs);
     if (!ep || outputs[0] != ep->result) return std::nullopt;
-    std::string post;
-    for (const std::string& x : ep->posts) {
-        if (x.rfind("add:", 0) == 0 || x.rfind("mul:", 0) == 0) return std::nullopt;  // tensors: not here
-        post += (post.empty() ? "" : ",") + x;
-    }
+    std::string post;  // add:ARG / mul:ARG (a residual of the result's type) included
+    for (const std::string& x : ep->posts) post += (post.empty() ? "" : ",") + x;
     for (size_t i = 0; i < scales.size(); ++i) p->push_back({"s" + std::to_string(i + 1), std::to_string(arg_of(inputs, scales[i]))});
     if (ep->bias_arg >= 0) p->push_back({"bias", std::to_string(ep->bias_arg)});
     if (!post.empty()) p->push_back({"post", post});
@@ -283,6 +280,23 @@ std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, cons
     for (const auto& [key, v] : p)
         if (v == "-1") return std::nullopt;
     return ExternChoice{"kiln_qadd", std::move(p)};
+}
+
+std::optional<ExternChoice> match_dynamic_quantize(const std::vector<ir::Node*>& nodes,
+                                                   const std::vector<ir::Value*>& inputs,
+                                                   const std::vector<ir::Value*>& outputs) {
+    if (nodes.size() != 1 || nodes[0]->op() != "DynamicQuantizeLinear" || nodes[0]->num_outputs() != 3) return std::nullopt;
+    const ir::Node& n = *nodes[0];
+    if (!n.input(0)->type().is_static() || n.input(0)->type().dtype != DType::kFloat32) return std::nullopt;
+    Pairs p = {{"x", std::to_string(arg_of(inputs, n.input(0)))}};
+    const char* keys[3] = {"y", "ys", "yz"};
+    for (int i = 0; i < 3; ++i) {  // an output nothing reads is not one of the unit's
+        const int o = arg_of(outputs, n.output(i));
+        if (o >= 0) p.push_back({keys[i], std::to_string(inputs.size() + o)});
+        else if (i == 0) return std::nullopt;
+    }
+    if (p[0].second == "-1") return std::nullopt;
+    return ExternChoice{"kiln_dql", std::move(p)};
 }
 
 std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,

@@ -209,18 +209,19 @@ def test_quantize_static_mlp_matches_ort(tmp_path):
 @pytest.mark.parametrize("quantizer", ["kiln", "ort"])
 def test_dynamic_matmul_matches_ort(tmp_path, quantizer):
     """Dynamic quantization (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(a_s * W_s)),
-    the bias Add and the Relu after it -> one dnnl_dqmatmul per MatMul; equal to ORT on the file
-    written by `kiln quantize --dynamic` or by ORT's `quantize_dynamic`."""
+    the bias Add and the Relu or residual Add after it -> one dnnl_dqmatmul per MatMul, each
+    DynamicQuantizeLinear kiln_dql; equal to ORT on the file written by `kiln quantize --dynamic`
+    or by ORT's `quantize_dynamic` (so the activations were quantized to the same bytes)."""
     if not kiln_has_dnnl():
         pytest.skip("kiln built without oneDNN")
     rng = np.random.default_rng(12)
     inits = [numpy_helper.from_array((rng.standard_normal((64, 96)) / 8).astype(np.float32), "W1"),
              numpy_helper.from_array((rng.standard_normal(96) * 0.1).astype(np.float32), "b1"),
-             numpy_helper.from_array((rng.standard_normal((96, 40)) / 10).astype(np.float32), "W2"),
-             numpy_helper.from_array((rng.standard_normal(40) * 0.1).astype(np.float32), "b2")]
+             numpy_helper.from_array((rng.standard_normal((96, 64)) / 10).astype(np.float32), "W2"),
+             numpy_helper.from_array((rng.standard_normal(64) * 0.1).astype(np.float32), "b2")]
     nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
              helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["m2"]),
-             helper.make_node("Add", ["m2", "b2"], ["y"])]
+             helper.make_node("Add", ["m2", "b2"], ["mb"]), helper.make_node("Add", ["mb", "x"], ["y"])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 64])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
@@ -233,6 +234,7 @@ def test_dynamic_matmul_matches_ort(tmp_path, quantizer):
         quantization.quantize_dynamic(f32, q, weight_type=quantization.QuantType.QInt8)
     kernels = _kernels(q)
     assert kernels.count("[dnnl_dqmatmul]") == 2, f"not every MatMulInteger runs as the int8 kernel:\n{kernels}"
+    assert kernels.count("[kiln_dql]") == 2, kernels
     feed = {"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
     np.savez(tmp_path / "in.npz", **feed)
     ref = ort_outputs(q, feed)["y"]

@@ -241,3 +241,28 @@ def test_dynamic_matmul_matches_ort(tmp_path, quantizer):
     for source in ("auto", "generated"):
         outs, _ = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / source), extra=["--kernels", source])
         np.testing.assert_allclose(outs["y"], ref, rtol=1e-5, atol=1e-5, err_msg=f"--kernels {source}")
+
+
+@pytest.mark.parametrize("case", ["mixed", "positive", "constant"])
+def test_dynamic_quantize_linear_equals_ort(tmp_path, case):
+    """DynamicQuantizeLinear alone (kiln_dql under --kernels auto, the generated kernel under
+    generated): y, y_scale and y_zero_point byte-equal to ORT's, over a range with 0 inside, one
+    of positives only (zero point 0) and a constant tensor (scale 1)."""
+    rng = np.random.default_rng(13)
+    x = {"mixed": rng.standard_normal((3, 50, 700)) * 4 - 1, "positive": rng.uniform(0.5, 3, (3, 50, 700)),
+         "constant": np.full((3, 50, 700), 2.5)}[case].astype(np.float32)
+    if case == "mixed":  # values near halves of a step
+        x.flat[:50] = (np.arange(50) + 0.5) * ((x.max() - min(x.min(), 0)) / 255)
+    g = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info(n, t, None) for n, t in
+                           [("y", TensorProto.UINT8), ("ys", TensorProto.FLOAT), ("yz", TensorProto.UINT8)]])
+    path = str(tmp_path / "dql.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    assert "[kiln_dql]" in _kernels(path)  # not oneDNN: in every build
+    np.savez(tmp_path / "in.npz", x=x)
+    ref = ort_outputs(path, {"x": x})
+    for source in ("auto", "generated"):
+        outs, _ = kiln_run_model(path, str(tmp_path / "in.npz"), str(tmp_path / source), extra=["--kernels", source])
+        for name in ("y", "ys", "yz"):
+            np.testing.assert_array_equal(outs[name], ref[name], err_msg=f"--kernels {source}: {name}")

@@ -209,6 +209,35 @@ void check_dqmatmul(int64_t m, int64_t k, int64_t n, int threads, bool bias) {
     EXPECT_LE(off, m * n / 100) << off << " of " << m * n << " not bit-equal";
 }
 
+TEST(Int8Kernels, DnnlDynQMatMulRejectsForgedParameters) {
+    // Parameters that say N = 9 over a B of 8 columns, and a residual post-op on a too-small
+    // argument: kInvalidModel at load, naming the kernel, never a read past a buffer.
+    for (const std::string& bad : {std::string("n"), std::string("post")}) {
+        Executable exe;
+        exe.buffers.push_back({"a", DType::kUInt8, {4, 16}, BufferRole::kInput});
+        exe.buffers.push_back(constant("b", Tensor(DType::kInt8, {16, 8})));
+        exe.buffers.push_back({"s", DType::kFloat32, {}, BufferRole::kInput});
+        exe.buffers.push_back({"r", DType::kFloat32, {8}, BufferRole::kInput});
+        exe.buffers.push_back({"y", DType::kFloat32, {4, 8}, BufferRole::kOutput});
+        KernelDesc kd;
+        kd.description = "MatMulInteger+Cast+Mul";
+        kd.extern_name = "dnnl_dqmatmul";
+        Pairs p = {{"a", "0"}, {"b", "1"}, {"s1", "2"}, {"y", "4"}, {"m", "4"}, {"k", "16"},
+                   {"n", bad == "n" ? "9" : "8"}, {"a_type", "u8"}};
+        if (bad == "post") p.push_back({"post", "add:3"});
+        kd.extern_params = ExternParams::format(p);
+        exe.kernels.push_back(kd);
+        exe.steps.push_back({0, {0, 1, 2, 3, 4}, "dqmm", 4});
+        try {
+            exe.load();
+            ADD_FAILURE() << "dnnl_dqmatmul loaded with a forged '" << bad << "'";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kInvalidModel) << e.what();
+            EXPECT_NE(std::string(e.what()).find("dnnl_dqmatmul"), std::string::npos) << e.what();
+        }
+    }
+}
+
 TEST(Int8Kernels, DnnlDynQMatMulMatchesIntegerLoop) {
     check_dqmatmul(5, 24, 40, 1, false);
     check_dqmatmul(64, 96, 33, 2, true);  // rows split across two threads, bias after the rescale

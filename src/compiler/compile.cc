@@ -108,7 +108,7 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
     // linear in T, 1-4.5 GFLOP/s; docs/kernels.md).
     if (c.name == "kiln_rnn") return true;
     // The int8 kernels at any size: the generated QLinearConv / QLinearMatMul are integer loops.
-    if (c.name == "dnnl_qconv" || c.name == "dnnl_qmatmul") return true;
+    if (c.name == "dnnl_qconv" || c.name == "dnnl_qmatmul" || c.name == "dnnl_dqmatmul") return true;
     // Conv gradients at any size: the generated KilnConvGrad* kernel is an unscheduled gather.
     if (c.name == "dnnl_conv_bwd") return true;
     // A 1-D convolution takes oneDNN at any size: the generated kernel runs it as a 2-D one with
@@ -200,6 +200,8 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_qadd(unit.nodes, unit.inputs, unit.outputs)) return c;  // int8 residual add
+    if (source != KernelSource::kGenerated)  // dynamic quantization's DynamicQuantizeLinear
+        if (auto c = topi::match_dynamic_quantize(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);

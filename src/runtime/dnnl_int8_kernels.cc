@@ -493,6 +493,221 @@ private:
     std::map<int, std::vector<Part>> plans_;
 };
 
+
+/// One `post` item (topi::match_dnnl_epilogue's elementwise forms) as oneDNN's eltwise post-op.
+void append_eltwise_post(dnnl::post_ops& ops, const std::string& item) {
+    using alg = dnnl::algorithm;
+    std::vector<std::string> f = ExternParams::split(item, ':');
+    auto v = [&](size_t i) {
+        KILN_CHECK(i < f.size(), kInvalidModel) << "dnnl_dqmatmul: post-op '" << item << "' lacks a parameter";
+        return std::strtof(f[i].c_str(), nullptr);
+    };
+    static const std::map<std::string, alg> unary = {
+        {"relu", alg::eltwise_relu},         {"sigmoid", alg::eltwise_logistic},   {"tanh", alg::eltwise_tanh},
+        {"exp", alg::eltwise_exp},           {"gelu_erf", alg::eltwise_gelu_erf}, {"gelu_tanh", alg::eltwise_gelu_tanh},
+        {"hardswish", alg::eltwise_hardswish}};
+    if (auto it = unary.find(f[0]); it != unary.end()) ops.append_eltwise(1.f, it->second, 0.f, 0.f);
+    else if (f[0] == "swish") ops.append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f);
+    else if (f[0] == "leaky") ops.append_eltwise(1.f, alg::eltwise_relu, v(1), 0.f);
+    else if (f[0] == "clip") ops.append_eltwise(1.f, alg::eltwise_clip, v(1), v(2));
+    else if (f[0] == "linear") ops.append_eltwise(1.f, alg::eltwise_linear, v(1), v(2));
+    else KILN_CHECK(false, kInvalidModel) << "dnnl_dqmatmul: unsupported post-op '" << item << "'";
+}
+
+/// Dynamic quantization's MatMul, MatMulInteger(A_q, B_q) -> Cast -> Mul(a_s * B_s) (-> + bias
+/// -> elementwise): A [M, K] u8/s8 (leading dims folded) x constant B [K, N] s8 -> Y [M, N] f32,
+///   y = float((A - a_zp) @ B) * (s1 * s2)[c]  (+ bias[c], then the post-ops)
+/// with ONNX's roundings (one f32 product for the scale, one for the rescale). a_zp and the
+/// scales are read per call (oneDNN's run-time zero point and output scales: A's quantization
+/// parameters come from DynamicQuantizeLinear). Parameters: a, az (optional), b, s1, s2
+/// (optional; one element or N each), bias (optional, N floats), y, m, k, n, a_type, post
+/// (elementwise items, and add:ARG / mul:ARG of an [M, N] float tensor: a residual).
+class DnnlDynQMatMul final : public ExternKernel {
+public:
+    DnnlDynQMatMul(const ExternParams& p, const std::vector<ExternArg>& args) {
+        m_ = p.integer("m"), k_ = p.integer("k"), n_ = p.integer("n");
+        a_dt_ = p.str("a_type") == "s8" ? dt::s8 : dt::u8;
+        auto arg = [&](const char* key, bool optional) -> const ExternArg* {
+            const int64_t i = optional ? p.integer_or(key, -1) : p.integer(key);
+            if (optional && i < 0) return nullptr;
+            KILN_CHECK(i >= 0 && i < static_cast<int64_t>(args.size()), kInvalidModel)
+                << "dnnl_dqmatmul: argument '" << key << "' is not one of the step's";
+            return &args[i];
+        };
+        const ExternArg &a = *arg("a", false), &b = *arg("b", false), &y = *arg("y", false), &s1 = *arg("s1", false);
+        const ExternArg *az = arg("az", true), *s2 = arg("s2", true), *bias = arg("bias", true);
+        auto scale_ok = [&](const ExternArg* s) {
+            return !s || (s->dtype == DType::kFloat32 && (shape_numel(s->shape) == 1 || shape_numel(s->shape) == n_));
+        };
+        KILN_CHECK(m_ > 0 && k_ > 0 && n_ > 0 && shape_numel(a.shape) == m_ * k_ && shape_numel(y.shape) == m_ * n_ &&
+                       b.constant && b.dtype == DType::kInt8 && shape_numel(b.shape) == k_ * n_ && is_q8(a.dtype) &&
+                       dnnl_type(a.dtype) == a_dt_ && y.dtype == DType::kFloat32 && scale_ok(&s1) && scale_ok(s2) &&
+                       (!az || (az->dtype == a.dtype && shape_numel(az->shape) == 1)) &&
+                       (!bias || (bias->dtype == DType::kFloat32 && shape_numel(bias->shape) == n_)),
+                   kInvalidModel)
+            << "dnnl_dqmatmul: argument types or sizes do not match the parameters";
+        b_ = static_cast<const int8_t*>(b.constant);
+        a_arg_ = p.integer("a"), y_arg_ = p.integer("y"), s1_arg_ = p.integer("s1");
+        az_arg_ = p.integer_or("az", -1), s2_arg_ = p.integer_or("s2", -1), bias_arg_ = p.integer_or("bias", -1);
+        s1_n_ = shape_numel(s1.shape), s2_n_ = s2 ? shape_numel(s2->shape) : 1;
+        per_column_ = (s1_n_ == n_ || s2_n_ == n_) && n_ != 1;
+        posts_ = p.list("post");
+        for (size_t i = 0; i < posts_.size(); ++i) {
+            if (posts_[i].rfind("add:", 0) != 0 && posts_[i].rfind("mul:", 0) != 0) continue;
+            const int64_t t = std::strtoll(posts_[i].c_str() + 4, nullptr, 10);
+            KILN_CHECK(t >= 0 && t < static_cast<int64_t>(args.size()) && args[t].dtype == DType::kFloat32 &&
+                           shape_numel(args[t].shape) == m_ * n_,
+                       kInvalidModel)
+                << "dnnl_dqmatmul: post-op '" << posts_[i] << "' is not a float32 [M, N] argument";
+            tensor_posts_.emplace_back(static_cast<int>(i) + (bias_arg_ >= 0 ? 1 : 0), t);
+        }
+    }
+
+    Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
+        try {
+            std::vector<Part>& parts = parts_for(std::max(1, threads));
+            Call call = call_args(args);
+            struct Ctx {
+                DnnlDynQMatMul* self;
+                std::vector<Part>* parts;
+                const Call* call;
+                std::mutex mu;
+                Status first = Status::ok_status();
+            } ctx{this, &parts, &call, {}};
+            env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
+                             [](int64_t b, int64_t e, void* c) {
+                                 auto* x = static_cast<Ctx*>(c);
+                                 for (int64_t i = b; i < e; ++i) {
+                                     Status st = x->self->run_part((*x->parts)[i], *x->call);
+                                     std::lock_guard<std::mutex> lock(x->mu);
+                                     if (!st.ok() && x->first.ok()) x->first = st;
+                                 }
+                             },
+                             &ctx);
+            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return ctx.first;
+        } catch (const Error& e) {
+            return Status::from(e);
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+private:
+    struct Part {
+        dnnl::matmul prim;
+        memory weights;
+        memory::desc a, y, scratch_md;
+        int64_t row0 = 0;
+        std::unique_ptr<BytePool> scratch;
+    };
+    /// This call's run-time values: the per-column scales s1 * s2 and A's zero point.
+    struct Call {
+        void* const* args;
+        std::vector<float> scales;
+        int32_t zp = 0;
+    };
+
+    Call call_args(void* const* args) const {
+        Call c{args, std::vector<float>(per_column_ ? n_ : 1), 0};
+        const float* s1 = static_cast<const float*>(args[s1_arg_]);
+        const float* s2 = s2_arg_ >= 0 ? static_cast<const float*>(args[s2_arg_]) : nullptr;
+        for (size_t i = 0; i < c.scales.size(); ++i) {
+            const float x = s1[s1_n_ == 1 ? 0 : i];
+            c.scales[i] = s2 ? x * s2[s2_n_ == 1 ? 0 : i] : x;  // ONNX's Mul(a_s, B_s): one f32 product
+        }
+        if (az_arg_ >= 0)
+            c.zp = a_dt_ == dt::u8 ? *static_cast<const uint8_t*>(args[az_arg_]) : *static_cast<const int8_t*>(args[az_arg_]);
+        return c;
+    }
+
+    Part make_part(int64_t row0, int64_t rows) const {
+        Part p;
+        p.row0 = row0;
+        p.a = memory::desc({rows, k_}, a_dt_, tag::ab);
+        p.y = memory::desc({rows, n_}, dt::f32, tag::ab);
+        memory::desc w({k_, n_}, dt::s8, tag::any);
+        dnnl::primitive_attr attr;
+        attr.set_output_scales(per_column_ ? 1 << 1 : 0, {DNNL_RUNTIME_F32_VAL});
+        if (az_arg_ >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+        dnnl::post_ops ops;
+        // The bias after the rescale (oneDNN's own bias would be scaled with the sum).
+        if (bias_arg_ >= 0) ops.append_binary(dnnl::algorithm::binary_add, memory::desc({1, n_}, dt::f32, tag::ab));
+        for (const std::string& item : posts_) {
+            if (item.rfind("add:", 0) == 0 || item.rfind("mul:", 0) == 0)  // a residual [M, N]
+                ops.append_binary(item[0] == 'a' ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
+                                  memory::desc({rows, n_}, dt::f32, tag::ab));
+            else
+                append_eltwise_post(ops, item);
+        }
+        attr.set_post_ops(ops);
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, w, p.y), attr, cpu_engine());
+        p.prim = dnnl::matmul(pd);
+        memory plain(memory::desc({k_, n_}, dt::s8, tag::ab), cpu_engine(), const_cast<int8_t*>(b_));
+        p.weights = memory(pd.weights_desc(), cpu_engine());
+        dnnl::stream s(cpu_engine());
+        dnnl::reorder(plain, p.weights).execute(s, plain, p.weights);
+        s.wait();
+        p.scratch_md = pd.scratchpad_desc();
+        if (p.scratch_md.get_size() > 0) p.scratch = std::make_unique<BytePool>(p.scratch_md.get_size());
+        if (std::getenv("KILN_DNNL_VERBOSE"))
+            std::fprintf(stderr, "kiln dnnl_dqmatmul: %ldx%ldx%ld rows %ld: %s\n", long(m_), long(k_), long(n_),
+                         long(rows), pd.impl_info_str());
+        return p;
+    }
+
+    std::vector<Part>& parts_for(int threads) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = plans_.find(threads);
+        if (it != plans_.end()) return it->second;
+        omp_set_num_threads(1);
+        const int64_t k = std::max<int64_t>(1, std::min<int64_t>(threads, m_ / 16));
+        std::vector<Part> parts;
+        for (int64_t i = 0; i < k; ++i) parts.push_back(make_part(m_ * i / k, m_ * (i + 1) / k - m_ * i / k));
+        return plans_.emplace(threads, std::move(parts)).first->second;
+    }
+
+    Status run_part(Part& p, const Call& c) {
+        try {
+            omp_set_num_threads(1);
+            dnnl::stream s(cpu_engine());
+            Lease scratch(p.scratch.get());
+            int32_t zp = c.zp;
+            std::unordered_map<int, memory> m = {
+                {DNNL_ARG_SRC, memory(p.a, cpu_engine(), static_cast<uint8_t*>(c.args[a_arg_]) + p.row0 * k_)},
+                {DNNL_ARG_WEIGHTS, p.weights},
+                {DNNL_ARG_DST, memory(p.y, cpu_engine(), static_cast<float*>(c.args[y_arg_]) + p.row0 * n_)},
+                {DNNL_ARG_ATTR_OUTPUT_SCALES,
+                 memory({{static_cast<int64_t>(c.scales.size())}, dt::f32, tag::a}, cpu_engine(),
+                        const_cast<float*>(c.scales.data()))}};
+            if (az_arg_ >= 0)
+                m[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory({{1}, dt::s32, tag::a}, cpu_engine(), &zp);
+            if (bias_arg_ >= 0)
+                m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+                    memory({{1, n_}, dt::f32, tag::ab}, cpu_engine(), c.args[bias_arg_]);
+            for (const auto& [index, arg] : tensor_posts_)
+                m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] =
+                    memory(p.y, cpu_engine(), static_cast<float*>(c.args[arg]) + p.row0 * n_);
+            if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
+            p.prim.execute(s, m);
+            s.wait();
+            return Status::ok_status();
+        } catch (const dnnl::error& e) {
+            return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
+        }
+    }
+
+    int64_t m_ = 0, k_ = 0, n_ = 0, a_arg_ = -1, y_arg_ = -1, az_arg_ = -1, s1_arg_ = -1, s2_arg_ = -1, bias_arg_ = -1;
+    int64_t s1_n_ = 1, s2_n_ = 1;
+    dt a_dt_ = dt::u8;
+    bool per_column_ = false;
+    std::vector<std::string> posts_;
+    std::vector<std::pair<int, int64_t>> tensor_posts_;  // (post-op index, argument) of add:/mul:
+    const int8_t* b_ = nullptr;
+    std::mutex mu_;
+    std::map<int, std::vector<Part>> plans_;
+};
 }  // namespace
 
 std::unique_ptr<ExternKernel> make_dnnl_qconv(const ExternParams& params, const std::vector<ExternArg>& args) {
@@ -501,6 +716,10 @@ std::unique_ptr<ExternKernel> make_dnnl_qconv(const ExternParams& params, const 
 
 std::unique_ptr<ExternKernel> make_dnnl_qmatmul(const ExternParams& params, const std::vector<ExternArg>& args) {
     return std::make_unique<DnnlQMatMul>(params, args);
+}
+
+std::unique_ptr<ExternKernel> make_dnnl_dqmatmul(const ExternParams& params, const std::vector<ExternArg>& args) {
+    return std::make_unique<DnnlDynQMatMul>(params, args);
 }
 
 std::string dnnl_qconv_implementation(const ExternParams& params) {

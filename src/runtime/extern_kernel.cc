@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/dnnl_conv_backward.h"
+#include "runtime/dql_kernel.h"
 #include "runtime/dnnl_int8_kernels.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
@@ -78,6 +79,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_cumsum") return &make_cumsum_kernel;
     if (name == "kiln_scatternd") return &make_scatternd_kernel;
     if (name == "kiln_qadd") return &make_qadd_kernel;
+    if (name == "kiln_dql") return &make_dql_kernel;
     if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
@@ -85,6 +87,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "dnnl_conv_bwd") return &make_dnnl_conv_backward;
     if (name == "dnnl_qconv") return &make_dnnl_qconv;
     if (name == "dnnl_qmatmul") return &make_dnnl_qmatmul;
+    if (name == "dnnl_dqmatmul") return &make_dnnl_dqmatmul;
     if (name == "kiln_rnn") return &make_rnn_kernel;
 #endif
     (void)name;

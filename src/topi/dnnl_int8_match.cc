@@ -27,6 +27,11 @@ const Tensor* constant_of(const ir::Value* v, DType t, int64_t n) {
     return c.numel() == n ? &c : nullptr;
 }
 
+int arg_of(const std::vector<ir::Value*>& inputs, const ir::Value* v) {
+    auto it = std::find(inputs.begin(), inputs.end(), v);
+    return it == inputs.end() ? -1 : static_cast<int>(it - inputs.begin());
+}
+
 bool all_zero(const Tensor& t) {
     for (int64_t i = 0; i < t.numel(); ++i)
         if (t.get_i64(i) != 0) return false;
@@ -148,6 +153,94 @@ std::optional<std::array<const ir::Value*, 3>> dequantized_input(const ir::Value
     return std::array<const ir::Value*, 3>{n->input(0), n->input(1), n->input(2)};
 }
 
+
+/// The operand of binary `n` other than `v`, or nullptr.
+const ir::Value* other_of(const ir::Node* n, const ir::Value* v) {
+    if (n->num_inputs() != 2) return nullptr;
+    if (n->input(0) == v && n->input(1) != v) return n->input(1);
+    if (n->input(1) == v && n->input(0) != v) return n->input(0);
+    return nullptr;
+}
+
+/// A float32 scale of one element or one per column (numel n, last dim n).
+bool column_scale(const ir::Value* v, int64_t n) {
+    if (!v || v->type().dtype != DType::kFloat32 || !v->type().is_static()) return false;
+    const Shape s = v->type().static_shape();
+    return shape_numel(s) == 1 || (shape_numel(s) == n && !s.empty() && s.back() == n);
+}
+
+bool in_unit(const std::vector<ir::Node*>& nodes, const ir::Node* n) {
+    return n && std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+}
+
+/// The single user of `v` if it is in the unit and runs `op`, else nullptr.
+const ir::Node* sole_user(const std::vector<ir::Node*>& nodes, const ir::Value* v, const char* op) {
+    if (v->users().size() != 1 || v->users()[0]->op() != op || !in_unit(nodes, v->users()[0])) return nullptr;
+    return v->users()[0];
+}
+
+/// The MatMulInteger's operands as parameters (a, az, b, m, k, n, a_type), or nullopt.
+std::optional<Pairs> matmul_integer_params(const ir::Node& mm, const std::vector<ir::Value*>& inputs) {
+    const ir::Value *a = mm.input(0), *b = mm.input(1);
+    if (!a->type().is_static() || !b->type().is_static() || !is_q8(a->type().dtype) || b->type().dtype != DType::kInt8 ||
+        !b->is_constant())
+        return std::nullopt;
+    const Shape as = a->type().static_shape(), bs = b->type().static_shape();
+    if (as.size() < 2 || bs.size() != 2 || as.back() != bs[0]) return std::nullopt;
+    const ir::Value* bz = mm.num_inputs() > 3 ? mm.input(3) : nullptr;
+    if (bz && (!bz->is_constant() || !all_zero(bz->constant()))) return std::nullopt;  // oneDNN: no weight zp
+    const ir::Value* az = mm.num_inputs() > 2 ? mm.input(2) : nullptr;
+    if (az && (az->type().dtype != a->type().dtype || !az->type().is_static() || shape_numel(az->type().static_shape()) != 1))
+        return std::nullopt;
+    const int64_t k = bs[0], n = bs[1];
+    Pairs p = {{"a", std::to_string(arg_of(inputs, a))}, {"b", std::to_string(arg_of(inputs, b))},
+               {"m", std::to_string(shape_numel(as) / k)}, {"k", std::to_string(k)}, {"n", std::to_string(n)},
+               {"a_type", q8_name(a->type().dtype)}};
+    if (az) p.push_back({"az", std::to_string(arg_of(inputs, az))});
+    return p;
+}
+
+/// Dynamic quantization's MatMul: MatMulInteger(a_q, B_q const s8, a_zp) -> Cast(float) ->
+/// Mul(scale), scale = a_s * B_s (a Mul in the unit, or computed before it), then the float
+/// epilogue (bias, GELU, ...) -> "dnnl_dqmatmul".
+std::optional<ExternChoice> match_dynamic_matmul(const std::vector<ir::Node*>& nodes,
+                                                 const std::vector<ir::Value*>& inputs,
+                                                 const std::vector<ir::Value*>& outputs) {
+    const ir::Node* mm = nullptr;
+    for (const ir::Node* n : nodes)
+        if (n->op() == "MatMulInteger") mm = n;
+    if (!mm || outputs.size() != 1) return std::nullopt;
+    std::optional<Pairs> p = matmul_integer_params(*mm, inputs);
+    const ir::Node* cast = p ? sole_user(nodes, mm->output(0), "Cast") : nullptr;
+    if (!cast || cast->attr_int("to", 0) != 1) return std::nullopt;  // to FLOAT
+    const ir::Node* mul = sole_user(nodes, cast->output(0), "Mul");
+    const ir::Value* s = mul ? other_of(mul, cast->output(0)) : nullptr;
+    const int64_t n = mm->input(1)->type().static_shape()[1];
+    if (!column_scale(s, n)) return std::nullopt;
+    std::vector<const ir::Node*> core = {mm, cast, mul};
+    std::vector<const ir::Value*> scales = {s};
+    if (in_unit(nodes, s->producer())) {  // the Mul(a_s, B_s) itself
+        const ir::Node* sm = s->producer();
+        if (sm->op() != "Mul" || sm->num_inputs() != 2 || !column_scale(sm->input(0), n) || !column_scale(sm->input(1), n))
+            return std::nullopt;
+        core.push_back(sm);
+        scales = {sm->input(0), sm->input(1)};
+    }
+    std::vector<ir::Node*> rest;
+    for (ir::Node* x : nodes)
+        if (std::find(core.begin(), core.end(), x) == core.end()) rest.push_back(x);
+    std::optional<DnnlEpilogue> ep = match_dnnl_epilogue(rest, 0, mul->output(0), inputs);
+    if (!ep || outputs[0] != ep->result) return std::nullopt;
+    std::string post;  // add:ARG / mul:ARG (a residual of the result's type) included
+    for (const std::string& x : ep->posts) post += (post.empty() ? "" : ",") + x;
+    for (size_t i = 0; i < scales.size(); ++i) p->push_back({"s" + std::to_string(i + 1), std::to_string(arg_of(inputs, scales[i]))});
+    if (ep->bias_arg >= 0) p->push_back({"bias", std::to_string(ep->bias_arg)});
+    if (!post.empty()) p->push_back({"post", post});
+    p->push_back({"y", std::to_string(inputs.size())});
+    for (const auto& [key, v] : *p)
+        if (v == "-1") return std::nullopt;
+    return ExternChoice{"dnnl_dqmatmul", std::move(*p)};
+}
 }  // namespace
 
 std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
@@ -189,8 +282,27 @@ std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, cons
     return ExternChoice{"kiln_qadd", std::move(p)};
 }
 
+std::optional<ExternChoice> match_dynamic_quantize(const std::vector<ir::Node*>& nodes,
+                                                   const std::vector<ir::Value*>& inputs,
+                                                   const std::vector<ir::Value*>& outputs) {
+    if (nodes.size() != 1 || nodes[0]->op() != "DynamicQuantizeLinear" || nodes[0]->num_outputs() != 3) return std::nullopt;
+    const ir::Node& n = *nodes[0];
+    if (!n.input(0)->type().is_static() || n.input(0)->type().dtype != DType::kFloat32) return std::nullopt;
+    Pairs p = {{"x", std::to_string(arg_of(inputs, n.input(0)))}};
+    const char* keys[3] = {"y", "ys", "yz"};
+    for (int i = 0; i < 3; ++i) {  // an output nothing reads is not one of the unit's
+        const int o = arg_of(outputs, n.output(i));
+        if (o >= 0) p.push_back({keys[i], std::to_string(inputs.size() + o)});
+        else if (i == 0) return std::nullopt;
+    }
+    if (p[0].second == "-1") return std::nullopt;
+    return ExternChoice{"kiln_dql", std::move(p)};
+}
+
 std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                             const std::vector<ir::Value*>& outputs) {
+    for (const ir::Node* n : nodes)
+        if (n->op() == "MatMulInteger") return match_dynamic_matmul(nodes, inputs, outputs);
     if (nodes.size() != 1 || outputs.size() != 1 || outputs[0] != nodes[0]->output(0)) return std::nullopt;
     if (nodes[0]->op() == "QLinearConv") return match_qlinear_conv(*nodes[0], inputs);
     if (nodes[0]->op() == "QLinearMatMul") return match_qlinear_matmul(*nodes[0], inputs);

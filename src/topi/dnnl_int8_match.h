@@ -3,7 +3,9 @@
 // tensor or per output channel), constant scales and zero points and an optional constant int32
 // bias -> runtime extern kernel "dnnl_qconv" (runtime/dnnl_int8_kernels.h lists the
 // parameters); a QLinearMatMul of A [..., M, K] by a constant s8 B [K, N] (zero zero points,
-// per-tensor or per-column scales) -> "dnnl_qmatmul". Anything else (u8 weights, non-zero
+// per-tensor or per-column scales) -> "dnnl_qmatmul"; dynamic quantization's MatMulInteger (u8/s8
+// A, constant s8 B, zero B zero point) -> Cast -> Mul(a_s * B_s) with its float epilogue (bias,
+// activations, a residual add) -> "dnnl_dqmatmul". Anything else (u8 weights, non-zero
 // weight zero points, 1-D / 3-D, dynamic shapes) stays with the generated integer kernel.
 #pragma once
 
@@ -18,6 +20,12 @@ namespace kiln::topi {
 /// kernel "kiln_qadd" (runtime/qadd_kernel.h). Not oneDNN: matched for every kernel source.
 std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                        const std::vector<ir::Value*>& outputs);
+
+/// DynamicQuantizeLinear of a static float32 x -> runtime kernel "kiln_dql" (runtime/dql_kernel.h).
+/// Not oneDNN: matched for every kernel source but generated.
+std::optional<ExternChoice> match_dynamic_quantize(const std::vector<ir::Node*>& nodes,
+                                                   const std::vector<ir::Value*>& inputs,
+                                                   const std::vector<ir::Value*>& outputs);
 
 std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                             const std::vector<ir::Value*>& outputs);

@@ -516,7 +516,16 @@ std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, cons
     if (op == "MatMul" || op == "Gemm" || op == "KilnMatMulPackedB") return match_matmul(nodes, inputs, outputs);
     if (op == "RNN" || op == "GRU" || op == "LSTM") return match_rnn(nodes, inputs, outputs);
     if (op == "QLinearConv" || op == "QLinearMatMul") return match_dnnl_int8(nodes, inputs, outputs);
+    for (const ir::Node* n : nodes)  // the dynamic-quantization rescale may come first
+        if (n->op() == "MatMulInteger") return match_dnnl_int8(nodes, inputs, outputs);
     return std::nullopt;
+}
+
+std::optional<DnnlEpilogue> match_dnnl_epilogue(const std::vector<ir::Node*>& nodes, size_t first,
+                                                const ir::Value* anchor_out, const std::vector<ir::Value*>& inputs) {
+    std::optional<Epilogue> ep = match_epilogue(nodes, first, anchor_out, inputs, true);
+    if (!ep) return std::nullopt;
+    return DnnlEpilogue{ep->posts, ep->bias_arg, ep->result};
 }
 
 }  // namespace kiln::topi

@@ -39,4 +39,15 @@ struct ExternChoice {
 std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                        const std::vector<ir::Value*>& outputs);
 
+/// The elementwise chain nodes[first..] after an anchor writing `anchor_out`, as the "post"
+/// parameter's items and a bias [N] argument (-1: none); nullopt where oneDNN cannot express it.
+/// For the int8 matchers (topi/dnnl_int8_match.h).
+struct DnnlEpilogue {
+    std::vector<std::string> posts;
+    int bias_arg = -1;
+    const ir::Value* result = nullptr;
+};
+std::optional<DnnlEpilogue> match_dnnl_epilogue(const std::vector<ir::Node*>& nodes, size_t first,
+                                                const ir::Value* anchor_out, const std::vector<ir::Value*>& inputs);
+
 }  // namespace kiln::topi

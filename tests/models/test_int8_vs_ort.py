@@ -204,3 +204,65 @@ def test_quantize_static_mlp_matches_ort(tmp_path):
         steps = np.rint(np.abs(outs["y"] - ref) / scale)
         assert steps.max() <= 1 and (steps > 0).mean() <= 0.05, \
             f"--kernels {source}: {steps.max()} steps off, {(steps > 0).mean():.2%} of the outputs"
+
+
+@pytest.mark.parametrize("quantizer", ["kiln", "ort"])
+def test_dynamic_matmul_matches_ort(tmp_path, quantizer):
+    """Dynamic quantization (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(a_s * W_s)),
+    the bias Add and the Relu or residual Add after it -> one dnnl_dqmatmul per MatMul, each
+    DynamicQuantizeLinear kiln_dql; equal to ORT on the file written by `kiln quantize --dynamic`
+    or by ORT's `quantize_dynamic` (so the activations were quantized to the same bytes)."""
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    rng = np.random.default_rng(12)
+    inits = [numpy_helper.from_array((rng.standard_normal((64, 96)) / 8).astype(np.float32), "W1"),
+             numpy_helper.from_array((rng.standard_normal(96) * 0.1).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((96, 64)) / 10).astype(np.float32), "W2"),
+             numpy_helper.from_array((rng.standard_normal(64) * 0.1).astype(np.float32), "b2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["m2"]),
+             helper.make_node("Add", ["m2", "b2"], ["mb"]), helper.make_node("Add", ["mb", "x"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
+    if quantizer == "kiln":
+        proc = run_kiln(["quantize", f32, "-o", q, "--dynamic"])
+        assert proc.returncode == 0, proc.stderr
+    else:
+        quantization = pytest.importorskip("onnxruntime.quantization")
+        quantization.quantize_dynamic(f32, q, weight_type=quantization.QuantType.QInt8)
+    kernels = _kernels(q)
+    assert kernels.count("[dnnl_dqmatmul]") == 2, f"not every MatMulInteger runs as the int8 kernel:\n{kernels}"
+    assert kernels.count("[kiln_dql]") == 2, kernels
+    feed = {"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feed)
+    ref = ort_outputs(q, feed)["y"]
+    for source in ("auto", "generated"):
+        outs, _ = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / source), extra=["--kernels", source])
+        np.testing.assert_allclose(outs["y"], ref, rtol=1e-5, atol=1e-5, err_msg=f"--kernels {source}")
+
+
+@pytest.mark.parametrize("case", ["mixed", "positive", "constant"])
+def test_dynamic_quantize_linear_equals_ort(tmp_path, case):
+    """DynamicQuantizeLinear alone (kiln_dql under --kernels auto, the generated kernel under
+    generated): y, y_scale and y_zero_point byte-equal to ORT's, over a range with 0 inside, one
+    of positives only (zero point 0) and a constant tensor (scale 1)."""
+    rng = np.random.default_rng(13)
+    x = {"mixed": rng.standard_normal((3, 50, 700)) * 4 - 1, "positive": rng.uniform(0.5, 3, (3, 50, 700)),
+         "constant": np.full((3, 50, 700), 2.5)}[case].astype(np.float32)
+    if case == "mixed":  # values near halves of a step
+        x.flat[:50] = (np.arange(50) + 0.5) * ((x.max() - min(x.min(), 0)) / 255)
+    g = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info(n, t, None) for n, t in
+                           [("y", TensorProto.UINT8), ("ys", TensorProto.FLOAT), ("yz", TensorProto.UINT8)]])
+    path = str(tmp_path / "dql.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    assert "[kiln_dql]" in _kernels(path)  # not oneDNN: in every build
+    np.savez(tmp_path / "in.npz", x=x)
+    ref = ort_outputs(path, {"x": x})
+    for source in ("auto", "generated"):
+        outs, _ = kiln_run_model(path, str(tmp_path / "in.npz"), str(tmp_path / source), extra=["--kernels", source])
+        for name in ("y", "ys", "yz"):
+            np.testing.assert_array_equal(outs[name], ref[name], err_msg=f"--kernels {source}: {name}")

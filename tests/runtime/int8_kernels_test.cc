@@ -1,7 +1,8 @@
 // The int8 runtime kernels against direct integer loops written here: dnnl_qconv (oneDNN's u8 x
 // s8 convolution with per-channel output scales, src / dst zero points and an s32 bias) over
 // padding, strides, groups, one and two images, one and two threads; dnnl_qmatmul (per-column
-// scales, rows split); kiln_qadd (the QDQ residual
+// scales, rows split); dnnl_dqmatmul (dynamic quantization: run-time zero point and scales,
+// bias after the rescale); kiln_qadd (the QDQ residual
 // add) with saturation. Tolerance: the reference requantizes in double (ONNX's
 // rint((acc + B) * m + y_zp)); oneDNN multiplies in float and adds y_zp after rounding, so an
 // element may be 1 off where the product lands next to a half: at most 1, and at least 99% equal.
@@ -157,6 +158,89 @@ void check_qmatmul(int64_t m, int64_t k, int64_t n, int threads) {
 TEST(Int8Kernels, DnnlQMatMulMatchesIntegerLoop) {
     check_qmatmul(5, 24, 40, 1);
     check_qmatmul(64, 96, 33, 2);  // rows split across two threads
+}
+
+/// Dynamic quantization's y = float((A - a_zp) @ B) * (a_s * B_s[c]) + bias[c] through
+/// dnnl_dqmatmul, a_zp and a_s read per call (inputs, as DynamicQuantizeLinear writes them):
+/// against the int32 sum and ONNX's two f32 products written here.
+void check_dqmatmul(int64_t m, int64_t k, int64_t n, int threads, bool bias) {
+    std::mt19937 rng(static_cast<unsigned>(m * 5 + n + k));
+    Tensor a(DType::kUInt8, {m, k}), b(DType::kInt8, {k, n}), bs(DType::kFloat32, {n}), bb(DType::kFloat32, {n});
+    for (int64_t i = 0; i < a.numel(); ++i) a.set_i64(i, rng() % 256);
+    for (int64_t i = 0; i < b.numel(); ++i) b.set_i64(i, static_cast<int64_t>(rng() % 255) - 127);
+    for (int64_t i = 0; i < n; ++i) bs.set_f64(i, 0.001 + 0.004 * (rng() % 1000) / 1000.0);
+    for (int64_t i = 0; i < n; ++i) bb.set_f64(i, (static_cast<double>(rng() % 2001) - 1000) / 100.0);
+    Tensor as = scalar(DType::kFloat32, 0.0371), az = scalar(DType::kUInt8, 131);
+    Executable exe;
+    exe.buffers.push_back({"a", DType::kUInt8, {m, k}, BufferRole::kInput});
+    exe.buffers.push_back({"az", DType::kUInt8, {}, BufferRole::kInput});
+    exe.buffers.push_back(constant("b", b));
+    exe.buffers.push_back({"as", DType::kFloat32, {}, BufferRole::kInput});
+    exe.buffers.push_back(constant("bs", bs));
+    exe.buffers.push_back(constant("bias", bb));
+    exe.buffers.push_back({"y", DType::kFloat32, {m, n}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "MatMulInteger+Cast+Mul+Mul+Add";
+    kd.extern_name = "dnnl_dqmatmul";
+    Pairs p = {{"a", "0"}, {"az", "1"}, {"b", "2"}, {"s1", "3"}, {"s2", "4"}, {"y", "6"}, {"m", std::to_string(m)},
+               {"k", std::to_string(k)}, {"n", std::to_string(n)}, {"a_type", "u8"}};
+    if (bias) p.push_back({"bias", "5"});
+    kd.extern_params = ExternParams::format(p);
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6}, "dqmm", 6});
+    exe.load();
+    Tensor y(DType::kFloat32, {m, n});
+    void* args[7] = {a.data(), az.data(), b.data(), as.data(), bs.data(), bb.data(), y.data()};
+    ThreadPool pool(threads);
+    Status st = exe.run_kernel(0, args, pool.kernel_env());
+    ASSERT_TRUE(st.ok()) << st.message();
+    int64_t off = 0;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            int64_t acc = 0;
+            for (int64_t t = 0; t < k; ++t) acc += (a.get_i64(i * k + t) - 131) * b.get_i64(t * n + j);
+            const float scale = static_cast<float>(as.get_f64(0)) * static_cast<float>(bs.get_f64(j));
+            float want = static_cast<float>(acc) * scale;
+            if (bias) want += static_cast<float>(bb.get_f64(j));
+            const double got = y.get_f64(i * n + j);
+            ASSERT_LE(std::fabs(got - want), 1e-6 * std::fabs(want) + 1e-6) << i << "," << j << " acc " << acc;
+            off += got != want;
+        }
+    EXPECT_LE(off, m * n / 100) << off << " of " << m * n << " not bit-equal";
+}
+
+TEST(Int8Kernels, DnnlDynQMatMulRejectsForgedParameters) {
+    // Parameters that say N = 9 over a B of 8 columns, and a residual post-op on a too-small
+    // argument: kInvalidModel at load, naming the kernel, never a read past a buffer.
+    for (const std::string& bad : {std::string("n"), std::string("post")}) {
+        Executable exe;
+        exe.buffers.push_back({"a", DType::kUInt8, {4, 16}, BufferRole::kInput});
+        exe.buffers.push_back(constant("b", Tensor(DType::kInt8, {16, 8})));
+        exe.buffers.push_back({"s", DType::kFloat32, {}, BufferRole::kInput});
+        exe.buffers.push_back({"r", DType::kFloat32, {8}, BufferRole::kInput});
+        exe.buffers.push_back({"y", DType::kFloat32, {4, 8}, BufferRole::kOutput});
+        KernelDesc kd;
+        kd.description = "MatMulInteger+Cast+Mul";
+        kd.extern_name = "dnnl_dqmatmul";
+        Pairs p = {{"a", "0"}, {"b", "1"}, {"s1", "2"}, {"y", "4"}, {"m", "4"}, {"k", "16"},
+                   {"n", bad == "n" ? "9" : "8"}, {"a_type", "u8"}};
+        if (bad == "post") p.push_back({"post", "add:3"});
+        kd.extern_params = ExternParams::format(p);
+        exe.kernels.push_back(kd);
+        exe.steps.push_back({0, {0, 1, 2, 3, 4}, "dqmm", 4});
+        try {
+            exe.load();
+            ADD_FAILURE() << "dnnl_dqmatmul loaded with a forged '" << bad << "'";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kInvalidModel) << e.what();
+            EXPECT_NE(std::string(e.what()).find("dnnl_dqmatmul"), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(Int8Kernels, DnnlDynQMatMulMatchesIntegerLoop) {
+    check_dqmatmul(5, 24, 40, 1, false);
+    check_dqmatmul(64, 96, 33, 2, true);  // rows split across two threads, bias after the rescale
 }
 
 TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "kiln/quantize.h"
 #include "name_value_args.h"
+#include "runtime/extern_kernel.h"
 #include "support/error.h"
 
 namespace kiln::cli {
@@ -47,9 +48,11 @@ int quantize(const QuantizeArgs& a) {
     if (a.dynamic) {
         const int n = quantize_dynamic_model(a.model, a.output, o);
         fmt::print("{} MatMuls with int8 weights, activations quantized at run time\nwrote {}\n", n, a.output);
-        if (n > 0)  // docs/quantization.md: measured 3.7x slower than fp32 on an FFN
-            fmt::print("note: Kiln runs MatMulInteger as a generated integer loop, slower than its fp32 MatMul; "
-                       "the file is for runtimes with fast dynamic int8 (ONNX Runtime), or for its size\n");
+        // With oneDNN each MatMulInteger and its rescale run as one int8 matmul (dnnl_dqmatmul);
+        // without, as a generated integer loop (docs/quantization.md: 3.7x slower than fp32 on an FFN).
+        if (n > 0 && !runtime::have_dnnl())
+            fmt::print("note: this build has no oneDNN: Kiln runs MatMulInteger as a generated integer loop, slower "
+                       "than its fp32 MatMul; the file is for runtimes with fast dynamic int8, or for its size\n");
         return 0;
     }
     KILN_CHECK(!a.calibration.empty(), kInvalidArgument) << "--calibration DATA is required (or --dynamic)";

@@ -79,7 +79,7 @@ Result compiled(const Shape& xs, DType dt, bool relu) {
     return r;
 }
 
-void expect_close(const std::vector<Tensor>& want, const std::vector<Tensor>& got, const std::string& what) {
+void expect_close(const std::vector<Tensor>& want, const std::vector<Tensor>& got, const std::string& what, double tol) {
     ASSERT_EQ(want.size(), got.size()) << what;
     const char* names[] = {"Y", "running_mean", "running_var", "dX", "dscale", "dB"};
     for (size_t k = 0; k < want.size(); ++k) {
@@ -88,7 +88,7 @@ void expect_close(const std::vector<Tensor>& want, const std::vector<Tensor>& go
         int bad = 0;
         for (int64_t i = 0; i < want[k].numel() && bad < 5; ++i) {
             const double w = want[k].get_f64(i), h = got[k].get_f64(i);
-            if (std::abs(h - w) > 2e-5 * scale + 2e-5 * std::abs(w))
+            if (std::abs(h - w) > tol * scale + tol * std::abs(w))
                 ADD_FAILURE() << what << " " << names[k] << " element " << i << ": " << h << " vs float64 " << w << " (bad "
                               << ++bad << ")";
         }
@@ -104,11 +104,13 @@ void check(const Shape& xs, bool relu) {
     EXPECT_EQ(got.masked, relu ? 1 : 0) << "the ReLU's mask folded into KilnBatchNormGrad";
     EXPECT_EQ(std::count(got.externs.begin(), got.externs.end(), "kiln_bn_train"), 1);
     EXPECT_EQ(std::count(got.externs.begin(), got.externs.end(), "kiln_bn_grad"), 1);
-    expect_close(ref.outs, got.outs, "kernels");
-    // The ops' TE computes, run by the graph interpreter.
+    expect_close(ref.outs, got.outs, "kernels", 2e-5);
+    // The ops' TE computes, run by the graph interpreter. They sum in float32 in order: the mean's
+    // rounding at X's offset of 4 costs dscale about 1e-3 of its size (the kernels' shifted
+    // sums, added up in double, keep 2e-5).
     Result unused;
     kiln::testing::InterpretedGraph interp(bn_graph(xs, DType::kFloat32, relu, unused));
-    expect_close(ref.outs, interp.run(inputs(xs, DType::kFloat32)), "TE compute");
+    expect_close(ref.outs, interp.run(inputs(xs, DType::kFloat32)), "TE compute", 3e-3);
 }
 
 TEST(BatchNormKernels, Planes) { check({4, 8, 9, 10}, false); }

@@ -2,15 +2,43 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "runtime/executable.h"
 #include "support/error.h"
 
+// The 32-byte vectors below never cross a non-inlined call boundary of another translation unit;
+// GCC's note that their ABI differs with and without AVX does not apply.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace kiln::runtime {
 namespace {
 
-constexpr int kLanes = 16;
+// 8 floats as one value (GCC/Clang vector extension: two SSE registers, or one AVX one), so
+// the loops are branch-free and vectorized at any -march; the ReLU mask is a bitwise and.
+typedef float V8 __attribute__((vector_size(32)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+constexpr int kLanes = 8;
+
+inline V8 load(const float* p) {
+    V8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+inline V8 splat(float f) { return V8{f, f, f, f, f, f, f, f}; }
+inline float hsum(V8 v) {
+    float t = 0;
+    for (int l = 0; l < kLanes; ++l) t += v[l];
+    return t;
+}
+// dY where r > 0, else 0.
+inline V8 masked(V8 dy, V8 r) { return reinterpret_cast<V8>(reinterpret_cast<I8>(dy) & (r > splat(0.0f))); }
+inline float masked(float dy, float r) { return r > 0.0f ? dy : 0.0f; }
 
 // The sums of one channel: over x - k, (x - k)^2, and for the gradient dY and dY (x - k).
 struct Sums {
@@ -20,41 +48,54 @@ struct Sums {
 // Adds one plane's sums. kGrad: also the dY sums; kMask: dY counts where r > 0 only.
 template <bool kGrad, bool kMask>
 void plane_sums(const float* x, const float* dy, const float* r, int64_t len, float k, Sums& s) {
-    float a[kLanes] = {}, b[kLanes] = {}, c[kLanes] = {}, d[kLanes] = {};
+    V8 a = {}, b = {}, c = {}, d = {};
+    const V8 kv = splat(k);
     int64_t i = 0;
     for (; i + kLanes <= len; i += kLanes) {
-        for (int l = 0; l < kLanes; ++l) {
-            const float t = x[i + l] - k;
-            a[l] += t;
-            b[l] += t * t;
-            if constexpr (kGrad) {
-                const float g = kMask ? (r[i + l] > 0.0f ? dy[i + l] : 0.0f) : dy[i + l];
-                c[l] += g;
-                d[l] += g * t;
-            }
+        const V8 t = load(x + i) - kv;
+        a += t;
+        b += t * t;
+        if constexpr (kGrad) {
+            const V8 g = kMask ? masked(load(dy + i), load(r + i)) : load(dy + i);
+            c += g;
+            d += g * t;
         }
     }
+    float ta = hsum(a), tb = hsum(b), tc = hsum(c), td = hsum(d);
     for (; i < len; ++i) {
         const float t = x[i] - k;
-        a[0] += t;
-        b[0] += t * t;
+        ta += t;
+        tb += t * t;
         if constexpr (kGrad) {
-            const float g = kMask ? (r[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
-            c[0] += g;
-            d[0] += g * t;
+            const float g = kMask ? masked(dy[i], r[i]) : dy[i];
+            tc += g;
+            td += g * t;
         }
-    }
-    float ta = 0, tb = 0, tc = 0, td = 0;
-    for (int l = 0; l < kLanes; ++l) {
-        ta += a[l];
-        tb += b[l];
-        tc += c[l];
-        td += d[l];
     }
     s.s1 += ta;
     s.s2 += tb;
     s.g1 += tc;
     s.g2 += td;
+}
+
+// y = x a + b over one plane (the forward's pass 2).
+void affine(const float* x, float* y, int64_t len, float a, float b) {
+    const V8 av = splat(a), bv = splat(b);
+    int64_t i = 0;
+    for (; i + kLanes <= len; i += kLanes) store(y + i, load(x + i) * av + bv);
+    for (; i < len; ++i) y[i] = x[i] * a + b;
+}
+
+// dx = k g + a x + b over one plane, g = dY (masked by r > 0 with kMask): the gradient's pass 2.
+template <bool kMask>
+void grad_plane(const float* x, const float* dy, const float* r, float* dx, int64_t len, float k, float a, float b) {
+    const V8 kv = splat(k), av = splat(a), bv = splat(b);
+    int64_t i = 0;
+    for (; i + kLanes <= len; i += kLanes) {
+        const V8 g = kMask ? masked(load(dy + i), load(r + i)) : load(dy + i);
+        store(dx + i, kv * g + av * load(x + i) + bv);
+    }
+    for (; i < len; ++i) dx[i] = k * (kMask ? masked(dy[i], r[i]) : dy[i]) + a * x[i] + b;
 }
 
 struct Geometry {
@@ -134,11 +175,7 @@ private:
             stats(s, g, mean, var, k);
             const double inv = a[1][ch] / std::sqrt(var + self->eps_);
             const float fi = static_cast<float>(inv), fs = static_cast<float>(a[2][ch] - mean * inv);
-            for (int64_t p = 0; p < g.n; ++p) {
-                const float* xp = x + g.at(p, ch);
-                float* yp = a[5] + g.at(p, ch);
-                for (int64_t i = 0; i < g.hw; ++i) yp[i] = xp[i] * fi + fs;
-            }
+            for (int64_t p = 0; p < g.n; ++p) affine(x + g.at(p, ch), a[5] + g.at(p, ch), g.hw, fi, fs);
             const double mo = self->momentum_;
             a[6][ch] = static_cast<float>(a[3][ch] * mo + mean * (1 - mo));
             a[7][ch] = static_cast<float>(a[4][ch] * mo + var * (1 - mo));
@@ -192,12 +229,7 @@ private:
             const float fk = static_cast<float>(kk), fa = static_cast<float>(ax), fb = static_cast<float>(b);
             for (int64_t p = 0; p < g.n; ++p) {
                 const int64_t o = g.at(p, ch);
-                const float *xp = a[0] + o, *dyp = a[1] + o;
-                float* dxp = a[3] + o;
-                for (int64_t i = 0; i < g.hw; ++i) {
-                    const float gy = kMask ? (r[o + i] > 0.0f ? dyp[i] : 0.0f) : dyp[i];
-                    dxp[i] = fk * gy + fa * xp[i] + fb;
-                }
+                grad_plane<kMask>(a[0] + o, a[1] + o, kMask ? r + o : nullptr, a[3] + o, g.hw, fk, fa, fb);
             }
             a[4][ch] = static_cast<float>(dscale);
             a[5][ch] = static_cast<float>(s.g1);

@@ -12,7 +12,7 @@
 //
 // A channel's N planes are read by pass 1 and again by pass 2 right after, so on ResNet-sized
 // activations the second pass mostly hits the cache. Channels run in parallel. Sums of a plane
-// are float (16 lanes), planes add up in double.
+// are float (8 lanes, branch-free: the ReLU mask is a bitwise and), planes add up in double.
 //
 // Parameters: argument indices (x, scale, bias, mean, var, y, rmean, rvar for the forward; x,
 // dy, scale, r (-1: none), dx, dscale, dbias for the gradient), n, c, hw (elements of an (n, c)

@@ -47,6 +47,7 @@
 #include "tir/simplify.h"
 #include "topi/dnnl_int8_match.h"
 #include "topi/dnnl_match.h"
+#include "topi/batchnorm_training_match.h"
 #include "topi/pool_grad_match.h"
 #include "topi/index_match.h"
 #include "runtime/extern_kernel.h"
@@ -203,6 +204,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     if (source != KernelSource::kGenerated)  // dynamic quantization's DynamicQuantizeLinear
         if (auto c = topi::match_dynamic_quantize(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
+    if (auto c = topi::match_batchnorm_training(unit.nodes, unit.inputs, unit.outputs)) return c;  // BN training, 2 passes
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {

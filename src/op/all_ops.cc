@@ -17,6 +17,7 @@ const OpRegistry& OpRegistry::global() {
         register_conv_ops(r);
         register_conv_grad_ops(r);
         register_pool_grad_ops(r);
+        register_batch_norm_grad_ops(r);
         register_conv_nchwc_ops(r);
         register_conv_transpose_ops(r);
         register_det_ops(r);

@@ -33,6 +33,7 @@ void register_nn_ops(OpRegistry& r);    // BatchNormalization
 void register_conv_ops(OpRegistry& r);  // Conv
 void register_conv_grad_ops(OpRegistry& r);  // KilnConvGradData, KilnConvGradWeight
 void register_pool_grad_ops(OpRegistry& r);  // KilnMaxPoolGrad
+void register_batch_norm_grad_ops(OpRegistry& r);  // KilnBatchNormGrad
 void register_conv_nchwc_ops(OpRegistry& r);  // KilnConv2dNCHWc, KilnLayoutToBlocked/FromBlocked
 void register_blocked_ops(OpRegistry& r);  // KilnDepthwiseConv2dNCHWc, Kiln*PoolNCHWc
 void register_pool_ops(OpRegistry& r);  // MaxPool, AveragePool, LpPool, Global*Pool

@@ -35,6 +35,11 @@ struct FusionGraph {
         for (int i = 0; i < n; ++i) {
             const op::OpDef* def = reg.find(nodes[i]->op());
             if (def) pattern[i] = def->pattern;
+            // A float32 training-mode BatchNormalization reduces over the batch: one kernel of its
+            // own (the runtime's kiln_bn_train, runtime/batchnorm_training_kernel.h).
+            if (nodes[i]->op() == "BatchNormalization" && nodes[i]->attr_int("training_mode", 0) != 0 &&
+                nodes[i]->input(0)->type().dtype == DType::kFloat32)
+                pattern[i] = OpPattern::kOpaque;
             for (const ir::Value* o : nodes[i]->outputs()) {
                 external[i] = external[i] || outputs.count(o) > 0;
                 for (const ir::Node* u : o->users()) {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/batchnorm_training_kernel.h"
 #include "runtime/dnnl_conv_backward.h"
 #include "runtime/dql_kernel.h"
 #include "runtime/dnnl_int8_kernels.h"
@@ -81,6 +82,8 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_qadd") return &make_qadd_kernel;
     if (name == "kiln_dql") return &make_dql_kernel;
     if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;
+    if (name == "kiln_bn_train") return &make_bn_train_kernel;
+    if (name == "kiln_bn_grad") return &make_bn_grad_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;

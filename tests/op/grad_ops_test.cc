@@ -1,7 +1,9 @@
-// Op harness cases of the gradient kernels' ops (op/defs/conv_grad.cc, pool_grad.cc): their TE
+// Op harness cases of the gradient kernels' ops (op/defs/conv_grad.cc, pool_grad.cc, batch_norm_grad.cc): their TE
 // computes, generated and run, against naive scatter references (each dY element's
 // contributions added where the forward window put it: the transpose of the forward's gather).
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "op_harness_cases.h"
 
@@ -76,6 +78,32 @@ In window_indices(const Shape& xs, const Shape& ys, const Ints& k, const Ints& s
     return ind;
 }
 
+// KilnBatchNormGrad: per channel, the batch mean and population variance of X (two passes, in
+// double), g = dY (where R > 0 when R is given), then dB, dscale and dX by the textbook formula.
+Refs batch_norm_grad_ref(const std::vector<Arr>& in, const ir::Node& n, const std::vector<Shape>& out) {
+    const Arr &x = in[0], &dy = in[1], &scale = in[2];
+    const int64_t c = x.shape[1];
+    Arr dx(out[0]), ds(out[1]), db(out[2]);
+    std::vector<double> mean(c), var(c), count(c);
+    auto g = [&](int64_t f) { return in.size() > 3 && in[3].v[f] <= 0 ? 0.0 : dy.v[f]; };
+    auto ch = [&](int64_t f) { return x.unravel(f)[1]; };
+    for (int64_t f = 0; f < x.numel(); ++f) mean[ch(f)] += x.v[f], count[ch(f)] += 1;
+    for (int64_t k = 0; k < c; ++k) mean[k] /= count[k];
+    for (int64_t f = 0; f < x.numel(); ++f) var[ch(f)] += (x.v[f] - mean[ch(f)]) * (x.v[f] - mean[ch(f)]) / count[ch(f)];
+    std::vector<double> inv(c);
+    for (int64_t k = 0; k < c; ++k) inv[k] = 1 / std::sqrt(var[k] + n.attr_float("epsilon", 1e-5));
+    for (int64_t f = 0; f < x.numel(); ++f) {
+        db.v[ch(f)] += g(f);
+        ds.v[ch(f)] += g(f) * (x.v[f] - mean[ch(f)]) * inv[ch(f)];
+    }
+    for (int64_t f = 0; f < x.numel(); ++f) {
+        const int64_t k = ch(f);
+        const double xhat = (x.v[f] - mean[k]) * inv[k];
+        dx.v[f] = scale.v[k] * inv[k] * (g(f) - db.v[k] / count[k] - xhat * ds.v[k] / count[k]);
+    }
+    return Refs{dx, ds, db};
+}
+
 }  // namespace
 
 void add_grad_op_cases(std::vector<Case>& c) {
@@ -106,6 +134,13 @@ void add_grad_op_cases(std::vector<Case>& c) {
         {in(F32, {2, 3, 4, 3}), window_indices({2, 3, 7, 6}, {2, 3, 4, 3}, k, st, dil, pads)},
         {{"kernel_shape", k}, {"strides", st}, {"dilations", dil}, {"pads", pads}, {"input_shape", Ints{7, 6}}},
         max_pool_grad_ref);
+    // BatchNormalization's training gradient: 4-D with a ReLU's mask, 3-D float64 without.
+    const ir::AttrMap eps = {{"epsilon", 1e-3}};
+    c.push_back({"batch_norm_grad_relu_mask", "KilnBatchNormGrad",
+                 {in(F32, {2, 3, 4, 5}), in(F32, {2, 3, 4, 5}), in(F32, {3}, 0.5, 1.5), in(F32, {2, 3, 4, 5})}, eps,
+                 batch_norm_grad_ref, 3});
+    c.push_back({"batch_norm_grad_f64", "KilnBatchNormGrad", {in(F64, {3, 2, 5}), in(F64, {3, 2, 5}), in(F64, {2}, 0.5, 1.5)},
+                 eps, batch_norm_grad_ref, 3});
 }
 
 }  // namespace kiln::op::testing

@@ -45,7 +45,7 @@ struct Case {
 
 /// KilnDepthwiseConv2dNCHWc and the blocked pools (blocked_ops_test.cc).
 void add_blocked_op_cases(std::vector<Case>& c);
-/// KilnConvGradData, KilnConvGradWeight, KilnMaxPoolGrad (grad_ops_test.cc).
+/// KilnConvGradData, KilnConvGradWeight, KilnMaxPoolGrad, KilnBatchNormGrad (grad_ops_test.cc).
 void add_grad_op_cases(std::vector<Case>& c);
 
 }  // namespace kiln::op::testing

@@ -8,6 +8,7 @@
 // running_mean = input_mean * momentum + mean * (1 - momentum), likewise running_var.
 #include <string>
 
+#include "op/defs/batch_norm_grad.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -25,6 +26,8 @@ using te::Var;
 //      dB = sum_R dY, dscale = sum_R dY xhat, dX = k (dY - dB / m - xhat dscale / m);
 //    the statistics are recomputed from X (the node does not output them); the running_mean /
 //    running_var outputs are not differentiated, and input_mean / input_var get no gradient.
+//    In float32 this is one KilnBatchNormGrad node (batch_norm_grad.cc); float64 keeps the
+//    decomposition below, which the gradient tests check against central differences.
 //  - inference (a fixed affine y = x k + B - mean k): dX = dY k, dB = sum_R dY,
 //      dscale = sum_R dY xhat, dmean = -dB k, dvar = -dscale scale invstd^2 / 2.
 
@@ -39,6 +42,7 @@ std::vector<ir::Value*> batch_norm_gradient(GradientBuilder& b) {
     std::vector<ir::Value*> grads(5, nullptr);
     ir::Value* dy = b.output_grad(0);
     if (!dy) return grads;
+    if (auto fused = batch_norm_grad_kernel(b)) return *fused;  // float32 training: one kernel
     ir::Value* x = b.input(0);
     const DType dt = x->type().dtype;
     const Shape xs = x->type().static_shape();

@@ -1,6 +1,7 @@
 // oneDNN convolution backward (data and weights) as an extern kernel; dnnl_conv_backward.h
 // says what it computes and how the step is split.
 #if KILN_HAVE_DNNL
+#include "runtime/extern_parts.h"
 #include "runtime/dnnl_conv_backward.h"
 
 #include <omp.h>
@@ -95,35 +96,18 @@ public:
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
             Plan& plan = plan_for(std::max(1, threads));
-            struct Ctx {
-                DnnlConvBackward* self;
-                Plan* plan;
-                void* const* args;
-                std::vector<memory> partials;
-                std::mutex mu;
-                Status first;
-            } ctx{this, &plan, args, {}, {}, Status::ok_status()};
-            for (size_t i = 1; i < plan.parts.size() && !data_; ++i) ctx.partials.push_back(plan.parts[i].partial->take());
-            env.parallel_for(env.pool, static_cast<int64_t>(plan.parts.size()),
-                             [](int64_t b, int64_t e, void* c) {
-                                 auto* x = static_cast<Ctx*>(c);
-                                 for (int64_t i = b; i < e; ++i) {
-                                     float* dst = i == 0 || x->self->data_ ? nullptr
-                                                                           : static_cast<float*>(x->partials[i - 1].get_data_handle());
-                                     Status st = x->self->run_part(x->plan->parts[i], x->args, dst);
-                                     if (!st.ok()) {
-                                         std::lock_guard<std::mutex> lock(x->mu);
-                                         if (x->first.ok()) x->first = st;
-                                     }
-                                 }
-                             },
-                             &ctx);
+            std::vector<memory> partials;
+            for (size_t i = 1; i < plan.parts.size() && !data_; ++i) partials.push_back(plan.parts[i].partial->take());
+            Status first = run_extern_parts(env, static_cast<int64_t>(plan.parts.size()), [&](int64_t i) {
+                float* dst = i == 0 || data_ ? nullptr : static_cast<float*>(partials[i - 1].get_data_handle());
+                return run_part(plan.parts[i], args, dst);
+            });
             // A preemptible loop that stopped left parts (or chunks of the sum) undone (run_control.h).
             const bool stopped = env.stop && *env.stop;
-            if (ctx.first.ok() && !stopped && !ctx.partials.empty()) add_partials(args, ctx.partials, env);
-            for (size_t i = 0; i < ctx.partials.size(); ++i) plan.parts[i + 1].partial->give(ctx.partials[i]);
-            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
-            return ctx.first;
+            if (first.ok() && !stopped && !partials.empty()) add_partials(args, partials, env);
+            for (size_t i = 0; i < partials.size(); ++i) plan.parts[i + 1].partial->give(partials[i]);
+            if (first.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return first;
         } catch (const Error& e) {
             return Status::from(e);
         } catch (const dnnl::error& e) {

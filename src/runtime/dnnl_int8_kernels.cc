@@ -14,6 +14,7 @@
 // runtime/dnnl_kernels.cc. Constant weights are reordered once, when a thread count's parts
 // are made.
 #if KILN_HAVE_DNNL
+#include "runtime/extern_parts.h"
 #include "runtime/dnnl_int8_kernels.h"
 
 #include <omp.h>
@@ -124,26 +125,11 @@ public:
             Lease src(x_nhwc_ ? nullptr : src_pool_.get());
             if (!x_nhwc_) reorder_src(static_cast<const uint8_t*>(args[x_arg_]), src.get(), env, threads);
             uint8_t* src_nhwc = x_nhwc_ ? static_cast<uint8_t*>(args[x_arg_]) : src.get();
-            struct Ctx {
-                DnnlQConv* self;
-                std::vector<QPart>* parts;
-                uint8_t* src;
-                uint8_t* dst;
-                std::mutex mu;
-                Status first = Status::ok_status();
-            } ctx{this, &parts, src_nhwc, static_cast<uint8_t*>(args[y_arg_]), {}};
-            env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
-                             [](int64_t b, int64_t e, void* c) {
-                                 auto* x = static_cast<Ctx*>(c);
-                                 for (int64_t i = b; i < e; ++i) {
-                                     Status st = x->self->run_part((*x->parts)[i], x->src, x->dst);
-                                     std::lock_guard<std::mutex> lock(x->mu);
-                                     if (!st.ok() && x->first.ok()) x->first = st;
-                                 }
-                             },
-                             &ctx);
-            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
-            return ctx.first;
+            uint8_t* dst = static_cast<uint8_t*>(args[y_arg_]);
+            Status st = run_extern_parts(env, static_cast<int64_t>(parts.size()),
+                                         [&](int64_t i) { return run_part(parts[i], src_nhwc, dst); });
+            if (st.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return st;
         } catch (const Error& e) {
             return Status::from(e);
         } catch (const dnnl::error& e) {
@@ -393,25 +379,10 @@ public:
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
             std::vector<Part>& parts = parts_for(std::max(1, threads));
-            struct Ctx {
-                DnnlQMatMul* self;
-                std::vector<Part>* parts;
-                void* const* args;
-                std::mutex mu;
-                Status first = Status::ok_status();
-            } ctx{this, &parts, args, {}};
-            env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
-                             [](int64_t b, int64_t e, void* c) {
-                                 auto* x = static_cast<Ctx*>(c);
-                                 for (int64_t i = b; i < e; ++i) {
-                                     Status st = x->self->run_part((*x->parts)[i], x->args);
-                                     std::lock_guard<std::mutex> lock(x->mu);
-                                     if (!st.ok() && x->first.ok()) x->first = st;
-                                 }
-                             },
-                             &ctx);
-            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
-            return ctx.first;
+            Status st = run_extern_parts(env, static_cast<int64_t>(parts.size()),
+                                         [&](int64_t i) { return run_part(parts[i], args); });
+            if (st.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return st;
         } catch (const Error& e) {
             return Status::from(e);
         } catch (const dnnl::error& e) {
@@ -567,25 +538,10 @@ public:
         try {
             std::vector<Part>& parts = parts_for(std::max(1, threads));
             Call call = call_args(args);
-            struct Ctx {
-                DnnlDynQMatMul* self;
-                std::vector<Part>* parts;
-                const Call* call;
-                std::mutex mu;
-                Status first = Status::ok_status();
-            } ctx{this, &parts, &call, {}};
-            env.parallel_for(env.pool, static_cast<int64_t>(parts.size()),
-                             [](int64_t b, int64_t e, void* c) {
-                                 auto* x = static_cast<Ctx*>(c);
-                                 for (int64_t i = b; i < e; ++i) {
-                                     Status st = x->self->run_part((*x->parts)[i], *x->call);
-                                     std::lock_guard<std::mutex> lock(x->mu);
-                                     if (!st.ok() && x->first.ok()) x->first = st;
-                                 }
-                             },
-                             &ctx);
-            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
-            return ctx.first;
+            Status st = run_extern_parts(env, static_cast<int64_t>(parts.size()),
+                                         [&](int64_t i) { return run_part(parts[i], call); });
+            if (st.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return st;
         } catch (const Error& e) {
             return Status::from(e);
         } catch (const dnnl::error& e) {

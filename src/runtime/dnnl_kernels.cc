@@ -11,6 +11,7 @@
 // buffers: blocked NCHW{c} is oneDNN's nChw{c}c, plain tensors are plain. Post-ops (the fused
 // epilogue) are oneDNN eltwise, sum (the first residual add) and binary post-ops.
 #if KILN_HAVE_DNNL
+#include "runtime/extern_parts.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/dnnl_deconv_shuffle.h"
 #include "runtime/extern_split.h"
@@ -254,29 +255,12 @@ public:
                 p0.w_reorder.execute(s, plain, shared_w.get());
                 s.wait();
             }
-            struct Ctx {
-                DnnlKernel* self;
-                Plan* plan;
-                void* const* args;
-                const memory* weights;
-                std::mutex mu;
-                Status first;
-            } ctx{this, &plan, args, shared_w ? &shared_w.get() : nullptr, {}, Status::ok_status()};
-            env.parallel_for(env.pool, static_cast<int64_t>(plan.parts.size()),
-                             [](int64_t b, int64_t e, void* c) {
-                                 auto* x = static_cast<Ctx*>(c);
-                                 for (int64_t i = b; i < e; ++i) {
-                                     Status st = x->self->run_part(x->plan->parts[i], x->args, x->weights);
-                                     if (!st.ok()) {
-                                         std::lock_guard<std::mutex> lock(x->mu);
-                                         if (x->first.ok()) x->first = st;
-                                     }
-                                 }
-                             },
-                             &ctx);
+            const memory* weights = shared_w ? &shared_w.get() : nullptr;
+            Status st = run_extern_parts(env, static_cast<int64_t>(plan.parts.size()),
+                                         [&](int64_t i) { return run_part(plan.parts[i], args, weights); });
             // A preemptible loop that stopped left parts undone (run_control.h).
-            if (ctx.first.ok() && env.stop && *env.stop) return kernel_stopped_status();
-            return ctx.first;
+            if (st.ok() && env.stop && *env.stop) return kernel_stopped_status();
+            return st;
         } catch (const Error& e) {
             return Status::from(e);
         } catch (const dnnl::error& e) {

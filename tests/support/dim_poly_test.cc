@@ -63,5 +63,53 @@ TEST(DimPoly, Evaluates) {
     EXPECT_THROW(DimPoly::constant(int64_t{1} << 62) * DimPoly::constant(8), Error);
 }
 
+// A convolution's output rows: floor((H + pads - ext) / s) + 1 (ONNX), as dnnl_conv computes it.
+int64_t conv_rows(int64_t h, int64_t k, int64_t s, int64_t pads) { return (h + pads - k) / s + 1; }
+
+TEST(DimPoly, FloorAtomsAreCanonical) {
+    const DimPoly h = DimPoly::symbol("H");
+    auto conv = [](const DimPoly& in, int64_t k, int64_t s, int64_t pads) {
+        return DimPoly::floor_div(in + DimPoly::constant(pads - k), s) + DimPoly::constant(1);
+    };
+    // A 3x3 stride-2 conv with pads 1+1: floor((H-1)/2)+1 is floor((H+1)/2).
+    EXPECT_EQ(conv(h, 3, 2, 2).str(), "floor((H+1)/2)");
+    // Then a 3x3 stride-2 pool, or a 1x1 stride-2 conv, or at once a 1x1 stride-4 conv with pads 3
+    // (floor((H+2)/4)+... differs): nested floors merge into one atom.
+    EXPECT_EQ(conv(conv(h, 3, 2, 2), 3, 2, 2).str(), "floor((H+3)/4)");
+    EXPECT_EQ(conv(conv(h, 3, 2, 2), 1, 2, 0), conv(conv(h, 3, 2, 2), 3, 2, 2));
+    EXPECT_EQ(DimPoly::floor_div(DimPoly::constant(2) * h + DimPoly::constant(2), 4).str(), "floor((H+1)/2)");
+    EXPECT_EQ(DimPoly::floor_div(DimPoly::constant(4) * h + DimPoly::constant(3), 2).str(), "2*H+1");  // exact part
+    EXPECT_EQ(DimPoly::floor_div(h + DimPoly::constant(5), 2).str(), "floor((H+1)/2)+2");
+    EXPECT_EQ(DimPoly::floor_div(h, 1), h);
+    EXPECT_EQ(DimPoly::floor_div(DimPoly::constant(-3), 2).str(), "-2");
+    EXPECT_EQ(DimPoly::ceil_div(h, 32).str(), "floor((H+31)/32)");
+    EXPECT_THROW(DimPoly::floor_div(h, 0), Error);
+    // Round trip through the text, nested atoms and products included.
+    for (const char* text : {"floor((H+1)/2)", "floor(H/2)", "2*floor((H+31)/32)", "floor((H+1)/2)*floor((W+1)/2)",
+                             "floor((W+floor((H+1)/2))/3)+1", "batch*floor((seq+3)/4)-1"})
+        EXPECT_EQ(P(text).str(), text);
+    EXPECT_EQ(P("floor((H-1)/2)+1").str(), "floor((H+1)/2)");
+    EXPECT_EQ(P("(H+1)*2").str(), "2*H+2");
+    for (const char* bad : {"floor(H/0)", "floor(H/-2)", "floor(H/W)", "floor(H)", "floor((H+1)/2", "(H+1"})
+        EXPECT_FALSE(DimPoly::parse(bad).has_value()) << bad;
+    EXPECT_EQ(P("2*floor((H+31)/32)").symbols(), std::vector<std::string>{"H"});
+}
+
+TEST(DimPoly, FloorAtomsEvaluateAsTheWindowRule) {
+    const DimPoly h = DimPoly::symbol("H");
+    // Three strided stages, against the integer rule at every input size.
+    const DimPoly d = DimPoly::floor_div(
+        DimPoly::floor_div(DimPoly::floor_div(h + DimPoly::constant(2 - 3), 2) + DimPoly::constant(1) +
+                               DimPoly::constant(0 - 1), 2) + DimPoly::constant(1) + DimPoly::constant(2 - 3), 2) +
+        DimPoly::constant(1);
+    for (int64_t v = 3; v < 200; ++v) {
+        const int64_t want = conv_rows(conv_rows(conv_rows(v, 3, 2, 2), 1, 2, 0), 3, 2, 2);
+        EXPECT_EQ(d.eval({{"H", v}}), want) << "H = " << v << ", " << d.str();
+        EXPECT_EQ(P(d.str()).eval({{"H", v}}), want);
+    }
+    EXPECT_EQ(P("floor((H-7)/2)").eval({{"H", 4}}), -2);  // toward -infinity
+    EXPECT_FALSE(P("floor((H+1)/2)").eval({{"W", 4}}).has_value());
+}
+
 }  // namespace
 }  // namespace kiln

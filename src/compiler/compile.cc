@@ -16,6 +16,7 @@
 //    elementwise kernels that may run in place are emitted without `restrict`.
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -226,6 +227,28 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     return c;
 }
 
+/// A symbolic compile's extern kernel for `unit` (docs/dynamic_shapes.md): a convolution or
+/// deconvolution (with the epilogue oneDNN can fuse) runs on oneDNN at every shape, made per
+/// run-time shape (runtime/extern_at_shapes.h); everything else is generated over the dims.
+std::optional<topi::ExternChoice> symbolic_extern_choice(const KernelUnit& unit) {
+    const std::string& op = unit.nodes.front()->op();
+    if (!runtime::have_dnnl() || (op != "Conv" && op != "ConvTranspose")) return std::nullopt;
+    return topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+}
+
+/// Symbolic compiles: a conv whose unit oneDNN cannot take whole (an epilogue it has no post-op
+/// for) leaves the unit, to run on oneDNN alone: there is no generated conv over symbolic dims.
+void detach_symbolic_conv_anchors(ir::Graph& g) {
+    if (!runtime::have_dnnl()) return;
+    for (const KernelUnit& unit : partition_kernels(g)) {
+        ir::Node* anchor = unit.nodes.front();
+        if (unit.nodes.size() < 2 || (anchor->op() != "Conv" && anchor->op() != "ConvTranspose") ||
+            symbolic_extern_choice(unit))
+            continue;
+        anchor->set_group(-1);
+    }
+}
+
 /// Whether oneDNN's matcher takes the whole unit and oneDNN accepts its parameters.
 bool whole_unit_fits_dnnl(const KernelUnit& unit) {
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
@@ -278,6 +301,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
     pass::PassContext ctx = pass_context();
     if (opts.symbolic) {
         bind_known_dims(g, opts.dims);
+        decompose_batch_norms(g);
         lower_dim_ranges(g);
         fold_shape_values(g);
         fuse_decomposed_layer_norms(g);
@@ -358,6 +382,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     // Views: units of one reinterpreting node (not fused into a kernel); none at -O0, where
     // every node is its own kernel by definition.
     if (opts.opt_level > 0 && opts.tuned.empty() && !opts.symbolic) detach_dnnl_anchors(g, opts.kernels, opts.intra_op_threads);
+    if (opts.symbolic) detach_symbolic_conv_anchors(g);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::set<const ir::Node*> views;
     for (const KernelUnit& unit : units)
@@ -365,8 +390,18 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
                           : is_view_unit(unit, g, opts.opt_level))
             views.insert(unit.nodes[0]);
     if (opts.symbolic) {
-        const std::string why = symbolic_refusal(g, units, views);
+        std::set<const ir::Node*> externs;
+        for (const KernelUnit& unit : units)
+            if (symbolic_extern_choice(unit)) externs.insert(unit.nodes.front());
+        std::vector<SymbolicEquality> equalities;
+        const std::string why = symbolic_refusal(g, units, views, externs, &equalities);
         KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "' symbolically: " << why;
+        std::set<std::pair<int, int>> seen;
+        for (const SymbolicEquality& e : equalities) {
+            const int a = sym.add(e.a), b = sym.add(e.b);
+            if (seen.insert({std::min(a, b), std::max(a, b)}).second) exe->dim_equalities.push_back({a, b, e.node});
+        }
+        unify_equal_dims(g, equalities);
     }
     for (ir::Node* n : g.nodes()) {
         for (ir::Value* in : n->inputs())
@@ -402,7 +437,8 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             lowered.push_back(lower_frame_control(unit));
             continue;
         }
-        if (auto ext = opts.symbolic ? std::nullopt : extern_choice(unit, opts.kernels, *knobs, opts.intra_op_threads)) {
+        if (auto ext = opts.symbolic ? symbolic_extern_choice(unit)
+                                     : extern_choice(unit, opts.kernels, *knobs, opts.intra_op_threads)) {
             // In place only over the residual that oneDNN's sum post-op accumulates onto.
             std::vector<std::pair<int, int>> inplace;
             if (ext->inplace_input >= 0) {
@@ -485,6 +521,11 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             step.dims.push_back(sym.index_of(d.get()));
             KILN_ICHECK(step.dims.back() >= 0) << "kernel for " << step.node_name << " takes an unknown dim";
         }
+        if (!lowered[s].extern_name.empty() && opts.symbolic)  // the dims of its arguments' symbolic axes
+            for (int id : step.args)
+                for (int d : exe->buffers[static_cast<size_t>(id)].dim_of)
+                    if (d >= 0 && std::find(step.dims.begin(), step.dims.end(), d) == step.dims.end())
+                        step.dims.push_back(d);
         exe->steps.push_back(std::move(step));
     }
     // One library per kernel (cached per source), or all kernels in one library.
@@ -506,6 +547,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             kd.description = lowered[s].description;
             kd.extern_name = lowered[s].extern_name;
             kd.extern_params = lowered[s].extern_params;
+            kd.takes_dims = !exe->steps[s].dims.empty();  // made per run-time shape
             exe->kernels.push_back(std::move(kd));
             exe->steps[s].kernel = static_cast<int>(exe->kernels.size()) - 1;
             KernelInfo info;

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <functional>
+#include <map>
 #include <optional>
 
 #include "compiler/compile.h"
@@ -27,7 +30,13 @@ const std::set<std::string>& symbolic_ops() {
                                               "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
                                               "Not", "And", "Or", "Xor", "Max", "Min", "Expand", "KilnExpand", "Concat", "Slice",
                                               "ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare",
-                                              "ReduceMax", "ReduceMin"};
+                                              "ReduceMax", "ReduceMin",
+                                              // float unaries built by op::map_op (sym_compute)
+                                              "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Selu", "Celu",
+                                              "Softplus", "Softsign", "Mish", "Swish", "Reciprocal", "Floor", "Ceil",
+                                              "Round", "Sin", "Cos", "ThresholdedRelu",
+                                              // window ops with a symbolic compute (op/defs/pool.cc, resize.cc)
+                                              "GlobalAveragePool", "Resize", "Upsample"};
     return ops;
 }
 
@@ -44,13 +53,24 @@ std::string foreign_dim(const ir::Value* v, const std::set<std::string>& syms) {
     return "";
 }
 
+/// Equalities between dims that nodes assume (broadcast_dim's choice of one of two dim
+/// expressions; Concat's dims outside its axis), collected by node_refusal.
+using Equalities = std::vector<SymbolicEquality>;
+
 /// Every symbolic dim of input `in`, right-aligned against `out`, equals out's dim there: a
-/// broadcast never stretches a symbolic dim (which might be 1 at run time).
-bool broadcasts_exactly(const std::vector<ir::Dim>& in, const std::vector<ir::Dim>& out) {
+/// broadcast never stretches a symbolic dim (which might be 1 at run time). Two different
+/// symbolic dims (neither "?") are the same at run time or the model is wrong: recorded in `eq`
+/// as an assertion, when given.
+bool broadcasts_exactly(const std::vector<ir::Dim>& in, const std::vector<ir::Dim>& out, const ir::Node* n = nullptr,
+                        Equalities* eq = nullptr) {
     if (in.size() > out.size()) return false;
     const size_t off = out.size() - in.size();
-    for (size_t k = 0; k < in.size(); ++k)
-        if (!in[k].is_static() && !(in[k] == out[off + k])) return false;
+    for (size_t k = 0; k < in.size(); ++k) {
+        const ir::Dim& o = out[off + k];
+        if (in[k].is_static() || in[k] == o) continue;
+        if (!eq || o.is_static() || !ir::dim_poly(in[k]) || !ir::dim_poly(o)) return false;
+        eq->push_back({in[k].symbol, o.symbol, n->describe()});
+    }
     return true;
 }
 
@@ -61,7 +81,7 @@ int64_t axis_of(const ir::Node* n, int64_t fallback, int rank) {
     return a >= 0 && a < rank ? a : -1;
 }
 
-std::string node_refusal(const ir::Node* n) {
+std::string node_refusal(const ir::Node* n, Equalities& eq) {
     if (!symbolic_ops().count(n->op())) return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
     const std::vector<ir::Dim>& out = n->output(0)->type().shape;
     const ir::TensorType& x = n->input(0)->type();
@@ -101,7 +121,19 @@ std::string node_refusal(const ir::Node* n) {
         if (axis < 0) return n->describe() + ": axis out of range for " + x.str();
         return "";
     }
-    if (n->op() == "Concat" || n->op() == "Slice") return "";  // the inputs' dims; the axis's offsets are dim expressions
+    if (n->op() == "Concat") {  // the inputs' dims; the axis's offsets are dim expressions
+        const int64_t axis = axis_of(n, 0, static_cast<int>(out.size()));
+        for (const ir::Value* in : n->inputs()) {
+            std::vector<ir::Dim> others = in->type().shape, want = out;
+            if (axis < 0 || others.size() != want.size()) return n->describe() + ": axis out of range";
+            others[static_cast<size_t>(axis)] = want[static_cast<size_t>(axis)] = ir::Dim(1);
+            if (!broadcasts_exactly(others, want, n, &eq))
+                return n->describe() + ": input " + in->type().str() + " differs from " + n->output(0)->type().str() +
+                       " outside the axis";
+        }
+        return "";
+    }
+    if (n->op() == "Slice") return "";
     if (n->op() == "MatMul" || n->op() == "KilnMatMulPackedB") {
         // Batch dims (all but the last two) of each operand must equal the output's (the packed
         // kernel's B is a constant [blocks, K, block] panel: no batch dims).
@@ -117,8 +149,10 @@ std::string node_refusal(const ir::Node* n) {
             return n->describe() + ": C broadcasts a symbolic dim";
         return "";
     }
+    if (n->op() == "Resize" || n->op() == "Upsample" || n->op() == "GlobalAveragePool")
+        return "";  // window ops: their own dims (op/defs/resize.cc, pool.cc)
     for (const ir::Value* in : n->inputs())
-        if (in && !broadcasts_exactly(in->type().shape, out))
+        if (in && !broadcasts_exactly(in->type().shape, out, n, &eq))
             return n->describe() + ": input " + in->type().str() + " broadcasts a symbolic dim to " +
                    n->output(0)->type().str();
     return "";
@@ -205,9 +239,9 @@ void erase_if_dead(ir::Graph& g, ir::Node* n) {
 
 std::string symbolic_prefilter(const ir::Graph& g) {
     static const std::set<std::string> never = {
-        "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "GlobalAveragePool",
-        "GlobalMaxPool", "LpPool", "MaxUnpool", "Resize", "Upsample", "LSTM", "GRU", "RNN", "TopK",
-        "NonMaxSuppression", "RoiAlign", "Pad", "InstanceNormalization", "BatchNormalization", "DepthToSpace",
+        "ConvInteger", "QLinearConv", "MaxPool", "AveragePool",
+        "GlobalMaxPool", "LpPool", "MaxUnpool", "LSTM", "GRU", "RNN", "TopK",
+        "NonMaxSuppression", "RoiAlign", "Pad", "InstanceNormalization", "DepthToSpace",
         "SpaceToDepth", "GridSample", "Col2Im", "DeformConv"};
     for (const ir::Node* n : g.nodes()) {
         if (!never.count(n->op())) continue;
@@ -216,6 +250,44 @@ std::string symbolic_prefilter(const ir::Graph& g) {
                 return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
     }
     return "";
+}
+
+int decompose_batch_norms(ir::Graph& g) {
+    int rewritten = 0;
+    for (ir::Node* n : g.nodes()) {
+        if (n->op() != "BatchNormalization" || n->num_outputs() != 1 || n->num_inputs() != 5 ||
+            n->attr_int("training_mode", 0) != 0 || n->input(0)->type().dtype != DType::kFloat32 ||
+            n->input(0)->type().rank() < 2 || n->input(0)->type().is_static())
+            continue;
+        const ir::Node* p = n->input(0)->producer();
+        if (p && (p->op() == "Conv" || p->op() == "Gemm")) continue;  // fold-batch-norm folds it into the weights
+        bool constants = true;
+        for (size_t i = 1; i < 5; ++i) constants &= n->input(i)->is_constant() && n->input(i)->type().dtype == DType::kFloat32;
+        if (!constants) continue;
+        const Tensor &scale = n->input(1)->constant(), &bias = n->input(2)->constant();
+        const Tensor &mean = n->input(3)->constant(), &var = n->input(4)->constant();
+        const int64_t c = scale.numel();
+        if (bias.numel() != c || mean.numel() != c || var.numel() != c) continue;
+        // y = x * s + t, s = scale / sqrt(var + eps), t = bias - mean * s, per channel (axis 1).
+        Shape shape(static_cast<size_t>(n->input(0)->type().rank() - 1), 1);
+        shape[0] = c;
+        Tensor s(DType::kFloat32, shape), t(DType::kFloat32, shape);
+        const double eps = n->attr_float("epsilon", 1e-5);
+        for (int64_t k = 0; k < c; ++k) {
+            const double sk = scale.get_f64(k) / std::sqrt(var.get_f64(k) + eps);
+            s.set_f64(k, sk);
+            t.set_f64(k, bias.get_f64(k) - mean.get_f64(k) * sk);
+        }
+        ir::Node* mul = pass::add_inferred_node(g, "Mul", {n->input(0), pass::add_constant_like(g, n->name() + "_scale", s)},
+                                                {}, 1, n->name());
+        ir::Node* add = pass::add_inferred_node(g, "Add", {mul->output(0), pass::add_constant_like(g, n->name() + "_shift", t)},
+                                                {}, 1, n->name());
+        pass::replace_keeping_output_name(g, n->output(0), add->output(0));
+        erase_if_dead(g, n);
+        ++rewritten;
+    }
+    if (rewritten) g.topo_sort();
+    return rewritten;
 }
 
 int lower_dim_ranges(ir::Graph& g) {
@@ -271,7 +343,9 @@ bool is_symbolic_view(const ir::Node* n, const ir::Graph& g) {
 }
 
 std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& units,
-                             const std::set<const ir::Node*>& views) {
+                             const std::set<const ir::Node*>& views, const std::set<const ir::Node*>& externs,
+                             std::vector<SymbolicEquality>* equalities) {
+    Equalities eq;
     const SymbolicDims dims = symbolic_dims_of(g);
     if (dims.names.empty()) return "no graph input has a symbolic dimension";
     const std::set<std::string> syms(dims.names.begin(), dims.names.end());
@@ -284,15 +358,48 @@ std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& 
                 if (std::string d = foreign_dim(o, syms); !d.empty())
                     return n->describe() + ": output " + o->type().str() + " has dimension '" + d +
                            "', not a symbol of the inputs (dim arithmetic is not compiled symbolically yet)";
-            if (views.count(n)) continue;
+            if (views.count(n) || externs.count(unit.nodes.front())) continue;
             bool all_static = true;
             for (const ir::Value* v : n->inputs()) all_static &= !v || v->type().is_static();
             for (const ir::Value* v : n->outputs()) all_static &= v->type().is_static();
             if (all_static) continue;  // the op's static compute serves
-            if (std::string why = node_refusal(n); !why.empty()) return why;
+            if (std::string why = node_refusal(n, eq); !why.empty()) return why;
         }
     }
+    if (equalities) *equalities = std::move(eq);
     return "";
+}
+
+void unify_equal_dims(ir::Graph& g, const std::vector<SymbolicEquality>& equalities) {
+    std::map<std::string, std::string> parent;
+    std::function<std::string(const std::string&)> find = [&](const std::string& d) -> std::string {
+        auto it = parent.find(d);
+        return it == parent.end() || it->second == d ? d : (it->second = find(it->second));
+    };
+    // The name a class keeps: an input symbol (graph inputs keep their types), else the shortest.
+    auto better = [](const std::string& a, const std::string& b) {
+        const bool pa = DimPoly::parse(a) && DimPoly::parse(a)->is_symbol(), pb = DimPoly::parse(b) && DimPoly::parse(b)->is_symbol();
+        if (pa != pb) return pa;
+        return a.size() != b.size() ? a.size() < b.size() : a < b;
+    };
+    for (const SymbolicEquality& e : equalities) {
+        const std::string ra = find(e.a), rb = find(e.b);
+        if (ra == rb) continue;
+        if (better(ra, rb)) parent[rb] = ra;
+        else parent[ra] = rb;
+    }
+    if (parent.empty()) return;
+    for (ir::Node* n : g.nodes())
+        for (ir::Value* v : n->outputs()) {
+            ir::TensorType t = v->type();
+            bool changed = false;
+            for (ir::Dim& d : t.shape) {
+                if (d.is_static()) continue;
+                const std::string r = find(d.symbol);
+                if (r != d.symbol) d = ir::Dim::sym(r), changed = true;
+            }
+            if (changed) v->set_type(t);
+        }
 }
 
 }  // namespace kiln::compiler

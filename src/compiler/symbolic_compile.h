@@ -28,6 +28,11 @@ void bind_known_dims(ir::Graph& g, const std::map<std::string, int64_t>& dims);
 /// compiles only: there a shape is no value the compiler can fold.
 int lower_dim_ranges(ir::Graph& g);
 
+/// Rewrites each inference BatchNormalization on symbolic shapes with constant parameters that
+/// no Conv or Gemm precedes (those fold into its weights) into Mul and Add by per-channel
+/// constants, which build over symbolic dims. Returns how many. Symbolic compiles only.
+int decompose_batch_norms(ir::Graph& g);
+
 /// A cheap look at the imported graph before any pass ("" when a symbolic compile may succeed):
 /// a node on symbolic shapes whose op no pass turns into the subset (convolutions, pools,
 /// resizes, recurrent layers, ...): a refusal found only after the pass pipeline costs a
@@ -43,12 +48,26 @@ SymbolicDims symbolic_dims_of(const ir::Graph& g);
 /// a product dim such as `batch*seq` counts as its factors).
 bool is_symbolic_view(const ir::Node* n, const ir::Graph& g);
 
+/// Two dims a node needs equal at run time (Executable::dim_equalities): their texts, the node.
+struct SymbolicEquality {
+    std::string a, b, node;
+};
+
 /// Why the optimized graph cannot compile symbolically ("" when it can): a node outside the
 /// supported subset, a dim that is neither a symbol of the inputs nor a dim expression of them
 /// (an unknown "?"; `batch*seq` is fine: support/dim_poly.h),
 /// a broadcast that needs a symbolic dim to be 1, a view-like op fused into a kernel.
-/// `views` are the nodes compile() makes views.
+/// `views` are the nodes compile() makes views; `externs` the first nodes of units that run as
+/// extern kernels on symbolic shapes (oneDNN convolutions). Where nodes need two different
+/// dims equal (an Add of a conv's rows and an upsampled map's), `equalities` gets them.
 std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& units,
-                             const std::set<const ir::Node*>& views);
+                             const std::set<const ir::Node*>& views, const std::set<const ir::Node*>& externs = {},
+                             std::vector<SymbolicEquality>* equalities = nullptr);
+
+/// Gives every value's dims one name per class of dims `equalities` make equal (an input symbol
+/// where the class has one, else the shortest text), so that a kernel reading both sides of an
+/// asserted equality sees one dim. The run checks the equalities themselves
+/// (Executable::dim_equalities).
+void unify_equal_dims(ir::Graph& g, const std::vector<SymbolicEquality>& equalities);
 
 }  // namespace kiln::compiler

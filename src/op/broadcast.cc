@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "ir/dim_expr.h"
 #include "op/op_util.h"
 #include "support/error.h"
 
@@ -17,7 +18,15 @@ bool broadcast_dim(const ir::Dim& a, const ir::Dim& b, ir::Dim* out) {
     if (a.is_static() && b.is_static()) return false;
     if (a.is_static()) return *out = a, true;  // symbol b must be 1 or a
     if (b.is_static()) return *out = b, true;
-    *out = ir::Dim::sym("?");  // two different symbols: unknown
+    // Two different dim expressions of a symbolic compile, at least one computed (a conv's
+    // floor((H+1)/2) beside an upsampled 2*floor((H+3)/4)): the model needs them equal, and the
+    // compile asserts that at run time (compiler::symbolic_refusal); the shorter text names it.
+    auto pa = ir::dim_poly(a), pb = ir::dim_poly(b);
+    if (pa && pb && !(pa->is_symbol() && pb->is_symbol())) {
+        const bool a_first = a.symbol.size() != b.symbol.size() ? a.symbol.size() < b.symbol.size() : a.symbol < b.symbol;
+        return *out = a_first ? a : b, true;
+    }
+    *out = ir::Dim::sym("?");  // two different input symbols: unknown
     return true;
 }
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "ir/dim_expr.h"
 #include "op/op_util.h"
 #include "support/error.h"
 
@@ -83,6 +84,35 @@ WindowGeometry window_geometry(const ir::Node& n, const std::vector<int64_t>& in
         }
     }
     return g;
+}
+
+std::vector<ir::Dim> window_out_dims(const ir::Node& n, const std::vector<ir::Dim>& in,
+                                     const std::vector<int64_t>& kernel, bool ceil_mode) {
+    // The attributes (pads, strides, ...) do not depend on the input size except under SAME,
+    // where only the output rule below is used: a large stand-in size checks them.
+    constexpr int64_t kStandIn = int64_t{1} << 30;
+    std::vector<int64_t> sizes;
+    for (const ir::Dim& d : in) sizes.push_back(d.is_static() ? d.value : kStandIn);
+    const WindowGeometry g = window_geometry(n, sizes, kernel, ceil_mode);
+    const bool same = n.attr_string("auto_pad", "NOTSET").rfind("SAME", 0) == 0;
+    std::vector<ir::Dim> out;
+    for (size_t i = 0; i < in.size(); ++i) {
+        const auto p = ir::dim_poly(in[i]);
+        if (in[i].is_static() || !p) {
+            out.push_back(in[i].is_static() ? ir::Dim(g.out[i]) : ir::Dim::sym("?"));
+            continue;
+        }
+        const int64_t s = g.strides[i], ext = (kernel[i] - 1) * g.dilations[i] + 1;
+        if (ceil_mode && s > 1 && !same) {
+            out.push_back(ir::Dim::sym("?"));
+            continue;
+        }
+        const DimPoly o = same ? DimPoly::ceil_div(*p, s)
+                               : DimPoly::floor_div(*p + DimPoly::constant(g.pads_begin[i] + g.pads_end[i] - ext), s) +
+                                     DimPoly::constant(1);
+        out.push_back(ir::dim_of_poly(o).value_or(ir::Dim::sym("?")));
+    }
+    return out;
 }
 
 std::vector<AttrSpec> conv_window_attrs(bool with_group) {

@@ -29,6 +29,14 @@ struct WindowGeometry {
 WindowGeometry window_geometry(const ir::Node& n, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
                                bool ceil_mode);
 
+/// The output dims of window node `n` (Conv, a pool) over input spatial dims `in`, some of them
+/// symbolic (a symbolic compile: docs/dynamic_shapes.md): a static dim as window_geometry gives
+/// it; a symbolic one as a dim expression, floor((in + pads - ext) / s) + 1 (SAME: ceil(in / s));
+/// "?" where no expression says it (an unknown input dim; ceil_mode with a stride, whose last
+/// window may be dropped).
+std::vector<ir::Dim> window_out_dims(const ir::Node& n, const std::vector<ir::Dim>& in,
+                                     const std::vector<int64_t>& kernel, bool ceil_mode);
+
 /// The geometry of ConvTranspose node `n` (op/defs/conv_transpose.cc) for input spatial sizes
 /// `in` and kernel `kernel`: strides, dilations, begin pads and output sizes as ONNX defines
 /// them, and pads_end such that out = s*(in-1) + (k-1)*d + 1 - pb - pe, i.e. ONNX's end pad less

@@ -25,7 +25,9 @@ Linear foldable_linear(const ir::Graph& g, const ir::Value* v, const ir::Node* u
     if (!is_constant_expr(n->input(1))) return {};
     if (n->input(2) && !is_constant_expr(n->input(2))) return {};
     if (n->op() == "Gemm" && n->output(0)->type().rank() != 2) return {};
-    return {n, n->op() == "Gemm", n->output(0)->type().static_shape()[1]};
+    const ir::Dim& channels = n->output(0)->type().shape.at(1);  // static also in symbolic compiles
+    if (!channels.is_static()) return {};
+    return {n, n->op() == "Gemm", channels.value};
 }
 
 /// The weights scaled along the output-channel axis by c (cm = 1 or the channel count).

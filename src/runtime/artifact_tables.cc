@@ -6,6 +6,7 @@
 #include "runtime/artifact_format.h"
 #include "runtime/async_kernel.h"
 #include "support/byte_io.h"
+#include "runtime/extern_shape_params.h"
 #include "support/dim_poly.h"
 #include "support/error.h"
 
@@ -166,6 +167,12 @@ void write_symbolic(ByteWriter& w, const Executable& exe) {
         w.i64(l.max);
         w.str(l.node);
     }
+    w.u32(static_cast<uint32_t>(exe.dim_equalities.size()));
+    for (const DimEquality& e : exe.dim_equalities) {
+        w.i32(e.a);
+        w.i32(e.b);
+        w.str(e.node);
+    }
 }
 
 /// dims[k]: a dim name or an expression of the names before it that the runtime can evaluate.
@@ -203,9 +210,11 @@ void read_symbolic(ByteReader& r, Executable& exe) {
     for (size_t k = 0; k < exe.kernels.size(); ++k) {
         KernelDesc& kd = exe.kernels[k];
         const uint8_t t = r.u8("kernel takes_dims");
-        KILN_CHECK(t <= 1 && (t == 0 || (!kd.is_async && !kd.is_extern() && !exe.dims.empty())), kInvalidModel)
+        const bool can_take = !kd.is_async && (!kd.is_extern() || extern_takes_shapes(kd.extern_name));
+        KILN_CHECK(t <= 1 && (t == 0 || (can_take && !exe.dims.empty())), kInvalidModel)
             << kWhat << ": kernel " << k << " (" << kd.description << ") has takes_dims = " << int(t)
-            << ", expected 0, or 1 for a generated kernel of an executable with symbolic dims";
+            << ", expected 0, or 1 for a generated kernel or a shape-following extern kernel (dnnl_conv) of an "
+               "executable with symbolic dims";
         kd.takes_dims = t == 1;
     }
     for (size_t i = 0; i < exe.steps.size(); ++i) {
@@ -231,6 +240,18 @@ void read_symbolic(ByteReader& r, Executable& exe) {
             << kWhat << ": dim limit " << i << " bounds dim " << l.dim << " by " << l.max << ", expected a dim 0.."
             << static_cast<int64_t>(exe.dims.size()) - 1 << " and a bound >= 0";
         exe.dim_limits.push_back(std::move(l));
+    }
+    const uint32_t ne = r.count("dim equality count", 12);
+    for (uint32_t i = 0; i < ne; ++i) {
+        DimEquality e;
+        e.a = r.i32("dim equality dim");
+        e.b = r.i32("dim equality dim");
+        e.node = r.str("dim equality node");
+        const auto valid = [&](int d) { return d >= 0 && static_cast<size_t>(d) < exe.dims.size(); };
+        KILN_CHECK(valid(e.a) && valid(e.b), kInvalidModel)
+            << kWhat << ": dim equality " << i << " names dims " << e.a << " and " << e.b << ", expected 0.."
+            << static_cast<int64_t>(exe.dims.size()) - 1;
+        exe.dim_equalities.push_back(std::move(e));
     }
 }
 

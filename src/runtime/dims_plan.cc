@@ -95,6 +95,14 @@ Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, s
                               std::to_string(dims[static_cast<size_t>(l.dim)]) + " at these inputs, but " + l.node +
                               " takes that many rows of an axis of " + std::to_string(l.max) + ": at most " +
                               std::to_string(l.max));
+    for (const DimEquality& e : exe.dim_equalities) {
+        const int64_t va = dims.at(static_cast<size_t>(e.a)), vb = dims.at(static_cast<size_t>(e.b));
+        if (va != vb)
+            return Status(ErrorKind::kInvalidArgument,
+                          e.node + " needs dimensions '" + exe.dims[static_cast<size_t>(e.a)] + "' and '" +
+                              exe.dims[static_cast<size_t>(e.b)] + "' equal, but these inputs make them " +
+                              std::to_string(va) + " and " + std::to_string(vb));
+    }
     return Status::ok_status();
 }
 

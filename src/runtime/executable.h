@@ -83,6 +83,16 @@ struct DimLimit {
     std::string node;
 };
 
+/// Two symbolic dims the model's meaning requires equal (Executable::dims[a] == dims[b]): the
+/// two sides of an elementwise node or a Concat whose dims the compiler could not prove equal
+/// (PP-OCR's detector adds an upsampled 2*floor((H+31)/32) to a floor((H+15)/16): equal when H
+/// is a multiple of 32). A run where they differ is an error naming `node`, as ONNX Runtime's
+/// would be.
+struct DimEquality {
+    int a = -1, b = -1;
+    std::string node;
+};
+
 class LoadedLibrary;
 class ExternKernel;
 
@@ -114,6 +124,8 @@ public:
     bool is_symbolic() const { return !dims.empty(); }
     /// Bounds on the dims, checked when a run binds them.
     std::vector<DimLimit> dim_limits;
+    /// Pairs of dims that must be equal, checked when a run binds them.
+    std::vector<DimEquality> dim_equalities;
 
     /// dlopens every kernel library and resolves symbols, and builds the extern kernels
     /// (idempotent). Throws kiln::Error.

@@ -27,6 +27,21 @@ std::string num(double x) {
 }
 
 bool static_f32(const ir::Value* v) { return v && v->type().dtype == DType::kFloat32 && v->type().is_static(); }
+bool f32(const ir::Value* v) { return v && v->type().dtype == DType::kFloat32; }
+
+/// A conv activation of a symbolic compile: float32, rank `rank`, static channels, the batch and
+/// spatial dims symbolic or static.
+bool symbolic_activation(const ir::Value* v, size_t rank) {
+    return f32(v) && !v->type().is_static() && v->type().shape.size() == rank && v->type().shape[1].is_static();
+}
+
+/// The template's dims of a symbolic activation: static ones as they are, 0 where symbolic (the
+/// runtime writes the run's: runtime/extern_shape_params.h).
+std::vector<int64_t> template_dims(const ir::Value* v) {
+    std::vector<int64_t> d;
+    for (const ir::Dim& x : v->type().shape) d.push_back(x.is_static() ? x.value : 0);
+    return d;
+}
 
 /// The value of a one-element float32 constant.
 std::optional<double> scalar_constant(const ir::Value* v) {
@@ -195,7 +210,7 @@ std::optional<Epilogue> match_epilogue(const std::vector<ir::Node*>& nodes, size
                 else if (op == "Mul") push_linear(ep.posts, *c, 0);
                 else if (cur_first && *c != 0) push_linear(ep.posts, 1.0 / *c, 0);
                 else return std::nullopt;
-            } else if ((op == "Add" || op == "Mul") && static_f32(other) && other->type() == type) {
+            } else if ((op == "Add" || op == "Mul") && f32(other) && other->type() == type) {
                 int arg = arg_index(inputs, other);
                 if (arg < 0) return std::nullopt;
                 ep.posts.push_back(std::string(op == "Add" ? "add:" : "mul:") + std::to_string(arg));
@@ -324,6 +339,79 @@ std::optional<Epilogue> conv_epilogue(const std::vector<ir::Node*>& nodes, const
     return ep;
 }
 
+/// The parameters every symbolic (de)conv shares: the window as the attributes give it (no
+/// taps left out: which taps read only padding depends on the size), the channels and the
+/// argument indices; src / dst hold 0 at symbolic dims.
+Pairs symbolic_conv_pairs(const ir::Node* c, const op::WindowGeometry& g, const std::vector<int64_t>& k,
+                          const std::vector<ir::Value*>& inputs) {
+    const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);
+    const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
+    Pairs p = {{"strides", join(g.strides)},         {"dilations", join(g.dilations)},
+               {"pads_begin", join(g.pads_begin)},   {"pads_end", join(g.pads_end)},
+               {"src", join(template_dims(x))},      {"dst", join(template_dims(y))},
+               {"kernel", join(k)},                  {"groups", std::to_string(c->attr_int("group", 1))},
+               {"x", std::to_string(arg_index(inputs, x))}, {"w", std::to_string(arg_index(inputs, w))}};
+    if (b) p.push_back({"b", std::to_string(arg_index(inputs, b))});
+    p.push_back({"y", std::to_string(inputs.size())});
+    return p;
+}
+
+/// An ONNX Conv on symbolic shapes (a symbolic compile: docs/dynamic_shapes.md): plain NC...
+/// activations whose batch and spatial dims are dims of the run, static weights and channels.
+/// The runtime makes the primitive per shape (runtime/extern_at_shapes.h). SAME padding with a
+/// stride is left out (its pads follow the input size).
+std::optional<ExternChoice> match_symbolic_conv(const std::vector<ir::Node*>& nodes,
+                                                const std::vector<ir::Value*>& inputs,
+                                                const std::vector<ir::Value*>& outputs) {
+    const ir::Node* c = nodes[0];
+    const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);
+    const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
+    const size_t rank = w->type().shape.size();
+    if (!static_f32(w) || (b && !static_f32(b)) || rank < 3 || rank > 5 || !symbolic_activation(x, rank) ||
+        !symbolic_activation(y, rank))
+        return std::nullopt;
+    const Shape ws = w->type().static_shape();
+    const int64_t groups = c->attr_int("group", 1), ch = x->type().shape[1].value, m = y->type().shape[1].value;
+    if (groups < 1 || ch % groups || m % groups || ws[1] * groups != ch || ws[0] != m) return std::nullopt;
+    const std::vector<int64_t> k(ws.begin() + 2, ws.end());
+    const op::WindowGeometry g = op::window_geometry(*c, std::vector<int64_t>(k.size(), int64_t{1} << 20), k, false);
+    if (c->attr_string("auto_pad", "NOTSET").rfind("SAME", 0) == 0)
+        for (int64_t s : g.strides)
+            if (s != 1) return std::nullopt;
+    std::optional<Epilogue> ep = conv_epilogue(nodes, inputs, outputs, y, false);
+    if (!ep) return std::nullopt;
+    Pairs p = symbolic_conv_pairs(c, g, k, inputs);
+    p.insert(p.begin(), {"wei", "oihw"});
+    return choice("dnnl_conv", std::move(p), *ep);
+}
+
+/// An ONNX ConvTranspose on symbolic shapes (as match_symbolic_conv): its pads do not follow
+/// the size (explicit, or SAME: output_padding + ext - s in all), an explicit output_shape is
+/// left out.
+std::optional<ExternChoice> match_symbolic_conv_transpose(const std::vector<ir::Node*>& nodes,
+                                                          const std::vector<ir::Value*>& inputs,
+                                                          const std::vector<ir::Value*>& outputs) {
+    const ir::Node* c = nodes[0];
+    const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);
+    const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
+    const size_t rank = w->type().shape.size();
+    if (!static_f32(w) || (b && !static_f32(b)) || rank < 3 || rank > 5 || !symbolic_activation(x, rank) ||
+        !symbolic_activation(y, rank) || !c->attr_ints("output_shape").empty())
+        return std::nullopt;
+    if (nodes.size() != 1 || outputs.size() != 1 || outputs[0] != y) return std::nullopt;  // no epilogue (below)
+    const Shape ws = w->type().static_shape();
+    const int64_t groups = c->attr_int("group", 1);
+    if (groups < 1 || ws[0] != x->type().shape[1].value || ws[1] * groups != y->type().shape[1].value)
+        return std::nullopt;
+    const std::vector<int64_t> k(ws.begin() + 2, ws.end());
+    const op::WindowGeometry g = op::conv_transpose_geometry(*c, std::vector<int64_t>(k.size(), int64_t{1} << 20), k);
+    for (int64_t pb : g.pads_begin)
+        if (pb < 0) return std::nullopt;
+    Pairs p = symbolic_conv_pairs(c, g, k, inputs);
+    p.insert(p.begin(), {{"kind", "deconv"}, {"wei", "iohw"}});
+    return choice("dnnl_conv", std::move(p), Epilogue{});
+}
+
 /// ConvTranspose (1-D to 3-D, any groups) on plain NC... tensors: oneDNN's deconvolution, whose
 /// weights [G, M/G, C/G, K...] are a strided view of ONNX's [C, M/G, K...].
 std::optional<ExternChoice> match_conv_transpose(const std::vector<ir::Node*>& nodes,
@@ -332,6 +420,8 @@ std::optional<ExternChoice> match_conv_transpose(const std::vector<ir::Node*>& n
     const ir::Node* c = nodes[0];
     const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);
     const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
+    if (symbolic_activation(x, w->type().rank()) || symbolic_activation(y, w->type().rank()))
+        return match_symbolic_conv_transpose(nodes, inputs, outputs);
     if (!static_f32(x) || !static_f32(w) || !static_f32(y) || (b && !static_f32(b))) return std::nullopt;
     const Shape xs = x->type().static_shape(), ws = w->type().static_shape(), ys = y->type().static_shape();
     const int64_t groups = c->attr_int("group", 1);
@@ -374,6 +464,8 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     const ir::Value *x = c->input(0), *w = c->input(1);
     const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
     const ir::Value* y = c->output(0);
+    if (op == "Conv" && (symbolic_activation(x, w->type().rank()) || symbolic_activation(y, w->type().rank())))
+        return match_symbolic_conv(nodes, inputs, outputs);
     if (!static_f32(x) || !static_f32(w) || !static_f32(y) || (b && !static_f32(b))) return std::nullopt;
     // Kiln's blocked weights are unpacked once, so those anchors need constant weights; an ONNX
     // Conv's plain oihw weights may be computed (a training step's parameters, a data

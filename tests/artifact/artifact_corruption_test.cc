@@ -186,12 +186,12 @@ TEST(ArtifactCorruption, WrongMagicIsNotAnArtifact) {
 TEST(ArtifactCorruption, AnotherFormatVersionIsUnsupported) {
     ScratchDir dir;
     std::string b = saved_artifact(dir);
-    b[8] = 2;  // the version before VM programs: refused by this reader, as 3 is by a version-2 reader
+    b[8] = 3;  // the version before dim equalities: refused by this reader, as 4 is by a version-3 reader
     fix_checksums(b);
-    write_bytes(dir.file("v2.kiln"), b);
-    Error e = error_of([&] { load_artifact(dir.file("v2.kiln")); });
+    write_bytes(dir.file("v3.kiln"), b);
+    Error e = error_of([&] { load_artifact(dir.file("v3.kiln")); });
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-    EXPECT_NE(e.message().find("is a Kiln artifact of format version 2; this runtime reads version 3"), std::string::npos)
+    EXPECT_NE(e.message().find("is a Kiln artifact of format version 3; this runtime reads version 4"), std::string::npos)
         << e.what();
 }
 

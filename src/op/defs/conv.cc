@@ -67,10 +67,16 @@ ConvShape conv_shape(const ir::Node& n, const ir::TensorType& x, const ir::Tenso
 }
 
 std::vector<ir::TensorType> conv_infer(const ir::Node& n) {
-    const auto& x = input_type(n, 0, "X");
     const auto& w = input_type(n, 1, "W");
-    check_dtype(n, "X", x.dtype, float_types());
-    check_same_dtype(n, "X", x.dtype, "W", w.dtype);
+    const ir::TensorType& x_in = input_type(n, 0, "X");
+    check_dtype(n, "X", x_in.dtype, float_types());
+    check_same_dtype(n, "X", x_in.dtype, "W", w.dtype);
+    // Symbolic spatial dims (a symbolic compile): checked at a stand-in size, output as dim
+    // expressions (window_out_dims).
+    ir::TensorType x = x_in;
+    bool symbolic = false;
+    for (int i = 2; i < x.rank(); ++i)
+        if (!x.shape[static_cast<size_t>(i)].is_static()) x.shape[static_cast<size_t>(i)] = ir::Dim(int64_t{1} << 30), symbolic = true;
     ConvShape cs = conv_shape(n, x, w);
     if (has_input(n, 2)) {
         const auto& b = n.input(2)->type();
@@ -79,7 +85,12 @@ std::vector<ir::TensorType> conv_infer(const ir::Node& n) {
             << node_label(n) << ": bias B must have shape [" << cs.out_channels << "], got " << dims_str(b.shape);
     }
     std::vector<ir::Dim> out = {x.shape[0], cs.out_channels};
-    for (int64_t o : cs.geo.out) out.push_back(o);
+    if (symbolic) {
+        const std::vector<ir::Dim> o = window_out_dims(n, {x_in.shape.begin() + 2, x_in.shape.end()}, cs.kernel, false);
+        out.insert(out.end(), o.begin(), o.end());
+    } else {
+        for (int64_t o : cs.geo.out) out.push_back(o);
+    }
     return {{x.dtype, out}};
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ir/dim_expr.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "op/window.h"
@@ -119,7 +120,15 @@ OpDef conv_transpose_op() {
         const auto& w = input_type(n, 1, "W");
         check_dtype(n, "X", x.dtype, float_types());
         check_same_dtype(n, "X", x.dtype, "W", w.dtype);
-        TransposeGeometry g = geometry(n, x.shape, w.shape);
+        // Symbolic spatial dims (a symbolic compile): the geometry at a stand-in size, then each
+        // such output as an expression, s (in - 1) + output_padding + ext - pads, whose pads do
+        // not depend on the size (also under SAME: total = output_padding + ext - s); with an
+        // explicit output_shape they would, and the dim stays unknown.
+        constexpr int64_t kStandIn = int64_t{1} << 20;
+        std::vector<ir::Dim> xs = x.shape;
+        for (size_t i = 2; i < xs.size(); ++i)
+            if (!xs[i].is_static()) xs[i] = ir::Dim(kStandIn);
+        TransposeGeometry g = geometry(n, xs, w.shape);
         const int64_t group = n.attr_int("group", 1);
         const int64_t c = static_dim(n, x.shape[1], "X");
         const int64_t wc = static_dim(n, w.shape[0], "W");
@@ -134,7 +143,15 @@ OpDef conv_transpose_op() {
                 << node_label(n) << ": input B must have shape [" << m << "], got " << dims_str(b.shape);
         }
         std::vector<ir::Dim> out = {x.shape[0], ir::Dim(m)};
-        for (int64_t o : g.out) out.push_back(o);
+        for (size_t i = 0; i < g.out.size(); ++i) {
+            const ir::Dim& in = x.shape[2 + i];
+            const auto p = ir::dim_poly(in);
+            if (in.is_static()) out.push_back(g.out[i]);
+            else if (!p || !n.attr_ints("output_shape").empty()) out.push_back(ir::Dim::sym("?"));
+            else  // the stand-in's output less s * stand-in, plus s * in
+                out.push_back(*ir::dim_of_poly(DimPoly::constant(g.strides[i]) * *p +
+                                               DimPoly::constant(g.out[i] - g.strides[i] * kStandIn)));
+        }
         return std::vector<ir::TensorType>{{x.dtype, out}};
     };
     d.compute = [](const ComputeArgs& a) {

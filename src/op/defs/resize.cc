@@ -25,6 +25,7 @@
 #include <numeric>
 #include <string>
 
+#include "ir/dim_expr.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "op/schedule_util.h"
@@ -450,6 +451,62 @@ te::Tensor interp_compute(const ComputeArgs& a, const ResizePlan& p) {
     return cur;
 }
 
+// ---- symbolic compiles (docs/dynamic_shapes.md) ----
+
+constexpr int64_t kStandIn = int64_t{1} << 20;  // a symbolic dim's size while checking the attributes
+
+/// The plan at a stand-in size for symbolic dims.
+ResizePlan stand_in_plan(const ir::Node& n, const std::vector<ir::Dim>& dims) {
+    std::vector<int64_t> in;
+    for (const ir::Dim& d : dims) in.push_back(d.is_static() ? d.value : kStandIn);
+    return make_plan(n, in);
+}
+
+/// Per axis, the integer factor k of a nearest resize that reads input floor(x / k) for output
+/// x (asymmetric coordinates, floor rounding or the legacy upsample's, integer scales given as
+/// `scales`): the only resizes a symbolic compile builds. Empty when some axis is not such.
+std::vector<int64_t> integer_upsample_factors(const ir::Node& n, const ResizePlan& p) {
+    const bool floors = p.nearest_mode == "floor" || p.nearest_mode == "legacy";
+    if (p.mode != "nearest" || p.ctm != "asymmetric" || !floors) return {};  // `sizes`: no integer scale at the stand-in
+    std::vector<int64_t> k;
+    for (double s : p.scale) {
+        if (s < 1.0 || s != std::floor(s) || s > 1024) return {};
+        k.push_back(static_cast<int64_t>(s));
+    }
+    return k;
+}
+
+/// Output dims with symbolic input dims: k * in on an integer-upsampled axis, "?" otherwise.
+std::vector<ir::Dim> symbolic_resize_dims(const ir::Node& n, const std::vector<ir::Dim>& in) {
+    const ResizePlan p = stand_in_plan(n, in);
+    const std::vector<int64_t> k = integer_upsample_factors(n, p);
+    std::vector<ir::Dim> out;
+    for (size_t d = 0; d < in.size(); ++d) {
+        const auto poly = ir::dim_poly(in[d]);
+        if (in[d].is_static()) out.push_back(ir::Dim(p.out[d]));
+        else if (k.empty() || !poly) out.push_back(ir::Dim::sym("?"));
+        else out.push_back(*ir::dim_of_poly(DimPoly::constant(k[d]) * *poly));
+    }
+    return out;
+}
+
+/// The integer nearest upsample over symbolic dims: one gather, floor(x / k) per axis.
+te::Tensor sym_nearest_compute(const ComputeArgs& a) {
+    te::Tensor x = a.in(0);
+    std::vector<ir::Dim> in;
+    for (int64_t d : x->shape) in.push_back(d == te::kDynamicDim ? ir::Dim::sym("n") : ir::Dim(d));
+    const std::vector<int64_t> k = integer_upsample_factors(a.node, stand_in_plan(a.node, in));
+    KILN_ICHECK(k.size() == in.size()) << node_label(a.node) << ": a symbolic Resize that is no integer upsample";
+    return te::sym_compute(
+        a.out_dims(), [&](const std::vector<Var>& o) {
+            std::vector<Expr> idx;
+            for (size_t d = 0; d < k.size(); ++d)
+                idx.push_back(k[d] == 1 ? Expr(o[d]) : te::floordiv(Expr(o[d]), te::int_imm(k[d])));
+            return te::read(x, idx);
+        },
+        "Resize", a.out_dtype());
+}
+
 std::vector<int64_t> static_shape(const ir::Node& n, const ir::TensorType& t) {
     std::vector<int64_t> s;
     for (const auto& d : t.shape) s.push_back(static_dim(n, d, "X"));
@@ -492,6 +549,10 @@ OpDef resize_op() {
     d.pattern = OpPattern::kInjective;
     d.infer = [](const ir::Node& n) {
         const auto& x = input_type(n, 0, "X");
+        if (!x.is_static()) {
+            check_dtype(n, "X", x.dtype, numeric_types());
+            return std::vector<ir::TensorType>{{x.dtype, symbolic_resize_dims(n, x.shape)}};
+        }
         const ResizePlan p = make_plan(n, static_shape(n, x));
         if (p.mode == "nearest") {
             check_dtype(n, "X", x.dtype, numeric_types());
@@ -504,6 +565,7 @@ OpDef resize_op() {
     };
     d.schedule = resize_schedule;
     d.compute = [](const ComputeArgs& a) {
+        if (!a.in(0)->is_static()) return std::vector<te::Tensor>{sym_nearest_compute(a)};
         const ResizePlan p = make_plan(a.node, a.in(0)->shape);
         return std::vector<te::Tensor>{p.mode == "nearest" ? nearest_compute(a, p)
                                                            : interp_compute(a, p)};

@@ -227,25 +227,31 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     return c;
 }
 
+bool is_conv_anchor(const std::string& op) {
+    return op == "Conv" || op == "ConvTranspose" || op == "KilnConv2dNCHWc" || op == "KilnDepthwiseConv2dNCHWc";
+}
+
 /// A symbolic compile's extern kernel for `unit` (docs/dynamic_shapes.md): a convolution or
 /// deconvolution (with the epilogue oneDNN can fuse) runs on oneDNN at every shape, made per
 /// run-time shape (runtime/extern_at_shapes.h); everything else is generated over the dims.
 std::optional<topi::ExternChoice> symbolic_extern_choice(const KernelUnit& unit) {
-    const std::string& op = unit.nodes.front()->op();
-    if (!runtime::have_dnnl() || (op != "Conv" && op != "ConvTranspose")) return std::nullopt;
+    if (!runtime::have_dnnl() || !is_conv_anchor(unit.nodes.front()->op())) return std::nullopt;
     return topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
 }
 
 /// Symbolic compiles: a conv whose unit oneDNN cannot take whole (an epilogue it has no post-op
-/// for) leaves the unit, to run on oneDNN alone: there is no generated conv over symbolic dims.
+/// for, a layout conversion fused before it) leaves the unit, to run on oneDNN alone: there is
+/// no generated conv over symbolic dims. Unit nodes before the conv (its producers: fusion keeps
+/// groups convex) become kernels of their own, so the rest of the group never wraps around it.
 void detach_symbolic_conv_anchors(ir::Graph& g) {
     if (!runtime::have_dnnl()) return;
     for (const KernelUnit& unit : partition_kernels(g)) {
-        ir::Node* anchor = unit.nodes.front();
-        if (unit.nodes.size() < 2 || (anchor->op() != "Conv" && anchor->op() != "ConvTranspose") ||
-            symbolic_extern_choice(unit))
+        auto anchor = std::find_if(unit.nodes.begin(), unit.nodes.end(),
+                                   [](const ir::Node* n) { return is_conv_anchor(n->op()); });
+        if (unit.nodes.size() < 2 || anchor == unit.nodes.end() ||
+            (anchor == unit.nodes.begin() && symbolic_extern_choice(unit)))
             continue;
-        anchor->set_group(-1);
+        for (auto it = unit.nodes.begin(); it != std::next(anchor); ++it) (*it)->set_group(-1);
     }
 }
 

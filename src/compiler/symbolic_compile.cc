@@ -36,7 +36,9 @@ const std::set<std::string>& symbolic_ops() {
                                               "Softplus", "Softsign", "Mish", "Swish", "Reciprocal", "Floor", "Ceil",
                                               "Round", "Sin", "Cos", "ThresholdedRelu",
                                               // window ops with a symbolic compute (op/defs/pool.cc, resize.cc)
-                                              "GlobalAveragePool", "Resize", "Upsample"};
+                                              "GlobalAveragePool", "Resize", "Upsample",
+                                              // the layout pass's conversions and blocked pools (op/defs/conv_nchwc.cc)
+                                              "KilnLayoutToBlocked", "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc"};
     return ops;
 }
 
@@ -149,8 +151,9 @@ std::string node_refusal(const ir::Node* n, Equalities& eq) {
             return n->describe() + ": C broadcasts a symbolic dim";
         return "";
     }
-    if (n->op() == "Resize" || n->op() == "Upsample" || n->op() == "GlobalAveragePool")
-        return "";  // window ops: their own dims (op/defs/resize.cc, pool.cc)
+    static const std::set<std::string> own_dims = {"Resize", "Upsample", "GlobalAveragePool", "KilnLayoutToBlocked",
+                                                   "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc"};
+    if (own_dims.count(n->op())) return "";  // window and layout ops: dims of their own (op/defs)
     for (const ir::Value* in : n->inputs())
         if (in && !broadcasts_exactly(in->type().shape, out, n, &eq))
             return n->describe() + ": input " + in->type().str() + " broadcasts a symbolic dim to " +

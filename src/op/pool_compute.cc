@@ -188,4 +188,28 @@ te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype
         name, dtype);
 }
 
+te::Tensor sym_global_average_pool(const ComputeArgs& a, int trailing) {
+    te::Tensor x = a.in(0);
+    const std::vector<Expr> xs = x->shape_exprs(), os = a.out_dims();
+    const DType cdt = te::compute_dtype(a.out_dtype());
+    const size_t spatial_end = xs.size() - static_cast<size_t>(trailing);
+    std::vector<te::IterVar> rk;
+    Expr count = te::int_imm(1);
+    for (size_t d = 2; d < spatial_end; ++d) {
+        rk.push_back(te::reduce_axis(xs[d], "rk" + std::to_string(d - 2)));
+        count = count * xs[d];
+    }
+    te::Tensor total = te::sym_compute(
+        os, [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx = {i[0], i[1]};
+            for (const te::IterVar& r : rk) idx.push_back(r->var);
+            for (size_t d = spatial_end; d < xs.size(); ++d) idx.push_back(i[d]);
+            return te::sum(te::cast(cdt, te::read(x, idx)), rk);
+        },
+        "gap_sum", cdt);
+    return te::sym_compute(
+        os, [&](const std::vector<Var>& i) { return te::cast(a.out_dtype(), te::read(total, i) / te::cast(cdt, count)); },
+        a.node.op(), a.out_dtype());
+}
+
 }  // namespace kiln::op

@@ -63,6 +63,11 @@ te::Tensor average_pool_tensor(const te::Tensor& x, const WindowGeometry& g, con
 
 /// GlobalAveragePool (the spatial sum "gap_sum" over the element count) or GlobalMaxPool of x;
 /// on NC + spatial x (trailing 0) each plane reduces in the flat lane form (flat_reduce.h).
+/// A symbolic compile's global average pool (docs/dynamic_shapes.md) of node a.node's input:
+/// the sum over the symbolic spatial dims in symbolic loops, then / their count (a run-time
+/// product of dims); `trailing` dims after the spatial ones as in global_pool_tensor.
+te::Tensor sym_global_average_pool(const ComputeArgs& a, int trailing = 0);
+
 te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype, bool is_max,
                               const std::string& name, int trailing = 0);
 

@@ -24,6 +24,20 @@ bool static_f32(const ir::Value* v, int rank) {
     return v && v->type().dtype == DType::kFloat32 && v->type().rank() == rank && v->type().is_static();
 }
 
+/// An activation the pass may block: float32 of rank `rank` with static channels (axis 1); its
+/// batch and spatial dims may be symbolic (a symbolic compile: docs/dynamic_shapes.md).
+bool blockable_f32(const ir::Value* v, int rank) {
+    return v && v->type().dtype == DType::kFloat32 && v->type().rank() == rank && v->type().shape[1].is_static();
+}
+
+int64_t channels_of(const ir::Value* v) { return v->type().shape[1].value; }
+
+/// Whether dim `k` of v's type is the static size 1.
+bool unit_dim(const ir::Value* v, size_t k) {
+    const ir::Dim& d = v->type().shape.at(k);
+    return d.is_static() && d.value == 1;
+}
+
 int64_t block_for(int64_t channels) { return channels % 16 == 0 ? 16 : channels % 8 == 0 ? 8 : 0; }
 
 /// The blocked value `v` is the FromBlocked of, or nullptr.
@@ -32,7 +46,7 @@ ir::Value* blocked_source(const ir::Value* v) {
     return p && p->op() == kFromBlocked ? p->input(0) : nullptr;
 }
 
-int64_t block_of(const ir::Value* blocked) { return blocked->type().static_shape()[4]; }
+int64_t block_of(const ir::Value* blocked) { return blocked->type().shape.at(4).value; }
 
 bool is_unary(const std::string& op);
 
@@ -105,7 +119,7 @@ bool finish(ir::Graph& g, ir::Node* n, ir::Node* blocked, PackCache& cache) {
 /// A 2-D conv with static float32 operands, constant weights and an optional constant bias.
 bool conv_operands_blockable(const ir::Node* n) {
     const ir::Value *x = n->input(0), *w = n->input(1), *b = n->input(2);
-    if (!static_f32(x, 4) || !static_f32(w, 4) || !static_f32(n->output(0), 4) || !is_constant_expr(w)) return false;
+    if (!blockable_f32(x, 4) || !static_f32(w, 4) || !blockable_f32(n->output(0), 4) || !is_constant_expr(w)) return false;
     return !b || (static_f32(b, 1) && is_constant_expr(b));
 }
 
@@ -126,7 +140,7 @@ bool feeds_groups_of_8(const ir::Value* v, int depth = 0) {
 /// The input and output blocks of a dense or grouped conv (0, 0 when it stays NCHW). Grouped:
 /// every group's input and output channels must be whole blocks (ResNeXt, RegNet).
 std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
-    const Shape ws = n->input(1)->type().static_shape(), os = n->output(0)->type().static_shape();
+    const Shape ws = n->input(1)->type().static_shape();
     const int64_t m = ws[0], c = ws[1];  // c: input channels per group
     if (group > 1) {
         // The input's block when it divides the groups, else blocks of the groups' size (the
@@ -139,7 +153,8 @@ std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
     // A few input channels that 8 does not divide (an image's colours) make one block; so do
     // up to 512 such output channels of a conv over a 1x1 map (squeeze-and-excitation's
     // squeeze), so that the excitation path stays blocked.
-    int64_t co = block_for(m) ? block_for(m) : m <= 512 && os[2] == 1 && os[3] == 1 ? m : 0;
+    const bool map_1x1 = unit_dim(n->output(0), 2) && unit_dim(n->output(0), 3);
+    int64_t co = block_for(m) ? block_for(m) : m <= 512 && map_1x1 ? m : 0;
     if (co == 16 && feeds_groups_of_8(n->output(0))) co = 8;
     const int64_t ci = operand_block(n->input(0), c) ? operand_block(n->input(0), c) : c < 8 ? c : 0;
     return {ci, co};
@@ -179,7 +194,7 @@ bool rewrite_depthwise(ir::Graph& g, ir::Node* n, PackCache& packed) {
     ir::Value* b = n->input(2);
     if (!conv_operands_blockable(n)) return false;
     const Shape ws = w->type().static_shape();
-    const int64_t ch = x->type().static_shape()[1], c = operand_block(x, ch);
+    const int64_t ch = channels_of(x), c = operand_block(x, ch);
     if (c == 0 || n->attr_int("group", 1) != ch || ws[0] != ch || ws[1] != 1) return false;
     ir::Value* xb = to_blocked(g, x, c, packed);
     ir::Value*& wb = packed[{w, c, 0}];
@@ -212,9 +227,16 @@ const std::set<std::string>& unary_ops() {
 /// out's N): squeeze-and-excitation's channel scale. Its NCHW buffer reshapes to the blocked
 /// [N', C/c, 1, 1, c] as a view, so a binary op with it runs blocked.
 bool channel_vector(const ir::Value* v, const ir::TensorType& out) {
-    if (!static_f32(v, 4)) return false;
-    const Shape s = v->type().static_shape(), o = out.static_shape();
-    return (s[0] == 1 || s[0] == o[0]) && s[1] == o[1] && s[2] == 1 && s[3] == 1;
+    if (!blockable_f32(v, 4)) return false;
+    const std::vector<ir::Dim>& s = v->type().shape;
+    return (s[0] == ir::Dim(1) || s[0] == out.shape[0]) && s[1] == out.shape[1] && unit_dim(v, 2) && unit_dim(v, 3);
+}
+
+/// A Reshape target [N', rest...] with N' copied from the input (0: symbolic batches too).
+ir::Value* keep_batch_target(ir::Graph& g, const ir::Value* v, Shape rest) {
+    const ir::Dim& nb = v->type().shape.at(0);
+    rest.insert(rest.begin(), nb.is_static() ? nb.value : 0);
+    return shape_constant(g, rest);
 }
 
 /// How an operand of a blocked elementwise op is rewritten (see sink_through).
@@ -243,10 +265,10 @@ bool is_unary(const std::string& op) { return unary_ops().count(op) > 0; }
 bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
     const bool unary = unary_ops().count(n->op()) > 0;
     const bool binary = n->op() == "Add" || n->op() == "Sub" || n->op() == "Mul" || n->op() == "Div";
-    if ((!unary && !binary) || n->num_outputs() != 1 || !static_f32(n->output(0), 4)) return false;
+    if ((!unary && !binary) || n->num_outputs() != 1 || !blockable_f32(n->output(0), 4)) return false;
     if (binary && n->num_inputs() != 2) return false;
     const ir::TensorType& out = n->output(0)->type();
-    const int64_t channels = out.static_shape()[1];
+    const int64_t channels = channels_of(n->output(0));
     const size_t tensor_inputs = unary ? 1 : 2;
     int64_t block = 0;
     bool full_blocked = false;
@@ -271,18 +293,15 @@ bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
             case Operand::kBlockedVector: {
                 // Over a 1x1 map every block holds the channels in order: another block is a view.
                 ir::Value* src = blocked_source(in);
-                const int64_t nb = in->type().static_shape()[0];
                 ins.push_back(block_of(src) == block
                                   ? src
-                                  : node1(g, "Reshape", {src, shape_constant(g, {nb, channels / block, 1, 1, block})}));
+                                  : node1(g, "Reshape", {src, keep_batch_target(g, in, {channels / block, 1, 1, block})}));
                 break;
             }
             case Operand::kToBlocked: ins.push_back(to_blocked(g, in, block, cache)); break;
-            case Operand::kChannelVector: {
-                const int64_t nb = in->type().static_shape()[0];
-                ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {nb, channels / block, 1, 1, block})}));
+            case Operand::kChannelVector:
+                ins.push_back(node1(g, "Reshape", {in, keep_batch_target(g, in, {channels / block, 1, 1, block})}));
                 break;
-            }
             default:
                 if (i < tensor_inputs && per_channel(in, channels) == channels)
                     ins.push_back(node1(g, "Reshape", {in, shape_constant(g, {channels / block, 1, 1, block})}));
@@ -298,8 +317,8 @@ bool sink_through(ir::Graph& g, ir::Node* n, PackCache& cache) {
 bool sink_batch_norm(ir::Graph& g, ir::Node* n, PackCache& cache) {
     if (n->op() != "BatchNormalization" || n->num_outputs() != 1 || n->attr_int("training_mode", 0) != 0) return false;
     ir::Value* src = blocked_source(n->input(0));
-    if (!src || !static_f32(n->output(0), 4) || n->num_inputs() != 5) return false;
-    const int64_t channels = n->output(0)->type().static_shape()[1], block = block_of(src);
+    if (!src || !blockable_f32(n->output(0), 4) || n->num_inputs() != 5) return false;
+    const int64_t channels = channels_of(n->output(0)), block = block_of(src);
     for (size_t i = 1; i < 5; ++i)
         if (!static_f32(n->input(i), 1) || !is_constant_expr(n->input(i))) return false;
     Tensor eps(DType::kFloat32, {});
@@ -323,7 +342,9 @@ bool sink_pool(ir::Graph& g, ir::Node* n, PackCache& cache) {
     const bool window = op == "MaxPool" || op == "AveragePool";
     if (!window && op != "GlobalAveragePool" && op != "GlobalMaxPool") return false;
     ir::Value* src = blocked_source(n->input(0));
-    if (!src || !static_f32(n->output(0), 4)) return false;
+    if (!src || !blockable_f32(n->output(0), 4)) return false;
+    // On symbolic dims only GlobalAveragePool has a blocked compute (blocked_ops.cc).
+    if (!n->output(0)->type().is_static() && op != "GlobalAveragePool") return false;
     for (size_t i = 1; i < n->num_outputs(); ++i)  // MaxPool's Indices: only when unused
         if (!n->output(i)->users().empty() || is_graph_output(g, n->output(i))) return false;
     ir::AttrMap attrs = window ? copy_attrs(*n, std::span(kPoolAttrs).first(op == "MaxPool" ? 6 : 7)) : ir::AttrMap{};
@@ -334,7 +355,7 @@ bool sink_pool(ir::Graph& g, ir::Node* n, PackCache& cache) {
 /// least one of them a FromBlocked value: the blocked tensors concatenate along their axis 1
 /// (the same layout); NCHW operands get a (shared) ToBlocked.
 bool sink_concat(ir::Graph& g, ir::Node* n, PackCache& cache) {
-    if (n->op() != "Concat" || !static_f32(n->output(0), 4)) return false;
+    if (n->op() != "Concat" || !blockable_f32(n->output(0), 4)) return false;
     const int64_t axis = n->attr_int("axis", 0);
     if (axis != 1 && axis != -3) return false;
     int64_t block = 0;
@@ -347,7 +368,7 @@ bool sink_concat(ir::Graph& g, ir::Node* n, PackCache& cache) {
     if (!block) return false;
     std::vector<ir::Value*> ins;
     for (ir::Value* in : n->inputs()) {
-        if (!static_f32(in, 4) || in->type().static_shape()[1] % block != 0) return false;
+        if (!blockable_f32(in, 4) || channels_of(in) % block != 0) return false;
         ir::Value* src = blocked_source(in);
         ins.push_back(src ? src : nullptr);
     }
@@ -388,10 +409,12 @@ void erase_dead(ir::Graph& g) {
 void transforms_of_1x1_maps_to_views(ir::Graph& g) {
     for (ir::Node* n : g.nodes()) {
         if (n->op() != kToBlocked && n->op() != kFromBlocked) continue;
-        const ir::TensorType& t = n->op() == kToBlocked ? n->input(0)->type() : n->output(0)->type();
-        if (!t.is_static() || t.rank() != 4 || t.static_shape()[2] != 1 || t.static_shape()[3] != 1) continue;
-        ir::Node* r = add_inferred_node(g, "Reshape", {n->input(0), shape_constant(g, n->output(0)->type().static_shape())}, {},
-                                        1, "layout");
+        const ir::Value* plain = n->op() == kToBlocked ? n->input(0) : n->output(0);
+        if (plain->type().rank() != 4 || !unit_dim(plain, 2) || !unit_dim(plain, 3)) continue;
+        const std::vector<ir::Dim>& to = n->output(0)->type().shape;
+        Shape rest;
+        for (size_t k = 1; k < to.size(); ++k) rest.push_back(to[k].value);
+        ir::Node* r = add_inferred_node(g, "Reshape", {n->input(0), keep_batch_target(g, n->input(0), rest)}, {}, 1, "layout");
         if (!replace_value(g, n->output(0), r->output(0))) {
             g.erase_node(r);
             continue;

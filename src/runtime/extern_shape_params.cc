@@ -18,6 +18,9 @@ std::string join(const std::vector<int64_t>& v) {
 /// plain [N, C, spatial...] or blocked [N, C/c, H, W, c]; the channels are `channels`.
 std::vector<int64_t> logical_dims(const Shape& s, int64_t channels, size_t spatial, int64_t block,
                                   const char* what) {
+    // A 1x1 map is laid out alike blocked and plain: the buffer may be either (a view of the
+    // other: pass/transform_layout.cc makes such conversions Reshapes).
+    if (spatial == 2 && (s.size() == 4 || s.size() == 5) && s[2] == 1 && s[3] == 1) return {s[0], channels, 1, 1};
     const size_t rank = block > 0 ? 5 : spatial + 2;
     KILN_CHECK(s.size() == rank && (block == 0 || spatial == 2), kInvalidArgument)
         << "dnnl_conv: the " << what << " has shape " << shape_str(s) << ", expected rank " << rank;

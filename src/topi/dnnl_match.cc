@@ -356,32 +356,70 @@ Pairs symbolic_conv_pairs(const ir::Node* c, const op::WindowGeometry& g, const 
     return p;
 }
 
-/// An ONNX Conv on symbolic shapes (a symbolic compile: docs/dynamic_shapes.md): plain NC...
-/// activations whose batch and spatial dims are dims of the run, static weights and channels.
-/// The runtime makes the primitive per shape (runtime/extern_at_shapes.h). SAME padding with a
-/// stride is left out (its pads follow the input size).
+/// The logical dims [N, C, spatial...] of a symbolic conv activation in Kiln's layout (plain
+/// NC..., or blocked [N, C/c, H, W, c]), 0 at symbolic dims.
+std::vector<int64_t> logical_template_dims(const ir::Value* v, bool blocked) {
+    std::vector<int64_t> d = template_dims(v);
+    if (!blocked) return d;
+    return {d[0], d[1] * d[4], d[2], d[3]};
+}
+
+/// A convolution on symbolic shapes (a symbolic compile: docs/dynamic_shapes.md): an ONNX Conv
+/// on plain NC... activations, or the layout pass's blocked KilnConv2dNCHWc /
+/// KilnDepthwiseConv2dNCHWc, whose batch and spatial dims are dims of the run; static weights
+/// and channels. The runtime makes the primitive per shape (runtime/extern_at_shapes.h). SAME
+/// padding with a stride is left out (its pads follow the input size).
 std::optional<ExternChoice> match_symbolic_conv(const std::vector<ir::Node*>& nodes,
                                                 const std::vector<ir::Value*>& inputs,
                                                 const std::vector<ir::Value*>& outputs) {
     const ir::Node* c = nodes[0];
+    const std::string& op = c->op();
     const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);
     const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
-    const size_t rank = w->type().shape.size();
+    const bool blocked = op != "Conv";
+    const size_t rank = blocked ? 5 : w->type().shape.size();
     if (!static_f32(w) || (b && !static_f32(b)) || rank < 3 || rank > 5 || !symbolic_activation(x, rank) ||
-        !symbolic_activation(y, rank))
+        !symbolic_activation(y, rank) || (blocked && (!x->type().shape[4].is_static() || !y->type().shape[4].is_static())))
         return std::nullopt;
     const Shape ws = w->type().static_shape();
-    const int64_t groups = c->attr_int("group", 1), ch = x->type().shape[1].value, m = y->type().shape[1].value;
-    if (groups < 1 || ch % groups || m % groups || ws[1] * groups != ch || ws[0] != m) return std::nullopt;
-    const std::vector<int64_t> k(ws.begin() + 2, ws.end());
+    const std::vector<int64_t> src = logical_template_dims(x, blocked), dst = logical_template_dims(y, blocked);
+    int64_t groups = c->attr_int("group", 1);
+    std::vector<int64_t> k;
+    Pairs p;
+    if (op == "KilnConv2dNCHWc") {  // X [N, C/ci, H, W, ci], W [M/co, C/G/ci, KH, KW, ci, co]
+        const int64_t ci = x->type().shape[4].value, co = y->type().shape[4].value;
+        if ((ci != 8 && ci != 16 && x->type().shape[1].value != 1) || (co != 8 && co != 16 && y->type().shape[1].value != 1) ||
+            ws.size() != 6)
+            return std::nullopt;
+        k = {ws[2], ws[3]};
+        p = {{"src_block", std::to_string(ci)}, {"dst_block", std::to_string(co)},
+             {"wei", "blocked:" + std::to_string(ws[4]) + ":" + std::to_string(ws[5])}};
+    } else if (op == "KilnDepthwiseConv2dNCHWc") {  // X [N, C/c, H, W, c], W [C/c, KH, KW, c]
+        const int64_t cb = x->type().shape[4].value;
+        if ((cb != 8 && cb != 16) || ws.size() != 4) return std::nullopt;
+        k = {ws[1], ws[2]};
+        groups = src[1];
+        p = {{"src_block", std::to_string(cb)}, {"dst_block", std::to_string(cb)}, {"wei", "depthwise:" + std::to_string(ws[3])}};
+    } else {  // ONNX Conv, W [M, C/G, K...]
+        if (groups < 1 || src[1] % groups || dst[1] % groups || ws[1] * groups != src[1] || ws[0] != dst[1])
+            return std::nullopt;
+        k.assign(ws.begin() + 2, ws.end());
+        p = {{"wei", "oihw"}};
+    }
     const op::WindowGeometry g = op::window_geometry(*c, std::vector<int64_t>(k.size(), int64_t{1} << 20), k, false);
     if (c->attr_string("auto_pad", "NOTSET").rfind("SAME", 0) == 0)
-        for (int64_t s : g.strides)
-            if (s != 1) return std::nullopt;
-    std::optional<Epilogue> ep = conv_epilogue(nodes, inputs, outputs, y, false);
+        for (int64_t st : g.strides)
+            if (st != 1) return std::nullopt;
+    const bool dst16 = blocked && y->type().shape[4].value == 16;
+    std::optional<Epilogue> ep = conv_epilogue(nodes, inputs, outputs, y, dst16);
     if (!ep) return std::nullopt;
-    Pairs p = symbolic_conv_pairs(c, g, k, inputs);
-    p.insert(p.begin(), {"wei", "oihw"});
+    Pairs common = symbolic_conv_pairs(c, g, k, inputs);
+    for (auto& [key, v] : common) {  // the logical dims of blocked activations; the group count
+        if (key == "src") v = join(src);
+        if (key == "dst") v = join(dst);
+        if (key == "groups") v = std::to_string(groups);
+    }
+    p.insert(p.end(), common.begin(), common.end());
     return choice("dnnl_conv", std::move(p), *ep);
 }
 
@@ -464,8 +502,7 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     const ir::Value *x = c->input(0), *w = c->input(1);
     const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
     const ir::Value* y = c->output(0);
-    if (op == "Conv" && (symbolic_activation(x, w->type().rank()) || symbolic_activation(y, w->type().rank())))
-        return match_symbolic_conv(nodes, inputs, outputs);
+    if (x && y && (!x->type().is_static() || !y->type().is_static())) return match_symbolic_conv(nodes, inputs, outputs);
     if (!static_f32(x) || !static_f32(w) || !static_f32(y) || (b && !static_f32(b))) return std::nullopt;
     // Kiln's blocked weights are unpacked once, so those anchors need constant weights; an ONNX
     // Conv's plain oihw weights may be computed (a training step's parameters, a data

@@ -40,12 +40,13 @@ using te::Var;
 
 constexpr const char* kDepthwise = "KilnDepthwiseConv2dNCHWc";
 
-/// X of a blocked op: f32 [N, C/c, H, W, c] with static dims.
+/// X of a blocked op: f32 [N, C/c, H, W, c] with static channel dims (N, H, W symbolic in a
+/// symbolic compile).
 const ir::TensorType& blocked_input(const ir::Node& n) {
     const auto& x = input_type(n, 0, "X");
     check_rank(n, "X", x.rank(), 5);
     check_dtype(n, "X", x.dtype, {DType::kFloat32});
-    for (int i = 1; i < 5; ++i) static_dim(n, x.shape[i], "X");
+    for (int i : {1, 4}) static_dim(n, x.shape[i], "X");
     return x;
 }
 
@@ -66,13 +67,18 @@ std::vector<ir::TensorType> depthwise_infer(const ir::Node& n) {
     const auto& x = blocked_input(n);
     const auto& w = input_type(n, 1, "W");
     check_same_dtype(n, "X", x.dtype, "W", w.dtype);
-    const Shape xs = x.static_shape();
+    Shape xs;  // symbolic dims at a stand-in size: the attributes' checks
+    for (const ir::Dim& d : x.shape) xs.push_back(d.is_static() ? d.value : int64_t{1} << 30);
     WindowGeometry g = depthwise_geometry(n, xs, w.static_shape());
     if (has_input(n, 2)) {
         const auto& bias = n.input(2)->type();
         check_same_dtype(n, "X", x.dtype, "B", bias.dtype);
         KILN_CHECK(bias.static_shape() == Shape({xs[1], xs[4]}), kInvalidModel)
             << node_label(n) << ": bias must be [" << xs[1] << ", " << xs[4] << "], got " << bias.str();
+    }
+    if (!x.is_static()) {  // a symbolic compile: the output rows and columns as dim expressions
+        const std::vector<ir::Dim> o = window_out_dims(n, {x.shape[2], x.shape[3]}, g.kernel, false);
+        return {{x.dtype, {x.shape[0], xs[1], o[0], o[1], xs[4]}}};
     }
     return {{x.dtype, {x.shape[0], xs[1], g.out[0], g.out[1], xs[4]}}};
 }
@@ -146,6 +152,14 @@ void blocked_window_schedule(te::Schedule& s, const std::vector<te::Tensor>& out
         if (sh.size() != 5) continue;
         if (st.all_reduce_axes().empty()) {
             if (st.tensor()->name.ends_with("_pad")) st.compute_inline();  // the read selects
+            continue;
+        }
+        if (!st.tensor()->is_static()) {  // a symbolic compile's global pool: the channel block innermost
+            std::vector<te::IterVar> order = {st.axis(0), st.axis(1), st.axis(2), st.axis(3)};
+            for (const auto& r : st.all_reduce_axes()) order.push_back(r);
+            order.push_back(st.axis(4));
+            st.reorder(order);
+            st.vectorize(st.axis(4));
             continue;
         }
         // [n, cb, oh, ow, c] with the window (or the whole plane) as reduce axes.
@@ -234,6 +248,7 @@ void register_blocked_ops(OpRegistry& r) {
     for (bool is_max : {false, true}) {
         const char* name = is_max ? "KilnGlobalMaxPoolNCHWc" : "KilnGlobalAveragePoolNCHWc";
         OpDef d = blocked_op(name, global_pool_infer, [is_max, name](const ComputeArgs& a) {
+            if (!is_max && !a.in(0)->is_static()) return std::vector<te::Tensor>{sym_global_average_pool(a, 1)};
             return std::vector<te::Tensor>{global_pool_tensor(a.in(0), a.out_shape(), a.out_dtype(), is_max, name, 1)};
         });
         d.flops = [](const ir::Node& n) {  // one per input element

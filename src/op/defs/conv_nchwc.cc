@@ -43,10 +43,10 @@ std::vector<ir::TensorType> to_blocked_infer(const ir::Node& n) {
 }
 
 std::vector<te::Tensor> to_blocked_compute(const ComputeArgs& a) {
-    const int64_t c = a.out_shape()[4];
     const te::Tensor& x = a.in(0);
-    return {te::compute(
-        a.out_shape(),
+    const int64_t c = a.node.attr_int("block", 0);
+    return {te::sym_compute(
+        a.out_dims(),
         [&](const std::vector<Var>& i) { return te::read(x, {Expr(i[0]), Expr(i[1]) * c + Expr(i[4]), i[2], i[3]}); },
         "KilnLayoutToBlocked", a.out_dtype())};
 }
@@ -64,7 +64,7 @@ void to_blocked_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs
         te::IterVar c = st.axis(4);
         te::IterVar outer = st.fuse(st.fuse(st.axis(0), st.axis(1)), st.axis(2));
         if (sh[4] <= 16) st.unroll(c);
-        if (shape_numel(sh) >= kParallelMin) st.parallel(outer);
+        if (assumed_numel(out) >= kParallelMin) st.parallel(outer);  // symbolic dims: assumed sizes
     }
 }
 
@@ -78,8 +78,8 @@ std::vector<ir::TensorType> from_blocked_infer(const ir::Node& n) {
 std::vector<te::Tensor> from_blocked_compute(const ComputeArgs& a) {
     const te::Tensor& x = a.in(0);
     const int64_t c = x->shape[4];
-    return {te::compute(
-        a.out_shape(),
+    return {te::sym_compute(
+        a.out_dims(),
         [&](const std::vector<Var>& i) {
             return te::read(x, {Expr(i[0]), te::floordiv(i[1], te::int_imm(c)), i[2], i[3],
                                 te::floormod(i[1], te::int_imm(c))});
@@ -97,13 +97,13 @@ void from_blocked_schedule(te::Schedule& s, const std::vector<te::Tensor>& outpu
         te::Stage& st = s[out];
         const Shape& sh = out->shape;  // [n, C, h, w]
         const int64_t vw = vector_width(out->dtype);
-        if (!stage_untouched(st) || st.is_inlined() || sh.size() != 4 || sh[3] < vw || sh[1] < vw) continue;
+        if (!stage_untouched(st) || st.is_inlined() || sh.size() != 4 || assumed(sh[3]) < vw || sh[1] < vw) continue;
         auto [co, ci] = st.split(st.axis(1), vw);
         auto [wo, wi] = st.split(st.axis(3), vw);
         st.reorder({st.axis(0), co, st.axis(2), wo, ci, wi});
         te::IterVar outer = st.fuse(st.fuse(st.axis(0), co), st.axis(2));
         st.vectorize(wi);
-        if (shape_numel(sh) >= kParallelMin) st.parallel(outer);
+        if (assumed_numel(out) >= kParallelMin) st.parallel(outer);
     }
 }
 
@@ -130,12 +130,18 @@ std::vector<ir::TensorType> conv_nchwc_infer(const ir::Node& n) {
     const auto& w = input_type(n, 1, "W");
     check_dtype(n, "X", x.dtype, {DType::kFloat32});
     check_same_dtype(n, "X", x.dtype, "W", w.dtype);
-    BlockedConv b = blocked_conv(n, x.static_shape(), w.static_shape());
+    Shape xs;  // symbolic dims (a symbolic compile) at a stand-in size: the attributes' checks
+    for (const ir::Dim& d : x.shape) xs.push_back(d.is_static() ? d.value : int64_t{1} << 30);
+    BlockedConv b = blocked_conv(n, xs, w.static_shape());
     if (has_input(n, 2)) {
         const auto& bias = n.input(2)->type();
         check_same_dtype(n, "X", x.dtype, "B", bias.dtype);
         KILN_CHECK(bias.static_shape() == Shape({b.ocb, b.co}), kInvalidModel)
             << node_label(n) << ": bias must be [" << b.ocb << ", " << b.co << "], got " << bias.str();
+    }
+    if (!x.is_static()) {  // the output rows and columns as dim expressions
+        const std::vector<ir::Dim> o = window_out_dims(n, {x.shape[2], x.shape[3]}, b.kernel, false);
+        return {{x.dtype, {x.shape[0], b.ocb, o[0], o[1], b.co}}};
     }
     WindowGeometry g = window_geometry(n, {b.h, b.w}, b.kernel, false);
     return {{x.dtype, {b.n, b.ocb, g.out[0], g.out[1], b.co}}};

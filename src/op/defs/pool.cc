@@ -285,30 +285,6 @@ OpDef average_pool_op() {
     return d;
 }
 
-// A symbolic compile's GlobalAveragePool (docs/dynamic_shapes.md): the sum over the spatial dims
-// in symbolic loops, then / their count (a run-time product of dims).
-te::Tensor sym_global_average_pool(const ComputeArgs& a) {
-    te::Tensor x = a.in(0);
-    const std::vector<Expr> xs = x->shape_exprs(), os = a.out_dims();
-    const DType cdt = te::compute_dtype(a.out_dtype());
-    std::vector<te::IterVar> rk;
-    Expr count = te::int_imm(1);
-    for (size_t d = 2; d < xs.size(); ++d) {
-        rk.push_back(te::reduce_axis(xs[d], "rk" + std::to_string(d - 2)));
-        count = count * xs[d];
-    }
-    te::Tensor total = te::sym_compute(
-        os, [&](const std::vector<Var>& i) {
-            std::vector<Expr> idx = {i[0], i[1]};
-            for (const te::IterVar& r : rk) idx.push_back(r->var);
-            return te::sum(te::cast(cdt, te::read(x, idx)), rk);
-        },
-        "gap_sum", cdt);
-    return te::sym_compute(
-        os, [&](const std::vector<Var>& i) { return te::cast(a.out_dtype(), te::read(total, i) / te::cast(cdt, count)); },
-        "GlobalAveragePool", a.out_dtype());
-}
-
 OpDef global_average_pool_op() {
     OpDef d;
     d.name = "GlobalAveragePool";

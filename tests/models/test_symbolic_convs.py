@@ -1,0 +1,124 @@
+"""Convolutions on symbolic shapes (issue 23, docs/dynamic_shapes.md, "Convolutions on symbolic
+shapes"): a CNN whose batch, height and width are dims of the run compiles once (`kiln run
+--symbolic-shapes`, `kiln compile` without --dim) and matches ONNX Runtime at several sizes,
+including sizes where a stride-2 window drops a row; a size the model itself cannot take (an
+Add of two maps that disagree) is a clear error, as in ONNX Runtime."""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from kiln_helpers import assert_matches_ort, kiln_has_dnnl, kiln_run_model, ort_outputs, run_kiln
+
+pytestmark = pytest.mark.skipif(not kiln_has_dnnl(), reason="symbolic convolutions run on oneDNN")
+
+
+def _const(name, arr):
+    return numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name)
+
+
+def make_cnn(path):
+    """[n, 3, h, w] -> stride-2 conv + BN + hard-swish -> depthwise 3x3 -> 1x1 conv with a
+    squeeze-and-excitation scale (GlobalAveragePool) -> stride-2 conv -> ConvTranspose 2x up and
+    nearest Resize 2x up, added to the stride-2 branch (equal when h and w are multiples of 4) ->
+    Concat -> 1x1 conv -> Sigmoid."""
+    rng = np.random.default_rng(0)
+    w = lambda *s: rng.standard_normal(s).astype(np.float32) * (2.0 / np.prod(s[1:])) ** 0.5  # noqa: E731
+    inits = [
+        _const("w1", w(16, 3, 3, 3)), _const("b1", rng.standard_normal(16) * 0.1),
+        _const("bn_s", rng.uniform(0.5, 1.5, 16)), _const("bn_b", rng.standard_normal(16) * 0.1),
+        _const("bn_m", rng.standard_normal(16) * 0.1), _const("bn_v", rng.uniform(0.5, 1.5, 16)),
+        _const("wd", w(16, 1, 3, 3)), _const("w2", w(32, 16, 1, 1)),
+        _const("wse1", w(8, 32, 1, 1)), _const("wse2", w(32, 8, 1, 1)),
+        _const("w3", w(32, 32, 3, 3)), _const("wt", w(32, 16, 2, 2)),
+        _const("w4", w(1, 48, 1, 1)),
+        _const("three", [3.0]), _const("six", [6.0]), _const("zero", [0.0]),
+        _const("scales", [1, 1, 2, 2]), numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["c1", "bn_s", "bn_b", "bn_m", "bn_v"], ["bn"], epsilon=1e-5),
+        # Paddle's hard-swish written out: x * Clip(x + 3, 0, 6) / 6
+        helper.make_node("Add", ["bn", "three"], ["hs_a"]),
+        helper.make_node("Clip", ["hs_a", "zero", "six"], ["hs_c"]),
+        helper.make_node("Mul", ["bn", "hs_c"], ["hs_m"]),
+        helper.make_node("Div", ["hs_m", "six"], ["hs"]),
+        helper.make_node("Conv", ["hs", "wd"], ["dw"], pads=[1, 1, 1, 1], group=16),
+        helper.make_node("Relu", ["dw"], ["dwr"]),
+        helper.make_node("Conv", ["dwr", "w2"], ["c2"]),
+        helper.make_node("GlobalAveragePool", ["c2"], ["gap"]),
+        helper.make_node("Conv", ["gap", "wse1"], ["se1"]),
+        helper.make_node("Relu", ["se1"], ["se1r"]),
+        helper.make_node("Conv", ["se1r", "wse2"], ["se2"]),
+        helper.make_node("HardSigmoid", ["se2"], ["se"], alpha=0.2, beta=0.5),
+        helper.make_node("Mul", ["c2", "se"], ["sc"]),
+        helper.make_node("Conv", ["sc", "w3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("ConvTranspose", ["c3", "wt"], ["up1"], strides=[2, 2]),
+        helper.make_node("Resize", ["c3", "roi", "scales"], ["up2"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Slice", ["up2", "s_start", "s_end", "s_axes"], ["up2s"]),
+        helper.make_node("Add", ["up1", "hs"], ["sum"]),
+        helper.make_node("Concat", ["sum", "up2s"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "w4"], ["c4"]),
+        helper.make_node("Sigmoid", ["c4"], ["y"]),
+    ]
+    inits += [numpy_helper.from_array(np.array([0], np.int64), "s_start"),
+              numpy_helper.from_array(np.array([32], np.int64), "s_end"),
+              numpy_helper.from_array(np.array([1], np.int64), "s_axes")]
+    graph = helper.make_graph(
+        nodes, "symbolic_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1, None, None]),
+         helper.make_tensor_value_info("se", TensorProto.FLOAT, ["n", 32, 1, 1])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("symconv") / "cnn.onnx")
+    make_cnn(path)
+    return path
+
+
+def _feed(shape, seed):
+    return {"x": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
+
+
+# Multiples of 4 (the Add's two maps agree); 36 x 20 and 1 x 12 x 4 at the small end.
+SHAPES = [(1, 3, 32, 32), (2, 3, 36, 20), (1, 3, 12, 4), (3, 3, 64, 48)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_symbolic_cnn_matches_ort(cnn, tmp_path, shape):
+    feed = _feed(shape, sum(shape))
+    np.savez(tmp_path / "in.npz", **feed)
+    got, proc = kiln_run_model(cnn, str(tmp_path / "in.npz"), str(tmp_path / "out"),
+                               extra=["--symbolic-shapes", "--repeat", "1"])
+    assert "symbolic shapes: one compile serves every shape" in proc.stdout, proc.stdout
+    assert_matches_ort(got, ort_outputs(cnn, feed), f"symbolic cnn {shape}", rtol=1e-4, atol=1e-5)
+
+
+def test_symbolic_cnn_artifact_runs_every_shape(cnn, tmp_path):
+    """One `.kiln` artifact (format 4: dnnl_conv steps made per shape, the dim equality saved)
+    at two sizes, and a size the model cannot take refused naming the Add."""
+    art = str(tmp_path / "cnn.kiln")
+    proc = run_kiln(["compile", cnn, "-o", art])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for shape in [(1, 3, 32, 32), (2, 3, 24, 40)]:
+        feed = _feed(shape, 7)
+        np.savez(tmp_path / "in.npz", **feed)
+        got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{shape[2]}"),
+                                extra=["--repeat", "1"])
+        assert_matches_ort(got, ort_outputs(cnn, feed), f"artifact {shape}", rtol=1e-4, atol=1e-5)
+    # h = 30: the stride-2 branch has 15 rows, the two up-sampled maps 16 (ORT fails too).
+    np.savez(tmp_path / "bad.npz", **_feed((1, 3, 30, 32), 1))
+    proc = run_kiln(["run", art, "--inputs", str(tmp_path / "bad.npz"), "--repeat", "1"])
+    assert proc.returncode != 0
+    err = proc.stdout + proc.stderr
+    assert "needs dimensions" in err and "equal" in err and "15 and 16" in err.replace("16 and 15", "15 and 16"), err

@@ -141,8 +141,14 @@ TEST(Infer, Conv) {
     expect_error([&] {
         make_node(g, "Conv", {tt(F32, {1, 3, 5, 5}), tt(F32, {8, 3, 3, 3})}, {{"pads", std::vector<int64_t>{1, 1}}});
     }, ErrorKind::kInvalidModel, "attribute pads has 2 entries, expected 4");
-    expect_error([&] { make_node(g, "Conv", {tt(F32, {1, 3, Dim::sym("H"), 5}), tt(F32, {8, 3, 3, 3})}); },
-                 ErrorKind::kUnsupported, "dimension 'H' of X must be known");
+    // A symbolic spatial dim (a symbolic compile): the output's as a dim expression; a stride-2
+    // window's rows as a floor atom (support/dim_poly.h).
+    EXPECT_EQ(make_node(g, "Conv", {tt(F32, {1, 3, Dim::sym("H"), 5}), tt(F32, {8, 3, 3, 3})})->output(0)->type().str(),
+              "f32[1,8,\"H-2\",3]");
+    EXPECT_EQ(make_node(g, "Conv", {tt(F32, {1, 3, Dim::sym("H"), 5}), tt(F32, {8, 3, 3, 3})},
+                        {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{2, 2}}})
+                  ->output(0)->type().str(),
+              "f32[1,8,\"floor((H+1)/2)\",3]");
 }
 
 TEST(Infer, Pools) {

@@ -306,6 +306,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
         << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
     pass::PassContext ctx = pass_context();
     if (opts.symbolic) {
+        name_unknown_input_dims(g);
         bind_known_dims(g, opts.dims);
         decompose_batch_norms(g);
         lower_dim_ranges(g);

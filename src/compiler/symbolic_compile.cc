@@ -36,7 +36,7 @@ const std::set<std::string>& symbolic_ops() {
                                               "Softplus", "Softsign", "Mish", "Swish", "Reciprocal", "Floor", "Ceil",
                                               "Round", "Sin", "Cos", "ThresholdedRelu",
                                               // window ops with a symbolic compute (op/defs/pool.cc, resize.cc)
-                                              "GlobalAveragePool", "Resize", "Upsample",
+                                              "GlobalAveragePool", "Resize", "Upsample", "MaxPool", "AveragePool",
                                               // the layout pass's conversions and blocked pools (op/defs/conv_nchwc.cc)
                                               "KilnLayoutToBlocked", "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc"};
     return ops;
@@ -151,7 +151,8 @@ std::string node_refusal(const ir::Node* n, Equalities& eq) {
             return n->describe() + ": C broadcasts a symbolic dim";
         return "";
     }
-    static const std::set<std::string> own_dims = {"Resize", "Upsample", "GlobalAveragePool", "KilnLayoutToBlocked",
+    static const std::set<std::string> own_dims = {"Resize", "Upsample", "GlobalAveragePool", "MaxPool", "AveragePool",
+                                                   "KilnLayoutToBlocked",
                                                    "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc"};
     if (own_dims.count(n->op())) return "";  // window and layout ops: dims of their own (op/defs)
     for (const ir::Value* in : n->inputs())
@@ -242,7 +243,7 @@ void erase_if_dead(ir::Graph& g, ir::Node* n) {
 
 std::string symbolic_prefilter(const ir::Graph& g) {
     static const std::set<std::string> never = {
-        "ConvInteger", "QLinearConv", "MaxPool", "AveragePool",
+        "ConvInteger", "QLinearConv",
         "GlobalMaxPool", "LpPool", "MaxUnpool", "LSTM", "GRU", "RNN", "TopK",
         "NonMaxSuppression", "RoiAlign", "Pad", "InstanceNormalization", "DepthToSpace",
         "SpaceToDepth", "GridSample", "Col2Im", "DeformConv"};
@@ -253,6 +254,34 @@ std::string symbolic_prefilter(const ir::Graph& g) {
                 return n->describe() + ": " + n->op() + " is not compiled symbolically yet";
     }
     return "";
+}
+
+int name_unknown_input_dims(ir::Graph& g) {
+    std::set<std::string> taken;
+    for (const ir::Value* in : g.inputs())
+        for (const ir::Dim& d : in->type().shape)
+            if (!d.is_static()) taken.insert(d.symbol);
+    int named = 0;
+    for (ir::Value* in : g.inputs()) {
+        ir::TensorType t = in->type();
+        bool changed = false;
+        for (size_t k = 0; k < t.shape.size(); ++k) {
+            ir::Dim& d = t.shape[k];
+            if (d.is_static() || (!d.symbol.empty() && d.symbol != "?")) continue;
+            // An identifier (support/dim_poly.h), so that expressions of it parse.
+            std::string base;
+            for (char c : in->name()) base += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+            if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0]))) base = "in_" + base;
+            std::string name = base + "_dim" + std::to_string(k);
+            while (taken.count(name)) name += "_";
+            taken.insert(name);
+            d = ir::Dim::sym(name);
+            changed = true;
+            ++named;
+        }
+        if (changed) in->set_type(t);
+    }
+    return named;
 }
 
 int decompose_batch_norms(ir::Graph& g) {

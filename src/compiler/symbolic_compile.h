@@ -28,6 +28,11 @@ void bind_known_dims(ir::Graph& g, const std::map<std::string, int64_t>& dims);
 /// compiles only: there a shape is no value the compiler can fold.
 int lower_dim_ranges(ir::Graph& g);
 
+/// Names every unknown dim of a graph input ("?", an ONNX dim without a name or -1: PP-OCR's
+/// `[-1, 3, ?, ?]`) `<input>_dim<axis>`, so that a symbolic compile can bind it from the run's
+/// inputs like a named one. Returns how many. Symbolic compiles only.
+int name_unknown_input_dims(ir::Graph& g);
+
 /// Rewrites each inference BatchNormalization on symbolic shapes with constant parameters that
 /// no Conv or Gemm precedes (those fold into its weights) into Mul and Add by per-channel
 /// constants, which build over symbolic dims. Returns how many. Symbolic compiles only.

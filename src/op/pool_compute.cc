@@ -188,6 +188,89 @@ te::Tensor global_pool_tensor(const te::Tensor& x, const Shape& out, DType dtype
         name, dtype);
 }
 
+std::vector<ir::Dim> sym_pool_out_shape(const ir::Node& n, const std::vector<ir::Dim>& x, int trailing) {
+    KILN_CHECK(static_cast<int>(x.size()) >= 3 + trailing, kInvalidModel)
+        << node_label(n) << ": input X must have rank >= " << 3 + trailing << " (N, C, spatial...), got rank "
+        << x.size();
+    const std::vector<ir::Dim> in(x.begin() + 2, x.end() - trailing);
+    const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+    KILN_CHECK(kernel.size() == in.size(), kInvalidModel)
+        << node_label(n) << ": kernel_shape has " << kernel.size() << " entries but X has " << in.size()
+        << " spatial dimensions";
+    std::vector<ir::Dim> out = {x[0], x[1]};
+    for (const ir::Dim& d : window_out_dims(n, in, kernel, n.attr_int("ceil_mode", 0) != 0)) out.push_back(d);
+    out.insert(out.end(), x.end() - trailing, x.end());
+    return out;
+}
+
+te::Tensor sym_window_pool(const ComputeArgs& a, bool is_max, int trailing) {
+    te::Tensor x = a.in(0);
+    const std::vector<Expr> xs = x->shape_exprs();
+    const size_t sp = xs.size() - 2 - static_cast<size_t>(trailing);
+    const std::vector<int64_t> kernel = a.node.attr_ints("kernel_shape");
+    // The attributes at a stand-in size (SAME pads would follow the size: refused by infer's "?").
+    const WindowGeometry g = window_geometry(a.node, std::vector<int64_t>(sp, int64_t{1} << 20), kernel, false);
+    bool padded = false;
+    for (size_t d = 0; d < sp; ++d) padded |= g.pads_begin[d] != 0 || g.pads_end[d] != 0;
+    const DType cdt = te::compute_dtype(a.out_dtype());
+    std::vector<te::IterVar> rk;
+    for (size_t d = 0; d < sp; ++d) rk.push_back(te::reduce_axis(kernel[d], "rk" + std::to_string(d)));
+    // The input index of output o's tap rk along each spatial dim, and whether it is inside.
+    auto tap = [&](const std::vector<Var>& o, std::vector<Expr>& idx) {
+        idx = {o[0], o[1]};
+        Expr inside;
+        for (size_t d = 0; d < sp; ++d) {
+            Expr p = Expr(o[2 + d]) * g.strides[d] + Expr(rk[d]->var) * g.dilations[d] - te::int_imm(g.pads_begin[d]);
+            if (padded) {
+                Expr ok = te::logical_and(p >= te::int_imm(0), p < xs[2 + d]);
+                inside = inside ? te::logical_and(inside, ok) : ok;
+                p = te::max(te::min(p, xs[2 + d] - te::int_imm(1)), te::int_imm(0));
+            }
+            idx.push_back(p);
+        }
+        for (size_t d = 2 + sp; d < xs.size(); ++d) idx.push_back(o[d]);
+        return inside;
+    };
+    const std::vector<Expr> os = a.out_dims();
+    if (is_max)
+        return te::sym_compute(
+            os, [&](const std::vector<Var>& o) {
+                std::vector<Expr> idx;
+                Expr inside = tap(o, idx);
+                Expr v = te::read(x, idx);
+                if (inside) v = te::select(inside, v, lowest_value(x->dtype));
+                return te::max_reduce(v, rk);
+            },
+            a.node.op(), a.out_dtype());
+    const bool include_pad = a.node.attr_int("count_include_pad", 0) != 0;
+    te::Tensor total = te::sym_compute(
+        os, [&](const std::vector<Var>& o) {
+            std::vector<Expr> idx;
+            Expr inside = tap(o, idx);
+            Expr v = te::cast(cdt, te::read(x, idx));
+            if (inside) v = te::select(inside, v, te::make_const(cdt, 0));
+            return te::sum(v, rk);
+        },
+        "avgpool_sum", cdt);
+    int64_t window = 1;
+    for (int64_t k : kernel) window *= k;
+    te::Tensor count;
+    if (padded && !include_pad)  // the taps inside the input
+        count = te::sym_compute(
+            os, [&](const std::vector<Var>& o) {
+                std::vector<Expr> idx;
+                Expr inside = tap(o, idx);
+                return te::sum(te::select(inside, te::make_const(cdt, 1), te::make_const(cdt, 0)), rk);
+            },
+            "avgpool_count", cdt);
+    return te::sym_compute(
+        os, [&](const std::vector<Var>& o) {
+            Expr c = count ? te::read(count, o) : te::make_const(cdt, static_cast<double>(window));
+            return te::cast(a.out_dtype(), te::read(total, o) / c);
+        },
+        a.node.op(), a.out_dtype());
+}
+
 te::Tensor sym_global_average_pool(const ComputeArgs& a, int trailing) {
     te::Tensor x = a.in(0);
     const std::vector<Expr> xs = x->shape_exprs(), os = a.out_dims();

@@ -63,6 +63,15 @@ te::Tensor average_pool_tensor(const te::Tensor& x, const WindowGeometry& g, con
 
 /// GlobalAveragePool (the spatial sum "gap_sum" over the element count) or GlobalMaxPool of x;
 /// on NC + spatial x (trailing 0) each plane reduces in the flat lane form (flat_reduce.h).
+/// Output dims of window pool node `n` (MaxPool, AveragePool) over x's dims when some spatial
+/// dim is symbolic (a symbolic compile): dim expressions (op/window.h window_out_dims).
+std::vector<ir::Dim> sym_pool_out_shape(const ir::Node& n, const std::vector<ir::Dim>& x, int trailing = 0);
+
+/// A symbolic compile's MaxPool (is_max) or AveragePool of a.node's input over symbolic
+/// spatial dims: each output reads its window directly, taps outside the input skipped (the
+/// max's lowest value, the average's count: count_include_pad as ONNX).
+te::Tensor sym_window_pool(const ComputeArgs& a, bool is_max, int trailing = 0);
+
 /// A symbolic compile's global average pool (docs/dynamic_shapes.md) of node a.node's input:
 /// the sum over the symbolic spatial dims in symbolic loops, then / their count (a run-time
 /// product of dims); `trailing` dims after the spatial ones as in global_pool_tensor.

@@ -40,7 +40,7 @@ void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         // of known range inside (a parallel chunk's index divided per row kept GCC scalar), the
         // contiguous axis vectorized.
         const bool sep = t->name.starts_with("maxpool_sep") || (t->name == "MaxPool" && st.all_reduce_axes().empty());
-        if (!stage_untouched(st) || !sep || t->ndim() < 3) continue;
+        if (!stage_untouched(st) || !sep || t->ndim() < 3 || !t->is_static()) continue;
         te::IterVar f = fuse_leading(st, 2);
         st.vectorize(st.axis(t->ndim() - 1));
         if (t->numel() > kParallelMin && f->extent > 1) st.parallel(f);
@@ -53,7 +53,8 @@ void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         const te::Tensor& t = st.tensor();
         const int nd = t->ndim();
-        if (!stage_untouched(st) || st.all_reduce_axes().empty() || nd < 3 || t->shape[nd - 1] < 2) continue;
+        if (!stage_untouched(st) || st.all_reduce_axes().empty() || nd < 3 || t->shape[nd - 1] < 2 || !t->is_static())
+            continue;  // (symbolic pools: the default schedule)
         if (s.config().knob("pool.vec", {0, 1}, 1) == 0) continue;
         te::IterVar f = st.axis(0);
         for (int i = 1; i < nd - 1; ++i) f = st.fuse(f, st.axis(i));
@@ -209,12 +210,16 @@ OpDef max_pool_op() {
         const auto& x = input_type(n, 0, "X");
         check_dtype(n, "X", x.dtype,
                     {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8});
-        WindowGeometry g = pool_geometry(n, x.shape);
-        auto out = pool_out_shape(x.shape, g);
+        auto out = x.is_static() ? pool_out_shape(x.shape, pool_geometry(n, x.shape)) : sym_pool_out_shape(n, x.shape);
         return std::vector<ir::TensorType>{{x.dtype, out}, {DType::kInt64, out}};
     };
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
+        if (!x->is_static()) {  // a symbolic compile (the Indices output is not built there)
+            KILN_CHECK(a.node.num_outputs() < 2, kUnsupported)
+                << node_label(a.node) << ": MaxPool's Indices output is not compiled symbolically yet";
+            return std::vector<te::Tensor>{sym_window_pool(a, true)};
+        }
         WindowGeometry g = pool_geometry(a.node, to_dims(x->shape));
         const int sp = g.spatial();
         if (a.node.num_outputs() < 2)
@@ -270,11 +275,13 @@ OpDef average_pool_op() {
     d.infer = [](const ir::Node& n) {
         const auto& x = input_type(n, 0, "X");
         check_dtype(n, "X", x.dtype, float_types());
+        if (!x.is_static()) return std::vector<ir::TensorType>{{x.dtype, sym_pool_out_shape(n, x.shape)}};
         WindowGeometry g = pool_geometry(n, x.shape);
         return std::vector<ir::TensorType>{{x.dtype, pool_out_shape(x.shape, g)}};
     };
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0);
+        if (!x->is_static()) return std::vector<te::Tensor>{sym_window_pool(a, false)};
         WindowGeometry g = pool_geometry(a.node, to_dims(x->shape));
         const bool include_pad = a.node.attr_int("count_include_pad", 0) != 0;
         te::Tensor out = average_pool_tensor(x, g, a.out_shape(), a.out_dtype(), include_pad, "AveragePool");

@@ -129,6 +129,13 @@ OpDef flatten_op() {
         KILN_CHECK(axis >= -rank && axis <= rank, kInvalidModel)
             << node_label(n) << ": attribute axis=" << axis << " is out of range for rank " << rank;
         if (axis < 0) axis += rank;
+        if (!x.is_static()) {  // a symbolic compile: the products as dim expressions (batch*seq)
+            auto outer = ir::dims_poly_product({x.shape.begin(), x.shape.begin() + axis});
+            auto inner = ir::dims_poly_product({x.shape.begin() + axis, x.shape.end()});
+            KILN_CHECK(outer && inner, kUnsupported)
+                << node_label(n) << ": input " << x.str() << " has an unknown dimension";
+            return std::vector<ir::TensorType>{{x.dtype, {*ir::dim_of_poly(*outer), *ir::dim_of_poly(*inner)}}};
+        }
         int64_t outer = 1, inner = 1;
         for (int i = 0; i < rank; ++i)
             (i < axis ? outer : inner) *= static_dim(n, x.shape[i], "input");

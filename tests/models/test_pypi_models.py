@@ -154,3 +154,25 @@ def test_ppocr_vs_ort(models, tmp_path, name, shape):
     # `kiln run` writes output "a/b" as a_b.npy (docs/cli.md).
     want = {re.sub(r"[^A-Za-z0-9._-]", "_", k): v for k, v in ort_outputs(path, feed).items()}
     assert_matches_ort(got, want, f"{name} {shape}", rtol=1e-3, atol=1e-4)
+
+
+SYMBOLIC_OCR_CASES = [
+    ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 320, 320)),
+    ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 480, 736)),
+    ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (6, 3, 48, 192)),
+]
+
+
+@pytest.mark.parametrize("name,shape", SYMBOLIC_OCR_CASES,
+                         ids=[f"{OCR_IDS[m]}-{'x'.join(map(str, s))}" for m, s in SYMBOLIC_OCR_CASES])
+def test_ppocr_symbolic_vs_ort(models, tmp_path, name, shape):
+    """The detector and the classifier compile once for every input size (issue 23: symbolic
+    convolutions, docs/dynamic_shapes.md) and match ONNX Runtime."""
+    path = os.path.join(models, name)
+    feed = {"x": ocr_image(shape, seed=sum(shape))}
+    np.savez(tmp_path / "in.npz", **feed)
+    got, proc = kiln_run_model(path, tmp_path / "in.npz", str(tmp_path / "out"),
+                               extra=["--repeat", "1", "--threads", str(THREADS), "--symbolic-shapes"])
+    assert "symbolic shapes: one compile serves every shape" in proc.stdout, proc.stdout
+    want = {re.sub(r"[^A-Za-z0-9._-]", "_", k): v for k, v in ort_outputs(path, feed).items()}
+    assert_matches_ort(got, want, f"{name} {shape} symbolic", rtol=1e-3, atol=1e-4)

@@ -311,6 +311,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
         decompose_batch_norms(g);
         lower_dim_ranges(g);
         fold_shape_values(g);
+        collapse_softmax_coercions(g);
         fuse_decomposed_layer_norms(g);
         ctx.keep_symbols = true;
     } else {
@@ -365,6 +366,8 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     if (opts.symbolic) {
         sym = symbolic_dims_of(g);
         exe->dims = sym.names;
+        for (const SymbolicEquality& e : pin_unit_dims(g))  // checked per run: the dim is 1
+            exe->dim_equalities.push_back({sym.add(e.a), -1, 1, e.node});
     }
     auto add_buffer = [&](const ir::Value* v, BufferRole role) {
         BufferDesc b;
@@ -406,7 +409,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         std::set<std::pair<int, int>> seen;
         for (const SymbolicEquality& e : equalities) {
             const int a = sym.add(e.a), b = sym.add(e.b);
-            if (seen.insert({std::min(a, b), std::max(a, b)}).second) exe->dim_equalities.push_back({a, b, e.node});
+            if (seen.insert({std::min(a, b), std::max(a, b)}).second) exe->dim_equalities.push_back({a, b, 0, e.node});
         }
         unify_equal_dims(g, equalities);
     }

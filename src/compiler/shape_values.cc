@@ -252,6 +252,15 @@ struct Rewriter {
 
     /// Reshape(x, s) whose s no constant can say (two symbolic entries that are not x's dims
     /// there: [b*s, 16] -> [b, s, 16]) -> KilnReshape(x) {dims = s as text}.
+    /// The computed dim (a floor atom, no input symbol) that total / known is, when it is one: a
+    /// reshape that is right only where it is 1 (PP-OCR's recogniser folds a height its convs
+    /// take to 1 at the 48 rows it is fed); else empty.
+    std::vector<std::string> unit_factors(const DimPoly& total, const DimPoly& known) const {
+        auto q = total.div_exact(known);
+        if (!q || !q->is_symbol() || source.count(q->str())) return {};
+        return {q->str()};
+    }
+
     ir::Node* dims_reshape(ir::Node* n) {
         auto s = of(n->input(1));
         if (!s || s->shape.size() != 1 || n->attr_int("allowzero", 0) != 0) return nullptr;
@@ -280,13 +289,17 @@ struct Rewriter {
             auto q = total->div_exact(known);
             if (!q) return nullptr;
             dims[static_cast<size_t>(infer_at)] = *q;
-        } else if (!(*total == known)) {
-            return nullptr;
+        }
+        std::vector<std::string> ones;  // a computed input dim the target leaves out: it must be 1
+        if (infer_at < 0 && !(*total == known)) {
+            ones = unit_factors(*total, known);
+            if (ones.empty()) return nullptr;
         }
         std::vector<std::string> texts;
         for (const DimPoly& p : dims) texts.push_back(p.str());
-        ir::Node* r = g.add_node("KilnReshape", {n->input(0)}, {{"dims", ir::Attr(texts)}}, {n->output(0)->type()}, {},
-                                 n->name());
+        ir::AttrMap attrs = {{"dims", ir::Attr(texts)}};
+        if (!ones.empty()) attrs["ones"] = ir::Attr(ones);
+        ir::Node* r = g.add_node("KilnReshape", {n->input(0)}, attrs, {n->output(0)->type()}, {}, n->name());
         return swap(n, r);
     }
 

@@ -284,6 +284,30 @@ int name_unknown_input_dims(ir::Graph& g) {
     return named;
 }
 
+int collapse_softmax_coercions(ir::Graph& g) {
+    int collapsed = 0;
+    for (ir::Node* r : g.nodes()) {
+        if ((r->op() != "Reshape" && r->op() != "KilnReshape") || !r->input(0)) continue;
+        ir::Node* sm = r->input(0)->producer();
+        if (!sm || (sm->op() != "Softmax" && sm->op() != "LogSoftmax" && sm->op() != "Hardmax") ||
+            sm->output(0)->users().size() != 1 || sm->attr_int("axis", -1) != -1)
+            continue;
+        ir::Node* flat = sm->input(0)->producer();
+        if (!flat || flat->op() != "Flatten" || flat->output(0)->users().size() != 1) continue;
+        ir::Value* x = flat->input(0);
+        const int rank = x->type().rank();
+        int64_t axis = flat->attr_int("axis", 1);
+        if (axis < 0) axis += rank;
+        if (rank < 1 || axis != rank - 1 || !(r->output(0)->type() == x->type())) continue;
+        ir::Node* one = g.add_node(sm->op(), {x}, {{"axis", ir::Attr(int64_t{-1})}}, {x->type()}, {}, sm->name());
+        pass::replace_keeping_output_name(g, r->output(0), one->output(0));
+        erase_if_dead(g, r);
+        ++collapsed;
+    }
+    if (collapsed) g.topo_sort();
+    return collapsed;
+}
+
 int decompose_batch_norms(ir::Graph& g) {
     int rewritten = 0;
     for (ir::Node* n : g.nodes()) {
@@ -400,6 +424,49 @@ std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& 
     }
     if (equalities) *equalities = std::move(eq);
     return "";
+}
+
+std::vector<SymbolicEquality> pin_unit_dims(ir::Graph& g) {
+    std::vector<SymbolicEquality> pinned;
+    std::set<std::string> ones, inputs;
+    for (const ir::Value* in : g.inputs())
+        for (const ir::Dim& d : in->type().shape)
+            if (!d.is_static()) inputs.insert(d.symbol);
+    auto pin = [&](const ir::Dim& d, const ir::Node* n) {  // an atom: a floor division of the inputs' dims
+        auto p = d.is_static() ? std::nullopt : ir::dim_poly(d);
+        if (!p || !p->is_symbol() || inputs.count(d.symbol)) return;
+        if (ones.insert(d.symbol).second) pinned.push_back({d.symbol, "1", n->describe()});
+    };
+    for (const ir::Node* n : g.nodes()) {
+        if (n->op() == "Squeeze" && n->num_inputs() > 1 && n->input(1) && n->input(1)->is_constant()) {
+            const std::vector<ir::Dim>& x = n->input(0)->type().shape;
+            const Tensor& axes = n->input(1)->constant();
+            for (int64_t i = 0; i < axes.numel(); ++i) {
+                int64_t a = axes.get_i64(i);
+                if (a < 0) a += static_cast<int64_t>(x.size());
+                if (a >= 0 && a < static_cast<int64_t>(x.size())) pin(x[static_cast<size_t>(a)], n);
+            }
+        }
+        if (n->op() == "KilnReshape" && n->has_attr("ones"))
+            for (const std::string& t : std::get<std::vector<std::string>>(n->attrs().at("ones"))) pin(ir::Dim::sym(t), n);
+    }
+    if (ones.empty()) return pinned;
+    for (ir::Node* n : g.nodes())
+        for (ir::Value* v : n->outputs()) {
+            ir::TensorType t = v->type();
+            bool changed = false;
+            for (ir::Dim& d : t.shape) {
+                auto p = d.is_static() ? std::nullopt : ir::dim_poly(d);
+                if (!p) continue;
+                DimPoly q = *p;  // the atom as a factor of products too (floor((W+3)/8)*floor((H+15)/48))
+                for (const std::string& one : ones) q = q.substitute(one, DimPoly::constant(1));
+                if (q == *p) continue;
+                d = *ir::dim_of_poly(q);
+                changed = true;
+            }
+            if (changed) v->set_type(t);
+        }
+    return pinned;
 }
 
 void unify_equal_dims(ir::Graph& g, const std::vector<SymbolicEquality>& equalities) {

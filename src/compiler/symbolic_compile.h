@@ -33,6 +33,12 @@ int lower_dim_ranges(ir::Graph& g);
 /// inputs like a named one. Returns how many. Symbolic compiles only.
 int name_unknown_input_dims(ir::Graph& g);
 
+/// Flatten(x, rank - 1) -> Softmax / LogSoftmax / Hardmax (axis -1) -> Reshape back to x's shape
+/// (the importer's form of an opset < 13 Softmax whose input rank was unknown at import) ->
+/// the op on x along its last axis: the same numbers, and no reshape of symbolic dims. Returns
+/// how many. Run after fold_shape_values, when the ranks are known.
+int collapse_softmax_coercions(ir::Graph& g);
+
 /// Rewrites each inference BatchNormalization on symbolic shapes with constant parameters that
 /// no Conv or Gemm precedes (those fold into its weights) into Mul and Add by per-channel
 /// constants, which build over symbolic dims. Returns how many. Symbolic compiles only.
@@ -68,6 +74,13 @@ struct SymbolicEquality {
 std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& units,
                              const std::set<const ir::Node*>& views, const std::set<const ir::Node*>& externs = {},
                              std::vector<SymbolicEquality>* equalities = nullptr);
+
+/// Dims the model needs to be 1 (an axis a Squeeze removes, the factors a KilnReshape leaves
+/// out: PP-OCR's recogniser, whose height is unknown in the model and 1 after its convs at the 48
+/// rows it is fed) become the static 1 in every value's type, so the Squeeze and the reshape are
+/// views; returned as equalities with "1" (Executable::dim_equalities checks them per run).
+/// Input symbols are never pinned.
+std::vector<SymbolicEquality> pin_unit_dims(ir::Graph& g);
 
 /// Gives every value's dims one name per class of dims `equalities` make equal (an input symbol
 /// where the class has one, else the shortest text), so that a kernel reading both sides of an

@@ -36,7 +36,8 @@
 //       -1 for a static axis, else the dim's index, and the shape holds 0 there); per kernel
 //       u8 takes_dims; per step u32 n, n x i32 dim index (the values its kernel takes); then
 //       u32 n dim limits, each i32 dim index, i64 bound, str node (Executable::dim_limits);
-//       (version 4) u32 n dim equalities, each i32 dim, i32 dim, str node
+//       (version 4) u32 n dim equalities, each i32 dim, i32 dim (-1: the next value), i64 value,
+//       str node
 //       (Executable::dim_equalities). takes_dims is 1 also for a dnnl_conv extern kernel made
 //       per run-time shape (version 4: symbolic convolutions).
 //

@@ -171,6 +171,7 @@ void write_symbolic(ByteWriter& w, const Executable& exe) {
     for (const DimEquality& e : exe.dim_equalities) {
         w.i32(e.a);
         w.i32(e.b);
+        w.i64(e.value);
         w.str(e.node);
     }
 }
@@ -246,9 +247,10 @@ void read_symbolic(ByteReader& r, Executable& exe) {
         DimEquality e;
         e.a = r.i32("dim equality dim");
         e.b = r.i32("dim equality dim");
+        e.value = r.i64("dim equality value");
         e.node = r.str("dim equality node");
         const auto valid = [&](int d) { return d >= 0 && static_cast<size_t>(d) < exe.dims.size(); };
-        KILN_CHECK(valid(e.a) && valid(e.b), kInvalidModel)
+        KILN_CHECK(valid(e.a) && (valid(e.b) || e.b == -1), kInvalidModel)
             << kWhat << ": dim equality " << i << " names dims " << e.a << " and " << e.b << ", expected 0.."
             << static_cast<int64_t>(exe.dims.size()) - 1;
         exe.dim_equalities.push_back(std::move(e));

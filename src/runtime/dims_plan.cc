@@ -96,12 +96,17 @@ Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, s
                               " takes that many rows of an axis of " + std::to_string(l.max) + ": at most " +
                               std::to_string(l.max));
     for (const DimEquality& e : exe.dim_equalities) {
-        const int64_t va = dims.at(static_cast<size_t>(e.a)), vb = dims.at(static_cast<size_t>(e.b));
-        if (va != vb)
-            return Status(ErrorKind::kInvalidArgument,
-                          e.node + " needs dimensions '" + exe.dims[static_cast<size_t>(e.a)] + "' and '" +
-                              exe.dims[static_cast<size_t>(e.b)] + "' equal, but these inputs make them " +
-                              std::to_string(va) + " and " + std::to_string(vb));
+        const int64_t va = dims.at(static_cast<size_t>(e.a));
+        const int64_t vb = e.b < 0 ? e.value : dims.at(static_cast<size_t>(e.b));
+        if (va == vb) continue;
+        const std::string& da = exe.dims[static_cast<size_t>(e.a)];
+        if (e.b < 0)
+            return Status(ErrorKind::kInvalidArgument, e.node + " needs dimension '" + da + "' to be " +
+                                                           std::to_string(e.value) + ", but these inputs make it " +
+                                                           std::to_string(va));
+        return Status(ErrorKind::kInvalidArgument,
+                      e.node + " needs dimensions '" + da + "' and '" + exe.dims[static_cast<size_t>(e.b)] +
+                          "' equal, but these inputs make them " + std::to_string(va) + " and " + std::to_string(vb));
     }
     return Status::ok_status();
 }

@@ -86,10 +86,11 @@ struct DimLimit {
 /// Two symbolic dims the model's meaning requires equal (Executable::dims[a] == dims[b]): the
 /// two sides of an elementwise node or a Concat whose dims the compiler could not prove equal
 /// (PP-OCR's detector adds an upsampled 2*floor((H+31)/32) to a floor((H+15)/16): equal when H
-/// is a multiple of 32). A run where they differ is an error naming `node`, as ONNX Runtime's
-/// would be.
+/// is a multiple of 32), or a dim and a constant (an axis a Squeeze removes: 1). A run where they
+/// differ is an error naming `node`, as ONNX Runtime's would be.
 struct DimEquality {
-    int a = -1, b = -1;
+    int a = -1, b = -1;  // b = -1: dims[a] must equal `value` (a squeezed axis: 1)
+    int64_t value = 0;
     std::string node;
 };
 

@@ -258,6 +258,16 @@ DimPoly DimPoly::operator*(const DimPoly& o) const {
     return r;
 }
 
+DimPoly DimPoly::substitute(const std::string& atom, const DimPoly& by) const {
+    DimPoly r;
+    for (const auto& [m, c] : terms_) {
+        DimPoly t = constant(c);
+        for (const std::string& s : m) t = t * (s == atom ? by : symbol(s));
+        r = r + t;
+    }
+    return r;
+}
+
 std::optional<DimPoly> DimPoly::div_exact(const DimPoly& o) const {
     if (o.terms_.size() != 1) return std::nullopt;
     const auto& [dm, dc] = *o.terms_.begin();

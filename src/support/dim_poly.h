@@ -48,6 +48,10 @@ public:
     /// ceil(p / c) for c > 0: floor((p + c - 1) / c).
     static DimPoly ceil_div(const DimPoly& p, int64_t c);
 
+    /// This with every occurrence of the symbol or floor atom `atom` (as a factor of a term)
+    /// replaced by `by`.
+    DimPoly substitute(const std::string& atom, const DimPoly& by) const;
+
     /// this / o when o is a single term (c * symbols) dividing every term exactly; else nullopt.
     std::optional<DimPoly> div_exact(const DimPoly& o) const;
     bool operator==(const DimPoly& o) const { return terms_ == o.terms_; }

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-from kiln_helpers import REPO, assert_matches_ort, kiln_run_model, ort_outputs
+from kiln_helpers import REPO, assert_matches_ort, kiln_run_model, ort_outputs, run_kiln
 
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import fetch_pypi_models  # noqa: E402  (scripts/fetch_pypi_models.py)
@@ -160,14 +160,16 @@ SYMBOLIC_OCR_CASES = [
     ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 320, 320)),
     ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 480, 736)),
     ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (6, 3, 48, 192)),
+    ("ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 160)),
+    ("ch_PP-OCRv4_rec_infer.onnx", (2, 3, 48, 320)),
 ]
 
 
 @pytest.mark.parametrize("name,shape", SYMBOLIC_OCR_CASES,
                          ids=[f"{OCR_IDS[m]}-{'x'.join(map(str, s))}" for m, s in SYMBOLIC_OCR_CASES])
 def test_ppocr_symbolic_vs_ort(models, tmp_path, name, shape):
-    """The detector and the classifier compile once for every input size (issue 23: symbolic
-    convolutions, docs/dynamic_shapes.md) and match ONNX Runtime."""
+    """The detector, the classifier and the recogniser compile once for every input size (issue
+    23: symbolic convolutions, docs/dynamic_shapes.md) and match ONNX Runtime."""
     path = os.path.join(models, name)
     feed = {"x": ocr_image(shape, seed=sum(shape))}
     np.savez(tmp_path / "in.npz", **feed)
@@ -176,3 +178,14 @@ def test_ppocr_symbolic_vs_ort(models, tmp_path, name, shape):
     assert "symbolic shapes: one compile serves every shape" in proc.stdout, proc.stdout
     want = {re.sub(r"[^A-Za-z0-9._-]", "_", k): v for k, v in ort_outputs(path, feed).items()}
     assert_matches_ort(got, want, f"{name} {shape} symbolic", rtol=1e-3, atol=1e-4)
+
+
+def test_ppocr_rec_symbolic_height_must_give_one_row(models, tmp_path):
+    """The recogniser's height is unknown in the model; its SVTR block squeezes the row axis its
+    convs leave, which is 1 only for heights 33..80 (RapidOCR feeds 48). A symbolic run at 96 rows
+    is an error naming the Squeeze or the reshape, not a wrong result."""
+    path = os.path.join(models, "ch_PP-OCRv4_rec_infer.onnx")
+    np.savez(tmp_path / "in.npz", x=ocr_image((1, 3, 96, 160), seed=1))
+    proc = run_kiln(["run", path, "--inputs", str(tmp_path / "in.npz"), "--repeat", "1", "--symbolic-shapes"])
+    assert proc.returncode != 0, proc.stdout
+    assert "to be 1, but these inputs make it 2" in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -222,7 +222,9 @@ OpDef kiln_reshape_op() {
     d.name = "KilnReshape";
     d.internal = true;
     d.min_inputs = d.max_inputs = 1;
-    d.attrs = {{"dims", AttrKind::kStrings, std::nullopt, true}};
+    // `ones`: dims of the input that the target leaves out, which must be 1 at run time (the
+    // compile asserts it: compiler::pin_unit_dims).
+    d.attrs = {{"dims", AttrKind::kStrings, std::nullopt, true}, {"ones", AttrKind::kStrings, std::nullopt}};
     d.pattern = OpPattern::kOpaque;  // never fused: a view (a fused one would need index arithmetic)
     d.infer = [](const ir::Node& n) {
         const auto& x = input_type(n, 0, "data");
@@ -235,6 +237,9 @@ OpDef kiln_reshape_op() {
             out.push_back(*d);
         }
         auto in = ir::dims_poly_product(x.shape), to = ir::dims_poly_product(out);
+        if (n.has_attr("ones") && to)
+            for (const std::string& t : std::get<std::vector<std::string>>(n.attrs().at("ones")))
+                if (auto p = DimPoly::parse(t)) to = *to * *p;
         KILN_CHECK(in && to && *in == *to, kInvalidModel)
             << node_label(n) << ": cannot reshape " << dims_str(x.shape) << " to " << dims_str(out);
         return std::vector<ir::TensorType>{{x.dtype, out}};
@@ -491,6 +496,13 @@ OpDef squeeze_op() {
             for (int i = 0; i < x.rank(); ++i) drop[i] = static_dim(n, x.shape[i], "data") == 1;
         }
         for (int ax : axes) {
+            // A symbolic compile's dim expression there (a height the model leaves unknown that
+            // its convs take to 1): dropped; the compile asserts it is 1 at run time
+            // (compiler::pin_unit_dims).
+            if (!x.shape[ax].is_static() && ir::dim_poly(x.shape[ax])) {
+                drop[ax] = true;
+                continue;
+            }
             int64_t dim = static_dim(n, x.shape[ax], "data");
             KILN_CHECK(dim == 1, kInvalidModel)
                 << node_label(n) << ": cannot squeeze axis " << ax << " of size " << dim << " (shape " << dims_str(x.shape) << ")";

@@ -134,11 +134,59 @@ bool fuse_max_pool(ir::Graph& g, ir::Node* q) {
     return true;
 }
 
+/// True when `v`'s sole user is a QuantizeLinear (through a Relu): the sandwich rule's case.
+bool feeds_quantize(const ir::Graph& g, const ir::Value* v) {
+    const ir::Node* u = sole_user(g, v);
+    if (u && u->op() == "Relu") u = sole_user(g, u->output(0));
+    return u && u->op() == "QuantizeLinear";
+}
+
+/// A float Gemm (or a MatMul whose result is not quantized next) of DequantizeLinear(a_q) by a
+/// DequantizeLinear'd constant s8 weight with zero zero points -> MatMulInteger(a_q, W_q, a_zp)
+/// -> Cast(f32) -> Mul(a_s * W_s) [-> Add(C)]: an integer product with its float epilogue
+/// (topi/dnnl_int8_match.h: dnnl_dqmatmul). Gemm: alpha = beta = 1, transA = 0, A 2-D, W [N, K]
+/// (transB, per-axis 0) or [K, N] (per-axis 1), C a constant expression of N (or 1) elements.
+bool fuse_dq_matmul(ir::Graph& g, ir::Node* n) {
+    const bool gemm = n->op() == "Gemm";
+    if (!gemm && (n->op() != "MatMul" || feeds_quantize(g, n->output(0)))) return false;
+    const bool trans_b = gemm && n->attr_int("transB", 0) != 0;
+    if (gemm && (n->attr_int("transA", 0) != 0 || n->attr_float("alpha", 1.0) != 1.0 ||
+                 n->attr_float("beta", 1.0) != 1.0 || n->input(0)->type().rank() != 2))
+        return false;
+    auto x = dequantized(n->input(0), -1);
+    auto w = dequantized(n->input(1), trans_b ? 0 : 1);
+    if (!x || !w || !w->q->is_constant() || w->q->type().dtype != DType::kInt8 || w->q->type().rank() != 2 ||
+        (w->zero && !uniform_constant(w->zero).has_value()) || (w->zero && *uniform_constant(w->zero) != 0) ||
+        n->output(0)->type().dtype != DType::kFloat32)
+        return false;
+    ir::Value* c = gemm && n->num_inputs() > 2 ? n->input(2) : nullptr;
+    const int64_t cols = w->q->type().static_shape()[trans_b ? 0 : 1];
+    if (c && (!is_constant_expr(c) || !c->type().is_static() ||
+              (shape_numel(c->type().static_shape()) != cols && shape_numel(c->type().static_shape()) != 1)))
+        return false;
+    ir::Value* b = trans_b ? node1(g, "Transpose", {w->q}, {{"perm", ir::Attr(std::vector<int64_t>{1, 0})}}) : w->q;
+    std::vector<ir::Value*> ins = {x->q, b};
+    if (x->zero) ins.push_back(x->zero);
+    ir::Value* acc = node1(g, "MatMulInteger", ins);
+    ir::Value* y = node1(g, "Cast", {acc}, {{"to", ir::Attr(int64_t{1})}});  // FLOAT
+    y = node1(g, "Mul", {y, node1(g, "Mul", {x->scale, w->scale})});
+    if (c) y = node1(g, "Add", {y, c});
+    y->producer()->set_name(n->name());
+    if (!replace_value(g, n->output(0), y)) return false;  // the dead new nodes go with DCE
+    g.topo_sort();
+    g.erase_node(n);
+    return true;
+}
+
 }  // namespace
 
 bool fuse_qdq(ir::Graph& g, const PassContext&) {
     bool changed = false;
     for (ir::Node* n : g.nodes()) {
+        if (n->op() == "Gemm" || n->op() == "MatMul") {
+            changed |= fuse_dq_matmul(g, n);
+            continue;
+        }
         if (n->op() != "QuantizeLinear") continue;
         if (std::optional<Sandwich> s = match(g, n)) {
             rewrite(g, *s);

@@ -116,16 +116,28 @@ bool same_scalar(const ir::Value* a, const ir::Value* b) {
            a->constant().get_f64(0) == b->constant().get_f64(0);
 }
 
-/// Q(MaxPool(DQ(x))) with Q's parameters equal to DQ's -> MaxPool(x): the max commutes with a
-/// monotone map, and Q(DQ(v)) = v.
-bool fuse_max_pool(ir::Graph& g, ir::Node* q) {
+/// Ops that only move elements (or take a max of them): they commute with a monotone map applied
+/// elementwise, so with Q's parameters equal to DQ's, Q(op(DQ(x))) = op(Q(DQ(x))) = op(x).
+bool moves_elements(const ir::Node& n) {
+    static const char* const kOps[] = {"MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten"};
+    for (const char* op : kOps)
+        if (n.op() == op) return n.num_outputs() == 1;
+    return false;
+}
+
+/// Q(op(DQ(x))) with Q's parameters equal to DQ's -> op(x) on the 8-bit tensor, for the ops of
+/// moves_elements (a max commutes with a monotone map, a move with any elementwise one, and
+/// Q(DQ(v)) = v): ResNet's stem pool, a transformer's head split and merge stay 8-bit.
+bool fuse_movement(ir::Graph& g, ir::Node* q) {
     ir::Node* pool = q->input(0)->producer();
-    if (!pool || pool->op() != "MaxPool" || pool->num_outputs() != 1 || sole_user(g, q->input(0)) != q) return false;
+    if (!pool || !moves_elements(*pool) || sole_user(g, q->input(0)) != q) return false;
     auto x = dequantized(pool->input(0), -1);
     if (!x || x->q->type().dtype != q->output(0)->type().dtype || !same_scalar(x->scale, q->input(1)) ||
         !same_scalar(x->zero, q->input(2)) || x->scale->constant().get_f64(0) <= 0)
         return false;
-    ir::Node* p = add_inferred_node(g, "MaxPool", {x->q}, pool->attrs(), 1, "qpool");
+    std::vector<ir::Value*> ins = pool->inputs();
+    ins[0] = x->q;
+    ir::Node* p = add_inferred_node(g, pool->op(), ins, pool->attrs(), 1, "qmove");
     p->set_name(pool->name());
     KILN_ICHECK(replace_value(g, q->output(0), p->output(0))) << "fuse_qdq: output rename";
     g.topo_sort();
@@ -192,7 +204,7 @@ bool fuse_qdq(ir::Graph& g, const PassContext&) {
             rewrite(g, *s);
             changed = true;
         } else {
-            changed |= fuse_max_pool(g, n);
+            changed |= fuse_movement(g, n);
         }
     }
     return changed;

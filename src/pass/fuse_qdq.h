@@ -15,8 +15,10 @@
 // with y_zp at the type's minimum (u8 0, s8 -128) saturation already does it and no Max is
 // added.
 //
-// Also QuantizeLinear(MaxPool(DequantizeLinear(x_q))) with equal parameters -> MaxPool(x_q)
-// (the max commutes with the monotone maps; Q(DQ(v)) = v): ResNet's stem pool stays 8-bit.
+// Also QuantizeLinear(op(DequantizeLinear(x_q))) with equal per-tensor parameters -> op(x_q) for
+// MaxPool, Reshape, Transpose, Squeeze, Unsqueeze, Flatten (the max commutes with the monotone
+// maps, a move with any elementwise map; Q(DQ(v)) = v): exact. ResNet's stem pool and a static
+// QDQ transformer's head split / merge (Reshape, Transpose) stay 8-bit.
 //
 // A float Gemm (alpha = beta = 1, transA = 0) or a MatMul whose result is not quantized next,
 // of DequantizeLinear(x_q) by a DequantizeLinear'd constant s8 weight with zero zero points:

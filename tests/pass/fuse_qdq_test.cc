@@ -185,6 +185,36 @@ TEST(FuseQdq, GemmBecomesMatMulIntegerWithScaleAndBias) {
     EXPECT_FLOAT_EQ(bias.get_f64(1), -0.5625);
 }
 
+TEST(FuseQdq, ReshapeAndTransposeBetweenEqualQdqPairsMoveBytes) {
+    // A transformer's head split as quantize_static writes it: Q/DQ with one scale around each.
+    const char* src = R"(
+graph g(%xq: u8[2,6]) {
+  const %s: f32[] = [0.5]
+  const %z: u8[] = [3]
+  const %shape: i64[3] = [2, 3, 2]
+  %x = DequantizeLinear(%xq, %s, %z) : f32[2,6]
+  %r = Reshape(%x, %shape) : f32[2,3,2]
+  %rq = QuantizeLinear(%r, %s, %z) : u8[2,3,2]
+  %rd = DequantizeLinear(%rq, %s, %z) : f32[2,3,2]
+  %t = Transpose(%rd) {perm=[1,0,2]} : f32[3,2,2]
+  %tq = QuantizeLinear(%t, %s, %z) : u8[3,2,2]
+  return %tq
+}
+)";
+    ir::Graph g = ir::parse_graph(src);
+    fuse_and_fold(g);
+    std::vector<std::string> ops;
+    for (const ir::Node* n : g.nodes()) ops.push_back(n->op() + ":" + dtype_name(n->output(0)->type().dtype));
+    EXPECT_EQ(ops, (std::vector<std::string>{"Reshape:u8", "Transpose:u8"}));
+    // A different scale after the move rounds: it stays.
+    std::string other = src;
+    other.replace(other.find("%tq = QuantizeLinear(%t, %s, %z)"), 32, "%tq = QuantizeLinear(%t, %z2, %z)");
+    other.replace(other.find("  const %shape"), 0, "  const %z2: f32[] = [0.25]\n");
+    ir::Graph h = ir::parse_graph(other);
+    fuse_and_fold(h);
+    ASSERT_EQ(h.nodes().back()->op(), "QuantizeLinear");
+}
+
 TEST(FuseQdq, GemmWithWeightZeroPointOrAlphaStaysFloat) {
     std::string wz = kQdqGemm;
     wz.replace(wz.find("const %wz: i8[2] = [0, 0]"), 25, "const %wz: i8[2] = [0, 1]");

@@ -187,9 +187,10 @@ public:
             }
             case ExprKind::kCast: {
                 const auto& c = static_cast<const te::CastNode&>(*e);
-                if (clamped_to_i32(c.a) && dtype_is_int(e->dtype) && dtype_size(e->dtype) <= 4 && e->dtype != DType::kBool &&
-                    e->dtype != DType::kInt4 && e->dtype != DType::kUInt4)
-                    return "((" + std::string(dtype_c_type(e->dtype)) + ")kiln_f2i32_f32(" + print(c.a) + "))";
+                const DType to = e->dtype;
+                if (clamped_to_i32(c.a) && dtype_is_int(to) && dtype_size(to) <= 4 && to != DType::kBool &&
+                    to != DType::kInt4 && to != DType::kUInt4)
+                    return "((" + std::string(dtype_c_type(to)) + ")kiln_f2i32_f32(" + print(c.a) + "))";
                 return cast(e->dtype, c.a->dtype, print(c.a));
             }
             case ExprKind::kBufferLoad: {

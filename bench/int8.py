@@ -21,6 +21,7 @@ Kiln int8 / OpenVINO int8, Kiln int8 / Kiln fp32. Kiln's int8 output is compared
     /work/peers-venv/bin/python bench/int8.py --quantizer kiln --calib 100   # quantized by `kiln quantize`
     /work/peers-venv/bin/python bench/int8.py --quantizer kiln --torchvision mobilenet_v2
     /work/peers-venv/bin/python bench/int8.py --model build/models/bert_base.onnx --quantizer kiln-dynamic
+    /work/peers-venv/bin/python bench/int8.py --model build/models/bert_base.onnx --calib 4 --kiln-before OLD/kiln  # static QDQ BERT
     python3 bench/int8.py --smoke      # CI: a small conv net quantized, Kiln vs ORT once, no timing
 """
 from __future__ import annotations
@@ -178,6 +179,8 @@ def main():
     ap.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "kiln-bench-int8"))
     ap.add_argument("--exporter-python", default="/usr/bin/python3", help="a Python with torch + torchvision")
     ap.add_argument("--kiln", default=os.environ.get("KILN_BIN", "build/bin/kiln"))
+    ap.add_argument("--kiln-before", help="another kiln binary (e.g. main's build), run on the int8 file as one more "
+                                           "engine of the interleaved rounds: before / after in the same run")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=10)
@@ -244,6 +247,10 @@ def main():
         engines.insert(3, ("openvino int8", OpenVinoInt8(q, feed, args.threads)))
     except Exception as e:  # noqa: BLE001 - not installed, or it cannot load the model
         print(f"OpenVINO: not measured ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})")
+    if args.kiln_before:
+        before = Kiln(args.kiln_before, q, inputs, args.threads, None, cache)
+        before.timed_runs(1)  # its kernels compiled outside the timed rounds
+        engines.append(("kiln int8 before", before))
     kiln_f.timed_runs(1)  # compile the fp32 kernels outside the timed rounds
     ms = {n: [] for n, _ in engines}
     for r in range(args.rounds):
@@ -259,6 +266,8 @@ def main():
     if "openvino int8" in med:
         print(f"  kiln int8 / openvino int8 {med['kiln int8'] / med['openvino int8']:.2f}")
     print(f"  kiln int8 / kiln fp32     {med['kiln int8'] / med['kiln fp32']:.2f}")
+    if "kiln int8 before" in med:
+        print(f"  kiln int8 / before        {med['kiln int8'] / med['kiln int8 before']:.2f}")
 
 
 if __name__ == "__main__":

@@ -315,7 +315,10 @@ private:
 
     void emit_for(const tir::ForNode& f, Scope& sc) {
         std::string v = names_.var(f.var.get());
-        if (!f_.dims.empty()) names_.mark_nonnegative(f.var.get());  // loops count up from 0
+        // Loops count up from 0 (a task's from kiln_begin >= 0): floordiv/floormod of their indices by a
+        // positive constant print as C / and %, which GCC hoists out of an inner loop (the
+        // branch-free helpers kept a QDQ transpose's out-of-line task loop scalar: 10x slower).
+        names_.mark_nonnegative(f.var.get());
         if (f.loop_kind == LoopKind::kParallel && !sc.in_task) {
             emit_parallel(f, sc);
             return;

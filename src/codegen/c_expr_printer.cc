@@ -187,6 +187,10 @@ public:
             }
             case ExprKind::kCast: {
                 const auto& c = static_cast<const te::CastNode&>(*e);
+                const DType to = e->dtype;
+                if (clamped_to_i32(c.a) && dtype_is_int(to) && dtype_size(to) <= 4 && to != DType::kBool &&
+                    to != DType::kInt4 && to != DType::kUInt4)
+                    return "((" + std::string(dtype_c_type(to)) + ")kiln_f2i32_f32(" + print(c.a) + "))";
                 return cast(e->dtype, c.a->dtype, print(c.a));
             }
             case ExprKind::kBufferLoad: {
@@ -205,6 +209,24 @@ public:
                 break;
         }
         return "";
+    }
+
+    /// An f32 min(max(x, lo), hi) (either nesting) with constant bounds inside int32's range:
+    /// QuantizeLinear's saturation. Its conversion to an int of <= 32 bits needs neither
+    /// kiln_f2i's double nor its range branches (which kept QDQ loops scalar): the same value.
+    static bool clamped_to_i32(const te::Expr& e) {
+        if (e->dtype != DType::kFloat32 || e->kind != ExprKind::kBinary) return false;
+        const auto& outer = static_cast<const te::BinaryNode&>(*e);
+        if ((outer.op != te::BinaryOp::kMin && outer.op != te::BinaryOp::kMax) || outer.a->kind != ExprKind::kBinary)
+            return false;
+        const auto& inner = static_cast<const te::BinaryNode&>(*outer.a);
+        const te::BinaryOp other = outer.op == te::BinaryOp::kMin ? te::BinaryOp::kMax : te::BinaryOp::kMin;
+        auto in_i32 = [](const te::Expr& b) {
+            if (b->kind != ExprKind::kFloatImm) return false;
+            const double v = static_cast<const te::FloatImmNode&>(*b).value;
+            return v >= -2147483520.0 && v <= 2147483520.0;  // f32 values that fit int32
+        };
+        return inner.op == other && in_i32(outer.b) && in_i32(inner.b);
     }
 
     /// `src` (of dtype from) converted to dtype `to`.

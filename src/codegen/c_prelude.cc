@@ -222,6 +222,9 @@ static inline uint64_t kiln_f2u(double v) {
     if (v >= 18446744073709551616.0) return UINT64_MAX;
     return (uint64_t)v;
 }
+/* f32 -> int32 of a value already clamped inside int32's range (NaN: 0, as kiln_f2i): no double,
+   no branches, so loops of QuantizeLinear vectorize (c_expr_printer.cc: clamped_to_i32). */
+static inline int32_t kiln_f2i32_f32(float v) { return (int32_t)(v != v ? 0.0f : v); }
 static inline int64_t kiln_f2i(double v) {
     if (v != v) return 0;
     if (v >= 9223372036854775807.0) return INT64_MAX;

@@ -5,7 +5,8 @@
 //    (64 bytes of elements) and vectorize the inner loop; the outer loop runs in parallel when
 //    the stage has more than kParallelMin elements;
 //    knobs (one value for every such stage of the kernel): "ew.vec" the inner loop's length in
-//    vector widths {1, 2, 4} (default 1), "ew.par" whether the outer loop runs in parallel
+//    vector widths {1, 2, 4} (default 1; 4 where the stage reads or writes 1-byte tensors,
+//    touches_bytes), "ew.par" whether the outer loop runs in parallel
 //    {0, 1} (default 1, declared only for a stage large enough to run in parallel);
 //    except a broadcast: when every read that is not at the stage's own index (looking through
 //    inlined stages) uses only the leading axes (squeeze-and-excitation's per-channel gate
@@ -86,7 +87,7 @@ int64_t vector_width(DType t) {
     return w > 16 ? 16 : w;
 }
 
-void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg) {
+void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg, int64_t vec_default) {
     const te::Tensor& t = st.tensor();
     if (t->ndim() == 0) return;
     // Symbolic dims: one flat loop would recover each element's indices by dividing by
@@ -100,7 +101,7 @@ void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg) {
         if (n > 1) st.vectorize(f);
         return;
     }
-    w *= cfg.knob("ew.vec", {1, 2, 4}, 1);
+    w *= cfg.knob("ew.vec", {1, 2, 4}, vec_default);
     if (n <= w) {  // a longer vector loop covers the whole stage
         st.vectorize(f);
         return;
@@ -235,12 +236,12 @@ int broadcast_split(const te::Stage& st, const te::Schedule& s) {
 
 /// Outer loop over the leading `k` axes (parallel when large), the trailing ones fused and
 /// vectorized.
-void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k) {
+void schedule_broadcast_rows(te::Stage& st, te::ScheduleConfig& cfg, int k, int64_t vec_default) {
     const te::Tensor& t = st.tensor();
     te::IterVar outer = fuse_leading(st, k);
     te::IterVar inner = st.axis(k);
     for (int i = k + 1; i < t->ndim(); ++i) inner = st.fuse(inner, st.axis(i));
-    const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, 1);
+    const int64_t w = vector_width(t->dtype) * cfg.knob("ew.vec", {1, 2, 4}, vec_default);
     int64_t rows = 1;
     for (int i = 0; i < k; ++i) rows *= assumed(t->shape[i]);
     if (rows > 0 && assumed_numel(t) / rows > w) inner = st.split(inner, w).second;  // rows = 0: an empty tensor
@@ -330,16 +331,29 @@ bool gathers_rows(const te::Stage& st, const te::Schedule& s) {
     return reads_elsewhere(t->body, axes, t->shape, s) || computes_with_axes(t->body, axes);
 }
 
+/// True when the stage writes or reads (through inlined stages) a 1-byte tensor: a QDQ chain's
+/// u8/s8 values. GCC sizes a loop's vectors by its narrowest type, so a 16-lane loop of floats
+/// that loads or stores bytes runs on 16-byte vectors (4 floats each); 64 lanes fill AVX-512.
+bool touches_bytes(const te::Tensor& t, const te::Schedule& s) {
+    if (dtype_size(t->dtype) == 1) return true;
+    return !te::all_reads(t->body, [&](const te::TensorReadNode& n) {
+        if (dtype_size(n.tensor->dtype) == 1) return false;
+        return !(s.has_stage(n.tensor) && s[n.tensor].is_inlined() && touches_bytes(n.tensor, s));
+    });
+}
+
 }  // namespace
 
 void default_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         if (!stage_untouched(st)) continue;
         if (st.all_reduce_axes().empty()) {
-            if (int k = broadcast_split(st, s)) schedule_broadcast_rows(st, s.config(), k);
-            else if (int r = reshape_rows_split(st, s)) schedule_broadcast_rows(st, s.config(), r);
+            // "ew.vec" 4 where bytes are touched: 64 lanes (touches_bytes).
+            const int64_t vec = vector_width(st.tensor()->dtype) == 16 && touches_bytes(st.tensor(), s) ? 4 : 1;
+            if (int k = broadcast_split(st, s)) schedule_broadcast_rows(st, s.config(), k, vec);
+            else if (int r = reshape_rows_split(st, s)) schedule_broadcast_rows(st, s.config(), r, vec);
             else if (gathers_rows(st, s)) schedule_rows(st, s.config());
-            else schedule_injective(st, s.config());
+            else schedule_injective(st, s.config(), vec);
         } else
             schedule_reduction(st);
     }

@@ -33,8 +33,9 @@ bool stage_untouched(const te::Stage& st);
 /// Elements of 64 bytes (at most 16) in dtype t's compute type.
 int64_t vector_width(DType t);
 /// Fuse all axes, split by the vector width, vectorize inner, parallel outer when large.
-/// Knobs "ew.vec" (inner length in vector widths) and "ew.par" (see op_def.cc).
-void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg);
+/// Knobs "ew.vec" (inner length in vector widths; `vec_default` when untuned) and "ew.par" (see
+/// op_def.cc).
+void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg, int64_t vec_default = 1);
 /// Row-wise: fuse all but the last axis (parallel when large), vectorize the last axis. Avoids
 /// the div/mod of a fully fused index for stages with structured bodies (padding copies).
 void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg);

@@ -116,16 +116,28 @@ bool same_scalar(const ir::Value* a, const ir::Value* b) {
            a->constant().get_f64(0) == b->constant().get_f64(0);
 }
 
-/// Q(MaxPool(DQ(x))) with Q's parameters equal to DQ's -> MaxPool(x): the max commutes with a
-/// monotone map, and Q(DQ(v)) = v.
-bool fuse_max_pool(ir::Graph& g, ir::Node* q) {
+/// Ops that only move elements (or take a max of them): they commute with a monotone map applied
+/// elementwise, so with Q's parameters equal to DQ's, Q(op(DQ(x))) = op(Q(DQ(x))) = op(x).
+bool moves_elements(const ir::Node& n) {
+    static const char* const kOps[] = {"MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten"};
+    for (const char* op : kOps)
+        if (n.op() == op) return n.num_outputs() == 1;
+    return false;
+}
+
+/// Q(op(DQ(x))) with Q's parameters equal to DQ's -> op(x) on the 8-bit tensor, for the ops of
+/// moves_elements (a max commutes with a monotone map, a move with any elementwise one, and
+/// Q(DQ(v)) = v): ResNet's stem pool, a transformer's head split and merge stay 8-bit.
+bool fuse_movement(ir::Graph& g, ir::Node* q) {
     ir::Node* pool = q->input(0)->producer();
-    if (!pool || pool->op() != "MaxPool" || pool->num_outputs() != 1 || sole_user(g, q->input(0)) != q) return false;
+    if (!pool || !moves_elements(*pool) || sole_user(g, q->input(0)) != q) return false;
     auto x = dequantized(pool->input(0), -1);
     if (!x || x->q->type().dtype != q->output(0)->type().dtype || !same_scalar(x->scale, q->input(1)) ||
         !same_scalar(x->zero, q->input(2)) || x->scale->constant().get_f64(0) <= 0)
         return false;
-    ir::Node* p = add_inferred_node(g, "MaxPool", {x->q}, pool->attrs(), 1, "qpool");
+    std::vector<ir::Value*> ins = pool->inputs();
+    ins[0] = x->q;
+    ir::Node* p = add_inferred_node(g, pool->op(), ins, pool->attrs(), 1, "qmove");
     p->set_name(pool->name());
     KILN_ICHECK(replace_value(g, q->output(0), p->output(0))) << "fuse_qdq: output rename";
     g.topo_sort();
@@ -134,17 +146,65 @@ bool fuse_max_pool(ir::Graph& g, ir::Node* q) {
     return true;
 }
 
+/// True when `v`'s sole user is a QuantizeLinear (through a Relu): the sandwich rule's case.
+bool feeds_quantize(const ir::Graph& g, const ir::Value* v) {
+    const ir::Node* u = sole_user(g, v);
+    if (u && u->op() == "Relu") u = sole_user(g, u->output(0));
+    return u && u->op() == "QuantizeLinear";
+}
+
+/// A float Gemm (or a MatMul whose result is not quantized next) of DequantizeLinear(a_q) by a
+/// DequantizeLinear'd constant s8 weight with zero zero points -> MatMulInteger(a_q, W_q, a_zp)
+/// -> Cast(f32) -> Mul(a_s * W_s) [-> Add(C)]: an integer product with its float epilogue
+/// (topi/dnnl_int8_match.h: dnnl_dqmatmul). Gemm: alpha = beta = 1, transA = 0, A 2-D, W [N, K]
+/// (transB, per-axis 0) or [K, N] (per-axis 1), C a constant expression of N (or 1) elements.
+bool fuse_dq_matmul(ir::Graph& g, ir::Node* n) {
+    const bool gemm = n->op() == "Gemm";
+    if (!gemm && (n->op() != "MatMul" || feeds_quantize(g, n->output(0)))) return false;
+    const bool trans_b = gemm && n->attr_int("transB", 0) != 0;
+    if (gemm && (n->attr_int("transA", 0) != 0 || n->attr_float("alpha", 1.0) != 1.0 ||
+                 n->attr_float("beta", 1.0) != 1.0 || n->input(0)->type().rank() != 2))
+        return false;
+    auto x = dequantized(n->input(0), -1);
+    auto w = dequantized(n->input(1), trans_b ? 0 : 1);
+    if (!x || !w || !w->q->is_constant() || w->q->type().dtype != DType::kInt8 || w->q->type().rank() != 2 ||
+        (w->zero && !uniform_constant(w->zero).has_value()) || (w->zero && *uniform_constant(w->zero) != 0) ||
+        n->output(0)->type().dtype != DType::kFloat32)
+        return false;
+    ir::Value* c = gemm && n->num_inputs() > 2 ? n->input(2) : nullptr;
+    const int64_t cols = w->q->type().static_shape()[trans_b ? 0 : 1];
+    if (c && (!is_constant_expr(c) || !c->type().is_static() ||
+              (shape_numel(c->type().static_shape()) != cols && shape_numel(c->type().static_shape()) != 1)))
+        return false;
+    ir::Value* b = trans_b ? node1(g, "Transpose", {w->q}, {{"perm", ir::Attr(std::vector<int64_t>{1, 0})}}) : w->q;
+    std::vector<ir::Value*> ins = {x->q, b};
+    if (x->zero) ins.push_back(x->zero);
+    ir::Value* acc = node1(g, "MatMulInteger", ins);
+    ir::Value* y = node1(g, "Cast", {acc}, {{"to", ir::Attr(int64_t{1})}});  // FLOAT
+    y = node1(g, "Mul", {y, node1(g, "Mul", {x->scale, w->scale})});
+    if (c) y = node1(g, "Add", {y, c});
+    y->producer()->set_name(n->name());
+    if (!replace_value(g, n->output(0), y)) return false;  // the dead new nodes go with DCE
+    g.topo_sort();
+    g.erase_node(n);
+    return true;
+}
+
 }  // namespace
 
 bool fuse_qdq(ir::Graph& g, const PassContext&) {
     bool changed = false;
     for (ir::Node* n : g.nodes()) {
+        if (n->op() == "Gemm" || n->op() == "MatMul") {
+            changed |= fuse_dq_matmul(g, n);
+            continue;
+        }
         if (n->op() != "QuantizeLinear") continue;
         if (std::optional<Sandwich> s = match(g, n)) {
             rewrite(g, *s);
             changed = true;
         } else {
-            changed |= fuse_max_pool(g, n);
+            changed |= fuse_movement(g, n);
         }
     }
     return changed;

@@ -15,14 +15,25 @@
 // with y_zp at the type's minimum (u8 0, s8 -128) saturation already does it and no Max is
 // added.
 //
-// Also QuantizeLinear(MaxPool(DequantizeLinear(x_q))) with equal parameters -> MaxPool(x_q)
-// (the max commutes with the monotone maps; Q(DQ(v)) = v): ResNet's stem pool stays 8-bit.
+// Also QuantizeLinear(op(DequantizeLinear(x_q))) with equal per-tensor parameters -> op(x_q) for
+// MaxPool, Reshape, Transpose, Squeeze, Unsqueeze, Flatten (the max commutes with the monotone
+// maps, a move with any elementwise map; Q(DQ(v)) = v): exact. ResNet's stem pool and a static
+// QDQ transformer's head split / merge (Reshape, Transpose) stay 8-bit.
+//
+// A float Gemm (alpha = beta = 1, transA = 0) or a MatMul whose result is not quantized next,
+// of DequantizeLinear(x_q) by a DequantizeLinear'd constant s8 weight with zero zero points:
+//
+//   Gemm(DQ(x_q), DQ(W_q), C) -> Add(Mul(Cast<f32>(MatMulInteger(x_q, W_q', x_zp)), x_s * W_s), C)
+//
+// (W_q' = W_q, or its transpose for transB; W_s per tensor or per output column): the integer
+// product with the scale and bias as its float epilogue (dnnl_dqmatmul), the same real number
+// as the float Gemm of the dequantized operands up to f32 rounding.
 //
 // Preconditions, else the nodes are left as they are (the float path stays correct): x_q and
 // W_q 8-bit, W_q a constant (a MatMul's 2-D), every scale and zero point a constant, per-tensor
 // except W's (per output channel: a Conv's axis 0, a MatMul's axis 1), the bias a constant
 // expression, the Conv's (MatMul's) and Relu's results read only by the next node of the
-// sandwich, no block quantization. Gemm is left alone. Runs before constant
+// sandwich, no block quantization. Runs before constant
 // folding (which would fold DequantizeLinear(W_q) into float weights).
 #pragma once
 

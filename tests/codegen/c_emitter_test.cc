@@ -356,6 +356,72 @@ TEST(CEmitter, CastsMatchInterpreter) {
     }
 }
 
+// QuantizeLinear's saturation, cast(min(max(round(x / s) + zp, lo), hi)): with bounds inside
+// int32 the emitter converts f32 -> int32 directly (kiln_f2i32_f32: no double, no branches, so
+// the loop vectorizes); NaN, infinities, ties and out-of-range values as the interpreter has them.
+TEST(CEmitter, ClampedCastsMatchInterpreter) {
+    std::vector<double> xs = interesting_floats();
+    for (double v : {127.5, 128.5, -128.5, -129.5, 254.5, 255.5, 65535.5, -32768.5, 2147483520.0, -2147483648.0})
+        xs.push_back(v);
+    const int64_t n = static_cast<int64_t>(xs.size());
+    struct Case { DType to; double lo, hi; bool fast; };
+    for (const Case& c : {Case{DType::kUInt8, 0, 255, true}, Case{DType::kInt8, -128, 127, true},
+                          Case{DType::kInt16, -32768, 32767, true}, Case{DType::kUInt16, 0, 65535, true},
+                          Case{DType::kInt32, -2147483520.0, 2147483520.0, true}, Case{DType::kUInt32, -5, 70000, true},
+                          Case{DType::kInt32, -3e9, 3e9, false}, Case{DType::kInt64, -128, 127, false}}) {
+        for (bool min_outside : {true, false}) {
+            auto X = te::make_buffer("X", DType::kFloat32, {n});
+            auto Y = te::make_buffer("Y", c.to, {n});
+            PrimFunc f = map_func("clampk", {X, Y}, n, [&](Expr i) {
+                Expr v = bin(BinaryOp::kAdd, un(UnaryOp::kRound, bin(BinaryOp::kDiv, load(X, i), te::float_imm(0.5))),
+                             te::float_imm(3.0));
+                Expr lo = te::float_imm(c.lo), hi = te::float_imm(c.hi);
+                v = min_outside ? bin(BinaryOp::kMin, bin(BinaryOp::kMax, v, lo), hi)
+                                : bin(BinaryOp::kMax, bin(BinaryOp::kMin, v, hi), lo);
+                return cast_to(te::compute_dtype(c.to), v);
+            }, LoopKind::kVectorized);
+            LoadedKernel k = compile_func(f);
+            const std::string label =
+                std::string(dtype_name(c.to)) + " [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]";
+            // A call of the helper (the prelude defines it in every kernel).
+            EXPECT_EQ(k.source.find("kiln_f2i32_f32(kiln_") != std::string::npos, c.fast) << label;
+            auto args = make_args(f, [&](size_t p, int64_t i) { return p == 0 ? xs[i] : 0.0; });
+            auto ref = clone_all(args);
+            ASSERT_EQ(k.run(args), 0);
+            tir::interpret(f, ref);
+            EXPECT_TRUE(bits_equal(args[1], ref[1])) << label;
+        }
+    }
+}
+
+// Loop indices are non-negative in every kernel: floordiv / floormod of one by a positive constant
+// print as C's / and % (GCC hoists them out of the inner loop of a parallel task), not the
+// sign-correcting helpers; values as the interpreter's.
+TEST(CEmitter, FloorDivOfLoopIndexIsPlainDivision) {
+    const int64_t rows = 96, cols = 64;
+    auto X = te::make_buffer("X", DType::kFloat32, {rows * cols});
+    auto Y = te::make_buffer("Y", DType::kFloat32, {rows * cols});
+    te::Var r = te::make_var("r"), c = te::make_var("c");
+    // Y[r, c] = X[(r % 8) * 12 + r / 8, c]: a transpose of a [12, 8] row grid.
+    Expr row = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, bin(BinaryOp::kFloorMod, r, i64(8)), i64(12)),
+                   bin(BinaryOp::kFloorDiv, r, i64(8)));
+    Expr src = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, row, i64(cols)), c);
+    Expr dst = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, r, i64(cols)), c);
+    tir::Stmt body = tir::make_for(r, i64(rows), LoopKind::kParallel,
+                                   tir::make_for(c, i64(cols), LoopKind::kVectorized, tir::make_store(Y, dst, load(X, src))));
+    PrimFunc f{"transposek", {X, Y}, body};
+    LoadedKernel k = compile_func(f);
+    const std::string code = k.source.substr(k.source.find("static void"));  // past the prelude
+    EXPECT_EQ(code.find("kiln_floordiv_i64("), std::string::npos) << code;
+    EXPECT_EQ(code.find("kiln_floormod_i64("), std::string::npos) << code;
+    auto args = make_args(f, [&](size_t p, int64_t i) { return p == 0 ? static_cast<double>(i) * 0.5 : 0.0; });
+    auto ref = clone_all(args);
+    runtime::ThreadPool pool(2);
+    ASSERT_EQ(k.run(args, &pool), 0);
+    tir::interpret(f, ref);
+    EXPECT_TRUE(bits_equal(args[1], ref[1]));
+}
+
 TEST(CEmitter, Float16LoadsAreExactForAllBitPatterns) {
     const int64_t n = 65536;
     for (DType ht : {DType::kFloat16, DType::kBFloat16}) {

@@ -140,3 +140,89 @@ graph g(%xq: u8[1,1,4,4]) {
 
 }  // namespace
 }  // namespace kiln::pass
+
+namespace kiln::pass {
+namespace {
+
+/// A QDQ Gemm as quantize_static writes a Linear layer: W [N, K] (transB) per output channel,
+/// the bias DequantizeLinear(int32, x_s * w_s); its result read by a float op, not quantized.
+const char* kQdqGemm = R"(
+graph g(%xq: u8[3,2]) {
+  const %xs: f32[] = [0.5]
+  const %xz: u8[] = [3]
+  const %wq: i8[2,2] = [5, -7, 2, 4]
+  const %ws: f32[2] = [0.25, 0.125]
+  const %wz: i8[2] = [0, 0]
+  const %bq: i32[2] = [40, -9]
+  const %bs: f32[2] = [0.125, 0.0625]
+  %x = DequantizeLinear(%xq, %xs, %xz) : f32[3,2]
+  %w = DequantizeLinear(%wq, %ws, %wz) {axis=0} : f32[2,2]
+  %b = DequantizeLinear(%bq, %bs) {axis=0} : f32[2]
+  %y = Gemm(%x, %w, %b) {transB=1} : f32[3,2]
+  %t = Tanh(%y) : f32[3,2]
+  return %t
+}
+)";
+
+TEST(FuseQdq, GemmBecomesMatMulIntegerWithScaleAndBias) {
+    ir::Graph g = ir::parse_graph(kQdqGemm);
+    fuse_and_fold(g);
+    std::vector<std::string> ops;
+    for (const ir::Node* n : g.nodes()) ops.push_back(n->op());
+    ASSERT_EQ(ops, (std::vector<std::string>{"MatMulInteger", "Cast", "Mul", "Add", "Tanh"}));
+    const ir::Node* mm = g.nodes()[0];
+    EXPECT_EQ(mm->input(0)->name(), "xq");
+    const Tensor& b = mm->input(1)->constant();  // W transposed to [K, N], still int8
+    ASSERT_EQ(b.dtype(), DType::kInt8);
+    EXPECT_EQ(b.get_i64(1), 2);
+    EXPECT_EQ(b.get_i64(2), -7);
+    EXPECT_EQ(mm->input(2)->constant().get_i64(0), 3);  // x's zero point
+    const Tensor& s = g.nodes()[2]->input(1)->constant();  // x_s * w_s per column
+    EXPECT_FLOAT_EQ(s.get_f64(0), 0.125);
+    EXPECT_FLOAT_EQ(s.get_f64(1), 0.0625);
+    const Tensor& bias = g.nodes()[3]->input(1)->constant();  // 40 * 0.125, -9 * 0.0625
+    EXPECT_FLOAT_EQ(bias.get_f64(0), 5.0);
+    EXPECT_FLOAT_EQ(bias.get_f64(1), -0.5625);
+}
+
+TEST(FuseQdq, ReshapeAndTransposeBetweenEqualQdqPairsMoveBytes) {
+    // A transformer's head split as quantize_static writes it: Q/DQ with one scale around each.
+    const char* src = R"(
+graph g(%xq: u8[2,6]) {
+  const %s: f32[] = [0.5]
+  const %z: u8[] = [3]
+  const %shape: i64[3] = [2, 3, 2]
+  %x = DequantizeLinear(%xq, %s, %z) : f32[2,6]
+  %r = Reshape(%x, %shape) : f32[2,3,2]
+  %rq = QuantizeLinear(%r, %s, %z) : u8[2,3,2]
+  %rd = DequantizeLinear(%rq, %s, %z) : f32[2,3,2]
+  %t = Transpose(%rd) {perm=[1,0,2]} : f32[3,2,2]
+  %tq = QuantizeLinear(%t, %s, %z) : u8[3,2,2]
+  return %tq
+}
+)";
+    ir::Graph g = ir::parse_graph(src);
+    fuse_and_fold(g);
+    std::vector<std::string> ops;
+    for (const ir::Node* n : g.nodes()) ops.push_back(n->op() + ":" + dtype_name(n->output(0)->type().dtype));
+    EXPECT_EQ(ops, (std::vector<std::string>{"Reshape:u8", "Transpose:u8"}));
+    // A different scale after the move rounds: it stays.
+    std::string other = src;
+    other.replace(other.find("%tq = QuantizeLinear(%t, %s, %z)"), 32, "%tq = QuantizeLinear(%t, %z2, %z)");
+    other.replace(other.find("  const %shape"), 0, "  const %z2: f32[] = [0.25]\n");
+    ir::Graph h = ir::parse_graph(other);
+    fuse_and_fold(h);
+    ASSERT_EQ(h.nodes().back()->op(), "QuantizeLinear");
+}
+
+TEST(FuseQdq, GemmWithWeightZeroPointOrAlphaStaysFloat) {
+    std::string wz = kQdqGemm;
+    wz.replace(wz.find("const %wz: i8[2] = [0, 0]"), 25, "const %wz: i8[2] = [0, 1]");
+    EXPECT_PASS_GIVES(fuse_qdq, wz, wz);
+    std::string alpha = kQdqGemm;
+    alpha.replace(alpha.find("{transB=1}"), 10, "{alpha=2.0, transB=1}");
+    EXPECT_PASS_GIVES(fuse_qdq, alpha, alpha);
+}
+
+}  // namespace
+}  // namespace kiln::pass

@@ -5,7 +5,7 @@
 // windows tie. Shapes: ResNet's 3x3 stride-2 pad-1 stem pool (float32 and float64, enough
 // planes to run in parallel on 3 threads), asymmetric pads with dilation and ceil_mode, 1-D and
 // 3-D windows, the Indices alone (MaxPool's gradient reads only them), a window holding a NaN
-// and planes of -inf. And the training graph: one MaxPool, with its Indices, feeds both the
+// and planes of -inf, both vector widths of the float32 scan. And the training graph: one MaxPool, with its Indices, feeds both the
 // forward and KilnMaxPoolGrad (no second MaxPool for the Indices).
 #include <gtest/gtest.h>
 
@@ -193,6 +193,54 @@ TEST(MaxPoolKernel, TrainingGraphHasOneMaxPool) {
     }
     EXPECT_EQ(pools, 1);
     EXPECT_EQ(grads, 1);
+}
+
+// Both vector widths of the float32 scan (SSE2's 8 outputs a step and, where the CPU has AVX2,
+// 16; a compiled graph gets the widest), the kernel made and run directly: rows of 27 inner
+// outputs (a full step and an overlapping last one) and 5 (shorter than a step: one by one).
+TEST(MaxPoolKernel, BothVectorWidths) {
+    for (const Pool& p : {Pool{{2, 3, 56, 56}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+                          Pool{{1, 2, 9, 11}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}},
+                          Pool{{1, 2, 12, 40}, {2, 2}, {1, 1}, {1, 2}, {0, 1, 1, 0}}}) {
+        SCOPED_TRACE("X " + shape_str(p.x));
+        const Tensor x = tied(p.x, DType::kFloat32, 9);
+        const auto [val, ind] = reference(p, x);
+        runtime::ExternKernelFactory make = runtime::find_extern_kernel("kiln_maxpool");
+        ASSERT_NE(make, nullptr);
+        std::vector<runtime::ExternArg> args(3);
+        args[0].shape = p.x;
+        args[1].shape = args[2].shape = p.y();
+        args[2].dtype = DType::kInt64;
+        auto join = [](const Ints& v) {
+            std::string s;
+            for (int64_t e : v) s += (s.empty() ? "" : ",") + std::to_string(e);
+            return s;
+        };
+        Ints out;
+        for (int d = 0; d < p.sp(); ++d) out.push_back(p.out(d));
+        const std::string params = "x=0;y=1;indices=2;planes=" + std::to_string(p.x[0] * p.x[1]) +
+                                   ";in=" + join(Ints(p.x.begin() + 2, p.x.end())) + ";out=" + join(out) +
+                                   ";kernel=" + join(p.kernel) + ";strides=" + join(p.strides) +
+                                   ";dilations=" + join(p.dilations) + ";pads=" + join(Ints(p.pads.begin(), p.pads.begin() + p.sp()));
+        for (const char* step : {"8", "16"}) {
+            SCOPED_TRACE(std::string("step ") + step);
+            std::unique_ptr<runtime::ExternKernel> k;
+            try {
+                k = make(runtime::ExternParams(params + ";step=" + step), args);
+            } catch (const Error&) {
+                ASSERT_EQ(std::string(step), "16") << "step 8 is always made";
+                continue;  // no AVX2 here
+            }
+            Tensor y(DType::kFloat32, p.y()), got(DType::kInt64, p.y());
+            void* ptrs[3] = {const_cast<void*>(x.data()), y.data(), got.data()};
+            kiln_kernel_env env{};
+            ASSERT_TRUE(k->run(ptrs, env, 1).ok());
+            for (int64_t i = 0; i < got.numel(); ++i) {
+                ASSERT_EQ(got.get_i64(i), ind[i]) << "Indices element " << i;
+                ASSERT_EQ(y.get_f64(i), val[i]) << "Y element " << i;
+            }
+        }
+    }
 }
 
 // Forged parameters (an artifact's) are a kiln::Error when the kernel is made, never a crash.

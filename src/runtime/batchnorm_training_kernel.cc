@@ -78,12 +78,20 @@ void plane_sums(const float* x, const float* dy, const float* r, int64_t len, fl
     s.g2 += td;
 }
 
-// y = x a + b over one plane (the forward's pass 2).
+// y = x a + b over one plane (the forward's pass 2); kRelu: max(y, 0) (NaN stays NaN, as
+// Kiln's Relu keeps it).
+template <bool kRelu>
 void affine(const float* x, float* y, int64_t len, float a, float b) {
-    const V8 av = splat(a), bv = splat(b);
+    const V8 av = splat(a), bv = splat(b), zero = splat(0.0f);
     int64_t i = 0;
-    for (; i + kLanes <= len; i += kLanes) store(y + i, load(x + i) * av + bv);
-    for (; i < len; ++i) y[i] = x[i] * a + b;
+    for (; i + kLanes <= len; i += kLanes) {
+        const V8 v = load(x + i) * av + bv;
+        store(y + i, kRelu ? reinterpret_cast<V8>(reinterpret_cast<I8>(v) & ~(v < zero)) : v);
+    }
+    for (; i < len; ++i) {
+        const float v = x[i] * a + b;
+        y[i] = kRelu && v < 0.0f ? 0.0f : v;
+    }
 }
 
 // dx = k g + a x + b over one plane, g = dY (masked by r > 0 with kMask): the gradient's pass 2.
@@ -153,6 +161,7 @@ public:
         for (int k = 0; k < 8; ++k) arg_[k] = checked(p, args, keys[k], k == 0 || k == 5 ? all : g_.c);
         eps_ = std::stod(p.str("epsilon"));
         momentum_ = std::stod(p.str("momentum"));
+        relu_ = p.integer_or("relu", 0) != 0;
     }
 
     Status run(void* const* args, const kiln_kernel_env& env, int) override {
@@ -175,7 +184,10 @@ private:
             stats(s, g, mean, var, k);
             const double inv = a[1][ch] / std::sqrt(var + self->eps_);
             const float fi = static_cast<float>(inv), fs = static_cast<float>(a[2][ch] - mean * inv);
-            for (int64_t p = 0; p < g.n; ++p) affine(x + g.at(p, ch), a[5] + g.at(p, ch), g.hw, fi, fs);
+            for (int64_t p = 0; p < g.n; ++p) {
+                if (self->relu_) affine<true>(x + g.at(p, ch), a[5] + g.at(p, ch), g.hw, fi, fs);
+                else affine<false>(x + g.at(p, ch), a[5] + g.at(p, ch), g.hw, fi, fs);
+            }
             const double mo = self->momentum_;
             a[6][ch] = static_cast<float>(a[3][ch] * mo + mean * (1 - mo));
             a[7][ch] = static_cast<float>(a[4][ch] * mo + var * (1 - mo));
@@ -185,6 +197,7 @@ private:
     Geometry g_;
     int64_t arg_[8] = {};
     double eps_ = 1e-5, momentum_ = 0.9;
+    bool relu_ = false;  // y = max(x inv + shift, 0)
 };
 
 class BnGrad final : public ExternKernel {

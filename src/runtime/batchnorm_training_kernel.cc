@@ -225,7 +225,8 @@ private:
             const float* x = a[0];
             const float k = x[g.at(0, ch)];
             Sums s;
-            for (int64_t p = 0; p < g.n; ++p) plane_sums<V, false, false>(x + g.at(p, ch), nullptr, nullptr, g.hw, k, s);
+            for (int64_t p = 0; p < g.n; ++p)
+                plane_sums<V, false, false>(x + g.at(p, ch), nullptr, nullptr, g.hw, k, s);
             double mean, var;
             stats(s, g, mean, var, k);
             const double inv = a[1][ch] / std::sqrt(var + self->eps_);

@@ -7,6 +7,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -68,7 +69,6 @@ typedef float V4 __attribute__((vector_size(16)));
 typedef int32_t I4 __attribute__((vector_size(16)));
 typedef float V8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
-constexpr int64_t kMaxRows = 4096;  // (kd, kh) rows of one window
 #define KILN_POOL_INLINE inline __attribute__((always_inline))
 
 // x[0], x[s], ..., x[(L - 1) s]; stride 2 (the usual pool) from two loads and a shuffle, the
@@ -140,6 +140,24 @@ void scan_avx2(const RowScan& r) { scan_windows<V4, I4>(r); }
 bool have_avx2() { return false; }
 #endif
 
+// x[i] replaces the running maximum best (at index bi) where greater, or NaN over a number;
+// branch-free (bitwise selects: a branch per element mispredicted on random data, and small
+// windows, e.g. the digits CNN's 2x2 pools, run this path only).
+template <typename T>
+inline void keep_max(const T* x, int64_t i, T& best, int64_t& bi) {
+    using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    const T v = x[i];
+    const bool take = (v > best) | ((v != v) & (best == best));
+    const U m = U{0} - static_cast<U>(take);
+    U vb, bb;
+    std::memcpy(&vb, &v, sizeof v);
+    std::memcpy(&bb, &best, sizeof best);
+    bb = (vb & m) | (bb & ~m);
+    std::memcpy(&best, &bb, sizeof best);
+    const int64_t mi = -static_cast<int64_t>(take);
+    bi = (i & mi) | (bi & ~mi);
+}
+
 template <typename T>
 class MaxPool final : public ExternKernel {
 public:
@@ -151,8 +169,6 @@ public:
         KILN_CHECK(step_ == 8 || (step_ == 16 && have_avx2()), kInvalidModel)
             << "kiln_maxpool: step " << step_ << " (8, or 16 where the CPU has AVX2)";
         const Axis& aw = axes_[2];
-        KILN_CHECK(axes_[0].k * axes_[1].k <= kMaxRows, kInvalidModel)
-            << "kiln_maxpool: a window of more than " << kMaxRows << " rows";
         while (inner_lo_ < aw.out && aw.hi[inner_lo_] - aw.lo[inner_lo_] != aw.k) ++inner_lo_;
         inner_hi_ = inner_lo_;
         while (inner_hi_ < aw.out && aw.hi[inner_hi_] - aw.lo[inner_hi_] == aw.k) ++inner_hi_;
@@ -190,15 +206,15 @@ private:
     static void run_planes(int64_t b, int64_t e, void* ctx) {
         const auto* j = static_cast<const Job*>(ctx);
         const MaxPool& k = *j->self;
+        std::vector<int64_t> rows(static_cast<size_t>(k.axes_[0].k * k.axes_[1].k));  // a window's (kd, kh)
         for (int64_t p = b; p < e; ++p)
             k.plane(j->x + p * k.in_plane_, j->y ? j->y + p * k.out_plane_ : nullptr, j->ind + p * k.out_plane_,
-                    p * k.in_plane_);
+                    p * k.in_plane_, rows.data());
     }
 
     // One (n, c) plane; `base` is the plane's first flat index in X; y null: Indices only.
-    void plane(const T* x, T* y, int64_t* ind, int64_t base) const {
+    void plane(const T* x, T* y, int64_t* ind, int64_t base, int64_t* rows) const {
         const Axis &ad = axes_[0], &ah = axes_[1], &aw = axes_[2];
-        int64_t rows[kMaxRows];
         for (int64_t od = 0; od < ad.out; ++od)
             for (int64_t oh = 0; oh < ah.out; ++oh) {
                 // The window's rows inside X (row-major): their offsets in the plane.
@@ -211,8 +227,8 @@ private:
             }
     }
 
-    // One row of outputs: float32 windows wholly inside X along W in vectors of 8 outputs, the
-    // others (the borders, rows shorter than 8) one by one.
+    // One row of outputs: float32 windows wholly inside X along W step_ (8 or 16) outputs at a
+    // time, the others (the borders, rows shorter than a step) one by one.
     void out_row(const T* x, const int64_t* rows, int nr, T* y, int64_t* ind, int64_t base) const {
         const Axis& aw = axes_[2];
         int64_t ow = 0;
@@ -220,7 +236,7 @@ private:
             if (nr > 0 && in_plane_ < (int64_t{1} << 31)) {
                 for (; ow < inner_lo_; ++ow) scalar_out(x, rows, nr, ow, y, ind, base);
                 for (; ow + step_ <= inner_hi_; ow += step_) vector_out(x, rows, nr, ow, y, ind, base);
-                // The rest of the inner outputs as the last 8 of them (some written twice, alike).
+                // The rest of the inner outputs as the last step of them (some written twice, alike).
                 if (ow < inner_hi_ && inner_hi_ - inner_lo_ >= step_) {
                     vector_out(x, rows, nr, inner_hi_ - step_, y, ind, base);
                     ow = inner_hi_;
@@ -243,13 +259,7 @@ private:
         int64_t bi = rows[0] + ws + wlo * aw.d;
         T best = x[bi];
         for (int r = 0; r < nr; ++r)
-            for (int64_t kw = wlo; kw < whi; ++kw) {
-                const int64_t i = rows[r] + ws + kw * aw.d;
-                const T v = x[i];
-                const bool take = v > best || (v != v && best == best);
-                best = take ? v : best;
-                bi = take ? i : bi;
-            }
+            for (int64_t kw = wlo; kw < whi; ++kw) keep_max(x, rows[r] + ws + kw * aw.d, best, bi);
         if (y) y[ow] = best;
         ind[ow] = base + bi;
     }

@@ -4,7 +4,7 @@
 //    (op/defs/pool_grad.cc) with static shapes and a float32 or float64 dY;
 //  - the forward with Indices (runtime/maxpool_kernel.h): a unit of one MaxPool node whose
 //    Indices are an output of the unit, row-major (storage_order 0), with static shapes and a
-//    float32 or float64 X of 1 to 3 spatial dims. A MaxPool without Indices stays generated
+//    float32 (output rows of at least 16) or float64 X of 1 to 3 spatial dims. A MaxPool without Indices stays generated
 //    (the separable pool of op/defs/pool.cc).
 #pragma once
 

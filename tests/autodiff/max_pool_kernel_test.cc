@@ -2,7 +2,7 @@
 // against a direct loop over each window written here from ONNX's definition (the window's
 // in-bounds positions in row-major order; the first strict maximum is the value and its flat
 // index, as ONNX's reference and PyTorch pick among ties). X holds few distinct values, so most
-// windows tie. Shapes: ResNet's 3x3 stride-2 pad-1 stem pool (float32 and float64, enough
+// windows tie (float32 rows of at least 16 outputs: narrower ones stay generated). Shapes: ResNet's 3x3 stride-2 pad-1 stem pool (float32 and float64, enough
 // planes to run in parallel on 3 threads), asymmetric pads with dilation and ceil_mode, 1-D and
 // 3-D windows, the Indices alone (MaxPool's gradient reads only them), a window holding a NaN
 // and planes of -inf, both vector widths of the float32 scan. And the training graph: one MaxPool, with its Indices, feeds both the
@@ -115,12 +115,12 @@ Run run_pool(const Pool& p, const Tensor& x, bool values_too) {
     return r;
 }
 
-void check(const Pool& p, DType dt, const Tensor& x) {
+void check(const Pool& p, DType dt, const Tensor& x, int kernels = 1) {
     SCOPED_TRACE("X " + shape_str(p.x) + " " + dtype_name(dt));
     const auto [val, ind] = reference(p, x);
     for (bool values_too : {true, false}) {
         const Run r = run_pool(p, x, values_too);
-        EXPECT_EQ(r.kernels, 1) << "the pool runs as kiln_maxpool";
+        EXPECT_EQ(r.kernels, kernels) << "steps run by kiln_maxpool";
         const Tensor& got_ind = r.outs.back();
         ASSERT_EQ(got_ind.shape(), p.y());
         ASSERT_EQ(got_ind.numel(), static_cast<int64_t>(ind.size()));
@@ -135,20 +135,20 @@ void check(const Pool& p, DType dt, const Tensor& x) {
 }
 
 TEST(MaxPoolKernel, ResNetStemWithTies) {
-    const Pool p{{4, 16, 14, 13}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}};  // 64 planes x 182: parallel
+    const Pool p{{4, 16, 14, 37}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}};  // 64 planes x 518: parallel
     check(p, DType::kFloat32, tied(p.x, DType::kFloat32, 1));
     check(p, DType::kFloat64, tied(p.x, DType::kFloat64, 2));
 }
 
 TEST(MaxPoolKernel, EveryElementEqual) {  // each index is the window's first in-bounds element
-    const Pool p{{1, 2, 7, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}};
+    const Pool p{{1, 2, 7, 34}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}};
     Tensor x(DType::kFloat32, p.x);
     for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, 0.5);
     check(p, DType::kFloat32, x);
 }
 
 TEST(MaxPoolKernel, AsymmetricPadsDilationCeilMode) {
-    const Pool p{{2, 3, 9, 8}, {2, 3}, {3, 2}, {2, 1}, {1, 0, 0, 2}, true};
+    const Pool p{{2, 3, 9, 40}, {2, 3}, {3, 2}, {2, 1}, {1, 0, 0, 2}, true};
     check(p, DType::kFloat32, tied(p.x, DType::kFloat32, 3));
     check(p, DType::kFloat32, random_tensor(p.x, -1, 1, 4));
 }
@@ -156,17 +156,25 @@ TEST(MaxPoolKernel, AsymmetricPadsDilationCeilMode) {
 TEST(MaxPoolKernel, OneAndThreeDimensional) {
     const Pool one{{2, 3, 17}, {3}, {2}, {2}, {2, 1}};
     check(one, DType::kFloat64, tied(one.x, DType::kFloat64, 5));
-    const Pool three{{1, 2, 5, 6, 4}, {2, 3, 2}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1, 1, 1, 0}};
+    const Pool three{{1, 2, 5, 6, 34}, {2, 3, 2}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1, 1, 1, 0}};
     check(three, DType::kFloat32, tied(three.x, DType::kFloat32, 6));
 }
 
 TEST(MaxPoolKernel, NaNAndMinusInfinity) {
-    const Pool p{{1, 2, 6, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}};
+    const Pool p{{1, 2, 6, 34}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}};
     Tensor x = tied(p.x, DType::kFloat32, 7);
-    for (int64_t i = 36; i < 72; ++i) x.set_f64(i, -std::numeric_limits<double>::infinity());  // plane 1
+    for (int64_t i = 204; i < 408; ++i) x.set_f64(i, -std::numeric_limits<double>::infinity());  // plane 1
     x.set_f64(7, std::nan(""));  // inside four windows
     x.set_f64(14, std::nan(""));
     check(p, DType::kFloat32, x);
+}
+
+// float32 output rows narrower than 16 stay on the generated pool (faster there); float64 (the
+// gradient tests' dtype) takes the kernel at any width.
+TEST(MaxPoolKernel, NarrowFloat32RowsStayGenerated) {
+    const Pool p{{2, 4, 8, 8}, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}};
+    check(p, DType::kFloat32, tied(p.x, DType::kFloat32, 10), 0);
+    check(p, DType::kFloat64, tied(p.x, DType::kFloat64, 11), 1);
 }
 
 // The training step: MaxPool gets its Indices output (build_training_graph), and its gradient

@@ -4,6 +4,7 @@
     python3 bench/train_vs_torch.py [--models mlp,digits,resnet18,bert] [--rounds 5] [--steps 3] [--compile]
     python3 bench/train_vs_torch.py --smoke      # 1 step each: both losses finite and equal at step 0
     python3 bench/train_vs_torch.py --models resnet18 --profile 15   # + Kiln's top 15 kernels per step
+    python3 bench/train_vs_torch.py --models resnet18 --kiln-baseline /tmp/main_py   # + another build, same rounds
 
 PyTorch runs in a subprocess of its own interpreter (`--torch-python`; default the venv that
 `bench/setup_peers.sh --torch` makes, build/torch-venv, else $KILN_TORCH_PYTHON; without either
@@ -12,7 +13,10 @@ reference BLAS: good for --smoke, never for timing, and the script says so), thi
 --torch-worker, driven in lockstep over stdin/stdout: each round times `--steps` SGD(momentum)
 steps of Kiln, then the same number of PyTorch eager's (and with `--compile`, of the same step
 under `torch.compile`), so all see the same machine load; the table gives per-step medians over
-rounds and Kiln's time over PyTorch's.
+rounds and Kiln's time over PyTorch's. With `--kiln-baseline DIR` a second Kiln (the package
+found first in DIR, e.g. another build's python/kiln with its _kiln*.so) runs in a worker of its
+own in the same rounds (this process's Kiln, the baseline's, then PyTorch's), for a before/after
+of a change under the same load.
 Both start from the same weights (the worker builds the model with tests/training/torch_reference
 .py and exports it to ONNX for Kiln) and train on the same two batches, in float32. Kiln's first
 step includes compiling the training step; it is reported apart and not timed in the rounds.
@@ -96,12 +100,31 @@ def torch_worker():
         print(json.dumps(reply), flush=True)
 
 
+def kiln_worker():
+    """A second Kiln (another build's package, put first on PYTHONPATH by --kiln-baseline) timed in
+    lockstep with this process's: the same commands as the PyTorch worker."""
+    import numpy as np
+    trainer = None
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req["cmd"] == "load":
+            trainer = KilnTrainer(req["path"], dict(np.load(req["batches"])))
+            import kiln
+            reply = {"ok": True, "kiln": os.path.dirname(kiln.__file__)}
+        elif req["cmd"] == "steps":
+            times, losses = trainer.steps(req["n"])
+            reply = {"times": times, "losses": losses}
+        else:
+            reply = {"error": f"unknown command {req['cmd']}"}
+        print(json.dumps(reply), flush=True)
+
+
 # ---- the Kiln side ----
 class TorchWorker:
-    def __init__(self, python):
+    def __init__(self, python, flag="--torch-worker", env=None):
         self.python = python
-        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--torch-worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), flag],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     def ask(self, **req):
         self.proc.stdin.write(json.dumps(req) + "\n")
@@ -174,7 +197,7 @@ def profile_kiln(path, batches, steps, top):
     return "\n".join(lines)
 
 
-def bench_model(worker, name, rounds, steps, smoke, compiled, profile=0):
+def bench_model(worker, name, rounds, steps, smoke, compiled, profile=0, base=None):
     import numpy as np
     sys.path.insert(0, TRAINING_TESTS)
     from onnx_fixup import inference_batchnorm
@@ -185,6 +208,9 @@ def bench_model(worker, name, rounds, steps, smoke, compiled, profile=0):
         batches = dict(np.load(os.path.join(d, "batches.npz")))
         kiln = KilnTrainer(path, batches)
         (first,), (k_loss0,) = kiln.steps(1)  # compiles the training step
+        if base:  # the baseline Kiln: same model, same batches, its first step untimed
+            base.kiln_dir = base.ask(cmd="load", path=path, batches=os.path.join(d, "batches.npz"))["kiln"]
+            base.ask(cmd="steps", n=1)
         t_first = worker.ask(cmd="steps", n=1)
         p_loss0 = t_first["losses"][0]
         ok = np.isfinite(k_loss0) and np.isfinite(p_loss0) and abs(k_loss0 - p_loss0) <= 1e-3 * abs(p_loss0)
@@ -194,13 +220,19 @@ def bench_model(worker, name, rounds, steps, smoke, compiled, profile=0):
         modes = ["eager", "compile"] if compiled else ["eager"]
         if compiled:
             row["compile_first_step_s"] = sum(worker.ask(cmd="steps", n=2, mode="compile")["times"])
-        med = {m: [] for m in ["kiln"] + modes}
+        med = {m: [] for m in ["kiln", "base"] + modes}
         for _ in range(rounds):
             med["kiln"].append(statistics.median(kiln.steps(steps)[0]))
+            if base:
+                med["base"].append(statistics.median(base.ask(cmd="steps", n=steps)["times"]))
             for m in modes:
                 med[m].append(statistics.median(worker.ask(cmd="steps", n=steps, mode=m)["times"]))
         row.update(kiln_ms=1e3 * statistics.median(med["kiln"]), torch_ms=1e3 * statistics.median(med["eager"]))
         row["ratio"] = row["kiln_ms"] / row["torch_ms"]
+        if base:
+            row.update(base_ms=1e3 * statistics.median(med["base"]), base_kiln=base.kiln_dir)
+            row["ratio_base"] = row["kiln_ms"] / row["base_ms"]
+            row["base_ratio"] = row["base_ms"] / row["torch_ms"]
         if compiled:
             row["compile_ms"] = 1e3 * statistics.median(med["compile"])
             row["ratio_compile"] = row["kiln_ms"] / row["compile_ms"]
@@ -213,6 +245,9 @@ def bench_model(worker, name, rounds, steps, smoke, compiled, profile=0):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--kiln-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--kiln-baseline", metavar="PYTHONPATH",
+                   help="also time another Kiln build (its package first on this PYTHONPATH) in the same rounds")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=3, help="steps per engine per round")
@@ -226,16 +261,22 @@ def main():
     a = p.parse_args()
     if a.torch_worker:
         return torch_worker()
+    if a.kiln_worker:
+        return kiln_worker()
     if a.torch_python == DEBIAN_TORCH and not a.smoke:
         print("train_vs_torch: PyTorch peer is Debian's torch 1.13 (reference BLAS): not a fair timing peer; "
               "run bench/setup_peers.sh --torch", file=sys.stderr)
     worker = TorchWorker(a.torch_python)
+    base = None
+    if a.kiln_baseline:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([a.kiln_baseline, os.environ.get("PYTHONPATH", "")]))
+        base = TorchWorker(sys.executable, "--kiln-worker", env)
     rows, failed = [], []
     try:
         for name in a.models.split(","):
             if name not in MODELS:
                 raise SystemExit(f"unknown model '{name}' (have {MODELS})")
-            row = bench_model(worker, name, a.rounds, a.steps, a.smoke, a.compile, a.profile)
+            row = bench_model(worker, name, a.rounds, a.steps, a.smoke, a.compile, a.profile, base)
             rows.append(row)
             if not row["agree"]:
                 failed.append(name)
@@ -250,10 +291,15 @@ def main():
                       f"{row['torch_ms']:9.1f} ms/step   Kiln/eager {row['ratio']:.2f}{compiled}   (step-0 losses "
                       f"{'agree' if row['agree'] else 'DIFFER'}; Kiln compile+first step {row['first_step_s']:.1f} s)",
                       flush=True)
+                if base:
+                    print(f"{'':9s} baseline Kiln ({row['base_kiln']}) {row['base_ms']:9.1f} ms/step   "
+                          f"Kiln/baseline {row['ratio_base']:.2f}   baseline/eager {row['base_ratio']:.2f}", flush=True)
                 if row.get("profile"):
                     print(row["profile"], flush=True)
     finally:
         worker.close()
+        if base:
+            base.close()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

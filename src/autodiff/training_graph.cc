@@ -96,6 +96,23 @@ void dropout_to_training(ir::Graph& g, uint64_t seed) {
     g.topo_sort();
 }
 
+/// MaxPool nodes on a computed value (a gradient may flow through them) get their row-major
+/// Indices output: MaxPool's gradient reads them (op/defs/pool.cc), which otherwise runs a second
+/// MaxPool for them beside the forward's; with both outputs one kernel writes the values and the
+/// Indices in one pass (runtime/maxpool_kernel.h).
+void max_pool_with_indices(ir::Graph& g) {
+    for (ir::Node* n : g.nodes()) {
+        if (n->op() != "MaxPool" || n->num_outputs() != 1 || !n->input(0)->producer()) continue;
+        ir::AttrMap attrs = n->attrs();
+        attrs.erase("storage_order");  // only orders the Indices, which the node did not have
+        ir::Node* t = pass::add_inferred_node(g, "MaxPool", n->inputs(), attrs, 2, n->name().empty() ? "maxpool" : n->name());
+        t->set_name(n->name());
+        g.replace_all_uses(n->output(0), t->output(0));
+        g.erase_node(n);
+    }
+    g.topo_sort();
+}
+
 /// The labels input's type for `loss` over model output `out`, or nullopt ("output" loss).
 std::optional<ir::TensorType> labels_type(const ir::Value* out, const LossSpec& loss) {
     const ir::TensorType& t = out->type();
@@ -236,6 +253,7 @@ TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, con
     if (training) {
         stat_updates = batch_norm_to_training(g, std::set<std::string>(state.stats.begin(), state.stats.end()));
         dropout_to_training(g, seed);
+        max_pool_with_indices(g);
     }
     // The conversions replaced nodes: read the outputs now.
     const std::vector<ir::Value*> model_outputs = g.outputs();

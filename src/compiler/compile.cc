@@ -205,6 +205,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     if (source != KernelSource::kGenerated)  // dynamic quantization's DynamicQuantizeLinear
         if (auto c = topi::match_dynamic_quantize(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
+    if (auto c = topi::match_max_pool_indices(unit.nodes, unit.inputs, unit.outputs)) return c;  // + its Indices
     if (auto c = topi::match_batchnorm_training(unit.nodes, unit.inputs, unit.outputs)) return c;  // BN training, 2 passes
     if (!runtime::have_dnnl()) return std::nullopt;
     auto tuned = knobs.find(kSourceKnob);

@@ -14,6 +14,8 @@ namespace {
 
 using op::OpPattern;
 
+bool is_float32_training_batch_norm(const ir::Node& n);
+
 struct FusionGraph {
     std::vector<ir::Node*> nodes;
     std::vector<OpPattern> pattern;
@@ -37,9 +39,7 @@ struct FusionGraph {
             if (def) pattern[i] = def->pattern;
             // A float32 training-mode BatchNormalization reduces over the batch: one kernel of its
             // own (the runtime's kiln_bn_train, runtime/batchnorm_training_kernel.h).
-            if (nodes[i]->op() == "BatchNormalization" && nodes[i]->attr_int("training_mode", 0) != 0 &&
-                nodes[i]->input(0)->type().dtype == DType::kFloat32)
-                pattern[i] = OpPattern::kOpaque;
+            if (is_float32_training_batch_norm(*nodes[i])) pattern[i] = OpPattern::kOpaque;
             for (const ir::Value* o : nodes[i]->outputs()) {
                 external[i] = external[i] || outputs.count(o) > 0;
                 for (const ir::Node* u : o->users()) {
@@ -142,6 +142,29 @@ bool try_fuse(const FusionGraph& fg, Groups& groups, int src, int sink, const Pa
     return true;
 }
 
+bool is_float32_training_batch_norm(const ir::Node& n) {
+    return n.op() == "BatchNormalization" && n.attr_int("training_mode", 0) != 0 &&
+           n.input(0)->type().dtype == DType::kFloat32;
+}
+
+/// A float32 training-mode BatchNormalization whose Y only a ReLU reads (Y no graph output),
+/// both alone in their groups, takes the ReLU into its kernel (kiln_bn_train writes max(Y, 0)
+/// in its second pass; the ReLU's gradient masks with its output, so nothing else reads Y).
+void fold_relu_into_batch_norm(const ir::Graph& g, const FusionGraph& fg, Groups& groups) {
+    std::unordered_map<const ir::Node*, int> index;
+    for (size_t i = 0; i < fg.nodes.size(); ++i) index[fg.nodes[i]] = static_cast<int>(i);
+    for (size_t i = 0; i < fg.nodes.size(); ++i) {
+        const ir::Node& bn = *fg.nodes[i];
+        if (!is_float32_training_batch_norm(bn) || is_graph_output(g, bn.output(0))) continue;
+        const std::vector<ir::Node*>& users = bn.output(0)->users();
+        if (users.size() != 1 || users[0]->op() != "Relu" || is_recomputation(bn) != is_recomputation(*users[0]))
+            continue;
+        const int bi = static_cast<int>(i), ri = index.at(users[0]);
+        if (groups.size[groups.find(bi)] != 1 || groups.size[groups.find(ri)] != 1) continue;
+        groups.merge(bi, ri);
+    }
+}
+
 }  // namespace
 
 bool fuse_operators(ir::Graph& g, const PassContext&) {
@@ -165,6 +188,7 @@ bool fuse_operators(ir::Graph& g, const PassContext&) {
         else if (gp == OpPattern::kInjective)
             try_fuse(fg, groups, i, sink, injective_path);
     }
+    fold_relu_into_batch_norm(g, fg, groups);
     // Number the groups of two or more nodes in order of their first node.
     std::map<int, int> id_of_root;
     bool changed = false;

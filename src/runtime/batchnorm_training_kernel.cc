@@ -18,26 +18,63 @@
 namespace kiln::runtime {
 namespace {
 
-// 8 floats as one value (GCC/Clang vector extension: two SSE registers, or one AVX one), so
-// the loops are branch-free and vectorized at any -march; the ReLU mask is a bitwise and.
+// 4 or 8 floats as one value (GCC/Clang vector extension), so the loops are branch-free and
+// vectorized at any -march; the ReLU mask is a bitwise and. The runtime is built for the
+// baseline ISA, where 8-float vectors' compares lower to scalar code (the masked gradient ran
+// 1.7x the unmasked one's time): each channel runs on V4 (SSE2) or, where the CPU has AVX2, on
+// V8 in a function built for it (channel_avx2 below).
+typedef float V4 __attribute__((vector_size(16)));
+typedef int32_t I4 __attribute__((vector_size(16)));
 typedef float V8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
-constexpr int kLanes = 8;
+#define KILN_BN_INLINE inline __attribute__((always_inline))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KILN_BN_AVX2 __attribute__((target("avx2")))
+bool have_avx2() { return __builtin_cpu_supports("avx2"); }
+#else
+#define KILN_BN_AVX2
+bool have_avx2() { return false; }
+#endif
 
-inline V8 load(const float* p) {
-    V8 v;
+template <typename V>
+struct Simd;
+template <>
+struct Simd<V4> {
+    using I = I4;
+};
+template <>
+struct Simd<V8> {
+    using I = I8;
+};
+template <typename V>
+constexpr int kLanes = sizeof(V) / sizeof(float);
+
+template <typename V>
+KILN_BN_INLINE V load(const float* p) {
+    V v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-inline void store(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
-inline V8 splat(float f) { return V8{f, f, f, f, f, f, f, f}; }
-inline float hsum(V8 v) {
+template <typename V>
+KILN_BN_INLINE void store(float* p, V v) {
+    std::memcpy(p, &v, sizeof v);
+}
+template <typename V>
+KILN_BN_INLINE V splat(float f) {
+    return V{} + f;
+}
+template <typename V>
+KILN_BN_INLINE float hsum(V v) {
     float t = 0;
-    for (int l = 0; l < kLanes; ++l) t += v[l];
+    for (int l = 0; l < kLanes<V>; ++l) t += v[l];
     return t;
 }
 // dY where r > 0, else 0.
-inline V8 masked(V8 dy, V8 r) { return reinterpret_cast<V8>(reinterpret_cast<I8>(dy) & (r > splat(0.0f))); }
+template <typename V>
+KILN_BN_INLINE V masked(V dy, V r) {
+    using I = typename Simd<V>::I;
+    return reinterpret_cast<V>(reinterpret_cast<I>(dy) & (r > splat<V>(0.0f)));
+}
 inline float masked(float dy, float r) { return r > 0.0f ? dy : 0.0f; }
 
 // The sums of one channel: over x - k, (x - k)^2, and for the gradient dY and dY (x - k).
@@ -46,17 +83,17 @@ struct Sums {
 };
 
 // Adds one plane's sums. kGrad: also the dY sums; kMask: dY counts where r > 0 only.
-template <bool kGrad, bool kMask>
-void plane_sums(const float* x, const float* dy, const float* r, int64_t len, float k, Sums& s) {
-    V8 a = {}, b = {}, c = {}, d = {};
-    const V8 kv = splat(k);
+template <typename V, bool kGrad, bool kMask>
+KILN_BN_INLINE void plane_sums(const float* x, const float* dy, const float* r, int64_t len, float k, Sums& s) {
+    V a = {}, b = {}, c = {}, d = {};
+    const V kv = splat<V>(k);
     int64_t i = 0;
-    for (; i + kLanes <= len; i += kLanes) {
-        const V8 t = load(x + i) - kv;
+    for (; i + kLanes<V> <= len; i += kLanes<V>) {
+        const V t = load<V>(x + i) - kv;
         a += t;
         b += t * t;
         if constexpr (kGrad) {
-            const V8 g = kMask ? masked(load(dy + i), load(r + i)) : load(dy + i);
+            const V g = kMask ? masked(load<V>(dy + i), load<V>(r + i)) : load<V>(dy + i);
             c += g;
             d += g * t;
         }
@@ -78,22 +115,32 @@ void plane_sums(const float* x, const float* dy, const float* r, int64_t len, fl
     s.g2 += td;
 }
 
-// y = x a + b over one plane (the forward's pass 2).
-void affine(const float* x, float* y, int64_t len, float a, float b) {
-    const V8 av = splat(a), bv = splat(b);
+// y = x a + b over one plane (the forward's pass 2); kRelu: max(y, 0) (NaN stays NaN, as
+// Kiln's Relu keeps it).
+template <typename V, bool kRelu>
+KILN_BN_INLINE void affine(const float* x, float* y, int64_t len, float a, float b) {
+    using I = typename Simd<V>::I;
+    const V av = splat<V>(a), bv = splat<V>(b), zero = splat<V>(0.0f);
     int64_t i = 0;
-    for (; i + kLanes <= len; i += kLanes) store(y + i, load(x + i) * av + bv);
-    for (; i < len; ++i) y[i] = x[i] * a + b;
+    for (; i + kLanes<V> <= len; i += kLanes<V>) {
+        const V v = load<V>(x + i) * av + bv;
+        store(y + i, kRelu ? reinterpret_cast<V>(reinterpret_cast<I>(v) & ~(v < zero)) : v);
+    }
+    for (; i < len; ++i) {
+        const float v = x[i] * a + b;
+        y[i] = kRelu && v < 0.0f ? 0.0f : v;
+    }
 }
 
 // dx = k g + a x + b over one plane, g = dY (masked by r > 0 with kMask): the gradient's pass 2.
-template <bool kMask>
-void grad_plane(const float* x, const float* dy, const float* r, float* dx, int64_t len, float k, float a, float b) {
-    const V8 kv = splat(k), av = splat(a), bv = splat(b);
+template <typename V, bool kMask>
+KILN_BN_INLINE void grad_plane(const float* x, const float* dy, const float* r, float* dx, int64_t len, float k,
+                               float a, float b) {
+    const V kv = splat<V>(k), av = splat<V>(a), bv = splat<V>(b);
     int64_t i = 0;
-    for (; i + kLanes <= len; i += kLanes) {
-        const V8 g = kMask ? masked(load(dy + i), load(r + i)) : load(dy + i);
-        store(dx + i, kv * g + av * load(x + i) + bv);
+    for (; i + kLanes<V> <= len; i += kLanes<V>) {
+        const V g = kMask ? masked(load<V>(dy + i), load<V>(r + i)) : load<V>(dy + i);
+        store(dx + i, kv * g + av * load<V>(x + i) + bv);
     }
     for (; i < len; ++i) dx[i] = k * (kMask ? masked(dy[i], r[i]) : dy[i]) + a * x[i] + b;
 }
@@ -153,6 +200,7 @@ public:
         for (int k = 0; k < 8; ++k) arg_[k] = checked(p, args, keys[k], k == 0 || k == 5 ? all : g_.c);
         eps_ = std::stod(p.str("epsilon"));
         momentum_ = std::stod(p.str("momentum"));
+        relu_ = p.integer_or("relu", 0) != 0;
     }
 
     Status run(void* const* args, const kiln_kernel_env& env, int) override {
@@ -166,16 +214,27 @@ private:
         const BnTrain* self;
         float* a[8];  // x, scale, bias, mean, var, y, rmean, rvar
         void channel(int64_t ch) const {
+            if (self->avx2_) channel_avx2(ch);
+            else channel_on<V4>(ch);
+        }
+        KILN_BN_AVX2 void channel_avx2(int64_t ch) const { channel_on<V8>(ch); }
+
+        template <typename V>
+        KILN_BN_INLINE void channel_on(int64_t ch) const {
             const Geometry& g = self->g_;
             const float* x = a[0];
             const float k = x[g.at(0, ch)];
             Sums s;
-            for (int64_t p = 0; p < g.n; ++p) plane_sums<false, false>(x + g.at(p, ch), nullptr, nullptr, g.hw, k, s);
+            for (int64_t p = 0; p < g.n; ++p)
+                plane_sums<V, false, false>(x + g.at(p, ch), nullptr, nullptr, g.hw, k, s);
             double mean, var;
             stats(s, g, mean, var, k);
             const double inv = a[1][ch] / std::sqrt(var + self->eps_);
             const float fi = static_cast<float>(inv), fs = static_cast<float>(a[2][ch] - mean * inv);
-            for (int64_t p = 0; p < g.n; ++p) affine(x + g.at(p, ch), a[5] + g.at(p, ch), g.hw, fi, fs);
+            for (int64_t p = 0; p < g.n; ++p) {
+                if (self->relu_) affine<V, true>(x + g.at(p, ch), a[5] + g.at(p, ch), g.hw, fi, fs);
+                else affine<V, false>(x + g.at(p, ch), a[5] + g.at(p, ch), g.hw, fi, fs);
+            }
             const double mo = self->momentum_;
             a[6][ch] = static_cast<float>(a[3][ch] * mo + mean * (1 - mo));
             a[7][ch] = static_cast<float>(a[4][ch] * mo + var * (1 - mo));
@@ -185,6 +244,8 @@ private:
     Geometry g_;
     int64_t arg_[8] = {};
     double eps_ = 1e-5, momentum_ = 0.9;
+    bool relu_ = false;  // y = max(x inv + shift, 0)
+    bool avx2_ = have_avx2();
 };
 
 class BnGrad final : public ExternKernel {
@@ -209,16 +270,20 @@ private:
         const BnGrad* self;
         float* a[6];  // x, dy, scale, dx, dscale, dbias
         const float* r;
-        void channel(int64_t ch) const { r ? run<true>(ch) : run<false>(ch); }
+        void channel(int64_t ch) const {
+            if (self->avx2_) channel_avx2(ch);
+            else r ? run<V4, true>(ch) : run<V4, false>(ch);
+        }
+        KILN_BN_AVX2 void channel_avx2(int64_t ch) const { r ? run<V8, true>(ch) : run<V8, false>(ch); }
 
-        template <bool kMask>
-        void run(int64_t ch) const {
+        template <typename V, bool kMask>
+        KILN_BN_INLINE void run(int64_t ch) const {
             const Geometry& g = self->g_;
             const float k = a[0][g.at(0, ch)];
             Sums s;
             for (int64_t p = 0; p < g.n; ++p) {
                 const int64_t o = g.at(p, ch);
-                plane_sums<true, kMask>(a[0] + o, a[1] + o, kMask ? r + o : nullptr, g.hw, k, s);
+                plane_sums<V, true, kMask>(a[0] + o, a[1] + o, kMask ? r + o : nullptr, g.hw, k, s);
             }
             double mean, var;
             stats(s, g, mean, var, k);
@@ -229,7 +294,7 @@ private:
             const float fk = static_cast<float>(kk), fa = static_cast<float>(ax), fb = static_cast<float>(b);
             for (int64_t p = 0; p < g.n; ++p) {
                 const int64_t o = g.at(p, ch);
-                grad_plane<kMask>(a[0] + o, a[1] + o, kMask ? r + o : nullptr, a[3] + o, g.hw, fk, fa, fb);
+                grad_plane<V, kMask>(a[0] + o, a[1] + o, kMask ? r + o : nullptr, a[3] + o, g.hw, fk, fa, fb);
             }
             a[4][ch] = static_cast<float>(dscale);
             a[5][ch] = static_cast<float>(s.g1);
@@ -240,6 +305,7 @@ private:
     int64_t arg_[6] = {};
     int64_t r_ = -1;
     double eps_ = 1e-5;
+    bool avx2_ = have_avx2();
 };
 
 }  // namespace

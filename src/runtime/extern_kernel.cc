@@ -10,6 +10,7 @@
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
 #include "runtime/maxpool_grad_kernel.h"
+#include "runtime/maxpool_kernel.h"
 #include "runtime/qadd_kernel.h"
 #include "runtime/rnn_kernel.h"
 #include "support/error.h"
@@ -81,6 +82,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_scatternd") return &make_scatternd_kernel;
     if (name == "kiln_qadd") return &make_qadd_kernel;
     if (name == "kiln_dql") return &make_dql_kernel;
+    if (name == "kiln_maxpool") return &make_maxpool_kernel;
     if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;
     if (name == "kiln_bn_train") return &make_bn_train_kernel;
     if (name == "kiln_bn_grad") return &make_bn_grad_kernel;

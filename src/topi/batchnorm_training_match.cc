@@ -37,10 +37,12 @@ bool bind(const std::vector<std::pair<const char*, const ir::Value*>>& values, c
 std::optional<ExternChoice> match_batchnorm_training(const std::vector<ir::Node*>& nodes,
                                                      const std::vector<ir::Value*>& inputs,
                                                      const std::vector<ir::Value*>& outputs) {
-    if (nodes.size() != 1 || nodes[0]->num_outputs() != 3 || outputs.size() != 3) return std::nullopt;
+    // The forward may carry the ReLU reading its Y (pass/fuse_operators.cc).
+    const bool relu = nodes.size() == 2 && nodes[1]->op() == "Relu" && nodes[1]->input(0) == nodes[0]->output(0);
+    if ((nodes.size() != 1 && !relu) || nodes[0]->num_outputs() != 3 || outputs.size() != 3) return std::nullopt;
     const ir::Node& n = *nodes[0];
     const bool fwd = n.op() == "BatchNormalization" && n.attr_int("training_mode", 0) != 0;
-    if (!fwd && n.op() != "KilnBatchNormGrad") return std::nullopt;
+    if (!fwd && (relu || n.op() != "KilnBatchNormGrad")) return std::nullopt;
     const ir::Value* x = n.input(0);
     if (!x->type().is_static() || x->type().rank() < 2) return std::nullopt;
     const Shape xs = x->type().static_shape();
@@ -51,8 +53,9 @@ std::optional<ExternChoice> match_batchnorm_training(const std::vector<ir::Node*
         {"epsilon", real(n.attr_float("epsilon", 1e-5))}};
     if (fwd) {
         p.emplace_back("momentum", real(n.attr_float("momentum", 0.9)));
+        if (relu) p.emplace_back("relu", "1");
         if (!bind({{"x", x}, {"scale", n.input(1)}, {"bias", n.input(2)}, {"mean", n.input(3)}, {"var", n.input(4)},
-                   {"y", n.output(0)}, {"rmean", n.output(1)}, {"rvar", n.output(2)}},
+                   {"y", relu ? nodes[1]->output(0) : n.output(0)}, {"rmean", n.output(1)}, {"rvar", n.output(2)}},
                   inputs, outputs, p))
             return std::nullopt;
         return ExternChoice{"kiln_bn_train", std::move(p)};

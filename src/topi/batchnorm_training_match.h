@@ -1,6 +1,8 @@
 // Which nodes the runtime's training-mode BatchNormalization kernels compute
 // (runtime/batchnorm_training_kernel.h), whatever the kernel source: a unit of one float32
-// BatchNormalization with training_mode=1 and its three outputs (kiln_bn_train), or of one
+// BatchNormalization with training_mode=1 and its three outputs, or of it and the ReLU that
+// alone reads its Y (pass/fuse_operators.cc; the unit's first output is then max(Y, 0))
+// (kiln_bn_train), or of one
 // KilnBatchNormGrad (op/defs/batch_norm_grad.cc) with its three outputs (kiln_bn_grad); static
 // shapes. The ops' TE computes stay the reference and the float64 path.
 #pragma once

@@ -5,8 +5,8 @@
 // gradients of X, scale and B as float64 computes them. Also the op's TE compute (the graph
 // interpreter) against the same reference. Shapes: a plane length that is no multiple of the
 // kernel's 16 lanes, 2-D and 3-D X, one large enough to split channels over 3 threads; X
-// centred far from 0 (the one-pass variance's shift); a ReLU after the BatchNormalization (its
-// mask folded into KilnBatchNormGrad).
+// centred far from 0 (the one-pass variance's shift); a ReLU after the BatchNormalization (run
+// inside kiln_bn_train, and its mask folded into KilnBatchNormGrad).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +25,7 @@ using kiln::testing::weighted_sum_loss;
 struct Result {
     std::vector<Tensor> outs;  // Y (or ReLU(Y)), running mean, running var, dX, dscale, dB
     std::vector<std::string> externs;
+    std::vector<std::string> kernels;  // every kernel's description ("BatchNormalization+Relu")
     int grad_nodes = 0, masked = 0;  // KilnBatchNormGrad nodes, those with the ReLU's mask
 };
 
@@ -69,8 +70,10 @@ Result compiled(const Shape& xs, DType dt, bool relu) {
     compiler::CompileOptions opts;
     opts.intra_op_threads = 3;
     compiler::CompiledModel model = compiler::compile(g, opts);
-    for (const auto& k : model.kernels)
+    for (const auto& k : model.kernels) {
         if (!k.extern_name.empty()) r.externs.push_back(k.extern_name);
+        r.kernels.push_back(k.description);
+    }
     runtime::ThreadPool pool(3);
     auto alloc = runtime::make_session_allocator(0);
     runtime::SequentialExecutor exec(model.executable, &pool, alloc.get());
@@ -104,6 +107,9 @@ void check(const Shape& xs, bool relu) {
     EXPECT_EQ(got.masked, relu ? 1 : 0) << "the ReLU's mask folded into KilnBatchNormGrad";
     EXPECT_EQ(std::count(got.externs.begin(), got.externs.end(), "kiln_bn_train"), 1);
     EXPECT_EQ(std::count(got.externs.begin(), got.externs.end(), "kiln_bn_grad"), 1);
+    // The ReLU runs inside kiln_bn_train (its gradient's mask reads the ReLU's output).
+    EXPECT_EQ(std::count(got.kernels.begin(), got.kernels.end(), "Relu"), 0);
+    EXPECT_EQ(std::count(got.kernels.begin(), got.kernels.end(), "BatchNormalization+Relu"), relu ? 1 : 0);
     expect_close(ref.outs, got.outs, "kernels", 2e-5);
     // The ops' TE computes, run by the graph interpreter. They sum in float32 in order: the mean's
     // rounding at X's offset of 4 costs dscale about 1e-3 of its size (the kernels' shifted

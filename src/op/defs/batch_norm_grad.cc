@@ -9,7 +9,7 @@
 //     per channel c over the axes S = N and spatial (m elements), with the batch statistics
 //     mu, var of X (population variance), invstd = 1 / sqrt(var + epsilon), xhat = (x - mu) invstd
 //     and g = dY, or dY where R > 0 else 0 when R is given (a ReLU read the forward's output:
-//     R is that ReLU's input, so the mask of its gradient is folded in here):
+//     R is that ReLU's output, or its input Y, so the mask of its gradient is folded in here):
 //       dB = sum_S g, dscale = sum_S g xhat, dX = scale invstd (g - dB / m - xhat dscale / m).
 #include "op/defs/batch_norm_grad.h"
 
@@ -139,13 +139,16 @@ std::optional<std::vector<ir::Value*>> batch_norm_grad_kernel(GradientBuilder& b
     for (size_t i = 0; i < 3; ++i)
         if (b.input(i)->type().dtype != DType::kFloat32 || !b.input(i)->type().is_static()) return std::nullopt;
     std::vector<ir::Value*> in = {b.input(0), dy, b.input(1)};
-    // A ReLU's gradient on the output, Where(Greater(Y, 0), g, 0): read g and mask with Y.
+    // A ReLU's gradient on the output, Where(Greater(R, 0), g, 0) with R the ReLU's output (its
+    // gradient entry's mask) or input Y: read g and mask with R.
     const ir::Node* w = dy->producer();
     if (w && w->op() == "Where" && w->num_inputs() == 3 && is_zero(w->input(2))) {
         const ir::Node* gt = w->input(0)->producer();
-        if (gt && gt->op() == "Greater" && gt->input(0) == n.output(0) && is_zero(gt->input(1)) &&
-            w->input(1)->type() == dy->type())
-            in = {b.input(0), w->input(1), b.input(1), n.output(0)};
+        ir::Value* r = gt && gt->op() == "Greater" && is_zero(gt->input(1)) ? gt->input(0) : nullptr;
+        const ir::Node* relu = r ? r->producer() : nullptr;
+        const bool relu_of_y = relu && relu->op() == "Relu" && relu->input(0) == n.output(0);
+        if ((r == n.output(0) || relu_of_y) && w->input(1)->type() == dy->type())
+            in = {b.input(0), w->input(1), b.input(1), r};
     }
     std::vector<ir::Value*> out =
         b.emit("KilnBatchNormGrad", in, {{"epsilon", ir::Attr(n.attr_float("epsilon", 1e-5))}}, 3);

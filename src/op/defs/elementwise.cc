@@ -245,9 +245,12 @@ Grads pow_grad(GB& b) {
 // g where cond holds, else 0.
 ir::Value* masked(GB& b, ir::Value* cond, ir::Value* g) { return b.emit1("Where", {cond, g, scalar_like(b, g, 0.0)}); }
 
+// The mask reads Y, not X (Y > 0 exactly where X > 0, NaN in neither): Y is kept for the
+// backward anyway (the next layer's weight gradient reads it), so X need not be, and a
+// BatchNormalization before the ReLU can write Y alone (pass/fuse_operators.cc).
 Grads relu_grad(GB& b) {
-    ir::Value* x = b.input(0);
-    return {masked(b, b.emit1("Greater", {x, scalar_like(b, x, 0.0)}), b.output_grad_or_zeros(0))};
+    ir::Value* y = b.output(0);
+    return {masked(b, b.emit1("Greater", {y, scalar_like(b, y, 0.0)}), b.output_grad_or_zeros(0))};
 }
 
 // y = sigmoid(x): dx = g y (1 - y).

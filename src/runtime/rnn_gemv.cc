@@ -60,27 +60,29 @@ __attribute__((target("avx2,fma"))) void block(const float* w, const float* h, i
 }
 
 template <int NQ>
-void all_blocks(const float* w, const float* h, int64_t K, int64_t hp, float* y) {
-    float tail[NQ * 8];
-    for (int64_t u = 0; u * 8 < hp; ++u, w += K * NQ * 8) {
-        const int64_t n = std::min<int64_t>(8, hp - u * 8);
+void all_blocks(const float* w, const float* h, int64_t K, int64_t hp, float* y, bool backward) {
+    const int64_t blocks = (hp + 7) / 8;
+    for (int64_t i = 0; i < blocks; ++i) {
+        const int64_t u = backward ? blocks - 1 - i : i, n = std::min<int64_t>(8, hp - u * 8);
+        const float* wu = w + u * K * NQ * 8;
         if (n == 8) {
-            block<NQ>(w, h, K, y + u * 8, hp);
+            block<NQ>(wu, h, K, y + u * 8, hp);
             continue;
         }
-        block<NQ>(w, h, K, tail, 8);  // the last, partial block
+        float tail[NQ * 8];
+        block<NQ>(wu, h, K, tail, 8);  // the last, partial block
         for (int q = 0; q < NQ; ++q) std::memcpy(y + q * hp + u * 8, tail + q * 8, static_cast<size_t>(n) * sizeof(float));
     }
 }
 
 }  // namespace
 
-void PackedGemv::run(const float* h, float* y) const {
+void PackedGemv::run(const float* h, float* y, bool backward) const {
     switch (nq_) {
-        case 1: all_blocks<1>(w_.data(), h, k_, hp_, y); break;
-        case 2: all_blocks<2>(w_.data(), h, k_, hp_, y); break;
-        case 3: all_blocks<3>(w_.data(), h, k_, hp_, y); break;
-        default: all_blocks<4>(w_.data(), h, k_, hp_, y); break;
+        case 1: all_blocks<1>(w_.data(), h, k_, hp_, y, backward); break;
+        case 2: all_blocks<2>(w_.data(), h, k_, hp_, y, backward); break;
+        case 3: all_blocks<3>(w_.data(), h, k_, hp_, y, backward); break;
+        default: all_blocks<4>(w_.data(), h, k_, hp_, y, backward); break;
     }
 }
 
@@ -89,7 +91,7 @@ bool PackedGemv::supported() {
     return ok;
 }
 #else
-void PackedGemv::run(const float*, float*) const {}
+void PackedGemv::run(const float*, float*, bool) const {}
 bool PackedGemv::supported() { return false; }
 #endif
 

@@ -22,8 +22,10 @@ public:
     /// Packs the rows of gates [q0, q0 + nq) and units [j0, j0 + hp) of r ([gates * H, K]
     /// row-major, row q * H + j), K = the length of h. nq is 1 to 4.
     PackedGemv(const float* r, int64_t H, int64_t K, int64_t q0, int64_t nq, int64_t j0, int64_t hp);
-    /// y[q * hp + j] for q < nq, j < hp (y is nq * hp floats); h is K floats.
-    void run(const float* h, float* y) const;
+    /// y[q * hp + j] for q < nq, j < hp (y is nq * hp floats); h is K floats. backward: the unit
+    /// blocks last to first (alternated per step, so that a step starts on the weights the one
+    /// before ended on, still in L2: in order, weights a little larger than L2 all miss it).
+    void run(const float* h, float* y, bool backward = false) const;
     bool empty() const { return w_.empty(); }
     /// Whether this CPU runs the packed kernel (AVX2 and FMA).
     static bool supported();

@@ -446,7 +446,7 @@ struct Call {
     void step(int64_t d, const Part& p, int64_t s) {
         const int64_t H = c.hidden, G = c.gates, cur = s & 1;
         float* g = gates(d, p);
-        if (plan.gemv) p.gemv.run(h(d, cur), g);
+        if (plan.gemv) p.gemv.run(h(d, cur), g, (s & 1) != 0);
         else p.rec.run(ws.rec[part_index(d, p) * 2 + cur], nullptr, in(kR) + d * G * H * H);
         for (int64_t b = 0; b < c.batch; ++b) {
             const int64_t t = time_of(d, s, b);
@@ -466,7 +466,7 @@ struct Call {
         const int64_t H = c.hidden, cur = s & 1;
         const float* zr = gates(d, p);
         float* gh2 = g2(d, p);
-        if (plan.gemv) p.gemv2.run(f(lay.rh) + d * c.batch * H, gh2);
+        if (plan.gemv) p.gemv2.run(f(lay.rh) + d * c.batch * H, gh2, (s & 1) != 0);
         else p.rec2.run(ws.rec2[part_index(d, p)], nullptr, in(kR) + d * 3 * H * H + 2 * H * H);
         for (int64_t b = 0; b < c.batch; ++b) {
             const int64_t t = time_of(d, s, b);

@@ -20,23 +20,26 @@ void plain(const float* src, int64_t rows, int64_t cols, float* dst, int64_t r0,
 }
 
 #if KILN_TRANSPOSE_X86
-/// The 8x8 block at (r, c) of src into dst.
+/// The 8x8 block at src (row stride cols) into dst (row stride rows). Rows i and i + 4 are loaded
+/// into the two halves of one register (the inserts ride on the load ports), so two shuffle
+/// stages finish the transpose, with no cross-lane permute.
 __attribute__((target("avx2"))) inline void block8(const float* src, int64_t cols, float* dst, int64_t rows) {
     __m256 a[8], b[8];
-    for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(src + i * cols);
-    for (int i = 0; i < 8; i += 2) {
-        b[i] = _mm256_unpacklo_ps(a[i], a[i + 1]);
-        b[i + 1] = _mm256_unpackhi_ps(a[i], a[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        a[i] = _mm256_shuffle_ps(b[i], b[i + 2], 0x44);
-        a[i + 1] = _mm256_shuffle_ps(b[i], b[i + 2], 0xEE);
-        a[i + 2] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0x44);
-        a[i + 3] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0xEE);
-    }
     for (int i = 0; i < 4; ++i) {
-        _mm256_storeu_ps(dst + i * rows, _mm256_permute2f128_ps(a[i], a[i + 4], 0x20));
-        _mm256_storeu_ps(dst + (i + 4) * rows, _mm256_permute2f128_ps(a[i], a[i + 4], 0x31));
+        a[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + i * cols)), _mm_loadu_ps(src + (i + 4) * cols), 1);
+        a[i + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + i * cols + 4)),
+                                        _mm_loadu_ps(src + (i + 4) * cols + 4), 1);
+    }
+    // a[i] = rows i | i+4 of columns 0-3, a[i+4] = the same of columns 4-7.
+    for (int h = 0; h < 8; h += 4) {
+        b[h] = _mm256_unpacklo_ps(a[h], a[h + 1]);
+        b[h + 1] = _mm256_unpackhi_ps(a[h], a[h + 1]);
+        b[h + 2] = _mm256_unpacklo_ps(a[h + 2], a[h + 3]);
+        b[h + 3] = _mm256_unpackhi_ps(a[h + 2], a[h + 3]);
+        _mm256_storeu_ps(dst + (h + 0) * rows, _mm256_shuffle_ps(b[h], b[h + 2], 0x44));
+        _mm256_storeu_ps(dst + (h + 1) * rows, _mm256_shuffle_ps(b[h], b[h + 2], 0xEE));
+        _mm256_storeu_ps(dst + (h + 2) * rows, _mm256_shuffle_ps(b[h + 1], b[h + 3], 0x44));
+        _mm256_storeu_ps(dst + (h + 3) * rows, _mm256_shuffle_ps(b[h + 1], b[h + 3], 0xEE));
     }
 }
 

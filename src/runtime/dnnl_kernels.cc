@@ -374,7 +374,8 @@ private:
             if (scratchpad) m[DNNL_ARG_SCRATCHPAD] = scratchpad.get();
             memory src(p.src, cpu_engine(), at(args[src_arg_], p.src_off));
             if (src_tmp && p.src_ncw) {
-                ncw_nwc(p.src, at(args[src_arg_], p.src_off), static_cast<float*>(src_tmp.get().get_data_handle()), true);
+                float* to = static_cast<float*>(src_tmp.get().get_data_handle());
+                ncw_nwc(p.src, at(args[src_arg_], p.src_off), to, true);
                 m[DNNL_ARG_SRC] = src_tmp.get();
             } else if (src_tmp) {
                 p.src_reorder.execute(s, src, src_tmp.get());
@@ -408,7 +409,8 @@ private:
             p.prim.execute(s, m);
             if (dst_tmp && p.dst_ncw) {
                 s.wait();
-                ncw_nwc(p.dst, static_cast<const float*>(dst_tmp.get().get_data_handle()), at(args[dst_arg_], p.dst_off), false);
+                const float* from = static_cast<const float*>(dst_tmp.get().get_data_handle());
+                ncw_nwc(p.dst, from, at(args[dst_arg_], p.dst_off), false);
             } else if (dst_tmp) {
                 p.dst_reorder.execute(s, dst_tmp.get(), dst);
             }

@@ -20,7 +20,8 @@ namespace kiln::runtime::rnn {
 
 PackedGemv::PackedGemv(const float* r, int64_t H, int64_t K, int64_t q0, int64_t nq, int64_t j0, int64_t hp)
     : k_(K), nq_(nq), hp_(hp) {
-    KILN_CHECK(nq >= 1 && nq <= 4 && hp > 0 && K > 0, kInternal) << "bug in Kiln: PackedGemv nq " << nq << ", hp " << hp << ", K " << K;
+    KILN_CHECK(nq >= 1 && nq <= 4 && hp > 0 && K > 0, kInternal)
+        << "bug in Kiln: PackedGemv nq " << nq << ", hp " << hp << ", K " << K;
     const int64_t blocks = (hp + 7) / 8;
     w_.assign(static_cast<size_t>(blocks * K * nq * 8), 0.0f);
     for (int64_t u = 0; u < blocks; ++u)
@@ -71,7 +72,8 @@ void all_blocks(const float* w, const float* h, int64_t K, int64_t hp, float* y,
         }
         float tail[NQ * 8];
         block<NQ>(wu, h, K, tail, 8);  // the last, partial block
-        for (int q = 0; q < NQ; ++q) std::memcpy(y + q * hp + u * 8, tail + q * 8, static_cast<size_t>(n) * sizeof(float));
+        for (int q = 0; q < NQ; ++q)
+            std::memcpy(y + q * hp + u * 8, tail + q * 8, static_cast<size_t>(n) * sizeof(float));
     }
 }
 

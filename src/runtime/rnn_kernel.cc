@@ -581,8 +581,8 @@ private:
                 if (v % phases == 0) call.step(i / plan.parts, p, v / phases);
                 else call.step2(i / plan.parts, p, v / phases);
             };
-            if (!tasks(env, std::min<int64_t>(n, threads), [&](int64_t) { loop.work(item, env.stop); }) || loop.stopped())
-                return false;
+            const bool ran = tasks(env, std::min<int64_t>(n, threads), [&](int64_t) { loop.work(item, env.stop); });
+            if (!ran || loop.stopped()) return false;
         }
         call.finish();
         return true;

@@ -26,7 +26,8 @@ void plain(const float* src, int64_t rows, int64_t cols, float* dst, int64_t r0,
 __attribute__((target("avx2"))) inline void block8(const float* src, int64_t cols, float* dst, int64_t rows) {
     __m256 a[8], b[8];
     for (int i = 0; i < 4; ++i) {
-        a[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + i * cols)), _mm_loadu_ps(src + (i + 4) * cols), 1);
+        a[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + i * cols)),
+                                    _mm_loadu_ps(src + (i + 4) * cols), 1);
         a[i + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + i * cols + 4)),
                                         _mm_loadu_ps(src + (i + 4) * cols + 4), 1);
     }

@@ -411,7 +411,7 @@ struct Call {
         if (peep) rnn::add_mul(go, peep + H, cn, hp);
         rnn::activate(a[0], c.clip, go, hp);
         std::memcpy(gc, cn, static_cast<size_t>(hp) * sizeof(float));
-        rnn::activate(a[2], c.clip, gc, hp);
+        rnn::activate(a[2], 0, gc, hp);  // h(c): the cell state unclipped, as ONNX Runtime
         rnn::mul(h(d, cur ^ 1) + b * H + p.j0, go, gc, hp);
     }
 

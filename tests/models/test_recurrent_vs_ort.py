@@ -190,6 +190,19 @@ def test_generated_kernels_match_ort(tmp_path, name):
     assert_matches_ort(outs, ort_reference(model, feed), f"{name} --kernels generated", RTOL, ATOL)
 
 
+@pytest.mark.parametrize("kernels", ["auto", "generated"])
+def test_lstm_clip_leaves_the_cell_state_unclipped(tmp_path, kernels):
+    """clip bounds the gates' activation inputs; h(c) reads the cell state as it is (ONNX Runtime):
+    with clip 0.3 and cell states beyond it, a clipped h(c) is off by up to 0.05."""
+    model, feed = recurrent_model("LSTM", T=6, batch=2, inp=3, hidden=6, direction="reverse", peep=True, init=True,
+                                  clip=0.3, seed=17)
+    ref = ort_reference(model, feed)
+    assert np.abs(ref["Y_c"]).max() > 0.3, "the case must drive the cell state past clip"
+    path, inputs = _save(tmp_path, model, feed)
+    outs, _ = kiln_run_model(path, inputs, str(tmp_path / kernels), extra=["--kernels", kernels])
+    assert_matches_ort(outs, ref, f"lstm clip 0.3 --kernels {kernels}", RTOL, ATOL)
+
+
 def test_bad_w_shape_names_the_node(tmp_path):
     model, feed = recurrent_model("LSTM", T=3, batch=1, inp=4, hidden=8)
     w = model.graph.initializer[0]

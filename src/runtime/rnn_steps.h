@@ -24,11 +24,8 @@ namespace kiln::runtime::rnn {
 class StepLoop {
 public:
     StepLoop(int64_t steps, int64_t parts)
-        : steps_(steps), parts_(parts), claimed_(new std::atomic<int64_t>[parts]), by_(new std::atomic<int64_t>[parts]) {
-        for (int64_t p = 0; p < parts; ++p) {
-            claimed_[p].store(0);
-            by_[p].store(p);
-        }
+        : steps_(steps), parts_(parts), slots_(new Slot[parts]) {
+        for (int64_t p = 0; p < parts; ++p) slots_[p].by.store(p);
     }
     /// The body of one pool task: runs fn(s, p) on items until every one is claimed, the run is
     /// asked to stop (*stop non-zero) or an item threw (rethrown; the other tasks return).
@@ -51,14 +48,14 @@ public:
             bool left = false, ran = false;
             for (int64_t i = 0; i < parts_ && !ran; ++i) {
                 const int64_t q = (own + i) % parts_;
-                int64_t s = claimed_[q].load(std::memory_order_acquire);
+                int64_t s = slots_[q].claimed.load(std::memory_order_acquire);
                 if (s >= steps_) continue;
                 left = true;
                 if (finished_.load(std::memory_order_acquire) < s * parts_) continue;  // step s - 1 runs
-                const bool owner_here = q < arrived && by_[q].load(std::memory_order_relaxed) == q;
+                const bool owner_here = q < arrived && slots_[q].by.load(std::memory_order_relaxed) == q;
                 if (q != own && owner_here && patient) continue;
-                if (!claimed_[q].compare_exchange_strong(s, s + 1, std::memory_order_acq_rel)) continue;
-                by_[q].store(me, std::memory_order_relaxed);
+                if (!slots_[q].claimed.compare_exchange_strong(s, s + 1, std::memory_order_acq_rel)) continue;
+                slots_[q].by.store(me, std::memory_order_relaxed);
                 run(fn, s, q);
                 ran = true;
             }
@@ -102,10 +99,16 @@ private:
     }
 
     const int64_t steps_, parts_;
-    std::unique_ptr<std::atomic<int64_t>[]> claimed_;  // per part: steps claimed so far
-    std::unique_ptr<std::atomic<int64_t>[]> by_;       // per part: the task that claimed it last
-    std::atomic<int64_t> present_{0}, finished_{0};    // tasks arrived; items finished
-    std::atomic<bool> quit_{false}, stopped_{false};
+    /// One cache line per part, and the shared counters on their own: the tasks write them at
+    /// every step, and a line shared by two tasks' atomics moves between the cores each time.
+    struct alignas(64) Slot {
+        std::atomic<int64_t> claimed{0};  // steps of this part claimed so far
+        std::atomic<int64_t> by{0};       // the task that claimed it last
+    };
+    std::unique_ptr<Slot[]> slots_;
+    alignas(64) std::atomic<int64_t> present_{0};  // tasks arrived
+    alignas(64) std::atomic<int64_t> finished_{0};  // items finished
+    alignas(64) std::atomic<bool> quit_{false}, stopped_{false};
 };
 
 }  // namespace kiln::runtime::rnn

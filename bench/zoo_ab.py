@@ -10,7 +10,9 @@ Per model: an ORT session (all graph optimizations, sequential, --threads intra-
 this process and every Kiln binary as `kiln run --repeat R --timings-json` (one process per
 round, its per-run times); `--rounds` rounds, the engine order reversed every other round.
 Reports per engine the minimum and median over all timed runs and its ratio to ORT's, and each
-later binary's minimum against the first's. `--smoke` runs each model once through every engine
+later binary's minimum against the first's. `--openvino` adds OpenVINO (CPU plugin, f32 inference
+precision, LATENCY hint, --threads threads; its default precision on a bf16-capable CPU is bf16)
+to the same rounds, and each Kiln binary's minimum against the best peer's. `--smoke` runs each model once through every engine
 and compares the outputs with ORT's (no timing).
 
     python3 bench/zoo_ab.py --kiln A/kiln[,B/kiln,...] [--models efficientnet_b0,...]
@@ -40,6 +42,13 @@ def ort_session(path: str, threads: int) -> ort.InferenceSession:
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def openvino_request(path: str, threads: int):
+    import openvino as ov  # only with --openvino (bench/setup_peers.sh's venv has it)
+    compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+                                                     "INFERENCE_NUM_THREADS": threads})
+    return compiled.create_infer_request()
 
 
 def kiln_runs(kiln: str, model: str, inputs: str, threads: int, repeat: int, out_dir: str | None = None) -> list[float]:
@@ -92,22 +101,30 @@ def timed(args, kilns: list[str]) -> None:
         sess = ort_session(model, args.threads)
         feed = dict(np.load(inputs))
         sess.run(None, feed)
-        runs: dict[str, list[float]] = {k: [] for k in kilns + ["ort"]}
+        peers = {"ort": lambda: sess.run(None, feed)}
+        if args.openvino:
+            req = openvino_request(model, args.threads)
+            req.infer(feed)
+            peers["ov"] = lambda: req.infer(feed)
+        runs: dict[str, list[float]] = {k: [] for k in kilns + list(peers)}
         for r in range(args.rounds):
-            order = kilns + ["ort"] if r % 2 == 0 else ["ort"] + kilns[::-1]
+            order = kilns + list(peers) if r % 2 == 0 else list(peers)[::-1] + kilns[::-1]
             for engine in order:
-                if engine != "ort":
+                if engine not in peers:
                     runs[engine] += kiln_runs(engine, model, inputs, args.threads, args.repeat)
                     continue
                 for _ in range(args.repeat):
                     t = time.perf_counter()
-                    sess.run(None, feed)
-                    runs["ort"].append((time.perf_counter() - t) * 1e3)
+                    peers[engine]()
+                    runs[engine].append((time.perf_counter() - t) * 1e3)
         o_min, o_med = min(runs["ort"]), statistics.median(runs["ort"])
-        cells = [f"{name}", f"{o_min:.2f} / {o_med:.2f}"]
+        cells = [f"{name}"] + [f"{min(runs[p]):.2f} / {statistics.median(runs[p]):.2f}" for p in peers]
+        best = min(min(runs[p]) for p in peers)
         for k in kilns:
             k_min, k_med = min(runs[k]), statistics.median(runs[k])
             cells.append(f"{k_min:.2f} / {k_med:.2f} ({k_min / o_min:.2f}x / {k_med / o_med:.2f}x)")
+            if args.openvino:
+                cells.append(f"{k_min / best:.2f}")
         for k in kilns[1:]:
             cells.append(f"{min(runs[k]) / min(runs[kilns[0]]):.2f}")
         print("| " + " | ".join(cells) + " |", flush=True)
@@ -121,13 +138,16 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=8)
+    ap.add_argument("--openvino", action="store_true", help="OpenVINO in the same rounds (f32)")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     kilns = args.kiln.split(",")
     if args.smoke:
         smoke(args, kilns)
         return 0
-    head = ["model", "ORT min / median ms"] + [f"{k} min / median ms (/ ORT)" for k in kilns]
+    head = ["model", "ORT min / median ms"] + (["OpenVINO min / median ms"] if args.openvino else [])
+    for k in kilns:
+        head += [f"{k} min / median ms (/ ORT)"] + ([f"{k} / best peer (min)"] if args.openvino else [])
     head += [f"{k} / {kilns[0]} (min)" for k in kilns[1:]]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), flush=True)
     timed(args, kilns)

@@ -14,6 +14,7 @@
 #include "runtime/extern_parts.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/dnnl_deconv_shuffle.h"
+#include "runtime/transpose_2d.h"
 #include "runtime/extern_split.h"
 
 #include <omp.h>
@@ -203,6 +204,7 @@ struct Part {
     std::shared_ptr<TempPool> src_tmp, dst_tmp;
     std::shared_ptr<TempPool> scratchpad;  // the primitive's scratchpad (null: it needs none)
     dnnl::reorder src_reorder, dst_reorder, sum_reorder;
+    bool src_ncw = false, dst_ncw = false;  // those reorders are ncw <-> nwc: by transpose_2d
     /// Weights read per call (a training step's parameters, a computed matmul B): this part's
     /// slice in Kiln's plain layout (empty: constant weights, `weights` above), reordered per
     /// call into a buffer of `w_tmp` where the primitive wants another layout.
@@ -287,6 +289,20 @@ protected:
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         return attr;
     }
+    /// Whether `kiln` is a plain ncw activation and `dnnl` the same dims in nwc.
+    static bool ncw_and_nwc(const memory::desc& kiln, const memory::desc& dnnl) {
+        const memory::dims d = kiln.dims();
+        return d.size() == 3 && kiln.data_type() == memory::data_type::f32 &&
+               kiln == memory::desc(d, memory::data_type::f32, tag::ncw) &&
+               dnnl == memory::desc(d, memory::data_type::f32, tag::nwc);
+    }
+    /// ncw -> nwc (to_nwc) or back, per image, for an activation of dims `desc`.
+    static void ncw_nwc(const memory::desc& desc, const float* from, float* to, bool to_nwc) {
+        const memory::dims d = desc.dims();
+        const int64_t n = d[0], c = d[1], w = d[2];
+        for (int64_t i = 0; i < n; ++i)
+            transpose_2d(from + i * c * w, to_nwc ? c : w, to_nwc ? w : c, to + i * c * w);
+    }
     /// Finishes part `p` for primitive descriptor `pd` (any primitive kind): temporaries and
     /// reorders where oneDNN chose another activation layout than Kiln's.
     template <typename PD>
@@ -295,10 +311,12 @@ protected:
         if (pd.src_desc() != p.src) {
             p.src_tmp = std::make_shared<TempPool>(pd.src_desc());
             p.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.src, cpu_engine(), pd.src_desc()));
+            p.src_ncw = ncw_and_nwc(p.src, pd.src_desc());
         }
         if (pd.dst_desc() != p.dst) {
             KILN_CHECK(post_.binary.empty(), kUnsupported) << "dnnl: a binary post-op needs the output in oneDNN's layout";
             p.dst_tmp = std::make_shared<TempPool>(pd.dst_desc());
+            p.dst_ncw = ncw_and_nwc(p.dst, pd.dst_desc());
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), pd.dst_desc(), cpu_engine(), p.dst));
             // The sum post-op's residual goes into oneDNN's layout of dst first.
             if (post_.sum_arg >= 0)
@@ -355,7 +373,11 @@ private:
             TempLease src_tmp(p.src_tmp), dst_tmp(p.dst_tmp), scratchpad(p.scratchpad);
             if (scratchpad) m[DNNL_ARG_SCRATCHPAD] = scratchpad.get();
             memory src(p.src, cpu_engine(), at(args[src_arg_], p.src_off));
-            if (src_tmp) {
+            if (src_tmp && p.src_ncw) {
+                float* to = static_cast<float*>(src_tmp.get().get_data_handle());
+                ncw_nwc(p.src, at(args[src_arg_], p.src_off), to, true);
+                m[DNNL_ARG_SRC] = src_tmp.get();
+            } else if (src_tmp) {
                 p.src_reorder.execute(s, src, src_tmp.get());
                 m[DNNL_ARG_SRC] = src_tmp.get();
             } else {
@@ -385,7 +407,13 @@ private:
             for (const auto& [index, arg] : post_.binary)
                 m[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = memory(p.dst, cpu_engine(), at(args[arg], p.dst_off));
             p.prim.execute(s, m);
-            if (dst_tmp) p.dst_reorder.execute(s, dst_tmp.get(), dst);
+            if (dst_tmp && p.dst_ncw) {
+                s.wait();
+                const float* from = static_cast<const float*>(dst_tmp.get().get_data_handle());
+                ncw_nwc(p.dst, from, at(args[dst_arg_], p.dst_off), false);
+            } else if (dst_tmp) {
+                p.dst_reorder.execute(s, dst_tmp.get(), dst);
+            }
             s.wait();
             return Status::ok_status();
         } catch (const dnnl::error& e) {

@@ -23,6 +23,8 @@
 #include "runtime/dnnl_engine.h"
 #include "runtime/executable.h"
 #include "runtime/rnn_gates.h"
+#include "runtime/rnn_gemv.h"
+#include "runtime/rnn_steps.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -166,6 +168,7 @@ void check_args(const Config& c, const std::vector<ExternArg>& args) {
 struct Part {
     int64_t j0 = 0, hp = 0;
     Matmul rec, rec2;  // rec2: GRU's h gate on r * h (two-phase only)
+    rnn::PackedGemv gemv, gemv2;  // batch 1 with constant R: these instead of rec / rec2
     size_t scratch = 0, scratch2 = 0;  // byte offsets
 };
 
@@ -177,14 +180,15 @@ struct RowPart {  // rows [r0, r0 + rows) of the input projection
 
 struct Plan {
     int64_t parts = 1;               // per direction
+    bool gemv = false;               // the recurrent products by rnn::PackedGemv
     std::vector<RowPart> proj;
     std::vector<std::vector<Part>> rec;  // [direction][part]
     size_t scratch_bytes = 0;
 };
 
-/// Below this many multiply-adds per part and step a split costs more (a fork-join per step)
-/// than it saves.
-constexpr int64_t kMinPartMacs = 1 << 16;
+/// Below this many multiply-adds per part and step a split costs more (the wait at each step's
+/// end, rnn_steps.h) than it saves; the packed GEMV (rnn_gemv.h) has no dispatch cost to share.
+constexpr int64_t kMinPartMacs = 1 << 16, kMinGemvPartMacs = 1 << 14;
 
 /// The weight rows of gates [q0, q0 + nq) for units [j0, j0 + hp) of direction d as a [H, nq*hp]
 /// matrix (B of the recurrent GEMM, columns gate-major).
@@ -226,9 +230,10 @@ Plan make_plan(const Config& c, int threads) {
             plan.proj.push_back(std::move(rp));
         }
     }
+    plan.gemv = c.batch == 1 && c.constant[kR] && rnn::PackedGemv::supported();
     int64_t parts = c.constant[kR] ? std::max<int64_t>(1, threads / c.dirs) : 1;
     parts = std::min(parts, H / 16);
-    while (parts > 1 && c.batch * GH * H / parts < kMinPartMacs) --parts;
+    while (parts > 1 && c.batch * GH * H / parts < (plan.gemv ? kMinGemvPartMacs : kMinPartMacs)) --parts;
     plan.parts = std::max<int64_t>(1, parts);
     plan.rec.resize(c.dirs);
     if (c.batch == 0) return plan;
@@ -238,6 +243,13 @@ Plan make_plan(const Config& c, int threads) {
             Part p;
             p.j0 = plan.parts == 1 ? 0 : 16 * (units * i / plan.parts);
             p.hp = (plan.parts == 1 || i + 1 == plan.parts ? H : 16 * (units * (i + 1) / plan.parts)) - p.j0;
+            if (plan.gemv) {
+                const float* r = c.constant[kR] + d * c.gates * H * H;
+                p.gemv = rnn::PackedGemv(r, H, H, 0, c.gates1(), p.j0, p.hp);
+                if (c.two_phase()) p.gemv2 = rnn::PackedGemv(r, H, H, 2, 1, p.j0, p.hp);
+                plan.rec[d].push_back(std::move(p));
+                continue;
+            }
             p.rec = recurrent_gemm(c, d, 0, c.gates1(), p.j0, p.hp);
             p.scratch = take(p.rec.scratch_bytes());
             if (c.two_phase()) {
@@ -344,7 +356,7 @@ struct Call {
         ws.rec2.clear();
         const int64_t N = c.dirs * c.gates * c.hidden;
         for (const RowPart& rp : plan.proj) ws.proj.push_back(rp.proj.bind(nullptr, f(lay.xw) + rp.r0 * N, scratch(rp.scratch)));
-        for (int64_t d = 0; d < c.dirs; ++d)
+        for (int64_t d = 0; d < c.dirs && !plan.gemv; ++d)
             for (const Part& p : plan.rec[d]) {
                 for (int64_t slot = 0; slot < 2; ++slot) ws.rec.push_back(p.rec.bind(h(d, slot), gates(d, p), scratch(p.scratch)));
                 if (c.two_phase()) ws.rec2.push_back(p.rec2.bind(f(lay.rh) + d * c.batch * c.hidden, g2(d, p), scratch(p.scratch2)));
@@ -399,7 +411,7 @@ struct Call {
         if (peep) rnn::add_mul(go, peep + H, cn, hp);
         rnn::activate(a[0], c.clip, go, hp);
         std::memcpy(gc, cn, static_cast<size_t>(hp) * sizeof(float));
-        rnn::activate(a[2], c.clip, gc, hp);
+        rnn::activate(a[2], 0, gc, hp);  // h(c): the cell state unclipped, as ONNX Runtime
         rnn::mul(h(d, cur ^ 1) + b * H + p.j0, go, gc, hp);
     }
 
@@ -434,7 +446,8 @@ struct Call {
     void step(int64_t d, const Part& p, int64_t s) {
         const int64_t H = c.hidden, G = c.gates, cur = s & 1;
         float* g = gates(d, p);
-        p.rec.run(ws.rec[part_index(d, p) * 2 + cur], nullptr, in(kR) + d * G * H * H);
+        if (plan.gemv) p.gemv.run(h(d, cur), g, (s & 1) != 0);
+        else p.rec.run(ws.rec[part_index(d, p) * 2 + cur], nullptr, in(kR) + d * G * H * H);
         for (int64_t b = 0; b < c.batch; ++b) {
             const int64_t t = time_of(d, s, b);
             float* gb = g + b * c.gates1() * p.hp;
@@ -453,7 +466,8 @@ struct Call {
         const int64_t H = c.hidden, cur = s & 1;
         const float* zr = gates(d, p);
         float* gh2 = g2(d, p);
-        p.rec2.run(ws.rec2[part_index(d, p)], nullptr, in(kR) + d * 3 * H * H + 2 * H * H);
+        if (plan.gemv) p.gemv2.run(f(lay.rh) + d * c.batch * H, gh2, (s & 1) != 0);
+        else p.rec2.run(ws.rec2[part_index(d, p)], nullptr, in(kR) + d * 3 * H * H + 2 * H * H);
         for (int64_t b = 0; b < c.batch; ++b) {
             const int64_t t = time_of(d, s, b);
             if (t < 0) {
@@ -560,14 +574,15 @@ private:
                 }))
                 return false;
         } else if (c_.batch > 0) {  // hidden units split into parts, joined once per step (phase)
-            const int64_t n = c_.dirs * plan.parts;
-            for (int64_t s = 0; s < c_.seq; ++s) {
-                if (!tasks(env, n, [&](int64_t i) { call.step(i / plan.parts, plan.rec[i / plan.parts][i % plan.parts], s); }))
-                    return false;
-                if (c_.two_phase() &&
-                    !tasks(env, n, [&](int64_t i) { call.step2(i / plan.parts, plan.rec[i / plan.parts][i % plan.parts], s); }))
-                    return false;
-            }
+            const int64_t n = c_.dirs * plan.parts, phases = c_.two_phase() ? 2 : 1;
+            rnn::StepLoop loop(c_.seq * phases, n);
+            auto item = [&](int64_t v, int64_t i) {
+                const Part& p = plan.rec[i / plan.parts][i % plan.parts];
+                if (v % phases == 0) call.step(i / plan.parts, p, v / phases);
+                else call.step2(i / plan.parts, p, v / phases);
+            };
+            const bool ran = tasks(env, std::min<int64_t>(n, threads), [&](int64_t) { loop.work(item, env.stop); });
+            if (!ran || loop.stopped()) return false;
         }
         call.finish();
         return true;

@@ -9,10 +9,12 @@
 //      oneDNN's layout and kept (in cache across steps), then one pass over the gates
 //      (rnn_gates.h: activations, clip, peepholes, the state update) that writes the new state
 //      and Y in place. With sequence_lens a finished batch row keeps its state; Y is 0 there.
+//      At batch 1 with constant R (and AVX2) the product is rnn::PackedGemv (rnn_gemv.h) instead.
 //   3. Y_h / Y_c from the final state (0 for a row of length 0, as ONNX Runtime gives).
 // Threads: the two directions of a bidirectional node run side by side; where one direction's
 // recurrent GEMM is large enough, its hidden units are split into parts (one per thread, each
-// with the weight rows of its units and every gate), joined once per step.
+// with the weight rows of its units and every gate), joined once per step by rnn::StepLoop
+// (rnn_steps.h: one pool entry for all the steps).
 //
 // Parameters (topi/rnn_match.cc writes them): cell=rnn|gru|lstm, dirs, reverse=0,1 (per
 // direction), hidden, input, seq (T), batch, layout=0|1, acts=NAME:ALPHA:BETA,... (per direction: f (g (h))),

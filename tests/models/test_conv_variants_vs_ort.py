@@ -182,3 +182,18 @@ def test_conv_transpose_with_wrong_weight_shape_names_the_node(tmp_path):
     out.mkdir()
     proc = run_kiln(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--output-dir", str(out)])
     assert_clean_error(proc, must_contain=("up_bad", "W's first dim (8)", "(16)"))
+
+
+@pytest.mark.parametrize("batch,cin,cout,width,dil", [(2, 24, 40, 37, 1), (1, 64, 128, 300, 8)])
+def test_conv1d_channels_last_reorders_match_ort(tmp_path, batch, cin, cout, width, dil):
+    """oneDNN's 1-D convs compute on nwc; Kiln's activations are ncw, transposed in and out around
+    the primitive (runtime/transpose_2d.h): channel and width counts with and without whole 8x8
+    blocks, two images, a dilated window."""
+    rng = np.random.default_rng(7 + batch)
+    path, inputs = conv(rng, tmp_path, cin, cout, [width], 3, batch=batch, relu=True, dilations=[dil],
+                        pads=[dil, dil])
+    feed = dict(np.load(inputs))
+    ref = ort_outputs(path, feed)
+    for threads in ("1", "2"):
+        outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"t{threads}"), extra=["--threads", threads])
+        assert_matches_ort(outs, ref, f"conv1d b{batch} c{cin}->{cout} w{width} --threads {threads}", RTOL, ATOL)

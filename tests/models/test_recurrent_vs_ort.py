@@ -132,6 +132,17 @@ CASES = {
     "rnn_T64": dict(op="RNN", T=64, batch=3, inp=8, hidden=16, init=True),
 }
 
+# Batch 1: the packed GEMV (runtime/rnn_gemv.h); split in two parts at --threads 2, the last
+# part's last block of 8 units partial (hidden 100: units 48 + 52; 116: 64 + 52; 203: 96 + 107).
+# Apart from CASES, whose seeds are their index there.
+GEMV_CASES = {
+    "lstm_b1_ragged_split_lens_peep": dict(op="LSTM", T=7, batch=1, inp=5, hidden=100, lens=[5], init=True,
+                                           peep=True),
+    "gru_b1_ragged_split_lbr_rev": dict(op="GRU", T=6, batch=1, inp=4, hidden=116, direction="reverse",
+                                        linear_before_reset=1, init=True),
+    "rnn_b1_ragged_split_lens": dict(op="RNN", T=5, batch=1, inp=3, hidden=203, lens=[3]),
+}
+
 
 def _save(tmp_path, model, feed):
     path = str(tmp_path / "m.onnx")
@@ -140,12 +151,11 @@ def _save(tmp_path, model, feed):
     return path, str(tmp_path / "in.npz")
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_recurrent_matches_ort(tmp_path, name):
+def _check_kiln_rnn(tmp_path, name, spec, seed):
     if not kiln_has_dnnl():
         pytest.skip("kiln built without oneDNN: the recurrent ops run as generated kernels")
-    spec = dict(CASES[name])
-    model, feed = recurrent_model(spec.pop("op"), seed=sorted(CASES).index(name), **spec)
+    spec = dict(spec)
+    model, feed = recurrent_model(spec.pop("op"), seed=seed, **spec)
     path, inputs = _save(tmp_path, model, feed)
     kernels = run_kiln(["inspect", path])
     assert kernels.returncode == 0, kernels.stderr
@@ -154,6 +164,16 @@ def test_recurrent_matches_ort(tmp_path, name):
     for threads in ("1", "2"):
         outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"t{threads}"), extra=["--threads", threads])
         assert_matches_ort(outs, ref, f"{name} --threads {threads}", RTOL, ATOL)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recurrent_matches_ort(tmp_path, name):
+    _check_kiln_rnn(tmp_path, name, CASES[name], sorted(CASES).index(name))
+
+
+@pytest.mark.parametrize("name", sorted(GEMV_CASES))
+def test_batch1_gemv_matches_ort(tmp_path, name):
+    _check_kiln_rnn(tmp_path, name, GEMV_CASES[name], 100 + sorted(GEMV_CASES).index(name))
 
 
 # The generated (time-unrolled) kernels stay the reference path: short sequences, every cell.
@@ -168,6 +188,19 @@ def test_generated_kernels_match_ort(tmp_path, name):
     path, inputs = _save(tmp_path, model, feed)
     outs, _ = kiln_run_model(path, inputs, str(tmp_path / "gen"), extra=["--kernels", "generated"])
     assert_matches_ort(outs, ort_reference(model, feed), f"{name} --kernels generated", RTOL, ATOL)
+
+
+@pytest.mark.parametrize("kernels", ["auto", "generated"])
+def test_lstm_clip_leaves_the_cell_state_unclipped(tmp_path, kernels):
+    """clip bounds the gates' activation inputs; h(c) reads the cell state as it is (ONNX Runtime):
+    with clip 0.3 and cell states beyond it, a clipped h(c) is off by up to 0.05."""
+    model, feed = recurrent_model("LSTM", T=6, batch=2, inp=3, hidden=6, direction="reverse", peep=True, init=True,
+                                  clip=0.3, seed=17)
+    ref = ort_reference(model, feed)
+    assert np.abs(ref["Y_c"]).max() > 0.3, "the case must drive the cell state past clip"
+    path, inputs = _save(tmp_path, model, feed)
+    outs, _ = kiln_run_model(path, inputs, str(tmp_path / kernels), extra=["--kernels", kernels])
+    assert_matches_ort(outs, ref, f"lstm clip 0.3 --kernels {kernels}", RTOL, ATOL)
 
 
 def test_bad_w_shape_names_the_node(tmp_path):

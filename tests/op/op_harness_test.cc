@@ -2060,8 +2060,9 @@ void add_recurrent_cases(std::vector<Case>& c) {
             }
             const bool has_clip = n.has_attr("clip");
             const double clip = n.attr_float("clip", 0);
-            auto act = [&](int64_t d, int which, double v) {
-                if (has_clip) v = std::min(std::max(v, -clip), clip);
+            // clip bounds the gates' activation inputs; LSTM's h(c) reads c unclipped (raw_act):
+            // ONNX Runtime and OpenVINO both compute it so (the spec's wording leaves it open).
+            auto raw_act = [&](int64_t d, int which, double v) {
                 const size_t k = static_cast<size_t>(d * per + which);
                 const std::string& f = acts[k];
                 const double a = fa[k], b = fb[k];
@@ -2078,6 +2079,9 @@ void add_recurrent_cases(std::vector<Case>& c) {
                 if (f == "Softplus") return std::log(1 + std::exp(v));
                 ADD_FAILURE() << "reference: unknown activation " << f;
                 return 0.0;
+            };
+            auto act = [&](int64_t d, int which, double v) {
+                return raw_act(d, which, has_clip ? std::min(std::max(v, -clip), clip) : v);
             };
             const bool lbr = n.attr_int("linear_before_reset", 0) != 0;
             const bool couple = n.attr_int("input_forget", 0) != 0;
@@ -2136,7 +2140,7 @@ void add_recurrent_cases(std::vector<Case>& c) {
                                 const double cc = act(d, 1, xg[3 * H + j] + hg[3 * H + j]);
                                 c[j] = fg * c[j] + ig * cc;
                                 const double og = act(d, 0, xg[H + j] + hg[H + j] + p(1) * c[j]);
-                                hn[j] = og * act(d, 2, c[j]);
+                                hn[j] = og * raw_act(d, 2, c[j]);
                             }
                         }
                         h = hn;

@@ -17,7 +17,8 @@
 //           h_s = (1 - z) h~ + z h_{s-1}
 //     LSTM: gates_s = h_{s-1} R^T;  i = f(. + Pi c_{s-1}), f = f(. + Pf c_{s-1}) (or 1 - i with
 //           input_forget), c~ = g(.), c_s = f c_{s-1} + i c~, o = f(. + Po c_s), h_s = o h(c_s)
-// `clip` bounds every activation input to [-clip, clip]. The reverse direction consumes time
+// `clip` bounds every gate's activation input to [-clip, clip]; LSTM's h(c_s) reads the cell
+// state unclipped (as ONNX Runtime computes it). The reverse direction consumes time
 // backwards. With sequence_lens (L_b, clamped to [0, T]), step s of batch entry b is valid iff
 // s < L_b; a reverse step s reads time L_b-1-s; an invalid step keeps the state, so the last
 // step's state is Y_h / Y_c (the state after the last valid step; 0 when L_b = 0, as ONNX
@@ -409,7 +410,9 @@ private:
                 Expr b = i[0], j = i[1];
                 Expr cv = te::read(cnew, {b, j});
                 Expr og = act(d, 0, pre(1, b, j) + peep(1, j, cv));
-                return keep_if_invalid(s, b, og * act(d, 2, cv), state_read(*hs, d, s, 0, b, j));
+                // h(c_s): not clipped (clip bounds the gates; ONNX Runtime's LSTM does the same).
+                Expr hc = apply_act(c_.acts[d][2], cv, cdt_);
+                return keep_if_invalid(s, b, og * hc, state_read(*hs, d, s, 0, b, j));
             },
             nm("h", d, s), cdt_));
     }

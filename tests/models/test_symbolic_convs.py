@@ -122,3 +122,39 @@ def test_symbolic_cnn_artifact_runs_every_shape(cnn, tmp_path):
     assert proc.returncode != 0
     err = proc.stdout + proc.stderr
     assert "needs dimensions" in err and "equal" in err and "15 and 16" in err.replace("16 and 15", "15 and 16"), err
+
+
+def make_classifier(path):
+    """A ResNet-style classifier head over a symbolic batch and image size: conv, 3x3 stride-2
+    MaxPool with padding, AveragePool, GlobalAveragePool, Flatten, Gemm (M = the batch)."""
+    rng = np.random.default_rng(1)
+    inits = [_const("w1", rng.standard_normal((16, 3, 3, 3)) * 0.3), _const("b1", rng.standard_normal(16) * 0.1),
+             _const("fc_w", rng.standard_normal((10, 16)) * 0.3), _const("fc_b", rng.standard_normal(10) * 0.1)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["p1"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "symbolic_classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 32, 32), (3, 3, 21, 17)], ids=["1x32x32", "3x21x17"])
+def test_symbolic_classifier_matches_ort(tmp_path, shape):
+    path = str(tmp_path / "cls.onnx")
+    make_classifier(path)
+    feed = _feed(shape, 5)
+    np.savez(tmp_path / "in.npz", **feed)
+    got, proc = kiln_run_model(path, str(tmp_path / "in.npz"), str(tmp_path / "out"),
+                               extra=["--symbolic-shapes", "--repeat", "1"])
+    assert "symbolic shapes: one compile serves every shape" in proc.stdout, proc.stdout
+    assert_matches_ort(got, ort_outputs(path, feed), f"symbolic classifier {shape}", rtol=1e-4, atol=1e-5)

@@ -208,6 +208,13 @@ TEST(Infer, GemmAndMatMul) {
               tt(F32, {3, 4}));
     expect_error([&] { make_node(g, "Gemm", {tt(F32, {3, 5}), tt(F32, {4, 5})}); }, ErrorKind::kInvalidModel,
                  "inner dimensions differ: A' has K=5 but B' has K=4");
+    // A symbolic batch as M (a symbolic compile's classifier head), with and without transA.
+    EXPECT_EQ(make_node(g, "Gemm", {tt(F32, {Dim::sym("N"), 5}), tt(F32, {4, 5}), tt(F32, {4})}, {{"transB", int64_t{1}}})
+                  ->output(0)->type().str(),
+              "f32[N,4]");
+    EXPECT_EQ(make_node(g, "Gemm", {tt(F32, {5, Dim::sym("N")}), tt(F32, {5, 4})}, {{"transA", int64_t{1}}})
+                  ->output(0)->type().str(),
+              "f32[N,4]");
     expect_error([&] { make_node(g, "Gemm", {tt(F32, {3, 5}), tt(F32, {5, 4}), tt(F32, {2, 4})}); },
                  ErrorKind::kInvalidModel, "C of shape [2,4] does not broadcast to [3,4]");
     EXPECT_EQ(out(make_node(g, "MatMul", {tt(F32, {2, 1, 3, 4}), tt(F32, {5, 4, 6})})), tt(F32, {2, 5, 3, 6}));

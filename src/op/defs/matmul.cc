@@ -294,11 +294,15 @@ OpDef gemm_op() {
         const auto& b = input_type(n, 1, "B");
         check_dtype(n, "A", a.dtype, matmul_types());
         check_same_dtype(n, "A", a.dtype, "B", b.dtype);
-        GemmDims g = gemm_dims(n, a.shape, b.shape);
+        // M may be a symbolic dim (a symbolic compile's batch: a classifier head); K and N not.
+        const ir::Dim m = a.rank() == 2 ? a.shape[n.attr_int("transA", 0) != 0 ? 1 : 0] : ir::Dim(1);
+        std::vector<ir::Dim> as = a.shape;
+        if (as.size() == 2 && !m.is_static()) as[n.attr_int("transA", 0) != 0 ? 1 : 0] = ir::Dim(1);
+        GemmDims g = gemm_dims(n, as, b.shape);
         if (has_input(n, 2)) {
             const auto& c = n.input(2)->type();
             check_same_dtype(n, "A", a.dtype, "C", c.dtype);
-            std::vector<ir::Dim> mn = {g.m, g.n};
+            std::vector<ir::Dim> mn = {m, g.n};
             bool ok = c.rank() <= 2;  // unidirectional: each C dim is 1 or the output's
             for (int i = 0; ok && i < c.rank(); ++i) {
                 const ir::Dim& d = c.shape[i];
@@ -307,7 +311,7 @@ OpDef gemm_op() {
             KILN_CHECK(ok, kInvalidModel)
                 << node_label(n) << ": C of shape " << dims_str(c.shape) << " does not broadcast to " << dims_str(mn);
         }
-        return std::vector<ir::TensorType>{{a.dtype, {g.m, g.n}}};
+        return std::vector<ir::TensorType>{{a.dtype, {m, g.n}}};
     };
     d.compute = [](const ComputeArgs& args) {
         te::Tensor a = args.in(0), b = args.in(1);

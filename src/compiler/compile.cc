@@ -532,6 +532,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             step.dims.push_back(sym.index_of(d.get()));
             KILN_ICHECK(step.dims.back() >= 0) << "kernel for " << step.node_name << " takes an unknown dim";
         }
+        if (opts.symbolic && s < step_inplace.size()) step.inplace = step_inplace[s];  // planned per run
         if (!lowered[s].extern_name.empty() && opts.symbolic)  // the dims of its arguments' symbolic axes
             for (int id : step.args)
                 for (int d : exe->buffers[static_cast<size_t>(id)].dim_of)

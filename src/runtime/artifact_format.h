@@ -34,7 +34,8 @@
 //   u32 n dims, n x str (a dim's name, or an expression of them such as "batch*seq":
 //       support/dim_poly.h); then per buffer u32 n, n x i32 dim_of (n = 0, or the buffer's rank:
 //       -1 for a static axis, else the dim's index, and the shape holds 0 there); per kernel
-//       u8 takes_dims; per step u32 n, n x i32 dim index (the values its kernel takes); then
+//       u8 takes_dims; per step u32 n, n x i32 dim index (the values its kernel takes) and
+//       (version 4) u32 n, n x (i32 output, i32 input) buffer ids it may compute in place; then
 //       u32 n dim limits, each i32 dim index, i64 bound, str node (Executable::dim_limits);
 //       (version 4) u32 n dim equalities, each i32 dim, i32 dim (-1: the next value), i64 value,
 //       str node

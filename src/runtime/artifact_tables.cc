@@ -1,5 +1,6 @@
 // The kInfo and kExecutable sections of a `.kiln` file (artifact_format.h): encoding, and
 // decoding with validation of every index, shape, size and offset read from the file.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -160,6 +161,11 @@ void write_symbolic(ByteWriter& w, const Executable& exe) {
     for (const StepDesc& s : exe.steps) {
         w.u32(static_cast<uint32_t>(s.dims.size()));
         for (int i : s.dims) w.i32(i);
+        w.u32(static_cast<uint32_t>(s.inplace.size()));
+        for (const auto& [o, i] : s.inplace) {
+            w.i32(o);
+            w.i32(i);
+        }
     }
     w.u32(static_cast<uint32_t>(exe.dim_limits.size()));
     for (const DimLimit& l : exe.dim_limits) {
@@ -227,6 +233,15 @@ void read_symbolic(ByteReader& r, Executable& exe) {
                 << kWhat << ": step " << i << " (node '" << s.node_name << "') takes dim " << di << ", expected 0.."
                 << static_cast<int64_t>(exe.dims.size()) - 1;
             s.dims.push_back(di);
+        }
+        const uint32_t np = r.count("step in-place pair count", 8);
+        for (uint32_t j = 0; j < np; ++j) {
+            const int32_t o = r.i32("step in-place output"), in = r.i32("step in-place input");
+            const auto arg = [&](int32_t b) { return std::find(s.args.begin(), s.args.end(), b) != s.args.end(); };
+            KILN_CHECK(arg(o) && arg(in), kInvalidModel)
+                << kWhat << ": step " << i << " (node '" << s.node_name << "') computes buffer " << o << " in place of "
+                << in << ", expected two of its arguments";
+            s.inplace.emplace_back(o, in);
         }
         KILN_CHECK(s.dims.empty() || exe.kernels[static_cast<size_t>(s.kernel)].takes_dims, kInvalidModel)
             << kWhat << ": step " << i << " (node '" << s.node_name << "') passes dims to a kernel that takes none";

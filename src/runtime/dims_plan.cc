@@ -131,9 +131,27 @@ Status plan_at_dims(const Executable& exe, const std::vector<int64_t>& dims, Dim
         }
     for (size_t i = 0; i < nb; ++i)  // a value inside a fused kernel: no step reads or writes it
         if (exe.buffers[i].role == BufferRole::kIntermediate && first[i] < 0) out.bytes[i] = 0;
+    // In place: an output placed on an input of its step that dies there (same size or less)
+    // shares the input's bytes; the pair is one buffer living from the input's first step to
+    // the output's last.
+    std::vector<size_t> on(nb);  // the buffer whose bytes each buffer uses (itself, or an input)
+    for (size_t i = 0; i < nb; ++i) on[i] = i;
+    auto intermediate = [&](size_t b) {
+        return b < nb && exe.buffers[b].role == BufferRole::kIntermediate && first[b] >= 0 && out.bytes[b] > 0;
+    };
+    for (size_t s = 0; s < exe.steps.size(); ++s)
+        for (const auto& [o_id, i_id] : exe.steps[s].inplace) {
+            const auto o = static_cast<size_t>(o_id), i = static_cast<size_t>(i_id);
+            if (!intermediate(o) || !intermediate(i) || o == i || on[o] != o || first[o] != static_cast<int>(s)) continue;
+            const size_t root = on[i];
+            if (last[i] != static_cast<int>(s) || last[root] != static_cast<int>(s) || out.bytes[o] > out.bytes[root])
+                continue;
+            on[o] = root;
+            last[root] = last[o];
+        }
     std::vector<size_t> order;
     for (size_t i = 0; i < nb; ++i)
-        if (exe.buffers[i].role == BufferRole::kIntermediate && first[i] >= 0 && out.bytes[i] > 0) order.push_back(i);
+        if (intermediate(i) && on[i] == i) order.push_back(i);
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out.bytes[a] > out.bytes[b]; });
     struct Placed {
         size_t begin, end;
@@ -155,6 +173,8 @@ Status plan_at_dims(const Executable& exe, const std::vector<int64_t>& dims, Dim
         out.offset[i] = static_cast<int64_t>(at);
         out.arena_bytes = std::max(out.arena_bytes, at + size);
     }
+    for (size_t i = 0; i < nb; ++i)
+        if (on[i] != i) out.offset[i] = out.offset[on[i]];
     return Status::ok_status();
 }
 

@@ -72,6 +72,11 @@ struct StepDesc {
     /// For a kernel that takes dims (KernelDesc::takes_dims): indices into Executable::dims, in
     /// the kernel's dims order.
     std::vector<int> dims;
+    /// Symbolic executables: (output, input) buffer pairs this step may compute in place (an
+    /// elementwise kernel without `restrict`, oneDNN's sum post-op over its residual); the
+    /// per-run plan puts the output on the input where the input dies here (runtime/dims_plan.h).
+    /// Static executables carry this in their arena offsets instead.
+    std::vector<std::pair<int, int>> inplace;
 };
 
 /// An upper bound on a symbolic dim (Executable::dims[dim] <= max) that the model's meaning

@@ -94,6 +94,31 @@ TEST(DimsPlan, LiveBuffersNeverOverlapAtAnyDims) {
     EXPECT_EQ(p.arena_bytes, size_t{448 + 256});
 }
 
+TEST(DimsPlan, InPlacePairsShareWhereTheInputDiesOnly) {
+    // t0 -> (a residual-style step) t3 = f(t0, t1) in place of t0; t1 lives on past it, so an
+    // in-place pair on t1 is ignored.
+    auto owned = std::make_unique<Executable>();
+    Executable& e = *owned;
+    e.dims = {"batch"};
+    e.buffers.push_back(buffer("x", {0, 16}, {0, -1}, BufferRole::kInput));
+    e.buffers.push_back(buffer("t0", {0, 16}, {0, -1}, BufferRole::kIntermediate));
+    e.buffers.push_back(buffer("t1", {0, 16}, {0, -1}, BufferRole::kIntermediate));
+    e.buffers.push_back(buffer("t3", {0, 16}, {0, -1}, BufferRole::kIntermediate));
+    e.buffers.push_back(buffer("y", {0, 16}, {0, -1}, BufferRole::kOutput));
+    e.inputs = {0};
+    e.outputs = {4};
+    e.steps = {{0, {0, 1}}, {0, {0, 2}}, {0, {1, 2, 3}}, {0, {2, 3, 4}}};
+    for (StepDesc& s : e.steps) s.num_inputs = static_cast<int>(s.args.size()) - 1;
+    e.steps[2].inplace = {{3, 2}, {3, 1}};  // t1 is read again at step 3: only t0 can host t3
+    for (int64_t batch : {1, 5}) {
+        DimsPlan p;
+        ASSERT_TRUE(plan_at_dims(e, {batch}, p).ok());
+        EXPECT_EQ(p.offset[3], p.offset[1]) << "t3 on t0, which dies at step 2";
+        EXPECT_NE(p.offset[3], p.offset[2]) << "t1 is still read at step 3";
+        EXPECT_EQ(p.arena_bytes, static_cast<size_t>(2 * ((batch * 64 + 63) / 64) * 64));
+    }
+}
+
 TEST(DimsPlan, OverflowingSizeIsAnError) {
     const std::unique_ptr<Executable> owned = chain();
     const Executable& e = *owned;

@@ -426,6 +426,26 @@ std::string symbolic_refusal(const ir::Graph& g, const std::vector<KernelUnit>& 
     return "";
 }
 
+namespace {
+
+/// Every node output's symbolic dims through `f` (graph inputs keep theirs).
+void rewrite_symbolic_dims(ir::Graph& g, const std::function<ir::Dim(const ir::Dim&)>& f) {
+    for (ir::Node* n : g.nodes())
+        for (ir::Value* v : n->outputs()) {
+            ir::TensorType t = v->type();
+            bool changed = false;
+            for (ir::Dim& d : t.shape) {
+                if (d.is_static()) continue;
+                ir::Dim e = f(d);
+                changed |= !(e == d);
+                d = std::move(e);
+            }
+            if (changed) v->set_type(t);
+        }
+}
+
+}  // namespace
+
 std::vector<SymbolicEquality> pin_unit_dims(ir::Graph& g) {
     std::vector<SymbolicEquality> pinned;
     std::set<std::string> ones, inputs;
@@ -451,21 +471,13 @@ std::vector<SymbolicEquality> pin_unit_dims(ir::Graph& g) {
             for (const std::string& t : std::get<std::vector<std::string>>(n->attrs().at("ones"))) pin(ir::Dim::sym(t), n);
     }
     if (ones.empty()) return pinned;
-    for (ir::Node* n : g.nodes())
-        for (ir::Value* v : n->outputs()) {
-            ir::TensorType t = v->type();
-            bool changed = false;
-            for (ir::Dim& d : t.shape) {
-                auto p = d.is_static() ? std::nullopt : ir::dim_poly(d);
-                if (!p) continue;
-                DimPoly q = *p;  // the atom as a factor of products too (floor((W+3)/8)*floor((H+15)/48))
-                for (const std::string& one : ones) q = q.substitute(one, DimPoly::constant(1));
-                if (q == *p) continue;
-                d = *ir::dim_of_poly(q);
-                changed = true;
-            }
-            if (changed) v->set_type(t);
-        }
+    rewrite_symbolic_dims(g, [&](const ir::Dim& d) {
+        auto p = ir::dim_poly(d);
+        if (!p) return d;
+        DimPoly q = *p;  // the atom as a factor of products too (floor((W+3)/8)*floor((H+15)/48))
+        for (const std::string& one : ones) q = q.substitute(one, DimPoly::constant(1));
+        return q == *p ? d : *ir::dim_of_poly(q);
+    });
     return pinned;
 }
 
@@ -475,7 +487,8 @@ void unify_equal_dims(ir::Graph& g, const std::vector<SymbolicEquality>& equalit
         auto it = parent.find(d);
         return it == parent.end() || it->second == d ? d : (it->second = find(it->second));
     };
-    // The name a class keeps: an input symbol (graph inputs keep their types), else the shortest.
+    // The name a class keeps: a single atom (an input symbol, which graph inputs keep, or a floor
+    // atom), else the shortest text.
     auto better = [](const std::string& a, const std::string& b) {
         const bool pa = DimPoly::parse(a) && DimPoly::parse(a)->is_symbol(), pb = DimPoly::parse(b) && DimPoly::parse(b)->is_symbol();
         if (pa != pb) return pa;
@@ -488,17 +501,10 @@ void unify_equal_dims(ir::Graph& g, const std::vector<SymbolicEquality>& equalit
         else parent[ra] = rb;
     }
     if (parent.empty()) return;
-    for (ir::Node* n : g.nodes())
-        for (ir::Value* v : n->outputs()) {
-            ir::TensorType t = v->type();
-            bool changed = false;
-            for (ir::Dim& d : t.shape) {
-                if (d.is_static()) continue;
-                const std::string r = find(d.symbol);
-                if (r != d.symbol) d = ir::Dim::sym(r), changed = true;
-            }
-            if (changed) v->set_type(t);
-        }
+    rewrite_symbolic_dims(g, [&](const ir::Dim& d) {
+        const std::string r = find(d.symbol);
+        return r == d.symbol ? d : ir::Dim::sym(r);
+    });
 }
 
 }  // namespace kiln::compiler

@@ -340,16 +340,17 @@ std::optional<Epilogue> conv_epilogue(const std::vector<ir::Node*>& nodes, const
 }
 
 /// The parameters every symbolic (de)conv shares: the window as the attributes give it (no
-/// taps left out: which taps read only padding depends on the size), the channels and the
-/// argument indices; src / dst hold 0 at symbolic dims.
+/// taps left out: which taps read only padding depends on the size), the logical src / dst dims
+/// (0 at symbolic ones), the group count and the argument indices.
 Pairs symbolic_conv_pairs(const ir::Node* c, const op::WindowGeometry& g, const std::vector<int64_t>& k,
+                          const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t groups,
                           const std::vector<ir::Value*>& inputs) {
-    const ir::Value *x = c->input(0), *w = c->input(1), *y = c->output(0);
+    const ir::Value *x = c->input(0), *w = c->input(1);
     const ir::Value* b = c->num_inputs() > 2 ? c->input(2) : nullptr;
-    Pairs p = {{"strides", join(g.strides)},         {"dilations", join(g.dilations)},
-               {"pads_begin", join(g.pads_begin)},   {"pads_end", join(g.pads_end)},
-               {"src", join(template_dims(x))},      {"dst", join(template_dims(y))},
-               {"kernel", join(k)},                  {"groups", std::to_string(c->attr_int("group", 1))},
+    Pairs p = {{"strides", join(g.strides)},       {"dilations", join(g.dilations)},
+               {"pads_begin", join(g.pads_begin)}, {"pads_end", join(g.pads_end)},
+               {"src", join(src)},                 {"dst", join(dst)},
+               {"kernel", join(k)},                {"groups", std::to_string(groups)},
                {"x", std::to_string(arg_index(inputs, x))}, {"w", std::to_string(arg_index(inputs, w))}};
     if (b) p.push_back({"b", std::to_string(arg_index(inputs, b))});
     p.push_back({"y", std::to_string(inputs.size())});
@@ -413,12 +414,7 @@ std::optional<ExternChoice> match_symbolic_conv(const std::vector<ir::Node*>& no
     const bool dst16 = blocked && y->type().shape[4].value == 16;
     std::optional<Epilogue> ep = conv_epilogue(nodes, inputs, outputs, y, dst16);
     if (!ep) return std::nullopt;
-    Pairs common = symbolic_conv_pairs(c, g, k, inputs);
-    for (auto& [key, v] : common) {  // the logical dims of blocked activations; the group count
-        if (key == "src") v = join(src);
-        if (key == "dst") v = join(dst);
-        if (key == "groups") v = std::to_string(groups);
-    }
+    const Pairs common = symbolic_conv_pairs(c, g, k, src, dst, groups, inputs);
     p.insert(p.end(), common.begin(), common.end());
     return choice("dnnl_conv", std::move(p), *ep);
 }
@@ -445,7 +441,7 @@ std::optional<ExternChoice> match_symbolic_conv_transpose(const std::vector<ir::
     const op::WindowGeometry g = op::conv_transpose_geometry(*c, std::vector<int64_t>(k.size(), int64_t{1} << 20), k);
     for (int64_t pb : g.pads_begin)
         if (pb < 0) return std::nullopt;
-    Pairs p = symbolic_conv_pairs(c, g, k, inputs);
+    Pairs p = symbolic_conv_pairs(c, g, k, template_dims(x), template_dims(y), groups, inputs);
     p.insert(p.begin(), {{"kind", "deconv"}, {"wei", "iohw"}});
     return choice("dnnl_conv", std::move(p), Epilogue{});
 }

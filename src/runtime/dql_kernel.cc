@@ -5,19 +5,14 @@
 #include <cstdint>
 
 #include "runtime/executable.h"
+#include "runtime/quant_rounding.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
 namespace {
 
-/// Elements per task of the intra-op pool.
-constexpr int64_t kChunk = 16384;
-
-/// 1.5 * 2^23, read through a volatile so that the compiler cannot fold (v + m) - m to v.
-float round_magic() {
-    static volatile float m = 12582912.f;
-    return m;
-}
+using quant::kChunk;
+using quant::round_magic;
 
 class DqlKernel final : public ExternKernel {
 public:

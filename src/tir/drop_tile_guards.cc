@@ -134,6 +134,50 @@ bool injective_in(const Expr& index, const std::set<const te::VarNode*>& vars, c
     return true;
 }
 
+// Every var in e (inside atoms such as floormod too).
+void all_vars(const Expr& e, std::set<const te::VarNode*>& out) {
+    if (!e) return;
+    switch (e->kind) {
+        case te::ExprKind::kVar: out.insert(static_cast<const te::VarNode*>(e.get())); return;
+        case te::ExprKind::kBinary: {
+            const auto& n = static_cast<const te::BinaryNode&>(*e);
+            all_vars(n.a, out);
+            all_vars(n.b, out);
+            return;
+        }
+        case te::ExprKind::kUnary: all_vars(static_cast<const te::UnaryNode&>(*e).a, out); return;
+        case te::ExprKind::kCast: all_vars(static_cast<const te::CastNode&>(*e).a, out); return;
+        default: return;  // loads and selects never reach a tile guard's sides
+    }
+}
+
+bool free_of(const Expr& e, const std::set<const te::VarNode*>& vars) {
+    std::set<const te::VarNode*> in;
+    all_vars(e, in);
+    return std::none_of(in.begin(), in.end(), [&](const te::VarNode* v) { return vars.count(v) != 0; });
+}
+
+// A candidate guard: its condition, every var in it, and those that appear as plain terms.
+struct Guard {
+    Expr cond;
+    std::set<const te::VarNode*> vars, affine_vars;
+};
+
+// Whether the guard holds with every lane var at 0, for every value of the other loops.
+bool admits_first_lane(const Guard& g, const std::set<const te::VarNode*>& lanes, Ranges r) {
+    for (const auto* v : lanes) r[v] = Interval{0, 0};
+    const auto& b = static_cast<const te::BinaryNode&>(*g.cond);
+    auto lhs = bound(b.a, r), rhs = bound(b.b, r);
+    if (!lhs || !rhs) return false;
+    switch (b.op) {
+        case te::BinaryOp::kLT: return lhs->hi < rhs->lo;
+        case te::BinaryOp::kLE: return lhs->hi <= rhs->lo;
+        case te::BinaryOp::kGT: return lhs->lo > rhs->hi;
+        case te::BinaryOp::kGE: return lhs->lo >= rhs->hi;
+        default: return false;
+    }
+}
+
 // What the scan knows at a statement: the ranges of the enclosing loops, the Ifs around it, and
 // the loop vars bound inside each enclosing Allocate.
 struct Scope {
@@ -177,7 +221,9 @@ private:
     void scan_for(const ForNode& n, Scope& sc) {
         note_reads(n.extent, sc);
         auto ext = bound(n.extent, sc.ranges);
-        if (ext && ext->lo == ext->hi && ext->lo > 0) sc.ranges[n.var.get()] = Interval{0, ext->lo - 1};
+        // A loop over a symbolic extent (a kernel's dims): its var is at least 0, which bounds
+        // floormod(var, c) (a fused batch-and-column-tile loop's column tile).
+        sc.ranges[n.var.get()] = ext && ext->lo == ext->hi && ext->lo > 0 ? Interval{0, ext->lo - 1} : Interval{0, kBoundLimit};
         for (auto& [buf, vars] : sc.inner_vars) vars.insert(n.var.get());
         scan(n.body, sc);
         sc.ranges.erase(n.var.get());
@@ -204,15 +250,18 @@ private:
     }
 
     bool guard_can_go(const IfNode& n, const Scope& sc, std::set<const te::BufferNode*>& stored) {
-        std::set<const te::VarNode*> cond_vars;
-        bool affine_vars = true;
-        for (const te::Expr& side : comparison_sides(n.cond)) vars_of(side, cond_vars, affine_vars);
-        if (!affine_vars || cond_vars.empty()) return false;
-        for (const auto* v : cond_vars)
+        Guard g{n.cond, {}, {}};
+        bool only_affine = true;  // atoms such as floormod(fused, 139) are allowed; their vars are not lanes
+        for (const te::Expr& side : comparison_sides(n.cond)) {
+            vars_of(side, g.affine_vars, only_affine);
+            all_vars(side, g.vars);
+        }
+        if (g.vars.empty()) return false;
+        for (const auto* v : g.vars)
             if (!sc.ranges.count(v)) return false;
         Ranges r = sc.ranges;
         auto inner = sc.inner_vars;
-        return body_ok(n.then_case, r, inner, cond_vars, stored);
+        return body_ok(n.then_case, r, inner, g, stored);
     }
 
     static std::vector<te::Expr> comparison_sides(const Expr& cond) {
@@ -228,12 +277,12 @@ private:
     // a local buffer read only at the index its store writes; each store one-to-one in the
     // guard's variables bound inside the buffer's Allocate.
     bool body_ok(const Stmt& s, Ranges& r, std::map<const te::BufferNode*, std::set<const te::VarNode*>>& inner,
-                 const std::set<const te::VarNode*>& cond_vars, std::set<const te::BufferNode*>& stored) {
+                 const Guard& g, std::set<const te::BufferNode*>& stored) {
         if (!s) return true;
         switch (s->kind) {
             case StmtKind::kSeq:
                 for (const auto& c : static_cast<const SeqNode&>(*s).stmts)
-                    if (!body_ok(c, r, inner, cond_vars, stored)) return false;
+                    if (!body_ok(c, r, inner, g, stored)) return false;
                 return true;
             case StmtKind::kFor: {
                 const auto& f = static_cast<const ForNode&>(*s);
@@ -241,28 +290,35 @@ private:
                 if (!ext || ext->lo != ext->hi || ext->lo <= 0) return false;
                 r[f.var.get()] = Interval{0, ext->lo - 1};
                 for (auto& [buf, vars] : inner) vars.insert(f.var.get());
-                bool ok = body_ok(f.body, r, inner, cond_vars, stored);
+                bool ok = body_ok(f.body, r, inner, g, stored);
                 for (auto& [buf, vars] : inner) vars.erase(f.var.get());
                 r.erase(f.var.get());
                 return ok;
             }
-            case StmtKind::kStore: return store_ok(static_cast<const StoreNode&>(*s), r, inner, cond_vars, stored);
+            case StmtKind::kStore: return store_ok(static_cast<const StoreNode&>(*s), r, inner, g, stored);
             default: return false;
         }
     }
 
+    // A store into a local tile: one-to-one in its lanes (the guard's vars bound inside the
+    // tile's Allocate, which must appear in the guard as plain terms); every load in bounds, or
+    // (a buffer whose bounds are symbolic: a kernel's dims) the same for every lane of a tile
+    // whose first lane the guard always admits, so the original code loaded it too.
     static bool store_ok(const StoreNode& st, const Ranges& r,
-                         const std::map<const te::BufferNode*, std::set<const te::VarNode*>>& inner,
-                         const std::set<const te::VarNode*>& cond_vars, std::set<const te::BufferNode*>& stored) {
+                         const std::map<const te::BufferNode*, std::set<const te::VarNode*>>& inner, const Guard& g,
+                         std::set<const te::BufferNode*>& stored) {
         auto it = inner.find(st.buffer.get());
         if (!st.buffer->local || it == inner.end() || !in_bounds(st.buffer, st.index, r)) return false;
         std::set<const te::VarNode*> lane_vars;
-        for (const auto* v : cond_vars)
+        for (const auto* v : g.vars)
             if (it->second.count(v)) lane_vars.insert(v);
+        for (const auto* v : lane_vars)
+            if (!g.affine_vars.count(v)) return false;
         if (!injective_in(st.index, lane_vars, r)) return false;
         bool ok = true;
         for_each_load(st.value, [&](const te::BufferLoadNode& l) {
-            if (!in_bounds(l.buffer, l.index, r)) ok = false;
+            if (!in_bounds(l.buffer, l.index, r) && !(free_of(l.index, lane_vars) && admits_first_lane(g, lane_vars, r)))
+                ok = false;
             if (l.buffer->local && (l.buffer != st.buffer || !struct_equal(l.index, st.index))) ok = false;
         });
         if (ok) stored.insert(st.buffer.get());

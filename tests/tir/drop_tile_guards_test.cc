@@ -61,6 +61,53 @@ TEST(DropTileGuards, PaddedPackedMatmulLosesTheGuardInItsKLoop) {
         }
 }
 
+// The same product on symbolic shapes (a symbolic compile: docs/dynamic_shapes.md): A [b, m, k]
+// with b and m dims of the run, the column tile fused with the batch into one parallel loop
+// (schedule_matmul_stage), so the guard reads floormod(fused, 2) and A's bounds are symbolic. A
+// loads the same element for every lane of the tile and the guard admits each tile's first
+// lane, so the k loop still loses its guard (it kept it before: a [20, 120] x [120, 6625]
+// classifier ran 32x slower than the static kernel). Checked at several (b, m).
+TEST(DropTileGuards, SymbolicBatchAndRowsLoseTheGuardInTheKLoop) {
+    const int64_t k = 8, n = 20, nb = 16;
+    te::Var bd = te::make_dim("b"), md = te::make_dim("m");
+    te::Tensor a = te::sym_placeholder({te::ex(bd), te::ex(md), te::int_imm(k)}, DType::kFloat32, "a");
+    te::Tensor b = te::placeholder({2, k, nb}, DType::kFloat32, "b");
+    te::IterVar r = te::reduce_axis(k, "k");
+    te::Tensor c = te::sym_compute({te::ex(bd), te::ex(md), te::int_imm(n)}, [&](const std::vector<te::Var>& i) {
+        te::Expr j = i[2];
+        return te::sum(te::read(a, {te::Expr(i[0]), te::Expr(i[1]), te::Expr(r->var)}) *
+                           te::read(b, {te::floordiv(j, te::int_imm(nb)), te::Expr(r->var), te::floormod(j, te::int_imm(nb))}),
+                       {r});
+    }, "c", DType::kFloat32);
+    te::Schedule s = te::create_schedule({c});
+    te::Stage& st = s[c];
+    auto [jo, ji] = st.split(st.axis(2), nb);
+    st.reorder({st.axis(0), jo, st.axis(1), r, ji});
+    te::IterVar outer = st.fuse(st.axis(0), jo);
+    st.cache_write_local();
+    st.parallel(outer);
+    PrimFunc lowered = simplify(lower(s, {a, b, c}, "k"));
+    PrimFunc f = drop_tile_guards(lowered);
+    const std::string before = stmt_str(lowered.body), after = stmt_str(f.body);
+    ASSERT_EQ(count_ifs(before), 2) << before;
+    EXPECT_EQ(count_ifs(after), 1) << after;
+
+    Tensor tb(DType::kFloat32, {2, k, nb});
+    for (int64_t i = 0; i < 2 * k * nb; ++i) tb.set_f64(i, (i % nb) + 16 * (i / (k * nb)) < n ? fill(i + 3) : 0.0);
+    for (auto [batch, m] : {std::pair<int64_t, int64_t>{1, 1}, {2, 5}, {3, 7}}) {
+        Tensor ta(DType::kFloat32, {batch, m, k});
+        for (int64_t i = 0; i < batch * m * k; ++i) ta.set_f64(i, fill(i));
+        std::vector<Tensor> args = {ta, tb, Tensor(DType::kFloat32, {batch, m, n})};
+        interpret(f, args, {batch, m});
+        for (int64_t row = 0; row < batch * m; ++row)
+            for (int64_t j = 0; j < n; ++j) {
+                double want = 0;
+                for (int64_t q = 0; q < k; ++q) want += ta.get_f64(row * k + q) * tb.get_f64((j / nb) * k * nb + q * nb + j % nb);
+                EXPECT_DOUBLE_EQ(args[2].get_f64(row * n + j), want) << batch << "x" << m << " " << row << "," << j;
+            }
+    }
+}
+
 // Hand-built tir (lowering partitions the loops these would need):
 //   for t in 0..1 parallel { local acc[8] { acc[l] = 0 for l; for qo in 0..3 { for qi in 0..8 {
 //     if (qo*8 + qi < 20) acc[<lane>] = acc[<lane>] + a[qo*8 + qi] } }  <write-back> } }

@@ -232,11 +232,15 @@ bool is_conv_anchor(const std::string& op) {
     return op == "Conv" || op == "ConvTranspose" || op == "KilnConv2dNCHWc" || op == "KilnDepthwiseConv2dNCHWc";
 }
 
+bool is_recurrent(const std::string& op) { return op == "RNN" || op == "GRU" || op == "LSTM"; }
+
 /// A symbolic compile's extern kernel for `unit` (docs/dynamic_shapes.md): a convolution or
-/// deconvolution (with the epilogue oneDNN can fuse) runs on oneDNN at every shape, made per
+/// deconvolution (with the epilogue oneDNN can fuse) runs on oneDNN at every shape, and an RNN,
+/// GRU or LSTM on the fused recurrent kernel at every sequence length and batch, each made per
 /// run-time shape (runtime/extern_at_shapes.h); everything else is generated over the dims.
 std::optional<topi::ExternChoice> symbolic_extern_choice(const KernelUnit& unit) {
-    if (!runtime::have_dnnl() || !is_conv_anchor(unit.nodes.front()->op())) return std::nullopt;
+    const std::string& op = unit.nodes.front()->op();
+    if (!runtime::have_dnnl() || !(is_conv_anchor(op) || is_recurrent(op))) return std::nullopt;
     return topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
 }
 

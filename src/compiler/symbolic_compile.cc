@@ -11,6 +11,7 @@
 #include "compiler/compile.h"
 #include "ir/dim_expr.h"
 #include "pass/rewrite.h"
+#include "runtime/extern_kernel.h"
 #include "support/error.h"
 
 namespace kiln::compiler {
@@ -244,11 +245,13 @@ void erase_if_dead(ir::Graph& g, ir::Node* n) {
 std::string symbolic_prefilter(const ir::Graph& g) {
     static const std::set<std::string> never = {
         "ConvInteger", "QLinearConv",
-        "GlobalMaxPool", "LpPool", "MaxUnpool", "LSTM", "GRU", "RNN", "TopK",
+        "GlobalMaxPool", "LpPool", "MaxUnpool", "TopK",
         "NonMaxSuppression", "RoiAlign", "Pad", "InstanceNormalization", "DepthToSpace",
         "SpaceToDepth", "GridSample", "Col2Im", "DeformConv"};
     for (const ir::Node* n : g.nodes()) {
-        if (!never.count(n->op())) continue;
+        // RNN, GRU and LSTM run symbolically on the fused recurrent kernel (oneDNN builds only).
+        const bool recurrent = n->op() == "RNN" || n->op() == "GRU" || n->op() == "LSTM";
+        if (!never.count(n->op()) && !(recurrent && !runtime::have_dnnl())) continue;
         for (const ir::Value* in : n->inputs())
             if (in && !in->type().is_static())
                 return n->describe() + ": " + n->op() + " is not compiled symbolically yet";

@@ -1,4 +1,4 @@
-// extern_shape_pairs (extern_shape_params.h): the dnnl_conv window at run-time shapes.
+// extern_shape_pairs (extern_shape_params.h): the dnnl_conv window and kiln_rnn's lengths at run-time shapes.
 #include "runtime/extern_shape_params.h"
 
 #include <algorithm>
@@ -71,16 +71,56 @@ ParamPairs conv_pairs(const ExternParams& p, const std::vector<Shape>& shapes, b
             {"taps", join(k)}};
 }
 
+/// kiln_rnn (runtime/rnn_kernel.h): the sequence length and batch of this run, from X's shape.
+/// X's buffer may be a view's ([T, 1, B, I] under a Squeeze between two LSTMs); then from sizes:
+/// a static dim from the template (its `seq` / `batch` are 0 where symbolic), the batch from a
+/// state argument (h0, c0, Y_h, Y_c: D*B*H; sequence_lens: B) when both are symbolic, the
+/// other from X's size; then Y's size is checked.
+ParamPairs rnn_pairs(const ExternParams& p, const std::vector<Shape>& shapes, bool* empty) {
+    const int64_t n = static_cast<int64_t>(shapes.size());
+    auto size_of = [&](const char* arg) -> int64_t {
+        const int64_t a = p.integer_or(arg, -1);
+        KILN_CHECK(a < n, kInvalidModel) << "kiln_rnn: argument " << arg << "=" << a << " out of range of " << n;
+        return a < 0 ? -1 : shape_numel(shapes[static_cast<size_t>(a)]);
+    };
+    const int64_t input = p.integer("input"), dirs = p.integer("dirs"), hidden = p.integer("hidden");
+    const int64_t x = size_of("x");
+    KILN_CHECK(x >= 0 && input > 0 && dirs > 0 && hidden > 0, kInvalidModel) << "kiln_rnn: bad x / input / dirs / hidden";
+    int64_t seq = p.integer("seq"), batch = p.integer("batch");
+    const Shape& xs = shapes[static_cast<size_t>(p.integer("x"))];
+    if (xs.size() == 3 && xs[2] == input) {  // X's own buffer
+        const bool layout1 = p.integer("layout") == 1;
+        seq = layout1 ? xs[1] : xs[0];
+        batch = layout1 ? xs[0] : xs[1];
+    }
+    if (batch == 0) {
+        for (const char* state : {"h0", "c0", "yh", "yc"})
+            if (batch == 0 && size_of(state) >= 0) batch = size_of(state) / (dirs * hidden);
+        if (batch == 0 && size_of("lens") >= 0) batch = size_of("lens");
+    }
+    if (batch == 0 && seq > 0) batch = x / (seq * input);
+    KILN_CHECK(batch > 0 || x == 0, kUnsupported)
+        << "kiln_rnn: the batch is symbolic and no argument gives it (X holds " << x << " elements)";
+    if (seq == 0 && batch > 0) seq = x / (batch * input);
+    KILN_CHECK(x == seq * batch * input, kInvalidArgument)
+        << "kiln_rnn: X holds " << x << " elements, expected sequence " << seq << " x batch " << batch << " x " << input;
+    const int64_t y = size_of("y");
+    KILN_CHECK(y < 0 || y == seq * dirs * batch * hidden, kInvalidArgument)
+        << "kiln_rnn: Y holds " << y << " elements, but X gives sequence " << seq << " x batch " << batch;
+    *empty = batch == 0;
+    return {{"seq", std::to_string(seq)}, {"batch", std::to_string(batch)}};
+}
+
 }  // namespace
 
-bool extern_takes_shapes(const std::string& name) { return name == "dnnl_conv"; }
+bool extern_takes_shapes(const std::string& name) { return name == "dnnl_conv" || name == "kiln_rnn"; }
 
 std::optional<ParamPairs> extern_shape_pairs(const std::string& name, const ExternParams& p,
                                              const std::vector<Shape>& shapes) {
     KILN_CHECK(extern_takes_shapes(name), kUnsupported)
-        << "extern kernel '" << name << "' cannot run on symbolic shapes (only dnnl_conv can)";
+        << "extern kernel '" << name << "' cannot run on symbolic shapes (only dnnl_conv and kiln_rnn can)";
     bool empty = false;
-    ParamPairs pairs = conv_pairs(p, shapes, &empty);
+    ParamPairs pairs = name == "kiln_rnn" ? rnn_pairs(p, shapes, &empty) : conv_pairs(p, shapes, &empty);
     if (empty) return std::nullopt;
     return pairs;
 }

@@ -8,6 +8,9 @@
 // out = (in - 1) s + (k - 1) d + 1 - pads), checked against the output's shape; `taps` back to
 // the whole kernel (the template's pads are the window's own: a compile that drops taps at one
 // shape cannot drop them for all).
+//
+// kiln_rnn (RNN, GRU, LSTM: runtime/rnn_kernel.h): `seq` and `batch` from X's shape (the hidden
+// and input sizes are static), checked against Y's.
 #pragma once
 
 #include <optional>

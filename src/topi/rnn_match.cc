@@ -26,12 +26,19 @@ std::optional<ExternChoice> match_rnn(const std::vector<ir::Node*>& nodes, const
     if (nodes.size() != 1) return std::nullopt;
     const ir::Node& n = *nodes[0];
     if (n.op() != "RNN" && n.op() != "GRU" && n.op() != "LSTM") return std::nullopt;
-    for (const ir::Value* v : n.inputs())
-        if (v && (!v->type().is_static() || (v->type().dtype != DType::kFloat32 && v->type().dtype != DType::kInt32)))
+    // X, sequence_lens, the initial states and the outputs may have a symbolic sequence length
+    // and batch (a symbolic compile: the runtime sizes the kernel per run, extern_shape_params.h);
+    // W, R, B and the peepholes are static.
+    for (size_t i = 0; i < n.num_inputs(); ++i) {
+        const ir::Value* v = n.input(i);
+        const bool may_be_symbolic = i == 0 || i == 4 || i == 5 || i == 6;
+        if (v && ((!may_be_symbolic && !v->type().is_static()) ||
+                  (v->type().dtype != DType::kFloat32 && v->type().dtype != DType::kInt32)))
             return std::nullopt;
-    if (n.input(0)->type().dtype != DType::kFloat32) return std::nullopt;
-    for (const ir::Value* v : n.outputs())
-        if (!v->type().is_static()) return std::nullopt;
+    }
+    if (n.input(0)->type().dtype != DType::kFloat32 || n.input(0)->type().rank() != 3 ||
+        !n.input(0)->type().shape[2].is_static())
+        return std::nullopt;
     const op::RnnConfig c = op::rnn_config(n);
     std::vector<std::pair<std::string, std::string>> p;
     p.push_back({"cell", n.op() == "LSTM" ? "lstm" : n.op() == "GRU" ? "gru" : "rnn"});
@@ -43,8 +50,8 @@ std::optional<ExternChoice> match_rnn(const std::vector<ir::Node*>& nodes, const
     p.push_back({"reverse", rev});
     p.push_back({"hidden", std::to_string(c.hidden)});
     p.push_back({"input", std::to_string(c.input)});
-    p.push_back({"seq", std::to_string(c.seq.value)});
-    p.push_back({"batch", std::to_string(c.batch.value)});
+    p.push_back({"seq", std::to_string(c.seq.is_static() ? c.seq.value : 0)});  // 0: the run's (symbolic)
+    p.push_back({"batch", std::to_string(c.batch.is_static() ? c.batch.value : 0)});
     p.push_back({"layout", c.layout1 ? "1" : "0"});
     p.push_back({"acts", acts});
     if (c.has_clip) p.push_back({"clip", num(c.clip)});

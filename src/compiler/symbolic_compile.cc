@@ -39,7 +39,8 @@ const std::set<std::string>& symbolic_ops() {
                                               // window ops with a symbolic compute (op/defs/pool.cc, resize.cc)
                                               "GlobalAveragePool", "Resize", "Upsample", "MaxPool", "AveragePool",
                                               // the layout pass's conversions and blocked pools (op/defs/conv_nchwc.cc)
-                                              "KilnLayoutToBlocked", "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc"};
+                                              "KilnLayoutToBlocked", "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc",
+                                              "KilnMaxPoolNCHWc", "KilnAveragePoolNCHWc"};
     return ops;
 }
 
@@ -154,7 +155,8 @@ std::string node_refusal(const ir::Node* n, Equalities& eq) {
     }
     static const std::set<std::string> own_dims = {"Resize", "Upsample", "GlobalAveragePool", "MaxPool", "AveragePool",
                                                    "KilnLayoutToBlocked",
-                                                   "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc"};
+                                                   "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc",
+                                                   "KilnMaxPoolNCHWc", "KilnAveragePoolNCHWc"};
     if (own_dims.count(n->op())) return "";  // window and layout ops: dims of their own (op/defs)
     for (const ir::Value* in : n->inputs())
         if (in && !broadcasts_exactly(in->type().shape, out, n, &eq))

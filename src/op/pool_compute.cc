@@ -198,7 +198,15 @@ std::vector<ir::Dim> sym_pool_out_shape(const ir::Node& n, const std::vector<ir:
         << node_label(n) << ": kernel_shape has " << kernel.size() << " entries but X has " << in.size()
         << " spatial dimensions";
     std::vector<ir::Dim> out = {x[0], x[1]};
-    for (const ir::Dim& d : window_out_dims(n, in, kernel, n.attr_int("ceil_mode", 0) != 0)) out.push_back(d);
+    const bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
+    // ceil_mode's last window may reach past the end padding, which an average with
+    // count_include_pad leaves out of its count (ONNX Runtime's rule): not written symbolically.
+    if (ceil_mode && n.op().find("AveragePool") != std::string::npos && n.attr_int("count_include_pad", 0) != 0) {
+        for (size_t d = 0; d < in.size(); ++d) out.push_back(ir::Dim::sym("?"));
+        out.insert(out.end(), x.end() - trailing, x.end());
+        return out;
+    }
+    for (const ir::Dim& d : window_out_dims(n, in, kernel, ceil_mode)) out.push_back(d);
     out.insert(out.end(), x.end() - trailing, x.end());
     return out;
 }
@@ -210,7 +218,9 @@ te::Tensor sym_window_pool(const ComputeArgs& a, bool is_max, int trailing) {
     const std::vector<int64_t> kernel = a.node.attr_ints("kernel_shape");
     // The attributes at a stand-in size (SAME pads would follow the size: refused by infer's "?").
     const WindowGeometry g = window_geometry(a.node, std::vector<int64_t>(sp, int64_t{1} << 20), kernel, false);
-    bool padded = false;
+    // ceil_mode's last window may reach past the input's end: its taps there are skipped as
+    // padding's are.
+    bool padded = a.node.attr_int("ceil_mode", 0) != 0;
     for (size_t d = 0; d < sp; ++d) padded |= g.pads_begin[d] != 0 || g.pads_end[d] != 0;
     const DType cdt = te::compute_dtype(a.out_dtype());
     std::vector<te::IterVar> rk;

@@ -103,13 +103,20 @@ std::vector<ir::Dim> window_out_dims(const ir::Node& n, const std::vector<ir::Di
             continue;
         }
         const int64_t s = g.strides[i], ext = (kernel[i] - 1) * g.dilations[i] + 1;
-        if (ceil_mode && s > 1 && !same) {
+        // ceil_mode rounds the window count up, less one when the last window would start past
+        // the input and its begin padding; that never happens when s + pads_end <= ext (a 3x3
+        // or 2x2 window with stride 2: GoogLeNet's, SqueezeNet's pools), so the count is one
+        // floor expression. Otherwise it depends on the size: not symbolic.
+        const bool ceil = ceil_mode && s > 1 && !same;
+        if (ceil && s + g.pads_end[i] > ext) {
             out.push_back(ir::Dim::sym("?"));
             continue;
         }
-        const DimPoly o = same ? DimPoly::ceil_div(*p, s)
-                               : DimPoly::floor_div(*p + DimPoly::constant(g.pads_begin[i] + g.pads_end[i] - ext), s) +
-                                     DimPoly::constant(1);
+        const int64_t round_up = ceil ? s - 1 : 0;
+        const DimPoly o =
+            same ? DimPoly::ceil_div(*p, s)
+                 : DimPoly::floor_div(*p + DimPoly::constant(g.pads_begin[i] + g.pads_end[i] - ext + round_up), s) +
+                       DimPoly::constant(1);
         out.push_back(ir::dim_of_poly(o).value_or(ir::Dim::sym("?")));
     }
     return out;

@@ -343,8 +343,13 @@ bool sink_pool(ir::Graph& g, ir::Node* n, PackCache& cache) {
     if (!window && op != "GlobalAveragePool" && op != "GlobalMaxPool") return false;
     ir::Value* src = blocked_source(n->input(0));
     if (!src || !blockable_f32(n->output(0), 4)) return false;
-    // On symbolic dims only GlobalAveragePool has a blocked compute (blocked_ops.cc).
-    if (!n->output(0)->type().is_static() && op != "GlobalAveragePool") return false;
+    // On symbolic dims GlobalAveragePool and the window pools have a blocked compute
+    // (blocked_ops.cc); the window pools' output dims must be expressions of the input's.
+    if (!n->output(0)->type().is_static()) {
+        if (op == "GlobalMaxPool") return false;
+        for (const ir::Dim& d : n->output(0)->type().shape)
+            if (!d.is_static() && (d.symbol.empty() || d.symbol == "?")) return false;
+    }
     for (size_t i = 1; i < n->num_outputs(); ++i)  // MaxPool's Indices: only when unused
         if (!n->output(i)->users().empty() || is_graph_output(g, n->output(i))) return false;
     ir::AttrMap attrs = window ? copy_attrs(*n, std::span(kPoolAttrs).first(op == "MaxPool" ? 6 : 7)) : ir::AttrMap{};

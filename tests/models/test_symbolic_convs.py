@@ -158,3 +158,39 @@ def test_symbolic_classifier_matches_ort(tmp_path, shape):
                                extra=["--symbolic-shapes", "--repeat", "1"])
     assert "symbolic shapes: one compile serves every shape" in proc.stdout, proc.stdout
     assert_matches_ort(got, ort_outputs(path, feed), f"symbolic classifier {shape}", rtol=1e-4, atol=1e-5)
+
+
+def make_ceil_pools(path):
+    """GoogLeNet's and SqueezeNet's pools: ceil_mode windows whose last window may hang over the
+    input's end (3x3 / 2x2 with stride 2), MaxPool and AveragePool (count_include_pad=0), between
+    convs so that the layout pass runs them blocked."""
+    rng = np.random.default_rng(2)
+    inits = [_const("w1", rng.standard_normal((16, 3, 3, 3)) * 0.3), _const("w2", rng.standard_normal((16, 16, 1, 1)) * 0.3)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["c1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"]),
+        helper.make_node("AveragePool", ["c2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        helper.make_node("MaxPool", ["p2"], ["p3"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+        helper.make_node("Conv", ["p3", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "ceil_pools", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16, None, None])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def test_ceil_mode_pools_compile_once(tmp_path):
+    """One artifact at sizes where the ceil windows hang over (odd) and where they do not (even)."""
+    path = str(tmp_path / "ceil.onnx")
+    make_ceil_pools(path)
+    art = str(tmp_path / "ceil.kiln")
+    proc = run_kiln(["compile", path, "-o", art])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for i, shape in enumerate([(1, 3, 32, 32), (2, 3, 27, 19), (1, 3, 14, 41)]):
+        feed = _feed(shape, 11 + i)
+        np.savez(tmp_path / "in.npz", **feed)
+        got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{i}"), extra=["--repeat", "1"])
+        assert_matches_ort(got, ort_outputs(path, feed), f"ceil pools {shape}", rtol=1e-4, atol=1e-5)

@@ -108,12 +108,14 @@ std::vector<te::Tensor> depthwise_compute(const ComputeArgs& a) {
 
 std::vector<ir::TensorType> window_pool_infer(const ir::Node& n) {
     const auto& x = blocked_input(n);
+    if (!x.is_static()) return {{x.dtype, sym_pool_out_shape(n, x.shape, 1)}};  // a symbolic compile
     WindowGeometry g = pool_geometry(n, x.shape, /*trailing=*/1);
     return {{x.dtype, pool_out_shape(x.shape, g, 1)}};
 }
 
 std::vector<te::Tensor> max_pool_compute(const ComputeArgs& a) {
     const te::Tensor& x = a.in(0);
+    if (!x->is_static()) return {sym_window_pool(a, true, 1)};
     WindowGeometry g = pool_geometry(a.node, to_dims(x->shape), 1);
     te::Tensor src = padded_source(x, g, lowest_value(x->dtype), "maxpool_nchwc_pad", 1);
     return {max_pool_tensor(src, g, a.out_shape(), a.out_dtype(), a.node.op())};
@@ -121,6 +123,7 @@ std::vector<te::Tensor> max_pool_compute(const ComputeArgs& a) {
 
 std::vector<te::Tensor> average_pool_compute(const ComputeArgs& a) {
     const te::Tensor& x = a.in(0);
+    if (!x->is_static()) return {sym_window_pool(a, false, 1)};
     WindowGeometry g = pool_geometry(a.node, to_dims(x->shape), 1);
     const bool include_pad = a.node.attr_int("count_include_pad", 0) != 0;
     return {average_pool_tensor(x, g, a.out_shape(), a.out_dtype(), include_pad, a.node.op(), 1)};
@@ -154,12 +157,15 @@ void blocked_window_schedule(te::Schedule& s, const std::vector<te::Tensor>& out
             if (st.tensor()->name.ends_with("_pad")) st.compute_inline();  // the read selects
             continue;
         }
-        if (!st.tensor()->is_static()) {  // a symbolic compile's global pool: the channel block innermost
+        if (!st.tensor()->is_static()) {  // a symbolic compile's pool: the channel block innermost
             std::vector<te::IterVar> order = {st.axis(0), st.axis(1), st.axis(2), st.axis(3)};
             for (const auto& r : st.all_reduce_axes()) order.push_back(r);
             order.push_back(st.axis(4));
             st.reorder(order);
             st.vectorize(st.axis(4));
+            // Images x channel blocks in parallel (the block count is static: the fused index
+            // splits by a constant); a window pool's planes are large enough to share out.
+            if (sh[2] != 1 || sh[3] != 1) st.parallel(st.fuse(st.axis(0), st.axis(1)));
             continue;
         }
         // [n, cb, oh, ow, c] with the window (or the whole plane) as reduce axes.

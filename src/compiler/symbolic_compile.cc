@@ -40,7 +40,7 @@ const std::set<std::string>& symbolic_ops() {
                                               "GlobalAveragePool", "Resize", "Upsample", "MaxPool", "AveragePool",
                                               // the layout pass's conversions and blocked pools (op/defs/conv_nchwc.cc)
                                               "KilnLayoutToBlocked", "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc",
-                                              "KilnMaxPoolNCHWc", "KilnAveragePoolNCHWc"};
+                                              "KilnMaxPoolNCHWc", "KilnAveragePoolNCHWc", "Pad"};
     return ops;
 }
 
@@ -138,6 +138,20 @@ std::string node_refusal(const ir::Node* n, Equalities& eq) {
         return "";
     }
     if (n->op() == "Slice") return "";
+    if (n->op() == "Pad") {  // constant pads; a symbolic axis padded with a constant or its edge
+        for (size_t i = 1; i < n->num_inputs(); ++i)
+            if (n->input(i) && !n->input(i)->is_constant())
+                return n->describe() + ": its pads or value are computed at run time";
+        const std::string mode = n->attr_string("mode", "constant");
+        if (mode == "constant" || mode == "edge") return "";
+        const Tensor& pads = n->input(1)->constant();
+        const bool all_axes = n->num_inputs() < 4 || !n->input(3);
+        for (size_t k = 0; all_axes && k < x.shape.size(); ++k)
+            if (!x.shape[k].is_static() && (pads.get_i64(static_cast<int64_t>(k)) != 0 ||
+                                            pads.get_i64(static_cast<int64_t>(k + x.shape.size())) != 0))
+                return n->describe() + ": mode " + mode + " along a symbolic axis";
+        return all_axes ? "" : n->describe() + ": mode " + mode + " with axes";
+    }
     if (n->op() == "MatMul" || n->op() == "KilnMatMulPackedB") {
         // Batch dims (all but the last two) of each operand must equal the output's (the packed
         // kernel's B is a constant [blocks, K, block] panel: no batch dims).
@@ -248,7 +262,7 @@ std::string symbolic_prefilter(const ir::Graph& g) {
     static const std::set<std::string> never = {
         "ConvInteger", "QLinearConv",
         "GlobalMaxPool", "LpPool", "MaxUnpool", "TopK",
-        "NonMaxSuppression", "RoiAlign", "Pad", "InstanceNormalization", "DepthToSpace",
+        "NonMaxSuppression", "RoiAlign", "InstanceNormalization", "DepthToSpace",
         "SpaceToDepth", "GridSample", "Col2Im", "DeformConv"};
     for (const ir::Node* n : g.nodes()) {
         // RNN, GRU and LSTM run symbolically on the fused recurrent kernel (oneDNN builds only).

@@ -112,7 +112,7 @@ bool fold_pad_into_avg_pool(ir::Graph& g, ir::Node* n) {
     if (n->attr_string("auto_pad", "NOTSET") != "NOTSET" || n->num_outputs() != 1) return false;
     if (pad->num_inputs() == 3 && pad->input(2) && uniform_constant(pad->input(2)) != 0.0) return false;
     const ir::Value* pv = pad->input(1);
-    if (!pv || !pv->is_constant() || !padded->type().is_static()) return false;
+    if (!pv || !pv->is_constant() || padded->type().rank() < 3) return false;  // symbolic dims too
     const int64_t rank = padded->type().rank();
     const Tensor& pt = pv->constant();
     const std::vector<int64_t> kernel = n->attr_ints("kernel_shape");

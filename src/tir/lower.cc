@@ -486,6 +486,14 @@ PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
     for (const auto& a : args)
         if (a)
             for (const auto& d : a->sym_shape) te::collect_dim_vars(d, dims);
+    // And the dims of tensors inlined inside the kernel (a Pad of a Pad: the inner one's
+    // `h+1` is no argument's dim), in first-use order after the arguments'.
+    for (const auto& t : te::post_order(sch.outputs()))
+        for (const auto& d : t->sym_shape) te::collect_dim_vars(d, dims);
+    for (const auto& st : sch.stages()) {
+        for (const auto& iv : st.leaf_iter_vars()) te::collect_dim_vars(iv->sym_extent, dims);
+        for (const auto& iv : st.all_reduce_axes()) te::collect_dim_vars(iv->sym_extent, dims);
+    }
     return lower(sch, args, name, dims);
 }
 

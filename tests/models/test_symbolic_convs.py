@@ -194,3 +194,44 @@ def test_ceil_mode_pools_compile_once(tmp_path):
         np.savez(tmp_path / "in.npz", **feed)
         got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{i}"), extra=["--repeat", "1"])
         assert_matches_ort(got, ort_outputs(path, feed), f"ceil pools {shape}", rtol=1e-4, atol=1e-5)
+
+
+def make_pads(path):
+    """Pads on symbolic spatial dims: a zero Pad before an AveragePool (Inception's pool branch,
+    folded into the pool's pads), an edge Pad, a constant-value Pad of 1.5 and a crop (negative
+    pads), each followed by a conv."""
+    rng = np.random.default_rng(3)
+    inits = [_const("w1", rng.standard_normal((8, 3, 3, 3)) * 0.3), _const("w2", rng.standard_normal((8, 8, 3, 3)) * 0.3),
+             numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "p1"),
+             numpy_helper.from_array(np.array([0, 0, 2, 0, 0, 0, 1, 3], np.int64), "p2"),
+             numpy_helper.from_array(np.array([0, 0, 0, -1, 0, 0, -1, 0], np.int64), "crop"),
+             _const("v", 1.5)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"]),
+        helper.make_node("Pad", ["c1", "p1"], ["pd1"]),
+        helper.make_node("AveragePool", ["pd1"], ["ap"], kernel_shape=[3, 3]),
+        helper.make_node("Pad", ["ap", "p2"], ["pd2"], mode="edge"),
+        helper.make_node("Conv", ["pd2", "w2"], ["c2"]),
+        helper.make_node("Pad", ["c2", "p1", "v"], ["pd3"]),
+        helper.make_node("Pad", ["pd3", "crop"], ["pd4"]),
+        helper.make_node("Conv", ["pd4", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "pads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, None, None])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def test_pads_compile_once(tmp_path):
+    path = str(tmp_path / "pads.onnx")
+    make_pads(path)
+    art = str(tmp_path / "pads.kiln")
+    proc = run_kiln(["compile", path, "-o", art])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for i, shape in enumerate([(1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 5, 7)]):
+        feed = _feed(shape, 21 + i)
+        np.savez(tmp_path / "in.npz", **feed)
+        got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{i}"), extra=["--repeat", "1"])
+        assert_matches_ort(got, ort_outputs(path, feed), f"pads {shape}", rtol=1e-4, atol=1e-5)

@@ -318,6 +318,13 @@ OpDef pad_op() {
         pad_spec(n, x.rank(), &b, &e);
         std::vector<ir::Dim> out;
         for (int i = 0; i < x.rank(); ++i) {
+            if (!x.shape[i].is_static()) {  // a symbolic compile: the dim expression plus the pads
+                auto p = ir::dim_poly(x.shape[i]);
+                out.push_back(b[i] + e[i] == 0 ? x.shape[i]
+                              : p ? ir::dim_of_poly(*p + DimPoly::constant(b[i] + e[i])).value_or(ir::Dim::sym("?"))
+                                  : ir::Dim::sym("?"));
+                continue;
+            }
             const int64_t dim = static_dim(n, x.shape[i], "data"), o = dim + b[i] + e[i];
             KILN_CHECK(o >= 0, kInvalidModel) << node_label(n) << ": pads crop axis " << i << " below zero";
             KILN_CHECK(mode == "constant" || o == 0 || dim > 0, kInvalidModel)
@@ -331,23 +338,29 @@ OpDef pad_op() {
         const std::string mode = a.node.attr_string("mode", "constant");
         std::vector<int64_t> b, e;
         pad_spec(a.node, x->ndim(), &b, &e);
-        auto out = te::compute(
-            a.out_shape(), [&](const std::vector<Var>& i) {
+        const std::vector<Expr> xs = x->shape_exprs();
+        auto out = te::sym_compute(
+            a.out_dims(), [&](const std::vector<Var>& i) {
                 std::vector<Expr> idx;
                 Expr inside;
                 for (size_t k = 0; k < i.size(); ++k) {
-                    const int64_t dim = x->shape[k];
+                    const int64_t dim = x->shape[k];  // te::kDynamicDim on a symbolic axis
+                    const bool sym = dim == te::kDynamicDim;
                     Expr j = Expr(i[k]) - b[k];
                     if (b[k] == 0 && e[k] <= 0) {
                         idx.push_back(j);
                         continue;
                     }
+                    const Expr clamped = sym ? te::min(te::max(j, te::int_imm(0)), xs[k] - te::int_imm(1)) : clamp_index(j, dim);
                     if (mode == "constant") {
-                        Expr in_k = te::logical_and(j >= te::int_imm(0), j < te::int_imm(dim));
+                        Expr in_k = te::logical_and(j >= te::int_imm(0), j < xs[k]);
                         inside = inside ? te::logical_and(inside, in_k) : in_k;
-                        idx.push_back(clamp_index(j, dim));
+                        idx.push_back(clamped);
                     } else if (mode == "edge" || dim == 1) {
-                        idx.push_back(clamp_index(j, dim));
+                        idx.push_back(clamped);
+                    } else if (sym) {
+                        KILN_THROW(kUnsupported) << node_label(a.node) << ": mode " << mode
+                                                 << " along the symbolic axis " << k << " is not compiled symbolically";
                     } else if (mode == "wrap") {
                         idx.push_back(te::floormod(j, te::int_imm(dim)));
                     } else {  // reflect

@@ -155,6 +155,12 @@ KILN_C_EXPORT kiln_status kiln_session_options_set_kernels(kiln_session_options*
  *  `name`. Sizes must be >= 0 and `count` >= 1. */
 KILN_C_EXPORT kiln_status kiln_session_options_set_specialize(kiln_session_options* options, const char* name,
                                                               const int64_t* sizes, size_t count);
+/** Declares the range of symbolic dim `name`, inclusive: a run whose inputs give it a value
+ *  outside [min, max] fails (KILN_INVALID_ARGUMENT, naming the input and the range). Replaces an
+ *  earlier range of `name`; 0 <= min <= max, and `name` must be a symbolic input dim (checked
+ *  when the session is created). */
+KILN_C_EXPORT kiln_status kiln_session_options_set_dim_range(kiln_session_options* options, const char* name,
+                                                            int64_t min, int64_t max);
 /** How many compiled specializations (shapes) the session keeps, >= 1 (default 16); past it the
  *  least recently used one is dropped. */
 KILN_C_EXPORT kiln_status kiln_session_options_set_max_specializations(kiln_session_options* options,

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/datum.h"
@@ -40,6 +41,12 @@ struct SessionOptions {
     /// specializations), so that first runs at those shapes are warm. A name that is no symbolic
     /// dim of the model, or is bound in `dims`, is a kInvalidArgument error.
     std::map<std::string, std::vector<int64_t>> specialize;
+    /// Declared ranges of symbolic input dimensions, inclusive ({"seq": {1, 512}}): a run whose
+    /// inputs give a dim outside its range is a kInvalidArgument error naming the input, the dim,
+    /// its value and the range, and a `.kiln` artifact compiled with them checks them too. A name
+    /// that is no symbolic dim of the model, a range with min < 0 or min > max, and a value of
+    /// `dims` or `specialize` outside its range are kInvalidArgument errors at load.
+    std::map<std::string, std::pair<int64_t, int64_t>> dim_ranges;
     /// How many compiled specializations (one per binding of the symbolic dims and values of
     /// shape-deciding inputs) the session keeps (>= 1); past it the least recently used one is
     /// dropped, and compiled again if a run needs it.

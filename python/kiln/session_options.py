@@ -86,6 +86,24 @@ def _parse_specialize(key, value):
     return out
 
 
+def _parse_dim_ranges(key, value):
+    """"seq=1..512;batch=1..8" -> {"seq": (1, 512), "batch": (1, 8)} (inclusive; a run outside a
+    range is an error naming the input)."""
+    out = {}
+    for piece in filter(None, (p.strip() for p in value.split(";"))):
+        name, eq, bounds = piece.partition("=")
+        lo, dots, hi = bounds.partition("..")
+        try:
+            rng = (int(lo), int(hi)) if eq and dots and name.strip() else None
+        except ValueError:
+            rng = None
+        if rng is None or rng[0] < 0 or rng[0] > rng[1]:
+            raise InvalidArgument(f"session config entry '{key}': expected NAME=MIN..MAX[;NAME=...] with "
+                                  f"0 <= MIN <= MAX, got '{piece}'")
+        out[name.strip()] = rng
+    return out
+
+
 # "kiln.*" session config entries: key -> (parser, kiln::SessionOptions field, what it does).
 KILN_CONFIG_ENTRIES = {
     "kiln.memory_limit": (_parse_bytes, "memory_limit", "memory budget in bytes (0 = unlimited)"),
@@ -99,6 +117,8 @@ KILN_CONFIG_ENTRIES = {
     "kiln.profile": (_parse_bool, "profile", "per-kernel timings (InferenceSession.profile_summary())"),
     "kiln.specialize": (_parse_specialize, "specialize",
                         "shapes to compile at load, e.g. 'seq=16,32,64;batch=1,8' (every combination)"),
+    "kiln.dim_ranges": (_parse_dim_ranges, "dim_ranges",
+                        "declared ranges of symbolic dims, e.g. 'seq=1..512;batch=1..8' (a run outside one fails)"),
     "kiln.max_specializations": (_parse_count, "max_specializations",
                                  "compiled shapes the session keeps (least recently used out; default 16)"),
     "kiln.symbolic_shapes": (_parse_bool, "symbolic_shapes",

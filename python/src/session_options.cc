@@ -2,6 +2,7 @@
 // them from ONNX Runtime's SessionOptions and the "kiln.*" session config entries.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -28,6 +29,7 @@ void bind_session_options(nb::module_& m) {
         .def_rw("profile", &SessionOptions::profile)
         .def_rw("dims", &SessionOptions::dims)
         .def_rw("specialize", &SessionOptions::specialize)
+        .def_rw("dim_ranges", &SessionOptions::dim_ranges)
         .def_rw("max_specializations", &SessionOptions::max_specializations)
         .def_rw("symbolic_shapes", &SessionOptions::symbolic_shapes)
         .def_rw("opt_level", &SessionOptions::opt_level)

@@ -109,6 +109,18 @@ kiln_status kiln_session_options_set_specialize(kiln_session_options* options, c
     });
 }
 
+kiln_status kiln_session_options_set_dim_range(kiln_session_options* options, const char* name, int64_t min,
+                                               int64_t max) {
+    return guard([&] {
+        require(options, "options");
+        require(name, "name");
+        KILN_CHECK(*name != '\0', kInvalidArgument) << "dim range: the name is empty";
+        KILN_CHECK(min >= 0 && min <= max, kInvalidArgument)
+            << "dim range of '" << name << "': expected 0 <= min <= max, got " << min << ".." << max;
+        options->options.dim_ranges[name] = {min, max};
+    });
+}
+
 kiln_status kiln_session_options_set_max_specializations(kiln_session_options* options, int32_t count) {
     return guard([&] {
         require(options, "options");

@@ -355,7 +355,7 @@ std::vector<runtime::DimLimit> dim_limits_of(const ir::Graph& g, const SymbolicD
         const ir::Dim& d = n->output(0)->type().shape.at(0);
         auto it = std::find(sym.names.begin(), sym.names.end(), d.symbol);
         if (d.is_static() || it == sym.names.end()) continue;
-        limits.push_back({static_cast<int>(it - sym.names.begin()), n->attr_int("limit", 0), n->describe()});
+        limits.push_back({static_cast<int>(it - sym.names.begin()), 0, n->attr_int("limit", 0), n->describe()});
     }
     return limits;
 }

@@ -6,6 +6,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/compile_program_artifact.h"
+#include "compiler/dim_ranges.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
 #include "compiler/symbolic_compile.h"
@@ -38,7 +39,7 @@ void check_paths(const std::string& onnx_path, const std::string& out_path) {
 }
 
 /// The reasons an artifact cannot hold `g` (see the file comment), as kiln::Errors.
-void check_compilable(const ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+void check_compilable(const ir::Graph& g, const std::map<std::string, int64_t>& dims, const DimRanges& ranges) {
     for (const ir::Node* n : g.nodes())
         KILN_CHECK(op::OpRegistry::global().find(n->op()), kUnsupported)
             << "unsupported op '" << n->op() << "' (" << n->describe() << ")";
@@ -61,6 +62,7 @@ void check_compilable(const ir::Graph& g, const std::map<std::string, int64_t>& 
             << "--dim " << name << "=" << value << ": no model input has a dimension named '" << name
             << "' (symbolic dimensions: " << (known.empty() ? "none" : known) << ")";
     }
+    check_dim_ranges(ranges, symbols, dims);
 }
 
 /// The first input dim that `dims` leaves unbound, as (input name, dim name); empty when none.
@@ -107,12 +109,15 @@ ArtifactReport compile_artifact(const std::string& onnx_path, const std::string&
     frontend::ModelFacts facts;
     ir::Graph g = frontend::import_onnx_file(onnx_path, &facts);
     if (wants_program_artifact(g)) {  // control flow: the VM program and its segments
+        KILN_CHECK(so.dim_ranges.empty(), kUnsupported)
+            << "declared dim ranges are not kept in an artifact of a model with control flow; run the ONNX model "
+               "with them (kiln run --dim-range) or compile without";
         ArtifactReport r;
         compile_program_artifact(g, facts, onnx_path, out_path, opts, r);
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return r;
     }
-    check_compilable(g, so.dims);
+    check_compilable(g, so.dims, so.dim_ranges);
 
     const int threads = resolve_intra_op_threads(so.threads);
     CompileOptions copts = compile_options_for(so, threads);
@@ -124,6 +129,7 @@ ArtifactReport compile_artifact(const std::string& onnx_path, const std::string&
     copts.symbolic = !unbound.first.empty();
     if (copts.symbolic && !so.symbolic_shapes) refuse_unbound(unbound, "SessionOptions::symbolic_shapes is off");
     CompiledModel m = copts.symbolic ? compile_symbolic(g, copts, unbound) : compile(g, copts);
+    add_declared_dim_limits(*m.executable, so.dim_ranges);  // checked by every run of the artifact
     const runtime::Executable& exe = *m.executable;
 
     ArtifactReport r;

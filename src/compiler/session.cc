@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "compiler/constant_pool.h"
+#include "compiler/dim_ranges.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
 #include "compiler/vm_model.h"
@@ -92,6 +93,7 @@ public:
             KILN_CHECK(op::OpRegistry::global().find(n->op()), kUnsupported)
                 << "unsupported op '" << n->op() << "' (" << n->describe() << ")";
         check_specialize_option();
+        compiler::check_dim_ranges(opts_.dim_ranges, symbols_, opts_.dims, opts_.specialize);
         stats_.interpreter_reason =
             compiler::interpreter_reason(g, std::vector<std::string>(value_inputs_.begin(), value_inputs_.end()));
         if (!stats_.interpreter_reason.empty()) {
@@ -137,6 +139,9 @@ public:
             auto it = given.find(info.name);
             KILN_CHECK(it != given.end(), kInvalidArgument) << "missing input '" << info.name << "'";
             check_value(info, it->second);
+            if (it->second.is_tensor())
+                for (size_t d = 0; d < info.symbols.size() && d < it->second.tensor().shape().size(); ++d)
+                    check_range(info, d, it->second.tensor().shape()[d]);
             ordered.push_back(it->second);
         }
         const std::vector<const Tensor*> bound = runtime::order_outputs_into(outputs_, ropts.outputs_into);
@@ -281,6 +286,7 @@ public:
                         << "input '" << info.name << "': expected shape " << expected_str(info) << ", got " << shape_str(t.shape());
                     continue;
                 }
+                check_range(info, d, t.shape()[d]);
                 auto [dit, fresh] = dims.emplace(info.symbols[d], t.shape()[d]);
                 KILN_CHECK(dit->second == t.shape()[d], kInvalidArgument)
                     << "input '" << info.name << "': dimension '" << info.symbols[d] << "' is " << dit->second
@@ -448,6 +454,13 @@ private:
     }
 
     /// SessionOptions::specialize names symbolic dims the options leave unbound, with sizes >= 0.
+    /// SessionOptions::dim_ranges: axis d of input `info` (a symbolic one) is `value`.
+    void check_range(const TensorInfo& info, size_t d, int64_t value) const {
+        if (d < info.symbols.size() && !info.symbols[d].empty())
+            compiler::check_dim_value(opts_.dim_ranges, info.symbols[d], value,
+                                      "input '" + info.name + "' (axis " + std::to_string(d) + "): ");
+    }
+
     void check_specialize_option() const {
         for (const auto& [name, values] : opts_.specialize) {
             KILN_CHECK(symbols_.count(name), kInvalidArgument)

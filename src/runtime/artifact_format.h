@@ -1,4 +1,4 @@
-// The `.kiln` file layout, format version 4. Every integer is little-endian.
+// The `.kiln` file layout, format version 5. Every integer is little-endian.
 //
 //   header (64 bytes)
 //      0  u8[8]  magic "\x89KILN\r\n\x1a" (PNG-style: a text-mode transfer breaks it visibly)
@@ -36,7 +36,8 @@
 //       -1 for a static axis, else the dim's index, and the shape holds 0 there); per kernel
 //       u8 takes_dims; per step u32 n, n x i32 dim index (the values its kernel takes) and
 //       (version 4) u32 n, n x (i32 output, i32 input) buffer ids it may compute in place; then
-//       u32 n dim limits, each i32 dim index, i64 bound, str node (Executable::dim_limits);
+//       u32 n dim limits, each i32 dim index, (version 5) i64 minimum, i64 bound, str node ("" for
+//       a declared range: SessionOptions::dim_ranges) (Executable::dim_limits);
 //       (version 4) u32 n dim equalities, each i32 dim, i32 dim (-1: the next value), i64 value,
 //       str node
 //       (Executable::dim_equalities). takes_dims is 1 also for a dnnl_conv extern kernel made
@@ -67,9 +68,9 @@
 namespace kiln::runtime::artifact_format {
 
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
-/// Version 1 had no symbolic dims, version 2 no VM programs, version 3 no dim equalities; a
-/// file of another version is refused (recompile it).
-inline constexpr uint32_t kFormatVersion = 4;
+/// Version 1 had no symbolic dims, version 2 no VM programs, version 3 no dim equalities,
+/// version 4 no dim minimums (declared ranges); a file of another version is refused (recompile it).
+inline constexpr uint32_t kFormatVersion = 5;
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kHeaderChecksumOffset = 24;
 inline constexpr size_t kSectionEntryBytes = 32;

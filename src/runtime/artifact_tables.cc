@@ -170,6 +170,7 @@ void write_symbolic(ByteWriter& w, const Executable& exe) {
     w.u32(static_cast<uint32_t>(exe.dim_limits.size()));
     for (const DimLimit& l : exe.dim_limits) {
         w.i32(l.dim);
+        w.i64(l.min);
         w.i64(l.max);
         w.str(l.node);
     }
@@ -250,11 +251,13 @@ void read_symbolic(ByteReader& r, Executable& exe) {
     for (uint32_t i = 0; i < nl; ++i) {
         DimLimit l;
         l.dim = r.i32("dim limit dim");
+        l.min = r.i64("dim limit minimum");
         l.max = r.i64("dim limit");
         l.node = r.str("dim limit node");
-        KILN_CHECK(l.dim >= 0 && static_cast<size_t>(l.dim) < exe.dims.size() && l.max >= 0, kInvalidModel)
-            << kWhat << ": dim limit " << i << " bounds dim " << l.dim << " by " << l.max << ", expected a dim 0.."
-            << static_cast<int64_t>(exe.dims.size()) - 1 << " and a bound >= 0";
+        KILN_CHECK(l.dim >= 0 && static_cast<size_t>(l.dim) < exe.dims.size() && l.min >= 0 && l.max >= l.min,
+                   kInvalidModel)
+            << kWhat << ": dim limit " << i << " bounds dim " << l.dim << " by " << l.min << ".." << l.max
+            << ", expected a dim 0.." << static_cast<int64_t>(exe.dims.size()) - 1 << " and 0 <= min <= max";
         exe.dim_limits.push_back(std::move(l));
     }
     const uint32_t ne = r.count("dim equality count", 12);

@@ -42,7 +42,8 @@ Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, s
         return Status(ErrorKind::kInvalidArgument,
                       "expected " + std::to_string(exe.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
     dims.assign(exe.dims.size(), -1);
-    std::vector<size_t> from(exe.dims.size(), 0);  // the input that bound each dim
+    std::vector<size_t> from(exe.dims.size(), 0);       // the input that bound each dim
+    std::vector<int64_t> from_axis(exe.dims.size(), -1);  // and its axis (-1: an expression of others)
     for (size_t i = 0; i < inputs.size(); ++i) {
         const BufferDesc& d = exe.buffers.at(static_cast<size_t>(exe.inputs[i]));
         const Tensor& t = inputs[i];
@@ -62,6 +63,7 @@ Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, s
             if (v < 0) {
                 v = got;
                 from[static_cast<size_t>(di)] = i;
+                from_axis[static_cast<size_t>(di)] = static_cast<int64_t>(k);
             } else if (v != got) {
                 const BufferDesc& first = exe.buffers.at(static_cast<size_t>(exe.inputs[from[static_cast<size_t>(di)]]));
                 return Status(ErrorKind::kInvalidArgument,
@@ -88,13 +90,24 @@ Status bind_run_dims(const Executable& exe, const std::vector<Tensor>& inputs, s
                                                            " at these inputs (it must be >= 0)");
         dims[k] = *v;
     }
-    for (const DimLimit& l : exe.dim_limits)
-        if (dims.at(static_cast<size_t>(l.dim)) > l.max)
-            return Status(ErrorKind::kInvalidArgument,
-                          "dimension '" + exe.dims[static_cast<size_t>(l.dim)] + "' is " +
-                              std::to_string(dims[static_cast<size_t>(l.dim)]) + " at these inputs, but " + l.node +
-                              " takes that many rows of an axis of " + std::to_string(l.max) + ": at most " +
-                              std::to_string(l.max));
+    for (const DimLimit& l : exe.dim_limits) {
+        const int64_t v = dims.at(static_cast<size_t>(l.dim));
+        if (v >= l.min && v <= l.max) continue;
+        const std::string& name = exe.dims[static_cast<size_t>(l.dim)];
+        if (l.node.empty()) {  // declared (SessionOptions::dim_ranges): name the input that gave it
+            std::string where;
+            if (from_axis[static_cast<size_t>(l.dim)] >= 0)
+                where = "input '" + exe.buffers.at(static_cast<size_t>(exe.inputs[from[static_cast<size_t>(l.dim)]])).name +
+                        "' (axis " + std::to_string(from_axis[static_cast<size_t>(l.dim)]) + "): ";
+            return Status(ErrorKind::kInvalidArgument, where + "dimension '" + name + "' is " + std::to_string(v) +
+                                                           ", outside its declared range " + std::to_string(l.min) +
+                                                           ".." + std::to_string(l.max));
+        }
+        return Status(ErrorKind::kInvalidArgument, "dimension '" + name + "' is " + std::to_string(v) +
+                                                       " at these inputs, but " + l.node +
+                                                       " takes that many rows of an axis of " + std::to_string(l.max) +
+                                                       ": at most " + std::to_string(l.max));
+    }
     for (const DimEquality& e : exe.dim_equalities) {
         const int64_t va = dims.at(static_cast<size_t>(e.a));
         const int64_t vb = e.b < 0 ? e.value : dims.at(static_cast<size_t>(e.b));

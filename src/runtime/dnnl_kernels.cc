@@ -34,6 +34,7 @@
 
 #include "runtime/dnnl_engine.h"
 #include "runtime/dnnl_temp_pool.h"
+#include "runtime/dnnl_weight_copies.h"
 #include "runtime/executable.h"
 #include "support/error.h"
 
@@ -42,56 +43,6 @@ namespace {
 
 using dnnl::memory;
 using tag = memory::format_tag;
-
-/// oneDNN's copies of constant weights in its layouts, shared by the kernels of the process that
-/// reorder the same constant: a session compiling several shape specializations makes a kernel
-/// per specialization, over one constant storage (compiler/constant_pool.h), and its weights are
-/// held once. Keyed by the constant's address, the element offset of the slice, how Kiln's
-/// layout was unpacked, and oneDNN's layout. An entry lives while a kernel holds it; every such
-/// kernel's Executable holds the constant, so the address is not reused meanwhile.
-class WeightCopies {
-public:
-    static WeightCopies& global() {
-        static WeightCopies* copies = new WeightCopies();  // never destroyed: kernels may outlive statics
-        return *copies;
-    }
-    /// The copy of (constant, offset, unpack) in layout `want`, made by `make` when none is held.
-    std::shared_ptr<memory> get(const void* constant, int64_t offset, const std::string& unpack,
-                                const memory::desc& want, const std::function<memory()>& make) {
-        std::lock_guard<std::mutex> lock(mu_);
-        std::vector<Entry>& list = entries_[Key{constant, offset, unpack}];
-        for (auto it = list.begin(); it != list.end();) {
-            std::shared_ptr<memory> held = it->copy.lock();
-            if (!held) {
-                it = list.erase(it);
-                continue;
-            }
-            if (it->want == want) return held;
-            ++it;
-        }
-        auto copy = std::make_shared<memory>(make());
-        list.push_back({want, copy});
-        return copy;
-    }
-
-    size_t bytes() {
-        std::lock_guard<std::mutex> lock(mu_);
-        size_t n = 0;
-        for (const auto& [key, list] : entries_)
-            for (const Entry& e : list)
-                if (std::shared_ptr<memory> held = e.copy.lock()) n += held->get_desc().get_size();
-        return n;
-    }
-
-private:
-    using Key = std::tuple<const void*, int64_t, std::string>;
-    struct Entry {
-        memory::desc want;
-        std::weak_ptr<memory> copy;
-    };
-    std::mutex mu_;
-    std::map<Key, std::vector<Entry>> entries_;
-};
 
 /// The `post` parameter: `relu`, `clip:lo:hi`, `linear:a:b` (a*x+b), `sigmoid`, `tanh`, `exp`,
 /// `gelu_erf`, `gelu_tanh`, `swish` (x * sigmoid(x)), `hardswish` (x * max(0, min(1, x / 6 + 1 / 2))),

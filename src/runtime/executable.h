@@ -79,11 +79,13 @@ struct StepDesc {
     std::vector<std::pair<int, int>> inplace;
 };
 
-/// An upper bound on a symbolic dim (Executable::dims[dim] <= max) that the model's meaning
-/// requires: e.g. position ids sliced from a table of `max` rows. A run beyond it is an error
-/// naming `node` (runtime/dims_plan.h), never rows repeated silently.
+/// Bounds on a symbolic dim (min <= Executable::dims[dim] <= max): one the model's meaning
+/// requires (an upper bound: position ids sliced from a table of `max` rows; `node` names it),
+/// or a range the user declared (SessionOptions::dim_ranges; `node` empty). A run outside it is
+/// an error naming the dim and the bound (runtime/dims_plan.h), never rows repeated silently.
 struct DimLimit {
     int dim = -1;
+    int64_t min = 0;
     int64_t max = 0;
     std::string node;
 };

@@ -14,13 +14,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/dnnl_engine.h"
+#include "runtime/dnnl_weight_copies.h"
 #include "runtime/executable.h"
 #include "runtime/rnn_gates.h"
 #include "runtime/rnn_gemv.h"
@@ -33,12 +37,22 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 
+/// A constant B of a GEMM: its plain data through `b_strides` (made by `gather` on demand,
+/// where it is not the constant itself), and the key its reordered copy is shared under
+/// (WeightCopies: the kernels made per run-time shape reorder it once).
+struct ConstantB {
+    const void* constant = nullptr;  // the weight tensor's storage
+    int64_t offset = 0;
+    std::string slice;               // which part of it, and how B is laid out
+    std::function<std::vector<float>()> gather;  // null: B is `constant` itself
+};
+
 /// dst[M, N] = src[M, K] x B[K, N] by a oneDNN matmul. A constant B is reordered once into the
 /// primitive's preferred (packed) layout; otherwise B is read per call through `b_strides`.
 class Matmul {
 public:
     Matmul() = default;
-    Matmul(int64_t m, int64_t k, int64_t n, const float* const_b, const memory::dims& b_strides) {
+    Matmul(int64_t m, int64_t k, int64_t n, const ConstantB* const_b, const memory::dims& b_strides) {
         src_ = memory::desc({m, k}, dt::f32, memory::dims{k, 1});
         dst_ = memory::desc({m, n}, dt::f32, memory::dims{n, 1});
         b_plain_ = memory::desc({k, n}, dt::f32, b_strides);
@@ -48,11 +62,18 @@ public:
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_, b, dst_), attr, cpu_engine());
         scratch_ = pd.scratchpad_desc();
         if (const_b) {
-            memory plain(b_plain_, cpu_engine(), const_cast<float*>(const_b));
-            packed_ = memory(pd.weights_desc(), cpu_engine());
-            dnnl::stream s(cpu_engine());
-            dnnl::reorder(plain, packed_).execute(s, plain, packed_);
-            s.wait();
+            packed_held_ = WeightCopies::global().get(
+                const_b->constant, const_b->offset, const_b->slice, pd.weights_desc(), [&] {
+                    std::vector<float> gathered = const_b->gather ? const_b->gather() : std::vector<float>{};
+                    const void* data = const_b->gather ? gathered.data() : const_b->constant;
+                    memory plain(b_plain_, cpu_engine(), const_cast<void*>(data));
+                    memory packed(pd.weights_desc(), cpu_engine());
+                    dnnl::stream s(cpu_engine());
+                    dnnl::reorder(plain, packed).execute(s, plain, packed);
+                    s.wait();
+                    return packed;
+                });
+            packed_ = *packed_held_;
         }
         prim_ = dnnl::matmul(pd);
     }
@@ -80,6 +101,7 @@ private:
     dnnl::matmul prim_;
     memory::desc src_, dst_, b_plain_, scratch_;
     memory packed_;
+    std::shared_ptr<memory> packed_held_;  // keeps the shared copy alive
 };
 
 enum Arg { kX, kW, kR, kB, kLens, kH0, kC0, kP, kY, kYh, kYc, kNumArgs };
@@ -207,8 +229,11 @@ std::vector<float> gather_rows(const Config& c, int64_t d, int64_t q0, int64_t n
 Matmul recurrent_gemm(const Config& c, int64_t d, int64_t q0, int64_t nq, int64_t j0, int64_t hp) {
     const int64_t H = c.hidden;
     if (!c.constant[kR]) return Matmul(c.batch, H, nq * H, nullptr, {1, H});  // plain R rows, read per call
-    std::vector<float> b = gather_rows(c, d, q0, nq, j0, hp);
-    return Matmul(c.batch, H, nq * hp, b.data(), {nq * hp, 1});
+    const ConstantB b{c.constant[kR], d * c.gates * H * H,
+                      "rnn_r:" + std::to_string(q0) + ":" + std::to_string(nq) + ":" + std::to_string(j0) + ":" +
+                          std::to_string(hp),
+                      [&] { return gather_rows(c, d, q0, nq, j0, hp); }};
+    return Matmul(c.batch, H, nq * hp, &b, {nq * hp, 1});
 }
 
 Plan make_plan(const Config& c, int threads) {
@@ -225,7 +250,8 @@ Plan make_plan(const Config& c, int threads) {
             RowPart rp;
             rp.r0 = rows * i / n;
             rp.rows = rows * (i + 1) / n - rp.r0;
-            rp.proj = Matmul(rp.rows, c.input, c.dirs * GH, c.constant[kW], {1, c.input});
+            const ConstantB w{c.constant[kW], 0, "rnn_w:" + std::to_string(c.input), nullptr};
+            rp.proj = Matmul(rp.rows, c.input, c.dirs * GH, c.constant[kW] ? &w : nullptr, {1, c.input});
             rp.scratch = take(rp.proj.scratch_bytes());
             plan.proj.push_back(std::move(rp));
         }

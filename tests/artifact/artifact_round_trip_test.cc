@@ -157,7 +157,7 @@ std::shared_ptr<Executable> symbolic_tables() {
     exe->steps = {step};
     exe->inputs = {0};
     exe->outputs = {1};
-    exe->dim_limits = {{0, 512, "node 'positions' (KilnDimRange)"}};
+    exe->dim_limits = {{0, 0, 512, "node 'positions' (KilnDimRange)"}, {1, 2, 64, ""}};  // a bound, a declared range
     return exe;
 }
 
@@ -176,10 +176,13 @@ TEST(ArtifactRoundTrip, SymbolicDimsComeBackAsWritten) {
     EXPECT_TRUE(e->kernels[0].takes_dims);
     EXPECT_EQ(e->steps[0].dims, exe->steps[0].dims);
     EXPECT_EQ(e->buffers[1].shape_at({3, 6}), (Shape{6, 4}));
-    ASSERT_EQ(e->dim_limits.size(), 1u);
-    EXPECT_EQ(e->dim_limits[0].dim, 0);
-    EXPECT_EQ(e->dim_limits[0].max, 512);
-    EXPECT_EQ(e->dim_limits[0].node, exe->dim_limits[0].node);
+    ASSERT_EQ(e->dim_limits.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(e->dim_limits[i].dim, exe->dim_limits[i].dim);
+        EXPECT_EQ(e->dim_limits[i].min, exe->dim_limits[i].min);
+        EXPECT_EQ(e->dim_limits[i].max, exe->dim_limits[i].max);
+        EXPECT_EQ(e->dim_limits[i].node, exe->dim_limits[i].node);
+    }
 }
 
 TEST(ArtifactRoundTrip, BadSymbolicTablesAreInvalidModelErrors) {
@@ -194,6 +197,7 @@ TEST(ArtifactRoundTrip, BadSymbolicTablesAreInvalidModelErrors) {
         {"expected a name or an expression", [](Executable& e) { e.dims[1] = "2*(n"; }},
         {"passes dims to a kernel that takes none", [](Executable& e) { e.kernels[0].takes_dims = false; }},
         {"bounds dim 3", [](Executable& e) { e.dim_limits[0].dim = 3; }},
+        {"0 <= min <= max", [](Executable& e) { e.dim_limits[1].min = 65; }},
     };
     for (const Case& c : cases) {
         auto exe = symbolic_tables();

@@ -307,6 +307,26 @@ TEST(CApi, SpecializationsGivenAtCreate) {
     kiln_session_options_free(bad);
 }
 
+TEST(CApi, DeclaredDimRangeRefusesRunsOutsideIt) {
+    Handles h;
+    ASSERT_OK(kiln_session_options_create(&h.options));
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_dim_range(h.options, "N", 5, 2));
+    EXPECT_TRUE(has(kiln_last_error(), "0 <= min <= max")) << kiln_last_error();
+    ASSERT_OK(kiln_session_options_set_dim_range(h.options, "N", 2, 6));
+    h.session = load(affine_model(), h.options);
+    ASSERT_TRUE(h.session);
+    for (int n : {2, 6}) run_and_check_affine(h.session, AffineInputs(n));
+    AffineInputs big(7);
+    Handles r;
+    const char* names[] = {"K", "X"};
+    const kiln_tensor* inputs[] = {r.borrow(KILN_DTYPE_INT64, {big.n}, big.k.data()),
+                                   r.borrow(KILN_DTYPE_FLOAT32, {big.n, 3}, big.x.data())};
+    kiln_tensor* outs[2] = {nullptr, nullptr};
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_run(h.session, nullptr, names, inputs, 2, outs, 2));
+    EXPECT_TRUE(has(kiln_last_error(), "dimension 'N' is 7, outside its declared range 2..6")) << kiln_last_error();
+    run_and_check_affine(h.session, AffineInputs(3));  // still serves
+}
+
 TEST(CApi, OutputsOutliveTheirInputs) {
     Handles h;
     h.session = load(identity_model());

@@ -106,6 +106,67 @@ TEST_F(SessionTest, SymbolicByDefaultOneCompileServesEveryBatch) {
     EXPECT_EQ(s->stats().compiles, 1);
 }
 
+/// The error message of `f`, which must throw a kInvalidArgument kiln::Error.
+template <typename F>
+std::string invalid_argument_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a kInvalidArgument error";
+    return "";
+}
+
+// SessionOptions::dim_ranges: runs inside the range match the reference on the symbolic and the
+// per-shape path; a run outside it is an error naming the input, the axis, the value and the
+// range, and the session still serves the next good run.
+TEST_F(SessionTest, DeclaredDimRangeRefusesRunsOutsideIt) {
+    for (bool symbolic : {true, false}) {
+        SessionOptions opts = symbolic ? SessionOptions{} : per_shape();
+        opts.dim_ranges["N"] = {2, 8};
+        auto s = Session::load(save(mlp_model()), opts);
+        for (int64_t n : {2, 8}) {
+            Tensor x = random_tensor({n, 4}, static_cast<uint32_t>(n));
+            expect_close(s->run({{"x", x}})[0], mlp_reference(x));
+        }
+        for (int64_t n : {1, 9}) {
+            const std::string msg = invalid_argument_of([&] { s->run({{"x", random_tensor({n, 4}, 3)}}); });
+            EXPECT_NE(msg.find("input 'x' (axis 0): dimension 'N' is " + std::to_string(n) +
+                               ", outside its declared range 2..8"),
+                      std::string::npos)
+                << msg;
+        }
+        Tensor x = random_tensor({5, 4}, 5);
+        expect_close(s->run({{"x", x}})[0], mlp_reference(x));
+        EXPECT_EQ(s->stats().symbolic, symbolic) << s->stats().symbolic_reason;
+    }
+}
+
+TEST_F(SessionTest, DimRangeOptionErrorsNameTheDim) {
+    const std::string path = save(mlp_model());
+    SessionOptions unknown;
+    unknown.dim_ranges["seq"] = {1, 4};
+    EXPECT_NE(invalid_argument_of([&] { Session::load(path, unknown); }).find("no input has a symbolic dimension 'seq'"),
+              std::string::npos);
+    SessionOptions reversed;
+    reversed.dim_ranges["N"] = {4, 2};
+    EXPECT_NE(invalid_argument_of([&] { Session::load(path, reversed); }).find("expected 0 <= min <= max, got 4..2"),
+              std::string::npos);
+    SessionOptions bound = per_shape();
+    bound.dims["N"] = 9;
+    bound.dim_ranges["N"] = {1, 8};
+    EXPECT_NE(invalid_argument_of([&] { Session::load(path, bound); })
+                  .find("dims: dimension 'N' is 9, outside its declared range 1..8"),
+              std::string::npos);
+    SessionOptions special = per_shape();
+    special.specialize["N"] = {4, 16};
+    special.dim_ranges["N"] = {1, 8};
+    EXPECT_NE(invalid_argument_of([&] { Session::load(path, special); }).find("specialize: dimension 'N' is 16"),
+              std::string::npos);
+}
+
 TEST_F(SessionTest, SymbolicBatchCompilesPerShape) {
     auto s = Session::load(save(mlp_model()), per_shape());
     ASSERT_EQ(s->inputs().size(), 1u);

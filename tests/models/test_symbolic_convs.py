@@ -235,3 +235,24 @@ def test_pads_compile_once(tmp_path):
         np.savez(tmp_path / "in.npz", **feed)
         got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{i}"), extra=["--repeat", "1"])
         assert_matches_ort(got, ort_outputs(path, feed), f"pads {shape}", rtol=1e-4, atol=1e-5)
+
+
+def test_declared_dim_ranges_refuse_sizes_outside_them(cnn, tmp_path):
+    """`--dim-range` on `kiln compile` (kept in the artifact, checked by the runtime alone) and on
+    `kiln run` (a session): a size inside runs and matches ONNX Runtime, one outside is an error
+    naming the input, the axis, the dim and the range."""
+    art = str(tmp_path / "ranged.kiln")
+    proc = run_kiln(["compile", cnn, "-o", art, "--dim-range", "h=16..48", "--dim-range", "n=1..2"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    feed = _feed((2, 3, 48, 20), 4)
+    np.savez(tmp_path / "in.npz", **feed)
+    got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / "out"), extra=["--repeat", "1"])
+    assert_matches_ort(got, ort_outputs(cnn, feed), "ranged artifact", rtol=1e-4, atol=1e-5)
+    np.savez(tmp_path / "tall.npz", **_feed((1, 3, 52, 20), 5))
+    for model, extra in [(art, []), (cnn, ["--dim-range", "h=16..48", "--symbolic-shapes"]), (cnn, ["--dim-range", "h=16..48"])]:
+        proc = run_kiln(["run", model, "--inputs", str(tmp_path / "tall.npz"), "--repeat", "1"] + extra)
+        assert proc.returncode != 0, f"{model} {extra}: a height of 52 ran"
+        err = proc.stdout + proc.stderr
+        assert "input 'x' (axis 2): dimension 'h' is 52, outside its declared range 16..48" in err, err
+    proc = run_kiln(["compile", cnn, "-o", str(tmp_path / "bad.kiln"), "--dim-range", "height=1..4"])
+    assert proc.returncode != 0 and "no input has a symbolic dimension 'height'" in proc.stdout + proc.stderr

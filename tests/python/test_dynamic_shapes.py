@@ -86,7 +86,9 @@ def test_max_specializations_bounds_the_cache(encoder, reference):
 
 
 @pytest.mark.parametrize("key,value", [("kiln.specialize", "seq"), ("kiln.specialize", "seq=4,x"),
-                                       ("kiln.specialize", "seq=-1"), ("kiln.max_specializations", "0")])
+                                       ("kiln.specialize", "seq=-1"), ("kiln.max_specializations", "0"),
+                                       ("kiln.dim_ranges", "seq=4"), ("kiln.dim_ranges", "seq=9..4"),
+                                       ("kiln.dim_ranges", "seq=-1..4")])
 def test_bad_entries_are_invalid_argument(key, value):
     so = kiln.SessionOptions()
     with pytest.raises(kiln.InvalidArgument, match=key):
@@ -96,3 +98,22 @@ def test_bad_entries_are_invalid_argument(key, value):
 def test_unknown_dim_in_specialize_names_it(encoder):
     with pytest.raises(kiln.InvalidArgument, match="'length'"):
         _session(encoder, **{"kiln.specialize": "length=4"})
+
+
+def test_dim_ranges_refuse_a_run_outside_them(encoder, reference):
+    """kiln.dim_ranges: runs inside match ONNX Runtime, a run outside is InvalidArgument naming the
+    input, the dim, the value and the range; the session then still serves."""
+    sess = _session(encoder, **{"kiln.dim_ranges": "seq=2..16;batch=1..4"})
+    _check(sess, reference, 1, 2)
+    _check(sess, reference, 4, 16)
+    with pytest.raises(kiln.InvalidArgument, match=r"input 'input_ids' \(axis 1\): dimension 'seq' is 17, "
+                                                   r"outside its declared range 2\.\.16"):
+        sess.run(None, feed_of(1, 17, vocab=VOCAB))
+    with pytest.raises(kiln.InvalidArgument, match=r"dimension 'batch' is 5, outside its declared range 1\.\.4"):
+        sess.run(None, feed_of(5, 8, vocab=VOCAB))
+    _check(sess, reference, 2, 9)
+
+
+def test_dim_range_of_an_unknown_dim_names_it(encoder):
+    with pytest.raises(kiln.InvalidArgument, match="'length'"):
+        _session(encoder, **{"kiln.dim_ranges": "length=1..4"})

@@ -19,6 +19,7 @@ struct CompileArgs {
     std::string model;
     std::string output;
     std::vector<std::string> dims;  // NAME=VALUE
+    std::vector<std::string> dim_ranges;  // NAME=MIN..MAX
     int opt_level = 3;
     int threads = 0;
     std::string kernels = "auto";
@@ -32,6 +33,7 @@ std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MB", static_c
 int compile_model(const CompileArgs& args) {
     compiler::ArtifactOptions opts;
     opts.session.dims = parse_dims(args.dims);
+    opts.session.dim_ranges = parse_dim_ranges(args.dim_ranges);
     opts.session.opt_level = args.opt_level;
     opts.session.threads = args.threads;
     opts.session.kernels = args.kernels;
@@ -69,6 +71,12 @@ void add_compile_command(CLI::App& app, CommandAction& action) {
         ->type_name("NAME=VALUE")
         ->allow_extra_args(false)
         ->check(name_value_check(true));
+    sub->add_option("--dim-range", args->dim_ranges,
+                    "Declared range of a symbolic dimension, inclusive (repeatable): the artifact refuses a run "
+                    "outside it, naming the input")
+        ->type_name("NAME=MIN..MAX")
+        ->allow_extra_args(false)
+        ->check(name_value_check(false));
     add_opt_level_option(sub, args->opt_level);
     sub->add_option("--threads", args->threads,
                     "Intra-op threads whose tuned records apply (0 = all cores); the artifact runs with any count")

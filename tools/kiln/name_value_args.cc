@@ -69,6 +69,22 @@ std::map<std::string, std::vector<int64_t>> parse_specialize(const std::vector<s
     return sizes;
 }
 
+std::map<std::string, std::pair<int64_t, int64_t>> parse_dim_ranges(const std::vector<std::string>& args) {
+    std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+    for (const std::string& arg : args) {
+        auto [name, text] = split_name_value(arg, "--dim-range");
+        const size_t dots = text.find("..");
+        KILN_CHECK(dots != std::string::npos, kInvalidArgument)
+            << "--dim-range " << name << ": expected MIN..MAX, got '" << text << "'";
+        const int64_t lo = parse_size(text.substr(0, dots), "--dim-range", name);
+        const int64_t hi = parse_size(text.substr(dots + 2), "--dim-range", name);
+        KILN_CHECK(lo <= hi, kInvalidArgument) << "--dim-range " << name << ": MIN " << lo << " is above MAX " << hi;
+        KILN_CHECK(ranges.count(name) == 0, kInvalidArgument) << "--dim-range " << name << " given twice";
+        ranges[name] = {lo, hi};
+    }
+    return ranges;
+}
+
 std::string sanitize_file_name(const std::string& name) {
     std::string out;
     out.reserve(name.size());

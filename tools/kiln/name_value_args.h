@@ -28,6 +28,10 @@ std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& args);
 /// negative size or a name given twice.
 std::map<std::string, std::vector<int64_t>> parse_specialize(const std::vector<std::string>& args);
 
+/// Parses every "NAME=MIN..MAX" of --dim-range into a map of inclusive ranges; kInvalidArgument
+/// on a bad or negative bound, MIN > MAX, or a name given twice.
+std::map<std::string, std::pair<int64_t, int64_t>> parse_dim_ranges(const std::vector<std::string>& args);
+
 /// A file name for a tensor name: keeps [A-Za-z0-9._-], replaces everything else by '_'; never
 /// empty, never "." or "..".
 std::string sanitize_file_name(const std::string& name);

@@ -37,6 +37,7 @@ struct RunArgs {
     std::string inputs_npz;
     std::vector<std::string> dims;  // NAME=VALUE
     std::vector<std::string> specialize;  // NAME=SIZE,SIZE,...
+    std::vector<std::string> dim_ranges;  // NAME=MIN..MAX
     std::string output_dir;
     int repeat = 10;
     int threads = 0;
@@ -364,6 +365,7 @@ int run_model(const RunArgs& args) {
     opts.threads = args.threads;
     opts.dims = parse_dims(args.dims);
     opts.specialize = parse_specialize(args.specialize);
+    opts.dim_ranges = parse_dim_ranges(args.dim_ranges);
     opts.executor = parse_executor(args.executor);
     opts.inter_op_threads = args.inter_op_threads;
     opts.use_global_thread_pools = args.global_pools;
@@ -480,6 +482,12 @@ void add_run_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--specialize", args->specialize,
                     "Compile these sizes of a symbolic dimension at load (repeatable; every combination)")
         ->type_name("NAME=SIZE,SIZE,...")
+        ->allow_extra_args(false)
+        ->check(name_value_check(false));
+    sub->add_option("--dim-range", args->dim_ranges,
+                    "Declared range of a symbolic dimension, inclusive (repeatable): a run outside it is an error "
+                    "naming the input")
+        ->type_name("NAME=MIN..MAX")
         ->allow_extra_args(false)
         ->check(name_value_check(false));
     sub->add_flag("--symbolic-shapes", args->symbolic_shapes,

@@ -71,16 +71,18 @@ TEST(DataParallel, BroadcastsRankZerosParameters) {
 TEST(DataParallel, AveragesGradientsInReverseOrderBuckets) {
     const int n = comm().size();
     FakeSession s(comm().rank());
-    // A 32-byte limit: p2 (28 bytes; the loss rides along uncounted) fills the first bucket,
-    // p1 (12) + p0 (20) = 32 the second.
+    // A 32-byte limit: p2 (28 bytes) fills the first bucket, p1 (12) + p0 (20) = 32 the second,
+    // where the loss rides along uncounted. The fake session has no runtime reports: its
+    // gradients all come in after the backward pass (gradients_as_ready's default).
     DataParallel dp(comm(), s, {.bucket_bytes = 32});
     double loss = dp.step({});
     double mean_loss = 0;
     for (int r = 0; r < n; ++r) mean_loss += (1.0 + r) / n;
     EXPECT_DOUBLE_EQ(loss, mean_loss);
     ASSERT_EQ(dp.buckets().size(), 2u);
-    EXPECT_EQ(dp.buckets()[0], (std::vector<std::string>{"loss", "grad/p2"}));
-    EXPECT_EQ(dp.buckets()[1], (std::vector<std::string>{"grad/p1", "grad/p0"}));
+    EXPECT_EQ(dp.buckets()[0], (std::vector<std::string>{"grad/p2"}));
+    EXPECT_EQ(dp.buckets()[1], (std::vector<std::string>{"grad/p1", "grad/p0", "loss"}));
+    EXPECT_EQ(dp.last_step_stats().started_during_backward, 0);
     ASSERT_EQ(s.applied.size(), 3u);
     for (int k = 0; k < 3; ++k) {
         const Tensor& g = s.applied.at("p" + std::to_string(k));

@@ -64,6 +64,8 @@ struct TrainArgs {
     std::string export_path, metrics_csv;
     int64_t log_every = 0;
     bool data_parallel = false;
+    double bucket_mb = -1;  // -1: DataParallelOptions::from_env's
+    bool no_overlap = false;
 };
 
 /// The checkpoint's `extra`: the trainer's position and metrics.
@@ -198,7 +200,10 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     if (a.resume) pos = read_position(session->load_checkpoint(checkpoint), checkpoint, a);
     std::unique_ptr<distributed::DataParallel> dp;
     if (a.data_parallel) {
-        dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session);
+        distributed::DataParallelOptions dpo = distributed::DataParallelOptions::from_env();
+        if (a.bucket_mb >= 0) dpo.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
+        if (a.no_overlap) dpo.overlap = false;
+        dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session, dpo);
         if (!a.resume) dp->broadcast_parameters();  // a resumed run: every rank loaded the same checkpoint
     }
     StepInputs step{session->batch_inputs(), a.loss == "output" ? "" : opts.loss.labels,
@@ -216,8 +221,10 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     bar.print_line(fmt::format("model: {} ({} parameters to train), batch {}, {} steps per epoch; step compiled in {:.2f} s",
                                a.model, session->parameter_names().size(), a.data.batch_size, steps_per_epoch, compile_s));
     if (dp)
-        bar.print_line(fmt::format("data-parallel: {} ranks x batch {} = {} records per step", world, a.data.batch_size,
-                                   global_batch));
+        bar.print_line(fmt::format("data-parallel: {} ranks x batch {} = {} records per step; gradient buckets of {:.3g} MB, {}",
+                                   world, a.data.batch_size, global_batch,
+                                   static_cast<double>(dp->options().bucket_bytes) / (1 << 20),
+                                   dp->options().overlap ? "overlapped with the backward pass" : "after the backward pass"));
     if (a.resume)
         bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
                                    steps_per_epoch, session->step()));
@@ -365,6 +372,13 @@ void add_train_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--data-parallel", a->data_parallel,
                   "Train data-parallel over the ranks of mpirun: each rank takes its slice of every global batch of "
                   "ranks x --batch-size records; gradients are averaged (docs/distributed.md)");
+    sub->add_option("--bucket-mb", a->bucket_mb,
+                    "--data-parallel: megabytes of gradients per allreduce (default 4, or KILN_DIST_BUCKET_MB); smaller "
+                    "buckets start earlier in the backward pass")
+        ->type_name("MB")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_flag("--no-overlap", a->no_overlap,
+                  "--data-parallel: start the gradient allreduces after the backward pass instead of during it");
     sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD (per channel: M1,..,Mc,S1,..,Sc)")->type_name("MEAN,STD")->delimiter(',');
     sub->add_option("--random-crop", a->data.random_crop, "Pad the input's last two axes by PAD, cut a random HxW window")
         ->type_name("H,W,PAD")

@@ -94,5 +94,21 @@ TEST(DataParallel, AveragesGradientsInReverseOrderBuckets) {
     }
 }
 
+TEST(DataParallel, BucketsThatDifferAcrossRanksAreAnErrorNamingTheRank) {
+    // Rank 0 makes two buckets, the others one: caught by the step's agreement check on every
+    // rank before any bucket starts, not a mismatched allreduce in the backward pass.
+    FakeSession s(comm().rank());
+    DataParallel dp(comm(), s, {.bucket_bytes = comm().rank() == 0 ? size_t{32} : size_t{1000}});
+    try {
+        dp.step({});
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("data-parallel step: rank 1 disagrees with rank 0"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("bucket 1: grad/p1"), std::string::npos) << e.what();
+    }
+    DataParallel same(comm(), s, {.bucket_bytes = 32});  // the communicator still works
+    EXPECT_EQ(same.step({}), 1.0 + (comm().size() - 1) / 2.0);
+}
+
 }  // namespace
 }  // namespace kiln::distributed

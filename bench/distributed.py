@@ -29,6 +29,7 @@ import csv
 import json
 import os
 import pathlib
+import re
 import shutil
 import statistics
 import subprocess
@@ -197,7 +198,8 @@ def run_ddp(torch_python, model, data, batch, warmup, steps, port):
 
 
 def train(kiln, work, model, name, batch, epochs, ranks, no_allreduce=False, overlap=True, bucket_mb=None):
-    """One `kiln train` run: (second-epoch samples/s, first step's global loss, weights)."""
+    """One `kiln train` run: (second-epoch samples/s, first step's global loss, weights, rank 0's
+    data-parallel step figures {gradients_ms, wait_ms, overlapped} or None)."""
     import onnx
     from onnx import numpy_helper
     csv_path, out = work / f"{name}.csv", work / f"{name}.onnx"
@@ -219,7 +221,10 @@ def train(kiln, work, model, name, batch, epochs, ranks, no_allreduce=False, ove
     rows = [row for row in csv.DictReader(open(csv_path)) if row["train_loss"]]
     last_epoch = [row for row in rows if row["epoch"] == str(epochs)]
     weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}
-    return float(last_epoch[-1]["samples_per_s"]), float(rows[0]["train_loss"]), weights
+    m = re.search(r"gradients ([\d.]+) ms, then waiting for the allreduces ([\d.]+) ms; (\d+) buckets, ([\d.]+) per step",
+                  r.stderr)
+    dp = {"gradients_ms": float(m[1]), "wait_ms": float(m[2]), "buckets": int(m[3]), "overlapped": float(m[4])} if m else None
+    return float(last_epoch[-1]["samples_per_s"]), float(rows[0]["train_loss"]), weights, dp
 
 
 def allreduce_bench(binary, smoke):
@@ -257,13 +262,16 @@ def bench_model(args, model, work, torch_python, port):
     rounds, epochs = (1, 1) if smoke else (args.rounds, 2)
     prepare(model, work, torch_python, args.steps)
     fig = {k: [] for k in ("one", "two", "two_seq", "bare", "ddp")}
+    detail = {"two": [], "two_seq": []}  # rank 0's per-step figures
     bucket = 0.05 if smoke else args.bucket_mb  # several buckets even on the small models
     for i in range(rounds):
         fig["one"].append(train(args.kiln, work, model, "one", b, epochs, 1)[0])
-        s2, loss2, w2 = train(args.kiln, work, model, "two", b, epochs, 2, bucket_mb=bucket)
+        s2, loss2, w2, d2 = train(args.kiln, work, model, "two", b, epochs, 2, bucket_mb=bucket)
         fig["two"].append(s2)
-        s2s, _, w2s = train(args.kiln, work, model, "two_seq", b, epochs, 2, overlap=False, bucket_mb=bucket)
+        s2s, _, w2s, d2s = train(args.kiln, work, model, "two_seq", b, epochs, 2, overlap=False, bucket_mb=bucket)
         fig["two_seq"].append(s2s)
+        detail["two"].append(d2)
+        detail["two_seq"].append(d2s)
         fig["bare"].append(train(args.kiln, work, model, "bare", b, epochs, 2, no_allreduce=True, bucket_mb=bucket)[0])
         if torch_python and model in TORCH_MODELS:
             t, ddp_loss = run_ddp(torch_python, model, work / f"{model}.npz", b, 1 if smoke else args.warmup,
@@ -283,6 +291,9 @@ def bench_model(args, model, work, torch_python, port):
         if fig["ddp"]:
             assert abs(loss2 - ddp_loss) <= 1e-4 * max(1.0, abs(ddp_loss)), (model, loss2, ddp_loss)
     med = {k: statistics.median(v) if v else None for k, v in fig.items()}
+    for k, ds in detail.items():
+        ds = [d for d in ds if d]
+        med[k + "_detail"] = {f: statistics.median(d[f] for d in ds) for f in ds[0]} if ds else None
     return med
 
 
@@ -330,10 +341,12 @@ def main():
           "| 2 ranks / 1 rank | step with / without allreduce | Kiln 2-rank step (ms) | DDP 2-proc step (ms) | Kiln / DDP step |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     port = 29500 + os.getpid() % 1000
+    details = []
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
         for model in models:
             m = bench_model(args, model, work, torch_python, port)
+            details.append((model, m))
             port += 10
             b = BATCH[model]
             step2 = 2 * b / m["two"] * 1e3
@@ -343,6 +356,17 @@ def main():
     load = os.getloadavg()
     print(f"(Kiln: samples/s, median of {1 if args.smoke else args.rounds} rounds; load average after: "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
+    print()
+    print("| model | buckets | overlap: gradients (ms) | overlap: wait after (ms) | buckets started in backward "
+          "| no overlap: gradients (ms) | no overlap: wait after (ms) |")
+    print("|---|---|---|---|---|---|---|")
+    for model, m in details:
+        o, s = m["two_detail"], m["two_seq_detail"]
+        if o and s:
+            print(f"| {model} | {o['buckets']:.0f} | {o['gradients_ms']:.0f} | {o['wait_ms']:.1f} | {o['overlapped']:.1f} "
+                  f"| {s['gradients_ms']:.0f} | {s['wait_ms']:.1f} |")
+    print("(rank 0 of the 2-rank runs, per step: the session's gradients, then the wait for the allreduces "
+          "still in flight; medians over steps, then over rounds)")
     if not args.no_allreduce_bench:
         print()
         allreduce_bin = args.allreduce_bin or str(pathlib.Path(args.kiln).parent / "kiln-bench-allreduce")

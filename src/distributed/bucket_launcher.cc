@@ -14,7 +14,9 @@ BucketLauncher::BucketLauncher(Communicator& comm, const std::vector<size_t>& si
         filled_.emplace_back(n, false);
         missing_.push_back(n);
     }
-    if (reduce_ && progress_us > 0 && comm_.size() > 1) progress_ = std::thread([this, progress_us] { progress_loop(progress_us); });
+    // Started whether or not there is anything to poll (overlap off, allreduce removed), so that
+    // the configurations a benchmark compares run the same threads (docs/distributed.md).
+    if (progress_us > 0 && comm_.size() > 1) progress_ = std::thread([this, progress_us] { progress_loop(progress_us); });
 }
 
 BucketLauncher::~BucketLauncher() {

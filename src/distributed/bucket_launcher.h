@@ -18,7 +18,8 @@ namespace kiln::distributed {
 class BucketLauncher {
 public:
     /// sizes[b]: how many tensors bucket b holds. reduce false: nothing is sent (a benchmark's
-    /// step without communication). progress_us: microseconds between polls (0: no thread).
+    /// step without communication). progress_us: microseconds between polls (0: no thread; none
+    /// on one rank either).
     BucketLauncher(Communicator& comm, const std::vector<size_t>& sizes, bool reduce, int progress_us);
     /// Stops the progress thread. After a failed step, transfers may still be in flight: the
     /// caller then ends the job (Communicator::abort), as for every error of a rank.

@@ -87,7 +87,7 @@ double DataParallel::step(const std::map<std::string, Tensor>& batch) {
     if (reduce && comm_.options().check_agreement) check_agreement(comm_, "data-parallel step", descriptions_);
     std::vector<size_t> sizes;
     for (const auto& b : buckets_) sizes.push_back(b.size());
-    BucketLauncher launcher(comm_, sizes, reduce, opts_.overlap ? opts_.progress_us : 0);
+    BucketLauncher launcher(comm_, sizes, reduce, opts_.progress_us);
     auto put = [&](const std::string& name, const Tensor& g) {
         auto s = slot_.find(name);
         if (s != slot_.end()) launcher.put(s->second.first, s->second.second, {"grad/" + name, g}, true);

@@ -19,6 +19,7 @@
 // aborts the whole job.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -235,6 +236,8 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         session->save_checkpoint(checkpoint, position_extra(pos, a));
     };
     const int64_t total_steps = steps_per_epoch * a.epochs;
+    std::vector<double> dp_backward, dp_wait;  // per data-parallel step: seconds
+    int dp_overlapped = 0;
     int64_t run_steps = 0;
     double train_seconds = 0;
     for (; pos.epoch < a.epochs; ++pos.epoch, pos.batch = 0) {
@@ -247,6 +250,11 @@ int train_run(TrainArgs a, ProgressBar& bar) {
             std::map<std::string, Tensor> inputs = step_batch(*batch, data, step);
             double lr = opts.schedule.at(session->step(), a.lr);
             const double loss = dp ? dp->step(inputs) : session->train_step(inputs).loss;
+            if (dp) {
+                dp_backward.push_back(dp->last_step_stats().backward_s);
+                dp_wait.push_back(dp->last_step_stats().wait_s);
+                dp_overlapped += dp->last_step_stats().started_during_backward;
+            }
             KILN_CHECK(std::isfinite(loss), kInvalidArgument)
                 << "the training loss is " << loss << " at step " << session->step()
                 << " (epoch " << pos.epoch + 1 << ", batch " << pos.batch + 1 << "): lower --lr or use --clip-norm";
@@ -285,6 +293,17 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     if (rank0)
         fmt::print(stderr, "trained {} steps in {:.2f} s ({:.0f} samples/s)\n", run_steps, train_seconds,
                    train_seconds > 0 ? static_cast<double>(run_steps * global_batch) / train_seconds : 0.0);
+    if (rank0 && !dp_wait.empty()) {
+        auto median = [](std::vector<double> v) {
+            std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+            return v[v.size() / 2];
+        };
+        fmt::print(stderr,
+                   "data-parallel on rank 0, per step (median): gradients {:.1f} ms, then waiting for the allreduces "
+                   "{:.1f} ms; {} buckets, {:.1f} per step started during the backward pass\n",
+                   1e3 * median(dp_backward), 1e3 * median(dp_wait), dp->last_step_stats().buckets,
+                   static_cast<double>(dp_overlapped) / static_cast<double>(dp_wait.size()));
+    }
     if (!a.export_path.empty() && rank0) {
         session->export_onnx(a.export_path);
         fmt::print(stderr, "wrote {}\n", a.export_path);

@@ -2,7 +2,6 @@
 #include "runtime/output_ready.h"
 
 #include <algorithm>
-#include <set>
 
 namespace kiln::runtime {
 
@@ -10,17 +9,18 @@ OutputReadyPlan OutputReadyPlan::build(const Executable& exe) {
     OutputReadyPlan p;
     p.touched_by.resize(exe.steps.size());
     p.touches.assign(exe.outputs.size(), 0);
-    std::set<int> seen;
-    for (size_t j = 0; j < exe.outputs.size(); ++j) {
-        const int id = exe.outputs[j];
-        // Only the first output naming an output buffer holds it; the others are copies made at
-        // the end (collect_outputs), as are inputs and constants.
-        if (exe.buffers[id].role != BufferRole::kOutput || !seen.insert(id).second) continue;
-        for (size_t s = 0; s < exe.steps.size(); ++s) {
-            const std::vector<int>& args = exe.steps[s].args;
-            if (std::find(args.begin(), args.end(), id) == args.end()) continue;
-            p.touched_by[s].push_back(static_cast<int>(j));
-            ++p.touches[j];
+    // Only the first output naming an output buffer holds it; the others are copies made at the
+    // end (collect_outputs), as are inputs and constants.
+    std::vector<int> output_of(exe.buffers.size(), -1);
+    for (size_t j = exe.outputs.size(); j-- > 0;)
+        if (exe.buffers[exe.outputs[j]].role == BufferRole::kOutput) output_of[exe.outputs[j]] = static_cast<int>(j);
+    for (size_t s = 0; s < exe.steps.size(); ++s) {
+        std::vector<int>& outs = p.touched_by[s];
+        for (int id : exe.steps[s].args) {
+            const int j = output_of[static_cast<size_t>(id)];
+            if (j < 0 || std::find(outs.begin(), outs.end(), j) != outs.end()) continue;  // once per step
+            outs.push_back(j);
+            ++p.touches[static_cast<size_t>(j)];
         }
     }
     return p;

@@ -1,6 +1,7 @@
 // DataParallel (src/distributed/data_parallel.h) on a real TrainingSession, under mpiexec: a
 // 4-layer MLP trained with every gradient in a bucket of its own, with the allreduces overlapped
-// with the backward pass and without. Checked each step: some bucket's allreduce started while
+// with the backward pass and without, and overlapped under the dataflow executor (whose
+// inter-op threads report gradients concurrently; it must match within 1e-6). Checked each step: some bucket's allreduce started while
 // the backward pass still had gradients to write (recorded by DataParallel from the runtime's
 // output-ready reports; none without overlap); the two runs' parameters are bitwise equal;
 // every rank holds the same parameters; and they match one session stepping on the global batch
@@ -103,14 +104,22 @@ TEST(DataParallelOverlap, StartsBucketsDuringBackwardAndMatchesOneProcess) {
     auto on = TrainingSession::create(model, options(kB));
     auto off = TrainingSession::create(model, options(kB));
     auto ref = TrainingSession::create(model, options(kB * n));
+    // The dataflow executor reports gradients from its inter-op threads, in any order.
+    TrainingOptions dataflow = options(kB);
+    dataflow.session.executor = ExecutorKind::kDataflow;
+    dataflow.session.inter_op_threads = 2;
+    auto flow = TrainingSession::create(model, dataflow);
     DataParallelOptions o;
     o.bucket_bytes = 1;  // every gradient alone: 2 * kLayers buckets
     DataParallel dp_on(comm(), *on, o);
+    DataParallel dp_flow(comm(), *flow, o);
     o.overlap = false;
     DataParallel dp_off(comm(), *off, o);
     for (int step = 0; step < 3; ++step) {
         const double loss_on = dp_on.step(batch_of(step, comm().rank()));
         const double loss_off = dp_off.step(batch_of(step, comm().rank()));
+        (void)dp_flow.step(batch_of(step, comm().rank()));
+        EXPECT_GE(dp_flow.last_step_stats().started_during_backward, 1);
         double loss_ref = 0;
         ref->apply_gradients(ref->gradients(global_batch(step, n), &loss_ref));
         EXPECT_EQ(loss_on, loss_off);
@@ -123,6 +132,9 @@ TEST(DataParallelOverlap, StartsBucketsDuringBackwardAndMatchesOneProcess) {
         for (const std::string& name : on->parameter_names()) {
             Tensor p = on->parameter(name), q = off->parameter(name), r = ref->parameter(name);
             ASSERT_EQ(std::memcmp(p.data(), q.data(), p.nbytes()), 0) << name << ": overlap on and off differ";
+            Tensor f = flow->parameter(name);
+            for (int64_t i = 0; i < p.numel(); ++i)
+                ASSERT_NEAR(f.get_f64(i), p.get_f64(i), 1e-6 * std::abs(p.get_f64(i)) + 1e-7) << name << " (dataflow)";
             // The same on every rank: the min and the max over ranks equal this rank's value.
             std::vector<NamedTensor> lo{{name, p.clone()}}, hi{{name, p.clone()}};
             allreduce(comm(), lo, ReduceOp::kMin);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,10 @@ struct TrainingOptions {
     bool split_step = false;
 };
 
+/// Told a parameter's gradient (by parameter name) as soon as the backward pass has written it
+/// for good (TrainingSession::gradients_as_ready).
+using GradientReadyFn = std::function<void(const std::string& name, const Tensor& grad)>;
+
 struct StepResult {
     double loss = 0;
     /// The model's outputs of this batch (logits for accuracy), in model output order.
@@ -103,6 +108,19 @@ public:
     /// Forward, loss and backward: the loss and d loss / d parameter by parameter name, with no
     /// update (for gradient accumulation and for checking gradients).
     virtual std::map<std::string, Tensor> gradients(const std::map<std::string, Tensor>& batch, double* loss = nullptr) = 0;
+    /// gradients(), telling `ready` each gradient as soon as the step that last touches it is
+    /// done, while the rest of the backward pass still runs: data-parallel training starts a
+    /// bucket's allreduce from it. `ready` is called before this returns, from a runtime thread
+    /// (several at once under the dataflow executor), and must not throw; the tensor shares its
+    /// storage with the returned map's and the run no longer reads or writes it, so `ready` may
+    /// start changing it in place. The default (a session without the runtime's reports) calls
+    /// `ready` for every gradient after gradients().
+    virtual std::map<std::string, Tensor> gradients_as_ready(const std::map<std::string, Tensor>& batch, double* loss,
+                                                             const GradientReadyFn& ready) {
+        std::map<std::string, Tensor> grads = gradients(batch, loss);
+        for (const auto& [name, g] : grads) ready(name, g);
+        return grads;
+    }
     /// Applies the optimizer to the given gradients (by parameter name); advances step().
     virtual void apply_gradients(const std::map<std::string, Tensor>& grads) = 0;
 

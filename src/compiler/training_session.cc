@@ -120,6 +120,14 @@ public:
         return grads;
     }
 
+    std::map<std::string, Tensor> gradients_as_ready(const std::map<std::string, Tensor>& batch, double* loss,
+                                                     const GradientReadyFn& ready) override {
+        std::map<std::string, Tensor> grads;
+        StepResult r = run_graph(TrainingGraphKind::kGradients, &batch, nullptr, &grads, &ready);
+        if (loss) *loss = r.loss;
+        return grads;
+    }
+
     void apply_gradients(const std::map<std::string, Tensor>& grads) override {
         for (const auto& [name, t] : grads) {
             auto it = params_.find(name);
@@ -311,7 +319,8 @@ private:
     }
 
     StepResult run_graph(TrainingGraphKind kind, const std::map<std::string, Tensor>* batch,
-                         const std::map<std::string, Tensor>* grads, std::map<std::string, Tensor>* grads_out) {
+                         const std::map<std::string, Tensor>* grads, std::map<std::string, Tensor>* grads_out,
+                         const GradientReadyFn* grad_ready = nullptr) {
         if (batch) check_batch(*batch, true);
         CompiledGraph& c = compiled(kind);
         std::map<std::string, Tensor> scalars;
@@ -341,15 +350,23 @@ private:
             inputs.push_back(*t);
         }
         std::vector<Tensor> outs;
+        // Gradient outputs are reported as the runtime finishes each (runtime/output_ready.h).
+        const runtime::OutputReadyFn on_output = [&](size_t j, const Tensor& value) {
+            if (c.outputs[j].compare(0, 5, "grad:") == 0) (*grad_ready)(c.outputs[j].substr(5), value);
+        };
         if (c.interp) {
             for (const Datum& d : c.interp->run(std::vector<Datum>(inputs.begin(), inputs.end())))
                 outs.push_back(d.tensor("training graph output"));
+            if (grad_ready)
+                for (size_t j = 0; j < outs.size(); ++j) on_output(j, outs[j]);
         } else {
             if (runner_exe_ != c.exe) {
                 runner_.set_executable(c.exe);
                 runner_exe_ = c.exe;
             }
-            runner_.run(inputs, outs).throw_if_error();
+            runtime::RunControls controls;
+            if (grad_ready) controls.on_output_ready = &on_output;
+            runner_.run(inputs, outs, controls).throw_if_error();
         }
         StepResult r;
         for (size_t i = 0; i < c.outputs.size(); ++i) {

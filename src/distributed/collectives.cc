@@ -78,6 +78,57 @@ std::string describe(const NamedTensor& t) {
     return t.name + " " + dtype_name(t.tensor.dtype()) + shape_str(t.tensor.shape());
 }
 
+struct PendingAllreduce::State {
+    Communicator* comm = nullptr;
+    std::vector<NamedTensor> ts;
+    ReduceOp op = ReduceOp::kSum;
+    std::string what;
+    std::vector<Packed> packed;
+    std::vector<MPI_Request> reqs;
+    bool waited = false;
+};
+
+PendingAllreduce::PendingAllreduce(std::unique_ptr<State> s) : s_(std::move(s)) {}
+PendingAllreduce::~PendingAllreduce() = default;
+PendingAllreduce::PendingAllreduce(PendingAllreduce&&) noexcept = default;
+
+bool PendingAllreduce::test() {
+    if (s_->reqs.empty()) return true;
+    int done = 0;
+    s_->comm->check(MPI_Testall(static_cast<int>(s_->reqs.size()), s_->reqs.data(), &done, MPI_STATUSES_IGNORE), s_->what);
+    return done != 0;
+}
+
+void PendingAllreduce::wait() {
+    State& s = *s_;
+    KILN_CHECK(!s.waited, kInternal) << "bug in Kiln: " << s.what << " waited for twice";
+    s.waited = true;
+    if (!s.reqs.empty()) s.comm->wait_all(s.reqs, s.what);
+    if (s.op == ReduceOp::kMean)
+        for (Packed& p : s.packed)
+            divide_in_place(p.data(), p.plan.dtype, p.plan.bytes / dtype_size(p.plan.dtype), s.comm->size());
+    unpack(s.packed, s.ts);
+}
+
+PendingAllreduce start_allreduce(Communicator& comm, std::vector<NamedTensor> ts, ReduceOp op) {
+    auto s = std::make_unique<PendingAllreduce::State>();
+    s->comm = &comm;
+    s->op = op;
+    s->what = call_name((std::string("allreduce(") + reduce_op_name(op) + ")").c_str(), ts);
+    s->ts = std::move(ts);
+    if (comm.size() == 1 && op != ReduceOp::kMean) return PendingAllreduce(std::move(s));
+    s->packed = pack(s->ts, comm.options().fusion_bytes, true);
+    s->reqs.assign(s->packed.size(), MPI_REQUEST_NULL);
+    for (size_t i = 0; i < s->packed.size(); ++i) {
+        Packed& p = s->packed[i];
+        int count = mpi_count(p.plan.bytes / dtype_size(p.plan.dtype), s->what);
+        comm.check(MPI_Iallreduce(MPI_IN_PLACE, p.data(), count, mpi_datatype(p.plan.dtype, s->ts[p.plan.members[0]].name),
+                                  mpi_op(op, p.plan.dtype), comm.comm(), &s->reqs[i]),
+                   s->what);
+    }
+    return PendingAllreduce(std::move(s));
+}
+
 void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
     const std::string collective = std::string("allreduce(") + reduce_op_name(op) + ")";
     for (const NamedTensor& t : ts) {
@@ -85,21 +136,8 @@ void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
         (void)mpi_datatype(t.tensor.dtype(), t.name);
     }
     if (comm.options().check_agreement) check_agreement(comm, collective, descriptions(ts));
-    if (comm.size() == 1 && op != ReduceOp::kMean) return;
-    const std::string what = call_name(collective.c_str(), ts);
-    std::vector<Packed> packed = pack(ts, comm.options().fusion_bytes, true);
-    std::vector<MPI_Request> reqs(packed.size(), MPI_REQUEST_NULL);
-    for (size_t i = 0; i < packed.size(); ++i) {
-        Packed& p = packed[i];
-        int count = mpi_count(p.plan.bytes / dtype_size(p.plan.dtype), what);
-        comm.check(MPI_Iallreduce(MPI_IN_PLACE, p.data(), count, mpi_datatype(p.plan.dtype, ts[p.plan.members[0]].name),
-                                  mpi_op(op, p.plan.dtype), comm.comm(), &reqs[i]),
-                   what);
-    }
-    comm.wait_all(reqs, what);
-    if (op == ReduceOp::kMean)
-        for (Packed& p : packed) divide_in_place(p.data(), p.plan.dtype, p.plan.bytes / dtype_size(p.plan.dtype), comm.size());
-    unpack(packed, ts);
+    // The tensors share storage with the caller's: reduced in place, fusion buffers copied back.
+    start_allreduce(comm, ts, op).wait();
 }
 
 void broadcast(Communicator& comm, std::vector<NamedTensor>& ts, int root) {

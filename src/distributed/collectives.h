@@ -9,6 +9,7 @@
 // (fusion.h), all in flight at once.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,30 @@ struct NamedTensor {
 /// Reduces each tensor elementwise across ranks, in place: afterwards every rank holds the
 /// reduction (ranks' shapes and dtypes must agree).
 void allreduce(Communicator& comm, std::vector<NamedTensor>& tensors, ReduceOp op);
+
+/// An allreduce in flight (start_allreduce). Its transfers advance while anything polls MPI
+/// (test(), Communicator::wait_all, the heartbeat thread); Open MPI makes no progress by itself.
+class PendingAllreduce {
+public:
+    struct State;
+    explicit PendingAllreduce(std::unique_ptr<State> s);
+    ~PendingAllreduce();
+    PendingAllreduce(PendingAllreduce&&) noexcept;
+    /// Polls the transfers once (MPI_Testall): whether they are all done.
+    bool test();
+    /// Waits for the transfers (Communicator::wait_all: the deadline applies) and ends the call:
+    /// the mean's division, fusion buffers copied back into the tensors. Once.
+    void wait();
+
+private:
+    std::unique_ptr<State> s_;
+};
+
+/// Starts allreduce(comm, tensors, op) and returns without waiting, for a caller that overlaps
+/// it with computation (data_parallel.h). No agreement check: the caller checks the whole set of
+/// calls up front. Every rank must start the same calls in the same order; the tensors must
+/// stay alive and untouched until wait() returns.
+PendingAllreduce start_allreduce(Communicator& comm, std::vector<NamedTensor> tensors, ReduceOp op);
 
 /// Copies rank `root`'s tensors into every rank's tensors, in place.
 void broadcast(Communicator& comm, std::vector<NamedTensor>& tensors, int root);

@@ -3,15 +3,20 @@
 // trains on its own shard of each global batch, and the ranks' gradients are averaged before
 // every optimizer step, so all ranks keep identical weights.
 //
-// A step: the session's gradients on this rank's batch (TrainingSession::gradients), the mean
-// allreduce of the gradients in buckets of about bucket_bytes taken in reverse parameter order
-// (the order backward produces them; the loss rides in the first bucket), then the optimizer
-// (TrainingSession::apply_gradients). The mean of per-rank mean losses over equal batches is the
-// global batch's mean loss, so N ranks x batch B step as one process x batch N*B does.
+// A step: the session's gradients on this rank's batch, the mean allreduce of the gradients in
+// buckets of about bucket_bytes taken in reverse parameter order (the order backward produces
+// them), then the optimizer (TrainingSession::apply_gradients). The mean of per-rank mean losses
+// over equal batches is the global batch's mean loss, so N ranks x batch B step as one process
+// x batch N*B does; the loss rides in the last bucket.
 //
-// Not overlapped with the backward pass: the session computes all gradients in one compiled
-// graph and returns them together, so a bucket cannot start before the last gradient exists.
-// Overlap needs the allreduce inside the step graph (an op with a done callback) — not built.
+// Overlap with the backward pass (DDP's): the session reports each gradient as soon as the
+// runtime has written it for good (TrainingSession::gradients_as_ready, runtime/output_ready.h),
+// and a bucket's non-blocking allreduce starts, on the reporting thread, once its last gradient
+// is in, while the rest of the backward pass runs; a progress thread polls the transfers in
+// flight (Open MPI makes no progress by itself). Buckets start strictly in bucket order, so
+// every rank issues the same collectives in the same order whatever order its executor finished
+// them in. The optimizer waits for every bucket. One agreement check per step covers every
+// bucket (the same names, dtypes and shapes on every rank) before any of them starts.
 #pragma once
 
 #include <cstddef>
@@ -26,33 +31,65 @@
 namespace kiln::distributed {
 
 struct DataParallelOptions {
-    /// Bytes of gradients per allreduce call (PyTorch DDP's bucket_cap_mb is 25 MB).
-    size_t bucket_bytes = size_t{25} << 20;
+    /// Bytes of gradients per allreduce call (DDP's bucket_cap_mb, 25 MB there). Small buckets
+    /// start early, overlapping the backward pass; each costs one more MPI call
+    /// (KILN_DIST_BUCKET_MB, `kiln train --bucket-mb`).
+    size_t bucket_bytes = size_t{4} << 20;
+    /// Start buckets while the backward pass runs (KILN_DIST_OVERLAP=0 turns it off: every
+    /// bucket then starts after the last gradient, as before; results are the same bit for bit).
+    bool overlap = true;
+    /// Microseconds between the progress thread's polls of the transfers in flight
+    /// (KILN_DIST_PROGRESS_US).
+    int progress_us = 100;
     /// Benchmarks only: skip the gradient allreduce (the ranks' weights then drift apart), to
     /// measure the step without communication (KILN_DIST_BENCH_NO_ALLREDUCE=1).
     bool skip_allreduce = false;
 
-    /// The defaults, with skip_allreduce from the environment.
+    /// The defaults, overridden by the environment variables above.
     static DataParallelOptions from_env();
+};
+
+/// What the last step did (for tests, logs and benchmarks).
+struct DataParallelStepStats {
+    int buckets = 0;
+    /// Buckets whose allreduce started while the backward pass still had gradients to write
+    /// (inside the session's run, before its last gradient was reported): the overlap.
+    int started_during_backward = 0;
+    /// Per bucket, how many gradients had been reported when it started.
+    std::vector<int> reported_at_start;
+    int gradients = 0;
+    double backward_s = 0;  // gradients_as_ready / gradients
+    double wait_s = 0;      // after the backward pass, until every bucket was reduced
 };
 
 class DataParallel {
 public:
     /// Binds `session` (kept by the caller) to the ranks of `comm`.
     DataParallel(Communicator& comm, TrainingSession& session, DataParallelOptions opts = DataParallelOptions::from_env());
+    ~DataParallel();
 
     /// Copies rank 0's parameters to every rank (the start of a run from the model's weights).
     void broadcast_parameters();
     /// One optimizer step on this rank's batch (see above); returns the mean loss over ranks.
     double step(const std::map<std::string, Tensor>& batch);
-    /// The buckets of the last step, each a list of parameter names (for tests and logs).
+    /// The buckets, in the order they start, each a list of tensor names ("grad/fc.weight";
+    /// "loss" in the last), made at the first step (for tests and logs).
     const std::vector<std::vector<std::string>>& buckets() const { return buckets_; }
+    const DataParallelStepStats& last_step_stats() const { return stats_; }
+    const DataParallelOptions& options() const { return opts_; }
+
+    struct StepRun;
 
 private:
+    void plan_buckets();
+
     Communicator& comm_;
     TrainingSession& session_;
     DataParallelOptions opts_;
     std::vector<std::vector<std::string>> buckets_;
+    std::vector<std::string> descriptions_;  // the agreement check's: "bucket 0: grad/w f32[3,4]"
+    std::map<std::string, std::pair<size_t, size_t>> slot_;  // parameter -> (bucket, position)
+    DataParallelStepStats stats_;
 };
 
 }  // namespace kiln::distributed

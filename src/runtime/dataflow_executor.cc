@@ -35,6 +35,7 @@ struct DataflowExecutor::RunState {
     Status error;
     ProfiledRun* prof = nullptr;
     const std::atomic<bool>* terminate = nullptr;
+    std::unique_ptr<OutputReadiness> readiness;
 };
 
 Status check_concurrency_plan(const Executable& exe) {
@@ -115,6 +116,7 @@ void DataflowExecutor::start_async(int step, RunState& st) {
     k->start(std::move(args), std::move(bytes), [this, step, &st, t0, tid](Status s) {
         if (st.prof) st.prof->steps[step] = {tid, t0, profiler_->now_ns() - t0};
         if (!s.ok()) fail(st, std::move(s));
+        else st.readiness->step_done(static_cast<size_t>(step));
         complete(step, st, nullptr);
     });
 }
@@ -141,6 +143,7 @@ void DataflowExecutor::process(int step, RunState& st) {
                 }
             }
             if (!r.ok()) fail(st, std::move(r));
+            else st.readiness->step_done(static_cast<size_t>(s));
         }
         complete(s, st, &local);
     }
@@ -148,13 +151,15 @@ void DataflowExecutor::process(int step, RunState& st) {
 
 Status DataflowExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                              const std::atomic<bool>* terminate, int max_threads,
-                             const std::vector<const Tensor*>* into) {
+                             const std::vector<const Tensor*>* into, const OutputReadyFn* ready) {
     if (!plan_error_.ok()) return plan_error_;
     std::lock_guard<std::mutex> run_lock(run_mu_);
     RunState st;
     st.terminate = terminate;
     Status s = table_.bind(inputs, st.b, into);
     if (!s.ok()) return s;
+    if (ready && !ready_plan_) ready_plan_ = std::make_unique<OutputReadyPlan>(OutputReadyPlan::build(*exe_));
+    st.readiness = std::make_unique<OutputReadiness>(ready_plan_.get(), st.b, exe_->outputs, ready);
     const int n = static_cast<int>(exe_->steps.size());
     // The cap applies to each kernel's loops; concurrent kernels (inter-op threads) still add up.
     RunControl control(intra_, max_threads);
@@ -183,6 +188,7 @@ Status DataflowExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tens
     }
     if (st.failed.load(std::memory_order_acquire)) return st.error;
     table_.collect_outputs(st.b, outputs);
+    st.readiness->finish(outputs);
     return Status::ok_status();
 }
 

@@ -42,7 +42,7 @@ public:
     /// first failing step's Status is returned after every started step has finished.
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                const std::atomic<bool>* terminate = nullptr, int max_threads = 0,
-               const std::vector<const Tensor*>* into = nullptr) override;
+               const std::vector<const Tensor*>* into = nullptr, const OutputReadyFn* ready = nullptr) override;
     void set_profiler(Profiler* p) override { profiler_ = p; }
     const char* name() const override { return "dataflow"; }
 
@@ -68,6 +68,7 @@ private:
     Status plan_error_;
     Profiler* profiler_ = nullptr;
     std::mutex run_mu_;  // one run at a time: intermediates are per executor
+    std::unique_ptr<OutputReadyPlan> ready_plan_;  // made at the first run that asks for reports
 };
 
 /// Status of running `exe` concurrently: kInvalidArgument when it needs a concurrency-aware

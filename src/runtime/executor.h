@@ -4,6 +4,7 @@
 #include <atomic>
 #include <vector>
 
+#include "runtime/output_ready.h"
 #include "runtime/profiler.h"
 #include "support/status.h"
 #include "support/tensor.h"
@@ -19,9 +20,10 @@ public:
     /// kCancelled Status. Kernels use at most `max_threads` of the intra-op pool's threads
     /// (0 = all; extern kernels plan their parts for that many). `into`, when set, holds per
     /// output a tensor of its dtype and shape to write it into (null: fresh), returned for it.
+    /// `ready`, when set, is told each output as soon as it is final (runtime/output_ready.h).
     virtual Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                        const std::atomic<bool>* terminate = nullptr, int max_threads = 0,
-                       const std::vector<const Tensor*>* into = nullptr) = 0;
+                       const std::vector<const Tensor*>* into = nullptr, const OutputReadyFn* ready = nullptr) = 0;
     /// Records per-step timings of every later run into `p` (nullptr: off).
     virtual void set_profiler(Profiler* p) = 0;
     /// "sequential" or "dataflow".

@@ -407,7 +407,7 @@ bool start_root(FrameExecutor::RunState& st, std::vector<Ready>& ready) {
 
 Status FrameExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                           const std::atomic<bool>* terminate, int max_threads,
-                          const std::vector<const Tensor*>* into) {
+                          const std::vector<const Tensor*>* into, const OutputReadyFn* on_ready) {
     if (!graph_error_.ok()) return graph_error_;
     if (into) return Status(ErrorKind::kInvalidArgument, "the frame executor does not write outputs into given tensors");
     std::lock_guard<std::mutex> run_lock(run_mu_);
@@ -454,6 +454,8 @@ Status FrameExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>
         std::memcpy(t.data(), st.outputs[b].data.get(), d.nbytes());
         outputs.push_back(std::move(t));
     }
+    if (on_ready && *on_ready)  // reported at the end: outputs are copied out of the frames here
+        for (size_t j = 0; j < outputs.size(); ++j) (*on_ready)(j, outputs[j]);
     return Status::ok_status();
 }
 

@@ -53,7 +53,7 @@ public:
     /// max_iterations or a dead graph output is a kInvalidArgument Status naming the node.
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                const std::atomic<bool>* terminate = nullptr, int max_threads = 0,
-               const std::vector<const Tensor*>* into = nullptr) override;
+               const std::vector<const Tensor*>* into = nullptr, const OutputReadyFn* ready = nullptr) override;
     void set_profiler(Profiler* p) override { profiler_ = p; }
     const char* name() const override { return "frames"; }
 

@@ -135,6 +135,8 @@ Status ModelRunner::run(PreparedExecutable& p, const std::vector<Tensor>& inputs
         return Status(ErrorKind::kInvalidArgument, "RunOptions::max_threads must be >= 0, got " + std::to_string(c.max_threads));
     if (c.preempt && c.outputs_into)
         return Status(ErrorKind::kInvalidArgument, "RunOptions: outputs_into cannot be used with preempt");
+    if (c.preempt && c.on_output_ready)
+        return Status(ErrorKind::kInvalidArgument, "RunControls: on_output_ready cannot be used with preempt");
     if (c.preempt) return run_preemptible(&p, inputs, outputs, c);
     std::unique_ptr<Executor> e;
     {
@@ -145,7 +147,7 @@ Status ModelRunner::run(PreparedExecutable& p, const std::vector<Tensor>& inputs
         }
     }
     if (!e) e = make_executor(p);
-    Status st = e->run(inputs, outputs, c.terminate, c.max_threads, c.outputs_into);
+    Status st = e->run(inputs, outputs, c.terminate, c.max_threads, c.outputs_into, c.on_output_ready);
     std::lock_guard<std::mutex> lock(p.mu);
     p.idle.push_back(std::move(e));
     return st;

@@ -23,6 +23,7 @@
 #include "runtime/executable.h"
 #include "runtime/executor.h"
 #include "runtime/inter_op_thread_pool.h"
+#include "runtime/output_ready.h"
 #include "runtime/profiler.h"
 #include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
@@ -75,6 +76,9 @@ struct RunControls {
     /// Per executable output, a tensor the run writes that output into (null: a fresh tensor);
     /// the session checked names, dtypes and shapes (runtime/output_binding.h). Not with preempt.
     const std::vector<const Tensor*>* outputs_into = nullptr;
+    /// Told each output as soon as the run has finally written it, while later steps still run
+    /// (runtime/output_ready.h; data-parallel training starts allreduces from it). Not with preempt.
+    const OutputReadyFn* on_output_ready = nullptr;
 };
 
 /// The controls of a public RunOptions.

@@ -23,10 +23,12 @@ Status cancelled_status(const std::string& node_name) {
 
 Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                                const std::atomic<bool>* terminate, int max_threads,
-                               const std::vector<const Tensor*>* into) {
+                               const std::vector<const Tensor*>* into, const OutputReadyFn* ready) {
     RunBindings b;
     Status st = table_.bind(inputs, b, into);
     if (!st.ok()) return st;
+    if (ready && !ready_plan_) ready_plan_ = std::make_unique<OutputReadyPlan>(OutputReadyPlan::build(*exe_));
+    OutputReadiness readiness(ready_plan_.get(), b, exe_->outputs, ready);
     RunControl control(pool_, max_threads);
     kiln_kernel_env env = control.env(false);
     ProfiledRun* prof = profiler_ ? profiler_->begin_run(exe_) : nullptr;
@@ -36,8 +38,10 @@ Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Te
         StepTimer timer(profiler_, prof, s);
         st = table_.run_step(s, b, env);
         if (!st.ok()) return st;
+        readiness.step_done(s);
     }
     table_.collect_outputs(b, outputs);
+    readiness.finish(outputs);
     return Status::ok_status();
 }
 

@@ -40,7 +40,7 @@ public:
     /// by the executor as fresh tensors.
     Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                const std::atomic<bool>* terminate = nullptr, int max_threads = 0,
-               const std::vector<const Tensor*>* into = nullptr) override;
+               const std::vector<const Tensor*>* into = nullptr, const OutputReadyFn* ready = nullptr) override;
 
     /// Starts (at.started false) or resumes a preemptible run. Before each step, and inside a
     /// restartable step's parallel loops, it checks `request`: when set it stops, leaves `at`
@@ -59,6 +59,7 @@ private:
     BufferTable table_;
     ThreadPool* pool_;
     Profiler* profiler_ = nullptr;
+    std::unique_ptr<OutputReadyPlan> ready_plan_;  // made at the first run that asks for reports
 };
 
 }  // namespace kiln::runtime

@@ -71,16 +71,18 @@ TEST(DataParallel, BroadcastsRankZerosParameters) {
 TEST(DataParallel, AveragesGradientsInReverseOrderBuckets) {
     const int n = comm().size();
     FakeSession s(comm().rank());
-    // A 32-byte limit: p2 (28 bytes; the loss rides along uncounted) fills the first bucket,
-    // p1 (12) + p0 (20) = 32 the second.
+    // A 32-byte limit: p2 (28 bytes) fills the first bucket, p1 (12) + p0 (20) = 32 the second,
+    // where the loss rides along uncounted. The fake session has no runtime reports: its
+    // gradients all come in after the backward pass (gradients_as_ready's default).
     DataParallel dp(comm(), s, {.bucket_bytes = 32});
     double loss = dp.step({});
     double mean_loss = 0;
     for (int r = 0; r < n; ++r) mean_loss += (1.0 + r) / n;
     EXPECT_DOUBLE_EQ(loss, mean_loss);
     ASSERT_EQ(dp.buckets().size(), 2u);
-    EXPECT_EQ(dp.buckets()[0], (std::vector<std::string>{"loss", "grad/p2"}));
-    EXPECT_EQ(dp.buckets()[1], (std::vector<std::string>{"grad/p1", "grad/p0"}));
+    EXPECT_EQ(dp.buckets()[0], (std::vector<std::string>{"grad/p2"}));
+    EXPECT_EQ(dp.buckets()[1], (std::vector<std::string>{"grad/p1", "grad/p0", "loss"}));
+    EXPECT_EQ(dp.last_step_stats().started_during_backward, 0);
     ASSERT_EQ(s.applied.size(), 3u);
     for (int k = 0; k < 3; ++k) {
         const Tensor& g = s.applied.at("p" + std::to_string(k));
@@ -90,6 +92,22 @@ TEST(DataParallel, AveragesGradientsInReverseOrderBuckets) {
             ASSERT_FLOAT_EQ(g.get_f64(i), static_cast<float>(want) / static_cast<float>(n)) << k << " " << i;
         }
     }
+}
+
+TEST(DataParallel, BucketsThatDifferAcrossRanksAreAnErrorNamingTheRank) {
+    // Rank 0 makes two buckets, the others one: caught by the step's agreement check on every
+    // rank before any bucket starts, not a mismatched allreduce in the backward pass.
+    FakeSession s(comm().rank());
+    DataParallel dp(comm(), s, {.bucket_bytes = comm().rank() == 0 ? size_t{32} : size_t{1000}});
+    try {
+        dp.step({});
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("data-parallel step: rank 1 disagrees with rank 0"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("bucket 1: grad/p1"), std::string::npos) << e.what();
+    }
+    DataParallel same(comm(), s, {.bucket_bytes = 32});  // the communicator still works
+    EXPECT_EQ(same.step({}), 1.0 + (comm().size() - 1) / 2.0);
 }
 
 }  // namespace

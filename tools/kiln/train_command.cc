@@ -19,6 +19,7 @@
 // aborts the whole job.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -64,6 +65,8 @@ struct TrainArgs {
     std::string export_path, metrics_csv;
     int64_t log_every = 0;
     bool data_parallel = false;
+    double bucket_mb = -1;  // -1: DataParallelOptions::from_env's
+    bool no_overlap = false;
 };
 
 /// The checkpoint's `extra`: the trainer's position and metrics.
@@ -198,7 +201,10 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     if (a.resume) pos = read_position(session->load_checkpoint(checkpoint), checkpoint, a);
     std::unique_ptr<distributed::DataParallel> dp;
     if (a.data_parallel) {
-        dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session);
+        distributed::DataParallelOptions dpo = distributed::DataParallelOptions::from_env();
+        if (a.bucket_mb >= 0) dpo.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
+        if (a.no_overlap) dpo.overlap = false;
+        dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session, dpo);
         if (!a.resume) dp->broadcast_parameters();  // a resumed run: every rank loaded the same checkpoint
     }
     StepInputs step{session->batch_inputs(), a.loss == "output" ? "" : opts.loss.labels,
@@ -216,8 +222,10 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     bar.print_line(fmt::format("model: {} ({} parameters to train), batch {}, {} steps per epoch; step compiled in {:.2f} s",
                                a.model, session->parameter_names().size(), a.data.batch_size, steps_per_epoch, compile_s));
     if (dp)
-        bar.print_line(fmt::format("data-parallel: {} ranks x batch {} = {} records per step", world, a.data.batch_size,
-                                   global_batch));
+        bar.print_line(fmt::format("data-parallel: {} ranks x batch {} = {} records per step; gradient buckets of {:.3g} MB, {}",
+                                   world, a.data.batch_size, global_batch,
+                                   static_cast<double>(dp->options().bucket_bytes) / (1 << 20),
+                                   dp->options().overlap ? "overlapped with the backward pass" : "after the backward pass"));
     if (a.resume)
         bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
                                    steps_per_epoch, session->step()));
@@ -228,6 +236,8 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         session->save_checkpoint(checkpoint, position_extra(pos, a));
     };
     const int64_t total_steps = steps_per_epoch * a.epochs;
+    std::vector<double> dp_backward, dp_wait;  // per data-parallel step: seconds
+    int dp_overlapped = 0;
     int64_t run_steps = 0;
     double train_seconds = 0;
     for (; pos.epoch < a.epochs; ++pos.epoch, pos.batch = 0) {
@@ -240,6 +250,11 @@ int train_run(TrainArgs a, ProgressBar& bar) {
             std::map<std::string, Tensor> inputs = step_batch(*batch, data, step);
             double lr = opts.schedule.at(session->step(), a.lr);
             const double loss = dp ? dp->step(inputs) : session->train_step(inputs).loss;
+            if (dp) {
+                dp_backward.push_back(dp->last_step_stats().backward_s);
+                dp_wait.push_back(dp->last_step_stats().wait_s);
+                dp_overlapped += dp->last_step_stats().started_during_backward;
+            }
             KILN_CHECK(std::isfinite(loss), kInvalidArgument)
                 << "the training loss is " << loss << " at step " << session->step()
                 << " (epoch " << pos.epoch + 1 << ", batch " << pos.batch + 1 << "): lower --lr or use --clip-norm";
@@ -278,6 +293,17 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     if (rank0)
         fmt::print(stderr, "trained {} steps in {:.2f} s ({:.0f} samples/s)\n", run_steps, train_seconds,
                    train_seconds > 0 ? static_cast<double>(run_steps * global_batch) / train_seconds : 0.0);
+    if (rank0 && !dp_wait.empty()) {
+        auto median = [](std::vector<double> v) {
+            std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+            return v[v.size() / 2];
+        };
+        fmt::print(stderr,
+                   "data-parallel on rank 0, per step (median): gradients {:.1f} ms, then waiting for the allreduces "
+                   "{:.1f} ms; {} buckets, {:.1f} per step started during the backward pass\n",
+                   1e3 * median(dp_backward), 1e3 * median(dp_wait), dp->last_step_stats().buckets,
+                   static_cast<double>(dp_overlapped) / static_cast<double>(dp_wait.size()));
+    }
     if (!a.export_path.empty() && rank0) {
         session->export_onnx(a.export_path);
         fmt::print(stderr, "wrote {}\n", a.export_path);
@@ -365,6 +391,13 @@ void add_train_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--data-parallel", a->data_parallel,
                   "Train data-parallel over the ranks of mpirun: each rank takes its slice of every global batch of "
                   "ranks x --batch-size records; gradients are averaged (docs/distributed.md)");
+    sub->add_option("--bucket-mb", a->bucket_mb,
+                    "--data-parallel: megabytes of gradients per allreduce (default 4, or KILN_DIST_BUCKET_MB); smaller "
+                    "buckets start earlier in the backward pass")
+        ->type_name("MB")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_flag("--no-overlap", a->no_overlap,
+                  "--data-parallel: start the gradient allreduces after the backward pass instead of during it");
     sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD (per channel: M1,..,Mc,S1,..,Sc)")->type_name("MEAN,STD")->delimiter(',');
     sub->add_option("--random-crop", a->data.random_crop, "Pad the input's last two axes by PAD, cut a random HxW window")
         ->type_name("H,W,PAD")

@@ -214,34 +214,35 @@ def test_range_not_from_zero_compiles_per_shape(tmp_path):
     np.testing.assert_array_equal(sess.run(None, feed)[0], ref.run(None, feed)[0])
 
 
-def test_convolution_compiles_once_and_pad_is_refused_before_the_passes(tmp_path):
+def test_convolution_and_pad_compile_once_a_reflect_pad_is_refused(tmp_path):
     """A Conv on a symbolic batch and image size compiles once (oneDNN per run-time shape:
-    docs/dynamic_shapes.md); a Pad before it is refused by the look before the pass pipeline
-    (naming the node), then runs per shape. Both against ONNX Runtime."""
+    docs/dynamic_shapes.md), with a constant Pad before it too; a reflect Pad along the symbolic
+    height is refused (its index would be a run-time modulus; the reason names the node), then
+    runs per shape. All against ONNX Runtime."""
     rng = np.random.default_rng(5)
     w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
     pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
-    for padded in (False, True):
-        nodes = [helper.make_node("Conv", ["xp" if padded else "x", "w"], ["y"], name="conv0",
-                                  pads=[0, 0, 0, 0] if padded else [1, 1, 1, 1])]
-        if padded:
-            nodes.insert(0, helper.make_node("Pad", ["x", "pads"], ["xp"], name="pad0"))
+    for mode in (None, "constant", "reflect"):
+        nodes = [helper.make_node("Conv", ["xp" if mode else "x", "w"], ["y"], name="conv0",
+                                  pads=[0, 0, 0, 0] if mode else [1, 1, 1, 1])]
+        if mode:
+            nodes.insert(0, helper.make_node("Pad", ["x", "pads"], ["xp"], name="pad0", mode=mode))
         g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "h", 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, "h", 8])],
-                              [w] + ([pads] if padded else []))
-        path = str(tmp_path / f"conv{int(padded)}.onnx")
+                              [w] + ([pads] if mode else []))
+        path = str(tmp_path / f"conv_{mode}.onnx")
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
         sess = _session(path)
         st = sess.stats()
-        if padded:
-            assert not st["symbolic"] and "pad0" in st["symbolic_reason"] and "Pad" in st["symbolic_reason"], st
+        if mode == "reflect":
+            assert not st["symbolic"] and "pad0" in st["symbolic_reason"] and "reflect" in st["symbolic_reason"], st
         else:
             assert st["symbolic"], st["symbolic_reason"]
         ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         for batch, h in [(1, 8), (2, 5)]:
             feed = {"x": rng.standard_normal((batch, 3, h, 8)).astype(np.float32)}
             np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-4, atol=1e-4)
-        assert sess.stats()["compiles"] == (2 if padded else 1)
+        assert sess.stats()["compiles"] == (2 if mode == "reflect" else 1)
 
 
 def test_masks_with_comparisons_and_where(tmp_path):

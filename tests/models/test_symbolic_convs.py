@@ -256,3 +256,44 @@ def test_declared_dim_ranges_refuse_sizes_outside_them(cnn, tmp_path):
         assert "input 'x' (axis 2): dimension 'h' is 52, outside its declared range 16..48" in err, err
     proc = run_kiln(["compile", cnn, "-o", str(tmp_path / "bad.kiln"), "--dim-range", "height=1..4"])
     assert proc.returncode != 0 and "no input has a symbolic dimension 'height'" in proc.stdout + proc.stderr
+
+
+def make_bilinear_upsamples(path):
+    """A U-Net decoder's upsamples: PyTorch's Upsample(scale_factor=2, mode="bilinear") as Resize
+    linear with pytorch_half_pixel, then half_pixel at scale 3 along the width only, then
+    asymmetric 2x, each followed by a conv (the blocked layout around them)."""
+    rng = np.random.default_rng(4)
+    inits = [_const("w1", rng.standard_normal((16, 3, 3, 3)) * 0.3), _const("w2", rng.standard_normal((16, 16, 1, 1)) * 0.3),
+             _const("s2", [1, 1, 2, 2]), _const("s3", [1, 1, 1, 3]),
+             numpy_helper.from_array(np.zeros(0, np.float32), "roi")]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Resize", ["c1", "roi", "s2"], ["u1"], mode="linear",
+                         coordinate_transformation_mode="pytorch_half_pixel"),
+        helper.make_node("Conv", ["u1", "w2"], ["c2"]),
+        helper.make_node("Resize", ["c2", "roi", "s3"], ["u2"], mode="linear",
+                         coordinate_transformation_mode="half_pixel"),
+        helper.make_node("Conv", ["u2", "w2"], ["c3"]),
+        helper.make_node("Resize", ["c3", "roi", "s2"], ["u3"], mode="linear",
+                         coordinate_transformation_mode="asymmetric"),
+        helper.make_node("Conv", ["u3", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "bilinear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16, None, None])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def test_bilinear_upsamples_compile_once(tmp_path):
+    path = str(tmp_path / "bilinear.onnx")
+    make_bilinear_upsamples(path)
+    art = str(tmp_path / "bilinear.kiln")
+    proc = run_kiln(["compile", path, "-o", art])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for i, shape in enumerate([(1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 2, 2)]):
+        feed = _feed(shape, 31 + i)
+        np.savez(tmp_path / "in.npz", **feed)
+        got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{i}"), extra=["--repeat", "1"])
+        assert_matches_ort(got, ort_outputs(path, feed), f"bilinear {shape}", rtol=1e-4, atol=1e-5)

@@ -476,10 +476,32 @@ std::vector<int64_t> integer_upsample_factors(const ir::Node& n, const ResizePla
     return k;
 }
 
+/// Per axis, the integer factor k of a linear resize with integer `scales` and half_pixel,
+/// pytorch_half_pixel or asymmetric coordinates (PyTorch's `Upsample(scale_factor=2,
+/// mode="bilinear")`): output x reads around x_ori = (x + 0.5) / k - 0.5 (or x / k), whose
+/// neighbours are clamped into the axis, so only the clamp depends on the input's size. Empty
+/// when some axis is not such (align_corners: the weights depend on the size).
+std::vector<int64_t> integer_linear_factors(const ResizePlan& p) {
+    if (p.mode != "linear" || !(p.ctm == "half_pixel" || p.ctm == "pytorch_half_pixel" || p.ctm == "asymmetric"))
+        return {};
+    std::vector<int64_t> k;
+    for (double s : p.scale) {
+        if (s < 1.0 || s != std::floor(s) || s > 1024) return {};
+        k.push_back(static_cast<int64_t>(s));
+    }
+    return k;
+}
+
+/// The integer factors of a resize a symbolic compile builds (nearest or linear), or empty.
+std::vector<int64_t> symbolic_factors(const ir::Node& n, const ResizePlan& p) {
+    std::vector<int64_t> k = integer_upsample_factors(n, p);
+    return k.empty() ? integer_linear_factors(p) : k;
+}
+
 /// Output dims with symbolic input dims: k * in on an integer-upsampled axis, "?" otherwise.
 std::vector<ir::Dim> symbolic_resize_dims(const ir::Node& n, const std::vector<ir::Dim>& in) {
     const ResizePlan p = stand_in_plan(n, in);
-    const std::vector<int64_t> k = integer_upsample_factors(n, p);
+    const std::vector<int64_t> k = symbolic_factors(n, p);
     std::vector<ir::Dim> out;
     for (size_t d = 0; d < in.size(); ++d) {
         const auto poly = ir::dim_poly(in[d]);
@@ -505,6 +527,53 @@ te::Tensor sym_nearest_compute(const ComputeArgs& a) {
             return te::read(x, idx);
         },
         "Resize", a.out_dtype());
+}
+
+/// The integer linear upsample over symbolic dims: one pass per upsampled axis (last first, as
+/// the static passes), each blending the two clamped neighbours of x_ori in X's compute type.
+te::Tensor sym_linear_compute(const ComputeArgs& a) {
+    te::Tensor cur = a.in(0);
+    std::vector<ir::Dim> in;
+    for (int64_t d : cur->shape) in.push_back(d == te::kDynamicDim ? ir::Dim::sym("n") : ir::Dim(d));
+    const ResizePlan p = stand_in_plan(a.node, in);
+    const std::vector<int64_t> k = integer_linear_factors(p);
+    KILN_ICHECK(k.size() == in.size()) << node_label(a.node) << ": a symbolic Resize that is no integer upsample";
+    const DType cdt = te::compute_dtype(a.out_dtype());
+    const std::vector<Expr> out = a.out_dims();
+    int first = -1;  // the last pass's axis
+    for (size_t d = 0; d < k.size() && first < 0; ++d)
+        if (k[d] > 1) first = static_cast<int>(d);
+    if (first < 0)  // every factor 1: a copy
+        return te::sym_compute(
+            out, [&](const std::vector<Var>& o) { return te::read(cur, std::vector<Expr>(o.begin(), o.end())); },
+            "Resize", a.out_dtype());
+    for (int d = static_cast<int>(k.size()) - 1; d >= 0; --d) {
+        if (k[static_cast<size_t>(d)] == 1) continue;
+        std::vector<Expr> dims = cur->shape_exprs();
+        const Expr in_d = dims[static_cast<size_t>(d)];
+        dims[static_cast<size_t>(d)] = out[static_cast<size_t>(d)];
+        const bool final_pass = d == first;
+        const te::Tensor src = cur;
+        const Expr kf = te::make_const(cdt, static_cast<double>(k[static_cast<size_t>(d)]));
+        cur = te::sym_compute(
+            dims, [&, d](const std::vector<Var>& o) {
+                const Expr xf = te::cast(cdt, Expr(o[static_cast<size_t>(d)]));
+                const Expr half = te::make_const(cdt, 0.5);
+                const Expr x = p.ctm == "asymmetric" ? xf / kf : (xf + half) / kf - half;
+                const Expr fl = te::unary(te::UnaryOp::kFloor, x);
+                const Expr w = x - fl;
+                const Expr x0 = te::cast(DType::kInt64, fl);
+                auto tap = [&](const Expr& i) {
+                    std::vector<Expr> idx(o.begin(), o.end());
+                    idx[static_cast<size_t>(d)] = te::max(te::min(i, in_d - te::int_imm(1)), te::int_imm(0));
+                    return te::cast(cdt, te::read(src, idx));
+                };
+                const Expr v = (te::make_const(cdt, 1.0) - w) * tap(x0) + w * tap(x0 + te::int_imm(1));
+                return final_pass ? te::cast(a.out_dtype(), v) : v;
+            },
+            final_pass ? "Resize" : "Resize_axis" + std::to_string(d), final_pass ? a.out_dtype() : cdt);
+    }
+    return cur;
 }
 
 std::vector<int64_t> static_shape(const ir::Node& n, const ir::TensorType& t) {
@@ -565,7 +634,10 @@ OpDef resize_op() {
     };
     d.schedule = resize_schedule;
     d.compute = [](const ComputeArgs& a) {
-        if (!a.in(0)->is_static()) return std::vector<te::Tensor>{sym_nearest_compute(a)};
+        if (!a.in(0)->is_static()) {
+            const bool linear = a.node.attr_string("mode", "nearest") == "linear";
+            return std::vector<te::Tensor>{linear ? sym_linear_compute(a) : sym_nearest_compute(a)};
+        }
         const ResizePlan p = make_plan(a.node, a.in(0)->shape);
         return std::vector<te::Tensor>{p.mode == "nearest" ? nearest_compute(a, p)
                                                            : interp_compute(a, p)};

@@ -16,6 +16,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/conv_weight_gemm.h"
 #include "runtime/dnnl_engine.h"
 #include "runtime/dnnl_temp_pool.h"
 #include "runtime/executable.h"
@@ -89,11 +90,20 @@ public:
                            args[args_[i]].dtype == DType::kFloat32 && args[args_[i]].shape == want[i],
                        kInvalidModel)
                 << "dnnl_conv_bwd: argument " << args_[i] << " is not a float32 buffer of shape " << shape_str(want[i]);
+        if (!data_ && groups_ == 1 && rank == 4) {
+            const ConvWeightGemmShape s{src_[0], src_[1], src_[2], src_[3], crop_[0], crop_[1], wei_[0], wei_[2],
+                                        wei_[3], dst_[2], dst_[3], strides_[0], strides_[1], dilates_[0] + 1,
+                                        dilates_[1] + 1, pad_l_[0], pad_l_[1]};
+            if (conv_weight_gemm_preferred(s)) gemm_ = std::make_unique<ConvWeightGemm>(s);
+        }
     }
 
-    std::string implementation() { return plan_for(1).impl; }
+    std::string implementation() { return gemm_ ? "gemm:im2col+sgemm" : plan_for(1).impl; }
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
+        if (gemm_)
+            return gemm_->run(static_cast<const float*>(args[args_[0]]), static_cast<const float*>(args[args_[1]]),
+                              static_cast<float*>(args[args_[2]]), env, std::max(1, threads));
         try {
             Plan& plan = plan_for(std::max(1, threads));
             std::vector<memory> partials;
@@ -266,6 +276,7 @@ private:
     std::string impl_;
     std::mutex mu_;
     std::map<int, Plan> plans_;
+    std::unique_ptr<ConvWeightGemm> gemm_;  // the weight gradient as im2col + sgemm (conv_weight_gemm.h)
 };
 
 }  // namespace

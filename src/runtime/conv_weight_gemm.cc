@@ -24,7 +24,7 @@ bool conv_weight_gemm_preferred(const ConvWeightGemmShape& s) {
     }
     // At 7x7 and 4x4 planes oneDNN's kernel ran at 17-50 GFLOP/s per thread and the GEMM at
     // 80-95; at 14x14 and up oneDNN's was at 80-95 and im2col's copy would be larger than X.
-    return s.oh * s.ow <= 64;
+    return s.oh * s.ow <= 36;
 }
 
 ConvWeightGemm::ConvWeightGemm(const ConvWeightGemmShape& s)

@@ -22,9 +22,13 @@ bool conv_weight_gemm_preferred(const ConvWeightGemmShape& s) {
         if (std::string(force) == "gemm") return true;
         if (std::string(force) == "dnnl") return false;
     }
-    // At 7x7 and 4x4 planes oneDNN's kernel ran at 17-50 GFLOP/s per thread and the GEMM at
-    // 80-95; at 14x14 and up oneDNN's was at 80-95 and im2col's copy would be larger than X.
-    return s.oh * s.ow <= 36;
+    // ResNet-18 at batch 16, one A/B per shape (KILN_CONV_WGRAD), 2 threads: 512 channels on
+    // 4x4 took 40-64 ms per 3 calls with oneDNN, 18-32 as a GEMM; 256 on 7x7 was even (20-24
+    // both); the strided 1x1 convs (64->128 onto 14x14, 128->256 onto 7x7) 2.4-3.6 ms against
+    // 0.9-3.0 (their im2col is a quarter of X). At 14x14 and up with 3x3 windows oneDNN's
+    // kernel ran at 80-95 GFLOP/s and im2col would copy 9x X.
+    const bool strided_1x1 = s.kh == 1 && s.kw == 1 && (s.stride_h > 1 || s.stride_w > 1);
+    return s.oh * s.ow <= 36 || strided_1x1;
 }
 
 ConvWeightGemm::ConvWeightGemm(const ConvWeightGemmShape& s)

@@ -32,8 +32,9 @@ struct ConvWeightGemmShape {
     int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, pad_t = 0, pad_l = 0;  // dil: ONNX's (1 = dense)
 };
 
-/// Whether the GEMM form is the faster weight gradient for `s` (measured on ResNet-18's layers,
-/// docs/kernels.md): output planes of at most 64 points. KILN_CONV_WGRAD=gemm|dnnl forces it.
+/// Whether the GEMM form is the faster weight gradient for `s` (measured on ResNet-18's layers):
+/// output planes of at most 36 points, and strided 1x1 windows. KILN_CONV_WGRAD=gemm|dnnl
+/// forces one or the other (for A/B measurements).
 bool conv_weight_gemm_preferred(const ConvWeightGemmShape& s);
 
 class ConvWeightGemm {

@@ -33,7 +33,7 @@ struct ConvWeightGemmShape {
 };
 
 /// Whether the GEMM form is the faster weight gradient for `s` (measured on ResNet-18's layers):
-/// output planes of at most 36 points, and strided 1x1 windows. KILN_CONV_WGRAD=gemm|dnnl
+/// output planes of at most 36 points, and strided 1x1 windows, of at least 16 MFLOP. KILN_CONV_WGRAD=gemm|dnnl
 /// forces one or the other (for A/B measurements).
 bool conv_weight_gemm_preferred(const ConvWeightGemmShape& s);
 

@@ -133,7 +133,10 @@ void transposed_weights_to_gemm(ir::Graph& g) {
             continue;
         const Shape as = at.static_shape(), ys = n->output(0)->type().static_shape();
         ir::Value* a = n->input(0);
-        if (as.size() > 2) a = pass::add_inferred_node(g, "Reshape", {a, pass::shape_constant(g, {shape_numel(as) / as.back(), as.back()})})->output(0);
+        if (as.size() > 2) {
+            ir::Value* rows = pass::shape_constant(g, {shape_numel(as) / as.back(), as.back()});
+            a = pass::add_inferred_node(g, "Reshape", {a, rows})->output(0);
+        }
         // A following bias Add ([N]) becomes Gemm's C: the Reshape would otherwise stand between
         // the product and the Add that oneDNN fuses into it.
         ir::Node* add = pass::sole_user(g, n->output(0));

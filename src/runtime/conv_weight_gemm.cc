@@ -66,7 +66,8 @@ void ConvWeightGemm::pack_dy(const float* dy, float* dyp, int64_t m0, int64_t m1
     const int64_t plane = s_.oh * s_.ow;
     for (int64_t m = m0; m < m1; ++m)
         for (int64_t n = 0; n < s_.n; ++n)
-            std::memcpy(dyp + m * cols_ + n * plane, dy + (n * s_.m + m) * plane, static_cast<size_t>(plane) * sizeof(float));
+            std::memcpy(dyp + m * cols_ + n * plane, dy + (n * s_.m + m) * plane,
+                        static_cast<size_t>(plane) * sizeof(float));
 }
 
 std::vector<float>* ConvWeightGemm::take() {
@@ -105,7 +106,8 @@ Status ConvWeightGemm::run(const float* x, const float* dy, float* dw, const kil
             omp_set_num_threads(1);  // this part is one of Kiln's threads
             const dnnl_status_t r = dnnl_sgemm('N', 'N', m1 - m0, rows_, cols_, 1.0f, dyp + m0 * cols_, cols_, col,
                                                rows_, 0.0f, dw + m0 * rows_, rows_);
-            if (r != dnnl_success) return Status(ErrorKind::kInternal, "oneDNN sgemm failed: status " + std::to_string(r));
+            if (r != dnnl_success)
+                return Status(ErrorKind::kInternal, "oneDNN sgemm failed: status " + std::to_string(r));
             return Status::ok_status();
         });
     }

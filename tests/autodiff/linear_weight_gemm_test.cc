@@ -21,7 +21,8 @@ void check(const Shape& xs, bool with_bias) {
     SCOPED_TRACE("X " + shape_str(xs) + (with_bias ? " with bias" : " no bias"));
     constexpr int64_t kOut = 5;
     const int64_t k = xs.back(), rows = shape_numel(xs) / k;
-    const Tensor x = random_tensor(xs, -1, 1, 1), w = random_tensor({kOut, k}, -1, 1, 2), b = random_tensor({kOut}, -1, 1, 3);
+    const Tensor x = random_tensor(xs, -1, 1, 1), w = random_tensor({kOut, k}, -1, 1, 2);
+    const Tensor b = random_tensor({kOut}, -1, 1, 3);
     Shape ys = xs;
     ys.back() = kOut;
     const Tensor labels = random_tensor(ys, -1, 1, 4);

@@ -26,7 +26,7 @@ bool conv_weight_gemm_preferred(const ConvWeightGemmShape& s) {
     // 4x4 took 40-64 ms per 3 calls with oneDNN, 18-32 as a GEMM; 256 on 7x7 was even (20-24
     // both); the strided 1x1 convs (64->128 onto 14x14, 128->256 onto 7x7) 2.4-3.6 ms against
     // 0.9-3.0 (their im2col is a quarter of X). At 14x14 and up with 3x3 windows oneDNN's
-    // kernel ran at 80-95 GFLOP/s and im2col would copy 9x X.
+    // kernel ran at 80-95 GFLOP/s on 2 threads and im2col would copy 9x X.
     // Below ~16 MFLOP the GEMM's two parallel passes cost more than they save: the digits CNN's
     // 8->16 channel 3x3 on 4x4 at batch 64 (2.4 MFLOP) took 0.07 ms against oneDNN's 0.04-0.05.
     const bool strided_1x1 = s.kh == 1 && s.kw == 1 && (s.stride_h > 1 || s.stride_w > 1);

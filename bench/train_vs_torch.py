@@ -21,6 +21,10 @@ Both start from the same weights (the worker builds the model with tests/trainin
 .py and exports it to ONNX for Kiln) and train on the same two batches, in float32. Kiln's first
 step includes compiling the training step; it is reported apart and not timed in the rounds.
 
+On a machine loaded by other work, PyTorch's OpenMP threads spin and lose several times their
+calm time; `OMP_WAIT_POLICY=PASSIVE` in the environment makes them sleep instead (it changes only
+PyTorch: Kiln's oneDNN calls run one OpenMP thread). Say which was used when quoting ratios.
+
 Models: the MLP (784-512-512-10, batch 64), the digits CNN (batch 64), ResNet-18 (batch 16,
 112x112, 1000 classes) and two BERT-base encoder layers (hidden 768, 12 heads, FFN 3072, batch 8,
 sequence 128; a 2-class head on the mean-pooled output).

@@ -17,7 +17,9 @@
 // their images, part 0 into the output and the others into buffers added to it after (the
 // batch is reduced inside the kernel: no [N, ...] partial products). Buffers stay plain;
 // where oneDNN's kernel wants a blocked layout (format any) each part reorders its slices in
-// and its result out per call.
+// and its result out per call, except a data gradient's W, which every part reads whole: it is
+// reordered once per call, before the parts. Small-plane weight gradients of large layers run
+// as one GEMM instead (runtime/conv_weight_gemm.h).
 #pragma once
 
 #include "runtime/extern_kernel.h"

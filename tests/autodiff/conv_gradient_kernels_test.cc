@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "gradient_check.h"
@@ -122,6 +123,19 @@ TEST(ConvGradientKernels, OneAndThreeDimensional) {
 // kernel crops X and zeroes dX's unread rows), as ResNet's 1x1 stride-2 convs do.
 TEST(ConvGradientKernels, TrailingRowsUnread) {
     check({{2, 2, 6, 7}, {2, 2, 3, 3}, {{"strides", Ints{2, 3}}}});
+}
+
+// The weight gradient as im2col + sgemm (runtime/conv_weight_gemm.h), which the kernel picks
+// for small planes of large layers only, forced on shapes of the cases above.
+TEST(ConvGradientKernels, WeightGradientAsGemm) {
+    ::setenv("KILN_CONV_WGRAD", "gemm", 1);
+    check({{4, 8, 9, 10}, {16, 8, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}});
+    check({{3, 5, 11, 9}, {7, 5, 3, 3}, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 2, 1}}}});
+    check({{2, 3, 22, 22}, {16, 3, 7, 7}, {{"strides", Ints{2, 2}}, {"pads", Ints{3, 3, 3, 3}}}});
+    check({{4, 16, 8, 8}, {32, 16, 1, 1}, {{"strides", Ints{2, 2}}}});
+    check({{2, 8, 9, 9}, {12, 8, 3, 3}, {{"dilations", Ints{2, 1}}, {"pads", Ints{2, 1, 2, 1}}}});
+    check({{2, 2, 6, 7}, {2, 2, 3, 3}, {{"strides", Ints{2, 3}}}});
+    ::unsetenv("KILN_CONV_WGRAD");
 }
 
 }  // namespace

@@ -459,6 +459,24 @@ ir::Value* swap_last(GradientBuilder& b, ir::Value* v) {
     return b.emit1("Transpose", {v}, {{"perm", perm}});
 }
 
+// Y = A B with A batched [..., M, K] and B one matrix [K, N] shared by every batch (a linear
+// layer on [batch, seq, features]): the batch folds into M, so both gradients are single Gemms
+// over [prod(batch) * M] rows. dB = A_flat^T G_flat reduces the batch inside the GEMM (no
+// per-batch [K, N] products summed by a ReduceSum), dA = G_flat B^T reads B through the trans
+// flag (no Transpose of B): BERT's 768x3072 weight gradients were 8 batched products, a
+// ReduceSum and two Transposes each.
+Grads matmul_grad_shared_b(GradientBuilder& b, ir::Value* a2, ir::Value* b2, ir::Value* g2, const Shape& as,
+                           const Shape& bs) {
+    const Shape as2 = a2->type().static_shape(), gs2 = g2->type().static_shape();
+    const int64_t rows = shape_numel(as2) / as2.back();
+    ir::Value* g_flat = b.reshape(g2, {rows, gs2.back()});
+    Grads out(2, nullptr);
+    if (b.needs_grad(0)) out[0] = b.reshape(b.emit1("Gemm", {g_flat, b2}, {{"transB", int64_t{1}}}), as);
+    if (b.needs_grad(1))
+        out[1] = b.reshape(b.emit1("Gemm", {b.reshape(a2, {rows, as2.back()}), g_flat}, {{"transA", int64_t{1}}}), bs);
+    return out;
+}
+
 // Y = A B with numpy promotion: a 1-D A is [1, K], a 1-D B is [K, 1] (the added dim is dropped
 // from Y). With A2, B2 the promoted operands and G2 the gradient in Y2's shape:
 //   dA2 = G2 B2^T,  dB2 = A2^T G2,
@@ -484,6 +502,7 @@ Grads matmul_grad(GradientBuilder& b) {
     ir::Value* b2 = b.reshape(bb, bs2);
     const bool flat = rank == 2;
     Grads out(2, nullptr);
+    if (!flat && bs2.size() == 2) return matmul_grad_shared_b(b, a2, b2, g2, as, bs);
     if (b.needs_grad(0)) {
         ir::Value* da = flat ? b.emit1("Gemm", {g2, b2}, {{"transB", int64_t{1}}}) : b.emit1("MatMul", {g2, swap_last(b, b2)});
         out[0] = b.reshape(b.reduce_to_shape(da, ir::TensorType::of_static(a->type().dtype, as2)), as);

@@ -20,8 +20,8 @@
 // changes the result.
 //
 // Vectorized loops get `#pragma GCC ivdep` only when every store in the body indexes with the
-// loop variable (a reduction into a loop-invariant element keeps its dependence), and those of
-// at most 16 iterations also `#pragma GCC unroll 1` (at_most_one_vector). Unrolled loops get
+// loop variable (a reduction into a loop-invariant element keeps its dependence), and short
+// contiguous ones also `#pragma GCC unroll 1` (codegen/one_vector_loop.h). Unrolled loops get
 // `#pragma GCC unroll`.
 #include "codegen/c_emitter.h"
 
@@ -32,6 +32,7 @@
 
 #include "codegen/c_expr_printer.h"
 #include "codegen/c_prelude.h"
+#include "codegen/one_vector_loop.h"
 #include "support/error.h"
 
 namespace kiln::codegen {
@@ -154,19 +155,6 @@ bool stores_depend_on(const tir::Stmt& s, const te::VarNode* v) {
         case StmtKind::kAllocate: return stores_depend_on(static_cast<const tir::AllocateNode&>(*s).body, v);
     }
     return true;
-}
-
-/// True for a loop of at most 16 iterations (a constant extent): at most one vector on every
-/// target. GCC 12 peels such a loop completely before its loop vectorizer runs (cunrolli:
-/// up to 16 iterations), and then often vectorizes the loop *around* it instead: a conv
-/// micro-kernel's reduction over the 16 input channels of a block, 16 lanes over that reduce
-/// index with a permute per accumulator (vpermt2ps). `#pragma GCC unroll 1` keeps the loop for
-/// the vectorizer, which turns it into one vector operation. MobileNetV3's squeeze-and-excitation
-/// 1x1 convs (576 -> 144 at 1x1, 1 thread): 34 us peeled, 5 us kept; its global average pools
-/// 13.6 us -> 2.3 us.
-bool at_most_one_vector(const tir::ForNode& f) {
-    if (f.extent->kind != ExprKind::kIntImm) return false;
-    return static_cast<const te::IntImmNode&>(*f.extent).value <= 16;
 }
 
 /// Per function-body emission state: the output, the indentation, the allocations live at this
@@ -338,7 +326,7 @@ private:
             return;
         }
         if (f.loop_kind == LoopKind::kVectorized && stores_depend_on(f.body, f.var.get())) {
-            if (at_most_one_vector(f)) {
+            if (keep_for_vectorizer(f)) {
                 pad(sc);
                 *sc.out << "#pragma GCC unroll 1\n";
             }

@@ -152,13 +152,18 @@ std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
         const int64_t co = block_for(m / group);
         return ci && co ? std::pair{ci, co} : std::pair<int64_t, int64_t>{0, 0};
     }
-    // A few input channels that 8 does not divide (an image's colours) make one block; so do
-    // up to 512 such output channels of a conv over a 1x1 map (squeeze-and-excitation's
-    // squeeze), so that the excitation path stays blocked.
+    // A few plain input channels that 8 does not divide (an image's colours) are blocks of one
+    // channel: [N, C, H, W, 1] is NCHW's memory, so the ToBlocked is a view and oneDNN's
+    // first-layer conv reads the image as it is (as one NHWC block the image was transposed to
+    // NHWC and oneDNN reordered it back to NCHW: 30 + 42 us per run at 224x224, one thread).
+    // Up to 512 output channels that 8 does not divide of a conv over a 1x1 map make one block
+    // (squeeze-and-excitation's squeeze), so that the excitation path stays blocked.
     const bool map_1x1 = unit_dim(n->output(0), 2) && unit_dim(n->output(0), 3);
     int64_t co = block_for(m) ? block_for(m) : m <= 512 && map_1x1 ? m : 0;
     if (co == 16 && feeds_groups_of_8(n->output(0))) co = 8;
-    const int64_t ci = operand_block(n->input(0), c) ? operand_block(n->input(0), c) : c < 8 ? c : 0;
+    // (Blocks of one channel on static shapes only: a symbolic compile keeps one NHWC block.)
+    const int64_t few = n->input(0)->type().is_static() ? 1 : c;
+    const int64_t ci = operand_block(n->input(0), c) ? operand_block(n->input(0), c) : c < 8 ? few : 0;
     return {ci, co};
 }
 
@@ -440,15 +445,18 @@ void erase_dead(ir::Graph& g) {
     }
 }
 
-/// A layout transform of a 1x1 map ([N, C/c, 1, 1, c] <-> [N, C, 1, 1]) moves nothing: every
-/// block holds its channels in order. It becomes a Reshape, a view (the pooled features before
-/// a classifier, squeeze-and-excitation's scale).
-void transforms_of_1x1_maps_to_views(ir::Graph& g) {
+/// A layout transform of a 1x1 map ([N, C/c, 1, 1, c] <-> [N, C, 1, 1]) or in blocks of one
+/// channel ([N, C, H, W, 1]) moves nothing: the memory is the same. It becomes a Reshape, a
+/// view (the pooled features before a classifier, squeeze-and-excitation's scale, an image
+/// into the first conv).
+void trivial_transforms_to_views(ir::Graph& g) {
     for (ir::Node* n : g.nodes()) {
         if (n->op() != kToBlocked && n->op() != kFromBlocked) continue;
         if (n->has_attr("padded_channels") || n->has_attr("channels")) continue;  // pads or crops: not a view
         const ir::Value* plain = n->op() == kToBlocked ? n->input(0) : n->output(0);
-        if (plain->type().rank() != 4 || !unit_dim(plain, 2) || !unit_dim(plain, 3)) continue;
+        const ir::Value* blocked = n->op() == kToBlocked ? n->output(0) : n->input(0);
+        if (plain->type().rank() != 4) continue;
+        if (!(unit_dim(plain, 2) && unit_dim(plain, 3)) && !unit_dim(blocked, 4)) continue;
         const std::vector<ir::Dim>& to = n->output(0)->type().shape;
         Shape rest;
         for (size_t k = 1; k < to.size(); ++k) rest.push_back(to[k].value);
@@ -484,7 +492,7 @@ bool transform_layout(ir::Graph& g, const PassContext&) {
         }
     }
     erase_dead(g);
-    transforms_of_1x1_maps_to_views(g);
+    trivial_transforms_to_views(g);
     g.topo_sort();
     return true;
 }

@@ -2306,6 +2306,10 @@ void add_layout_cases(std::vector<Case>& c) {
     add("conv_nchwc_3x3_pad_bias", "KilnConv2dNCHWc",
         {in(F32, {1, 2, 9, 10, 8}), in(F32, {2, 2, 3, 3, 8, 16}), in(F32, {2, 16})},
         {{"pads", Ints{1, 1, 1, 1}}}, conv_nchwc_ref());
+    // An image in blocks of one channel (transform_layout's stem): the padding copy row by row.
+    add("conv_nchwc_3x3_image_blocks_of_1", "KilnConv2dNCHWc",
+        {in(F32, {1, 3, 11, 13, 1}), in(F32, {1, 3, 3, 3, 1, 16}), in(F32, {1, 16})},
+        {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, conv_nchwc_ref());
     add("conv_nchwc_1x1_stride2", "KilnConv2dNCHWc", {in(F32, {2, 1, 7, 7, 16}), in(F32, {1, 1, 1, 1, 16, 8})},
         {{"strides", Ints{2, 2}}}, conv_nchwc_ref());
     add("conv_nchwc_dilated_asym_pad", "KilnConv2dNCHWc",

@@ -20,8 +20,9 @@
 // changes the result.
 //
 // Vectorized loops get `#pragma GCC ivdep` only when every store in the body indexes with the
-// loop variable (a reduction into a loop-invariant element keeps its dependence). Unrolled loops
-// get `#pragma GCC unroll`.
+// loop variable (a reduction into a loop-invariant element keeps its dependence), and short
+// contiguous ones also `#pragma GCC unroll 1` (codegen/one_vector_loop.h). Unrolled loops get
+// `#pragma GCC unroll`.
 #include "codegen/c_emitter.h"
 
 #include <set>
@@ -31,6 +32,7 @@
 
 #include "codegen/c_expr_printer.h"
 #include "codegen/c_prelude.h"
+#include "codegen/one_vector_loop.h"
 #include "support/error.h"
 
 namespace kiln::codegen {
@@ -324,6 +326,10 @@ private:
             return;
         }
         if (f.loop_kind == LoopKind::kVectorized && stores_depend_on(f.body, f.var.get())) {
+            if (keep_for_vectorizer(f)) {
+                pad(sc);
+                *sc.out << "#pragma GCC unroll 1\n";
+            }
             pad(sc);
             *sc.out << "#pragma GCC ivdep\n";
         } else if (f.loop_kind == LoopKind::kUnrolled) {

@@ -400,7 +400,7 @@ tag blocked_tag(int64_t block, int64_t channels, size_t rank) {
     const size_t i = rank - 3;
     if (block == 16) return std::array{tag::nCw16c, tag::nChw16c, tag::nCdhw16c}[i];
     if (block == 8) return std::array{tag::nCw8c, tag::nChw8c, tag::nCdhw8c}[i];
-    if (block == 0) return std::array{tag::ncw, tag::nchw, tag::ncdhw}[i];
+    if (block == 0 || block == 1) return std::array{tag::ncw, tag::nchw, tag::ncdhw}[i];  // 1: [N, C, H, W, 1]
     KILN_CHECK(block == channels, kInvalidModel) << "dnnl: unsupported channel block " << block << " of " << channels;
     return std::array{tag::nwc, tag::nhwc, tag::ndhwc}[i];
 }
@@ -421,7 +421,7 @@ int64_t product(const std::vector<int64_t>& v) {
 ///   kind=conv (default) | deconv
 ///   x, w, y: argument indices of the input, weights and output; b: bias argument (optional)
 ///   src=N,C,spatial...  dst=N,M,spatial...  kernel=the weights' spatial dims  groups=G
-///   src_block / dst_block: 0 (plain NC...) or the c of NCHW{c} (2-D only)
+///   src_block / dst_block: 0 (plain NC...) or the c of NCHW{c} (2-D only; 1: NCHW's memory)
 ///   wei=oihw (a Conv's [M, C/G, K...]) | iohw (a ConvTranspose's [C, M/G, K...]) |
 ///       blocked:ci:co ([M/co, C/ci, KH, KW, ci, co]) | depthwise:c ([C/c, KH, KW, c])
 ///   taps_begin, taps: the window's taps that read the input (default all): taps that only ever

@@ -389,7 +389,8 @@ std::optional<ExternChoice> match_symbolic_conv(const std::vector<ir::Node*>& no
     Pairs p;
     if (op == "KilnConv2dNCHWc") {  // X [N, C/ci, H, W, ci], W [M/co, C/G/ci, KH, KW, ci, co]
         const int64_t ci = x->type().shape[4].value, co = y->type().shape[4].value;
-        if ((ci != 8 && ci != 16 && x->type().shape[1].value != 1) || (co != 8 && co != 16 && y->type().shape[1].value != 1) ||
+        if ((ci != 8 && ci != 16 && ci != 1 && x->type().shape[1].value != 1) ||
+            (co != 8 && co != 16 && y->type().shape[1].value != 1) ||
             ws.size() != 6)
             return std::nullopt;
         k = {ws[2], ws[3]};
@@ -510,8 +511,9 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     int64_t groups = 1;
     if (op == "KilnConv2dNCHWc") {  // X [N, C/ci, H, W, ci], W [M/co, C/ci, KH, KW, ci, co]
         if (xs.size() != 5 || ws.size() != 6) return std::nullopt;
-        // Blocks of 8 or 16, or one block of every channel (NHWC: the stem's 3 channels).
-        if (xs[4] != 8 && xs[4] != 16 && xs[1] != 1) return std::nullopt;
+        // Blocks of 8 or 16, one block of every channel (NHWC), or blocks of one channel (NCHW:
+        // an image into the first conv, transform_layout).
+        if (xs[4] != 8 && xs[4] != 16 && xs[4] != 1 && xs[1] != 1) return std::nullopt;
         if (ys[4] != 8 && ys[4] != 16 && ys[1] != 1) return std::nullopt;
         src = {xs[0], xs[1] * xs[4], xs[2], xs[3]};
         dst = {ys[0], ys[1] * ys[4], ys[2], ys[3]};

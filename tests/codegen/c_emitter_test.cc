@@ -422,6 +422,52 @@ TEST(CEmitter, FloorDivOfLoopIndexIsPlainDivision) {
     EXPECT_TRUE(bits_equal(args[1], ref[1]));
 }
 
+// A matrix-vector product in the shape of a blocked 1x1 conv on one pixel (the squeeze-and-
+// excitation convs): per output block o, Y[o, i] += X[r] * W[o, r, i] over r, i one 16-lane
+// vector. The 16-lane loop keeps `#pragma GCC unroll 1` (else GCC 12 peeled it and vectorized
+// the reduction over r instead, with permutes: 7x slower; codegen/one_vector_loop.h).
+// The result is compared with a naive loop in the test's order of additions (the kernel's;
+// no reassociation, FMA contraction only: a tolerance).
+TEST(CEmitter, OneVectorLoopKeepsItsLoopForTheVectorizer) {
+    const int64_t blocks = 9, red = 576, lanes = 16;
+    auto X = te::make_buffer("X", DType::kFloat32, {red});
+    auto W = te::make_buffer("W", DType::kFloat32, {blocks * red * lanes});
+    auto Y = te::make_buffer("Y", DType::kFloat32, {blocks * lanes});
+    te::Var o = te::make_var("o"), r = te::make_var("r"), i = te::make_var("i"), z = te::make_var("z");
+    Expr y_at = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, o, i64(lanes)), i);
+    Expr w_at = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, bin(BinaryOp::kAdd, bin(BinaryOp::kMul, o, i64(red)), r), i64(lanes)), i);
+    Expr zero = std::make_shared<te::FloatImmNode>(DType::kFloat32, 0.0);
+    tir::Stmt init = tir::make_for(
+        z, i64(lanes), LoopKind::kVectorized,
+        tir::make_store(Y, bin(BinaryOp::kAdd, bin(BinaryOp::kMul, o, i64(lanes)), z), zero));
+    tir::Stmt acc = tir::make_for(
+        r, i64(red), LoopKind::kSerial,
+        tir::make_for(i, i64(lanes), LoopKind::kVectorized,
+                      tir::make_store(Y, y_at, bin(BinaryOp::kAdd, load(Y, y_at), bin(BinaryOp::kMul, load(X, r), load(W, w_at))))));
+    PrimFunc f{"gemv_blocks", {X, W, Y}, tir::make_for(o, i64(blocks), LoopKind::kParallel, tir::make_seq({init, acc}))};
+    LoadedKernel k = compile_func(f);
+    EXPECT_NE(k.source.find("#pragma GCC unroll 1\n"), std::string::npos) << k.source;
+    // Not on a longer loop, nor on a short one that reads with a stride (a gather: the peeled
+    // code was faster there).
+    const std::string copy64 = emit_c(map_func("copy64", {X, Y}, 64, [&](Expr j) { return load(X, j); }, LoopKind::kVectorized));
+    EXPECT_EQ(copy64.find("#pragma GCC unroll 1\n"), std::string::npos) << copy64;
+    const std::string strided = emit_c(map_func(
+        "strided16", {X, Y}, 16, [&](Expr j) { return load(X, bin(BinaryOp::kMul, j, i64(16))); }, LoopKind::kVectorized));
+    EXPECT_EQ(strided.find("#pragma GCC unroll 1\n"), std::string::npos) << strided;
+    EXPECT_NE(strided.find("#pragma GCC ivdep\n"), std::string::npos) << strided;
+    auto args = make_args(f, [](size_t p, int64_t n) { return p == 2 ? 0.0 : std::sin(0.37 * n + p); });
+    runtime::ThreadPool pool(2);
+    ASSERT_EQ(k.run(args, &pool), 0);
+    const float* x = args[0].data_as<float>();
+    const float* w = args[1].data_as<float>();
+    for (int64_t ob = 0; ob < blocks; ++ob)
+        for (int64_t l = 0; l < lanes; ++l) {
+            double ref = 0;
+            for (int64_t q = 0; q < red; ++q) ref += double(x[q]) * double(w[(ob * red + q) * lanes + l]);
+            ASSERT_NEAR(args[2].data_as<float>()[ob * lanes + l], ref, 1e-3) << "block " << ob << " lane " << l;
+        }
+}
+
 TEST(CEmitter, Float16LoadsAreExactForAllBitPatterns) {
     const int64_t n = 65536;
     for (DType ht : {DType::kFloat16, DType::kBFloat16}) {

@@ -156,3 +156,34 @@ def test_block_stays_blocked_and_matches_ort(tmp_path, name):
             outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
                                      extra=["--kernels", source, "--threads", threads])
             assert_matches_ort(outs, ref, f"{name} --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
+def padded_depthwise_model(b, channels, stride):
+    """ShuffleNetV2's branch on a channel count no block divides: 1x1 conv, Relu, depthwise 3x3
+    (padded to whole blocks around the blocked conv), Relu, 1x1 conv."""
+    h = b.op("Relu", [b.conv("x", 24, channels)])
+    h = b.op("Relu", [b.conv(h, channels, channels, k=3, group=channels, strides=[stride, stride])])
+    return b.conv(h, channels, 24), [1, 24, 13, 13]
+
+
+@pytest.mark.parametrize("channels,stride", [(58, 1), (58, 2), (20, 1), (116, 2)])
+def test_padded_depthwise_matches_ort(tmp_path, channels, stride):
+    """58 and 116 channels pad to blocks of 16, 20 to blocks of 8 (16 would add 60%): the
+    depthwise conv runs blocked (`kiln inspect --kernels` names KilnDepthwiseConv2dNCHWc) and
+    the output, padding channels dropped, matches ONNX Runtime."""
+    rng = np.random.default_rng(channels * 10 + stride)
+    b = Builder(rng)
+    out, x_shape = padded_depthwise_model(b, channels, stride)
+    path = tmp_path / "m.onnx"
+    b.save(path, x_shape, out)
+    np.savez(tmp_path / "in.npz", x=rng.standard_normal(x_shape).astype(np.float32))
+    proc = run_kiln(["inspect", str(path), "--kernels"])
+    assert proc.returncode == 0, proc.stderr
+    assert "KilnDepthwiseConv2dNCHWc" in proc.stdout, proc.stdout
+    ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
+    for source in ("auto", "generated") + (("dnnl",) if kiln_has_dnnl() else ()):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            assert_matches_ort(outs, ref, f"{channels} channels stride {stride} --kernels {source} --threads {threads}",
+                               RTOL, ATOL)

@@ -2214,8 +2214,10 @@ RefFn to_blocked_ref() {
             for (int64_t cb = 0; cb < s[1]; ++cb)
                 for (int64_t h = 0; h < s[2]; ++h)
                     for (int64_t w = 0; w < s[3]; ++w)
-                        for (int64_t ci = 0; ci < s[4]; ++ci)
-                            y.v[y.ravel({n, cb, h, w, ci})] = x[0].v[x[0].ravel({n, cb * s[4] + ci, h, w})];
+                        for (int64_t ci = 0; ci < s[4]; ++ci) {
+                            const int64_t c = cb * s[4] + ci;  // past X's channels: padding zeros
+                            y.v[y.ravel({n, cb, h, w, ci})] = c < x[0].shape[1] ? x[0].v[x[0].ravel({n, c, h, w})] : 0.0;
+                        }
         return Refs{y};
     };
 }
@@ -2224,7 +2226,7 @@ RefFn from_blocked_ref() {
         Arr y(out[0]);
         const Shape& s = x[0].shape;
         for (int64_t n = 0; n < s[0]; ++n)
-            for (int64_t c = 0; c < s[1] * s[4]; ++c)
+            for (int64_t c = 0; c < out[0][1]; ++c)  // the first `channels` channels
                 for (int64_t h = 0; h < s[2]; ++h)
                     for (int64_t w = 0; w < s[3]; ++w)
                         y.v[y.ravel({n, c, h, w})] = x[0].v[x[0].ravel({n, c / s[4], h, w, c % s[4]})];
@@ -2295,9 +2297,19 @@ void add_layout_cases(std::vector<Case>& c) {
     };
     add("to_blocked_8", "KilnLayoutToBlocked", {in(F32, {2, 16, 3, 5})}, {{"block", int64_t{8}}}, to_blocked_ref());
     add("from_blocked_16", "KilnLayoutFromBlocked", {in(F32, {1, 2, 3, 4, 16})}, {}, from_blocked_ref());
+    // A padded depthwise conv's conversions (transform_layout): 58 channels padded to 4 blocks
+    // of 16 (zeros past 58), and the first 58 channels of 4 blocks back.
+    add("to_blocked_16_padded", "KilnLayoutToBlocked", {in(F32, {1, 58, 3, 18})},
+        {{"block", int64_t{16}}, {"padded_channels", int64_t{64}}}, to_blocked_ref());
+    add("from_blocked_16_cropped", "KilnLayoutFromBlocked", {in(F32, {1, 4, 3, 18, 16})}, {{"channels", int64_t{58}}},
+        from_blocked_ref());
     add("conv_nchwc_3x3_pad_bias", "KilnConv2dNCHWc",
         {in(F32, {1, 2, 9, 10, 8}), in(F32, {2, 2, 3, 3, 8, 16}), in(F32, {2, 16})},
         {{"pads", Ints{1, 1, 1, 1}}}, conv_nchwc_ref());
+    // An image in blocks of one channel (transform_layout's stem): the padding copy row by row.
+    add("conv_nchwc_3x3_image_blocks_of_1", "KilnConv2dNCHWc",
+        {in(F32, {1, 3, 11, 13, 1}), in(F32, {1, 3, 3, 3, 1, 16}), in(F32, {1, 16})},
+        {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, conv_nchwc_ref());
     add("conv_nchwc_1x1_stride2", "KilnConv2dNCHWc", {in(F32, {2, 1, 7, 7, 16}), in(F32, {1, 1, 1, 1, 16, 8})},
         {{"strides", Ints{2, 2}}}, conv_nchwc_ref());
     add("conv_nchwc_dilated_asym_pad", "KilnConv2dNCHWc",

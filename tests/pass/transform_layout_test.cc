@@ -154,7 +154,9 @@ TEST(TransformLayout, PackedWeightsFollowTheBlockedIndex) {
     EXPECT_EQ(g.outputs()[0]->type().static_shape(), Shape({1, 16, 5, 5}));
 }
 
-TEST(TransformLayout, StemConvOverThreeChannelsTakesThemAsOneBlock) {
+// An image's 3 channels are blocks of one channel: [1, 3, 4, 4, 1] is the image's own memory,
+// so the conversion is a Reshape (a view) and oneDNN reads the image as NCHW.
+TEST(TransformLayout, StemConvTakesThreeChannelsAsBlocksOfOne) {
     const std::string before = R"(
 graph g(%x: f32[1,3,4,4]) {
   const %w: f32[8,3,1,1] = )" + values(24) + R"(
@@ -164,10 +166,11 @@ graph g(%x: f32[1,3,4,4]) {
     const std::string after = R"(
 graph g(%x: f32[1,3,4,4]) {
   const %w: f32[8,3,1,1] = )" + values(24) + R"(
-  const %s: i64[6] = [1, 8, 1, 3, 1, 1]
-  %xb = KilnLayoutToBlocked(%x) {block=3} : f32[1,1,4,4,3]
-  %wr = Reshape(%w, %s) : f32[1,8,1,3,1,1]
-  %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,1,1,1,3,8]
+  const %s: i64[6] = [1, 8, 3, 1, 1, 1]
+  const %xs: i64[5] = [1, 3, 4, 4, 1]
+  %wr = Reshape(%w, %s) : f32[1,8,3,1,1,1]
+  %wt = Transpose(%wr) {perm=[0, 2, 4, 5, 3, 1]} : f32[1,3,1,1,1,8]
+  %xb = Reshape(%x, %xs) : f32[1,3,4,4,1]
   %cb = KilnConv2dNCHWc(%xb, %wt) : f32[1,1,4,4,8]
   %c = KilnLayoutFromBlocked(%cb) : f32[1,8,4,4]
   return %c

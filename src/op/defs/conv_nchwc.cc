@@ -1,8 +1,11 @@
 // Blocked-layout convolution ops (Kiln-internal; the transform-layout pass writes them):
 //
-//   KilnLayoutToBlocked {block=c}:   X[N, C, H, W]        -> Y[N, C/c, H, W, c],
-//                                    Y[n, cb, h, w, ci] = X[n, cb*c + ci, h, w]
-//   KilnLayoutFromBlocked:           Y[N, C/c, H, W, c]   -> X[N, C, H, W] (the inverse)
+//   KilnLayoutToBlocked {block=c, padded_channels=P (default C)}:
+//                                    X[N, C, H, W]        -> Y[N, P/c, H, W, c],
+//                                    Y[n, cb, h, w, ci] = X[n, cb*c + ci, h, w] (0 from C on)
+//   KilnLayoutFromBlocked {channels=C (default: all of them)}:
+//                                    Y[N, P/c, H, W, c]   -> X[N, C, H, W] (the inverse; the
+//                                    first C channels)
 //   KilnConv2dNCHWc (Conv's window attributes and group G, default 1):
 //       X [N, C/ci, H, W, ci], W [M/co, C/G/ci, KH, KW, ci, co], optional B [M/co, co]
 //       Y [N, M/co, OH, OW, co] = sum over (icb, kh, kw, ii) of
@@ -37,17 +40,25 @@ std::vector<ir::TensorType> to_blocked_infer(const ir::Node& n) {
     check_rank(n, "X", x.rank(), 4);
     const int64_t c = n.attr_int("block", 0);
     const int64_t ch = static_dim(n, x.shape[1], "X");
-    KILN_CHECK(c >= 1 && ch % c == 0, kInvalidModel)
-        << node_label(n) << ": block " << c << " must divide the channel count " << ch;
-    return {{x.dtype, {x.shape[0], ch / c, x.shape[2], x.shape[3], c}}};
+    const int64_t p = n.attr_int("padded_channels", ch);
+    KILN_CHECK(c >= 1 && p >= ch && p % c == 0, kInvalidModel)
+        << node_label(n) << ": block " << c << " must divide the padded channel count " << p << " (at least the "
+        << ch << " channels of X)";
+    return {{x.dtype, {x.shape[0], p / c, x.shape[2], x.shape[3], c}}};
 }
 
 std::vector<te::Tensor> to_blocked_compute(const ComputeArgs& a) {
     const te::Tensor& x = a.in(0);
-    const int64_t c = a.node.attr_int("block", 0);
+    const int64_t c = a.node.attr_int("block", 0), ch = x->shape[1];
+    const bool padded = a.node.attr_int("padded_channels", ch) > ch;
     return {te::sym_compute(
         a.out_dims(),
-        [&](const std::vector<Var>& i) { return te::read(x, {Expr(i[0]), Expr(i[1]) * c + Expr(i[4]), i[2], i[3]}); },
+        [&](const std::vector<Var>& i) {
+            Expr k = Expr(i[1]) * c + Expr(i[4]);
+            if (!padded) return te::read(x, {Expr(i[0]), k, i[2], i[3]});
+            return te::select(k < te::int_imm(ch), te::read(x, {Expr(i[0]), clamp_index(k, ch), i[2], i[3]}),
+                              te::make_const(x->dtype, 0));
+        },
         "KilnLayoutToBlocked", a.out_dtype())};
 }
 
@@ -72,7 +83,10 @@ std::vector<ir::TensorType> from_blocked_infer(const ir::Node& n) {
     const auto& x = input_type(n, 0, "X");
     check_rank(n, "X", x.rank(), 5);
     const int64_t cb = static_dim(n, x.shape[1], "X"), c = static_dim(n, x.shape[4], "X");
-    return {{x.dtype, {x.shape[0], cb * c, x.shape[2], x.shape[3]}}};
+    const int64_t ch = n.attr_int("channels", cb * c);
+    KILN_CHECK(ch >= 1 && ch <= cb * c, kInvalidModel)
+        << node_label(n) << ": channels " << ch << " must be in [1, " << cb * c << "] (the blocks of X)";
+    return {{x.dtype, {x.shape[0], ch, x.shape[2], x.shape[3]}}};
 }
 
 std::vector<te::Tensor> from_blocked_compute(const ComputeArgs& a) {
@@ -278,6 +292,18 @@ bool sole_short_ii(const std::vector<te::IterVar>& reduce) {
     return true;
 }
 
+// The padding copy: rows of (columns x block). With blocks of one channel (an image,
+// transform_layout) the rows are (n, cb, h) and the row is the columns: row by row over the
+// 1-wide block, every element was a row of its own (a 3 x 226 x 226 copy took 0.4 ms).
+void schedule_pad(te::Stage& st, te::ScheduleConfig& cfg) {
+    const Shape& sh = st.tensor()->shape;  // [n, cb, h + pads, w + pads, c]
+    if (sh.size() != 5 || sh[4] != 1) return schedule_rows(st, cfg);
+    te::IterVar rows = st.fuse(st.fuse(st.axis(0), st.axis(1)), st.axis(2));
+    te::IterVar cols = st.fuse(st.axis(3), st.axis(4));
+    st.vectorize(cols);
+    if (st.tensor()->numel() > kParallelMin && sh[0] * sh[1] * sh[2] > 1) st.parallel(rows);
+}
+
 // The micro-kernel: per (n, ob-outer, oh) in parallel and each block of t columns, a local
 // accumulator tile [ob x t x co] (Stage::cache_write_local) is initialized, the reduction runs
 // over (icb, kh, kw, ii) with the tile innermost (ob and columns unrolled, co vectorized:
@@ -289,7 +315,7 @@ bool sole_short_ii(const std::vector<te::IterVar>& reduce) {
 void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     te::ScheduleConfig& cfg = s.config();
     for (te::Stage& st : s.stages()) {
-        if (stage_untouched(st) && st.tensor()->name == "conv_nchwc_pad") schedule_rows(st, cfg);
+        if (stage_untouched(st) && st.tensor()->name == "conv_nchwc_pad") schedule_pad(st, cfg);
         if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
         const Shape& sh = st.tensor()->shape;  // [n, ob, oh, ow, oi]
         ConvTile tile = conv_tile(cfg, sh[1], sh[3]);
@@ -331,7 +357,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
         OpDef d;
         d.name = "KilnLayoutToBlocked";
         d.internal = true;
-        d.attrs = {{"block", AttrKind::kInt, std::nullopt, true}};
+        d.attrs = {{"block", AttrKind::kInt, std::nullopt, true}, {"padded_channels", AttrKind::kInt, std::nullopt}};
         d.infer = to_blocked_infer;
         d.pattern = OpPattern::kInjective;
         d.compute = to_blocked_compute;
@@ -342,6 +368,7 @@ void register_conv_nchwc_ops(OpRegistry& r) {
         OpDef d;
         d.name = "KilnLayoutFromBlocked";
         d.internal = true;
+        d.attrs = {{"channels", AttrKind::kInt, std::nullopt}};
         d.infer = from_blocked_infer;
         d.pattern = OpPattern::kInjective;
         d.compute = from_blocked_compute;

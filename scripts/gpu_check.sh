@@ -7,15 +7,17 @@
 #
 # Steps (each one's failure is reported and the script goes on to the table):
 #   1. the GPU (nvidia-smi) and where the CUDA libraries come from (python's nvidia wheels)
-#   2. models: scripts/gpu_models.py exports gpu_mlp and gpu_encoder with this machine's PyTorch
-#      and times PyTorch eager / CUDA graph on the GPU; scripts/make_models.py adds the test
-#      models mlp, bert_tiny, small_cnn and resnet_block (onnx package)
-#   3. `kiln run MODEL --device cuda --compare-cpu` per model: time per run, GPU kernel time,
-#      CUDA graph replay, error vs the CPU; and the kernel time with --kernels generated
-#   4. bin/gpu_tests: every generated kernel vs the CPU kernel, cuBLAS, the budget, graph
-#      replay, CPU placement, then the models vs the CPU (gtest XML in OUTDIR)
+#   2. models: scripts/gpu_models.py exports gpu_mlp, gpu_encoder, gpu_resnet50 and gpu_bert
+#      (BERT-base) with this machine's PyTorch and times PyTorch eager / CUDA graph on the GPU in
+#      FP32 and FP16; scripts/make_models.py adds the test models mlp, bert_tiny, small_cnn and
+#      resnet_block (onnx package)
+#   3. `kiln run MODEL --device cuda --compare-cpu` per model and --gpu-math (fp32, tf32, fp16):
+#      time per run, GPU kernel time, CUDA graph replay, error vs the CPU; and the kernel time
+#      with --kernels generated
+#   4. bin/gpu_tests: every generated kernel vs the CPU kernel, cuBLAS, cuDNN (FP32, TF32,
+#      FP16), the budget, graph replay, CPU placement, then the models vs the CPU (gtest XML)
 #   5. torch.compile's time, when the budget allows
-#   6. the table, last. Everything is also in OUTDIR/gpu_check.log. Budget: under 4 minutes.
+#   6. the table, last. Everything is also in OUTDIR/gpu_check.log. Budget: under 7 minutes.
 set -u
 OUT="${1:-gpu_check_out}"
 mkdir -p "$OUT"
@@ -46,7 +48,7 @@ run_step() {  # run_step NAME TIMEOUT CMD...: runs, records ok/FAILED(rc)
 echo "=== GPU"
 GPU_NAME="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 echo "$GPU_NAME"
-# CUDA libraries (NVRTC, cuBLAS) from python's nvidia wheels, for Kiln's loader.
+# CUDA libraries (NVRTC, cuBLAS, cuDNN) from python's nvidia wheels, for Kiln's loader.
 WHEEL_DIRS="$("$PY" - <<'PYEOF' 2>/dev/null
 import glob, os, site, sys
 roots = site.getsitepackages() + [site.getusersitepackages()] + [p for p in sys.path if p.endswith("-packages")]
@@ -72,20 +74,36 @@ run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --
 
 
 ROWS=()
-for m in gpu_mlp gpu_encoder mlp bert_tiny small_cnn resnet_block; do
+# model|row label|kiln flags|torch_times key: ResNet-50 in FP32 (against PyTorch with TF32 off) and
+# with --gpu-math tf32 (against PyTorch's default, which lets cuDNN use TF32 for convolutions);
+# FP16 rows against PyTorch's model.half().
+RUNS=("gpu_mlp|gpu_mlp||gpu_mlp" "gpu_mlp|mlp_fp16|--gpu-math fp16|gpu_mlp_fp16"
+      "gpu_encoder|gpu_encoder||gpu_encoder" "gpu_encoder|encoder_fp16|--gpu-math fp16|gpu_encoder_fp16"
+      "gpu_resnet50|resnet50||gpu_resnet50_fp32" "gpu_resnet50|resnet50_tf32|--gpu-math tf32|gpu_resnet50"
+      "gpu_resnet50|resnet50_fp16|--gpu-math fp16|gpu_resnet50_fp16"
+      "gpu_bert|bert||gpu_bert" "gpu_bert|bert_fp16|--gpu-math fp16|gpu_bert_fp16"
+      "mlp|mlp||mlp" "bert_tiny|bert_tiny||bert_tiny" "small_cnn|small_cnn||small_cnn" "resnet_block|resnet_block||resnet_block")
+for r in "${RUNS[@]}"; do
+  IFS='|' read -r m label flags tkey <<< "$r"
   f="$MODELS/$m.onnx"
-  [ -f "$f" ] || { record "kiln run $m" "no model"; continue; }
-  run_step "kiln run $m" 60 "$KILN" run "$f" --device cuda --compare-cpu --repeat 20 > "$OUT/run_$m.txt" 2>&1
-  cat "$OUT/run_$m.txt"
-  wall=$(sed -n 's/^median \([0-9.]*\) ms per run.*/\1/p' "$OUT/run_$m.txt")
+  [ -f "$f" ] || { record "kiln run $label" "no model"; continue; }
+  feeds=""  # the exported inputs (BERT's token ids must be valid), else kiln's seeded random ones
+  [ -f "$MODELS/${m}_inputs.npz" ] && feeds="--inputs $MODELS/${m}_inputs.npz"
+  # shellcheck disable=SC2086  # flags, feeds: words
+  run_step "kiln run $label" 150 "$KILN" run "$f" --device cuda --compare-cpu --repeat 20 $flags $feeds > "$OUT/run_$label.txt" 2>&1
+  cat "$OUT/run_$label.txt"
+  wall=$(sed -n 's/^median \([0-9.]*\) ms per run.*/\1/p' "$OUT/run_$label.txt")
   # (the median line only: the graph replay line also names its kernel time)
-  gpu=$(sed -n 's/^median .*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt" | head -1)
-  err=$(sed -n 's/^max relative error vs CPU: \(.*\)/\1/p' "$OUT/run_$m.txt")
-  kgraph=$(sed -n 's/^CUDA graph replay: median \([0-9.]*\) ms.*/\1/p' "$OUT/run_$m.txt")
-  # Kiln's generated kernels only (no cuBLAS): the GPU time of the kernels
-  timeout 60 "$KILN" run "$f" --device cuda --kernels generated --repeat 20 > "$OUT/run_${m}_generated.txt" 2>&1
-  gen=$(sed -n 's/^median .*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_${m}_generated.txt" | head -1)
-  ROWS+=("$m|${wall:-?}|${gpu:-?}|${kgraph:--}|${err:-?}|${gen:--}")
+  gpu=$(sed -n 's/^median .*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_$label.txt" | head -1)
+  err=$(sed -n 's/^max relative error vs CPU: \(.*\)/\1/p' "$OUT/run_$label.txt")
+  kgraph=$(sed -n 's/^CUDA graph replay: median \([0-9.]*\) ms.*/\1/p' "$OUT/run_$label.txt")
+  gen=-
+  if [ -z "$flags" ] && [ "$m" != gpu_resnet50 ] && [ "$m" != gpu_bert ]; then
+    # Kiln's generated kernels only (no cuBLAS/cuDNN): the GPU time of the kernels
+    timeout 60 "$KILN" run "$f" --device cuda --kernels generated --repeat 20 > "$OUT/run_${label}_generated.txt" 2>&1
+    gen=$(sed -n 's/^median .*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_${label}_generated.txt" | head -1)
+  fi
+  ROWS+=("$label|$tkey|${wall:-?}|${gpu:-?}|${kgraph:--}|${err:-?}|${gen:--}")
 done
 
 
@@ -99,7 +117,7 @@ else
 fi
 
 # torch.compile last (it may compile for a minute): only while the 4-minute budget allows.
-if [ $(( $(date +%s) - START )) -lt 150 ]; then
+if [ $(( $(date +%s) - START )) -lt 200 ]; then
   run_step "torch.compile timing" 80 "$PY" "$HERE/gpu_models.py" "$MODELS" --time-compile
 else
   record "torch.compile timing" "skipped (time)"
@@ -121,14 +139,15 @@ done
 echo
 echo "=== table (GPU: ${GPU_NAME:-unknown}; ms = median per run; torch from gpu_models.py)"
 echo "kiln_run: wall per run incl. input/output copies; kiln_gpu: its kernels on the GPU clock; kiln_graph: wall with"
-echo "CUDA graph replay; kiln_gen: kernels on the GPU clock with --kernels generated (no cuBLAS); torch: inputs on the GPU"
-printf '%-12s %9s %9s %10s %9s %11s %11s %11s %10s %9s\n' model kiln_run kiln_gpu kiln_graph kiln_gen torch_eager torch_graph torch_compl kiln/eager err_vs_cpu
+echo "CUDA graph replay; kiln_gen: kernels on the GPU clock with --kernels generated (no cuBLAS/cuDNN); torch: inputs on"
+echo "the GPU; best/best: Kiln's better of run and graph over PyTorch's best of eager, graph and compile"
+printf '%-14s %9s %9s %10s %9s %11s %11s %11s %10s %9s %9s\n' model kiln_run kiln_gpu kiln_graph kiln_gen torch_eager torch_graph torch_compl kiln/eager best/best err_vs_cpu
 for r in "${ROWS[@]}"; do
-  IFS='|' read -r m wall gpu kgraph err gen <<< "$r"
-  read -r eager graph compiled <<< "$("$PY" - "$OUT/torch_times.json" "$m" <<'PYEOF' 2>/dev/null
+  IFS='|' read -r m tkey wall gpu kgraph err gen <<< "$r"
+  read -r eager graph compiled <<< "$("$PY" - "$OUT/torch_times.json" "$tkey" <<'PYEOF' 2>/dev/null
 import json, sys
 try:
-    t = json.load(open(sys.argv[1]))[sys.argv[2]]
+    t = json.load(open(sys.argv[1]))[sys.argv[2]]  # the torch_times key
     c = t.get("compile_ms")
     print(f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f} {c:.3f}" if c else f"{t['eager_ms']:.3f} {t['cuda_graph_ms']:.3f} -")
 except Exception:
@@ -136,7 +155,21 @@ except Exception:
 PYEOF
 )"
   ratio=$("$PY" -c "print(f'{float(\"$wall\")/float(\"$eager\"):.2f}')" 2>/dev/null || echo -)
-  printf '%-12s %9s %9s %10s %9s %11s %11s %11s %10s %9s\n' "$m" "$wall" "$gpu" "$kgraph" "$gen" "${eager:--}" "${graph:--}" \
-    "${compiled:--}" "$ratio" "$err"
+  best=$("$PY" - "$wall" "$kgraph" "$eager" "$graph" "$compiled" <<'PYEOF' 2>/dev/null || echo -
+import sys
+def nums(xs):
+    out = []
+    for x in xs:
+        try:
+            out.append(float(x))
+        except ValueError:
+            pass
+    return out
+k, t = nums(sys.argv[1:3]), nums(sys.argv[3:6])
+print(f"{min(k) / min(t):.2f}" if k and t else "-")
+PYEOF
+)
+  printf '%-14s %9s %9s %10s %9s %11s %11s %11s %10s %9s %9s\n' "$m" "$wall" "$gpu" "$kgraph" "$gen" "${eager:--}" "${graph:--}" \
+    "${compiled:--}" "$ratio" "$best" "$err"
 done
 echo "total $(( $(date +%s) - START )) s"

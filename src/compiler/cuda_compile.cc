@@ -6,9 +6,11 @@
 
 #include "codegen/nvrtc_compile.h"
 #include "compiler/compile.h"
+#include "compiler/cuda_conv_match.h"
 #include "compiler/cuda_gemm_match.h"
 #include "compiler/cuda_lower.h"
 #include "compiler/graph_interpreter.h"
+#include "compiler/half_precision.h"
 #include "ir/verifier.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/extern_kernel.h"
@@ -31,10 +33,18 @@ void optimize_for_gpu(ir::Graph& g, const CudaCompileOptions& opts) {
     const std::string why = host_only_reason(g);
     KILN_CHECK(why.empty(), kUnsupported) << "cannot compile graph '" << g.name << "' for the GPU: " << why;
     bind_input_shapes(g, opts.dims);
-    std::vector<pass::Pass> passes;
-    for (pass::Pass& p : pass::passes_for_level(opts.opt_level))
-        if (p.name != "transform-layout" && p.name != "pack-matmul-weights") passes.push_back(std::move(p));
+    std::vector<pass::Pass> passes, fusion, cleanup;
+    for (pass::Pass& p : pass::passes_for_level(opts.opt_level)) {
+        if (p.name == "transform-layout" || p.name == "pack-matmul-weights") continue;
+        if (p.name == "eliminate-dead-code" || p.name == "infer-shapes") cleanup.push_back(p);
+        (p.name == "fuse-operators" ? fusion : passes).push_back(std::move(p));
+    }
     pass::run_passes(g, passes, pass_context(), {});
+    if (opts.math == GpuMath::kFp16) {  // after the folds (BatchNorm folded in FP32), before fusion
+        convert_to_half(g);
+        pass::run_passes(g, cleanup, pass_context(), {});
+    }
+    pass::run_passes(g, fusion, pass_context(), {});
     ir::verify_graph(g);
 }
 
@@ -105,6 +115,19 @@ void add_cublas_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& 
     p.steps.push_back(std::move(step));
 }
 
+/// A step cuDNN computes: args X, W, Y (the bias is in the epilogue: split_cudnn_convs).
+void add_cudnn_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const ir::Node& n,
+                    const runtime::cuda::CudaConvDesc& conv) {
+    runtime::cuda::CudaStepDesc step;
+    step.node_name = n.name();
+    step.is_conv = true;
+    step.conv = conv;
+    step.args = {buffer_of.at(n.input(0)), buffer_of.at(n.input(1)),
+                 add_buffer(p, buffer_of, n.output(0), BufferRole::kIntermediate)};
+    step.flops = conv.flops();
+    p.steps.push_back(std::move(step));
+}
+
 }  // namespace
 
 CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
@@ -115,10 +138,13 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
     out.program = std::make_shared<CudaProgram>();
     CudaProgram& p = *out.program;
     p.arch = opts.arch;
+    p.tf32 = opts.math != GpuMath::kFp32;
     std::unordered_map<const ir::Value*, int> buffer_of;
     for (ir::Value* in : g.inputs()) p.inputs.push_back(add_buffer(p, buffer_of, in, BufferRole::kInput));
     const bool cublas = opts.use_cublas && runtime::cuda::cublas_api(nullptr) != nullptr;
     if (cublas && opts.opt_level > 0) detach_cublas_anchors(g);
+    const bool cudnn = opts.use_cudnn && runtime::cuda::cudnn_api(nullptr) != nullptr;
+    if (cudnn) split_cudnn_convs(g);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::unordered_map<std::string, int> kernel_of_source;
     for (const KernelUnit& unit : units) {
@@ -127,6 +153,13 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
         if (is_view_unit(unit, g, opts.opt_level)) {  // a view: the input's buffer
             buffer_of[unit.nodes[0]->output(0)] = buffer_of.at(unit.nodes[0]->input(0));
             continue;
+        }
+        if (cudnn && unit.nodes.size() == 1) {
+            if (std::optional<runtime::cuda::CudaConvDesc> c = cudnn_conv_choice(*unit.nodes[0])) {
+                add_cudnn_step(p, buffer_of, *unit.nodes[0], *c);
+                ++out.cudnn_steps;
+                continue;
+            }
         }
         if (cublas && unit.nodes.size() == 1) {
             if (std::optional<CublasChoice> c = cublas_choice(*unit.nodes[0])) {

@@ -1,8 +1,8 @@
 // compile_cuda(Graph) -> CudaProgram: the GPU slice of compile() (compiler/compile.h). The same
 // pass pipeline and fusion groups as on the CPU; each unit lowered with the default GPU schedule
 // (compiler/cuda_lower.h) and compiled by NVRTC into the kernel cache; views (Reshape, Flatten,
-// ...) alias their input's buffer; matrix products cuBLAS takes run there (their epilogues
-// stay generated kernels); units only the CPU runtime's own kernels compute (TopK, CumSum,
+// ...) alias their input's buffer; matrix products cuBLAS takes and convolutions cuDNN takes run
+// there (their epilogues stay generated kernels); units only the CPU runtime's own kernels compute (TopK, CumSum,
 // ScatterND) are placed on the host with copies around them (cpu_fallback). A node with no CUDA
 // kernel and no such placement (an op without a TE compute) is a kUnsupported error naming it.
 // Static shapes only (symbolic dims must be bound).
@@ -18,6 +18,10 @@
 
 namespace kiln::compiler {
 
+/// The arithmetic of a GPU compile: FP32 throughout; FP32 with TF32 tensor cores allowed in cuBLAS
+/// and cuDNN (PyTorch's allow_tf32); or the model converted to FP16 (compiler/half_precision.h).
+enum class GpuMath { kFp32, kTf32, kFp16 };
+
 struct CudaCompileOptions {
     std::map<std::string, int64_t> dims;  // values of symbolic dims
     int opt_level = 3;
@@ -25,15 +29,20 @@ struct CudaCompileOptions {
     /// Matrix products on cuBLAS where it takes them (compiler/cuda_gemm_match.h) when cuBLAS
     /// loads on this machine; false: every kernel generated.
     bool use_cublas = true;
+    /// Convolutions on cuDNN where it takes them (compiler/cuda_conv_match.h) when cuDNN loads
+    /// on this machine; false: generated.
+    bool use_cudnn = true;
     /// Units the CPU runtime computes with its own kernel (TopK, CumSum, ScatterND) run on the
     /// host between device copies (the runner waits for the GPU there); false: kUnsupported.
     bool cpu_fallback = true;
+    GpuMath math = GpuMath::kFp32;
 };
 
 struct CudaCompiledModel {
     std::shared_ptr<runtime::cuda::CudaProgram> program;
     int kernels = 0, compiled = 0;  // compiled: NVRTC runs (the rest came from the cache)
     int cublas_steps = 0;           // products on cuBLAS
+    int cudnn_steps = 0;            // convolutions on cuDNN
     int host_steps = 0;             // steps placed on the CPU
     double seconds = 0;
     std::vector<std::string> kernel_sources;  // per kernel, the CUDA C (for inspection)

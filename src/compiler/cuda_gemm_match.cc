@@ -1,14 +1,17 @@
 #include "compiler/cuda_gemm_match.h"
 
+#include "compiler/half_precision.h"
 #include "compiler/lower_group.h"
 
 namespace kiln::compiler {
 namespace {
 
-bool all_f32_static(const ir::Node& n) {
+/// FP32 or FP16 throughout (cuBLAS's types here), static shapes.
+bool all_float_static(const ir::Node& n, DType dt) {
+    if (dt != DType::kFloat32 && dt != DType::kFloat16) return false;
     for (const ir::Value* v : n.inputs())
-        if (v && (v->type().dtype != DType::kFloat32 || !v->type().is_static())) return false;
-    return n.num_outputs() == 1 && n.output(0)->type().dtype == DType::kFloat32 && n.output(0)->type().is_static();
+        if (v && (v->type().dtype != dt || !v->type().is_static())) return false;
+    return n.num_outputs() == 1 && n.output(0)->type().dtype == dt && n.output(0)->type().is_static();
 }
 
 std::optional<CublasChoice> matmul_choice(const Shape& a, const Shape& b) {
@@ -64,8 +67,10 @@ std::optional<CublasChoice> gemm_choice(const ir::Node& n) {
     const ir::Value* cv = n.num_inputs() > 2 ? n.input(2) : nullptr;
     if (cv && beta != 0) {
         if (!cv->is_constant()) return std::nullopt;
-        c.init = broadcast_bias(cv->constant(), beta, c.gemm.m, c.gemm.n);
+        const Tensor cf = cv->type().dtype == DType::kFloat16 ? as_float(cv->constant()) : cv->constant();
+        c.init = broadcast_bias(cf, beta, c.gemm.m, c.gemm.n);
         if (!c.init.defined()) return std::nullopt;
+        if (cv->type().dtype == DType::kFloat16) c.init = as_half(c.init);
     }
     return c;
 }
@@ -73,10 +78,13 @@ std::optional<CublasChoice> gemm_choice(const ir::Node& n) {
 }  // namespace
 
 std::optional<CublasChoice> cublas_choice(const ir::Node& n) {
-    if ((n.op() != "MatMul" && n.op() != "Gemm") || n.num_inputs() < 2 || !n.input(0) || !n.input(1) || !all_f32_static(n))
-        return std::nullopt;
-    if (n.op() == "Gemm") return gemm_choice(n);
-    return matmul_choice(n.input(0)->type().static_shape(), n.input(1)->type().static_shape());
+    if ((n.op() != "MatMul" && n.op() != "Gemm") || n.num_inputs() < 2 || !n.input(0) || !n.input(1)) return std::nullopt;
+    const DType dt = n.input(0)->type().dtype;
+    if (!all_float_static(n, dt)) return std::nullopt;
+    std::optional<CublasChoice> c =
+        n.op() == "Gemm" ? gemm_choice(n) : matmul_choice(n.input(0)->type().static_shape(), n.input(1)->type().static_shape());
+    if (c) c->gemm.dtype = dt;
+    return c;
 }
 
 void detach_cublas_anchors(ir::Graph& g) {

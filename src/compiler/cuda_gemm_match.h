@@ -2,8 +2,8 @@
 // MatMul/Gemm nodes cuBLAS takes, and taking them out of their fusion groups so that the
 // product runs on cuBLAS and its epilogue (bias, activation) stays one generated kernel.
 //
-// Taken: FP32 MatMul with a 2-D B (A's leading dims flattened into M) or with equal batch dims
-// (strided batched), and FP32 Gemm with transA=0 whose C, if any, is a constant (beta*C
+// Taken: FP32 or FP16 MatMul with a 2-D B (A's leading dims flattened into M) or with equal batch dims
+// (strided batched), and Gemm with transA=0 whose C, if any, is a constant (beta*C
 // broadcast to [M, N] is precomputed and copied into the output before the product).
 #pragma once
 

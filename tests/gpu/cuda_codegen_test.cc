@@ -11,10 +11,13 @@
 #include "codegen/cuda_emitter.h"
 #include "codegen/nvrtc_compile.h"
 #include "compiler/cuda_compile.h"
+#include "compiler/cuda_conv_match.h"
 #include "compiler/cuda_lower.h"
 #include "frontend/onnx/importer.h"
+#include "gpu_reference.h"
 #include "gpu_test_util.h"
 #include "ir/parser.h"
+#include "runtime/cuda/cuda_api.h"
 #include "te/schedule.h"
 #include "te/tensor.h"
 #include "tir/lower.h"
@@ -32,7 +35,7 @@ TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
     for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
         SCOPED_TRACE(c.name);
         ir::Graph g = ir::parse_graph(c.graph);
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
         ASSERT_EQ(m.program->arch, 90);
         ASSERT_GE(m.kernels, 1);
         for (const runtime::cuda::CudaKernelDesc& k : m.program->kernels) {
@@ -51,7 +54,8 @@ TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
 TEST(CudaCodegen, TestModelsCompileForSm90) {
     // The models of tests/models (scripts/make_models.py; the make_test_models fixture).
     int found = 0;
-    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "resnet_block"}) {
+    // gpu_resnet50 where KILN_GPU_MODELS holds it (scripts/gpu_models.py).
+    for (const char* name : {"mlp", "bert_tiny", "small_cnn", "resnet_block", "gpu_resnet50"}) {
         const std::string path = gpu_testing::test_model_path(name);
         if (!std::filesystem::exists(path)) continue;
         ++found;
@@ -61,20 +65,20 @@ TEST(CudaCodegen, TestModelsCompileForSm90) {
         for (const ir::Value* in : g.inputs())
             for (const ir::Dim& d : in->type().shape)
                 if (!d.is_static()) dims[d.symbol] = 1;
-        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = false});
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
         std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs\n", name, m.kernels, m.program->steps.size(), m.compiled);
         EXPECT_GT(m.program->steps.size(), 1u);
         ir::Graph g2 = frontend::import_onnx_file(path);
-        compiler::CudaCompiledModel v = compiler::compile_cuda(g2, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = true});
-        std::printf("%s with cuBLAS: %d CUDA kernels, %zu steps, %d on cuBLAS\n", name, v.kernels, v.program->steps.size(),
-                    v.cublas_steps);
+        compiler::CudaCompiledModel v = compiler::compile_cuda(g2, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = true, .use_cudnn = true});
+        std::printf("%s with cuBLAS and cuDNN: %d CUDA kernels, %zu steps, %d on cuBLAS, %d on cuDNN\n", name, v.kernels,
+                    v.program->steps.size(), v.cublas_steps, v.cudnn_steps);
     }
     if (found == 0) GTEST_SKIP() << "no test model generated (" << gpu_testing::test_model_path("mlp") << ")";
 }
 
 TEST(CudaCodegen, CublasTakesTheProductAndLeavesTheEpilogue) {
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);  // MatMul+Add+Relu
-    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = true});
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = true, .use_cudnn = true});
     if (m.cublas_steps == 0) GTEST_SKIP() << "cuBLAS does not load here";
     ASSERT_EQ(m.program->steps.size(), 2u);
     const runtime::cuda::CudaStepDesc& mm = m.program->steps[0];
@@ -85,9 +89,66 @@ TEST(CudaCodegen, CublasTakesTheProductAndLeavesTheEpilogue) {
     EXPECT_EQ(m.program->kernels.at(m.program->steps[1].kernel).description, "Add+Relu");
 }
 
+/// The conv step of a program compiled with cuDNN (nullptr when it has none).
+const runtime::cuda::CudaStepDesc* conv_step(const compiler::CudaCompiledModel& m) {
+    for (const runtime::cuda::CudaStepDesc& s : m.program->steps)
+        if (s.is_conv) return &s;
+    return nullptr;
+}
+
+TEST(CudaCodegen, CudnnTakesConvolutionsAndLeavesTheEpilogue) {
+    if (!runtime::cuda::cudnn_api(nullptr)) GTEST_SKIP() << "cuDNN does not load here";
+    for (const gpu_testing::ConvCase& c : gpu_testing::conv_cases()) {
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        const bool epilogue = g.num_nodes() > 1 || g.nodes()[0]->num_inputs() > 2;  // bias, ReLU or Add after
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90});
+        EXPECT_EQ(m.cudnn_steps, 1);
+        const runtime::cuda::CudaStepDesc* conv = conv_step(m);
+        ASSERT_NE(conv, nullptr);
+        EXPECT_EQ(conv->args.size(), 3u);  // X, W, Y: the bias went to the epilogue
+        EXPECT_EQ(static_cast<double>(conv->conv.c) / conv->conv.group * conv->conv.kh * conv->conv.kw, c.reduction);
+        EXPECT_EQ(m.program->steps.size(), epilogue ? 2u : 1u);
+        EXPECT_EQ(m.kernels, epilogue ? 1 : 0);
+    }
+    const std::vector<gpu_testing::ConvCase>& cases = gpu_testing::conv_cases();
+    ir::Graph stem = ir::parse_graph(cases[1].graph);
+    const runtime::cuda::CudaConvDesc s = conv_step(compiler::compile_cuda(stem, {.arch = 90}))->conv;
+    EXPECT_EQ(std::vector<int>({s.n, s.c, s.h, s.w, s.k, s.kh, s.kw, s.oh, s.ow}),
+              std::vector<int>({1, 3, 31, 29, 8, 7, 7, 16, 15}));
+    EXPECT_EQ(std::vector<int>({s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dil_h, s.group}),
+              std::vector<int>({3, 3, 2, 2, 1, 1}));
+    ir::Graph dw = ir::parse_graph(cases[2].graph);
+    EXPECT_EQ(conv_step(compiler::compile_cuda(dw, {.arch = 90}))->conv.group, 12);
+    ir::Graph one_d = ir::parse_graph(cases[5].graph);  // [2,5,40] as [2,5,1,40]
+    const runtime::cuda::CudaConvDesc d = conv_step(compiler::compile_cuda(one_d, {.arch = 90}))->conv;
+    EXPECT_EQ(std::vector<int>({d.h, d.w, d.kh, d.kw, d.oh, d.ow, d.pad_h, d.pad_w, d.stride_h, d.stride_w}),
+              std::vector<int>({1, 40, 1, 5, 1, 20, 0, 2, 1, 2}));
+    ir::Graph asym = ir::parse_graph(gpu_testing::asymmetric_pad_conv_case());
+    compiler::CudaCompiledModel a = compiler::compile_cuda(asym, {.arch = 90});
+    EXPECT_EQ(a.cudnn_steps, 0);  // cuDNN has one pad per axis: generated
+    EXPECT_EQ(a.kernels, 1);
+}
+
+TEST(CudaCodegen, MovingTheBiasOutOfTheConvKeepsItsValues) {
+    // split_cudnn_convs rewrites Conv(x, w, b) into Conv(x, w) + b[C,1,1]: the CPU runs both
+    // graphs (its own kernels, checked against ONNX Runtime elsewhere) to the same outputs.
+    for (const gpu_testing::ConvCase& c : gpu_testing::conv_cases()) {
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        std::vector<Tensor> in = gpu_testing::random_inputs(g, 5);
+        std::vector<Tensor> before = gpu_testing::run_cpu(ir::parse_graph(c.graph), in);
+        ir::Graph split = ir::parse_graph(c.graph);
+        EXPECT_EQ(compiler::split_cudnn_convs(split), 1);
+        EXPECT_EQ(split.outputs()[0]->name(), g.outputs()[0]->name());
+        std::vector<Tensor> after = gpu_testing::run_cpu(std::move(split), in);
+        EXPECT_LE(gpu_testing::max_rel_error(after, before), 1e-6);
+    }
+}
+
 TEST(CudaCodegen, OpsWithoutCudaKernelsArePlacedOnTheHost) {
     ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
-    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
     EXPECT_EQ(m.host_steps, 1);
     int host = 0;
     for (const runtime::cuda::CudaStepDesc& s : m.program->steps) host += !s.host_extern.empty();
@@ -95,7 +156,7 @@ TEST(CudaCodegen, OpsWithoutCudaKernelsArePlacedOnTheHost) {
     EXPECT_GE(m.program->steps.size(), 3u);  // Neg on the GPU, CumSum on the host, Relu on the GPU
     ir::Graph g2 = ir::parse_graph(gpu_testing::placement_case());
     try {
-        compiler::compile_cuda(g2, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .cpu_fallback = false});
+        compiler::compile_cuda(g2, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false, .cpu_fallback = false});
         FAIL() << "expected kUnsupported";
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
@@ -128,7 +189,7 @@ TEST(CudaCodegen, BindRefusesReduceAxes) {
 
 TEST(CudaCodegen, SoftmaxStagesBecomeSeparateLaunches) {
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
-    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false});
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
     ASSERT_EQ(m.program->kernels.size(), 1u);
     const runtime::cuda::CudaKernelDesc& k = m.program->kernels[0];
     EXPECT_GE(k.entries.size(), 2u);  // a reduction stage, then the stage that reads it

@@ -52,7 +52,7 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 using Entry = void (*)(...);
 
 // The emulator runs generated kernels only (no cuBLAS on the host).
-const compiler::CudaCompileOptions kGenerated{.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false};
+const compiler::CudaCompileOptions kGenerated{.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false};
 
 /// Compiles `source` as host C++ (the shim first) into a library; dlopen handle.
 void* build_host_library(const std::string& source, const std::string& tag) {
@@ -148,6 +148,28 @@ TEST(CudaEmulation, EveryDefaultScheduleMatchesTheCpuKernel) {
     }
 }
 
+/// FP16 (compiler/half_precision.h): the converted graph's generated kernels, emulated, against
+/// the CPU's FP32 kernels. FP16 keeps 11 significant bits: outputs within 1e-2 of their scale.
+TEST(CudaEmulation, HalfPrecisionKernelsMatchTheCpuWithinFp16) {
+    if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
+    compiler::CudaCompileOptions half = kGenerated;
+    half.math = compiler::GpuMath::kFp16;
+    std::vector<std::pair<std::string, std::string>> graphs;
+    for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) graphs.emplace_back(c.name, c.graph);
+    for (const gpu_testing::ConvCase& c : gpu_testing::conv_cases()) graphs.emplace_back(c.name, c.graph);
+    for (const auto& [name, text] : graphs) {
+        SCOPED_TRACE(name);
+        ir::Graph g = ir::parse_graph(text);
+        std::vector<Tensor> in = gpu_testing::random_inputs(g, 5);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, half);
+        for (int i : m.program->inputs) EXPECT_EQ(m.program->buffers[i].dtype, DType::kFloat32);  // the signature stays
+        for (int o : m.program->outputs) EXPECT_EQ(m.program->buffers[o].dtype, DType::kFloat32);
+        const double err = gpu_testing::max_scaled_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(text), in));
+        std::printf("%-18s FP16 emulated, max scaled error vs CPU FP32 %.3g\n", name.c_str(), err);
+        EXPECT_LE(err, 1e-2);
+    }
+}
+
 TEST(CudaEmulation, HostPlacedStepsMatchTheCpu) {
     if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
     ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
@@ -169,9 +191,16 @@ TEST(CudaEmulation, TestModelsMatchTheCpu) {
         ir::Graph g = frontend::import_onnx_file(path);
         std::vector<Tensor> in = gpu_testing::random_inputs(g, 9);
         compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
-        const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(frontend::import_onnx_file(path), in));
+        const std::vector<Tensor> cpu = gpu_testing::run_cpu(frontend::import_onnx_file(path), in);
+        const double err = gpu_testing::max_rel_error(emulate(m, in), cpu);
         std::printf("%-10s emulated, max rel error vs CPU %.3g\n", name, err);
         EXPECT_LE(err, 1e-4);
+        compiler::CudaCompileOptions half = kGenerated;
+        half.math = compiler::GpuMath::kFp16;
+        ir::Graph gh = frontend::import_onnx_file(path);
+        const double herr = gpu_testing::max_scaled_error(emulate(compiler::compile_cuda(gh, half), in), cpu);
+        std::printf("%-10s FP16 emulated, max scaled error vs CPU FP32 %.3g\n", name, herr);
+        EXPECT_LE(herr, 2e-2);  // several layers, each rounding to FP16
     }
     if (found == 0) GTEST_SKIP() << "no test model generated (" << gpu_testing::test_model_path("mlp") << ")";
 }

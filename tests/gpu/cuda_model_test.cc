@@ -18,6 +18,7 @@
 #include "gpu_test_util.h"
 #include "ir/parser.h"
 #include "runtime/cuda/cublas_gemm.h"
+#include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_runner.h"
 #include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
@@ -28,13 +29,14 @@ namespace {
 using runtime::cuda::CudaDevice;
 using runtime::cuda::CudaRunner;
 using gpu_testing::max_rel_error;
+using gpu_testing::max_scaled_error;
 using gpu_testing::random_inputs;
 using gpu_testing::run_cpu;
 
 std::vector<Tensor> run_gpu(ir::Graph g, CudaDevice& dev, const std::vector<Tensor>& inputs, bool cublas,
                             std::string* report = nullptr) {
     compiler::CudaCompiledModel cm =
-        compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch(), .use_cublas = cublas});
+        compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev.arch(), .use_cublas = cublas, .use_cudnn = cublas});
     CudaRunner runner(cm.program, dev, 0);
     std::vector<Tensor> outs;
     Status s = runner.run(inputs, outs);
@@ -56,6 +58,50 @@ TEST(CudaKernels, EveryDefaultScheduleMatchesTheCpuKernel) {
             const double err = max_rel_error(gpu, cpu);
             std::printf("%-18s %-9s max rel error %.3g\n%s", c.name, cublas ? "cuBLAS" : "generated", err, report.c_str());
             EXPECT_LE(err, 1e-5) << (cublas ? "with cuBLAS" : "generated");
+        }
+        ir::Graph gh = ir::parse_graph(c.graph);  // FP16, cuBLAS's GemmEx where it takes the product
+        compiler::CudaCompiledModel cm = compiler::compile_cuda(gh, {.arch = dev->arch(), .math = compiler::GpuMath::kFp16});
+        CudaRunner runner(cm.program, *dev, 0);
+        std::vector<Tensor> half;
+        Status s = runner.run(in, half);
+        ASSERT_TRUE(s.ok()) << s.message();
+        const double err = max_scaled_error(half, cpu);
+        std::printf("%-18s FP16      max scaled error %.3g\n", c.name, err);
+        EXPECT_LE(err, 1e-2);
+    }
+}
+
+TEST(CudaKernels, CudnnConvolutionsMatchTheCpu) {
+    KILN_REQUIRE_GPU(dev);
+    std::string why;
+    ASSERT_NE(runtime::cuda::cudnn_api(&why), nullptr) << why;
+    for (const gpu_testing::ConvCase& c : gpu_testing::conv_cases()) {
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        std::vector<Tensor> in = random_inputs(g, 9);
+        std::vector<Tensor> cpu = run_cpu(ir::parse_graph(c.graph), in);
+        for (compiler::GpuMath math : {compiler::GpuMath::kFp32, compiler::GpuMath::kTf32, compiler::GpuMath::kFp16}) {
+            const char* label = math == compiler::GpuMath::kFp32 ? "FP32" : math == compiler::GpuMath::kTf32 ? "TF32" : "FP16";
+            ir::Graph gg = ir::parse_graph(c.graph);
+            compiler::CudaCompiledModel cm =
+                compiler::compile_cuda(gg, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .math = math});
+            ASSERT_EQ(cm.cudnn_steps, 1) << label;
+            CudaRunner runner(cm.program, *dev, 0);
+            std::vector<Tensor> gpu, replayed;
+            Status s = runner.run(in, gpu);
+            ASSERT_TRUE(s.ok()) << label << ": " << s.message();
+            runner.set_use_graph(true);  // cuDNN's launches captured with the generated ones
+            s = runner.run(in, replayed);
+            ASSERT_TRUE(s.ok()) << label << ": " << s.message();
+            EXPECT_EQ(max_rel_error(replayed, gpu), 0.0) << label;
+            const double rel = max_rel_error(gpu, cpu), scaled = max_scaled_error(gpu, cpu);
+            std::printf("cuDNN %-18s %s max rel error %.3g, scaled %.3g\n", c.name, label, rel, scaled);
+            if (math == compiler::GpuMath::kFp32)
+                EXPECT_LE(rel, 1e-5);
+            else if (math == compiler::GpuMath::kTf32)
+                EXPECT_LE(scaled, 5e-4);  // operands rounded to TF32's 10 mantissa bits
+            else
+                EXPECT_LE(scaled, 1e-2);  // FP16 data, FP32 accumulation
         }
     }
 }
@@ -94,7 +140,7 @@ TEST(CudaKernels, CublasSgemmMatchesDoubleReference) {
 TEST(CudaRuntime, BudgetExhaustionNamesTheBuffer) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false});
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false, .use_cudnn = false});
     try {
         CudaRunner runner(cm.program, *dev, 4096);  // the inputs alone need 80 KB
         FAIL() << "expected kOutOfMemory";
@@ -143,7 +189,7 @@ TEST(CudaRuntime, HostPlacedStepMatchesTheCpu) {
 TEST(CudaRuntime, WrongInputShapeIsAnError) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
-    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false});
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false, .use_cudnn = false});
     CudaRunner runner(cm.program, *dev, 0);
     std::vector<Tensor> outs;
     Status s = runner.run({Tensor(DType::kFloat32, {8, 76})}, outs);
@@ -166,9 +212,18 @@ TEST(CudaModels, TestModelsMatchTheCpu) {
         for (bool cublas : {false, true}) {
             std::vector<Tensor> gpu = run_gpu(frontend::import_onnx_file(path), *dev, in, cublas);
             const double err = max_rel_error(gpu, cpu);
-            std::printf("model %-12s %-9s max rel error vs CPU %.3g\n", name, cublas ? "cuBLAS" : "generated", err);
+            std::printf("model %-12s %-16s max rel error vs CPU %.3g\n", name, cublas ? "cuBLAS+cuDNN" : "generated", err);
             EXPECT_LE(err, 1e-4) << (cublas ? "with cuBLAS" : "generated");  // many kernels, each within 1e-5
         }
+        ir::Graph gh = frontend::import_onnx_file(path);
+        compiler::CudaCompiledModel cm = compiler::compile_cuda(gh, {.arch = dev->arch(), .math = compiler::GpuMath::kFp16});
+        CudaRunner runner(cm.program, *dev, 0);
+        std::vector<Tensor> half;
+        Status s = runner.run(in, half);
+        ASSERT_TRUE(s.ok()) << s.message();
+        const double herr = max_scaled_error(half, cpu);
+        std::printf("model %-12s %-16s max scaled error vs CPU %.3g\n", name, "FP16", herr);
+        EXPECT_LE(herr, 2e-2);  // several layers, each rounding to FP16
         ++ran;
     }
     EXPECT_GT(ran, 0) << "no model found in " << dir;

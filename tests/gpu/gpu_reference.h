@@ -59,5 +59,19 @@ inline double max_rel_error(const std::vector<Tensor>& a, const std::vector<Tens
     return worst;
 }
 
+/// Per output, max |a - b| / max(1, max |b|) (the worst output): reduced precision (TF32, FP16)
+/// errs relative to the scale of a sum, not to each (possibly cancelled) element.
+inline double max_scaled_error(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+        double diff = 0, scale = 1;
+        for (int64_t k = 0; k < b[i].numel(); ++k) {
+            diff = std::max(diff, std::abs(a[i].get_f64(k) - b[i].get_f64(k)));
+            scale = std::max(scale, std::abs(b[i].get_f64(k)));
+        }
+        worst = std::max(worst, diff / scale);
+    }
+    return worst;
+}
 
 }  // namespace kiln::gpu_testing

@@ -59,6 +59,7 @@ struct RunArgs {
     int parallel_iterations = 10;       // with --control-flow frames
     std::string device = "cpu";         // cpu | cuda (run_cuda.h)
     bool compare_cpu = false;           // with --device cuda
+    std::string gpu_math = "fp32";      // with --device cuda: fp32 | tf32 | fp16
     int partition = 0;                  // > 0: run split over this many ranks in one process
     std::vector<std::string> stages;    // with --partition: NODE=RANK,... (else cost-balanced)
     int microbatches = 1;               // with --partition: cut each run's inputs into this many
@@ -351,7 +352,7 @@ int run_model(const RunArgs& args) {
     if (args.device == "cuda")
         return run_model_cuda({args.model, args.inputs, parse_dims(args.dims), args.repeat, args.seed, args.memory_limit,
                                args.opt_level, args.compare_cpu, args.output_dir, args.kernels != "generated",
-                               args.inputs_npz});
+                               args.inputs_npz, args.gpu_math});
     const bool artifact = runtime::is_artifact_file(args.model);
     if (!args.compile_options_given.empty() && artifact) {
         std::string given;
@@ -540,6 +541,12 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
     sub->add_flag("--compare-cpu", args->compare_cpu, "With --device cuda: also run on the CPU and print the largest error");
+    sub->add_option("--gpu-math", args->gpu_math,
+                    "With --device cuda: fp32; tf32 (cuBLAS and cuDNN may use TF32 tensor cores for FP32 "
+                    "products, as PyTorch's allow_tf32); or fp16 (the model computes in FP16, its inputs and "
+                    "outputs stay FP32)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
     sub->add_option("--partition", args->partition,
                     "Split the model over N ranks: in this process, transfers through an in-memory rendezvous; "

@@ -87,13 +87,18 @@ int run_model_cuda(const CudaRunArgs& args) {
     copts.dims = args.dims;
     copts.opt_level = args.opt_level;
     copts.arch = dev->arch();
-    copts.use_cublas = args.use_cublas;
+    copts.use_cublas = args.use_vendor_libraries;
+    copts.use_cudnn = args.use_vendor_libraries;
+    copts.math = args.gpu_math == "fp16" ? compiler::GpuMath::kFp16
+                 : args.gpu_math == "tf32" ? compiler::GpuMath::kTf32
+                                           : compiler::GpuMath::kFp32;
     compiler::CudaCompiledModel cm = compiler::compile_cuda(g, copts);
     fmt::print("device {} (sm_{}, {} SMs, {:.1f} GiB)\n", dev->name(), dev->arch(), dev->multiprocessors(),
                static_cast<double>(dev->total_memory()) / (1 << 30));
-    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps ({} on cuBLAS, {} placed on the CPU) in {:.2f} s\n",
-               cm.kernels, cm.compiled, cm.kernels - cm.compiled, cm.program->steps.size(), cm.cublas_steps, cm.host_steps,
-               cm.seconds);
+    fmt::print("compiled {} CUDA kernels ({} by NVRTC, {} cached) for {} steps ({} on cuBLAS, {} on cuDNN, {} placed on the "
+               "CPU; {} arithmetic) in {:.2f} s\n",
+               cm.kernels, cm.compiled, cm.kernels - cm.compiled, cm.program->steps.size(), cm.cublas_steps, cm.cudnn_steps,
+               cm.host_steps, args.gpu_math, cm.seconds);
     runtime::cuda::CudaRunner runner(cm.program, *dev, args.memory_limit);
     std::vector<Tensor> outputs;
     runner.run(inputs, outputs).throw_if_error();  // warm-up

@@ -21,8 +21,9 @@ struct CudaRunArgs {
     int opt_level = 3;
     bool compare_cpu = false;
     std::string output_dir;
-    bool use_cublas = true;  // false: --kernels generated
-    std::string inputs_npz;  // --inputs FILE.npz (by name)
+    bool use_vendor_libraries = true;  // cuBLAS and cuDNN; false: --kernels generated
+    std::string inputs_npz;            // --inputs FILE.npz (by name)
+    std::string gpu_math = "fp32";     // --gpu-math fp32 | tf32 | fp16
 };
 
 int run_model_cuda(const CudaRunArgs& args);

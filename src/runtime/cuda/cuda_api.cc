@@ -114,10 +114,47 @@ std::unique_ptr<CublasApi> load_cublas(std::string& why) {
     resolve(lib, a->cublasSetStream, "cublasSetStream_v2", &missing);
     resolve(lib, a->cublasSgemm, "cublasSgemm_v2", &missing);
     resolve(lib, a->cublasSgemmStridedBatched, "cublasSgemmStridedBatched", &missing);
+    resolve(lib, a->cublasSetMathMode, "cublasSetMathMode", &missing);
+    resolve(lib, a->cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx", &missing);
     if (!missing.empty()) {
         why = path + " lacks " + missing;
         return nullptr;
     }
+    return a;
+}
+
+std::unique_ptr<CudnnApi> load_cudnn(std::string& why) {
+    std::string tried, path, missing;
+    void* lib = open_cuda_library({"libcudnn.so.9"}, &tried, &path);
+    if (!lib) {
+        why = "cuDNN 9 not found; tried " + tried;
+        return nullptr;
+    }
+    auto a = std::make_unique<CudnnApi>();
+    resolve(lib, a->cudnnGetVersion, "cudnnGetVersion", &missing);
+    resolve(lib, a->cudnnGetErrorString, "cudnnGetErrorString", &missing);
+    resolve(lib, a->cudnnCreate, "cudnnCreate", &missing);
+    resolve(lib, a->cudnnDestroy, "cudnnDestroy", &missing);
+    resolve(lib, a->cudnnSetStream, "cudnnSetStream", &missing);
+    resolve(lib, a->cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor", &missing);
+    resolve(lib, a->cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor", &missing);
+    resolve(lib, a->cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor", &missing);
+    resolve(lib, a->cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor", &missing);
+    resolve(lib, a->cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor", &missing);
+    resolve(lib, a->cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor", &missing);
+    resolve(lib, a->cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor", &missing);
+    resolve(lib, a->cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor", &missing);
+    resolve(lib, a->cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount", &missing);
+    resolve(lib, a->cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType", &missing);
+    resolve(lib, a->cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor", &missing);
+    resolve(lib, a->cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7", &missing);
+    resolve(lib, a->cudnnGetConvolutionForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize", &missing);
+    resolve(lib, a->cudnnConvolutionForward, "cudnnConvolutionForward", &missing);
+    if (!missing.empty()) {
+        why = path + " lacks " + missing;
+        return nullptr;
+    }
+    a->library = path;
     return a;
 }
 
@@ -141,6 +178,7 @@ const Api* remembered(std::unique_ptr<Api> (*load)(std::string&), std::string* w
 const DriverApi* driver_api(std::string* why) { return remembered<DriverApi>(load_driver, why); }
 const NvrtcApi* nvrtc_api(std::string* why) { return remembered<NvrtcApi>(load_nvrtc, why); }
 const CublasApi* cublas_api(std::string* why) { return remembered<CublasApi>(load_cublas, why); }
+const CudnnApi* cudnn_api(std::string* why) { return remembered<CudnnApi>(load_cudnn, why); }
 
 std::string driver_error_text(CUresult r) {
     const char* s = nullptr;

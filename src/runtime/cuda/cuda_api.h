@@ -104,6 +104,66 @@ struct CublasApi {
     cublasStatus_t (*cublasSgemmStridedBatched)(cublasHandle_t, int, int, int, int, int, const float*,
                                                 const float*, int, long long, const float*, int, long long,
                                                 const float*, float*, int, long long, int);
+    cublasStatus_t (*cublasSetMathMode)(cublasHandle_t, int);
+    cublasStatus_t (*cublasGemmStridedBatchedEx)(cublasHandle_t, int, int, int, int, int, const void*, const void*, int,
+                                                 int, long long, const void*, int, int, long long, const void*, void*,
+                                                 int, int, long long, int, int, int);
+};
+inline constexpr int kCublasDefaultMath = 0, kCublasTf32TensorOpMath = 3;  // cublasMath_t
+inline constexpr int kCudaR16F = 2, kCudaR32F = 0;                          // cudaDataType
+inline constexpr int kCublasCompute32F = 68, kCublasGemmDefault = -1;
+
+// cuDNN's legacy convolution API (cudnn_cnn.h / cudnn_ops.h of cuDNN 9: deprecated there but
+// complete; the graph API would do the same with more code). Handles and descriptors are opaque.
+using cudnnStatus_t = int;
+using cudnnHandle_t = struct cudnnContext*;
+using cudnnTensorDescriptor_t = struct cudnnTensorStruct*;
+using cudnnFilterDescriptor_t = struct cudnnFilterStruct*;
+using cudnnConvolutionDescriptor_t = struct cudnnConvolutionStruct*;
+inline constexpr int kCudnnTensorNchw = 0, kCudnnDataFloat = 0, kCudnnDataHalf = 2, kCudnnCrossCorrelation = 1;
+inline constexpr int kCudnnDefaultMath = 0, kCudnnTensorOpMath = 1, kCudnnFmaMath = 3;  // cudnnMathType_t
+/// cudnnConvolutionFwdAlgo_t values Kiln names: the GEMM-like algorithms, whose FP32 results are
+/// as accurate as a direct sum (FFT and Winograd trade accuracy for speed).
+inline constexpr int kCudnnFwdImplicitGemm = 0, kCudnnFwdImplicitPrecompGemm = 1, kCudnnFwdGemm = 2,
+                     kCudnnFwdDirect = 3, kCudnnFwdAlgoCount = 8;
+
+struct CudnnFwdAlgoPerf {  // cudnnConvolutionFwdAlgoPerf_t
+    int algo;
+    cudnnStatus_t status;
+    float time;
+    size_t memory;
+    int determinism;
+    int math_type;
+    int reserved[3];
+};
+
+struct CudnnApi {
+    size_t (*cudnnGetVersion)();
+    const char* (*cudnnGetErrorString)(cudnnStatus_t);
+    cudnnStatus_t (*cudnnCreate)(cudnnHandle_t*);
+    cudnnStatus_t (*cudnnDestroy)(cudnnHandle_t);
+    cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, CUstream);
+    cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t*);
+    cudnnStatus_t (*cudnnSetTensor4dDescriptor)(cudnnTensorDescriptor_t, int, int, int, int, int, int);
+    cudnnStatus_t (*cudnnDestroyTensorDescriptor)(cudnnTensorDescriptor_t);
+    cudnnStatus_t (*cudnnCreateFilterDescriptor)(cudnnFilterDescriptor_t*);
+    cudnnStatus_t (*cudnnSetFilter4dDescriptor)(cudnnFilterDescriptor_t, int, int, int, int, int, int);
+    cudnnStatus_t (*cudnnDestroyFilterDescriptor)(cudnnFilterDescriptor_t);
+    cudnnStatus_t (*cudnnCreateConvolutionDescriptor)(cudnnConvolutionDescriptor_t*);
+    cudnnStatus_t (*cudnnSetConvolution2dDescriptor)(cudnnConvolutionDescriptor_t, int, int, int, int, int, int, int, int);
+    cudnnStatus_t (*cudnnSetConvolutionGroupCount)(cudnnConvolutionDescriptor_t, int);
+    cudnnStatus_t (*cudnnSetConvolutionMathType)(cudnnConvolutionDescriptor_t, int);
+    cudnnStatus_t (*cudnnDestroyConvolutionDescriptor)(cudnnConvolutionDescriptor_t);
+    cudnnStatus_t (*cudnnGetConvolutionForwardAlgorithm_v7)(cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t,
+                                                            cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int, int*,
+                                                            CudnnFwdAlgoPerf*);
+    cudnnStatus_t (*cudnnGetConvolutionForwardWorkspaceSize)(cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t,
+                                                             cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int,
+                                                             size_t*);
+    cudnnStatus_t (*cudnnConvolutionForward)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*,
+                                             cudnnFilterDescriptor_t, const void*, cudnnConvolutionDescriptor_t, int, void*,
+                                             size_t, const void*, cudnnTensorDescriptor_t, void*);
+    std::string library;  // the path dlopen found
 };
 
 /// The driver API (libcuda.so.1), or nullptr with the reason in *why (no driver, a symbol missing).
@@ -112,6 +172,9 @@ const DriverApi* driver_api(std::string* why);
 const NvrtcApi* nvrtc_api(std::string* why);
 /// cuBLAS (libcublas.so.13/.12/...), or nullptr with the reason.
 const CublasApi* cublas_api(std::string* why);
+/// cuDNN 9 (libcudnn.so.9, which loads its sub-libraries beside it), or nullptr with the reason.
+/// Loading needs no GPU; creating a handle does.
+const CudnnApi* cudnn_api(std::string* why);
 
 /// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory"-like text for a driver result.
 std::string driver_error_text(CUresult r);

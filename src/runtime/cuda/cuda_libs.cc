@@ -68,6 +68,7 @@ std::vector<std::string> cuda_library_dirs() {
     for (const char* d : {"/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"})
         dirs.push_back(d);
     add_glob("/usr/local/cuda/lib64", dirs);
+    add_glob("/usr/local/cuda/lib", dirs);  // cuDNN installed into the toolkit
     add_glob("/usr/local/cuda/targets/x86_64-linux/lib", dirs);
     add_glob("/usr/local/cuda-*/targets/x86_64-linux/lib", dirs);
     std::set<std::string> seen;

@@ -27,18 +27,31 @@ struct CudaKernelDesc {
 
 /// A product cuBLAS computes (the vendor candidate): out = alpha * A op(B) (+ the `init` buffer's
 /// values, copied into out first: a Gemm's beta*C broadcast, materialized at compile time), all
-/// row-major FP32; `batch` products at the given element strides.
+/// row-major FP32 or FP16; `batch` products at the given element strides.
 struct CudaGemmDesc {
     int m = 0, n = 0, k = 0, batch = 1;
     long long stride_a = 0, stride_b = 0, stride_c = 0;
     bool trans_b = false;  // B is [N, K]
     float alpha = 1;
+    DType dtype = DType::kFloat32;  // of A, B and out: FP32, or FP16 (FP32 accumulation)
     int init = -1;  // buffer id of out's initial value (-1: none, beta 0)
 };
 
+/// A 2-D convolution cuDNN computes (the vendor candidate for Conv): NCHW input [n, c, h, w],
+/// weights [k, c / group, kh, kw], output [n, k, oh, ow], symmetric pads; no bias (the compiler
+/// moves a Conv's bias into the generated epilogue). A 1-D convolution is one with h = kh = 1.
+struct CudaConvDesc {
+    int n = 0, c = 0, h = 0, w = 0, k = 0, kh = 0, kw = 0, oh = 0, ow = 0;
+    int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, group = 1;
+    DType dtype = DType::kFloat32;  // of X, W and Y: FP32, or FP16 (FP32 accumulation)
+    double flops() const { return 2.0 * n * k * oh * ow * (static_cast<double>(c) / group) * kh * kw; }
+};
+
 struct CudaStepDesc {
-    int kernel = -1;  // -1: a cuBLAS step (gemm), or a host step (host_extern)
+    int kernel = -1;  // -1: a cuBLAS step (gemm), a cuDNN step (conv) or a host step (host_extern)
     CudaGemmDesc gemm;  // args: A, B, then out
+    bool is_conv = false;
+    CudaConvDesc conv;  // a cuDNN step: args X, W, then Y
     /// Placement on the CPU: a runtime extern kernel (runtime/extern_kernel.h: TopK, CumSum,
     /// ScatterND) run on the host between copies of its inputs from and outputs to the device.
     std::string host_extern, host_params;
@@ -56,6 +69,9 @@ struct CudaProgram {
     std::vector<CudaStepDesc> steps;
     std::vector<int> inputs, outputs;  // buffer ids in model order
     int arch = 90;                     // the sm_ the cubins are built for
+    /// cuBLAS and cuDNN may use TF32 tensor cores for FP32 products (PyTorch's
+    /// allow_tf32): ~10 mantissa bits per product; false: FP32 arithmetic throughout.
+    bool tf32 = false;
 };
 
 }  // namespace kiln::runtime::cuda

@@ -1,5 +1,6 @@
 #include "runtime/cuda/cuda_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -35,6 +36,8 @@ void CudaRunner::release() {
     owned_.clear();
     for (CUmodule m : modules_) dev_.api().cuModuleUnload(m);
     modules_.clear();
+    convs_.clear();  // descriptors before their handle
+    cudnn_.reset();
 }
 
 void CudaRunner::load_modules() {
@@ -75,8 +78,12 @@ void CudaRunner::prepare_launches() {
             prepare_host_step(s);
             continue;
         }
+        if (s.is_conv) {
+            prepare_conv_step(s);
+            continue;
+        }
         if (s.kernel < 0) {  // cuBLAS: args A, B, out
-            if (!cublas_) cublas_ = std::make_unique<CublasGemm>(dev_);
+            if (!cublas_) cublas_ = std::make_unique<CublasGemm>(dev_, prog_->tf32);
             Launch l{nullptr, 0, 0, {}, {}, "cuBLAS gemm of " + s.node_name, &s};
             for (int b : s.args) l.values.push_back(dptr(buffer_ptr_.at(b)));
             launches_.push_back(std::move(l));
@@ -97,8 +104,24 @@ void CudaRunner::prepare_launches() {
             launches_.push_back(std::move(l));
         }
     }
+    if (conv_workspace_bytes_) {
+        conv_workspace_ = alloc_->allocate(conv_workspace_bytes_, "the cuDNN workspace");
+        owned_.push_back({conv_workspace_, conv_workspace_bytes_});
+    }
     for (Launch& l : launches_)  // pointers into each launch's own (now final) values
         for (CUdeviceptr& v : l.values) l.params.push_back(&v);
+}
+
+void CudaRunner::prepare_conv_step(const CudaStepDesc& s) {
+    if (!cudnn_) cudnn_ = std::make_unique<CudnnHandle>(dev_);
+    const std::string what = "cuDNN convolution of " + s.node_name;
+    constexpr size_t kMaxWorkspace = size_t{256} << 20;
+    convs_.push_back(std::make_unique<CudnnConv>(*cudnn_, s.conv, prog_->tf32, kMaxWorkspace, what));
+    conv_workspace_bytes_ = std::max(conv_workspace_bytes_, convs_.back()->workspace_bytes());
+    Launch l{nullptr, 0, 0, {}, {}, what};
+    l.conv = static_cast<int>(convs_.size()) - 1;
+    for (int b : s.args) l.values.push_back(dptr(buffer_ptr_.at(b)));
+    launches_.push_back(std::move(l));
 }
 
 void CudaRunner::prepare_host_step(const CudaStepDesc& s) {
@@ -151,14 +174,28 @@ Status CudaRunner::run_gemm(const Launch& l) {
         CUresult r = dev_.api().cuMemcpyDtoDAsync(l.values[2], dptr(buffer_ptr_.at(g.init)), bytes, stream_.get());
         if (r != 0) return cuda_status(r, "initializing the output of " + l.what);
     }
-    auto f = [](CUdeviceptr p) { return reinterpret_cast<float*>(p); };
+    auto f = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
     Status s = cublas_->gemm(stream_, g, f(l.values[0]), f(l.values[1]), f(l.values[2]));
     if (!s.ok()) return Status(s.kind(), s.message() + " (" + l.what + ")");
     return s;
 }
 
+Status CudaRunner::run_conv(const Launch& l) {
+    auto f = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
+    return convs_[l.conv]->enqueue(f(l.values[0]), f(l.values[1]), f(l.values[2]), conv_workspace_);
+}
+
 Status CudaRunner::enqueue_steps() {
+    if (cudnn_) {
+        Status s = cudnn_->set_stream(stream_);
+        if (!s.ok()) return s;
+    }
     for (Launch& l : launches_) {
+        if (l.conv >= 0) {
+            Status s = run_conv(l);
+            if (!s.ok()) return s;
+            continue;
+        }
         if (l.host >= 0) {
             Status s = run_host_step(hosts_[l.host]);
             if (!s.ok()) return s;

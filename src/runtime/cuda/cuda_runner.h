@@ -10,6 +10,7 @@
 
 #include "runtime/caching_allocator.h"
 #include "runtime/cuda/cublas_gemm.h"
+#include "runtime/cuda/cudnn_conv.h"
 #include "runtime/extern_kernel.h"
 #include "runtime/cuda/cuda_program.h"
 #include "runtime/cuda/cuda_stream.h"
@@ -52,6 +53,7 @@ private:
         std::vector<void*> params;        // pointers to values, as cuLaunchKernel takes them
         std::string what;                 // for errors
         const CudaStepDesc* gemm = nullptr;  // a cuBLAS step instead of a kernel
+        int conv = -1;                       // a cuDNN step: index into convs_
         int host = -1;                       // a host step: index into hosts_
     };
     /// A step placed on the CPU: its kernel and host copies of its arguments.
@@ -66,6 +68,8 @@ private:
     void prepare_launches();
     Status enqueue_steps();
     Status run_gemm(const Launch& l);
+    Status run_conv(const Launch& l);
+    void prepare_conv_step(const CudaStepDesc& s);
     Status enqueue_graph();
     void prepare_host_step(const CudaStepDesc& s);
     Status run_host_step(HostStep& h);
@@ -83,6 +87,10 @@ private:
     PinnedBuffer staging_in_, staging_out_;
     CudaRunTiming timing_;
     std::unique_ptr<CublasGemm> cublas_;  // when the program has cuBLAS steps
+    std::unique_ptr<CudnnHandle> cudnn_;  // when it has cuDNN steps
+    std::vector<std::unique_ptr<CudnnConv>> convs_;
+    void* conv_workspace_ = nullptr;      // shared by the cuDNN steps (one stream: never two at once)
+    size_t conv_workspace_bytes_ = 0;
     std::vector<HostStep> hosts_;
     bool use_graph_ = false;
     CUgraph graph_ = nullptr;

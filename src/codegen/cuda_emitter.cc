@@ -1,6 +1,7 @@
 #include "codegen/cuda_emitter.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "codegen/c_expr_printer.h"
@@ -12,6 +13,68 @@ namespace {
 
 using te::LoopKind;
 using tir::StmtKind;
+
+/// Warps per block of a warp-per-output reduction, and the limits where it pays: enough outputs
+/// to fill the GPU only with a thread each are left alone (one thread per output reads the
+/// operands coalesced across outputs), and short sums gain nothing from 32 lanes.
+constexpr int64_t kReduceWarpsPerBlock = 8, kWarpReduceMaxOutputs = 1 << 16, kWarpReduceMinLength = 32;
+
+/// A reduction nest as the default schedule lowers it, one thread per output:
+///   for b in G (blockIdx.x): for t in B (threadIdx.x):
+///     out[i] = init; for r1..rk: out[i] = combine(out[i], src)
+struct ThreadReduction {
+    const tir::ForNode* block = nullptr;
+    const tir::ForNode* thread = nullptr;
+    const tir::StoreNode* init = nullptr;
+    std::vector<const tir::ForNode*> reduce;
+    const tir::StoreNode* update = nullptr;
+    const te::BinaryNode* combine = nullptr;  // a: the load of out[i]; b: src
+    int64_t outputs = 0, length = 1;
+};
+
+int64_t const_extent(const tir::ForNode& f) {
+    return f.extent->kind == te::ExprKind::kIntImm ? static_cast<const te::IntImmNode&>(*f.extent).value : -1;
+}
+
+std::optional<ThreadReduction> match_thread_reduction(const tir::ForNode& f, CNames& names) {
+    ThreadReduction r;
+    r.block = &f;
+    if (f.loop_kind != LoopKind::kBlockIdxX || !f.body || f.body->kind != StmtKind::kFor) return std::nullopt;
+    r.thread = static_cast<const tir::ForNode*>(f.body.get());
+    if (r.thread->loop_kind != LoopKind::kThreadIdxX || !r.thread->body || r.thread->body->kind != StmtKind::kSeq)
+        return std::nullopt;
+    const auto& seq = static_cast<const tir::SeqNode&>(*r.thread->body);
+    if (seq.stmts.size() != 2 || seq.stmts[0]->kind != StmtKind::kStore || seq.stmts[1]->kind != StmtKind::kFor)
+        return std::nullopt;
+    r.init = static_cast<const tir::StoreNode*>(seq.stmts[0].get());
+    const tir::Stmt* s = &seq.stmts[1];
+    while ((*s)->kind == StmtKind::kFor) {
+        const auto& loop = static_cast<const tir::ForNode&>(**s);
+        if (loop.loop_kind != LoopKind::kSerial && loop.loop_kind != LoopKind::kUnrolled) return std::nullopt;
+        if (const_extent(loop) <= 0) return std::nullopt;
+        r.reduce.push_back(&loop);
+        r.length *= const_extent(loop);
+        s = &loop.body;
+    }
+    if ((*s)->kind != StmtKind::kStore) return std::nullopt;
+    r.update = static_cast<const tir::StoreNode*>(s->get());
+    if (r.update->buffer.get() != r.init->buffer.get() || r.update->value->kind != te::ExprKind::kBinary) return std::nullopt;
+    r.combine = static_cast<const te::BinaryNode*>(r.update->value.get());
+    const te::BinaryOp op = r.combine->op;
+    if (op != te::BinaryOp::kAdd && op != te::BinaryOp::kMul && op != te::BinaryOp::kMax && op != te::BinaryOp::kMin)
+        return std::nullopt;
+    if (r.combine->a->kind != te::ExprKind::kBufferLoad) return std::nullopt;
+    const auto& acc = static_cast<const te::BufferLoadNode&>(*r.combine->a);
+    if (acc.buffer.get() != r.update->buffer.get() ||
+        print_c_expr(acc.index, names) != print_c_expr(r.update->index, names) ||
+        print_c_expr(r.init->index, names) != print_c_expr(r.update->index, names))
+        return std::nullopt;
+    const int64_t g = const_extent(f), b = const_extent(*r.thread);
+    if (g <= 0 || b <= 0) return std::nullopt;
+    r.outputs = g * b;
+    if (r.outputs > kWarpReduceMaxOutputs || r.length < kWarpReduceMinLength) return std::nullopt;
+    return r;
+}
 
 class CudaPrinter {
 public:
@@ -57,9 +120,59 @@ public:
     }
 
     int64_t grid = 1, block = 1;
+    bool warp_reductions_ = true;
 
 private:
+    /// One warp per output: the lanes stride over the reduction (reading a row coalesced), then
+    /// combine their partial values by shuffles; lane 0 stores. Replaces one thread per output,
+    /// which leaves long rows (softmax, layer norm) to a few threads reading strided memory.
+    void warp_reduction(const ThreadReduction& r, int indent) {
+        const int64_t block_b = const_extent(*r.thread);
+        const DType acc_t = r.combine->dtype;
+        const te::Var acc = te::make_var("kiln_acc", acc_t), other = te::make_var("kiln_other", acc_t);
+        const te::Var warp = te::make_var("kiln_warp"), lane = te::make_var("kiln_lane"), flat = te::make_var("kiln_r");
+        const std::string a = names_.var(acc.get()), o = names_.var(other.get()), w = names_.var(warp.get()),
+                          l = names_.var(lane.get()), rr = names_.var(flat.get()), ct = dtype_c_type(acc_t);
+        grid = std::max(grid, (r.outputs + kReduceWarpsPerBlock - 1) / kReduceWarpsPerBlock);
+        block = std::max(block, kReduceWarpsPerBlock * 32);
+        pad(indent) << "{\n";
+        pad(indent + 1) << "const int64_t " << w << " = (int64_t)blockIdx.x * " << kReduceWarpsPerBlock
+                        << "LL + (int64_t)(threadIdx.x >> 5);\n";
+        pad(indent + 1) << "const int64_t " << l << " = (int64_t)(threadIdx.x & 31);\n";
+        pad(indent + 1) << "if (" << w << " < " << r.outputs << "LL) {\n";
+        pad(indent + 2) << "const int64_t " << names_.var(r.block->var.get()) << " = " << w << " / " << block_b << "LL;\n";
+        pad(indent + 2) << "const int64_t " << names_.var(r.thread->var.get()) << " = " << w << " % " << block_b << "LL;\n";
+        pad(indent + 2) << ct << " " << a << " = " << strip_parens(print_c_expr(r.init->value, names_)) << ";\n";
+        pad(indent + 2) << "for (int64_t " << rr << " = " << l << "; " << rr << " < " << r.length << "LL; " << rr
+                        << " += 32) {\n";
+        int64_t inner = r.length;
+        for (const tir::ForNode* loop : r.reduce) {  // r1 outermost: rr = ((r1 * E2) + r2) * E3 + r3
+            const int64_t e = const_extent(*loop);
+            inner /= e;
+            pad(indent + 3) << "const int64_t " << names_.var(loop->var.get()) << " = (" << rr << " / " << inner << "LL) % "
+                            << e << "LL;\n";
+        }
+        pad(indent + 3) << a << " = " << strip_parens(print_c_expr(te::binary(r.combine->op, acc, r.combine->b), names_))
+                        << ";\n";
+        pad(indent + 2) << "}\n";
+        pad(indent + 2) << "for (int kiln_off = 16; kiln_off > 0; kiln_off >>= 1) {\n";
+        pad(indent + 3) << "const " << ct << " " << o << " = __shfl_xor_sync(0xffffffffu, " << a << ", kiln_off);\n";
+        pad(indent + 3) << a << " = " << strip_parens(print_c_expr(te::binary(r.combine->op, acc, other), names_)) << ";\n";
+        pad(indent + 2) << "}\n";
+        pad(indent + 2) << "if (" << l << " == 0) " << names_.buffer(r.update->buffer.get()) << "["
+                        << strip_parens(print_c_expr(r.update->index, names_))
+                        << "] = " << strip_parens(store_value_c(r.update->buffer->dtype, acc, names_)) << ";\n";
+        pad(indent + 1) << "}\n";
+        pad(indent) << "}\n";
+    }
+
     void loop(const tir::ForNode& f, int indent) {
+        if (warp_reductions_) {
+            if (std::optional<ThreadReduction> r = match_thread_reduction(f, names_)) {
+                warp_reduction(*r, indent);
+                return;
+            }
+        }
         const std::string v = names_.var(f.var.get());
         const std::string ext = strip_parens(print_c_expr(f.extent, names_));
         if (f.loop_kind == LoopKind::kBlockIdxX || f.loop_kind == LoopKind::kThreadIdxX) {
@@ -92,7 +205,7 @@ private:
 
 }  // namespace
 
-CudaKernel emit_cuda(const tir::PrimFunc& f) {
+CudaKernel emit_cuda(const tir::PrimFunc& f, const CudaEmitOptions& opts) {
     KILN_CHECK(f.dims.empty(), kUnsupported) << "CUDA emitter: kernel '" << f.name << "' has symbolic dims";
     CudaKernel k;
     CNames names;
@@ -121,6 +234,7 @@ CudaKernel emit_cuda(const tir::PrimFunc& f) {
     for (size_t s = 0; s < nests.size(); ++s) {
         std::ostringstream nest;
         CudaPrinter p(names, nest);
+        p.warp_reductions_ = opts.warp_reductions;
         p.stmt(nests[s], 1);
         CudaLaunch l{f.name + "_s" + std::to_string(s), p.grid, p.block};
         KILN_CHECK(l.block <= 1024 && l.grid < (int64_t{1} << 31), kUnsupported)

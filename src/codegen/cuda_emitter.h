@@ -9,7 +9,8 @@
 //
 // Loops bound with Stage::bind become the thread's index: `for v in 0..E blockIdx.x` is
 // `const int64_t v = blockIdx.x; if (v < E) { ... }`, and the entry's launch is gridDim.x /
-// blockDim.x = the largest extent bound to each (a nest binds nothing: one thread). Other loops
+// blockDim.x = the largest extent bound to each (a nest binds nothing: one thread); a reduction
+// with long rows and few outputs becomes one warp per output (CudaEmitOptions). Other loops
 // stay serial loops (`unrolled` gets `#pragma unroll`). Expressions come from the C printer
 // (c_expr_printer.h) and the prelude is the C one as __device__ helpers (cuda_prelude.h), so the
 // CUDA kernel computes what the C kernel computes. Static shapes only; a kernel-local register
@@ -37,7 +38,15 @@ struct CudaKernel {
     std::vector<std::string> scratch_names;
 };
 
+struct CudaEmitOptions {
+    /// A reduction over 32+ elements for at most 65536 outputs, lowered with one thread per
+    /// output, is printed with one warp per output instead (lanes stride over the sum, then
+    /// shuffle). False: as lowered (the CUDA emulation test runs threads one at a time, which
+    /// cannot emulate a shuffle).
+    bool warp_reductions = true;
+};
+
 /// kUnsupported for a symbolic kernel or a loop bound to an index with a non-constant extent.
-CudaKernel emit_cuda(const tir::PrimFunc& f);
+CudaKernel emit_cuda(const tir::PrimFunc& f, const CudaEmitOptions& opts = {});
 
 }  // namespace kiln::codegen

@@ -103,7 +103,7 @@ void add_cublas_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& 
     if (c.init.defined()) {
         BufferDesc b;
         b.name = n.name() + ".beta_c";
-        b.dtype = DType::kFloat32;
+        b.dtype = c.init.dtype();  // the product's dtype (FP16 in an FP16 compile)
         b.shape = c.init.shape();
         b.role = BufferRole::kConstant;
         b.constant = c.init;
@@ -176,7 +176,7 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
         runtime::cuda::CudaStepDesc step;
         for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));
-        CudaLoweredKernel k = lower_unit_cuda(unit);
+        CudaLoweredKernel k = lower_unit_cuda(unit, {.warp_reductions = opts.warp_reductions});
         step.node_name = k.node_name;
         step.flops = k.flops;
         auto [it, fresh] = kernel_of_source.emplace(k.cuda.source, static_cast<int>(p.kernels.size()));

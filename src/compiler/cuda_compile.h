@@ -36,6 +36,9 @@ struct CudaCompileOptions {
     /// host between device copies (the runner waits for the GPU there); false: kUnsupported.
     bool cpu_fallback = true;
     GpuMath math = GpuMath::kFp32;
+    /// Long reductions with few outputs (softmax, layer norm rows) as one warp per output
+    /// (codegen::CudaEmitOptions); false: one thread per output.
+    bool warp_reductions = true;
 };
 
 struct CudaCompiledModel {

@@ -8,7 +8,7 @@
 
 namespace kiln::compiler {
 
-CudaLoweredKernel lower_unit_cuda(const KernelUnit& unit) {
+CudaLoweredKernel lower_unit_cuda(const KernelUnit& unit, const codegen::CudaEmitOptions& emit) {
     CudaLoweredKernel k;
     k.description = unit.ops();
     const ir::Node* first = unit.nodes.front();
@@ -22,7 +22,7 @@ CudaLoweredKernel lower_unit_cuda(const KernelUnit& unit) {
         std::vector<te::Tensor> params = c.params;
         for (const te::Tensor& o : c.outs) params.push_back(o);
         k.func = tir::simplify(tir::lower(sch, params, "kiln_cuda"));
-        k.cuda = codegen::emit_cuda(k.func);
+        k.cuda = codegen::emit_cuda(k.func, emit);
     } catch (Error& e) {
         e.add_context("while lowering " + first->describe() + " (" + k.description + ") for the GPU");
         throw;

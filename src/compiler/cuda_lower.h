@@ -19,6 +19,6 @@ struct CudaLoweredKernel {
 };
 
 /// Static shapes only. Throws kUnsupported naming the node when the unit cannot run on the GPU.
-CudaLoweredKernel lower_unit_cuda(const KernelUnit& unit);
+CudaLoweredKernel lower_unit_cuda(const KernelUnit& unit, const codegen::CudaEmitOptions& emit = {});
 
 }  // namespace kiln::compiler

@@ -197,6 +197,28 @@ TEST(CudaCodegen, SoftmaxStagesBecomeSeparateLaunches) {
     EXPECT_LT(k.scratch_bytes.size(), k.entries.size());
 }
 
+TEST(CudaCodegen, LongRowReductionsTakeAWarpPerRow) {
+    // Layer norm over rows of 1000: its mean and variance stages (16 interleaved partial sums per
+    // row, 63 terms each: 640 outputs) become one warp per output, 8 per block of 256; the
+    // normalizing stage stays one thread per element.
+    const char* text = R"(
+graph g(%x: f32[40,1000], %w: f32[1000], %b: f32[1000]) {
+  %y = LayerNormalization(%x, %w, %b) {axis=-1} : f32[40,1000]
+  return %y
+})";
+    ir::Graph g = ir::parse_graph(text);
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.arch = 90});
+    ASSERT_EQ(m.kernel_sources.size(), 1u);
+    EXPECT_NE(m.kernel_sources[0].find("__shfl_xor_sync"), std::string::npos);
+    int warp_launches = 0;
+    for (const runtime::cuda::CudaEntry& e : m.program->kernels[0].entries)
+        if (e.block == 256 && e.grid == 80) ++warp_launches;  // 640 partial sums / 8 warps per block
+    EXPECT_EQ(warp_launches, 2);
+    ir::Graph g2 = ir::parse_graph(text);
+    compiler::CudaCompiledModel t = compiler::compile_cuda(g2, {.arch = 90, .warp_reductions = false});
+    EXPECT_EQ(t.kernel_sources[0].find("__shfl_xor_sync"), std::string::npos);
+}
+
 TEST(CudaCodegen, NvrtcErrorsAreCompileErrors) {
     try {
         codegen::compile_cuda("extern \"C\" __global__ void broken() { undeclared_name = 1; }", 90);

@@ -68,8 +68,8 @@ MODELS="${TMPDIR:-/tmp}/kiln_gpu_check_models"  # ~40 MB of weights: not in OUTD
 mkdir -p "$MODELS"
 echo "kiln: $KILN ($(cat "$BUNDLE/COMMIT" 2>/dev/null || git -C "$BUNDLE" rev-parse --short HEAD 2>/dev/null))"
 
-run_step "export (torch)" 90 "$PY" "$HERE/gpu_models.py" "$MODELS"
-run_step "torch eager/graph timing" 90 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
+run_step "export (torch)" 120 "$PY" "$HERE/gpu_models.py" "$MODELS"
+run_step "torch eager/graph timing" 120 "$PY" "$HERE/gpu_models.py" "$MODELS" --time
 run_step "make_models (onnx)" 60 "$PY" "$HERE/make_models.py" --out "$MODELS" --skip-digits --only mlp,bert_tiny,small_cnn,resnet_block
 
 
@@ -89,8 +89,10 @@ ROWS=()
 RUNS=("gpu_mlp|gpu_mlp||gpu_mlp" "gpu_mlp|mlp_fp16|--gpu-math fp16|gpu_mlp_fp16"
       "gpu_encoder|gpu_encoder||gpu_encoder" "gpu_encoder|encoder_fp16|--gpu-math fp16|gpu_encoder_fp16"
       "gpu_resnet50|resnet50||gpu_resnet50_fp32" "gpu_resnet50|resnet50_tf32|--gpu-math tf32|gpu_resnet50"
-      "gpu_resnet50|resnet50_fp16|--gpu-math fp16|gpu_resnet50_fp16"
-      "gpu_bert|bert||gpu_bert" "gpu_bert|bert_fp16|--gpu-math fp16|gpu_bert_fp16"
+      "gpu_resnet50|resnet50_fp16|--gpu-math fp16 --profile-summary|gpu_resnet50_fp16"
+      "gpu_bert|bert|--profile-summary|gpu_bert" "gpu_bert|bert_fp16|--gpu-math fp16 --profile-summary|gpu_bert_fp16"
+      "gpu_resnet50_b32|r50_b32_fp16|--gpu-math fp16|gpu_resnet50_b32_fp16"
+      "gpu_bert_b8|bert_b8_fp16|--gpu-math fp16|gpu_bert_b8_fp16"
       "mlp|mlp||mlp" "bert_tiny|bert_tiny||bert_tiny" "small_cnn|small_cnn||small_cnn" "resnet_block|resnet_block||resnet_block")
 for r in "${RUNS[@]}"; do
   IFS='|' read -r m label flags tkey <<< "$r"
@@ -109,7 +111,8 @@ for r in "${RUNS[@]}"; do
   err=$(sed -n 's/^max relative error vs CPU: \(.*\)/\1/p' "$OUT/run_$label.txt")
   kgraph=$(sed -n 's/^CUDA graph replay: median \([0-9.]*\) ms.*/\1/p' "$OUT/run_$label.txt")
   gen=-
-  if [ -z "$flags" ] && [ "$m" != gpu_resnet50 ] && [ "$m" != gpu_bert ]; then
+  case "$m" in gpu_resnet50*|gpu_bert*) big=1 ;; *) big=0 ;; esac
+  if [ -z "$flags" ] && [ $big = 0 ]; then
     # Kiln's generated kernels only (no cuBLAS/cuDNN): the GPU time of the kernels
     timeout 60 "$KILN" run "$f" --device cuda --kernels generated --repeat 20 > "$OUT/run_${label}_generated.txt" 2>&1
     gen=$(sed -n 's/^median .*kernels on the GPU \([0-9.]*\) ms.*/\1/p' "$OUT/run_${label}_generated.txt" | head -1)

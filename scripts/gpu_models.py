@@ -10,6 +10,7 @@ Writes OUTDIR/<name>.onnx and OUTDIR/<name>_inputs.npz for
   gpu_resnet50 torchvision's ResNet-50 (random weights), batch 1, 224x224 (conv-heavy: cuDNN)
   gpu_bert     transformers' BERT-base (random weights), batch 1, sequence 128 (skipped without
                the transformers package)
+  gpu_resnet50_b32, gpu_bert_b8: the same at batch 32 and 8 (the issue's other targets)
 With --time instead (needs a CUDA GPU): PyTorch eager on the GPU, and the same replayed as a CUDA graph,
 median ms over interleaved rounds, into OUTDIR/torch_times.json; --time-compile: torch.compile's
 time added there. --smoke: one round. PyTorch runs with its defaults: FP32 matmuls in FP32, FP32
@@ -82,23 +83,25 @@ def float_input(*shape):
     return lambda: {"x": torch.randn(*shape)}
 
 
-def bert_inputs():
-    return {"input_ids": torch.randint(0, 30000, (1, 128)), "attention_mask": torch.ones(1, 128, dtype=torch.int64)}
+def bert_inputs(batch):
+    return lambda: {"input_ids": torch.randint(0, 30000, (batch, 128)),
+                    "attention_mask": torch.ones(batch, 128, dtype=torch.int64)}
 
 
-# name -> (model factory, inputs factory: name -> CPU tensor)
+# name -> (model factory, inputs factory: name -> CPU tensor); the issue's batch sizes last
 MODELS = {"gpu_mlp": (Mlp, float_input(256, 1024)), "gpu_encoder": (Encoder, float_input(8, 128, 256)),
-          "gpu_resnet50": (resnet50, float_input(1, 3, 224, 224)), "gpu_bert": (Bert, bert_inputs)}
+          "gpu_resnet50": (resnet50, float_input(1, 3, 224, 224)), "gpu_bert": (Bert, bert_inputs(1)),
+          "gpu_resnet50_b32": (resnet50, float_input(32, 3, 224, 224)), "gpu_bert_b8": (Bert, bert_inputs(8))}
 
 
 def available(name):
-    if name != "gpu_bert":
+    if not name.startswith("gpu_bert"):
         return True
     try:
         import transformers  # noqa: F401
         return True
     except ImportError:
-        print("gpu_bert: skipped (no transformers package)")
+        print(f"{name}: skipped (no transformers package)")
         return False
 
 

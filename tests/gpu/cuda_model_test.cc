@@ -168,6 +168,20 @@ TEST(CudaRuntime, GraphReplayGivesTheSameOutputs) {
     }
 }
 
+TEST(CudaRuntime, ProfileTimesEveryStep) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[3].graph);  // cuBLAS + epilogue
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    CudaRunner runner(cm.program, *dev, 0);
+    std::vector<std::pair<std::string, float>> steps;
+    Status s = runner.profile_steps(random_inputs(g, 2), steps);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(steps.size(), 2u);
+    EXPECT_EQ(steps[0].first.rfind("cuBLAS gemm", 0), 0u) << steps[0].first;
+    EXPECT_NE(steps[1].first.find("Add+Relu"), std::string::npos) << steps[1].first;
+    for (const auto& [what, ms] : steps) EXPECT_GE(ms, 0.f) << what;
+}
+
 TEST(CudaRuntime, HostPlacedStepMatchesTheCpu) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::placement_case());

@@ -352,7 +352,7 @@ int run_model(const RunArgs& args) {
     if (args.device == "cuda")
         return run_model_cuda({args.model, args.inputs, parse_dims(args.dims), args.repeat, args.seed, args.memory_limit,
                                args.opt_level, args.compare_cpu, args.output_dir, args.kernels != "generated",
-                               args.inputs_npz, args.gpu_math});
+                               args.inputs_npz, args.gpu_math, args.profile_summary});
     const bool artifact = runtime::is_artifact_file(args.model);
     if (!args.compile_options_given.empty() && artifact) {
         std::string given;

@@ -69,6 +69,33 @@ double max_rel_error(const std::vector<Tensor>& gpu, const std::vector<Tensor>& 
     return worst;
 }
 
+/// The steps' GPU time (one profiled run), grouped by what they compute: "cuBLAS gemm",
+/// "cuDNN convolution", or the fused ops of a generated kernel ("Add+Relu").
+void print_gpu_profile(runtime::cuda::CudaRunner& runner, const std::vector<Tensor>& inputs) {
+    std::vector<std::pair<std::string, float>> steps;
+    Status s = runner.profile_steps(inputs, steps);
+    if (!s.ok()) {
+        fmt::print("GPU profile: not available ({})\n", s.message());
+        return;
+    }
+    std::map<std::string, std::pair<double, int>> by_kind;  // kind -> (ms, launches)
+    double total = 0;
+    for (const auto& [what, ms] : steps) {
+        std::string kind = what.substr(0, what.find(" of "));
+        if (const size_t paren = what.rfind(" ("); kind.rfind("kiln_cuda", 0) == 0 && paren != std::string::npos)
+            kind = what.substr(paren + 2, what.size() - paren - 3);  // a generated kernel: its ops
+        by_kind[kind].first += ms;
+        by_kind[kind].second += 1;
+        total += ms;
+    }
+    std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_kind.begin(), by_kind.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    fmt::print("GPU profile ({} launches, {:.3f} ms on the GPU's clock, events between launches):\n", steps.size(), total);
+    for (size_t i = 0; i < rows.size() && i < 15; ++i)
+        fmt::print("  {:7.3f} ms {:5.1f}% {:4d}x  {}\n", rows[i].second.first, 100 * rows[i].second.first / std::max(total, 1e-9),
+                   rows[i].second.second, rows[i].first);
+}
+
 }  // namespace
 
 int run_model_cuda(const CudaRunArgs& args) {
@@ -131,6 +158,7 @@ int run_model_cuda(const CudaRunArgs& args) {
                    median_of(graph_wall), median_of(graph_gpu), max_rel_error(graph_outputs, outputs) == 0 ? "yes" : "NO");
     else
         fmt::print("CUDA graph replay: not available ({})\n", gs.message());
+    if (args.profile_summary) print_gpu_profile(runner, inputs);
     if (args.compare_cpu) {
         SessionOptions so;
         so.dims = args.dims;

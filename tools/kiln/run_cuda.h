@@ -24,6 +24,7 @@ struct CudaRunArgs {
     bool use_vendor_libraries = true;  // cuBLAS and cuDNN; false: --kernels generated
     std::string inputs_npz;            // --inputs FILE.npz (by name)
     std::string gpu_math = "fp32";     // --gpu-math fp32 | tf32 | fp16
+    bool profile_summary = false;      // --profile-summary: the steps' GPU time by kind
 };
 
 int run_model_cuda(const CudaRunArgs& args);

@@ -185,12 +185,17 @@ Status CudaRunner::run_conv(const Launch& l) {
     return convs_[l.conv]->enqueue(f(l.values[0]), f(l.values[1]), f(l.values[2]), conv_workspace_);
 }
 
-Status CudaRunner::enqueue_steps() {
+Status CudaRunner::enqueue_steps(std::vector<std::unique_ptr<CudaEvent>>* step_ends) {
     if (cudnn_) {
         Status s = cudnn_->set_stream(stream_);
         if (!s.ok()) return s;
     }
-    for (Launch& l : launches_) {
+    for (size_t i = 0; i < launches_.size(); ++i) {
+        if (step_ends && i > 0) {  // the previous launch's end
+            Status s = (*step_ends)[i - 1]->record(stream_);
+            if (!s.ok()) return s;
+        }
+        Launch& l = launches_[i];
         if (l.conv >= 0) {
             Status s = run_conv(l);
             if (!s.ok()) return s;
@@ -208,6 +213,27 @@ Status CudaRunner::enqueue_steps() {
         }
         CUresult r = dev_.api().cuLaunchKernel(l.fn, l.grid, 1, 1, l.block, 1, 1, 0, stream_.get(), l.params.data(), nullptr);
         if (r != 0) return cuda_status(r, "launching " + l.what);
+    }
+    if (step_ends && !launches_.empty()) return step_ends->back()->record(stream_);
+    return Status();
+}
+
+Status CudaRunner::profile_steps(const std::vector<Tensor>& inputs, std::vector<std::pair<std::string, float>>& steps) {
+    std::vector<Tensor> outputs;
+    Status s = run(inputs, outputs);  // the inputs in place (and a warm-up)
+    if (!s.ok()) return s;
+    try {
+        std::vector<std::unique_ptr<CudaEvent>> ends;
+        for (size_t i = 0; i < launches_.size(); ++i) ends.push_back(std::make_unique<CudaEvent>(dev_));
+        s = kernels_start_.record(stream_);
+        if (s.ok()) s = enqueue_steps(&ends);
+        if (s.ok()) s = stream_.synchronize();
+        if (!s.ok()) return s;
+        steps.clear();
+        for (size_t i = 0; i < launches_.size(); ++i)
+            steps.emplace_back(launches_[i].what, CudaEvent::elapsed_ms(i == 0 ? kernels_start_ : *ends[i - 1], *ends[i]));
+    } catch (const Error& e) {
+        return Status::from(e);
     }
     return Status();
 }

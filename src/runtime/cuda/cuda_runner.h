@@ -40,6 +40,10 @@ public:
     /// Replays the steps as a CUDA graph (captured at the next run, then launched whole: one
     /// launch instead of one per kernel). The copies stay outside the graph.
     void set_use_graph(bool on) { use_graph_ = on; }
+    /// One run with an event after every launch (no graph): each step's time on the GPU's clock,
+    /// in order, named as errors name them ("kiln_cuda_s0 of node (Add+Relu)", "cuBLAS gemm of
+    /// node", ...). The copies are left out.
+    Status profile_steps(const std::vector<Tensor>& inputs, std::vector<std::pair<std::string, float>>& steps);
     /// Device bytes this runner holds (buffers, scratch).
     size_t device_bytes() const { return alloc_->bytes_in_use(); }
     /// Per kernel entry: registers and static shared memory as the driver reports them.
@@ -66,7 +70,7 @@ private:
     void allocate_buffers();
     void release();
     void prepare_launches();
-    Status enqueue_steps();
+    Status enqueue_steps(std::vector<std::unique_ptr<CudaEvent>>* step_ends = nullptr);
     Status run_gemm(const Launch& l);
     Status run_conv(const Launch& l);
     void prepare_conv_step(const CudaStepDesc& s);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU check's models, exported with the machine's own PyTorch, and PyTorch's own times.
 
-    python3 scripts/gpu_models.py OUTDIR [--time | --time-compile] [--smoke]
+    python3 scripts/gpu_models.py OUTDIR [--time | --time-compile] [--smoke] [--models NAME,...]
 
 Writes OUTDIR/<name>.onnx and OUTDIR/<name>_inputs.npz for
   gpu_mlp      batch 256, 1024 -> 2048 -> 2048 -> 1024 with ReLU (matmul-heavy)
@@ -151,7 +151,8 @@ def time_torch(out, rounds):
     for name, (cls, make_inputs) in MODELS.items():
         if available(name):
             runs += [(name, cls, make_inputs, True, False), (name + "_fp16", cls, make_inputs, True, True)]
-    runs.append(("gpu_resnet50_fp32", resnet50, MODELS["gpu_resnet50"][1], False, False))
+    if "gpu_resnet50" in MODELS:
+        runs.append(("gpu_resnet50_fp32", resnet50, MODELS["gpu_resnet50"][1], False, False))
     for name, cls, make_inputs, allow_tf32, half in runs:
         torch.backends.cudnn.allow_tf32 = allow_tf32
         torch.manual_seed(0)
@@ -216,6 +217,11 @@ def time_torch_compile(out, rounds):
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    if "--models" in sys.argv:  # a subset: --models gpu_bert,gpu_bert_b8
+        keep = sys.argv[sys.argv.index("--models") + 1].split(",")
+        for name in list(MODELS):
+            if name not in keep:
+                del MODELS[name]
     rounds = 1 if "--smoke" in sys.argv else 5
     if "--time" in sys.argv:
         time_torch(out, rounds)

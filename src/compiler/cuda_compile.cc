@@ -8,6 +8,7 @@
 #include "compiler/compile.h"
 #include "compiler/cuda_conv_match.h"
 #include "compiler/cuda_gemm_match.h"
+#include "compiler/cuda_row_match.h"
 #include "compiler/cuda_lower.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/half_precision.h"
@@ -128,6 +129,41 @@ void add_cudnn_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& b
     p.steps.push_back(std::move(step));
 }
 
+/// The kernel `k` in the program (NVRTC, or the kernel cache; one copy per distinct source):
+/// its index.
+int add_kernel(CudaCompiledModel& out, std::unordered_map<std::string, int>& kernel_of_source, const codegen::CudaKernel& k,
+               const std::string& description, int arch) {
+    CudaProgram& p = *out.program;
+    auto [it, fresh] = kernel_of_source.emplace(k.source, static_cast<int>(p.kernels.size()));
+    if (fresh) {
+        codegen::CompiledCubin cubin = codegen::compile_cuda(k.source, arch);
+        out.compiled += cubin.from_cache ? 0 : 1;
+        runtime::cuda::CudaKernelDesc kd{std::move(cubin.cubin), {}, k.scratch_bytes, k.scratch_names, description};
+        for (const codegen::CudaLaunch& l : k.launches)
+            kd.entries.push_back({l.entry, static_cast<unsigned>(l.grid), static_cast<unsigned>(l.block)});
+        p.kernels.push_back(std::move(kd));
+        out.kernel_sources.push_back(k.source);
+    }
+    return it->second;
+}
+
+/// A LayerNormalization or Softmax as one row kernel (codegen/cuda_row_kernels.h): args are the
+/// node's inputs in order (X, Scale, B), then Y.
+void add_row_kernel_step(CudaCompiledModel& out, std::unordered_map<const ir::Value*, int>& buffer_of,
+                         std::unordered_map<std::string, int>& kernel_of_source, const ir::Node& n,
+                         const codegen::RowKernelSpec& spec, int arch) {
+    CudaProgram& p = *out.program;
+    runtime::cuda::CudaStepDesc step;
+    step.node_name = n.name();
+    for (const ir::Value* v : n.inputs())
+        if (v) step.args.push_back(buffer_of.at(v));
+    step.args.push_back(add_buffer(p, buffer_of, n.output(0), BufferRole::kIntermediate));
+    step.flops = 8.0 * static_cast<double>(spec.rows) * spec.cols;
+    step.kernel = add_kernel(out, kernel_of_source, codegen::emit_row_kernel(spec), n.op() + " (row kernel)", arch);
+    p.steps.push_back(std::move(step));
+    ++out.row_kernel_steps;
+}
+
 }  // namespace
 
 CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
@@ -168,6 +204,12 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
                 continue;
             }
         }
+        if (opts.row_kernels) {
+            if (std::optional<codegen::RowKernelSpec> rk = row_kernel_choice(unit)) {
+                add_row_kernel_step(out, buffer_of, kernel_of_source, *unit.nodes[0], *rk, opts.arch);
+                continue;
+            }
+        }
         check_unit_has_cuda_kernel(unit, opts.cpu_fallback);
         if (opts.cpu_fallback && add_host_step(p, buffer_of, unit)) {
             ++out.host_steps;
@@ -179,17 +221,7 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
         CudaLoweredKernel k = lower_unit_cuda(unit, {.warp_reductions = opts.warp_reductions});
         step.node_name = k.node_name;
         step.flops = k.flops;
-        auto [it, fresh] = kernel_of_source.emplace(k.cuda.source, static_cast<int>(p.kernels.size()));
-        if (fresh) {
-            codegen::CompiledCubin cubin = codegen::compile_cuda(k.cuda.source, opts.arch);
-            out.compiled += cubin.from_cache ? 0 : 1;
-            runtime::cuda::CudaKernelDesc kd{std::move(cubin.cubin), {}, k.cuda.scratch_bytes, k.cuda.scratch_names, k.description};
-            for (const codegen::CudaLaunch& l : k.cuda.launches)
-                kd.entries.push_back({l.entry, static_cast<unsigned>(l.grid), static_cast<unsigned>(l.block)});
-            p.kernels.push_back(std::move(kd));
-            out.kernel_sources.push_back(k.cuda.source);
-        }
-        step.kernel = it->second;
+        step.kernel = add_kernel(out, kernel_of_source, k.cuda, k.description, opts.arch);
         p.steps.push_back(std::move(step));
     }
     for (ir::Value* v : g.outputs()) {

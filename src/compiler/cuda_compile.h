@@ -36,9 +36,12 @@ struct CudaCompileOptions {
     /// host between device copies (the runner waits for the GPU there); false: kUnsupported.
     bool cpu_fallback = true;
     GpuMath math = GpuMath::kFp32;
-    /// Long reductions with few outputs (softmax, layer norm rows) as one warp per output
-    /// (codegen::CudaEmitOptions); false: one thread per output.
+    /// Long reductions with few outputs as one warp per output (codegen::CudaEmitOptions); false:
+    /// one thread per output (what the CUDA emulation can run).
     bool warp_reductions = true;
+    /// Last-axis LayerNormalization and Softmax as one row kernel each (codegen/cuda_row_kernels.h);
+    /// false: lowered like any unit.
+    bool row_kernels = true;
 };
 
 struct CudaCompiledModel {
@@ -46,6 +49,7 @@ struct CudaCompiledModel {
     int kernels = 0, compiled = 0;  // compiled: NVRTC runs (the rest came from the cache)
     int cublas_steps = 0;           // products on cuBLAS
     int cudnn_steps = 0;            // convolutions on cuDNN
+    int row_kernel_steps = 0;       // layer norms and softmaxes as one row kernel each
     int host_steps = 0;             // steps placed on the CPU
     double seconds = 0;
     std::vector<std::string> kernel_sources;  // per kernel, the CUDA C (for inspection)

@@ -188,13 +188,37 @@ TEST(CudaCodegen, BindRefusesReduceAxes) {
 }
 
 TEST(CudaCodegen, SoftmaxStagesBecomeSeparateLaunches) {
-    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);
-    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
+    ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);  // lowered, not the row kernel
+    compiler::CudaCompiledModel m = compiler::compile_cuda(
+        g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false, .row_kernels = false});
     ASSERT_EQ(m.program->kernels.size(), 1u);
     const runtime::cuda::CudaKernelDesc& k = m.program->kernels[0];
     EXPECT_GE(k.entries.size(), 2u);  // a reduction stage, then the stage that reads it
     EXPECT_GE(k.scratch_bytes.size(), 1u);  // the reduction's row values live between launches
     EXPECT_LT(k.scratch_bytes.size(), k.entries.size());
+}
+
+TEST(CudaCodegen, LayerNormAndSoftmaxAreOneRowKernelEach) {
+    for (int i : {1, 2}) {  // softmax [8,77], layer_norm [6,130]
+        const gpu_testing::Case& c = gpu_testing::schedule_cases()[i];
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.arch = 90});
+        EXPECT_EQ(m.row_kernel_steps, 1);
+        ASSERT_EQ(m.program->steps.size(), 1u);
+        const runtime::cuda::CudaKernelDesc& k = m.program->kernels.at(m.program->steps[0].kernel);
+        ASSERT_EQ(k.entries.size(), 1u);  // one launch: a block per row
+        EXPECT_EQ(k.entries[0].grid, i == 1 ? 8u : 6u);
+        EXPECT_EQ(k.entries[0].block, i == 1 ? 96u : 160u);  // the row in whole warps
+        EXPECT_EQ(m.program->steps[0].args.size(), i == 1 ? 2u : 4u);  // X (Scale, B), Y
+    }
+    const char* log_softmax = R"(
+graph g(%x: f32[4,50]) {
+  %y = LogSoftmax(%x) {axis=1} : f32[4,50]
+  return %y
+})";
+    ir::Graph g = ir::parse_graph(log_softmax);
+    EXPECT_EQ(compiler::compile_cuda(g, {.arch = 90}).row_kernel_steps, 0);  // lowered
 }
 
 TEST(CudaCodegen, LongRowReductionsTakeAWarpPerRow) {
@@ -207,7 +231,10 @@ graph g(%x: f32[40,1000], %w: f32[1000], %b: f32[1000]) {
   return %y
 })";
     ir::Graph g = ir::parse_graph(text);
-    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.arch = 90});
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.arch = 90});  // the row kernel
+    EXPECT_EQ(m.row_kernel_steps, 1);
+    ir::Graph gw = ir::parse_graph(text);
+    m = compiler::compile_cuda(gw, {.arch = 90, .row_kernels = false});  // lowered: warp reductions
     ASSERT_EQ(m.kernel_sources.size(), 1u);
     EXPECT_NE(m.kernel_sources[0].find("__shfl_xor_sync"), std::string::npos);
     int warp_launches = 0;
@@ -215,7 +242,7 @@ graph g(%x: f32[40,1000], %w: f32[1000], %b: f32[1000]) {
         if (e.block == 256 && e.grid == 80) ++warp_launches;  // 640 partial sums / 8 warps per block
     EXPECT_EQ(warp_launches, 2);
     ir::Graph g2 = ir::parse_graph(text);
-    compiler::CudaCompiledModel t = compiler::compile_cuda(g2, {.arch = 90, .warp_reductions = false});
+    compiler::CudaCompiledModel t = compiler::compile_cuda(g2, {.arch = 90, .warp_reductions = false, .row_kernels = false});
     EXPECT_EQ(t.kernel_sources[0].find("__shfl_xor_sync"), std::string::npos);
 }
 

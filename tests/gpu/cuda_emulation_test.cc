@@ -52,9 +52,9 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 using Entry = void (*)(...);
 
 // The emulator runs generated kernels only (no cuBLAS on the host), one thread at a time: no
-// warp shuffles (the warp-per-output reductions are checked on a GPU, cuda_model_test.cc).
+// warp shuffles (the warp reductions and row kernels are checked on a GPU, cuda_model_test.cc).
 const compiler::CudaCompileOptions kGenerated{.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false,
-                                              .warp_reductions = false};
+                                              .warp_reductions = false, .row_kernels = false};
 
 /// Compiles `source` as host C++ (the shim first) into a library; dlopen handle.
 void* build_host_library(const std::string& source, const std::string& tag) {

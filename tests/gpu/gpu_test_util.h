@@ -18,7 +18,8 @@ struct Case {
 
 /// One case per default GPU schedule: injective (a fused elementwise chain with a broadcast),
 /// reductions (softmax: max, exp-sum and divide stages; layer norm), and matmul (with its
-/// fused bias + relu epilogue) at sizes whose thread counts are not multiples of the block.
+/// fused bias + relu epilogue) at sizes whose thread counts are not multiples of the block;
+/// then rows longer than a block (the row kernels' strided loops).
 inline const std::vector<Case>& schedule_cases() {
     static const std::vector<Case> cases = {
         {"elementwise", R"(
@@ -43,6 +44,16 @@ graph g(%a: f32[33,200], %b: f32[200,70], %c: f32[70]) {
   %m = MatMul(%a, %b) : f32[33,70]
   %s = Add(%m, %c) : f32[33,70]
   %y = Relu(%s) : f32[33,70]
+  return %y
+})"},
+        {"layer_norm_wide", R"(
+graph g(%x: f32[4,1000], %w: f32[1000], %b: f32[1000]) {
+  %y = LayerNormalization(%x, %w, %b) {axis=-1, epsilon=0.001} : f32[4,1000]
+  return %y
+})"},
+        {"softmax_wide", R"(
+graph g(%x: f32[3,3000]) {
+  %y = Softmax(%x) {axis=-1} : f32[3,3000]
   return %y
 })"},
     };

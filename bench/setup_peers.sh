@@ -23,7 +23,7 @@ if [ "${1:-}" = "--torch" ]; then
   PACKAGES=(torch numpy onnx)
 else
   VENV="${1:-${KILN_PEERS_VENV:-$ROOT/build/peers-venv}}"
-  PACKAGES=(onnxruntime openvino numpy onnx tritonclient)
+  PACKAGES=(onnxruntime openvino numpy onnx tritonclient scipy)  # scipy: make_models.py's GELU reference
 fi
 # What pip installs for a missing package (its extras).
 declare -A PIP_SPEC=([tritonclient]="tritonclient[http]")

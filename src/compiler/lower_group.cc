@@ -15,6 +15,7 @@
 #include "tir/drop_tile_guards.h"
 #include "tir/lower.h"
 #include "tir/partition_loops.h"
+#include "tir/unswitch_loops.h"
 #include "tir/simplify.h"
 
 namespace kiln::compiler {
@@ -277,9 +278,10 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     op::default_schedule(sch, outs);
     store_reduction_in_output(sch, outs);
     for (const te::Tensor& o : outs) params.push_back(o);
-    // partition_loops between two simplifies: the first puts comparisons in `i < c` form, the
-    // second folds each piece's selects and clamps.
-    k.func = tir::drop_tile_guards(tir::simplify(tir::partition_loops(tir::simplify(tir::lower(sch, params, "kiln_kernel")))));
+    // unswitch_loops and partition_loops between two simplifies: the first puts comparisons in
+    // `i < c` form, the second folds each piece's selects and clamps.
+    k.func = tir::drop_tile_guards(tir::simplify(
+        tir::partition_loops(tir::unswitch_loops(tir::simplify(tir::lower(sch, params, "kiln_kernel"))))));
     k.func.params_may_alias = params_may_alias;
     k.source = codegen::emit_c(k.func);
     k.num_inputs = static_cast<int>(unit.inputs.size());

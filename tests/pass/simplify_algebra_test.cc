@@ -173,5 +173,40 @@ graph g(%x: f32[1,2,5,5]) {
     EXPECT_PASS_GIVES(simplify_algebra, kept, kept);
 }
 
+TEST(SimplifyAlgebra, BatchedRowProductsAgainstOneMatrixBecomeOneProduct) {
+    // [5, 1, 8] x [8, 6]: five one-row products sharing B -> one [5, 8] x [8, 6] product.
+    EXPECT_PASS_GIVES(simplify_algebra, R"(
+graph g(%a: f32[5,1,8], %b: f32[8,6]) {
+  %y = MatMul(%a, %b) : f32[5,1,6]
+  return %y
+})", R"(
+graph g(%a: f32[5,1,8], %b: f32[8,6]) {
+  const %s1: i64[2] = [5, 8]
+  const %s2: i64[3] = [5, 1, 6]
+  %r = Reshape(%a, %s1) : f32[5,8]
+  %m = MatMul(%r, %b) : f32[5,6]
+  %y = Reshape(%m, %s2) : f32[5,1,6]
+  return %y
+})");
+}
+
+TEST(SimplifyAlgebra, ProductsWithManyRowsOrOwnMatricesStay) {
+    // M = 16 rows per batch (an encoder's [1, S, d] with S >= 16), a batch of one, and a 3-D B.
+    for (const char* text : {R"(
+graph g(%a: f32[2,16,8], %b: f32[8,6]) {
+  %y = MatMul(%a, %b) : f32[2,16,6]
+  return %y
+})", R"(
+graph g(%a: f32[1,1,8], %b: f32[8,6]) {
+  %y = MatMul(%a, %b) : f32[1,1,6]
+  return %y
+})", R"(
+graph g(%a: f32[5,1,8], %b: f32[5,8,6]) {
+  %y = MatMul(%a, %b) : f32[5,1,6]
+  return %y
+})"})
+        EXPECT_PASS_GIVES(simplify_algebra, text, text);
+}
+
 }  // namespace
 }  // namespace kiln::pass

@@ -26,6 +26,42 @@ typedef unsigned long long uint64_t;
 #define NAN __int_as_float(0x7fffffff)
 )KILN";
 
+// On the GPU the FP16 conversions are one instruction each (cvt, round to nearest even: the
+// software versions' results, NaN payloads aside); the software ones stay for the host
+// (the CUDA emulation test compiles this source without __CUDA_ARCH__).
+constexpr const char* kHardwareHalf = R"KILN(
+static __device__ __forceinline__ float kiln_f16_to_f32(uint16_t h) {
+#ifdef __CUDA_ARCH__
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#else
+    return kiln_f16_to_f32_soft(h);
+#endif
+}
+static __device__ __forceinline__ uint16_t kiln_f32_to_f16(float f) {
+#ifdef __CUDA_ARCH__
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
+    return kiln_f32_to_f16_soft(f);
+#endif
+}
+)KILN";
+
+void use_hardware_half_conversions(std::string& body) {
+    const std::string to32 = "kiln_f16_to_f32(uint16_t h)", to16 = "kiln_f32_to_f16(float f)";
+    const size_t a = body.find(to32), b = body.find(to16);
+    KILN_ICHECK(a != std::string::npos && b != std::string::npos && a < b)
+        << "the C prelude's FP16 conversions moved: update cuda_prelude.cc";
+    const size_t end = body.find("\n}\n", b);
+    KILN_ICHECK(end != std::string::npos) << "the C prelude's kiln_f32_to_f16 has no end";
+    body.insert(end + 3, kHardwareHalf);
+    body.replace(b, to16.size(), "kiln_f32_to_f16_soft(float f)");
+    body.replace(a, to32.size(), "kiln_f16_to_f32_soft(uint16_t h)");
+}
+
 }  // namespace
 
 std::string cuda_prelude() {
@@ -46,6 +82,7 @@ std::string cuda_prelude() {
     KILN_ICHECK(end != std::string::npos) << "the C prelude's kiln_alloc has no end";
     body.erase(alloc, end + 3 - alloc);
     replace_all(body, "static inline", "static __device__ __forceinline__");
+    use_hardware_half_conversions(body);
     return kTypes + body;
 }
 

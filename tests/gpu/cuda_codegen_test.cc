@@ -51,6 +51,20 @@ TEST(CudaCodegen, EveryDefaultScheduleCompilesForSm90) {
     }
 }
 
+TEST(CudaCodegen, HalfPrecisionKernelsCompileForSm90) {
+    // FP16 storage: the prelude's conversions are the GPU's cvt instructions (inline PTX, which
+    // only NVRTC and ptxas check: the emulation compiles the software versions).
+    for (const gpu_testing::Case& c : gpu_testing::schedule_cases()) {
+        SCOPED_TRACE(c.name);
+        ir::Graph g = ir::parse_graph(c.graph);
+        compiler::CudaCompiledModel m = compiler::compile_cuda(
+            g, {.arch = 90, .use_cublas = false, .use_cudnn = false, .math = compiler::GpuMath::kFp16});
+        ASSERT_GE(m.kernels, 1);
+        EXPECT_NE(m.kernel_sources[0].find("cvt.rn.f16.f32"), std::string::npos);
+        for (const runtime::cuda::CudaKernelDesc& k : m.program->kernels) EXPECT_FALSE(k.cubin.empty()) << k.description;
+    }
+}
+
 TEST(CudaCodegen, TestModelsCompileForSm90) {
     // The models of tests/models (scripts/make_models.py; the make_test_models fixture).
     int found = 0;

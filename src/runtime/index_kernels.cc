@@ -118,15 +118,19 @@ private:
                 // comparison (O(n) for k << n; partial_sort's heap cost O(n log k) comparisons
                 // through an index: 2.6x ORT on [64, 1000], k = 5).
                 best.clear();
-                for (int64_t a = 0; a < n && k > 0; ++a) {
+                auto offer = [&](int64_t a) {
                     const Entry e{line[a * in], a};
                     if (static_cast<int64_t>(best.size()) == k) {
-                        if (!t.beats(e, best.back())) continue;
+                        if (!t.beats(e, best.back())) return;
                         best.pop_back();
                     }
                     best.push_back(e);
                     for (size_t q = best.size() - 1; q > 0 && t.beats(best[q], best[q - 1]); --q) std::swap(best[q], best[q - 1]);
-                }
+                };
+                int64_t a = 0;
+                for (; a < n && static_cast<int64_t>(best.size()) < k; ++a) offer(a);
+                if (k > 0 && in == 1) a = t.skip_losing_blocks(line, a, n, best, offer);
+                for (; a < n && k > 0; ++a) offer(a);
             } else {
                 order.resize(static_cast<size_t>(n));
                 std::iota(order.begin(), order.end(), int64_t{0});
@@ -145,6 +149,36 @@ private:
 
     // Up to this k the insertion buffer above; beyond it partial_sort.
     static constexpr int64_t kInsertMax = 32;
+
+    /// The insertion buffer's scan over a contiguous float line from `a`, a block of 16 at a
+    /// time: a block none of whose elements can beat the k-th best (a later element equal to it
+    /// loses the tie) is skipped after one vector comparison; a block that may hold a winner
+    /// goes through `offer`. Stops at a NaN threshold or the line's tail (the scalar loop takes
+    /// over). Returns where it stopped. Most blocks of a long line hold no winner.
+    template <typename Offer>
+    int64_t skip_losing_blocks(const T* line, int64_t a, int64_t n, const std::vector<Entry>& best, Offer& offer) const {
+        if constexpr (!std::is_same_v<T, float>) {
+            return a;
+        } else {
+            constexpr int64_t kBlock = 16;
+            for (; a + kBlock <= n; a += kBlock) {
+                const float thr = best.back().first;
+                if (std::isnan(thr)) return a;
+                const float* v = line + a;
+                int maybe = 0;  // some element greater (smaller) than the threshold, or NaN
+                if (largest_) {
+#pragma omp simd reduction(| : maybe)
+                    for (int64_t j = 0; j < kBlock; ++j) maybe |= !(v[j] <= thr);
+                } else {
+#pragma omp simd reduction(| : maybe)
+                    for (int64_t j = 0; j < kBlock; ++j) maybe |= !(v[j] >= thr);
+                }
+                if (maybe)
+                    for (int64_t b = a; b < a + kBlock; ++b) offer(b);
+            }
+            return a;
+        }
+    }
 
     static bool is_nan(T v) {
         if constexpr (std::is_floating_point_v<T>) return std::isnan(v);

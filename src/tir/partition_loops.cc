@@ -125,37 +125,11 @@ Stmt partition_for(const ForNode& n) {
     return make_seq(std::move(pieces));
 }
 
-Stmt visit(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-        case StmtKind::kFor: {
-            const auto& n = static_cast<const ForNode&>(*s);
-            if (Stmt split = partition_for(n)) return split;
-            Stmt body = visit(n.body);
-            return body == n.body ? s : make_for(n.var, n.extent, n.loop_kind, body);
-        }
-        case StmtKind::kSeq: {
-            std::vector<Stmt> out;
-            for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) out.push_back(visit(c));
-            return make_seq(std::move(out));
-        }
-        case StmtKind::kIf: {
-            const auto& n = static_cast<const IfNode&>(*s);
-            return make_if(n.cond, visit(n.then_case), visit(n.else_case));
-        }
-        case StmtKind::kAllocate: {
-            const auto& n = static_cast<const AllocateNode&>(*s);
-            return make_allocate(n.buffer, visit(n.body));
-        }
-        case StmtKind::kStore: return s;
-    }
-    return s;
-}
-
 }  // namespace
 
 PrimFunc partition_loops(PrimFunc f) {
-    f.body = visit(f.body);
+    // Only a loop without nested loops splits, so rewriting innermost first changes nothing.
+    f.body = rewrite_loops(f.body, [](const ForNode& n, const Stmt&) { return partition_for(n); });
     return f;
 }
 

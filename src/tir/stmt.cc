@@ -145,4 +145,31 @@ std::string func_str(const PrimFunc& f) {
     return out + ") {\n" + stmt_str(f.body, 1) + "}\n";
 }
 
+Stmt rewrite_loops(const Stmt& s, const std::function<Stmt(const ForNode& loop, const Stmt& body)>& on_for) {
+    if (!s) return s;
+    switch (s->kind) {
+        case StmtKind::kFor: {
+            const auto& n = static_cast<const ForNode&>(*s);
+            Stmt body = rewrite_loops(n.body, on_for);
+            if (Stmt replaced = on_for(n, body)) return replaced;
+            return body == n.body ? s : make_for(n.var, n.extent, n.loop_kind, body);
+        }
+        case StmtKind::kSeq: {
+            std::vector<Stmt> out;
+            for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) out.push_back(rewrite_loops(c, on_for));
+            return make_seq(std::move(out));
+        }
+        case StmtKind::kIf: {
+            const auto& n = static_cast<const IfNode&>(*s);
+            return make_if(n.cond, rewrite_loops(n.then_case, on_for), rewrite_loops(n.else_case, on_for));
+        }
+        case StmtKind::kAllocate: {
+            const auto& n = static_cast<const AllocateNode&>(*s);
+            return make_allocate(n.buffer, rewrite_loops(n.body, on_for));
+        }
+        case StmtKind::kStore: return s;
+    }
+    return s;
+}
+
 }  // namespace kiln::tir

@@ -2,6 +2,7 @@
 // BufferLoad instead of TensorRead); statements are below. A PrimFunc is one kernel.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -87,5 +88,11 @@ std::string func_str(const PrimFunc& f);
 /// Replaces variables (by identity) in every expression of `s`; loop variables themselves are
 /// not renamed.
 Stmt substitute(const Stmt& s, const std::unordered_map<const te::VarNode*, Expr>& vmap);
+
+/// `s` with its loops rewritten innermost first: each loop's body is rewritten, then
+/// `on_for(loop, new_body)` gives the loop's replacement, or nullptr to keep the loop around its
+/// new body. Seq, If and Allocate are rebuilt around their rewritten children; unchanged
+/// subtrees are shared. The walk of the loop passes (partition_loops, unswitch_loops).
+Stmt rewrite_loops(const Stmt& s, const std::function<Stmt(const ForNode& loop, const Stmt& body)>& on_for);
 
 }  // namespace kiln::tir

@@ -184,42 +184,17 @@ bool holds_loop(const Stmt& s) {
     return !v.empty();
 }
 
-Stmt visit(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-        case StmtKind::kFor: {
-            const auto& n = static_cast<const ForNode&>(*s);
-            Stmt body = visit(n.body);
-            if (n.loop_kind == te::LoopKind::kParallel && holds_loop(body)) {
-                VarSet inner;
-                bound_vars(body, inner);
-                int copies = 0;
-                body = unswitch_body(body, inner, copies);
-            }
-            return body == n.body ? s : make_for(n.var, n.extent, n.loop_kind, body);
-        }
-        case StmtKind::kSeq: {
-            std::vector<Stmt> out;
-            for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) out.push_back(visit(c));
-            return make_seq(std::move(out));
-        }
-        case StmtKind::kIf: {
-            const auto& n = static_cast<const IfNode&>(*s);
-            return make_if(n.cond, visit(n.then_case), visit(n.else_case));
-        }
-        case StmtKind::kAllocate: {
-            const auto& n = static_cast<const AllocateNode&>(*s);
-            return make_allocate(n.buffer, visit(n.body));
-        }
-        case StmtKind::kStore: return s;
-    }
-    return s;
-}
-
 }  // namespace
 
 PrimFunc unswitch_loops(PrimFunc f) {
-    f.body = visit(f.body);
+    f.body = rewrite_loops(f.body, [](const ForNode& n, const Stmt& body) -> Stmt {
+        if (n.loop_kind != te::LoopKind::kParallel || !holds_loop(body)) return nullptr;
+        VarSet inner;
+        bound_vars(body, inner);
+        int copies = 0;
+        Stmt split = unswitch_body(body, inner, copies);
+        return split == body ? nullptr : make_for(n.var, n.extent, n.loop_kind, split);
+    });
     return f;
 }
 

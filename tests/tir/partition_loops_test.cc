@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "loop_test_util.h"
 #include "te/schedule.h"
 #include "tir/interpreter.h"
 #include "tir/lower.h"
@@ -15,13 +16,8 @@
 namespace kiln::tir {
 namespace {
 
-int count(const std::string& s, const std::string& what) {
-    int n = 0;
-    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-    return n;
-}
-
-double fill(int64_t i) { return static_cast<double>((i * 7) % 13) - 6.0; }
+using testing::count;
+using testing::fill;
 
 // y[r, j] = j < 5 ? a[r, min(j, 4)] : (j < 12 ? b[r, clamp(j - 5)] : -1): a concat of two
 // rows and a constant tail along the vectorized axis (three pieces).

@@ -4,6 +4,7 @@
 // the unswitched function). A condition on an inner loop's variable stays a select.
 #include <gtest/gtest.h>
 
+#include "loop_test_util.h"
 #include "te/schedule.h"
 #include "tir/interpreter.h"
 #include "tir/lower.h"
@@ -13,13 +14,8 @@
 namespace kiln::tir {
 namespace {
 
-int count(const std::string& s, const std::string& what) {
-    int n = 0;
-    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-    return n;
-}
-
-double fill(int64_t i) { return static_cast<double>((i * 7) % 13) - 6.0; }
+using testing::count;
+using testing::fill;
 
 // y[c, w] = relu(concat(a, b, d)[c, w] * 2 + 1) over channels c (a: 2, b: 3, d: 1 channels),
 // the channel loop parallel, w vectorized inside it.

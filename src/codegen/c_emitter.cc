@@ -32,6 +32,7 @@
 
 #include "codegen/c_expr_printer.h"
 #include "codegen/c_prelude.h"
+#include "codegen/invariant_divisions.h"
 #include "codegen/one_vector_loop.h"
 #include "support/error.h"
 
@@ -348,10 +349,33 @@ private:
                     << (f.loop_kind == LoopKind::kParallel ? ", nested: run serially" : "") << " */";
         *sc.out << "\n";
         ++sc.indent;
+        // A parallel loop here is nested in a task: run serially.
+        const bool serial = f.loop_kind == LoopKind::kSerial || f.loop_kind == LoopKind::kParallel;
+        const size_t hoisted = serial ? hoist_divisions(f.body, sc) : 0;
         stmt(f.body, sc);
+        names_.pop_hoisted(hoisted);
         --sc.indent;
         pad(sc);
         *sc.out << "}\n";
+    }
+
+    /// Computes the body's loop-invariant divisions by run-time dims into locals at the top of a
+    /// serial loop's body (codegen/invariant_divisions.h); returns how many to pop after it.
+    /// Static kernels divide by constants only and print as before.
+    size_t hoist_divisions(const tir::Stmt& body, Scope& sc) {
+        if (f_.dims.empty()) return 0;
+        size_t pushed = 0;
+        for (const te::Expr& d : invariant_divisions(body)) {
+            std::string text = e(d);
+            if (hoisted_names_.count(text)) continue;  // already printed as an enclosing local
+            std::string name = "kiln_q" + std::to_string(hoisted_names_.size());
+            pad(sc);
+            *sc.out << "const " << dtype_c_type(d->dtype) << " " << name << " = " << strip_parens(text) << ";\n";
+            names_.push_hoisted(text, name);
+            hoisted_names_.insert(name);
+            ++pushed;
+        }
+        return pushed;
     }
 
     void emit_parallel(const tir::ForNode& f, Scope& sc) {
@@ -382,7 +406,11 @@ private:
             fn << "    const " << dtype_c_type(x->dtype) << " " << names_.var(x) << " = kiln_ctx->" << names_.var(x) << ";\n";
         fn << "    for (int64_t " << v << " = kiln_begin; " << v << " < kiln_end; ++" << v << ") {\n";
         Scope inner{&fn, 2, true, {}};
+        auto outer_hoisted = names_.take_hoisted();  // the caller's locals are not in the task
+        const size_t hoisted = hoist_divisions(f.body, inner);
         stmt(f.body, inner);
+        names_.pop_hoisted(hoisted);
+        names_.restore_hoisted(std::move(outer_hoisted));
         fn << "    }\n}\n\n";
         tasks_ << fn.str();
 
@@ -424,6 +452,7 @@ private:
     CNames names_;
     std::ostringstream tasks_;
     int task_count_ = 0;
+    std::unordered_set<std::string> hoisted_names_;
 };
 
 }  // namespace

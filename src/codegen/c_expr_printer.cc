@@ -271,14 +271,14 @@ private:
             case BinaryOp::kFloorDiv:
                 if (fl) return std::string(f32 ? "floorf(" : "floor(") + x + " / " + y + ")";
                 if (plain_division(b)) return "(" + x + " / " + y + ")";
-                return int_helper("floordiv", t, x, y, b.dtype);
+                return or_hoisted(int_helper("floordiv", t, x, y, b.dtype));
             case BinaryOp::kFloorMod:
                 if (fl) {
                     std::string fl_ = f32 ? "floorf(" : "floor(";
                     return "(" + x + " - " + fl_ + x + " / " + y + ") * " + y + ")";
                 }
                 if (plain_division(b)) return "(" + x + " % " + y + ")";
-                return int_helper("floormod", t, x, y, b.dtype);
+                return or_hoisted(int_helper("floormod", t, x, y, b.dtype));
             case BinaryOp::kMin: return std::string("kiln_min_") + sfx + "(" + x + ", " + y + ")";
             case BinaryOp::kMax: return std::string("kiln_max_") + sfx + "(" + x + ", " + y + ")";
             case BinaryOp::kPow:
@@ -311,6 +311,12 @@ private:
         return "";
     }
 
+    /// The local an invariant division was computed into ahead of its loop, else `text`.
+    std::string or_hoisted(std::string text) const {
+        const std::string* n = names_.hoisted(text);
+        return n ? *n : text;
+    }
+
     /// An int64 floordiv/floormod whose divisor is a positive constant and whose dividend is
     /// never negative: C's / and % give the same, cannot trap, and GCC vectorizes around them.
     bool plain_division(const te::BinaryNode& b) const {
@@ -329,7 +335,8 @@ private:
             case BinaryOp::kAdd: case BinaryOp::kMul: case BinaryOp::kMin: case BinaryOp::kMax:
                 return nonnegative(b.a) && nonnegative(b.b);
             case BinaryOp::kFloorDiv: case BinaryOp::kFloorMod:
-                return plain_division(b);
+                // By a non-negative divisor (a dim): the helpers give 0 for a divisor of 0.
+                return plain_division(b) || (nonnegative(b.a) && nonnegative(b.b));
             default: return false;
         }
     }

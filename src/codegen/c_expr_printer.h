@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "te/expr.h"
 
@@ -25,12 +27,25 @@ public:
     bool nonnegative(const te::VarNode* v) const { return nonneg_.count(v) > 0; }
     /// Whether any variable was marked (a kernel with dims; static kernels print as before).
     bool marks_nonnegative() const { return !nonneg_.empty(); }
+    /// A subexpression computed ahead into a local (the emitter's loop-invariant divisions,
+    /// codegen/invariant_divisions.h): printing `text` prints `name` instead, until popped.
+    void push_hoisted(const std::string& text, const std::string& name) { hoisted_.emplace_back(text, name); }
+    void pop_hoisted(size_t count) { hoisted_.resize(hoisted_.size() - count); }
+    const std::string* hoisted(const std::string& text) const {
+        for (const auto& [t, n] : hoisted_)
+            if (t == text) return &n;
+        return nullptr;
+    }
+    /// The hoisted locals, taken out (a task function cannot see its caller's), then put back.
+    std::vector<std::pair<std::string, std::string>> take_hoisted() { return std::exchange(hoisted_, {}); }
+    void restore_hoisted(std::vector<std::pair<std::string, std::string>> h) { hoisted_ = std::move(h); }
 
 private:
     std::string fresh(const std::string& hint);
     std::unordered_map<const void*, std::string> names_;
     std::set<std::string> used_;
     std::set<const te::VarNode*> nonneg_;
+    std::vector<std::pair<std::string, std::string>> hoisted_;
 };
 
 bool is_c_identifier(const std::string& s);

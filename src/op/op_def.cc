@@ -65,10 +65,7 @@ int64_t assumed_numel(const te::Tensor& t) {
 
 te::IterVar fuse_leading(te::Stage& st, int k) {
     te::IterVar f = st.axis(0);
-    for (int i = 1; i < k; ++i) {
-        te::IterVar next = st.axis(i);
-        f = next->extent == te::kDynamicDim ? next : st.fuse(f, next);
-    }
+    for (int i = 1; i < k; ++i) f = st.fuse(f, st.axis(i));
     return f;
 }
 
@@ -115,7 +112,11 @@ void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg) {
     const te::Tensor& t = st.tensor();
     const int nd = t->ndim();
     if (nd < 2) return schedule_injective(st, cfg);
-    te::IterVar f = fuse_leading(st, nd - 1);
+    // Symbolic dims: a last axis of one vector or less (a channel block) is no row; the row is
+    // the last two axes, so that the fused loop's indices are divided out once per row.
+    const bool short_rows = !t->is_static() && nd >= 3 && t->shape[nd - 1] != te::kDynamicDim &&
+                            t->shape[nd - 1] <= vector_width(t->dtype);
+    te::IterVar f = fuse_leading(st, short_rows ? nd - 2 : nd - 1);
     if (assumed(t->shape[nd - 1]) > 1) st.vectorize(st.axis(nd - 1));
     if (assumed_numel(t) > kParallelMin && assumed_numel(t) / assumed(t->shape[nd - 1]) > 1)
         st.parallel(parallel_rows(st, f));

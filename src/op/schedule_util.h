@@ -17,13 +17,12 @@ inline int64_t assumed(int64_t extent) { return extent == te::kDynamicDim ? kAss
 int64_t assumed_numel(const te::Tensor& t);
 
 /// Fuses axes [0, k) of `st` into one loop and returns it (the stage's outer, parallel loop).
-/// With symbolic dims, an axis of symbolic extent is not fused into the one before it (the
-/// fused index would be split again by dividing by a run-time extent in every iteration):
-/// the axes before it stay loops of their own around it, and the returned loop is the last
-/// group. Static stages: all k fused, as before.
+/// With symbolic dims the fused index is split again by dividing by run-time extents; the C
+/// emitter computes those divisions once per iteration of the fused loop, ahead of the loops
+/// inside it (codegen/invariant_divisions.h).
 te::IterVar fuse_leading(te::Stage& st, int k);
 /// The loop to run in parallel over the rows fuse_leading fused into `f`: `f`, or, when
-/// fuse_leading left an outer loop around it that runs at least 8 times whatever the dims (the
+/// a schedule left an outer loop around it that runs at least 8 times whatever the dims (the
 /// [b, 12] heads of [b, 12, s, s] scores), that loop: one parallel_for over the heads instead of
 /// one per head over its s rows.
 te::IterVar parallel_rows(const te::Stage& st, const te::IterVar& f);
@@ -36,8 +35,9 @@ int64_t vector_width(DType t);
 /// Knobs "ew.vec" (inner length in vector widths; `vec_default` when untuned) and "ew.par" (see
 /// op_def.cc).
 void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg, int64_t vec_default = 1);
-/// Row-wise: fuse all but the last axis (parallel when large), vectorize the last axis. Avoids
-/// the div/mod of a fully fused index for stages with structured bodies (padding copies).
+/// Row-wise: fuse all but the last axis (parallel when large), vectorize the last axis (with
+/// symbolic dims, a last axis of one vector or less joins the row: fuse all but the last two).
+/// Avoids the div/mod of a fully fused index for stages with structured bodies (padding copies).
 void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg);
 /// Fuse data-parallel axes (parallel when large), reduce loops serial inside.
 void schedule_reduction(te::Stage& st);

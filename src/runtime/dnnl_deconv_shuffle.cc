@@ -168,8 +168,12 @@ private:
 }  // namespace
 
 bool dnnl_deconv_is_shuffle(const ExternParams& p, const std::vector<ExternArg>& args) {
-    if (!p.has("kind") || p.str("kind") != "deconv" || p.has("taps") || p.integer_or("groups", 1) != 1) return false;
+    if (!p.has("kind") || p.str("kind") != "deconv" || p.integer_or("groups", 1) != 1) return false;
     const std::vector<int64_t> src = p.ints("src"), k = p.ints("kernel");
+    // Taps left out of the window are no shuffle; a symbolic step's parameters name all of them
+    // (runtime/extern_shape_params.cc).
+    if (p.has("taps") && p.ints("taps") != k) return false;
+    if (p.has("taps_begin") && !all_equal(p.ints("taps_begin"), 0)) return false;
     const int64_t w = p.integer("w");
     return src.size() == 4 && k.size() == 2 && p.ints("strides") == k && all_equal(p.ints("dilations"), 1) &&
            all_equal(p.ints("pads_begin"), 0) && all_equal(p.ints("pads_end"), 0) && !p.has("post") &&

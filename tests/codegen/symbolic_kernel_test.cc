@@ -175,6 +175,25 @@ TEST(SymbolicKernel, DimNamesThatClashWithTheAbiAreRenamed) {
         run_both(k, f, {d0, d1}, 1, 0, &pool);
 }
 
+// The fused parallel index of a blocked-to-plain conversion is divided by the run-time h (and
+// the quotient by 2) once per iteration of that loop, into locals ahead of the w and channel
+// loops, never per element (a 64-bit division per element: 33x the static kernel).
+TEST(SymbolicKernel, DivisionsByDimsAreComputedOncePerOuterIteration) {
+    Var n = te::make_dim("n"), h = te::make_dim("h"), w = te::make_dim("w");
+    tir::PrimFunc f = symtest::from_blocked(n, h, w, "sym_from_blocked").func;
+    LoadedKernel k = compile_func(f);
+    const size_t q0 = k.source.find("const int64_t kiln_q0 = kiln_floordiv_i64(");
+    ASSERT_NE(q0, std::string::npos) << k.source;
+    const size_t inner = k.source.find("/* vectorized */");
+    ASSERT_NE(inner, std::string::npos);
+    EXPECT_LT(q0, inner);
+    EXPECT_EQ(k.source.find("kiln_floordiv_i64(", inner), std::string::npos) << k.source;
+    EXPECT_EQ(k.source.find("kiln_floormod_i64(", inner), std::string::npos) << k.source;
+    runtime::ThreadPool pool(2);
+    for (auto [nn, hh, ww] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {2, 3, 17}, {1, 7, 32}, {3, 5, 40}, {0, 4, 4}})
+        run_both(k, f, {nn, hh, ww}, 1, 0, hh % 2 ? &pool : nullptr);
+}
+
 TEST(SymbolicKernel, StaticKernelsKeepTheirAbi) {
     tir::PrimFunc f = symtest::bias_add(c(5), c(16), "static_bias_add").func;
     EXPECT_TRUE(f.dims.empty());

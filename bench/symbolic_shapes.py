@@ -83,7 +83,15 @@ def real_minilm(directory):
     return path
 
 
+# Every timed call starts after this pause: ONNX Runtime's intra-op threads spin after a run
+# (session.intra_op.allow_spinning, on by default) and take the cores from a Kiln call that
+# follows at once (2x on a small CNN, bench/real_models.py), which no process running one engine
+# sees. Every engine's calls get the same pause.
+SETTLE_S = 0.05
+
+
 def timed(fn):
+    time.sleep(SETTLE_S)
     t0 = time.perf_counter()
     out = fn()
     return (time.perf_counter() - t0) * 1e3, out

@@ -57,48 +57,51 @@ bool invariant(const Expr& e, const VarSet& vars) {
     }
 }
 
-/// The condition of the first select in `e` whose condition is invariant (null if none).
-Expr find_in_expr(const Expr& e, const VarSet& vars) {
+/// The condition of the first select in `e` whose condition is invariant and reads the loop's
+/// own variable (`outer`), or null. A condition on the dims alone is the same for every
+/// iteration of every loop: a symbolic row reduction's tail lanes (16 such selects in the
+/// combine of a lane_reduce) split its body 64 times over for nothing, a 1.4 MB kernel.
+Expr find_in_expr(const Expr& e, const VarSet& vars, const VarSet& outer) {
     if (!e) return nullptr;
     switch (e->kind) {
         case te::ExprKind::kBinary: {
             const auto& b = static_cast<const te::BinaryNode&>(*e);
-            if (Expr c = find_in_expr(b.a, vars)) return c;
-            return find_in_expr(b.b, vars);
+            if (Expr c = find_in_expr(b.a, vars, outer)) return c;
+            return find_in_expr(b.b, vars, outer);
         }
-        case te::ExprKind::kUnary: return find_in_expr(static_cast<const te::UnaryNode&>(*e).a, vars);
-        case te::ExprKind::kCast: return find_in_expr(static_cast<const te::CastNode&>(*e).a, vars);
-        case te::ExprKind::kBufferLoad: return find_in_expr(static_cast<const te::BufferLoadNode&>(*e).index, vars);
+        case te::ExprKind::kUnary: return find_in_expr(static_cast<const te::UnaryNode&>(*e).a, vars, outer);
+        case te::ExprKind::kCast: return find_in_expr(static_cast<const te::CastNode&>(*e).a, vars, outer);
+        case te::ExprKind::kBufferLoad: return find_in_expr(static_cast<const te::BufferLoadNode&>(*e).index, vars, outer);
         case te::ExprKind::kSelect: {
             const auto& s = static_cast<const te::SelectNode&>(*e);
-            if (invariant(s.cond, vars)) return s.cond;
-            if (Expr c = find_in_expr(s.cond, vars)) return c;
-            if (Expr c = find_in_expr(s.t, vars)) return c;
-            return find_in_expr(s.f, vars);
+            if (invariant(s.cond, vars) && !invariant(s.cond, outer)) return s.cond;
+            if (Expr c = find_in_expr(s.cond, vars, outer)) return c;
+            if (Expr c = find_in_expr(s.t, vars, outer)) return c;
+            return find_in_expr(s.f, vars, outer);
         }
         default: return nullptr;
     }
 }
 
-Expr find_in_stmt(const Stmt& s, const VarSet& vars) {
+Expr find_in_stmt(const Stmt& s, const VarSet& vars, const VarSet& outer) {
     if (!s) return nullptr;
     switch (s->kind) {
-        case StmtKind::kFor: return find_in_stmt(static_cast<const ForNode&>(*s).body, vars);
+        case StmtKind::kFor: return find_in_stmt(static_cast<const ForNode&>(*s).body, vars, outer);
         case StmtKind::kSeq:
             for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts)
-                if (Expr e = find_in_stmt(c, vars)) return e;
+                if (Expr e = find_in_stmt(c, vars, outer)) return e;
             return nullptr;
         case StmtKind::kIf: {
             const auto& n = static_cast<const IfNode&>(*s);
-            if (Expr e = find_in_expr(n.cond, vars)) return e;
-            if (Expr e = find_in_stmt(n.then_case, vars)) return e;
-            return find_in_stmt(n.else_case, vars);
+            if (Expr e = find_in_expr(n.cond, vars, outer)) return e;
+            if (Expr e = find_in_stmt(n.then_case, vars, outer)) return e;
+            return find_in_stmt(n.else_case, vars, outer);
         }
-        case StmtKind::kAllocate: return find_in_stmt(static_cast<const AllocateNode&>(*s).body, vars);
+        case StmtKind::kAllocate: return find_in_stmt(static_cast<const AllocateNode&>(*s).body, vars, outer);
         case StmtKind::kStore: {
             const auto& n = static_cast<const StoreNode&>(*s);
-            if (Expr e = find_in_expr(n.index, vars)) return e;
-            return find_in_expr(n.value, vars);
+            if (Expr e = find_in_expr(n.index, vars, outer)) return e;
+            return find_in_expr(n.value, vars, outer);
         }
     }
     return nullptr;
@@ -167,14 +170,14 @@ Stmt decide(const Stmt& s, const std::string& cond, bool take) {
 }
 
 /// `body` split on its invariant selects' conditions, `copies` counting the copies made.
-Stmt unswitch_body(const Stmt& body, const VarSet& inner, int& copies) {
+Stmt unswitch_body(const Stmt& body, const VarSet& inner, const VarSet& outer, int& copies) {
     if (copies >= kMaxCopies) return body;
-    Expr cond = find_in_stmt(body, inner);
+    Expr cond = find_in_stmt(body, inner, outer);
     if (!cond) return body;
     ++copies;
     const std::string text = te::expr_str(cond);
-    Stmt then_case = unswitch_body(decide(body, text, true), inner, copies);
-    Stmt else_case = unswitch_body(decide(body, text, false), inner, copies);
+    Stmt then_case = unswitch_body(decide(body, text, true), inner, outer, copies);
+    Stmt else_case = unswitch_body(decide(body, text, false), inner, outer, copies);
     return make_if(cond, then_case, else_case);
 }
 
@@ -192,7 +195,8 @@ PrimFunc unswitch_loops(PrimFunc f) {
         VarSet inner;
         bound_vars(body, inner);
         int copies = 0;
-        Stmt split = unswitch_body(body, inner, copies);
+        const VarSet outer = {n.var.get()};
+        Stmt split = unswitch_body(body, inner, outer, copies);
         return split == body ? nullptr : make_for(n.var, n.extent, n.loop_kind, split);
     });
     return f;

@@ -8,7 +8,8 @@
 // body it is constant: the body becomes `if (cond) body[select -> t] else body[select -> f]`,
 // repeatedly (selects with the same condition go together), and each copy reads one input in
 // plain loops. Applied to the body of every parallel loop that holds another loop, for
-// conditions that read no variable bound inside the body and no memory; at most kMaxCopies (64)
+// conditions that read the loop's own variable but no variable bound inside the body and no
+// memory (a condition on the dims alone is left: it splits nothing that varies); at most kMaxCopies (64)
 // copies of one body. Run after the first simplify (conditions in `x < c` form), before partition_loops.
 #pragma once
 

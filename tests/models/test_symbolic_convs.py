@@ -297,3 +297,37 @@ def test_bilinear_upsamples_compile_once(tmp_path):
         np.savez(tmp_path / "in.npz", **feed)
         got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{i}"), extra=["--repeat", "1"])
         assert_matches_ort(got, ort_outputs(path, feed), f"bilinear {shape}", rtol=1e-4, atol=1e-5)
+
+
+def make_plain_global_pools(path):
+    """GlobalAveragePool over plain [n, c, h, w] (5 channels: no block divides them, so the
+    layout pass leaves them NCHW) and over a [n, c, l]: rows of the last axis summed over
+    vector lanes with a run-time tail, then the rows summed."""
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["y"]),
+             helper.make_node("GlobalAveragePool", ["x3"], ["y3"])]
+    graph = helper.make_graph(
+        nodes, "plain_global_pools",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 5, "h", "w"]),
+         helper.make_tensor_value_info("x3", TensorProto.FLOAT, ["n", 5, "l"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5, 1, 1]),
+         helper.make_tensor_value_info("y3", TensorProto.FLOAT, ["n", 5, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def test_plain_global_average_pools_compile_once(tmp_path):
+    """Rows shorter than a vector, exactly one, with a tail, and several: one artifact against
+    ONNX Runtime."""
+    path = str(tmp_path / "gap.onnx")
+    make_plain_global_pools(path)
+    art = str(tmp_path / "gap.kiln")
+    proc = run_kiln(["compile", path, "-o", art])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for i, shape in enumerate([(1, 5, 3, 7), (2, 5, 4, 16), (1, 5, 9, 37), (3, 5, 20, 64), (1, 5, 1, 1)]):
+        rng = np.random.default_rng(31 + i)
+        feed = {"x": rng.standard_normal(shape).astype(np.float32) + 1.0,
+                "x3": rng.standard_normal((shape[0], 5, shape[2] * shape[3] + 1)).astype(np.float32)}
+        np.savez(tmp_path / "in.npz", **feed)
+        got, _ = kiln_run_model(art, str(tmp_path / "in.npz"), str(tmp_path / f"out{i}"), extra=["--repeat", "1"])
+        assert_matches_ort(got, ort_outputs(path, feed), f"global pools {shape}", rtol=1e-5, atol=1e-5)

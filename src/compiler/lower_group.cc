@@ -119,7 +119,12 @@ std::vector<te::Expr> SymbolicDims::of(const ir::TensorType& t) const {
             continue;
         }
         auto it = std::find(names.begin(), names.end(), d.symbol);
-        KILN_ICHECK(it != names.end()) << "symbolic dim '" << d.symbol << "' of " << t.str() << " is not a dim of the compile";
+        // A dim computed from others (a Reshape's h*w) that no rule of the symbolic path turned
+        // into the compile's dims: the compile refuses the model (sessions compile per shape).
+        KILN_CHECK(it != names.end(), kUnsupported)
+            << "symbolic compile: dimension '" << d.symbol << "' of " << t.str()
+            << " is computed from the input dims in a way no kernel takes as a parameter yet; "
+               "compile per shape (give --dim values)";
         out.push_back(vars[static_cast<size_t>(it - names.begin())]);
     }
     return out;

@@ -8,12 +8,16 @@
 
 namespace kiln::distributed {
 
-ParameterServerLayout ParameterServerLayout::make(int world, int servers,
-                                                  const std::vector<std::pair<std::string, size_t>>& params) {
+void check_parameter_server_count(int world, int servers) {
     KILN_CHECK(servers >= 1, kInvalidArgument) << "--parameter-servers must be at least 1, got " << servers;
     KILN_CHECK(servers < world, kInvalidArgument)
         << "--parameter-servers " << servers << " leaves no worker: the job has " << world
         << " rank(s); ranks 0.." << servers - 1 << " would serve, so mpirun -np must be at least " << servers + 1;
+}
+
+ParameterServerLayout ParameterServerLayout::make(int world, int servers,
+                                                  const std::vector<std::pair<std::string, size_t>>& params) {
+    check_parameter_server_count(world, servers);
     KILN_CHECK(static_cast<size_t>(servers) <= params.size(), kInvalidArgument)
         << "--parameter-servers " << servers << ": the model has only " << params.size()
         << " trained parameter(s), and every server must own at least one";

@@ -45,6 +45,9 @@ struct ParameterServerLayout {
     int worker_rank(int index) const { return servers + index; }
 };
 
+/// kInvalidArgument unless 1 <= servers < world (at least one worker).
+void check_parameter_server_count(int world, int servers);
+
 /// The key of a transfer of `tensor` from `src` to `dst` at `step` (see above).
 TransferKey parameter_server_key(int src, int dst, const std::string& tensor, int64_t step);
 

@@ -129,31 +129,47 @@ void Rendezvous::send(const TransferKey& key, const Tensor& value) {
     wake_.notify_one();
 }
 
+bool Rendezvous::probe(const TransferKey& key, MPI_Message& msg, MPI_Status& status) {
+    int found = 0;
+    comm_.check(MPI_Improbe(key.src_rank, key.tag(tag_ub_), p2p_, &found, &msg, &status), "recv of " + key.to_string());
+    return found != 0;
+}
+
 Tensor Rendezvous::recv(const TransferKey& key, double timeout_s) {
     KILN_CHECK(key.dst_rank == comm_.rank(), kInvalidArgument)
         << "recv of " << key.to_string() << " on rank " << comm_.rank() << ": the key's destination is rank " << key.dst_rank;
     const double limit = timeout_s < 0 ? comm_.options().collective_timeout_s : timeout_s;
-    const int tag = key.tag(tag_ub_);
-    const std::string what = "recv of " + key.to_string();
     const auto start = std::chrono::steady_clock::now();
     // Probe (and keep our own sends moving) until the header is there.
     MPI_Message msg = MPI_MESSAGE_NULL;
     MPI_Status status;
-    for (int polls = 0;; ++polls) {
-        int found = 0;
-        comm_.check(MPI_Improbe(key.src_rank, tag, p2p_, &found, &msg, &status), what);
-        if (found) break;
+    while (!probe(key, msg, status)) {
         {
             std::lock_guard<std::mutex> lock(mu_);  // the progress thread polls them too
             poll_sends();
         }
         double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         KILN_CHECK(limit <= 0 || waited <= limit, kIOError)
-            << "rank " << comm_.rank() << ": " << what << " did not arrive within " << limit
+            << "rank " << comm_.rank() << ": recv of " << key.to_string() << " did not arrive within " << limit
             << " s while rank " << key.src_rank << " is alive: it never sent it (a different key or step?)";
         if (waited > 20e-3) std::this_thread::sleep_for(std::chrono::microseconds(100));
         else if (waited > 2e-3) sched_yield();
     }
+    return take(key, msg, status);
+}
+
+std::optional<Tensor> Rendezvous::try_recv(const TransferKey& key) {
+    KILN_CHECK(key.dst_rank == comm_.rank(), kInvalidArgument)
+        << "recv of " << key.to_string() << " on rank " << comm_.rank() << ": the key's destination is rank " << key.dst_rank;
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    if (!probe(key, msg, status)) return std::nullopt;
+    return take(key, msg, status);
+}
+
+Tensor Rendezvous::take(const TransferKey& key, MPI_Message& msg, MPI_Status& status) {
+    const int tag = key.tag(tag_ub_);
+    const std::string what = "recv of " + key.to_string();
     int bytes = 0;
     MPI_Get_count(&status, MPI_CHAR, &bytes);
     std::string header(static_cast<size_t>(bytes), '\0');

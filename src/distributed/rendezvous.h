@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,10 @@ public:
     /// `timeout_s` seconds (< 0: the communicator's collective timeout; 0: no limit). A timeout
     /// is a kiln::Error (kIOError) naming the key.
     Tensor recv(const TransferKey& key, double timeout_s = -1);
+    /// The value sent under `key` if it has arrived (its header is there), else nothing; never
+    /// waits for a transfer that has not started. For a receiver serving several peers in
+    /// arrival order (an asynchronous parameter server, parameter_server.h).
+    std::optional<Tensor> try_recv(const TransferKey& key);
     /// Sends started and not yet completed.
     size_t pending_sends();
 
@@ -51,6 +56,10 @@ private:
     struct PendingSend;
     void poll_sends();  // with mu_ held
     void progress_loop();
+    /// One MPI_Improbe for `key`'s header; true with `msg` and `status` set when it is there.
+    bool probe(const TransferKey& key, MPI_Message& msg, MPI_Status& status);
+    /// Takes the probed header and its payload.
+    Tensor take(const TransferKey& key, MPI_Message& msg, MPI_Status& status);
 
     Communicator& comm_;
     MPI_Comm p2p_ = MPI_COMM_NULL;

@@ -84,3 +84,46 @@ def test_lost_rank_across_network_namespaces(signal_name):
     else:
         assert "exited on signal 9" in out or "lost rank 1" in out, out
     assert seconds < 30, (seconds, out)
+
+
+KILN = os.environ.get("KILN_BIN") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
+                                                  "bin", "kiln")
+
+
+@pytest.mark.skipif(not os.path.exists(KILN), reason="kiln binary not built")
+@pytest.mark.parametrize("mode,lost", [("sync", 0), ("async", 2)])
+def test_lost_parameter_server_or_worker_ends_the_job(tmp_path, mode, lost):
+    """`kiln train --parameter-servers 1` on 3 ranks (rank 0 serves, ranks 1 and 2 work): the server
+    (sync) or a worker (async, where the other worker runs on until the staleness bound holds it)
+    stopped mid-training. The peers wait on it in a rendezvous receive; the heartbeat ends the job
+    non-zero, naming the lost rank, within 10 s of the signal (timeout 3 s here)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+    import pathlib
+    import signal
+    from test_train import blobs, mlp
+    from test_train_data_parallel import rank_pids
+    model, data = mlp(pathlib.Path(tmp_path / "mlp.onnx")), blobs(pathlib.Path(tmp_path / "blobs.npz"), n=256)
+    args = [MPIEXEC, "-n", "3", KILN, "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
+            "--epochs", "100000", "--log-every", "1", "--parameter-servers", "1", "--ps-mode", mode]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=mpi_env(KILN_DIST_HEARTBEAT_TIMEOUT="3"))
+    try:
+        lines = []
+        for line in proc.stdout:  # until training runs (rank 0 logs updates)
+            lines.append(line)
+            if "epoch 1/100000 step 5/" in line:
+                break
+        pids = rank_pids(proc.pid)
+        assert lost in pids, (pids, "".join(lines))
+        os.kill(pids[lost], signal.SIGSTOP)
+        start = time.monotonic()
+        rest = proc.communicate(timeout=60)[0]
+        seconds = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "".join(lines) + rest
+    assert proc.returncode != 0, out[-2000:]
+    assert f"lost rank {lost}: no heartbeat for" in out, out[-2000:]
+    assert seconds < 10, (seconds, out[-2000:])

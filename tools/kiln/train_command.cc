@@ -17,6 +17,12 @@
 // each optimizer step (distributed/data_parallel.h); rank 0 alone prints, writes checkpoints,
 // metrics and the export; `--resume` loads the checkpoint on every rank. An error on any rank
 // aborts the whole job.
+//
+// Parameter servers (`mpirun -np N kiln train ... --parameter-servers S`,
+// distributed/parameter_server.h): ranks 0..S-1 hold the sharded weights and run the optimizer,
+// the other ranks are workers that read their slice of each global batch of (N-S) x
+// --batch-size records, push gradients and pull weights. Rank 0, a server, prints each update's
+// loss, writes the metrics and the export (it gathers the other servers' shards at the end).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +37,7 @@
 #include "commands.h"
 #include "distributed/communicator.h"
 #include "distributed/data_parallel.h"
+#include "distributed/parameter_server.h"
 #include "kiln/kiln.h"
 #include "kiln/training.h"
 #include "name_value_args.h"
@@ -67,6 +74,10 @@ struct TrainArgs {
     bool data_parallel = false;
     double bucket_mb = -1;  // -1: DataParallelOptions::from_env's
     bool no_overlap = false;
+    int parameter_servers = 0;  // 0: not a parameter-server run
+    std::string ps_mode = "sync";
+    int staleness = 2;
+    int rank = 0;  // in the MPI job (0 outside one): rank 0 prints and writes
 };
 
 /// The checkpoint's `extra`: the trainer's position and metrics.
@@ -153,7 +164,54 @@ TrainingOptions training_options(const TrainArgs& a, std::map<std::string, int64
     return o;
 }
 
+/// A parameter server's part of the run (ranks < --parameter-servers): serves every worker's
+/// steps, rank 0 printing and logging each update (sync: a step of every worker, with their mean
+/// loss; async: one worker's step, with its loss), then rank 0 gathers the weights for the export.
+/// Returns the seconds it served.
+double serve_parameters(distributed::ParameterServer& server, const TrainArgs& a, const TrainingOptions& opts,
+                        int64_t steps_per_epoch, MetricsCsv* csv, ProgressBar& bar, Position& pos) {
+    const bool async = a.ps_mode == "async";
+    const int64_t workers = server.layout().workers;
+    const int64_t per_epoch = async ? steps_per_epoch * workers : steps_per_epoch;
+    const int64_t records = async ? a.data.batch_size : a.data.batch_size * workers;  // per update
+    const int64_t total = per_epoch * a.epochs;
+    const auto start = Clock::now();
+    server.serve(steps_per_epoch * a.epochs, [&](int64_t update, double loss) {
+        KILN_CHECK(std::isfinite(loss), kInvalidArgument)
+            << "the training loss is " << loss << " at update " << update << ": lower --lr";
+        const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        const double samples_per_s = elapsed > 0 ? static_cast<double>(update * records) / elapsed : 0;
+        const double lr = opts.schedule.at(update - 1, a.lr);
+        pos.epoch = (update - 1) / per_epoch;
+        pos.batch = (update - 1) % per_epoch + 1;
+        pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * loss;
+        ++pos.ema_steps;
+        if (csv) csv->row(pos.epoch + 1, update, loss, std::nullopt, std::nullopt, lr, samples_per_s);
+        bar.update({pos.epoch, a.epochs, pos.batch, per_epoch, update,
+                    pos.ema / (1 - std::pow(kSmoothing, static_cast<double>(pos.ema_steps))), lr, samples_per_s,
+                    elapsed / static_cast<double>(update) * static_cast<double>(total - update)});
+    });
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    server.gather_parameters();
+    pos.epoch = a.epochs;  // done: the epoch loop is the workers'
+    return seconds;
+}
+
+/// The options --parameter-servers does not take yet, refused by name.
+void check_parameter_server_args(const TrainArgs& a) {
+    if (a.parameter_servers == 0) return;
+    distributed::check_parameter_server_count(distributed::Communicator::get().size(), a.parameter_servers);
+    const char* what = !a.checkpoint_dir.empty() ? "--checkpoint-dir"
+                       : a.resume                ? "--resume"
+                       : !a.data.eval_data.empty() ? "--eval-data"
+                       : a.data.eval_split > 0   ? "--eval-split"
+                       : a.clip_norm > 0         ? "--clip-norm (the global norm spans the servers)"
+                                                 : nullptr;
+    KILN_CHECK(what == nullptr, kUnsupported) << "--parameter-servers does not support " << what << " yet";
+}
+
 int train_run(TrainArgs a, ProgressBar& bar) {
+    check_parameter_server_args(a);
     KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError) << "cannot open model '" << a.model << "': no such file";
     KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
     KILN_CHECK(a.checkpoint_every == 0 || !a.checkpoint_dir.empty(), kInvalidArgument)
@@ -183,8 +241,8 @@ int train_run(TrainArgs a, ProgressBar& bar) {
 
     TrainData data = open_train_sources(a.data);
     const int world = a.data.shard_count;
-    const bool rank0 = a.data.shard_index == 0;
-    const int64_t global_batch = a.data.batch_size * world;  // records per optimizer step, all ranks
+    const bool rank0 = a.rank == 0;
+    const int64_t global_batch = a.data.batch_size * world;  // records per step, all (data-parallel or worker) ranks
     KILN_CHECK(data.train_source->size() >= global_batch, kInvalidArgument)
         << "--data '" << a.data.data << "' has " << data.train_source->size() << " training records, fewer than one global batch ("
         << world << " ranks x --batch-size " << a.data.batch_size << ")";
@@ -192,7 +250,8 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
     // Data-parallel: each rank draws its own dropout masks (the shuffle seed stays common).
     opts.seed += static_cast<uint64_t>(a.data.shard_index) * 0x9e3779b97f4a7c15ull;
-    opts.split_step = a.data_parallel;  // steps are gradients, allreduce, apply: compile those
+    // Steps are gradients, then the allreduce or the parameter servers, then apply: compile those.
+    opts.split_step = a.data_parallel || a.parameter_servers > 0;
     auto t_compile = Clock::now();
     std::unique_ptr<TrainingSession> session = TrainingSession::create(a.model, opts);
     double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
@@ -206,6 +265,16 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         if (a.no_overlap) dpo.overlap = false;
         dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session, dpo);
         if (!a.resume) dp->broadcast_parameters();  // a resumed run: every rank loaded the same checkpoint
+    }
+    std::unique_ptr<distributed::ParameterServer> ps_server;
+    std::unique_ptr<distributed::ParameterWorker> ps_worker;
+    if (a.parameter_servers > 0) {
+        distributed::ParameterServerOptions pso{a.parameter_servers, a.ps_mode == "async", a.staleness};
+        distributed::Communicator& comm = distributed::Communicator::get();
+        if (comm.rank() < a.parameter_servers)
+            ps_server = std::make_unique<distributed::ParameterServer>(comm, *session, pso);
+        else
+            ps_worker = std::make_unique<distributed::ParameterWorker>(comm, *session, pso);
     }
     StepInputs step{session->batch_inputs(), a.loss == "output" ? "" : opts.loss.labels,
                     classification && loss_out.shape.size() >= 2 ? loss_out.shape[1] : 0};
@@ -226,6 +295,14 @@ int train_run(TrainArgs a, ProgressBar& bar) {
                                    world, a.data.batch_size, global_batch,
                                    static_cast<double>(dp->options().bucket_bytes) / (1 << 20),
                                    dp->options().overlap ? "overlapped with the backward pass" : "after the backward pass"));
+    if (ps_server) {
+        std::string bytes;
+        for (size_t b : ps_server->layout().bytes) bytes += (bytes.empty() ? "" : " ") + fmt::format("{:.3g}", static_cast<double>(b) / (1 << 20));
+        bar.print_line(fmt::format("parameter servers: {} servers (MB each: {}), {} workers x batch {} = {} records per step, {}",
+                                   a.parameter_servers, bytes, world, a.data.batch_size, global_batch,
+                                   a.ps_mode == "async" ? fmt::format("async, staleness at most {}", a.staleness)
+                                                        : std::string("sync")));
+    }
     if (a.resume)
         bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
                                    steps_per_epoch, session->step()));
@@ -240,6 +317,10 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     int dp_overlapped = 0;
     int64_t run_steps = 0;
     double train_seconds = 0;
+    if (ps_server) {
+        train_seconds = serve_parameters(*ps_server, a, opts, steps_per_epoch, csv.get(), bar, pos);
+        run_steps = total_steps;
+    }
     for (; pos.epoch < a.epochs; ++pos.epoch, pos.batch = 0) {
         auto epoch_start = Clock::now();
         int64_t epoch_samples = 0;
@@ -249,7 +330,7 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         while (auto batch = pos.batch < steps_per_epoch ? data.train->next() : std::nullopt) {
             std::map<std::string, Tensor> inputs = step_batch(*batch, data, step);
             double lr = opts.schedule.at(session->step(), a.lr);
-            const double loss = dp ? dp->step(inputs) : session->train_step(inputs).loss;
+            const double loss = dp ? dp->step(inputs) : ps_worker ? ps_worker->step(inputs) : session->train_step(inputs).loss;
             if (dp) {
                 dp_backward.push_back(dp->last_step_stats().backward_s);
                 dp_wait.push_back(dp->last_step_stats().wait_s);
@@ -289,6 +370,7 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         save();
         pos = next;
     }
+    if (ps_worker) ps_worker->finish();  // the final weights
     bar.finish();
     if (rank0)
         fmt::print(stderr, "trained {} steps in {:.2f} s ({:.0f} samples/s)\n", run_steps, train_seconds,
@@ -304,6 +386,21 @@ int train_run(TrainArgs a, ProgressBar& bar) {
                    1e3 * median(dp_backward), 1e3 * median(dp_wait), dp->last_step_stats().buckets,
                    static_cast<double>(dp_overlapped) / static_cast<double>(dp_wait.size()));
     }
+    if (ps_server && rank0) {
+        const distributed::ParameterServerStats& s = ps_server->stats();
+        fmt::print(stderr, "parameter server rank 0: {} updates; waiting for gradients {:.2f} s, optimizer {:.2f} s", s.updates,
+                   s.wait_s, s.apply_s);
+        if (a.ps_mode == "async")
+            fmt::print(stderr, "; largest lead of a worker over the slowest {} (bound {}), {} pulls held back", s.max_lead,
+                       a.staleness, s.held_back);
+        fmt::print(stderr, "\n");
+    }
+    if (ps_worker && ps_worker->layout().worker_index(a.rank) == 0) {
+        const distributed::ParameterWorkerStats& s = ps_worker->stats();
+        fmt::print(stderr, "parameter-server worker rank {}: {} steps; per step, pulling weights {:.1f} ms, gradients {:.1f} ms; "
+                   "largest staleness {}\n", a.rank, s.steps, 1e3 * s.pull_s / static_cast<double>(std::max<int64_t>(1, s.steps + 1)),
+                   1e3 * s.gradients_s / static_cast<double>(std::max<int64_t>(1, s.steps)), s.max_staleness);
+    }
     if (!a.export_path.empty() && rank0) {
         session->export_onnx(a.export_path);
         fmt::print(stderr, "wrote {}\n", a.export_path);
@@ -313,14 +410,19 @@ int train_run(TrainArgs a, ProgressBar& bar) {
 
 int train(TrainArgs a) {
     distributed::Communicator* comm = nullptr;
-    if (a.data_parallel) {
+    if (a.data_parallel || a.parameter_servers > 0) {
         comm = &distributed::Communicator::get();
+        a.rank = comm->rank();
         a.data.shard_count = comm->size();
         a.data.shard_index = comm->rank();
     }
+    if (a.parameter_servers > 0) {  // the workers share the data; a server reads none (train_run checks S < N)
+        a.data.shard_count = comm->size() - a.parameter_servers;
+        a.data.shard_index = std::max(0, comm->rank() - a.parameter_servers);
+    }
     bool tty = ProgressBar::stderr_is_tty();
     ProgressBar bar(tty, a.log_every);
-    bar.set_quiet(a.data.shard_index != 0);
+    bar.set_quiet(a.rank != 0);
     try {
         int rc = train_run(a, bar);
         if (comm) comm->finalize();
@@ -398,6 +500,25 @@ void add_train_command(CLI::App& app, CommandAction& action) {
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--no-overlap", a->no_overlap,
                   "--data-parallel: start the gradient allreduces after the backward pass instead of during it");
+    auto* ps = sub->add_option("--parameter-servers", a->parameter_servers,
+                               "Train with parameter servers over the ranks of mpirun: ranks 0..S-1 hold the weights "
+                               "and the optimizer, the others compute gradients on their slice of each global batch "
+                               "(docs/distributed.md)")
+                   ->type_name("S")
+                   ->check(CLI::PositiveNumber)
+                   ->excludes("--data-parallel");
+    sub->add_option("--ps-mode", a->ps_mode,
+                    "--parameter-servers: sync (the workers' mean gradient, one update per step) or async (each "
+                    "worker's gradient applied as it arrives)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"sync", "async"}))
+        ->needs(ps);
+    sub->add_option("--staleness", a->staleness,
+                    "--ps-mode async: the most steps a worker may run ahead of the slowest worker's last applied step")
+        ->type_name("K")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber)
+        ->needs(ps);
     sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD (per channel: M1,..,Mc,S1,..,Sc)")->type_name("MEAN,STD")->delimiter(',');
     sub->add_option("--random-crop", a->data.random_crop, "Pad the input's last two axes by PAD, cut a random HxW window")
         ->type_name("H,W,PAD")

@@ -234,6 +234,23 @@ bool is_conv_anchor(const std::string& op) {
 
 bool is_recurrent(const std::string& op) { return op == "RNN" || op == "GRU" || op == "LSTM"; }
 
+/// A symbolic compile's conv that Kiln generates instead of calling oneDNN: a blocked conv over
+/// a 1x1 map whose only symbolic dim is the batch (squeeze-and-excitation's two convs). oneDNN's
+/// fixed cost per call (about 5 us) is most of such a conv; the generated kernel takes the batch
+/// as its outer loop's extent and fuses the excitation's scale (EfficientNet-B0 with a symbolic
+/// batch: 1.15x its per-shape compile, where these are generated).
+bool generated_symbolic_conv(const ir::Node* conv) {
+    if (conv->op() != "KilnConv2dNCHWc") return false;
+    for (const ir::Value* v : {conv->input(0), conv->output(0)}) {
+        const std::vector<ir::Dim>& d = v->type().shape;
+        if (d.size() != 5) return false;
+        for (size_t k = 1; k < d.size(); ++k)
+            if (!d[k].is_static()) return false;
+    }
+    const std::vector<ir::Dim>& out = conv->output(0)->type().shape;
+    return out[2].value == 1 && out[3].value == 1;
+}
+
 /// A symbolic compile's extern kernel for `unit` (docs/dynamic_shapes.md): a convolution or
 /// deconvolution (with the epilogue oneDNN can fuse) runs on oneDNN at every shape, and an RNN,
 /// GRU or LSTM on the fused recurrent kernel at every sequence length and batch, each made per
@@ -241,19 +258,20 @@ bool is_recurrent(const std::string& op) { return op == "RNN" || op == "GRU" || 
 std::optional<topi::ExternChoice> symbolic_extern_choice(const KernelUnit& unit) {
     const std::string& op = unit.nodes.front()->op();
     if (!runtime::have_dnnl() || !(is_conv_anchor(op) || is_recurrent(op))) return std::nullopt;
+    if (generated_symbolic_conv(unit.nodes.front())) return std::nullopt;
     return topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
 }
 
 /// Symbolic compiles: a conv whose unit oneDNN cannot take whole (an epilogue it has no post-op
 /// for, a layout conversion fused before it) leaves the unit, to run on oneDNN alone: there is
-/// no generated conv over symbolic dims. Unit nodes before the conv (its producers: fusion keeps
+/// no generated conv over symbolic dims but generated_symbolic_conv's. Unit nodes before the conv (its producers: fusion keeps
 /// groups convex) become kernels of their own, so the rest of the group never wraps around it.
 void detach_symbolic_conv_anchors(ir::Graph& g) {
     if (!runtime::have_dnnl()) return;
     for (const KernelUnit& unit : partition_kernels(g)) {
         auto anchor = std::find_if(unit.nodes.begin(), unit.nodes.end(),
                                    [](const ir::Node* n) { return is_conv_anchor(n->op()); });
-        if (unit.nodes.size() < 2 || anchor == unit.nodes.end() ||
+        if (unit.nodes.size() < 2 || anchor == unit.nodes.end() || generated_symbolic_conv(*anchor) ||
             (anchor == unit.nodes.begin() && symbolic_extern_choice(unit)))
             continue;
         for (auto it = unit.nodes.begin(); it != std::next(anchor); ++it) (*it)->set_group(-1);

@@ -40,7 +40,9 @@ const std::set<std::string>& symbolic_ops() {
                                               "GlobalAveragePool", "Resize", "Upsample", "MaxPool", "AveragePool",
                                               // the layout pass's conversions and blocked pools (op/defs/conv_nchwc.cc)
                                               "KilnLayoutToBlocked", "KilnLayoutFromBlocked", "KilnGlobalAveragePoolNCHWc",
-                                              "KilnMaxPoolNCHWc", "KilnAveragePoolNCHWc", "Pad"};
+                                              "KilnMaxPoolNCHWc", "KilnAveragePoolNCHWc", "Pad",
+                                              // generated over a symbolic batch (compile.cc: generated_symbolic_conv)
+                                              "KilnConv2dNCHWc"};
     return ops;
 }
 
@@ -98,6 +100,14 @@ std::string node_refusal(const ir::Node* n, Equalities& eq) {
         return "";
     }
     if (n->op() == "Transpose" || n->op() == "KilnDimRange") return "";
+    if (n->op() == "KilnConv2dNCHWc") {  // a conv oneDNN does not run: generated over a symbolic batch only
+        for (const ir::Value* v : {n->input(0), n->output(0)})
+            for (size_t k = 1; k < v->type().shape.size(); ++k)
+                if (!v->type().shape[k].is_static())
+                    return n->describe() + ": a generated convolution over the symbolic dim " + std::to_string(k) +
+                           " of " + v->type().str() + " (only the batch may be symbolic)";
+        return "";
+    }
     if (n->op().rfind("Reduce", 0) == 0) return "";  // along any axes, symbolic ones in symbolic loops  // the input's dims, permuted or one of them
     if (is_view_op(n->op())) {
         // Inside a fused kernel (not a view): inserting or removing axes of size 1, or reshaping

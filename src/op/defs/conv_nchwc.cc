@@ -164,13 +164,19 @@ std::vector<ir::TensorType> conv_nchwc_infer(const ir::Node& n) {
 std::vector<te::Tensor> conv_nchwc_compute(const ComputeArgs& a) {
     const te::Tensor& x = a.in(0);
     const te::Tensor& w = a.in(1);
-    BlockedConv b = blocked_conv(a.node, x->shape, w->shape);
+    // A symbolic compile's batch (the spatial dims static: compiler/symbolic_compile.cc): the
+    // outer loop's extent; everything else as on static shapes.
+    const Expr batch = x->shape_exprs()[0];
+    Shape xs = x->shape;
+    xs[0] = 1;
+    BlockedConv b = blocked_conv(a.node, xs, w->shape);
     WindowGeometry g = window_geometry(a.node, {b.h, b.w}, b.kernel, false);
     te::Tensor src = x;
     if (g.any_padding({b.h, b.w})) {
         const int64_t hw[2] = {b.h, b.w};
-        Shape ps = {b.n, b.icb, g.padded_extent(0, b.h), g.padded_extent(1, b.w), b.ci};
-        src = te::compute(
+        std::vector<Expr> ps = {batch, te::int_imm(b.icb), te::int_imm(g.padded_extent(0, b.h)),
+                                te::int_imm(g.padded_extent(1, b.w)), te::int_imm(b.ci)};
+        src = te::sym_compute(
             ps, [&](const std::vector<Var>& i) {
                 std::vector<Expr> idx = {i[0], i[1]};
                 Expr inside;
@@ -188,8 +194,8 @@ std::vector<te::Tensor> conv_nchwc_compute(const ComputeArgs& a) {
     te::IterVar ricb = te::reduce_axis(b.icb / b.group, "ricb"), rkh = te::reduce_axis(b.kernel[0], "rkh"),
                 rkw = te::reduce_axis(b.kernel[1], "rkw"), rii = te::reduce_axis(b.ci, "rii");
     const bool has_bias = a.has_input(2);
-    te::Tensor acc = te::compute(
-        a.out_shape(), [&](const std::vector<Var>& i) {
+    te::Tensor acc = te::sym_compute(
+        a.out_dims(), [&](const std::vector<Var>& i) {
             // The input block: the reduce index within the output block's group.
             Expr xb = b.group == 1 ? Expr(ricb->var)
                                    : te::floordiv(i[1], te::int_imm(b.ocb / b.group)) * (b.icb / b.group) + Expr(ricb->var);
@@ -201,8 +207,8 @@ std::vector<te::Tensor> conv_nchwc_compute(const ComputeArgs& a) {
         has_bias ? "conv_nchwc_acc" : "KilnConv2dNCHWc", a.out_dtype());
     if (!has_bias) return {acc};
     const te::Tensor& bias = a.in(2);
-    return {te::compute(
-        a.out_shape(),
+    return {te::sym_compute(
+        a.out_dims(),
         [&](const std::vector<Var>& i) { return te::read(acc, i) + te::read(bias, {Expr(i[1]), Expr(i[4])}); },
         "KilnConv2dNCHWc", a.out_dtype())};
 }
@@ -301,7 +307,7 @@ void schedule_pad(te::Stage& st, te::ScheduleConfig& cfg) {
     te::IterVar rows = st.fuse(st.fuse(st.axis(0), st.axis(1)), st.axis(2));
     te::IterVar cols = st.fuse(st.axis(3), st.axis(4));
     st.vectorize(cols);
-    if (st.tensor()->numel() > kParallelMin && sh[0] * sh[1] * sh[2] > 1) st.parallel(rows);
+    if (assumed_numel(st.tensor()) > kParallelMin && assumed(sh[0]) * sh[1] * sh[2] > 1) st.parallel(rows);
 }
 
 // The micro-kernel: per (n, ob-outer, oh) in parallel and each block of t columns, a local
@@ -333,9 +339,9 @@ void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs
         order.push_back(owi);
         order.push_back(st.axis(4));
         st.reorder(order);
-        int64_t work = st.tensor()->numel();
+        int64_t work = assumed_numel(st.tensor());  // a symbolic batch at its assumed size
         for (const auto& r : st.all_reduce_axes()) work *= r->extent;
-        const int64_t outer_blocks = sh[0] * ((sh[1] + tile.ob - 1) / tile.ob);
+        const int64_t outer_blocks = assumed(sh[0]) * ((sh[1] + tile.ob - 1) / tile.ob);
         const bool par = work > kParallelMin && outer_blocks * sh[2] > 1;
         const bool rows_inside = par && sh[2] > 1 && outer_blocks > 1 && cfg.knob("conv.par", {0, 1}, 0) == 1;
         te::IterVar nb = st.fuse(st.axis(0), obo);

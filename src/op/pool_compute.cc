@@ -1,6 +1,8 @@
 // Pool computes shared by the NCHW and the blocked pools (see pool_compute.h).
 #include "op/pool_compute.h"
 
+#include <algorithm>
+
 #include "op/defs/flat_reduce.h"
 #include "op/defs/row_reduce.h"
 #include "op/op_util.h"
@@ -243,13 +245,19 @@ te::Tensor sym_window_pool(const ComputeArgs& a, bool is_max, int trailing) {
         return inside;
     };
     const std::vector<Expr> os = a.out_dims();
+    // Undilated max windows need no guard: a tap outside the input reads the clamped edge
+    // element, which is one of the window's own taps (ONNX pads are smaller than the window,
+    // and a ceil-mode window starts inside the input), so the maximum is the same.
+    bool contiguous = true;
+    for (size_t d = 0; d < sp; ++d)
+        contiguous &= g.dilations[d] == 1 && g.pads_begin[d] < kernel[d] && g.pads_end[d] < kernel[d];
     if (is_max)
         return te::sym_compute(
             os, [&](const std::vector<Var>& o) {
                 std::vector<Expr> idx;
                 Expr inside = tap(o, idx);
                 Expr v = te::read(x, idx);
-                if (inside) v = te::select(inside, v, lowest_value(x->dtype));
+                if (inside && !contiguous) v = te::select(inside, v, lowest_value(x->dtype));
                 return te::max_reduce(v, rk);
             },
             a.node.op(), a.out_dtype());

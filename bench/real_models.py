@@ -15,12 +15,13 @@ graph interpreter, where it still runs, compiles a node on its 3rd run). The VAD
 Kiln's VM (docs/control_flow.md). Kiln's load + first call (which includes compiles, shortened by the on-disk kernel cache
 on later runs) is reported separately.
 
-    python3 bench/real_models.py [--threads 2] [--rounds 5] [--calls 20] [--only vad,det,rec,cls]
+    python3 bench/real_models.py [--threads 2] [--rounds 5] [--calls 20] [--only vad,det,rec,cls] [--solo]
     python3 bench/real_models.py --smoke      # each model once, outputs vs ORT, no timing claims
 """
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -121,6 +122,34 @@ def bench_one(label, path, make_calls, args):
     return (label, k, o, k / o, kiln_load + kiln_first)
 
 
+def child_one(label, path, make_calls, args):
+    """--child-engine: this engine alone in this process; prints its median per call."""
+    if args.child_engine == "kiln":
+        run = open_kiln(path, args.threads, args.api).run
+    else:
+        run, _ = ort_session(path, args.threads)
+    call = make_calls(run)
+    for _ in range(1 + args.warmup):
+        call()
+    print(f"RESULT {statistics.median(timed_calls(call, args.calls)):.6f}", flush=True)
+    return None
+
+
+def solo_one(label, key, args):
+    """--solo: each round starts one process per engine (alternating which goes first), so no
+    engine's idle threads share the cores with the other's calls."""
+    meds = {"kiln": [], "ort": []}
+    for r in range(args.rounds):
+        for engine in (("kiln", "ort") if r % 2 == 0 else ("ort", "kiln")):
+            cmd = [sys.executable, os.path.abspath(__file__), "--child-engine", engine, "--only", key,
+                   "--threads", str(args.threads), "--api", args.api, "--calls", str(args.calls),
+                   "--warmup", str(args.warmup), "--models-dir", args.models_dir]
+            out = subprocess.check_output(cmd, text=True)
+            meds[engine] += [float(line.split()[1]) for line in out.splitlines() if line.startswith("RESULT")]
+    k, o = statistics.median(meds["kiln"]), statistics.median(meds["ort"])
+    return (label, k, o, k / o, float("nan"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models-dir", default=fetch_pypi_models.DEFAULT_OUT)
@@ -131,6 +160,10 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=4, help="untimed calls after the first")
     ap.add_argument("--only", default="vad,det,rec,cls")
     ap.add_argument("--smoke", action="store_true", help="each model once vs ORT; no timing")
+    ap.add_argument("--solo", action="store_true",
+                    help="each engine alone in its own process per round (the in-process figures carry each "
+                         "engine's idle threads spinning into the other's calls)")
+    ap.add_argument("--child-engine", choices=["kiln", "ort"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     try:
@@ -139,25 +172,37 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     rows = []
-    if "vad" in only:
-        for name in VADS:
+    vads = [v for v in VADS if "vad" in only or f"vad:{v}" in only]
+    if vads:
+        for name in vads:
             path = os.path.join(args.models_dir, name)
             _, inputs = ort_session(path, 1)
             with_sr = "sr" in inputs
-            rows.append(bench_one(f"{name[:-5]} (16 kHz chunk, state carried)", path,
-                                  lambda run: Vad(run, with_sr).step, args))
+            label = f"{name[:-5]} (16 kHz chunk, state carried)"
+            if args.child_engine:
+                child_one(label, path, lambda run: Vad(run, with_sr).step, args)
+            elif args.solo:
+                rows.append(solo_one(label, f"vad:{name}", args))
+            else:
+                rows.append(bench_one(label, path, lambda run: Vad(run, with_sr).step, args))
     for key in ("det", "rec", "cls"):
         if key not in only:
             continue
         name, shape = OCR[key]
         x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-        rows.append(bench_one(f"{name[:-5]} {'x'.join(map(str, shape))}",
-                              os.path.join(args.models_dir, name),
-                              lambda run: (lambda: run({"x": x})), args))
-    if args.smoke:
+        label = f"{name[:-5]} {'x'.join(map(str, shape))}"
+        path = os.path.join(args.models_dir, name)
+        if args.child_engine:
+            child_one(label, path, lambda run: (lambda: run({"x": x})), args)
+        elif args.solo:
+            rows.append(solo_one(label, key, args))
+        else:
+            rows.append(bench_one(label, path, lambda run: (lambda: run({"x": x})), args))
+    if args.smoke or args.child_engine:
         return 0
     print(f"\nthreads {args.threads}, {args.rounds} rounds x {args.calls} calls per engine "
-          f"(medians over all calls); Kiln via the C API, ORT via its Python API\n")
+          f"(medians{' of per-process medians, each engine alone in a process' if args.solo else ' over all calls'}); "
+          f"Kiln via {'its Python package' if args.api == 'package' else 'the C API'}, ORT via its Python API\n")
     print("| model | Kiln ms | ORT ms | Kiln / ORT | Kiln load + first call ms |")
     print("|---|---|---|---|---|")
     for label, k, o, r, first in rows:

@@ -14,6 +14,37 @@ namespace {
 using quant::kChunk;
 using quant::round_magic;
 
+struct QAddScales {
+    float as, bs, ys, az, bz, yz, lo, hi;
+};
+
+// y = quantize(dequantize(a) + dequantize(b)) over n elements. -O3 (the build's -O2 leaves it
+// scalar: GCC 12's cheap cost model does not vectorize it; 8-16 floats a step do), restrict (a, b
+// and y never alias: the plan gives the output its own buffer), and one clone per vector ISA
+// chosen at load (the library is built for baseline x86-64: SSE2 alone took 468 us for a
+// 512x28x28 add on one thread, the AVX-512 clone 65 us). No FMA contraction, so every clone
+// rounds as the baseline does.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define KILN_QADD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define KILN_QADD_O3 __attribute__((optimize("O3", "fp-contract=off")))
+#else
+#define KILN_QADD_CLONES
+#define KILN_QADD_O3
+#endif
+
+template <typename A, typename B, typename Y>
+KILN_QADD_CLONES KILN_QADD_O3 void qadd_loop(const A* __restrict a, const B* __restrict b, Y* __restrict y, int64_t n, QAddScales s) {
+    // rint for |v| < 2^22, half to even (the FPU's default mode): adding and removing m leaves
+    // the nearest integer, and vectorizes where a call to nearbyint does not.
+    const float m = round_magic();
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = ((static_cast<float>(a[i]) - s.az) * s.as + (static_cast<float>(b[i]) - s.bz) * s.bs) / s.ys;
+        const float q = std::min(s.hi, std::max(s.lo, ((std::min(4e6f, std::max(-4e6f, v)) + m) - m) + s.yz));
+        if constexpr (std::is_same_v<Y, float>) y[i] = (q - s.yz) * s.ys;
+        else y[i] = static_cast<Y>(q);
+    }
+}
+
 class QAddKernel final : public ExternKernel {
 public:
     QAddKernel(const ExternParams& p, const std::vector<ExternArg>& args) {
@@ -66,22 +97,9 @@ private:
         return 0;
     }
 
-    // NOTE: -O3 for this loop (the build's -O2 leaves it scalar: GCC 12's cheap cost model does
-    // not vectorize it; 8-16 floats a step do), and restrict: a, b and y never alias (the plan
-    // gives the output its own buffer; an in-place add would still read each byte first).
     template <typename A, typename B, typename Y>
-    __attribute__((optimize("O3"))) void loop(const A* __restrict a, const B* __restrict b, Y* __restrict y,
-                                              int64_t n) const {
-        const float lo = y_signed_ ? -128.f : 0.f, hi = y_signed_ ? 127.f : 255.f;
-        // rint for |v| < 2^22, half to even (the FPU's default mode): adding and removing m
-        // leaves the nearest integer, and vectorizes where a call to nearbyint does not.
-        const float m = round_magic();
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = ((static_cast<float>(a[i]) - az_) * as_ + (static_cast<float>(b[i]) - bz_) * bs_) / ys_;
-            const float q = std::min(hi, std::max(lo, ((std::min(4e6f, std::max(-4e6f, v)) + m) - m) + yz_));
-            if constexpr (std::is_same_v<Y, float>) y[i] = (q - yz_) * ys_;
-            else y[i] = static_cast<Y>(q);
-        }
+    void loop(const A* a, const B* b, Y* y, int64_t n) const {
+        qadd_loop(a, b, y, n, QAddScales{as_, bs_, ys_, az_, bz_, yz_, y_signed_ ? -128.f : 0.f, y_signed_ ? 127.f : 255.f});
     }
 
     template <typename A, typename B>

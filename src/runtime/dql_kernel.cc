@@ -14,6 +14,26 @@ namespace {
 using quant::kChunk;
 using quant::round_magic;
 
+// The range of x[0, n) joined with 0 (KILN_QUANT_LOOP: quant_rounding.h).
+KILN_QUANT_LOOP void dql_range(const float* __restrict x, int64_t n, float* lo, float* hi) {
+    float a = 0.f, b = 0.f;
+    for (int64_t i = 0; i < n; ++i) {
+        a = std::min(a, x[i]);
+        b = std::max(b, x[i]);
+    }
+    *lo = a, *hi = b;
+}
+
+// y = saturate(rint(x / scale) + zp) over n elements.
+KILN_QUANT_LOOP void dql_quantize(const float* __restrict x, uint8_t* __restrict y, int64_t n, float scale, float zp) {
+    // rint half to even for |v| < 2^22 (|x / scale| <= 255 here): adding and removing m.
+    const float m = round_magic();
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = std::min(4e6f, std::max(-4e6f, x[i] / scale));
+        y[i] = static_cast<uint8_t>(std::min(255.f, std::max(0.f, ((v + m) - m) + zp)));
+    }
+}
+
 class DqlKernel final : public ExternKernel {
 public:
     DqlKernel(const ExternParams& p, const std::vector<ExternArg>& args) {
@@ -62,28 +82,14 @@ public:
     }
 
 private:
-    // -O3: GCC's -O2 cost model leaves these loops scalar (runtime/qadd_kernel.cc).
-    __attribute__((optimize("O3"))) void range(void* const* args, int64_t chunk, float* lo, float* hi) const {
-        const float* __restrict x = static_cast<const float*>(args[x_]) + chunk * kChunk;
-        const int64_t n = std::min(kChunk, n_ - chunk * kChunk);
-        float a = 0.f, b = 0.f;
-        for (int64_t i = 0; i < n; ++i) {
-            a = std::min(a, x[i]);
-            b = std::max(b, x[i]);
-        }
-        *lo = a, *hi = b;
+    void range(void* const* args, int64_t chunk, float* lo, float* hi) const {
+        const float* x = static_cast<const float*>(args[x_]) + chunk * kChunk;
+        dql_range(x, std::min(kChunk, n_ - chunk * kChunk), lo, hi);
     }
 
-    __attribute__((optimize("O3"))) void quantize(void* const* args, int64_t chunk, float scale, float zp) const {
-        const float* __restrict x = static_cast<const float*>(args[x_]) + chunk * kChunk;
-        uint8_t* __restrict y = static_cast<uint8_t*>(args[y_]) + chunk * kChunk;
-        const int64_t n = std::min(kChunk, n_ - chunk * kChunk);
-        // rint half to even for |v| < 2^22 (|x / scale| <= 255 here): adding and removing m.
-        const float m = round_magic();
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = std::min(4e6f, std::max(-4e6f, x[i] / scale));
-            y[i] = static_cast<uint8_t>(std::min(255.f, std::max(0.f, ((v + m) - m) + zp)));
-        }
+    void quantize(void* const* args, int64_t chunk, float scale, float zp) const {
+        dql_quantize(static_cast<const float*>(args[x_]) + chunk * kChunk, static_cast<uint8_t*>(args[y_]) + chunk * kChunk,
+                     std::min(kChunk, n_ - chunk * kChunk), scale, zp);
     }
 
     int64_t x_ = -1, y_ = -1, ys_ = -1, yz_ = -1, n_ = 0;

@@ -18,22 +18,11 @@ struct QAddScales {
     float as, bs, ys, az, bz, yz, lo, hi;
 };
 
-// y = quantize(dequantize(a) + dequantize(b)) over n elements. -O3 (the build's -O2 leaves it
-// scalar: GCC 12's cheap cost model does not vectorize it; 8-16 floats a step do), restrict (a, b
-// and y never alias: the plan gives the output its own buffer), and one clone per vector ISA
-// chosen at load (the library is built for baseline x86-64: SSE2 alone took 468 us for a
-// 512x28x28 add on one thread, the AVX-512 clone 65 us). No FMA contraction, so every clone
-// rounds as the baseline does.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define KILN_QADD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define KILN_QADD_O3 __attribute__((optimize("O3", "fp-contract=off")))
-#else
-#define KILN_QADD_CLONES
-#define KILN_QADD_O3
-#endif
-
+// y = quantize(dequantize(a) + dequantize(b)) over n elements; restrict: a, b and y never alias
+// (the plan gives the output its own buffer). KILN_QUANT_LOOP (quant_rounding.h): the baseline
+// build took 468 us for a 512x28x28 add on one thread, the AVX-512 clone 65 us.
 template <typename A, typename B, typename Y>
-KILN_QADD_CLONES KILN_QADD_O3 void qadd_loop(const A* __restrict a, const B* __restrict b, Y* __restrict y, int64_t n, QAddScales s) {
+KILN_QUANT_LOOP void qadd_loop(const A* __restrict a, const B* __restrict b, Y* __restrict y, int64_t n, QAddScales s) {
     // rint for |v| < 2^22, half to even (the FPU's default mode): adding and removing m leaves
     // the nearest integer, and vectorizes where a call to nearbyint does not.
     const float m = round_magic();

@@ -8,9 +8,9 @@
 // oneDNN's int8 jit kernels read and write NHWC. Where x is Kiln's plain NCHW a call reorders it
 // to NHWC in row bands across the intra-op pool; an x the compiler kept NHWC between int8
 // kernels (x_layout=nhwc, compiler/int8_layout.h) is read as it is. One primitive runs per part
-// (whole images, or for one image blocks of 16 output channels); a part writes whole NHWC
-// images straight into an NHWC y (y_layout=nhwc), else NHWC into its own buffer reordered into
-// its slice of y. oneDNN itself runs single-threaded, as in
+// (whole images, or for one image bands of output rows or blocks of 16 output channels); a part writes whole NHWC
+// images (or bands of rows of one image) straight into an NHWC y (y_layout=nhwc), else NHWC into
+// its own buffer reordered into its slice of y. oneDNN itself runs single-threaded, as in
 // runtime/dnnl_kernels.cc. Constant weights are reordered once, when a thread count's parts
 // are made.
 #if KILN_HAVE_DNNL
@@ -182,11 +182,19 @@ private:
         return memory::desc({n, c, h, w}, t, tag::nhwc);
     }
 
-    /// The primitive descriptor of `n` images and output channels [m0, m0 + mc).
-    dnnl::convolution_forward::primitive_desc make_pd(int64_t n, int64_t m0, int64_t mc) const {
+    /// Rows of one band of output rows: its input rows [in0, in0 + in_rows) and the pads
+    /// above and below them (the image's own pads at its edges, none inside).
+    struct Band {
+        int64_t out0 = 0, out_rows = 0, in0 = 0, in_rows = 0, top = 0, bottom = 0;
+    };
+
+    /// The primitive descriptor of `n` images and output channels [m0, m0 + mc), or of output
+    /// rows `band` of one image (all channels).
+    dnnl::convolution_forward::primitive_desc make_pd(int64_t n, int64_t m0, int64_t mc,
+                                                      const Band* band = nullptr) const {
         const int64_t cg = src_[1] / groups_;
-        memory::desc src = nhwc(n, src_[1], src_[2], src_[3], src_dt_);
-        memory::desc dst = nhwc(n, mc, dst_[2], dst_[3], dst_dt_);
+        memory::desc src = nhwc(n, src_[1], band ? band->in_rows : src_[2], src_[3], src_dt_);
+        memory::desc dst = nhwc(n, mc, band ? band->out_rows : dst_[2], dst_[3], dst_dt_);
         memory::desc wei = groups_ == 1 ? memory::desc({mc, cg, kernel_[0], kernel_[1]}, dt::s8, tag::any)
                                         : memory::desc({groups_, mc / groups_, cg, kernel_[0], kernel_[1]}, dt::s8, tag::any);
         memory::desc bias = has_bias_ ? memory::desc({mc}, dt::s32, tag::x) : memory::desc();
@@ -198,10 +206,56 @@ private:
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         memory::dims dil = {dil_[0] - 1, dil_[1] - 1};
         using C = dnnl::convolution_forward;
+        const memory::dims top = {band ? band->top : pb_[0], pb_[1]}, bottom = {band ? band->bottom : pe_[0], pe_[1]};
         return C::primitive_desc(C::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                         wei, bias, dst, {strides_[0], strides_[1]}, dil, {pb_[0], pb_[1]},
-                                         {pe_[0], pe_[1]}),
+                                         wei, bias, dst, {strides_[0], strides_[1]}, dil, top, bottom),
                                  attr, cpu_engine());
+    }
+
+    /// Output rows [o0, o1) of one image and the input rows they read (with the window's halo).
+    Band band_of(int64_t o0, int64_t o1) const {
+        const int64_t ext = (kernel_[0] - 1) * dil_[0] + 1;
+        const int64_t first = o0 * strides_[0] - pb_[0], last = (o1 - 1) * strides_[0] - pb_[0] + ext - 1;
+        Band b;
+        b.out0 = o0, b.out_rows = o1 - o0;
+        b.in0 = std::max<int64_t>(0, first);
+        b.in_rows = std::min(src_[2], last + 1) - b.in0;
+        b.top = b.in0 - first, b.bottom = last + 1 - (b.in0 + b.in_rows);
+        return b;
+    }
+
+    /// A band of output rows of one image (all output channels) written in place into the NHWC
+    /// y: the band of an NHWC tensor is one contiguous run, the input's too, so nothing is
+    /// copied (a block of output channels is a strided slice: written to a buffer of its own,
+    /// then reordered into y). The weights are shared with an earlier part of the same layout.
+    QPart make_row_part(const Band& band, const std::vector<QPart>& earlier) {
+        QPart p;
+        auto pd = make_pd(1, 0, dst_[1], &band);
+        p.prim = dnnl::convolution_forward(pd);
+        for (const QPart& e : earlier)
+            if (e.weights.get_desc() == pd.weights_desc()) p.weights = e.weights;
+        if (!p.weights) {
+            const int64_t cg = src_[1] / groups_;
+            memory::desc plain = groups_ == 1 ? memory::desc({dst_[1], cg, kernel_[0], kernel_[1]}, dt::s8, tag::oihw)
+                                              : memory::desc({groups_, dst_[1] / groups_, cg, kernel_[0], kernel_[1]},
+                                                             dt::s8, tag::goihw);
+            memory wsrc(plain, cpu_engine(), const_cast<int8_t*>(weights_));
+            p.weights = memory(pd.weights_desc(), cpu_engine());
+            dnnl::stream s(cpu_engine());
+            dnnl::reorder(wsrc, p.weights).execute(s, wsrc, p.weights);
+            s.wait();
+        }
+        if (!bias_.empty()) {
+            p.bias = bias_;
+            p.bias_md = pd.bias_desc();
+        }
+        p.src_off = band.in0 * src_[3] * src_[1];
+        p.dst_off = band.out0 * dst_[3] * dst_[1];
+        p.dst_nhwc = pd.dst_desc();
+        p.src_nhwc = pd.src_desc();
+        p.scratch_md = pd.scratchpad_desc();
+        if (p.scratch_md.get_size() > 0) p.scratch = std::make_unique<BytePool>(p.scratch_md.get_size());
+        return p;
     }
 
     QPart make_part(int64_t n0, int64_t n, int64_t m0, int64_t mc) {
@@ -241,8 +295,8 @@ private:
         return p;
     }
 
-    /// Whole images per part where the batch splits evenly; else (groups == 1) blocks of 16
-    /// output channels; else one part.
+    /// Whole images per part where the batch splits evenly; else, one image into an NHWC y,
+    /// bands of output rows; else (groups == 1) blocks of 16 output channels; else one part.
     std::vector<QPart>& parts_for(int threads) {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = plans_.find(threads);
@@ -252,6 +306,9 @@ private:
         const int64_t n = src_[0], m = dst_[1];
         if (threads > 1 && n % threads == 0) {
             for (int64_t i = 0; i < threads; ++i) parts.push_back(make_part(i * (n / threads), n / threads, 0, m));
+        } else if (threads > 1 && n == 1 && y_nhwc_ && dst_[2] >= 2 * threads) {
+            const int64_t oh = dst_[2];
+            for (int64_t i = 0; i < threads; ++i) parts.push_back(make_row_part(band_of(oh * i / threads, oh * (i + 1) / threads), parts));
         } else if (threads > 1 && groups_ == 1 && m >= 32 && m % 16 == 0) {
             const int64_t blocks = m / 16, k = std::min<int64_t>(threads, blocks);
             for (int64_t img = 0; img < n; ++img)

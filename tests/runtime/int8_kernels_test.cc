@@ -1,6 +1,6 @@
 // The int8 runtime kernels against direct integer loops written here: dnnl_qconv (oneDNN's u8 x
 // s8 convolution with per-channel output scales, src / dst zero points and an s32 bias) over
-// padding, strides, groups, one and two images, one and two threads; dnnl_qmatmul (per-column
+// padding, strides, groups, one and two images, one and two threads, NCHW and NHWC (row bands); dnnl_qmatmul (per-column
 // scales, rows split); dnnl_dqmatmul (dynamic quantization: run-time zero point and scales,
 // bias after the rescale); kiln_qadd (the QDQ residual
 // add) with saturation. Tolerance: the reference requantizes in double (ONNX's
@@ -35,6 +35,7 @@ Tensor scalar(DType dt, double v) {
 struct ConvCase {
     int64_t n, c, h, w, m, k, stride, pad, groups;
     int threads;
+    bool nhwc = false;  // x and y in NHWC (x_layout, y_layout), as between int8 kernels
 };
 
 #if KILN_HAVE_DNNL
@@ -73,6 +74,14 @@ void check_qconv(const ConvCase& cc) {
         {"pads_begin", s(cc.pad) + "," + s(cc.pad)},
         {"pads_end", s((oh - 1) * cc.stride + cc.k - cc.h - cc.pad) + "," + s((ow - 1) * cc.stride + cc.k - cc.w - cc.pad)},
         {"x_zp", s(xz)}, {"y_zp", s(yz)}, {"per_channel", "1"}, {"x_type", "u8"}, {"y_type", "u8"}});
+    if (cc.nhwc) kd.extern_params += ";x_layout=nhwc;y_layout=nhwc";
+    // Element offsets of x[n, c, r, q] and y[n, m, i, j] in the layout the kernel reads and writes.
+    auto x_at = [&](int64_t n, int64_t c, int64_t r, int64_t q) {
+        return cc.nhwc ? ((n * cc.h + r) * cc.w + q) * cc.c + c : ((n * cc.c + c) * cc.h + r) * cc.w + q;
+    };
+    auto y_at = [&](int64_t n, int64_t m, int64_t i, int64_t j) {
+        return cc.nhwc ? ((n * oh + i) * ow + j) * cc.m + m : ((n * cc.m + m) * oh + i) * ow + j;
+    };
     exe.kernels.push_back(kd);
     exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "qconv", 9});
     exe.load();
@@ -93,12 +102,12 @@ void check_qconv(const ConvCase& cc) {
                             for (int64_t v = 0; v < cc.k; ++v) {
                                 const int64_t r = i * cc.stride + u - cc.pad, q = j * cc.stride + v - cc.pad;
                                 if (r < 0 || r >= cc.h || q < 0 || q >= cc.w) continue;  // pads with x_zp
-                                const int64_t xv = x.get_i64(((n * cc.c + g * cg + c) * cc.h + r) * cc.w + q);
+                                const int64_t xv = x.get_i64(x_at(n, g * cg + c, r, q));
                                 acc += (xv - xz) * w.get_i64(((m * cg + c) * cc.k + u) * cc.k + v);
                             }
                     const float mult = static_cast<float>(xs * static_cast<float>(ws.get_f64(m))) / ys;
                     const double want = std::clamp(std::nearbyint(static_cast<double>(acc) * mult + yz), 0.0, 255.0);
-                    const int64_t got = y.get_i64(((n * cc.m + m) * oh + i) * ow + j);
+                    const int64_t got = y.get_i64(y_at(n, m, i, j));
                     ASSERT_LE(std::fabs(got - want), 1.0) << "n " << n << " m " << m << " at " << i << "," << j;
                     off += got != static_cast<int64_t>(want);
                     ++total;
@@ -250,6 +259,12 @@ TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {
     check_qconv({1, 3, 11, 11, 16, 7, 2, 3, 1, 1});  // a stem: 3 channels, 7x7
     check_qconv({1, 32, 8, 8, 32, 3, 1, 1, 32, 2});  // depthwise
     check_qconv({1, 16, 6, 6, 16, 3, 1, 1, 4, 1});   // grouped
+    // One image into an NHWC y: bands of output rows, each reading its input rows with the
+    // window's halo in place (pads only at the image's edges).
+    check_qconv({1, 16, 13, 9, 32, 3, 1, 1, 1, 2, true});
+    check_qconv({1, 16, 15, 11, 48, 3, 2, 1, 1, 2, true});  // strided: a band's first input row
+    check_qconv({1, 8, 9, 9, 16, 5, 1, 2, 1, 2, true});     // a 5x5 window, pads of 2
+    check_qconv({1, 32, 10, 10, 32, 3, 1, 1, 32, 2, true}); // depthwise
 }
 #endif
 

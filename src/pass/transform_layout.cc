@@ -167,6 +167,54 @@ std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
     return {ci, co};
 }
 
+/// The channel count a dense conv over `ch` channels that no block divides computes on: the
+/// next multiple of 16 when that adds at most an eighth (ShuffleNetV2's 58 -> 64, 116 -> 128),
+/// else 0 (it stays NCHW).
+int64_t padded_dense_channels(int64_t ch) {
+    const int64_t p16 = (ch + 15) / 16 * 16;
+    return ch >= 8 && (p16 - ch) * 8 <= ch ? p16 : 0;
+}
+
+ir::Value* pad_axis_end(ir::Graph& g, ir::Value* v, size_t rank, size_t axis, int64_t from, int64_t to);
+
+/// A dense conv (one group) whose input or output channels no block divides (ci or co 0 from
+/// conv_blocks), on static shapes: computed on channels zero-padded to a multiple of 16 as
+/// rewrite_depthwise does, ToBlocked {padded_channels=P} in, weights and bias padded with
+/// zeros, FromBlocked {channels=M} out. Its padded output channels are zero; a padded conv or
+/// depthwise conv reading a padded value multiplies its padded channels by zero weights, so
+/// the crop and pad between two of them cancel (cancel_padded). ShuffleNetV2's 58- and
+/// 116-channel branches ran NCHW at 30-180 GFLOP/s.
+bool rewrite_padded_conv(ir::Graph& g, ir::Node* n, int64_t ci, int64_t co, PackCache& packed) {
+    ir::Value* x = n->input(0);
+    ir::Value* w = n->input(1);
+    ir::Value* b = n->input(2);
+    if (!x->type().is_static()) return false;
+    const Shape ws = w->type().static_shape();
+    const int64_t m = ws[0], c = ws[1];
+    const int64_t pc = ci ? c : padded_dense_channels(c), pm = co ? m : padded_dense_channels(m);
+    if (pc == 0 || pm == 0) return false;
+    if (!ci) ci = 16;
+    if (!co) co = 16;
+    ir::Value* xb = pc == c ? to_blocked(g, x, ci, packed)
+                            : node1(g, kToBlocked, {x}, {{"block", ir::Attr(ci)}, {"padded_channels", ir::Attr(pc)}});
+    ir::Value*& wb = packed[{w, ci, co}];
+    if (!wb) {
+        ir::Value* wp = pad_axis_end(g, pad_axis_end(g, w, 4, 0, m, pm), 4, 1, c, pc);
+        ir::Value* wr = node1(g, "Reshape", {wp, shape_constant(g, {pm / co, co, pc / ci, ci, ws[2], ws[3]})});
+        wb = node1(g, "Transpose", {wr}, {{"perm", ir::Attr(std::vector<int64_t>{0, 2, 4, 5, 3, 1})}});
+    }
+    std::vector<ir::Value*> ins = {xb, wb};
+    if (b) ins.push_back(node1(g, "Reshape", {pad_axis_end(g, b, 1, 0, m, pm), shape_constant(g, {pm / co, co})}));
+    ir::Node* conv = add_inferred_node(g, "KilnConv2dNCHWc", ins, copy_attrs(*n, kConvWindowAttrs), 1, "conv");
+    if (pm == m) return finish(g, n, conv, packed);
+    conv->set_name(n->name());
+    ir::Value* y = node1(g, kFromBlocked, {conv->output(0)}, {{"channels", ir::Attr(m)}});
+    if (!replace_value(g, n->output(0), y)) return false;
+    g.topo_sort();
+    erase_tracked(g, n, packed);
+    return true;
+}
+
 bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     const int64_t group = n->attr_int("group", 1);
     if (n->num_outputs() != 1 || group < 1) return false;
@@ -178,7 +226,7 @@ bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     const int64_t m = ws[0], c = ws[1];
     if (group > 1 && (c == 1 || m % group != 0)) return false;  // depthwise: rewrite_depthwise
     const auto [ci, co] = conv_blocks(n, group);
-    if (ci == 0 || co == 0) return false;
+    if (ci == 0 || co == 0) return group == 1 && rewrite_padded_conv(g, n, ci, co, packed);
     ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
     if (group > 1) attrs["group"] = ir::Attr(group);
     ir::Value* xb = to_blocked(g, x, ci, packed);
@@ -433,6 +481,58 @@ bool cancel(ir::Graph& g, ir::Node* n, PackCache& cache) {
     return true;
 }
 
+/// The blocked value a cropping FromBlocked {channels=C} drops padding channels of, or nullptr.
+ir::Value* cropped_source(const ir::Value* v) {
+    const ir::Node* p = v ? v->producer() : nullptr;
+    return p && p->op() == kFromBlocked && p->has_attr("channels") ? p->input(0) : nullptr;
+}
+
+/// ToBlocked {block c, padded_channels P}(FromBlocked {channels C}(t)) with t of that blocked
+/// type: t. Only padded convs read a padded ToBlocked (rewrite_padded_conv, rewrite_depthwise),
+/// and they multiply its channels past C by zero weights; t holds finite values there (a padded
+/// conv's zeros, then what sank through the crop: bounded unary ops, sums and products).
+bool cancel_padded(ir::Graph& g, ir::Node* n, PackCache& cache) {
+    if (!n->has_attr("padded_channels")) return false;
+    ir::Value* src = cropped_source(n->input(0));
+    if (!src || !(src->type() == n->output(0)->type())) return false;
+    g.replace_all_uses(n->output(0), src);
+    erase_tracked(g, n, cache);
+    return true;
+}
+
+/// A unary elementwise op of a cropped value, or Add / Sub / Mul of two cropped values of one
+/// padded type and crop, runs on the padded values: op(FromBlocked{C}(t)) -> FromBlocked{C}(op(t)).
+/// (No Div: 0 / 0 in the padding would be NaN.)
+bool sink_through_crop(ir::Graph& g, ir::Node* n, PackCache& cache) {
+    const bool unary = unary_ops().count(n->op()) > 0;
+    const bool binary = n->op() == "Add" || n->op() == "Sub" || n->op() == "Mul";
+    if ((!unary && !binary) || n->num_outputs() != 1 || !blockable_f32(n->output(0), 4)) return false;
+    ir::Value* a = cropped_source(n->input(0));
+    if (!a || !(n->input(0)->type() == n->output(0)->type())) return false;
+    const int64_t crop = n->input(0)->producer()->attr_int("channels", 0);
+    std::vector<ir::Value*> ins = {a};
+    if (binary) {
+        if (n->num_inputs() != 2) return false;
+        ir::Value* b = cropped_source(n->input(1));
+        if (!b || !(b->type() == a->type()) || n->input(1)->producer()->attr_int("channels", 0) != crop) return false;
+        ins.push_back(b);
+    } else {
+        for (size_t i = 1; i < n->num_inputs(); ++i) {  // Clip's bounds: scalar constants
+            ir::Value* in = n->input(i);
+            if (in && (!in->is_constant() || !in->type().is_static() || shape_numel(in->type().static_shape()) != 1))
+                return false;
+            ins.push_back(in);
+        }
+    }
+    ir::Node* op = add_inferred_node(g, n->op(), ins, n->attrs(), 1, n->op());
+    op->set_name(n->name());
+    ir::Value* y = node1(g, kFromBlocked, {op->output(0)}, {{"channels", ir::Attr(crop)}});
+    if (!replace_value(g, n->output(0), y)) return false;
+    g.topo_sort();
+    erase_tracked(g, n, cache);
+    return true;
+}
+
 /// Erases nodes made dead by the rewrites (their outputs unused and no graph outputs).
 void erase_dead(ir::Graph& g) {
     for (bool again = true; again;) {
@@ -486,10 +586,10 @@ bool transform_layout(ir::Graph& g, const PassContext&) {
     for (bool again = true; again;) {
         again = false;
         for (ir::Node* n : g.nodes()) {
-            const bool done = n->op() == kToBlocked ? cancel(g, n, packed)
+            const bool done = n->op() == kToBlocked ? cancel(g, n, packed) || cancel_padded(g, n, packed)
                                                     : sink_through(g, n, packed) || sink_pool(g, n, packed) ||
                                                           sink_batch_norm(g, n, packed) ||
-                                                          sink_concat(g, n, packed);
+                                                          sink_concat(g, n, packed) || sink_through_crop(g, n, packed);
             if (done) {
                 again = true;
                 break;

@@ -386,5 +386,71 @@ graph g(%x: f32[1,8,4,4]) {
     EXPECT_PASS_GIVES(transform_layout, before, after);
 }
 
+
+// Channels no block divides (ShuffleNetV2's 58) are zero-padded to 64 around a dense conv as
+// around a depthwise one; between two padded convs the crop and the pad cancel (the ReLU and the
+// residual Add sinking through the crop), so the chain runs blocked from its one ToBlocked to its
+// one FromBlocked, and the packed weights and bias are zero past the 58 real channels.
+TEST(TransformLayout, PaddedChannelsStayBlockedThroughAConvChain) {
+    auto weights = [](Shape s, int seed) {
+        Tensor t(DType::kFloat32, s);
+        for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, static_cast<double>((i * 7 + seed) % 11) - 5);
+        return t;
+    };
+    ir::Graph g;
+    ir::Value* x = g.add_input("x", ir::TensorType::of_static(DType::kFloat32, {1, 58, 6, 6}));
+    ir::Value* w1 = g.add_constant("w1", weights({58, 58, 1, 1}, 1));
+    ir::Value* b1 = g.add_constant("b1", weights({58}, 2));
+    ir::Value* wd = g.add_constant("wd", weights({58, 1, 3, 3}, 3));
+    ir::Value* w2 = g.add_constant("w2", weights({58, 58, 1, 1}, 4));
+    ir::Value* c1 = add_inferred_node(g, "Conv", {x, w1, b1})->output(0);
+    ir::Value* r1 = add_inferred_node(g, "Relu", {c1})->output(0);
+    ir::Value* d = add_inferred_node(g, "Conv", {r1, wd},
+                                     {{"group", ir::Attr(int64_t{58})}, {"pads", ir::Attr(std::vector<int64_t>{1, 1, 1, 1})}})
+                       ->output(0);
+    ir::Value* c2 = add_inferred_node(g, "Conv", {d, w2})->output(0);
+    ir::Value* sum = add_inferred_node(g, "Add", {c2, r1})->output(0);
+    g.add_output(add_inferred_node(g, "Relu", {sum})->output(0));
+    PassContext ctx = compiler::pass_context();
+    ASSERT_TRUE(transform_layout(g, ctx));
+    fold_constants(g, ctx);
+    eliminate_dead_code(g, ctx);
+    verify_typed_graph(g);
+    int to = 0, from = 0, convs = 0;
+    const ir::Node* first = nullptr;
+    for (const ir::Node* n : g.nodes()) {
+        if (n->op() == "KilnLayoutToBlocked") {
+            ++to;
+            EXPECT_EQ(n->attr_int("padded_channels", 0), 64);
+            EXPECT_EQ(n->output(0)->type().static_shape(), Shape({1, 4, 6, 6, 16}));
+        }
+        if (n->op() == "KilnLayoutFromBlocked") ++from;
+        if (n->op() == "KilnConv2dNCHWc" || n->op() == "KilnDepthwiseConv2dNCHWc") ++convs;
+        if (n->op() == "KilnConv2dNCHWc" && !first) first = n;
+    }
+    EXPECT_EQ(to, 1);
+    EXPECT_EQ(from, 1);
+    EXPECT_EQ(convs, 3);
+    const ir::Node* out = g.outputs()[0]->producer();
+    ASSERT_EQ(out->op(), "KilnLayoutFromBlocked");
+    EXPECT_EQ(out->attr_int("channels", 0), 58);
+    EXPECT_EQ(g.outputs()[0]->type().static_shape(), Shape({1, 58, 6, 6}));
+    // The first conv's packed weights [4, 4, 1, 1, 16, 16] and bias [4, 16]: W and B where both
+    // channels are real, 0 past them.
+    ASSERT_NE(first, nullptr);
+    ASSERT_TRUE(first->input(1)->is_constant() && first->input(2)->is_constant());
+    const Tensor& p = first->input(1)->constant();
+    const Tensor& pb = first->input(2)->constant();
+    const Tensor w = weights({58, 58, 1, 1}, 1), b = weights({58}, 2);
+    ASSERT_EQ(p.shape(), Shape({4, 4, 1, 1, 16, 16}));
+    for (int64_t o = 0; o < 64; ++o) {
+        EXPECT_EQ(pb.get_f64(o), o < 58 ? b.get_f64(o) : 0.0);
+        for (int64_t i = 0; i < 64; ++i)
+            ASSERT_EQ(p.get_f64((((o / 16) * 4 + i / 16) * 16 + i % 16) * 16 + o % 16),
+                      o < 58 && i < 58 ? w.get_f64(o * 58 + i) : 0.0)
+                << "o " << o << " i " << i;
+    }
+}
+
 }  // namespace
 }  // namespace kiln::pass

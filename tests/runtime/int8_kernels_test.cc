@@ -250,6 +250,8 @@ TEST(Int8Kernels, DnnlDynQMatMulRejectsForgedParameters) {
 TEST(Int8Kernels, DnnlDynQMatMulMatchesIntegerLoop) {
     check_dqmatmul(5, 24, 40, 1, false);
     check_dqmatmul(64, 96, 33, 2, true);  // rows split across two threads, bias after the rescale
+    check_dqmatmul(1, 96, 333, 2, true);  // one row: columns split across two threads (192 + 141)
+    check_dqmatmul(3, 64, 130, 2, false); // a few rows, columns split (64 + 66)
 }
 
 TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {

@@ -12,36 +12,15 @@ class Collector {
 public:
     std::vector<te::Expr> found;
 
-    void bind_loops(const tir::Stmt& s) {
-        if (!s) return;
-        switch (s->kind) {
-            case StmtKind::kFor: {
-                const auto& f = static_cast<const tir::ForNode&>(*s);
-                inner_.insert(f.var.get());
-                bind_loops(f.body);
-                break;
-            }
-            case StmtKind::kSeq:
-                for (const auto& x : static_cast<const tir::SeqNode&>(*s).stmts) bind_loops(x);
-                break;
-            case StmtKind::kIf: {
-                const auto& i = static_cast<const tir::IfNode&>(*s);
-                bind_loops(i.then_case);
-                bind_loops(i.else_case);
-                break;
-            }
-            case StmtKind::kAllocate: bind_loops(static_cast<const tir::AllocateNode&>(*s).body); break;
-            case StmtKind::kStore: break;
-        }
-    }
-
     void stmt(const tir::Stmt& s) {
         if (!s) return;
         switch (s->kind) {
-            case StmtKind::kFor: {
+            case StmtKind::kFor: {  // an expression can only read the loops around it: those open here
                 const auto& f = static_cast<const tir::ForNode&>(*s);
                 expr(f.extent);
+                inner_.insert(f.var.get());
                 stmt(f.body);
+                inner_.erase(f.var.get());
                 break;
             }
             case StmtKind::kStore: {
@@ -99,7 +78,6 @@ private:
 
 std::vector<te::Expr> invariant_divisions(const tir::Stmt& body) {
     Collector c;
-    c.bind_loops(body);
     c.stmt(body);
     return std::move(c.found);
 }

@@ -69,16 +69,6 @@ te::IterVar fuse_leading(te::Stage& st, int k) {
     return f;
 }
 
-te::IterVar parallel_rows(const te::Stage& st, const te::IterVar& f) {
-    const std::vector<te::IterVar>& leaves = st.leaf_iter_vars();
-    if (leaves.empty() || leaves[0] == f) return f;
-    const te::Tensor& t = st.tensor();
-    int64_t fixed = 1;  // the static extents of the outer loop's axes: those before the next symbolic one
-    for (int i = 0; i < t->ndim() && (i == 0 || t->shape[i] != te::kDynamicDim); ++i)
-        if (t->shape[i] != te::kDynamicDim) fixed *= t->shape[i];
-    return fixed >= 8 ? leaves[0] : f;
-}
-
 int64_t vector_width(DType t) {
     int64_t w = 64 / static_cast<int64_t>(dtype_size(te::compute_dtype(t)));
     return w > 16 ? 16 : w;
@@ -119,7 +109,7 @@ void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg) {
     te::IterVar f = fuse_leading(st, short_rows ? nd - 2 : nd - 1);
     if (assumed(t->shape[nd - 1]) > 1) st.vectorize(st.axis(nd - 1));
     if (assumed_numel(t) > kParallelMin && assumed_numel(t) / assumed(t->shape[nd - 1]) > 1)
-        st.parallel(parallel_rows(st, f));
+        st.parallel(f);
 }
 
 void schedule_reduction(te::Stage& st) {

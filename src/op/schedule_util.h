@@ -21,11 +21,6 @@ int64_t assumed_numel(const te::Tensor& t);
 /// emitter computes those divisions once per iteration of the fused loop, ahead of the loops
 /// inside it (codegen/invariant_divisions.h).
 te::IterVar fuse_leading(te::Stage& st, int k);
-/// The loop to run in parallel over the rows fuse_leading fused into `f`: `f`, or, when
-/// a schedule left an outer loop around it that runs at least 8 times whatever the dims (the
-/// [b, 12] heads of [b, 12, s, s] scores), that loop: one parallel_for over the heads instead of
-/// one per head over its s rows.
-te::IterVar parallel_rows(const te::Stage& st, const te::IterVar& f);
 
 /// True if no loop transformation or loop kind was applied to the stage yet.
 bool stage_untouched(const te::Stage& st);

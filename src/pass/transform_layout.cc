@@ -108,10 +108,13 @@ ir::Value* to_blocked(ir::Graph& g, ir::Value* x, int64_t block, PackCache& cach
     return xb;
 }
 
-/// Replaces n's output 0 with FromBlocked(blocked) (named like n) and erases n.
-bool finish(ir::Graph& g, ir::Node* n, ir::Node* blocked, PackCache& cache) {
+/// Replaces n's output 0 with FromBlocked(blocked) (named like n) and erases n; with `crop`,
+/// FromBlocked {channels=crop}: the first channels of a zero-padded blocked value.
+bool finish(ir::Graph& g, ir::Node* n, ir::Node* blocked, PackCache& cache, int64_t crop = 0) {
     blocked->set_name(n->name());
-    ir::Value* y = node1(g, kFromBlocked, {blocked->output(0)});
+    ir::AttrMap attrs;
+    if (crop) attrs["channels"] = ir::Attr(crop);
+    ir::Value* y = node1(g, kFromBlocked, {blocked->output(0)}, attrs);
     if (!replace_value(g, n->output(0), y)) return false;  // leaves dead nodes: the caller erases them
     g.topo_sort();
     erase_tracked(g, n, cache);
@@ -177,44 +180,6 @@ int64_t padded_dense_channels(int64_t ch) {
 
 ir::Value* pad_axis_end(ir::Graph& g, ir::Value* v, size_t rank, size_t axis, int64_t from, int64_t to);
 
-/// A dense conv (one group) whose input or output channels no block divides (ci or co 0 from
-/// conv_blocks), on static shapes: computed on channels zero-padded to a multiple of 16 as
-/// rewrite_depthwise does, ToBlocked {padded_channels=P} in, weights and bias padded with
-/// zeros, FromBlocked {channels=M} out. Its padded output channels are zero; a padded conv or
-/// depthwise conv reading a padded value multiplies its padded channels by zero weights, so
-/// the crop and pad between two of them cancel (cancel_padded). ShuffleNetV2's 58- and
-/// 116-channel branches ran NCHW at 30-180 GFLOP/s.
-bool rewrite_padded_conv(ir::Graph& g, ir::Node* n, int64_t ci, int64_t co, PackCache& packed) {
-    ir::Value* x = n->input(0);
-    ir::Value* w = n->input(1);
-    ir::Value* b = n->input(2);
-    if (!x->type().is_static()) return false;
-    const Shape ws = w->type().static_shape();
-    const int64_t m = ws[0], c = ws[1];
-    const int64_t pc = ci ? c : padded_dense_channels(c), pm = co ? m : padded_dense_channels(m);
-    if (pc == 0 || pm == 0) return false;
-    if (!ci) ci = 16;
-    if (!co) co = 16;
-    ir::Value* xb = pc == c ? to_blocked(g, x, ci, packed)
-                            : node1(g, kToBlocked, {x}, {{"block", ir::Attr(ci)}, {"padded_channels", ir::Attr(pc)}});
-    ir::Value*& wb = packed[{w, ci, co}];
-    if (!wb) {
-        ir::Value* wp = pad_axis_end(g, pad_axis_end(g, w, 4, 0, m, pm), 4, 1, c, pc);
-        ir::Value* wr = node1(g, "Reshape", {wp, shape_constant(g, {pm / co, co, pc / ci, ci, ws[2], ws[3]})});
-        wb = node1(g, "Transpose", {wr}, {{"perm", ir::Attr(std::vector<int64_t>{0, 2, 4, 5, 3, 1})}});
-    }
-    std::vector<ir::Value*> ins = {xb, wb};
-    if (b) ins.push_back(node1(g, "Reshape", {pad_axis_end(g, b, 1, 0, m, pm), shape_constant(g, {pm / co, co})}));
-    ir::Node* conv = add_inferred_node(g, "KilnConv2dNCHWc", ins, copy_attrs(*n, kConvWindowAttrs), 1, "conv");
-    if (pm == m) return finish(g, n, conv, packed);
-    conv->set_name(n->name());
-    ir::Value* y = node1(g, kFromBlocked, {conv->output(0)}, {{"channels", ir::Attr(m)}});
-    if (!replace_value(g, n->output(0), y)) return false;
-    g.topo_sort();
-    erase_tracked(g, n, packed);
-    return true;
-}
-
 bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     const int64_t group = n->attr_int("group", 1);
     if (n->num_outputs() != 1 || group < 1) return false;
@@ -225,19 +190,34 @@ bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     const Shape ws = w->type().static_shape();
     const int64_t m = ws[0], c = ws[1];
     if (group > 1 && (c == 1 || m % group != 0)) return false;  // depthwise: rewrite_depthwise
-    const auto [ci, co] = conv_blocks(n, group);
-    if (ci == 0 || co == 0) return group == 1 && rewrite_padded_conv(g, n, ci, co, packed);
+    auto [ci, co] = conv_blocks(n, group);
+    // Input or output channels no block divides (one group, static shapes): computed on
+    // channels zero-padded to a multiple of 16 (padded_dense_channels) as rewrite_depthwise
+    // does, ToBlocked {padded_channels=P} in, weights and bias padded with zeros, FromBlocked
+    // {channels=M} out. Its padded output channels are zero; a padded conv or depthwise conv
+    // reading a padded value multiplies its padded channels by zero weights, so the crop and pad
+    // between two of them cancel (cancel_padded). ShuffleNetV2's 58- and 116-channel branches
+    // ran NCHW at 30-180 GFLOP/s.
+    int64_t pc = c, pm = m;
+    if (ci == 0 || co == 0) {
+        if (group != 1 || !x->type().is_static()) return false;
+        if (!ci) pc = padded_dense_channels(c), ci = 16;
+        if (!co) pm = padded_dense_channels(m), co = 16;
+        if (pc == 0 || pm == 0) return false;
+    }
     ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
     if (group > 1) attrs["group"] = ir::Attr(group);
-    ir::Value* xb = to_blocked(g, x, ci, packed);
+    ir::Value* xb = pc == c ? to_blocked(g, x, ci, packed)
+                            : node1(g, kToBlocked, {x}, {{"block", ir::Attr(ci)}, {"padded_channels", ir::Attr(pc)}});
     ir::Value*& wb = packed[{w, ci, co}];
     if (!wb) {
-        ir::Value* wr = node1(g, "Reshape", {w, shape_constant(g, {m / co, co, c / ci, ci, ws[2], ws[3]})});
+        ir::Value* wp = pad_axis_end(g, pad_axis_end(g, w, 4, 0, m, pm), 4, 1, c, pc);  // unpadded: w itself
+        ir::Value* wr = node1(g, "Reshape", {wp, shape_constant(g, {pm / co, co, pc / ci, ci, ws[2], ws[3]})});
         wb = node1(g, "Transpose", {wr}, {{"perm", ir::Attr(std::vector<int64_t>{0, 2, 4, 5, 3, 1})}});
     }
     std::vector<ir::Value*> ins = {xb, wb};
-    if (b) ins.push_back(node1(g, "Reshape", {b, shape_constant(g, {m / co, co})}));
-    return finish(g, n, add_inferred_node(g, "KilnConv2dNCHWc", ins, attrs, 1, "conv"), packed);
+    if (b) ins.push_back(node1(g, "Reshape", {pad_axis_end(g, b, 1, 0, m, pm), shape_constant(g, {pm / co, co})}));
+    return finish(g, n, add_inferred_node(g, "KilnConv2dNCHWc", ins, attrs, 1, "conv"), packed, pm == m ? 0 : m);
 }
 
 /// The channel count a depthwise conv over `ch` channels that no block divides computes on:
@@ -289,13 +269,7 @@ bool rewrite_depthwise(ir::Graph& g, ir::Node* n, PackCache& packed) {
     if (b) ins.push_back(node1(g, "Reshape", {pad_axis_end(g, b, 1, 0, ch, p), shape_constant(g, {p / c, c})}));
     ir::AttrMap attrs = copy_attrs(*n, kConvWindowAttrs);
     ir::Node* conv = add_inferred_node(g, "KilnDepthwiseConv2dNCHWc", ins, attrs, 1, "dwconv");
-    if (p == ch) return finish(g, n, conv, packed);
-    conv->set_name(n->name());
-    ir::Value* y = node1(g, kFromBlocked, {conv->output(0)}, {{"channels", ir::Attr(ch)}});
-    if (!replace_value(g, n->output(0), y)) return false;
-    g.topo_sort();
-    erase_tracked(g, n, packed);
-    return true;
+    return finish(g, n, conv, packed, p == ch ? 0 : ch);
 }
 
 /// Per-channel constant of an NCHW operand with `channels` channels: its (right-aligned,
@@ -488,7 +462,7 @@ ir::Value* cropped_source(const ir::Value* v) {
 }
 
 /// ToBlocked {block c, padded_channels P}(FromBlocked {channels C}(t)) with t of that blocked
-/// type: t. Only padded convs read a padded ToBlocked (rewrite_padded_conv, rewrite_depthwise),
+/// type: t. Only padded convs read a padded ToBlocked (rewrite_conv, rewrite_depthwise),
 /// and they multiply its channels past C by zero weights; t holds finite values there (a padded
 /// conv's zeros, then what sank through the crop: bounded unary ops, sums and products).
 bool cancel_padded(ir::Graph& g, ir::Node* n, PackCache& cache) {
@@ -524,13 +498,7 @@ bool sink_through_crop(ir::Graph& g, ir::Node* n, PackCache& cache) {
             ins.push_back(in);
         }
     }
-    ir::Node* op = add_inferred_node(g, n->op(), ins, n->attrs(), 1, n->op());
-    op->set_name(n->name());
-    ir::Value* y = node1(g, kFromBlocked, {op->output(0)}, {{"channels", ir::Attr(crop)}});
-    if (!replace_value(g, n->output(0), y)) return false;
-    g.topo_sort();
-    erase_tracked(g, n, cache);
-    return true;
+    return finish(g, n, add_inferred_node(g, n->op(), ins, n->attrs(), 1, n->op()), cache, crop);
 }
 
 /// Erases nodes made dead by the rewrites (their outputs unused and no graph outputs).

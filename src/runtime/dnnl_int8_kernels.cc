@@ -224,33 +224,30 @@ private:
         return b;
     }
 
-    /// A band of output rows of one image (all output channels) written in place into the NHWC
-    /// y: the band of an NHWC tensor is one contiguous run, the input's too, so nothing is
-    /// copied (a block of output channels is a strided slice: written to a buffer of its own,
-    /// then reordered into y). The weights are shared with an earlier part of the same layout.
-    QPart make_row_part(const Band& band, const std::vector<QPart>& earlier) {
+    /// A part's primitive for `pd` over output channels [m0, m0 + mc): its weights (those of an
+    /// `earlier` part when it has the same layout, else the constant's slice reordered), bias
+    /// slice, layouts and scratchpad; the caller sets where it reads and writes.
+    QPart start_part(const dnnl::convolution_forward::primitive_desc& pd, int64_t m0, int64_t mc,
+                     const std::vector<QPart>& earlier) const {
         QPart p;
-        auto pd = make_pd(1, 0, dst_[1], &band);
         p.prim = dnnl::convolution_forward(pd);
         for (const QPart& e : earlier)
             if (e.weights.get_desc() == pd.weights_desc()) p.weights = e.weights;
         if (!p.weights) {
-            const int64_t cg = src_[1] / groups_;
-            memory::desc plain = groups_ == 1 ? memory::desc({dst_[1], cg, kernel_[0], kernel_[1]}, dt::s8, tag::oihw)
-                                              : memory::desc({groups_, dst_[1] / groups_, cg, kernel_[0], kernel_[1]},
+            const int64_t cg = src_[1] / groups_, taps = kernel_[0] * kernel_[1];
+            memory::desc plain = groups_ == 1 ? memory::desc({mc, cg, kernel_[0], kernel_[1]}, dt::s8, tag::oihw)
+                                              : memory::desc({groups_, mc / groups_, cg, kernel_[0], kernel_[1]},
                                                              dt::s8, tag::goihw);
-            memory wsrc(plain, cpu_engine(), const_cast<int8_t*>(weights_));
+            memory wsrc(plain, cpu_engine(), const_cast<int8_t*>(weights_ + m0 * cg * taps));
             p.weights = memory(pd.weights_desc(), cpu_engine());
             dnnl::stream s(cpu_engine());
             dnnl::reorder(wsrc, p.weights).execute(s, wsrc, p.weights);
             s.wait();
         }
         if (!bias_.empty()) {
-            p.bias = bias_;
+            p.bias.assign(bias_.begin() + m0, bias_.begin() + m0 + mc);
             p.bias_md = pd.bias_desc();
         }
-        p.src_off = band.in0 * src_[3] * src_[1];
-        p.dst_off = band.out0 * dst_[3] * dst_[1];
         p.dst_nhwc = pd.dst_desc();
         p.src_nhwc = pd.src_desc();
         p.scratch_md = pd.scratchpad_desc();
@@ -258,25 +255,21 @@ private:
         return p;
     }
 
-    QPart make_part(int64_t n0, int64_t n, int64_t m0, int64_t mc) {
-        QPart p;
-        auto pd = make_pd(n, m0, mc);
-        p.prim = dnnl::convolution_forward(pd);
-        const int64_t cg = src_[1] / groups_, taps = kernel_[0] * kernel_[1];
-        memory::desc plain = groups_ == 1 ? memory::desc({mc, cg, kernel_[0], kernel_[1]}, dt::s8, tag::oihw)
-                                          : memory::desc({groups_, mc / groups_, cg, kernel_[0], kernel_[1]}, dt::s8, tag::goihw);
-        memory wsrc(plain, cpu_engine(), const_cast<int8_t*>(weights_ + m0 * cg * taps));
-        p.weights = memory(pd.weights_desc(), cpu_engine());
-        dnnl::stream s(cpu_engine());
-        dnnl::reorder(wsrc, p.weights).execute(s, wsrc, p.weights);
-        s.wait();
-        if (!bias_.empty()) {
-            p.bias.assign(bias_.begin() + m0, bias_.begin() + m0 + mc);
-            p.bias_md = pd.bias_desc();
-        }
+    /// A band of output rows of one image (all output channels) written in place into the NHWC
+    /// y: the band of an NHWC tensor is one contiguous run, the input's too, so nothing is
+    /// copied (a block of output channels is a strided slice: written to a buffer of its own,
+    /// then reordered into y). The weights are shared with an earlier part of the same layout.
+    QPart make_row_part(const Band& band, const std::vector<QPart>& earlier) const {
+        QPart p = start_part(make_pd(1, 0, dst_[1], &band), 0, dst_[1], earlier);
+        p.src_off = band.in0 * src_[3] * src_[1];
+        p.dst_off = band.out0 * dst_[3] * dst_[1];
+        return p;
+    }
+
+    QPart make_part(int64_t n0, int64_t n, int64_t m0, int64_t mc) const {
+        QPart p = start_part(make_pd(n, m0, mc), m0, mc, {});
         const int64_t ohw = dst_[2] * dst_[3];
         p.src_off = n0 * src_[1] * src_[2] * src_[3];
-        p.dst_nhwc = pd.dst_desc();
         if (y_nhwc_ && mc == dst_[1]) {  // whole images in Kiln's NHWC y: written in place
             p.dst_off = n0 * dst_[1] * ohw;
         } else {
@@ -289,9 +282,6 @@ private:
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst_nhwc, cpu_engine(), p.dst_kiln));
             p.dst_tmp = std::make_unique<BytePool>(p.dst_nhwc.get_size());
         }
-        p.src_nhwc = pd.src_desc();
-        p.scratch_md = pd.scratchpad_desc();
-        if (p.scratch_md.get_size() > 0) p.scratch = std::make_unique<BytePool>(p.scratch_md.get_size());
         return p;
     }
 

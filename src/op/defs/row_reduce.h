@@ -133,7 +133,7 @@ inline void schedule_lane_partial(te::Stage& st, te::ScheduleConfig& cfg) {
         st.reorder(order);
         if (assumed_numel(t) / assumed(t->shape[nd - 1]) > 1 && assumed_numel(t) * assumed(ro->extent) > kParallelMin &&
             cfg.knob("row.par", {0, 1}, 1) == 1)
-            st.parallel(parallel_rows(st, f));
+            st.parallel(f);
     }
     if (unrolled) st.unroll(unrolled);
     st.vectorize(lane);

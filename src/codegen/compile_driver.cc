@@ -28,6 +28,7 @@
 #include <sstream>
 #include <thread>
 
+#include "codegen/kernel_units.h"
 #include "codegen/vector_width_flags.h"
 #include "runtime/cpu_features.h"
 #include "support/error.h"
@@ -274,22 +275,29 @@ void build_into(const Toolchain& t, const std::vector<std::string>& flags, const
     }
 }
 
-/// Compiles `source` with `flags` (and `libs` after it) into the cache as <key><ext>, where the
-/// key hashes the source, the compiler and the flags; a hit compiles nothing.
-CompiledLibrary compile_cached(const std::string& source, const std::vector<std::string>& flags,
-                               const std::string& ext, const std::vector<std::string>& libs) {
-    Toolchain t = toolchain();
+/// Where `source` compiled with `flags` lies in the cache as <key><ext>: the key hashes the
+/// source, the compiler and the flags.
+std::string cached_output(const Toolchain& t, const std::string& source, const std::vector<std::string>& flags,
+                          const std::string& ext) {
     Fnv128 h;
     h.add(source);
     h.add(join(t.cc));
     h.add(t.identity);
     for (const std::string& f : flags) h.add(f);
-    std::string key = h.hex();
-    std::string out = cache_path(t, key, ext);
+    return cache_path(t, h.hex(), ext);
+}
+
+/// Compiles `source` with `flags` (and `libs` after it) into the cache (cached_output); a hit
+/// compiles nothing.
+CompiledLibrary compile_cached(const std::string& source, const std::vector<std::string>& flags,
+                               const std::string& ext, const std::vector<std::string>& libs) {
+    Toolchain t = toolchain();
+    std::string out = cached_output(t, source, flags, ext);
     if (fs::exists(out)) {
         ++g_cached;
         return {out, true};
     }
+    const std::string key = fs::path(out).stem().string();
     std::string src = cache_path(t, key, ".c");
     write_file_atomic(src, source);
     build_into(t, flags, {src}, libs, out, "on the generated kernel source kept at " + src);
@@ -431,36 +439,146 @@ std::vector<std::string> library_isa_flags() {
 #endif
 }
 
-KernelLibrary compile_c_library(const std::vector<std::string>& sources, int jobs) {
-    // Distinct sources, each an object whose kiln_kernel is renamed by the preprocessor (the
-    // emitted code defines no other external symbol: the prelude and task functions are static).
+namespace {
+
+/// How a kernel is built: the flags, the output's extension and libraries, and whether a kernel
+/// compiled alone is renamed to its library symbol (-Dkiln_kernel=...) or keeps `kiln_kernel`.
+struct KernelTarget {
+    std::vector<std::string> flags;
+    std::string ext;
+    std::vector<std::string> libs;
+    bool rename_alone = false;
+};
+
+/// A kernel-library object (compile_c_library): kObjectFlags and the library's instruction set.
+KernelTarget library_object_target() {
+    KernelTarget t{{std::begin(kObjectFlags), std::end(kObjectFlags)}, ".o", {}, true};
+    for (const std::string& f : library_isa_flags()) t.flags.push_back(f);
+    return t;
+}
+
+/// A loadable library per kernel or unit (compile_c_kernels): compile_c's flags.
+KernelTarget shared_library_target() {
+    KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
+    for (const std::string& v : host_vector_flags({"-march=native"})) t.flags.push_back(v);
+    return t;
+}
+
+/// The flags of `source` compiled alone for `target`.
+std::vector<std::string> alone_flags(const KernelTarget& target, const std::string& source) {
+    std::vector<std::string> flags = target.flags;
+    if (target.rename_alone) flags.push_back("-Dkiln_kernel=" + kernel_library_symbol(source));
+    return flags;
+}
+
+/// Compiles one kernel source alone.
+KernelBuild compile_alone(const KernelTarget& target, const std::string& source) {
+    KernelBuild b;
+    b.symbol = target.rename_alone ? kernel_library_symbol(source) : "kiln_kernel";
+    try {
+        b.library = compile_cached(source, alone_flags(target, source), target.ext, target.libs);
+    } catch (const std::exception&) {
+        b.exception = std::current_exception();
+    }
+    return b;
+}
+
+/// Compiles the kernels `group` of `unique` as one unit (kernel_units.h) into `builds`; when the
+/// unit fails, each kernel alone, so a failure names its own source and diagnostics.
+void compile_unit(const KernelTarget& target, const std::vector<std::string>& unique, const std::vector<size_t>& group,
+                  std::vector<KernelBuild>& builds) {
+    std::vector<std::string> sources, symbols;
+    for (size_t k : group) {
+        sources.push_back(unique[k]);
+        symbols.push_back(kernel_library_symbol(unique[k]));
+    }
+    try {
+        CompiledLibrary unit = compile_cached(kernel_unit_source(sources, symbols), target.flags, target.ext, target.libs);
+        for (size_t i = 0; i < group.size(); ++i) builds[group[i]] = {unit, symbols[i], nullptr};
+    } catch (const std::exception&) {
+        for (size_t k : group) builds[k] = compile_alone(target, unique[k]);
+    }
+}
+
+/// The builds of the distinct kernel sources `unique`: from the cache where a kernel was
+/// compiled alone before, the rest compiled by up to `jobs` processes, as units when more
+/// kernels are missing than processes (kernel_units.h).
+std::vector<KernelBuild> build_kernels(const KernelTarget& target, const std::vector<std::string>& unique, int jobs) {
+    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<KernelBuild> builds(unique.size());
+    std::vector<size_t> missing;
+    const Toolchain t = toolchain();
+    for (size_t k = 0; k < unique.size(); ++k) {
+        std::string path = cached_output(t, unique[k], alone_flags(target, unique[k]), target.ext);
+        if (fs::exists(path)) {
+            ++g_cached;
+            builds[k] = {{path, true}, target.rename_alone ? kernel_library_symbol(unique[k]) : "kiln_kernel", nullptr};
+        } else if (kernel_body(unique[k])) {
+            missing.push_back(k);
+        } else {
+            builds[k] = compile_alone(target, unique[k]);
+        }
+    }
+    if (missing.size() <= static_cast<size_t>(jobs)) {
+        run_parallel(missing.size(), jobs, [&](size_t m) { builds[missing[m]] = compile_alone(target, unique[missing[m]]); });
+        return builds;
+    }
+    // At most kUnitKernels kernels per unit, so a large model still spreads over every process.
+    constexpr size_t kUnitKernels = 24;
+    std::vector<size_t> sizes;
+    for (size_t k : missing) sizes.push_back(unique[k].size());
+    const size_t units = std::max<size_t>(static_cast<size_t>(jobs), (missing.size() + kUnitKernels - 1) / kUnitKernels);
+    std::vector<std::vector<size_t>> groups = balance_units(sizes, units);
+    for (auto& g : groups)
+        for (size_t& i : g) i = missing[i];
+    run_parallel(groups.size(), jobs, [&](size_t u) { compile_unit(target, unique, groups[u], builds); });
+    return builds;
+}
+
+/// The distinct strings of `sources` in first-seen order, and each source's index among them.
+std::vector<std::string> distinct(const std::vector<std::string>& sources, std::vector<size_t>& index) {
     std::vector<std::string> unique;
     std::map<std::string, size_t> index_of;
-    for (const std::string& s : sources)
-        if (index_of.emplace(s, unique.size()).second) unique.push_back(s);
+    index.clear();
+    for (const std::string& s : sources) {
+        auto [it, inserted] = index_of.emplace(s, unique.size());
+        if (inserted) unique.push_back(s);
+        index.push_back(it->second);
+    }
+    return unique;
+}
+
+}  // namespace
+
+std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sources, int jobs) {
+    std::vector<size_t> index;
+    std::vector<std::string> unique = distinct(sources, index);
+    std::vector<KernelBuild> builds = build_kernels(shared_library_target(), unique, jobs);
+    for (const KernelBuild& b : builds)
+        if (b.exception) std::rethrow_exception(b.exception);
+    std::vector<KernelBuild> out;
+    for (size_t i : index) out.push_back(builds[i]);
+    return out;
+}
+
+KernelLibrary compile_c_library(const std::vector<std::string>& sources, int jobs) {
+    // Each distinct source a kernel renamed to its library symbol (the emitted code defines no
+    // other external symbol: the prelude and task functions are static).
+    std::vector<size_t> index;
+    std::vector<std::string> unique = distinct(sources, index);
     if (unique.empty()) unique.push_back("/* a kernel library without kernels */\n");
-    std::vector<CompileOutcome> objects(unique.size());
-    const std::vector<std::string> isa = library_isa_flags();
-    run_parallel(unique.size(), jobs, [&](size_t k) {
-        std::vector<std::string> flags(std::begin(kObjectFlags), std::end(kObjectFlags));
-        for (const std::string& f : isa) flags.push_back(f);
-        flags.push_back("-Dkiln_kernel=" + kernel_library_symbol(unique[k]));
-        try {
-            objects[k].library = compile_cached(unique[k], flags, ".o", {});
-        } catch (const std::exception&) {
-            objects[k].exception = std::current_exception();
-        }
-    });
+    std::vector<KernelBuild> objects = build_kernels(library_object_target(), unique, jobs);
     KernelLibrary lib;
     std::vector<std::string> paths;
-    for (const CompileOutcome& o : objects) {
+    for (const KernelBuild& o : objects) {
         if (o.exception) std::rethrow_exception(o.exception);
-        lib.objects_compiled += !o.library.from_cache;
+        if (std::find(paths.begin(), paths.end(), o.library.path) != paths.end()) continue;  // a unit's
+        if (!o.library.from_cache) ++lib.objects_compiled;
         paths.push_back(o.library.path);
     }
-    for (const std::string& s : sources) {
-        lib.symbols.push_back(kernel_library_symbol(s));
-        lib.cached.push_back(objects[index_of.at(s)].library.from_cache);
+    for (size_t i = 0; i < sources.size(); ++i) {
+        lib.symbols.push_back(objects[index[i]].symbol);
+        lib.cached.push_back(objects[index[i]].library.from_cache);
     }
 
     // The linked library is cached by its objects (their paths are their keys) and the link line.

@@ -14,7 +14,9 @@
 // kernels: each source becomes an object (<key>.o, the same flags with -c instead of -shared)
 // whose `kiln_kernel` is renamed by -Dkiln_kernel=<symbol>, and the objects are linked with
 // -shared into <key>.so (keyed by its objects). Both steps are cached, so a second build of
-// the same model's library runs no compiler at all.
+// the same model's library runs no compiler at all. Kernels missing from the cache compile as a
+// few units of several kernels each when there are more than compiler processes
+// (kernel_units.h), for both kinds of build.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,20 @@ struct CompileOutcome {
 };
 /// compile_c_many that records each source's failure instead of throwing (the tuner's candidates).
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs = 0);
+
+/// Where one kernel was built: the loadable library and the symbol its kernel has there.
+struct KernelBuild {
+    CompiledLibrary library;
+    std::string symbol;
+    std::exception_ptr exception;  // the build's failure (never set in what compile_c_kernels returns)
+};
+
+/// A loadable library per kernel source, as compile_c_many builds them (symbol `kiln_kernel`),
+/// except for kernels missing from the cache when more are missing than `jobs` (0 = cores):
+/// those are compiled a few to a library (kernel_units.h: one compiler process and one prelude
+/// per unit), each under its kernel_library_symbol. Identical sources are built once. Throws
+/// the first failure (in source order), naming the failing kernel's own source.
+std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sources, int jobs = 0);
 
 /// The instruction-set flags of a kernel library (compile_c_library: what a compiled artifact
 /// embeds). On x86-64: the baseline plus exactly the features runtime::host_cpu_features() names

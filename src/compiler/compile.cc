@@ -362,6 +362,9 @@ pass::PassContext pass_context() {
     ctx.evaluate = [](ir::Graph& g, ir::Node* n) {
         return fold_constant_node(g, n, std::numeric_limits<int64_t>::max());
     };
+    ctx.evaluate_all = [](ir::Graph& g, const std::vector<ir::Node*>& nodes) {
+        return fold_constant_nodes(g, nodes, std::numeric_limits<int64_t>::max());
+    };
     return ctx;
 }
 
@@ -571,7 +574,10 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         symbols = lib.symbols;
         result.kernel_library = lib.path;
     } else {
-        libs = codegen::compile_c_many(sources, opts.compile_jobs);
+        for (codegen::KernelBuild& b : codegen::compile_c_kernels(sources, opts.compile_jobs)) {
+            libs.push_back(b.library);
+            symbols[libs.size() - 1] = b.symbol;
+        }
     }
     exe->kernels.resize(sources.size());
     int async_copy_kernel = -1;

@@ -1,5 +1,6 @@
 #include "compiler/fold_constant_node.h"
 
+#include <optional>
 #include <unordered_set>
 
 #include "codegen/c_emitter.h"
@@ -17,34 +18,26 @@
 namespace kiln::compiler {
 namespace {
 
-/// Runs the node's compute on `buffers` (inputs, then outputs) as a compiled kernel: the default
-/// schedule, lowered and printed like any kernel and compiled through the kernel cache, so a
-/// warm start folds a model's weights (BatchNorm folding, packing) without the compiler and
-/// without interpreting millions of elements.
-void run_compiled(const std::vector<te::Tensor>& outs, const std::vector<te::Tensor>& params, std::vector<Tensor>& buffers) {
-    te::Schedule s = te::create_schedule(outs);
-    op::default_schedule(s, outs);
-    tir::PrimFunc f = tir::simplify(tir::lower(s, params, "kiln_kernel"));
-    codegen::CompiledLibrary lib = codegen::compile_c(codegen::emit_c(f));
-    runtime::Executable exe;
-    exe.kernels.push_back({lib.path, "kiln_kernel", "fold"});
-    exe.load();
-    std::vector<void*> args;
-    for (Tensor& b : buffers) args.push_back(b.data());
-    exe.run_kernel(0, args.data(), runtime::make_kernel_env(nullptr)).throw_if_error();
-}
+/// One node about to be folded: its compute over placeholders of the constant inputs, the
+/// buffers it reads and writes (inputs, then outputs), and whether it runs compiled.
+struct Fold {
+    ir::Node* node = nullptr;
+    std::vector<te::Tensor> outs, params;
+    std::vector<Tensor> buffers;
+    bool compiled = false;
+};
 
-}  // namespace
-
-bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements) {
+/// The fold of `n`, or nullopt when it does not qualify (no compute, a non-static or too large
+/// output, an input its compute reads that is not a constant).
+std::optional<Fold> plan_fold(ir::Node* n, int64_t max_elements) {
     const op::OpDef* def = op::OpRegistry::global().find(n->op());
-    if (!def || !def->compute) return false;
+    if (!def || !def->compute) return std::nullopt;
     int64_t elements = 0;
     for (ir::Value* o : n->outputs()) {
-        if (!o->type().is_static()) return false;
+        if (!o->type().is_static()) return std::nullopt;
         elements += shape_numel(o->type().static_shape());
     }
-    if (elements > max_elements) return false;
+    if (elements > max_elements) return std::nullopt;
 
     op::ComputeArgs args{*n, {}, {}};
     std::vector<Tensor> input_data;  // per input slot; undefined where not constant
@@ -59,45 +52,95 @@ bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements) {
         input_data.push_back(v->is_constant() ? v->constant() : Tensor());
     }
     for (ir::Value* o : n->outputs()) args.output_types.push_back(o->type());
-    std::vector<te::Tensor> outs = def->compute(args);
-    if (outs.size() != n->num_outputs()) return false;
+    Fold f;
+    f.node = n;
+    f.outs = def->compute(args);
+    if (f.outs.size() != n->num_outputs()) return std::nullopt;
 
     // Every placeholder the outputs read must be a constant.
     std::unordered_set<const te::TensorNode*> reached;
-    for (const te::Tensor& t : te::post_order(outs)) reached.insert(t.get());
-    std::vector<te::Tensor> params;
-    std::vector<Tensor> buffers;
+    for (const te::Tensor& t : te::post_order(f.outs)) reached.insert(t.get());
     for (size_t i = 0; i < args.inputs.size(); ++i) {
         const te::Tensor& p = args.inputs[i];
         if (!p || !reached.count(p.get())) continue;
-        if (!input_data[i].defined() || !n->input(i)->is_constant()) return false;
-        params.push_back(p);
-        buffers.push_back(input_data[i]);
+        if (!input_data[i].defined() || !n->input(i)->is_constant()) return std::nullopt;
+        f.params.push_back(p);
+        f.buffers.push_back(input_data[i]);
     }
-    for (size_t i = 0; i < outs.size(); ++i) {
-        params.push_back(outs[i]);
-        buffers.emplace_back(outs[i]->dtype, outs[i]->shape);
+    for (const te::Tensor& o : f.outs) {
+        f.params.push_back(o);
+        f.buffers.emplace_back(o->dtype, o->shape);
     }
-    bool compiled = elements >= kCompiledFoldElements;
-    for (const Tensor& b : buffers) compiled &= b.dtype() != DType::kString;
-    if (compiled) {
-        run_compiled(outs, params, buffers);
-    } else {
-        te::Schedule plain = te::create_schedule(outs);
-        tir::PrimFunc f = tir::simplify(tir::lower(plain, params, "fold"));
-        tir::interpret(f, buffers);
-    }
+    f.compiled = elements >= kCompiledFoldElements;
+    for (const Tensor& b : f.buffers) f.compiled &= b.dtype() != DType::kString;
+    return f;
+}
 
-    size_t first_out = buffers.size() - outs.size();
-    for (size_t i = 0; i < outs.size(); ++i) {
-        ir::Value* old = n->output(i);
+/// The C source of a compiled fold: the default schedule, lowered and printed like any kernel,
+/// so a warm start folds a model's weights (BatchNorm folding, packing) from the kernel cache,
+/// without the compiler and without interpreting millions of elements.
+std::string fold_source(const Fold& f) {
+    te::Schedule s = te::create_schedule(f.outs);
+    op::default_schedule(s, f.outs);
+    return codegen::emit_c(tir::simplify(tir::lower(s, f.params, "kiln_kernel")));
+}
+
+/// Runs the compiled folds of `folds` from one build: their kernels compiled together
+/// (codegen::compile_c_kernels: a few kernels per compiler process when many are missing).
+void run_compiled(std::vector<Fold>& folds) {
+    std::vector<Fold*> compiled;
+    std::vector<std::string> sources;
+    for (Fold& f : folds)
+        if (f.compiled) {
+            compiled.push_back(&f);
+            sources.push_back(fold_source(f));
+        }
+    if (compiled.empty()) return;
+    runtime::Executable exe;
+    for (const codegen::KernelBuild& b : codegen::compile_c_kernels(sources))
+        exe.kernels.push_back({b.library.path, b.symbol, "fold"});
+    exe.load();
+    for (size_t k = 0; k < compiled.size(); ++k) {
+        std::vector<void*> args;
+        for (Tensor& b : compiled[k]->buffers) args.push_back(b.data());
+        exe.run_kernel(static_cast<int>(k), args.data(), runtime::make_kernel_env(nullptr)).throw_if_error();
+    }
+}
+
+/// Evaluates an interpreted fold: the unscheduled compute through the tir interpreter.
+void run_interpreted(Fold& f) {
+    te::Schedule plain = te::create_schedule(f.outs);
+    tir::interpret(tir::simplify(tir::lower(plain, f.params, "fold")), f.buffers);
+}
+
+/// Replaces the folded node's outputs by constants holding its results (keeping their names).
+void replace_by_results(ir::Graph& g, Fold& f) {
+    size_t first_out = f.buffers.size() - f.outs.size();
+    for (size_t i = 0; i < f.outs.size(); ++i) {
+        ir::Value* old = f.node->output(i);
         std::string name = old->name();
         old->set_name(g.fresh_name(name + ".unfolded"));
-        ir::Value* c = g.add_constant(name, buffers[first_out + i]);
+        ir::Value* c = g.add_constant(name, f.buffers[first_out + i]);
         g.replace_all_uses(old, c);
     }
-    g.erase_node(n);
-    return true;
+    g.erase_node(f.node);
+}
+
+}  // namespace
+
+int fold_constant_nodes(ir::Graph& g, const std::vector<ir::Node*>& nodes, int64_t max_elements) {
+    std::vector<Fold> folds;
+    for (ir::Node* n : nodes)
+        if (std::optional<Fold> f = plan_fold(n, max_elements)) folds.push_back(std::move(*f));
+    run_compiled(folds);
+    for (Fold& f : folds)
+        if (!f.compiled) run_interpreted(f);
+    for (Fold& f : folds) replace_by_results(g, f);
+    return static_cast<int>(folds.size());
+}
+
+bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements) {
+    return fold_constant_nodes(g, {n}, max_elements) == 1;
 }
 
 }  // namespace kiln::compiler

@@ -26,4 +26,10 @@ constexpr int64_t kCompiledFoldElements = 1 << 15;
 /// by constants and erased.
 bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements = kMaxFoldedElements);
 
+/// Folds each node of `nodes` that qualifies, as fold_constant_node, with the kernels of the
+/// compiled ones built together (codegen::compile_c_kernels: a cold compile runs one compiler
+/// process per few kernels instead of one per kernel). No node of `nodes` may read another's
+/// output. Returns how many were folded.
+int fold_constant_nodes(ir::Graph& g, const std::vector<ir::Node*>& nodes, int64_t max_elements = kMaxFoldedElements);
+
 }  // namespace kiln::compiler

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -20,6 +21,9 @@ struct PassContext {
     /// erases it; returns false when it cannot (no compute, non-static type). May be empty:
     /// then nothing is folded.
     std::function<bool(ir::Graph& g, ir::Node* n)> evaluate;
+    /// evaluate for several nodes at once, none reading another's output (their kernels are
+    /// built together); returns how many it folded. May be empty: then evaluate, node by node.
+    std::function<int(ir::Graph& g, const std::vector<ir::Node*>& nodes)> evaluate_all;
     /// Fold a node whose result is larger than this (elements) only when folding frees at
     /// least as much constant data (its constant inputs have no other users), so weights are
     /// never duplicated.

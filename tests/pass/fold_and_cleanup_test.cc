@@ -47,6 +47,51 @@ TEST(FoldConstants, DoesNotDuplicateALargeWeight) {
     EXPECT_EQ(g.num_nodes(), 2u);
 }
 
+// Large folds run as compiled kernels, a wave of them built together (PassContext::evaluate_all):
+// two transposed weights and a product of one of them, folded in two waves, against the
+// transpose and the product written out here, and against folding node by node.
+TEST(FoldConstants, WavesOfCompiledFoldsMatchTheOpsAndNodeByNode) {
+    const int64_t n = 200;  // 40000 elements: above kCompiledFoldElements
+    auto build = [&](ir::Graph& g) {
+        ir::Value* x = g.add_input("x", ir::TensorType::of_static(DType::kFloat32, {n, n}));
+        auto t = ir::TensorType::of_static(DType::kFloat32, {n, n});
+        ir::Value* outs = x;
+        for (int k = 0; k < 2; ++k) {
+            Tensor w(DType::kFloat32, {n, n});
+            for (int64_t e = 0; e < n * n; ++e) w.data_as<float>()[e] = static_cast<float>((e * (k + 3)) % 101) - 50.0f;
+            ir::Value* wv = g.add_constant("w" + std::to_string(k), w);
+            ir::Node* tr = g.add_node("Transpose", {wv}, {{"perm", ir::Attr(std::vector<int64_t>{1, 0})}}, {t});
+            ir::Value* folded = tr->output(0);
+            if (k == 1) folded = g.add_node("Mul", {folded, folded}, {}, {t})->output(0);  // the second wave
+            outs = g.add_node("Add", {outs, folded}, {}, {t})->output(0);
+        }
+        g.add_output(outs);
+    };
+    ir::Graph waves, single;
+    build(waves);
+    build(single);
+    PassContext by_node = compiler::pass_context();
+    by_node.evaluate_all = nullptr;
+    EXPECT_TRUE(fold_constants(waves, compiler::pass_context()));
+    EXPECT_TRUE(fold_constants(single, by_node));
+    std::vector<const Tensor*> got, ref;
+    for (const ir::Node* node : waves.nodes()) {
+        ASSERT_EQ(node->op(), "Add");
+        got.push_back(&node->input(1)->constant());
+    }
+    for (const ir::Node* node : single.nodes()) ref.push_back(&node->input(1)->constant());
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(ref.size(), 2u);
+    for (int k = 0; k < 2; ++k)
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                const float w = static_cast<float>(((j * n + i) * (k + 3)) % 101) - 50.0f;  // w[j, i]
+                const float want = k == 0 ? w : w * w;
+                ASSERT_EQ(got[k]->data_as<float>()[i * n + j], want) << k << " " << i << " " << j;
+                ASSERT_EQ(ref[k]->data_as<float>()[i * n + j], want) << k << " " << i << " " << j;
+            }
+}
+
 TEST(EliminateDeadCode, DropsDeadChainsAndConstants) {
     EXPECT_PASS_GIVES(eliminate_dead_code, R"(
 graph g(%x: f32[2]) {

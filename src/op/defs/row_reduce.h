@@ -35,9 +35,9 @@ inline int64_t row_lanes(DType t, int64_t extent) {
 /// out with shape[-1] = 1. `lanes` from row_lanes (> 0).
 /// `shape` as expressions (te::TensorNode::shape_exprs): any dim may be symbolic. A symbolic
 /// row (the attention's [b, h, s, s] scores) reduces its floordiv(s, lanes) full steps with no
-/// guard (unit-stride vector reads, as the static kernel's), and the combine stage adds the
-/// tail's at most lanes - 1 elements, each guarded: a guard in the hot loop clamped every
-/// index, which turned its reads into gathers (Softmax at seq 128 ran 10x the static one).
+/// guard (unit-stride vector reads, as the static kernel's), and a "<name>_tail" stage reduces
+/// the at most lanes - 1 elements left, which the combine adds: a guard in the hot loop clamped
+/// every index, which turned its reads into gathers (Softmax at seq 128 ran 10x the static one).
 inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes, te::ReduceOp op, DType dt,
                               const std::function<te::Expr(const std::vector<te::Var>&, te::Expr)>& body,
                               const std::string& name) {
@@ -64,15 +64,19 @@ inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes,
             return combine(te::select(in, v, te::reduce_identity(op, dt)), ro);
         },
         name + "_part", dt);
-    // A symbolic row's tail element l (position full*lanes + l), or the identity past the row;
-    // clamped into [0, row) so that no read leaves the row (a row of 0 reads nothing).
-    auto tail = [&](const std::vector<te::Var>& i, int64_t l) {
-        te::Expr k = full * te::int_imm(lanes) + te::int_imm(l);
-        te::Expr v = body(i, te::max(te::min(k, row - te::int_imm(1)), te::int_imm(0)));
-        return te::select(k < row, v, te::reduce_identity(op, dt));
-    };
     std::vector<te::Expr> out_shape = shape;
     out_shape[nd - 1] = te::int_imm(1);
+    // A symbolic row's tail, its last floormod(row, lanes) elements, as a short reduce loop of its
+    // own (stage "<name>_tail"): written into the combine as one guarded term per lane, it
+    // repeated the body `lanes` times (Softmax's exp 16 times: a kernel that took 1.2 s to compile).
+    te::Tensor tail;
+    if (sym_row) {
+        te::IterVar rt = te::reduce_axis(row - full * te::int_imm(lanes), "rt");
+        tail = te::sym_compute(
+            out_shape,
+            [&](const std::vector<te::Var>& i) { return combine(body(i, full * te::int_imm(lanes) + te::Expr(rt->var)), rt); },
+            name + "_tail", dt);
+    }
     // The lanes combine as a balanced tree: a reduce loop would chain its `lanes` steps.
     return te::sym_compute(
         out_shape,
@@ -81,9 +85,12 @@ inline te::Tensor lane_reduce(const std::vector<te::Expr>& shape, int64_t lanes,
             for (int64_t l = 0; l < lanes; ++l) {
                 std::vector<te::Expr> idx(i.begin(), i.end());
                 idx[nd - 1] = te::int_imm(l);
-                te::Expr p = te::read(part, idx);
-                if (sym_row) p = op == te::ReduceOp::kSum ? p + tail(i, l) : te::max(p, tail(i, l));
-                level.push_back(p);
+                level.push_back(te::read(part, idx));
+            }
+            if (sym_row) {
+                std::vector<te::Expr> idx(i.begin(), i.end());
+                idx[nd - 1] = te::int_imm(0);
+                level.push_back(te::read(tail, idx));
             }
             while (level.size() > 1) {
                 std::vector<te::Expr> next;

@@ -1,0 +1,81 @@
+#include "codegen/kernel_units.h"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "codegen/c_prelude.h"
+#include "support/error.h"
+
+namespace kiln::codegen {
+namespace {
+
+constexpr const char* kKernelName = "kiln_kernel";
+constexpr const char* kTaskPrefix = "kiln_kernel_task";
+
+/// The k of every `kiln_kernel_task<k>` in `body` (its outlined parallel loops).
+std::set<int> task_numbers(const std::string& body) {
+    std::set<int> ks;
+    const std::string prefix = kTaskPrefix;
+    for (size_t at = body.find(prefix); at != std::string::npos; at = body.find(prefix, at + 1)) {
+        size_t end = at + prefix.size();
+        if (end >= body.size() || !std::isdigit(static_cast<unsigned char>(body[end]))) continue;
+        int k = 0;
+        while (end < body.size() && std::isdigit(static_cast<unsigned char>(body[end]))) k = k * 10 + (body[end++] - '0');
+        ks.insert(k);
+    }
+    return ks;
+}
+
+}  // namespace
+
+std::optional<std::string> kernel_body(const std::string& source) {
+    const std::string head = std::string("/* Kiln generated kernel '") + kKernelName + "'. */\n" + c_prelude() + "\n";
+    if (source.compare(0, head.size(), head) != 0) return std::nullopt;
+    std::string rest = source.substr(head.size());
+    const std::string dims = std::string(c_prelude_dims()) + "\n";
+    if (rest.compare(0, dims.size(), dims) == 0) rest.erase(0, dims.size());
+    return rest;
+}
+
+std::string kernel_unit_source(const std::vector<std::string>& sources, const std::vector<std::string>& symbols) {
+    KILN_ICHECK(sources.size() == symbols.size()) << "a kernel unit needs one symbol per source";
+    std::ostringstream out;
+    out << "/* Kiln kernel unit: " << sources.size() << " kernels. */\n" << c_prelude() << "\n" << c_prelude_dims() << "\n";
+    for (size_t i = 0; i < sources.size(); ++i) {
+        std::optional<std::string> body = kernel_body(sources[i]);
+        KILN_ICHECK(body.has_value()) << "kernel " << symbols[i] << " is not a C emitter kernel";
+        const std::set<int> tasks = task_numbers(*body);
+        out << "\n#define " << kKernelName << " " << symbols[i] << "\n";
+        for (int k : tasks) {
+            out << "#define " << kTaskPrefix << k << " " << symbols[i] << "_task" << k << "\n";
+            out << "#define " << kTaskPrefix << k << "_ctx " << symbols[i] << "_task" << k << "_ctx\n";
+        }
+        out << *body;
+        out << "#undef " << kKernelName << "\n";
+        for (int k : tasks) out << "#undef " << kTaskPrefix << k << "\n#undef " << kTaskPrefix << k << "_ctx\n";
+    }
+    return out.str();
+}
+
+std::vector<std::vector<size_t>> balance_units(const std::vector<size_t>& sizes, size_t units) {
+    units = std::max<size_t>(1, std::min(units, sizes.size()));
+    std::vector<size_t> order(sizes.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+    std::vector<std::vector<size_t>> groups(units);
+    std::vector<size_t> load(units, 0);
+    for (size_t i : order) {
+        size_t g = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        groups[g].push_back(i);
+        load[g] += sizes[i];
+    }
+    for (auto& g : groups) std::sort(g.begin(), g.end());
+    groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); }), groups.end());
+    std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+    return groups;
+}
+
+}  // namespace kiln::codegen

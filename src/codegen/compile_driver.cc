@@ -457,9 +457,11 @@ KernelTarget library_object_target() {
     return t;
 }
 
-/// A loadable library per kernel or unit (compile_c_kernels): compile_c's flags.
-KernelTarget shared_library_target() {
+/// A loadable library per kernel or unit (compile_c_kernels): compile_c's flags, at -O1 for
+/// code that runs once (Optimization::kRunsOnce).
+KernelTarget shared_library_target(Optimization opt) {
     KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
+    if (opt == Optimization::kRunsOnce) t.flags[0] = "-O1";
     for (const std::string& v : host_vector_flags({"-march=native"})) t.flags.push_back(v);
     return t;
 }
@@ -550,10 +552,10 @@ std::vector<std::string> distinct(const std::vector<std::string>& sources, std::
 
 }  // namespace
 
-std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sources, int jobs) {
+std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sources, int jobs, Optimization opt) {
     std::vector<size_t> index;
     std::vector<std::string> unique = distinct(sources, index);
-    std::vector<KernelBuild> builds = build_kernels(shared_library_target(), unique, jobs);
+    std::vector<KernelBuild> builds = build_kernels(shared_library_target(opt), unique, jobs);
     for (const KernelBuild& b : builds)
         if (b.exception) std::rethrow_exception(b.exception);
     std::vector<KernelBuild> out;

@@ -57,12 +57,18 @@ struct KernelBuild {
     std::exception_ptr exception;  // the build's failure (never set in what compile_c_kernels returns)
 };
 
+/// How hard the compiler optimizes a build: kHot at -O3 (compile_c's flags: the model's kernels),
+/// kRunsOnce at -O1 for code that runs once per load (constant folds: a weight transpose compiles
+/// 2-4x faster and still runs in a fraction of a millisecond).
+enum class Optimization { kHot, kRunsOnce };
+
 /// A loadable library per kernel source, as compile_c_many builds them (symbol `kiln_kernel`),
 /// except for kernels missing from the cache when more are missing than `jobs` (0 = cores):
 /// those are compiled a few to a library (kernel_units.h: one compiler process and one prelude
 /// per unit), each under its kernel_library_symbol. Identical sources are built once. Throws
 /// the first failure (in source order), naming the failing kernel's own source.
-std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sources, int jobs = 0);
+std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sources, int jobs = 0,
+                                           Optimization opt = Optimization::kHot);
 
 /// The instruction-set flags of a kernel library (compile_c_library: what a compiled artifact
 /// embeds). On x86-64: the baseline plus exactly the features runtime::host_cpu_features() names

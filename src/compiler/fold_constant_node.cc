@@ -86,7 +86,8 @@ std::string fold_source(const Fold& f) {
 }
 
 /// Runs the compiled folds of `folds` from one build: their kernels compiled together
-/// (codegen::compile_c_kernels: a few kernels per compiler process when many are missing).
+/// (codegen::compile_c_kernels: a few kernels per compiler process when many are missing), at
+/// -O1 since each runs once per load.
 void run_compiled(std::vector<Fold>& folds) {
     std::vector<Fold*> compiled;
     std::vector<std::string> sources;
@@ -97,7 +98,7 @@ void run_compiled(std::vector<Fold>& folds) {
         }
     if (compiled.empty()) return;
     runtime::Executable exe;
-    for (const codegen::KernelBuild& b : codegen::compile_c_kernels(sources))
+    for (const codegen::KernelBuild& b : codegen::compile_c_kernels(sources, 0, codegen::Optimization::kRunsOnce))
         exe.kernels.push_back({b.library.path, b.symbol, "fold"});
     exe.load();
     for (size_t k = 0; k < compiled.size(); ++k) {

@@ -26,11 +26,31 @@ bool VirtualMachine::generic_carried(int fn, size_t first_param, size_t first_re
     return generic;
 }
 
+// Whether every carried result of body `fn` has a static type and is written by an instruction
+// that gives it that type (a call's output is allocated at its executable's static shape): after
+// the first iteration, its param holds a value of that type too, so nothing needs checking.
+bool VirtualMachine::carried_fixed(int fn, size_t first_result, size_t n) {
+    signed char& fixed = carried_fixed_[static_cast<size_t>(fn)];
+    if (fixed >= 0) return fixed != 0;
+    const Function& body = program_->functions[static_cast<size_t>(fn)];
+    const std::vector<char>& written = written_[static_cast<size_t>(fn)];
+    bool all = true;
+    for (size_t k = 0; k < n && all; ++k) {
+        const size_t r = static_cast<size_t>(body.results[first_result + k]);
+        all = written[r] != 0 && r < body.types.size();
+        if (all)
+            for (int64_t d : body.types[r].shape) all = all && d >= 0;
+    }
+    fixed = all ? 1 : 0;
+    return all;
+}
+
 Status VirtualMachine::update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter) {
     const Function& body = program_->functions[static_cast<size_t>(fn)];
     Frame& bf = frames_[static_cast<size_t>(fn)];
     const std::vector<char>& written = written_[static_cast<size_t>(fn)];
-    for (size_t k = 0; k < n; ++k) {
+    const bool check = iter == 0 || !carried_fixed(fn, first_result, n);
+    for (size_t k = 0; k < n && check; ++k) {
         const size_t p = static_cast<size_t>(body.params[first_param + k]);
         const size_t r = static_cast<size_t>(body.results[first_result + k]);
         if (r == p) continue;  // passed through: the same tensor

@@ -65,6 +65,8 @@ private:
     Status update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter);
     bool generic_carried(int fn, size_t first_param, size_t first_result, size_t n);
     std::vector<signed char> carried_mode_;  // per function: -1 not known yet, 0 swap, 1 generic
+    bool carried_fixed(int fn, size_t first_result, size_t n);
+    std::vector<signed char> carried_fixed_;  // per function: -1 not known yet, 0 no, 1 yes
     std::vector<Tensor> next_, old_;  // scratch of update_carried
     int64_t iterations_ = 0;
     const std::atomic<bool>* terminate_ = nullptr;  // the current run's (nullptr: none)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/dtype.h"
@@ -47,6 +48,16 @@ public:
     int64_t get_i64(int64_t i) const;
     void set_f64(int64_t i, double v);
     void set_i64(int64_t i, int64_t v);
+
+    /// Exchanges two handles field by field (std::swap's three moves stored the dtype byte and
+    /// read it back as part of a wider load: a stalled store forward per swap, which a VM Loop
+    /// does per carried value and iteration).
+    friend void swap(Tensor& a, Tensor& b) noexcept {
+        std::swap(a.dtype_, b.dtype_);
+        a.shape_.swap(b.shape_);
+        a.storage_.swap(b.storage_);
+        std::swap(a.data_, b.data_);
+    }
 
     /// Deep copy.
     Tensor clone() const;

@@ -2,6 +2,7 @@
 // Status, the compiler throws). Convert with Status::from(error) / status.throw_if_error().
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -12,7 +13,14 @@ namespace kiln {
 class Status {
 public:
     Status() = default;
-    Status(ErrorKind kind, std::string message) : ok_(false), kind_(kind), message_(std::move(message)) {}
+    Status(ErrorKind kind, std::string message) : error_(std::make_unique<Failure>(Failure{kind, std::move(message)})) {}
+    Status(const Status& o) : error_(o.error_ ? std::make_unique<Failure>(*o.error_) : nullptr) {}
+    Status& operator=(const Status& o) {
+        if (this != &o) error_ = o.error_ ? std::make_unique<Failure>(*o.error_) : nullptr;
+        return *this;
+    }
+    Status(Status&&) noexcept = default;
+    Status& operator=(Status&&) noexcept = default;
     static Status ok_status() { return Status(); }
     /// The error's message and context chain; the kind is kept apart (not repeated in the text,
     /// so throw_if_error() gives back "<kind>: <message>", not "<kind>: <kind>: <message>").
@@ -22,18 +30,25 @@ public:
         return Status(e.kind(), w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w);
     }
 
-    bool ok() const { return ok_; }
-    ErrorKind kind() const { return kind_; }
-    const std::string& message() const { return message_; }
+    bool ok() const { return !error_; }
+    ErrorKind kind() const { return error_ ? error_->kind : ErrorKind::kInternal; }
+    const std::string& message() const {
+        static const std::string none;
+        return error_ ? error_->message : none;
+    }
     /// Throws the equivalent kiln::Error if not ok.
     void throw_if_error() const {
-        if (!ok_) throw Error(kind_, message_);
+        if (error_) throw Error(error_->kind, error_->message);
     }
 
 private:
-    bool ok_ = true;
-    ErrorKind kind_ = ErrorKind::kInternal;
-    std::string message_;
+    struct Failure {
+        ErrorKind kind;
+        std::string message;
+    };
+    // One pointer, null when ok: the runtime's hot path makes and moves an ok Status per kernel
+    // call and per VM instruction (a Loop iteration several), which is then a single word.
+    std::unique_ptr<Failure> error_;
 };
 
 }  // namespace kiln

@@ -65,7 +65,7 @@ Status VirtualMachine::update_carried(int fn, size_t first_param, size_t first_r
         for (size_t k = 0; k < n; ++k) {
             const size_t p = static_cast<size_t>(body.params[first_param + k]);
             const size_t r = static_cast<size_t>(body.results[first_result + k]);
-            if (r != p) std::swap(bf.regs[p], bf.regs[r]);
+            if (r != p) swap(bf.regs[p], bf.regs[r]);
         }
         return Status::ok_status();
     }

@@ -39,16 +39,13 @@ void VirtualMachine::clear_moved(int fn) {
 
 bool scalar_truth(const Tensor& t) { return t.numel() == 1 && t.get_f64(0) != 0.0; }
 
-VirtualMachine::Frame& VirtualMachine::frame_of(int fn) {
+void VirtualMachine::make_frame(int fn) {
     Frame& f = frames_[static_cast<size_t>(fn)];
-    if (!f.constants_set) {
-        const Function& func = program_->functions[static_cast<size_t>(fn)];
-        f.regs.assign(static_cast<size_t>(func.num_regs), Tensor());
-        f.slot.assign(static_cast<size_t>(func.num_regs), 0);
-        for (const auto& [reg, t] : func.constants) f.regs[static_cast<size_t>(reg)] = t;
-        f.constants_set = true;
-    }
-    return f;
+    const Function& func = program_->functions[static_cast<size_t>(fn)];
+    f.regs.assign(static_cast<size_t>(func.num_regs), Tensor());
+    f.slot.assign(static_cast<size_t>(func.num_regs), 0);
+    for (const auto& [reg, t] : func.constants) f.regs[static_cast<size_t>(reg)] = t;
+    f.constants_set = true;
 }
 
 void VirtualMachine::pass_params(const Frame& f, const std::vector<int>& ins, size_t first, int fn,
@@ -81,8 +78,7 @@ Status VirtualMachine::run(const std::vector<Tensor>& inputs, std::vector<Tensor
     return st;
 }
 
-Status VirtualMachine::check_terminate(const Instr& in, int64_t i) const {
-    if (!terminate_ || !terminate_->load(std::memory_order_relaxed)) return Status::ok_status();
+Status VirtualMachine::terminated(const Instr& in, int64_t i) const {
     return node_error(in, Status(ErrorKind::kCancelled, "run terminated (RunOptions::terminate) before iteration " +
                                                             std::to_string(i)));
 }
@@ -109,18 +105,17 @@ Status VirtualMachine::exec(int fn) {
 }
 
 Status VirtualMachine::exec_call(const Instr& in, Frame& f) {
-    call_ins_.clear();
-    call_outs_.clear();
-    call_reuse_.clear();
-    for (int r : in.ins) call_ins_.push_back(&f.regs[static_cast<size_t>(r)]);
-    for (int r : in.outs) {
-        Tensor& t = f.regs[static_cast<size_t>(r)];
-        call_outs_.push_back(&t);
-        call_reuse_.push_back(t.sole_owner() || f.slot[static_cast<size_t>(r)] ? 1 : 0);
+    const size_t ni = in.ins.size(), no = in.outs.size();
+    if (call_ins_.size() < ni) call_ins_.resize(ni);
+    if (call_outs_.size() < no) call_outs_.resize(no), call_reuse_.resize(no);
+    for (size_t i = 0; i < ni; ++i) call_ins_[i] = &f.regs[static_cast<size_t>(in.ins[i])];
+    for (size_t k = 0; k < no; ++k) {
+        const size_t r = static_cast<size_t>(in.outs[k]);
+        call_outs_[k] = &f.regs[r];
+        call_reuse_[k] = f.regs[r].sole_owner() || f.slot[r] ? 1 : 0;
     }
-    Status st = program_->callees[static_cast<size_t>(in.imm)]->call(call_ins_.data(), call_ins_.size(),
-                                                                      call_outs_.data(), call_reuse_.data(),
-                                                                      call_outs_.size());
+    Status st = program_->callees[static_cast<size_t>(in.imm)]->call(call_ins_.data(), ni, call_outs_.data(),
+                                                                      call_reuse_.data(), no);
     return st.ok() ? st : node_error(in, st);
 }
 

@@ -39,7 +39,13 @@ private:
         std::vector<char> slot;  // register holds a borrowed scan slice the VM may write into
         bool constants_set = false;
     };
-    Frame& frame_of(int fn);
+    /// Function `fn`'s frame, its registers made (and its constants set) on first use.
+    Frame& frame_of(int fn) {
+        Frame& f = frames_[static_cast<size_t>(fn)];
+        if (!f.constants_set) make_frame(fn);
+        return f;
+    }
+    void make_frame(int fn);
     Status exec(int fn);
     Status exec_call(const Instr& in, Frame& f);
     Status exec_if(const Instr& in, Frame& f);
@@ -71,7 +77,11 @@ private:
     int64_t iterations_ = 0;
     const std::atomic<bool>* terminate_ = nullptr;  // the current run's (nullptr: none)
     /// kCancelled naming `in` and iteration `i` when the run's terminate flag is set; else ok.
-    Status check_terminate(const Instr& in, int64_t i) const;
+    Status check_terminate(const Instr& in, int64_t i) const {
+        if (!terminate_ || !terminate_->load(std::memory_order_relaxed)) return Status::ok_status();
+        return terminated(in, i);
+    }
+    Status terminated(const Instr& in, int64_t i) const;
     // Scratch of exec_call, kept to avoid allocating per call.
     std::vector<const Tensor*> call_ins_;
     std::vector<Tensor*> call_outs_;

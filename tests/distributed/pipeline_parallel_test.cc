@@ -1,0 +1,136 @@
+// PipelineParallel (src/distributed/pipeline_parallel.h) under mpiexec: the 4-layer MLP of
+// mlp_test_model.h split into one stage per rank, trained 3 GPipe steps of a global batch of 8
+// in 4 microbatches, against the independent reference of one TrainingSession stepping on the
+// same global batches (the fused train step). Checked after every step: the loss, and every
+// parameter this rank's stage owns, within 1e-6 relative plus 1e-6 x the tensor's largest
+// magnitude, the tolerance of the data-parallel tests. Not bitwise: a parameter's gradient is a
+// sum over 4 microbatches of 2 rows, against one sum over 8 rows (and Adam's g / (sqrt(v) + eps)
+// magnifies the rounding of a gradient that cancels to near 0, hence Adam's eps 1e-3 below). At
+// the end the parameters gathered on rank 0 cover every parameter of the model and match too.
+// SGD with momentum, Adam, and an annotated split (`fc2` starts rank 1; 2 ranks only); and the
+// refused options, thrown on every rank before any transfer.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "distributed/pipeline_parallel.h"
+#include "mlp_test_model.h"
+
+namespace kiln::distributed {
+namespace {
+
+using namespace kiln::distributed::testing;
+namespace fs = std::filesystem;
+
+constexpr int64_t kBatch = 8;
+constexpr int kMicro = 4;
+
+Communicator& comm() { return Communicator::get(); }
+
+std::map<std::string, Tensor> batch_of(int step) {
+    Tensor x(DType::kFloat32, {kBatch, kIn});
+    std::vector<float> v = random_floats(kBatch * kIn, static_cast<uint32_t>(500 + step), 2.0f);
+    std::copy(v.begin(), v.end(), x.data_as<float>());
+    Tensor y(DType::kInt64, {kBatch});
+    for (int64_t i = 0; i < kBatch; ++i) y.data_as<int64_t>()[i] = (i * 7 + step) % kClasses;
+    return {{"x", x}, {"labels", y}};
+}
+
+TrainingOptions options(const std::string& optimizer) {
+    TrainingOptions o;
+    o.session.dims = {{"N", kBatch}};
+    o.session.threads = 1;
+    o.optimizer.kind = optimizer;
+    o.optimizer.lr = optimizer == "adam" ? 0.01 : 0.1;
+    o.optimizer.momentum = optimizer == "sgd" ? 0.9 : 0.0;
+    // Adam's eps 1e-3, not 1e-8: W0[15]'s first gradient is 6e-8, a sum of terms near 0.1, so its
+    // float32 rounding (either summation order) is of its own size, and g / (sqrt(v) + 1e-8)
+    // turned that into a 2e-6 difference of the weight (2e-4 x lr). With eps 1e-3 a gradient's
+    // rounding moves the update by at most ~1e-6 x lr; m, v and the bias correction are unchanged.
+    if (optimizer == "adam") o.optimizer.eps = 1e-3;
+    return o;
+}
+
+/// The MLP written once per process (every rank writes its own copy).
+std::string model_path() {
+    const fs::path dir = fs::temp_directory_path() / ("kiln_pp_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string path = (dir / "mlp.onnx").string();
+    if (!fs::exists(path)) {
+        std::ofstream f(path, std::ios::binary);
+        mlp().SerializeToOstream(&f);
+    }
+    return path;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    double scale = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.get_f64(i)));
+    for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(got.get_f64(i), want.get_f64(i), 1e-6 * std::abs(want.get_f64(i)) + 1e-6 * scale)
+            << what << "[" << i << "]";
+}
+
+/// K steps of the pipeline against the single-process reference.
+void train_and_compare(const std::string& optimizer, const StageMap& stages) {
+    const std::string model = model_path();
+    PipelineParallelOptions po;
+    po.microbatches = kMicro;
+    po.stages = stages;
+    PipelineParallel pp(comm(), model, options(optimizer), po);
+    auto ref = TrainingSession::create(model, options(optimizer));
+    EXPECT_FALSE(pp.stage().parameter_names().empty()) << "rank " << comm().rank() << " owns no parameter";
+    for (int step = 0; step < 3; ++step) {
+        const double loss = pp.step(batch_of(step));
+        const double want = ref->train_step(batch_of(step)).loss;
+        EXPECT_NEAR(loss, want, 1e-6 * std::abs(want)) << "step " << step;
+        for (const std::string& p : pp.stage().parameter_names())
+            expect_close(pp.stage().parameter(p), ref->parameter(p), p + " after step " + std::to_string(step));
+    }
+    std::map<std::string, Tensor> all = pp.gather_parameters();
+    if (comm().rank() != 0) return;
+    EXPECT_EQ(all.size(), ref->parameter_names().size());
+    for (const std::string& p : ref->parameter_names()) {
+        ASSERT_TRUE(all.count(p)) << p << " was not gathered";
+        expect_close(all.at(p), ref->parameter(p), p + " gathered");
+    }
+}
+
+TEST(PipelineParallel, SgdMomentumMatchesOneProcess) { train_and_compare("sgd", {}); }
+
+TEST(PipelineParallel, AdamMatchesOneProcess) { train_and_compare("adam", {}); }
+
+TEST(PipelineParallel, AnnotatedSplitMatchesOneProcess) {
+    if (comm().size() != 2) GTEST_SKIP() << "the stage map names rank 1 of 2";
+    train_and_compare("sgd", {{"fc2", 1}});
+}
+
+TEST(PipelineParallel, RefusesWhatItCannotDo) {
+    const std::string model = model_path();
+    PipelineParallelOptions po;
+    po.microbatches = 3;  // does not divide 8
+    try {
+        PipelineParallel pp(comm(), model, options("sgd"), po);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--microbatches 3 does not divide N=8"), std::string::npos) << e.what();
+    }
+    po.microbatches = 2;
+    TrainingOptions clip = options("sgd");
+    clip.optimizer.clip_norm = 1.0;
+    try {
+        PipelineParallel pp(comm(), model, clip, po);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+        EXPECT_NE(std::string(e.what()).find("--clip-norm"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace kiln::distributed

@@ -113,6 +113,7 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
     spec.stages = popts.stages;
     spec.microbatches = popts.microbatches;
     spec.seed = opts.seed;
+    spec.rematerialize = popts.rematerialize;
     PipelineStages stages = build_pipeline_stages(spec);
     params_ = stages.params;
     std::ostringstream os;
@@ -148,9 +149,10 @@ PipelineParallel::Values PipelineParallel::receive_seeds(int64_t m) {
 
 void PipelineParallel::send_outputs(const std::vector<Tensor>& outs, int64_t m) {
     const PipelineStageGraph& g = stage_->graph();
-    KILN_CHECK(outs.size() == g.send_keys.size(), kInternal)
-        << "bug in Kiln: stage " << g.rank << " computed " << outs.size() << " values to send, expected " << g.send_keys.size();
-    for (size_t i = 0; i < outs.size(); ++i)
+    KILN_CHECK(outs.size() == g.forward_outputs.size() && outs.size() >= g.send_keys.size(), kInternal)
+        << "bug in Kiln: stage " << g.rank << "'s forward returned " << outs.size() << " values, expected "
+        << g.forward_outputs.size();
+    for (size_t i = 0; i < g.send_keys.size(); ++i)
         for (const std::string& key : g.send_keys[i]) rv_->send(at(key, step_, m), outs[i]);
 }
 
@@ -171,16 +173,21 @@ double PipelineParallel::loss_stage_step(const std::vector<Values>& micro) {
 }
 
 void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
-    std::vector<Values> received(micro.size());  // what the backward recomputes the forward from
+    // Per microbatch, what its backward reads besides the batch: the activations received and the
+    // forward's outputs (the stash; with rematerialize only the values sent, which it ignores).
+    std::vector<Values> kept(micro.size());
     for (size_t m = 0; m < micro.size(); ++m) {
-        received[m] = receive_inputs(static_cast<int64_t>(m));
-        Values feeds = received[m];
+        kept[m] = receive_inputs(static_cast<int64_t>(m));
+        Values feeds = kept[m];
         feeds.insert(micro[m].begin(), micro[m].end());
-        send_outputs(stage_->forward(feeds), static_cast<int64_t>(m));
+        std::vector<Tensor> outs = stage_->forward(feeds);
+        send_outputs(outs, static_cast<int64_t>(m));
+        for (size_t i = 0; i < outs.size(); ++i) kept[m][stage_->graph().forward_outputs[i]] = std::move(outs[i]);
     }
     for (size_t m = 0; m < micro.size(); ++m) {
         Values feeds = receive_seeds(static_cast<int64_t>(m));
-        feeds.insert(received[m].begin(), received[m].end());
+        feeds.insert(kept[m].begin(), kept[m].end());
+        kept[m].clear();  // the stash of microbatch m is no longer needed once its backward runs
         feeds.insert(micro[m].begin(), micro[m].end());
         send_input_grads(stage_->backward(feeds, nullptr), static_cast<int64_t>(m));
     }

@@ -6,9 +6,11 @@
 // A step t on rank r (every rank is given the same global batch and reads what its stage reads):
 //  - r < N-1: the forward of microbatches 0..M-1 in turn, each sending its activations on as
 //    soon as it is done (the rendezvous' sends never block, so rank r+1 works on microbatch m
-//    while r runs m+1); then the backward of microbatches 0..M-1, each waiting for the gradients
-//    of the activations it sent, computing its forward again from the activations it received
-//    (GPipe's re-materialisation), and sending the gradients of those back.
+//    while r runs m+1), keeping each microbatch's stash (the forward values its backward reads);
+//    then the backward of microbatches 0..M-1, each waiting for the gradients of the
+//    activations it sent, reading its stash (or, with `rematerialize`, computing its forward
+//    again from the activations it received: GPipe's re-materialisation), and sending the
+//    gradients of the activations it received back.
 //  - r = N-1 (the loss stage): for each microbatch as it arrives, forward, the loss, backward.
 //  - every rank: its parameters' gradients summed over the microbatches (each microbatch's loss
 //    seeded by 1/M, so the sum is the gradient of the global batch's mean loss), then the
@@ -41,6 +43,9 @@ struct PipelineParallelOptions {
     /// Annotated stages (`--stage NODE=RANK`, names of the training graph's nodes); empty, with
     /// no node carrying kiln.rank: the cost-balanced split.
     StageMap stages;
+    /// Recompute each stage's forward in its backward instead of keeping the forward's values
+    /// of every microbatch until its backward (pipeline_stage_graph.h): less memory, more work.
+    bool rematerialize = false;
 };
 
 /// Seconds of the last step on this rank.

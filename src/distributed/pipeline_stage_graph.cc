@@ -83,8 +83,8 @@ RankAssignment assign_stages(const ir::Graph& g, const PipelineTrainingSpec& spe
 }
 
 /// Stage `s`'s backward graph from its lowered rank graph (file comment).
-void build_backward(PipelineStageGraph& s, LoweredRank l, const PipelineTrainingSpec& spec,
-                    const std::vector<std::string>& all_params) {
+std::vector<ir::Value*> build_backward(PipelineStageGraph& s, LoweredRank l, const PipelineTrainingSpec& spec,
+                                      const std::vector<std::string>& all_params) {
     ir::Graph& g = l.graph;
     std::vector<ir::Value*> wrt;
     std::vector<std::string> roles;
@@ -122,6 +122,7 @@ void build_backward(PipelineStageGraph& s, LoweredRank l, const PipelineTraining
     }
     KILN_CHECK(!ys.empty(), kInvalidArgument)
         << "pipeline-parallel training: stage " << s.rank << " sends nothing to a later stage, so it cannot reach the loss";
+    const std::vector<ir::Value*> sent = ys;
     const std::vector<ir::Value*> grads = autodiff::vjp(g, ys, dys, wrt);
     for (size_t i = 0; i < wrt.size(); ++i)
         results.push_back(grads[i] ? grads[i]
@@ -129,6 +130,45 @@ void build_backward(PipelineStageGraph& s, LoweredRank l, const PipelineTraining
     g.set_outputs(results);
     s.backward_outputs = std::move(roles);
     s.backward = std::move(g);
+    return s.computes_loss ? std::vector<ir::Value*>{} : sent;
+}
+
+/// Every output of `g` from `first` on that a forward node computes, or no node (a constant,
+/// an input), passes through an Identity of the backward, so that the split below puts it there.
+void outputs_to_backward(ir::Graph& g, size_t first) {
+    std::vector<ir::Value*> outs = g.outputs();
+    for (size_t i = first; i < outs.size(); ++i) {
+        if (outs[i]->producer() && autodiff::is_backward_node(*outs[i]->producer())) continue;
+        ir::Node* n = pass::add_inferred_node(g, "Identity", {outs[i]}, {}, 1, "grad/out");
+        n->set_name(g.fresh_name(std::string(autodiff::kGradPrefix) + "out"));
+        outs[i] = n->output(0);
+    }
+    g.set_outputs(outs);
+}
+
+/// Splits stage `s`'s backward graph into a forward graph returning the sent values and the
+/// stash, and a backward graph taking the stash (the file comment), with the partition.
+void split_stash(PipelineStageGraph& s, const std::vector<ir::Value*>& sent) {
+    ir::Graph& g = s.backward;
+    std::vector<ir::Value*> outs = sent;
+    for (ir::Value* v : g.outputs()) outs.push_back(v);
+    g.set_outputs(outs);
+    outputs_to_backward(g, sent.size());
+    RankAssignment a;
+    a.num_ranks = 2;
+    for (const ir::Node* n : g.nodes()) {  // topological: a node after a backward node is one too
+        int r = autodiff::is_backward_node(*n) ? 1 : 0;
+        for (const ir::Value* in : n->inputs())
+            if (in && in->producer()) r = std::max(r, a.rank.at(in->producer()));
+        a.rank[n] = r;
+    }
+    Partition p = partition_graph(g, a);
+    LoweredRank f = lower_transfers(std::move(p.ranks[0].graph));
+    KILN_CHECK(f.model_outputs == sent.size(), kInternal)
+        << "bug in Kiln: stage " << s.rank << "'s forward computes " << f.model_outputs << " of its " << sent.size()
+        << " sent values";
+    s.forward = std::move(f.graph);
+    s.backward = lower_transfers(std::move(p.ranks[1].graph)).graph;
 }
 
 }  // namespace
@@ -142,15 +182,19 @@ PipelineStages build_pipeline_stages(const PipelineTrainingSpec& spec) {
     PipelineStages out;
     ir::Graph g = training_form(spec, out.params, out.initial);
     const RankAssignment a = assign_stages(g, spec, out.params);
-    // Two splits of the same graph (deterministic, the same keys): one per stage graph.
+    // Two splits of the same graph (deterministic, the same keys): the backward graphs, and the
+    // forward graphs when the backward rematerialises.
     Partition fwd = partition_graph(g, a), bwd = partition_graph(g, a);
     for (int r = 0; r < spec.num_ranks; ++r) {
         PipelineStageGraph s;
         s.rank = r;
         s.computes_loss = r == spec.num_ranks - 1;
         s.estimated_seconds = a.stage_seconds.at(static_cast<size_t>(r));
-        build_backward(s, lower_transfers(std::move(bwd.ranks[r].graph)), spec, out.params);
-        if (!s.computes_loss) s.forward = lower_transfers(std::move(fwd.ranks[r].graph)).graph;
+        const std::vector<ir::Value*> sent =
+            build_backward(s, lower_transfers(std::move(bwd.ranks[r].graph)), spec, out.params);
+        if (!s.computes_loss && spec.rematerialize) s.forward = lower_transfers(std::move(fwd.ranks[r].graph)).graph;
+        if (!s.computes_loss && !spec.rematerialize) split_stash(s, sent);
+        for (const ir::Value* v : s.forward.outputs()) s.forward_outputs.push_back(v->name());
         out.stages.push_back(std::move(s));
     }
     return out;

@@ -14,8 +14,15 @@
 //    of a step is the mean of the M microbatches' mean losses, so the stage's gradients summed
 //    over the microbatches are the global batch's. Outputs: the loss (last stage), d/d each of
 //    its parameters, d/d each activation it receives (sent back to where it came from).
-// The backward graph computes the stage's forward again from the stored inputs (GPipe's
-// re-materialisation): a stage keeps only the activations it received per microbatch.
+// Two ways to give the backward the forward's values (PipelineTrainingSpec::rematerialize):
+//  - stash (the default): the backward graph above is split in two with the partition itself,
+//    its forward nodes on one side and autodiff's (named "grad/...") on the other. The forward
+//    graph then also returns every value the backward reads (the stash, kept per microbatch
+//    until its backward), and the backward graph takes them as inputs: no forward is computed
+//    twice, at the cost of M microbatches' activations in memory.
+//  - rematerialize (GPipe's own): the backward graph computes the stage's forward again from
+//    the activations the stage received, which is all a stage keeps per microbatch.
+// The loss stage runs forward, loss and backward of a microbatch as one graph either way.
 //
 // Refused (kUnsupported or kInvalidArgument, naming what and why): BatchNormalization (its batch
 // statistics would be per microbatch, not the global batch's), a parameter read on two stages
@@ -46,6 +53,8 @@ struct PipelineTrainingSpec {
     StageMap stages;  // empty (and no kiln.rank attribute): the cost-balanced split
     int microbatches = 1;
     uint64_t seed = 0;  // Dropout's (autodiff::convert_for_training)
+    /// Recompute each stage's forward in its backward instead of stashing its values.
+    bool rematerialize = false;
 };
 
 /// One stage's graphs (see the file comment).
@@ -60,6 +69,8 @@ struct PipelineStageGraph {
     /// Per forward output: the partition keys it is sent under, and the backward's seed input.
     std::vector<std::vector<std::string>> send_keys;
     std::vector<std::string> seed_inputs;
+    /// The forward graph's output names: the sent values (send_keys order), then the stash.
+    std::vector<std::string> forward_outputs;
     /// Per backward output: "loss", "grad:<param>" or "input_grad:<received input>".
     std::vector<std::string> backward_outputs;
     double estimated_seconds = 0;  // the forward's roofline (stage_cost.h)

@@ -30,16 +30,18 @@ def run(tmp, name, model, data, *extra, ranks=1):
     return subprocess.run(args, capture_output=True, text=True, timeout=240, env=mpi_env())
 
 
-@pytest.mark.parametrize("ranks,optimizer,order", [(2, "sgd", "--shuffle"), (2, "adam", "--no-shuffle"),
-                                                   (3, "momentum", "--shuffle")])
-def test_stages_train_as_one_process(tmp_path, ranks, optimizer, order):
+@pytest.mark.parametrize("ranks,optimizer,order,remat", [(2, "sgd", "--shuffle", False),
+                                                         (2, "adam", "--no-shuffle", False),
+                                                         (2, "adam", "--no-shuffle", True),
+                                                         (3, "momentum", "--shuffle", False)])
+def test_stages_train_as_one_process(tmp_path, ranks, optimizer, order, remat):
     # The MLP is Gemm, Relu, Gemm: over 3 ranks the middle stage holds the Relu and no parameter.
     model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=260)  # 16 batches + 4 dropped
     lr = "0.01" if optimizer == "adam" else "0.1"
     one = run(tmp_path, "one", model, data, "--optimizer", optimizer, "--lr", lr, order)
     assert one.returncode == 0, one.stderr
     pp = run(tmp_path, "pp", model, data, "--optimizer", optimizer, "--lr", lr, order, "--pipeline-parallel",
-             "--microbatches", "4", ranks=ranks)
+             "--microbatches", "4", *(["--rematerialize"] if remat else []), ranks=ranks)
     assert pp.returncode == 0, pp.stderr
     assert f"pipeline-parallel over {ranks} ranks" in pp.stderr
     assert pp.stderr.count("trained 32 steps") == 1  # rank 0 alone reports
@@ -81,3 +83,5 @@ def test_microbatches_without_pipeline_is_refused(tmp_path):
     model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=64)
     assert_clean_error(run(tmp_path, "one", model, data, "--microbatches", "4"),
                        "--microbatches goes with --pipeline-parallel")
+    assert_clean_error(run(tmp_path, "one", model, data, "--rematerialize"),
+                       "--rematerialize goes with --pipeline-parallel")

@@ -7,8 +7,9 @@
 // sum over 4 microbatches of 2 rows, against one sum over 8 rows (and Adam's g / (sqrt(v) + eps)
 // magnifies the rounding of a gradient that cancels to near 0, hence Adam's eps 1e-3 below). At
 // the end the parameters gathered on rank 0 cover every parameter of the model and match too.
-// SGD with momentum, Adam, and an annotated split (`fc2` starts rank 1; 2 ranks only); and the
-// refused options, thrown on every rank before any transfer.
+// SGD with momentum, Adam (each with the forward's values stashed, and rematerialized), and an
+// annotated split (`fc2` starts rank 1; 2 ranks only); and the refused options, thrown on every
+// rank before any transfer.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -77,11 +78,12 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
 }
 
 /// K steps of the pipeline against the single-process reference.
-void train_and_compare(const std::string& optimizer, const StageMap& stages) {
+void train_and_compare(const std::string& optimizer, const StageMap& stages, bool rematerialize) {
     const std::string model = model_path();
     PipelineParallelOptions po;
     po.microbatches = kMicro;
     po.stages = stages;
+    po.rematerialize = rematerialize;
     PipelineParallel pp(comm(), model, options(optimizer), po);
     auto ref = TrainingSession::create(model, options(optimizer));
     EXPECT_FALSE(pp.stage().parameter_names().empty()) << "rank " << comm().rank() << " owns no parameter";
@@ -101,13 +103,18 @@ void train_and_compare(const std::string& optimizer, const StageMap& stages) {
     }
 }
 
-TEST(PipelineParallel, SgdMomentumMatchesOneProcess) { train_and_compare("sgd", {}); }
+TEST(PipelineParallel, SgdMomentumMatchesOneProcess) { train_and_compare("sgd", {}, false); }
 
-TEST(PipelineParallel, AdamMatchesOneProcess) { train_and_compare("adam", {}); }
+TEST(PipelineParallel, AdamMatchesOneProcess) { train_and_compare("adam", {}, false); }
+
+TEST(PipelineParallel, RematerializedMatchesOneProcess) {
+    train_and_compare("sgd", {}, true);
+    train_and_compare("adam", {}, true);
+}
 
 TEST(PipelineParallel, AnnotatedSplitMatchesOneProcess) {
     if (comm().size() != 2) GTEST_SKIP() << "the stage map names rank 1 of 2";
-    train_and_compare("sgd", {{"fc2", 1}});
+    train_and_compare("sgd", {{"fc2", 1}}, false);
 }
 
 TEST(PipelineParallel, RefusesWhatItCannotDo) {

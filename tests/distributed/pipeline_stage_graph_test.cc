@@ -1,6 +1,7 @@
 // build_pipeline_stages (src/distributed/pipeline_stage_graph.h), in one process: the shape of
 // the stages of the MLP (each parameter on one stage, the transfers' keys matched by seeds and
-// input gradients), and the refused models and splits, each naming what and why.
+// input gradients, the forward's values stashed or rematerialized), and the refused models and
+// splits, each naming what and why.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "autodiff/differentiate.h"
 #include "distributed/pipeline_stage_graph.h"
 #include "mlp_test_model.h"
 
@@ -66,6 +68,30 @@ TEST(PipelineStages, EveryParameterOnOneStageAndEveryTransferSeeded) {
     EXPECT_EQ(owned, std::multiset<std::string>(p.params.begin(), p.params.end()));
     EXPECT_EQ(sent, received);
     EXPECT_FALSE(sent.empty());
+}
+
+/// Whether every node of `g` is one autodiff added (the backward computes no forward value).
+bool only_backward_nodes(const ir::Graph& g) {
+    for (const ir::Node* n : g.nodes())
+        if (!autodiff::is_backward_node(*n)) return false;
+    return true;
+}
+
+TEST(PipelineStages, StashedOrRematerializedForward) {
+    PipelineTrainingSpec spec = spec_for(write(mlp(), "mlp.onnx"), 2);
+    PipelineStages stash = build_pipeline_stages(spec);
+    const PipelineStageGraph& s = stash.stages[0];
+    // Stashed: the forward returns more than it sends (the values its backward reads), and the
+    // backward computes none of the forward again.
+    EXPECT_GT(s.forward_outputs.size(), s.send_keys.size());
+    EXPECT_TRUE(only_backward_nodes(s.backward));
+    spec.rematerialize = true;
+    PipelineStages remat = build_pipeline_stages(spec);
+    const PipelineStageGraph& r = remat.stages[0];
+    EXPECT_EQ(r.forward_outputs.size(), r.send_keys.size());
+    EXPECT_FALSE(only_backward_nodes(r.backward));
+    // Either way the backward returns the same gradients.
+    EXPECT_EQ(r.backward_outputs, s.backward_outputs);
 }
 
 TEST(PipelineStages, MoreRanksThanNodesIsRefused) {

@@ -363,8 +363,10 @@ int train_run(TrainArgs a, ProgressBar& bar) {
 /// The combinations --pipeline-parallel does not take, refused by name.
 void check_pipeline_combinations(const TrainArgs& a) {
     if (!a.pipeline_parallel) {
-        KILN_CHECK(a.microbatches == 1 && a.stages.empty(), kInvalidArgument)
-            << (a.stages.empty() ? "--microbatches" : "--stage") << " goes with --pipeline-parallel";
+        const char* option = a.microbatches != 1 ? "--microbatches" : !a.stages.empty() ? "--stage"
+                             : a.rematerialize      ? "--rematerialize"
+                                                    : nullptr;
+        KILN_CHECK(option == nullptr, kInvalidArgument) << option << " goes with --pipeline-parallel";
         return;
     }
     const char* other = a.data_parallel ? "--data-parallel" : a.parameter_servers > 0 ? "--parameter-servers" : nullptr;
@@ -494,6 +496,9 @@ void add_train_command(CLI::App& app, CommandAction& action) {
                     "--pipeline-parallel: microbatches per step (must divide --batch-size)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    sub->add_flag("--rematerialize", a->rematerialize,
+                  "--pipeline-parallel: each stage's backward recomputes its forward (GPipe's re-materialisation) "
+                  "instead of keeping every microbatch's forward values until its backward");
     sub->add_option("--stage", a->stages,
                     "--pipeline-parallel: place nodes of the model on ranks (NODE=RANK,...; the nodes after one follow "
                     "it); else a cost-balanced split")

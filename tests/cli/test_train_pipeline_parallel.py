@@ -61,7 +61,7 @@ def test_annotated_stages(tmp_path):
     one = run(tmp_path, "one", model, data)
     pp = run(tmp_path, "pp", model, data, "--pipeline-parallel", "--microbatches", "2", "--stage", "n2=1", ranks=2)
     assert pp.returncode == 0, pp.stderr
-    assert "(--stage)" in pp.stderr and "stage 0: 2 parameters" in pp.stderr and "stage 1: 2 parameters" in pp.stderr
+    assert "(--stage;" in pp.stderr and "stage 0: 2 parameters" in pp.stderr and "stage 1: 2 parameters" in pp.stderr
     assert_close(initializers(tmp_path / "pp.onnx"), initializers(tmp_path / "one.onnx"))
 
 

@@ -10,7 +10,9 @@ again, GPipe's memory saver).
 
 Each figure is `kiln train`'s samples/s over its whole run (compile excluded: --epochs passes
 over --records records); rounds alternate the configurations, and the table gives the median
-over rounds and the ratio against 1 rank x 1 thread. Every run's exported weights are checked
+over rounds and the ratio against 1 rank x 1 thread; for the pipelines also rank 0's median
+step and the compute in it (forward, backward, optimizer: the rest is waiting for the other
+stage, the pipeline's bubble). Every run's exported weights are checked
 against the 1-thread run's (max |diff| / max |w| <= 1e-5; printed).
 
 --smoke: a 2-layer, hidden-64 encoder, one short round, checks only (scripts/test.sh). The
@@ -35,11 +37,15 @@ from pipeline_parallel import batch_symbolic_bert, mpi_env  # noqa: E402
 
 
 def train(cmd, env=None):
+    """samples/s, and for a pipeline rank 0's median step: (step ms, compute ms) (else None)."""
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     m = re.search(r"trained \d+ steps in [0-9.]+ s \(([0-9.]+) samples/s\)", proc.stderr)
-    return float(m.group(1))
+    p = re.search(r"per step \(median\): ([0-9.]+) ms, of which forward ([0-9.]+) ms, backward ([0-9.]+) ms, "
+                  r"optimizer ([0-9.]+) ms", proc.stderr)
+    stage = (float(p.group(1)), sum(float(p.group(i)) for i in (2, 3, 4))) if p else None
+    return float(m.group(1)), stage
 
 
 def weights(path):
@@ -72,21 +78,28 @@ def bench(a, work):
     np.savez(data, embeddings=rng.standard_normal(shape).astype(np.float32),
              labels=rng.standard_normal(shape).astype(np.float32))
     configs = configurations(a, model, data, work)
-    rates = {k: [] for k in configs}
+    rates, stages = {k: [] for k in configs}, {k: [] for k in configs}
     for _ in range(a.rounds):
         for name, (cmd, env) in configs.items():
-            rates[name].append(train(cmd, env))
+            rate, stage = train(cmd, env)
+            rates[name].append(rate)
+            if stage:
+                stages[name].append(stage)
     diffs = {f: worst_difference(work / f, work / "one.onnx") for f in ["two_threads.onnx", "pp.onnx", "pp_remat.onnx"]}
     assert all(d <= 1e-5 for d in diffs.values()), diffs
     ref = statistics.median(rates["1 rank x 1 thread"])
     print(f"encoder: {a.layers} layers, hidden {a.hidden}, {a.heads} heads, FFN {a.ffn}, seq {a.seq}; batch {a.batch}, "
           f"{a.records // a.batch} steps x {a.epochs} epochs per run, {a.rounds} rounds. Weights vs 1 rank x 1 thread, "
           f"max |diff| / max |w|: " + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()))
-    print("| configuration | samples/s (median) | vs 1 rank x 1 thread | samples/s per round |")
-    print("|---|---:|---:|---|")
+    print("| configuration | samples/s (median) | vs 1 rank x 1 thread | samples/s per round "
+          "| rank 0 per step: step / compute (ms, median of rounds) |")
+    print("|---|---:|---:|---|---|")
     for name, r in rates.items():
         med = statistics.median(r)
-        print(f"| {name} | {med:.1f} | {med / ref:.2f}x | {' '.join(f'{v:.1f}' for v in r)} |")
+        st = stages[name]
+        stage = (f"{statistics.median(x[0] for x in st):.1f} / {statistics.median(x[1] for x in st):.1f}"
+                 if st else "")
+        print(f"| {name} | {med:.1f} | {med / ref:.2f}x | {' '.join(f'{v:.1f}' for v in r)} | {stage} |")
 
 
 def main():

@@ -100,7 +100,7 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
         << "pipeline-parallel training does not support --clip-norm: the global gradient norm spans the stages";
     KILN_CHECK(opts.recompute == "none", kUnsupported)
         << "pipeline-parallel training does not take --recompute " << opts.recompute
-        << ": each stage's backward already recomputes its forward";
+        << " (checkpointing within one training graph); --rematerialize recomputes each stage's forward instead";
     KILN_CHECK(comm.size() >= 2, kInvalidArgument)
         << "pipeline-parallel training needs at least 2 ranks (one stage each); the job has " << comm.size();
     batch_inputs_ = global_batch_inputs(onnx_path, opts);
@@ -157,7 +157,8 @@ void PipelineParallel::send_outputs(const std::vector<Tensor>& outs, int64_t m) 
 }
 
 void PipelineParallel::send_input_grads(const Values& grads, int64_t m) {
-    for (const auto& [name, key] : stage_->graph().recv_keys) rv_->send(gradient_key(at(key, step_, m)), grads.at(name));
+    for (const auto& [name, key] : stage_->graph().recv_keys)
+        rv_->send(gradient_key(at(key, step_, m)), grads.at(name));
 }
 
 double PipelineParallel::loss_stage_step(const std::vector<Values>& micro) {
@@ -196,7 +197,8 @@ void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
 double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
     const auto t0 = Clock::now();
     for (const TensorInfo& info : batch_inputs_)
-        KILN_CHECK(batch.count(info.name), kInvalidArgument) << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+        KILN_CHECK(batch.count(info.name), kInvalidArgument)
+            << "pipeline-parallel step: the batch has no input '" << info.name << "'";
     stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
     const std::vector<Values> micro = split_microbatches(batch, popts_.microbatches);
     const int last = comm_.size() - 1;

@@ -59,9 +59,9 @@ public:
     /// Every rank of `comm` calls it with the same arguments. `opts.session.dims` binds the
     /// global batch: the leading dim of the model's first input must be symbolic, and every
     /// input dim with that symbol is the batch. Refused with kUnsupported (naming the option):
-    /// clip_norm (its global norm spans the stages), recompute (the backward already recomputes
-    /// the forward); with kInvalidArgument: M not dividing the batch, one rank, and the stage
-    /// errors of pipeline_stage_graph.h.
+    /// clip_norm (its global norm spans the stages), recompute (PipelineParallelOptions::
+    /// rematerialize is the pipeline's); with kInvalidArgument: M not dividing the batch, one
+    /// rank, and the stage errors of pipeline_stage_graph.h.
     PipelineParallel(Communicator& comm, const std::string& onnx_path, const TrainingOptions& opts,
                      const PipelineParallelOptions& popts);
     ~PipelineParallel();

@@ -51,7 +51,8 @@ ir::Graph training_form(const PipelineTrainingSpec& spec, std::vector<std::strin
 }
 
 /// The rank assignment, checked for what a pipeline of training stages needs.
-RankAssignment assign_stages(const ir::Graph& g, const PipelineTrainingSpec& spec, const std::vector<std::string>& params) {
+RankAssignment assign_stages(const ir::Graph& g, const PipelineTrainingSpec& spec,
+                             const std::vector<std::string>& params) {
     const int n = spec.num_ranks;
     KILN_CHECK(static_cast<int>(g.num_nodes()) >= n, kInvalidArgument)
         << "pipeline-parallel training over " << n << " ranks: the model has " << g.num_nodes()
@@ -121,7 +122,8 @@ std::vector<ir::Value*> build_backward(PipelineStageGraph& s, LoweredRank l, con
         roles.insert(roles.begin(), "loss");
     }
     KILN_CHECK(!ys.empty(), kInvalidArgument)
-        << "pipeline-parallel training: stage " << s.rank << " sends nothing to a later stage, so it cannot reach the loss";
+        << "pipeline-parallel training: stage " << s.rank
+        << " sends nothing to a later stage, so it cannot reach the loss";
     const std::vector<ir::Value*> sent = ys;
     const std::vector<ir::Value*> grads = autodiff::vjp(g, ys, dys, wrt);
     for (size_t i = 0; i < wrt.size(); ++i)

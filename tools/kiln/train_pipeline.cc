@@ -24,15 +24,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void check_pipeline_args(const TrainArgs& a) {
-    const char* what = !a.checkpoint_dir.empty()    ? "--checkpoint-dir"
-                       : a.resume                   ? "--resume"
-                       : !a.data.eval_data.empty()  ? "--eval-data"
-                       : a.data.eval_split > 0      ? "--eval-split"
-                       : a.recompute != "none"      ? "--recompute (each stage's backward recomputes its forward already)"
-                       : a.clip_norm > 0            ? "--clip-norm (the global norm spans the stages)"
-                                                    : nullptr;
+    const char* what = !a.checkpoint_dir.empty()   ? "--checkpoint-dir"
+                       : a.resume                  ? "--resume"
+                       : !a.data.eval_data.empty() ? "--eval-data"
+                       : a.data.eval_split > 0     ? "--eval-split"
+                       : a.recompute != "none"     ? "--recompute (--rematerialize is the pipeline's recomputation)"
+                       : a.clip_norm > 0           ? "--clip-norm (the global norm spans the stages)"
+                                                   : nullptr;
     KILN_CHECK(what == nullptr, kUnsupported) << "--pipeline-parallel does not support " << what << " yet";
-    KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError) << "cannot open model '" << a.model << "': no such file";
+    KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError)
+        << "cannot open model '" << a.model << "': no such file";
     KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
 }
 
@@ -77,8 +78,8 @@ int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
     bind_batch_dim(model->inputs(), a.data.batch_size, dims);
     TrainData data = open_train_sources(a.data);
     KILN_CHECK(data.train_source->size() >= a.data.batch_size, kInvalidArgument)
-        << "--data '" << a.data.data << "' has " << data.train_source->size() << " training records, fewer than one batch ("
-        << a.data.batch_size << ")";
+        << "--data '" << a.data.data << "' has " << data.train_source->size()
+        << " training records, fewer than one batch (" << a.data.batch_size << ")";
     const int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
     const TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
     distributed::Communicator& comm = distributed::Communicator::get();
@@ -110,12 +111,14 @@ int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
         while (auto batch = data.train->next()) {
             const double lr = opts.schedule.at(pp.steps(), a.lr);
             const double loss = pp.step(step_batch(*batch, data, step));
-            KILN_CHECK(std::isfinite(loss), kInvalidArgument) << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr";
+            KILN_CHECK(std::isfinite(loss), kInvalidArgument)
+                << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr";
             stats.push_back(pp.last_step_stats());
             ++batch_index;
             ema = 0.9 * ema + 0.1 * loss;
             const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-            const double samples_per_s = elapsed > 0 ? static_cast<double>(batch_index * a.data.batch_size) / elapsed : 0;
+            const double samples = static_cast<double>(batch_index * a.data.batch_size);
+            const double samples_per_s = elapsed > 0 ? samples / elapsed : 0;
             if (csv) csv->row(epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
             const double per_step = (seconds + elapsed) / static_cast<double>(pp.steps());
             bar.update({epoch, a.epochs, batch_index, steps_per_epoch, pp.steps(),

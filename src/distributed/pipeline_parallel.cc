@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <sstream>
 
 #include "autodiff/training_graph.h"
@@ -47,9 +48,11 @@ TransferKey loss_key(int last, int dst, int64_t step) {
 
 autodiff::LossSpec loss_spec(const LossOptions& o) { return {o.kind, o.output, o.labels}; }
 
-/// The symbol of the batch dim (dim 0 of the model's first input) and the dims of a microbatch.
-std::map<std::string, int64_t> microbatch_dims(const std::string& path, const std::map<std::string, int64_t>& dims,
-                                               int microbatches) {
+/// The dims of a microbatch (the batch dim, dim 0 of the model's first input, divided by M);
+/// `batched` gets the inputs whose leading dim is the batch dim, and the labels.
+std::map<std::string, int64_t> microbatch_dims(const std::string& path, const TrainingOptions& opts, int microbatches,
+                                               std::set<std::string>& batched) {
+    const std::map<std::string, int64_t>& dims = opts.session.dims;
     ir::Graph g = frontend::import_onnx_file(path);
     KILN_CHECK(!g.inputs().empty() && g.inputs()[0]->type().rank() > 0, kInvalidArgument)
         << "pipeline-parallel training: model '" << path << "' has no batched first input";
@@ -64,6 +67,11 @@ std::map<std::string, int64_t> microbatch_dims(const std::string& path, const st
         << "--microbatches " << microbatches << " does not divide " << d.symbol << "=" << it->second;
     std::map<std::string, int64_t> micro = dims;
     micro[d.symbol] = it->second / microbatches;
+    for (const ir::Value* in : g.inputs()) {
+        const ir::TensorType& t = in->type();
+        if (t.rank() > 0 && !t.shape[0].is_static() && t.shape[0].symbol == d.symbol) batched.insert(in->name());
+    }
+    if (opts.loss.kind != "output") batched.insert(opts.loss.labels);
     return micro;
 }
 
@@ -106,7 +114,7 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
     batch_inputs_ = global_batch_inputs(onnx_path, opts);
     PipelineTrainingSpec spec;
     spec.onnx_path = onnx_path;
-    spec.dims = microbatch_dims(onnx_path, opts.session.dims, popts.microbatches);
+    spec.dims = microbatch_dims(onnx_path, opts, popts.microbatches, batched_);
     spec.loss = loss_spec(opts.loss);
     spec.trainable = opts.trainable;
     spec.num_ranks = comm.size();
@@ -200,7 +208,11 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
         KILN_CHECK(batch.count(info.name), kInvalidArgument)
             << "pipeline-parallel step: the batch has no input '" << info.name << "'";
     stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
-    const std::vector<Values> micro = split_microbatches(batch, popts_.microbatches);
+    // The batched inputs cut along their leading axis; the others (no batch dim) go whole to each.
+    Values batched, whole;
+    for (const auto& [name, t] : batch) (batched_.count(name) ? batched : whole).emplace(name, t);
+    std::vector<Values> micro = split_microbatches(batched, popts_.microbatches);
+    for (Values& m : micro) m.insert(whole.begin(), whole.end());
     const int last = comm_.size() - 1;
     double loss = 0;
     if (stage_->graph().computes_loss) {

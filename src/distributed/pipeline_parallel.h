@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,7 @@ private:
     TrainingOptions opts_;
     PipelineParallelOptions popts_;
     std::vector<TensorInfo> batch_inputs_;
+    std::set<std::string> batched_;  // the batch inputs cut into microbatches (the rest go whole)
     std::vector<std::string> params_;
     std::vector<std::vector<std::string>> stage_params_;  // per rank
     std::unique_ptr<PipelineStage> stage_;

@@ -7,9 +7,10 @@
 // sum over 4 microbatches of 2 rows, against one sum over 8 rows (and Adam's g / (sqrt(v) + eps)
 // magnifies the rounding of a gradient that cancels to near 0, hence Adam's eps 1e-3 below). At
 // the end the parameters gathered on rank 0 cover every parameter of the model and match too.
-// SGD with momentum, Adam (each with the forward's values stashed, and rematerialized), and an
-// annotated split (`fc2` starts rank 1; 2 ranks only); and the refused options, thrown on every
-// rank before any transfer.
+// SGD with momentum, Adam (each with the forward's values stashed, and rematerialized), an
+// annotated split (`fc2` starts rank 1; 2 ranks only), a model with a skip connection (one value
+// sent to two stages) and an input without a batch dim (given whole to every microbatch); and the
+// refused options, thrown on every rank before any transfer.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -115,6 +116,62 @@ TEST(PipelineParallel, RematerializedMatchesOneProcess) {
 TEST(PipelineParallel, AnnotatedSplitMatchesOneProcess) {
     if (comm().size() != 2) GTEST_SKIP() << "the stage map names rank 1 of 2";
     train_and_compare("sgd", {{"fc2", 1}}, false);
+}
+
+/// x -> fc0 -> relu (r0) -> fc1 -> relu -> times the input `gain` (no batch dim) -> fc2, plus r0
+/// (a skip connection) -> relu -> fc3 -> logits. Split with fc1 and fc2 starting stages, r0 is
+/// sent to two stages (3 ranks) or read by two nodes across the cut (2 ranks).
+onnx::ModelProto residual_mlp() {
+    using namespace kiln::frontend::testing;
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {std::string("N"), kIn});
+    add_input(g, "gain", {kHidden});
+    auto fc = [&](int l, const std::string& in, int64_t fan_in, int64_t fan_out, const std::string& out) {
+        const std::string w = "W" + std::to_string(l), b = "b" + std::to_string(l);
+        add_float_init(g, w, {fan_out, fan_in}, random_floats(static_cast<size_t>(fan_out * fan_in), 30 + l, 0.3f));
+        add_float_init(g, b, {fan_out}, random_floats(static_cast<size_t>(fan_out), 40 + l, 0.1f));
+        attr_int(add_node(g, "Gemm", {in, w, b}, {out}, "fc" + std::to_string(l)), "transB", 1);
+    };
+    fc(0, "x", kIn, kHidden, "h0");
+    add_node(g, "Relu", {"h0"}, {"r0"}, "act0");
+    fc(1, "r0", kHidden, kHidden, "h1");
+    add_node(g, "Relu", {"h1"}, {"r1"}, "act1");
+    add_node(g, "Mul", {"r1", "gain"}, {"g1"}, "gain1");
+    fc(2, "g1", kHidden, kHidden, "h2");
+    add_node(g, "Add", {"h2", "r0"}, {"s2"}, "skip");
+    add_node(g, "Relu", {"s2"}, {"r2"}, "act2");
+    fc(3, "r2", kHidden, kClasses, "logits");
+    add_output(g, "logits", {std::string("N"), kClasses});
+    return m;
+}
+
+TEST(PipelineParallel, SkipConnectionAndAnUnbatchedInputMatchOneProcess) {
+    const int n = comm().size();
+    if (n > 3) GTEST_SKIP() << "the stage map names ranks up to 2";
+    const std::string model = (fs::path(model_path()).parent_path() / "residual.onnx").string();
+    if (!fs::exists(model)) {
+        std::ofstream f(model, std::ios::binary);
+        residual_mlp().SerializeToOstream(&f);
+    }
+    PipelineParallelOptions po;
+    po.microbatches = kMicro;
+    po.stages = n == 3 ? StageMap{{"fc1", 1}, {"fc2", 2}} : StageMap{{"fc2", 1}};
+    PipelineParallel pp(comm(), model, options("sgd"), po);
+    auto ref = TrainingSession::create(model, options("sgd"));
+    Tensor gain(DType::kFloat32, {kHidden});
+    for (int64_t i = 0; i < kHidden; ++i) gain.set_f64(i, 0.5 + 0.03 * static_cast<double>(i));
+    for (int step = 0; step < 3; ++step) {
+        std::map<std::string, Tensor> batch = batch_of(step);
+        batch["gain"] = gain;
+        const double loss = pp.step(batch);
+        const double want = ref->train_step(batch).loss;
+        EXPECT_NEAR(loss, want, 1e-6 * std::abs(want)) << "step " << step;
+        for (const std::string& p : pp.stage().parameter_names())
+            expect_close(pp.stage().parameter(p), ref->parameter(p), p + " after step " + std::to_string(step));
+    }
+    // r0 goes to every later stage: one transfer per destination, their gradients summed.
+    if (comm().rank() == 0) EXPECT_EQ(pp.stage().graph().send_keys.at(0).size(), static_cast<size_t>(n - 1));
 }
 
 TEST(PipelineParallel, RefusesWhatItCannotDo) {

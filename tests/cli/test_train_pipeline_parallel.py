@@ -66,6 +66,7 @@ def test_annotated_stages(tmp_path):
 
 
 @pytest.mark.parametrize("ranks,extra,needles", [
+    (1, [], ["pipeline-parallel training needs at least 2 ranks (one stage each); the job has 1"]),
     (2, ["--data-parallel"], ["--pipeline-parallel cannot be combined with --data-parallel", "not a replica"]),
     (2, ["--parameter-servers", "1"], ["--pipeline-parallel cannot be combined with --parameter-servers"]),
     (2, ["--microbatches", "3"], ["--microbatches 3 does not divide N=16"]),

@@ -6,6 +6,7 @@
 
 #include "autodiff/optimizer.h"
 #include "compiler/compile.h"
+#include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
 #include "frontend/onnx/importer.h"
 #include "pass/infer_shapes.h"
@@ -88,6 +89,9 @@ PipelineStage::PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpe
 PipelineStage::~PipelineStage() = default;
 
 std::unique_ptr<PipelineStage::Compiled> PipelineStage::compile(ir::Graph& g) {
+    const std::string why = compiler::host_only_reason(g);
+    KILN_CHECK(why.empty(), kUnsupported) << "pipeline-parallel training compiles every stage, and stage " << g_.rank
+                                          << "'s graph '" << g.name << "' does not compile: " << why;
     compiler::CompileOptions copts = compiler::compile_options_for(opts_.session, runner_->stats().intra_op_threads);
     copts.plan_for_concurrency = runner_->plans_for_concurrency();
     auto c = std::make_unique<Compiled>();

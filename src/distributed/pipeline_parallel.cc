@@ -181,25 +181,48 @@ double PipelineParallel::loss_stage_step(const std::vector<Values>& micro) {
     return sum / static_cast<double>(micro.size());
 }
 
+void PipelineParallel::forward_microbatch(const Values& micro, Values& kept, int64_t m) {
+    kept = receive_inputs(m);
+    Values feeds = kept;
+    feeds.insert(micro.begin(), micro.end());
+    std::vector<Tensor> outs = stage_->forward(feeds);
+    send_outputs(outs, m);
+    for (size_t i = 0; i < outs.size(); ++i) kept[stage_->graph().forward_outputs[i]] = std::move(outs[i]);
+}
+
+void PipelineParallel::backward_microbatch(const Values& micro, Values& kept, int64_t m) {
+    Values feeds = receive_seeds(m);
+    feeds.insert(kept.begin(), kept.end());
+    kept.clear();  // the stash of microbatch m is no longer needed once its backward runs
+    feeds.insert(micro.begin(), micro.end());
+    send_input_grads(stage_->backward(feeds, nullptr), m);
+}
+
 void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
     // Per microbatch, what its backward reads besides the batch: the activations received and the
     // forward's outputs (the stash; with rematerialize only the values sent, which it ignores).
+    const int64_t count = static_cast<int64_t>(micro.size());
     std::vector<Values> kept(micro.size());
-    for (size_t m = 0; m < micro.size(); ++m) {
-        kept[m] = receive_inputs(static_cast<int64_t>(m));
-        Values feeds = kept[m];
-        feeds.insert(micro[m].begin(), micro[m].end());
-        std::vector<Tensor> outs = stage_->forward(feeds);
-        send_outputs(outs, static_cast<int64_t>(m));
-        for (size_t i = 0; i < outs.size(); ++i) kept[m][stage_->graph().forward_outputs[i]] = std::move(outs[i]);
+    // GPipe: every forward, then every backward. 1F1B: the forwards of the microbatches still in
+    // the later stages (N-1-r of them), then a forward and a backward in turn, then the backwards
+    // left. Either way a stage runs its backwards in microbatch order, so its gradient sums are
+    // the same bit for bit.
+    const int64_t ahead = popts_.schedule == PipelineSchedule::kOneForwardOneBackward
+                              ? std::min<int64_t>(comm_.size() - 1 - comm_.rank(), count)
+                              : count;
+    int64_t next_backward = 0;
+    for (int64_t m = 0; m < count; ++m) {
+        forward_microbatch(micro[static_cast<size_t>(m)], kept[static_cast<size_t>(m)], m);
+        peak_stashed_ = std::max(peak_stashed_, static_cast<int>(m + 1 - next_backward));
+        if (m >= ahead) {
+            backward_microbatch(micro[static_cast<size_t>(next_backward)], kept[static_cast<size_t>(next_backward)],
+                                next_backward);
+            ++next_backward;
+        }
     }
-    for (size_t m = 0; m < micro.size(); ++m) {
-        Values feeds = receive_seeds(static_cast<int64_t>(m));
-        feeds.insert(kept[m].begin(), kept[m].end());
-        kept[m].clear();  // the stash of microbatch m is no longer needed once its backward runs
-        feeds.insert(micro[m].begin(), micro[m].end());
-        send_input_grads(stage_->backward(feeds, nullptr), static_cast<int64_t>(m));
-    }
+    for (; next_backward < count; ++next_backward)
+        backward_microbatch(micro[static_cast<size_t>(next_backward)], kept[static_cast<size_t>(next_backward)],
+                            next_backward);
 }
 
 double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
@@ -208,6 +231,7 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
         KILN_CHECK(batch.count(info.name), kInvalidArgument)
             << "pipeline-parallel step: the batch has no input '" << info.name << "'";
     stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
+    peak_stashed_ = 0;
     // The batched inputs cut along their leading axis; the others (no batch dim) go whole to each.
     Values batched, whole;
     for (const auto& [name, t] : batch) (batched_.count(name) ? batched : whole).emplace(name, t);
@@ -228,7 +252,7 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
     }
     ++step_;
     stats_ = {std::chrono::duration<double>(Clock::now() - t0).count(), stage_->forward_s, stage_->backward_s,
-              stage_->apply_s};
+              stage_->apply_s, peak_stashed_};
     return loss;
 }
 

@@ -12,6 +12,10 @@
 //    again from the activations it received: GPipe's re-materialisation), and sending the
 //    gradients of the activations it received back.
 //  - r = N-1 (the loss stage): for each microbatch as it arrives, forward, the loss, backward.
+//  - PipelineSchedule::kOneForwardOneBackward (1F1B, PipeDream-flush) reorders the first
+//    bullet: rank r runs N-1-r forwards ahead, then one forward and one backward in turn, then
+//    the backwards left. The bubble is GPipe's, but a stage holds at most N-r microbatches'
+//    stashes instead of M. The backwards still run in microbatch order: the same sums.
 //  - every rank: its parameters' gradients summed over the microbatches (each microbatch's loss
 //    seeded by 1/M, so the sum is the gradient of the global batch's mean loss), then the
 //    optimizer on the parameters it owns, once per step. The loss (the microbatches' mean) goes
@@ -38,6 +42,12 @@
 
 namespace kiln::distributed {
 
+/// The order of a step's forwards and backwards on a stage.
+enum class PipelineSchedule {
+    kGPipe,                  // every microbatch's forward, then every backward
+    kOneForwardOneBackward,  // 1F1B (PipeDream-flush): at most N microbatches stashed, not M
+};
+
 struct PipelineParallelOptions {
     /// Microbatches per step (GPipe's M); must divide the global batch.
     int microbatches = 1;
@@ -47,12 +57,16 @@ struct PipelineParallelOptions {
     /// Recompute each stage's forward in its backward instead of keeping the forward's values
     /// of every microbatch until its backward (pipeline_stage_graph.h): less memory, more work.
     bool rematerialize = false;
+    PipelineSchedule schedule = PipelineSchedule::kGPipe;
 };
 
 /// Seconds of the last step on this rank.
 struct PipelineStepStats {
     double step_s = 0;
     double forward_s = 0, backward_s = 0, apply_s = 0;  // compute; the rest is waiting (the bubble)
+    /// The most microbatches whose forward had run and backward had not, at once (0 on the
+    /// loss stage, which runs both together): M under GPipe, at most N-r under 1F1B.
+    int peak_stashed = 0;
 };
 
 class PipelineParallel {
@@ -93,6 +107,8 @@ private:
     using Values = std::map<std::string, Tensor>;
     double loss_stage_step(const std::vector<Values>& micro);
     void inner_stage_step(const std::vector<Values>& micro);
+    void forward_microbatch(const Values& micro, Values& kept, int64_t m);
+    void backward_microbatch(const Values& micro, Values& kept, int64_t m);
     Values receive_inputs(int64_t m);
     Values receive_seeds(int64_t m);
     void send_outputs(const std::vector<Tensor>& outs, int64_t m);
@@ -110,6 +126,7 @@ private:
     std::unique_ptr<Rendezvous> rv_;
     std::string describe_;
     PipelineStepStats stats_;
+    int peak_stashed_ = 0;
     int64_t step_ = 0;
 };
 

@@ -30,18 +30,19 @@ def run(tmp, name, model, data, *extra, ranks=1):
     return subprocess.run(args, capture_output=True, text=True, timeout=240, env=mpi_env())
 
 
-@pytest.mark.parametrize("ranks,optimizer,order,remat", [(2, "sgd", "--shuffle", False),
-                                                         (2, "adam", "--no-shuffle", False),
-                                                         (2, "adam", "--no-shuffle", True),
-                                                         (3, "momentum", "--shuffle", False)])
-def test_stages_train_as_one_process(tmp_path, ranks, optimizer, order, remat):
+@pytest.mark.parametrize("ranks,optimizer,order,extra", [(2, "sgd", "--shuffle", []),
+                                                         (2, "adam", "--no-shuffle", []),
+                                                         (2, "adam", "--no-shuffle", ["--rematerialize"]),
+                                                         (3, "momentum", "--shuffle", []),
+                                                         (3, "adam", "--shuffle", ["--pipeline-schedule", "1f1b"])])
+def test_stages_train_as_one_process(tmp_path, ranks, optimizer, order, extra):
     # The MLP is Gemm, Relu, Gemm: over 3 ranks the middle stage holds the Relu and no parameter.
     model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=260)  # 16 batches + 4 dropped
     lr = "0.01" if optimizer == "adam" else "0.1"
     one = run(tmp_path, "one", model, data, "--optimizer", optimizer, "--lr", lr, order)
     assert one.returncode == 0, one.stderr
     pp = run(tmp_path, "pp", model, data, "--optimizer", optimizer, "--lr", lr, order, "--pipeline-parallel",
-             "--microbatches", "4", *(["--rematerialize"] if remat else []), ranks=ranks)
+             "--microbatches", "4", *extra, ranks=ranks)
     assert pp.returncode == 0, pp.stderr
     assert f"pipeline-parallel over {ranks} ranks" in pp.stderr
     assert pp.stderr.count("trained 32 steps") == 1  # rank 0 alone reports
@@ -86,3 +87,5 @@ def test_microbatches_without_pipeline_is_refused(tmp_path):
                        "--microbatches goes with --pipeline-parallel")
     assert_clean_error(run(tmp_path, "one", model, data, "--rematerialize"),
                        "--rematerialize goes with --pipeline-parallel")
+    assert_clean_error(run(tmp_path, "one", model, data, "--pipeline-schedule", "1f1b"),
+                       "--pipeline-schedule goes with --pipeline-parallel")

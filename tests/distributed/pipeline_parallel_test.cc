@@ -8,7 +8,8 @@
 // magnifies the rounding of a gradient that cancels to near 0, hence Adam's eps 1e-3 below). At
 // the end the parameters gathered on rank 0 cover every parameter of the model and match too.
 // SGD with momentum, Adam (each with the forward's values stashed, and rematerialized), an
-// annotated split (`fc2` starts rank 1; 2 ranks only), a model with a skip connection (one value
+// annotated split (`fc2` starts rank 1; 2 ranks only), the 1F1B schedule (bitwise GPipe's
+// parameters, with fewer microbatches stashed at once), a model with a skip connection (one value
 // sent to two stages) and an input without a batch dim (given whole to every microbatch); and the
 // refused options, thrown on every rank before any transfer.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -111,6 +113,31 @@ TEST(PipelineParallel, AdamMatchesOneProcess) { train_and_compare("adam", {}, fa
 TEST(PipelineParallel, RematerializedMatchesOneProcess) {
     train_and_compare("sgd", {}, true);
     train_and_compare("adam", {}, true);
+}
+
+TEST(PipelineParallel, OneForwardOneBackwardStashesLessAndSumsTheSame) {
+    const std::string model = model_path();
+    PipelineParallelOptions po;
+    po.microbatches = kMicro;
+    PipelineParallel gpipe(comm(), model, options("adam"), po);
+    po.schedule = PipelineSchedule::kOneForwardOneBackward;
+    PipelineParallel one_f_one_b(comm(), model, options("adam"), po);
+    auto ref = TrainingSession::create(model, options("adam"));
+    const int r = comm().rank(), n = comm().size();
+    for (int step = 0; step < 3; ++step) {
+        const double a = gpipe.step(batch_of(step)), b = one_f_one_b.step(batch_of(step));
+        const double want = ref->train_step(batch_of(step)).loss;
+        EXPECT_EQ(a, b) << "step " << step;
+        EXPECT_NEAR(b, want, 1e-6 * std::abs(want)) << "step " << step;
+        // GPipe holds every microbatch's stash at once; 1F1B at most N-r (none on the loss stage).
+        EXPECT_EQ(gpipe.last_step_stats().peak_stashed, r == n - 1 ? 0 : kMicro);
+        EXPECT_EQ(one_f_one_b.last_step_stats().peak_stashed, r == n - 1 ? 0 : std::min(n - r, kMicro));
+        for (const std::string& p : one_f_one_b.stage().parameter_names()) {
+            const Tensor &x = one_f_one_b.stage().parameter(p), &y = gpipe.stage().parameter(p);
+            ASSERT_EQ(std::memcmp(x.data(), y.data(), x.nbytes()), 0) << p << ": 1F1B differs from GPipe";
+            expect_close(x, ref->parameter(p), p + " (1F1B) after step " + std::to_string(step));
+        }
+    }
 }
 
 TEST(PipelineParallel, AnnotatedSplitMatchesOneProcess) {

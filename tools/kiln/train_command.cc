@@ -363,9 +363,11 @@ int train_run(TrainArgs a, ProgressBar& bar) {
 /// The combinations --pipeline-parallel does not take, refused by name.
 void check_pipeline_combinations(const TrainArgs& a) {
     if (!a.pipeline_parallel) {
-        const char* option = a.microbatches != 1 ? "--microbatches" : !a.stages.empty() ? "--stage"
-                             : a.rematerialize      ? "--rematerialize"
-                                                    : nullptr;
+        const char* option = a.microbatches != 1           ? "--microbatches"
+                             : !a.stages.empty()              ? "--stage"
+                             : a.rematerialize                ? "--rematerialize"
+                             : a.pipeline_schedule != "gpipe" ? "--pipeline-schedule"
+                                                              : nullptr;
         KILN_CHECK(option == nullptr, kInvalidArgument) << option << " goes with --pipeline-parallel";
         return;
     }
@@ -499,6 +501,11 @@ void add_train_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--rematerialize", a->rematerialize,
                   "--pipeline-parallel: each stage's backward recomputes its forward (GPipe's re-materialisation) "
                   "instead of keeping every microbatch's forward values until its backward");
+    sub->add_option("--pipeline-schedule", a->pipeline_schedule,
+                    "--pipeline-parallel: gpipe (every forward, then every backward) or 1f1b (a forward and a "
+                    "backward in turn: at most ranks, not --microbatches, microbatches' activations held)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"gpipe", "1f1b"}));
     sub->add_option("--stage", a->stages,
                     "--pipeline-parallel: place nodes of the model on ranks (NODE=RANK,...; the nodes after one follow "
                     "it); else a cost-balanced split")

@@ -84,8 +84,9 @@ int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
     const TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
     distributed::Communicator& comm = distributed::Communicator::get();
     const auto t_compile = Clock::now();
-    distributed::PipelineParallel pp(comm, a.model, opts,
-                                     {a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize});
+    distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
+    if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
+    distributed::PipelineParallel pp(comm, a.model, opts, po);
     const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
     StepInputs step{pp.batch_inputs(), a.loss == "output" ? "" : opts.loss.labels, class_count(*model, a)};
     build_pipelines(a.data, step, data);
@@ -99,8 +100,9 @@ int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
                                compile_s));
     std::string stages = pp.describe();
     if (!stages.empty() && stages.back() == '\n') stages.pop_back();
-    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; the backward {}):\n{}", comm.size(),
+    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; {} schedule; the backward {}):\n{}", comm.size(),
                                a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
+                               a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
                                a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
     std::vector<distributed::PipelineStepStats> stats;
     double seconds = 0, ema = 0;

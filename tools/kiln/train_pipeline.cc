@@ -55,7 +55,9 @@ double median(std::vector<double> v) {
 /// Rank 0's closing lines: the run's throughput and the median step's parts.
 void print_summary(const std::vector<distributed::PipelineStepStats>& steps, double seconds, int64_t batch) {
     std::vector<double> step, fwd, bwd, apply;
+    int stashed = 0;
     for (const distributed::PipelineStepStats& s : steps) {
+        stashed = std::max(stashed, s.peak_stashed);
         step.push_back(s.step_s);
         fwd.push_back(s.forward_s);
         bwd.push_back(s.backward_s);
@@ -65,8 +67,9 @@ void print_summary(const std::vector<distributed::PipelineStepStats>& steps, dou
                seconds > 0 ? static_cast<double>(steps.size()) * static_cast<double>(batch) / seconds : 0.0);
     fmt::print(stderr,
                "pipeline-parallel on rank 0, per step (median): {:.1f} ms, of which forward {:.1f} ms, backward {:.1f} "
-               "ms, optimizer {:.1f} ms; the rest waits for other stages\n",
-               1e3 * median(step), 1e3 * median(fwd), 1e3 * median(bwd), 1e3 * median(apply));
+               "ms, optimizer {:.1f} ms; the rest waits for other stages. At most {} microbatches' forward values "
+               "held at once\n",
+               1e3 * median(step), 1e3 * median(fwd), 1e3 * median(bwd), 1e3 * median(apply), stashed);
 }
 
 }  // namespace

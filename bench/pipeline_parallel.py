@@ -42,10 +42,10 @@ def mpi_env():
     return env
 
 
-def batch_symbolic_bert(path, layers):
+def batch_symbolic_bert(path, layers, hidden=768, heads=12, ffn=3072, seq=128):
     """make_models' BERT encoder with its leading dim named `batch`: the head-split Reshapes'
     leading 1 becomes 0 (copy the input's dim)."""
-    g = make_models.build_bert(np.random.default_rng(0), "bert_pipe", layers, 768, 12, 3072, 128)
+    g = make_models.build_bert(np.random.default_rng(0), "bert_pipe", layers, hidden, heads, ffn, seq)
     m = g.model()
     inits = {i.name: i for i in m.graph.initializer}
     for n in m.graph.node:

@@ -78,6 +78,7 @@ KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/train_memory.py" --smoke
 "$BUILD/bin/kiln-bench-train-pipeline" --smoke
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/distributed.py" --smoke --kiln "$BUILD/bin/kiln"  # mpiexec -n 2, untimed
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/pipeline_parallel.py" --smoke  # mpiexec -n 2 --microbatches, outputs vs in-process
+KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/pipeline_training.py" --smoke  # kiln train --pipeline-parallel, weights vs 1 process
 python3 "$ROOT/bench/train_vs_torch.py" --smoke
 python3 "$ROOT/bench/dynamic_shapes.py" --smoke  # one session, two lengths, outputs vs ORT
 KILN_BIN="$BUILD/bin/kiln" python3 "$ROOT/bench/control_flow_frames.py" --smoke  # frames, 1 and 2 inter-op threads vs ORT

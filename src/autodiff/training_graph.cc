@@ -173,21 +173,6 @@ std::optional<ir::TensorType> labels_type(const ir::Value* out, const LossSpec& 
     return ir::TensorType::of_static(DType::kInt64, s);
 }
 
-/// Appends the loss; returns the scalar loss value.
-ir::Value* append_loss(ir::Graph& g, ir::Value* out, const LossSpec& loss) {
-    auto add = [&](const std::string& op, const std::vector<ir::Value*>& in, ir::AttrMap attrs = {}) {
-        ir::Node* n = pass::add_inferred_node(g, op, in, std::move(attrs), 1, "loss/" + op);
-        n->set_name("loss/" + op);
-        return n->output(0);
-    };
-    if (loss.kind == "output") return out;
-    ir::Value* labels = g.add_input(loss.labels, *labels_type(out, loss));
-    if (loss.kind == "cross_entropy") return add("SoftmaxCrossEntropyLoss", {out, labels}, {{"reduction", ir::Attr(std::string("mean"))}});
-    if (loss.kind == "nll") return add("NegativeLogLikelihoodLoss", {out, labels}, {{"reduction", ir::Attr(std::string("mean"))}});
-    ir::Value* d = add("Sub", {out, labels});
-    return add("ReduceMean", {add("Mul", {d, d})}, {{"keepdims", ir::Attr(int64_t{0})}});
-}
-
 TrainingGraph build_apply_graph(const ir::Graph& model, const ModelState& state, const OptimizerSpec& optimizer) {
     TrainingGraph t;
     std::vector<ir::Value*> params, grads;
@@ -209,6 +194,33 @@ TrainingGraph build_apply_graph(const ir::Graph& model, const ModelState& state,
 }  // namespace
 
 std::string gradient_input_name(const std::string& param) { return "grad/" + param; }
+
+ir::Value* append_loss(ir::Graph& g, ir::Value* out, const LossSpec& loss) {
+    auto add = [&](const std::string& op, const std::vector<ir::Value*>& in, ir::AttrMap attrs = {}) {
+        ir::Node* n = pass::add_inferred_node(g, op, in, std::move(attrs), 1, "loss/" + op);
+        n->set_name("loss/" + op);
+        return n->output(0);
+    };
+    if (loss.kind == "output") return out;
+    ir::Value* labels = g.add_input(loss.labels, *labels_type(out, loss));
+    if (loss.kind == "cross_entropy") return add("SoftmaxCrossEntropyLoss", {out, labels}, {{"reduction", ir::Attr(std::string("mean"))}});
+    if (loss.kind == "nll") return add("NegativeLogLikelihoodLoss", {out, labels}, {{"reduction", ir::Attr(std::string("mean"))}});
+    ir::Value* d = add("Sub", {out, labels});
+    return add("ReduceMean", {add("Mul", {d, d})}, {{"keepdims", ir::Attr(int64_t{0})}});
+}
+
+
+std::vector<std::pair<std::string, ir::Value*>> convert_for_training(ir::Graph& g, const ModelState& state, uint64_t seed) {
+    for (const std::string& name : state.params) constant_to_input(g, name);
+    for (const std::string& name : state.stats) constant_to_input(g, name);
+    std::vector<std::pair<std::string, ir::Value*>> stat_updates =
+        batch_norm_to_training(g, std::set<std::string>(state.stats.begin(), state.stats.end()));
+    dropout_to_training(g, seed);
+    max_pool_with_indices(g);
+    transposed_weights_to_gemm(g);
+    return stat_updates;
+}
+
 
 ModelState find_model_state(const ir::Graph& g, const std::vector<std::string>& initializers,
                             const std::vector<std::string>& requested) {
@@ -295,16 +307,13 @@ TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, con
     const ir::Value* chosen = model_output(g, loss);
     const size_t out_index = static_cast<size_t>(
         std::find(g.outputs().begin(), g.outputs().end(), chosen) - g.outputs().begin());
-    for (const std::string& name : state.params) constant_to_input(g, name);
-    for (const std::string& name : state.stats) constant_to_input(g, name);
-
     const bool training = kind != TrainingGraphKind::kEval;
     std::vector<std::pair<std::string, ir::Value*>> stat_updates;
     if (training) {
-        stat_updates = batch_norm_to_training(g, std::set<std::string>(state.stats.begin(), state.stats.end()));
-        dropout_to_training(g, seed);
-        max_pool_with_indices(g);
-        transposed_weights_to_gemm(g);
+        stat_updates = convert_for_training(g, state, seed);
+    } else {
+        for (const std::string& name : state.params) constant_to_input(g, name);
+        for (const std::string& name : state.stats) constant_to_input(g, name);
     }
     // The conversions replaced nodes: read the outputs now.
     const std::vector<ir::Value*> model_outputs = g.outputs();

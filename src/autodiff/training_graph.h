@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autodiff/optimizer.h"
@@ -75,6 +76,18 @@ struct TrainingGraph {
 /// compiled graph; a per-step seed needs Dropout to read its seed as an input.)
 TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, const LossSpec& loss,
                                    const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed = 0);
+
+/// The training form of a model graph, as build_training_graph makes it for the training kinds:
+/// the parameters and running statistics of `state` become graph inputs of the same names,
+/// BatchNormalization and Dropout switch to training mode (Dropout's masks seeded from `seed`
+/// when not 0), MaxPool gains its Indices and MatMul by a transposed parameter becomes Gemm.
+/// Returns the (running statistic, its updated value) pairs. Pipeline-parallel training
+/// (distributed/pipeline_stage_graph.h) splits this form into stages.
+std::vector<std::pair<std::string, ir::Value*>> convert_for_training(ir::Graph& g, const ModelState& state, uint64_t seed);
+
+/// Appends `loss` (reduction mean) of model output `out` to `g`, adding the labels input when
+/// the loss takes labels; returns the scalar loss ("output": `out` itself).
+ir::Value* append_loss(ir::Graph& g, ir::Value* out, const LossSpec& loss);
 
 /// The name of the gradient input of `param` in the apply graph: "grad/<param>".
 std::string gradient_input_name(const std::string& param);

@@ -127,3 +127,47 @@ def test_lost_parameter_server_or_worker_ends_the_job(tmp_path, mode, lost):
     assert proc.returncode != 0, out[-2000:]
     assert f"lost rank {lost}: no heartbeat for" in out, out[-2000:]
     assert seconds < 10, (seconds, out[-2000:])
+
+
+@pytest.mark.skipif(not os.path.exists(KILN), reason="kiln binary not built")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
+def test_lost_pipeline_stage_ends_the_job(tmp_path, sig):
+    """`kiln train --pipeline-parallel` on 3 ranks (the MLP's Gemm, Relu and Gemm, one stage
+    each): the middle stage killed (the launcher notices) or stopped (only the heartbeat notices,
+    timeout 3 s here) mid-training. Its neighbours wait on it in rendezvous receives (activations
+    on rank 2, gradients on rank 0); the job ends non-zero, naming rank 1, within 10 s of the
+    signal."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+    import pathlib
+    import signal
+    from test_train import blobs, mlp
+    from test_train_data_parallel import rank_pids
+    model, data = mlp(pathlib.Path(tmp_path / "mlp.onnx")), blobs(pathlib.Path(tmp_path / "blobs.npz"), n=256)
+    args = [MPIEXEC, "-n", "3", KILN, "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
+            "--epochs", "100000", "--log-every", "1", "--pipeline-parallel", "--microbatches", "2"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=mpi_env(KILN_DIST_HEARTBEAT_TIMEOUT="3"))
+    try:
+        lines = []
+        for line in proc.stdout:  # until training runs (rank 0 logs steps)
+            lines.append(line)
+            if "epoch 1/100000 step 5/" in line:
+                break
+        pids = rank_pids(proc.pid)
+        assert 1 in pids, (pids, "".join(lines))
+        os.kill(pids[1], getattr(signal, sig))
+        start = time.monotonic()
+        rest = proc.communicate(timeout=60)[0]
+        seconds = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "".join(lines) + rest
+    assert proc.returncode != 0, out[-2000:]
+    if sig == "SIGSTOP":
+        assert "lost rank 1: no heartbeat for" in out, out[-2000:]
+    else:
+        assert "lost rank 1" in out or ("rank 1" in out and "exited on signal 9" in out), out[-2000:]
+    print(f"pipeline stage {sig}: the job ended {seconds:.1f} s after the signal")
+    assert seconds < 10, (seconds, out[-2000:])

@@ -31,8 +31,11 @@ ALLOWED = {
     # The server runs models through the public API (kiln/session.h) and the runtime's pools.
     "serve": {"runtime", "support", "kiln"},
     # Collectives over MPI and data-parallel training through the public TrainingSession; the
-    # partition (ir, op, pass) and its in-process run, which compiles each rank's graph.
-    "distributed": {"compiler", "runtime", "pass", "op", "ir", "support", "kiln"},
+    # partition (ir, op, pass) and its in-process run, which compiles each rank's graph; and
+    # pipeline-parallel training, which imports the model (frontend) and splits its training
+    # graph into stages with autodiff's vjp (pipeline_stage_graph.h). All of these come with
+    # kiln_compiler, which CMake links.
+    "distributed": {"compiler", "autodiff", "frontend", "runtime", "pass", "op", "ir", "support", "kiln"},
     "compiler": {"autodiff", "frontend", "pass", "plan", "op", "ir", "te", "tir", "topi", "tune", "codegen", "runtime", "support", "kiln"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')

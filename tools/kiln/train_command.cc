@@ -23,6 +23,9 @@
 // the other ranks are workers that read their slice of each global batch of (N-S) x
 // --batch-size records, push gradients and pull weights. Rank 0, a server, prints each update's
 // loss, writes the metrics and the export (it gathers the other servers' shards at the end).
+// Pipeline-parallel (`mpirun -np N kiln train ... --pipeline-parallel --microbatches M`,
+// distributed/pipeline_parallel.h): each rank holds one stage of the model and runs GPipe's
+// schedule over M microbatches of each --batch-size batch; the loop is train_pipeline.cc's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -46,39 +49,14 @@
 #include "train_eval.h"
 #include "train_metrics.h"
 #include "train_setup.h"
+#include "train_args.h"
+#include "train_pipeline.h"
 
 namespace kiln::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct TrainArgs {
-    std::string model;
-    DataArgs data;
-    std::vector<std::string> dims;
-    std::string loss = "cross_entropy", loss_output;
-    std::string optimizer = "sgd";
-    double lr = 0.01;
-    double momentum = -1;  // not given
-    double weight_decay = 0, clip_norm = 0;
-    LrSchedule schedule;
-    int64_t epochs = 1;
-    int threads = 0;
-    std::string kernels = "auto";
-    std::string recompute = "none", memory_limit;
-    std::string checkpoint_dir;
-    int64_t checkpoint_every = 0;
-    bool resume = false;
-    std::string export_path, metrics_csv;
-    int64_t log_every = 0;
-    bool data_parallel = false;
-    double bucket_mb = -1;  // -1: DataParallelOptions::from_env's
-    bool no_overlap = false;
-    int parameter_servers = 0;  // 0: not a parameter-server run
-    std::string ps_mode = "sync";
-    int staleness = 2;
-    int rank = 0;  // in the MPI job (0 outside one): rank 0 prints and writes
-};
 
 /// The checkpoint's `extra`: the trainer's position and metrics.
 struct Position {
@@ -137,32 +115,6 @@ Position read_position(const std::map<std::string, std::string>& extra, const st
     return p;
 }
 
-TrainingOptions training_options(const TrainArgs& a, std::map<std::string, int64_t> dims, int64_t total_steps) {
-    TrainingOptions o;
-    o.session.threads = a.threads;
-    o.session.kernels = a.kernels;
-    o.session.dims = std::move(dims);
-    o.loss.kind = a.loss;
-    o.loss.output = a.loss_output;
-    bool momentum_kind = a.optimizer == "momentum" || a.optimizer == "nesterov";
-    o.optimizer.kind = momentum_kind ? "sgd" : a.optimizer;
-    o.optimizer.nesterov = a.optimizer == "nesterov";
-    o.optimizer.momentum = a.momentum >= 0 ? a.momentum : momentum_kind ? 0.9 : 0.0;  // -1: not given
-    KILN_CHECK(!momentum_kind || o.optimizer.momentum > 0, kInvalidArgument)
-        << "--optimizer " << a.optimizer << " needs --momentum > 0, got " << o.optimizer.momentum;
-    KILN_CHECK(a.lr > 0 && std::isfinite(a.lr), kInvalidArgument) << "--lr must be positive, got " << a.lr;
-    o.optimizer.lr = a.lr;
-    o.optimizer.weight_decay = a.weight_decay;
-    o.optimizer.clip_norm = a.clip_norm;
-    o.schedule = a.schedule;
-    o.schedule.total_steps = total_steps;
-    o.recompute = a.recompute;
-    if (!a.memory_limit.empty()) o.recompute_memory_limit = parse_bytes(a.memory_limit, "--memory-limit");
-    KILN_CHECK(a.recompute != "auto" || o.recompute_memory_limit > 0, kInvalidArgument)
-        << "--recompute auto needs --memory-limit BYTES (the budget the recomputation plan fits)";
-    o.seed = a.data.seed;
-    return o;
-}
 
 /// A parameter server's part of the run (ranks < --parameter-servers): serves every worker's
 /// steps, rank 0 printing and logging each update (sync: a step of every worker, with their mean
@@ -408,13 +360,33 @@ int train_run(TrainArgs a, ProgressBar& bar) {
     return 0;
 }
 
+/// The combinations --pipeline-parallel does not take, refused by name.
+void check_pipeline_combinations(const TrainArgs& a) {
+    if (!a.pipeline_parallel) {
+        const char* option = a.microbatches != 1           ? "--microbatches"
+                             : !a.stages.empty()              ? "--stage"
+                             : a.rematerialize                ? "--rematerialize"
+                             : a.pipeline_schedule != "gpipe" ? "--pipeline-schedule"
+                                                              : nullptr;
+        KILN_CHECK(option == nullptr, kInvalidArgument) << option << " goes with --pipeline-parallel";
+        return;
+    }
+    const char* other = a.data_parallel ? "--data-parallel" : a.parameter_servers > 0 ? "--parameter-servers" : nullptr;
+    KILN_CHECK(other == nullptr, kUnsupported)
+        << "--pipeline-parallel cannot be combined with " << other
+        << ": each rank holds one stage of the model, not a replica of it (pipeline and data parallelism together "
+           "are not built)";
+}
+
 int train(TrainArgs a) {
+    check_pipeline_combinations(a);
     distributed::Communicator* comm = nullptr;
-    if (a.data_parallel || a.parameter_servers > 0) {
+    if (a.data_parallel || a.parameter_servers > 0 || a.pipeline_parallel) {
         comm = &distributed::Communicator::get();
         a.rank = comm->rank();
-        a.data.shard_count = comm->size();
-        a.data.shard_index = comm->rank();
+        // Pipeline-parallel: every rank reads the whole global batch (each feeds its stage).
+        a.data.shard_count = a.pipeline_parallel ? 1 : comm->size();
+        a.data.shard_index = a.pipeline_parallel ? 0 : comm->rank();
     }
     if (a.parameter_servers > 0) {  // the workers share the data; a server reads none (train_run checks S < N)
         a.data.shard_count = comm->size() - a.parameter_servers;
@@ -424,7 +396,7 @@ int train(TrainArgs a) {
     ProgressBar bar(tty, a.log_every);
     bar.set_quiet(a.rank != 0);
     try {
-        int rc = train_run(a, bar);
+        int rc = a.pipeline_parallel ? train_pipeline(a, bar) : train_run(a, bar);
         if (comm) comm->finalize();
         return rc;
     } catch (const std::exception& e) {
@@ -519,6 +491,25 @@ void add_train_command(CLI::App& app, CommandAction& action) {
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber)
         ->needs(ps);
+    sub->add_flag("--pipeline-parallel", a->pipeline_parallel,
+                  "Train pipeline-parallel over the ranks of mpirun: the model split into one stage per rank, each "
+                  "--batch-size batch cut into --microbatches, GPipe's schedule (docs/distributed.md)");
+    sub->add_option("--microbatches", a->microbatches,
+                    "--pipeline-parallel: microbatches per step (must divide --batch-size)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sub->add_flag("--rematerialize", a->rematerialize,
+                  "--pipeline-parallel: each stage's backward recomputes its forward (GPipe's re-materialisation) "
+                  "instead of keeping every microbatch's forward values until its backward");
+    sub->add_option("--pipeline-schedule", a->pipeline_schedule,
+                    "--pipeline-parallel: gpipe (every forward, then every backward) or 1f1b (a forward and a "
+                    "backward in turn: at most ranks, not --microbatches, microbatches' activations held)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"gpipe", "1f1b"}));
+    sub->add_option("--stage", a->stages,
+                    "--pipeline-parallel: place nodes of the model on ranks (NODE=RANK,...; the nodes after one follow "
+                    "it); else a cost-balanced split")
+        ->type_name("NODE=RANK");
     sub->add_option("--normalize", a->data.normalize, "Map the input field x to (x - MEAN) / STD (per channel: M1,..,Mc,S1,..,Sc)")->type_name("MEAN,STD")->delimiter(',');
     sub->add_option("--random-crop", a->data.random_crop, "Pad the input's last two axes by PAD, cut a random HxW window")
         ->type_name("H,W,PAD")

@@ -1,0 +1,284 @@
+// PipelineParallel (pipeline_parallel.h): the GPipe schedule of one rank.
+#include "distributed/pipeline_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include "autodiff/training_graph.h"
+#include "compiler/compile.h"
+#include "compiler/training_checkpoint.h"
+#include "distributed/microbatch.h"
+#include "frontend/onnx/importer.h"
+#include "frontend/onnx/model_initializers.h"
+#include "pass/infer_shapes.h"
+#include "support/error.h"
+
+namespace kiln::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// A partition key (step unset) at step `step`, microbatch `m` (the key's iteration).
+TransferKey at(const std::string& partition_key, int64_t step, int64_t m) {
+    TransferKey k = parse_transfer_key(partition_key);
+    k.step = step;
+    k.iter = m;
+    return k;
+}
+
+/// The key the gradient of `forward`'s tensor travels back under.
+TransferKey gradient_key(const TransferKey& forward) {
+    TransferKey k = forward;
+    k.src_rank = forward.dst_rank;
+    k.dst_rank = forward.src_rank;
+    k.tensor = "grad/" + forward.tensor;
+    return k;
+}
+
+TransferKey loss_key(int last, int dst, int64_t step) {
+    TransferKey k;
+    k.src_rank = last;
+    k.dst_rank = dst;
+    k.tensor = "loss";
+    k.step = step;
+    return k;
+}
+
+autodiff::LossSpec loss_spec(const LossOptions& o) { return {o.kind, o.output, o.labels}; }
+
+/// The dims of a microbatch (the batch dim, dim 0 of the model's first input, divided by M);
+/// `batched` gets the inputs whose leading dim is the batch dim, and the labels.
+std::map<std::string, int64_t> microbatch_dims(const std::string& path, const TrainingOptions& opts, int microbatches,
+                                               std::set<std::string>& batched) {
+    const std::map<std::string, int64_t>& dims = opts.session.dims;
+    ir::Graph g = frontend::import_onnx_file(path);
+    KILN_CHECK(!g.inputs().empty() && g.inputs()[0]->type().rank() > 0, kInvalidArgument)
+        << "pipeline-parallel training: model '" << path << "' has no batched first input";
+    const ir::Dim& d = g.inputs()[0]->type().shape[0];
+    KILN_CHECK(!d.is_static(), kInvalidArgument)
+        << "pipeline-parallel training: input '" << g.inputs()[0]->name() << "' has a fixed batch dim (" << d.value
+        << "); microbatches need a symbolic one";
+    auto it = dims.find(d.symbol);
+    KILN_CHECK(it != dims.end(), kInvalidArgument)
+        << "pipeline-parallel training: bind the batch dim '" << d.symbol << "' (the global batch)";
+    KILN_CHECK(microbatches >= 1 && it->second % microbatches == 0, kInvalidArgument)
+        << "--microbatches " << microbatches << " does not divide " << d.symbol << "=" << it->second;
+    std::map<std::string, int64_t> micro = dims;
+    micro[d.symbol] = it->second / microbatches;
+    for (const ir::Value* in : g.inputs()) {
+        const ir::TensorType& t = in->type();
+        if (t.rank() > 0 && !t.shape[0].is_static() && t.shape[0].symbol == d.symbol) batched.insert(in->name());
+    }
+    if (opts.loss.kind != "output") batched.insert(opts.loss.labels);
+    return micro;
+}
+
+/// The inputs of a step at the global batch: the model's and the labels (the eval graph's).
+std::vector<TensorInfo> global_batch_inputs(const std::string& path, const TrainingOptions& opts) {
+    ir::Graph g = frontend::import_onnx_file(path);
+    compiler::bind_input_shapes(g, opts.session.dims);
+    pass::infer_shapes(g, compiler::pass_context());
+    const autodiff::ModelState state =
+        autodiff::find_model_state(g, frontend::onnx_initializer_names(path), opts.trainable);
+    autodiff::TrainingGraph eval = autodiff::build_training_graph(std::move(g), state, loss_spec(opts.loss), {},
+                                                                  autodiff::TrainingGraphKind::kEval);
+    std::vector<TensorInfo> out;
+    for (const ir::Value* v : eval.graph.inputs()) {
+        if (std::find(state.params.begin(), state.params.end(), v->name()) != state.params.end()) continue;
+        TensorInfo t;
+        t.name = v->name();
+        t.dtype = v->type().dtype;
+        for (int64_t s : v->type().static_shape()) {
+            t.shape.push_back(s);
+            t.symbols.emplace_back();
+        }
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+}  // namespace
+
+PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_path, const TrainingOptions& opts,
+                                   const PipelineParallelOptions& popts)
+    : comm_(comm), path_(onnx_path), opts_(opts), popts_(popts) {
+    KILN_CHECK(opts.optimizer.clip_norm == 0, kUnsupported)
+        << "pipeline-parallel training does not support --clip-norm: the global gradient norm spans the stages";
+    KILN_CHECK(opts.recompute == "none", kUnsupported)
+        << "pipeline-parallel training does not take --recompute " << opts.recompute
+        << " (checkpointing within one training graph); --rematerialize recomputes each stage's forward instead";
+    KILN_CHECK(comm.size() >= 2, kInvalidArgument)
+        << "pipeline-parallel training needs at least 2 ranks (one stage each); the job has " << comm.size();
+    batch_inputs_ = global_batch_inputs(onnx_path, opts);
+    PipelineTrainingSpec spec;
+    spec.onnx_path = onnx_path;
+    spec.dims = microbatch_dims(onnx_path, opts, popts.microbatches, batched_);
+    spec.loss = loss_spec(opts.loss);
+    spec.trainable = opts.trainable;
+    spec.num_ranks = comm.size();
+    spec.stages = popts.stages;
+    spec.microbatches = popts.microbatches;
+    spec.seed = opts.seed;
+    spec.rematerialize = popts.rematerialize;
+    PipelineStages stages = build_pipeline_stages(spec);
+    params_ = stages.params;
+    std::ostringstream os;
+    for (const PipelineStageGraph& s : stages.stages) {
+        stage_params_.push_back(s.params);
+        os << "stage " << s.rank << ": " << s.params.size() << " parameters, " << s.recv_keys.size()
+           << " tensors in, estimated forward " << s.estimated_seconds * 1e3 << " ms per microbatch\n";
+    }
+    describe_ = os.str();
+    stage_ = std::make_unique<PipelineStage>(std::move(stages.stages[static_cast<size_t>(comm.rank())]), spec, opts,
+                                             stages.initial);
+    rv_ = std::make_unique<Rendezvous>(comm);
+}
+
+PipelineParallel::~PipelineParallel() = default;
+
+PipelineParallel::Values PipelineParallel::receive_inputs(int64_t m) {
+    Values in;
+    for (const auto& [name, key] : stage_->graph().recv_keys) in[name] = rv_->recv(at(key, step_, m));
+    return in;
+}
+
+PipelineParallel::Values PipelineParallel::receive_seeds(int64_t m) {
+    const PipelineStageGraph& g = stage_->graph();
+    Values seeds;
+    for (size_t i = 0; i < g.seed_inputs.size(); ++i) {
+        Tensor sum;  // a value sent to several stages: their gradients summed in key order
+        for (const std::string& key : g.send_keys[i]) accumulate(sum, rv_->recv(gradient_key(at(key, step_, m))));
+        seeds[g.seed_inputs[i]] = std::move(sum);
+    }
+    return seeds;
+}
+
+void PipelineParallel::send_outputs(const std::vector<Tensor>& outs, int64_t m) {
+    const PipelineStageGraph& g = stage_->graph();
+    KILN_CHECK(outs.size() == g.forward_outputs.size() && outs.size() >= g.send_keys.size(), kInternal)
+        << "bug in Kiln: stage " << g.rank << "'s forward returned " << outs.size() << " values, expected "
+        << g.forward_outputs.size();
+    for (size_t i = 0; i < g.send_keys.size(); ++i)
+        for (const std::string& key : g.send_keys[i]) rv_->send(at(key, step_, m), outs[i]);
+}
+
+void PipelineParallel::send_input_grads(const Values& grads, int64_t m) {
+    for (const auto& [name, key] : stage_->graph().recv_keys)
+        rv_->send(gradient_key(at(key, step_, m)), grads.at(name));
+}
+
+double PipelineParallel::loss_stage_step(const std::vector<Values>& micro) {
+    double sum = 0;
+    for (size_t m = 0; m < micro.size(); ++m) {
+        Values feeds = receive_inputs(static_cast<int64_t>(m));
+        feeds.insert(micro[m].begin(), micro[m].end());
+        double loss = 0;
+        send_input_grads(stage_->backward(feeds, &loss), static_cast<int64_t>(m));
+        sum += loss;
+    }
+    return sum / static_cast<double>(micro.size());
+}
+
+void PipelineParallel::forward_microbatch(const Values& micro, Values& kept, int64_t m) {
+    kept = receive_inputs(m);
+    Values feeds = kept;
+    feeds.insert(micro.begin(), micro.end());
+    std::vector<Tensor> outs = stage_->forward(feeds);
+    send_outputs(outs, m);
+    for (size_t i = 0; i < outs.size(); ++i) kept[stage_->graph().forward_outputs[i]] = std::move(outs[i]);
+}
+
+void PipelineParallel::backward_microbatch(const Values& micro, Values& kept, int64_t m) {
+    Values feeds = receive_seeds(m);
+    feeds.insert(kept.begin(), kept.end());
+    kept.clear();  // the stash of microbatch m is no longer needed once its backward runs
+    feeds.insert(micro.begin(), micro.end());
+    send_input_grads(stage_->backward(feeds, nullptr), m);
+}
+
+void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
+    // Per microbatch, what its backward reads besides the batch: the activations received and the
+    // forward's outputs (the stash; with rematerialize only the values sent, which it ignores).
+    const int64_t count = static_cast<int64_t>(micro.size());
+    std::vector<Values> kept(micro.size());
+    // GPipe: every forward, then every backward. 1F1B: the forwards of the microbatches still in
+    // the later stages (N-1-r of them), then a forward and a backward in turn, then the backwards
+    // left. Either way a stage runs its backwards in microbatch order, so its gradient sums are
+    // the same bit for bit.
+    const int64_t ahead = popts_.schedule == PipelineSchedule::kOneForwardOneBackward
+                              ? std::min<int64_t>(comm_.size() - 1 - comm_.rank(), count)
+                              : count;
+    int64_t next_backward = 0;
+    for (int64_t m = 0; m < count; ++m) {
+        forward_microbatch(micro[static_cast<size_t>(m)], kept[static_cast<size_t>(m)], m);
+        peak_stashed_ = std::max(peak_stashed_, static_cast<int>(m + 1 - next_backward));
+        if (m >= ahead) {
+            backward_microbatch(micro[static_cast<size_t>(next_backward)], kept[static_cast<size_t>(next_backward)],
+                                next_backward);
+            ++next_backward;
+        }
+    }
+    for (; next_backward < count; ++next_backward)
+        backward_microbatch(micro[static_cast<size_t>(next_backward)], kept[static_cast<size_t>(next_backward)],
+                            next_backward);
+}
+
+double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
+    const auto t0 = Clock::now();
+    for (const TensorInfo& info : batch_inputs_)
+        KILN_CHECK(batch.count(info.name), kInvalidArgument)
+            << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+    stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
+    peak_stashed_ = 0;
+    // The batched inputs cut along their leading axis; the others (no batch dim) go whole to each.
+    Values batched, whole;
+    for (const auto& [name, t] : batch) (batched_.count(name) ? batched : whole).emplace(name, t);
+    std::vector<Values> micro = split_microbatches(batched, popts_.microbatches);
+    for (Values& m : micro) m.insert(whole.begin(), whole.end());
+    const int last = comm_.size() - 1;
+    double loss = 0;
+    if (stage_->graph().computes_loss) {
+        loss = loss_stage_step(micro);
+        Tensor t(DType::kFloat64, {});
+        t.set_f64(0, loss);
+        for (int r = 0; r < last; ++r) rv_->send(loss_key(last, r, step_), t);
+        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr));
+    } else {
+        inner_stage_step(micro);
+        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr));
+        loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
+    }
+    ++step_;
+    stats_ = {std::chrono::duration<double>(Clock::now() - t0).count(), stage_->forward_s, stage_->backward_s,
+              stage_->apply_s, peak_stashed_};
+    return loss;
+}
+
+std::map<std::string, Tensor> PipelineParallel::gather_parameters() {
+    auto key = [&](int src, const std::string& name) {
+        TransferKey k;
+        k.src_rank = src;
+        k.dst_rank = 0;
+        k.tensor = "param/" + name;
+        k.step = step_;
+        return k;
+    };
+    std::map<std::string, Tensor> all;
+    if (comm_.rank() != 0) {
+        for (const std::string& p : stage_->parameter_names()) rv_->send(key(comm_.rank(), p), stage_->parameter(p));
+        return all;
+    }
+    for (const std::string& p : stage_->parameter_names()) all[p] = stage_->parameter(p).clone();
+    for (int r = 1; r < comm_.size(); ++r)
+        for (const std::string& p : stage_params_[static_cast<size_t>(r)]) all[p] = rv_->recv(key(r, p));
+    return all;
+}
+
+void PipelineParallel::export_onnx(const std::string& path) {
+    std::map<std::string, Tensor> values = gather_parameters();
+    if (comm_.rank() == 0) compiler::write_file_atomically(path, frontend::onnx_with_initializers(path_, values));
+}
+
+}  // namespace kiln::distributed

@@ -1,0 +1,133 @@
+// Pipeline-parallel training over MPI (`mpirun -np N kiln train ... --pipeline-parallel`,
+// docs/distributed.md), GPipe's schedule: the model is split into N stages, one per rank
+// (pipeline_stage_graph.h: the partition's annotated or cost-balanced split), and each step's
+// global batch into M microbatches.
+//
+// A step t on rank r (every rank is given the same global batch and reads what its stage reads):
+//  - r < N-1: the forward of microbatches 0..M-1 in turn, each sending its activations on as
+//    soon as it is done (the rendezvous' sends never block, so rank r+1 works on microbatch m
+//    while r runs m+1), keeping each microbatch's stash (the forward values its backward reads);
+//    then the backward of microbatches 0..M-1, each waiting for the gradients of the
+//    activations it sent, reading its stash (or, with `rematerialize`, computing its forward
+//    again from the activations it received: GPipe's re-materialisation), and sending the
+//    gradients of the activations it received back.
+//  - r = N-1 (the loss stage): for each microbatch as it arrives, forward, the loss, backward.
+//  - PipelineSchedule::kOneForwardOneBackward (1F1B, PipeDream-flush) reorders the first
+//    bullet: rank r runs N-1-r forwards ahead, then one forward and one backward in turn, then
+//    the backwards left. The bubble is GPipe's, but a stage holds at most N-r microbatches'
+//    stashes instead of M. The backwards still run in microbatch order: the same sums.
+//  - every rank: its parameters' gradients summed over the microbatches (each microbatch's loss
+//    seeded by 1/M, so the sum is the gradient of the global batch's mean loss), then the
+//    optimizer on the parameters it owns, once per step. The loss (the microbatches' mean) goes
+//    from the last rank to every rank.
+// Transfers are the rendezvous' (rendezvous.h) under the partition's keys with the step set to
+// t and the iteration to the microbatch: "0/1 -> 1 'h1' frame 0:3 step 7" is microbatch 3's
+// activation h1 of step 7, and its gradient travels back as "1/1 -> 0 'grad/h1' frame 0:3 step 7".
+// A lost rank is the heartbeat's (communicator.h): every wait is a receive with a deadline.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "distributed/pipeline_stage.h"
+#include "distributed/rank_assignment.h"
+#include "distributed/rendezvous.h"
+#include "kiln/session.h"
+#include "kiln/training.h"
+
+namespace kiln::distributed {
+
+/// The order of a step's forwards and backwards on a stage.
+enum class PipelineSchedule {
+    kGPipe,                  // every microbatch's forward, then every backward
+    kOneForwardOneBackward,  // 1F1B (PipeDream-flush): at most N microbatches stashed, not M
+};
+
+struct PipelineParallelOptions {
+    /// Microbatches per step (GPipe's M); must divide the global batch.
+    int microbatches = 1;
+    /// Annotated stages (`--stage NODE=RANK`, names of the training graph's nodes); empty, with
+    /// no node carrying kiln.rank: the cost-balanced split.
+    StageMap stages;
+    /// Recompute each stage's forward in its backward instead of keeping the forward's values
+    /// of every microbatch until its backward (pipeline_stage_graph.h): less memory, more work.
+    bool rematerialize = false;
+    PipelineSchedule schedule = PipelineSchedule::kGPipe;
+};
+
+/// Seconds of the last step on this rank.
+struct PipelineStepStats {
+    double step_s = 0;
+    double forward_s = 0, backward_s = 0, apply_s = 0;  // compute; the rest is waiting (the bubble)
+    /// The most microbatches whose forward had run and backward had not, at once (0 on the
+    /// loss stage, which runs both together): M under GPipe, at most N-r under 1F1B.
+    int peak_stashed = 0;
+};
+
+class PipelineParallel {
+public:
+    /// Every rank of `comm` calls it with the same arguments. `opts.session.dims` binds the
+    /// global batch: the leading dim of the model's first input must be symbolic, and every
+    /// input dim with that symbol is the batch. Refused with kUnsupported (naming the option):
+    /// clip_norm (its global norm spans the stages), recompute (PipelineParallelOptions::
+    /// rematerialize is the pipeline's); with kInvalidArgument: M not dividing the batch, one
+    /// rank, and the stage errors of pipeline_stage_graph.h.
+    PipelineParallel(Communicator& comm, const std::string& onnx_path, const TrainingOptions& opts,
+                     const PipelineParallelOptions& popts);
+    ~PipelineParallel();
+    PipelineParallel(const PipelineParallel&) = delete;
+    PipelineParallel& operator=(const PipelineParallel&) = delete;
+
+    /// The global batch's inputs: the model's inputs and the labels (as
+    /// TrainingSession::batch_inputs() at the global batch).
+    const std::vector<TensorInfo>& batch_inputs() const { return batch_inputs_; }
+    /// One GPipe step on the global batch (the same on every rank); returns the batch's mean loss.
+    double step(const std::map<std::string, Tensor>& batch);
+    /// Steps done.
+    int64_t steps() const { return step_; }
+
+    /// Every trained parameter of the model (all stages), model order.
+    const std::vector<std::string>& parameter_names() const { return params_; }
+    /// The parameters of this rank's stage.
+    const PipelineStage& stage() const { return *stage_; }
+    /// Every stage's parameters, on rank 0 (empty elsewhere). Every rank calls it.
+    std::map<std::string, Tensor> gather_parameters();
+    /// Rank 0 writes the model with every stage's trained parameters as ONNX. Every rank calls it.
+    void export_onnx(const std::string& path);
+    /// One line per stage: its rank, nodes, parameters and estimated cost.
+    const std::string& describe() const { return describe_; }
+    const PipelineStepStats& last_step_stats() const { return stats_; }
+
+private:
+    using Values = std::map<std::string, Tensor>;
+    double loss_stage_step(const std::vector<Values>& micro);
+    void inner_stage_step(const std::vector<Values>& micro);
+    void forward_microbatch(const Values& micro, Values& kept, int64_t m);
+    void backward_microbatch(const Values& micro, Values& kept, int64_t m);
+    Values receive_inputs(int64_t m);
+    Values receive_seeds(int64_t m);
+    void send_outputs(const std::vector<Tensor>& outs, int64_t m);
+    void send_input_grads(const Values& grads, int64_t m);
+
+    Communicator& comm_;
+    std::string path_;
+    TrainingOptions opts_;
+    PipelineParallelOptions popts_;
+    std::vector<TensorInfo> batch_inputs_;
+    std::set<std::string> batched_;  // the batch inputs cut into microbatches (the rest go whole)
+    std::vector<std::string> params_;
+    std::vector<std::vector<std::string>> stage_params_;  // per rank
+    std::unique_ptr<PipelineStage> stage_;
+    std::unique_ptr<Rendezvous> rv_;
+    std::string describe_;
+    PipelineStepStats stats_;
+    int peak_stashed_ = 0;
+    int64_t step_ = 0;
+};
+
+}  // namespace kiln::distributed

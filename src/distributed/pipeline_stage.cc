@@ -1,0 +1,179 @@
+// PipelineStage (pipeline_stage.h).
+#include "distributed/pipeline_stage.h"
+
+#include <chrono>
+#include <initializer_list>
+
+#include "autodiff/optimizer.h"
+#include "compiler/compile.h"
+#include "compiler/graph_interpreter.h"
+#include "compiler/model_compile_options.h"
+#include "frontend/onnx/importer.h"
+#include "pass/infer_shapes.h"
+#include "support/error.h"
+
+namespace kiln::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+autodiff::OptimizerSpec optimizer_spec(const OptimizerOptions& o) {
+    autodiff::OptimizerSpec s;
+    s.kind = o.kind;
+    s.momentum = o.momentum;
+    s.nesterov = o.nesterov;
+    s.beta1 = o.beta1;
+    s.beta2 = o.beta2;
+    s.eps = o.eps;
+    s.weight_decay = o.weight_decay;
+    s.clip_norm = o.clip_norm;
+    return s;
+}
+
+/// The optimizer update of the stage's parameters alone (autodiff's apply graph).
+autodiff::TrainingGraph apply_graph(const PipelineTrainingSpec& spec, const std::vector<std::string>& params,
+                                    const autodiff::OptimizerSpec& optimizer) {
+    ir::Graph model = frontend::import_onnx_file(spec.onnx_path);
+    compiler::bind_input_shapes(model, spec.dims);
+    pass::infer_shapes(model, compiler::pass_context());
+    autodiff::ModelState state;
+    state.params = params;
+    return autodiff::build_training_graph(std::move(model), state, spec.loss, optimizer,
+                                          autodiff::TrainingGraphKind::kApply);
+}
+
+}  // namespace
+
+struct PipelineStage::Compiled {
+    std::shared_ptr<runtime::PreparedExecutable> prepared;
+};
+
+void accumulate(Tensor& sum, Tensor t) {
+    if (!sum.defined()) {
+        sum = std::move(t);
+        return;
+    }
+    KILN_CHECK(sum.dtype() == t.dtype() && sum.shape() == t.shape(), kInternal)
+        << "bug in Kiln: accumulating " << shape_str(t.shape()) << " into " << shape_str(sum.shape());
+    if (sum.dtype() == DType::kFloat32) {
+        float* s = sum.data_as<float>();
+        const float* x = t.data_as<float>();
+        for (int64_t i = 0; i < sum.numel(); ++i) s[i] += x[i];
+        return;
+    }
+    for (int64_t i = 0; i < sum.numel(); ++i) sum.set_f64(i, sum.get_f64(i) + t.get_f64(i));
+}
+
+PipelineStage::PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpec& spec, const TrainingOptions& opts,
+                             const std::map<std::string, Tensor>& initial)
+    : g_(std::move(graph)), opts_(opts),
+      runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts.session))) {
+    const autodiff::OptimizerSpec optimizer = optimizer_spec(opts.optimizer);
+    autodiff::check_optimizer_options(optimizer);
+    for (const std::string& p : g_.params) {
+        params_[p] = initial.at(p).clone();
+        for (const std::string& slot : autodiff::optimizer_state_slots(optimizer))
+            state_[autodiff::optimizer_state_name(p, slot)] = Tensor(params_[p].dtype(), params_[p].shape());  // zeros
+    }
+    if (!g_.computes_loss) forward_ = compile(g_.forward);
+    backward_ = compile(g_.backward);
+    if (!g_.params.empty()) {
+        autodiff::TrainingGraph a = apply_graph(spec, g_.params, optimizer);
+        apply_outputs_ = a.outputs;
+        apply_ = compile(a.graph);
+    }
+}
+
+PipelineStage::~PipelineStage() = default;
+
+std::unique_ptr<PipelineStage::Compiled> PipelineStage::compile(ir::Graph& g) {
+    const std::string why = compiler::host_only_reason(g);
+    KILN_CHECK(why.empty(), kUnsupported) << "pipeline-parallel training compiles every stage, and stage " << g_.rank
+                                          << "'s graph '" << g.name << "' does not compile: " << why;
+    compiler::CompileOptions copts = compiler::compile_options_for(opts_.session, runner_->stats().intra_op_threads);
+    copts.plan_for_concurrency = runner_->plans_for_concurrency();
+    auto c = std::make_unique<Compiled>();
+    c->prepared = runner_->prepare(compiler::compile(g, copts).executable);
+    return c;
+}
+
+std::vector<Tensor> PipelineStage::run(Compiled& c, const Values& feeds, const Values& extra) {
+    const runtime::Executable& exe = *c.prepared->exe;
+    std::vector<Tensor> inputs;
+    for (int id : exe.inputs) {
+        const std::string& name = exe.buffers[static_cast<size_t>(id)].name;
+        const Tensor* t = nullptr;
+        for (const Values* from : std::initializer_list<const Values*>{&feeds, &extra, &params_, &state_}) {
+            auto it = from->find(name);
+            if (it != from->end()) {
+                t = &it->second;
+                break;
+            }
+        }
+        KILN_CHECK(t, kInvalidArgument) << "pipeline stage " << g_.rank << ": no value for input '" << name << "'";
+        inputs.push_back(*t);
+    }
+    std::vector<Tensor> outputs;
+    runner_->run(*c.prepared, inputs, outputs, runtime::RunControls{}).throw_if_error();
+    return outputs;
+}
+
+std::vector<Tensor> PipelineStage::forward(const Values& feeds) {
+    KILN_CHECK(forward_, kInternal) << "bug in Kiln: the loss stage has no forward graph of its own";
+    const auto t0 = Clock::now();
+    std::vector<Tensor> out = run(*forward_, feeds, {});
+    forward_s += since(t0);
+    return out;
+}
+
+PipelineStage::Values PipelineStage::backward(const Values& feeds, double* loss) {
+    const auto t0 = Clock::now();
+    std::vector<Tensor> out = run(*backward_, feeds, {});
+    KILN_CHECK(out.size() == g_.backward_outputs.size(), kInternal)
+        << "bug in Kiln: the backward graph has " << out.size() << " outputs, expected " << g_.backward_outputs.size();
+    Values input_grads;
+    for (size_t i = 0; i < out.size(); ++i) {
+        const std::string& role = g_.backward_outputs[i];
+        const size_t colon = role.find(':');
+        const std::string kind = role.substr(0, colon), name = colon == std::string::npos ? "" : role.substr(colon + 1);
+        if (kind == "loss" && loss) *loss = out[i].get_f64(0);
+        else if (kind == "grad") accumulate(grads_[name], std::move(out[i]));
+        else if (kind == "input_grad") input_grads[name] = std::move(out[i]);
+    }
+    backward_s += since(t0);
+    return input_grads;
+}
+
+void PipelineStage::apply(int64_t step, double lr) {
+    if (!apply_) return;  // a stage without parameters
+    const auto t0 = Clock::now();
+    const autodiff::OptimizerSpec spec = optimizer_spec(opts_.optimizer);
+    Values extra;
+    const std::vector<std::string> names = autodiff::optimizer_scalar_names(spec);
+    const std::vector<double> values = autodiff::optimizer_scalar_values(spec, step, lr);
+    for (size_t i = 0; i < names.size(); ++i) {
+        Tensor s(DType::kFloat32, {});
+        s.set_f64(0, values[i]);
+        extra[names[i]] = std::move(s);
+    }
+    for (auto& [name, g] : grads_) extra[autodiff::gradient_input_name(name)] = std::move(g);
+    std::vector<Tensor> out = run(*apply_, {}, extra);
+    for (size_t i = 0; i < out.size(); ++i) {
+        const std::string& role = apply_outputs_.at(i);
+        const size_t colon = role.find(':');
+        (role.compare(0, colon, "param") == 0 ? params_ : state_)[role.substr(colon + 1)] = std::move(out[i]);
+    }
+    grads_.clear();
+    apply_s += since(t0);
+}
+
+const Tensor& PipelineStage::parameter(const std::string& name) const {
+    auto it = params_.find(name);
+    KILN_CHECK(it != params_.end(), kInvalidArgument)
+        << "'" << name << "' is not a parameter of pipeline stage " << g_.rank;
+    return it->second;
+}
+
+}  // namespace kiln::distributed

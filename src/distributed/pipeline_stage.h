@@ -1,0 +1,65 @@
+// One rank's stage of pipeline-parallel training (pipeline_parallel.h), compiled: its forward
+// and backward graphs (pipeline_stage_graph.h), the optimizer update of its parameters (the
+// autodiff apply graph, autodiff/training_graph.h, for this stage's parameters only), the
+// parameters, their optimizer state, and the gradients accumulated over a step's microbatches.
+// No MPI here: the schedule (pipeline_parallel.cc) moves the tensors; an in-process driver could
+// run the stages one after another as well.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/pipeline_stage_graph.h"
+#include "kiln/training.h"
+#include "runtime/model_runner.h"
+
+namespace kiln::distributed {
+
+class PipelineStage {
+public:
+    using Values = std::map<std::string, Tensor>;
+
+    /// Compiles `graph`'s forward (not on the loss stage), backward and apply graphs with
+    /// `opts` (threads, kernels, optimizer); `initial` holds at least the stage's parameters.
+    PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpec& spec, const TrainingOptions& opts,
+                  const std::map<std::string, Tensor>& initial);
+    ~PipelineStage();
+    PipelineStage(const PipelineStage&) = delete;
+    PipelineStage& operator=(const PipelineStage&) = delete;
+
+    /// The forward graph on `feeds` (batch inputs and received activations by input name; the
+    /// parameters are the stage's): the values it sends, in send_keys order.
+    std::vector<Tensor> forward(const Values& feeds);
+    /// The backward graph on `feeds` (as forward, plus the seed inputs): adds the parameters'
+    /// gradients into the step's sums (in call order), returns the received inputs' gradients by
+    /// input name and sets `*loss` on the loss stage.
+    Values backward(const Values& feeds, double* loss);
+    /// The optimizer on the summed gradients, as step `step` at learning rate `lr`; clears them.
+    void apply(int64_t step, double lr);
+
+    const PipelineStageGraph& graph() const { return g_; }
+    const std::vector<std::string>& parameter_names() const { return g_.params; }
+    const Tensor& parameter(const std::string& name) const;
+    /// Compute seconds of the last step's calls, summed: forward, backward, apply.
+    double forward_s = 0, backward_s = 0, apply_s = 0;
+
+private:
+    struct Compiled;
+    std::unique_ptr<Compiled> compile(ir::Graph& g);
+    std::vector<Tensor> run(Compiled& c, const Values& feeds, const Values& extra);
+
+    PipelineStageGraph g_;
+    TrainingOptions opts_;
+    std::unique_ptr<runtime::ModelRunner> runner_;
+    std::unique_ptr<Compiled> forward_, backward_, apply_;
+    std::vector<std::string> apply_outputs_;  // role keys ("param:W", "state:opt/W/momentum")
+    Values params_, state_, grads_;
+};
+
+/// sum += t, elementwise (same dtype and shape); an empty `sum` becomes `t`.
+void accumulate(Tensor& sum, Tensor t);
+
+}  // namespace kiln::distributed

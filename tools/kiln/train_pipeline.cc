@@ -1,0 +1,144 @@
+// train_pipeline (train_pipeline.h).
+#include "train_pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "distributed/communicator.h"
+#include "distributed/pipeline_parallel.h"
+#include "kiln/kiln.h"
+#include "name_value_args.h"
+#include "train_data.h"
+#include "train_metrics.h"
+#include "train_setup.h"
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_pipeline_args(const TrainArgs& a) {
+    const char* what = !a.checkpoint_dir.empty()   ? "--checkpoint-dir"
+                       : a.resume                  ? "--resume"
+                       : !a.data.eval_data.empty() ? "--eval-data"
+                       : a.data.eval_split > 0     ? "--eval-split"
+                       : a.recompute != "none"     ? "--recompute (--rematerialize is the pipeline's recomputation)"
+                       : a.clip_norm > 0           ? "--clip-norm (the global norm spans the stages)"
+                                                   : nullptr;
+    KILN_CHECK(what == nullptr, kUnsupported) << "--pipeline-parallel does not support " << what << " yet";
+    KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError)
+        << "cannot open model '" << a.model << "': no such file";
+    KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
+}
+
+/// The class count of a classification loss's output (label checks), 0 otherwise.
+int64_t class_count(const Session& model, const TrainArgs& a) {
+    if (a.loss != "cross_entropy" && a.loss != "nll") return 0;
+    for (const TensorInfo& o : model.outputs())
+        if (a.loss_output.empty() || o.name == a.loss_output) return o.shape.size() >= 2 ? o.shape[1] : 0;
+    KILN_THROW(kInvalidArgument) << "--loss-output " << a.loss_output << ": the model has no such output";
+    return 0;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+}
+
+/// Rank 0's closing lines: the run's throughput and the median step's parts.
+void print_summary(const std::vector<distributed::PipelineStepStats>& steps, double seconds, int64_t batch) {
+    std::vector<double> step, fwd, bwd, apply;
+    int stashed = 0;
+    for (const distributed::PipelineStepStats& s : steps) {
+        stashed = std::max(stashed, s.peak_stashed);
+        step.push_back(s.step_s);
+        fwd.push_back(s.forward_s);
+        bwd.push_back(s.backward_s);
+        apply.push_back(s.apply_s);
+    }
+    fmt::print(stderr, "trained {} steps in {:.2f} s ({:.0f} samples/s)\n", steps.size(), seconds,
+               seconds > 0 ? static_cast<double>(steps.size()) * static_cast<double>(batch) / seconds : 0.0);
+    fmt::print(stderr,
+               "pipeline-parallel on rank 0, per step (median): {:.1f} ms, of which forward {:.1f} ms, backward {:.1f} "
+               "ms, optimizer {:.1f} ms; the rest waits for other stages. At most {} microbatches' forward values "
+               "held at once\n",
+               1e3 * median(step), 1e3 * median(fwd), 1e3 * median(bwd), 1e3 * median(apply), stashed);
+}
+
+}  // namespace
+
+int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
+    check_pipeline_args(a);
+    std::unique_ptr<Session> model = Session::load(a.model);
+    std::map<std::string, int64_t> dims = parse_dims(a.dims);
+    bind_batch_dim(model->inputs(), a.data.batch_size, dims);
+    TrainData data = open_train_sources(a.data);
+    KILN_CHECK(data.train_source->size() >= a.data.batch_size, kInvalidArgument)
+        << "--data '" << a.data.data << "' has " << data.train_source->size()
+        << " training records, fewer than one batch (" << a.data.batch_size << ")";
+    const int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
+    const TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
+    distributed::Communicator& comm = distributed::Communicator::get();
+    const auto t_compile = Clock::now();
+    distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
+    if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
+    distributed::PipelineParallel pp(comm, a.model, opts, po);
+    const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+    StepInputs step{pp.batch_inputs(), a.loss == "output" ? "" : opts.loss.labels, class_count(*model, a)};
+    build_pipelines(a.data, step, data);
+    std::unique_ptr<MetricsCsv> csv;
+    if (!a.metrics_csv.empty() && a.rank == 0) csv = std::make_unique<MetricsCsv>(a.metrics_csv, std::nullopt);
+    if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
+    bar.print_line(data.describe);
+    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {} in {} microbatches, {} steps per epoch; "
+                               "rank 0's stage compiled in {:.2f} s",
+                               a.model, pp.parameter_names().size(), a.data.batch_size, a.microbatches, steps_per_epoch,
+                               compile_s));
+    std::string stages = pp.describe();
+    if (!stages.empty() && stages.back() == '\n') stages.pop_back();
+    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; {} schedule; the backward {}):\n{}", comm.size(),
+                               a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
+                               a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
+                               a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
+    std::vector<distributed::PipelineStepStats> stats;
+    double seconds = 0, ema = 0;
+    for (int64_t epoch = 0; epoch < a.epochs; ++epoch) {
+        const auto epoch_start = Clock::now();
+        int64_t batch_index = 0;
+        data.train->start_epoch(epoch, 0);
+        while (auto batch = data.train->next()) {
+            const double lr = opts.schedule.at(pp.steps(), a.lr);
+            const double loss = pp.step(step_batch(*batch, data, step));
+            KILN_CHECK(std::isfinite(loss), kInvalidArgument)
+                << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr";
+            stats.push_back(pp.last_step_stats());
+            ++batch_index;
+            ema = 0.9 * ema + 0.1 * loss;
+            const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+            const double samples = static_cast<double>(batch_index * a.data.batch_size);
+            const double samples_per_s = elapsed > 0 ? samples / elapsed : 0;
+            if (csv) csv->row(epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
+            const double per_step = (seconds + elapsed) / static_cast<double>(pp.steps());
+            bar.update({epoch, a.epochs, batch_index, steps_per_epoch, pp.steps(),
+                        ema / (1 - std::pow(0.9, static_cast<double>(pp.steps()))), lr, samples_per_s,
+                        per_step * static_cast<double>(steps_per_epoch * a.epochs - pp.steps())});
+        }
+        seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    }
+    bar.finish();
+    if (a.rank == 0) print_summary(stats, seconds, a.data.batch_size);
+    if (!a.export_path.empty()) {
+        pp.export_onnx(a.export_path);
+        if (a.rank == 0) fmt::print(stderr, "wrote {}\n", a.export_path);
+    }
+    return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,17 @@
+// `mpirun -np N kiln train MODEL ... --pipeline-parallel [--microbatches M] [--stage NODE=RANK]`:
+// the training loop of a pipeline-parallel job (distributed/pipeline_parallel.h,
+// docs/distributed.md). Every rank reads the whole global batch of --batch-size records (the
+// same pipeline, the same seed) and feeds its stage what it reads; rank 0 prints and writes the
+// metrics CSV; every rank takes part in the export, which rank 0 writes.
+#pragma once
+
+#include "progress_bar.h"
+#include "train_args.h"
+
+namespace kiln::cli {
+
+/// Trains `a.model` as one stage of the job's pipeline; returns the exit code. Refuses, by name,
+/// the options it does not support yet (checkpoints, evaluation, --recompute, --clip-norm).
+int train_pipeline(const TrainArgs& a, ProgressBar& bar);
+
+}  // namespace kiln::cli

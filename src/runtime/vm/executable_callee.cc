@@ -19,6 +19,10 @@ Status ExecutableCallee::prepare() {
     Status st = table_.prepare();
     if (!st.ok()) return st;
     b_.ptrs = table_.prepared_ptrs();
+    for (int id : exe_->inputs) {
+        const BufferDesc& d = exe_->buffers[static_cast<size_t>(id)];
+        in_slots_.push_back({d.dtype, &d.shape, static_cast<size_t>(id)});
+    }
     std::set<int> seen;
     for (int id : exe_->outputs) {
         const bool own = exe_->buffers[static_cast<size_t>(id)].role == BufferRole::kOutput && seen.insert(id).second;
@@ -54,13 +58,15 @@ Status ExecutableCallee::call(const Tensor* const* ins, size_t num_ins, Tensor* 
         return Status(ErrorKind::kInternal, "bug in Kiln: " + describe() + " called with " + std::to_string(num_ins) +
                                                 " inputs and " + std::to_string(num_outs) + " outputs");
     for (size_t i = 0; i < num_ins; ++i) {
-        const BufferDesc& d = exe_->buffers[static_cast<size_t>(exe_->inputs[i])];
+        const InputSlot& slot = in_slots_[i];
         const Tensor& t = *ins[i];
-        if (t.dtype() != d.dtype || !same_shape(t.shape(), d.shape))
+        if (t.dtype() != slot.dtype || !same_shape(t.shape(), *slot.shape)) {
+            const BufferDesc& d = exe_->buffers[slot.ptr];
             return Status(ErrorKind::kInvalidArgument, name_ + ": input '" + d.name + "': expected " +
                                                            dtype_name(d.dtype) + shape_str(d.shape) + ", got " +
                                                            dtype_name(t.dtype()) + shape_str(t.shape()));
-        b_.ptrs[static_cast<size_t>(exe_->inputs[i])] = const_cast<void*>(t.data());
+        }
+        b_.ptrs[slot.ptr] = const_cast<void*>(t.data());
     }
     for (size_t k = 0; k < num_outs; ++k) {
         Status st = bind_output(k, *outs[k], reusable[k]);

@@ -42,6 +42,14 @@ private:
     RunBindings b_;
     // Per output: copied after the steps (an input, a constant, or a buffer listed twice).
     std::vector<char> copy_out_;
+    // Per input, from prepare(): what it must be and the pointer slot it binds (a call checks
+    // each input against these without walking the executable's buffer table).
+    struct InputSlot {
+        DType dtype;
+        const Shape* shape;
+        size_t ptr;
+    };
+    std::vector<InputSlot> in_slots_;
     bool prepared_ = false;
 };
 

@@ -527,10 +527,10 @@ std::vector<KernelBuild> build_kernels(const KernelTarget& target, const std::ve
     }
     // At most kUnitKernels kernels per unit, so a large model still spreads over every process.
     constexpr size_t kUnitKernels = 24;
-    std::vector<size_t> sizes;
-    for (size_t k : missing) sizes.push_back(unique[k].size());
+    std::vector<size_t> costs;
+    for (size_t k : missing) costs.push_back(compile_cost(unique[k]));
     const size_t units = std::max<size_t>(static_cast<size_t>(jobs), (missing.size() + kUnitKernels - 1) / kUnitKernels);
-    std::vector<std::vector<size_t>> groups = balance_units(sizes, units);
+    std::vector<std::vector<size_t>> groups = balance_units(costs, units);
     for (auto& g : groups)
         for (size_t& i : g) i = missing[i];
     run_parallel(groups.size(), jobs, [&](size_t u) { compile_unit(target, unique, groups[u], builds); });

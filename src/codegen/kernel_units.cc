@@ -60,17 +60,24 @@ std::string kernel_unit_source(const std::vector<std::string>& sources, const st
     return out.str();
 }
 
-std::vector<std::vector<size_t>> balance_units(const std::vector<size_t>& sizes, size_t units) {
-    units = std::max<size_t>(1, std::min(units, sizes.size()));
-    std::vector<size_t> order(sizes.size());
+size_t compile_cost(const std::string& source) {
+    size_t unrolled = 0;
+    const std::string mark = "/* unrolled";
+    for (size_t at = source.find(mark); at != std::string::npos; at = source.find(mark, at + 1)) ++unrolled;
+    return source.size() * (10 + unrolled) / 10;
+}
+
+std::vector<std::vector<size_t>> balance_units(const std::vector<size_t>& costs, size_t units) {
+    units = std::max<size_t>(1, std::min(units, costs.size()));
+    std::vector<size_t> order(costs.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return costs[a] > costs[b]; });
     std::vector<std::vector<size_t>> groups(units);
     std::vector<size_t> load(units, 0);
     for (size_t i : order) {
         size_t g = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
         groups[g].push_back(i);
-        load[g] += sizes[i];
+        load[g] += costs[i];
     }
     for (auto& g : groups) std::sort(g.begin(), g.end());
     groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); }), groups.end());

@@ -93,6 +93,14 @@ TEST(KernelUnits, BalanceIsEvenAndDeterministic) {
     EXPECT_EQ(balance_units(sizes, 10).size(), sizes.size());  // never an empty unit
 }
 
+TEST(KernelUnits, UnrolledLoopsWeighOnTheCompileCost) {
+    const std::string plain(1000, ' ');
+    std::string unrolled = plain;
+    for (int k = 0; k < 10; ++k) unrolled += "for (;;) {  /* unrolled */ }\n";
+    EXPECT_EQ(compile_cost(plain), plain.size());
+    EXPECT_EQ(compile_cost(unrolled), 2 * unrolled.size());  // ten unrolled loops: twice the text
+}
+
 TEST(KernelUnits, ManyKernelsShareUnitsAndEachMatchesTheInterpreter) {
     FreshCache cache;
     std::vector<tir::PrimFunc> funcs;

@@ -5,6 +5,7 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
+#include "compiler/compile.h"
 #include "op/op_def.h"
 #include "op/registry.h"
 #include "runtime/buffer_table.h"
@@ -127,17 +128,44 @@ void replace_by_results(ir::Graph& g, Fold& f) {
     g.erase_node(f.node);
 }
 
+/// A reshape-like node (is_view_op) of a constant runs as a view of its input's buffer, so its
+/// fold is that: the constant's bytes under the output's shape, without a kernel (a layout
+/// pass's weight Reshape between a pad and a transpose cost a compile of its own).
+bool fold_view(ir::Graph& g, ir::Node* n, int64_t max_elements) {
+    if (!is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0) ||
+        !n->input(0)->is_constant())
+        return false;
+    const ir::Value* in = n->input(0);
+    ir::Value* out = n->output(0);
+    if (!out->type().is_static() || in->type().dtype != out->type().dtype || in->type().dtype == DType::kString)
+        return false;
+    const Shape shape = out->type().static_shape();
+    const Tensor& data = in->constant();
+    if (shape_numel(shape) != data.numel() || shape_numel(shape) > max_elements) return false;
+    const std::string name = out->name();
+    out->set_name(g.fresh_name(name + ".unfolded"));
+    g.replace_all_uses(out, g.add_constant(name, data.reshaped(shape)));
+    g.erase_node(n);
+    return true;
+}
+
 }  // namespace
 
 int fold_constant_nodes(ir::Graph& g, const std::vector<ir::Node*>& nodes, int64_t max_elements) {
     std::vector<Fold> folds;
-    for (ir::Node* n : nodes)
+    int views = 0;
+    for (ir::Node* n : nodes) {
+        if (fold_view(g, n, max_elements)) {
+            ++views;
+            continue;
+        }
         if (std::optional<Fold> f = plan_fold(n, max_elements)) folds.push_back(std::move(*f));
+    }
     run_compiled(folds);
     for (Fold& f : folds)
         if (!f.compiled) run_interpreted(f);
     for (Fold& f : folds) replace_by_results(g, f);
-    return static_cast<int>(folds.size());
+    return views + static_cast<int>(folds.size());
 }
 
 bool fold_constant_node(ir::Graph& g, ir::Node* n, int64_t max_elements) {

@@ -92,6 +92,32 @@ TEST(FoldConstants, WavesOfCompiledFoldsMatchTheOpsAndNodeByNode) {
             }
 }
 
+// A Reshape of a constant folds as the runtime runs it, a view: the constant's bytes under the
+// new shape, whatever its size (no kernel to compile), and its consumer folds after it.
+TEST(FoldConstants, AReshapeOfAConstantIsItsBytesUnderTheNewShape) {
+    ir::Graph g;
+    ir::Value* x = g.add_input("x", ir::TensorType::of_static(DType::kFloat32, {300, 200}));
+    Tensor w(DType::kFloat32, {200, 300});
+    for (int64_t e = 0; e < w.numel(); ++e) w.data_as<float>()[e] = static_cast<float>(e % 97) - 48.0f;
+    ir::Value* wv = g.add_constant("w", w);
+    auto flat = ir::TensorType::of_static(DType::kFloat32, {300, 200});
+    Tensor target(DType::kInt64, {2});
+    target.set_i64(0, 300);
+    target.set_i64(1, 200);
+    ir::Value* shape = g.add_constant("shape", target);
+    ir::Node* r = g.add_node("Reshape", {wv, shape}, {}, {flat});
+    ir::Node* m = g.add_node("Mul", {r->output(0), r->output(0)}, {}, {flat});
+    g.add_output(g.add_node("Add", {x, m->output(0)}, {}, {flat})->output(0));
+    EXPECT_TRUE(fold_constants(g, compiler::pass_context()));
+    ASSERT_EQ(g.num_nodes(), 1u);
+    const Tensor& got = g.nodes().front()->input(1)->constant();
+    ASSERT_EQ(got.shape(), Shape({300, 200}));
+    for (int64_t e = 0; e < got.numel(); ++e) {
+        const float v = static_cast<float>(e % 97) - 48.0f;  // row-major: element e of w, reshaped
+        ASSERT_EQ(got.data_as<float>()[e], v * v) << e;
+    }
+}
+
 TEST(EliminateDeadCode, DropsDeadChainsAndConstants) {
     EXPECT_PASS_GIVES(eliminate_dead_code, R"(
 graph g(%x: f32[2]) {

@@ -5,6 +5,7 @@
 #include "distributed/collective_wave.h"
 #include "distributed/collectives.h"
 #include "distributed/partitioned_run.h"
+#include "pass/infer_shapes.h"
 #include "support/error.h"
 
 namespace kiln::distributed {
@@ -17,6 +18,9 @@ struct CollectiveModel::Stage {
 CollectiveModel::CollectiveModel(ir::Graph g, const SessionOptions& opts, Communicator* comm)
     : comm_(comm), runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts))) {
     compiler::bind_input_shapes(g, opts.dims);
+    // The stages' inputs take the types of the values they receive: static once dims are bound
+    // (AllGather/ReduceScatter of a symbolic axis were "?" at import).
+    pass::infer_shapes(g, compiler::pass_context());
     for (const ir::Value* v : g.inputs()) inputs_.push_back(tensor_info_of(*v));
     for (const ir::Value* v : g.outputs()) outputs_.push_back(tensor_info_of(*v));
     stages_ = split_at_collectives(g);

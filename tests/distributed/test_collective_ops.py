@@ -169,7 +169,7 @@ def test_shapes_differing_across_ranks_name_the_rank_and_the_node(tmp_path):
     save_model(tmp_path / "s.onnx", [coll("AllReduce", "x", "ar_x", reduce="sum")],
                [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
                [helper.make_tensor_value_info("ar_x", TensorProto.FLOAT, ["n"])])
-    base = [KILN, "run", str(tmp_path / "s.onnx"), "--repeat", "0", "--threads", "1"]
+    base = [KILN, "run", str(tmp_path / "s.onnx"), "--repeat", "1", "--threads", "1"]
     cmd = [MPIEXEC, "-n", "1", *base, "--dim", "n=3", ":", "-n", "1", *base, "--dim", "n=4"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=mpi_env())
     out = p.stdout + p.stderr
@@ -193,7 +193,7 @@ def test_reduce_scatter_that_does_not_split_evenly_is_an_error(tmp_path):
     save_model(tmp_path / "u.onnx", [coll("ReduceScatter", "x", "rs", world_size=2)],
                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [7])],
                [helper.make_tensor_value_info("rs", TensorProto.FLOAT, [3])])
-    p = subprocess.run([KILN, "run", str(tmp_path / "u.onnx"), "--repeat", "0"], capture_output=True, text=True,
+    p = subprocess.run([KILN, "run", str(tmp_path / "u.onnx"), "--repeat", "1"], capture_output=True, text=True,
                        timeout=60, env=mpi_env())
     assert p.returncode != 0, p.stdout + p.stderr
     assert "ReduceScatter node 'rs': axis 0 of f32[7] has 7 elements, which 2 ranks cannot split evenly" in p.stderr, p.stderr
@@ -219,7 +219,7 @@ def test_a_stopped_rank_ends_the_job_naming_it(tmp_path):
     every_op_model(tmp_path / "m.onnx", 2, np.float32)
     write_inputs(tmp_path, 2, np.float32)
     cmd = [MPIEXEC, "-n", "2", KILN, "run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in_{rank}.npz"),
-           "--threads", "1", "--repeat", "100000000"]
+           "--threads", "1", "--repeat", "1000000"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=mpi_env(KILN_DIST_HEARTBEAT_TIMEOUT="3"))
     try:

@@ -199,6 +199,14 @@ def test_reduce_scatter_that_does_not_split_evenly_is_an_error(tmp_path):
     assert "ReduceScatter node 'rs': axis 0 of f32[7] has 7 elements, which 2 ranks cannot split evenly" in p.stderr, p.stderr
 
 
+def test_partition_of_a_model_with_collectives_is_refused(tmp_path):
+    every_op_model(tmp_path / "m.onnx", 1, np.float32)
+    p = subprocess.run([KILN, "run", str(tmp_path / "m.onnx"), "--partition", "2"], capture_output=True, text=True,
+                       timeout=60, env=mpi_env())
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert "holds collective ops (ai.kiln.distributed): every rank runs it whole on the CPU" in p.stderr, p.stderr
+
+
 def _rank_pids(parent):
     """{rank: pid} of mpiexec's children."""
     out = {}

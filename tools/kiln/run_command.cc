@@ -349,8 +349,12 @@ int run_model(const RunArgs& args) {
     if (args.control_flow == "frames") return run_frames_model(args);
     KILN_CHECK(args.microbatches == 1 || args.partition > 0, kInvalidArgument)
         << "--microbatches goes with --partition N (a pipeline over N ranks)";
+    const bool collectives = !runtime::is_artifact_file(args.model) && mentions_collective_domain(args.model);
+    KILN_CHECK(!collectives || (args.partition == 0 && args.device == "cpu"), kInvalidArgument)
+        << args.model << " holds collective ops (ai.kiln.distributed): every rank runs it whole on the CPU, "
+        << "without --partition or --device cuda (docs/distributed.md, \"Collectives as graph ops\")";
     if (args.partition > 0) return run_partitioned_model(args);
-    if (args.device == "cpu" && !runtime::is_artifact_file(args.model) && mentions_collective_domain(args.model))
+    if (collectives)
         return run_collective_model({args.model, args.inputs_npz, args.inputs, args.output_dir,
                                      partition_session_options(args), args.repeat, args.seed});
     if (args.device == "cuda")

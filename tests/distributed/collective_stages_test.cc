@@ -5,9 +5,12 @@
 
 #include <cmath>
 
+#include "compiler/graph_interpreter.h"
 #include "distributed/collective_model.h"
 #include "distributed/collective_stages.h"
 #include "ir/parser.h"
+#include "runtime/caching_allocator.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::distributed {
 namespace {
@@ -98,6 +101,22 @@ graph g2(%x: f32[2]) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("AllGather node 'gather_x': world_size=2 in the model, but the job has 1"),
                   std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(CollectiveModel, TheGraphInterpreterPointsACollectiveToCollectiveModel) {
+    // What a Session does with such a model: it has no compute, so the interpreter refuses it.
+    auto g = std::make_shared<ir::Graph>(
+        ir::parse_graph("graph c(%x: f32[2]) {\n  %y = AllReduce(%x) : f32[2] # name=\"ar\"\n  return %y\n}\n"));
+    runtime::ThreadPool pool(1);
+    auto alloc = runtime::make_session_allocator(0);
+    compiler::GraphInterpreter interp(g, &pool, alloc.get());
+    try {
+        interp.run({Datum(Tensor(DType::kFloat32, {2}))});
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("a collective runs through distributed::CollectiveModel"), std::string::npos)
             << e.what();
     }
 }

@@ -261,7 +261,12 @@ std::vector<Datum> GraphInterpreter::run_node(const ir::Node& n, const op::OpDef
                           }};
         return def.host(args);
     }
-    KILN_CHECK(def.compute != nullptr, kUnsupported) << n.describe() << " has no host kernel and no compute";
+    KILN_CHECK(def.compute != nullptr, kUnsupported)
+        << n.describe() << " has no host kernel and no compute"
+        << (def.domain == "ai.kiln.distributed"
+                ? ": a collective runs through distributed::CollectiveModel (`kiln run` under mpiexec; "
+                  "docs/distributed.md, \"Collectives as graph ops\"), not a Session"
+                : "");
     KILN_CHECK(plain, kUnsupported) << n.describe() << " (" << signature_str(n, inputs)
                                     << "): Kiln runs this op on numeric tensors only";
     return eval_compute(n, def, inputs, fixed, once);

@@ -16,7 +16,7 @@ std::vector<OpInfo> supported_ops() {
         i.onnx_versions = d->onnx_versions;
         i.runs_as = d->frame_control ? "frames"  // a control step of the frames executor
                     : d->compute && d->host ? "kernel + host" : d->compute ? "kernel" : d->host ? "host"
-                    : "lowered";  // KilnSend/KilnRecv: the partitioned run lowers them before compiling
+                    : "lowered";  // KilnSend/KilnRecv, the collectives: distributed runs lower them before compiling
         i.pattern = op::op_pattern_name(d->pattern);
         i.min_inputs = d->min_inputs;
         i.max_inputs = d->max_inputs;

@@ -2,6 +2,7 @@
 // is refused (kUnsupported) rather than split.
 #include "distributed/collectives.h"
 
+#include <atomic>
 #include <climits>
 #include <cstring>
 
@@ -11,6 +12,8 @@
 
 namespace kiln::distributed {
 namespace {
+
+std::atomic<size_t> data_calls{0};
 
 int mpi_count(size_t elements, const std::string& what) {
     KILN_CHECK(elements <= static_cast<size_t>(INT_MAX), kUnsupported)
@@ -74,6 +77,8 @@ std::string call_name(const char* collective, const std::vector<NamedTensor>& ts
 
 }  // namespace
 
+size_t collective_data_calls() { return data_calls.load(); }
+
 std::string describe(const NamedTensor& t) {
     return t.name + " " + dtype_name(t.tensor.dtype()) + shape_str(t.tensor.shape());
 }
@@ -122,6 +127,7 @@ PendingAllreduce start_allreduce(Communicator& comm, std::vector<NamedTensor> ts
     for (size_t i = 0; i < s->packed.size(); ++i) {
         Packed& p = s->packed[i];
         int count = mpi_count(p.plan.bytes / dtype_size(p.plan.dtype), s->what);
+        ++data_calls;
         comm.check(MPI_Iallreduce(MPI_IN_PLACE, p.data(), count, mpi_datatype(p.plan.dtype, s->ts[p.plan.members[0]].name),
                                   mpi_op(op, p.plan.dtype), comm.comm(), &s->reqs[i]),
                    s->what);
@@ -153,6 +159,7 @@ void broadcast(Communicator& comm, std::vector<NamedTensor>& ts, int root) {
     for (size_t i = 0; i < packed.size(); ++i) {
         Packed& p = packed[i];
         int count = mpi_count(p.plan.bytes / dtype_size(p.plan.dtype), what);
+        ++data_calls;
         comm.check(MPI_Ibcast(p.data(), count, mpi_datatype(p.plan.dtype, ts[p.plan.members[0]].name), root, comm.comm(),
                               &reqs[i]),
                    what);
@@ -189,6 +196,7 @@ Tensor allgather(Communicator& comm, const NamedTensor& t) {
     out_shape.insert(out_shape.begin(), total);
     Tensor out(t.tensor.dtype(), out_shape);
     (void)mpi_count(static_cast<size_t>(total) * row, what);
+    ++data_calls;
     comm.check(MPI_Iallgatherv(t.tensor.data(), counts[comm.rank()], type, out.data(), counts.data(), offsets.data(), type,
                                comm.comm(), &req[0]),
                what);
@@ -213,6 +221,7 @@ Tensor reduce_scatter(Communicator& comm, const NamedTensor& t, ReduceOp op) {
     out_shape.insert(out_shape.begin(), rows / n + (comm.rank() < rows % n ? 1 : 0));
     Tensor out(t.tensor.dtype(), out_shape);
     std::vector<MPI_Request> req(1);
+    ++data_calls;
     comm.check(MPI_Ireduce_scatter(t.tensor.data(), out.data(), counts.data(), type, mpi_op(op, t.tensor.dtype()), comm.comm(),
                                    &req[0]),
                what);

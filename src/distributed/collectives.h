@@ -9,6 +9,7 @@
 // (fusion.h), all in flight at once.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,12 @@ Tensor allgather(Communicator& comm, const NamedTensor& tensor);
 /// numpy.array_split does: the first (dim0 % size) ranks get one row more. Dim 0 may be smaller
 /// than the rank count (some ranks then get zero rows).
 Tensor reduce_scatter(Communicator& comm, const NamedTensor& tensor, ReduceOp op);
+
+/// Collective data transfers this process has issued so far: one per MPI_Iallreduce, MPI_Ibcast,
+/// MPI_Iallgatherv and MPI_Ireduce_scatter (a fused buffer is one); the agreement check's small
+/// messages and allgather's row counts are not counted. Tests compare it before and after a call
+/// to see what tensor fusion saved.
+size_t collective_data_calls();
 
 /// "name f32[3,4]": the description the agreement check compares.
 std::string describe(const NamedTensor& t);

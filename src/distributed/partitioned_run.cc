@@ -6,9 +6,7 @@
 #include "support/error.h"
 
 namespace kiln::distributed {
-namespace {
-
-TensorInfo info_of(const ir::Value& v) {
+TensorInfo tensor_info_of(const ir::Value& v) {
     TensorInfo t;
     t.name = v.name();
     t.dtype = v.type().dtype;
@@ -20,13 +18,11 @@ TensorInfo info_of(const ir::Value& v) {
     return t;
 }
 
-}  // namespace
-
 PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts,
                                    int only_rank)
     : runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts))) {
-    for (const ir::Value* v : g.inputs()) inputs_.push_back(info_of(*v));
-    for (const ir::Value* v : g.outputs()) outputs_info_.push_back(info_of(*v));
+    for (const ir::Value* v : g.inputs()) inputs_.push_back(tensor_info_of(*v));
+    for (const ir::Value* v : g.outputs()) outputs_info_.push_back(tensor_info_of(*v));
     Partition p = partition_model(g, opts.dims, popts, opts.opt_level);
     report_ = partition_report(p);
     transfers_ = p.transfers;

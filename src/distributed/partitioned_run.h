@@ -25,6 +25,9 @@
 
 namespace kiln::distributed {
 
+/// A graph value as Session::inputs() / outputs() describe it.
+TensorInfo tensor_info_of(const ir::Value& v);
+
 class PartitionedModel {
 public:
     /// Partitions `g` (the imported model) and compiles every rank's graph with `opts`

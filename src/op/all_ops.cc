@@ -12,6 +12,7 @@ const OpRegistry& OpRegistry::global() {
         register_blocked_ops(r);
         register_cast_ops(r);
         register_col2im_ops(r);
+        register_collective_ops(r);
         register_compare_logic_ops(r);
         register_control_flow_ops(r);
         register_conv_ops(r);

@@ -81,6 +81,7 @@ void register_ml_tree_ensemble_ops(OpRegistry& r);     // ai.onnx.ml TreeEnsembl
 void register_ml_tree_classic_ops(OpRegistry& r);      // ai.onnx.ml TreeEnsembleRegressor/Classifier (host)
 void register_ml_linear_ops(OpRegistry& r);            // ai.onnx.ml LinearRegressor/Classifier (host)
 void register_training_ops(OpRegistry& r);  // ai.onnx.preview.training Adagrad, Adam, Momentum
+void register_collective_ops(OpRegistry& r);  // AllReduce, Broadcast, AllGather, ReduceScatter (ai.kiln.distributed)
 void register_transfer_ops(OpRegistry& r);  // KilnSend, KilnRecv (distributed/partition.h)
 
 /// Validates a node against its OpDef: arity (max_inputs < 0: unbounded), attribute kinds, required attributes. Throws

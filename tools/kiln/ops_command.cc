@@ -55,7 +55,9 @@ void add_ops_command(CLI::App& app, CommandAction& action) {
                            "TF1 control steps that If and Loop lower to for the frames executor (docs/control_flow.md).\n"
                            "The {} `decomposed` ops are ONNX Runtime's contrib ops, which the importer rewrites into the\n"
                            "standard ops they stand for (docs/architecture.md). `lowered` ops are the two ends of a\n"
-                           "transfer between ranks, which a partitioned run lowers before it compiles (docs/distributed.md).\n\n",
+                           "transfer between ranks, which a partitioned run lowers before it compiles, and the\n"
+                           "collectives of ai.kiln.distributed, which a run cuts the model at and lowers to MPI calls\n"
+                           "(docs/distributed.md).\n\n",
                            host, decomposed);
                 fmt::print("| op | domain | versions | inputs | outputs | fusion pattern | runs as |\n"
                            "|---|---|---|---|---|---|---|\n");

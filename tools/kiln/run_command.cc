@@ -23,6 +23,7 @@
 #include "kiln/kiln.h"
 #include "name_value_args.h"
 #include "random_inputs.h"
+#include "run_collectives.h"
 #include "run_cuda.h"
 #include "runtime/artifact.h"
 #include "support/npy.h"
@@ -348,7 +349,14 @@ int run_model(const RunArgs& args) {
     if (args.control_flow == "frames") return run_frames_model(args);
     KILN_CHECK(args.microbatches == 1 || args.partition > 0, kInvalidArgument)
         << "--microbatches goes with --partition N (a pipeline over N ranks)";
+    const bool collectives = !runtime::is_artifact_file(args.model) && mentions_collective_domain(args.model);
+    KILN_CHECK(!collectives || (args.partition == 0 && args.device == "cpu"), kInvalidArgument)
+        << args.model << " holds collective ops (ai.kiln.distributed): every rank runs it whole on the CPU, "
+        << "without --partition or --device cuda (docs/distributed.md, \"Collectives as graph ops\")";
     if (args.partition > 0) return run_partitioned_model(args);
+    if (collectives)
+        return run_collective_model({args.model, args.inputs_npz, args.inputs, args.output_dir,
+                                     partition_session_options(args), args.repeat, args.seed});
     if (args.device == "cuda")
         return run_model_cuda({args.model, args.inputs, parse_dims(args.dims), args.repeat, args.seed, args.memory_limit,
                                args.opt_level, args.compare_cpu, args.output_dir, args.kernels != "generated",
@@ -474,7 +482,8 @@ void add_run_command(CLI::App& app, CommandAction& action) {
         ->type_name("NAME=FILE.npy")
         ->allow_extra_args(false)
         ->check(name_value_check(false));
-    sub->add_option("--inputs", args->inputs_npz, "Inputs from an .npz archive (np.savez), by name")
+    sub->add_option("--inputs", args->inputs_npz, "Inputs from an .npz archive (np.savez), by name; in a model with collective ops "
+                    "(docs/distributed.md) {rank} in the path is the MPI rank")
         ->type_name("FILE.npz");
     sub->add_option("--dim", args->dims, "Value of a symbolic dimension (repeatable)")
         ->type_name("NAME=VALUE")
@@ -494,7 +503,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--symbolic-shapes", args->symbolic_shapes,
                   "Compile once for every value of the symbolic dims (docs/dynamic_shapes.md); --dim sizes the "
                   "random inputs");
-    sub->add_option("--output-dir", args->output_dir, "Write each output to DIR/<name>.npy")
+    sub->add_option("--output-dir", args->output_dir, "Write each output to DIR/<name>.npy ({rank}: one directory per MPI rank)")
         ->type_name("DIR");
     sub->add_option("--repeat", args->repeat, "Timed runs after the warm-up run")
         ->capture_default_str()

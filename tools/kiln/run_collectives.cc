@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "distributed/collective_model.h"
 #include "distributed/communicator.h"
@@ -94,9 +97,24 @@ int run_ranks(const CollectiveRunArgs& a, distributed::Communicator* comm) {
 }  // namespace
 
 bool mentions_collective_domain(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    return bytes.find("ai.kiln.distributed") != std::string::npos;
+    // Read in blocks searched with memmem, each after the previous block's last bytes so a name
+    // across a boundary is found (reading the file through an istreambuf_iterator cost BERT-base's
+    // 340 MB 0.3 s per run).
+    static constexpr char kName[] = "ai.kiln.distributed";
+    constexpr size_t kLen = sizeof(kName) - 1, kBlock = size_t{1} << 22;
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return false;
+    std::vector<char> buf(kBlock + kLen);
+    size_t carry = 0;
+    bool found = false;
+    for (size_t n; !found && (n = std::fread(buf.data() + carry, 1, kBlock, f)) > 0;) {
+        const size_t size = carry + n;
+        found = ::memmem(buf.data(), size, kName, kLen) != nullptr;
+        carry = std::min(kLen - 1, size);
+        std::memmove(buf.data(), buf.data() + size - carry, carry);
+    }
+    std::fclose(f);
+    return found;
 }
 
 int run_collective_model(const CollectiveRunArgs& a) {

@@ -349,37 +349,65 @@ std::vector<std::string> host_vector_flags(const std::vector<std::string>& isa) 
 #endif
 }
 
+/// How a kernel is built: the flags, the output's extension and libraries, and whether a kernel
+/// compiled alone is renamed to its library symbol (-Dkiln_kernel=...) or keeps `kiln_kernel`.
+struct KernelTarget {
+    std::vector<std::string> flags;
+    std::string ext;
+    std::vector<std::string> libs;
+    bool rename_alone = false;
+};
+
+/// A kernel-library object (compile_c_library): kObjectFlags and the library's instruction set.
+KernelTarget library_object_target() {
+    KernelTarget t{{std::begin(kObjectFlags), std::end(kObjectFlags)}, ".o", {}, true};
+    for (const std::string& f : library_isa_flags()) t.flags.push_back(f);
+    return t;
+}
+
+/// A loadable library per kernel or unit (compile_c, compile_c_kernels): kFlags and the host's
+/// vector-width flags, at -O1 for code that runs once (Optimization::kRunsOnce).
+KernelTarget shared_library_target(Optimization opt) {
+    KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
+    if (opt == Optimization::kRunsOnce) t.flags[0] = "-O1";
+    for (const std::string& v : host_vector_flags({"-march=native"})) t.flags.push_back(v);
+    return t;
+}
+
+/// The distinct strings of `sources` in first-seen order, and each source's index among them.
+std::vector<std::string> distinct(const std::vector<std::string>& sources, std::vector<size_t>& index) {
+    std::vector<std::string> unique;
+    std::map<std::string, size_t> index_of;
+    index.clear();
+    for (const std::string& s : sources) {
+        auto [it, inserted] = index_of.emplace(s, unique.size());
+        if (inserted) unique.push_back(s);
+        index.push_back(it->second);
+    }
+    return unique;
+}
+
 }  // namespace
 
 CompiledLibrary compile_c(const std::string& source) {
-    static const std::vector<std::string> flags = [] {
-        std::vector<std::string> f(std::begin(kFlags), std::end(kFlags));
-        for (const std::string& v : host_vector_flags({"-march=native"})) f.push_back(v);
-        return f;
-    }();
-    return compile_cached(source, flags, ".so", {"-lm"});
+    const KernelTarget t = shared_library_target(Optimization::kHot);
+    return compile_cached(source, t.flags, t.ext, t.libs);
 }
 
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs) {
-    // Dedupe: unique[k] is the source index that represents group k.
-    std::map<std::string, size_t> group_of;
-    std::vector<size_t> unique, group(sources.size());
-    for (size_t i = 0; i < sources.size(); ++i) {
-        auto [it, inserted] = group_of.emplace(sources[i], unique.size());
-        if (inserted) unique.push_back(i);
-        group[i] = it->second;
-    }
+    std::vector<size_t> index;
+    const std::vector<std::string> unique = distinct(sources, index);
     std::vector<CompileOutcome> done(unique.size());
     run_parallel(unique.size(), jobs, [&](size_t k) {
         try {
-            done[k].library = compile_c(sources[unique[k]]);
+            done[k].library = compile_c(unique[k]);
         } catch (const std::exception& e) {
             done[k].error = e.what();
             done[k].exception = std::current_exception();
         }
     });
-    std::vector<CompileOutcome> out(sources.size());
-    for (size_t i = 0; i < sources.size(); ++i) out[i] = done[group[i]];
+    std::vector<CompileOutcome> out;
+    for (size_t k : index) out.push_back(done[k]);
     return out;
 }
 
@@ -440,31 +468,6 @@ std::vector<std::string> library_isa_flags() {
 }
 
 namespace {
-
-/// How a kernel is built: the flags, the output's extension and libraries, and whether a kernel
-/// compiled alone is renamed to its library symbol (-Dkiln_kernel=...) or keeps `kiln_kernel`.
-struct KernelTarget {
-    std::vector<std::string> flags;
-    std::string ext;
-    std::vector<std::string> libs;
-    bool rename_alone = false;
-};
-
-/// A kernel-library object (compile_c_library): kObjectFlags and the library's instruction set.
-KernelTarget library_object_target() {
-    KernelTarget t{{std::begin(kObjectFlags), std::end(kObjectFlags)}, ".o", {}, true};
-    for (const std::string& f : library_isa_flags()) t.flags.push_back(f);
-    return t;
-}
-
-/// A loadable library per kernel or unit (compile_c_kernels): compile_c's flags, at -O1 for
-/// code that runs once (Optimization::kRunsOnce).
-KernelTarget shared_library_target(Optimization opt) {
-    KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
-    if (opt == Optimization::kRunsOnce) t.flags[0] = "-O1";
-    for (const std::string& v : host_vector_flags({"-march=native"})) t.flags.push_back(v);
-    return t;
-}
 
 /// The flags of `source` compiled alone for `target`.
 std::vector<std::string> alone_flags(const KernelTarget& target, const std::string& source) {
@@ -535,19 +538,6 @@ std::vector<KernelBuild> build_kernels(const KernelTarget& target, const std::ve
         for (size_t& i : g) i = missing[i];
     run_parallel(groups.size(), jobs, [&](size_t u) { compile_unit(target, unique, groups[u], builds); });
     return builds;
-}
-
-/// The distinct strings of `sources` in first-seen order, and each source's index among them.
-std::vector<std::string> distinct(const std::vector<std::string>& sources, std::vector<size_t>& index) {
-    std::vector<std::string> unique;
-    std::map<std::string, size_t> index_of;
-    index.clear();
-    for (const std::string& s : sources) {
-        auto [it, inserted] = index_of.emplace(s, unique.size());
-        if (inserted) unique.push_back(s);
-        index.push_back(it->second);
-    }
-    return unique;
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // A node folds when every tensor its compute reads is a constant (Shape and Size read no
 // tensor at all: their result is the input's static shape) and its outputs are small. It is
 // evaluated through the op's own TE compute, lowered unscheduled and run by the tir interpreter
-// (STYLE rule 7: no second evaluator) or, for large results, compiled as a kernel, and its outputs become graph constants that keep the
-// outputs' names. This is what makes Shape -> Gather -> Concat -> Reshape chains (PyTorch
+// (STYLE rule 7: no second evaluator) or, for large results, compiled as a kernel (at -O1); a
+// reshape-like node (is_view_op) is what the runtime makes of it, a view of its input's bytes.
+// Its outputs become graph constants that keep the outputs' names. This is what makes Shape -> Gather -> Concat -> Reshape chains (PyTorch
 // exports) compile: the Reshape target becomes a constant before Reshape is inferred.
 // The pass pipeline's evaluator (PassContext::evaluate, src/pass) is this function.
 #pragma once

@@ -17,6 +17,7 @@
 #include "compiler/compile.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
+#include "compiler/optimizer_spec.h"
 #include "compiler/training_checkpoint.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/model_initializers.h"
@@ -30,19 +31,6 @@ namespace {
 using autodiff::TrainingGraphKind;
 
 constexpr int kKinds = 4;
-
-autodiff::OptimizerSpec optimizer_spec(const OptimizerOptions& o) {
-    autodiff::OptimizerSpec s;
-    s.kind = o.kind;
-    s.momentum = o.momentum;
-    s.nesterov = o.nesterov;
-    s.beta1 = o.beta1;
-    s.beta2 = o.beta2;
-    s.eps = o.eps;
-    s.weight_decay = o.weight_decay;
-    s.clip_norm = o.clip_norm;
-    return s;
-}
 
 Tensor f32_scalar(double v) {
     Tensor t(DType::kFloat32, {});
@@ -70,7 +58,7 @@ struct CompiledGraph {
 class TrainingSessionImpl final : public TrainingSession {
 public:
     TrainingSessionImpl(std::string path, const TrainingOptions& opts)
-        : path_(std::move(path)), opts_(opts), spec_(optimizer_spec(opts.optimizer)),
+        : path_(std::move(path)), opts_(opts), spec_(compiler::optimizer_spec(opts.optimizer)),
           runner_(runtime::runner_options(opts.session)) {
         loss_.kind = opts.loss.kind;
         loss_.output = opts.loss.output;

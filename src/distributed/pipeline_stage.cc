@@ -8,6 +8,7 @@
 #include "compiler/compile.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
+#include "compiler/optimizer_spec.h"
 #include "frontend/onnx/importer.h"
 #include "pass/infer_shapes.h"
 #include "support/error.h"
@@ -18,19 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-autodiff::OptimizerSpec optimizer_spec(const OptimizerOptions& o) {
-    autodiff::OptimizerSpec s;
-    s.kind = o.kind;
-    s.momentum = o.momentum;
-    s.nesterov = o.nesterov;
-    s.beta1 = o.beta1;
-    s.beta2 = o.beta2;
-    s.eps = o.eps;
-    s.weight_decay = o.weight_decay;
-    s.clip_norm = o.clip_norm;
-    return s;
-}
 
 /// The optimizer update of the stage's parameters alone (autodiff's apply graph).
 autodiff::TrainingGraph apply_graph(const PipelineTrainingSpec& spec, const std::vector<std::string>& params,
@@ -70,7 +58,7 @@ PipelineStage::PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpe
                              const std::map<std::string, Tensor>& initial)
     : g_(std::move(graph)), opts_(opts),
       runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts.session))) {
-    const autodiff::OptimizerSpec optimizer = optimizer_spec(opts.optimizer);
+    const autodiff::OptimizerSpec optimizer = compiler::optimizer_spec(opts.optimizer);
     autodiff::check_optimizer_options(optimizer);
     for (const std::string& p : g_.params) {
         params_[p] = initial.at(p).clone();
@@ -149,7 +137,7 @@ PipelineStage::Values PipelineStage::backward(const Values& feeds, double* loss)
 void PipelineStage::apply(int64_t step, double lr) {
     if (!apply_) return;  // a stage without parameters
     const auto t0 = Clock::now();
-    const autodiff::OptimizerSpec spec = optimizer_spec(opts_.optimizer);
+    const autodiff::OptimizerSpec spec = compiler::optimizer_spec(opts_.optimizer);
     Values extra;
     const std::vector<std::string> names = autodiff::optimizer_scalar_names(spec);
     const std::vector<double> values = autodiff::optimizer_scalar_values(spec, step, lr);

@@ -1,14 +1,19 @@
 // The small MLP the distributed training tests train (data_parallel_overlap_test.cc,
-// parameter_server_test.cc): Gemm(transB=1) + Relu, kLayers times, x: [N, kIn] -> logits
-// [N, kClasses], with seeded random weights.
+// parameter_server_test.cc, pipeline_parallel_test.cc): Gemm(transB=1) + Relu, kLayers times,
+// x: [N, kIn] -> logits [N, kClasses], with seeded random weights; and how those tests compare a
+// trained tensor with the one-process reference.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "../frontend/onnx_model_builder.h"
+#include "kiln/tensor.h"
 
 namespace kiln::distributed::testing {
 
@@ -40,6 +45,17 @@ inline onnx::ModelProto mlp() {
     }
     add_output(g, "logits", {std::string("N"), kClasses});
     return m;
+}
+
+/// `got` equals `want` within 1e-6 relative to each element plus 1e-6 of want's largest magnitude
+/// (a sum of partial sums in another order), element by element, naming `what` and the index.
+inline void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    double scale = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.get_f64(i)));
+    for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(got.get_f64(i), want.get_f64(i), 1e-6 * std::abs(want.get_f64(i)) + 1e-6 * scale)
+            << what << "[" << i << "]";
 }
 
 }  // namespace kiln::distributed::testing

@@ -91,15 +91,6 @@ protected:
     std::string model_;
 };
 
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    double scale = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.get_f64(i)));
-    for (int64_t i = 0; i < want.numel(); ++i)
-        ASSERT_NEAR(got.get_f64(i), want.get_f64(i), 1e-6 * std::abs(want.get_f64(i)) + 1e-6 * scale)
-            << what << "[" << i << "]";
-}
-
 TEST(ParameterServerLayout, BalancesBytesDeterministically) {
     // 40 + 30 + 20 + 10 + 10 bytes over 2 servers: 40 -> 0, 30 -> 1, 20 -> 1, 10 -> 0, 10 -> 0.
     const std::vector<std::pair<std::string, size_t>> params = {{"a", 10}, {"b", 40}, {"c", 20}, {"d", 30}, {"e", 10}};

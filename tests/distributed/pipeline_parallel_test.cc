@@ -71,15 +71,6 @@ std::string model_path() {
     return path;
 }
 
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    double scale = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.get_f64(i)));
-    for (int64_t i = 0; i < want.numel(); ++i)
-        ASSERT_NEAR(got.get_f64(i), want.get_f64(i), 1e-6 * std::abs(want.get_f64(i)) + 1e-6 * scale)
-            << what << "[" << i << "]";
-}
-
 /// K steps of the pipeline against the single-process reference.
 void train_and_compare(const std::string& optimizer, const StageMap& stages, bool rematerialize) {
     const std::string model = model_path();

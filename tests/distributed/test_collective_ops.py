@@ -12,12 +12,16 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mpi_jobs import lose_rank, mpi_env, mpi_job, rank_pids  # noqa: E402
 
 KILN = os.environ.get("KILN_BIN", "")
 MPIEXEC = os.environ.get("MPIEXEC") or shutil.which("mpiexec") or "mpiexec"
@@ -26,14 +30,6 @@ DOMAIN = "ai.kiln.distributed"
 pytestmark = pytest.mark.skipif(not KILN or not os.path.exists(KILN), reason="KILN_BIN not built")
 
 ONNX_TYPE = {np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32}
-
-
-def mpi_env(**extra):
-    env = dict(os.environ)
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
-    env.update(extra)
-    return env
 
 
 def coll(op, inp, out, **attrs):
@@ -207,20 +203,6 @@ def test_partition_of_a_model_with_collectives_is_refused(tmp_path):
     assert "holds collective ops (ai.kiln.distributed): every rank runs it whole on the CPU" in p.stderr, p.stderr
 
 
-def _rank_pids(parent):
-    """{rank: pid} of mpiexec's children."""
-    out = {}
-    for pid in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split():
-        try:
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        for kv in env:
-            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                out[int(kv.split(b"=")[1])] = int(pid)
-    return out
-
-
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
 def test_a_lost_rank_ends_the_job_naming_it(tmp_path, sig):
     """Rank 1 killed (the launcher notices) or stopped (alive to the launcher: only the heartbeat,
@@ -230,23 +212,14 @@ def test_a_lost_rank_ends_the_job_naming_it(tmp_path, sig):
     write_inputs(tmp_path, 2, np.float32)
     cmd = [MPIEXEC, "-n", "2", KILN, "run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in_{rank}.npz"),
            "--threads", "1", "--repeat", "1000000"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=mpi_env(KILN_DIST_HEARTBEAT_TIMEOUT="3"))
-    try:
+    with mpi_job(cmd, KILN_DIST_HEARTBEAT_TIMEOUT="3") as proc:
         pids, deadline = {}, time.monotonic() + 60
         while 1 not in pids and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
-            pids = _rank_pids(proc.pid)
+            pids = rank_pids(proc.pid)
         assert 1 in pids, f"rank 1 never started: {pids}"
         time.sleep(3)  # past compiling: the ranks are running steps
-        os.kill(pids[1], getattr(signal, sig))
-        t0 = time.monotonic()
-        out = proc.communicate(timeout=60)[0]
-        seconds = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        out, seconds = lose_rank(proc, pids[1], getattr(signal, sig))
     assert proc.returncode != 0, out[-2000:]
     assert ("lost rank 1" in out) or ("rank 1" in out and "exited on signal 9" in out), out[-2000:]
     if sig == "SIGSTOP":

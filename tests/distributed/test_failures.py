@@ -14,19 +14,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns  # noqa: E402
+from mpi_jobs import lose_rank, mpi_env, mpi_job, rank_pids  # noqa: E402
 
 PROBE = os.environ.get("KILN_FAULT_PROBE", "")
 MPIEXEC = os.environ.get("MPIEXEC") or shutil.which("mpiexec") or "mpiexec"
 
 pytestmark = pytest.mark.skipif(not PROBE or not os.path.exists(PROBE), reason="KILN_FAULT_PROBE not built")
-
-
-def mpi_env(**extra):
-    env = dict(os.environ)
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
-    env.update(extra)
-    return env
 
 
 def run_probe(np, *args, prefix=None, **env):
@@ -90,6 +83,28 @@ KILN = os.environ.get("KILN_BIN") or os.path.join(os.path.dirname(os.path.abspat
                                                   "bin", "kiln")
 
 
+def train_and_lose_rank(tmp_path, train_args, lost, sig):
+    """`kiln train` of the CLI tests' MLP on 3 ranks with `train_args`, rank `lost` sent `sig` once
+    rank 0 has logged its fifth step: (the job's exit status, its whole output, seconds from the
+    signal to the end). The heartbeat's timeout is 3 s here."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+    import pathlib
+    from test_train import blobs, mlp
+    model, data = mlp(pathlib.Path(tmp_path / "mlp.onnx")), blobs(pathlib.Path(tmp_path / "blobs.npz"), n=256)
+    args = [MPIEXEC, "-n", "3", KILN, "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
+            "--epochs", "100000", "--log-every", "1", *train_args]
+    with mpi_job(args, KILN_DIST_HEARTBEAT_TIMEOUT="3") as proc:
+        lines = []
+        for line in proc.stdout:  # until training runs (rank 0 logs steps)
+            lines.append(line)
+            if "epoch 1/100000 step 5/" in line:
+                break
+        pids = rank_pids(proc.pid)
+        assert lost in pids, (pids, "".join(lines))
+        rest, seconds = lose_rank(proc, pids[lost], sig)
+    return proc.returncode, "".join(lines) + rest, seconds
+
+
 @pytest.mark.skipif(not os.path.exists(KILN), reason="kiln binary not built")
 @pytest.mark.parametrize("mode,lost", [("sync", 0), ("async", 2)])
 def test_lost_parameter_server_or_worker_ends_the_job(tmp_path, mode, lost):
@@ -97,34 +112,10 @@ def test_lost_parameter_server_or_worker_ends_the_job(tmp_path, mode, lost):
     (sync) or a worker (async, where the other worker runs on until the staleness bound holds it)
     stopped mid-training. The peers wait on it in a rendezvous receive; the heartbeat ends the job
     non-zero, naming the lost rank, within 10 s of the signal (timeout 3 s here)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
-    import pathlib
     import signal
-    from test_train import blobs, mlp
-    from test_train_data_parallel import rank_pids
-    model, data = mlp(pathlib.Path(tmp_path / "mlp.onnx")), blobs(pathlib.Path(tmp_path / "blobs.npz"), n=256)
-    args = [MPIEXEC, "-n", "3", KILN, "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
-            "--epochs", "100000", "--log-every", "1", "--parameter-servers", "1", "--ps-mode", mode]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=mpi_env(KILN_DIST_HEARTBEAT_TIMEOUT="3"))
-    try:
-        lines = []
-        for line in proc.stdout:  # until training runs (rank 0 logs updates)
-            lines.append(line)
-            if "epoch 1/100000 step 5/" in line:
-                break
-        pids = rank_pids(proc.pid)
-        assert lost in pids, (pids, "".join(lines))
-        os.kill(pids[lost], signal.SIGSTOP)
-        start = time.monotonic()
-        rest = proc.communicate(timeout=60)[0]
-        seconds = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    out = "".join(lines) + rest
-    assert proc.returncode != 0, out[-2000:]
+    returncode, out, seconds = train_and_lose_rank(
+        tmp_path, ["--parameter-servers", "1", "--ps-mode", mode], lost, signal.SIGSTOP)
+    assert returncode != 0, out[-2000:]
     assert f"lost rank {lost}: no heartbeat for" in out, out[-2000:]
     assert seconds < 10, (seconds, out[-2000:])
 
@@ -137,34 +128,10 @@ def test_lost_pipeline_stage_ends_the_job(tmp_path, sig):
     timeout 3 s here) mid-training. Its neighbours wait on it in rendezvous receives (activations
     on rank 2, gradients on rank 0); the job ends non-zero, naming rank 1, within 10 s of the
     signal."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
-    import pathlib
     import signal
-    from test_train import blobs, mlp
-    from test_train_data_parallel import rank_pids
-    model, data = mlp(pathlib.Path(tmp_path / "mlp.onnx")), blobs(pathlib.Path(tmp_path / "blobs.npz"), n=256)
-    args = [MPIEXEC, "-n", "3", KILN, "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
-            "--epochs", "100000", "--log-every", "1", "--pipeline-parallel", "--microbatches", "2"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=mpi_env(KILN_DIST_HEARTBEAT_TIMEOUT="3"))
-    try:
-        lines = []
-        for line in proc.stdout:  # until training runs (rank 0 logs steps)
-            lines.append(line)
-            if "epoch 1/100000 step 5/" in line:
-                break
-        pids = rank_pids(proc.pid)
-        assert 1 in pids, (pids, "".join(lines))
-        os.kill(pids[1], getattr(signal, sig))
-        start = time.monotonic()
-        rest = proc.communicate(timeout=60)[0]
-        seconds = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    out = "".join(lines) + rest
-    assert proc.returncode != 0, out[-2000:]
+    returncode, out, seconds = train_and_lose_rank(
+        tmp_path, ["--pipeline-parallel", "--microbatches", "2"], 1, getattr(signal, sig))
+    assert returncode != 0, out[-2000:]
     if sig == "SIGSTOP":
         assert "lost rank 1: no heartbeat for" in out, out[-2000:]
     else:

@@ -9,66 +9,57 @@
 
 namespace kiln::runtime::vm {
 
-// Whether body `fn`'s carried results need the generic update (decided by the program alone, once).
-bool VirtualMachine::generic_carried(int fn, size_t first_param, size_t first_result, size_t n) {
-    signed char& mode = carried_mode_[static_cast<size_t>(fn)];
-    if (mode >= 0) return mode != 0;
+// How body `fn`'s carried values move between iterations (decided by the program alone, once).
+const VirtualMachine::CarriedPlan& VirtualMachine::carried_plan(int fn, size_t first_param, size_t first_result,
+                                                                size_t n) {
+    CarriedPlan& plan = carried_[static_cast<size_t>(fn)];
+    if (plan.known) return plan;
     const Function& body = program_->functions[static_cast<size_t>(fn)];
     const std::vector<char>& written = written_[static_cast<size_t>(fn)];
-    bool generic = false;
+    plan.fixed = true;
     for (size_t k = 0; k < n; ++k) {
-        const int p = body.params[first_param + k], r = body.results[first_result + k];
-        bool unique = written[static_cast<size_t>(r)] != 0;
-        for (size_t j = 0; j < n && unique; ++j) unique = j == k || body.results[first_result + j] != r;
-        generic |= r != p && !unique;
-    }
-    mode = generic ? 1 : 0;
-    return generic;
-}
-
-// Whether every carried result of body `fn` has a static type and is written by an instruction
-// that gives it that type (a call's output is allocated at its executable's static shape): after
-// the first iteration, its param holds a value of that type too, so nothing needs checking.
-bool VirtualMachine::carried_fixed(int fn, size_t first_result, size_t n) {
-    signed char& fixed = carried_fixed_[static_cast<size_t>(fn)];
-    if (fixed >= 0) return fixed != 0;
-    const Function& body = program_->functions[static_cast<size_t>(fn)];
-    const std::vector<char>& written = written_[static_cast<size_t>(fn)];
-    bool all = true;
-    for (size_t k = 0; k < n && all; ++k) {
-        const size_t r = static_cast<size_t>(body.results[first_result + k]);
-        all = written[r] != 0 && r < body.types.size();
-        if (all)
-            for (int64_t d : body.types[r].shape) all = all && d >= 0;
-    }
-    fixed = all ? 1 : 0;
-    return all;
-}
-
-Status VirtualMachine::update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter) {
-    const Function& body = program_->functions[static_cast<size_t>(fn)];
-    Frame& bf = frames_[static_cast<size_t>(fn)];
-    const std::vector<char>& written = written_[static_cast<size_t>(fn)];
-    const bool check = iter == 0 || !carried_fixed(fn, first_result, n);
-    for (size_t k = 0; k < n && check; ++k) {
         const size_t p = static_cast<size_t>(body.params[first_param + k]);
         const size_t r = static_cast<size_t>(body.results[first_result + k]);
-        if (r == p) continue;  // passed through: the same tensor
-        const Tensor& got = bf.regs[r];
-        if (!same_shape(got.shape(), bf.regs[p].shape()) || got.dtype() != bf.regs[p].dtype())
-            return Status(ErrorKind::kInvalidArgument,
-                          "loop-carried value " + std::to_string(k) + " changed from " + dtype_name(bf.regs[p].dtype()) +
-                              shape_str(bf.regs[p].shape()) + " to " + dtype_name(got.dtype()) + shape_str(got.shape()) +
-                              " at iteration " + std::to_string(iter));
+        bool unique = written[r] != 0;
+        for (size_t j = 0; j < n && unique; ++j) unique = j == k || static_cast<size_t>(body.results[first_result + j]) != r;
+        plan.generic |= r != p && !unique;
+        if (r != p) plan.swaps.emplace_back(p, r);
+        // A static type given by the instruction that writes it (a call's output is allocated at
+        // its executable's static shape): after the first iteration its param has that type too.
+        bool fixed = written[r] != 0 && r < body.types.size();
+        if (fixed)
+            for (int64_t d : body.types[r].shape) fixed = fixed && d >= 0;
+        plan.fixed = plan.fixed && fixed;
     }
-    if (!generic_carried(fn, first_param, first_result, n)) {
+    plan.known = true;
+    return plan;
+}
+
+Status VirtualMachine::update_carried_checked(int fn, size_t first_param, size_t first_result, size_t n,
+                                              int64_t iter) {
+    const CarriedPlan& plan = carried_plan(fn, first_param, first_result, n);
+    Frame& bf = frames_[static_cast<size_t>(fn)];
+    if (iter == 0 || !plan.fixed) {  // later iterations of a fixed plan cannot change a shape
+        const Function& body = program_->functions[static_cast<size_t>(fn)];
         for (size_t k = 0; k < n; ++k) {
             const size_t p = static_cast<size_t>(body.params[first_param + k]);
             const size_t r = static_cast<size_t>(body.results[first_result + k]);
-            if (r != p) swap(bf.regs[p], bf.regs[r]);
+            if (r == p) continue;  // passed through: the same tensor
+            const Tensor& got = bf.regs[r];
+            if (!same_shape(got.shape(), bf.regs[p].shape()) || got.dtype() != bf.regs[p].dtype())
+                return Status(ErrorKind::kInvalidArgument,
+                              "loop-carried value " + std::to_string(k) + " changed from " +
+                                  dtype_name(bf.regs[p].dtype()) + shape_str(bf.regs[p].shape()) + " to " +
+                                  dtype_name(got.dtype()) + shape_str(got.shape()) + " at iteration " +
+                                  std::to_string(iter));
         }
+    }
+    if (!plan.generic) {
+        for (const auto& [p, r] : plan.swaps) swap(bf.regs[p], bf.regs[r]);
         return Status::ok_status();
     }
+    const Function& body = program_->functions[static_cast<size_t>(fn)];
+    const std::vector<char>& written = written_[static_cast<size_t>(fn)];
     next_.resize(n);
     old_.resize(n);
     for (size_t k = 0; k < n; ++k) next_[k] = bf.regs[static_cast<size_t>(body.results[first_result + k])];

@@ -7,8 +7,7 @@ namespace kiln::runtime::vm {
 VirtualMachine::VirtualMachine(std::shared_ptr<const Program> program)
     : program_(std::move(program)),
       frames_(program_->functions.size()),
-      carried_mode_(program_->functions.size(), -1),
-      carried_fixed_(program_->functions.size(), -1) {
+      carried_(program_->functions.size()) {
     for (const Function& fn : program_->functions) {
         std::vector<char> w(static_cast<size_t>(fn.num_regs), 0);
         std::vector<int> moved;

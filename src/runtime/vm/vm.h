@@ -11,6 +11,7 @@
 #include <atomic>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "runtime/vm/program.h"
@@ -68,11 +69,23 @@ private:
     void clear_moved(int fn);
     /// After iteration `iter` of body `fn`: its results [first_result, +n) become its params
     /// [first_param, +n) for the next iteration (same dtype and shape, else an error).
-    Status update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter);
-    bool generic_carried(int fn, size_t first_param, size_t first_result, size_t n);
-    std::vector<signed char> carried_mode_;  // per function: -1 not known yet, 0 swap, 1 generic
-    bool carried_fixed(int fn, size_t first_result, size_t n);
-    std::vector<signed char> carried_fixed_;  // per function: -1 not known yet, 0 no, 1 yes
+    Status update_carried(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter) {
+        const CarriedPlan& plan = carried_[static_cast<size_t>(fn)];
+        if (!plan.known || iter == 0 || !plan.fixed || plan.generic)
+            return update_carried_checked(fn, first_param, first_result, n, iter);
+        Frame& bf = frames_[static_cast<size_t>(fn)];  // inline: a Loop iteration's common case
+        for (const auto& [p, r] : plan.swaps) swap(bf.regs[p], bf.regs[r]);
+        return Status::ok_status();
+    }
+    Status update_carried_checked(int fn, size_t first_param, size_t first_result, size_t n, int64_t iter);
+    struct CarriedPlan {
+        bool known = false;
+        bool generic = false;  // a result another one shares, a param or a constant: read all, then assign
+        bool fixed = false;    // every result's type is static and set by its writer: checked at iteration 0 only
+        std::vector<std::pair<size_t, size_t>> swaps;  // (param, result) registers that swap
+    };
+    const CarriedPlan& carried_plan(int fn, size_t first_param, size_t first_result, size_t n);
+    std::vector<CarriedPlan> carried_;  // per function (a body belongs to one Loop or Scan)
     std::vector<Tensor> next_, old_;  // scratch of update_carried
     int64_t iterations_ = 0;
     const std::atomic<bool>* terminate_ = nullptr;  // the current run's (nullptr: none)

@@ -57,14 +57,6 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
     // iteration number does not need it set.
     const bool cond_passes = body.results[0] == body.params[1];
     const bool reads_iter = reads_[static_cast<size_t>(in.imm)][static_cast<size_t>(body.params[0])] != 0;
-    // Carried values whose shapes cannot change after the first iteration and that move by
-    // swapping registers (update_carried) swap without its checks from the second iteration on.
-    std::vector<std::pair<size_t, size_t>> swaps;
-    if (carried_fixed(in.imm, 1, nc) && !generic_carried(in.imm, 2, 1, nc))
-        for (size_t k = 0; k < nc; ++k) {
-            const size_t p = static_cast<size_t>(body.params[2 + k]), r = static_cast<size_t>(body.results[1 + k]);
-            if (r != p) swaps.emplace_back(p, r);
-        }
     const bool has_moves = !moved_[static_cast<size_t>(in.imm)].empty();
     // A body that is one call (then ret) runs it without the dispatch loop.
     const bool one_call = body.code.size() == 2 && body.code[0].op == Op::kCall && body.code[1].op == Op::kRet;
@@ -89,12 +81,8 @@ Status VirtualMachine::exec_loop(const Instr& in, Frame& f) {
             if (!st.ok()) return fail("scan output " + std::to_string(k) + ": " + st.message());
             bf.slot[r] = 0;
         }
-        if (i > 0 && !swaps.empty()) {  // a checked first iteration made every later one a plain swap
-            for (const auto& [p, r] : swaps) swap(bf.regs[p], bf.regs[r]);
-        } else {
-            st = update_carried(in.imm, 2, 1, nc, i);
-            if (!st.ok()) return node_error(in, st);
-        }
+        st = update_carried(in.imm, 2, 1, nc, i);
+        if (!st.ok()) return node_error(in, st);
         if (has_moves) clear_moved(in.imm);
     }
     iterations_ += i;

@@ -52,7 +52,7 @@ namespace {
 
 // Peeling duplicates the loop body once per peeled split; cap the growth at 4x.
 constexpr int kMaxPeeledSplits = 2;
-// A register tile's symbolic tail is copied once per remainder (remainder_tail) up to this factor.
+// A register tile's symbolic tail runs as sub-tiles (remainder_tail) up to this factor.
 constexpr int64_t kMaxRemainderCases = 8;
 
 // The outer iterations of a peeled split that need no tail guard: ceil(E/f) - 1 for a static
@@ -61,6 +61,12 @@ constexpr int64_t kMaxRemainderCases = 8;
 Expr full_tiles(const te::SplitRelation& s) {
     if (s.parent->is_static()) return te::int_imm((s.parent->extent + s.factor - 1) / s.factor - 1);
     return te::floordiv(s.parent->sym_extent, te::int_imm(s.factor));
+}
+
+// Whether the tail of split `s` runs as sub-tiles of constant extent (remainder_tail): a
+// register tile (`use_local`) split along a symbolic extent by a small factor.
+bool has_remainder_cases(const te::SplitRelation& s, bool use_local) {
+    return use_local && !s.parent->is_static() && s.factor > 1 && s.factor <= kMaxRemainderCases;
 }
 
 void collect_vars(const Expr& e, std::unordered_set<const te::VarNode*>& out) {
@@ -216,18 +222,33 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
     const std::vector<IterVar>& leaves = st.leaf_iter_vars();
     const size_t n = leaves.size();
 
+    // 5. (below) needs to know whether the reduction accumulates in a local tile now.
+    const bool use_local = is_reduce && st.writes_local();
+    // A split that may run its partial tile as sub-tiles (remainder_tail) adds a row offset Var
+    // to its recovered index: the sub-tile's start within the partial tile, 0 everywhere else.
+    std::vector<Var> tail_offset(st.splits().size());
+    size_t symbolic_splits = 0;
+    for (size_t si = 0; si < st.splits().size(); ++si) {
+        if (!st.splits()[si].parent->is_static() && st.splits()[si].factor > 1) ++symbolic_splits;
+        if (has_remainder_cases(st.splits()[si], use_local))
+            tail_offset[si] = te::make_var(st.splits()[si].parent->var->name + "_tail_offset");
+    }
+
     // 1. Index recovery.
     std::unordered_map<const IterVarNode*, Expr> val;
     for (const auto& l : leaves) val[l.get()] = l->var;
     for (bool changed = true; changed;) {
         changed = false;
-        for (const auto& s : st.splits()) {
+        for (size_t si = 0; si < st.splits().size(); ++si) {
+            const te::SplitRelation& s = st.splits()[si];
             if (val.count(s.parent.get()) || !val.count(s.outer.get()) || !val.count(s.inner.get()))
                 continue;
-            val[s.parent.get()] = te::binary(
+            Expr index = te::binary(
                 te::BinaryOp::kAdd,
                 te::binary(te::BinaryOp::kMul, val[s.outer.get()], te::int_imm(s.factor)),
                 val[s.inner.get()]);
+            if (tail_offset[si]) index = te::binary(te::BinaryOp::kAdd, index, tail_offset[si]);
+            val[s.parent.get()] = index;
             changed = true;
         }
         for (const auto& f : st.fuses()) {
@@ -272,6 +293,11 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
             if (d.get() == v) return true;
         return false;
     };
+    auto is_tail_offset = [&](const te::VarNode* v) {
+        for (const auto& o : tail_offset)
+            if (o.get() == v) return true;
+        return false;
+    };
     for (size_t si = 0; si < st.splits().size(); ++si) {
         const auto& s = st.splits()[si];
         if (s.parent->is_static() && s.parent->extent % s.factor == 0) continue;
@@ -280,7 +306,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         collect_vars(v, deps);
         size_t depth = 0;
         for (const auto* d : deps) {
-            if (is_dim(d)) continue;
+            if (is_dim(d) || is_tail_offset(d)) continue;
             auto it = leaf_of_var.find(d);
             KILN_ICHECK(it != leaf_of_var.end()) << "guard depends on a non-leaf var " << d->name;
             depth = std::max(depth, it->second + 1);
@@ -301,7 +327,6 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
     bool separate_init = false;
     // 5. Local accumulation (Stage::cache_write_local): `tile` holds the positions of the
     // data-parallel leaves inside the outermost reduce leaf; they index `local`.
-    const bool use_local = is_reduce && st.writes_local();
     std::vector<size_t> tile;
     Buffer local;
     Expr local_index;
@@ -361,23 +386,42 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
     std::function<Stmt(size_t, const std::vector<bool>&)> build;
     // The tail of a register tile split along a symbolic extent E by f (a matmul's rows): with
     // a run-time row count the tile could not stay in registers (its index ran to floormod(E,
-    // f); MiniLM's products at seq 8 ran 1.2x the static kernel's). One copy per remainder r =
-    // 1..f-1 instead, each with the constant extent r, as a static kernel's tail has.
+    // f); MiniLM's products at seq 8 ran 1.2x the static kernel's). The rem = floormod(E, f)
+    // rows run instead with constant extents, in one of two forms:
+    //  - one copy of the body per remainder r = 1..f-1, the r rows in one pass over the
+    //    reduction (a product with a weight matrix streams it once for the partial tile);
+    //  - when another split of the stage is symbolic too (attention's q.k^T: rows and columns),
+    //    whose main part and tail would each hold those f-1 copies (a kernel that took a second
+    //    to compile): sub-tiles of 4, 2 and 1 rows (for f = 8), one per bit of rem, each at its
+    //    run-time offset in the partial tile. Three copies; the operand they re-read is small.
+    const bool other_symbolic_split = symbolic_splits > 1;
     auto remainder_tail = [&](size_t d, int peel, const Expr& full, const std::vector<bool>& dropped) -> Stmt {
-        const te::SplitRelation& sp = st.splits()[static_cast<size_t>(peel)];
+        const size_t si = static_cast<size_t>(peel);
+        const te::SplitRelation& sp = st.splits()[si];
         const Expr rem = te::floormod(sp.parent->extent_expr(), te::int_imm(sp.factor));
-        Stmt tail;
-        for (int64_t r = sp.factor - 1; r >= 1; --r) {
-            override_guard[static_cast<size_t>(peel)] = te::binary(te::BinaryOp::kLT, sp.inner->var, te::int_imm(r));
-            Stmt at_r = substitute(build(d + 1, dropped), {{leaves[d]->var.get(), full}});
-            tail = make_if(te::eq(rem, te::int_imm(r)), at_r, tail);
+        std::vector<Stmt> parts;
+        auto part = [&](int64_t rows, const Expr& offset, const Expr& when) {
+            override_guard[si] = te::binary(te::BinaryOp::kLT, sp.inner->var, te::int_imm(rows));
+            Stmt body = substitute(build(d + 1, dropped), {{leaves[d]->var.get(), full}, {tail_offset[si].get(), offset}});
+            parts.push_back(make_if(when, body));
+        };
+        if (!other_symbolic_split) {
+            for (int64_t r = 1; r < sp.factor; ++r) part(r, te::int_imm(0), te::eq(rem, te::int_imm(r)));
+        } else {
+            int64_t rows = 1;
+            while (rows * 2 < sp.factor) rows *= 2;
+            for (; rows >= 1; rows /= 2) {
+                // The rows of rem's higher bits come first: offset = floordiv(rem, 2*rows) * 2*rows.
+                const Expr two = te::int_imm(2 * rows);
+                part(rows, te::binary(te::BinaryOp::kMul, te::floordiv(rem, two), two),
+                     te::eq(te::floormod(te::floordiv(rem, te::int_imm(rows)), te::int_imm(2)), te::int_imm(1)));
+            }
         }
-        override_guard[static_cast<size_t>(peel)] = Expr();
-        return tail;
+        override_guard[si] = Expr();
+        return make_seq(std::move(parts));
     };
     auto remainder_cases = [&](int peel) {
-        const te::SplitRelation& sp = st.splits()[static_cast<size_t>(peel)];
-        return use_local && !sp.parent->is_static() && sp.factor > 1 && sp.factor <= kMaxRemainderCases;
+        return has_remainder_cases(st.splits()[static_cast<size_t>(peel)], use_local);
     };
     // `dropped[si]`: split si's guard is known true here (inside the main part of its peel).
     build =
@@ -429,6 +473,10 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         return inner;
     };
     Stmt nest = build(0, std::vector<bool>(st.splits().size(), false));
+    std::unordered_map<const te::VarNode*, Expr> no_offset;
+    for (const auto& o : tail_offset)
+        if (o) no_offset[o.get()] = te::int_imm(0);
+    nest = substitute(nest, no_offset);
     if (separate_init) {
         const auto& r = static_cast<const te::ReduceNode&>(*t->body);
         Expr identity = te::reduce_identity(r.op, r.dtype);

@@ -135,6 +135,44 @@ TEST(SymbolicLower, TiledMatmulMatchesNaiveAndStaticKernel) {
     }
 }
 
+// A register tile split along a symbolic extent runs its partial tile (rows mod the factor) as
+// sub-tiles of 4, 2 and 1 rows at run-time offsets: every remainder, with both dims symbolic
+// (attention's q.k^T), against naive loops and, bit for bit, the static kernel of each size.
+TEST(SymbolicLower, TiledMatmulTailSubTilesCoverEveryRemainder) {
+    Var m = te::make_dim("m"), n = te::make_dim("n");
+    const int64_t K = 9;
+    for (int64_t mr : {8, 6}) {
+        tir::PrimFunc f = symtest::matmul(m, c(K), n, mr, 16, "mm").func;
+        // One copy of the store per sub-tile size (4, 2, 1) and the full tile, in each of the
+        // column split's main part and tail: not one per remainder (8 copies per part).
+        const std::string text = tir::func_str(f);
+        size_t stores = 0;
+        for (size_t at = text.find("C["); at != std::string::npos; at = text.find("C[", at + 1)) ++stores;
+        EXPECT_EQ(stores, 8u) << text;
+        tir::PreparedFunc k(f);
+        for (int64_t rows = 1; rows <= 2 * mr + 3; ++rows) {
+            for (int64_t cols : {5, 16, 37}) {
+                std::vector<kiln::Tensor> args = {random_tensor({rows, K}, 5), random_tensor({K, cols}, 6),
+                                                  kiln::Tensor(DType::kFloat32, {rows, cols})};
+                k.run(args, {rows, cols});
+                std::vector<double> want;
+                for (int64_t i = 0; i < rows; ++i)
+                    for (int64_t j = 0; j < cols; ++j) {
+                        double s = 0;
+                        for (int64_t r = 0; r < K; ++r) s += args[0].get_f64(i * K + r) * args[1].get_f64(r * cols + j);
+                        want.push_back(s);
+                    }
+                const std::string what = "mr=" + std::to_string(mr) + " m=" + std::to_string(rows) +
+                                         " n=" + std::to_string(cols);
+                expect_close(args[2], want, 1e-5, what);
+                std::vector<kiln::Tensor> sargs = {args[0], args[1], kiln::Tensor(DType::kFloat32, {rows, cols})};
+                tir::interpret(symtest::matmul(c(rows), c(K), c(cols), mr, 16, "mm_static").func, sargs);
+                for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(sargs[2].get_f64(i), args[2].get_f64(i)) << what << " " << i;
+            }
+        }
+    }
+}
+
 TEST(SymbolicLower, BadDimsAreErrors) {
     Var n = te::make_dim("n");
     tir::PrimFunc f = symtest::bias_add(n, c(8), "bias_add").func;

@@ -19,7 +19,7 @@ TensorInfo tensor_info_of(const ir::Value& v) {
 }
 
 PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts,
-                                   int only_rank)
+                                   int only_rank, const ShipFn& ship)
     : runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts))) {
     for (const ir::Value* v : g.inputs()) inputs_.push_back(tensor_info_of(*v));
     for (const ir::Value* v : g.outputs()) outputs_info_.push_back(tensor_info_of(*v));
@@ -28,25 +28,60 @@ PartitionedModel::PartitionedModel(ir::Graph g, const PartitionOptions& popts, c
     transfers_ = p.transfers;
     outputs_ = p.outputs;
     run_order_ = p.run_order;
-    compiler::CompileOptions copts = compiler::compile_options_for(opts, runner_->stats().intra_op_threads);
-    copts.plan_for_concurrency = runner_->plans_for_concurrency();
     KILN_CHECK(only_rank < static_cast<int>(p.ranks.size()), kInvalidArgument)
         << "rank " << only_rank << " of a model partitioned over " << p.ranks.size() << " ranks";
-    for (RankGraph& rg : p.ranks) {
-        Rank r;
-        const bool mine = only_rank < 0 || rg.rank == only_rank;
-        r.lowered = lower_transfers(std::move(rg.graph));
-        const std::vector<ir::Value*>& ins = r.lowered.graph.inputs();
-        for (size_t i = 0; i < ins.size(); ++i)
-            if (!r.lowered.input_keys[i].empty()) r.key_of_input[ins[i]->name()] = r.lowered.input_keys[i];
-        for (const ir::Value* v : r.lowered.graph.outputs()) r.output_names.push_back(v->name());
-        if (mine && !r.lowered.graph.outputs().empty()) {  // a rank with nothing to send or return runs nothing
-            compiler::CompiledModel m = compiler::compile(r.lowered.graph, copts);
-            kernels_ += m.stats.kernels;
-            r.prepared = runner_->prepare(m.executable);
-        }
-        ranks_.push_back(std::move(r));
+    KILN_CHECK(!ship || only_rank >= 0, kInvalidArgument) << "a master ships the ranks it does not run itself";
+    ranks_.resize(p.ranks.size());
+    // The other ranks' graphs leave first, so the workers compile while this rank does.
+    if (ship)
+        for (RankGraph& rg : p.ranks)
+            if (rg.rank != only_rank) {
+                for (const ir::Value* v : rg.graph.inputs()) ranks_[rg.rank].model_inputs.push_back(v->name());
+                ship(std::move(rg));
+            }
+    const compiler::CompileOptions copts = compile_options(opts);
+    for (RankGraph& rg : p.ranks)
+        if (!ship || rg.rank == only_rank) add_rank(std::move(rg), only_rank < 0 || rg.rank == only_rank, copts);
+}
+
+PartitionedModel::PartitionedModel(RankGraph mine, int num_ranks, const SessionOptions& opts)
+    : runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts))) {
+    KILN_CHECK(mine.rank >= 0 && mine.rank < num_ranks, kInvalidArgument)
+        << "rank " << mine.rank << " of a model partitioned over " << num_ranks << " ranks";
+    for (const ir::Value* v : mine.graph.inputs()) inputs_.push_back(tensor_info_of(*v));
+    for (const ir::Value* v : mine.graph.outputs()) {
+        outputs_info_.push_back(tensor_info_of(*v));
+        outputs_.push_back(OutputPlace{mine.rank, v->name()});
     }
+    ranks_.resize(static_cast<size_t>(num_ranks));
+    add_rank(std::move(mine), true, compile_options(opts));
+}
+
+compiler::CompileOptions PartitionedModel::compile_options(const SessionOptions& opts) const {
+    compiler::CompileOptions copts = compiler::compile_options_for(opts, runner_->stats().intra_op_threads);
+    copts.plan_for_concurrency = runner_->plans_for_concurrency();
+    return copts;
+}
+
+void PartitionedModel::add_rank(RankGraph rg, bool compile, const compiler::CompileOptions& copts) {
+    Rank& r = ranks_[static_cast<size_t>(rg.rank)];
+    for (const ir::Value* v : rg.graph.inputs()) r.model_inputs.push_back(v->name());
+    r.lowered = lower_transfers(std::move(rg.graph));
+    const std::vector<ir::Value*>& ins = r.lowered.graph.inputs();
+    for (size_t i = 0; i < ins.size(); ++i)
+        if (!r.lowered.input_keys[i].empty()) r.key_of_input[ins[i]->name()] = r.lowered.input_keys[i];
+    for (const ir::Value* v : r.lowered.graph.outputs()) r.output_names.push_back(v->name());
+    if (compile && !r.lowered.graph.outputs().empty()) {  // a rank with nothing to send or return runs nothing
+        compiler::CompiledModel m = compiler::compile(r.lowered.graph, copts);
+        kernels_ += m.stats.kernels;
+        r.prepared = runner_->prepare(m.executable);
+    }
+}
+
+const std::vector<std::string>& PartitionedModel::model_inputs_of(int rank) const {
+    KILN_CHECK(rank >= 0 && rank < num_ranks(), kInvalidArgument)
+        << "rank " << rank << " of a model partitioned over " << num_ranks() << " ranks";
+    return ranks_[static_cast<size_t>(rank)].model_inputs;
 }
 
 PartitionedModel::~PartitionedModel() = default;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "distributed/local_rendezvous.h"
 #include "distributed/lower_transfers.h"
 #include "distributed/partition_model.h"
@@ -33,7 +34,16 @@ public:
     /// Partitions `g` (the imported model) and compiles every rank's graph with `opts`
     /// (dims, opt_level, kernels, tuning log, threads as a Session takes them).
     /// `only_rank` >= 0: compile only that rank's graph (an MPI process runs its own rank).
-    PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts, int only_rank = -1);
+    /// `ship` (a master, master_dispatch.h; only_rank is then its own rank): each other rank's
+    /// graph is handed to it, before this rank compiles, instead of being kept here.
+    using ShipFn = std::function<void(RankGraph)>;
+    PartitionedModel(ir::Graph g, const PartitionOptions& popts, const SessionOptions& opts, int only_rank = -1,
+                     const ShipFn& ship = {});
+    /// A worker's model: its own rank graph, as the master partitioned and shipped it
+    /// (rank_graph_shipping.h), compiled; the other ranks are known only by number.
+    /// inputs() / outputs() are then the model inputs this rank reads and the model outputs it
+    /// computes.
+    PartitionedModel(RankGraph mine, int num_ranks, const SessionOptions& opts);
     ~PartitionedModel();
 
     /// Runs one step: feeds by model input name; outputs in model output order. With
@@ -54,6 +64,8 @@ public:
     const std::vector<TensorInfo>& inputs() const { return inputs_; }
     const std::vector<TensorInfo>& outputs() const { return outputs_info_; }
     int num_ranks() const { return static_cast<int>(ranks_.size()); }
+    /// The names of the model inputs rank `rank`'s graph reads (the feeds a master sends it).
+    const std::vector<std::string>& model_inputs_of(int rank) const;
     /// Kernels compiled over all ranks.
     int kernels() const { return kernels_; }
 
@@ -63,7 +75,11 @@ private:
         std::shared_ptr<runtime::PreparedExecutable> prepared;
         std::map<std::string, std::string> key_of_input;  // graph input name -> transfer key
         std::vector<std::string> output_names;            // before compile() rewrote the graph
+        std::vector<std::string> model_inputs;            // the model inputs its graph reads
     };
+    compiler::CompileOptions compile_options(const SessionOptions& opts) const;
+    /// Lowers rg's transfers into ranks_[rg.rank], compiling it when `compile`.
+    void add_rank(RankGraph rg, bool compile, const compiler::CompileOptions& copts);
     /// Receives a transfer of `step` by its partition key; sends a value under one.
     using RecvFn = std::function<Tensor(const TransferKey&)>;
     using SendFn = std::function<void(const TransferKey&, const Tensor&)>;

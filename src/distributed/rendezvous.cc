@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <exception>
 #include <sstream>
 #include <thread>
 
@@ -60,6 +61,9 @@ Rendezvous::~Rendezvous() {
     }
     wake_.notify_one();
     progress_.join();
+    // Unwinding from an error, a peer may never receive what is pending (a master whose worker
+    // failed): waiting would hold back the abort that ends the job. The sends are abandoned.
+    if (std::uncaught_exceptions() > 0) return;
     for (auto& s : sends_) MPI_Waitall(2, s->reqs, MPI_STATUSES_IGNORE);
     MPI_Comm_free(&p2p_);
 }
@@ -152,6 +156,16 @@ Tensor Rendezvous::recv(const TransferKey& key, double timeout_s) {
         KILN_CHECK(limit <= 0 || waited <= limit, kIOError)
             << "rank " << comm_.rank() << ": recv of " << key.to_string() << " did not arrive within " << limit
             << " s while rank " << key.src_rank << " is alive: it never sent it (a different key or step?)";
+        if (waited > 1e-3 && wait_check_ && !in_wait_check_) {
+            in_wait_check_ = true;
+            try {
+                wait_check_();
+            } catch (...) {
+                in_wait_check_ = false;
+                throw;
+            }
+            in_wait_check_ = false;
+        }
         if (waited > 20e-3) std::this_thread::sleep_for(std::chrono::microseconds(100));
         else if (waited > 2e-3) sched_yield();
     }

@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,7 +34,8 @@ namespace kiln::distributed {
 class Rendezvous {
 public:
     explicit Rendezvous(Communicator& comm);
-    /// Completes the pending sends (a peer must receive them: call after the matching recvs).
+    /// Completes the pending sends (a peer must receive them: call after the matching recvs);
+    /// while an exception unwinds, abandons them instead (the job is about to be aborted).
     ~Rendezvous();
     Rendezvous(const Rendezvous&) = delete;
     Rendezvous& operator=(const Rendezvous&) = delete;
@@ -51,6 +53,9 @@ public:
     std::optional<Tensor> try_recv(const TransferKey& key);
     /// Sends started and not yet completed.
     size_t pending_sends();
+    /// `check` runs while a recv waits (each poll after its first millisecond); what it throws
+    /// ends the wait. A master watches its workers' error reports with it (master_dispatch.h).
+    void set_wait_check(std::function<void()> check) { wait_check_ = std::move(check); }
 
 private:
     struct PendingSend;
@@ -69,6 +74,8 @@ private:
     bool stop_ = false;
     std::vector<std::unique_ptr<PendingSend>> sends_;
     std::thread progress_;  // advances pending sends while the caller runs kernels
+    std::function<void()> wait_check_;
+    bool in_wait_check_ = false;  // the check's own try_recv calls do not check again
 };
 
 }  // namespace kiln::distributed

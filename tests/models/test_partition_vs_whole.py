@@ -145,10 +145,50 @@ def test_partitioned_run_over_mpi_equals_whole_model(models_dir, tmp_path, name)
     and the annotated split."""
     model, inputs = _model_files(models_dir, name)
     whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--repeat", "1", "--threads", "1"])
-    for label, extra in [("balanced", []), ("annotated", ["--stage", f"{_third_node(model)}=1"])]:
+    for label, extra in [("balanced", []), ("annotated", ["--stage", f"{_third_node(model)}=1"]),
+                         ("replicated", ["--dispatch", "replicated"])]:
         got, proc = _mpi_run(model, inputs, str(tmp_path / label), ["--repeat", "2", *extra])
         assert "one MPI process each" in proc.stdout, proc.stdout
         _assert_bitwise(got, whole, f"{name} over MPI, {label}")
+
+
+def _mpmd(rank0, rank1, env=None):
+    """mpiexec with one command line per rank (Open MPI's MPMD form) and per-rank variables."""
+    cmd = [MPIEXEC, "-n", "1", *rank0, ":", "-n", "1"]
+    for k, v in (env or {}).items():
+        cmd += ["-x", f"{k}={v}"]
+    return subprocess.run(cmd + rank1, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=_mpi_env())
+
+
+@needs_mpi
+def test_the_master_ships_the_worker_its_graph_and_inputs(models_dir, tmp_path):
+    """Master and workers: rank 1 is given neither the model nor the inputs (paths that do not
+    exist): rank 0 partitions, ships rank 1 its graph (weights as tensors) and the inputs it reads,
+    orders the runs ahead, and the outputs are the whole model's bit for bit."""
+    model, inputs = _model_files(models_dir, "resnet_block")
+    whole, _ = kiln_run_model(model, inputs, str(tmp_path / "whole"), extra=["--repeat", "1", "--threads", "1"])
+    common = ["--threads", "1", "--partition", "2", "--repeat", "3"]
+    missing = str(tmp_path / "nowhere")
+    out = str(tmp_path / "master")
+    proc = _mpmd([kiln_bin(), "run", model, "--inputs", inputs, "--output-dir", out, *common],
+                 [kiln_bin(), "run", missing + ".onnx", "--inputs", missing + ".npz", *common])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = {f[:-4]: np.load(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".npy")}
+    _assert_bitwise(got, whole, "resnet_block, the worker's graph shipped by the master")
+
+
+@needs_mpi
+def test_a_failed_worker_is_reported_by_the_master(models_dir, tmp_path):
+    """Rank 1's compiler is broken (KILN_CC=false, an empty kernel cache of its own): the worker
+    reports the error to the master, and the job ends non-zero with the master's message naming
+    rank 1 and the compiler's failure, not a hang."""
+    model, inputs = _model_files(models_dir, "small_cnn")
+    common = [kiln_bin(), "run", model, "--inputs", inputs, "--threads", "1", "--partition", "2"]
+    proc = _mpmd(common, common, env={"KILN_CC": "false", "KILN_CACHE_DIR": str(tmp_path / "rank1_cache")})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "worker rank 1 failed" in out, out[-3000:]
+    assert "false" in out.split("worker rank 1 failed", 1)[1], out[-3000:]
 
 
 @needs_mpi

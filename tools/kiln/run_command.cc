@@ -17,7 +17,9 @@
 
 #include "commands.h"
 #include "distributed/communicator.h"
+#include "distributed/master_dispatch.h"
 #include "distributed/partitioned_run.h"
+#include "distributed/rank_graph_shipping.h"
 #include "distributed/rendezvous.h"
 #include "frontend/onnx/importer.h"
 #include "kiln/kiln.h"
@@ -64,6 +66,7 @@ struct RunArgs {
     int partition = 0;                  // > 0: run split over this many ranks in one process
     std::vector<std::string> stages;    // with --partition: NODE=RANK,... (else cost-balanced)
     int microbatches = 1;               // with --partition: cut each run's inputs into this many
+    std::string dispatch = "master";    // with --partition under mpirun: master or replicated
 };
 
 ExecutorKind parse_executor(const std::string& s) {
@@ -274,6 +277,14 @@ SessionOptions partition_session_options(const RunArgs& args) {
 /// The body of run_partitioned_model: load, run --repeat times (each step through MPI when
 /// `comm` is set), print on rank 0.
 int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
+    if (comm && args.dispatch == "master" && comm->rank() > 0) {
+        // A worker: its graph, already bound to the master's dims, and its orders come from rank 0.
+        SessionOptions opts = partition_session_options(args);
+        opts.dims.clear();
+        distributed::Rendezvous rv(*comm);
+        distributed::run_worker(rv, comm->rank(), comm->size(), opts);
+        return 0;
+    }
     using Clock = std::chrono::steady_clock;
     const auto ms_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
     const auto load_start = Clock::now();
@@ -285,9 +296,14 @@ int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
     popts.num_ranks = args.partition;
     popts.stages = distributed::parse_stage_map(args.stages);
     const int rank = comm ? comm->rank() : -1;
-    distributed::PartitionedModel model(std::move(g), popts, opts, rank);
     std::unique_ptr<distributed::Rendezvous> rv;
     if (comm) rv = std::make_unique<distributed::Rendezvous>(*comm);
+    const bool master = comm && args.dispatch == "master";
+    distributed::PartitionedModel::ShipFn ship;
+    if (master) ship = [&](distributed::RankGraph rg) { distributed::ship_rank_graph(*rv, std::move(rg)); };
+    distributed::PartitionedModel model(std::move(g), popts, opts, rank, ship);
+    std::unique_ptr<distributed::MasterDispatch> dispatch;
+    if (master) dispatch = std::make_unique<distributed::MasterDispatch>(model, *rv);
     const double load_ms = ms_since(load_start);
     const bool printer = rank <= 0;
     int64_t bytes = 0;
@@ -300,7 +316,13 @@ int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
                    args.microbatches > 1 ? fmt::format("; {} microbatches per run", args.microbatches) : "");
     const std::map<std::string, Tensor> feeds = partition_feeds(args, model, whole_dims);
     const int parts = args.microbatches;
-    auto step = [&] { return comm ? model.run_mpi(feeds, *rv, rank, parts) : model.run(feeds, parts); };
+    // A master keeps the next run ordered while it runs one, so no worker waits for its order.
+    int unordered = 1 + args.repeat;
+    auto step = [&] {
+        if (!dispatch) return comm ? model.run_mpi(feeds, *rv, rank, parts) : model.run(feeds, parts);
+        for (; unordered > 0 && dispatch->in_flight() < 2; --unordered) dispatch->enqueue(feeds, parts);
+        return dispatch->collect();
+    };
     const auto first_start = Clock::now();
     std::vector<Tensor> outputs = step();
     const double first_run_ms = ms_since(first_start);
@@ -310,6 +332,7 @@ int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
         outputs = step();
         ms.push_back(ms_since(t0));
     }
+    if (dispatch) dispatch->stop();
     if (!printer) return 0;
     for (size_t i = 0; i < outputs.size(); ++i) {
         fmt::print("{}: {} {}\n", model.outputs()[i].name, dtype_name(outputs[i].dtype()), shape_str(outputs[i].shape()));
@@ -326,13 +349,21 @@ int run_partition_ranks(const RunArgs& args, distributed::Communicator* comm) {
 /// over MPI (rank 0 prints and writes the outputs); otherwise the ranks run one after another in
 /// this process with the transfers through an in-memory rendezvous.
 int run_partitioned_model(const RunArgs& args) {
-    KILN_CHECK(!runtime::is_artifact_file(args.model), kInvalidArgument)
-        << "--partition takes an ONNX model, not a compiled artifact";
     distributed::Communicator* comm = in_mpi_job() ? &distributed::Communicator::get() : nullptr;
     KILN_CHECK(!comm || comm->size() == args.partition, kInvalidArgument)
         << "--partition " << args.partition << " under mpirun needs " << args.partition << " processes, the job has "
         << comm->size() << " (mpirun -np " << args.partition << ")";
     try {
+        // A master's worker reads neither the model nor the inputs: both come from rank 0.
+        if (!comm || args.dispatch != "master" || comm->rank() == 0) {
+            KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
+                << "cannot open model '" << args.model << "': no such file";
+            KILN_CHECK(!runtime::is_artifact_file(args.model), kInvalidArgument)
+                << "--partition takes an ONNX model, not a compiled artifact";
+            KILN_CHECK(!mentions_collective_domain(args.model), kInvalidArgument)
+                << args.model << " holds collective ops (ai.kiln.distributed): every rank runs it whole on the CPU, "
+                << "without --partition or --device cuda (docs/distributed.md, \"Collectives as graph ops\")";
+        }
         const int rc = run_partition_ranks(args, comm);
         if (comm) comm->finalize();
         return rc;
@@ -344,6 +375,7 @@ int run_partitioned_model(const RunArgs& args) {
 }
 
 int run_model(const RunArgs& args) {
+    if (args.partition > 0 && args.control_flow != "frames") return run_partitioned_model(args);
     KILN_CHECK(std::filesystem::is_regular_file(args.model), kIOError)
         << "cannot open model '" << args.model << "': no such file";
     if (args.control_flow == "frames") return run_frames_model(args);
@@ -353,7 +385,6 @@ int run_model(const RunArgs& args) {
     KILN_CHECK(!collectives || (args.partition == 0 && args.device == "cpu"), kInvalidArgument)
         << args.model << " holds collective ops (ai.kiln.distributed): every rank runs it whole on the CPU, "
         << "without --partition or --device cuda (docs/distributed.md, \"Collectives as graph ops\")";
-    if (args.partition > 0) return run_partitioned_model(args);
     if (collectives)
         return run_collective_model({args.model, args.inputs_npz, args.inputs, args.output_dir,
                                      partition_session_options(args), args.repeat, args.seed});
@@ -570,6 +601,12 @@ void add_run_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--stage", args->stages, "With --partition: place nodes on ranks (else a cost-balanced split)")
         ->type_name("NODE=RANK,...")
         ->allow_extra_args(false);
+    sub->add_option("--dispatch", args->dispatch,
+                    "With --partition under mpirun: master (rank 0 partitions the model, ships each worker its "
+                    "graph and the inputs it reads, and orders its runs ahead) or replicated (every rank reads "
+                    "the model and the inputs and makes the same partition itself)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"master", "replicated"}));
     sub->callback([args, sub, &action] {
         for (const char* o : {"-O", "--kernels", "--tuning-log"})  // --dim: checked against the artifact's
             if (sub->count(o) > 0) args->compile_options_given.push_back(o);

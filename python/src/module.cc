@@ -18,4 +18,5 @@ NB_MODULE(_kiln, m) {
     kiln::python::bind_terminate_flag(m);
     kiln::python::bind_session(m);
     kiln::python::bind_training(m);
+    kiln::python::bind_distributed(m);
 }

@@ -19,7 +19,6 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace kiln::python {
-namespace {
 
 std::map<std::string, Tensor> batch_from_python(const nb::dict& batch) {
     std::map<std::string, Tensor> values;
@@ -29,6 +28,8 @@ std::map<std::string, Tensor> batch_from_python(const nb::dict& batch) {
     }
     return values;
 }
+
+namespace {
 
 nb::list outputs_to_python(std::vector<Tensor> outputs) {
     nb::list out;

@@ -6,6 +6,7 @@
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
 #include "compiler/compile.h"
+#include "compiler/host_folds.h"
 #include "op/op_def.h"
 #include "op/registry.h"
 #include "runtime/buffer_table.h"
@@ -26,6 +27,7 @@ struct Fold {
     std::vector<te::Tensor> outs, params;
     std::vector<Tensor> buffers;
     bool compiled = false;
+    bool on_host = false;  // computed by run_host_fold
 };
 
 /// The fold of `n`, or nullopt when it does not qualify (no compute, a non-static or too large
@@ -161,9 +163,14 @@ int fold_constant_nodes(ir::Graph& g, const std::vector<ir::Node*>& nodes, int64
         }
         if (std::optional<Fold> f = plan_fold(n, max_elements)) folds.push_back(std::move(*f));
     }
+    for (Fold& f : folds)  // the commonest weight rewrites need no kernel (host_folds.h)
+        if (f.outs.size() == 1 && run_host_fold(*f.node, f.buffers.back())) {
+            f.on_host = true;
+            f.compiled = false;
+        }
     run_compiled(folds);
     for (Fold& f : folds)
-        if (!f.compiled) run_interpreted(f);
+        if (!f.compiled && !f.on_host) run_interpreted(f);
     for (Fold& f : folds) replace_by_results(g, f);
     return views + static_cast<int>(folds.size());
 }

@@ -19,4 +19,9 @@ std::vector<std::string> host_cpu_features();
 /// in `wanted`'s order.
 std::vector<std::string> missing_cpu_features(const std::vector<std::string>& wanted);
 
+/// Whether the host has an int8 dot-product instruction (avx512vnni, avxvnni or amx-int8: u8 x
+/// s8 -> s32 in one step). Without one, int8 products run on 16-bit multiply-adds and are often
+/// no faster than fp32 (`kiln quantize` says so).
+bool host_has_int8_dot_product();
+
 }  // namespace kiln::runtime

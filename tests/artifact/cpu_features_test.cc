@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "runtime/cpu_features.h"
 
@@ -43,6 +46,22 @@ TEST(CpuFeatures, AgreeWithTheCompilersDetection) {
     KILN_EXPECT_FEATURE("gfni")
     KILN_EXPECT_FEATURE("vpclmulqdq")
 #undef KILN_EXPECT_FEATURE
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// The int8 dot product against the kernel's own report of the CPU (/proc/cpuinfo's flags).
+TEST(CpuFeatures, Int8DotProductAsTheKernelReportsIt) {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+    std::string line;
+    while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {
+    }
+    ASSERT_EQ(line.rfind("flags", 0), 0u) << "no flags line in /proc/cpuinfo";
+    std::istringstream words(line.substr(line.find(':') + 1));
+    bool vnni = false;
+    for (std::string w; words >> w;) vnni = vnni || w == "avx512_vnni" || w == "avx_vnni" || w == "amx_int8";
+    EXPECT_EQ(host_has_int8_dot_product(), vnni);
 }
 #endif
 

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "kiln/quantize.h"
 #include "name_value_args.h"
+#include "runtime/cpu_features.h"
 #include "runtime/extern_kernel.h"
 #include "support/error.h"
 
@@ -60,6 +61,10 @@ int quantize(const QuantizeArgs& a) {
     QuantizeReport r = quantize_model(a.model, a.output, batches, o);
     if (!a.quiet) fmt::print("{}", r.table());
     fmt::print("wrote {}\n", a.output);
+    if (!runtime::host_has_int8_dot_product())
+        fmt::print("note: this CPU has no int8 dot product (VNNI): int8 convolutions and products run on 16-bit "
+                   "multiply-adds here and are often no faster than fp32; time both models (kiln run) before "
+                   "choosing int8 for this machine\n");
     if (!a.report_path.empty()) {
         std::ofstream f(a.report_path);
         f << r.json();

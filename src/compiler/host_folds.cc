@@ -1,35 +1,85 @@
 #include "compiler/host_folds.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
 namespace kiln::compiler {
 namespace {
 
-/// Walks a row-major index over `shape`, keeping one element offset per operand in step
-/// (operand k advances by strides[k][d] along dim d; a stride of 0 broadcasts).
-class OffsetWalk {
-public:
-    OffsetWalk(Shape shape, std::vector<std::vector<int64_t>> strides)
-        : shape_(std::move(shape)), strides_(std::move(strides)), index_(shape_.size(), 0),
-          offsets_(strides_.size(), 0) {}
-    const std::vector<int64_t>& offsets() const { return offsets_; }
-    /// The next index in row-major order (the last dim fastest).
-    void next() {
-        for (size_t d = shape_.size(); d-- > 0;) {
-            for (size_t k = 0; k < strides_.size(); ++k) offsets_[k] += strides_[k][d];
-            if (++index_[d] < shape_[d]) return;
-            for (size_t k = 0; k < strides_.size(); ++k) offsets_[k] -= strides_[k][d] * shape_[d];
-            index_[d] = 0;
+/// A row-major walk over `shape` by planes: every dim but the last two is walked here, keeping
+/// one element offset per operand in step (operand k advances by strides[k][d] along dim d; a
+/// stride of 0 broadcasts); plane(offsets) covers the last two dims (rows x cols of
+/// Plane::extents) itself, so the bookkeeping is paid once per plane, not per element.
+struct Plane {
+    int64_t rows = 1, cols = 1;
+    std::vector<int64_t> row_step, col_step;  // per operand
+};
+
+/// Merges adjacent dims that every operand walks contiguously (stride[d] == stride[d+1] *
+/// shape[d+1]; broadcast dims have stride 0 on both sides), so the planes are as long as they
+/// can be: a conv weight times its per-output-channel scale is one O x (I*kh*kw) plane.
+void coalesce(Shape& shape, std::vector<std::vector<int64_t>>& strides) {
+    Shape out_shape;
+    std::vector<std::vector<int64_t>> out_strides(strides.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+        bool merge = !out_shape.empty();
+        for (size_t k = 0; merge && k < strides.size(); ++k)
+            merge = out_strides[k].back() == strides[k][d] * shape[d];
+        if (merge) {
+            out_shape.back() *= shape[d];
+            for (size_t k = 0; k < strides.size(); ++k) out_strides[k].back() = strides[k][d];
+        } else {
+            out_shape.push_back(shape[d]);
+            for (size_t k = 0; k < strides.size(); ++k) out_strides[k].push_back(strides[k][d]);
         }
     }
+    shape = std::move(out_shape);
+    strides = std::move(out_strides);
+}
 
-private:
-    Shape shape_;
-    std::vector<std::vector<int64_t>> strides_;
-    std::vector<int64_t> index_, offsets_;
-};
+template <typename Body>
+void for_each_plane(Shape shape, std::vector<std::vector<int64_t>> strides, Body plane) {
+    if (shape_numel(shape) == 0) return;
+    coalesce(shape, strides);
+    const size_t rank = shape.size(), ops = strides.size();
+    Plane p;
+    p.row_step.assign(ops, 0);
+    p.col_step.assign(ops, 0);
+    if (rank >= 1) p.cols = shape[rank - 1];
+    if (rank >= 2) p.rows = shape[rank - 2];
+    for (size_t k = 0; k < ops; ++k) {
+        if (rank >= 1) p.col_step[k] = strides[k][rank - 1];
+        if (rank >= 2) p.row_step[k] = strides[k][rank - 2];
+    }
+    const size_t outer = rank > 2 ? rank - 2 : 0;
+    std::vector<int64_t> index(outer, 0), offsets(ops, 0);
+    for (;;) {
+        plane(p, offsets);
+        size_t d = outer;
+        for (;;) {  // the next plane: carry through the outer dims
+            if (d == 0) return;
+            --d;
+            for (size_t k = 0; k < ops; ++k) offsets[k] += strides[k][d];
+            if (++index[d] < shape[d]) break;
+            for (size_t k = 0; k < ops; ++k) offsets[k] -= strides[k][d] * shape[d];
+            index[d] = 0;
+        }
+    }
+}
+
+template <typename T>
+void transpose_planes(const T* src, T* dst, const Shape& shape, const std::vector<int64_t>& strides) {
+    for_each_plane(shape, {strides}, [&](const Plane& p, const std::vector<int64_t>& at) {
+        for (int64_t r = 0; r < p.rows; ++r) {
+            const T* in = src + at[0] + r * p.row_step[0];
+            if (p.col_step[0] == 1) std::memcpy(dst, in, static_cast<size_t>(p.cols) * sizeof(T));
+            else for (int64_t c = 0; c < p.cols; ++c) dst[c] = in[c * p.col_step[0]];
+            dst += p.cols;
+        }
+    });
+}
 
 std::vector<int64_t> row_major_strides(const Shape& shape) {
     std::vector<int64_t> s(shape.size(), 1);
@@ -51,13 +101,13 @@ bool transpose(const ir::Node& n, Tensor& out) {
         if (perm[d] < 0 || perm[d] >= static_cast<int64_t>(rank)) return false;
         strides[d] = in_strides[static_cast<size_t>(perm[d])];
     }
-    const size_t elem = dtype_size(in.dtype());
-    const char* src = static_cast<const char*>(in.data());
-    char* dst = static_cast<char*>(out.data());
-    OffsetWalk walk(out.shape(), {strides});
-    for (int64_t i = 0; i < out.numel(); ++i, walk.next())
-        std::memcpy(dst + i * elem, src + walk.offsets()[0] * static_cast<int64_t>(elem), elem);
-    return true;
+    switch (dtype_size(in.dtype())) {
+        case 1: transpose_planes(static_cast<const uint8_t*>(in.data()), static_cast<uint8_t*>(out.data()), out.shape(), strides); return true;
+        case 2: transpose_planes(static_cast<const uint16_t*>(in.data()), static_cast<uint16_t*>(out.data()), out.shape(), strides); return true;
+        case 4: transpose_planes(static_cast<const uint32_t*>(in.data()), static_cast<uint32_t*>(out.data()), out.shape(), strides); return true;
+        case 8: transpose_planes(static_cast<const uint64_t*>(in.data()), static_cast<uint64_t*>(out.data()), out.shape(), strides); return true;
+        default: return false;
+    }
 }
 
 bool concat(const ir::Node& n, Tensor& out) {
@@ -100,8 +150,23 @@ void binary(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
     const float* x = a.data_as<float>();
     const float* y = b.data_as<float>();
     float* z = out.data_as<float>();
-    OffsetWalk walk(out.shape(), {broadcast_strides(a.shape(), out.shape()), broadcast_strides(b.shape(), out.shape())});
-    for (int64_t i = 0; i < out.numel(); ++i, walk.next()) z[i] = op(x[walk.offsets()[0]], y[walk.offsets()[1]]);
+    const std::vector<int64_t> sa = broadcast_strides(a.shape(), out.shape()), sb = broadcast_strides(b.shape(), out.shape());
+    for_each_plane(out.shape(), {sa, sb}, [&](const Plane& p, const std::vector<int64_t>& at) {
+        for (int64_t r = 0; r < p.rows; ++r) {
+            const float* u = x + at[0] + r * p.row_step[0];
+            const float* v = y + at[1] + r * p.row_step[1];
+            if (p.col_step[0] == 1 && p.col_step[1] == 1) {
+                for (int64_t c = 0; c < p.cols; ++c) z[c] = op(u[c], v[c]);
+            } else if (p.col_step[0] == 1 && p.col_step[1] == 0) {
+                for (int64_t c = 0; c < p.cols; ++c) z[c] = op(u[c], v[0]);
+            } else if (p.col_step[0] == 0 && p.col_step[1] == 1) {
+                for (int64_t c = 0; c < p.cols; ++c) z[c] = op(u[0], v[c]);
+            } else {
+                for (int64_t c = 0; c < p.cols; ++c) z[c] = op(u[c * p.col_step[0]], v[c * p.col_step[1]]);
+            }
+            z += p.cols;
+        }
+    });
 }
 
 bool arithmetic(const ir::Node& n, Tensor& out) {

@@ -99,3 +99,41 @@ TEST(HostFolds, OtherOpsAndTypesAreLeftToAKernel) {
     ir::Value* x = g.add_input("x", ir::TensorType::of_static(DType::kFloat32, {3}));
     EXPECT_FALSE(compiler::run_host_fold(*g.add_node("Mul", {a, x}, {}, {ir::TensorType::of_static(DType::kFloat32, {3})}), out));
 }
+
+// Longer walks: a conv weight times its per-output-channel scale (the three inner dims coalesce
+// for both operands) and a blocked-layout transpose of rank 6 (outer dims carried across
+// planes), against index arithmetic written out here.
+TEST(HostFolds, ConvWeightScaleAndBlockedTranspose) {
+    {
+        ir::Graph g;
+        Tensor w = iota(DType::kFloat32, {4, 3, 2, 2}), s = iota(DType::kFloat32, {4, 1, 1, 1}, 7);
+        ir::Node* n = g.add_node("Mul", {constant(g, "w", w), constant(g, "s", s)}, {},
+                                 {ir::TensorType::of_static(DType::kFloat32, {4, 3, 2, 2})});
+        Tensor got = run(*n, DType::kFloat32, {4, 3, 2, 2});
+        for (int64_t i = 0; i < 48; ++i)
+            ASSERT_EQ(got.data_as<float>()[i], w.data_as<float>()[i] * s.data_as<float>()[i / 12]) << i;
+    }
+    {
+        // Rank 6 with a leading 1, as a blocked weight layout's transposes are: perm {0, 1, 3, 5, 4, 2}.
+        ir::Graph g;
+        const Shape in_shape = {1, 3, 2, 2, 2, 3};
+        const std::vector<int64_t> perm = {0, 1, 3, 5, 4, 2};
+        Shape out_shape;
+        for (int64_t p : perm) out_shape.push_back(in_shape[static_cast<size_t>(p)]);
+        Tensor x = iota(DType::kFloat32, in_shape);
+        ir::Node* n = g.add_node("Transpose", {constant(g, "x", x)}, {{"perm", ir::Attr(perm)}},
+                                 {ir::TensorType::of_static(DType::kFloat32, out_shape)});
+        Tensor got = run(*n, DType::kFloat32, out_shape);
+        std::vector<int64_t> idx(6, 0);
+        for (int64_t i = 0; i < got.numel(); ++i) {
+            int64_t rem = i, in_flat = 0, in_index[6];
+            for (size_t d = 6; d-- > 0;) {
+                idx[d] = rem % out_shape[d];
+                rem /= out_shape[d];
+            }
+            for (size_t d = 0; d < 6; ++d) in_index[perm[d]] = idx[d];
+            for (size_t d = 0; d < 6; ++d) in_flat = in_flat * in_shape[d] + in_index[d];
+            ASSERT_EQ(got.data_as<float>()[i], x.data_as<float>()[in_flat]) << i;
+        }
+    }
+}

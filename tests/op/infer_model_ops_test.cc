@@ -154,3 +154,31 @@ TEST(InferModelOps, Gather) {
 
 }  // namespace
 }  // namespace kiln::op::testing
+
+namespace kiln::op::testing {
+namespace {
+
+// The integer products count their multiply-adds twice, as the float ops they replace (the
+// profile's GFLOP/s column then reads int8 GOP/s): written out from the shapes here.
+TEST(InferModelOps, IntegerConvAndMatMulCountTheirMultiplyAdds) {
+    constexpr DType U8 = DType::kUInt8, S8 = DType::kInt8;
+    ir::Graph g;
+    auto scalar = [](DType t) { return tt(t, {}); };
+    // QLinearConv: x [1,8,10,10] u8, w [16,4,3,3] s8 (group 2), pads 1: y [1,16,10,10].
+    ir::Node* qc = make_node(g, "QLinearConv",
+                             {tt(U8, {1, 8, 10, 10}), scalar(F32), scalar(U8), tt(S8, {16, 4, 3, 3}), scalar(F32),
+                              scalar(S8), scalar(F32), scalar(U8)},
+                             {{"group", ir::Attr(int64_t{2})}, {"pads", ir::Attr(Ints{1, 1, 1, 1})}});
+    EXPECT_EQ(OpRegistry::global().find("QLinearConv")->flops(*qc), 2.0 * 1600 * (4 * 3 * 3));
+    ir::Node* ci = make_node(g, "ConvInteger", {tt(U8, {1, 4, 6, 6}), tt(S8, {5, 4, 1, 1})});
+    EXPECT_EQ(OpRegistry::global().find("ConvInteger")->flops(*ci), 2.0 * 180 * 4);
+    ir::Node* mi = make_node(g, "MatMulInteger", {tt(U8, {3, 7}), tt(S8, {7, 5})});
+    EXPECT_EQ(OpRegistry::global().find("MatMulInteger")->flops(*mi), 2.0 * 15 * 7);
+    ir::Node* qm = make_node(g, "QLinearMatMul",
+                             {tt(U8, {2, 3, 7}), scalar(F32), scalar(U8), tt(S8, {7, 5}), scalar(F32), scalar(S8),
+                              scalar(F32), scalar(U8)});
+    EXPECT_EQ(OpRegistry::global().find("QLinearMatMul")->flops(*qm), 2.0 * 30 * 7);
+}
+
+}  // namespace
+}  // namespace kiln::op::testing

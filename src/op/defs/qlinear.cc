@@ -28,6 +28,22 @@ namespace kiln::op {
 
 namespace {
 
+// Multiply-adds x 2 of the integer products (counted as the float ops they replace, so that the
+// profile's GFLOP/s column reads int8 throughput in the same units: GOP/s).
+double integer_conv_ops(const ir::Node& n, size_t weight_input) {
+    const Shape w = n.input(weight_input)->type().static_shape();
+    double per_out = 1;
+    for (size_t i = 1; i < w.size(); ++i) per_out *= static_cast<double>(w[i]);
+    return 2.0 * static_cast<double>(shape_numel(n.output(0)->type().static_shape())) * per_out;
+}
+
+double integer_matmul_ops(const ir::Node& n) {
+    const Shape a = n.input(0)->type().static_shape();
+    const double k = a.empty() ? 1.0 : static_cast<double>(a.back());
+    return 2.0 * static_cast<double>(shape_numel(n.output(0)->type().static_shape())) * k;
+}
+
+
 using te::Expr;
 using te::Var;
 
@@ -145,6 +161,7 @@ OpDef matmul_integer_op() {
             shifted_reader(args.in(0), za, pa, -2), shifted_reader(args.in(1), zb, pb, -1))};
     };
     d.schedule = schedule_matmul_stages;
+    d.flops = integer_matmul_ops;
     return d;
 }
 
@@ -195,6 +212,7 @@ OpDef qlinear_matmul_op() {
         return std::vector<te::Tensor>{y};
     };
     d.schedule = schedule_matmul_stages;
+    d.flops = integer_matmul_ops;
     return d;
 }
 
@@ -236,6 +254,7 @@ OpDef conv_integer_op() {
             shifted_reader(args.in(0), zx, false, 0), shifted_reader(args.in(1), zw, pw, 0))};
     };
     d.schedule = schedule_conv_stages;
+    d.flops = [](const ir::Node& n) { return integer_conv_ops(n, 1); };
     return d;
 }
 
@@ -293,6 +312,7 @@ OpDef qlinear_conv_op() {
         return std::vector<te::Tensor>{y};
     };
     d.schedule = schedule_conv_stages;
+    d.flops = [](const ir::Node& n) { return integer_conv_ops(n, 3); };
     return d;
 }
 

@@ -24,11 +24,13 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/dnnl_engine.h"
 #include "runtime/executable.h"
+#include "runtime/int8_gemv.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -579,10 +581,15 @@ public:
                 << "dnnl_dqmatmul: post-op '" << posts_[i] << "' is not a float32 [M, N] argument";
             tensor_posts_.emplace_back(static_cast<int>(i) + (bias_arg_ >= 0 ? 1 : 0), t);
         }
+        // A few rows with no post-ops: the VNNI GEMV (int8_gemv.h); KILN_INT8_GEMV=0 keeps oneDNN.
+        const char* gemv = std::getenv("KILN_INT8_GEMV");
+        if (m_ <= Int8Gemv::kMaxRows && posts_.empty() && !(gemv && std::string(gemv) == "0") && Int8Gemv::available())
+            gemv_ = std::make_unique<Int8Gemv>(b_, k_, n_);
     }
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
+            if (gemv_) return run_gemv(call_args(args), env, std::max(1, threads));
             std::vector<Part>& parts = parts_for(std::max(1, threads));
             Call call = call_args(args);
             Status st = run_extern_parts(env, static_cast<int64_t>(parts.size()),
@@ -622,6 +629,29 @@ private:
         if (az_arg_ >= 0)
             c.zp = a_dt_ == dt::u8 ? *static_cast<const uint8_t*>(args[az_arg_]) : *static_cast<const int8_t*>(args[az_arg_]);
         return c;
+    }
+
+    /// The GEMV path: blocks of 64 columns split across the threads, each part's int32 sums
+    /// rescaled as ONNX does it (one f32 product by the scale, then + bias).
+    Status run_gemv(const Call& c, const kiln_kernel_env& env, int threads) const {
+        const int64_t blocks = (n_ + 63) / 64, parts = std::min<int64_t>(threads, blocks);
+        float* y = static_cast<float*>(c.args[y_arg_]);
+        const float* bias = bias_arg_ >= 0 ? static_cast<const float*>(c.args[bias_arg_]) : nullptr;
+        Status st = run_extern_parts(env, parts, [&](int64_t i) {
+            const int64_t c0 = std::min(n_, 64 * (blocks * i / parts)), c1 = std::min(n_, 64 * (blocks * (i + 1) / parts));
+            std::vector<int32_t> acc(static_cast<size_t>(m_ * (c1 - c0)));
+            gemv_->run(c.args[a_arg_], m_, a_dt_ == dt::s8, c.zp, c0, c1, acc.data());
+            for (int64_t r = 0; r < m_; ++r)
+                for (int64_t j = c0; j < c1; ++j) {
+                    float v = static_cast<float>(acc[static_cast<size_t>(r * (c1 - c0) + j - c0)]) *
+                              c.scales[per_column_ ? static_cast<size_t>(j) : 0];
+                    if (bias) v += bias[j];
+                    y[r * n_ + j] = v;
+                }
+            return Status::ok_status();
+        });
+        if (st.ok() && env.stop && *env.stop) return kernel_stopped_status();
+        return st;
     }
 
     /// Rows [row0, row0 + rows) and columns [col0, col0 + cols) of Y.
@@ -730,6 +760,7 @@ private:
     std::vector<std::string> posts_;
     std::vector<std::pair<int, int64_t>> tensor_posts_;  // (post-op index, argument) of add:/mul:
     const int8_t* b_ = nullptr;
+    std::unique_ptr<Int8Gemv> gemv_;
     std::mutex mu_;
     std::map<int, std::vector<Part>> plans_;
 };

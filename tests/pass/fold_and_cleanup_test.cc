@@ -134,6 +134,17 @@ graph g(%x: f32[2]) {
   %y = Neg(%x) : f32[2]
   return %y
 })");
+    // The canonical text lists only the constants nodes read: the dead ones must be gone too.
+    ir::Graph g = ir::parse_graph(R"(
+graph g(%x: f32[2]) {
+  const %c: f32[2] = [1, 2]
+  const %unused: f32[] = [3]
+  %a = Add(%x, %c) : f32[2]
+  %y = Neg(%x) : f32[2]
+  return %y
+})");
+    eliminate_dead_code(g, compiler::pass_context());
+    EXPECT_TRUE(g.constants().empty()) << g.constants().size() << " constants left";
 }
 
 TEST(EliminateCommonSubexpressions, MergesEqualNodesAndConstants) {

@@ -11,7 +11,6 @@
 // buffers: blocked NCHW{c} is oneDNN's nChw{c}c, plain tensors are plain. Post-ops (the fused
 // epilogue) are oneDNN eltwise, sum (the first residual add) and binary post-ops.
 #if KILN_HAVE_DNNL
-#include "runtime/conv_forward_gemm.h"
 #include "runtime/extern_parts.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/dnnl_deconv_shuffle.h"
@@ -480,15 +479,6 @@ public:
         if (!kiln_weights_) w_arg_ = w_;
         KILN_CHECK(kiln_weights_ || wei_ == "oihw" || wei_ == "iohw", kInvalidModel)
             << "dnnl_conv: weights in layout '" << wei_ << "' must be a constant";
-        choose_gemm();
-    }
-
-    Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
-        if (!gemm_) return DnnlKernel::run(args, env, threads);
-        const float* w = kiln_weights_ ? kiln_weights_ : static_cast<const float*>(args[w_]);
-        return gemm_->run(static_cast<const float*>(args[src_arg_]), w,
-                          bias_arg_ >= 0 ? static_cast<const float*>(args[bias_arg_]) : nullptr,
-                          static_cast<float*>(args[dst_arg_]), env, std::max(1, threads));
     }
 
     /// Every argument the parameters name is a float32 buffer of the size they imply (REVIEW.md
@@ -509,18 +499,6 @@ public:
     }
 
 private:
-    /// A plain 2-D conv (one group, every tap, no post-op, plain oihw weights) whose output planes
-    /// are small runs as im2col + sgemm (conv_forward_gemm.h) where that is the faster form.
-    void choose_gemm() {
-        if (deconv_ || groups_ != 1 || kernel_.size() != 2 || src_block_ != 0 || dst_block_ != 0 ||
-            !post_.ops.empty() || wei_ != "oihw" || taps_ != kernel_ || taps_begin_[0] != 0 || taps_begin_[1] != 0)
-            return;
-        const ConvWeightGemmShape s{src_[0],     src_[1],     src_[2],     src_[3],    src_[2],    src_[3],
-                                    dst_[1],     kernel_[0],  kernel_[1],  dst_[2],    dst_[3],    strides_[0],
-                                    strides_[1], dil_[0],     dil_[1],     pads_b_[0], pads_b_[1]};
-        if (conv_forward_gemm_preferred(s)) gemm_ = std::make_unique<ConvForwardGemm>(s);
-    }
-
     /// The constant weights as plain [M, C/G, KH, KW], unpacked from Kiln's blocked layout on
     /// the first get() (oihw and iohw are read in place).
     class PlainWeights {
@@ -680,7 +658,6 @@ public:
     /// oneDNN's implementation of the whole step on one thread (made without weights): a
     /// "ref:" one is its reference loop nest, ~100x below a jit kernel.
     std::string implementation() const {
-        if (gemm_) return "gemm:im2col+sgemm";
         std::vector<int64_t> sd = src_, dd = dst_;
         memory::desc wplain, bias;
         weight_view(0, dst_[1], src_[1], groups_, wplain);
@@ -823,7 +800,6 @@ private:
     std::vector<int64_t> src_, dst_, kernel_, taps_begin_, taps_, strides_, dil_, pads_b_, pads_e_;
     std::string wei_;
     const float* kiln_weights_ = nullptr;  // the Executable's constant, alive as long as it is
-    std::unique_ptr<ConvForwardGemm> gemm_;  // the forward as im2col + sgemm (conv_forward_gemm.h)
 };
 
 /// Matmul: out[b, m, n] = sum_k A[b, m, k] * B[b, k, n] (+ bias[n]) then post-ops. Parameters:

@@ -79,7 +79,8 @@ void check_values(const PrimFunc& f, bool reversed) {
             auto vn = [&](int64_t col) { return fill(r * kCols + col, 0) * 0.5 + fill(r * kCols + col, 1); };
             const int64_t i = r * kCols + c;
             EXPECT_DOUBLE_EQ(args[5].get_f64(i), vn(c)) << "v' " << r << "," << c;
-            EXPECT_DOUBLE_EQ(args[6].get_f64(i), fill(i, 2) - 0.25 * vn(reversed ? kCols - 1 - c : c)) << "p' " << r << "," << c;
+            const double pn = fill(i, 2) - 0.25 * vn(reversed ? kCols - 1 - c : c);
+            EXPECT_DOUBLE_EQ(args[6].get_f64(i), pn) << "p' " << r << "," << c;
         }
 }
 

@@ -1,4 +1,4 @@
-"""Training step time: Kiln (kiln.training, fused step) vs PyTorch eager, on 2 threads each.
+"""Training step time: Kiln (kiln.training, fused step) vs PyTorch eager, on 2 threads each (--threads).
 
     bench/setup_peers.sh --torch     # once: PyTorch 2.x from PyPI in build/torch-venv
     python3 bench/train_vs_torch.py [--models mlp,digits,resnet18,bert] [--rounds 5] [--steps 3] [--compile]
@@ -43,7 +43,9 @@ TRAINING_TESTS = os.path.join(os.path.dirname(HERE), "tests", "training")
 ROOT = os.path.dirname(HERE)
 DEBIAN_TORCH = "/usr/bin/python3"
 MODELS = ["mlp", "digits", "resnet18", "bert"]
-LR, MOMENTUM, THREADS = 0.01, 0.9, 2
+LR, MOMENTUM = 0.01, 0.9
+# Threads of each engine: --threads, passed to the workers through the environment.
+THREADS = int(os.environ.get("KILN_BENCH_THREADS", "2"))
 
 
 # ---- the PyTorch side (run by /usr/bin/python3) ----
@@ -247,6 +249,7 @@ def bench_model(worker, name, rounds, steps, smoke, compiled, profile=0, base=No
 
 
 def main():
+    global THREADS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kiln-worker", action="store_true", help=argparse.SUPPRESS)
@@ -255,6 +258,7 @@ def main():
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=3, help="steps per engine per round")
+    p.add_argument("--threads", type=int, default=THREADS, help="intra-op threads of each engine (default 2)")
     p.add_argument("--smoke", action="store_true", help="one step each, correctness only")
     p.add_argument("--json", help="also write the rows here")
     p.add_argument("--torch-python", default=default_torch_python(),
@@ -267,6 +271,8 @@ def main():
         return torch_worker()
     if a.kiln_worker:
         return kiln_worker()
+    THREADS = a.threads
+    os.environ["KILN_BENCH_THREADS"] = str(a.threads)  # the workers' threads
     if a.torch_python == DEBIAN_TORCH and not a.smoke:
         print("train_vs_torch: PyTorch peer is Debian's torch 1.13 (reference BLAS): not a fair timing peer; "
               "run bench/setup_peers.sh --torch", file=sys.stderr)

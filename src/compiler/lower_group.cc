@@ -13,6 +13,7 @@
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/drop_tile_guards.h"
+#include "tir/fuse_elementwise_loops.h"
 #include "tir/lower.h"
 #include "tir/partition_loops.h"
 #include "tir/unswitch_loops.h"
@@ -285,8 +286,9 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     for (const te::Tensor& o : outs) params.push_back(o);
     // unswitch_loops and partition_loops between two simplifies: the first puts comparisons in
     // `i < c` form, the second folds each piece's selects and clamps.
-    k.func = tir::drop_tile_guards(tir::simplify(
-        tir::partition_loops(tir::unswitch_loops(tir::simplify(tir::lower(sch, params, "kiln_kernel"))))));
+    // fuse_elementwise_loops last: it needs the loops' final form (partitioned, guards dropped).
+    k.func = tir::fuse_elementwise_loops(tir::drop_tile_guards(tir::simplify(
+        tir::partition_loops(tir::unswitch_loops(tir::simplify(tir::lower(sch, params, "kiln_kernel")))))));
     k.func.params_may_alias = params_may_alias;
     k.source = codegen::emit_c(k.func);
     k.num_inputs = static_cast<int>(unit.inputs.size());

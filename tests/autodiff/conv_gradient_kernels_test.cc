@@ -138,6 +138,63 @@ TEST(ConvGradientKernels, WeightGradientAsGemm) {
     ::unsetenv("KILN_CONV_WGRAD");
 }
 
+// A training step's forward Conv reads its weights as a run-time input: oneDNN's kernel asks
+// nChw16c for plain activations of whole 16-channel blocks (dnnl_kernels.cc, training_blocked;
+// KILN_CONV_FWD_LAYOUT=any restores oneDNN's own pick) and reorders at the edges. Y in float32
+// (both layouts) against the float64 generated kernel, 1e-5 of the largest element plus 1e-5
+// relative: 16 -> 32 channels, 8 -> 16 (plain input, blocked output), the 3-channel stem, a
+// strided 3x3, with and without a bias.
+void check_forward(const Case& c, bool with_bias) {
+    SCOPED_TRACE("X " + shape_str(c.x) + " W " + shape_str(c.w) + (with_bias ? " bias" : ""));
+    auto run = [&](DType dt, compiler::KernelSource source, std::vector<std::string>* externs) {
+        ir::Graph g;
+        std::vector<ir::Value*> ins = {g.add_input("x", ir::TensorType::of_static(dt, c.x)),
+                                       g.add_input("w", ir::TensorType::of_static(dt, c.w))};
+        if (with_bias) ins.push_back(g.add_input("b", ir::TensorType::of_static(dt, {c.w[0]})));
+        g.set_outputs({pass::add_inferred_node(g, "Conv", ins, c.attrs)->output(0)});
+        compiler::CompileOptions opts;
+        opts.kernels = source;
+        opts.intra_op_threads = 3;
+        compiler::CompiledModel model = compiler::compile(g, opts);
+        for (const auto& k : model.kernels)
+            if (externs && !k.extern_name.empty()) externs->push_back(k.extern_name);
+        runtime::ThreadPool pool(3);
+        auto alloc = runtime::make_session_allocator(0);
+        runtime::SequentialExecutor exec(model.executable, &pool, alloc.get());
+        std::vector<Tensor> in = {as_dtype(random_tensor(c.x, -1, 1, 31, DType::kFloat32), dt),
+                                  as_dtype(random_tensor(c.w, -1, 1, 32, DType::kFloat32), dt)};
+        if (with_bias) in.push_back(as_dtype(random_tensor({c.w[0]}, -1, 1, 33, DType::kFloat32), dt));
+        std::vector<Tensor> out;
+        Status st = exec.run(in, out);
+        KILN_CHECK(st.ok(), kInternal) << st.message();
+        return out.at(0);
+    };
+    const Tensor ref = run(DType::kFloat64, compiler::KernelSource::kGenerated, nullptr);
+    double scale = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) scale = std::max(scale, std::abs(ref.get_f64(i)));
+    for (const char* layout : {"", "any"}) {
+        if (*layout) ::setenv("KILN_CONV_FWD_LAYOUT", layout, 1);
+        std::vector<std::string> externs;
+        const Tensor got = run(DType::kFloat32, compiler::KernelSource::kAuto, &externs);
+        ::unsetenv("KILN_CONV_FWD_LAYOUT");
+        if (runtime::have_dnnl()) EXPECT_EQ(externs, std::vector<std::string>{"dnnl_conv"});
+        int bad = 0;
+        for (int64_t i = 0; i < ref.numel() && bad < 5; ++i) {
+            const double want = ref.get_f64(i), have = got.get_f64(i);
+            if (std::abs(have - want) > 1e-5 * scale + 1e-5 * std::abs(want))
+                ADD_FAILURE() << "layout '" << layout << "' Y element " << i << ": " << have << " vs float64 " << want
+                              << " (bad " << ++bad << ")";
+        }
+    }
+}
+
+TEST(ConvGradientKernels, ForwardWithRuntimeWeights) {
+    check_forward({{4, 16, 9, 10}, {32, 16, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}}, false);
+    check_forward({{3, 8, 8, 8}, {16, 8, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}}, true);
+    check_forward({{2, 3, 22, 22}, {16, 3, 7, 7}, {{"strides", Ints{2, 2}}, {"pads", Ints{3, 3, 3, 3}}}}, false);
+    check_forward({{4, 32, 9, 9}, {16, 32, 3, 3}, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}}, true);
+}
+
 }  // namespace
 }  // namespace kiln::autodiff
 

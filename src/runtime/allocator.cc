@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "support/error.h"
+#include "support/huge_pages.h"
 
 namespace kiln::runtime {
 
@@ -27,6 +28,7 @@ void* CpuAllocator::allocate(size_t bytes, const std::string& what) {
         KILN_THROW(kOutOfMemory) << "out of memory: the system refused " << bytes << " bytes for '" << what
                                  << "' (" << in_use_ << " bytes in use)";
     }
+    advise_huge_pages(p, rounded);
     return p;
 }
 

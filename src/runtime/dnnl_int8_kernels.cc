@@ -31,6 +31,7 @@
 #include "runtime/dnnl_engine.h"
 #include "runtime/executable.h"
 #include "runtime/int8_gemv.h"
+#include "support/huge_pages.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
@@ -242,6 +243,7 @@ private:
                                                              dt::s8, tag::goihw);
             memory wsrc(plain, cpu_engine(), const_cast<int8_t*>(weights_ + m0 * cg * taps));
             p.weights = memory(pd.weights_desc(), cpu_engine());
+            advise_huge_pages(p.weights.get_data_handle(), pd.weights_desc().get_size());
             dnnl::stream s(cpu_engine());
             dnnl::reorder(wsrc, p.weights).execute(s, wsrc, p.weights);
             s.wait();
@@ -463,6 +465,7 @@ private:
         p.prim = dnnl::matmul(pd);
         memory plain(memory::desc({k_, n_}, dt::s8, tag::ab), cpu_engine(), const_cast<int8_t*>(b_));
         p.weights = memory(pd.weights_desc(), cpu_engine());
+        advise_huge_pages(p.weights.get_data_handle(), pd.weights_desc().get_size());
         dnnl::stream s(cpu_engine());
         dnnl::reorder(plain, p.weights).execute(s, plain, p.weights);
         s.wait();
@@ -683,6 +686,7 @@ private:
         p.prim = dnnl::matmul(pd);
         memory plain(memory::desc({k_, cols}, dt::s8, memory::dims{n_, 1}), cpu_engine(), const_cast<int8_t*>(b_ + col0));
         p.weights = memory(pd.weights_desc(), cpu_engine());
+        advise_huge_pages(p.weights.get_data_handle(), pd.weights_desc().get_size());
         dnnl::stream s(cpu_engine());
         dnnl::reorder(plain, p.weights).execute(s, plain, p.weights);
         s.wait();

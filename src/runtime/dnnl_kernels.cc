@@ -35,6 +35,7 @@
 #include "runtime/dnnl_engine.h"
 #include "runtime/dnnl_temp_pool.h"
 #include "runtime/dnnl_weight_copies.h"
+#include "support/huge_pages.h"
 #include "runtime/executable.h"
 #include "support/error.h"
 
@@ -288,6 +289,7 @@ protected:
         std::shared_ptr<memory> copy = WeightCopies::global().get(constant, offset, unpack, want, [&] {
             memory src(plain_desc, cpu_engine(), const_cast<void*>(plain()));
             memory dst(want, cpu_engine());
+            advise_huge_pages(dst.get_data_handle(), want.get_size());  // before the reorder writes it
             dnnl::stream s(cpu_engine());
             dnnl::reorder(src, dst).execute(s, src, dst);
             s.wait();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "support/error.h"
+#include "support/huge_pages.h"
 
 namespace kiln {
 
@@ -32,6 +33,7 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
     void* p = std::aligned_alloc(64, alloc);
     KILN_CHECK(p != nullptr, kOutOfMemory) << "could not allocate " << bytes << " bytes for a tensor of shape "
                                            << shape_str(shape_);
+    advise_huge_pages(p, alloc);
     std::memset(p, 0, alloc);
     if (dtype_ == DType::kString) {
         // Strings are objects: construct them here and destroy them with the storage.

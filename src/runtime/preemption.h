@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kiln/session.h"
 
@@ -32,6 +33,14 @@ struct Preemption::State {
     bool cut_inside_kernel = false;
     /// How many times runs with this object were suspended (since construction).
     int suspensions = 0;
+
+    /// For the server's preemption trace (KILN_PREEMPT_TRACE): when request() was last called
+    /// and when the run last returned suspended (steady_clock, ns), and the step that held the stop
+    /// up: the one cut inside, else the last one that finished (its node, its kernel's description, and whether it was cuttable inside its kernel).
+    std::atomic<int64_t> requested_at_ns{0};
+    int64_t stopped_at_ns = 0;
+    std::string stop_node, stop_kernel;
+    bool stop_restartable = false;
 };
 
 }  // namespace kiln

@@ -2,9 +2,12 @@
 #include "serve/model_version.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <set>
 
+#include "runtime/preemption.h"
 #include "serve/batch_tensors.h"
 #include "serve/request_validation.h"
 
@@ -279,6 +282,25 @@ void ModelVersion::worker(Priority cls) {
     }
 }
 
+namespace {
+
+/// With KILN_PREEMPT_TRACE set, one stderr line per preemption: request() to the run's stop and
+/// to the cores' release (us), and the step that held the stop up.
+void trace_preemption(const std::string& model, Preemption& p, int cores) {
+    static const bool on = std::getenv("KILN_PREEMPT_TRACE") != nullptr;
+    if (!on) return;
+    const Preemption::State& ps = *p.state();
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+    const int64_t asked = ps.requested_at_ns.load(std::memory_order_relaxed);
+    std::fprintf(stderr, "kiln preempt: model=%s cores=%d stop_us=%.1f release_us=%.1f cut=%d restartable=%d "
+                 "node=%s kernel=%s\n", model.c_str(), cores, (ps.stopped_at_ns - asked) / 1e3, (now - asked) / 1e3,
+                 ps.cut_inside_kernel ? 1 : 0, ps.stop_restartable ? 1 : 0, ps.stop_node.c_str(),
+                 ps.stop_kernel.c_str());
+}
+
+}  // namespace
+
 void ModelVersion::run_batch(Batch& batch, Priority cls) {
     auto start = Clock::now();
     for (auto& r : batch) ctx_.metrics->queued(model_, cls, start - r->arrival);
@@ -318,6 +340,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
                 throw;
             }
             ctx_.cores->release(grant, suspended);
+            if (suspended) trace_preemption(model_, preemption, grant.cores);
             if (!suspended) break;
         }
         auto infer_done = Clock::now();

@@ -165,9 +165,11 @@ void note_stop(Preemption::State& ps, const SuspendedRun& r) {
     const size_t s = r.at.cut_inside_kernel || r.at.next_step == 0 ? r.at.next_step : r.at.next_step - 1;
     ps.stop_node = s < exe.steps.size() ? exe.steps[s].node_name : "(end)";
     const int k = s < exe.steps.size() ? exe.steps[s].kernel : -1;
-    ps.stop_kernel = k >= 0 && static_cast<size_t>(k) < exe.kernels.size()
-                         ? (exe.kernels[k].is_extern() ? exe.kernels[k].extern_name : exe.kernels[k].description)
-                         : "";
+    ps.stop_kernel.clear();
+    if (k >= 0 && static_cast<size_t>(k) < exe.kernels.size()) {
+        const KernelDesc& kd = exe.kernels[k];
+        ps.stop_kernel = kd.description + (kd.is_extern() ? "[" + kd.extern_name + "]" : "");
+    }
     ps.stop_restartable = s < r.at.restartable.size() && r.at.restartable[s];
 }
 

@@ -72,6 +72,27 @@ TEST(ParallelSplit, BertProjectionKeepsSixteenThreadsBusyAndTwoThreadsUnchanged)
     EXPECT_GE(c16[0], 4 * 16) << "column x row tiles: at least 4 chunks per thread";
 }
 
+// BERT-base's FFN output projection: [1,128,3072] x [3072,768], 25 M multiply-adds per column
+// tile of 64. A preempted run stops only between a parallel loop's iterations, so at any
+// thread count (2 included) the row tiles join the loop and one iteration holds at most a row
+// tile's ~1 M multiply-adds (a bound of work, not of time).
+TEST(ParallelSplit, DeepProjectionIsCutIntoShortIterationsForPreemption) {
+    ir::Graph g;
+    ir::Value* x = g.add_input("x", f32({1, 128, 3072}));
+    ir::Value* w = g.add_constant("w", weights({3072, 768}));
+    g.add_output(g.add_node("MatMul", {x, w}, {}, {f32({1, 128, 768})}, {"y"}, "ffn_out")->output(0));
+    const KernelUnit u = unit_of(g, "KilnMatMulPackedB");
+    ASSERT_FALSE(u.nodes.empty());
+    const double work = 128.0 * 3072 * 768;
+    for (int threads : {1, 2, 16}) {
+        const std::string src = lower_unit(u, false, {}, nullptr, threads).source;
+        const std::vector<int64_t> c = parallel_chunks(src);
+        ASSERT_EQ(c.size(), 1u) << src;
+        EXPECT_LE(work / static_cast<double>(c[0]), 2.0 * 1024 * 1024)
+            << threads << " threads: " << c[0] << " iterations of the parallel loop";
+    }
+}
+
 TEST(ParallelSplit, BlockedConvOfOneImageHasRowsTimesChannelBlocks) {
     ir::Graph g;
     ir::Value* x = g.add_input("x", f32({1, 64, 56, 56}));

@@ -285,16 +285,16 @@ void ModelVersion::worker(Priority cls) {
 namespace {
 
 /// With KILN_PREEMPT_TRACE=FILE, one line per preemption appended to FILE: request() to the
-/// run's stop and to run() returning (us), and the step that held the stop up.
-void trace_preemption(const std::string& model, Preemption& p, int cores) {
+/// run's stop and to run() returning (us; written after the cores are released), and the step that held the stop up.
+void trace_preemption(const std::string& model, Preemption& p, int cores,
+                      std::chrono::steady_clock::time_point returned) {
     static FILE* const out = [] {
         const char* path = std::getenv("KILN_PREEMPT_TRACE");
         return path && *path ? std::fopen(path, "a") : nullptr;
     }();
     if (!out) return;
     const Preemption::State& ps = *p.state();
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now().time_since_epoch()).count();
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(returned.time_since_epoch()).count();
     const int64_t asked = ps.requested_at_ns.load(std::memory_order_relaxed);
     std::fprintf(out, "kiln preempt: model=%s cores=%d stop_us=%.1f returned_us=%.1f cut=%d restartable=%d "
                  "node=%s kernel=%s\n", model.c_str(), cores, (ps.stopped_at_ns - asked) / 1e3, (now - asked) / 1e3,
@@ -339,13 +339,14 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
             try {
                 outs = session_->run(feed, ro);
                 suspended = ro.preempt && outs.empty() && preemption.suspended();
-                if (suspended) trace_preemption(model_, preemption, grant.cores);
             } catch (...) {
                 ctx_.cores->release(grant, false);
                 throw;
             }
+            const auto returned = Clock::now();
             ctx_.cores->release(grant, suspended);
             if (!suspended) break;
+            trace_preemption(model_, preemption, grant.cores, returned);
         }
         auto infer_done = Clock::now();
         ctx_.metrics->computed(model_, cls, infer_done - inputs_done);

@@ -284,14 +284,22 @@ void ModelVersion::worker(Priority cls) {
 
 namespace {
 
-/// With KILN_PREEMPT_TRACE=FILE, one line per preemption appended to FILE: request() to the
-/// run's stop and to run() returning (us; written after the cores are released), and the step that held the stop up.
-void trace_preemption(const std::string& model, Preemption& p, int cores,
-                      std::chrono::steady_clock::time_point returned) {
+/// KILN_PREEMPT_TRACE=FILE: the file the preemption trace is appended to (null: no trace).
+FILE* trace_file() {
     static FILE* const out = [] {
         const char* path = std::getenv("KILN_PREEMPT_TRACE");
         return path && *path ? std::fopen(path, "a") : nullptr;
     }();
+    return out;
+}
+
+double us(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; }
+
+/// The trace's line per preemption: request() to the run's stop and to run() returning (us;
+/// written after the cores are released), and the step that held the stop up.
+void trace_preemption(const std::string& model, Preemption& p, int cores,
+                      std::chrono::steady_clock::time_point returned) {
+    FILE* out = trace_file();
     if (!out) return;
     const Preemption::State& ps = *p.state();
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(returned.time_since_epoch()).count();
@@ -303,7 +311,46 @@ void trace_preemption(const std::string& model, Preemption& p, int cores,
     std::fflush(out);
 }
 
+/// The trace's line per real-time run: its queue wait, its wait for cores, and its run (us).
+void trace_rt_run(const std::string& model, Clock::duration queued, Clock::duration acquire, Clock::duration run) {
+    FILE* out = trace_file();
+    if (!out) return;
+    const int64_t t = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+    std::fprintf(out, "kiln rt: model=%s t_ms=%lld queue_us=%.1f acquire_us=%.1f run_us=%.1f\n", model.c_str(),
+                 static_cast<long long>(t), us(queued), us(acquire), us(run));
+    std::fflush(out);
+}
+
 }  // namespace
+
+// Runs `feed` on cores the core scheduler grants; a preempted best-effort run resumes with the
+// same Preemption (on the cores it gets next) until it finishes.
+std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls,
+                                               Clock::duration queued) {
+    Preemption preemption;
+    RunOptions ro;
+    ro.preempt = cls == Priority::kBestEffort ? &preemption : nullptr;
+    for (;;) {
+        const auto asked = Clock::now();
+        CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt);
+        const auto granted = Clock::now();
+        ro.max_threads = grant.cores;
+        std::vector<Tensor> outs;
+        bool suspended = false;
+        try {
+            outs = session_->run(feed, ro);
+            suspended = ro.preempt && outs.empty() && preemption.suspended();
+        } catch (...) {
+            ctx_.cores->release(grant, false);
+            throw;
+        }
+        const auto returned = Clock::now();
+        ctx_.cores->release(grant, suspended);
+        if (cls == Priority::kRealTime) trace_rt_run(model_, queued, granted - asked, returned - granted);
+        if (!suspended) return outs;
+        trace_preemption(model_, preemption, grant.cores, returned);
+    }
+}
 
 void ModelVersion::run_batch(Batch& batch, Priority cls) {
     auto start = Clock::now();
@@ -327,27 +374,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
         session_->specialize(symbol_dims(infos, feed));
         auto inputs_done = Clock::now();
 
-        // Run on granted cores; a preempted best-effort run resumes with the same Preemption.
-        Preemption preemption;
-        RunOptions ro;
-        ro.preempt = cls == Priority::kBestEffort ? &preemption : nullptr;
-        std::vector<Tensor> outs;
-        for (;;) {
-            CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt);
-            ro.max_threads = grant.cores;
-            bool suspended = false;
-            try {
-                outs = session_->run(feed, ro);
-                suspended = ro.preempt && outs.empty() && preemption.suspended();
-            } catch (...) {
-                ctx_.cores->release(grant, false);
-                throw;
-            }
-            const auto returned = Clock::now();
-            ctx_.cores->release(grant, suspended);
-            if (!suspended) break;
-            trace_preemption(model_, preemption, grant.cores, returned);
-        }
+        std::vector<Tensor> outs = run_on_cores(feed, cls, start - batch.front()->arrival);
         auto infer_done = Clock::now();
         ctx_.metrics->computed(model_, cls, infer_done - inputs_done);
         ctx_.metrics->batch(model_, rows);

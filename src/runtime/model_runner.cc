@@ -156,7 +156,8 @@ Status ModelRunner::run(PreparedExecutable& p, const std::vector<Tensor>& inputs
 
 namespace {
 
-/// Records where and when a run stopped (the step that held the stop up) (Preemption::State's trace fields).
+/// Records when a run stopped and the step that held the stop up (Preemption::State's trace
+/// fields).
 void note_stop(Preemption::State& ps, const SuspendedRun& r) {
     ps.stopped_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now().time_since_epoch()).count();

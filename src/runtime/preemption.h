@@ -34,9 +34,10 @@ struct Preemption::State {
     /// How many times runs with this object were suspended (since construction).
     int suspensions = 0;
 
-    /// For the server's preemption trace (KILN_PREEMPT_TRACE): when request() was last called
-    /// and when the run last returned suspended (steady_clock, ns), and the step that held the stop
-    /// up: the one cut inside, else the last one that finished (its node, its kernel's description, and whether it was cuttable inside its kernel).
+    /// For the server's preemption trace (serve/preemption_trace.h): when request() was last
+    /// called and when the run last stopped (steady_clock, ns since its epoch), and the step
+    /// that held the stop up: the one cut inside, else the last one that finished (its node,
+    /// its kernel's description, and whether it may be cut inside).
     std::atomic<int64_t> requested_at_ns{0};
     int64_t stopped_at_ns = 0;
     std::string stop_node, stop_kernel;

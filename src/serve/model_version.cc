@@ -2,13 +2,11 @@
 #include "serve/model_version.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <cstdio>
 #include <set>
 
-#include "runtime/preemption.h"
 #include "serve/batch_tensors.h"
+#include "serve/preemption_trace.h"
 #include "serve/request_validation.h"
 
 namespace kiln::serve {
@@ -282,47 +280,6 @@ void ModelVersion::worker(Priority cls) {
     }
 }
 
-namespace {
-
-/// KILN_PREEMPT_TRACE=FILE: the file the preemption trace is appended to (null: no trace).
-FILE* trace_file() {
-    static FILE* const out = [] {
-        const char* path = std::getenv("KILN_PREEMPT_TRACE");
-        return path && *path ? std::fopen(path, "a") : nullptr;
-    }();
-    return out;
-}
-
-double us(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; }
-
-/// The trace's line per preemption: request() to the run's stop and to run() returning (us;
-/// written after the cores are released), and the step that held the stop up.
-void trace_preemption(const std::string& model, Preemption& p, int cores,
-                      std::chrono::steady_clock::time_point returned) {
-    FILE* out = trace_file();
-    if (!out) return;
-    const Preemption::State& ps = *p.state();
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(returned.time_since_epoch()).count();
-    const int64_t asked = ps.requested_at_ns.load(std::memory_order_relaxed);
-    std::fprintf(out, "kiln preempt: model=%s cores=%d stop_us=%.1f returned_us=%.1f cut=%d restartable=%d "
-                 "node=%s kernel=%s\n", model.c_str(), cores, (ps.stopped_at_ns - asked) / 1e3, (now - asked) / 1e3,
-                 ps.cut_inside_kernel ? 1 : 0, ps.stop_restartable ? 1 : 0, ps.stop_node.c_str(),
-                 ps.stop_kernel.c_str());
-    std::fflush(out);
-}
-
-/// The trace's line per real-time run: its queue wait, its wait for cores, and its run (us).
-void trace_rt_run(const std::string& model, Clock::duration queued, Clock::duration acquire, Clock::duration run) {
-    FILE* out = trace_file();
-    if (!out) return;
-    const int64_t t = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
-    std::fprintf(out, "kiln rt: model=%s t_ms=%lld queue_us=%.1f acquire_us=%.1f run_us=%.1f\n", model.c_str(),
-                 static_cast<long long>(t), us(queued), us(acquire), us(run));
-    std::fflush(out);
-}
-
-}  // namespace
-
 // Runs `feed` on cores the core scheduler grants; a preempted best-effort run resumes with the
 // same Preemption (on the cores it gets next) until it finishes.
 std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls,
@@ -346,7 +303,7 @@ std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tenso
         }
         const auto returned = Clock::now();
         ctx_.cores->release(grant, suspended);
-        if (cls == Priority::kRealTime) trace_rt_run(model_, queued, granted - asked, returned - granted);
+        if (cls == Priority::kRealTime) trace_real_time_run(model_, queued, granted - asked, returned - granted);
         if (!suspended) return outs;
         trace_preemption(model_, preemption, grant.cores, returned);
     }

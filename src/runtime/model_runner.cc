@@ -162,11 +162,16 @@ void note_stop(Preemption::State& ps, const SuspendedRun& r) {
     ps.stopped_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now().time_since_epoch()).count();
     const Executable& exe = *r.prepared->exe;
-    // The step that ran when the request came: the one cut, else the last one finished.
-    const size_t s = r.at.cut_inside_kernel || r.at.next_step == 0 ? r.at.next_step : r.at.next_step - 1;
-    ps.stop_node = s < exe.steps.size() ? exe.steps[s].node_name : "(end)";
-    const int k = s < exe.steps.size() ? exe.steps[s].kernel : -1;
     ps.stop_kernel.clear();
+    ps.stop_restartable = false;
+    if (!r.at.cut_inside_kernel && r.at.next_step == 0) {  // stopped before its first step
+        ps.stop_node.clear();
+        return;
+    }
+    // The step that ran when the request came: the one cut, else the last one finished.
+    const size_t s = r.at.cut_inside_kernel ? r.at.next_step : r.at.next_step - 1;
+    ps.stop_node = s < exe.steps.size() ? exe.steps[s].node_name : "";
+    const int k = s < exe.steps.size() ? exe.steps[s].kernel : -1;
     if (k >= 0 && static_cast<size_t>(k) < exe.kernels.size()) {
         const KernelDesc& kd = exe.kernels[k];
         ps.stop_kernel = kd.description + (kd.is_extern() ? "[" + kd.extern_name + "]" : "");

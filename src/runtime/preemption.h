@@ -37,7 +37,8 @@ struct Preemption::State {
     /// For the server's preemption trace (serve/preemption_trace.h): when request() was last
     /// called and when the run last stopped (steady_clock, ns since its epoch), and the step
     /// that held the stop up: the one cut inside, else the last one that finished (its node,
-    /// its kernel's description, and whether it may be cut inside).
+    /// its kernel's description, and whether it may be cut inside; none when the run stopped
+    /// before its first step).
     std::atomic<int64_t> requested_at_ns{0};
     int64_t stopped_at_ns = 0;
     std::string stop_node, stop_kernel;

@@ -339,6 +339,50 @@ TEST(Preemption, ResetDropsTheSuspendedRun) {
     expect_identical(s->run(b, o), want_b, "a fresh run after reset");
 }
 
+// The trace fields (the server's KILN_PREEMPT_TRACE) name the step that held a stop up: none
+// for a run stopped before its first step, the cut kernel for a run cut inside one.
+TEST(Preemption, TheStateNamesTheStepThatHeldTheStop) {
+    SessionOptions opts;
+    opts.threads = 2;
+    opts.kernels = "generated";
+    auto s = Session::load(save(big_matmul(512, 1024, 1024), "big_matmul_trace.onnx"), opts);
+    std::map<std::string, Tensor> in{{"x", random_tensor({512, 1024}, 19)}};
+    const std::vector<Tensor> want = s->run(in);
+    {
+        PreemptedRun r = run_cut_at_start(*s, in);  // resumed to its end inside
+        expect_identical(r.outputs, want, "a run cut at its start");
+    }
+    Preemption p;
+    RunOptions o;
+    o.preempt = &p;
+    p.request();
+    ASSERT_TRUE(s->run(in, o).empty());
+    EXPECT_EQ(p.state()->stop_node, "") << "no step ran";
+    EXPECT_EQ(p.state()->stop_kernel, "");
+    EXPECT_GE(p.state()->stopped_at_ns, p.state()->requested_at_ns.load());
+    p.reset();
+    auto t0 = Clock::now();
+    (void)s->run(in);
+    const auto run_time = Clock::now() - t0;
+    for (int attempt = 0; attempt < 60; ++attempt) {
+        p.reset();
+        p.clear_request();
+        {
+            DelayedRequest req(p, std::chrono::duration_cast<std::chrono::microseconds>(run_time * (1 + attempt % 6) / 8));
+            if (!s->run(in, o).empty()) continue;  // finished before the request
+        }
+        if (!p.state()->cut_inside_kernel) continue;
+        EXPECT_EQ(p.state()->stop_node, "mm");
+        EXPECT_NE(p.state()->stop_kernel.find("MatMul"), std::string::npos) << p.state()->stop_kernel;
+        EXPECT_TRUE(p.state()->stop_restartable) << "y = x @ W reads nothing it writes";
+        EXPECT_GE(p.state()->stopped_at_ns, p.state()->requested_at_ns.load());
+        p.clear_request();
+        expect_identical(s->run(in, o), want, "the resumed matmul");
+        return;
+    }
+    ADD_FAILURE() << "no request ever landed inside the kernel";
+}
+
 TEST(Preemption, ALongGeneratedKernelIsCutInside) {
     SessionOptions opts;
     opts.threads = 2;

@@ -368,7 +368,8 @@ TEST(Preemption, TheStateNamesTheStepThatHeldTheStop) {
         p.reset();
         p.clear_request();
         {
-            DelayedRequest req(p, std::chrono::duration_cast<std::chrono::microseconds>(run_time * (1 + attempt % 6) / 8));
+            const auto delay = std::chrono::duration_cast<std::chrono::microseconds>(run_time * (1 + attempt % 6) / 8);
+            DelayedRequest req(p, delay);
             if (!s->run(in, o).empty()) continue;  // finished before the request
         }
         if (!p.state()->cut_inside_kernel) continue;

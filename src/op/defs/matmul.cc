@@ -129,8 +129,9 @@ constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 22;
 //  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
 //    (default; 2 where (rows, j-outer) has fewer iterations than the threads the kernel will run
 //    on, above 2 threads, or where one of its iterations holds more than
-//    kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside, 2 = (rows, j-outer, i-outer)
-//    fused (declared when the stage runs in parallel and i-outer has more than one iteration).
+//    kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside,
+//    2 = (rows, j-outer, i-outer) fused (declared when the stage runs in parallel and i-outer
+//    has more than one iteration).
 void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0) {
     const int nd = st.tensor()->ndim();
     if (nd == 0) return;

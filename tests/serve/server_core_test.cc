@@ -210,7 +210,8 @@ double counter_value(const std::string& text, const std::string& name) {
 // With the runtime's preemption (serve-rt), a real-time request arriving during a long
 // best-effort run preempts it and is served before that run finishes, and the preempted run's
 // result is still exact. The BE run (512 rows through 64 [256 x 256] matmuls, ~4 GFLOP: tens of
-// ms on an idle fast machine, more here) is surely running when RT arrives 5 ms after it.
+// ms on an idle fast machine, more here) is surely running when RT arrives: RT is sent once
+// the BE request has left the queue (kiln_queue_depth 0), 2 ms later.
 TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     TempRepo repo("rtbe");
     repo.add("deep", deep_model(256, 64), "max_batch_size: 512\n");
@@ -227,7 +228,12 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
         be_done_at = std::chrono::steady_clock::now().time_since_epoch().count();
         be_answer->set_value({std::move(f), std::move(r)});
     });
-    std::this_thread::sleep_for(5ms);
+    // infer() queued the request before returning; the model's worker takes it from there.
+    const std::string depth = "kiln_queue_depth{model=\"deep\",version=\"1\"} ";
+    for (int i = 0; i < 100000 && s->metrics_text().find(depth + "0\n") == std::string::npos; ++i)
+        std::this_thread::sleep_for(100us);
+    ASSERT_NE(s->metrics_text().find(depth + "0\n"), std::string::npos) << "the BE request never left the queue";
+    std::this_thread::sleep_for(2ms);
     InferRequest rt = request("deep", "x", small.clone());
     rt.priority = Priority::kRealTime;
     // Both answer times are taken in the answer callbacks (a time taken after the future

@@ -8,6 +8,7 @@
 #include "serve/batch_tensors.h"
 #include "serve/preemption_trace.h"
 #include "serve/request_validation.h"
+#include "serve/thread_priority.h"
 
 namespace kiln::serve {
 namespace {
@@ -252,6 +253,7 @@ std::optional<Clock::time_point> ModelVersion::expire(Clock::time_point now) {
 }
 
 void ModelVersion::worker(Priority cls) {
+    if (cls == Priority::kBestEffort && ctx_.be_nice > 0) lower_thread_priority(ctx_.be_nice);
     RequestQueue& q = queues_[static_cast<int>(cls)];
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {

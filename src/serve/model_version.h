@@ -33,6 +33,7 @@ struct ServingContext {
     ServerMetrics* metrics = nullptr;
     /// Told when a request with a deadline is queued (the server's deadline reaper wakes for it).
     std::function<void(Clock::time_point)> deadline_added;
+    int be_nice = 0;  // ServerOptions::be_nice
 };
 
 class ModelVersion {

@@ -268,6 +268,9 @@ def main(argv=None):
                     help="the RT model's config parameter 'threads' (default: the server's)")
     ap.add_argument("--be-model", default=None, help="default bert_base (--smoke: resnet18)")
     ap.add_argument("--be-batch", type=int, default=1)
+    ap.add_argument("--be-fixed-shape", action="store_true",
+                    help="serve the BE model as it is (max_batch_size 0), for a model whose batch "
+                         "dimension cannot be made symbolic (a Reshape to a fixed batch of 1)")
     ap.add_argument("--be-concurrency", type=int, default=2)
     ap.add_argument("--be-lead", type=float, default=2.0,
                     help="seconds BE runs before the RT window opens")
@@ -286,12 +289,15 @@ def main(argv=None):
     args.seconds = args.seconds or (3.0 if args.smoke else 20.0)
     if args.smoke:
         args.be_lead = min(args.be_lead, 1.0)
+    if args.be_fixed_shape and args.be_batch != 1:
+        ap.error("--be-fixed-shape serves the model's own shape: --be-batch must be 1")
     if not args.ort_as_kiln and not os.access(args.kiln, os.X_OK):
         ap.error(f"Kiln CLI not found at {args.kiln} (build it, or set KILN_BIN / --kiln)")
 
     entries = [serve_repo.Entry("rt", args.rt_model, max_batch_size=1, priority="realtime",
                                 threads=args.rt_threads),
-               serve_repo.Entry("be", args.be_model, max_batch_size=max(1, args.be_batch),
+               serve_repo.Entry("be", args.be_model,
+                                max_batch_size=0 if args.be_fixed_shape else max(1, args.be_batch),
                                 priority="best_effort")]
     extra = shlex.split(args.extra_kiln_args)
     ctx = multiprocessing.get_context("spawn")

@@ -3,6 +3,7 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 #include <thread>
 
@@ -153,6 +154,33 @@ Status ModelRunner::run(PreparedExecutable& p, const std::vector<Tensor>& inputs
     return st;
 }
 
+namespace {
+
+/// Records when a run stopped and the step that held the stop up (Preemption::State's trace
+/// fields).
+void note_stop(Preemption::State& ps, const SuspendedRun& r) {
+    ps.stopped_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch()).count();
+    const Executable& exe = *r.prepared->exe;
+    ps.stop_kernel.clear();
+    ps.stop_restartable = false;
+    if (!r.at.cut_inside_kernel && r.at.next_step == 0) {  // stopped before its first step
+        ps.stop_node.clear();
+        return;
+    }
+    // The step that ran when the request came: the one cut, else the last one finished.
+    const size_t s = r.at.cut_inside_kernel ? r.at.next_step : r.at.next_step - 1;
+    ps.stop_node = s < exe.steps.size() ? exe.steps[s].node_name : "";
+    const int k = s < exe.steps.size() ? exe.steps[s].kernel : -1;
+    if (k >= 0 && static_cast<size_t>(k) < exe.kernels.size()) {
+        const KernelDesc& kd = exe.kernels[k];
+        ps.stop_kernel = kd.description + (kd.is_extern() ? "[" + kd.extern_name + "]" : "");
+    }
+    ps.stop_restartable = s < r.at.restartable.size() && r.at.restartable[s];
+}
+
+}  // namespace
+
 bool ModelRunner::holds_suspended(Preemption& p) const {
     const Preemption::State* ps = p.state();
     return ps->suspended && ps->run && ps->run->runner_id == id_;
@@ -198,6 +226,7 @@ Status ModelRunner::run_preemptible(PreparedExecutable* p, const std::vector<Ten
     if (st.ok() && !finished) {
         ps.resume_step = r->at.next_step;
         ps.cut_inside_kernel = r->at.cut_inside_kernel;
+        note_stop(ps, *r);
         ++ps.suspensions;
         ps.suspended = true;
         ps.run = std::move(r);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kiln/session.h"
 
@@ -32,6 +33,16 @@ struct Preemption::State {
     bool cut_inside_kernel = false;
     /// How many times runs with this object were suspended (since construction).
     int suspensions = 0;
+
+    /// For the server's preemption trace (serve/preemption_trace.h): when request() was last
+    /// called and when the run last stopped (steady_clock, ns since its epoch), and the step
+    /// that held the stop up: the one cut inside, else the last one that finished (its node,
+    /// its kernel's description, and whether it may be cut inside; none when the run stopped
+    /// before its first step).
+    std::atomic<int64_t> requested_at_ns{0};
+    int64_t stopped_at_ns = 0;
+    std::string stop_node, stop_kernel;
+    bool stop_restartable = false;
 };
 
 }  // namespace kiln

@@ -6,7 +6,9 @@
 #include <set>
 
 #include "serve/batch_tensors.h"
+#include "serve/preemption_trace.h"
 #include "serve/request_validation.h"
+#include "serve/thread_priority.h"
 
 namespace kiln::serve {
 namespace {
@@ -251,6 +253,7 @@ std::optional<Clock::time_point> ModelVersion::expire(Clock::time_point now) {
 }
 
 void ModelVersion::worker(Priority cls) {
+    if (cls == Priority::kBestEffort && ctx_.be_nice > 0) lower_thread_priority(ctx_.be_nice);
     RequestQueue& q = queues_[static_cast<int>(cls)];
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
@@ -279,6 +282,35 @@ void ModelVersion::worker(Priority cls) {
     }
 }
 
+// Runs `feed` on cores the core scheduler grants; a preempted best-effort run resumes with the
+// same Preemption (on the cores it gets next) until it finishes.
+std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls,
+                                               Clock::duration queued) {
+    Preemption preemption;
+    RunOptions ro;
+    ro.preempt = cls == Priority::kBestEffort ? &preemption : nullptr;
+    for (;;) {
+        const auto asked = Clock::now();
+        CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt);
+        const auto granted = Clock::now();
+        ro.max_threads = grant.cores;
+        std::vector<Tensor> outs;
+        bool suspended = false;
+        try {
+            outs = session_->run(feed, ro);
+            suspended = ro.preempt && outs.empty() && preemption.suspended();
+        } catch (...) {
+            ctx_.cores->release(grant, false);
+            throw;
+        }
+        const auto returned = Clock::now();
+        ctx_.cores->release(grant, suspended);
+        if (cls == Priority::kRealTime) trace_real_time_run(model_, queued, granted - asked, returned - granted);
+        if (!suspended) return outs;
+        trace_preemption(model_, preemption, grant.cores, returned);
+    }
+}
+
 void ModelVersion::run_batch(Batch& batch, Priority cls) {
     auto start = Clock::now();
     for (auto& r : batch) ctx_.metrics->queued(model_, cls, start - r->arrival);
@@ -301,25 +333,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
         session_->specialize(symbol_dims(infos, feed));
         auto inputs_done = Clock::now();
 
-        // Run on granted cores; a preempted best-effort run resumes with the same Preemption.
-        Preemption preemption;
-        RunOptions ro;
-        ro.preempt = cls == Priority::kBestEffort ? &preemption : nullptr;
-        std::vector<Tensor> outs;
-        for (;;) {
-            CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt);
-            ro.max_threads = grant.cores;
-            bool suspended = false;
-            try {
-                outs = session_->run(feed, ro);
-                suspended = ro.preempt && outs.empty() && preemption.suspended();
-            } catch (...) {
-                ctx_.cores->release(grant, false);
-                throw;
-            }
-            ctx_.cores->release(grant, suspended);
-            if (!suspended) break;
-        }
+        std::vector<Tensor> outs = run_on_cores(feed, cls, start - batch.front()->arrival);
         auto infer_done = Clock::now();
         ctx_.metrics->computed(model_, cls, infer_done - inputs_done);
         ctx_.metrics->batch(model_, rows);

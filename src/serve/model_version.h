@@ -33,6 +33,7 @@ struct ServingContext {
     ServerMetrics* metrics = nullptr;
     /// Told when a request with a deadline is queued (the server's deadline reaper wakes for it).
     std::function<void(Clock::time_point)> deadline_added;
+    int be_nice = 0;  // ServerOptions::be_nice
 };
 
 class ModelVersion {
@@ -79,6 +80,7 @@ private:
     void load_session();
     void worker(Priority cls);
     void run_batch(Batch& batch, Priority cls);
+    std::vector<Tensor> run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls, Clock::duration queued);
     void finish(PendingRequest& r, Failure failure, InferResponse response);
     void fail_all(Batch& batch, const Failure& failure);
 

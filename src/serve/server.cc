@@ -15,13 +15,21 @@
 namespace kiln::serve {
 namespace {
 
+/// ServerOptions::be_nice, checked.
+int checked_be_nice(int nice) {
+    KILN_CHECK(nice >= 0 && nice <= 19, kInvalidArgument)
+        << "ServerOptions::be_nice: expected a nice value from 1 to 19 (0: off), got " << nice;
+    return nice;
+}
+
 class ServerImpl final : public Server {
 public:
     explicit ServerImpl(const ServerOptions& opts)
         : opts_(opts),
           cores_({opts.threads > 0 ? opts.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())),
                   opts.be_padding, opts.preemption}),
-          repo_(opts.model_repository, ServingContext{&cores_, &metrics_, [this](Clock::time_point d) { wake_reaper(d); }}) {
+          repo_(opts.model_repository, ServingContext{&cores_, &metrics_, [this](Clock::time_point d) { wake_reaper(d); },
+                                                      checked_be_nice(opts.be_nice)}) {
         cores_.on_preempted = [this](std::chrono::nanoseconds latency) { metrics_.preempted(latency); };
         reaper_ = std::thread(&ServerImpl::reap, this);
     }

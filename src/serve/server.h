@@ -153,6 +153,11 @@ struct ServerOptions {
     /// Preempt running BE work when RT work arrives (off: RT waits for the running kernel
     /// sequence to finish; for comparison only).
     bool preemption = true;
+    /// The OS nice value (1-19) of the threads that run best-effort requests (each model's BE
+    /// workers); 0 leaves them at the process's. Real-time requests' threads keep the process's
+    /// priority, so the OS runs an RT thread that wakes (a request arriving, cores granted) ahead
+    /// of BE work; the intra-op pool's threads, shared by both classes, keep it too.
+    int be_nice = 0;
     std::string kernel_cache_dir;  // "" = Kiln's default
 };
 

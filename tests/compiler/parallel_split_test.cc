@@ -1,6 +1,6 @@
 // How many chunks the parallel loop of a generated kernel has, at the thread count the model is
-// compiled for (te::ScheduleConfig::threads): enough to keep 16 threads busy, and at 2 threads
-// the very kernel it was before (same source, so the same cached kernel). The chunk count is
+// compiled for (te::ScheduleConfig::threads): enough to keep 16 threads busy, and short enough
+// that a preempted run (which stops only between iterations) waits for little work. The chunk count is
 // read from the emitted C (`env->parallel_for(env->pool, N, ...)`); nothing is compiled.
 #include <gtest/gtest.h>
 
@@ -57,19 +57,42 @@ ir::Graph projection() {
     return g;
 }
 
-TEST(ParallelSplit, BertProjectionKeepsSixteenThreadsBusyAndTwoThreadsUnchanged) {
+// Its 12 column tiles of 64 would leave 16 threads idle, and each holds 6 M multiply-adds, long
+// for a preempted run to wait for: at every thread count, column x row tiles.
+TEST(ParallelSplit, BertProjectionKeepsSixteenThreadsBusyWithShortIterations) {
     ir::Graph g = projection();
     const KernelUnit u = unit_of(g, "KilnMatMulPackedB");
     ASSERT_FALSE(u.nodes.empty());
     const std::string one = lower_unit(u, false, {}, nullptr, 1).source;
     const std::string two = lower_unit(u, false, {}, nullptr, 2).source;
     const std::string sixteen = lower_unit(u, false, {}, nullptr, 16).source;
-    EXPECT_EQ(one, two) << "2 threads: the kernel as before";
+    EXPECT_EQ(one, two) << "1 and 2 threads: the same kernel";
     const std::vector<int64_t> c1 = parallel_chunks(one), c16 = parallel_chunks(sixteen);
     ASSERT_EQ(c1.size(), 1u) << one;
     ASSERT_EQ(c16.size(), 1u) << sixteen;
-    EXPECT_LT(c1[0], 16) << "the column tiles alone (12 of 64 columns) leave threads idle";
+    EXPECT_GE(c1[0], 4 * 16) << "column x row tiles";
     EXPECT_GE(c16[0], 4 * 16) << "column x row tiles: at least 4 chunks per thread";
+}
+
+// BERT-base's FFN output projection: [1,128,3072] x [3072,768], 25 M multiply-adds per column
+// tile of 64. A preempted run stops only between a parallel loop's iterations, so at any
+// thread count the row tiles join the loop and one iteration holds at most a row tile's ~1 M
+// multiply-adds (a bound of work, not of time).
+TEST(ParallelSplit, DeepProjectionIsCutIntoShortIterationsForPreemption) {
+    ir::Graph g;
+    ir::Value* x = g.add_input("x", f32({1, 128, 3072}));
+    ir::Value* w = g.add_constant("w", weights({3072, 768}));
+    g.add_output(g.add_node("MatMul", {x, w}, {}, {f32({1, 128, 768})}, {"y"}, "ffn_out")->output(0));
+    const KernelUnit u = unit_of(g, "KilnMatMulPackedB");
+    ASSERT_FALSE(u.nodes.empty());
+    const double work = 128.0 * 3072 * 768;
+    for (int threads : {1, 2, 16}) {
+        const std::string src = lower_unit(u, false, {}, nullptr, threads).source;
+        const std::vector<int64_t> c = parallel_chunks(src);
+        ASSERT_EQ(c.size(), 1u) << src;
+        EXPECT_LE(work / static_cast<double>(c[0]), 2.0 * 1024 * 1024)
+            << threads << " threads: " << c[0] << " iterations of the parallel loop";
+    }
 }
 
 TEST(ParallelSplit, BlockedConvOfOneImageHasRowsTimesChannelBlocks) {

@@ -4,8 +4,8 @@
 // outputs of an unpreempted run; a long generated kernel is cut inside; terminate still works;
 // a suspended run survives the session compiling another specialization.
 //
-// The preemption latency benchmark (request() -> run() returns, percentiles) is the disabled
-// test PreemptionBench.DISABLED_LatencyResNetLike:
+// The preemption latency benchmarks (request() -> run() returns, percentiles) are the disabled
+// tests PreemptionBench.DISABLED_LatencyResNetLike and DISABLED_LatencyFeedForward:
 //   build/bin/compiler_tests --gtest_also_run_disabled_tests --gtest_filter='PreemptionBench.*'
 #include <gtest/gtest.h>
 
@@ -92,6 +92,29 @@ onnx::ModelProto big_matmul(int64_t m_, int64_t k, int64_t n) {
     add_float_init(g, "W", {k, n}, random_floats(static_cast<size_t>(k * n), 7, 0.05f), true);
     add_node(g, "MatMul", {"x", "W"}, {"y"}, "mm");
     add_output(g, "y", {m_, n});
+    return m;
+}
+
+/// A transformer's feed-forward blocks on x [M, D] (BERT-base: 128 x 768, hidden 4D):
+/// `blocks` times x = x + tanh(x @ W1) @ W2. The products are generated packed matmuls.
+onnx::ModelProto ffn_like(int64_t m_, int64_t d, int blocks) {
+    onnx::ModelProto m = make_model(17);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", {m_, d});
+    std::string cur = "x";
+    uint32_t seed = 11;
+    for (int i = 0; i < blocks; ++i) {
+        const std::string p = "f" + std::to_string(i) + "_";
+        add_float_init(g, p + "w1", {d, 4 * d}, random_floats(static_cast<size_t>(4 * d * d), seed++, 0.03f), true);
+        add_float_init(g, p + "w2", {4 * d, d}, random_floats(static_cast<size_t>(4 * d * d), seed++, 0.02f), true);
+        add_node(g, "MatMul", {cur, p + "w1"}, {p + "h"}, p + "mm1");
+        add_node(g, "Tanh", {p + "h"}, {p + "t"}, p + "tanh");
+        add_node(g, "MatMul", {p + "t", p + "w2"}, {p + "o"}, p + "mm2");
+        add_node(g, "Add", {p + "o", cur}, {p + "sum"}, p + "add");
+        cur = p + "sum";
+    }
+    add_node(g, "Identity", {cur}, {"y"}, "id");
+    add_output(g, "y", {m_, d});
     return m;
 }
 
@@ -316,6 +339,51 @@ TEST(Preemption, ResetDropsTheSuspendedRun) {
     expect_identical(s->run(b, o), want_b, "a fresh run after reset");
 }
 
+// The trace fields (the server's KILN_PREEMPT_TRACE) name the step that held a stop up: none
+// for a run stopped before its first step, the cut kernel for a run cut inside one.
+TEST(Preemption, TheStateNamesTheStepThatHeldTheStop) {
+    SessionOptions opts;
+    opts.threads = 2;
+    opts.kernels = "generated";
+    auto s = Session::load(save(big_matmul(512, 1024, 1024), "big_matmul_trace.onnx"), opts);
+    std::map<std::string, Tensor> in{{"x", random_tensor({512, 1024}, 19)}};
+    const std::vector<Tensor> want = s->run(in);
+    {
+        PreemptedRun r = run_cut_at_start(*s, in);  // resumed to its end inside
+        expect_identical(r.outputs, want, "a run cut at its start");
+    }
+    Preemption p;
+    RunOptions o;
+    o.preempt = &p;
+    p.request();
+    ASSERT_TRUE(s->run(in, o).empty());
+    EXPECT_EQ(p.state()->stop_node, "") << "no step ran";
+    EXPECT_EQ(p.state()->stop_kernel, "");
+    EXPECT_GE(p.state()->stopped_at_ns, p.state()->requested_at_ns.load());
+    p.reset();
+    auto t0 = Clock::now();
+    (void)s->run(in);
+    const auto run_time = Clock::now() - t0;
+    for (int attempt = 0; attempt < 60; ++attempt) {
+        p.reset();
+        p.clear_request();
+        {
+            const auto delay = std::chrono::duration_cast<std::chrono::microseconds>(run_time * (1 + attempt % 6) / 8);
+            DelayedRequest req(p, delay);
+            if (!s->run(in, o).empty()) continue;  // finished before the request
+        }
+        if (!p.state()->cut_inside_kernel) continue;
+        EXPECT_EQ(p.state()->stop_node, "mm");
+        EXPECT_NE(p.state()->stop_kernel.find("MatMul"), std::string::npos) << p.state()->stop_kernel;
+        EXPECT_TRUE(p.state()->stop_restartable) << "y = x @ W reads nothing it writes";
+        EXPECT_GE(p.state()->stopped_at_ns, p.state()->requested_at_ns.load());
+        p.clear_request();
+        expect_identical(s->run(in, o), want, "the resumed matmul");
+        return;
+    }
+    ADD_FAILURE() << "no request ever landed inside the kernel";
+}
+
 TEST(Preemption, ALongGeneratedKernelIsCutInside) {
     SessionOptions opts;
     opts.threads = 2;
@@ -451,16 +519,16 @@ TEST(Preemption, APreemptionBelongsToOneSession) {
     expect_identical(b->run(in, o), b->run(in), "a fresh run in the other session");
 }
 
-/// Preemption latency: request() -> run() returns, on a ResNet-like stack of 64-channel 3x3
-/// convolutions at 56x56. Prints percentiles; asserts nothing about time.
-void latency_bench(const std::string& kernels) {
+/// Preemption latency: request() -> run() returns, at random moments of runs of `model` (file)
+/// on `in`. Prints percentiles; asserts nothing about time.
+void latency_bench(const std::string& label, const std::string& model, const std::map<std::string, Tensor>& in,
+                   const std::string& kernels) {
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     SessionOptions opts;
     opts.threads = threads;
     opts.kernels = kernels;
     opts.dims["N"] = 1;
-    auto s = Session::load(save(resnet_like(64, 56, 4), "bench_" + kernels + ".onnx"), opts);
-    std::map<std::string, Tensor> in{{"x", random_tensor({1, 64, 56, 56}, 29)}};
+    auto s = Session::load(model, opts);
     (void)s->run(in);
     auto t0 = Clock::now();
     (void)s->run(in);
@@ -489,14 +557,24 @@ void latency_bench(const std::string& kernels) {
     }
     std::sort(lat_us.begin(), lat_us.end());
     auto pct = [&](double q) { return lat_us.empty() ? 0.0 : lat_us[static_cast<size_t>(q * (lat_us.size() - 1))]; };
-    std::printf("preemption latency, %s kernels, %d threads, run %d us: %zu preemptions (%d inside a kernel): "
+    std::printf("preemption latency, %s, %s kernels, %d threads, run %d us: %zu preemptions (%d inside a kernel): "
                 "p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n",
-                kernels.c_str(), threads, run_us, lat_us.size(), cut, pct(0.5), pct(0.9), pct(0.99), pct(1.0));
+                label.c_str(), kernels.c_str(), threads, run_us, lat_us.size(), cut, pct(0.5), pct(0.9), pct(0.99),
+                pct(1.0));
 }
 
 TEST(PreemptionBench, DISABLED_LatencyResNetLike) {
-    latency_bench("generated");
-    latency_bench("dnnl");
+    const std::string model = save(resnet_like(64, 56, 4), "bench_resnet_like.onnx");
+    const std::map<std::string, Tensor> in{{"x", random_tensor({1, 64, 56, 56}, 29)}};
+    latency_bench("ResNet-like", model, in, "generated");
+    latency_bench("ResNet-like", model, in, "dnnl");
+}
+
+// BERT-base's feed-forward products (128 x 768 x 3072 and back), where one iteration of a
+// (column tile) parallel loop held 6-25 M multiply-adds before row tiles joined it.
+TEST(PreemptionBench, DISABLED_LatencyFeedForward) {
+    const std::string model = save(ffn_like(128, 768, 3), "bench_ffn_like.onnx");
+    latency_bench("BERT-base FFN-like", model, {{"x", random_tensor({128, 768}, 31)}}, "generated");
 }
 
 }  // namespace

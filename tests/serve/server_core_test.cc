@@ -2,10 +2,15 @@
 // direct Session runs of the same model (an independent path: no queue, no batching).
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "kiln/session.h"
@@ -210,7 +215,8 @@ double counter_value(const std::string& text, const std::string& name) {
 // With the runtime's preemption (serve-rt), a real-time request arriving during a long
 // best-effort run preempts it and is served before that run finishes, and the preempted run's
 // result is still exact. The BE run (512 rows through 64 [256 x 256] matmuls, ~4 GFLOP: tens of
-// ms on an idle fast machine, more here) is surely running when RT arrives 5 ms after it.
+// ms on an idle fast machine, more here) is surely running when RT arrives: RT is sent once
+// the BE request has left the queue (kiln_queue_depth 0), 2 ms later.
 TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     TempRepo repo("rtbe");
     repo.add("deep", deep_model(256, 64), "max_batch_size: 512\n");
@@ -227,7 +233,12 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
         be_done_at = std::chrono::steady_clock::now().time_since_epoch().count();
         be_answer->set_value({std::move(f), std::move(r)});
     });
-    std::this_thread::sleep_for(5ms);
+    // infer() queued the request before returning; the model's worker takes it from there.
+    const std::string depth = "kiln_queue_depth{model=\"deep\",version=\"1\"} ";
+    for (int i = 0; i < 100000 && s->metrics_text().find(depth + "0\n") == std::string::npos; ++i)
+        std::this_thread::sleep_for(100us);
+    ASSERT_NE(s->metrics_text().find(depth + "0\n"), std::string::npos) << "the BE request never left the queue";
+    std::this_thread::sleep_for(2ms);
     InferRequest rt = request("deep", "x", small.clone());
     rt.priority = Priority::kRealTime;
     // Both answer times are taken in the answer callbacks (a time taken after the future
@@ -246,6 +257,55 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     const std::string metrics = s->metrics_text();
     EXPECT_GE(counter_value(metrics, "kiln_preemptions_total"), 1) << metrics;
     EXPECT_LT(rt_done_at.load(), be_done_at.load()) << "the real-time request finished after the best-effort run";
+}
+
+/// The nice value of every thread of this process (/proc/self/task/TID/stat, field 19).
+std::vector<int> thread_nice_values() {
+    std::vector<int> out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream f(e.path() / "stat");
+        std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const size_t close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream rest(stat.substr(close + 2));
+        std::string field;
+        for (int i = 3; i <= 19 && rest >> field; ++i)  // fields 3 (state) .. 19 (nice)
+            if (i == 19) out.push_back(std::stoi(field));
+    }
+    return out;
+}
+
+// ServerOptions::be_nice: the best-effort workers run at that nice value, the real-time ones
+// (and the test's own thread) at the process's; a value the OS cannot take is refused.
+TEST(serve_Server, BestEffortWorkersRunAtTheirNiceValue) {
+    const std::vector<int> before = thread_nice_values();
+    ASSERT_EQ(std::count(before.begin(), before.end(), 7), 0) << "a thread already at nice 7";
+    TempRepo repo("be_nice");
+    repo.add("mlp", mlp_model());
+    ServerOptions opts;
+    opts.threads = 2;
+    opts.be_nice = 7;
+    {
+        auto s = start(repo, opts);
+        InferRequest be = request("mlp", "x", random_tensor({2, 4}, 9));
+        be.priority = Priority::kBestEffort;
+        Answer a = send(*s, std::move(be)).get();
+        ASSERT_TRUE(a.failure.ok()) << a.failure.message;
+        const std::vector<int> nice = thread_nice_values();
+        EXPECT_GE(std::count(nice.begin(), nice.end(), 7), 1) << "no best-effort worker at nice 7";
+        EXPECT_GE(std::count(nice.begin(), nice.end(), 0), 2) << "the real-time workers lost the process's priority";
+        EXPECT_EQ(getpriority(PRIO_PROCESS, 0), 0) << "the test's own thread";
+        s->shutdown();
+    }
+    opts.be_nice = 25;
+    opts.model_repository = repo.root.string();
+    try {
+        (void)Server::create(opts);
+        ADD_FAILURE() << "be_nice 25 was accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("be_nice"), std::string::npos) << e.what();
+    }
 }
 
 /// The value of a metric line `name{model="M",version="1"} V` in the metrics text (-1 if none).

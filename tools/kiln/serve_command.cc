@@ -33,6 +33,7 @@ struct ServeArgs {
     std::vector<std::string> load_models;
     int threads = 0;
     bool no_be_padding = false, no_preemption = false;
+    int be_nice = 0;
     std::string kernel_cache_dir;
 };
 
@@ -75,6 +76,7 @@ int serve_main(const ServeArgs& args) {
     opts.threads = args.threads;
     opts.be_padding = !args.no_be_padding;
     opts.preemption = !args.no_preemption;
+    opts.be_nice = args.be_nice;
     opts.kernel_cache_dir = args.kernel_cache_dir;
     std::unique_ptr<serve::Server> server = serve::Server::create(opts);
 
@@ -158,6 +160,11 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
                   "Best-effort work waits while real-time work runs, instead of filling the cores it leaves idle");
     sub->add_flag("--no-preemption", args->no_preemption,
                   "Real-time requests do not preempt running best-effort work (for comparison)");
+    sub->add_option("--be-nice", args->be_nice,
+                    "OS nice value (1-19) of the threads running best-effort requests, so real-time "
+                    "threads are run first (0: the process's)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 19));
     sub->add_option("--kernel-cache-dir", args->kernel_cache_dir, "Compiled kernel cache (default: Kiln's)");
     sub->callback([args, &action] { action = [args] { return serve_main(*args); }; });
 }

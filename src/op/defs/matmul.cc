@@ -106,6 +106,14 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, 
     return best;
 }
 
+/// The most multiply-adds one iteration of a matmul's parallel loop should hold before its row
+/// tiles join the parallel loop: a preemptible run stops only between a loop's iterations
+/// (runtime/thread_pool.h), so this bounds how long a stop waits inside a matmul (4 M: ~30 us
+/// at one core's ~130 G multiply-adds/s, AVX-512). Fusing the row tiles puts a guard inside
+/// the tile where M is no multiple of the tile's rows; BERT-base's products at M 128 (tiles of
+/// 6 rows) measured as fast either way at 2 threads.
+constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 22;
+
 // Schedules a [rows..., i, j] x [k] reduction stage as a register-tiled micro-kernel:
 // (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,
 // j-inner vectorized) accumulated in a local array (Stage::cache_write_local) and written
@@ -120,8 +128,10 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, 
 //    K (declared when K >= 8 and even);
 //  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
 //    (default; 2 where (rows, j-outer) has fewer iterations than the threads the kernel will run
-//    on, above 2 threads), 1 = (rows, i-outer) with j-outer serial inside, 2 = (rows, j-outer, i-outer)
-//    fused (declared when the stage runs in parallel and i-outer has more than one iteration).
+//    on, above 2 threads, or where one of its iterations holds more than
+//    kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside,
+//    2 = (rows, j-outer, i-outer) fused (declared when the stage runs in parallel and i-outer
+//    has more than one iteration).
 void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0) {
     const int nd = st.tensor()->ndim();
     if (nd == 0) return;
@@ -182,7 +192,12 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
         // thread's run of chunks stays within one column tile, so its B panel is still reused.
         int64_t col_chunks = (n + tile.nc - 1) / tile.nc;
         for (int d = 0; d < nd - 2; ++d) col_chunks *= assumed(sh[d]);
-        const int64_t par_default = cfg.threads() > 2 && col_chunks < cfg.threads() ? 2 : 0;
+        // Row tiles also join where one (batch x column tile) chunk is long: an iteration of
+        // BERT-base's 3072-deep FFN output projection (25 M multiply-adds, ~0.2 ms) held a
+        // preemption that long, one of its 768-deep ones (6 M) ~50 us; a row tile of them is
+        // 0.3-1.2 M.
+        const bool long_chunks = work / col_chunks > kMaxParallelIterationWork;
+        const int64_t par_default = (cfg.threads() > 2 && col_chunks < cfg.threads()) || long_chunks ? 2 : 0;
         par_mode = cfg.knob("matmul.par", {0, 1, 2}, par_default);
     }
     const bool fuse_leaf = !(par_mode == 1 ? sym_m : sym_n);

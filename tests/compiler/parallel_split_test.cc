@@ -57,20 +57,20 @@ ir::Graph projection() {
     return g;
 }
 
-// Its 12 column tiles of 64 would leave 16 threads idle, and each holds 6 M multiply-adds, long
-// for a preempted run to wait for: at every thread count, column x row tiles.
-TEST(ParallelSplit, BertProjectionKeepsSixteenThreadsBusyWithShortIterations) {
+// Its 12 column tiles of 64 would leave 16 threads idle; at 1 and 2 threads they stay the loop
+// (6 M multiply-adds each, under the preemption bound: splitting them cost BERT-base 3.5%).
+TEST(ParallelSplit, BertProjectionKeepsSixteenThreadsBusyAndTwoThreadsUnchanged) {
     ir::Graph g = projection();
     const KernelUnit u = unit_of(g, "KilnMatMulPackedB");
     ASSERT_FALSE(u.nodes.empty());
     const std::string one = lower_unit(u, false, {}, nullptr, 1).source;
     const std::string two = lower_unit(u, false, {}, nullptr, 2).source;
     const std::string sixteen = lower_unit(u, false, {}, nullptr, 16).source;
-    EXPECT_EQ(one, two) << "1 and 2 threads: the same kernel";
+    EXPECT_EQ(one, two) << "2 threads: the kernel as before";
     const std::vector<int64_t> c1 = parallel_chunks(one), c16 = parallel_chunks(sixteen);
     ASSERT_EQ(c1.size(), 1u) << one;
     ASSERT_EQ(c16.size(), 1u) << sixteen;
-    EXPECT_GE(c1[0], 4 * 16) << "column x row tiles";
+    EXPECT_LT(c1[0], 16) << "the column tiles alone (12 of 64 columns) leave threads idle";
     EXPECT_GE(c16[0], 4 * 16) << "column x row tiles: at least 4 chunks per thread";
 }
 

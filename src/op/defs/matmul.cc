@@ -108,11 +108,13 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, 
 
 /// The most multiply-adds one iteration of a matmul's parallel loop should hold before its row
 /// tiles join the parallel loop: a preemptible run stops only between a loop's iterations
-/// (runtime/thread_pool.h), so this bounds how long a stop waits inside a matmul (4 M: ~30 us
-/// at one core's ~130 G multiply-adds/s, AVX-512). Fusing the row tiles puts a guard inside
-/// the tile where M is no multiple of the tile's rows; BERT-base's products at M 128 (tiles of
-/// 6 rows) measured as fast either way at 2 threads.
-constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 22;
+/// (runtime/thread_pool.h), so this bounds how long a stop waits inside a matmul (8 M: ~60 us
+/// at one core's ~130 G multiply-adds/s, AVX-512). Fusing the row tiles costs speed (a guard
+/// inside the tile where M is no multiple of its rows, less reuse of a column tile's B panel):
+/// with a bound of 4 M, which also split BERT-base's 768-deep projections (6 M per iteration),
+/// BERT-base took 3.5% longer at 2 threads; at 8 M only its 3072-deep FFN output projections
+/// (25 M) are split.
+constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 23;
 
 // Schedules a [rows..., i, j] x [k] reduction stage as a register-tiled micro-kernel:
 // (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,

@@ -496,7 +496,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
         lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs, opts.symbolic ? &sym : nullptr,
-                                   opts.intra_op_threads));
+                                   opts.intra_op_threads, opts.preemptible));
     }
 
     {  // 8-bit activations between int8 kernels stay NHWC (compiler/int8_layout.h)

@@ -60,6 +60,9 @@ struct CompileOptions {
     bool symbolic = false;
     /// The intra-op threads the executable will run on: kernels=auto reads it (extern_choice).
     int intra_op_threads = 1;
+    /// SessionOptions::preemptible: schedules bound the work of one parallel iteration
+    /// (te::ScheduleConfig::preemptible).
+    bool preemptible = false;
 };
 
 /// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).

@@ -266,7 +266,7 @@ void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const Compos
 }
 
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs,
-                         const SymbolicDims* dims, int threads) {
+                         const SymbolicDims* dims, int threads, bool preemptible) {
     ComposedUnit c = compose_unit(unit, dims);
     LoweredKernel k;
     k.description = unit.ops();
@@ -276,6 +276,7 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     std::vector<te::Tensor> params = c.params;
     te::ScheduleConfig config(knobs);
     config.set_threads(threads);
+    config.set_preemptible(preemptible);
     te::Schedule sch = te::create_schedule(outs, std::move(config));
     inline_unit_members(sch, unit, c);
     const op::OpDef* anchor_def = c.anchor_def;

@@ -84,8 +84,9 @@ void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const Compos
 /// `dims`: a symbolic compile's dims; the unit's tensors are then built over them and the
 /// kernel takes those it uses as parameters (tir PrimFunc::dims). `threads`: the intra-op
 /// threads it will run on (te::ScheduleConfig::threads, a hint for the parallel split).
+/// `preemptible`: its runs will be preempted (te::ScheduleConfig::preemptible).
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs = {},
-                         const SymbolicDims* dims = nullptr, int threads = 1);
+                         const SymbolicDims* dims = nullptr, int threads = 1, bool preemptible = false);
 
 /// Estimated floating-point operations of one run of the unit (StepDesc::flops).
 double unit_flops(const KernelUnit& unit);

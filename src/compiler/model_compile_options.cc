@@ -60,6 +60,7 @@ CompileOptions compile_options_for(const SessionOptions& o, int intra_op_threads
     copts.opt_level = o.opt_level;
     copts.kernels = parse_kernel_source(o.kernels);
     copts.intra_op_threads = intra_op_threads;
+    copts.preemptible = o.preemptible;
     if (std::string path = resolve_tuning_log(o.tuning_log); !path.empty()) {
         const tune::TuningLog log = tune::TuningLog::read(path);
         copts.tuned = log.best_knobs(tune::host_target(), intra_op_threads);

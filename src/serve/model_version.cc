@@ -113,6 +113,7 @@ void ModelVersion::load_session() {
     SessionOptions opts;
     opts.threads = ctx_.cores->cores();
     opts.use_global_thread_pools = true;
+    opts.preemptible = ctx_.preemption;  // best-effort runs stop within a short kernel iteration
     opts.memory_limit = early.memory_limit;
     opts.kernels = early.kernels;
     std::shared_ptr<Session> session(Session::load(path_, opts));

@@ -34,6 +34,7 @@ struct ServingContext {
     /// Told when a request with a deadline is queued (the server's deadline reaper wakes for it).
     std::function<void(Clock::time_point)> deadline_added;
     int be_nice = 0;  // ServerOptions::be_nice
+    bool preemption = true;  // ServerOptions::preemption: sessions compile preemptible kernels
 };
 
 class ModelVersion {

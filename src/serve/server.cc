@@ -29,7 +29,7 @@ public:
           cores_({opts.threads > 0 ? opts.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())),
                   opts.be_padding, opts.preemption}),
           repo_(opts.model_repository, ServingContext{&cores_, &metrics_, [this](Clock::time_point d) { wake_reaper(d); },
-                                                      checked_be_nice(opts.be_nice)}) {
+                                                      checked_be_nice(opts.be_nice), opts.preemption}) {
         cores_.on_preempted = [this](std::chrono::nanoseconds latency) { metrics_.preempted(latency); };
         reaper_ = std::thread(&ServerImpl::reap, this);
     }

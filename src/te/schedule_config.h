@@ -46,6 +46,11 @@ public:
     /// choices at threads <= 2.
     int threads() const { return threads_; }
     void set_threads(int threads) { threads_ = threads < 1 ? 1 : threads; }
+    /// The kernel's runs will be preempted (SessionOptions::preemptible): a preempted run stops
+    /// only between its parallel loops' iterations, so a template bounds the work of one
+    /// iteration (never a knob; false unless the compiler says).
+    bool preemptible() const { return preemptible_; }
+    void set_preemptible(bool p) { preemptible_ = p; }
     /// "conv.ob=2,conv.t=7" (sorted by name); "" for no values.
     static std::string format(const KnobValues& v);
     /// The inverse of format; kInvalidArgument names a malformed entry.
@@ -56,6 +61,7 @@ private:
     std::vector<Knob> space_;
     KnobValues taken_;
     int threads_ = 1;
+    bool preemptible_ = false;
 };
 
 }  // namespace kiln::te

@@ -57,8 +57,7 @@ ir::Graph projection() {
     return g;
 }
 
-// Its 12 column tiles of 64 would leave 16 threads idle; at 1 and 2 threads they stay the loop
-// (6 M multiply-adds each, under the preemption bound: splitting them cost BERT-base 3.5%).
+// Its 12 column tiles of 64 would leave 16 threads idle; at 1 and 2 threads they stay the loop.
 TEST(ParallelSplit, BertProjectionKeepsSixteenThreadsBusyAndTwoThreadsUnchanged) {
     ir::Graph g = projection();
     const KernelUnit u = unit_of(g, "KilnMatMulPackedB");
@@ -75,9 +74,10 @@ TEST(ParallelSplit, BertProjectionKeepsSixteenThreadsBusyAndTwoThreadsUnchanged)
 }
 
 // BERT-base's FFN output projection: [1,128,3072] x [3072,768], 25 M multiply-adds per column
-// tile of 64. A preempted run stops only between a parallel loop's iterations, so at any
-// thread count the row tiles join the loop and one iteration holds at most a row tile's ~1 M
-// multiply-adds (a bound of work, not of time).
+// tile of 64. A preempted run stops only between a parallel loop's iterations, so in a
+// preemptible kernel (SessionOptions::preemptible) at any thread count the row tiles join the
+// loop and one iteration holds at most a row tile's ~1 M multiply-adds (a bound of work, not
+// of time); a kernel that is not preempted keeps its column tiles at 1 and 2 threads (faster).
 TEST(ParallelSplit, DeepProjectionIsCutIntoShortIterationsForPreemption) {
     ir::Graph g;
     ir::Value* x = g.add_input("x", f32({1, 128, 3072}));
@@ -87,11 +87,16 @@ TEST(ParallelSplit, DeepProjectionIsCutIntoShortIterationsForPreemption) {
     ASSERT_FALSE(u.nodes.empty());
     const double work = 128.0 * 3072 * 768;
     for (int threads : {1, 2, 16}) {
-        const std::string src = lower_unit(u, false, {}, nullptr, threads).source;
+        const std::string src = lower_unit(u, false, {}, nullptr, threads, true).source;
         const std::vector<int64_t> c = parallel_chunks(src);
         ASSERT_EQ(c.size(), 1u) << src;
         EXPECT_LE(work / static_cast<double>(c[0]), 2.0 * 1024 * 1024)
             << threads << " threads: " << c[0] << " iterations of the parallel loop";
+    }
+    for (int threads : {1, 2}) {
+        const std::vector<int64_t> c = parallel_chunks(lower_unit(u, false, {}, nullptr, threads).source);
+        ASSERT_EQ(c.size(), 1u);
+        EXPECT_EQ(c[0], 12) << threads << " threads, not preemptible: the 12 column tiles of 64";
     }
 }
 

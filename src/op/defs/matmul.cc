@@ -106,15 +106,14 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, 
     return best;
 }
 
-/// The most multiply-adds one iteration of a matmul's parallel loop should hold before its row
-/// tiles join the parallel loop: a preemptible run stops only between a loop's iterations
-/// (runtime/thread_pool.h), so this bounds how long a stop waits inside a matmul (8 M: ~60 us
-/// at one core's ~130 G multiply-adds/s, AVX-512). Fusing the row tiles costs speed (a guard
-/// inside the tile where M is no multiple of its rows, less reuse of a column tile's B panel):
-/// with a bound of 4 M, which also split BERT-base's 768-deep projections (6 M per iteration),
-/// BERT-base took 3.5% longer at 2 threads; at 8 M only its 3072-deep FFN output projections
-/// (25 M) are split.
-constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 23;
+/// The most multiply-adds one iteration of a preemptible matmul's parallel loop should hold
+/// before its row tiles join the parallel loop (te::ScheduleConfig::preemptible: a preempted
+/// run stops only between a loop's iterations, runtime/thread_pool.h), so this bounds how long a
+/// stop waits inside a matmul (4 M: ~30 us at one core's ~130 G multiply-adds/s, AVX-512).
+/// Fusing the row tiles costs speed (a guard inside the tile where M is no multiple of its rows,
+/// less reuse of a column tile's B panel): BERT-base took 3.5% longer at 2 threads with every
+/// product split, so sessions that are not preempted keep their column tiles.
+constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 22;
 
 // Schedules a [rows..., i, j] x [k] reduction stage as a register-tiled micro-kernel:
 // (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,
@@ -130,8 +129,8 @@ constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 23;
 //    K (declared when K >= 8 and even);
 //  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
 //    (default; 2 where (rows, j-outer) has fewer iterations than the threads the kernel will run
-//    on, above 2 threads, or where one of its iterations holds more than
-//    kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside,
+//    on, above 2 threads, or, in a preemptible kernel, where one of its iterations holds more
+//    than kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside,
 //    2 = (rows, j-outer, i-outer) fused (declared when the stage runs in parallel and i-outer
 //    has more than one iteration).
 void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0) {
@@ -194,11 +193,11 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
         // thread's run of chunks stays within one column tile, so its B panel is still reused.
         int64_t col_chunks = (n + tile.nc - 1) / tile.nc;
         for (int d = 0; d < nd - 2; ++d) col_chunks *= assumed(sh[d]);
-        // Row tiles also join where one (batch x column tile) chunk is long: an iteration of
-        // BERT-base's 3072-deep FFN output projection (25 M multiply-adds, ~0.2 ms) held a
-        // preemption that long, one of its 768-deep ones (6 M) ~50 us; a row tile of them is
-        // 0.3-1.2 M.
-        const bool long_chunks = work / col_chunks > kMaxParallelIterationWork;
+        // In a preemptible kernel row tiles also join where one (batch x column tile) chunk is
+        // long: an iteration of BERT-base's 3072-deep FFN output projection (25 M multiply-adds,
+        // ~0.2 ms) held a preemption that long, one of its 768-deep ones (6 M) ~50 us; a row
+        // tile of them is 0.3-1.2 M.
+        const bool long_chunks = cfg.preemptible() && work / col_chunks > kMaxParallelIterationWork;
         const int64_t par_default = (cfg.threads() > 2 && col_chunks < cfg.threads()) || long_chunks ? 2 : 0;
         par_mode = cfg.knob("matmul.par", {0, 1, 2}, par_default);
     }

@@ -1,9 +1,9 @@
-// Data-parallel training over MPI, the public face of distributed::DataParallel
+// Data-parallel training over MPI, the public face of the distributed layer's data-parallel step
 // (docs/distributed.md, "Data-parallel training"): every rank of a job started by mpirun holds
 // the whole model and trains on its own part of each global batch; a step averages the ranks'
 // gradients (in buckets started while the backward pass runs) before the optimizer's update,
-// so all ranks keep identical weights. The Python form is kiln.training.DataParallel. Implemented
-// by the kiln_distributed library (it brings MPI).
+// so all ranks keep identical weights. The Python package wraps it.
+// Implemented by the kiln_distributed library (it brings MPI).
 #pragma once
 
 #include <cstddef>
@@ -12,9 +12,10 @@
 #include <string>
 
 #include "kiln/tensor.h"
-#include "kiln/training.h"
 
 namespace kiln {
+
+class TrainingSession;  // declared with the training API
 
 /// This process's rank and the job's size (MPI starts on the first call of either, or with the
 /// first DataParallelTrainer; outside mpirun a job of one: 0 and 1).
@@ -38,7 +39,7 @@ public:
     /// One step on this rank's batch; returns the mean loss over the ranks (the global batch's).
     double step(const std::map<std::string, Tensor>& batch);
     /// The allreduce buckets of a step (known after the first step).
-    int buckets() const;
+    int bucket_count() const;
 
 private:
     struct Impl;

@@ -33,7 +33,7 @@ void bind_distributed(nb::module_& m) {
              "batch"_a,
              "This rank's gradients, averaged over the ranks in buckets overlapped with the backward pass, "
              "then the optimizer update; returns the mean loss over the ranks.")
-        .def_prop_ro("buckets", &DataParallelTrainer::buckets);
+        .def_prop_ro("buckets", &DataParallelTrainer::bucket_count);
 }
 
 }  // namespace kiln::python

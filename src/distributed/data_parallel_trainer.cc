@@ -31,6 +31,6 @@ DataParallelTrainer::~DataParallelTrainer() = default;
 
 void DataParallelTrainer::broadcast_parameters() { impl_->dp.broadcast_parameters(); }
 double DataParallelTrainer::step(const std::map<std::string, Tensor>& batch) { return impl_->dp.step(batch); }
-int DataParallelTrainer::buckets() const { return static_cast<int>(impl_->dp.buckets().size()); }
+int DataParallelTrainer::bucket_count() const { return static_cast<int>(impl_->dp.buckets().size()); }
 
 }  // namespace kiln

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string>
 
 #include "runtime/cpu_features.h"
 
@@ -55,11 +54,7 @@ void tile_blocks(int blocks, const std::vector<int32_t>* quads, const int8_t* b,
 
 }  // namespace
 
-bool Int8Gemv::available() {
-    const std::vector<std::string> f = host_cpu_features();
-    auto has = [&](const char* n) { return std::find(f.begin(), f.end(), n) != f.end(); };
-    return has("avx512f") && has("avx512bw") && has("avx512vnni");
-}
+bool Int8Gemv::available() { return missing_cpu_features({"avx512f", "avx512bw", "avx512vnni"}).empty(); }
 
 Int8Gemv::Int8Gemv(const int8_t* b, int64_t k, int64_t n) : k_(k), n_(n), groups_((k + 3) / 4) {
     const int64_t blocks = (n + kLanes - 1) / kLanes;

@@ -17,18 +17,12 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "distributed"))
 import netns  # noqa: E402
+from mpi_jobs import mpi_env, rank_pids  # noqa: E402
 from test_train import KILN, blobs, initializers, mlp  # noqa: E402
 
 MPIEXEC = shutil.which("mpiexec")
 pytestmark = [pytest.mark.skipif(not KILN.is_file(), reason=f"kiln binary not built: {KILN}"),
               pytest.mark.skipif(MPIEXEC is None, reason="Open MPI (mpiexec) not installed")]
-
-
-def mpi_env():
-    env = dict(os.environ)
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
-    return env
 
 
 def train(tmp, name, model, data, batch, *extra, ranks=1, prefix=None):
@@ -92,20 +86,6 @@ def test_two_ranks_across_network_namespaces(tmp_path):
     with netns.two_namespaces() as prefix:
         train(tmp_path, "two", model, data, 8, "--optimizer", "adam", "--lr", "0.01", ranks=2, prefix=prefix)
     assert_close(initializers(tmp_path / "two.onnx"), initializers(tmp_path / "one.onnx"))
-
-
-def rank_pids(parent):
-    """{rank: pid} of mpiexec's children (the ranks it launched on this host)."""
-    out = {}
-    for pid in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split():
-        try:
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        for kv in env:
-            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                out[int(kv.split(b"=")[1])] = int(pid)
-    return out
 
 
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])

@@ -22,6 +22,7 @@ from test_models_vs_ort import TOLERANCE, _model_files
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "distributed"))
 import netns  # noqa: E402
+from mpi_jobs import mpi_env, rank_pids  # noqa: E402
 
 
 def _third_node(model):
@@ -121,18 +122,11 @@ MPIEXEC = shutil.which("mpiexec")
 needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="Open MPI (mpiexec) not installed (scripts/install_deps.sh)")
 
 
-def _mpi_env():
-    env = dict(os.environ)
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
-    return env
-
-
 def _mpi_run(model, inputs, out_dir, extra=(), prefix=None):
     """`mpiexec -n 2 kiln run --partition 2`; `prefix`: another mpiexec command (netns.py's)."""
     args = [*(prefix or [MPIEXEC, "-n", "2"]), kiln_bin(), "run", model, "--inputs", inputs, "--output-dir", out_dir,
             "--threads", "1", "--partition", "2", *extra]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=_mpi_env())
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=mpi_env())
     assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return {f[:-4]: np.load(os.path.join(out_dir, f)) for f in os.listdir(out_dir) if f.endswith(".npy")}, proc
 
@@ -157,7 +151,7 @@ def _mpmd(rank0, rank1, env=None):
     cmd = [MPIEXEC, "-n", "1", *rank0, ":", "-n", "1"]
     for k, v in (env or {}).items():
         cmd += ["-x", f"{k}={v}"]
-    return subprocess.run(cmd + rank1, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=_mpi_env())
+    return subprocess.run(cmd + rank1, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=mpi_env())
 
 
 @needs_mpi
@@ -195,7 +189,7 @@ def test_a_failed_worker_is_reported_by_the_master(models_dir, tmp_path):
 def test_partition_count_must_match_the_job(models_dir, tmp_path):
     model, inputs = _model_files(models_dir, "mlp")
     args = [MPIEXEC, "-n", "2", kiln_bin(), "run", model, "--inputs", inputs, "--partition", "3"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=_mpi_env())
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S, env=mpi_env())
     assert proc.returncode != 0
     assert "--partition 3 under mpirun needs 3 processes, the job has 2" in proc.stderr, proc.stderr
 
@@ -211,14 +205,14 @@ def test_a_lost_rank_ends_the_partitioned_run(models_dir, tmp_path, sig):
     model, inputs = _model_files(models_dir, "small_cnn")
     args = [MPIEXEC, "-n", "2", kiln_bin(), "run", model, "--inputs", inputs, "--threads", "1", "--partition", "2",
             "--repeat", "1000000"]
-    env = _mpi_env()
+    env = mpi_env()
     env["KILN_DIST_HEARTBEAT_TIMEOUT"] = "3"
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         pids, deadline = {}, time.monotonic() + 60
         while 1 not in pids and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
-            pids = _rank_pids(proc.pid)
+            pids = rank_pids(proc.pid)
         assert 1 in pids, f"rank 1 never started: {pids}"
         time.sleep(2)  # past loading: the ranks are running steps
         os.kill(pids[1], getattr(signal, sig))
@@ -234,20 +228,6 @@ def test_a_lost_rank_ends_the_partitioned_run(models_dir, tmp_path, sig):
     if sig == "SIGSTOP":
         assert "lost rank 1: no heartbeat for" in out, out[-2000:]
     assert seconds < 10, f"took {seconds:.1f} s to end after rank 1 was lost\n{out[-2000:]}"
-
-
-def _rank_pids(parent):
-    """{rank: pid} of mpiexec's children (the ranks it launched on this host)."""
-    out = {}
-    for pid in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split():
-        try:
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        for kv in env:
-            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                out[int(kv.split(b"=")[1])] = int(pid)
-    return out
 
 
 def _symbolic_batch_mlp(path, seed=8):

@@ -44,6 +44,17 @@ void expect_close(const kiln::Tensor& got, const std::vector<double>& want, doub
             << what << " element " << i;
 }
 Expr c(int64_t v) { return te::int_imm(v); }
+/// a [m, k] x b [k, n] in float64, row-major (the reference of the tiled matmuls).
+std::vector<double> naive_matmul(const kiln::Tensor& a, const kiln::Tensor& b, int64_t m, int64_t k, int64_t n) {
+    std::vector<double> out;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (int64_t r = 0; r < k; ++r) s += a.get_f64(i * k + r) * b.get_f64(r * n + j);
+            out.push_back(s);
+        }
+    return out;
+}
 }  // namespace
 
 TEST(SymbolicLower, BiasAddTextHasDimsMainLoopAndTail) {
@@ -120,14 +131,7 @@ TEST(SymbolicLower, TiledMatmulMatchesNaiveAndStaticKernel) {
         std::vector<kiln::Tensor> args = {random_tensor({rows, K}, 5), random_tensor({K, N}, 6),
                                           kiln::Tensor(DType::kFloat32, {rows, N})};
         k.run(args, {rows});
-        std::vector<double> want;
-        for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = 0; j < N; ++j) {
-                double s = 0;
-                for (int64_t r = 0; r < K; ++r) s += args[0].get_f64(i * K + r) * args[1].get_f64(r * N + j);
-                want.push_back(s);
-            }
-        expect_close(args[2], want, 1e-5, "m=" + std::to_string(rows));
+        expect_close(args[2], naive_matmul(args[0], args[1], rows, K, N), 1e-5, "m=" + std::to_string(rows));
         // The static kernel of the same schedule adds in the same order: bit-identical.
         std::vector<kiln::Tensor> sargs = {args[0], args[1], kiln::Tensor(DType::kFloat32, {rows, N})};
         tir::interpret(symtest::matmul(c(rows), c(K), c(N), 3, 16, "mm_static").func, sargs);
@@ -155,16 +159,9 @@ TEST(SymbolicLower, TiledMatmulTailSubTilesCoverEveryRemainder) {
                 std::vector<kiln::Tensor> args = {random_tensor({rows, K}, 5), random_tensor({K, cols}, 6),
                                                   kiln::Tensor(DType::kFloat32, {rows, cols})};
                 k.run(args, {rows, cols});
-                std::vector<double> want;
-                for (int64_t i = 0; i < rows; ++i)
-                    for (int64_t j = 0; j < cols; ++j) {
-                        double s = 0;
-                        for (int64_t r = 0; r < K; ++r) s += args[0].get_f64(i * K + r) * args[1].get_f64(r * cols + j);
-                        want.push_back(s);
-                    }
                 const std::string what = "mr=" + std::to_string(mr) + " m=" + std::to_string(rows) +
                                          " n=" + std::to_string(cols);
-                expect_close(args[2], want, 1e-5, what);
+                expect_close(args[2], naive_matmul(args[0], args[1], rows, K, cols), 1e-5, what);
                 std::vector<kiln::Tensor> sargs = {args[0], args[1], kiln::Tensor(DType::kFloat32, {rows, cols})};
                 tir::interpret(symtest::matmul(c(rows), c(K), c(cols), mr, 16, "mm_static").func, sargs);
                 for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(sargs[2].get_f64(i), args[2].get_f64(i)) << what << " " << i;

@@ -2,13 +2,12 @@
 linear classifier whose gradients numpy computes in closed form: softmax cross-entropy of
 logits = x W^T + b has d/dlogits = (softmax - onehot) / N."""
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import kiln
 from kiln.training import CheckpointState, LinearLRScheduler, Module, Optimizer
+from linear_classifier import np_loss_grads, save_linear_model
 
 RNG = np.random.default_rng(7)
 W0 = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -19,25 +18,7 @@ Y = [RNG.integers(0, 3, 5).astype(np.int64) for _ in range(3)]
 
 @pytest.fixture
 def model(tmp_path):
-    g = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "W", "b"], ["logits"], transB=1)], "linear",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3])],
-        [numpy_helper.from_array(W0, "W"), numpy_helper.from_array(B0, "b")])
-    path = str(tmp_path / "linear.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
-
-
-def np_loss_grads(w, b, x, y):
-    logits = x.astype(np.float64) @ w.T + b
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    loss = -np.log(p[np.arange(len(y)), y]).mean()
-    d = p.copy()
-    d[np.arange(len(y)), y] -= 1
-    d /= len(y)
-    return loss, d.T @ x, d.sum(0)
+    return save_linear_model(tmp_path / "linear.onnx", W0, B0)
 
 
 def make(model, kind="sgd", fused=False, state=None, **opt):

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+
+from linear_classifier import np_loss_grads, save_linear_model
 
 MPIEXEC = shutil.which("mpiexec")
 RNG = np.random.default_rng(11)
@@ -43,26 +43,9 @@ np.savez(f"{out}/rank{dp.rank}.npz", W=state.parameters["W"].data, b=state.param
 """
 
 
-def np_loss_grads(w, b, x, y):
-    logits = x.astype(np.float64) @ w.T + b
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    loss = -np.log(p[np.arange(len(y)), y]).mean()
-    d = p.copy()
-    d[np.arange(len(y)), y] -= 1
-    d /= len(y)
-    return loss, d.T @ x, d.sum(0)
-
-
 @pytest.mark.skipif(MPIEXEC is None, reason="Open MPI (mpiexec) not installed (scripts/install_deps.sh)")
 def test_two_ranks_step_as_one_process_on_the_global_batch(tmp_path):
-    g = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "W", "b"], ["logits"], transB=1)], "linear",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3])],
-        [numpy_helper.from_array(W0, "W"), numpy_helper.from_array(B0, "b")])
-    model = str(tmp_path / "linear.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+    model = save_linear_model(tmp_path / "linear.onnx", W0, B0)
     data = str(tmp_path / "data.npz")
     np.savez(data, x=X, y=Y, lr=LR)
     script = tmp_path / "worker.py"

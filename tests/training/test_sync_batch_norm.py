@@ -6,7 +6,8 @@ A conv -> BatchNormalization -> ReLU -> global average pool -> linear model trai
 half of every global batch. With sync_batch_norm the parameters, losses and running statistics
 of both ranks equal those of PyTorch (sync_bn_reference.py, float64 BatchNorm2d) training one
 process on the whole global batch; without it they do not (each rank normalizes its own half),
-which shows the comparison can fail. Uneven halves (3 and 5 rows) weight the statistics by
+which shows the comparison can fail. One process with the flag (no mpirun) trains as Kiln's
+per-rank BatchNormalization does. Uneven halves (3 and 5 rows) weight the statistics by
 count. Misuse: ranks that disagree on sync_batch_norm, or whose BatchNormalization has other
 channels, fail on every rank with an error naming the rank and the tensor; a model without
 BatchNormalization trains as without the flag."""
@@ -169,6 +170,52 @@ def test_uneven_halves_weight_the_statistics_by_count(tmp_path, problem):
     for got in run_ranks(tmp_path, model, data, True, "uneven"):
         for k in ("rmean", "rvar"):
             np.testing.assert_allclose(got[k], ref[k][0], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+ONE_RANK = """
+import sys
+import numpy as np
+import kiln
+from kiln.training import CheckpointState, DataParallel, Module, Optimizer
+from kiln.training.checkpoint_state import _read_checkpoint
+
+model, data, out = sys.argv[1:4]
+d = np.load(data)
+so = kiln.SessionOptions()
+so.intra_op_num_threads = 1
+for name, sync in (("plain", None), ("sync", True)):
+    state = CheckpointState()
+    m = Module(model, state, session_options=so)
+    opt = Optimizer(m, "sgd", lr=float(d["lr"]))
+    dp = DataParallel(m, sync_batch_norm=True) if sync else None
+    for s in range(d["x"].shape[0]):
+        xs, ys = d["x"][s].reshape(-1, *d["x"].shape[3:]), d["y"][s].reshape(-1)
+        if dp:
+            dp(xs, ys)
+        else:
+            m(xs, ys)
+            opt.step()
+            m.lazy_reset_grad()
+    CheckpointState.save_checkpoint(state, f"{out}/{name}.ckpt")
+    tensors = _read_checkpoint(f"{out}/{name}.ckpt")[2]
+    np.savez(f"{out}/{name}.npz", synchronized=dp.synchronized_batch_norms if dp else 0,
+             **{k.split(":", 1)[1]: v for k, v in tensors.items() if k.startswith(("param:", "stat:"))})
+"""
+
+
+def test_one_rank_with_the_flag_trains_as_without_it(tmp_path, problem):
+    """Outside mpirun (a job of one rank) the synchronized graph's collectives are the identity:
+    the rewrite alone must then train as Kiln's own BatchNormalization does."""
+    _, model, data, _ = problem
+    script = tmp_path / "one_rank.py"
+    script.write_text(ONE_RANK)
+    proc = subprocess.run([sys.executable, str(script), model, data, str(tmp_path)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    plain, sync = np.load(tmp_path / "plain.npz"), np.load(tmp_path / "sync.npz")
+    assert int(sync["synchronized"]) == 1
+    for k in ("W1", "b1", "gamma", "beta", "W2", "b2", "rmean", "rvar"):
+        np.testing.assert_allclose(sync[k], plain[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 MISUSE = """

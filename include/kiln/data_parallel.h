@@ -25,11 +25,22 @@ int mpi_size();
 /// started).
 void mpi_finalize();
 
+/// How a DataParallelTrainer steps (the KILN_DIST_* environment variables set the rest).
+struct DataParallelTrainerOptions {
+    /// Bytes of gradients per allreduce; 0: the default (4 MB, or KILN_DIST_BUCKET_MB).
+    size_t bucket_bytes = 0;
+    /// BatchNormalization statistics over the global batch, every rank's (PyTorch's
+    /// SyncBatchNorm; docs/distributed.md, "Synchronized BatchNorm"); off: each rank's own batch.
+    /// Needs a session of TrainingSession::create; every rank must set it alike.
+    bool sync_batch_norm = false;
+};
+
 class DataParallelTrainer {
 public:
     /// Binds `session` (kept by the caller) to the job's ranks. `bucket_bytes` 0: the default
     /// (4 MB, or KILN_DIST_BUCKET_MB).
     explicit DataParallelTrainer(TrainingSession& session, size_t bucket_bytes = 0);
+    DataParallelTrainer(TrainingSession& session, const DataParallelTrainerOptions& opts);
     ~DataParallelTrainer();
     DataParallelTrainer(const DataParallelTrainer&) = delete;
     DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;
@@ -40,6 +51,9 @@ public:
     double step(const std::map<std::string, Tensor>& batch);
     /// The allreduce buckets of a step (known after the first step).
     int bucket_count() const;
+    /// BatchNormalization nodes the last step normalized with global statistics (0 with
+    /// sync_batch_norm off, or in a model without BatchNormalization).
+    int synchronized_batch_norms() const;
 
 private:
     struct Impl;

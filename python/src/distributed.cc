@@ -20,8 +20,13 @@ void bind_distributed(nb::module_& m) {
     m.def("mpi_size", &mpi_size, nb::call_guard<nb::gil_scoped_release>());
     m.def("mpi_finalize", &mpi_finalize, nb::call_guard<nb::gil_scoped_release>());
     nb::class_<DataParallelTrainer>(m, "DataParallel")
-        .def(nb::init<TrainingSession&, size_t>(), "session"_a, "bucket_bytes"_a = 0, nb::keep_alive<1, 2>(),
-             nb::call_guard<nb::gil_scoped_release>())
+        .def(
+            "__init__",
+            [](DataParallelTrainer* self, TrainingSession& session, size_t bucket_bytes, bool sync_batch_norm) {
+                new (self) DataParallelTrainer(session, DataParallelTrainerOptions{bucket_bytes, sync_batch_norm});
+            },
+            "session"_a, "bucket_bytes"_a = 0, "sync_batch_norm"_a = false, nb::keep_alive<1, 2>(),
+            nb::call_guard<nb::gil_scoped_release>())
         .def("broadcast_parameters", &DataParallelTrainer::broadcast_parameters,
              nb::call_guard<nb::gil_scoped_release>(), "Copies rank 0's parameters to every rank.")
         .def("step",
@@ -33,7 +38,8 @@ void bind_distributed(nb::module_& m) {
              "batch"_a,
              "This rank's gradients, averaged over the ranks in buckets overlapped with the backward pass, "
              "then the optimizer update; returns the mean loss over the ranks.")
-        .def_prop_ro("buckets", &DataParallelTrainer::bucket_count);
+        .def_prop_ro("buckets", &DataParallelTrainer::bucket_count)
+        .def_prop_ro("synchronized_batch_norms", &DataParallelTrainer::synchronized_batch_norms);
 }
 
 }  // namespace kiln::python

@@ -7,6 +7,7 @@
 
 #include "autodiff/differentiate.h"
 #include "autodiff/region.h"
+#include "autodiff/sync_batch_norm.h"
 #include "op/registry.h"
 #include "pass/rewrite.h"
 #include "support/error.h"
@@ -296,7 +297,8 @@ void check_loss(const ir::Graph& g, const LossSpec& loss) {
 }
 
 TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, const LossSpec& loss,
-                                   const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed) {
+                                   const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed,
+                                   BatchNormStatistics bn_stats) {
     check_loss(model, loss);
     check_optimizer_options(optimizer);
     if (kind == TrainingGraphKind::kApply) return build_apply_graph(model, state, optimizer);
@@ -311,6 +313,7 @@ TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, con
     std::vector<std::pair<std::string, ir::Value*>> stat_updates;
     if (training) {
         stat_updates = convert_for_training(g, state, seed);
+        if (bn_stats == BatchNormStatistics::kGlobal) t.synchronized_batch_norms = synchronize_batch_norm(g, stat_updates);
     } else {
         for (const std::string& name : state.params) constant_to_input(g, name);
         for (const std::string& name : state.stats) constant_to_input(g, name);

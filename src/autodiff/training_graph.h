@@ -61,21 +61,33 @@ enum class TrainingGraphKind {
     kApply,      // the optimizer alone: parameters and gradients in, updated values out
 };
 
+/// Where a training-mode BatchNormalization takes its batch statistics from.
+enum class BatchNormStatistics {
+    kLocal,   // this process's batch (every rank its own, in data-parallel training)
+    kGlobal,  // every rank's batch: AllReduce'd sums (autodiff/sync_batch_norm.h)
+};
+
 struct TrainingGraph {
     ir::Graph graph;
     /// One key per graph output, in order: "loss", "output:<i>" (model output i), "param:<name>"
     /// (updated parameter), "state:<input name>" (updated optimizer state), "stat:<name>"
     /// (updated running statistic), "grad:<param>" (a gradient).
     std::vector<std::string> outputs;
+    /// With BatchNormStatistics::kGlobal: the BatchNormalization nodes rewritten to global
+    /// statistics (their collectives are in the graph); empty otherwise.
+    std::vector<std::string> synchronized_batch_norms;
 };
 
 /// Builds graph `kind` from `model` (a graph whose input shapes are bound and types inferred; it
 /// is consumed). `state` comes from find_model_state on the same model. `seed` (when not 0)
 /// becomes the `seed` attribute of each training-mode Dropout that has none, mixed with the
 /// node's position so that two Dropouts draw different masks. (The mask is then fixed for the
-/// compiled graph; a per-step seed needs Dropout to read its seed as an input.)
+/// compiled graph; a per-step seed needs Dropout to read its seed as an input.) `bn_stats`
+/// kGlobal synchronizes BatchNormalization across ranks in the training kinds (the graph then
+/// holds AllReduce nodes and runs cut at them; the eval graph keeps running statistics).
 TrainingGraph build_training_graph(ir::Graph model, const ModelState& state, const LossSpec& loss,
-                                   const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed = 0);
+                                   const OptimizerSpec& optimizer, TrainingGraphKind kind, uint64_t seed = 0,
+                                   BatchNormStatistics bn_stats = BatchNormStatistics::kLocal);
 
 /// The training form of a model graph, as build_training_graph makes it for the training kinds:
 /// the parameters and running statistics of `state` become graph inputs of the same names,

@@ -19,6 +19,7 @@
 #include "compiler/model_compile_options.h"
 #include "compiler/optimizer_spec.h"
 #include "compiler/training_checkpoint.h"
+#include "compiler/training_graph_source.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/model_initializers.h"
 #include "kiln/training.h"
@@ -55,7 +56,7 @@ struct CompiledGraph {
     compiler::MemoryFigures memory;
 };
 
-class TrainingSessionImpl final : public TrainingSession {
+class TrainingSessionImpl final : public TrainingSession, public compiler::TrainingGraphSource {
 public:
     TrainingSessionImpl(std::string path, const TrainingOptions& opts)
         : path_(std::move(path)), opts_(opts), spec_(compiler::optimizer_spec(opts.optimizer)),
@@ -199,6 +200,12 @@ public:
     }
 
     size_t planned_peak_bytes() override { return compiled(TrainingGraphKind::kTrainStep).memory.arena; }
+
+    autodiff::TrainingGraph build_graph(TrainingGraphKind kind, autodiff::BatchNormStatistics bn_stats) const override {
+        return autodiff::build_training_graph(bound_model(), state_, loss_, spec_, kind, opts_.seed, bn_stats);
+    }
+    const TrainingOptions& training_options() const override { return opts_; }
+    std::map<std::string, Tensor>& running_statistics() override { return stats_; }
 
 private:
     void check_options() const {
@@ -386,6 +393,10 @@ private:
 };
 
 }  // namespace
+
+compiler::TrainingGraphSource* compiler::training_graph_source(TrainingSession& s) {
+    return dynamic_cast<TrainingSessionImpl*>(&s);
+}
 
 std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& onnx_path, const TrainingOptions& opts) {
     return std::make_unique<TrainingSessionImpl>(onnx_path, opts);

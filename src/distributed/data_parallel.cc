@@ -45,7 +45,9 @@ DataParallelOptions DataParallelOptions::from_env() {
 }
 
 DataParallel::DataParallel(Communicator& comm, TrainingSession& session, DataParallelOptions opts)
-    : comm_(comm), session_(session), opts_(opts) {}
+    : comm_(comm), session_(session), opts_(opts) {
+    if (opts_.sync_batch_norm) sync_bn_ = std::make_unique<SyncBatchNormGradients>(comm_, session_);
+}
 
 DataParallel::~DataParallel() = default;
 
@@ -62,7 +64,9 @@ void DataParallel::broadcast_parameters() {
 // the backward pass anyway (it holds the first parameters' gradients).
 void DataParallel::plan_buckets() {
     buckets_.assign(1, {});
-    descriptions_.clear();
+    // Synchronized BatchNorm's statistics first: a rank that differs there (sync off, other
+    // channels) is named before any collective of the forward pass.
+    descriptions_ = sync_bn_ ? sync_bn_->descriptions() : std::vector<std::string>{};
     slot_.clear();
     size_t bytes = 0;
     const std::vector<std::string> names = session_.parameter_names();
@@ -94,9 +98,12 @@ double DataParallel::step(const std::map<std::string, Tensor>& batch) {
     };
     const auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
-    std::map<std::string, Tensor> grads =
-        opts_.overlap ? session_.gradients_as_ready(batch, &loss, put) : session_.gradients(batch, &loss);
+    const bool synchronized = sync_bn_ && !sync_bn_->layers().empty();
+    std::map<std::string, Tensor> grads = synchronized ? sync_bn_->gradients(batch, &loss)
+                                          : opts_.overlap ? session_.gradients_as_ready(batch, &loss, put)
+                                                          : session_.gradients(batch, &loss);
     stats_ = {};
+    stats_.synchronized_batch_norms = synchronized ? static_cast<int>(sync_bn_->layers().size()) : 0;
     stats_.backward_s = seconds_since(t0);
     const size_t started_in_backward = launcher.started();
     for (const auto& [name, s] : slot_) {  // gradients not reported (overlap off)

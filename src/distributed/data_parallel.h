@@ -21,10 +21,12 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/sync_batch_norm_gradients.h"
 #include "kiln/tensor.h"
 #include "kiln/training.h"
 
@@ -41,6 +43,11 @@ struct DataParallelOptions {
     /// Microseconds between the progress thread's polls of the transfers in flight
     /// (KILN_DIST_PROGRESS_US).
     int progress_us = 100;
+    /// BatchNormalization statistics over the global batch (every rank's), as PyTorch's
+    /// SyncBatchNorm (sync_batch_norm_gradients.h; `kiln train --sync-batch-norm`). Off: each
+    /// rank normalizes with its own batch's statistics (DDP's default). No effect on a model
+    /// without BatchNormalization.
+    bool sync_batch_norm = false;
     /// Benchmarks only: skip the gradient allreduce (the ranks' weights then drift apart), to
     /// measure the step without communication (KILN_DIST_BENCH_NO_ALLREDUCE=1).
     bool skip_allreduce = false;
@@ -60,11 +67,13 @@ struct DataParallelStepStats {
     int gradients = 0;
     double backward_s = 0;  // gradients_as_ready / gradients
     double wait_s = 0;      // after the backward pass, until every bucket was reduced
+    int synchronized_batch_norms = 0;  // BatchNormalization nodes with global statistics
 };
 
 class DataParallel {
 public:
-    /// Binds `session` (kept by the caller) to the ranks of `comm`.
+    /// Binds `session` (kept by the caller) to the ranks of `comm`. With sync_batch_norm, every
+    /// rank must construct it alike (it compiles the synchronized gradients graph).
     DataParallel(Communicator& comm, TrainingSession& session, DataParallelOptions opts = DataParallelOptions::from_env());
     ~DataParallel();
 
@@ -89,6 +98,7 @@ private:
     std::vector<std::vector<std::string>> buckets_;
     std::vector<std::string> descriptions_;  // the agreement check's: "bucket 0: grad/w f32[3,4]"
     std::map<std::string, std::pair<size_t, size_t>> slot_;  // parameter -> (bucket, position)
+    std::unique_ptr<SyncBatchNormGradients> sync_bn_;         // with sync_batch_norm
     DataParallelStepStats stats_;
 };
 

@@ -12,7 +12,9 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "distributed"))
@@ -53,6 +55,44 @@ def test_two_ranks_train_as_one_process_with_twice_the_batch(tmp_path, optimizer
     start, one, two = initializers(model), initializers(tmp_path / "one.onnx"), initializers(tmp_path / "two.onnx")
     assert any(np.max(np.abs(one[k] - start[k])) > 1e-2 for k in start)  # it did train
     assert_close(two, one)
+
+
+def mlp_bn(path, seed=0):
+    """x f32[N,4] -> Gemm(4->8) -> BatchNormalization -> Relu -> Gemm(8->3) -> logits."""
+    rng = np.random.default_rng(seed)
+    params = {"W1": rng.standard_normal((8, 4)) * 0.5, "b1": np.zeros(8), "gamma": np.ones(8), "beta": np.zeros(8),
+              "rmean": np.zeros(8), "rvar": np.ones(8), "W2": rng.standard_normal((3, 8)) * 0.5, "b2": np.zeros(3)}
+    nodes = [helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], transB=1),
+             helper.make_node("BatchNormalization", ["h", "gamma", "beta", "rmean", "rvar"], ["hn"], name="bn"),
+             helper.make_node("Relu", ["hn"], ["r"]),
+             helper.make_node("Gemm", ["r", "W2", "b2"], ["logits"], transB=1)]
+    graph = helper.make_graph(nodes, "mlp_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3])],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in params.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), str(path))
+    return path
+
+
+def test_sync_batch_norm_trains_as_one_process_with_twice_the_batch(tmp_path):
+    """--sync-batch-norm: BatchNormalization over both ranks' rows, so parameters and running
+    statistics follow the single process of batch 16; without it each rank's statistics are its
+    own 8 rows' and they do not."""
+    model, data = mlp_bn(tmp_path / "mlp_bn.onnx"), blobs(tmp_path / "blobs.npz", n=128)
+    common = ["--optimizer", "sgd", "--lr", "0.1", "--no-shuffle"]
+    train(tmp_path, "one", model, data, 16, *common)
+    r = train(tmp_path, "sync", model, data, 8, *common, "--sync-batch-norm", ranks=2)
+    assert "BatchNormalization statistics over the global batch" in r.stderr
+    train(tmp_path, "local", model, data, 8, *common, ranks=2)
+    one, sync, local = (initializers(tmp_path / f"{n}.onnx") for n in ("one", "sync", "local"))
+    for name in one:
+        np.testing.assert_allclose(sync[name], one[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    assert not np.allclose(local["rvar"], one["rvar"], rtol=1e-3)
+
+
+def test_sync_batch_norm_needs_data_parallel(tmp_path):
+    r = subprocess.run([str(KILN), "train", str(mlp_bn(tmp_path / "m.onnx")), "--data", "x.npz", "--sync-batch-norm"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--data-parallel" in r.stderr, r.stderr
 
 
 def test_checkpoint_by_rank_zero_resumed_on_every_rank(tmp_path):

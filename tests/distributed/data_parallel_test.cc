@@ -110,5 +110,20 @@ TEST(DataParallel, BucketsThatDifferAcrossRanksAreAnErrorNamingTheRank) {
     EXPECT_EQ(same.step({}), 1.0 + (comm().size() - 1) / 2.0);
 }
 
+TEST(DataParallel, SyncBatchNormNeedsASessionThatCanBuildItsGraph) {
+    // The fake has no training graphs to rebuild with global statistics: a clear error at
+    // construction, on every rank alike, before any collective.
+    FakeSession s(comm().rank());
+    try {
+        DataParallel dp(comm(), s, {.sync_batch_norm = true});
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+        EXPECT_NE(std::string(e.what()).find("sync_batch_norm: the session is not one of TrainingSession::create"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace kiln::distributed

@@ -34,6 +34,7 @@ struct TrainArgs {
     bool data_parallel = false;
     double bucket_mb = -1;  // -1: DataParallelOptions::from_env's
     bool no_overlap = false;
+    bool sync_batch_norm = false;  // --data-parallel: BatchNormalization over the global batch
     int parameter_servers = 0;  // 0: not a parameter-server run
     std::string ps_mode = "sync";
     int staleness = 2;

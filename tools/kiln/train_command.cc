@@ -215,6 +215,7 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         distributed::DataParallelOptions dpo = distributed::DataParallelOptions::from_env();
         if (a.bucket_mb >= 0) dpo.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
         if (a.no_overlap) dpo.overlap = false;
+        dpo.sync_batch_norm = a.sync_batch_norm;
         dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session, dpo);
         if (!a.resume) dp->broadcast_parameters();  // a resumed run: every rank loaded the same checkpoint
     }
@@ -247,6 +248,9 @@ int train_run(TrainArgs a, ProgressBar& bar) {
                                    world, a.data.batch_size, global_batch,
                                    static_cast<double>(dp->options().bucket_bytes) / (1 << 20),
                                    dp->options().overlap ? "overlapped with the backward pass" : "after the backward pass"));
+    if (dp && dp->options().sync_batch_norm)
+        bar.print_line("data-parallel: BatchNormalization statistics over the global batch (--sync-batch-norm; the "
+                       "gradient buckets then start after the backward pass)");
     if (ps_server) {
         std::string bytes;
         for (size_t b : ps_server->layout().bytes) bytes += (bytes.empty() ? "" : " ") + fmt::format("{:.3g}", static_cast<double>(b) / (1 << 20));
@@ -472,6 +476,10 @@ void add_train_command(CLI::App& app, CommandAction& action) {
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--no-overlap", a->no_overlap,
                   "--data-parallel: start the gradient allreduces after the backward pass instead of during it");
+    sub->add_flag("--sync-batch-norm", a->sync_batch_norm,
+                  "--data-parallel: BatchNormalization normalizes with the global batch's statistics (every rank's, "
+                  "as PyTorch's SyncBatchNorm) instead of each rank's own")
+        ->needs("--data-parallel");
     auto* ps = sub->add_option("--parameter-servers", a->parameter_servers,
                                "Train with parameter servers over the ranks of mpirun: ranks 0..S-1 hold the weights "
                                "and the optimizer, the others compute gradients on their slice of each global batch "

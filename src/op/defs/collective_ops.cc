@@ -9,6 +9,11 @@
 //   %g = AllGather(%x) {axis=0, world_size=2}           f32[3,4] -> f32[6,4]: ranks' %x, rank order
 //   %r = ReduceScatter(%x) {axis=0, reduce="sum", world_size=2}   f32[6,4] -> f32[3,4]
 //
+// Gradient (AllReduce only, reduce sum or mean): every rank's output reads every rank's input,
+// so d loss / d input on rank r sums the output gradients of all ranks: the AllReduce (same
+// reduction) of the incoming gradient. Each rank's backward issues it at the same place, as the
+// forward did (autodiff/sync_batch_norm.h differentiates through it). min, max and prod have none.
+//
 // NOTE: the output type of AllGather and ReduceScatter depends on the number of ranks, which is
 // not known when a model is imported or compiled; the `world_size` attribute states it, and the
 // run checks it against the job's size (an error naming the node when they differ). Every
@@ -96,6 +101,13 @@ OpDef collective(const std::string& name) {
     return d;
 }
 
+std::vector<ir::Value*> all_reduce_gradient(GradientBuilder& b) {
+    const std::string r = b.node().attr_string("reduce", "sum");
+    KILN_CHECK(r == "sum" || r == "mean", kUnsupported)
+        << "AllReduce node '" << b.node().name() << "': reduce=" << r << " has no gradient (sum and mean have)";
+    return {b.emit1("AllReduce", {b.output_grad_or_zeros(0)}, {{"reduce", ir::Attr(r)}})};
+}
+
 }  // namespace
 
 void register_collective_ops(OpRegistry& r) {
@@ -106,6 +118,7 @@ void register_collective_ops(OpRegistry& r) {
             check_reduce(n);
             return std::vector<ir::TensorType>{n.input(0)->type()};
         };
+        d.gradient = all_reduce_gradient;
         r.add(std::move(d));
     }
     {

@@ -165,6 +165,10 @@ KILN_C_EXPORT kiln_status kiln_session_options_set_dim_range(kiln_session_option
  *  least recently used one is dropped. */
 KILN_C_EXPORT kiln_status kiln_session_options_set_max_specializations(kiln_session_options* options,
                                                                        int32_t count);
+/** Non-zero: compile kernels for runs that will be preempted (C++ SessionOptions::preemptible,
+ *  which `kiln serve` sets): a stop waits at most a short parallel iteration, at a few percent of
+ *  speed. Results are the same either way; 0 (the default) gives the fastest kernels. */
+KILN_C_EXPORT kiln_status kiln_session_options_set_preemptible(kiln_session_options* options, int preemptible);
 
 /* ---- run options --------------------------------------------------------------------------- */
 

@@ -123,6 +123,9 @@ KILN_CONFIG_ENTRIES = {
                                  "compiled shapes the session keeps (least recently used out; default 16)"),
     "kiln.symbolic_shapes": (_parse_bool, "symbolic_shapes",
                              "compile once for every value of the symbolic dims (docs/dynamic_shapes.md)"),
+    "kiln.preemptible": (_parse_bool, "preemptible",
+                         "compile kernels for runs that will be preempted, as kiln serve does (same results, "
+                         "a few percent slower)"),
 }
 
 

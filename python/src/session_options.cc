@@ -24,6 +24,7 @@ void bind_session_options(nb::module_& m) {
         .def_rw("inter_op_threads", &SessionOptions::inter_op_threads)
         .def_rw("executor", &SessionOptions::executor)
         .def_rw("use_global_thread_pools", &SessionOptions::use_global_thread_pools)
+        .def_rw("preemptible", &SessionOptions::preemptible)
         .def_rw("memory_limit", &SessionOptions::memory_limit)
         .def_rw("profile_path", &SessionOptions::profile_path)
         .def_rw("profile", &SessionOptions::profile)

@@ -129,6 +129,13 @@ kiln_status kiln_session_options_set_max_specializations(kiln_session_options* o
     });
 }
 
+kiln_status kiln_session_options_set_preemptible(kiln_session_options* options, int preemptible) {
+    return guard([&] {
+        require(options, "options");
+        options->options.preemptible = preemptible != 0;
+    });
+}
+
 kiln_status kiln_run_options_create(kiln_run_options** out) {
     if (out) *out = nullptr;
     return guard([&] {

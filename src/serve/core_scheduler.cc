@@ -26,6 +26,7 @@ void CoreScheduler::release(const Grant& grant, bool suspended) {
         if (it == running_.end()) return;
         free_ += it->second.cores;
         if (it->second.priority == Priority::kRealTime) --rt_running_;
+        count_in_use_locked(it->second.priority, -it->second.cores);
         if (suspended) {
             ++preemptions_;
             if (it->second.asked_to_stop) latency = std::chrono::steady_clock::now() - it->second.asked_at;
@@ -66,9 +67,16 @@ void CoreScheduler::grant_locked(Waiter* w, int cores) {
     if (w->preempt) w->preempt->clear_request();
     free_ -= cores;
     if (w->priority == Priority::kRealTime) ++rt_running_;
+    count_in_use_locked(w->priority, cores);
     w->grant = Grant{next_id_++, cores};
     running_.emplace(w->grant.id, Running{w->priority, cores, w->preempt});
     granted_cv_.notify_all();
+}
+
+void CoreScheduler::count_in_use_locked(Priority priority, int delta) {
+    int& n = in_use_[static_cast<int>(priority)];
+    n += delta;
+    if (on_cores_in_use) on_cores_in_use(priority, n);
 }
 
 void CoreScheduler::preempt_locked(int deficit, bool every) {

@@ -57,6 +57,9 @@ public:
     uint64_t preemptions() const;
     /// Called (outside the lock) with the latency of each preemption: request() to release().
     std::function<void(std::chrono::nanoseconds)> on_preempted;
+    /// Called under the lock, after each grant and release, with a class's cores now in use (the
+    /// server's kiln_cores_in_use gauge: a test sees a run hold its cores). Must not call back.
+    std::function<void(Priority, int)> on_cores_in_use;
 
 private:
     struct Waiter {
@@ -75,6 +78,7 @@ private:
 
     void dispatch_locked();
     void grant_locked(Waiter* w, int cores);
+    void count_in_use_locked(Priority priority, int delta);
     /// Asks running BE runs to stop until `deficit` cores are on their way back (all when
     /// every = true).
     void preempt_locked(int deficit, bool every);
@@ -84,6 +88,7 @@ private:
     std::condition_variable granted_cv_;
     int free_;
     int rt_running_ = 0;
+    int in_use_[2] = {0, 0};  // cores held, by Priority
     uint64_t next_id_ = 1;
     uint64_t preemptions_ = 0;
     std::list<Waiter*> rt_waiting_, be_waiting_;

@@ -284,16 +284,21 @@ void ModelVersion::worker(Priority cls) {
 }
 
 // Runs `feed` on cores the core scheduler grants; a preempted best-effort run resumes with the
-// same Preemption (on the cores it gets next) until it finishes.
+// same Preemption (on the cores it gets next) until it finishes. `batch` and `queued` are for the
+// preemption trace only.
 std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls,
-                                               Clock::duration queued) {
+                                               const Batch& batch, Clock::duration queued) {
     Preemption preemption;
     RunOptions ro;
     ro.preempt = cls == Priority::kBestEffort ? &preemption : nullptr;
+    int preemptions = 0;
+    std::optional<Clock::time_point> started;
     for (;;) {
-        const auto asked = Clock::now();
+        RunTimes t;
+        t.asked = Clock::now();
         CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt);
-        const auto granted = Clock::now();
+        t.granted = Clock::now();
+        if (!started) started = t.granted;
         ro.max_threads = grant.cores;
         std::vector<Tensor> outs;
         bool suspended = false;
@@ -304,11 +309,15 @@ std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tenso
             ctx_.cores->release(grant, false);
             throw;
         }
-        const auto returned = Clock::now();
+        t.returned = Clock::now();
         ctx_.cores->release(grant, suspended);
-        if (cls == Priority::kRealTime) trace_real_time_run(model_, queued, granted - asked, returned - granted);
-        if (!suspended) return outs;
-        trace_preemption(model_, preemption, grant.cores, returned);
+        if (cls == Priority::kRealTime) trace_real_time_run(model_, batch, queued, t);
+        if (!suspended) {
+            if (preemptions > 0) trace_preempted_run_done(model_, batch, preemptions, *started, t.returned);
+            return outs;
+        }
+        ++preemptions;
+        trace_preemption(model_, batch, preemption, grant.cores, t.returned);
     }
 }
 
@@ -334,7 +343,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
         session_->specialize(symbol_dims(infos, feed));
         auto inputs_done = Clock::now();
 
-        std::vector<Tensor> outs = run_on_cores(feed, cls, start - batch.front()->arrival);
+        std::vector<Tensor> outs = run_on_cores(feed, cls, batch, start - batch.front()->arrival);
         auto infer_done = Clock::now();
         ctx_.metrics->computed(model_, cls, infer_done - inputs_done);
         ctx_.metrics->batch(model_, rows);

@@ -81,7 +81,8 @@ private:
     void load_session();
     void worker(Priority cls);
     void run_batch(Batch& batch, Priority cls);
-    std::vector<Tensor> run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls, Clock::duration queued);
+    std::vector<Tensor> run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls, const Batch& batch,
+                                     Clock::duration queued);
     void finish(PendingRequest& r, Failure failure, InferResponse response);
     void fail_all(Batch& batch, const Failure& failure);
 

@@ -31,6 +31,7 @@ public:
           repo_(opts.model_repository, ServingContext{&cores_, &metrics_, [this](Clock::time_point d) { wake_reaper(d); },
                                                       checked_be_nice(opts.be_nice), opts.preemption}) {
         cores_.on_preempted = [this](std::chrono::nanoseconds latency) { metrics_.preempted(latency); };
+        cores_.on_cores_in_use = [this](Priority p, int cores) { metrics_.cores_in_use(p, cores); };
         reaper_ = std::thread(&ServerImpl::reap, this);
     }
 

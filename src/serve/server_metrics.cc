@@ -34,6 +34,7 @@ ServerMetrics::ServerMetrics() {
                                 exponential_buckets(1, 2, 24));
     registry_.declare_gauge("kiln_memory_bytes", "Resident memory of the server process (bytes).");
     registry_.declare_gauge("kiln_queue_depth", "Requests waiting in a model version's queues.");
+    registry_.declare_gauge("kiln_cores_in_use", "Cores held by running model runs, by priority class.");
     registry_.declare_gauge("kiln_model_sessions", "Compiled sessions of a model version (one, whatever the batch sizes).");
     registry_.declare_gauge("kiln_model_specializations",
                             "Compiled specializations (batch sizes, shapes) a model version's session holds.");
@@ -62,6 +63,10 @@ void ServerMetrics::batch(const std::string& model, int64_t rows) {
 void ServerMetrics::preempted(std::chrono::nanoseconds latency) {
     registry_.add("kiln_preemptions_total", {});
     registry_.observe("kiln_preemption_latency_us", {}, us(latency));
+}
+
+void ServerMetrics::cores_in_use(Priority p, int cores) {
+    registry_.set("kiln_cores_in_use", {{"priority", priority_name(p)}}, static_cast<double>(cores));
 }
 
 void ServerMetrics::queue_depth(const std::string& model, const std::string& version, size_t depth) {

@@ -26,6 +26,7 @@ public:
     void batch(const std::string& model, int64_t rows);
     void preempted(std::chrono::nanoseconds latency);
     void queue_depth(const std::string& model, const std::string& version, size_t depth);
+    void cores_in_use(Priority p, int cores);
     /// Sets a model version's session gauges from its session's statistics.
     void session(const std::string& model, const std::string& version, const SessionStats& stats);
     /// Refreshes the memory gauge (process RSS from /proc/self/statm).

@@ -409,6 +409,45 @@ TEST(CApi, DigitsModelInvariants) {
     }
 }
 
+/// The digits model's probabilities for a fixed batch of 4 images, from a session made with `options`.
+std::vector<float> digits_probabilities(kiln_session_options* options) {
+    Handles h;
+    h.session = load(digits_model(), options);
+    if (!h.session) return {};
+    std::vector<float> image(4 * 64);
+    for (size_t i = 0; i < image.size(); ++i) image[i] = std::cos(0.07f * static_cast<float>(i)) * 1.5f;
+    const char* names[] = {"image"};
+    const kiln_tensor* inputs[] = {h.borrow(KILN_DTYPE_FLOAT32, {4, 1, 8, 8}, image.data())};
+    kiln_tensor* outs[2] = {nullptr, nullptr};
+    EXPECT_STATUS(KILN_OK, kiln_session_run(h.session, nullptr, names, inputs, 1, outs, 2));
+    h.keep(outs[0]);
+    h.keep(outs[1]);
+    const void* p = nullptr;
+    EXPECT_STATUS(KILN_OK, kiln_tensor_data(outs[0], &p));
+    const float* prob = static_cast<const float*>(p);
+    return prob ? std::vector<float>(prob, prob + 40) : std::vector<float>{};
+}
+
+// kiln_session_options_set_preemptible compiles kernels for preemption (the server's setting):
+// the results are those of the default kernels -- the affine model's against the hand
+// computation, the digits CNN's against a default session within float rounding.
+TEST(CApi, PreemptibleSessionGivesTheSameResults) {
+    Handles h;
+    ASSERT_OK(kiln_session_options_create(&h.options));
+    ASSERT_OK(kiln_session_options_set_preemptible(h.options, 1));
+    h.session = load(affine_model(), h.options);
+    ASSERT_TRUE(h.session);
+    for (int n : {1, 5}) run_and_check_affine(h.session, AffineInputs(n));
+    ASSERT_OK(kiln_session_options_set_dim(h.options, "N", 4));
+    const std::vector<float> preemptible = digits_probabilities(h.options);
+    ASSERT_OK(kiln_session_options_set_preemptible(h.options, 0));
+    const std::vector<float> plain = digits_probabilities(h.options);
+    ASSERT_EQ(preemptible.size(), 40u);
+    ASSERT_EQ(plain.size(), 40u);
+    for (size_t i = 0; i < plain.size(); ++i)
+        EXPECT_NEAR(preemptible[i], plain[i], 1e-6) << "probabilities[" << i << "]";
+}
+
 TEST(CApi, ProfilePathWritesATrace) {
     Handles h;
     std::string trace = (scratch_dir() / "trace.json").string();
@@ -542,6 +581,7 @@ TEST(CApiErrors, NullHandlesAndOutPointers) {
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_dim(nullptr, "N", 1));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_profile_path(nullptr, "x"));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_kernels(nullptr, "auto"));
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_preemptible(nullptr, 1));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_run_options_set_terminate(nullptr, 1));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_create(nullptr, nullptr, nullptr));
     EXPECT_TRUE(has(kiln_last_error(), "path is NULL")) << kiln_last_error();

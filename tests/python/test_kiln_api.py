@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import kiln
 import small_models
@@ -91,6 +91,63 @@ def test_kernels_entry(mlp_model, kernels):
     sess = mlp_session(mlp_model, **{"kiln.kernels": kernels})
     x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
     np.testing.assert_allclose(sess.run(["logits"], {"x": x})[0], reference(x)["logits"], rtol=1e-4, atol=1e-5)
+
+
+def test_preemptible_entry_round_trips():
+    """"kiln.preemptible" reaches kiln::SessionOptions::preemptible, and the native field reads
+    back what was set; a value other than 0/1 is refused when added."""
+    native = kiln._kiln.SessionOptions()
+    assert native.preemptible is False
+    native.preemptible = True
+    assert native.preemptible is True
+    so = kiln.SessionOptions()
+    assert so._native()[0].preemptible is False
+    so.add_session_config_entry("kiln.preemptible", "1")
+    assert so.get_session_config_entry("kiln.preemptible") == "1"
+    assert so._native()[0].preemptible is True
+    so.add_session_config_entry("kiln.preemptible", "0")
+    assert so._native()[0].preemptible is False
+    with pytest.raises(kiln.InvalidArgument, match="kiln.preemptible"):
+        so.add_session_config_entry("kiln.preemptible", "yes")
+
+
+def _wide_matmul_model(rng, rows=512, inner=512, cols=1024):
+    """y = relu(x @ W + b) with W [inner, cols]: one column tile of the matmul holds more than
+    the ~4 M multiply-adds a preemptible kernel allows (docs/kernels.md, matmul.par), so
+    kiln.preemptible compiles a different schedule for it."""
+    w = (rng.standard_normal((inner, cols)) / np.sqrt(inner)).astype(np.float32)
+    b = rng.standard_normal(cols).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+         helper.make_node("Relu", ["a"], ["y"])], "wide_matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, inner])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, cols])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = small_models._model(graph)
+    return model, lambda x: np.maximum(x.astype(np.float64) @ w.astype(np.float64) + b, 0.0)
+
+
+def test_preemptible_sessions_match_numpy(mlp_model):
+    """A session compiled for preemption gives the results of one that is not, both against a
+    numpy reference: the mlp, and a matmul wide enough that the preemptible schedule differs
+    (its loop IR is not the default one, so the option reached the compile)."""
+    x = np.random.default_rng(5).standard_normal((3, 16)).astype(np.float32)
+    for preemptible in ("0", "1"):
+        sess = mlp_session(mlp_model, **{"kiln.preemptible": preemptible, "kiln.kernels": "generated"})
+        np.testing.assert_allclose(sess.run(["logits"], {"x": x})[0], mlp_model[2](x)["logits"],
+                                   rtol=1e-4, atol=1e-5)
+    model, reference = _wide_matmul_model(np.random.default_rng(11))
+    x = np.random.default_rng(6).standard_normal((512, 512)).astype(np.float32)
+    loop_ir = {}
+    for preemptible in ("0", "1"):
+        so = kiln.SessionOptions()
+        so.intra_op_num_threads = 2
+        so.add_session_config_entry("kiln.preemptible", preemptible)
+        so.add_session_config_entry("kiln.kernels", "generated")
+        sess = kiln.InferenceSession(model.SerializeToString(), so)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], reference(x), rtol=1e-4, atol=1e-4)
+        loop_ir[preemptible] = sess.inspect().partition("// loop IR:")[2]
+    assert loop_ir["0"] and loop_ir["1"] and loop_ir["0"] != loop_ir["1"], "kiln.preemptible changed no kernel"
 
 
 def test_missing_tuning_log_is_invalid_argument(mlp_model, tmp_path):

@@ -65,13 +65,14 @@ def server(repo_dir):
 
 @pytest.fixture
 def start_server(tmp_path):
-    """Factory: start_server(models, *extra_args) -> a started ServerProcess on a repository of
-    `models` only; killed at teardown if the test left it running."""
+    """Factory: start_server(models, *extra_args, env=None) -> a started ServerProcess on a
+    repository of `models` only, with `env` added to its environment; killed at teardown if the
+    test left it running."""
     started = []
 
-    def start(models, *extra_args):
+    def start(models, *extra_args, env=None):
         root = repo_models.write_repository(tmp_path / f"repo{len(started)}", models)
-        srv = ServerProcess(root, extra_args, log_path=tmp_path / f"server{len(started)}.log")
+        srv = ServerProcess(root, extra_args, log_path=tmp_path / f"server{len(started)}.log", env=env)
         started.append(srv)
         return srv.start()
 

@@ -4,6 +4,8 @@
 
 #include <future>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "serve/core_scheduler.h"
 
@@ -35,6 +37,28 @@ TEST(serve_CoreScheduler, RealTimePreemptsBestEffortWhichResumes) {
     cs.release(rg, false);
     EXPECT_EQ(cs.preemptions(), 1u);
     EXPECT_EQ(preempted.load(), 1);
+}
+
+// on_cores_in_use reports each class's cores held after every grant and release (the server's
+// kiln_cores_in_use gauge), including a BE run's cores returning when it is preempted.
+TEST(serve_CoreScheduler, ReportsCoresInUsePerClass) {
+    CoreScheduler cs({4, /*be_padding=*/true, /*preemption=*/true});
+    std::vector<std::pair<Priority, int>> seen;  // written under the scheduler's lock
+    cs.on_cores_in_use = [&](Priority p, int cores) { seen.emplace_back(p, cores); };
+    Preemption be;
+    auto g = cs.acquire(Priority::kBestEffort, 0, &be);
+    auto rt = std::async(std::launch::async, [&] { return cs.acquire(Priority::kRealTime, 3, nullptr); });
+    for (int i = 0; i < 200 && !be.requested(); ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(be.requested());
+    cs.release(g, /*suspended=*/true);
+    auto rg = rt.get();
+    auto g2 = cs.acquire(Priority::kBestEffort, 0, &be);  // resumes on the one core RT leaves
+    cs.release(rg, false);
+    cs.release(g2, false);
+    const std::vector<std::pair<Priority, int>> expected = {
+        {Priority::kBestEffort, 4}, {Priority::kBestEffort, 0}, {Priority::kRealTime, 3},
+        {Priority::kBestEffort, 1}, {Priority::kRealTime, 0},   {Priority::kBestEffort, 0}};
+    EXPECT_EQ(seen, expected);
 }
 
 TEST(serve_CoreScheduler, WithoutPaddingBestEffortWaitsForRealTime) {

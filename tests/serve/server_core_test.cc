@@ -215,8 +215,9 @@ double counter_value(const std::string& text, const std::string& name) {
 // With the runtime's preemption (serve-rt), a real-time request arriving during a long
 // best-effort run preempts it and is served before that run finishes, and the preempted run's
 // result is still exact. The BE run (512 rows through 64 [256 x 256] matmuls, ~4 GFLOP: tens of
-// ms on an idle fast machine, more here) is surely running when RT arrives: RT is sent once
-// the BE request has left the queue (kiln_queue_depth 0), 2 ms later.
+// ms on an idle fast machine, more here) is surely running when RT arrives: RT is sent once the
+// BE run holds its cores (kiln_cores_in_use{priority="best_effort"} 2), so RT finds both cores
+// taken and must preempt it; the BE run can resume only after RT gives the cores back.
 TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     TempRepo repo("rtbe");
     repo.add("deep", deep_model(256, 64), "max_batch_size: 512\n");
@@ -233,12 +234,12 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
         be_done_at = std::chrono::steady_clock::now().time_since_epoch().count();
         be_answer->set_value({std::move(f), std::move(r)});
     });
-    // infer() queued the request before returning; the model's worker takes it from there.
-    const std::string depth = "kiln_queue_depth{model=\"deep\",version=\"1\"} ";
-    for (int i = 0; i < 100000 && s->metrics_text().find(depth + "0\n") == std::string::npos; ++i)
+    // infer() queued the request before returning; the model's worker takes it and runs it.
+    const std::string be_cores = "kiln_cores_in_use{priority=\"best_effort\"} 2\n";
+    for (int i = 0; i < 100000 && s->metrics_text().find(be_cores) == std::string::npos && be_done_at == 0; ++i)
         std::this_thread::sleep_for(100us);
-    ASSERT_NE(s->metrics_text().find(depth + "0\n"), std::string::npos) << "the BE request never left the queue";
-    std::this_thread::sleep_for(2ms);
+    ASSERT_EQ(be_done_at.load(), 0) << "the BE run ended before the test saw it hold its cores";
+    ASSERT_NE(s->metrics_text().find(be_cores), std::string::npos) << "the BE run never held both cores";
     InferRequest rt = request("deep", "x", small.clone());
     rt.priority = Priority::kRealTime;
     // Both answer times are taken in the answer callbacks (a time taken after the future

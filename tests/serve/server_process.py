@@ -35,8 +35,10 @@ def kiln_binary_missing():
 
 
 class ServerProcess:
-    def __init__(self, repository, extra_args=(), log_path=None):
+    def __init__(self, repository, extra_args=(), log_path=None, env=None):
+        """`env`: variables added to the server's environment (e.g. KILN_PREEMPT_TRACE)."""
         self.repository = pathlib.Path(repository)
+        self.extra_env = dict(env or {})
         self.args = [*server_command(), "--model-repository", str(repository),
                      "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0", *extra_args]
         self.log_path = pathlib.Path(log_path or self.repository.parent / "server.log")
@@ -47,7 +49,7 @@ class ServerProcess:
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self):
-        env = dict(os.environ)
+        env = {**os.environ, **self.extra_env}
         env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, text=True, bufsize=1)

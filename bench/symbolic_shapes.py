@@ -149,6 +149,7 @@ def main():
         o.intra_op_num_threads = args.threads
         o.add_session_config_entry("kiln.symbolic_shapes", "1" if symbolic else "0")
         o.add_session_config_entry("kiln.max_specializations", str(max(16, len(shapes))))
+        o.add_session_config_entry("kiln.tiered_compile", "0")  # warm speeds: -O3 kernels from the first call
         return kiln.InferenceSession(path, o)
 
     so = ort.SessionOptions()

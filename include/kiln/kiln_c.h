@@ -169,6 +169,10 @@ KILN_C_EXPORT kiln_status kiln_session_options_set_max_specializations(kiln_sess
  *  which `kiln serve` sets): a stop waits at most a short parallel iteration, at a few percent of
  *  speed. Results are the same either way; 0 (the default) gives the fastest kernels. */
 KILN_C_EXPORT kiln_status kiln_session_options_set_preemptible(kiln_session_options* options, int preemptible);
+/** Zero: build kernels at -O3 from the first call. Non-zero (the default): with a cold kernel
+ *  cache, run on quickly compiled kernels while their -O3 builds compile in the background
+ *  (C++ SessionOptions::tiered_compile; kiln_session_wait_for_optimized_kernels). */
+KILN_C_EXPORT kiln_status kiln_session_options_set_tiered_compile(kiln_session_options* options, int tiered);
 
 /* ---- run options --------------------------------------------------------------------------- */
 
@@ -189,6 +193,9 @@ KILN_C_EXPORT kiln_status kiln_session_input_count(const kiln_session* session, 
 KILN_C_EXPORT kiln_status kiln_session_output_count(const kiln_session* session, size_t* out);
 KILN_C_EXPORT kiln_status kiln_session_input_info(const kiln_session* session, size_t index, kiln_value_info* out);
 KILN_C_EXPORT kiln_status kiln_session_output_info(const kiln_session* session, size_t index, kiln_value_info* out);
+/** Blocks until every kernel runs its -O3 build (kiln_session_options_set_tiered_compile);
+ *  returns at once when they already do. Benchmarks call it before timing warm calls. */
+KILN_C_EXPORT kiln_status kiln_session_wait_for_optimized_kernels(kiln_session* session);
 
 /** Runs the model. Every input is given once, by name (any order); their data is read in place.
  *  `outputs` has room for output_count tensors (output_count must equal the model's), which are

@@ -27,7 +27,8 @@ struct SessionOptions {
     ExecutorKind executor = ExecutorKind::kAuto;
     /// Share the process-wide thread pools with other sessions (false: this session owns its pools).
     bool use_global_thread_pools = false;
-    /// Runs of this session will be preempted (RunControls::preempt; the server sets it): kernels
+    /// Runs of this session will be preempted (RunControls::preempt; `kiln serve` sets it, Python
+    /// "kiln.preemptible", C kiln_session_options_set_preemptible): kernels
     /// are compiled so that a stop waits at most a short parallel iteration (a matmul's holds at
     /// most ~4 M multiply-adds, about 30 us of a core), which costs a few percent of speed
     /// (BERT-base 3.5% at 2 threads). Off: the fastest kernels, stopped between longer iterations.
@@ -64,6 +65,14 @@ struct SessionOptions {
     /// measured 0.74-1.03x the per-shape kernels' time (docs/dynamic_shapes.md), and a first run
     /// at a new shape compiles nothing.
     bool symbolic_shapes = true;
+    /// A compile that would run the C compiler on more kernels than it runs processes at once (a
+    /// cold kernel cache) first builds them quickly (-O1 with the vectorizer: about 0.7x the
+    /// compile time, calls about 1.1x slower) and runs on those, while the same kernels compile
+    /// at -O3 in the background at a lower priority; each kernel switches to its -O3 build when
+    /// that is done, and the cache then holds the -O3 build for the next process. Off (or the
+    /// environment's KILN_TIERED_COMPILE=0): -O3 from the first call, whose results then never
+    /// change in the last bits (docs/dynamic_shapes.md, "Tiered compiles").
+    bool tiered_compile = true;
     /// Graph optimization level, 0..3 (docs/passes.md): -O0 runs every node as its own kernel;
     /// -O3 folds, simplifies and fuses.
     int opt_level = 3;
@@ -126,6 +135,11 @@ struct SessionStats {
     /// it was asked for but could not, why ("" otherwise).
     bool symbolic = false;
     std::string symbolic_reason;
+    /// SessionOptions::tiered_compile: generated kernels of the last compile first built at the
+    /// quick tier, whether their -O3 builds run now, and how long those took (seconds).
+    int quick_kernels = 0;
+    bool optimized_kernels_running = true;
+    double optimize_seconds = 0;
 };
 
 /// Stops a run early so that it can be resumed later: the inference server's real-time
@@ -201,6 +215,10 @@ public:
     /// for a session that does not compile (a `.kiln` artifact, a model in the graph
     /// interpreter) or a model whose input values decide shapes (it compiles at run).
     virtual void specialize(const std::map<std::string, int64_t>& dims) { (void)dims; }
+
+    /// Blocks until every kernel runs its -O3 build (SessionOptions::tiered_compile); returns
+    /// at once when they already do. Benchmarks call it before timing warm calls.
+    virtual void wait_for_optimized_kernels() {}
 
     /// Runs the model. Every input must be given (kInvalidArgument naming the missing one);
     /// dtypes and shapes are checked (expected vs got). Outputs in model order.

@@ -237,6 +237,12 @@ class InferenceSession:
         first run at that shape is warm (docs/dynamic_shapes.md)."""
         self._sess.specialize({str(k): int(v) for k, v in dims.items()})
 
+    def wait_for_optimized_kernels(self):
+        """Blocks until every kernel runs its -O3 build: with a cold kernel cache the session first
+        runs on quickly compiled kernels ("kiln.tiered_compile", on by default); time warm calls
+        after this."""
+        self._sess.wait_for_optimized_kernels()
+
     def profile_summary(self, top=15):
         """The top kernels by total time (needs enable_profiling or "kiln.profile" = "1")."""
         return self._sess.profile_summary(top)

@@ -126,6 +126,8 @@ KILN_CONFIG_ENTRIES = {
     "kiln.preemptible": (_parse_bool, "preemptible",
                          "compile kernels for runs that will be preempted, as kiln serve does (same results, "
                          "a few percent slower)"),
+    "kiln.tiered_compile": (_parse_bool, "tiered_compile",
+                            "with a cold kernel cache, run on quickly compiled kernels while -O3 builds them"),
 }
 
 

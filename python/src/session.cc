@@ -118,6 +118,9 @@ nb::dict stats_dict(const Session& s) {
     d["constant_bytes"] = st.constant_bytes;
     d["symbolic"] = st.symbolic;
     d["symbolic_reason"] = st.symbolic_reason;
+    d["quick_kernels"] = st.quick_kernels;
+    d["optimized_kernels_running"] = st.optimized_kernels_running;
+    d["optimize_seconds"] = st.optimize_seconds;
     return d;
 }
 
@@ -143,6 +146,9 @@ void bind_session(nb::module_& m) {
         .def("stats", &stats_dict)
         .def("specialize", &Session::specialize, "dims"_a, nb::call_guard<nb::gil_scoped_release>(),
              "Compiles the specialization for these symbolic dim values now (docs/dynamic_shapes.md).")
+        .def("wait_for_optimized_kernels", &Session::wait_for_optimized_kernels,
+             nb::call_guard<nb::gil_scoped_release>(),
+             "Blocks until every kernel runs its -O3 build (SessionOptions.tiered_compile).")
         .def("metadata", &Session::metadata)
         .def("inspect", &Session::inspect, nb::call_guard<nb::gil_scoped_release>())
         .def("kernel_list", &Session::kernel_list, nb::call_guard<nb::gil_scoped_release>())

@@ -33,6 +33,7 @@ void bind_session_options(nb::module_& m) {
         .def_rw("dim_ranges", &SessionOptions::dim_ranges)
         .def_rw("max_specializations", &SessionOptions::max_specializations)
         .def_rw("symbolic_shapes", &SessionOptions::symbolic_shapes)
+        .def_rw("tiered_compile", &SessionOptions::tiered_compile)
         .def_rw("opt_level", &SessionOptions::opt_level)
         .def_rw("kernels", &SessionOptions::kernels)
         .def_rw("tuning_log", &SessionOptions::tuning_log)

@@ -136,6 +136,13 @@ kiln_status kiln_session_options_set_preemptible(kiln_session_options* options, 
     });
 }
 
+kiln_status kiln_session_options_set_tiered_compile(kiln_session_options* options, int tiered) {
+    return guard([&] {
+        require(options, "options");
+        options->options.tiered_compile = tiered != 0;
+    });
+}
+
 kiln_status kiln_run_options_create(kiln_run_options** out) {
     if (out) *out = nullptr;
     return guard([&] {

@@ -67,6 +67,13 @@ kiln_status kiln_session_create(const char* path, const kiln_session_options* op
 
 void kiln_session_free(kiln_session* session) { delete session; }
 
+kiln_status kiln_session_wait_for_optimized_kernels(kiln_session* session) {
+    return guard([&] {
+        require(session, "session");
+        session->session->wait_for_optimized_kernels();
+    });
+}
+
 kiln_status kiln_session_input_count(const kiln_session* session, size_t* out) {
     return guard([&] {
         require(session, "session");

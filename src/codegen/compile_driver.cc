@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -287,6 +289,47 @@ std::string cached_output(const Toolchain& t, const std::string& source, const s
     return cache_path(t, h.hex(), ext);
 }
 
+/// Marks an output being compiled in this process for as long as it lives; constructing one for
+/// an output already in flight waits until that compile ends (first() is then false: look in the
+/// cache again; a failed compile left nothing there, so the caller compiles it itself).
+class InFlight {
+public:
+    explicit InFlight(std::string out) : out_(std::move(out)) {
+        std::unique_lock<std::mutex> lock(mu());
+        while (outputs().count(out_)) {
+            first_ = false;
+            done().wait(lock);
+        }
+        outputs().insert(out_);
+    }
+    ~InFlight() {
+        {
+            std::lock_guard<std::mutex> lock(mu());
+            outputs().erase(out_);
+        }
+        done().notify_all();
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+    bool first() const { return first_; }
+
+private:
+    static std::mutex& mu() {
+        static std::mutex m;
+        return m;
+    }
+    static std::condition_variable& done() {
+        static std::condition_variable cv;
+        return cv;
+    }
+    static std::set<std::string>& outputs() {
+        static std::set<std::string> o;
+        return o;
+    }
+    std::string out_;
+    bool first_ = true;
+};
+
 /// Compiles `source` with `flags` (and `libs` after it) into the cache (cached_output); a hit
 /// compiles nothing.
 CompiledLibrary compile_cached(const std::string& source, const std::vector<std::string>& flags,
@@ -294,6 +337,13 @@ CompiledLibrary compile_cached(const std::string& source, const std::vector<std:
     Toolchain t = toolchain();
     std::string out = cached_output(t, source, flags, ext);
     if (fs::exists(out)) {
+        ++g_cached;
+        return {out, true};
+    }
+    // One compiler per output in this process: a second request (another session, or the
+    // background build of a tiered compile) waits for the first and takes its result.
+    InFlight flight(out);
+    if (!flight.first() && fs::exists(out)) {
         ++g_cached;
         return {out, true};
     }
@@ -366,10 +416,16 @@ KernelTarget library_object_target() {
 }
 
 /// A loadable library per kernel or unit (compile_c, compile_c_kernels): kFlags and the host's
-/// vector-width flags, at -O1 for code that runs once (Optimization::kRunsOnce).
+/// vector-width flags, at -O1 for code that runs once (Optimization::kRunsOnce), at -O1 with
+/// the vectorizer and FMA contraction (-fexpensive-optimizations gates GCC's a*b+c -> fma) for
+/// the first tier of a tiered compile (Optimization::kQuick).
 KernelTarget shared_library_target(Optimization opt) {
     KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
     if (opt == Optimization::kRunsOnce) t.flags[0] = "-O1";
+    if (opt == Optimization::kQuick) {
+        t.flags[0] = "-O1";
+        t.flags.insert(t.flags.begin() + 1, {"-ftree-vectorize", "-fexpensive-optimizations"});
+    }
     for (const std::string& v : host_vector_flags({"-march=native"})) t.flags.push_back(v);
     return t;
 }
@@ -505,38 +561,74 @@ void compile_unit(const KernelTarget& target, const std::vector<std::string>& un
     }
 }
 
-/// The builds of the distinct kernel sources `unique`: from the cache where a kernel was
-/// compiled alone before, the rest compiled by up to `jobs` processes, as units when more
-/// kernels are missing than processes (kernel_units.h).
-std::vector<KernelBuild> build_kernels(const KernelTarget& target, const std::vector<std::string>& unique, int jobs) {
-    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<KernelBuild> builds(unique.size());
+/// How build_kernels builds the distinct kernel sources `unique`: those found in the cache as
+/// compiled alone, those compiled alone now, and the units of the rest (kernel_units.h: when
+/// more kernels are missing than `jobs` processes). Deterministic, so the same missing kernels
+/// make the same units, whose libraries the cache then holds.
+struct KernelBuildPlan {
+    std::vector<KernelBuild> found;              // per source: its cached build, if found alone
+    std::vector<size_t> alone;                   // sources compiled alone
+    std::vector<std::vector<size_t>> units;      // sources compiled together
+    int jobs = 1;
+};
+
+KernelBuildPlan plan_kernels(const KernelTarget& target, const std::vector<std::string>& unique, int jobs) {
+    KernelBuildPlan plan;
+    plan.jobs = jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    plan.found.resize(unique.size());
     std::vector<size_t> missing;
     const Toolchain t = toolchain();
     for (size_t k = 0; k < unique.size(); ++k) {
         std::string path = cached_output(t, unique[k], alone_flags(target, unique[k]), target.ext);
-        if (fs::exists(path)) {
-            ++g_cached;
-            builds[k] = {{path, true}, target.rename_alone ? kernel_library_symbol(unique[k]) : "kiln_kernel", nullptr};
-        } else if (kernel_body(unique[k])) {
+        if (fs::exists(path))
+            plan.found[k] = {{path, true}, target.rename_alone ? kernel_library_symbol(unique[k]) : "kiln_kernel", nullptr};
+        else if (kernel_body(unique[k]))
             missing.push_back(k);
-        } else {
-            builds[k] = compile_alone(target, unique[k]);
-        }
+        else
+            plan.alone.push_back(k);
     }
-    if (missing.size() <= static_cast<size_t>(jobs)) {
-        run_parallel(missing.size(), jobs, [&](size_t m) { builds[missing[m]] = compile_alone(target, unique[missing[m]]); });
-        return builds;
+    if (missing.size() <= static_cast<size_t>(plan.jobs)) {
+        plan.alone.insert(plan.alone.end(), missing.begin(), missing.end());
+        return plan;
     }
     // At most kUnitKernels kernels per unit, so a large model still spreads over every process.
     constexpr size_t kUnitKernels = 24;
     std::vector<size_t> costs;
     for (size_t k : missing) costs.push_back(compile_cost(unique[k]));
-    const size_t units = std::max<size_t>(static_cast<size_t>(jobs), (missing.size() + kUnitKernels - 1) / kUnitKernels);
-    std::vector<std::vector<size_t>> groups = balance_units(costs, units);
-    for (auto& g : groups)
+    const size_t units =
+        std::max<size_t>(static_cast<size_t>(plan.jobs), (missing.size() + kUnitKernels - 1) / kUnitKernels);
+    plan.units = balance_units(costs, units);
+    for (auto& g : plan.units)
         for (size_t& i : g) i = missing[i];
-    run_parallel(groups.size(), jobs, [&](size_t u) { compile_unit(target, unique, groups[u], builds); });
+    return plan;
+}
+
+/// The path a unit of `plan` is cached under.
+std::string unit_output(const KernelTarget& target, const std::vector<std::string>& unique,
+                        const std::vector<size_t>& group) {
+    std::vector<std::string> sources, symbols;
+    for (size_t k : group) {
+        sources.push_back(unique[k]);
+        symbols.push_back(kernel_library_symbol(unique[k]));
+    }
+    return cached_output(toolchain(), kernel_unit_source(sources, symbols), target.flags, target.ext);
+}
+
+/// The builds of the distinct kernel sources `unique` (plan_kernels): from the cache where a
+/// kernel was compiled alone before, the rest compiled by up to `jobs` processes.
+std::vector<KernelBuild> build_kernels(const KernelTarget& target, const std::vector<std::string>& unique, int jobs) {
+    const KernelBuildPlan plan = plan_kernels(target, unique, jobs);
+    std::vector<KernelBuild> builds = plan.found;
+    for (const KernelBuild& b : builds)
+        if (!b.library.path.empty()) ++g_cached;
+    // Alone and units as one list of tasks, so that both spread over the processes.
+    const size_t tasks = plan.alone.size() + plan.units.size();
+    run_parallel(tasks, plan.jobs, [&](size_t i) {
+        if (i < plan.alone.size())
+            builds[plan.alone[i]] = compile_alone(target, unique[plan.alone[i]]);
+        else
+            compile_unit(target, unique, plan.units[i - plan.alone.size()], builds);
+    });
     return builds;
 }
 
@@ -551,6 +643,17 @@ std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sourc
     std::vector<KernelBuild> out;
     for (size_t i : index) out.push_back(builds[i]);
     return out;
+}
+
+size_t kernels_to_compile(const std::vector<std::string>& sources, int jobs, Optimization opt) {
+    std::vector<size_t> index;
+    const std::vector<std::string> unique = distinct(sources, index);
+    const KernelTarget target = shared_library_target(opt);
+    const KernelBuildPlan plan = plan_kernels(target, unique, jobs);
+    size_t n = plan.alone.size();
+    for (const std::vector<size_t>& g : plan.units)
+        if (!fs::exists(unit_output(target, unique, g))) n += g.size();
+    return n;
 }
 
 KernelLibrary compile_c_library(const std::vector<std::string>& sources, int jobs) {

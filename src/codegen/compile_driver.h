@@ -16,7 +16,8 @@
 // -shared into <key>.so (keyed by its objects). Both steps are cached, so a second build of
 // the same model's library runs no compiler at all. Kernels missing from the cache compile as a
 // few units of several kernels each when there are more than compiler processes
-// (kernel_units.h), for both kinds of build.
+// (kernel_units.h), for both kinds of build. Within a process one compiler runs per output: a
+// second request for an output being compiled waits for it.
 #pragma once
 
 #include <cstdint>
@@ -59,8 +60,10 @@ struct KernelBuild {
 
 /// How hard the compiler optimizes a build: kHot at -O3 (compile_c's flags: the model's kernels),
 /// kRunsOnce at -O1 for code that runs once per load (constant folds: a weight transpose compiles
-/// 2-4x faster and still runs in a fraction of a millisecond).
-enum class Optimization { kHot, kRunsOnce };
+/// 2-4x faster and still runs in a fraction of a millisecond), kQuick at -O1 with the vectorizer
+/// and FMA contraction: the first tier of a tiered compile (compiler/kernel_upgrade.h; PP-OCRv4's
+/// recogniser: 0.7x kHot's compile time, its warm calls about 1.1x kHot's time).
+enum class Optimization { kHot, kRunsOnce, kQuick };
 
 /// A loadable library per kernel source, as compile_c_many builds them (symbol `kiln_kernel`),
 /// except for kernels missing from the cache when more are missing than `jobs` (0 = cores):
@@ -69,6 +72,10 @@ enum class Optimization { kHot, kRunsOnce };
 /// the first failure (in source order), naming the failing kernel's own source.
 std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sources, int jobs = 0,
                                            Optimization opt = Optimization::kHot);
+
+/// How many of the distinct kernels of `sources` compile_c_kernels(sources, jobs, opt) would
+/// compile: those neither in the cache alone nor in a cached unit of the same kernels.
+size_t kernels_to_compile(const std::vector<std::string>& sources, int jobs = 0, Optimization opt = Optimization::kHot);
 
 /// The instruction-set flags of a kernel library (compile_c_library: what a compiled artifact
 /// embeds). On x86-64: the baseline plus exactly the features runtime::host_cpu_features() names

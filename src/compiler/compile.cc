@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "codegen/c_emitter.h"
@@ -29,6 +30,7 @@
 #include "compiler/graph_interpreter.h"
 #include "compiler/kernel_probe.h"
 #include "compiler/int8_layout.h"
+#include "compiler/kernel_upgrade.h"
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
 #include "compiler/plan_executable.h"
@@ -381,6 +383,20 @@ std::vector<runtime::DimLimit> dim_limits_of(const ir::Graph& g, const SymbolicD
     return limits;
 }
 
+namespace {
+
+/// kQuick for a tiered compile (CompileOptions::tiered) that would run the compiler on more
+/// kernels than processes at once (a cold cache), else kHot.
+codegen::Optimization first_tier(const std::vector<std::string>& sources, const CompileOptions& opts) {
+    if (!opts.tiered || opts.one_library) return codegen::Optimization::kHot;
+    const size_t jobs = opts.compile_jobs > 0 ? static_cast<size_t>(opts.compile_jobs)
+                                              : std::max(1u, std::thread::hardware_concurrency());
+    return codegen::kernels_to_compile(sources, opts.compile_jobs) > jobs ? codegen::Optimization::kQuick
+                                                                         : codegen::Optimization::kHot;
+}
+
+}  // namespace
+
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
     CompiledModel result;
@@ -574,10 +590,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         symbols = lib.symbols;
         result.kernel_library = lib.path;
     } else {
-        for (codegen::KernelBuild& b : codegen::compile_c_kernels(sources, opts.compile_jobs)) {
+        const codegen::Optimization tier = first_tier(sources, opts);
+        for (codegen::KernelBuild& b : codegen::compile_c_kernels(sources, opts.compile_jobs, tier)) {
             libs.push_back(b.library);
             symbols[libs.size() - 1] = b.symbol;
         }
+        if (tier == codegen::Optimization::kQuick) result.stats.quick = static_cast<int>(sources.size());
     }
     exe->kernels.resize(sources.size());
     int async_copy_kernel = -1;
@@ -667,6 +685,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     }
     if (opts.before_load) opts.before_load(*exe);
     exe->load();
+    if (result.stats.quick > 0) result.upgrade = std::make_shared<KernelUpgrade>(exe, sources, opts.compile_jobs);
     result.executable = std::move(exe);
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return result;

@@ -20,6 +20,8 @@
 
 namespace kiln::compiler {
 
+class KernelUpgrade;
+
 /// Who computes convolutions and matrix products (docs/kernels.md): Kiln's generated kernels,
 /// oneDNN wherever it can (topi/dnnl_match.h), or a rule per workload (auto).
 enum class KernelSource { kAuto, kGenerated, kDnnl };
@@ -63,6 +65,10 @@ struct CompileOptions {
     /// SessionOptions::preemptible: schedules bound the work of one parallel iteration
     /// (te::ScheduleConfig::preemptible).
     bool preemptible = false;
+    /// A tiered compile (compiler/kernel_upgrade.h) when more generated kernels miss the cache
+    /// than compiler processes run at once: the model first runs on quickly compiled kernels,
+    /// CompiledModel::upgrade builds them at -O3 in the background. Not with one_library.
+    bool tiered = false;
 };
 
 /// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).
@@ -81,6 +87,7 @@ struct CompileStats {
     int kernels = 0;
     int compiled = 0;  // compiler invocations (cache misses)
     double seconds = 0;
+    int quick = 0;     // generated kernels first built at the quick tier (CompileOptions::tiered)
 };
 
 /// Figures of the static memory plan (bytes), see plan/plan_report.h.
@@ -100,6 +107,9 @@ struct CompiledModel {
     CompileStats stats;
     MemoryFigures memory;
     std::vector<pass::PassRecord> pass_records;
+    /// A tiered compile's background -O3 build (null when the kernels were built at -O3): keep it
+    /// as long as the executable; its destructor waits for the build.
+    std::shared_ptr<KernelUpgrade> upgrade;
 };
 
 /// Gives every graph input its static type (symbolic dims from `dims`); kInvalidArgument names

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -61,6 +62,8 @@ CompileOptions compile_options_for(const SessionOptions& o, int intra_op_threads
     copts.kernels = parse_kernel_source(o.kernels);
     copts.intra_op_threads = intra_op_threads;
     copts.preemptible = o.preemptible;
+    const char* tiers = std::getenv("KILN_TIERED_COMPILE");
+    copts.tiered = o.tiered_compile && !(tiers && std::string(tiers) == "0");
     if (std::string path = resolve_tuning_log(o.tuning_log); !path.empty()) {
         const tune::TuningLog log = tune::TuningLog::read(path);
         copts.tuned = log.best_knobs(tune::host_target(), intra_op_threads);

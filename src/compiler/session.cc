@@ -35,6 +35,7 @@
 #include "compiler/vm_model.h"
 #include "compiler/session_specialization.h"
 #include "compiler/specialization_cache.h"
+#include "compiler/kernel_upgrade.h"
 #include "compiler/symbolic_compile.h"
 #include "frontend/onnx/importer.h"
 #include "ir/printer.h"
@@ -386,7 +387,17 @@ public:
         s.specialization_evictions = cs.evictions;
         pool_.release();  // what only evicted specializations used
         s.constant_bytes = pool_.bytes();
+        if (auto spec = cache_.most_recent()) {
+            s.quick_kernels = spec->compile.quick;
+            s.optimized_kernels_running = !spec->upgrade || spec->upgrade->done();
+            s.optimize_seconds = spec->upgrade ? spec->upgrade->seconds() : 0;
+        }
         return s;
+    }
+
+    void wait_for_optimized_kernels() override {
+        for (const auto& spec : cache_.values())
+            if (spec->upgrade) spec->upgrade->wait();
     }
 
     std::string kernel_list() override {

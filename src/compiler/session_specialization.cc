@@ -84,6 +84,7 @@ std::shared_ptr<const Specialization> compile_specialization(ir::Graph g, const 
     s->compile = m.stats;
     s->runner = runner.stats(*s->prepared);
     s->memory_report = m.memory.report;
+    s->upgrade = m.upgrade;
     s->kernel_list = kernel_list_text(m);
     s->inspect_text = inspect_text(m, g, after.str(), opts.opt_level);
     return s;

@@ -23,6 +23,8 @@ struct Specialization {
     std::string inspect_text;   // the IR after the pipeline (and print_after), every kernel's source
     std::string kernel_list;    // one line per kernel launch, then "N kernels"
     std::string memory_report;  // the static memory plan's figures
+    /// A tiered compile's background -O3 build (null when the kernels were built at -O3).
+    std::shared_ptr<KernelUpgrade> upgrade;
 };
 
 /// "N=4;S=128;" then each frozen input "name:dtype[shape]:<bytes>;": equal keys compile alike.

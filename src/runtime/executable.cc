@@ -2,10 +2,12 @@
 // missing symbols fail here and kernels of different libraries never interpose), then every
 // kernel's symbol is resolved (in a library the caller provided under that name, if any);
 // extern kernels (oneDNN) are built from their parameters. Libraries stay open as long as the
-// Executable lives.
+// Executable lives. A generated kernel may be replaced later by another build of its source
+// (replace_kernels): the function pointers are then read and written atomically.
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 
 #include "runtime/extern_at_shapes.h"
@@ -123,16 +125,42 @@ Status kernel_stopped_status() {
     return Status(ErrorKind::kCancelled, "stopped inside the kernel (preempted)");
 }
 
+kiln_kernel_fn Executable::kernel_fn(int kernel) const {
+    return std::atomic_ref<kiln_kernel_fn>(fns_.at(kernel)).load(std::memory_order_acquire);
+}
+
+void Executable::replace_kernels(const std::vector<int>& kernel_ids, const std::vector<std::string>& libraries,
+                                 const std::vector<std::string>& symbols) {
+    KILN_ICHECK(kernel_ids.size() == libraries.size() && kernel_ids.size() == symbols.size())
+        << "replace_kernels: " << kernel_ids.size() << " kernels, " << libraries.size() << " libraries, "
+        << symbols.size() << " symbols";
+    KILN_ICHECK(loaded()) << "replace_kernels before load()";
+    std::lock_guard<std::mutex> lock(replace_mu_);
+    std::map<std::string, std::shared_ptr<LoadedLibrary>> by_path;
+    std::vector<kiln_kernel_fn> fns;
+    for (size_t i = 0; i < kernel_ids.size(); ++i) {
+        const KernelDesc& k = kernels.at(static_cast<size_t>(kernel_ids[i]));
+        KILN_ICHECK(!k.is_async && !k.is_control() && !k.is_extern())
+            << "replace_kernels: kernel " << kernel_ids[i] << " (" << k.description << ") is not a generated kernel";
+        auto& lib = by_path[libraries[i]];
+        if (!lib) lib = std::make_shared<LoadedLibrary>(libraries[i]);
+        fns.push_back(reinterpret_cast<kiln_kernel_fn>(lib->symbol(symbols[i])));
+    }
+    for (auto& [path, lib] : by_path) libs_.push_back(lib);
+    for (size_t i = 0; i < kernel_ids.size(); ++i)
+        std::atomic_ref<kiln_kernel_fn>(fns_.at(static_cast<size_t>(kernel_ids[i]))).store(fns[i], std::memory_order_release);
+}
+
 Status Executable::run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const {
     if (ExternKernel* ext = externs_.at(kernel).get()) {
         return ext->run(args, env, kernel_env_threads(env));
     }
-    return kernel_status(fns_.at(kernel)(args, &env));
+    return kernel_status(kernel_fn(kernel)(args, &env));
 }
 
 Status Executable::run_kernel(int kernel, void* const* args, const int64_t* dims, const kiln_kernel_env& env) const {
     if (ExternKernel* ext = externs_.at(kernel).get()) return ext->run_at(args, dims, env, kernel_env_threads(env));
-    auto fn = reinterpret_cast<kiln_kernel_dims_fn>(fns_.at(kernel));
+    auto fn = reinterpret_cast<kiln_kernel_dims_fn>(kernel_fn(kernel));
     const int32_t rc = fn(args, dims, &env);
     if (rc == KILN_KERNEL_BAD_DIMS) return Status(ErrorKind::kInvalidArgument, "a negative dimension");
     return kernel_status(rc);

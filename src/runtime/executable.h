@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -142,7 +143,14 @@ public:
     /// caller, e.g. from an artifact's bytes: runtime/memory_library.h) instead of dlopening a
     /// path. Call before load().
     void provide_library(const std::string& name, std::shared_ptr<LoadedLibrary> lib);
-    kiln_kernel_fn kernel_fn(int kernel) const { return fns_.at(kernel); }
+    kiln_kernel_fn kernel_fn(int kernel) const;
+    /// Generated kernel `kernels[i]` runs `symbols[i]` of the library at `libraries[i]` from now
+    /// on, for runs in flight too (the next call of it), e.g. an -O3 build of the same source
+    /// (compiler/kernel_upgrade.h). The libraries are loaded and every symbol resolved before
+    /// any kernel changes; the ones replaced stay loaded while the Executable lives (a call may
+    /// still run them). KernelDesc keeps naming the first library. Throws kiln::Error.
+    void replace_kernels(const std::vector<int>& kernels, const std::vector<std::string>& libraries,
+                         const std::vector<std::string>& symbols);
     bool loaded() const { return !fns_.empty() || kernels.empty(); }
     /// Runs a loaded (non-async) kernel on `args`; extern kernels get the env's thread count
     /// (kernel_env_threads). A kernel cut short by env.stop gives kernel_stopped_status().
@@ -155,7 +163,10 @@ private:
     std::shared_ptr<ExternKernel> make_extern(int kernel) const;
     std::map<std::string, std::shared_ptr<LoadedLibrary>> provided_;
     std::vector<std::shared_ptr<LoadedLibrary>> libs_;
-    std::vector<kiln_kernel_fn> fns_;
+    std::mutex replace_mu_;  // replace_kernels: one at a time (libs_ grows)
+    /// Read and written through std::atomic_ref once loaded: replace_kernels may store while
+    /// runs read.
+    mutable std::vector<kiln_kernel_fn> fns_;
     std::vector<std::shared_ptr<ExternKernel>> externs_;  // per kernel; null for generated ones
 };
 

@@ -448,6 +448,33 @@ TEST(CApi, PreemptibleSessionGivesTheSameResults) {
         EXPECT_NEAR(preemptible[i], plain[i], 1e-6) << "probabilities[" << i << "]";
 }
 
+// A tiered compile (the default) from a cold kernel cache: its first call (on the quick kernels)
+// gives the results of an -O3 compile from the start (another cold cache) within float rounding;
+// waiting for the -O3 kernels returns, at once the second time.
+TEST(CApi, TieredCompileMatchesAnO3CompileAndWaitsForTheOptimizedKernels) {
+    Handles h;
+    fs::create_directories(scratch_dir());
+    const char* old = std::getenv("KILN_CACHE_DIR");
+    const std::string restore = old ? old : "";
+    ASSERT_OK(kiln_session_options_create(&h.options));
+    ASSERT_OK(kiln_session_options_set_dim(h.options, "N", 4));
+    setenv("KILN_CACHE_DIR", (scratch_dir() / "tiered_cache").c_str(), 1);
+    ASSERT_OK(kiln_session_options_set_tiered_compile(h.options, 1));
+    const std::vector<float> tiered = digits_probabilities(h.options);
+    h.session = load(digits_model(), h.options);
+    ASSERT_TRUE(h.session);
+    ASSERT_OK(kiln_session_wait_for_optimized_kernels(h.session));
+    ASSERT_OK(kiln_session_wait_for_optimized_kernels(h.session));
+    setenv("KILN_CACHE_DIR", (scratch_dir() / "o3_cache").c_str(), 1);
+    ASSERT_OK(kiln_session_options_set_tiered_compile(h.options, 0));
+    const std::vector<float> plain = digits_probabilities(h.options);
+    if (old) setenv("KILN_CACHE_DIR", restore.c_str(), 1);
+    else unsetenv("KILN_CACHE_DIR");
+    ASSERT_EQ(tiered.size(), 40u);
+    ASSERT_EQ(plain.size(), 40u);
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_NEAR(tiered[i], plain[i], 1e-6) << "probabilities[" << i << "]";
+}
+
 TEST(CApi, ProfilePathWritesATrace) {
     Handles h;
     std::string trace = (scratch_dir() / "trace.json").string();
@@ -582,6 +609,8 @@ TEST(CApiErrors, NullHandlesAndOutPointers) {
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_profile_path(nullptr, "x"));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_kernels(nullptr, "auto"));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_preemptible(nullptr, 1));
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_options_set_tiered_compile(nullptr, 1));
+    EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_wait_for_optimized_kernels(nullptr));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_run_options_set_terminate(nullptr, 1));
     EXPECT_STATUS(KILN_INVALID_ARGUMENT, kiln_session_create(nullptr, nullptr, nullptr));
     EXPECT_TRUE(has(kiln_last_error(), "path is NULL")) << kiln_last_error();

@@ -154,15 +154,17 @@ TEST(CompileDriver, ManyDedupesAndCompilesInParallel) {
     fs::remove_all(dir);
 }
 
-TEST(CompileDriver, ConcurrentCompilesOfOneSourceAgree) {
+TEST(CompileDriver, ConcurrentCompilesOfOneSourceCompileOnceAndAgree) {
     std::string dir = fresh_dir("conc");
     ScopedEnv env("KILN_CACHE_DIR", dir);
     std::string src = unique_source("conc");
     std::vector<std::string> paths(4);
     std::vector<std::thread> ts;
+    CompileStats before = compile_stats();
     for (int i = 0; i < 4; ++i) ts.emplace_back([&, i] { paths[i] = compile_c(src).path; });
     for (auto& t : ts) t.join();
     for (const auto& p : paths) EXPECT_EQ(p, paths[0]);
+    EXPECT_EQ(compile_stats().compiled, before.compiled + 1);  // the others waited for the first
     EXPECT_TRUE(fs::exists(paths[0]));
     fs::remove_all(dir);
 }

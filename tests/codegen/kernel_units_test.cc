@@ -146,6 +146,66 @@ TEST(KernelUnits, ManyKernelsShareUnitsAndEachMatchesTheInterpreter) {
     }
 }
 
+/// Runs kernel k of `exe` on funcs[k]'s inputs and compares with the tir interpreter.
+void expect_kernels_match_interpreter(const runtime::Executable& exe, const std::vector<tir::PrimFunc>& funcs) {
+    runtime::ThreadPool pool(2);
+    for (size_t k = 0; k < funcs.size(); ++k) {
+        std::vector<Tensor> got = inputs_for(funcs[k]), want = inputs_for(funcs[k]);
+        std::vector<void*> ptrs = {got[0].data(), got[1].data()};
+        exe.run_kernel(static_cast<int>(k), ptrs.data(), pool.kernel_env()).throw_if_error();
+        tir::interpret(funcs[k], want);
+        const float* g = got[1].data_as<float>();
+        const float* w = want[1].data_as<float>();
+        for (int64_t e = 0; e < got[1].numel(); ++e)
+            ASSERT_NEAR(g[e], w[e], 1e-5 * (1 + std::abs(w[e]))) << "kernel " << k << " element " << e;
+    }
+}
+
+// A tiered compile's two builds (compiler/kernel_upgrade.h): the quick kernels load and run, the
+// -O3 builds of the same sources replace them in the executable, and the cache then holds the
+// -O3 units a later compile looks for.
+TEST(KernelUnits, QuickKernelsAreReplacedByTheirO3Builds) {
+    FreshCache cache;
+    std::vector<tir::PrimFunc> funcs;
+    std::vector<std::string> sources;
+    for (int k = 0; k < 5; ++k) {
+        funcs.push_back(scaled_rows(1.5 + k, 1 + k % 2));
+        sources.push_back(emit_c(funcs.back()));
+    }
+    EXPECT_EQ(kernels_to_compile(sources, 2, Optimization::kHot), 5u);
+    std::vector<KernelBuild> quick = compile_c_kernels(sources, 2, Optimization::kQuick);
+    EXPECT_EQ(kernels_to_compile(sources, 2, Optimization::kQuick), 0u);
+    EXPECT_EQ(kernels_to_compile(sources, 2, Optimization::kHot), 5u);
+
+    runtime::Executable exe;
+    for (const KernelBuild& b : quick) exe.kernels.push_back({b.library.path, b.symbol, "quick kernel"});
+    exe.load();
+    expect_kernels_match_interpreter(exe, funcs);
+
+    std::vector<KernelBuild> hot = compile_c_kernels(sources, 2, Optimization::kHot);
+    EXPECT_EQ(kernels_to_compile(sources, 2, Optimization::kHot), 0u);  // the units are cached
+    std::vector<int> ids;
+    std::vector<std::string> libraries, symbols;
+    for (size_t k = 0; k < hot.size(); ++k) {
+        EXPECT_NE(hot[k].library.path, quick[k].library.path);
+        EXPECT_EQ(hot[k].symbol, quick[k].symbol);  // the symbol is the source's
+        ids.push_back(static_cast<int>(k));
+        libraries.push_back(hot[k].library.path);
+        symbols.push_back(hot[k].symbol);
+    }
+    // A replacement that cannot load changes nothing.
+    std::vector<kiln_kernel_fn> before;
+    for (size_t k = 0; k < sources.size(); ++k) before.push_back(exe.kernel_fn(static_cast<int>(k)));
+    std::vector<std::string> wrong = symbols;
+    wrong.back() = "no_such_symbol";
+    EXPECT_THROW(exe.replace_kernels(ids, libraries, wrong), Error);
+    for (size_t k = 0; k < sources.size(); ++k) EXPECT_EQ(exe.kernel_fn(static_cast<int>(k)), before[k]);
+
+    exe.replace_kernels(ids, libraries, symbols);
+    for (size_t k = 0; k < sources.size(); ++k) EXPECT_NE(exe.kernel_fn(static_cast<int>(k)), before[k]) << k;
+    expect_kernels_match_interpreter(exe, funcs);
+}
+
 TEST(KernelUnits, AKernelThatFailsInAUnitIsReportedByItself) {
     FreshCache cache;
     std::vector<std::string> sources;

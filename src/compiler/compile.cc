@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -321,6 +322,15 @@ bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level) {
     return unit.nodes.size() == 1 && opt_level > 0 && is_view_node(unit.nodes[0], g);
 }
 
+namespace {
+/// Whether transform_layout makes activations of 8-but-not-16-divisible channel counts NHWC
+/// (docs/kernels.md): where oneDNN computes the convs, unless KILN_NHWC8=0 (blocks of 8, for A/Bs).
+bool nhwc_8_channel_blocks(KernelSource kernels) {
+    const char* v = std::getenv("KILN_NHWC8");
+    return kernels != KernelSource::kGenerated && runtime::have_dnnl() && !(v && std::string(v) == "0");
+}
+}  // namespace
+
 std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions& opts) {
     // What only the graph interpreter runs (Session routes such models there). A data-dependent
     // value input fails later, naming the node.
@@ -330,6 +340,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
     KILN_CHECK(opts.kernels != KernelSource::kDnnl || runtime::have_dnnl(), kUnsupported)
         << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
     pass::PassContext ctx = pass_context();
+    ctx.nhwc_8_channel_blocks = nhwc_8_channel_blocks(opts.kernels);
     if (opts.symbolic) {
         name_unknown_input_dims(g);
         bind_known_dims(g, opts.dims);

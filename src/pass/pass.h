@@ -31,6 +31,10 @@ struct PassContext {
     /// A symbolic compile (docs/dynamic_shapes.md): inferred types may keep symbolic dims
     /// (otherwise a non-static output is a kUnsupported error).
     bool keep_symbols = false;
+    /// transform_layout makes activations whose channel count 8 divides but 16 does not one NHWC
+    /// block instead of blocks of 8: set where oneDNN computes the convolutions (its brgemm
+    /// convs read NHWC; Kiln's generated conv vectorizes one block, so it keeps blocks of 8).
+    bool nhwc_8_channel_blocks = false;
 };
 
 struct Pass {

@@ -40,6 +40,15 @@ bool unit_dim(const ir::Value* v, size_t k) {
 
 int64_t block_for(int64_t channels) { return channels % 16 == 0 ? 16 : channels % 8 == 0 ? 8 : 0; }
 
+/// The block of a whole activation of `channels` channels. With `nhwc8`, channel counts that 8
+/// divides but 16 does not (24, 40, 72, 120, 232, 440; at most 1024) are one block of every
+/// channel: NHWC, where oneDNN runs its avx512 brgemm convs, as it runs its avx2 ones on nChw8c
+/// (docs/kernels.md; PassContext::nhwc_8_channel_blocks says when).
+int64_t activation_block(int64_t channels, bool nhwc8) {
+    if (nhwc8 && channels % 16 != 0 && channels % 8 == 0 && channels <= 1024) return channels;
+    return block_for(channels);
+}
+
 /// The blocked value `v` is the FromBlocked of, or nullptr. Not a FromBlocked that drops
 /// padding channels (a padded depthwise conv's, rewrite_depthwise): its source has more
 /// channels than `v`, so nothing sinks through it.
@@ -74,9 +83,9 @@ int64_t eventual_block(const ir::Value* v, int depth = 0) {
 
 /// Block of an operand with `channels` channels: the block it has, or will have, when it comes
 /// from a FromBlocked value (so no reorder is needed), else block_for.
-int64_t operand_block(const ir::Value* x, int64_t channels) {
+int64_t operand_block(const ir::Value* x, int64_t channels, bool nhwc8) {
     const int64_t b = eventual_block(x);
-    return b && channels % b == 0 ? b : block_for(channels);
+    return b && channels % b == 0 ? b : activation_block(channels, nhwc8);
 }
 
 /// Packed weights per (weights, ci, co), blocked inputs per (x, ci, -1): convs sharing them share one.
@@ -144,13 +153,13 @@ bool feeds_groups_of_8(const ir::Value* v, int depth = 0) {
 
 /// The input and output blocks of a dense or grouped conv (0, 0 when it stays NCHW). Grouped:
 /// every group's input and output channels must be whole blocks (ResNeXt, RegNet).
-std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
+std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group, bool nhwc8) {
     const Shape ws = n->input(1)->type().static_shape();
     const int64_t m = ws[0], c = ws[1];  // c: input channels per group
     if (group > 1) {
         // The input's block when it divides the groups, else blocks of the groups' size (the
         // producer's, once feeds_groups_of_8 picked them and the unary ops between sank).
-        int64_t ci = operand_block(n->input(0), c * group);
+        int64_t ci = operand_block(n->input(0), c * group, nhwc8);
         if (!ci || c % ci != 0) ci = block_for(c);
         const int64_t co = block_for(m / group);
         return ci && co ? std::pair{ci, co} : std::pair<int64_t, int64_t>{0, 0};
@@ -162,11 +171,11 @@ std::pair<int64_t, int64_t> conv_blocks(const ir::Node* n, int64_t group) {
     // Up to 512 output channels that 8 does not divide of a conv over a 1x1 map make one block
     // (squeeze-and-excitation's squeeze), so that the excitation path stays blocked.
     const bool map_1x1 = unit_dim(n->output(0), 2) && unit_dim(n->output(0), 3);
-    int64_t co = block_for(m) ? block_for(m) : m <= 512 && map_1x1 ? m : 0;
-    if (co == 16 && feeds_groups_of_8(n->output(0))) co = 8;
+    int64_t co = activation_block(m, nhwc8) ? activation_block(m, nhwc8) : m <= 512 && map_1x1 ? m : 0;
+    if (co != 8 && block_for(m) && feeds_groups_of_8(n->output(0))) co = 8;  // also instead of NHWC
     // (Blocks of one channel on static shapes only: a symbolic compile keeps one NHWC block.)
     const int64_t few = n->input(0)->type().is_static() ? 1 : c;
-    const int64_t ci = operand_block(n->input(0), c) ? operand_block(n->input(0), c) : c < 8 ? few : 0;
+    const int64_t ci = operand_block(n->input(0), c, nhwc8) ? operand_block(n->input(0), c, nhwc8) : c < 8 ? few : 0;
     return {ci, co};
 }
 
@@ -180,7 +189,7 @@ int64_t padded_dense_channels(int64_t ch) {
 
 ir::Value* pad_axis_end(ir::Graph& g, ir::Value* v, size_t rank, size_t axis, int64_t from, int64_t to);
 
-bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
+bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed, bool nhwc8) {
     const int64_t group = n->attr_int("group", 1);
     if (n->num_outputs() != 1 || group < 1) return false;
     ir::Value* x = n->input(0);
@@ -190,7 +199,7 @@ bool rewrite_conv(ir::Graph& g, ir::Node* n, PackCache& packed) {
     const Shape ws = w->type().static_shape();
     const int64_t m = ws[0], c = ws[1];
     if (group > 1 && (c == 1 || m % group != 0)) return false;  // depthwise: rewrite_depthwise
-    auto [ci, co] = conv_blocks(n, group);
+    auto [ci, co] = conv_blocks(n, group, nhwc8);
     // Input or output channels no block divides (one group, static shapes): computed on
     // channels zero-padded to a multiple of 16 (padded_dense_channels) as rewrite_depthwise
     // does, ToBlocked {padded_channels=P} in, weights and bias padded with zeros, FromBlocked
@@ -243,7 +252,7 @@ ir::Value* pad_axis_end(ir::Graph& g, ir::Value* v, size_t rank, size_t axis, in
 /// and bias padded with zeros, FromBlocked {channels=C}. oneDNN's and the generated
 /// depthwise conv on plain NCHW ran at 4-13 GFLOP/s (a 28-column row is a 16-lane vector, an
 /// 8-lane one and 4 scalars); the blocked one runs at 40-70.
-bool rewrite_depthwise(ir::Graph& g, ir::Node* n, PackCache& packed) {
+bool rewrite_depthwise(ir::Graph& g, ir::Node* n, PackCache& packed, bool nhwc8) {
     if (n->num_outputs() != 1) return false;
     ir::Value* x = n->input(0);
     ir::Value* w = n->input(1);
@@ -252,7 +261,7 @@ bool rewrite_depthwise(ir::Graph& g, ir::Node* n, PackCache& packed) {
     const Shape ws = w->type().static_shape();
     const int64_t ch = channels_of(x);
     if (n->attr_int("group", 1) != ch || ws[0] != ch || ws[1] != 1) return false;
-    int64_t c = operand_block(x, ch), p = ch;
+    int64_t c = operand_block(x, ch, nhwc8), p = ch;
     if (c == 0) {
         p = padded_depthwise_channels(ch);
         if (p == 0 || !x->type().is_static()) return false;
@@ -545,11 +554,12 @@ void trivial_transforms_to_views(ir::Graph& g) {
 
 }  // namespace
 
-bool transform_layout(ir::Graph& g, const PassContext&) {
+bool transform_layout(ir::Graph& g, const PassContext& ctx) {
     bool changed = false;
     PackCache packed;
     for (ir::Node* n : g.nodes())
-        if (n->op() == "Conv" && (rewrite_conv(g, n, packed) || rewrite_depthwise(g, n, packed))) changed = true;
+        if (n->op() == "Conv" && (rewrite_conv(g, n, packed, ctx.nhwc_8_channel_blocks) ||
+                                    rewrite_depthwise(g, n, packed, ctx.nhwc_8_channel_blocks))) changed = true;
     if (!changed) return false;
     for (bool again = true; again;) {
         again = false;

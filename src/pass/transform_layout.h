@@ -1,6 +1,6 @@
 // transform_layout: rewrites 2-D float32 convolutions (static shapes, constant weights) into the
-// blocked NCHW{c} layout (c = 16 when it divides the channels, else 8; an operand that is already
-// blocked keeps its block):
+// blocked NCHW{c} layout (c = 16 when it divides the channels, else 8, or with
+// PassContext::nhwc_8_channel_blocks c = C, NHWC; an operand that is already blocked keeps its block):
 //   Conv(x, W, B)  ->  FromBlocked(KilnConv2dNCHWc(ToBlocked(x, ci), W', B'))     (group 1)
 // with W' = Transpose(Reshape(W, [M/co, co, C/ci, ci, KH, KW]), [0, 2, 4, 5, 3, 1]) (OIHW{i}{o})
 // and B' = Reshape(B, [M/co, co]); fewer than 8 input channels (an image's colours) are one

@@ -8,7 +8,8 @@
 // threads spin beside the pool. Parts are made on the first run with a given thread count and
 // kept; constant weights are unpacked from Kiln's layout to plain oihw / [K, N] and reordered
 // once into the layout the primitive prefers (`format_tag::any`). Activations stay in Kiln's
-// buffers: blocked NCHW{c} is oneDNN's nChw{c}c, plain tensors are plain. Post-ops (the fused
+// buffers: blocked NCHW{c} is oneDNN's nChw{c}c (one block of every channel: nhwc), plain
+// tensors are plain. An NHWC image splits by bands of rows, not channels. Post-ops (the fused
 // epilogue) are oneDNN eltwise, sum (the first residual add) and binary post-ops.
 #if KILN_HAVE_DNNL
 #include "runtime/extern_parts.h"
@@ -646,6 +647,7 @@ private:
     }
 
     /// The layout asked of oneDNN for an activation of dims `d` in Kiln's block `block`:
+    /// NHWC as it is on both sides (transform_layout's one block of 24, 40, 72... channels);
     /// nChw16c as it is; nChw8c as it is on both sides (its avx2 jit convs: docs/kernels.md);
     /// otherwise oneDNN's choice, except that a deconvolution computes on
     /// channels-last (oneDNN 2.6 adds a deconv's bias on nChw16c in a slow loop: 64->32 2x up at
@@ -661,7 +663,22 @@ private:
         return !(v && std::string(v) == "any");
     }
 
+    /// Whether Kiln's activation of `channels` channels in blocks of `block` is NHWC in memory
+    /// (one block of every channel, at least 8 of them).
+    static bool nhwc_memory(int64_t block, int64_t channels) { return block == channels && channels >= 8; }
+    /// Whether a 2-D conv has an NHWC activation that blocks of 8 or 16 could not also describe.
+    bool has_nhwc_side() const {
+        auto wide = [](int64_t b, int64_t c) { return nhwc_memory(b, c) && b != 8 && b != 16; };
+        return src_.size() == 4 && !deconv_ && (wide(src_block_, src_[1]) || wide(dst_block_, dst_[1]));
+    }
+    /// Whether both activations are NHWC (one of them wider than a block of 8 or 16): asked as
+    /// they are, oneDNN runs its brgemm convs (`brgconv_1x1`, `brdgmm_dw`), split by rows.
+    bool nhwc_as_is() const {
+        return has_nhwc_side() && nhwc_memory(src_block_, src_[1]) && nhwc_memory(dst_block_, dst_[1]);
+    }
+
     memory::desc asked_desc(const std::vector<int64_t>& d, int64_t block) const {
+        if (nhwc_as_is()) return memory::desc(dims_of(d), memory::data_type::f32, tag::nhwc);
         const bool as_is = block == 16 || (block == 8 && src_block_ == 8 && dst_block_ == 8 && !deconv_);
         if (as_is) return memory::desc(dims_of(d), memory::data_type::f32, blocked_tag(block, d[1], d.size()));
         if (training_blocked(d, block)) return memory::desc(dims_of(d), memory::data_type::f32, tag::nChw16c);
@@ -688,12 +705,18 @@ private:
         if (src_.size() == 4 && !deconv_ && post_.binary.empty() &&
             dnnl_conv_split_rows(src_[0], src_[1], dst_[1], groups_, dst_[2], taps_[0] * taps_[1], threads))
             return make_row_plan(std::min<int64_t>(threads, dst_[2]));
+        // An NHWC image splits by bands of rows (a band of rows is contiguous), not channels.
+        if (nhwc_as_is() && src_[0] == 1 && threads > 1 && post_.binary.empty() && dst_[2] >= 2)
+            return make_row_plan(std::min<int64_t>(threads, dst_[2]));
         const int64_t n = src_[0], c = src_[1], m = dst_[1], g = groups_;
         const int64_t cg = c / g, mg = m / g;
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));
         const int64_t sout = product(std::vector<int64_t>(dst_.begin() + 2, dst_.end()));
         // Split: whole images, else channel blocks or groups of one image (runtime/extern_split.h).
-        ConvSplit split = dnnl_conv_split(n, c, m, g, threads, dst_block_);
+        // A mixed conv's NHWC output is reordered from oneDNN's layout anyway: any 8 channels slice it.
+        const bool nhwc_dst = has_nhwc_side() && nhwc_memory(dst_block_, m);
+        ConvSplit split = dnnl_conv_split(n, c, m, g, threads, nhwc_dst ? 0 : dst_block_);
+        if (has_nhwc_side() && split.by == ConvSplit::kGroups) split = ConvSplit{};  // channels of NHWC: not a slice
         // A plain 1x1 conv's GEMM takes any rows of W: 58 or 116 output channels split evenly.
         if (split.by == ConvSplit::kNone && n == 1 && plain_pointwise() && std::min<int64_t>(threads, m / 8) > 1)
             split = ConvSplit{ConvSplit::kChannels, std::min<int64_t>(threads, m / 8), 1, 0};
@@ -721,9 +744,17 @@ private:
             sd[1] = cc;
             dd[1] = mm;
             p.src = memory::desc(dims_of(sd), memory::data_type::f32, blocked_tag(src_block_, cc, sd.size()));
-            p.dst = memory::desc(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_, mm, dd.size()));
             p.src_off = (n0 * c + c0) * sin;
-            p.dst_off = (n0 * m + m0) * sout;
+            if (nhwc_dst && mm != m) {  // channels [m0, m0 + mm) of NHWC images: a strided view
+                std::vector<int64_t> whole = dd;
+                whole[1] = m;
+                p.dst = memory::desc(dims_of(whole), memory::data_type::f32, tag::nhwc)
+                            .submemory_desc(dims_of(dd), {0, m0, 0, 0});
+                p.dst_off = n0 * m * sout;
+            } else {
+                p.dst = memory::desc(dims_of(dd), memory::data_type::f32, blocked_tag(dst_block_, mm, dd.size()));
+                p.dst_off = (n0 * m + m0) * sout;
+            }
             p.bias_off = m0;
             if (bias_arg_ >= 0) p.bias = memory::desc({mm}, memory::data_type::f32, tag::x);
             // Activations not in nChw16c (plain NCHW, NCHW8c for channel counts like 24, NHWC for
@@ -766,12 +797,14 @@ private:
     /// reordered into a dense buffer and its output rows back (finish_part: submemory slices).
     Plan make_row_plan(int64_t parts) {
         const int64_t c = src_[1], m = dst_[1], ih = src_[2], oh = dst_[2], ext = (taps_[0] - 1) * dil_[0] + 1;
+        const int64_t g = groups_;
         const auto f32 = memory::data_type::f32;
         const memory::desc full_src(dims_of(src_), f32, blocked_tag(src_block_, c, 4));
         const memory::desc full_dst(dims_of(dst_), f32, blocked_tag(dst_block_, m, 4));
         PlainWeights plain(*this);
         memory::desc wplain;
-        const int64_t w_off = weight_view(0, m, c, 1, wplain);
+        const int64_t w_off = weight_view(0, m, c, g, wplain);
+        const bool nhwc_src = nhwc_memory(src_block_, c), nhwc_dst = nhwc_memory(dst_block_, m), as_is = nhwc_as_is();
         Plan plan;
         for (int64_t i = 0; i < parts; ++i) {
             const int64_t o0 = oh * i / parts, o1 = oh * (i + 1) / parts;
@@ -781,11 +814,14 @@ private:
             const Pads pads{{{i0 - first, pads_b_[1]}, {last + 1 - i1, pads_e_[1]}}};
             Part p;
             const std::vector<int64_t> sd = {1, c, i1 - i0, src_[3]}, dd = {1, m, o1 - o0, dst_[3]};
-            p.src = full_src.submemory_desc(dims_of(sd), {0, 0, i0, 0});
-            p.dst = full_dst.submemory_desc(dims_of(dd), {0, 0, o0, 0});
+            // An NHWC band is dense at an offset; a blocked one is a strided view, reordered.
+            if (nhwc_src) p.src = memory::desc(dims_of(sd), f32, tag::nhwc), p.src_off = i0 * src_[3] * c;
+            else p.src = full_src.submemory_desc(dims_of(sd), {0, 0, i0, 0});
+            if (nhwc_dst) p.dst = memory::desc(dims_of(dd), f32, tag::nhwc), p.dst_off = o0 * dst_[3] * m;
+            else p.dst = full_dst.submemory_desc(dims_of(dd), {0, 0, o0, 0});
             if (bias_arg_ >= 0) p.bias = memory::desc({m}, f32, tag::x);
-            const memory::desc src(dims_of(sd), f32, src_block_ == 16 ? tag::nChw16c : tag::any);
-            const memory::desc dst(dims_of(dd), f32, dst_block_ == 16 ? tag::nChw16c : tag::any);
+            const memory::desc src(dims_of(sd), f32, as_is ? tag::nhwc : src_block_ == 16 ? tag::nChw16c : tag::any);
+            const memory::desc dst(dims_of(dd), f32, as_is ? tag::nhwc : dst_block_ == 16 ? tag::nChw16c : tag::any);
             with_fast_pd(src, memory::desc(wplain.dims(), f32, tag::any), p.bias, dst, p.dst, [&](const auto& pd) {
                 if (i == 0) plan.impl = std::string(pd.impl_info_str()) + " (by rows)";
                 finish_conv_part(p, pd, wplain, plain, w_off);

@@ -522,7 +522,7 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
              {"wei", "blocked:" + std::to_string(ws[4]) + ":" + std::to_string(ws[5])}};
         groups = c->attr_int("group", 1);  // W [M/co, C/G/ci, ...]: each group whole blocks
     } else if (op == "KilnDepthwiseConv2dNCHWc") {  // X [N, C/c, H, W, c], W [C/c, KH, KW, c]
-        if (xs.size() != 5 || ws.size() != 4 || (xs[4] != 8 && xs[4] != 16)) return std::nullopt;
+        if (xs.size() != 5 || ws.size() != 4 || (xs[4] != 8 && xs[4] != 16 && xs[1] != 1)) return std::nullopt;
         src = {xs[0], xs[1] * xs[4], xs[2], xs[3]};
         dst = {ys[0], ys[1] * ys[4], ys[2], ys[3]};
         kernel = {ws[1], ws[2]};

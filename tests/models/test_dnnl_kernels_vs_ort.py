@@ -152,9 +152,19 @@ CASES = {
                                                              post=("paddle_hardswish", "scale", "shift")),
     # An activation, a scale and a shift: one linear post-op (oneDNN 2.6 computed two wrongly).
     "conv3x3_relu_scale_shift": lambda r: conv_case(r, 16, 32, 10, 3, 1, 1, post=("relu", "scale", "shift")),
-    # 8-channel blocks on both sides (24, 72 channels): oneDNN reads nChw8c as it is.
-    "depthwise_block8": lambda r: conv_case(r, 24, 24, 14, 3, 1, 1, group=24, post=("relu",)),
-    "conv1x1_block8_72": lambda r: conv_case(r, 24, 72, 14, 1, 1, 0, post=("relu",)),
+    # Channels that 8 but not 16 divides (24, 40, 72) are one NHWC block (transform_layout): NHWC
+    # on both sides is read as it is (oneDNN's brgemm convs), one image split by bands of rows
+    # (dense in NHWC); under --kernels generated they are blocks of 8.
+    "depthwise_nhwc": lambda r: conv_case(r, 24, 24, 14, 3, 1, 1, group=24, post=("relu",)),
+    "conv1x1_nhwc_72": lambda r: conv_case(r, 24, 72, 14, 1, 1, 0, post=("relu",)),
+    "conv1x1_nhwc_residual": lambda r: conv_case(r, 72, 72, 9, 1, 1, 0, post=("residual", "relu")),
+    "conv3x3_nhwc_s2_odd": lambda r: conv_case(r, 40, 40, 15, 3, 2, 1, post=("relu",)),
+    "depthwise5x5_nhwc_s2": lambda r: conv_case(r, 72, 72, 13, 5, 2, 2, group=72),
+    "conv1x1_nhwc_batch3": lambda r: conv_case(r, 24, 40, 7, 1, 1, 0, post=("relu",), batch=3),
+    # NHWC on one side, nChw16c on the other: oneDNN's layout, reordered; an NHWC output split by
+    # channels (strided views of it), with a residual.
+    "conv1x1_nhwc_to_blocked16": lambda r: conv_case(r, 24, 48, 14, 1, 1, 0, post=("relu",)),
+    "conv1x1_blocked16_to_nhwc_residual": lambda r: conv_case(r, 48, 24, 14, 1, 1, 0, post=("residual",)),
     # One image whose 24 output channels split badly: bands of output rows (dnnl_kernels.cc,
     # split_by_rows), halos and edge pads per band; strided with an odd size; a residual.
     "conv3x3_rows": lambda r: conv_case(r, 64, 24, 20, 3, 1, 1, post=("relu",)),
@@ -204,6 +214,14 @@ def test_dnnl_matches_ort(tmp_path, name):
         verbose = run_kiln(["run", path, "--inputs", inputs, "--threads", "2", "--kernels", "dnnl"],
                            env={"KILN_DNNL_VERBOSE": "1"})
         assert "(by rows)" in verbose.stderr, f"{name}: not split by rows:\n{verbose.stderr[-3000:]}"
+    if "nhwc" in name:  # one NHWC block of 24, 40 or 72 channels, on both sides or one
+        verbose = run_kiln(["run", path, "--inputs", inputs, "--threads", "2", "--kernels", "dnnl"],
+                           env={"KILN_DNNL_VERBOSE": "1"})
+        convs = [line for line in verbose.stderr.splitlines() if line.startswith("kiln dnnl: conv") and "2 thread" in line]
+        one_block = r" (src|dst) \d+x(\d+)x\d+x\d+/\2 "
+        assert convs and all(re.search(one_block, line) for line in convs), f"{name}: no NHWC block:\n{verbose.stderr[-3000:]}"
+        if "blocked16" not in name:  # NHWC both sides: brgconv / brdgmm, not the avx2 kernels of nChw8c
+            assert all("brg" in line or "brdgmm" in line for line in convs), f"{name}:\n{verbose.stderr[-3000:]}"
     if "_plain_" in name:  # 58 channels, which no block divides: blocked on channels zero-padded to 64
         verbose = run_kiln(["run", path, "--inputs", inputs, "--threads", "2", "--kernels", "dnnl"],
                            env={"KILN_DNNL_VERBOSE": "1"})

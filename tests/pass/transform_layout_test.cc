@@ -3,6 +3,8 @@
 // weights against the blocked index formula.
 #include "pass/transform_layout.h"
 
+#include <algorithm>
+
 #include "pass/eliminate_dead_code.h"
 #include "pass/fold_constants.h"
 #include "pass/rewrite.h"
@@ -152,6 +154,38 @@ TEST(TransformLayout, PackedWeightsFollowTheBlockedIndex) {
                     ASSERT_EQ(p.get_f64(((kh * 3 + kw) * 8 + i) * 16 + o), w.get_f64(((o * 8 + i) * 3 + kh) * 3 + kw));
     EXPECT_EQ(g.outputs()[0]->producer()->op(), "KilnLayoutFromBlocked");
     EXPECT_EQ(g.outputs()[0]->type().static_shape(), Shape({1, 16, 5, 5}));
+}
+
+// Where oneDNN computes the convs (PassContext::nhwc_8_channel_blocks), 24 and 72 channels are
+// one NHWC block each (oneDNN's brgemm convs), a depthwise conv keeps its operand's block, and 32
+// channels keep blocks of 16; without the flag, 24 and 72 are blocks of 8.
+TEST(TransformLayout, ChannelsOf8Not16AreOneNhwcBlockWhereOneDnnComputes) {
+    for (bool nhwc8 : {true, false}) {
+        ir::Graph g;
+        ir::Value* x = g.add_input("x", ir::TensorType::of_static(DType::kFloat32, {1, 24, 6, 6}));
+        auto weights = [&](int64_t m, int64_t c, int64_t k) {
+            Tensor w(DType::kFloat32, {m, c, k, k});
+            for (int64_t i = 0; i < w.numel(); ++i) w.set_f64(i, static_cast<double>(i % 7) - 3);
+            return g.add_constant("w" + std::to_string(m) + "_" + std::to_string(c), w);
+        };
+        ir::Value* expand = add_inferred_node(g, "Conv", {x, weights(72, 24, 1)}, {})->output(0);
+        ir::Value* dw = add_inferred_node(g, "Conv", {expand, weights(72, 1, 3)},
+                                          {{"group", ir::Attr(int64_t{72})},
+                                           {"pads", ir::Attr(std::vector<int64_t>{1, 1, 1, 1})}})->output(0);
+        ir::Value* wide = add_inferred_node(g, "Conv", {dw, weights(32, 72, 1)}, {})->output(0);
+        g.add_output(wide);
+        PassContext ctx = compiler::pass_context();
+        ctx.nhwc_8_channel_blocks = nhwc8;
+        ASSERT_TRUE(transform_layout(g, ctx));
+        std::vector<std::pair<int64_t, int64_t>> blocks;  // (input block, output block) per conv
+        for (const ir::Node* n : g.nodes())
+            if (n->op() == "KilnConv2dNCHWc" || n->op() == "KilnDepthwiseConv2dNCHWc")
+                blocks.emplace_back(n->input(0)->type().static_shape()[4], n->output(0)->type().static_shape()[4]);
+        std::sort(blocks.begin(), blocks.end());
+        using B = std::vector<std::pair<int64_t, int64_t>>;
+        const B want = nhwc8 ? B{{24, 72}, {72, 16}, {72, 72}} : B{{8, 8}, {8, 8}, {8, 16}};
+        EXPECT_EQ(blocks, want) << "nhwc8 " << nhwc8;
+    }
 }
 
 // An image's 3 channels are blocks of one channel: [1, 3, 4, 4, 1] is the image's own memory,

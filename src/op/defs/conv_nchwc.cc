@@ -325,6 +325,10 @@ void conv_nchwc_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs
         if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
         const Shape& sh = st.tensor()->shape;  // [n, ob, oh, ow, oi]
         ConvTile tile = conv_tile(cfg, sh[1], sh[3]);
+        // One NHWC block of up to 1024 channels (transform_layout, where oneDNN computes most
+        // convs) is no vector: fewer columns keep the accumulator tile within what lowering takes.
+        const int64_t max_cols = te::Stage::kMaxLocalElems / sh[4];
+        if (tile.ob * tile.t > max_cols) tile = {1, std::max<int64_t>(1, std::min(tile.t, max_cols))};
         te::IterVar obo = st.axis(1), obi;
         const bool split_ob = tile.ob > 1;
         if (split_ob) std::tie(obo, obi) = st.split(st.axis(1), tile.ob);

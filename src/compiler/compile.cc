@@ -325,9 +325,12 @@ bool is_view_unit(const KernelUnit& unit, const ir::Graph& g, int opt_level) {
 namespace {
 /// Whether transform_layout makes activations of 8-but-not-16-divisible channel counts NHWC
 /// (docs/kernels.md): where oneDNN computes the convs, unless KILN_NHWC8=0 (blocks of 8, for A/Bs).
-bool nhwc_8_channel_blocks(KernelSource kernels) {
+/// Not in a symbolic compile: its depthwise convs on an NHWC block would be generated ones, which
+/// do not compile over symbolic dims (PP-OCR's classifier fell back to per-shape compiles).
+bool nhwc_8_channel_blocks(const CompileOptions& opts) {
     const char* v = std::getenv("KILN_NHWC8");
-    return kernels != KernelSource::kGenerated && runtime::have_dnnl() && !(v && std::string(v) == "0");
+    return opts.kernels != KernelSource::kGenerated && !opts.symbolic && runtime::have_dnnl() &&
+           !(v && std::string(v) == "0");
 }
 }  // namespace
 
@@ -340,7 +343,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
     KILN_CHECK(opts.kernels != KernelSource::kDnnl || runtime::have_dnnl(), kUnsupported)
         << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
     pass::PassContext ctx = pass_context();
-    ctx.nhwc_8_channel_blocks = nhwc_8_channel_blocks(opts.kernels);
+    ctx.nhwc_8_channel_blocks = nhwc_8_channel_blocks(opts);
     if (opts.symbolic) {
         name_unknown_input_dims(g);
         bind_known_dims(g, opts.dims);

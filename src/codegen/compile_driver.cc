@@ -202,8 +202,7 @@ void write_file_atomic(const std::string& path, const std::string& text) {
 /// Runs `n` jobs (fn(i) for i in [0, n)) on up to `jobs` threads (0 = cores).
 template <typename Fn>
 void run_parallel(size_t n, int jobs, Fn fn) {
-    if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    jobs = static_cast<int>(std::min<size_t>(jobs, n));
+    jobs = static_cast<int>(std::min<size_t>(compile_processes(jobs), n));
     std::atomic<size_t> next{0};
     auto worker = [&] {
         for (size_t k; (k = next++) < n;) fn(k);
@@ -355,6 +354,10 @@ CompiledLibrary compile_cached(const std::string& source, const std::vector<std:
     return {out, false};
 }
 }  // namespace
+
+int compile_processes(int jobs) {
+    return jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 std::string cache_dir() {
     if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
@@ -576,7 +579,7 @@ struct KernelBuildPlan {
 
 KernelBuildPlan plan_kernels(const KernelTarget& target, const std::vector<std::string>& unique, int jobs) {
     KernelBuildPlan plan;
-    plan.jobs = jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    plan.jobs = compile_processes(jobs);
     plan.found.resize(unique.size());
     std::vector<size_t> missing;
     const Toolchain t = toolchain();

@@ -34,6 +34,9 @@ struct CompiledLibrary {
 
 std::string cache_dir();
 
+/// The compiler processes a build runs at once: `jobs`, or the number of cores when it is 0.
+int compile_processes(int jobs);
+
 /// Compiles (or finds in the cache) one translation unit. Throws kCompileError with the
 /// compiler's diagnostics (and the path of the kept source) on failure.
 CompiledLibrary compile_c(const std::string& source);

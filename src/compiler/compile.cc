@@ -22,7 +22,6 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 #include "codegen/c_emitter.h"
@@ -403,8 +402,7 @@ namespace {
 /// kernels than processes at once (a cold cache), else kHot.
 codegen::Optimization first_tier(const std::vector<std::string>& sources, const CompileOptions& opts) {
     if (!opts.tiered || opts.one_library) return codegen::Optimization::kHot;
-    const size_t jobs = opts.compile_jobs > 0 ? static_cast<size_t>(opts.compile_jobs)
-                                              : std::max(1u, std::thread::hardware_concurrency());
+    const size_t jobs = static_cast<size_t>(codegen::compile_processes(opts.compile_jobs));
     return codegen::kernels_to_compile(sources, opts.compile_jobs) > jobs ? codegen::Optimization::kQuick
                                                                          : codegen::Optimization::kHot;
 }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../scoped_env.h"
 #include "kiln/kiln_c.h"
 
 namespace {
@@ -454,22 +455,23 @@ TEST(CApi, PreemptibleSessionGivesTheSameResults) {
 TEST(CApi, TieredCompileMatchesAnO3CompileAndWaitsForTheOptimizedKernels) {
     Handles h;
     fs::create_directories(scratch_dir());
-    const char* old = std::getenv("KILN_CACHE_DIR");
-    const std::string restore = old ? old : "";
     ASSERT_OK(kiln_session_options_create(&h.options));
     ASSERT_OK(kiln_session_options_set_dim(h.options, "N", 4));
-    setenv("KILN_CACHE_DIR", (scratch_dir() / "tiered_cache").c_str(), 1);
-    ASSERT_OK(kiln_session_options_set_tiered_compile(h.options, 1));
-    const std::vector<float> tiered = digits_probabilities(h.options);
-    h.session = load(digits_model(), h.options);
-    ASSERT_TRUE(h.session);
-    ASSERT_OK(kiln_session_wait_for_optimized_kernels(h.session));
-    ASSERT_OK(kiln_session_wait_for_optimized_kernels(h.session));
-    setenv("KILN_CACHE_DIR", (scratch_dir() / "o3_cache").c_str(), 1);
-    ASSERT_OK(kiln_session_options_set_tiered_compile(h.options, 0));
-    const std::vector<float> plain = digits_probabilities(h.options);
-    if (old) setenv("KILN_CACHE_DIR", restore.c_str(), 1);
-    else unsetenv("KILN_CACHE_DIR");
+    std::vector<float> tiered, plain;
+    {
+        kiln::testing::ScopedEnv cache("KILN_CACHE_DIR", (scratch_dir() / "tiered_cache").string());
+        ASSERT_OK(kiln_session_options_set_tiered_compile(h.options, 1));
+        tiered = digits_probabilities(h.options);
+        h.session = load(digits_model(), h.options);
+        ASSERT_TRUE(h.session);
+        ASSERT_OK(kiln_session_wait_for_optimized_kernels(h.session));
+        ASSERT_OK(kiln_session_wait_for_optimized_kernels(h.session));
+    }
+    {
+        kiln::testing::ScopedEnv cache("KILN_CACHE_DIR", (scratch_dir() / "o3_cache").string());
+        ASSERT_OK(kiln_session_options_set_tiered_compile(h.options, 0));
+        plain = digits_probabilities(h.options);
+    }
     ASSERT_EQ(tiered.size(), 40u);
     ASSERT_EQ(plain.size(), 40u);
     for (size_t i = 0; i < plain.size(); ++i) EXPECT_NEAR(tiered[i], plain[i], 1e-6) << "probabilities[" << i << "]";

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "../scoped_env.h"
 #include "runtime/cpu_features.h"
 #include "support/error.h"
 
@@ -19,23 +20,7 @@ namespace kiln::codegen {
 namespace {
 namespace fs = std::filesystem;
 
-/// Points KILN_CACHE_DIR (and optionally KILN_CC) at fresh values for one test, restoring after.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const std::string& value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-        setenv(name, value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (had_) setenv(name_, old_.c_str(), 1);
-        else unsetenv(name_);
-    }
-
-private:
-    const char* name_;
-    std::string old_;
-    bool had_ = false;
-};
+using kiln::testing::ScopedEnv;  // points KILN_CACHE_DIR (and KILN_CC) at fresh values
 
 std::string fresh_dir(const std::string& tag) {
     static int counter = 0;

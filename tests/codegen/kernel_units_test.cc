@@ -101,6 +101,21 @@ TEST(KernelUnits, UnrolledLoopsWeighOnTheCompileCost) {
     EXPECT_EQ(compile_cost(unrolled), 2 * unrolled.size());  // ten unrolled loops: twice the text
 }
 
+/// Runs kernel k of `exe` on funcs[k]'s inputs and compares with the tir interpreter.
+void expect_kernels_match_interpreter(const runtime::Executable& exe, const std::vector<tir::PrimFunc>& funcs) {
+    runtime::ThreadPool pool(2);
+    for (size_t k = 0; k < funcs.size(); ++k) {
+        std::vector<Tensor> got = inputs_for(funcs[k]), want = inputs_for(funcs[k]);
+        std::vector<void*> ptrs = {got[0].data(), got[1].data()};
+        exe.run_kernel(static_cast<int>(k), ptrs.data(), pool.kernel_env()).throw_if_error();
+        tir::interpret(funcs[k], want);
+        const float* g = got[1].data_as<float>();
+        const float* w = want[1].data_as<float>();
+        for (int64_t e = 0; e < got[1].numel(); ++e)
+            ASSERT_NEAR(g[e], w[e], 1e-5 * (1 + std::abs(w[e]))) << "kernel " << k << " element " << e;
+    }
+}
+
 TEST(KernelUnits, ManyKernelsShareUnitsAndEachMatchesTheInterpreter) {
     FreshCache cache;
     std::vector<tir::PrimFunc> funcs;
@@ -122,20 +137,10 @@ TEST(KernelUnits, ManyKernelsShareUnitsAndEachMatchesTheInterpreter) {
     EXPECT_EQ(libraries.size(), 2u);
     EXPECT_EQ(builds[5].symbol, builds[1].symbol);
 
-    runtime::ThreadPool pool(2);
     runtime::Executable exe;
     for (const KernelBuild& b : builds) exe.kernels.push_back({b.library.path, b.symbol, "unit kernel"});
     exe.load();
-    for (size_t k = 0; k < funcs.size(); ++k) {
-        std::vector<Tensor> got = inputs_for(funcs[k]), want = inputs_for(funcs[k]);
-        std::vector<void*> ptrs = {got[0].data(), got[1].data()};
-        exe.run_kernel(static_cast<int>(k), ptrs.data(), pool.kernel_env()).throw_if_error();
-        tir::interpret(funcs[k], want);
-        const float* g = got[1].data_as<float>();
-        const float* w = want[1].data_as<float>();
-        for (int64_t e = 0; e < got[1].numel(); ++e)
-            ASSERT_NEAR(g[e], w[e], 1e-5 * (1 + std::abs(w[e]))) << "kernel " << k << " element " << e;
-    }
+    expect_kernels_match_interpreter(exe, funcs);
 
     // The same kernels again: the units come from the cache, under the same symbols.
     std::vector<KernelBuild> again = compile_c_kernels(sources, 2);
@@ -143,21 +148,6 @@ TEST(KernelUnits, ManyKernelsShareUnitsAndEachMatchesTheInterpreter) {
         EXPECT_TRUE(again[k].library.from_cache) << k;
         EXPECT_EQ(again[k].symbol, builds[k].symbol);
         EXPECT_EQ(again[k].library.path, builds[k].library.path);
-    }
-}
-
-/// Runs kernel k of `exe` on funcs[k]'s inputs and compares with the tir interpreter.
-void expect_kernels_match_interpreter(const runtime::Executable& exe, const std::vector<tir::PrimFunc>& funcs) {
-    runtime::ThreadPool pool(2);
-    for (size_t k = 0; k < funcs.size(); ++k) {
-        std::vector<Tensor> got = inputs_for(funcs[k]), want = inputs_for(funcs[k]);
-        std::vector<void*> ptrs = {got[0].data(), got[1].data()};
-        exe.run_kernel(static_cast<int>(k), ptrs.data(), pool.kernel_env()).throw_if_error();
-        tir::interpret(funcs[k], want);
-        const float* g = got[1].data_as<float>();
-        const float* w = want[1].data_as<float>();
-        for (int64_t e = 0; e < got[1].numel(); ++e)
-            ASSERT_NEAR(g[e], w[e], 1e-5 * (1 + std::abs(w[e]))) << "kernel " << k << " element " << e;
     }
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../frontend/onnx_model_builder.h"
+#include "../scoped_env.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -21,24 +22,7 @@ namespace {
 using namespace kiln::frontend::testing;
 namespace fs = std::filesystem;
 
-/// Sets an environment variable for one scope (unset: value nullptr), restoring it after.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (had_) setenv(name_, old_.c_str(), 1);
-        else unsetenv(name_);
-    }
-
-private:
-    const char* name_;
-    std::string old_;
-    bool had_ = false;
-};
+using kiln::testing::ScopedEnv;
 
 /// Widths of the layers: every MatMul+Relu has its own shape, so each is a kernel of its own.
 std::vector<int64_t> layer_widths(int layers) {

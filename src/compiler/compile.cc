@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -407,6 +408,26 @@ codegen::Optimization first_tier(const std::vector<std::string>& sources, const 
                                                                          : codegen::Optimization::kHot;
 }
 
+/// Lowers `unit` with its tuned setting when the current templates lower it in the space the
+/// setting was chosen in (te::space_fingerprint), else untuned, adding the unit's description to
+/// `stale`: a template that changed since the tuning must not get half a setting.
+LoweredKernel lower_tuned(const KernelUnit& unit, bool params_may_alias, const te::TunedKnobs* tuned,
+                          const SymbolicDims* sym, const CompileOptions& opts, std::vector<std::string>& stale) {
+    LoweredKernel k = lower_unit(unit, params_may_alias, tuned ? tuned->values : te::KnobValues{}, sym,
+                                 opts.intra_op_threads, opts.preemptible);
+    if (!tuned || te::space_fingerprint(k.space) == tuned->space) return k;
+    stale.push_back(k.description);
+    return lower_unit(unit, params_may_alias, {}, sym, opts.intra_op_threads, opts.preemptible);
+}
+
+void warn_stale_tuning(const std::vector<std::string>& stale) {
+    if (stale.empty()) return;
+    std::fprintf(stderr,
+                 "kiln: tuning log: %zu tuned workload(s) not applied, their schedule's knobs changed since they were "
+                 "tuned (e.g. %s): they run untuned; run kiln tune again\n",
+                 stale.size(), stale.front().c_str());
+}
+
 }  // namespace
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
@@ -481,6 +502,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     std::vector<const KernelUnit*> lowered_units;  // the unit of each lowered kernel
     std::vector<std::vector<int>> step_args;
     std::vector<std::vector<std::pair<int, int>>> step_inplace;  // per step: (output, input) buffer ids
+    std::vector<std::string> stale_tuned;  // workloads whose tuned setting is from another knob space
     for (const KernelUnit& unit : units) {
         if (views.count(unit.nodes[0])) continue;
         lowered_units.push_back(&unit);
@@ -489,12 +511,13 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         for (const ir::Value* v : unit.outputs) arg_ids.push_back(buffer_of.at(v));
         step_inplace.resize(lowered.size());
         step_args.push_back(std::move(arg_ids));
-        static const te::KnobValues kUntuned;
-        const te::KnobValues* knobs = &kUntuned;
+        const te::TunedKnobs* tuned = nullptr;
         if (!opts.tuned.empty()) {
             auto it = opts.tuned.find(workload_key(unit));
-            if (it != opts.tuned.end()) knobs = &it->second;
+            if (it != opts.tuned.end()) tuned = &it->second;
         }
+        static const te::KnobValues kUntuned;
+        const te::KnobValues& knobs = tuned ? tuned->values : kUntuned;
         if (is_frame_control_unit(unit)) {  // Switch/Merge/Enter/Exit/NextIteration (frames executor)
             step_args.back() = frame_control_args(*unit.nodes[0], buffer_of);  // every slot, in order
             step_inplace.push_back({});
@@ -502,7 +525,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             continue;
         }
         if (auto ext = opts.symbolic ? symbolic_extern_choice(unit)
-                                     : extern_choice(unit, opts.kernels, *knobs, opts.intra_op_threads)) {
+                                     : extern_choice(unit, opts.kernels, knobs, opts.intra_op_threads)) {
             // In place only over the residual that oneDNN's sum post-op accumulates onto.
             std::vector<std::pair<int, int>> inplace;
             if (ext->inplace_input >= 0) {
@@ -523,9 +546,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         }
         // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
         step_inplace.push_back(inplace_pairs(unit, buffer_of));
-        lowered.push_back(lower_unit(unit, !step_inplace.back().empty(), *knobs, opts.symbolic ? &sym : nullptr,
-                                   opts.intra_op_threads, opts.preemptible));
+        lowered.push_back(lower_tuned(unit, !step_inplace.back().empty(), tuned, opts.symbolic ? &sym : nullptr, opts,
+                                      stale_tuned));
     }
+
+    warn_stale_tuning(stale_tuned);
+    result.stats.stale_tuned = static_cast<int>(stale_tuned.size());
 
     {  // 8-bit activations between int8 kernels stay NHWC (compiler/int8_layout.h)
         std::vector<LoweredKernel*> ks;

@@ -46,7 +46,8 @@ struct CompileOptions {
     /// Tuned knob values per workload (compiler/workload.h key), from a tuning log's best records
     /// (tune/tuning_log.h). The knob "source" picks who computes a conv/matmul unit (0: the
     /// generated kernel, 1: oneDNN) over the `kernels` rule; the others go to the schedules.
-    std::map<std::string, te::KnobValues> tuned;
+    /// A generated setting applies only where its unit lowers in the space it was tuned in.
+    std::map<std::string, te::TunedKnobs> tuned;
     /// Build every generated kernel into one shared library (codegen::compile_c_library: what a
     /// compiled artifact embeds) instead of one cached library per kernel; each KernelDesc then
     /// names that library and its kernel's own symbol.
@@ -88,6 +89,7 @@ struct CompileStats {
     int compiled = 0;  // compiler invocations (cache misses)
     double seconds = 0;
     int quick = 0;     // generated kernels first built at the quick tier (CompileOptions::tiered)
+    int stale_tuned = 0;  // tuned settings not applied: their knob space changed since (CompileOptions::tuned)
 };
 
 /// Figures of the static memory plan (bytes), see plan/plan_report.h.

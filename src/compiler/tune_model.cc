@@ -46,12 +46,13 @@ std::string logged_knobs(const Workload& w, te::KnobValues v, bool dnnl) {
     return te::ScheduleConfig::format(v);
 }
 
-tune::Candidate generated_candidate(const Workload& w, const te::KnobValues& v) {
+/// A generated candidate and the fingerprint of the space its knobs were lowered in.
+std::pair<tune::Candidate, std::string> generated_candidate(const Workload& w, const te::KnobValues& v) {
     LoweredKernel k = lower_unit(*w.unit, false, v);
     tune::Candidate c;
     c.knobs = logged_knobs(w, k.knobs, false);
     c.source = std::move(k.source);
-    return c;
+    return {std::move(c), te::space_fingerprint(k.space)};
 }
 
 tune::Candidate dnnl_candidate(const Workload& w) {
@@ -73,8 +74,16 @@ te::KnobValues schedule_knobs(te::KnobValues v) {
 struct Round {
     tune::MeasureTask task;
     std::vector<std::optional<te::KnobValues>> what;
+    std::vector<std::string> space;  // per candidate: its record's knob-space fingerprint
     void add(const Workload& w, std::optional<te::KnobValues> v) {
-        task.candidates.push_back(v ? generated_candidate(w, *v) : dnnl_candidate(w));
+        if (v) {
+            auto [c, fingerprint] = generated_candidate(w, *v);
+            task.candidates.push_back(std::move(c));
+            space.push_back(std::move(fingerprint));
+        } else {
+            task.candidates.push_back(dnnl_candidate(w));
+            space.push_back(te::space_fingerprint(w.space));  // the generated kernel's, which oneDNN replaces
+        }
         what.push_back(std::move(v));
     }
 };
@@ -188,9 +197,23 @@ private:
             te::KnobValues v = te::ScheduleConfig::parse(r.knobs);
             auto src = v.find(kSourceKnob);
             const bool dnnl = src != v.end() && src->second == 1;
+            if (!dnnl && !in_current_space(w, r, schedule_knobs(v))) continue;  // another template's choice
             note(w, r.knobs, dnnl ? std::nullopt : std::optional<te::KnobValues>(schedule_knobs(v)), r.seconds);
             if (!dnnl) w.searcher->record(schedule_knobs(v), r.seconds);
         }
+    }
+
+    /// The record's knobs lower in the space it was measured in (a template unchanged since).
+    bool in_current_space(const Workload& w, const tune::TuningRecord& r, const te::KnobValues& v) {
+        auto [it, fresh] = resumed_space_.try_emplace(w.result.key + " " + r.knobs);
+        if (fresh) {
+            try {
+                it->second = te::space_fingerprint(lower_unit(*w.unit, false, v).space);
+            } catch (const Error&) {
+                it->second.clear();  // the knobs no longer lower at all
+            }
+        }
+        return !it->second.empty() && it->second == r.space;
     }
 
     /// One measurement round of workload i: the reference first, then up to `n` candidates.
@@ -258,6 +281,7 @@ private:
             r.target = target_;
             r.threads = mopts.threads;
             r.knobs = task.candidates[k].knobs;
+            r.space = round.space[k];
             r.seconds = s;
             r.flops = w.result.flops;
             r.time = tune::utc_now();
@@ -314,6 +338,7 @@ private:
     std::string target_;
     std::vector<KernelUnit> units_;
     std::vector<Workload> workloads_;
+    std::map<std::string, std::string> resumed_space_;  // "workload knobs" -> its space fingerprint now
 };
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "te/schedule_config.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "support/error.h"
+#include "support/hash64.h"
 
 namespace kiln::te {
 
@@ -21,6 +23,21 @@ int64_t ScheduleConfig::knob(const std::string& name, std::vector<int64_t> choic
 }
 
 KnobValues ScheduleConfig::applied() const { return taken_; }
+
+std::string space_fingerprint(const std::vector<Knob>& space) {
+    std::vector<const Knob*> sorted;
+    for (const Knob& k : space) sorted.push_back(&k);
+    std::sort(sorted.begin(), sorted.end(), [](const Knob* a, const Knob* b) { return a->name < b->name; });
+    std::string text;
+    for (const Knob* k : sorted) {
+        text += k->name + ":";
+        for (int64_t c : k->choices) text += std::to_string(c) + ",";
+        text += ";";
+    }
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(hash64(text.data(), text.size())));
+    return buf;
+}
 
 std::string ScheduleConfig::format(const KnobValues& v) {
     std::string s;

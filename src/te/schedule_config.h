@@ -25,6 +25,17 @@ struct Knob {
 /// Knob values by name, e.g. {"conv.ob": 2, "conv.t": 7}.
 using KnobValues = std::map<std::string, int64_t>;
 
+/// A fingerprint of a search space: 16 hex digits over the knobs' names and choices (not their
+/// defaults, which may follow the thread count). A tuning log records it beside each setting so
+/// that a setting chosen in another space (a template changed since) is not applied half-way.
+std::string space_fingerprint(const std::vector<Knob>& space);
+
+/// A tuned setting and the fingerprint of the space it was chosen in ("" when not recorded).
+struct TunedKnobs {
+    KnobValues values;
+    std::string space;
+};
+
 class ScheduleConfig {
 public:
     ScheduleConfig() = default;

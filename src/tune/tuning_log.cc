@@ -11,6 +11,16 @@
 #include "support/error.h"
 
 namespace kiln::tune {
+namespace {
+
+/// The record chooses oneDNN for its unit (the "source" knob at 1: compiler/compile.h's kSourceKnob).
+bool chooses_dnnl(const TuningRecord& r) {
+    const te::KnobValues v = te::ScheduleConfig::parse(r.knobs);
+    auto it = v.find("source");
+    return it != v.end() && it->second == 1;
+}
+
+}  // namespace
 
 TuningLog TuningLog::read(const std::string& path) {
     TuningLog log;
@@ -30,6 +40,7 @@ TuningLog TuningLog::read(const std::string& path) {
             r.target = j.at("target").get<std::string>();
             r.threads = j.at("threads").get<int>();
             r.knobs = j.at("knobs").get<std::string>();
+            r.space = j.value("space", std::string());
             r.seconds = j.at("seconds").get<double>();
             r.flops = j.value("flops", 0.0);
             r.time = j.value("time", std::string());
@@ -66,6 +77,7 @@ void TuningLog::append(const std::string& path, const TuningRecord& r) {
     nlohmann::json j = {{"v", kTuningLogVersion}, {"workload", r.workload}, {"desc", r.description},
                         {"target", r.target},     {"threads", r.threads},   {"knobs", r.knobs},
                         {"seconds", r.seconds},   {"flops", r.flops},       {"time", r.time}};
+    if (!r.space.empty()) j["space"] = r.space;
     if (!r.verdict.empty()) j["verdict"] = r.verdict;
     f << j.dump() << "\n";
     f.flush();
@@ -76,17 +88,23 @@ std::optional<TuningRecord> TuningLog::best(const std::string& workload, const s
     // Per knob setting, the mean of its measurements: a setting timed again (the tuner's
     // confirmation round) is judged by all its times, not by its luckiest one.
     // Only the records after the last model-level rejection of this workload on this target count.
+    // Generated settings count only in the space of the newest one (older ones were chosen among
+    // another template's choices); a oneDNN choice has no schedule space.
     size_t from = 0;
-    for (size_t i = 0; i < records_.size(); ++i)
-        if (records_[i].verdict == "rejected" && records_[i].workload == workload && records_[i].target == target)
-            from = i + 1;
+    std::string space;
+    for (size_t i = 0; i < records_.size(); ++i) {
+        const TuningRecord& r = records_[i];
+        if (r.workload != workload || r.target != target) continue;
+        if (r.verdict == "rejected") from = i + 1;
+        if (r.verdict.empty() && !chooses_dnnl(r)) space = r.space;
+    }
     auto pick = [&](bool same_threads) -> std::optional<TuningRecord> {
         std::map<std::string, std::pair<double, int>> sum;  // knobs -> (sum of seconds, count)
         std::map<std::string, const TuningRecord*> last;
         for (size_t i = from; i < records_.size(); ++i) {
             const TuningRecord& r = records_[i];
             if (!r.verdict.empty() || r.workload != workload || r.target != target ||
-                (same_threads && r.threads != threads))
+                (same_threads && r.threads != threads) || (!chooses_dnnl(r) && r.space != space))
                 continue;
             auto& [s, n] = sum[r.knobs];
             s += r.seconds;
@@ -107,13 +125,14 @@ std::optional<TuningRecord> TuningLog::best(const std::string& workload, const s
     return pick(false);
 }
 
-std::map<std::string, te::KnobValues> TuningLog::best_knobs(const std::string& target, int threads) const {
-    std::map<std::string, te::KnobValues> out;
+std::map<std::string, te::TunedKnobs> TuningLog::best_knobs(const std::string& target, int threads) const {
+    std::map<std::string, te::TunedKnobs> out;
     std::map<std::string, bool> seen;
     for (const TuningRecord& r : records_)
         if (r.target == target && !seen[r.workload]) {
             seen[r.workload] = true;
-            if (auto b = best(r.workload, target, threads)) out[r.workload] = te::ScheduleConfig::parse(b->knobs);
+            if (auto b = best(r.workload, target, threads))
+                out[r.workload] = {te::ScheduleConfig::parse(b->knobs), b->space};
         }
     return out;
 }

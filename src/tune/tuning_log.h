@@ -1,8 +1,13 @@
 // The tuning log: JSON lines, one measured candidate per line, keyed by workload and target.
 //
 //   {"v":1,"workload":"w3f2a...","desc":"KilnConv2dNCHWc+Relu f32[1,4,56,56,16]...","target":"AMD ... | avx512",
-//    "threads":2,"knobs":"conv.ob=2,conv.t=7,source=0","seconds":0.000412,"flops":2.3e8,"time":"2026-11-23T10:00:00Z"}
+//    "threads":2,"knobs":"conv.ob=2,conv.t=7,source=0","space":"9c0e...","seconds":0.000412,"flops":2.3e8,
+//    "time":"2026-11-23T10:00:00Z"}
 //
+// "space" is te::space_fingerprint of the schedule the knobs were lowered in: compile() applies a
+// generated setting only where the current templates lower it in the same space (a template
+// changed since: the workload runs untuned, and the compile says so), and a workload's generated
+// records count only in the space of its newest one.
 // Only candidates that ran and matched the reference are written (a crashing, hanging or wrong
 // candidate never reaches the log). A line with "verdict":"rejected" is not a measurement: the
 // tuner's model-level check found the whole model slower with this workload's tuned choice (a
@@ -29,6 +34,7 @@ struct TuningRecord {
     std::string target;       // Measurer::target()
     int threads = 1;
     std::string knobs;        // te::ScheduleConfig::format of the knob values
+    std::string space;        // te::space_fingerprint of its schedule ("": written before fingerprints)
     double seconds = 0;       // median time of one call
     double flops = 0;
     std::string time;         // when measured (UTC, ISO 8601)
@@ -52,8 +58,8 @@ public:
     /// The best record of `workload` on `target`: the knob setting with the lowest mean time at
     /// `threads`, else at any thread count (seconds = that mean).
     std::optional<TuningRecord> best(const std::string& workload, const std::string& target, int threads) const;
-    /// Every workload's best knob values on `target` (what compile() applies).
-    std::map<std::string, te::KnobValues> best_knobs(const std::string& target, int threads) const;
+    /// Every workload's best knob values on `target` and their space (what compile() applies).
+    std::map<std::string, te::TunedKnobs> best_knobs(const std::string& target, int threads) const;
     /// The targets with records in the log (to tell a log from another machine).
     std::vector<std::string> targets() const;
 

@@ -114,6 +114,27 @@ def test_log_of_another_machine_is_not_applied_silently(tuned_log, tmp_path):
     assert "Some Other CPU" in proc.stderr and "not applied" in proc.stderr, proc.stderr
 
 
+def test_log_from_another_knob_space_is_not_applied(tuned_log, tmp_path):
+    """Records whose knob-space fingerprint differs from what the templates declare now (a
+    template changed since the tuning) leave their workloads untuned, and the compile says so."""
+    log, _ = tuned_log
+    stale = tmp_path / "stale.jsonl"
+    stale.write_text("".join(json.dumps(dict(r, space="0000000000000000")) + "\n" for r in _records(log)))
+    proc = run_kiln(["run", DIGITS, "--dim", f"N={N}", "--tuning-log", log])
+    assert proc.returncode == 0 and "not applied" not in proc.stderr, proc.stderr
+    proc = run_kiln(["run", DIGITS, "--dim", f"N={N}", "--tuning-log", str(stale)])
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"tuning log: \d+ tuned workload\(s\) not applied", proc.stderr), proc.stderr
+    generated = {r["workload"] for r in _records(log) if "source=1" not in r["knobs"] and not r.get("verdict")}
+    if generated:  # every generated kernel is the untuned one
+        def source(extra):
+            p = run_kiln(["inspect", DIGITS, "--dim", f"N={N}"] + extra)
+            assert p.returncode == 0, p.stderr
+            return [line for line in p.stdout.splitlines() if not line.startswith("//")]  # not the pass timings
+        assert source(["--tuning-log", str(stale), "--kernel-source", "generated"]) == \
+            source(["--tuning-log", "none", "--kernel-source", "generated"])
+
+
 def _conv1_line(extra):
     proc = run_kiln(["inspect", DIGITS, "--dim", f"N={N}", "--kernels"] + extra)
     assert proc.returncode == 0, proc.stderr

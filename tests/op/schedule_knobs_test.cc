@@ -258,6 +258,25 @@ TEST_F(ScheduleKnobs, DefaultsAndFallback) {
     }
 }
 
+// The fingerprint a tuning log records beside a setting: the knobs' names and choices, in any
+// declaration order, not their defaults; a changed choice or name is another space.
+TEST(SpaceFingerprint, NamesAndChoicesNotDefaultsOrOrder) {
+    const std::vector<te::Knob> space = {{"conv.ob", {1, 2, 4}, 2}, {"conv.t", {4, 7}, 7}};
+    const std::string f = te::space_fingerprint(space);
+    EXPECT_EQ(f.size(), 16u);
+    EXPECT_EQ(te::space_fingerprint({space[1], space[0]}), f);
+    EXPECT_EQ(te::space_fingerprint({{"conv.ob", {1, 2, 4}, 4}, space[1]}), f);
+    EXPECT_NE(te::space_fingerprint({{"conv.ob", {1, 2, 4, 8}, 2}, space[1]}), f);
+    EXPECT_NE(te::space_fingerprint({{"conv.oc", {1, 2, 4}, 2}, space[1]}), f);
+    EXPECT_NE(te::space_fingerprint({space[0]}), f);
+    EXPECT_NE(te::space_fingerprint({}), f);
+    for (const KnobCase& c : knob_cases()) {  // a template's lowering declares the same space again
+        SCOPED_TRACE(c.name);
+        OpUnderTest op(c);
+        EXPECT_EQ(te::space_fingerprint(op.lower({}, "k_same").space), te::space_fingerprint(op.lower({}, "k_same").space));
+    }
+}
+
 // Default, each knob's extremes (others default) and random configs: compiled outputs match
 // the interpreted unscheduled lowering.
 TEST_F(ScheduleKnobs, ConfigsComputeTheSame) {

@@ -116,8 +116,8 @@ TEST(TuningLog, ReadsBackBestPerThreadsAndSkipsBadLines) {
     EXPECT_EQ(log.best("w1", "cpu | avx512", 4)->knobs, "a=3");  // else fastest at any
     EXPECT_FALSE(log.best("w1", "other cpu | avx2", 2).has_value());
     auto best = log.best_knobs("cpu | avx512", 2);
-    EXPECT_EQ(best.at("w1").at("a"), 2);
-    EXPECT_EQ(best.at("w2").at("b"), 4);
+    EXPECT_EQ(best.at("w1").values.at("a"), 2);
+    EXPECT_EQ(best.at("w2").values.at("b"), 4);
     EXPECT_TRUE(TuningLog::read(path + ".missing").records().empty());
     // A setting measured again is judged by its mean: a=2 (2 ms, then 5 ms) loses to a=1 (3 ms).
     TuningLog::append(path, rec("w1", 2, "a=2", 5e-3));
@@ -149,10 +149,40 @@ TEST(TuningLog, RejectedVerdictDropsEarlierRecordsOfItsWorkloadAndTarget) {
     EXPECT_EQ(log.best("w2", "cpu", 2)->knobs, "b=1");         // another workload too
     auto best = log.best_knobs("cpu", 2);
     EXPECT_FALSE(best.count("w1"));
-    EXPECT_EQ(best.at("w2").at("b"), 1);
+    EXPECT_EQ(best.at("w2").values.at("b"), 1);
     EXPECT_EQ(log.targets(), (std::vector<std::string>{"cpu", "other"}));
     TuningLog::append(path, rec("w1", "cpu", "a=2", ""));      // a later search counts again
     EXPECT_EQ(TuningLog::read(path).best("w1", "cpu", 2)->knobs, "a=2");
+}
+
+TEST(TuningLog, GeneratedRecordsCountOnlyInTheNewestKnobSpace) {
+    const std::string path = testing::TempDir() + "/kiln_tuning_space_test.jsonl";
+    std::remove(path.c_str());
+    auto rec = [](const std::string& knobs, const std::string& space, double s) {
+        TuningRecord r;
+        r.workload = "w1";
+        r.target = "cpu";
+        r.threads = 2;
+        r.knobs = knobs;
+        r.space = space;
+        r.seconds = s;
+        return r;
+    };
+    TuningLog::append(path, rec("a=1,source=0", "old", 1e-3));   // fast, but in a space since changed
+    TuningLog::append(path, rec("a=2,source=0", "new", 3e-3));
+    TuningLog::append(path, rec("a=3,source=0", "new", 2e-3));
+    TuningLog log = TuningLog::read(path);
+    ASSERT_EQ(log.records().size(), 3u);
+    EXPECT_EQ(log.records()[0].space, "old");  // written and read back
+    auto best = log.best_knobs("cpu", 2);
+    EXPECT_EQ(best.at("w1").values.at("a"), 3);
+    EXPECT_EQ(best.at("w1").space, "new");
+    TuningLog::append(path, rec("source=1", "older", 1.5e-3));  // a oneDNN choice has no schedule space
+    EXPECT_EQ(TuningLog::read(path).best("w1", "cpu", 2)->knobs, "source=1");
+    std::ifstream f(path);
+    std::string first;
+    std::getline(f, first);
+    EXPECT_NE(first.find("\"space\":\"old\""), std::string::npos) << first;
 }
 
 }  // namespace

@@ -25,7 +25,7 @@
 #include <mutex>
 
 #include "kiln/session.h"
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve {
 

@@ -11,7 +11,7 @@
 #pragma once
 
 #include "serve/proto/grpc_service.pb.h"
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve {
 

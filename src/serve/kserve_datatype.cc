@@ -2,7 +2,7 @@
 // of the outcome codes.
 #include <utility>
 
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve {
 namespace {

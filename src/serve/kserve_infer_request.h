@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve::kserve {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "serve/kserve_infer_request.h"
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve::kserve {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve::kserve {
 

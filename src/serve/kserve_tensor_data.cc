@@ -12,7 +12,7 @@
 
 #include "kiln/dtype.h"
 #include "kiln/error.h"
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve::kserve {
 namespace {

@@ -182,8 +182,14 @@ void report_unused_fields(const ModelConfig& config, std::vector<std::string>& w
             warnings.push_back(where + ".timeout_action DELAY: Kiln keeps such requests queued with no deadline");
     };
     if (db.has_default_queue_policy()) delay(db.default_queue_policy(), "dynamic_batching.default_queue_policy");
-    for (const auto& [level, q] : db.priority_queue_policy())
-        delay(q, "dynamic_batching.priority_queue_policy[" + std::to_string(level) + "]");
+    for (const auto& [level, q] : db.priority_queue_policy()) {
+        const std::string where = "dynamic_batching.priority_queue_policy[" + std::to_string(level) + "]";
+        delay(q, where);
+        // Kiln has two classes: level 1 real-time, every level from 2 on one best-effort queue.
+        if (level > 2)
+            warnings.push_back(where + " is not applied: Kiln serves level 1 as real-time and every level from 2 on as "
+                                       "one best-effort queue, with priority_queue_policy[2] (or default_queue_policy)");
+    }
 }
 
 }  // namespace
@@ -273,6 +279,11 @@ void complete_model_config(ModelConfig& config, const std::string& model_name, c
                 << "dynamic_batching.preferred_batch_size " << b << " is outside 1.." << config.max_batch_size()
                 << " (max_batch_size)";
         }
+        const uint32_t top_level = db.priority_levels() > 0 ? db.priority_levels() : 2;  // 0: Kiln's two classes
+        for (const auto& [level, q] : db.priority_queue_policy())
+            KILN_CHECK(level >= 1 && level <= top_level, kInvalidArgument)
+                << "dynamic_batching.priority_queue_policy has level " << level << ", outside 1.." << top_level
+                << (db.priority_levels() > 0 ? " (priority_levels)" : " (priority_levels is 0: Kiln's two classes)");
         if (db.priority_levels() > 0) {
             KILN_CHECK(db.default_priority_level() >= 1 && db.default_priority_level() <= db.priority_levels(), kInvalidArgument)
                 << "dynamic_batching.default_priority_level " << db.default_priority_level() << " is outside 1.."
@@ -312,15 +323,18 @@ int64_t positive_number(const std::string& key, const std::string& value) {
 ModelSettings model_settings(const ModelConfig& config, std::vector<std::string>& warnings) {
     ModelSettings s;
     s.max_batch_size = config.max_batch_size();
-    s.dynamic_batching = s.max_batch_size > 0 && config.has_dynamic_batching();
     s.instances = 0;
     for (const auto& g : config.instance_group()) s.instances += std::max(1, g.count());
     s.instances = std::max(1, s.instances);
     if (config.has_dynamic_batching()) {
         const auto& db = config.dynamic_batching();
-        s.preferred_batch_sizes.assign(db.preferred_batch_size().begin(), db.preferred_batch_size().end());
-        std::sort(s.preferred_batch_sizes.begin(), s.preferred_batch_sizes.end());
-        s.max_queue_delay = std::chrono::microseconds(db.max_queue_delay_microseconds());
+        if (s.max_batch_size > 0) {
+            BatchPolicy& b = s.dynamic_batching.emplace();
+            b.max_batch_size = s.max_batch_size;
+            b.preferred_batch_sizes.assign(db.preferred_batch_size().begin(), db.preferred_batch_size().end());
+            std::sort(b.preferred_batch_sizes.begin(), b.preferred_batch_sizes.end());
+            b.max_queue_delay = std::chrono::microseconds(db.max_queue_delay_microseconds());
+        }
         s.queue[0] = s.queue[1] = queue_policy(db.default_queue_policy());
         if (auto it = db.priority_queue_policy().find(1); it != db.priority_queue_policy().end())
             s.queue[static_cast<int>(Priority::kRealTime)] = queue_policy(it->second);

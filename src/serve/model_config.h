@@ -29,7 +29,8 @@
 
 #include "kiln/session.h"
 #include "model_config.pb.h"
-#include "serve/server.h"
+#include "serve/request_queue.h"
+#include "serve/types.h"
 
 namespace kiln::serve {
 
@@ -67,9 +68,9 @@ struct QueuePolicy {
 /// The settings the server runs a completed config with.
 struct ModelSettings {
     int max_batch_size = 0;  // 0 = no batching: each request runs alone with its full shape
-    bool dynamic_batching = false;
-    std::vector<int> preferred_batch_sizes;  // ascending
-    std::chrono::microseconds max_queue_delay{0};
+    /// The dynamic batcher's policy for best-effort requests (real-time ones are batched to the
+    /// same sizes without the delay); nullopt without dynamic_batching: each request runs alone.
+    std::optional<BatchPolicy> dynamic_batching;
     int instances = 1;  // concurrent runs per priority class
     Priority default_priority = Priority::kBestEffort;
     QueuePolicy queue[2];  // by Priority

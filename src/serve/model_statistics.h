@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve {
 

@@ -120,6 +120,10 @@ void ModelVersion::load_session() {
     ModelSignature sig{session->inputs(), session->outputs(), ends_with(path_, ".kiln")};
     complete_model_config(config_, model_, sig, has_file, max_batch_set, warnings);
     settings_ = model_settings(config_, ignored);
+    if (settings_.dynamic_batching) {
+        batch_policy_ = batch_policy_no_delay_ = *settings_.dynamic_batching;
+        batch_policy_no_delay_.max_queue_delay = std::chrono::microseconds(0);
+    }
     session_ = session;
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -138,7 +142,10 @@ void ModelVersion::load_session() {
         for (size_t d = 1; d < t.shape.size(); ++d)
             if (t.shape[d] < 0) return;  // other variable dims: compiled per request shape
     }
-    std::set<int> sizes(settings_.preferred_batch_sizes.begin(), settings_.preferred_batch_sizes.end());
+    std::set<int> sizes;
+    if (settings_.dynamic_batching)
+        sizes.insert(settings_.dynamic_batching->preferred_batch_sizes.begin(),
+                     settings_.dynamic_batching->preferred_batch_sizes.end());
     sizes.insert(1);
     sizes.insert(settings_.max_batch_size);
     for (int b : sizes) session_->specialize({{batch_symbol, b}});
@@ -259,15 +266,10 @@ void ModelVersion::worker(Priority cls) {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
         if (stopping_ && q.empty()) return;
-        BatchPolicy policy;
-        if (settings_.dynamic_batching) {
-            policy.max_batch_size = settings_.max_batch_size;
-            policy.preferred_batch_sizes = settings_.preferred_batch_sizes;
-            // Real-time requests do not wait for a batch to fill; nor does anyone when stopping.
-            if (cls == Priority::kBestEffort && !stopping_) policy.max_queue_delay = settings_.max_queue_delay;
-        }
+        // Real-time requests do not wait for a batch to fill; nor does anyone when stopping.
+        const bool wait = cls == Priority::kBestEffort && !stopping_;
         Clock::time_point wake = Clock::time_point::max();
-        Batch batch = q.take_batch(policy, Clock::now(), wake);
+        Batch batch = q.take_batch(wait ? batch_policy_ : batch_policy_no_delay_, Clock::now(), wake);
         if (batch.empty()) {
             if (q.empty()) {
                 work_cv_.wait(lock);

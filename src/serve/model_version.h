@@ -95,6 +95,9 @@ private:
 
     inference::ModelConfig config_;
     ModelSettings settings_;
+    /// The batcher's policies, from settings_ once (default: each request alone): as configured,
+    /// and without the delay (real-time requests, stopping).
+    BatchPolicy batch_policy_, batch_policy_no_delay_;
     // One session whatever the batch sizes: it holds a compiled specialization per batch size
     // seen (SessionOptions::max_specializations of them), all sharing one copy of the weights.
     std::shared_ptr<Session> session_;

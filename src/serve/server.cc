@@ -1,6 +1,8 @@
 // serve::Server: the repository, the core scheduler, the metrics and a deadline reaper behind
 // the interface of server.h. Requests are routed to a ready ModelVersion, which validates,
 // queues, batches, runs and answers them.
+#include "serve/server.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>

@@ -6,7 +6,7 @@
 
 #include "kiln/session.h"
 #include "serve/metrics.h"
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve {
 

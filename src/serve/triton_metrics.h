@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "serve/server.h"
+#include "serve/types.h"
 
 namespace kiln::serve {
 

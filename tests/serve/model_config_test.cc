@@ -39,9 +39,10 @@ parameters { key: "sla_ms" value { string_value: "25" } }
     complete_model_config(c, "m", batchable_model(), true, true, warnings);
     ModelSettings s = model_settings(c, warnings);
     EXPECT_EQ(s.max_batch_size, 4);
-    EXPECT_TRUE(s.dynamic_batching);
-    EXPECT_EQ(s.preferred_batch_sizes, (std::vector<int>{2, 4}));
-    EXPECT_EQ(s.max_queue_delay.count(), 100);
+    ASSERT_TRUE(s.dynamic_batching.has_value());
+    EXPECT_EQ(s.dynamic_batching->max_batch_size, 4);
+    EXPECT_EQ(s.dynamic_batching->preferred_batch_sizes, (std::vector<int>{2, 4}));
+    EXPECT_EQ(s.dynamic_batching->max_queue_delay.count(), 100);
     EXPECT_EQ(s.queue[1].max_queue_size, 7u);
     ASSERT_TRUE(s.sla.has_value());
     EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(*s.sla).count(), 25);
@@ -107,6 +108,11 @@ TEST(serve_ModelConfig, ChecksAgainstTheModel) {
     expect_invalid("parameters { key: \"priority\" value { string_value: \"urgent\" } }", "parameter 'priority'");
     expect_invalid("parameters { key: \"threads\" value { string_value: \"-2\" } }", "parameter 'threads'");
     expect_invalid("instance_group [ { kind: KIND_GPU } ]", "GPU");
+    expect_invalid("max_batch_size: 4 dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+                   "priority_queue_policy { key: 3 value { max_queue_size: 1 } } }",
+                   "priority_queue_policy has level 3, outside 1..2 (priority_levels)");
+    expect_invalid("max_batch_size: 4 dynamic_batching { priority_queue_policy { key: 0 value { max_queue_size: 1 } } }",
+                   "priority_queue_policy has level 0");
     // max_batch_size on a model whose first dimension is fixed.
     std::vector<std::string> warnings;
     auto c = parse_model_config("max_batch_size: 4", "config.pbtxt", warnings);
@@ -141,6 +147,25 @@ cc_model_filenames { key: "7.5" value: "model.plan" }
     inference::ModelConfig plain;
     complete_model_config(plain, "m", batchable_model(), false, false, none);
     EXPECT_TRUE(none.empty()) << none[0];
+}
+
+// Levels past 2 share the best-effort queue: a policy given for one of them is reported, not
+// dropped in silence; level 2's policy is the one the best-effort queue takes.
+TEST(serve_ModelConfig, PolicyOfALevelPastTwoIsReportedNotApplied) {
+    std::vector<std::string> warnings;
+    auto c = parse_model_config(R"(
+max_batch_size: 4
+dynamic_batching { priority_levels: 3 default_priority_level: 2
+  priority_queue_policy { key: 2 value { max_queue_size: 5 } }
+  priority_queue_policy { key: 3 value { max_queue_size: 9 } } }
+)", "config.pbtxt", warnings);
+    complete_model_config(c, "m", batchable_model(), true, true, warnings);
+    ModelSettings s = model_settings(c, warnings);
+    EXPECT_EQ(s.queue[static_cast<int>(Priority::kBestEffort)].max_queue_size, 5u);
+    std::string all;
+    for (const std::string& w : warnings) all += w + "\n";
+    EXPECT_NE(all.find("priority_queue_policy[3] is not applied"), std::string::npos) << all;
+    EXPECT_EQ(all.find("priority_queue_policy[2] is not applied"), std::string::npos) << all;
 }
 
 TEST(serve_ModelConfig, PriorityLevelsAndJson) {

@@ -10,6 +10,7 @@
 #include "runtime/extern_kernel.h"
 #include "support/error.h"
 #include "tune/search.h"
+#include "tune/task_scheduler.h"
 #include "tune/tuning_log.h"
 
 namespace kiln::compiler {
@@ -33,7 +34,6 @@ struct Workload {
     std::map<std::string, std::pair<double, int>> times;
     std::map<std::string, std::optional<te::KnobValues>> setting;  // nullopt = oneDNN
     bool confirmed = false;
-    double spent = 0;  // seconds of search on this workload
 };
 
 double mean(const std::pair<double, int>& sum_count) { return sum_count.first / sum_count.second; }
@@ -96,7 +96,7 @@ Round new_round(const Workload& w) {
     return r;
 }
 
-class Tuner {
+class Tuner final : public tune::TuningTasks {
 public:
     Tuner(const TuneOptions& opts, tune::Measurer& m) : opts_(opts), measurer_(m), start_(Clock::now()) {
         KILN_CHECK(!opts.log_path.empty(), kInvalidArgument) << "tune: no tuning log path given";
@@ -110,30 +110,11 @@ public:
         units_ = partition_kernels(g);
         collect(g);
         if (opts_.resume) resume();
-        // Round 1: every workload's untuned kernel, its alternative and a few candidates.
-        // (Past the budget, the remaining workloads keep their defaults.)
-        for (size_t i = 0; i < workloads_.size() && elapsed() < opts_.budget_seconds; ++i) round(i, std::min(opts_.batch, 4));
-        std::vector<size_t> order(workloads_.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::vector<double> weight(workloads_.size());  // untuned time x occurrences
-        double rest_weight = 0;
-        for (size_t i = 0; i < weight.size(); ++i) {
-            weight[i] = finish(workloads_[i]).default_seconds * workloads_[i].result.count;
-            rest_weight += weight[i];
-        }
-        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight[a] > weight[b]; });
-        // Then the budget, in proportion to each workload's share of the model's time.
-        for (size_t k = 0; k < order.size(); ++k) {
-            const double left = opts_.budget_seconds - elapsed();
-            if (left <= 0) break;
-            const double share = rest_weight > 0 ? left * weight[order[k]] / rest_weight : left / (order.size() - k);
-            rest_weight -= weight[order[k]];
-            Workload& w = workloads_[order[k]];
-            const double until = w.spent + share;
-            while (w.spent < until && elapsed() < opts_.budget_seconds && !done(w))
-                round(order[k], opts_.batch);
-            if (elapsed() < opts_.budget_seconds) confirm(order[k]);
-        }
+        tune::BudgetOptions budget;
+        budget.budget_seconds = opts_.budget_seconds;
+        budget.batch = opts_.batch;
+        budget.elapsed = [this] { return elapsed(); };
+        const std::vector<size_t> order = tune::spend_budget(*this, budget);
         TuneResult out;
         out.target = target_;
         for (size_t i : order) out.workloads.push_back(finish(workloads_[i]));
@@ -141,13 +122,19 @@ public:
         return out;
     }
 
-private:
-    double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-
-    bool done(const Workload& w) const {
+    // tune::TuningTasks: the scheduler (tune/task_scheduler.h) spends the budget over the workloads.
+    size_t size() const override { return workloads_.size(); }
+    bool done(size_t i) const override {
+        const Workload& w = workloads_[i];
         if (!w.searcher) return true;
         return w.searcher->exhausted() || w.searcher->trials() >= opts_.max_trials || w.searcher->converged(opts_.patience);
     }
+    double weight(size_t i) const override {
+        return finish(workloads_[i]).default_seconds * workloads_[i].result.count;
+    }
+
+private:
+    double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
     void collect(const ir::Graph& g) {
         std::map<std::string, size_t> index;
@@ -217,9 +204,8 @@ private:
     }
 
     /// One measurement round of workload i: the reference first, then up to `n` candidates.
-    void round(size_t i, int n) {
+    void round(size_t i, int n) override {
         Workload& w = workloads_[i];
-        auto t0 = Clock::now();
         Round r = new_round(w);
         try {
             r.add(w, w.default_is_dnnl ? std::nullopt : std::optional<te::KnobValues>(te::KnobValues{}));
@@ -233,7 +219,6 @@ private:
             return;
         }
         measure_and_log(w, r, true, opts_.measure);
-        w.spent += std::chrono::duration<double>(Clock::now() - t0).count();
         if (opts_.progress) {
             TuneProgress p;
             p.workload = static_cast<int>(i) + 1;
@@ -291,7 +276,7 @@ private:
 
     /// A workload's last round: its best few settings and the alternative source measured again
     /// with twice the repeats, so that a lucky single time does not pick the winner.
-    void confirm(size_t i) {
+    void confirm(size_t i) override {
         Workload& w = workloads_[i];
         if (w.confirmed || w.times.size() < 2) return;
         w.confirmed = true;
@@ -304,9 +289,7 @@ private:
             if (ranked[k].second != w.result.default_knobs) r.add(w, w.setting.at(ranked[k].second));
         tune::MeasureOptions mopts = opts_.measure;
         mopts.repeats *= 2;
-        auto t0 = Clock::now();
         measure_and_log(w, r, false, mopts);
-        w.spent += std::chrono::duration<double>(Clock::now() - t0).count();
     }
 
     /// The best candidate so far: (its logged knobs, seconds).

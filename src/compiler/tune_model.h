@@ -6,7 +6,8 @@
 // The time budget is spent where it pays: first each workload's untuned kernel, its oneDNN
 // alternative and a few candidates are measured; then the remaining budget is split over the
 // workloads in proportion to their share of the model's time (untuned time x occurrences), the
-// largest first, each stopping early when its best stops improving (unused time goes on).
+// largest first, each stopping early when its best stops improving (unused time goes on):
+// tune/task_scheduler.h.
 #pragma once
 
 #include <functional>

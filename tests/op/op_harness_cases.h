@@ -1,7 +1,8 @@
 // The op harness's case vocabulary (op_harness_test.cc runs the cases): a Case names an op, its
 // inputs (random data in [lo, hi], omitted, or integer constants), attributes and a naive
-// reference. Case lists of op families live in their own files (blocked_ops_test.cc) and are
-// called from all_cases().
+// reference. Case lists of op families live in their own files (cases_*_test.cc,
+// blocked_ops_test.cc, grad_ops_test.cc; shared references in op_harness_refs.h) and are called
+// from all_cases().
 #pragma once
 
 #include <functional>
@@ -43,6 +44,23 @@ struct Case {
     int num_outputs = 1;
 };
 
+/// The case families of the cases_*_test.cc files.
+void add_math_cases(std::vector<Case>& c);
+void add_logic_cases(std::vector<Case>& c);
+void add_shape_cases(std::vector<Case>& c);
+void add_reduce_cases(std::vector<Case>& c);
+void add_nn_cases(std::vector<Case>& c);
+void add_nn2_cases(std::vector<Case>& c);
+void add_transformer_cases(std::vector<Case>& c);
+void add_loss_cases(std::vector<Case>& c);
+void add_training_cases(std::vector<Case>& c);
+void add_resize_cases(std::vector<Case>& c);
+void add_quant_cases(std::vector<Case>& c);
+void add_dtype_cases(std::vector<Case>& c);
+void add_signal_cases(std::vector<Case>& c);
+void add_signal2_cases(std::vector<Case>& c);
+void add_recurrent_cases(std::vector<Case>& c);
+void add_layout_cases(std::vector<Case>& c);
 /// KilnDepthwiseConv2dNCHWc and the blocked pools (blocked_ops_test.cc).
 void add_blocked_op_cases(std::vector<Case>& c);
 /// KilnConvGradData, KilnConvGradWeight, KilnMaxPoolGrad, KilnBatchNormGrad (grad_ops_test.cc).

@@ -58,13 +58,6 @@ void complete_model_config(inference::ModelConfig& config, const std::string& mo
                            const ModelSignature& model, bool has_file, bool max_batch_size_set,
                            std::vector<std::string>& warnings);
 
-/// The queue policy of one priority class (Triton's ModelQueuePolicy, read).
-struct QueuePolicy {
-    uint32_t max_queue_size = 0;  // 0 = unbounded
-    std::optional<std::chrono::microseconds> default_timeout;
-    bool allow_timeout_override = true;
-};
-
 /// The settings the server runs a completed config with.
 struct ModelSettings {
     int max_batch_size = 0;  // 0 = no batching: each request runs alone with its full shape

@@ -208,26 +208,18 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
     r->request = std::move(request);
     if (!bad.ok()) return finish(*r, bad, {});
     r->priority = r->request.priority.value_or(settings_.default_priority);
-    const QueuePolicy& policy = settings_.queue[static_cast<int>(r->priority)];
-    std::optional<std::chrono::microseconds> timeout = policy.default_timeout;
-    if (!timeout) timeout = settings_.sla;
-    if (r->request.timeout && (policy.allow_timeout_override || !timeout)) timeout = r->request.timeout;
-    if (timeout && timeout->count() > 0) r->deadline = arrival + *timeout;
+    const int cls = static_cast<int>(r->priority);
     Failure refused;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        RequestQueue& q = queues_[static_cast<int>(r->priority)];
         if (state_ != State::kReady || stopping_) {
             refused = {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + " is not ready (" +
                                                state_name(state_) + ")"};
-        } else if (policy.max_queue_size > 0 && q.size() >= policy.max_queue_size) {
+        } else if (auto in = queues_[cls].admit(r, settings_.queue[cls], settings_.sla); !in.refused.empty()) {
             refused = {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + ": the " +
-                                               priority_name(r->priority) + " queue is full (max_queue_size " +
-                                               std::to_string(policy.max_queue_size) + ")"};
+                                               priority_name(static_cast<Priority>(cls)) + " " + in.refused};
         } else {
-            std::optional<Clock::time_point> deadline = r->deadline;
-            q.push(std::move(r));
-            if (deadline && ctx_.deadline_added) ctx_.deadline_added(*deadline);
+            if (in.deadline && ctx_.deadline_added) ctx_.deadline_added(*in.deadline);
             ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
             work_cv_.notify_all();
             return;

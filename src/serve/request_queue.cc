@@ -49,6 +49,20 @@ Batch RequestQueue::take_batch(const BatchPolicy& policy, Clock::time_point now,
     return batch;
 }
 
+RequestQueue::Admission RequestQueue::admit(std::unique_ptr<PendingRequest>& r, const QueuePolicy& policy,
+                                            std::optional<std::chrono::microseconds> sla) {
+    if (policy.max_queue_size > 0 && queue_.size() >= policy.max_queue_size)
+        return {"queue is full (max_queue_size " + std::to_string(policy.max_queue_size) + ")", std::nullopt};
+    std::optional<std::chrono::microseconds> timeout = policy.default_timeout;
+    if (!timeout) timeout = sla;
+    if (r->request.timeout && (policy.allow_timeout_override || !timeout)) timeout = r->request.timeout;
+    r->deadline.reset();
+    if (timeout && timeout->count() > 0) r->deadline = r->arrival + *timeout;
+    Admission queued{"", r->deadline};
+    queue_.push_back(std::move(r));
+    return queued;
+}
+
 Batch RequestQueue::take_expired(Clock::time_point now) {
     Batch expired;
     for (auto it = queue_.begin(); it != queue_.end();) {

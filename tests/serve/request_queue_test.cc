@@ -2,7 +2,8 @@
 // policy and the time), in the spirit of Triton's L0_batcher: waiting for the delay, going at once
 // when full or at the largest preferred size, the longest preferred prefix, requests of other
 // shapes left for a later batch, never jumping a request that does not fit; and the deadline
-// queries. REVIEW 20: only test_batching.py covered the batcher before, through a server. (Suite
+// queries; admission under a class's queue policy (capacity, deadlines). REVIEW 20: only
+// test_batching.py covered the batcher before, through a server. Times are given, never read. (Suite
 // names start with serve_ so that `ctest -R serve` selects them.)
 #include "serve/request_queue.h"
 
@@ -160,6 +161,70 @@ TEST(serve_RequestQueue, ExpiredRequestsLeaveAndTheNextDeadlineIsTheEarliest) {
     EXPECT_EQ(ids(q.take_expired(kT0 + microseconds(60))), Ids{"a"});
     EXPECT_FALSE(q.next_deadline().has_value());
     EXPECT_EQ(ids(q.take_all()), Ids{"b"});
+}
+
+// Admission (Triton's PolicyQueue, moved out of ModelVersion::infer: REVIEW 20): capacity and
+// the deadline a request gets from its class's policy, the model's SLA and its own timeout.
+QueuePolicy queue_policy(uint32_t max_size, std::optional<int> default_timeout_us, bool allow_override) {
+    QueuePolicy p;
+    p.max_queue_size = max_size;
+    if (default_timeout_us) p.default_timeout = microseconds(*default_timeout_us);
+    p.allow_timeout_override = allow_override;
+    return p;
+}
+
+std::unique_ptr<PendingRequest> timed(const std::string& id, std::optional<int> timeout_us, int at_us = 0) {
+    auto r = request(id, 1, "3x4", at_us);
+    if (timeout_us) r->request.timeout = microseconds(*timeout_us);
+    return r;
+}
+
+TEST(serve_RequestQueue, AFullQueueRefusesAndLeavesTheRequestWithTheCaller) {
+    RequestQueue q;
+    const QueuePolicy p = queue_policy(2, std::nullopt, true);
+    for (const char* id : {"a", "b"}) {
+        auto r = timed(id, std::nullopt);
+        EXPECT_EQ(q.admit(r, p, std::nullopt).refused, "");
+        EXPECT_EQ(r, nullptr);
+    }
+    auto c = timed("c", std::nullopt);
+    RequestQueue::Admission in = q.admit(c, p, std::nullopt);
+    EXPECT_EQ(in.refused, "queue is full (max_queue_size 2)");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->request.id, "c");
+    EXPECT_EQ(q.size(), 2u);
+    RequestQueue big;  // 0: unbounded
+    for (int i = 0; i < 100; ++i) {
+        auto r = timed("r" + std::to_string(i), std::nullopt);
+        ASSERT_EQ(big.admit(r, queue_policy(0, std::nullopt, true), std::nullopt).refused, "");
+    }
+}
+
+TEST(serve_RequestQueue, TheDeadlineComesFromTheRequestThePolicyOrTheSla) {
+    RequestQueue q;
+    auto deadline_of = [&](std::unique_ptr<PendingRequest> r, const QueuePolicy& p, std::optional<int> sla_us) {
+        std::optional<microseconds> sla;
+        if (sla_us) sla = microseconds(*sla_us);
+        RequestQueue::Admission in = q.admit(r, p, sla);
+        EXPECT_EQ(in.refused, "");
+        return in.deadline;
+    };
+    const int at = 40;  // arrival kT0 + 40 us: deadlines count from the arrival
+    // The policy's default timeout; the request's own where the policy allows it.
+    EXPECT_EQ(deadline_of(timed("a", std::nullopt, at), queue_policy(0, 500, true), 900), kT0 + microseconds(at + 500));
+    EXPECT_EQ(deadline_of(timed("b", 200, at), queue_policy(0, 500, true), std::nullopt), kT0 + microseconds(at + 200));
+    EXPECT_EQ(deadline_of(timed("c", 200, at), queue_policy(0, 500, false), std::nullopt), kT0 + microseconds(at + 500));
+    // No default timeout: the model's SLA, else the request's own even where overrides are off.
+    EXPECT_EQ(deadline_of(timed("d", std::nullopt, at), queue_policy(0, std::nullopt, false), 900),
+              kT0 + microseconds(at + 900));
+    EXPECT_EQ(deadline_of(timed("e", 300, at), queue_policy(0, std::nullopt, false), std::nullopt),
+              kT0 + microseconds(at + 300));
+    // Nothing, or a zero timeout: no deadline.
+    EXPECT_EQ(deadline_of(timed("f", std::nullopt, at), queue_policy(0, std::nullopt, true), std::nullopt), std::nullopt);
+    EXPECT_EQ(deadline_of(timed("g", 0, at), queue_policy(0, std::nullopt, true), std::nullopt), std::nullopt);
+    // The queue's deadline query sees them: the earliest is b's.
+    EXPECT_EQ(q.next_deadline(), kT0 + microseconds(at + 200));
+    EXPECT_EQ(ids(q.take_expired(kT0 + microseconds(at + 300))), (Ids{"b", "e"}));
 }
 
 }  // namespace

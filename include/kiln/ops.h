@@ -18,6 +18,9 @@ struct OpInfo {
     std::string pattern;             // fusion pattern: elemwise, broadcast, injective, ...
     int min_inputs = 0, max_inputs = 0;  // max_inputs < 0: variadic
     int min_outputs = 0, max_outputs = 0;
+    /// Autodiff differentiates through it (a gradient entry; each is checked against central
+    /// differences in tests/autodiff/gradient_registry_test.cc).
+    bool gradient = false;
 };
 
 /// Every registered op and every decomposed contrib op, sorted by name.

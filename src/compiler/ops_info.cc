@@ -22,6 +22,7 @@ std::vector<OpInfo> supported_ops() {
         i.max_inputs = d->max_inputs;
         i.min_outputs = d->min_outputs;
         i.max_outputs = d->max_outputs;
+        i.gradient = static_cast<bool>(d->gradient);
         out.push_back(std::move(i));
     }
     // ONNX Runtime's contrib ops, which the ONNX importer decomposes into the ops above.

@@ -314,4 +314,43 @@ inline void check_op_gradient(const std::string& op, std::vector<Tensor> inputs,
     check_graph_gradient(op, build, feeds, opts, wrt);
 }
 
+/// The one-direction form (JAX's check_vjp): for a random direction v over the differentiated
+/// inputs, <gradient, v> against (loss(x + eps v) - loss(x - eps v)) / (2 eps). Two forward runs
+/// whatever the inputs' size, so shapes can be realistic; a wrong element of the gradient shows
+/// as a wrong sum unless its error is orthogonal to v (a random v makes that unlikely).
+/// opts.rtol / atol apply to the sum.
+inline void check_op_vjp(const std::string& op, std::vector<Tensor> inputs, ir::AttrMap attrs, GradCheckOptions opts = {}) {
+    const std::vector<int> wrt = detail::chosen_wrt(op, inputs, opts);
+    ASSERT_FALSE(wrt.empty()) << op << ": nothing to differentiate";
+    std::vector<Tensor> feeds;
+    for (int i : wrt) feeds.push_back(inputs[i]);
+    LossGraphFn build = [&](ir::Graph& g) { return detail::build(g, op, inputs, attrs, wrt, opts); };
+    ir::Graph bwd;
+    ir::Value* loss = build(bwd);
+    autodiff::Gradients grads = autodiff::differentiate(bwd, loss, bwd.inputs());
+    bwd.set_outputs(grads.grads);
+    if (!opts.interpret) pass::verify_typed_graph(bwd);
+    std::vector<Tensor> analytic = TestGraph(bwd, opts).run(feeds);
+    ASSERT_EQ(analytic.size(), feeds.size()) << op;
+    ir::Graph fwd;
+    fwd.set_outputs({build(fwd)});
+    TestGraph forward(fwd, opts);
+    std::vector<Tensor> up, down;
+    double along = 0;  // <gradient, v>
+    for (size_t k = 0; k < feeds.size(); ++k) {
+        ASSERT_EQ(analytic[k].shape(), feeds[k].shape()) << op << " input " << wrt[k];
+        const Tensor v = random_tensor(feeds[k].shape(), -1, 1, opts.seed * 7919 + k, DType::kFloat64);
+        up.push_back(feeds[k].clone());
+        down.push_back(feeds[k].clone());
+        for (int64_t i = 0; i < v.numel(); ++i) {
+            up[k].set_f64(i, feeds[k].get_f64(i) + opts.eps * v.get_f64(i));
+            down[k].set_f64(i, feeds[k].get_f64(i) - opts.eps * v.get_f64(i));
+            along += analytic[k].get_f64(i) * v.get_f64(i);
+        }
+    }
+    const double numeric = (forward.run(up).at(0).get_f64(0) - forward.run(down).at(0).get_f64(0)) / (2 * opts.eps);
+    EXPECT_NEAR(along, numeric, opts.atol + opts.rtol * std::abs(numeric))
+        << op << ": <gradient, v> " << along << " against the central difference along v " << numeric;
+}
+
 }  // namespace kiln::testing

@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 #include <sstream>
 
 #include "autodiff/training_graph.h"
 #include "compiler/compile.h"
+#include "compiler/optimizer_spec.h"
 #include "compiler/training_checkpoint.h"
 #include "distributed/microbatch.h"
+#include "distributed/pipeline_checkpoint.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/model_initializers.h"
 #include "pass/infer_shapes.h"
@@ -104,8 +107,6 @@ std::vector<TensorInfo> global_batch_inputs(const std::string& path, const Train
 PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_path, const TrainingOptions& opts,
                                    const PipelineParallelOptions& popts)
     : comm_(comm), path_(onnx_path), opts_(opts), popts_(popts) {
-    KILN_CHECK(opts.optimizer.clip_norm == 0, kUnsupported)
-        << "pipeline-parallel training does not support --clip-norm: the global gradient norm spans the stages";
     KILN_CHECK(opts.recompute == "none", kUnsupported)
         << "pipeline-parallel training does not take --recompute " << opts.recompute
         << " (checkpointing within one training graph); --rematerialize recomputes each stage's forward instead";
@@ -131,6 +132,8 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
            << " tensors in, estimated forward " << s.estimated_seconds * 1e3 << " ms per microbatch\n";
     }
     describe_ = os.str();
+    split_ = stage_split_text(stage_params_);
+    for (const auto& [name, t] : stages.initial) param_types_[name] = {t.dtype(), t.shape()};
     stage_ = std::make_unique<PipelineStage>(std::move(stages.stages[static_cast<size_t>(comm.rank())]), spec, opts,
                                              stages.initial);
     rv_ = std::make_unique<Rendezvous>(comm);
@@ -244,16 +247,84 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
         Tensor t(DType::kFloat64, {});
         t.set_f64(0, loss);
         for (int r = 0; r < last; ++r) rv_->send(loss_key(last, r, step_), t);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr));
+        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
     } else {
         inner_stage_step(micro);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr));
+        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
         loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
     }
     ++step_;
     stats_ = {std::chrono::duration<double>(Clock::now() - t0).count(), stage_->forward_s, stage_->backward_s,
-              stage_->apply_s, peak_stashed_};
+              stage_->apply_s, peak_stashed_, grad_norm_};
     return loss;
+}
+
+double PipelineParallel::clip_factor() {
+    grad_norm_ = 0;
+    if (opts_.optimizer.clip_norm <= 0) return 1.0;
+    // Every rank's square sum to every other, added in rank order: the same double everywhere.
+    auto key = [&](int src, int dst) {
+        TransferKey k;
+        k.src_rank = src;
+        k.dst_rank = dst;
+        k.tensor = "clip/square_sum";
+        k.step = step_;
+        return k;
+    };
+    Tensor own(DType::kFloat64, {});
+    own.set_f64(0, stage_->gradient_square_sum());
+    for (int r = 0; r < comm_.size(); ++r)
+        if (r != comm_.rank()) rv_->send(key(comm_.rank(), r), own);
+    double total = 0;
+    for (int r = 0; r < comm_.size(); ++r) total += r == comm_.rank() ? own.get_f64(0) : rv_->recv(key(r, comm_.rank())).get_f64(0);
+    grad_norm_ = std::sqrt(total);
+    return autodiff::clip_factor_of_norm(opts_.optimizer.clip_norm, grad_norm_);
+}
+
+void PipelineParallel::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
+    ++checkpoints_;
+    auto key = [&](int src, const std::string& name) {
+        TransferKey k;
+        k.src_rank = src;
+        k.dst_rank = 0;
+        k.tensor = "checkpoint/" + name;
+        k.iter = checkpoints_;  // two checkpoints of one step (--checkpoint-every and the epoch's end) differ
+        k.step = step_;
+        return k;
+    };
+    // This rank's tensors under their checkpoint names.
+    std::map<std::string, Tensor> own;
+    for (const std::string& p : stage_->parameter_names()) own[checkpoint_param_name(p)] = stage_->parameter(p);
+    for (const auto& [name, t] : stage_->optimizer_state()) own[checkpoint_state_name(name)] = t;
+    if (comm_.rank() != 0) {
+        for (const auto& [name, t] : own) rv_->send(key(comm_.rank(), name), t);
+        return;
+    }
+    compiler::Checkpoint c;
+    c.step = step_;
+    c.extra = extra;
+    c.extra["pipeline_stages"] = split_;
+    c.extra["pipeline_microbatches"] = std::to_string(popts_.microbatches);
+    c.tensors = std::move(own);
+    const autodiff::OptimizerSpec spec = compiler::optimizer_spec(opts_.optimizer);
+    for (int r = 1; r < comm_.size(); ++r) {
+        std::map<std::string, std::pair<DType, Shape>> theirs;
+        for (const std::string& p : stage_params_[static_cast<size_t>(r)]) theirs[p] = param_types_.at(p);
+        for (const auto& [name, type] : checkpoint_layout(theirs, spec)) c.tensors[name] = rv_->recv(key(r, name));
+    }
+    check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, spec));  // a bug if it fails: all gathered
+    compiler::write_checkpoint(path, c);
+}
+
+std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::string& path) {
+    compiler::Checkpoint c = compiler::read_checkpoint(path);
+    check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, compiler::optimizer_spec(opts_.optimizer)));
+    PipelineStage::Values params, state;
+    for (const std::string& p : stage_->parameter_names()) params[p] = c.tensors.at(checkpoint_param_name(p));
+    for (const auto& [name, t] : stage_->optimizer_state()) state[name] = c.tensors.at(checkpoint_state_name(name));
+    stage_->load_state(params, state);
+    step_ = c.step;
+    return c.extra;
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_parameters() {

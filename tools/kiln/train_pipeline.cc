@@ -11,11 +11,13 @@
 #include <optional>
 
 #include "distributed/communicator.h"
+#include "distributed/pipeline_checkpoint.h"
 #include "distributed/pipeline_parallel.h"
 #include "kiln/kiln.h"
 #include "name_value_args.h"
 #include "train_data.h"
 #include "train_metrics.h"
+#include "train_position.h"
 #include "train_setup.h"
 
 namespace kiln::cli {
@@ -24,13 +26,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void check_pipeline_args(const TrainArgs& a) {
-    const char* what = !a.checkpoint_dir.empty()   ? "--checkpoint-dir"
-                       : a.resume                  ? "--resume"
-                       : !a.data.eval_data.empty() ? "--eval-data"
-                       : a.data.eval_split > 0     ? "--eval-split"
-                       : a.recompute != "none"     ? "--recompute (--rematerialize is the pipeline's recomputation)"
-                       : a.clip_norm > 0           ? "--clip-norm (the global norm spans the stages)"
-                                                   : nullptr;
+    const char* what = !a.data.eval_data.empty() ? "--eval-data"
+                       : a.data.eval_split > 0   ? "--eval-split"
+                       : a.recompute != "none"   ? "--recompute (--rematerialize is the pipeline's recomputation)"
+                                                 : nullptr;
     KILN_CHECK(what == nullptr, kUnsupported) << "--pipeline-parallel does not support " << what << " yet";
     KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError)
         << "cannot open model '" << a.model << "': no such file";
@@ -74,8 +73,23 @@ void print_summary(const std::vector<distributed::PipelineStepStats>& steps, dou
 
 }  // namespace
 
-int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
+/// Loads --resume's checkpoint on every rank: the position (its seed and shuffle replace `a`'s),
+/// with a note from rank 0 when its stage split differs from this run's.
+Position resume(distributed::PipelineParallel& pp, const std::string& checkpoint, TrainArgs& a, ProgressBar& bar) {
+    const std::map<std::string, std::string> extra = pp.load_checkpoint(checkpoint);
+    Position pos = read_position(extra, checkpoint, a);
+    const std::string diff = distributed::split_difference(extra, pp.stage_split(), a.microbatches);
+    if (!diff.empty())
+        bar.print_line(fmt::format("note: --resume: {}; each stage takes its own parameters and optimizer state from "
+                                   "it, so the run continues, but its gradient sums may not group as the "
+                                   "interrupted run's did",
+                                   diff));
+    return pos;
+}
+
+int train_pipeline(TrainArgs a, ProgressBar& bar) {
     check_pipeline_args(a);
+    const std::string checkpoint = checkpoint_path(a);
     std::unique_ptr<Session> model = Session::load(a.model);
     std::map<std::string, int64_t> dims = parse_dims(a.dims);
     bind_batch_dim(model->inputs(), a.data.batch_size, dims);
@@ -91,10 +105,14 @@ int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
     if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
     distributed::PipelineParallel pp(comm, a.model, opts, po);
     const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+    Position pos;
+    if (a.resume) pos = resume(pp, checkpoint, a, bar);  // before the pipelines: it sets the data order
     StepInputs step{pp.batch_inputs(), a.loss == "output" ? "" : opts.loss.labels, class_count(*model, a)};
     build_pipelines(a.data, step, data);
     std::unique_ptr<MetricsCsv> csv;
-    if (!a.metrics_csv.empty() && a.rank == 0) csv = std::make_unique<MetricsCsv>(a.metrics_csv, std::nullopt);
+    if (!a.metrics_csv.empty() && a.rank == 0)
+        csv = std::make_unique<MetricsCsv>(a.metrics_csv, a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
+    if (!checkpoint.empty() && a.rank == 0) std::filesystem::create_directories(a.checkpoint_dir);
     if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
     bar.print_line(data.describe);
     bar.print_line(fmt::format("model: {} ({} parameters to train), batch {} in {} microbatches, {} steps per epoch; "
@@ -107,30 +125,47 @@ int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
                                a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
                                a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
                                a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
+    if (a.resume)
+        bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
+                                   steps_per_epoch, pp.steps()));
+    // Every rank takes part (each sends its stage's tensors); rank 0 writes.
+    auto save = [&] {
+        if (checkpoint.empty()) return;
+        if (csv) pos.csv_rows = csv->rows();
+        pp.save_checkpoint(checkpoint, position_extra(pos, a));
+    };
     std::vector<distributed::PipelineStepStats> stats;
-    double seconds = 0, ema = 0;
-    for (int64_t epoch = 0; epoch < a.epochs; ++epoch) {
+    double seconds = 0;
+    for (; pos.epoch < a.epochs; ++pos.epoch, pos.batch = 0) {
         const auto epoch_start = Clock::now();
-        int64_t batch_index = 0;
-        data.train->start_epoch(epoch, 0);
-        while (auto batch = data.train->next()) {
+        int64_t epoch_batches = 0;
+        // A checkpoint taken after the epoch's last step resumes straight at the epoch's end.
+        if (pos.batch < steps_per_epoch) data.train->start_epoch(pos.epoch, pos.batch);
+        while (auto batch = pos.batch < steps_per_epoch ? data.train->next() : std::nullopt) {
             const double lr = opts.schedule.at(pp.steps(), a.lr);
             const double loss = pp.step(step_batch(*batch, data, step));
             KILN_CHECK(std::isfinite(loss), kInvalidArgument)
-                << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr";
+                << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr or use --clip-norm";
             stats.push_back(pp.last_step_stats());
-            ++batch_index;
-            ema = 0.9 * ema + 0.1 * loss;
+            ++pos.batch;
+            ++epoch_batches;
+            pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * loss;
+            ++pos.ema_steps;
             const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-            const double samples = static_cast<double>(batch_index * a.data.batch_size);
-            const double samples_per_s = elapsed > 0 ? samples / elapsed : 0;
-            if (csv) csv->row(epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
-            const double per_step = (seconds + elapsed) / static_cast<double>(pp.steps());
-            bar.update({epoch, a.epochs, batch_index, steps_per_epoch, pp.steps(),
-                        ema / (1 - std::pow(0.9, static_cast<double>(pp.steps()))), lr, samples_per_s,
+            const double samples_per_s = elapsed > 0 ? static_cast<double>(epoch_batches * a.data.batch_size) / elapsed : 0;
+            if (csv) csv->row(pos.epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
+            const double per_step = (seconds + elapsed) / static_cast<double>(stats.size());
+            bar.update({pos.epoch, a.epochs, pos.batch, steps_per_epoch, pp.steps(),
+                        pos.ema / (1 - std::pow(kSmoothing, static_cast<double>(pos.ema_steps))), lr, samples_per_s,
                         per_step * static_cast<double>(steps_per_epoch * a.epochs - pp.steps())});
+            if (a.checkpoint_every > 0 && pp.steps() % a.checkpoint_every == 0) save();
         }
         seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        // The epoch's end: the next run starts the next epoch at its first batch.
+        Position next = pos;
+        ++pos.epoch, pos.batch = 0;
+        save();
+        pos = next;
     }
     bar.finish();
     if (a.rank == 0) print_summary(stats, seconds, a.data.batch_size);

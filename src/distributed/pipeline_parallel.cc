@@ -228,18 +228,76 @@ void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
                             next_backward);
 }
 
-double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
-    const auto t0 = Clock::now();
+std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::map<std::string, Tensor>& batch) const {
     for (const TensorInfo& info : batch_inputs_)
         KILN_CHECK(batch.count(info.name), kInvalidArgument)
             << "pipeline-parallel step: the batch has no input '" << info.name << "'";
-    stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
-    peak_stashed_ = 0;
     // The batched inputs cut along their leading axis; the others (no batch dim) go whole to each.
     Values batched, whole;
     for (const auto& [name, t] : batch) (batched_.count(name) ? batched : whole).emplace(name, t);
     std::vector<Values> micro = split_microbatches(batched, popts_.microbatches);
     for (Values& m : micro) m.insert(whole.begin(), whole.end());
+    return micro;
+}
+
+std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string, Tensor>& batch) {
+    const std::vector<Values> micro = microbatches(batch);
+    const PipelineStageGraph& g = stage_->graph();
+    // The training keys in frame 1 + the evaluation's batch count: never a training step's (frame 0).
+    auto key = [&](const std::string& partition_key, int64_t m) {
+        TransferKey k = at(partition_key, step_, m);
+        k.frame = 1 + eval_batches_;
+        return k;
+    };
+    double loss = 0;
+    std::vector<std::vector<Tensor>> outputs;
+    for (size_t m = 0; m < micro.size(); ++m) {
+        Values feeds = micro[m];
+        for (const auto& [name, k] : g.recv_keys) feeds[name] = rv_->recv(key(k, static_cast<int64_t>(m)));
+        std::vector<Tensor> outs = stage_->evaluate(feeds);
+        if (g.computes_loss) {
+            loss += outs.at(0).get_f64(0);
+            outputs.push_back({outs.at(1)});
+            continue;
+        }
+        for (size_t i = 0; i < g.send_keys.size(); ++i)
+            for (const std::string& k : g.send_keys[i]) rv_->send(key(k, static_cast<int64_t>(m)), outs.at(i));
+    }
+    ++eval_batches_;
+    if (!g.computes_loss) return std::nullopt;
+    StepResult r;
+    r.loss = loss / static_cast<double>(micro.size());
+    r.outputs = join_microbatches(outputs, {opts_.loss.output.empty() ? "the loss's output" : opts_.loss.output});
+    return r;
+}
+
+std::vector<double> PipelineParallel::from_loss_stage(const std::vector<double>& values) {
+    const int last = comm_.size() - 1;
+    const int64_t call = ++shared_;  // every rank counts its calls alike
+    auto key = [&](int dst) {
+        TransferKey k = loss_key(last, dst, step_);
+        k.tensor = "shared";
+        k.iter = call;
+        return k;
+    };
+    std::vector<double> out = values;
+    if (comm_.rank() == last) {
+        Tensor t(DType::kFloat64, {static_cast<int64_t>(values.size())});
+        for (size_t i = 0; i < values.size(); ++i) t.set_f64(static_cast<int64_t>(i), values[i]);
+        for (int r = 0; r < last; ++r) rv_->send(key(r), t);
+    } else {
+        const Tensor t = rv_->recv(key(comm_.rank()));
+        out.resize(static_cast<size_t>(t.numel()));
+        for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = t.get_f64(i);
+    }
+    return out;
+}
+
+double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
+    const auto t0 = Clock::now();
+    stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
+    peak_stashed_ = 0;
+    std::vector<Values> micro = microbatches(batch);
     const int last = comm_.size() - 1;
     double loss = 0;
     if (stage_->graph().computes_loss) {

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -97,6 +98,13 @@ public:
     double step(const std::map<std::string, Tensor>& batch);
     /// Steps done.
     int64_t steps() const { return step_; }
+    /// Evaluates the global batch `batch` (the same on every rank; as step's, no update): each
+    /// microbatch's forward through the stages (the eval graphs, pipeline_stage_graph.h). On the
+    /// last rank: the microbatches' mean loss and the model output the loss reads, joined over
+    /// the microbatches; nothing elsewhere.
+    std::optional<StepResult> eval_step(const std::map<std::string, Tensor>& batch);
+    /// `values` of the last rank (the loss stage), on every rank. Every rank calls it.
+    std::vector<double> from_loss_stage(const std::vector<double>& values);
 
     /// Every trained parameter of the model (all stages), model order.
     const std::vector<std::string>& parameter_names() const { return params_; }
@@ -132,6 +140,7 @@ private:
     void send_outputs(const std::vector<Tensor>& outs, int64_t m);
     void send_input_grads(const Values& grads, int64_t m);
     double clip_factor();
+    std::vector<Values> microbatches(const std::map<std::string, Tensor>& batch) const;
 
     Communicator& comm_;
     std::string path_;
@@ -144,6 +153,8 @@ private:
     std::map<std::string, std::pair<DType, Shape>> param_types_;  // every stage's parameters
     std::string split_;
     int64_t checkpoints_ = 0;  // saved so far: the iteration of their transfers' keys
+    int64_t eval_batches_ = 0;  // evaluated so far: the frame of their transfers' keys
+    int64_t shared_ = 0;        // from_loss_stage calls so far
     double grad_norm_ = 0;
     std::unique_ptr<PipelineStage> stage_;
     std::unique_ptr<Rendezvous> rv_;

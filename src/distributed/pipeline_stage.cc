@@ -135,6 +135,11 @@ PipelineStage::Values PipelineStage::backward(const Values& feeds, double* loss)
     return input_grads;
 }
 
+std::vector<Tensor> PipelineStage::evaluate(const Values& feeds) {
+    if (!eval_) eval_ = compile(g_.eval);
+    return run(*eval_, feeds, {});
+}
+
 double PipelineStage::gradient_square_sum() const {
     double sum = 0;
     for (const auto& [name, g] : grads_)

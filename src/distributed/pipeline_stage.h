@@ -37,6 +37,9 @@ public:
     /// gradients into the step's sums (in call order), returns the received inputs' gradients by
     /// input name and sets `*loss` on the loss stage.
     Values backward(const Values& feeds, double* loss);
+    /// The eval graph on `feeds` (as forward): the values it sends, or on the loss stage the
+    /// loss and the model output. Compiled on its first call.
+    std::vector<Tensor> evaluate(const Values& feeds);
     /// The sum of the squares of the step's summed gradients (double; 0 for a stage without
     /// parameters): this stage's part of the global gradient norm of clipping.
     double gradient_square_sum() const;
@@ -65,7 +68,7 @@ private:
     PipelineStageGraph g_;
     TrainingOptions opts_;
     std::unique_ptr<runtime::ModelRunner> runner_;
-    std::unique_ptr<Compiled> forward_, backward_, apply_;
+    std::unique_ptr<Compiled> forward_, backward_, apply_, eval_;
     std::vector<std::string> apply_outputs_;  // role keys ("param:W", "state:opt/W/momentum")
     Values params_, state_, grads_;
 };

@@ -6,7 +6,8 @@ refuses. A stage lost mid-training: tests/distributed/test_failures.py. Checkpoi
 whose rank 1 is SIGKILLed after a checkpoint and which is resumed ends bitwise equal to an
 uninterrupted pipeline, with the same metrics; one process and a 3-stage pipeline continue a
 2-stage checkpoint; a checkpoint of another optimizer is a clean error naming the tensor.
---clip-norm: the pipeline clips as one process does.
+--clip-norm: the pipeline clips as one process does. Evaluation (--eval-split): the held-out loss
+and accuracy of each epoch are one process's, Dropout off.
 
 The binary is $KILN_BIN, or <repo>/build/bin/kiln; mpiexec from PATH."""
 import os
@@ -18,7 +19,9 @@ import sys
 import time
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from test_train import KILN, assert_clean_error, blobs, initializers, mlp, read_csv  # noqa: E402
@@ -63,7 +66,6 @@ def test_stages_train_as_one_process(tmp_path, ranks, optimizer, order, extra):
 def test_annotated_stages(tmp_path):
     """--stage names a node of the model: the second Gemm and what follows go to rank 1."""
     model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=64)
-    import onnx
     m = onnx.load(str(model))
     for i, n in enumerate(m.graph.node):
         n.name = f"n{i}"
@@ -81,7 +83,7 @@ def test_annotated_stages(tmp_path):
     (2, ["--parameter-servers", "1"], ["--pipeline-parallel cannot be combined with --parameter-servers"]),
     (2, ["--microbatches", "3"], ["--microbatches 3 does not divide N=16"]),
     (4, [], ["has 3 nodes to train, fewer than the ranks"]),
-    (2, ["--eval-split", "0.25"], ["--pipeline-parallel does not support --eval-split"]),
+    (2, ["--recompute", "sqrt"], ["--pipeline-parallel does not support --recompute"]),
     (2, ["--resume"], ["--resume needs --checkpoint-dir"]),
 ])
 def test_refused_combinations(tmp_path, ranks, extra, needles):
@@ -128,15 +130,15 @@ def checkpointed(model, data, tmp, name, epochs, *extra, ranks=2):
 
 
 def test_rank_killed_after_a_checkpoint_then_resumed_matches_uninterrupted_run(tmp_path):
-    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=480)  # 30 steps per epoch
-    cosine = ["--schedule", "cosine", "--warmup", "5"]
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=480)
+    cosine = ["--schedule", "cosine", "--warmup", "5", "--eval-split", "0.25"]  # 22 steps per epoch
     ref = subprocess.run(checkpointed(model, data, tmp_path, "ref", 6, *cosine), capture_output=True, text=True, timeout=240,
                          env=mpi_env())
     assert ref.returncode == 0, ref.stderr
     ck = tmp_path / "ck"
     run_args = checkpointed(model, data, tmp_path, "run", 6, *cosine, "--checkpoint-dir", ck, "--checkpoint-every", "1")
     # A checkpoint every step and a progress line per step: rank 1 is killed once 10 steps are
-    # reported and a checkpoint exists, out of 180 steps, so the job cannot finish before it.
+    # reported and a checkpoint exists, out of 132 steps, so the job cannot finish before it.
     proc = subprocess.Popen(run_args + ["--log-every", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, env=mpi_env())
     try:
@@ -168,7 +170,7 @@ def test_rank_killed_after_a_checkpoint_then_resumed_matches_uninterrupted_run(t
     assert want.keys() == got.keys()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    cols = ["epoch", "step", "train_loss", "lr"]
+    cols = ["epoch", "step", "train_loss", "eval_loss", "eval_accuracy", "lr"]
     assert [[r[c] for c in cols] for r in read_csv(tmp_path / "run.csv")] == \
         [[r[c] for c in cols] for r in read_csv(tmp_path / "ref.csv")]
 
@@ -217,3 +219,37 @@ def test_resume_with_another_optimizer_is_a_clean_error(tmp_path):
             "--pipeline-parallel", ranks=2)
     assert_clean_error(r, "has no tensor 'state:opt/W1/momentum'", "another model, trainable set or optimizer")
     assert time.monotonic() - start < 60
+
+
+def dropout_mlp(path):
+    """mlp() with Dropout(ratio 0.5) after the Relu: training draws masks, evaluation must not."""
+    m = onnx.load(str(mlp(path)))
+    nodes = list(m.graph.node)
+    nodes[1].output[0] = "r0"
+    drop = helper.make_node("Dropout", ["r0", "ratio"], ["r"], name="drop")
+    m.graph.initializer.append(numpy_helper.from_array(np.array(0.5, np.float32), "ratio"))
+    del m.graph.node[:]
+    m.graph.node.extend([nodes[0], nodes[1], drop, nodes[2]])
+    onnx.save(m, str(path))
+    return path
+
+
+@pytest.mark.parametrize("ranks,maker,lr", [(2, mlp, "0.01"), (3, mlp, "0.01"), (2, dropout_mlp, "1e-9")])
+def test_evaluation_matches_one_process(tmp_path, ranks, maker, lr):
+    """--eval-split 0.3: 38 held-out records, two whole batches and one padded one, each epoch.
+    With Dropout and --lr 1e-9 the weights stay put (to ~1e-9) and the evaluation is the model's own in
+    inference mode; a mask drawn at evaluation would move the loss far beyond the tolerance."""
+    model, data = maker(tmp_path / "model.onnx"), blobs(tmp_path / "blobs.npz", n=128)
+    common = ["--optimizer", "adam", "--lr", lr, "--eval-split", "0.3"]
+    one = run(tmp_path, "one", model, data, *common, "--metrics-csv", tmp_path / "one.csv")
+    assert one.returncode == 0, one.stderr
+    pp = run(tmp_path, "pp", model, data, *common, "--metrics-csv", tmp_path / "pp.csv", "--pipeline-parallel",
+             "--microbatches", "4", ranks=ranks)
+    assert pp.returncode == 0, pp.stderr
+    assert pp.stderr.count("epoch 2/2 eval: loss") == 1 and "(38 records)" in pp.stderr
+    want = [r for r in read_csv(tmp_path / "one.csv") if r["eval_loss"]]
+    got = [r for r in read_csv(tmp_path / "pp.csv") if r["eval_loss"]]
+    assert len(want) == len(got) == 2
+    for w, g in zip(want, got):
+        assert (w["epoch"], w["step"], w["eval_accuracy"]) == (g["epoch"], g["step"], g["eval_accuracy"])
+        np.testing.assert_allclose(float(g["eval_loss"]), float(w["eval_loss"]), rtol=1e-6)

@@ -16,6 +16,7 @@
 #include "kiln/kiln.h"
 #include "name_value_args.h"
 #include "train_data.h"
+#include "train_eval.h"
 #include "train_metrics.h"
 #include "train_position.h"
 #include "train_setup.h"
@@ -26,11 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void check_pipeline_args(const TrainArgs& a) {
-    const char* what = !a.data.eval_data.empty() ? "--eval-data"
-                       : a.data.eval_split > 0   ? "--eval-split"
-                       : a.recompute != "none"   ? "--recompute (--rematerialize is the pipeline's recomputation)"
-                                                 : nullptr;
-    KILN_CHECK(what == nullptr, kUnsupported) << "--pipeline-parallel does not support " << what << " yet";
+    KILN_CHECK(a.recompute == "none", kUnsupported)
+        << "--pipeline-parallel does not support --recompute (--rematerialize is the pipeline's recomputation)";
     KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError)
         << "cannot open model '" << a.model << "': no such file";
     KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
@@ -72,6 +70,22 @@ void print_summary(const std::vector<distributed::PipelineStepStats>& steps, dou
 }
 
 }  // namespace
+
+/// The held-out set through the pipeline (PipelineParallel::eval_step), its figures summed on
+/// the loss stage as evaluate() sums them (train_eval.h) and shared with every rank.
+EvalResult evaluate_pipeline(distributed::PipelineParallel& pp, TrainData& data, const StepInputs& step,
+                             const std::string& loss_kind) {
+    EvalAccumulator acc(step, loss_kind, 0);  // the loss stage returns the loss's output alone
+    data.eval->start_epoch(0);
+    while (auto batch = data.eval->next()) {
+        int64_t valid = 0;
+        std::map<std::string, Tensor> inputs = step_batch(*batch, data, step, &valid);
+        if (std::optional<StepResult> r = pp.eval_step(inputs)) acc.add(*r, inputs, valid);
+    }
+    const EvalResult e = acc.result();
+    const std::vector<double> v = pp.from_loss_stage({e.loss, e.accuracy, static_cast<double>(e.records)});
+    return {v.at(0), v.at(1), static_cast<int64_t>(v.at(2))};
+}
 
 /// Loads --resume's checkpoint on every rank: the position (its seed and shuffle replace `a`'s),
 /// with a note from rank 0 when its stage split differs from this run's.
@@ -139,6 +153,7 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
     for (; pos.epoch < a.epochs; ++pos.epoch, pos.batch = 0) {
         const auto epoch_start = Clock::now();
         int64_t epoch_batches = 0;
+        double samples_per_s = 0;
         // A checkpoint taken after the epoch's last step resumes straight at the epoch's end.
         if (pos.batch < steps_per_epoch) data.train->start_epoch(pos.epoch, pos.batch);
         while (auto batch = pos.batch < steps_per_epoch ? data.train->next() : std::nullopt) {
@@ -152,7 +167,7 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
             pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * loss;
             ++pos.ema_steps;
             const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-            const double samples_per_s = elapsed > 0 ? static_cast<double>(epoch_batches * a.data.batch_size) / elapsed : 0;
+            samples_per_s = elapsed > 0 ? static_cast<double>(epoch_batches * a.data.batch_size) / elapsed : 0;
             if (csv) csv->row(pos.epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
             const double per_step = (seconds + elapsed) / static_cast<double>(stats.size());
             bar.update({pos.epoch, a.epochs, pos.batch, steps_per_epoch, pp.steps(),
@@ -161,6 +176,16 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
             if (a.checkpoint_every > 0 && pp.steps() % a.checkpoint_every == 0) save();
         }
         seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        if (data.eval) {
+            const EvalResult e = evaluate_pipeline(pp, data, step, a.loss);
+            const std::string acc = e.accuracy >= 0 ? fmt::format("  accuracy {:.2f}%", 100 * e.accuracy) : "";
+            bar.print_line(fmt::format("epoch {}/{} eval: loss {:.4f}{} ({} records)", pos.epoch + 1, a.epochs, e.loss,
+                                       acc, e.records));
+            if (csv)
+                csv->row(pos.epoch + 1, pp.steps(), std::nullopt, e.loss,
+                         e.accuracy >= 0 ? std::optional<double>(e.accuracy) : std::nullopt,
+                         opts.schedule.at(std::max<int64_t>(0, pp.steps() - 1), a.lr), samples_per_s);
+        }
         // The epoch's end: the next run starts the next epoch at its first batch.
         Position next = pos;
         ++pos.epoch, pos.batch = 0;

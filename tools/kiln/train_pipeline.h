@@ -10,8 +10,8 @@
 
 namespace kiln::cli {
 
-/// Trains `a.model` as one stage of the job's pipeline; returns the exit code. Refuses, by name,
-/// the options it does not support yet (evaluation, --recompute). Checkpoints
+/// Trains `a.model` as one stage of the job's pipeline; returns the exit code. Refuses
+/// --recompute. Evaluation runs the held-out set through the stages after each epoch. Checkpoints
 /// (distributed/pipeline_checkpoint.h) hold every stage's state in one file, in the
 /// single-process format, written by rank 0; --resume loads it on every rank.
 int train_pipeline(TrainArgs a, ProgressBar& bar);

@@ -11,7 +11,8 @@
 // annotated split (`fc2` starts rank 1; 2 ranks only), the 1F1B schedule (bitwise GPipe's
 // parameters, with fewer microbatches stashed at once), a model with a skip connection (one value
 // sent to two stages) and an input without a batch dim (given whole to every microbatch);
-// clip_norm (the norm over every stage's gradients, against the session's clipping); and the
+// clip_norm (the norm over every stage's gradients, against the session's clipping); evaluation
+// (eval_step against the session's); and the
 // refused options, thrown on every rank before any transfer. Checkpoints:
 // pipeline_checkpoint_test.cc.
 #include <gtest/gtest.h>
@@ -201,6 +202,29 @@ TEST(PipelineParallel, ClipNormSpansTheStages) {
                              std::string(optimizer) + " " + p + " after step " + std::to_string(step));
         }
     }
+}
+
+// Evaluation: each microbatch's forward through the stages, no update. After a training step, the
+// last rank's loss and logits (joined over the microbatches) are the session's eval step's, and
+// from_loss_stage hands its loss to every rank.
+TEST(PipelineParallel, EvalStepMatchesTheSessionsEvalStep) {
+    const std::string model = model_path();
+    PipelineParallelOptions po;
+    po.microbatches = kMicro;
+    PipelineParallel pp(comm(), model, options("sgd"), po);
+    auto ref = TrainingSession::create(model, options("sgd"));
+    pp.step(batch_of(0));
+    ref->train_step(batch_of(0));
+    const std::optional<StepResult> got = pp.eval_step(batch_of(1));
+    const StepResult want = ref->eval_step(batch_of(1));
+    const bool last = comm().rank() == comm().size() - 1;
+    ASSERT_EQ(got.has_value(), last);
+    const std::vector<double> shared = pp.from_loss_stage({got ? got->loss : -1.0});
+    EXPECT_NEAR(shared.at(0), want.loss, 1e-6 * std::abs(want.loss)) << "on rank " << comm().rank();
+    if (!last) return;
+    ASSERT_EQ(got->outputs.size(), 1u);
+    expect_close(got->outputs[0], want.outputs.at(0), "logits");
+    EXPECT_EQ(pp.steps(), 1);  // evaluation is no step
 }
 
 }  // namespace

@@ -104,7 +104,8 @@ def test_microbatches_without_pipeline_is_refused(tmp_path):
 
 def test_clip_norm_spans_the_stages(tmp_path):
     """--clip-norm 0.3 over 2 stages trains as one process with --clip-norm 0.3 (whose clipping
-    is clip_grad_norm_'s, tests/training); without it the weights differ, so the clip binds."""
+    is clip_grad_norm_'s, tests/autodiff/training_session_test.cc); without it the weights differ,
+    so the clip binds."""
     model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=128)
     common = ["--optimizer", "momentum", "--lr", "0.1", "--no-shuffle"]
     for name, extra in [("one", ["--clip-norm", "0.3"]), ("free", [])]:

@@ -178,7 +178,8 @@ double square_sum(const std::map<std::string, Tensor>& grads) {
 
 // --clip-norm: every stage scales its gradients by clip_grad_norm_'s factor of the norm over
 // every stage's gradients. The reference is one TrainingSession with the same clip_norm (its
-// clipping is a graph over all gradients, tested against PyTorch in tests/training); the norm
+// clipping is a graph over all gradients, checked against a float64 clip_grad_norm_ in
+// tests/autodiff/training_session_test.cc); the norm
 // each rank reports must be the one of the session's whole gradient (numpy-style, in double),
 // and the clip must bind (norm > clip_norm) at every step, so an unclipped stage would diverge.
 TEST(PipelineParallel, ClipNormSpansTheStages) {

@@ -69,8 +69,6 @@ void print_summary(const std::vector<distributed::PipelineStepStats>& steps, dou
                1e3 * median(step), 1e3 * median(fwd), 1e3 * median(bwd), 1e3 * median(apply), stashed);
 }
 
-}  // namespace
-
 /// The held-out set through the pipeline (PipelineParallel::eval_step), its figures summed on
 /// the loss stage as evaluate() sums them (train_eval.h) and shared with every rank.
 EvalResult evaluate_pipeline(distributed::PipelineParallel& pp, TrainData& data, const StepInputs& step,
@@ -101,56 +99,30 @@ Position resume(distributed::PipelineParallel& pp, const std::string& checkpoint
     return pos;
 }
 
-int train_pipeline(TrainArgs a, ProgressBar& bar) {
-    check_pipeline_args(a);
-    const std::string checkpoint = checkpoint_path(a);
-    std::unique_ptr<Session> model = Session::load(a.model);
-    std::map<std::string, int64_t> dims = parse_dims(a.dims);
-    bind_batch_dim(model->inputs(), a.data.batch_size, dims);
-    TrainData data = open_train_sources(a.data);
-    KILN_CHECK(data.train_source->size() >= a.data.batch_size, kInvalidArgument)
-        << "--data '" << a.data.data << "' has " << data.train_source->size()
-        << " training records, fewer than one batch (" << a.data.batch_size << ")";
-    const int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
-    const TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
-    distributed::Communicator& comm = distributed::Communicator::get();
-    const auto t_compile = Clock::now();
-    distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
-    if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
-    distributed::PipelineParallel pp(comm, a.model, opts, po);
-    const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+/// The training loop of one rank, epoch by epoch.
+struct PipelineLoop {
+    const TrainArgs& a;
+    const TrainingOptions& opts;
+    distributed::PipelineParallel& pp;
+    TrainData& data;
+    const StepInputs& step;
+    ProgressBar& bar;
+    MetricsCsv* csv;
+    std::string checkpoint;
+    int64_t steps_per_epoch;
     Position pos;
-    if (a.resume) pos = resume(pp, checkpoint, a, bar);  // before the pipelines: it sets the data order
-    StepInputs step{pp.batch_inputs(), a.loss == "output" ? "" : opts.loss.labels, class_count(*model, a)};
-    build_pipelines(a.data, step, data);
-    std::unique_ptr<MetricsCsv> csv;
-    if (!a.metrics_csv.empty() && a.rank == 0)
-        csv = std::make_unique<MetricsCsv>(a.metrics_csv, a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
-    if (!checkpoint.empty() && a.rank == 0) std::filesystem::create_directories(a.checkpoint_dir);
-    if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
-    bar.print_line(data.describe);
-    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {} in {} microbatches, {} steps per epoch; "
-                               "rank 0's stage compiled in {:.2f} s",
-                               a.model, pp.parameter_names().size(), a.data.batch_size, a.microbatches, steps_per_epoch,
-                               compile_s));
-    std::string stages = pp.describe();
-    if (!stages.empty() && stages.back() == '\n') stages.pop_back();
-    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; {} schedule; the backward {}):\n{}", comm.size(),
-                               a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
-                               a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
-                               a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
-    if (a.resume)
-        bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
-                                   steps_per_epoch, pp.steps()));
-    // Every rank takes part (each sends its stage's tensors); rank 0 writes.
-    auto save = [&] {
+    std::vector<distributed::PipelineStepStats> stats;
+    double seconds = 0;
+
+    /// Every rank takes part (each sends its stage's tensors); rank 0 writes.
+    void save() {
         if (checkpoint.empty()) return;
         if (csv) pos.csv_rows = csv->rows();
         pp.save_checkpoint(checkpoint, position_extra(pos, a));
-    };
-    std::vector<distributed::PipelineStepStats> stats;
-    double seconds = 0;
-    for (; pos.epoch < a.epochs; ++pos.epoch, pos.batch = 0) {
+    }
+
+    /// The rest of epoch pos.epoch from batch pos.batch; returns its samples/s.
+    double train_epoch() {
         const auto epoch_start = Clock::now();
         int64_t epoch_batches = 0;
         double samples_per_s = 0;
@@ -176,24 +148,87 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
             if (a.checkpoint_every > 0 && pp.steps() % a.checkpoint_every == 0) save();
         }
         seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
-        if (data.eval) {
-            const EvalResult e = evaluate_pipeline(pp, data, step, a.loss);
-            const std::string acc = e.accuracy >= 0 ? fmt::format("  accuracy {:.2f}%", 100 * e.accuracy) : "";
-            bar.print_line(fmt::format("epoch {}/{} eval: loss {:.4f}{} ({} records)", pos.epoch + 1, a.epochs, e.loss,
-                                       acc, e.records));
-            if (csv)
-                csv->row(pos.epoch + 1, pp.steps(), std::nullopt, e.loss,
-                         e.accuracy >= 0 ? std::optional<double>(e.accuracy) : std::nullopt,
-                         opts.schedule.at(std::max<int64_t>(0, pp.steps() - 1), a.lr), samples_per_s);
-        }
-        // The epoch's end: the next run starts the next epoch at its first batch.
-        Position next = pos;
+        return samples_per_s;
+    }
+
+    /// The held-out set's figures, printed by rank 0 and logged.
+    void evaluate_epoch(double samples_per_s) {
+        const EvalResult e = evaluate_pipeline(pp, data, step, a.loss);
+        const std::string acc = e.accuracy >= 0 ? fmt::format("  accuracy {:.2f}%", 100 * e.accuracy) : "";
+        bar.print_line(
+            fmt::format("epoch {}/{} eval: loss {:.4f}{} ({} records)", pos.epoch + 1, a.epochs, e.loss, acc, e.records));
+        if (csv)
+            csv->row(pos.epoch + 1, pp.steps(), std::nullopt, e.loss,
+                     e.accuracy >= 0 ? std::optional<double>(e.accuracy) : std::nullopt,
+                     opts.schedule.at(std::max<int64_t>(0, pp.steps() - 1), a.lr), samples_per_s);
+    }
+
+    /// The epoch's checkpoint: the next run starts the next epoch at its first batch.
+    void end_epoch() {
+        const Position now = pos;
         ++pos.epoch, pos.batch = 0;
         save();
-        pos = next;
+        pos = now;
+    }
+};
+
+/// Rank 0's opening lines: the data, the model, the stages.
+void print_header(const TrainArgs& a, const distributed::PipelineParallel& pp, const TrainData& data,
+                  int64_t steps_per_epoch, double compile_s, ProgressBar& bar) {
+    bar.print_line(data.describe);
+    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {} in {} microbatches, {} steps per epoch; "
+                               "rank 0's stage compiled in {:.2f} s",
+                               a.model, pp.parameter_names().size(), a.data.batch_size, a.microbatches, steps_per_epoch,
+                               compile_s));
+    std::string stages = pp.describe();
+    if (!stages.empty() && stages.back() == '\n') stages.pop_back();
+    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; {} schedule; the backward {}):\n{}",
+                               distributed::Communicator::get().size(),
+                               a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
+                               a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
+                               a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
+}
+
+}  // namespace
+
+int train_pipeline(TrainArgs a, ProgressBar& bar) {
+    check_pipeline_args(a);
+    const std::string checkpoint = checkpoint_path(a);
+    std::unique_ptr<Session> model = Session::load(a.model);
+    std::map<std::string, int64_t> dims = parse_dims(a.dims);
+    bind_batch_dim(model->inputs(), a.data.batch_size, dims);
+    TrainData data = open_train_sources(a.data);
+    KILN_CHECK(data.train_source->size() >= a.data.batch_size, kInvalidArgument)
+        << "--data '" << a.data.data << "' has " << data.train_source->size()
+        << " training records, fewer than one batch (" << a.data.batch_size << ")";
+    const int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
+    const TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
+    const auto t_compile = Clock::now();
+    distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
+    if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
+    distributed::PipelineParallel pp(distributed::Communicator::get(), a.model, opts, po);
+    const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+    Position pos;
+    if (a.resume) pos = resume(pp, checkpoint, a, bar);  // before the pipelines: it sets the data order
+    StepInputs step{pp.batch_inputs(), a.loss == "output" ? "" : opts.loss.labels, class_count(*model, a)};
+    build_pipelines(a.data, step, data);
+    std::unique_ptr<MetricsCsv> csv;
+    if (!a.metrics_csv.empty() && a.rank == 0)
+        csv = std::make_unique<MetricsCsv>(a.metrics_csv, a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
+    if (!checkpoint.empty() && a.rank == 0) std::filesystem::create_directories(a.checkpoint_dir);
+    if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
+    print_header(a, pp, data, steps_per_epoch, compile_s, bar);
+    if (a.resume)
+        bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
+                                   steps_per_epoch, pp.steps()));
+    PipelineLoop loop{a, opts, pp, data, step, bar, csv.get(), checkpoint, steps_per_epoch, pos, {}, 0};
+    for (; loop.pos.epoch < a.epochs; ++loop.pos.epoch, loop.pos.batch = 0) {
+        const double samples_per_s = loop.train_epoch();
+        if (data.eval) loop.evaluate_epoch(samples_per_s);
+        loop.end_epoch();
     }
     bar.finish();
-    if (a.rank == 0) print_summary(stats, seconds, a.data.batch_size);
+    if (a.rank == 0) print_summary(loop.stats, loop.seconds, a.data.batch_size);
     if (!a.export_path.empty()) {
         pp.export_onnx(a.export_path);
         if (a.rank == 0) fmt::print(stderr, "wrote {}\n", a.export_path);

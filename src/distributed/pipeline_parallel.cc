@@ -257,7 +257,8 @@ std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string
         std::vector<Tensor> outs = stage_->evaluate(feeds);
         if (g.computes_loss) {
             loss += outs.at(0).get_f64(0);
-            outputs.push_back({outs.at(1)});
+            // A scalar output (--loss output: the model's own loss) has no batch dim to join along.
+            if (!outs.at(1).shape().empty()) outputs.push_back({outs.at(1)});
             continue;
         }
         for (size_t i = 0; i < g.send_keys.size(); ++i)
@@ -267,7 +268,8 @@ std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string
     if (!g.computes_loss) return std::nullopt;
     StepResult r;
     r.loss = loss / static_cast<double>(micro.size());
-    r.outputs = join_microbatches(outputs, {opts_.loss.output.empty() ? "the loss's output" : opts_.loss.output});
+    if (!outputs.empty())
+        r.outputs = join_microbatches(outputs, {opts_.loss.output.empty() ? "the loss's output" : opts_.loss.output});
     return r;
 }
 

@@ -101,7 +101,7 @@ public:
     /// Evaluates the global batch `batch` (the same on every rank; as step's, no update): each
     /// microbatch's forward through the stages (the eval graphs, pipeline_stage_graph.h). On the
     /// last rank: the microbatches' mean loss and the model output the loss reads, joined over
-    /// the microbatches; nothing elsewhere.
+    /// the microbatches (no output when it is a scalar: `--loss output`); nothing elsewhere.
     std::optional<StepResult> eval_step(const std::map<std::string, Tensor>& batch);
     /// `values` of the last rank (the loss stage), on every rank. Every rank calls it.
     std::vector<double> from_loss_stage(const std::vector<double>& values);

@@ -142,11 +142,14 @@ std::vector<Tensor> PipelineStage::evaluate(const Values& feeds) {
 
 double PipelineStage::gradient_square_sum() const {
     double sum = 0;
-    for (const auto& [name, g] : grads_)
-        for (int64_t i = 0; i < g.numel(); ++i) {
-            const double v = g.get_f64(i);
-            sum += v * v;
+    for (const auto& [name, g] : grads_) {
+        if (g.dtype() == DType::kFloat32) {  // the common case, without a dtype switch per element
+            const float* x = g.data_as<float>();
+            for (int64_t i = 0; i < g.numel(); ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+            continue;
         }
+        for (int64_t i = 0; i < g.numel(); ++i) sum += g.get_f64(i) * g.get_f64(i);
+    }
     return sum;
 }
 

@@ -254,3 +254,33 @@ def test_evaluation_matches_one_process(tmp_path, ranks, maker, lr):
     for w, g in zip(want, got):
         assert (w["epoch"], w["step"], w["eval_accuracy"]) == (g["epoch"], g["step"], g["eval_accuracy"])
         np.testing.assert_allclose(float(g["eval_loss"]), float(w["eval_loss"]), rtol=1e-6)
+
+
+def test_evaluation_with_the_models_own_loss(tmp_path):
+    """--loss output: the model computes its loss (a scalar: nothing to join over microbatches);
+    the held-out loss over 2 stages is one process's. The padded batch is skipped, as there."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gemm", ["x", "W1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "W2"], ["p"], transB=1), helper.make_node("Sub", ["p", "y"], ["d"]),
+             helper.make_node("Mul", ["d", "d"], ["sq"]), helper.make_node("ReduceMean", ["sq"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "regression", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 4]),
+                              helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 1])],
+        [helper.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])],
+        [numpy_helper.from_array((rng.standard_normal((8, 4)) * 0.5).astype(np.float32), "W1"),
+         numpy_helper.from_array((rng.standard_normal((1, 8)) * 0.5).astype(np.float32), "W2")])
+    model = tmp_path / "regression.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    np.savez(tmp_path / "reg.npz", x=x, y=x.sum(1, keepdims=True))
+    common = ["--loss", "output", "--eval-split", "0.3"]
+    one = run(tmp_path, "one", model, tmp_path / "reg.npz", *common, "--metrics-csv", tmp_path / "one.csv")
+    assert one.returncode == 0, one.stderr
+    pp = run(tmp_path, "pp", model, tmp_path / "reg.npz", *common, "--metrics-csv", tmp_path / "pp.csv",
+             "--pipeline-parallel", "--microbatches", "2", ranks=2)
+    assert pp.returncode == 0, pp.stderr
+    assert "epoch 2/2 eval: loss" in pp.stderr and "(16 records)" in pp.stderr
+    want = [float(r["eval_loss"]) for r in read_csv(tmp_path / "one.csv") if r["eval_loss"]]
+    got = [float(r["eval_loss"]) for r in read_csv(tmp_path / "pp.csv") if r["eval_loss"]]
+    assert len(want) == 2
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -336,7 +336,8 @@ double PipelineParallel::clip_factor() {
     for (int r = 0; r < comm_.size(); ++r)
         if (r != comm_.rank()) rv_->send(key(comm_.rank(), r), own);
     double total = 0;
-    for (int r = 0; r < comm_.size(); ++r) total += r == comm_.rank() ? own.get_f64(0) : rv_->recv(key(r, comm_.rank())).get_f64(0);
+    for (int r = 0; r < comm_.size(); ++r)
+        total += r == comm_.rank() ? own.get_f64(0) : rv_->recv(key(r, comm_.rank())).get_f64(0);
     grad_norm_ = std::sqrt(total);
     return autodiff::clip_factor_of_norm(opts_.optimizer.clip_norm, grad_norm_);
 }

@@ -133,8 +133,8 @@ def checkpointed(model, data, tmp, name, epochs, *extra, ranks=2):
 def test_rank_killed_after_a_checkpoint_then_resumed_matches_uninterrupted_run(tmp_path):
     model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=480)
     cosine = ["--schedule", "cosine", "--warmup", "5", "--eval-split", "0.25"]  # 22 steps per epoch
-    ref = subprocess.run(checkpointed(model, data, tmp_path, "ref", 6, *cosine), capture_output=True, text=True, timeout=240,
-                         env=mpi_env())
+    ref = subprocess.run(checkpointed(model, data, tmp_path, "ref", 6, *cosine), capture_output=True, text=True,
+                         timeout=240, env=mpi_env())
     assert ref.returncode == 0, ref.stderr
     ck = tmp_path / "ck"
     run_args = checkpointed(model, data, tmp_path, "run", 6, *cosine, "--checkpoint-dir", ck, "--checkpoint-every", "1")
@@ -166,7 +166,8 @@ def test_rank_killed_after_a_checkpoint_then_resumed_matches_uninterrupted_run(t
     resumed = subprocess.run(run_args + ["--resume"], capture_output=True, text=True, timeout=240, env=mpi_env())
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from" in resumed.stderr and "note: --resume" not in resumed.stderr
-    print(next(line for line in resumed.stderr.splitlines() if line.startswith("resumed from")), f"(killed after {steps} steps were reported)")
+    print(next(line for line in resumed.stderr.splitlines() if line.startswith("resumed from")),
+          f"(killed after {steps} steps were reported)")
     want, got = initializers(tmp_path / "ref.onnx"), initializers(tmp_path / "run.onnx")
     assert want.keys() == got.keys()
     for name in want:

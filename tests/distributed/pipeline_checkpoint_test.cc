@@ -87,7 +87,8 @@ TEST(PipelineCheckpoint, ResumedRunEqualsAnUninterruptedOne) {
         EXPECT_EQ(resumed.steps(), 1);
         for (int step = 1; step < 3; ++step) resumed.step(batch_of(step));
         for (const std::string& p : resumed.stage().parameter_names())
-            expect_bitwise(resumed.stage().parameter(p), straight.stage().parameter(p), std::string(optimizer) + " " + p);
+            expect_bitwise(resumed.stage().parameter(p), straight.stage().parameter(p),
+                           std::string(optimizer) + " " + p);
         barrier();  // every rank has read the file before the next round rewrites it
     }
 }

@@ -155,8 +155,8 @@ struct PipelineLoop {
     void evaluate_epoch(double samples_per_s) {
         const EvalResult e = evaluate_pipeline(pp, data, step, a.loss);
         const std::string acc = e.accuracy >= 0 ? fmt::format("  accuracy {:.2f}%", 100 * e.accuracy) : "";
-        bar.print_line(
-            fmt::format("epoch {}/{} eval: loss {:.4f}{} ({} records)", pos.epoch + 1, a.epochs, e.loss, acc, e.records));
+        bar.print_line(fmt::format("epoch {}/{} eval: loss {:.4f}{} ({} records)", pos.epoch + 1, a.epochs, e.loss,
+                                   acc, e.records));
         if (csv)
             csv->row(pos.epoch + 1, pp.steps(), std::nullopt, e.loss,
                      e.accuracy >= 0 ? std::optional<double>(e.accuracy) : std::nullopt,
@@ -214,13 +214,14 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
     build_pipelines(a.data, step, data);
     std::unique_ptr<MetricsCsv> csv;
     if (!a.metrics_csv.empty() && a.rank == 0)
-        csv = std::make_unique<MetricsCsv>(a.metrics_csv, a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
+        csv = std::make_unique<MetricsCsv>(a.metrics_csv,
+                                           a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
     if (!checkpoint.empty() && a.rank == 0) std::filesystem::create_directories(a.checkpoint_dir);
     if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
     print_header(a, pp, data, steps_per_epoch, compile_s, bar);
     if (a.resume)
-        bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1, pos.batch,
-                                   steps_per_epoch, pp.steps()));
+        bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1,
+                                   pos.batch, steps_per_epoch, pp.steps()));
     PipelineLoop loop{a, opts, pp, data, step, bar, csv.get(), checkpoint, steps_per_epoch, pos, {}, 0};
     for (; loop.pos.epoch < a.epochs; ++loop.pos.epoch, loop.pos.batch = 0) {
         const double samples_per_s = loop.train_epoch();

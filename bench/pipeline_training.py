@@ -15,6 +15,13 @@ step and the compute in it (forward, backward, optimizer: the rest is waiting fo
 stage, the pipeline's bubble). Every run's exported weights are checked
 against the 1-thread run's (max |diff| / max |w| <= 1e-5; printed).
 
+--features: what checkpoints and clipping cost the pipeline instead: 2 ranks as they are, with
+--clip-norm 0.1 (one exchange of the stages' squared sums per step), and with a checkpoint every
+step (--checkpoint-every 1: rank 0 gathers every stage's parameters and momentum buffers and
+writes them), all with SGD with momentum (Adam's g / (sqrt(v) + eps) magnifies the rounding of
+gradients near 0 past the 1e-5 check); one process with and without --clip-norm 0.1 gives the
+weights' references (and shows that the clip binds).
+
 --smoke: a 2-layer, hidden-64 encoder, one short round, checks only (scripts/test.sh). The
 machine this was written on has 2 cores shared with other work: figures are indicative only.
 """
@@ -60,7 +67,21 @@ def worst_difference(path, ref):
 def configurations(a, model, data, work):
     base = [a.kiln, "train", str(model), "--data", str(data), "--batch-size", str(a.batch), "--loss", "mse",
             "--epochs", str(a.epochs), "--no-shuffle", "--lr", "0.01"]
+    if a.features:
+        base += ["--optimizer", "momentum"]
     pipe = ["mpiexec", "-n", "2", *base, "--threads", "1", "--pipeline-parallel", "--microbatches", str(a.microbatches)]
+    if a.features:
+        clip = ["--clip-norm", "0.1"]
+        return {
+            "1 rank x 1 thread": (base + ["--threads", "1", "--export", str(work / "one.onnx")], None),
+            "1 rank x 1 thread, --clip-norm 0.1": (base + ["--threads", "1", *clip, "--export",
+                                                           str(work / "one_clip.onnx")], None),
+            "2 ranks x 1 thread": (pipe + ["--export", str(work / "pp.onnx")], mpi_env()),
+            "2 ranks x 1 thread, --clip-norm 0.1": (pipe + clip + ["--export", str(work / "pp_clip.onnx")], mpi_env()),
+            "2 ranks x 1 thread, a checkpoint every step": (
+                pipe + ["--checkpoint-dir", str(work / "ck"), "--checkpoint-every", "1", "--export",
+                        str(work / "pp_ck.onnx")], mpi_env()),
+        }
     return {
         "1 rank x 1 thread": (base + ["--threads", "1", "--export", str(work / "one.onnx")], None),
         "1 rank x 2 threads": (base + ["--threads", "2", "--export", str(work / "two_threads.onnx")], None),
@@ -85,7 +106,12 @@ def bench(a, work):
             rates[name].append(rate)
             if stage:
                 stages[name].append(stage)
-    diffs = {f: worst_difference(work / f, work / "one.onnx") for f in ["two_threads.onnx", "pp.onnx", "pp_remat.onnx"]}
+    refs = ({"pp.onnx": "one.onnx", "pp_clip.onnx": "one_clip.onnx", "pp_ck.onnx": "one.onnx"} if a.features else
+            {f: "one.onnx" for f in ["two_threads.onnx", "pp.onnx", "pp_remat.onnx"]})
+    diffs = {f: worst_difference(work / f, work / ref) for f, ref in refs.items()}
+    if a.features:  # the clip binds: the clipped weights are not the unclipped ones
+        diffs["one_clip.onnx vs one.onnx (must differ)"] = worst_difference(work / "one_clip.onnx", work / "one.onnx")
+        assert diffs.pop("one_clip.onnx vs one.onnx (must differ)") > 1e-3
     assert all(d <= 1e-5 for d in diffs.values()), diffs
     ref = statistics.median(rates["1 rank x 1 thread"])
     print(f"encoder: {a.layers} layers, hidden {a.hidden}, {a.heads} heads, FFN {a.ffn}, seq {a.seq}; batch {a.batch}, "
@@ -115,6 +141,7 @@ def main():
     ap.add_argument("--records", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--features", action="store_true", help="time --clip-norm and checkpoints instead")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     if a.smoke:

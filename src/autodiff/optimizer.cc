@@ -1,6 +1,7 @@
 // Optimizer updates as graph nodes (see optimizer.h for the formulas and their sources).
 #include "autodiff/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "pass/rewrite.h"
@@ -79,6 +80,8 @@ void check_optimizer_options(const OptimizerSpec& o) {
     KILN_CHECK(o.eps > 0 && std::isfinite(o.eps), kInvalidArgument) << "optimizer eps must be > 0, got " << o.eps;
 }
 
+double clip_factor_of_norm(double clip_norm, double norm) { return std::min(clip_norm / (norm + 1e-6), 1.0); }
+
 std::vector<std::string> optimizer_state_slots(const OptimizerSpec& o) {
     if (is_adam(o)) return {"exp_avg", "exp_avg_sq"};
     if (o.momentum > 0) return {"momentum"};
@@ -113,7 +116,10 @@ OptimizerGraph append_optimizer(ir::Graph& g, const OptimizerSpec& o, const std:
     for (const std::string& name : optimizer_scalar_names(o))
         out.scalars.push_back(g.add_input(name, ir::TensorType::of_static(DType::kFloat32, {})));
     const std::vector<std::string> slots = optimizer_state_slots(o);
-    ir::Value* clip = o.clip_norm > 0 ? clip_factor(g, o, grads) : nullptr;
+    ir::Value* clip = nullptr;
+    if (o.clip_norm > 0)
+        clip = o.clip_from_input ? g.add_input(kClipFactorInput, ir::TensorType::of_static(DType::kFloat32, {}))
+                                 : clip_factor(g, o, grads);
 
     for (size_t i = 0; i < params.size(); ++i) {
         ir::Value* p = params[i];

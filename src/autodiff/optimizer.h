@@ -35,7 +35,19 @@ struct OptimizerSpec {
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
     double weight_decay = 0.0;
     double clip_norm = 0.0;  // 0: no clipping
+    /// With clip_norm > 0: the factor min(clip / (norm + 1e-6), 1) is not computed from the
+    /// graph's gradients but read from the f32 scalar input kClipFactorInput, computed by the
+    /// caller over gradients the graph does not hold (a pipeline's stages, which each update
+    /// only their own parameters but clip by the norm over every stage's gradients).
+    bool clip_from_input = false;
 };
+
+/// The graph input of OptimizerSpec::clip_from_input.
+inline constexpr const char* kClipFactorInput = "opt/clip_factor";
+
+/// The clipping factor min(clip_norm / (norm + 1e-6), 1) of a global gradient norm, as the
+/// graph computes it (torch.nn.utils.clip_grad_norm_), in double.
+double clip_factor_of_norm(double clip_norm, double norm);
 
 /// kInvalidArgument for an unknown kind or an out-of-range value (betas, eps, momentum,
 /// weight_decay, clip_norm, nesterov without momentum), naming the option with its value.

@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 #include <sstream>
 
 #include "autodiff/training_graph.h"
 #include "compiler/compile.h"
+#include "compiler/optimizer_spec.h"
 #include "compiler/training_checkpoint.h"
 #include "distributed/microbatch.h"
+#include "distributed/pipeline_checkpoint.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/model_initializers.h"
 #include "pass/infer_shapes.h"
@@ -104,8 +107,6 @@ std::vector<TensorInfo> global_batch_inputs(const std::string& path, const Train
 PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_path, const TrainingOptions& opts,
                                    const PipelineParallelOptions& popts)
     : comm_(comm), path_(onnx_path), opts_(opts), popts_(popts) {
-    KILN_CHECK(opts.optimizer.clip_norm == 0, kUnsupported)
-        << "pipeline-parallel training does not support --clip-norm: the global gradient norm spans the stages";
     KILN_CHECK(opts.recompute == "none", kUnsupported)
         << "pipeline-parallel training does not take --recompute " << opts.recompute
         << " (checkpointing within one training graph); --rematerialize recomputes each stage's forward instead";
@@ -131,6 +132,8 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
            << " tensors in, estimated forward " << s.estimated_seconds * 1e3 << " ms per microbatch\n";
     }
     describe_ = os.str();
+    split_ = stage_split_text(stage_params_);
+    for (const auto& [name, t] : stages.initial) param_types_[name] = {t.dtype(), t.shape()};
     stage_ = std::make_unique<PipelineStage>(std::move(stages.stages[static_cast<size_t>(comm.rank())]), spec, opts,
                                              stages.initial);
     rv_ = std::make_unique<Rendezvous>(comm);
@@ -225,18 +228,78 @@ void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
                             next_backward);
 }
 
-double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
-    const auto t0 = Clock::now();
+std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::map<std::string, Tensor>& batch) const {
     for (const TensorInfo& info : batch_inputs_)
         KILN_CHECK(batch.count(info.name), kInvalidArgument)
             << "pipeline-parallel step: the batch has no input '" << info.name << "'";
-    stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
-    peak_stashed_ = 0;
     // The batched inputs cut along their leading axis; the others (no batch dim) go whole to each.
     Values batched, whole;
     for (const auto& [name, t] : batch) (batched_.count(name) ? batched : whole).emplace(name, t);
     std::vector<Values> micro = split_microbatches(batched, popts_.microbatches);
     for (Values& m : micro) m.insert(whole.begin(), whole.end());
+    return micro;
+}
+
+std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string, Tensor>& batch) {
+    const std::vector<Values> micro = microbatches(batch);
+    const PipelineStageGraph& g = stage_->graph();
+    // The training keys in frame 1 + the evaluation's batch count: never a training step's (frame 0).
+    auto key = [&](const std::string& partition_key, int64_t m) {
+        TransferKey k = at(partition_key, step_, m);
+        k.frame = 1 + eval_batches_;
+        return k;
+    };
+    double loss = 0;
+    std::vector<std::vector<Tensor>> outputs;
+    for (size_t m = 0; m < micro.size(); ++m) {
+        Values feeds = micro[m];
+        for (const auto& [name, k] : g.recv_keys) feeds[name] = rv_->recv(key(k, static_cast<int64_t>(m)));
+        std::vector<Tensor> outs = stage_->evaluate(feeds);
+        if (g.computes_loss) {
+            loss += outs.at(0).get_f64(0);
+            // A scalar output (--loss output: the model's own loss) has no batch dim to join along.
+            if (!outs.at(1).shape().empty()) outputs.push_back({outs.at(1)});
+            continue;
+        }
+        for (size_t i = 0; i < g.send_keys.size(); ++i)
+            for (const std::string& k : g.send_keys[i]) rv_->send(key(k, static_cast<int64_t>(m)), outs.at(i));
+    }
+    ++eval_batches_;
+    if (!g.computes_loss) return std::nullopt;
+    StepResult r;
+    r.loss = loss / static_cast<double>(micro.size());
+    if (!outputs.empty())
+        r.outputs = join_microbatches(outputs, {opts_.loss.output.empty() ? "the loss's output" : opts_.loss.output});
+    return r;
+}
+
+std::vector<double> PipelineParallel::from_loss_stage(const std::vector<double>& values) {
+    const int last = comm_.size() - 1;
+    const int64_t call = ++shared_;  // every rank counts its calls alike
+    auto key = [&](int dst) {
+        TransferKey k = loss_key(last, dst, step_);
+        k.tensor = "shared";
+        k.iter = call;
+        return k;
+    };
+    std::vector<double> out = values;
+    if (comm_.rank() == last) {
+        Tensor t(DType::kFloat64, {static_cast<int64_t>(values.size())});
+        for (size_t i = 0; i < values.size(); ++i) t.set_f64(static_cast<int64_t>(i), values[i]);
+        for (int r = 0; r < last; ++r) rv_->send(key(r), t);
+    } else {
+        const Tensor t = rv_->recv(key(comm_.rank()));
+        out.resize(static_cast<size_t>(t.numel()));
+        for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = t.get_f64(i);
+    }
+    return out;
+}
+
+double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
+    const auto t0 = Clock::now();
+    stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
+    peak_stashed_ = 0;
+    std::vector<Values> micro = microbatches(batch);
     const int last = comm_.size() - 1;
     double loss = 0;
     if (stage_->graph().computes_loss) {
@@ -244,16 +307,85 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
         Tensor t(DType::kFloat64, {});
         t.set_f64(0, loss);
         for (int r = 0; r < last; ++r) rv_->send(loss_key(last, r, step_), t);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr));
+        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
     } else {
         inner_stage_step(micro);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr));
+        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
         loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
     }
     ++step_;
     stats_ = {std::chrono::duration<double>(Clock::now() - t0).count(), stage_->forward_s, stage_->backward_s,
-              stage_->apply_s, peak_stashed_};
+              stage_->apply_s, peak_stashed_, grad_norm_};
     return loss;
+}
+
+double PipelineParallel::clip_factor() {
+    grad_norm_ = 0;
+    if (opts_.optimizer.clip_norm <= 0) return 1.0;
+    // Every rank's square sum to every other, added in rank order: the same double everywhere.
+    auto key = [&](int src, int dst) {
+        TransferKey k;
+        k.src_rank = src;
+        k.dst_rank = dst;
+        k.tensor = "clip/square_sum";
+        k.step = step_;
+        return k;
+    };
+    Tensor own(DType::kFloat64, {});
+    own.set_f64(0, stage_->gradient_square_sum());
+    for (int r = 0; r < comm_.size(); ++r)
+        if (r != comm_.rank()) rv_->send(key(comm_.rank(), r), own);
+    double total = 0;
+    for (int r = 0; r < comm_.size(); ++r)
+        total += r == comm_.rank() ? own.get_f64(0) : rv_->recv(key(r, comm_.rank())).get_f64(0);
+    grad_norm_ = std::sqrt(total);
+    return autodiff::clip_factor_of_norm(opts_.optimizer.clip_norm, grad_norm_);
+}
+
+void PipelineParallel::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
+    ++checkpoints_;
+    auto key = [&](int src, const std::string& name) {
+        TransferKey k;
+        k.src_rank = src;
+        k.dst_rank = 0;
+        k.tensor = "checkpoint/" + name;
+        k.iter = checkpoints_;  // two checkpoints of one step (--checkpoint-every and the epoch's end) differ
+        k.step = step_;
+        return k;
+    };
+    // This rank's tensors under their checkpoint names.
+    std::map<std::string, Tensor> own;
+    for (const std::string& p : stage_->parameter_names()) own[checkpoint_param_name(p)] = stage_->parameter(p);
+    for (const auto& [name, t] : stage_->optimizer_state()) own[checkpoint_state_name(name)] = t;
+    if (comm_.rank() != 0) {
+        for (const auto& [name, t] : own) rv_->send(key(comm_.rank(), name), t);
+        return;
+    }
+    compiler::Checkpoint c;
+    c.step = step_;
+    c.extra = extra;
+    c.extra["pipeline_stages"] = split_;
+    c.extra["pipeline_microbatches"] = std::to_string(popts_.microbatches);
+    c.tensors = std::move(own);
+    const autodiff::OptimizerSpec spec = compiler::optimizer_spec(opts_.optimizer);
+    for (int r = 1; r < comm_.size(); ++r) {
+        std::map<std::string, std::pair<DType, Shape>> theirs;
+        for (const std::string& p : stage_params_[static_cast<size_t>(r)]) theirs[p] = param_types_.at(p);
+        for (const auto& [name, type] : checkpoint_layout(theirs, spec)) c.tensors[name] = rv_->recv(key(r, name));
+    }
+    check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, spec));  // a bug if it fails: all gathered
+    compiler::write_checkpoint(path, c);
+}
+
+std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::string& path) {
+    compiler::Checkpoint c = compiler::read_checkpoint(path);
+    check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, compiler::optimizer_spec(opts_.optimizer)));
+    PipelineStage::Values params, state;
+    for (const std::string& p : stage_->parameter_names()) params[p] = c.tensors.at(checkpoint_param_name(p));
+    for (const auto& [name, t] : stage_->optimizer_state()) state[name] = c.tensors.at(checkpoint_state_name(name));
+    stage_->load_state(params, state);
+    step_ = c.step;
+    return c.extra;
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_parameters() {

@@ -19,7 +19,12 @@
 //  - every rank: its parameters' gradients summed over the microbatches (each microbatch's loss
 //    seeded by 1/M, so the sum is the gradient of the global batch's mean loss), then the
 //    optimizer on the parameters it owns, once per step. The loss (the microbatches' mean) goes
-//    from the last rank to every rank.
+//    from the last rank to every rank. With clipping (clip_norm), each rank sends every other
+//    its stage's sum of squared gradients, every rank adds them in rank order (the same double
+//    on every rank) into the global norm, and scales its own gradients by clip_grad_norm_'s
+//    factor inside its update.
+// Checkpoints (pipeline_checkpoint.h): rank 0 gathers every stage's parameters and optimizer
+// state and writes one file in TrainingSession's format and names; every rank reads it back.
 // Transfers are the rendezvous' (rendezvous.h) under the partition's keys with the step set to
 // t and the iteration to the microbatch: "0/1 -> 1 'h1' frame 0:3 step 7" is microbatch 3's
 // activation h1 of step 7, and its gradient travels back as "1/1 -> 0 'grad/h1' frame 0:3 step 7".
@@ -29,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,6 +73,8 @@ struct PipelineStepStats {
     /// The most microbatches whose forward had run and backward had not, at once (0 on the
     /// loss stage, which runs both together): M under GPipe, at most N-r under 1F1B.
     int peak_stashed = 0;
+    /// The global gradient norm over every stage before clipping (0 without clip_norm).
+    double grad_norm = 0;
 };
 
 class PipelineParallel {
@@ -74,9 +82,9 @@ public:
     /// Every rank of `comm` calls it with the same arguments. `opts.session.dims` binds the
     /// global batch: the leading dim of the model's first input must be symbolic, and every
     /// input dim with that symbol is the batch. Refused with kUnsupported (naming the option):
-    /// clip_norm (its global norm spans the stages), recompute (PipelineParallelOptions::
-    /// rematerialize is the pipeline's); with kInvalidArgument: M not dividing the batch, one
-    /// rank, and the stage errors of pipeline_stage_graph.h.
+    /// recompute (PipelineParallelOptions::rematerialize is the pipeline's); with
+    /// kInvalidArgument: M not dividing the batch, one rank, and the stage errors of
+    /// pipeline_stage_graph.h.
     PipelineParallel(Communicator& comm, const std::string& onnx_path, const TrainingOptions& opts,
                      const PipelineParallelOptions& popts);
     ~PipelineParallel();
@@ -90,6 +98,13 @@ public:
     double step(const std::map<std::string, Tensor>& batch);
     /// Steps done.
     int64_t steps() const { return step_; }
+    /// Evaluates the global batch `batch` (the same on every rank; as step's, no update): each
+    /// microbatch's forward through the stages (the eval graphs, pipeline_stage_graph.h). On the
+    /// last rank: the microbatches' mean loss and the model output the loss reads, joined over
+    /// the microbatches (no output when it is a scalar: `--loss output`); nothing elsewhere.
+    std::optional<StepResult> eval_step(const std::map<std::string, Tensor>& batch);
+    /// `values` of the last rank (the loss stage), on every rank. Every rank calls it.
+    std::vector<double> from_loss_stage(const std::vector<double>& values);
 
     /// Every trained parameter of the model (all stages), model order.
     const std::vector<std::string>& parameter_names() const { return params_; }
@@ -99,6 +114,17 @@ public:
     std::map<std::string, Tensor> gather_parameters();
     /// Rank 0 writes the model with every stage's trained parameters as ONNX. Every rank calls it.
     void export_onnx(const std::string& path);
+    /// Rank 0 gathers every stage's parameters and optimizer state and writes them, the step
+    /// count and `extra` (plus the split: pipeline_checkpoint.h) to `path` atomically. Every rank
+    /// calls it; the others send their stage's tensors and return.
+    void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra);
+    /// Every rank reads `path` (a checkpoint of this model and optimizer, written by a pipeline of
+    /// any split or by TrainingSession) and takes its stage's tensors and the step count;
+    /// returns its `extra`. kInvalidArgument naming the tensor when the checkpoint does not fit
+    /// the whole model (the same on every rank), kIOError/kInvalidModel for an unreadable file.
+    std::map<std::string, std::string> load_checkpoint(const std::string& path);
+    /// The stage split as a checkpoint records it (pipeline_checkpoint.h's stage_split_text).
+    const std::string& stage_split() const { return split_; }
     /// One line per stage: its rank, nodes, parameters and estimated cost.
     const std::string& describe() const { return describe_; }
     const PipelineStepStats& last_step_stats() const { return stats_; }
@@ -113,6 +139,8 @@ private:
     Values receive_seeds(int64_t m);
     void send_outputs(const std::vector<Tensor>& outs, int64_t m);
     void send_input_grads(const Values& grads, int64_t m);
+    double clip_factor();
+    std::vector<Values> microbatches(const std::map<std::string, Tensor>& batch) const;
 
     Communicator& comm_;
     std::string path_;
@@ -122,6 +150,12 @@ private:
     std::set<std::string> batched_;  // the batch inputs cut into microbatches (the rest go whole)
     std::vector<std::string> params_;
     std::vector<std::vector<std::string>> stage_params_;  // per rank
+    std::map<std::string, std::pair<DType, Shape>> param_types_;  // every stage's parameters
+    std::string split_;
+    int64_t checkpoints_ = 0;  // saved so far: the iteration of their transfers' keys
+    int64_t eval_batches_ = 0;  // evaluated so far: the frame of their transfers' keys
+    int64_t shared_ = 0;        // from_loss_stage calls so far
+    double grad_norm_ = 0;
     std::unique_ptr<PipelineStage> stage_;
     std::unique_ptr<Rendezvous> rv_;
     std::string describe_;

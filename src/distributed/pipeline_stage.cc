@@ -58,7 +58,8 @@ PipelineStage::PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpe
                              const std::map<std::string, Tensor>& initial)
     : g_(std::move(graph)), opts_(opts),
       runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts.session))) {
-    const autodiff::OptimizerSpec optimizer = compiler::optimizer_spec(opts.optimizer);
+    autodiff::OptimizerSpec optimizer = compiler::optimizer_spec(opts.optimizer);
+    optimizer.clip_from_input = true;  // the norm spans the stages: PipelineParallel computes the factor
     autodiff::check_optimizer_options(optimizer);
     for (const std::string& p : g_.params) {
         params_[p] = initial.at(p).clone();
@@ -134,7 +135,32 @@ PipelineStage::Values PipelineStage::backward(const Values& feeds, double* loss)
     return input_grads;
 }
 
-void PipelineStage::apply(int64_t step, double lr) {
+std::vector<Tensor> PipelineStage::evaluate(const Values& feeds) {
+    if (!eval_) eval_ = compile(g_.eval);
+    return run(*eval_, feeds, {});
+}
+
+double PipelineStage::gradient_square_sum() const {
+    double sum = 0;
+    for (const auto& [name, g] : grads_) {
+        if (g.dtype() == DType::kFloat32) {
+            // The common case: no dtype switch per element, and 8 partial sums, so that the adds
+            // are not one chain of dependent additions (the compiler may not reorder them itself).
+            const float* x = g.data_as<float>();
+            const int64_t n = g.numel(), blocks = n / 8 * 8;
+            double part[8] = {};
+            for (int64_t i = 0; i < blocks; i += 8)
+                for (int k = 0; k < 8; ++k) part[k] += static_cast<double>(x[i + k]) * static_cast<double>(x[i + k]);
+            for (int64_t i = blocks; i < n; ++i) part[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+            for (double p : part) sum += p;
+            continue;
+        }
+        for (int64_t i = 0; i < g.numel(); ++i) sum += g.get_f64(i) * g.get_f64(i);
+    }
+    return sum;
+}
+
+void PipelineStage::apply(int64_t step, double lr, double clip_factor) {
     if (!apply_) return;  // a stage without parameters
     const auto t0 = Clock::now();
     const autodiff::OptimizerSpec spec = compiler::optimizer_spec(opts_.optimizer);
@@ -146,6 +172,11 @@ void PipelineStage::apply(int64_t step, double lr) {
         s.set_f64(0, values[i]);
         extra[names[i]] = std::move(s);
     }
+    if (spec.clip_norm > 0) {
+        Tensor f(DType::kFloat32, {});
+        f.set_f64(0, clip_factor);
+        extra[autodiff::kClipFactorInput] = std::move(f);
+    }
     for (auto& [name, g] : grads_) extra[autodiff::gradient_input_name(name)] = std::move(g);
     std::vector<Tensor> out = run(*apply_, {}, extra);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -155,6 +186,27 @@ void PipelineStage::apply(int64_t step, double lr) {
     }
     grads_.clear();
     apply_s += since(t0);
+}
+
+void PipelineStage::load_state(const Values& params, const Values& state) {
+    auto check = [&](const char* what, const Values& have, const Values& got) {
+        KILN_CHECK(got.size() == have.size(), kInvalidArgument)
+            << "pipeline stage " << g_.rank << ": " << got.size() << " " << what << " tensors given, the stage has "
+            << have.size();
+        for (const auto& [name, t] : have) {
+            auto it = got.find(name);
+            KILN_CHECK(it != got.end(), kInvalidArgument)
+                << "pipeline stage " << g_.rank << ": no " << what << " '" << name << "' given";
+            KILN_CHECK(it->second.dtype() == t.dtype() && it->second.shape() == t.shape(), kInvalidArgument)
+                << "pipeline stage " << g_.rank << ": " << what << " '" << name << "' is "
+                << dtype_name(it->second.dtype()) << shape_str(it->second.shape()) << ", expected "
+                << dtype_name(t.dtype()) << shape_str(t.shape());
+        }
+    };
+    check("parameter", params_, params);
+    check("optimizer state", state_, state);
+    for (const auto& [name, t] : params) params_[name] = t.clone();
+    for (const auto& [name, t] : state) state_[name] = t.clone();
 }
 
 const Tensor& PipelineStage::parameter(const std::string& name) const {

@@ -37,12 +37,26 @@ public:
     /// gradients into the step's sums (in call order), returns the received inputs' gradients by
     /// input name and sets `*loss` on the loss stage.
     Values backward(const Values& feeds, double* loss);
+    /// The eval graph on `feeds` (as forward): the values it sends, or on the loss stage the
+    /// loss and the model output. Compiled on its first call.
+    std::vector<Tensor> evaluate(const Values& feeds);
+    /// The sum of the squares of the step's summed gradients (double; 0 for a stage without
+    /// parameters): this stage's part of the global gradient norm of clipping.
+    double gradient_square_sum() const;
     /// The optimizer on the summed gradients, as step `step` at learning rate `lr`; clears them.
-    void apply(int64_t step, double lr);
+    /// With clipping (OptimizerOptions::clip_norm > 0) the gradients are scaled by `clip_factor`,
+    /// min(clip / (global norm + 1e-6), 1) over every stage's gradients (the caller's).
+    void apply(int64_t step, double lr, double clip_factor = 1.0);
 
     const PipelineStageGraph& graph() const { return g_; }
     const std::vector<std::string>& parameter_names() const { return g_.params; }
     const Tensor& parameter(const std::string& name) const;
+    /// The optimizer state of the stage's parameters, by autodiff::optimizer_state_name.
+    const Values& optimizer_state() const { return state_; }
+    /// Replaces the parameters and their optimizer state (a checkpoint's): `params` and `state`
+    /// must hold exactly the stage's names, with their dtypes and shapes (kInvalidArgument
+    /// naming the tensor otherwise).
+    void load_state(const Values& params, const Values& state);
     /// Compute seconds of the last step's calls, summed: forward, backward, apply.
     double forward_s = 0, backward_s = 0, apply_s = 0;
 
@@ -54,7 +68,7 @@ private:
     PipelineStageGraph g_;
     TrainingOptions opts_;
     std::unique_ptr<runtime::ModelRunner> runner_;
-    std::unique_ptr<Compiled> forward_, backward_, apply_;
+    std::unique_ptr<Compiled> forward_, backward_, apply_, eval_;
     std::vector<std::string> apply_outputs_;  // role keys ("param:W", "state:opt/W/momentum")
     Values params_, state_, grads_;
 };

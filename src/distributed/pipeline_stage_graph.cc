@@ -173,6 +173,26 @@ void split_stash(PipelineStageGraph& s, const std::vector<ir::Value*>& sent) {
     s.backward = lower_transfers(std::move(p.ranks[1].graph)).graph;
 }
 
+/// Stage `s`'s eval graph from its lowered rank graph (the file comment): Dropout's training_mode
+/// constant set back to false, and on the last stage the loss appended.
+void build_eval(PipelineStageGraph& s, LoweredRank l, const PipelineTrainingSpec& spec) {
+    ir::Graph& g = l.graph;
+    for (ir::Node* n : g.nodes()) {
+        if (n->op() != "Dropout" || !n->input(2) || !n->input(2)->is_constant()) continue;
+        Tensor off(DType::kBool, {});
+        n->set_input(2, pass::add_constant_like(g, n->name() + "/eval_mode", off));
+    }
+    const std::vector<ir::Value*> outs = g.outputs();
+    if (s.computes_loss) {
+        ir::Value* loss = autodiff::append_loss(g, outs.at(0), spec.loss);
+        g.set_outputs({loss, outs.at(0)});
+    } else {
+        g.set_outputs(std::vector<ir::Value*>(outs.begin() + static_cast<std::ptrdiff_t>(l.model_outputs), outs.end()));
+    }
+    pass::eliminate_dead_code(g, compiler::pass_context());
+    s.eval = std::move(g);
+}
+
 }  // namespace
 
 std::string pipeline_seed_name(const std::string& value) { return "seed/" + value; }
@@ -184,9 +204,9 @@ PipelineStages build_pipeline_stages(const PipelineTrainingSpec& spec) {
     PipelineStages out;
     ir::Graph g = training_form(spec, out.params, out.initial);
     const RankAssignment a = assign_stages(g, spec, out.params);
-    // Two splits of the same graph (deterministic, the same keys): the backward graphs, and the
-    // forward graphs when the backward rematerialises.
-    Partition fwd = partition_graph(g, a), bwd = partition_graph(g, a);
+    // Three splits of the same graph (deterministic, the same keys): the backward graphs, the
+    // forward graphs when the backward rematerialises, and the eval graphs.
+    Partition fwd = partition_graph(g, a), bwd = partition_graph(g, a), ev = partition_graph(g, a);
     for (int r = 0; r < spec.num_ranks; ++r) {
         PipelineStageGraph s;
         s.rank = r;
@@ -197,6 +217,7 @@ PipelineStages build_pipeline_stages(const PipelineTrainingSpec& spec) {
         if (!s.computes_loss && spec.rematerialize) s.forward = lower_transfers(std::move(fwd.ranks[r].graph)).graph;
         if (!s.computes_loss && !spec.rematerialize) split_stash(s, sent);
         for (const ir::Value* v : s.forward.outputs()) s.forward_outputs.push_back(v->name());
+        build_eval(s, lower_transfers(std::move(ev.ranks[r].graph)), spec);
         out.stages.push_back(std::move(s));
     }
     return out;

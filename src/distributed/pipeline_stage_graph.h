@@ -23,6 +23,9 @@
 //  - rematerialize (GPipe's own): the backward graph computes the stage's forward again from
 //    the activations the stage received, which is all a stage keeps per microbatch.
 // The loss stage runs forward, loss and backward of a microbatch as one graph either way.
+// For evaluation each stage also has an eval graph: the rank graph alone (the forward, with
+// Dropout back in inference mode) returning the values it sends, and on the last stage the loss
+// and the loss's model output instead.
 //
 // Refused (kUnsupported or kInvalidArgument, naming what and why): BatchNormalization (its batch
 // statistics would be per microbatch, not the global batch's), a parameter read on two stages
@@ -73,6 +76,9 @@ struct PipelineStageGraph {
     std::vector<std::string> forward_outputs;
     /// Per backward output: "loss", "grad:<param>" or "input_grad:<received input>".
     std::vector<std::string> backward_outputs;
+    /// Evaluation's forward (file comment): inputs as the forward's; outputs the sent values
+    /// (send_keys order), or on the last stage the loss and then the model output it reads.
+    ir::Graph eval;
     double estimated_seconds = 0;  // the forward's roofline (stage_cost.h)
 };
 

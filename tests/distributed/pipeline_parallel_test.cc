@@ -10,8 +10,11 @@
 // SGD with momentum, Adam (each with the forward's values stashed, and rematerialized), an
 // annotated split (`fc2` starts rank 1; 2 ranks only), the 1F1B schedule (bitwise GPipe's
 // parameters, with fewer microbatches stashed at once), a model with a skip connection (one value
-// sent to two stages) and an input without a batch dim (given whole to every microbatch); and the
-// refused options, thrown on every rank before any transfer.
+// sent to two stages) and an input without a batch dim (given whole to every microbatch);
+// clip_norm (the norm over every stage's gradients, against the session's clipping); evaluation
+// (eval_step against the session's); and the
+// refused options, thrown on every rank before any transfer. Checkpoints:
+// pipeline_checkpoint_test.cc.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -22,7 +25,7 @@
 #include <fstream>
 
 #include "distributed/pipeline_parallel.h"
-#include "mlp_test_model.h"
+#include "pipeline_test_model.h"
 
 namespace kiln::distributed {
 namespace {
@@ -30,46 +33,7 @@ namespace {
 using namespace kiln::distributed::testing;
 namespace fs = std::filesystem;
 
-constexpr int64_t kBatch = 8;
-constexpr int kMicro = 4;
-
 Communicator& comm() { return Communicator::get(); }
-
-std::map<std::string, Tensor> batch_of(int step) {
-    Tensor x(DType::kFloat32, {kBatch, kIn});
-    std::vector<float> v = random_floats(kBatch * kIn, static_cast<uint32_t>(500 + step), 2.0f);
-    std::copy(v.begin(), v.end(), x.data_as<float>());
-    Tensor y(DType::kInt64, {kBatch});
-    for (int64_t i = 0; i < kBatch; ++i) y.data_as<int64_t>()[i] = (i * 7 + step) % kClasses;
-    return {{"x", x}, {"labels", y}};
-}
-
-TrainingOptions options(const std::string& optimizer) {
-    TrainingOptions o;
-    o.session.dims = {{"N", kBatch}};
-    o.session.threads = 1;
-    o.optimizer.kind = optimizer;
-    o.optimizer.lr = optimizer == "adam" ? 0.01 : 0.1;
-    o.optimizer.momentum = optimizer == "sgd" ? 0.9 : 0.0;
-    // Adam's eps 1e-3, not 1e-8: W0[15]'s first gradient is 6e-8, a sum of terms near 0.1, so its
-    // float32 rounding (either summation order) is of its own size, and g / (sqrt(v) + 1e-8)
-    // turned that into a 2e-6 difference of the weight (2e-4 x lr). With eps 1e-3 a gradient's
-    // rounding moves the update by at most ~1e-6 x lr; m, v and the bias correction are unchanged.
-    if (optimizer == "adam") o.optimizer.eps = 1e-3;
-    return o;
-}
-
-/// The MLP written once per process (every rank writes its own copy).
-std::string model_path() {
-    const fs::path dir = fs::temp_directory_path() / ("kiln_pp_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    const std::string path = (dir / "mlp.onnx").string();
-    if (!fs::exists(path)) {
-        std::ofstream f(path, std::ios::binary);
-        mlp().SerializeToOstream(&f);
-    }
-    return path;
-}
 
 /// K steps of the pipeline against the single-process reference.
 void train_and_compare(const std::string& optimizer, const StageMap& stages, bool rematerialize) {
@@ -202,16 +166,66 @@ TEST(PipelineParallel, RefusesWhatItCannotDo) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("--microbatches 3 does not divide N=8"), std::string::npos) << e.what();
     }
-    po.microbatches = 2;
-    TrainingOptions clip = options("sgd");
-    clip.optimizer.clip_norm = 1.0;
-    try {
-        PipelineParallel pp(comm(), model, clip, po);
-        FAIL() << "expected an error";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-        EXPECT_NE(std::string(e.what()).find("--clip-norm"), std::string::npos) << e.what();
+}
+
+/// The square of the global L2 norm of `grads` (double).
+double square_sum(const std::map<std::string, Tensor>& grads) {
+    double sum = 0;
+    for (const auto& [name, g] : grads)
+        for (int64_t i = 0; i < g.numel(); ++i) sum += g.get_f64(i) * g.get_f64(i);
+    return sum;
+}
+
+// --clip-norm: every stage scales its gradients by clip_grad_norm_'s factor of the norm over
+// every stage's gradients. The reference is one TrainingSession with the same clip_norm (its
+// clipping is a graph over all gradients, checked against a float64 clip_grad_norm_ in
+// tests/autodiff/training_session_test.cc); the norm
+// each rank reports must be the one of the session's whole gradient (numpy-style, in double),
+// and the clip must bind (norm > clip_norm) at every step, so an unclipped stage would diverge.
+TEST(PipelineParallel, ClipNormSpansTheStages) {
+    const std::string model = model_path();
+    for (const char* optimizer : {"sgd", "adam"}) {
+        TrainingOptions o = options(optimizer);
+        o.optimizer.clip_norm = 0.05;
+        PipelineParallelOptions po;
+        po.microbatches = kMicro;
+        PipelineParallel pp(comm(), model, o, po);
+        auto ref = TrainingSession::create(model, o);
+        for (int step = 0; step < 3; ++step) {
+            const double norm = std::sqrt(square_sum(ref->gradients(batch_of(step), nullptr)));
+            ASSERT_GT(norm, 2 * o.optimizer.clip_norm) << optimizer << " step " << step << ": the clip does not bind";
+            const double loss = pp.step(batch_of(step));
+            const double want = ref->train_step(batch_of(step)).loss;
+            EXPECT_NEAR(loss, want, 1e-6 * std::abs(want)) << optimizer << " step " << step;
+            EXPECT_NEAR(pp.last_step_stats().grad_norm, norm, 1e-5 * norm) << optimizer << " step " << step;
+            for (const std::string& p : pp.stage().parameter_names())
+                expect_close(pp.stage().parameter(p), ref->parameter(p),
+                             std::string(optimizer) + " " + p + " after step " + std::to_string(step));
+        }
     }
+}
+
+// Evaluation: each microbatch's forward through the stages, no update. After a training step, the
+// last rank's loss and logits (joined over the microbatches) are the session's eval step's, and
+// from_loss_stage hands its loss to every rank.
+TEST(PipelineParallel, EvalStepMatchesTheSessionsEvalStep) {
+    const std::string model = model_path();
+    PipelineParallelOptions po;
+    po.microbatches = kMicro;
+    PipelineParallel pp(comm(), model, options("sgd"), po);
+    auto ref = TrainingSession::create(model, options("sgd"));
+    pp.step(batch_of(0));
+    ref->train_step(batch_of(0));
+    const std::optional<StepResult> got = pp.eval_step(batch_of(1));
+    const StepResult want = ref->eval_step(batch_of(1));
+    const bool last = comm().rank() == comm().size() - 1;
+    ASSERT_EQ(got.has_value(), last);
+    const std::vector<double> shared = pp.from_loss_stage({got ? got->loss : -1.0});
+    EXPECT_NEAR(shared.at(0), want.loss, 1e-6 * std::abs(want.loss)) << "on rank " << comm().rank();
+    if (!last) return;
+    ASSERT_EQ(got->outputs.size(), 1u);
+    expect_close(got->outputs[0], want.outputs.at(0), "logits");
+    EXPECT_EQ(pp.steps(), 1);  // evaluation is no step
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // build_pipeline_stages (src/distributed/pipeline_stage_graph.h), in one process: the shape of
 // the stages of the MLP (each parameter on one stage, the transfers' keys matched by seeds and
-// input gradients, the forward's values stashed or rematerialized), and the refused models and
-// splits, each naming what and why.
+// input gradients, the forward's values stashed or rematerialized, the eval graphs), and the
+// refused models and splits, each naming what and why.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -68,6 +68,25 @@ TEST(PipelineStages, EveryParameterOnOneStageAndEveryTransferSeeded) {
     EXPECT_EQ(owned, std::multiset<std::string>(p.params.begin(), p.params.end()));
     EXPECT_EQ(sent, received);
     EXPECT_FALSE(sent.empty());
+}
+
+// The eval graphs: the forward alone. An inner stage's returns exactly what it sends (no stash),
+// the last stage's the loss and the logits; none holds a backward node.
+TEST(PipelineStages, EvalGraphsAreTheForwardAlone) {
+    PipelineStages p = build_pipeline_stages(spec_for(write(mlp(), "mlp.onnx"), 3));
+    for (const PipelineStageGraph& s : p.stages) {
+        for (const ir::Node* n : s.eval.nodes())
+            EXPECT_FALSE(autodiff::is_backward_node(*n)) << "stage " << s.rank << ": " << n->describe();
+        if (s.computes_loss) {
+            ASSERT_EQ(s.eval.outputs().size(), 2u);
+            EXPECT_EQ(s.eval.outputs()[0]->type().rank(), 0) << "the loss";
+            EXPECT_EQ(s.eval.outputs()[1]->name(), "logits");
+        } else {
+            ASSERT_EQ(s.eval.outputs().size(), s.send_keys.size()) << "stage " << s.rank;
+            for (size_t i = 0; i < s.send_keys.size(); ++i)
+                EXPECT_EQ(s.eval.outputs()[i]->name(), s.forward_outputs[i]) << "stage " << s.rank;
+        }
+    }
 }
 
 /// Whether every node of `g` is one autodiff added (the backward computes no forward value).

@@ -48,40 +48,48 @@ ClassStats class_stats(const Tensor& out, const Tensor& labels, int64_t valid, b
 
 }  // namespace
 
+void EvalAccumulator::add(const StepResult& res, const std::map<std::string, Tensor>& inputs, int64_t valid) {
+    const bool classification = loss_kind_ == "cross_entropy" || loss_kind_ == "nll";
+    const int64_t full = inputs.begin()->second.shape()[0];
+    ClassStats s;
+    if (classification) {
+        KILN_CHECK(output_index_ < res.outputs.size(), kInternal)
+            << "bug in Kiln: the eval step returned " << res.outputs.size() << " outputs";
+        s = class_stats(res.outputs[output_index_], inputs.at(step_.labels), valid, loss_kind_ == "cross_entropy",
+                        valid < full);
+        correct_ += s.correct;
+        positions_ += s.positions;
+    }
+    if (valid == full) {
+        loss_sum_ += res.loss * static_cast<double>(valid);
+        records_ += valid;
+    } else if (classification) {
+        // The step's loss is a mean over positions; s.loss_sum / positions-per-record is the
+        // same mean for the real records only.
+        loss_sum_ += s.loss_sum / static_cast<double>(s.positions / valid);
+        records_ += valid;
+    }
+}
+
+EvalResult EvalAccumulator::result() const {
+    EvalResult r;
+    r.records = records_;
+    r.loss = records_ ? loss_sum_ / static_cast<double>(records_) : std::numeric_limits<double>::quiet_NaN();
+    if (loss_kind_ == "cross_entropy" || loss_kind_ == "nll")
+        r.accuracy = positions_ ? static_cast<double>(correct_) / static_cast<double>(positions_) : 0;
+    return r;
+}
+
 EvalResult evaluate(TrainingSession& session, TrainData& data, const StepInputs& step, const std::string& loss_kind,
                     size_t output_index) {
-    EvalResult r;
-    bool classification = loss_kind == "cross_entropy" || loss_kind == "nll";
-    double loss_sum = 0;
-    int64_t correct = 0, positions = 0;
+    EvalAccumulator acc(step, loss_kind, output_index);
     data.eval->start_epoch(0);
     while (auto batch = data.eval->next()) {
         int64_t valid = 0;
         std::map<std::string, Tensor> inputs = step_batch(*batch, data, step, &valid);
-        StepResult res = session.eval_step(inputs);
-        int64_t full = inputs.begin()->second.shape()[0];
-        ClassStats s;
-        if (classification) {
-            KILN_CHECK(output_index < res.outputs.size(), kInternal)
-                << "bug in Kiln: eval_step returned " << res.outputs.size() << " outputs";
-            s = class_stats(res.outputs[output_index], inputs.at(step.labels), valid, loss_kind == "cross_entropy",
-                            valid < full);
-            correct += s.correct;
-            positions += s.positions;
-        }
-        if (valid == full) {
-            loss_sum += res.loss * static_cast<double>(valid);
-            r.records += valid;
-        } else if (classification) {
-            // The step's loss is a mean over positions; s.loss_sum / positions-per-record is the
-            // same mean for the real records only.
-            loss_sum += s.loss_sum / static_cast<double>(s.positions / valid);
-            r.records += valid;
-        }
+        acc.add(session.eval_step(inputs), inputs, valid);
     }
-    r.loss = r.records ? loss_sum / static_cast<double>(r.records) : std::numeric_limits<double>::quiet_NaN();
-    if (classification) r.accuracy = positions ? static_cast<double>(correct) / static_cast<double>(positions) : 0;
-    return r;
+    return acc.result();
 }
 
 }  // namespace kiln::cli

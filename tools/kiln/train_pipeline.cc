@@ -11,11 +11,14 @@
 #include <optional>
 
 #include "distributed/communicator.h"
+#include "distributed/pipeline_checkpoint.h"
 #include "distributed/pipeline_parallel.h"
 #include "kiln/kiln.h"
 #include "name_value_args.h"
 #include "train_data.h"
+#include "train_eval.h"
 #include "train_metrics.h"
+#include "train_position.h"
 #include "train_setup.h"
 
 namespace kiln::cli {
@@ -24,14 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void check_pipeline_args(const TrainArgs& a) {
-    const char* what = !a.checkpoint_dir.empty()   ? "--checkpoint-dir"
-                       : a.resume                  ? "--resume"
-                       : !a.data.eval_data.empty() ? "--eval-data"
-                       : a.data.eval_split > 0     ? "--eval-split"
-                       : a.recompute != "none"     ? "--recompute (--rematerialize is the pipeline's recomputation)"
-                       : a.clip_norm > 0           ? "--clip-norm (the global norm spans the stages)"
-                                                   : nullptr;
-    KILN_CHECK(what == nullptr, kUnsupported) << "--pipeline-parallel does not support " << what << " yet";
+    KILN_CHECK(a.recompute == "none", kUnsupported)
+        << "--pipeline-parallel does not support --recompute (--rematerialize is the pipeline's recomputation)";
     KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError)
         << "cannot open model '" << a.model << "': no such file";
     KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
@@ -72,10 +69,131 @@ void print_summary(const std::vector<distributed::PipelineStepStats>& steps, dou
                1e3 * median(step), 1e3 * median(fwd), 1e3 * median(bwd), 1e3 * median(apply), stashed);
 }
 
+/// The held-out set through the pipeline (PipelineParallel::eval_step), its figures summed on
+/// the loss stage as evaluate() sums them (train_eval.h) and shared with every rank.
+EvalResult evaluate_pipeline(distributed::PipelineParallel& pp, TrainData& data, const StepInputs& step,
+                             const std::string& loss_kind) {
+    EvalAccumulator acc(step, loss_kind, 0);  // the loss stage returns the loss's output alone
+    data.eval->start_epoch(0);
+    while (auto batch = data.eval->next()) {
+        int64_t valid = 0;
+        std::map<std::string, Tensor> inputs = step_batch(*batch, data, step, &valid);
+        if (std::optional<StepResult> r = pp.eval_step(inputs)) acc.add(*r, inputs, valid);
+    }
+    const EvalResult e = acc.result();
+    const std::vector<double> v = pp.from_loss_stage({e.loss, e.accuracy, static_cast<double>(e.records)});
+    return {v.at(0), v.at(1), static_cast<int64_t>(v.at(2))};
+}
+
+/// Loads --resume's checkpoint on every rank: the position (its seed and shuffle replace `a`'s),
+/// with a note from rank 0 when its stage split differs from this run's.
+Position resume(distributed::PipelineParallel& pp, const std::string& checkpoint, TrainArgs& a, ProgressBar& bar) {
+    const std::map<std::string, std::string> extra = pp.load_checkpoint(checkpoint);
+    Position pos = read_position(extra, checkpoint, a);
+    const std::string diff = distributed::split_difference(extra, pp.stage_split(), a.microbatches);
+    if (!diff.empty())
+        bar.print_line(fmt::format("note: --resume: {}; each stage takes its own parameters and optimizer state from "
+                                   "it, so the run continues, but its gradient sums may not group as the "
+                                   "interrupted run's did",
+                                   diff));
+    return pos;
+}
+
+/// The training loop of one rank, epoch by epoch.
+struct PipelineLoop {
+    const TrainArgs& a;
+    const TrainingOptions& opts;
+    distributed::PipelineParallel& pp;
+    TrainData& data;
+    const StepInputs& step;
+    ProgressBar& bar;
+    MetricsCsv* csv;
+    std::string checkpoint;
+    int64_t steps_per_epoch;
+    Position pos;
+    std::vector<distributed::PipelineStepStats> stats;
+    double seconds = 0;
+
+    /// Every rank takes part (each sends its stage's tensors); rank 0 writes.
+    void save() {
+        if (checkpoint.empty()) return;
+        if (csv) pos.csv_rows = csv->rows();
+        pp.save_checkpoint(checkpoint, position_extra(pos, a));
+    }
+
+    /// The rest of epoch pos.epoch from batch pos.batch; returns its samples/s.
+    double train_epoch() {
+        const auto epoch_start = Clock::now();
+        int64_t epoch_batches = 0;
+        double samples_per_s = 0;
+        // A checkpoint taken after the epoch's last step resumes straight at the epoch's end.
+        if (pos.batch < steps_per_epoch) data.train->start_epoch(pos.epoch, pos.batch);
+        while (auto batch = pos.batch < steps_per_epoch ? data.train->next() : std::nullopt) {
+            const double lr = opts.schedule.at(pp.steps(), a.lr);
+            const double loss = pp.step(step_batch(*batch, data, step));
+            KILN_CHECK(std::isfinite(loss), kInvalidArgument)
+                << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr or use --clip-norm";
+            stats.push_back(pp.last_step_stats());
+            ++pos.batch;
+            ++epoch_batches;
+            pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * loss;
+            ++pos.ema_steps;
+            const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+            samples_per_s = elapsed > 0 ? static_cast<double>(epoch_batches * a.data.batch_size) / elapsed : 0;
+            if (csv) csv->row(pos.epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
+            const double per_step = (seconds + elapsed) / static_cast<double>(stats.size());
+            bar.update({pos.epoch, a.epochs, pos.batch, steps_per_epoch, pp.steps(),
+                        pos.ema / (1 - std::pow(kSmoothing, static_cast<double>(pos.ema_steps))), lr, samples_per_s,
+                        per_step * static_cast<double>(steps_per_epoch * a.epochs - pp.steps())});
+            if (a.checkpoint_every > 0 && pp.steps() % a.checkpoint_every == 0) save();
+        }
+        seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        return samples_per_s;
+    }
+
+    /// The held-out set's figures, printed by rank 0 and logged.
+    void evaluate_epoch(double samples_per_s) {
+        const EvalResult e = evaluate_pipeline(pp, data, step, a.loss);
+        const std::string acc = e.accuracy >= 0 ? fmt::format("  accuracy {:.2f}%", 100 * e.accuracy) : "";
+        bar.print_line(fmt::format("epoch {}/{} eval: loss {:.4f}{} ({} records)", pos.epoch + 1, a.epochs, e.loss,
+                                   acc, e.records));
+        if (csv)
+            csv->row(pos.epoch + 1, pp.steps(), std::nullopt, e.loss,
+                     e.accuracy >= 0 ? std::optional<double>(e.accuracy) : std::nullopt,
+                     opts.schedule.at(std::max<int64_t>(0, pp.steps() - 1), a.lr), samples_per_s);
+    }
+
+    /// The epoch's checkpoint: the next run starts the next epoch at its first batch.
+    void end_epoch() {
+        const Position now = pos;
+        ++pos.epoch, pos.batch = 0;
+        save();
+        pos = now;
+    }
+};
+
+/// Rank 0's opening lines: the data, the model, the stages.
+void print_header(const TrainArgs& a, const distributed::PipelineParallel& pp, const TrainData& data,
+                  int64_t steps_per_epoch, double compile_s, ProgressBar& bar) {
+    bar.print_line(data.describe);
+    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {} in {} microbatches, {} steps per epoch; "
+                               "rank 0's stage compiled in {:.2f} s",
+                               a.model, pp.parameter_names().size(), a.data.batch_size, a.microbatches, steps_per_epoch,
+                               compile_s));
+    std::string stages = pp.describe();
+    if (!stages.empty() && stages.back() == '\n') stages.pop_back();
+    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; {} schedule; the backward {}):\n{}",
+                               distributed::Communicator::get().size(),
+                               a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
+                               a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
+                               a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
+}
+
 }  // namespace
 
-int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
+int train_pipeline(TrainArgs a, ProgressBar& bar) {
     check_pipeline_args(a);
+    const std::string checkpoint = checkpoint_path(a);
     std::unique_ptr<Session> model = Session::load(a.model);
     std::map<std::string, int64_t> dims = parse_dims(a.dims);
     bind_batch_dim(model->inputs(), a.data.batch_size, dims);
@@ -85,55 +203,33 @@ int train_pipeline(const TrainArgs& a, ProgressBar& bar) {
         << " training records, fewer than one batch (" << a.data.batch_size << ")";
     const int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
     const TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
-    distributed::Communicator& comm = distributed::Communicator::get();
     const auto t_compile = Clock::now();
     distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
     if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
-    distributed::PipelineParallel pp(comm, a.model, opts, po);
+    distributed::PipelineParallel pp(distributed::Communicator::get(), a.model, opts, po);
     const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+    Position pos;
+    if (a.resume) pos = resume(pp, checkpoint, a, bar);  // before the pipelines: it sets the data order
     StepInputs step{pp.batch_inputs(), a.loss == "output" ? "" : opts.loss.labels, class_count(*model, a)};
     build_pipelines(a.data, step, data);
     std::unique_ptr<MetricsCsv> csv;
-    if (!a.metrics_csv.empty() && a.rank == 0) csv = std::make_unique<MetricsCsv>(a.metrics_csv, std::nullopt);
+    if (!a.metrics_csv.empty() && a.rank == 0)
+        csv = std::make_unique<MetricsCsv>(a.metrics_csv,
+                                           a.resume ? std::optional<int64_t>(pos.csv_rows) : std::nullopt);
+    if (!checkpoint.empty() && a.rank == 0) std::filesystem::create_directories(a.checkpoint_dir);
     if (a.log_every <= 0) bar.set_log_every(std::max<int64_t>(1, steps_per_epoch / 5));
-    bar.print_line(data.describe);
-    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {} in {} microbatches, {} steps per epoch; "
-                               "rank 0's stage compiled in {:.2f} s",
-                               a.model, pp.parameter_names().size(), a.data.batch_size, a.microbatches, steps_per_epoch,
-                               compile_s));
-    std::string stages = pp.describe();
-    if (!stages.empty() && stages.back() == '\n') stages.pop_back();
-    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; {} schedule; the backward {}):\n{}", comm.size(),
-                               a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
-                               a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
-                               a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
-    std::vector<distributed::PipelineStepStats> stats;
-    double seconds = 0, ema = 0;
-    for (int64_t epoch = 0; epoch < a.epochs; ++epoch) {
-        const auto epoch_start = Clock::now();
-        int64_t batch_index = 0;
-        data.train->start_epoch(epoch, 0);
-        while (auto batch = data.train->next()) {
-            const double lr = opts.schedule.at(pp.steps(), a.lr);
-            const double loss = pp.step(step_batch(*batch, data, step));
-            KILN_CHECK(std::isfinite(loss), kInvalidArgument)
-                << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr";
-            stats.push_back(pp.last_step_stats());
-            ++batch_index;
-            ema = 0.9 * ema + 0.1 * loss;
-            const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-            const double samples = static_cast<double>(batch_index * a.data.batch_size);
-            const double samples_per_s = elapsed > 0 ? samples / elapsed : 0;
-            if (csv) csv->row(epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
-            const double per_step = (seconds + elapsed) / static_cast<double>(pp.steps());
-            bar.update({epoch, a.epochs, batch_index, steps_per_epoch, pp.steps(),
-                        ema / (1 - std::pow(0.9, static_cast<double>(pp.steps()))), lr, samples_per_s,
-                        per_step * static_cast<double>(steps_per_epoch * a.epochs - pp.steps())});
-        }
-        seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    print_header(a, pp, data, steps_per_epoch, compile_s, bar);
+    if (a.resume)
+        bar.print_line(fmt::format("resumed from {}: epoch {}, batch {}/{}, step {}", checkpoint, pos.epoch + 1,
+                                   pos.batch, steps_per_epoch, pp.steps()));
+    PipelineLoop loop{a, opts, pp, data, step, bar, csv.get(), checkpoint, steps_per_epoch, pos, {}, 0};
+    for (; loop.pos.epoch < a.epochs; ++loop.pos.epoch, loop.pos.batch = 0) {
+        const double samples_per_s = loop.train_epoch();
+        if (data.eval) loop.evaluate_epoch(samples_per_s);
+        loop.end_epoch();
     }
     bar.finish();
-    if (a.rank == 0) print_summary(stats, seconds, a.data.batch_size);
+    if (a.rank == 0) print_summary(loop.stats, loop.seconds, a.data.batch_size);
     if (!a.export_path.empty()) {
         pp.export_onnx(a.export_path);
         if (a.rank == 0) fmt::print(stderr, "wrote {}\n", a.export_path);

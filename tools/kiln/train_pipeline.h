@@ -2,7 +2,7 @@
 // the training loop of a pipeline-parallel job (distributed/pipeline_parallel.h,
 // docs/distributed.md). Every rank reads the whole global batch of --batch-size records (the
 // same pipeline, the same seed) and feeds its stage what it reads; rank 0 prints and writes the
-// metrics CSV; every rank takes part in the export, which rank 0 writes.
+// metrics CSV; every rank takes part in the export and the checkpoints, which rank 0 writes.
 #pragma once
 
 #include "progress_bar.h"
@@ -10,8 +10,10 @@
 
 namespace kiln::cli {
 
-/// Trains `a.model` as one stage of the job's pipeline; returns the exit code. Refuses, by name,
-/// the options it does not support yet (checkpoints, evaluation, --recompute, --clip-norm).
-int train_pipeline(const TrainArgs& a, ProgressBar& bar);
+/// Trains `a.model` as one stage of the job's pipeline; returns the exit code. Refuses
+/// --recompute. Evaluation runs the held-out set through the stages after each epoch. Checkpoints
+/// (distributed/pipeline_checkpoint.h) hold every stage's state in one file, in the
+/// single-process format, written by rank 0; --resume loads it on every rank.
+int train_pipeline(TrainArgs a, ProgressBar& bar);
 
 }  // namespace kiln::cli

@@ -29,6 +29,7 @@
 #include "codegen/compile_driver.h"
 #include "compiler/fold_constant_node.h"
 #include "compiler/graph_interpreter.h"
+#include "compiler/index_checks.h"
 #include "compiler/kernel_probe.h"
 #include "compiler/int8_layout.h"
 #include "compiler/kernel_upgrade.h"
@@ -721,6 +722,7 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         exe->dims = sym.names;
         exe->dim_limits = dim_limits_of(g, sym);
     }
+    exe->index_checks = index_checks(*exe, lowered_units);  // run-time indices out of range: errors
     if (opts.before_load) opts.before_load(*exe);
     exe->load();
     if (result.stats.quick > 0) result.upgrade = std::make_shared<KernelUpgrade>(exe, sources, opts.compile_jobs);

@@ -1,4 +1,4 @@
-// The `.kiln` file layout, format version 5. Every integer is little-endian.
+// The `.kiln` file layout, format version 6. Every integer is little-endian.
 //
 //   header (64 bytes)
 //      0  u8[8]  magic "\x89KILN\r\n\x1a" (PNG-style: a text-mode transfer breaks it visibly)
@@ -42,6 +42,9 @@
 //       str node
 //       (Executable::dim_equalities). takes_dims is 1 also for a dnnl_conv extern kernel made
 //       per run-time shape (version 4: symbolic convolutions).
+//       (version 6) u32 n index checks, each i32 step, i32 argument, i64 extent, i32 extent dim
+//       (-1: the extent), u8 flags (1 negative indices count from the end, 2 ignore holds an
+//       ignored value), i64 ignore, str node, str what (Executable::index_checks)
 //
 // kProgram (artifact_program.cc; runtime/vm/program.h):
 //   u32 n inputs, then n outputs of the model; each: str name, str dtype, u32 rank, rank x i64
@@ -70,7 +73,7 @@ namespace kiln::runtime::artifact_format {
 inline constexpr char kMagic[8] = {'\x89', 'K', 'I', 'L', 'N', '\r', '\n', '\x1a'};
 /// Version 1 had no symbolic dims, version 2 no VM programs, version 3 no dim equalities,
 /// version 4 no dim minimums (declared ranges); a file of another version is refused (recompile it).
-inline constexpr uint32_t kFormatVersion = 5;
+inline constexpr uint32_t kFormatVersion = 6;
 inline constexpr size_t kHeaderBytes = 64;
 inline constexpr size_t kHeaderChecksumOffset = 24;
 inline constexpr size_t kSectionEntryBytes = 32;

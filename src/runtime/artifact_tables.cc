@@ -148,6 +148,51 @@ std::vector<int> read_ids(ByteReader& r, const char* what, size_t num_buffers) {
     return ids;
 }
 
+/// The index checks (format version 6): step, arg, extent, extent dim, flags, ignore, node, what.
+void write_index_checks(ByteWriter& w, const Executable& exe) {
+    w.u32(static_cast<uint32_t>(exe.index_checks.size()));
+    for (const IndexCheck& c : exe.index_checks) {
+        w.i32(c.step);
+        w.i32(c.arg);
+        w.i64(c.extent);
+        w.i32(c.extent_dim);
+        w.u8(static_cast<uint8_t>((c.negative_from_end ? 1 : 0) | (c.has_ignore ? 2 : 0)));
+        w.i64(c.ignore);
+        w.str(c.node);
+        w.str(c.what);
+    }
+}
+
+void read_index_checks(ByteReader& r, Executable& exe) {
+    const uint32_t n = r.count("index check count", 30);
+    for (uint32_t i = 0; i < n; ++i) {
+        IndexCheck c;
+        c.step = r.i32("index check step");
+        c.arg = r.i32("index check argument");
+        c.extent = r.i64("index check extent");
+        c.extent_dim = r.i32("index check dim");
+        const uint8_t flags = r.u8("index check flags");
+        c.negative_from_end = flags & 1;
+        c.has_ignore = flags & 2;
+        c.ignore = r.i64("index check ignore");
+        c.node = r.str("index check node");
+        c.what = r.str("index check what");
+        const bool step_ok = c.step >= 0 && static_cast<size_t>(c.step) < exe.steps.size();
+        const bool arg_ok = step_ok && c.arg >= 0 && static_cast<size_t>(c.arg) < exe.steps[c.step].args.size();
+        const bool dim_ok = c.extent_dim == -1 || (c.extent_dim >= 0 && static_cast<size_t>(c.extent_dim) < exe.dims.size());
+        KILN_CHECK(arg_ok && dim_ok && c.extent >= 0 && flags < 4, kInvalidModel)
+            << kWhat << ": index check " << i << " names step " << c.step << " argument " << c.arg << " dim "
+            << c.extent_dim << ", expected a step 0.." << static_cast<int64_t>(exe.steps.size()) - 1
+            << ", one of its arguments and a dim 0.." << static_cast<int64_t>(exe.dims.size()) - 1 << " or -1";
+        if (arg_ok) {
+            const DType t = exe.buffers[static_cast<size_t>(exe.steps[c.step].args[c.arg])].dtype;
+            KILN_CHECK(t == DType::kInt32 || t == DType::kInt64, kInvalidModel)
+                << kWhat << ": index check " << i << " reads a " << dtype_name(t) << " buffer, expected int32 or int64";
+        }
+        exe.index_checks.push_back(std::move(c));
+    }
+}
+
 /// The symbolic-dims tables (format version 2): the dims, then each buffer's dim_of, each
 /// kernel's takes_dims and each step's dims, in table order.
 void write_symbolic(ByteWriter& w, const Executable& exe) {
@@ -181,6 +226,7 @@ void write_symbolic(ByteWriter& w, const Executable& exe) {
         w.i64(e.value);
         w.str(e.node);
     }
+    write_index_checks(w, exe);
 }
 
 /// dims[k]: a dim name or an expression of the names before it that the runtime can evaluate.
@@ -273,6 +319,7 @@ void read_symbolic(ByteReader& r, Executable& exe) {
             << static_cast<int64_t>(exe.dims.size()) - 1;
         exe.dim_equalities.push_back(std::move(e));
     }
+    read_index_checks(r, exe);
 }
 
 /// Cross-table facts the executors rely on: inputs are the kInput buffers, each once; planned

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/async_kernel.h"
+#include "runtime/index_check.h"
 
 namespace kiln::runtime {
 
@@ -274,6 +275,8 @@ Status BufferTable::run_step(size_t s, const RunBindings& b, const kiln_kernel_e
         argv = many.data();
     }
     for (size_t i = 0; i < step.args.size(); ++i) argv[i] = b.ptrs[step.args[i]];
+    if (!exe_->index_checks.empty())
+        if (Status st = check_step_indices(*exe_, s, argv, b.dims); !st.ok()) return st;
     if (exe_->kernels[step.kernel].is_async) return run_async_step(s, b);
     Status st;
     if (exe_->kernels[step.kernel].takes_dims) {

@@ -91,6 +91,23 @@ struct DimLimit {
     std::string node;
 };
 
+/// An index input a step reads, checked before the step runs (runtime/index_check.h): ONNX
+/// leaves an out-of-range index undefined and the generated kernels clamp it into the axis
+/// (a kernel cannot raise), so a run with one is an error naming `node`, as ONNX Runtime's is.
+/// Every element must lie in [0, extent), or in [-extent, extent) when `negative_from_end`,
+/// or equal `ignore` when `has_ignore` (a loss's ignore_index).
+struct IndexCheck {
+    int step = -1;
+    int arg = -1;          // the index input: a position in the step's args
+    int64_t extent = 0;    // the axis the indices address (extent_dim < 0)
+    int extent_dim = -1;   // >= 0: the extent is Executable::dims[extent_dim] (a symbolic axis)
+    bool negative_from_end = true;
+    bool has_ignore = false;
+    int64_t ignore = 0;
+    std::string node;      // "node 'emb' (Gather)"
+    std::string what;      // "indices", "target"
+};
+
 /// Two symbolic dims the model's meaning requires equal (Executable::dims[a] == dims[b]): the
 /// two sides of an elementwise node or a Concat whose dims the compiler could not prove equal
 /// (PP-OCR's detector adds an upsampled 2*floor((H+31)/32) to a floor((H+15)/16): equal when H
@@ -135,6 +152,8 @@ public:
     std::vector<DimLimit> dim_limits;
     /// Pairs of dims that must be equal, checked when a run binds them.
     std::vector<DimEquality> dim_equalities;
+    /// Index inputs checked before their steps run (static and symbolic executables alike).
+    std::vector<IndexCheck> index_checks;
 
     /// dlopens every kernel library and resolves symbols, and builds the extern kernels
     /// (idempotent). Throws kiln::Error.

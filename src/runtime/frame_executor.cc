@@ -21,6 +21,7 @@
 
 #include "runtime/caching_allocator.h"
 #include "runtime/frame_state.h"
+#include "runtime/index_check.h"
 #include "runtime/run_control.h"
 
 namespace kiln::runtime {
@@ -310,7 +311,7 @@ std::vector<FrameValue> execute(FrameExecutor::RunState& st, const Ready& r) {
         }
         if (st.fg.kind[r.step] == StepKind::kCopy)
             std::memcpy(args[1], args[0], st.exe.buffers[sd.args[1]].nbytes());
-        else
+        else if (s = check_step_indices(st.exe, r.step, args.data(), {}); s.ok())
             s = st.exe.run_kernel(sd.kernel, args.data(), st.env);
         st.running.fetch_sub(1);
     } catch (const std::exception& e) {

@@ -186,12 +186,12 @@ TEST(ArtifactCorruption, WrongMagicIsNotAnArtifact) {
 TEST(ArtifactCorruption, AnotherFormatVersionIsUnsupported) {
     ScratchDir dir;
     std::string b = saved_artifact(dir);
-    b[8] = 4;  // the version before declared dim ranges: refused by this reader, as 5 is by a version-4 reader
+    b[8] = 5;  // the version before index checks: refused by this reader, as 6 is by a version-5 reader
     fix_checksums(b);
-    write_bytes(dir.file("v4.kiln"), b);
-    Error e = error_of([&] { load_artifact(dir.file("v4.kiln")); });
+    write_bytes(dir.file("v5.kiln"), b);
+    Error e = error_of([&] { load_artifact(dir.file("v5.kiln")); });
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-    EXPECT_NE(e.message().find("is a Kiln artifact of format version 4; this runtime reads version 5"), std::string::npos)
+    EXPECT_NE(e.message().find("is a Kiln artifact of format version 5; this runtime reads version 6"), std::string::npos)
         << e.what();
 }
 

@@ -43,7 +43,7 @@
 //       (Executable::dim_equalities). takes_dims is 1 also for a dnnl_conv extern kernel made
 //       per run-time shape (version 4: symbolic convolutions).
 //       (version 6) u32 n index checks, each i32 step, i32 argument, i64 extent, i32 extent dim
-//       (-1: the extent), u8 flags (1 negative indices count from the end, 2 ignore holds an
+//       (-1: the extent), i32 period, i32 phase, u8 flags (1 negative indices count from the end, 2 ignore holds an
 //       ignored value), i64 ignore, str node, str what (Executable::index_checks)
 //
 // kProgram (artifact_program.cc; runtime/vm/program.h):

@@ -148,7 +148,8 @@ std::vector<int> read_ids(ByteReader& r, const char* what, size_t num_buffers) {
     return ids;
 }
 
-/// The index checks (format version 6): step, arg, extent, extent dim, flags, ignore, node, what.
+/// The index checks (format version 6): step, arg, extent, extent dim, period, phase, flags,
+/// ignore, node, what.
 void write_index_checks(ByteWriter& w, const Executable& exe) {
     w.u32(static_cast<uint32_t>(exe.index_checks.size()));
     for (const IndexCheck& c : exe.index_checks) {
@@ -156,6 +157,8 @@ void write_index_checks(ByteWriter& w, const Executable& exe) {
         w.i32(c.arg);
         w.i64(c.extent);
         w.i32(c.extent_dim);
+        w.i32(c.period);
+        w.i32(c.phase);
         w.u8(static_cast<uint8_t>((c.negative_from_end ? 1 : 0) | (c.has_ignore ? 2 : 0)));
         w.i64(c.ignore);
         w.str(c.node);
@@ -164,13 +167,15 @@ void write_index_checks(ByteWriter& w, const Executable& exe) {
 }
 
 void read_index_checks(ByteReader& r, Executable& exe) {
-    const uint32_t n = r.count("index check count", 30);
+    const uint32_t n = r.count("index check count", 38);
     for (uint32_t i = 0; i < n; ++i) {
         IndexCheck c;
         c.step = r.i32("index check step");
         c.arg = r.i32("index check argument");
         c.extent = r.i64("index check extent");
         c.extent_dim = r.i32("index check dim");
+        c.period = r.i32("index check period");
+        c.phase = r.i32("index check phase");
         const uint8_t flags = r.u8("index check flags");
         c.negative_from_end = flags & 1;
         c.has_ignore = flags & 2;
@@ -180,10 +185,12 @@ void read_index_checks(ByteReader& r, Executable& exe) {
         const bool step_ok = c.step >= 0 && static_cast<size_t>(c.step) < exe.steps.size();
         const bool arg_ok = step_ok && c.arg >= 0 && static_cast<size_t>(c.arg) < exe.steps[c.step].args.size();
         const bool dim_ok = c.extent_dim == -1 || (c.extent_dim >= 0 && static_cast<size_t>(c.extent_dim) < exe.dims.size());
-        KILN_CHECK(arg_ok && dim_ok && c.extent >= 0 && flags < 4, kInvalidModel)
+        KILN_CHECK(arg_ok && dim_ok && c.extent >= 0 && flags < 4 && c.period >= 1 && c.phase >= 0 && c.phase < c.period,
+                   kInvalidModel)
             << kWhat << ": index check " << i << " names step " << c.step << " argument " << c.arg << " dim "
             << c.extent_dim << ", expected a step 0.." << static_cast<int64_t>(exe.steps.size()) - 1
-            << ", one of its arguments and a dim 0.." << static_cast<int64_t>(exe.dims.size()) - 1 << " or -1";
+            << ", one of its arguments, a dim 0.." << static_cast<int64_t>(exe.dims.size()) - 1
+            << " or -1 and 0 <= phase < period (" << c.phase << ", " << c.period << ")";
         if (arg_ok) {
             const DType t = exe.buffers[static_cast<size_t>(exe.steps[c.step].args[c.arg])].dtype;
             KILN_CHECK(t == DType::kInt32 || t == DType::kInt64, kInvalidModel)

@@ -101,6 +101,9 @@ struct IndexCheck {
     int arg = -1;          // the index input: a position in the step's args
     int64_t extent = 0;    // the axis the indices address (extent_dim < 0)
     int extent_dim = -1;   // >= 0: the extent is Executable::dims[extent_dim] (a symbolic axis)
+    /// Only elements i with i % period == phase (GatherND: the last axis of its indices holds
+    /// one index per data axis, each checked against its own axis).
+    int period = 1, phase = 0;
     bool negative_from_end = true;
     bool has_ignore = false;
     int64_t ignore = 0;

@@ -8,7 +8,7 @@ namespace {
 template <typename T>
 Status check_values(const IndexCheck& c, const T* v, int64_t n, int64_t extent) {
     const int64_t lo = c.negative_from_end ? -extent : 0;
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = c.phase; i < n; i += c.period) {
         const int64_t k = static_cast<int64_t>(v[i]);
         if ((k >= lo && k < extent) || (c.has_ignore && k == c.ignore)) continue;
         return Status(ErrorKind::kInvalidArgument,

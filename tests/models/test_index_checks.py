@@ -1,7 +1,7 @@
 """Run-time indices outside the axis they address are errors naming the node, the element and the
 range (ONNX leaves them undefined; Kiln's generated kernels clamp them; ONNX Runtime refuses them),
 and every index inside the axis (negative ones where the op allows them, a loss's ignore_index)
-still gives ONNX Runtime's result: Gather (an embedding lookup), GatherElements, ScatterElements,
+still gives ONNX Runtime's result: Gather (an embedding lookup), GatherElements, ScatterElements, GatherND,
 SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss; static and symbolic compiles, and a compiled
 artifact run by the runtime alone (runtime/index_check.h, compiler/index_checks.h).
 """
@@ -98,6 +98,23 @@ def test_gather_elements_and_scatter_elements(tmp_path):
         name = os.path.basename(model)[:-5]
         assert proc.returncode != 0 and f"node '{name}'" in proc.stderr and "element 2 is 4, outside [-4, 4)" in proc.stderr, \
             proc.stderr
+
+
+def test_gather_nd_checks_each_index_against_its_own_axis(tmp_path):
+    """indices [2, 2, 2] into data [2, 3, 5] with batch_dims 1: each pair is (row of 3, column of 5)."""
+    data = helper.make_tensor_value_info("data", F, [2, 3, 5])
+    idx = helper.make_tensor_value_info("idx", I64, [2, 2, 2])
+    model = save(tmp_path, "gnd", [helper.make_node("GatherND", ["data", "idx"], ["y"], name="gnd", batch_dims=1)],
+                 [data, idx], [helper.make_tensor_value_info("y", F, [2, 2])])
+    d = np.random.default_rng(3).standard_normal((2, 3, 5)).astype(np.float32)
+    good = {"data": d, "idx": np.array([[[2, 4], [0, -5]], [[-3, 1], [1, 3]]], np.int64)}
+    np.savez(tmp_path / "good.npz", **good)
+    outs, _ = kiln_run_model(model, str(tmp_path / "good.npz"), str(tmp_path))
+    assert_matches_ort(outs, ort_outputs(model, good), "gnd")
+    for bad, message in ((np.array([[[2, 4], [0, 0]], [[3, 1], [1, 3]]], np.int64), "element 4 is 3, outside [-3, 3)"),
+                         (np.array([[[2, 5], [0, 0]], [[2, 1], [1, 3]]], np.int64), "element 1 is 5, outside [-5, 5)")):
+        proc = run(tmp_path, model, {"data": d, "idx": bad})  # a row index of 3 is fine as a column, not as a row
+        assert proc.returncode != 0 and f"node 'gnd' (GatherND): indices {message}" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("op", ["SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"])

@@ -40,14 +40,17 @@ TransferKey gradient_key(const TransferKey& forward) {
     return k;
 }
 
-TransferKey loss_key(int last, int dst, int64_t step) {
+/// The key of `tensor` sent from `src` to `dst` at `step` (outside the microbatches' transfers).
+TransferKey step_key(int src, int dst, std::string tensor, int64_t step) {
     TransferKey k;
-    k.src_rank = last;
+    k.src_rank = src;
     k.dst_rank = dst;
-    k.tensor = "loss";
+    k.tensor = std::move(tensor);
     k.step = step;
     return k;
 }
+
+TransferKey loss_key(int last, int dst, int64_t step) { return step_key(last, dst, "loss", step); }
 
 autodiff::LossSpec loss_spec(const LossOptions& o) { return {o.kind, o.output, o.labels}; }
 
@@ -323,14 +326,7 @@ double PipelineParallel::clip_factor() {
     grad_norm_ = 0;
     if (opts_.optimizer.clip_norm <= 0) return 1.0;
     // Every rank's square sum to every other, added in rank order: the same double everywhere.
-    auto key = [&](int src, int dst) {
-        TransferKey k;
-        k.src_rank = src;
-        k.dst_rank = dst;
-        k.tensor = "clip/square_sum";
-        k.step = step_;
-        return k;
-    };
+    auto key = [&](int src, int dst) { return step_key(src, dst, "clip/square_sum", step_); };
     Tensor own(DType::kFloat64, {});
     own.set_f64(0, stage_->gradient_square_sum());
     for (int r = 0; r < comm_.size(); ++r)
@@ -345,12 +341,8 @@ double PipelineParallel::clip_factor() {
 void PipelineParallel::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
     ++checkpoints_;
     auto key = [&](int src, const std::string& name) {
-        TransferKey k;
-        k.src_rank = src;
-        k.dst_rank = 0;
-        k.tensor = "checkpoint/" + name;
+        TransferKey k = step_key(src, 0, "checkpoint/" + name, step_);
         k.iter = checkpoints_;  // two checkpoints of one step (--checkpoint-every and the epoch's end) differ
-        k.step = step_;
         return k;
     };
     // This rank's tensors under their checkpoint names.
@@ -389,14 +381,7 @@ std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::
 }
 
 std::map<std::string, Tensor> PipelineParallel::gather_parameters() {
-    auto key = [&](int src, const std::string& name) {
-        TransferKey k;
-        k.src_rank = src;
-        k.dst_rank = 0;
-        k.tensor = "param/" + name;
-        k.step = step_;
-        return k;
-    };
+    auto key = [&](int src, const std::string& name) { return step_key(src, 0, "param/" + name, step_); };
     std::map<std::string, Tensor> all;
     if (comm_.rank() != 0) {
         for (const std::string& p : stage_->parameter_names()) rv_->send(key(comm_.rank(), p), stage_->parameter(p));

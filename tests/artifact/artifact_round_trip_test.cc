@@ -5,6 +5,7 @@
 #include <functional>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "artifact_test_util.h"
 #include <cmath>
@@ -209,6 +210,43 @@ TEST(ArtifactRoundTrip, BadSymbolicTablesAreInvalidModelErrors) {
             EXPECT_EQ(err.kind(), ErrorKind::kInvalidModel) << err.what();
             EXPECT_NE(std::string(err.what()).find(c.what), std::string::npos) << err.what();
         }
+    }
+}
+
+/// symbolic_tables with an int64 input: Gather-like indices checked against dim 0 (GatherND-style
+/// phase 1 of 2) and a loss target against a static 10 with an ignored -100.
+std::shared_ptr<Executable> index_check_tables() {
+    auto exe = symbolic_tables();
+    exe->buffers[0].dtype = DType::kInt64;
+    exe->index_checks = {{0, 0, 0, 0, 2, 1, true, false, 0, "node 'g' (GatherND)", "indices"},
+                         {0, 0, 10, -1, 1, 0, false, true, -100, "node 'l' (SoftmaxCrossEntropyLoss)", "target"}};
+    return exe;
+}
+
+TEST(ArtifactRoundTrip, IndexChecksComeBackAsWrittenAndForgedOnesAreRefused) {
+    auto exe = index_check_tables();
+    auto e = decode_tables(*exe);
+    ASSERT_EQ(e->index_checks.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const IndexCheck &a = e->index_checks[i], &b = exe->index_checks[i];
+        EXPECT_EQ(std::tie(a.step, a.arg, a.extent, a.extent_dim, a.period, a.phase, a.negative_from_end, a.has_ignore,
+                           a.ignore, a.node, a.what),
+                  std::tie(b.step, b.arg, b.extent, b.extent_dim, b.period, b.phase, b.negative_from_end, b.has_ignore,
+                           b.ignore, b.node, b.what));
+    }
+    const std::vector<std::pair<const char*, std::function<void(Executable&)>>> forged = {
+        {"names step 3", [](Executable& x) { x.index_checks[0].step = 3; }},
+        {"argument 2", [](Executable& x) { x.index_checks[0].arg = 2; }},
+        {"dim 5", [](Executable& x) { x.index_checks[0].extent_dim = 5; }},
+        {"0 <= phase < period (2, 2)", [](Executable& x) { x.index_checks[0].phase = 2; }},
+        {"reads a f32 buffer", [](Executable& x) { x.buffers[0].dtype = DType::kFloat32; }},
+    };
+    for (const auto& [what, damage] : forged) {
+        auto bad = index_check_tables();
+        damage(*bad);
+        Error err = error_of([&] { (void)decode_tables(*bad); });
+        EXPECT_EQ(err.kind(), ErrorKind::kInvalidModel) << err.what();
+        EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << what << ": " << err.what();
     }
 }
 

@@ -422,14 +422,15 @@ KernelTarget library_object_target() {
 /// vector-width flags, at -O1 for code that runs once (Optimization::kRunsOnce), at -O1 with
 /// the vectorizer (its cheapest cost model: it vectorizes what needs no versioning or peeling)
 /// and FMA contraction (-fexpensive-optimizations gates GCC's a*b+c -> fma) for the first tier
-/// of a tiered compile (Optimization::kQuick).
+/// of a tiered compile (Optimization::kQuick), whose kernels also leave the schedule's unrolled
+/// loops rolled (KILN_QUICK_TIER: the prelude's KILN_UNROLL is then empty).
 KernelTarget shared_library_target(Optimization opt) {
     KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
     if (opt == Optimization::kRunsOnce) t.flags[0] = "-O1";
     if (opt == Optimization::kQuick) {
         t.flags[0] = "-O1";
-        t.flags.insert(t.flags.begin() + 1,
-                       {"-ftree-vectorize", "-fvect-cost-model=very-cheap", "-fexpensive-optimizations"});
+        t.flags.insert(t.flags.begin() + 1, {"-ftree-vectorize", "-fvect-cost-model=very-cheap",
+                                             "-fexpensive-optimizations", "-DKILN_QUICK_TIER"});
     }
     for (const std::string& v : host_vector_flags({"-march=native"})) t.flags.push_back(v);
     return t;

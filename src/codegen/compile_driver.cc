@@ -402,13 +402,15 @@ std::vector<std::string> host_vector_flags(const std::vector<std::string>& isa) 
 #endif
 }
 
-/// How a kernel is built: the flags, the output's extension and libraries, and whether a kernel
-/// compiled alone is renamed to its library symbol (-Dkiln_kernel=...) or keeps `kiln_kernel`.
+/// How a kernel is built: the flags, the output's extension and libraries, whether a kernel
+/// compiled alone is renamed to its library symbol (-Dkiln_kernel=...) or keeps `kiln_kernel`,
+/// and the expected compile time that balances its units (kernel_units.h).
 struct KernelTarget {
     std::vector<std::string> flags;
     std::string ext;
     std::vector<std::string> libs;
     bool rename_alone = false;
+    size_t (*cost)(const std::string&) = compile_cost;
 };
 
 /// A kernel-library object (compile_c_library): kObjectFlags and the library's instruction set.
@@ -428,6 +430,7 @@ KernelTarget shared_library_target(Optimization opt) {
     KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
     if (opt == Optimization::kRunsOnce) t.flags[0] = "-O1";
     if (opt == Optimization::kQuick) {
+        t.cost = quick_compile_cost;
         t.flags[0] = "-O1";
         t.flags.insert(t.flags.begin() + 1, {"-ftree-vectorize", "-fvect-cost-model=very-cheap",
                                              "-fexpensive-optimizations", "-DKILN_QUICK_TIER"});
@@ -600,7 +603,7 @@ KernelBuildPlan plan_kernels(const KernelTarget& target, const std::vector<std::
     // At most kUnitKernels kernels per unit, so a large model still spreads over every process.
     constexpr size_t kUnitKernels = 24;
     std::vector<size_t> costs;
-    for (size_t k : missing) costs.push_back(compile_cost(unique[k]));
+    for (size_t k : missing) costs.push_back(target.cost(unique[k]));
     const size_t units =
         std::max<size_t>(static_cast<size_t>(plan.jobs), (missing.size() + kUnitKernels - 1) / kUnitKernels);
     plan.units = balance_units(costs, units);

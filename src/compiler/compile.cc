@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <limits>
 #include <map>
 #include <set>
@@ -43,6 +44,7 @@
 #include "pass/pass_manager.h"
 #include "pass/pipeline.h"
 #include "runtime/async_kernel.h"
+#include "runtime/dnnl_warmup.h"
 #include "runtime/extern_split.h"
 #include "support/error.h"
 #include "te/schedule.h"
@@ -593,6 +595,14 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
                         step.dims.push_back(d);
         exe->steps.push_back(std::move(step));
     }
+    // oneDNN's one-time set-up runs while the C compiler does (runtime/dnnl_warmup.h); the
+    // future waits for it when the compile returns or throws.
+    std::future<void> dnnl_warmup;
+    for (const LoweredKernel& k : lowered)
+        if (k.extern_name.rfind("dnnl_", 0) == 0) {
+            dnnl_warmup = runtime::start_dnnl_warmup();
+            break;
+        }
     // One library per kernel (cached per source), or all kernels in one library.
     std::vector<codegen::CompiledLibrary> libs;
     std::vector<std::string> symbols(sources.size(), "kiln_kernel");

@@ -223,6 +223,14 @@ public:
         }
     }
 
+    /// Makes the plan a call on `threads` threads runs (its primitives, its weight copies).
+    void prepare(int threads) override {
+        try {
+            plan_for(std::max(1, threads));
+        } catch (...) {  // left to the call, which reports it
+        }
+    }
+
 protected:
     /// Splits the step into at most `parts` parts and makes their primitives.
     virtual Plan make_plan(int parts) = 0;

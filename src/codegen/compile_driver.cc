@@ -459,6 +459,20 @@ CompiledLibrary compile_c(const std::string& source) {
     return compile_cached(source, t.flags, t.ext, t.libs);
 }
 
+std::future<void> start_compiler_probes() {
+    static std::once_flag started;
+    std::future<void> done;
+    std::call_once(started, [&] {
+        done = std::async(std::launch::async, [] {
+            try {
+                (void)shared_library_target(Optimization::kHot);  // toolchain() and host_vector_flags
+            } catch (...) {  // the build that needs them reports it
+            }
+        });
+    });
+    return done;
+}
+
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs) {
     std::vector<size_t> index;
     const std::vector<std::string> unique = distinct(sources, index);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,14 @@ std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sourc
 /// How many of the distinct kernels of `sources` compile_c_kernels(sources, jobs, opt) would
 /// compile: those neither in the cache alone nor in a cached unit of the same kernels.
 size_t kernels_to_compile(const std::vector<std::string>& sources, int jobs = 0, Optimization opt = Optimization::kHot);
+
+/// Starts, on a thread of its own, what the first build of a process asks the compiler before it
+/// compiles anything: its identity (`cc --version`, part of every cache key) and the host's
+/// vector-width flags (`cc -Q --help=target`), about 30 ms in all, so they overlap the caller's own
+/// work (compiler::compile starts it before the graph passes). A build that needs them meanwhile
+/// waits for them. The first call in the process returns the thread's future, whose destructor
+/// waits for it (std::async); later calls return an empty future. Failures are left to the build.
+std::future<void> start_compiler_probes();
 
 /// The instruction-set flags of a kernel library (compile_c_library: what a compiled artifact
 /// embeds). On x86-64: the baseline plus exactly the features runtime::host_cpu_features() names

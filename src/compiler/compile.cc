@@ -413,6 +413,17 @@ codegen::Optimization first_tier(const std::vector<std::string>& sources, const 
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
+    // The compiler's identity and flags, asked once per process, and oneDNN's one-time set-up
+    // where the model may have oneDNN steps (runtime/dnnl_warmup.h), while the passes run; the
+    // futures wait for them when the compile returns or throws.
+    const std::future<void> probes = codegen::start_compiler_probes();
+    std::future<void> dnnl_warmup;
+    if (opts.kernels != KernelSource::kGenerated && runtime::have_dnnl())
+        for (const ir::Node* n : g.nodes())
+            if (n->op() == "Conv" || n->op() == "ConvTranspose" || n->op() == "MatMul" || n->op() == "Gemm") {
+                dnnl_warmup = runtime::start_dnnl_warmup();
+                break;
+            }
     CompiledModel result;
     result.pass_records = optimize_graph(g, opts);
 
@@ -595,11 +606,9 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
                         step.dims.push_back(d);
         exe->steps.push_back(std::move(step));
     }
-    // oneDNN's one-time set-up runs while the C compiler does (runtime/dnnl_warmup.h); the
-    // future waits for it when the compile returns or throws.
-    std::future<void> dnnl_warmup;
+    // oneDNN steps from ops not seen above: the set-up runs while the C compiler does.
     for (const LoweredKernel& k : lowered)
-        if (k.extern_name.rfind("dnnl_", 0) == 0) {
+        if (!dnnl_warmup.valid() && k.extern_name.rfind("dnnl_", 0) == 0) {
             dnnl_warmup = runtime::start_dnnl_warmup();
             break;
         }

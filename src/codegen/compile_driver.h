@@ -65,8 +65,9 @@ struct KernelBuild {
 /// How hard the compiler optimizes a build: kHot at -O3 (compile_c's flags: the model's kernels),
 /// kRunsOnce at -O1 for code that runs once per load (constant folds: a weight transpose compiles
 /// 2-4x faster and still runs in a fraction of a millisecond), kQuick at -O1 with the vectorizer
-/// and FMA contraction: the first tier of a tiered compile (compiler/kernel_upgrade.h; PP-OCRv4's
-/// recogniser: 0.7x kHot's compile time, its warm calls about 1.1x kHot's time).
+/// and FMA contraction, the schedule's unrolled loops left rolled (-DKILN_QUICK_TIER): the first
+/// tier of a tiered compile (compiler/kernel_upgrade.h; PP-OCRv4's recogniser: its units about
+/// 0.5x kHot's compile time, its warm calls about 1.15x kHot's time).
 enum class Optimization { kHot, kRunsOnce, kQuick };
 
 /// A loadable library per kernel source, as compile_c_many builds them (symbol `kiln_kernel`),

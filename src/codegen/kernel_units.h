@@ -37,7 +37,7 @@ size_t compile_cost(const std::string& source);
 /// (Optimization::kQuick: -O1, the vectorizer, unrolled loops left rolled), from its text after
 /// the prelude: 7 ms, 1.93 us per character and 0.67 us per character of unrolled_length.
 /// Fitted to each kernel of PP-OCR's three models compiled alone (90 kernels, 2-48 KB; root mean
-/// square error 5 ms against 12 ms for compile_cost scaled to fit): the quick units of a cold
+/// square error 5 ms against 15 ms for compile_cost scaled to fit): the quick units of a cold
 /// compile then take equal times, so the compiler processes finish together.
 size_t quick_compile_cost(const std::string& source);
 

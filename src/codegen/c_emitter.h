@@ -5,7 +5,7 @@
 // (kiln_kernel_dims_fn), which reads the dims into locals and returns KILN_KERNEL_BAD_DIMS for a
 // negative one; strides, loop extents and allocation sizes are then C expressions of them. Parallel loops become a task function over a context struct of the
 // captured variables, run through env->parallel_for; vectorized loops get `#pragma GCC ivdep`
-// (no OpenMP); unrolled loops `#pragma GCC unroll`. f16/bf16 buffers are uint16_t converted by
+// (no OpenMP); unrolled loops `KILN_UNROLL(n)` (`#pragma GCC unroll n`). f16/bf16 buffers are uint16_t converted by
 // inline helpers. Kernel-local Allocates are heap buffers; a failed allocation returns 1.
 // func.name must be a C identifier (it is the exported symbol); compile with the flags of
 // compile_driver.h (-fwrapv is relied on for wrapping integer arithmetic).

@@ -35,6 +35,16 @@ typedef struct kiln_kernel_env {
 /* What a kernel returns when it was cut short by env->stop (1: a failed allocation). */
 #define KILN_KERNEL_STOPPED 2
 
+/* A loop the schedule unrolls. The quick tier of a tiered compile (-DKILN_QUICK_TIER) leaves it
+ * rolled: GCC's complete unrolling of a register tile is most of a product kernel's compile time,
+ * and at -O1 the unrolled tile runs no faster. */
+#define KILN_PRAGMA_(x) _Pragma(#x)
+#ifdef KILN_QUICK_TIER
+#define KILN_UNROLL(n)
+#else
+#define KILN_UNROLL(n) KILN_PRAGMA_(GCC unroll n)
+#endif
+
 /* A kernel: args are the data pointers of its buffers (inputs, then outputs). Returns 0 on success. */
 typedef int32_t (*kiln_kernel_fn)(void* const* args, const kiln_kernel_env* env);
 #endif /* KILN_RUNTIME_KERNEL_ABI_H_ */

@@ -402,13 +402,15 @@ std::vector<std::string> host_vector_flags(const std::vector<std::string>& isa) 
 #endif
 }
 
-/// How a kernel is built: the flags, the output's extension and libraries, and whether a kernel
-/// compiled alone is renamed to its library symbol (-Dkiln_kernel=...) or keeps `kiln_kernel`.
+/// How a kernel is built: the flags, the output's extension and libraries, whether a kernel
+/// compiled alone is renamed to its library symbol (-Dkiln_kernel=...) or keeps `kiln_kernel`,
+/// and the expected compile time that balances its units (kernel_units.h).
 struct KernelTarget {
     std::vector<std::string> flags;
     std::string ext;
     std::vector<std::string> libs;
     bool rename_alone = false;
+    size_t (*cost)(const std::string&) = compile_cost;
 };
 
 /// A kernel-library object (compile_c_library): kObjectFlags and the library's instruction set.
@@ -422,14 +424,16 @@ KernelTarget library_object_target() {
 /// vector-width flags, at -O1 for code that runs once (Optimization::kRunsOnce), at -O1 with
 /// the vectorizer (its cheapest cost model: it vectorizes what needs no versioning or peeling)
 /// and FMA contraction (-fexpensive-optimizations gates GCC's a*b+c -> fma) for the first tier
-/// of a tiered compile (Optimization::kQuick).
+/// of a tiered compile (Optimization::kQuick), whose kernels also leave the schedule's unrolled
+/// loops rolled (KILN_QUICK_TIER: the prelude's KILN_UNROLL is then empty).
 KernelTarget shared_library_target(Optimization opt) {
     KernelTarget t{{std::begin(kFlags), std::end(kFlags)}, ".so", {"-lm"}, false};
     if (opt == Optimization::kRunsOnce) t.flags[0] = "-O1";
     if (opt == Optimization::kQuick) {
+        t.cost = quick_compile_cost;
         t.flags[0] = "-O1";
-        t.flags.insert(t.flags.begin() + 1,
-                       {"-ftree-vectorize", "-fvect-cost-model=very-cheap", "-fexpensive-optimizations"});
+        t.flags.insert(t.flags.begin() + 1, {"-ftree-vectorize", "-fvect-cost-model=very-cheap",
+                                             "-fexpensive-optimizations", "-DKILN_QUICK_TIER"});
     }
     for (const std::string& v : host_vector_flags({"-march=native"})) t.flags.push_back(v);
     return t;
@@ -453,6 +457,20 @@ std::vector<std::string> distinct(const std::vector<std::string>& sources, std::
 CompiledLibrary compile_c(const std::string& source) {
     const KernelTarget t = shared_library_target(Optimization::kHot);
     return compile_cached(source, t.flags, t.ext, t.libs);
+}
+
+std::future<void> start_compiler_probes() {
+    static std::once_flag started;
+    std::future<void> done;
+    std::call_once(started, [&] {
+        done = std::async(std::launch::async, [] {
+            try {
+                (void)shared_library_target(Optimization::kHot);  // toolchain() and host_vector_flags
+            } catch (...) {  // the build that needs them reports it
+            }
+        });
+    });
+    return done;
 }
 
 std::vector<CompileOutcome> compile_c_each(const std::vector<std::string>& sources, int jobs) {
@@ -599,7 +617,7 @@ KernelBuildPlan plan_kernels(const KernelTarget& target, const std::vector<std::
     // At most kUnitKernels kernels per unit, so a large model still spreads over every process.
     constexpr size_t kUnitKernels = 24;
     std::vector<size_t> costs;
-    for (size_t k : missing) costs.push_back(compile_cost(unique[k]));
+    for (size_t k : missing) costs.push_back(target.cost(unique[k]));
     const size_t units =
         std::max<size_t>(static_cast<size_t>(plan.jobs), (missing.size() + kUnitKernels - 1) / kUnitKernels);
     plan.units = balance_units(costs, units);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,9 @@ struct KernelBuild {
 /// How hard the compiler optimizes a build: kHot at -O3 (compile_c's flags: the model's kernels),
 /// kRunsOnce at -O1 for code that runs once per load (constant folds: a weight transpose compiles
 /// 2-4x faster and still runs in a fraction of a millisecond), kQuick at -O1 with the vectorizer
-/// and FMA contraction: the first tier of a tiered compile (compiler/kernel_upgrade.h; PP-OCRv4's
-/// recogniser: 0.7x kHot's compile time, its warm calls about 1.1x kHot's time).
+/// and FMA contraction, the schedule's unrolled loops left rolled (-DKILN_QUICK_TIER): the first
+/// tier of a tiered compile (compiler/kernel_upgrade.h; PP-OCRv4's recogniser: its units about
+/// 0.5x kHot's compile time, its warm calls about 1.15x kHot's time).
 enum class Optimization { kHot, kRunsOnce, kQuick };
 
 /// A loadable library per kernel source, as compile_c_many builds them (symbol `kiln_kernel`),
@@ -79,6 +81,14 @@ std::vector<KernelBuild> compile_c_kernels(const std::vector<std::string>& sourc
 /// How many of the distinct kernels of `sources` compile_c_kernels(sources, jobs, opt) would
 /// compile: those neither in the cache alone nor in a cached unit of the same kernels.
 size_t kernels_to_compile(const std::vector<std::string>& sources, int jobs = 0, Optimization opt = Optimization::kHot);
+
+/// Starts, on a thread of its own, what the first build of a process asks the compiler before it
+/// compiles anything: its identity (`cc --version`, part of every cache key) and the host's
+/// vector-width flags (`cc -Q --help=target`), about 30 ms in all, so they overlap the caller's own
+/// work (compiler::compile starts it before the graph passes). A build that needs them meanwhile
+/// waits for them. The first call in the process returns the thread's future, whose destructor
+/// waits for it (std::async); later calls return an empty future. Failures are left to the build.
+std::future<void> start_compiler_probes();
 
 /// The instruction-set flags of a kernel library (compile_c_library: what a compiled artifact
 /// embeds). On x86-64: the baseline plus exactly the features runtime::host_cpu_features() names

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -65,6 +66,38 @@ size_t compile_cost(const std::string& source) {
     const std::string mark = "/* unrolled";
     for (size_t at = source.find(mark); at != std::string::npos; at = source.find(mark, at + 1)) ++unrolled;
     return source.size() * (10 + unrolled) / 10;
+}
+
+size_t unrolled_length(const std::string& text) {
+    const std::string mark = "KILN_UNROLL(";
+    size_t total = 0, factor = 1, depth = 0, pending = 0;
+    std::vector<std::pair<size_t, size_t>> open;  // (brace depth of an unrolled body, its n)
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (text.compare(i, mark.size(), mark) == 0) pending = std::strtoull(text.c_str() + i + mark.size(), nullptr, 10);
+        if (text[i] == '{') {
+            ++depth;
+            if (pending > 0) {  // the unrolled loop's body
+                open.emplace_back(depth, pending);
+                factor *= pending;
+                pending = 0;
+            }
+        }
+        total += factor;
+        if (text[i] == '}') {
+            if (!open.empty() && open.back().first == depth) {
+                factor /= open.back().second;
+                open.pop_back();
+            }
+            if (depth > 0) --depth;
+        }
+    }
+    return total;
+}
+
+size_t quick_compile_cost(const std::string& source) {
+    const std::optional<std::string> body = kernel_body(source);
+    const std::string& text = body ? *body : source;
+    return 7000 + (text.size() * 193 + unrolled_length(text) * 67) / 100;
 }
 
 std::vector<std::vector<size_t>> balance_units(const std::vector<size_t>& costs, size_t units) {

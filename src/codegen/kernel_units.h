@@ -27,11 +27,23 @@ std::optional<std::string> kernel_body(const std::string& source);
 /// the matching name of `symbols`.
 std::string kernel_unit_source(const std::vector<std::string>& sources, const std::vector<std::string>& symbols);
 
-/// A kernel's expected compile time in arbitrary units: its length, weighed by the loops the C
-/// emitter marked unrolled (GCC's time grows faster than the text there: PP-OCRv4's attention
-/// MatMul, 42 KB with 44 unrolled loops, took 0.94 s at -O3, a 22 KB MatMul+Add with 22 of them
-/// 0.2 s, a 48 KB Softmax without any 0.22 s).
+/// A kernel's expected compile time in arbitrary units at -O3: its length, weighed by the loops
+/// the C emitter marked unrolled (GCC's time grows faster than the text there: PP-OCRv4's
+/// attention MatMul, 42 KB with 44 unrolled loops, took 0.94 s at -O3, a 22 KB MatMul+Add with 22
+/// of them 0.2 s, a 48 KB Softmax without any 0.22 s).
 size_t compile_cost(const std::string& source);
+
+/// A kernel's expected compile time in microseconds at a tiered compile's quick tier
+/// (Optimization::kQuick: -O1, the vectorizer, unrolled loops left rolled), from its text after
+/// the prelude: 7 ms, 1.93 us per character and 0.67 us per character of unrolled_length.
+/// Fitted to each kernel of PP-OCR's three models compiled alone (90 kernels, 2-48 KB; root mean
+/// square error 5 ms against 15 ms for compile_cost scaled to fit): the quick units of a cold
+/// compile then take equal times, so the compiler processes finish together.
+size_t quick_compile_cost(const std::string& source);
+
+/// The length of `text` with the body of each loop under KILN_UNROLL(n) counted n times (nested
+/// ones multiply): the code GCC would see after unrolling them.
+size_t unrolled_length(const std::string& text);
 
 /// Splits kernels of the given costs into at most `units` groups of about equal total cost
 /// (largest first, each to the lightest group); returns the groups' indices, each in ascending

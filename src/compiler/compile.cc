@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <limits>
 #include <map>
 #include <set>
@@ -45,6 +46,7 @@
 #include "pass/pass_manager.h"
 #include "pass/pipeline.h"
 #include "runtime/async_kernel.h"
+#include "runtime/dnnl_warmup.h"
 #include "runtime/extern_split.h"
 #include "support/error.h"
 #include "te/schedule.h"
@@ -433,6 +435,17 @@ void warn_stale_tuning(const std::vector<std::string>& stale) {
 
 CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     auto t0 = std::chrono::steady_clock::now();
+    // The compiler's identity and flags, asked once per process, and oneDNN's one-time set-up
+    // where the model may have oneDNN steps (runtime/dnnl_warmup.h), while the passes run; the
+    // futures wait for them when the compile returns or throws.
+    const std::future<void> probes = codegen::start_compiler_probes();
+    std::future<void> dnnl_warmup;
+    if (opts.kernels != KernelSource::kGenerated && runtime::have_dnnl())
+        for (const ir::Node* n : g.nodes())
+            if (n->op() == "Conv" || n->op() == "ConvTranspose" || n->op() == "MatMul" || n->op() == "Gemm") {
+                dnnl_warmup = runtime::start_dnnl_warmup();
+                break;
+            }
     CompiledModel result;
     result.pass_records = optimize_graph(g, opts);
 
@@ -620,6 +633,12 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
                         step.dims.push_back(d);
         exe->steps.push_back(std::move(step));
     }
+    // oneDNN steps from ops not seen above: the set-up runs while the C compiler does.
+    for (const LoweredKernel& k : lowered)
+        if (!dnnl_warmup.valid() && k.extern_name.rfind("dnnl_", 0) == 0) {
+            dnnl_warmup = runtime::start_dnnl_warmup();
+            break;
+        }
     // One library per kernel (cached per source), or all kernels in one library.
     std::vector<codegen::CompiledLibrary> libs;
     std::vector<std::string> symbols(sources.size(), "kiln_kernel");

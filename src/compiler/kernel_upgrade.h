@@ -1,9 +1,9 @@
 // Tiered compiles: a model whose kernels are missing from the kernel cache first runs on kernels
-// compiled quickly (codegen::Optimization::kQuick: -O1 with the vectorizer), while the same
-// sources compile at -O3 in the background; each kernel then switches to its -O3 build
-// (runtime::Executable::replace_kernels), between two of its calls. The -O3 build is the one a
-// cold compile without tiers makes (the same kernel units), so the cache then holds what the
-// next process looks for: it starts on -O3 kernels and compiles nothing.
+// compiled quickly (codegen::Optimization::kQuick: -O1 with the vectorizer, unrolled loops left
+// rolled), while the same sources compile at -O3 in the background; each kernel then switches
+// to its -O3 build (runtime::Executable::replace_kernels), between two of its calls. The -O3
+// build is the one a cold compile without tiers makes (the same kernel units), so the cache then
+// holds what the next process looks for: it starts on -O3 kernels and compiles nothing.
 //
 // The background compilers run at a lower priority (nice 10), so the model's own threads keep
 // the cores while it is called. The first calls may differ from later ones in the last bits

@@ -232,6 +232,7 @@ Status BufferTable::bind(const std::vector<Tensor>& inputs, RunBindings& b, cons
     b.dims.clear();
     if (exe_->is_symbolic()) {
         st = bind_run_dims(*exe_, inputs, b.dims);
+        b.new_dims = !(dims_planned_ && dims_plan_.dims == b.dims);
         if (st.ok()) st = place_at_dims(b.dims);
         if (!st.ok()) return st;
     }

@@ -21,6 +21,8 @@ struct RunBindings {
     std::vector<void*> ptrs;
     /// The values of Executable::dims for this run (empty for a static executable).
     std::vector<int64_t> dims;
+    /// The dims differ from the previous run's of this table (their memory was planned anew).
+    bool new_dims = false;
     std::map<int, Tensor> fresh_outputs;
     std::vector<const Tensor*> into;
 };

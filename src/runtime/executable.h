@@ -179,6 +179,8 @@ public:
     Status run_kernel(int kernel, void* const* args, const kiln_kernel_env& env) const;
     /// Runs a kernel that takes dims (KernelDesc::takes_dims) with their values.
     Status run_kernel(int kernel, void* const* args, const int64_t* dims, const kiln_kernel_env& env) const;
+    /// The extern kernel of a loaded executable's kernel `kernel` (null for a generated one).
+    ExternKernel* extern_kernel(int kernel) const { return externs_.at(static_cast<size_t>(kernel)).get(); }
 
 private:
     static Status kernel_status(int32_t rc);

@@ -63,6 +63,14 @@ Status ExternAtShapes::run_at(void* const* args, const int64_t* dims, const kiln
     }
 }
 
+void ExternAtShapes::prepare_at(const int64_t* dims, int threads) {
+    try {
+        if (const std::shared_ptr<ExternKernel> k = kernel_at(std::vector<int64_t>(dims, dims + num_dims_)))
+            k->prepare(threads);
+    } catch (...) {  // left to the run, whose error names the node
+    }
+}
+
 std::shared_ptr<ExternKernel> ExternAtShapes::kernel_at(const std::vector<int64_t>& dims) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it) {

@@ -32,6 +32,8 @@ public:
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override;
     Status run_at(void* const* args, const int64_t* dims, const kiln_kernel_env& env, int threads) override;
+    /// Makes (or finds) the kernel for `dims` and prepares it for `threads` (runtime/prepare_externs.h).
+    void prepare_at(const int64_t* dims, int threads) override;
 
     /// Kernels made so far (a shape made again after it was dropped counts again) and held now.
     size_t made() const;

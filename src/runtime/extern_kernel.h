@@ -61,6 +61,12 @@ public:
         (void)args, (void)dims, (void)env, (void)threads;
         return Status(ErrorKind::kInternal, "bug in Kiln: this extern kernel takes no dims");
     }
+    /// Makes now what the first run on `threads` threads would make (oneDNN's primitives and
+    /// weight copies), so that the run finds it ready; run_at's `dims` for a kernel that takes
+    /// them. Never throws: what cannot be made is left to the run, which reports it. Default:
+    /// nothing to make.
+    virtual void prepare(int threads) { (void)threads; }
+    virtual void prepare_at(const int64_t* dims, int threads) { (void)dims, (void)threads; }
 };
 
 using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams& params,

@@ -8,6 +8,7 @@
 // runs again from its start on resume, so the result is that of an uninterrupted run.
 #include "runtime/sequential_executor.h"
 
+#include "runtime/prepare_externs.h"
 #include "runtime/run_control.h"
 
 namespace kiln::runtime {
@@ -31,6 +32,7 @@ Status SequentialExecutor::run(const std::vector<Tensor>& inputs, std::vector<Te
     OutputReadiness readiness(ready_plan_.get(), b, exe_->outputs, ready);
     RunControl control(pool_, max_threads);
     kiln_kernel_env env = control.env(false);
+    if (b.new_dims) prepare_externs_at(*exe_, b.dims, env);  // new shapes' kernels, made together
     ProfiledRun* prof = profiler_ ? profiler_->begin_run(exe_) : nullptr;
     for (size_t s = 0; s < table_.executable().steps.size(); ++s) {
         if (terminate && terminate->load(std::memory_order_relaxed))
@@ -59,6 +61,7 @@ Status SequentialExecutor::run_preemptible(const std::vector<Tensor>& inputs, st
     at.cut_inside_kernel = false;
     RunControl control(pool_, max_threads, &request);
     const kiln_kernel_env cuttable = control.env(true), whole = control.env(false);
+    if (at.next_step == 0 && at.bindings.new_dims) prepare_externs_at(*exe_, at.bindings.dims, whole);
     ProfiledRun* prof = profiler_ ? profiler_->begin_run(exe_) : nullptr;
     const auto& steps = table_.executable().steps;
     for (size_t& s = at.next_step; s < steps.size(); ++s) {

@@ -34,7 +34,8 @@ Expr load(const te::Buffer& b, Expr idx) {
 
 /// out[r, j] = A[r, j] * scale + r, rows in parallel (an outlined task) and `tasks` such loops
 /// in sequence (task0, task1, ...), each adding its own offset: kernels that differ by `scale`.
-tir::PrimFunc scaled_rows(double scale, int tasks) {
+/// `inner`: the kind of the loop over j (kUnrolled: KILN_UNROLL(13) in the source).
+tir::PrimFunc scaled_rows(double scale, int tasks, te::LoopKind inner = te::LoopKind::kSerial) {
     const int64_t rows = 29, cols = 13;
     auto A = te::make_buffer("A", DType::kFloat32, {rows, cols});
     auto O = te::make_buffer("out", DType::kFloat32, {rows, cols});
@@ -46,7 +47,7 @@ tir::PrimFunc scaled_rows(double scale, int tasks) {
         Expr v = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, in, f32(scale)),
                      std::make_shared<te::CastNode>(DType::kFloat32, r));
         loops.push_back(tir::make_for(r, i64(rows), te::LoopKind::kParallel,
-                                      tir::make_for(j, i64(cols), te::LoopKind::kSerial, tir::make_store(O, idx, v))));
+                                      tir::make_for(j, i64(cols), inner, tir::make_store(O, idx, v))));
     }
     return tir::PrimFunc{"kiln_kernel", {A, O}, tir::make_seq(loops)};
 }
@@ -91,6 +92,35 @@ TEST(KernelUnits, BalanceIsEvenAndDeterministic) {
     EXPECT_EQ(g, balance_units(sizes, 2));
     EXPECT_EQ(g[0].front(), 0u);  // units ordered by their first kernel
     EXPECT_EQ(balance_units(sizes, 10).size(), sizes.size());  // never an empty unit
+    std::vector<int> seen(sizes.size(), 0);  // every kernel in exactly one unit
+    for (const auto& unit : g)
+        for (size_t i : unit) ++seen.at(i);
+    EXPECT_EQ(seen, std::vector<int>(sizes.size(), 1));
+}
+
+TEST(KernelUnits, UnrolledLengthCountsEachUnrolledBodyItsFactorOfTimes) {
+    EXPECT_EQ(unrolled_length("abc"), 3u);
+    // "for {" and "}" once; the body "{x}" (3 characters) 4 times.
+    EXPECT_EQ(unrolled_length("KILN_UNROLL(4)\nfor {x}"), std::string("KILN_UNROLL(4)\nfor ").size() + 3 * 4);
+    // Nested: the inner body 2 x 3 times, the outer body's own text 2 times.
+    const std::string inner = "{y}", outer = "{a KILN_UNROLL(3) " + inner + " b}";
+    const std::string text = "KILN_UNROLL(2)" + outer;
+    const size_t outer_own = outer.size() - inner.size();
+    EXPECT_EQ(unrolled_length(text), std::string("KILN_UNROLL(2)").size() + 2 * outer_own + 6 * inner.size());
+    EXPECT_EQ(unrolled_length("{ { } } {}"), 10u);  // braces of loops that are not unrolled count once
+}
+
+TEST(KernelUnits, QuickCompileCostGrowsWithTheTextAndItsUnrolledLoops) {
+    const std::string plain = emit_c(scaled_rows(2.0, 1));
+    const std::string longer = emit_c(scaled_rows(2.0, 3));
+    const std::string unrolled = emit_c(scaled_rows(2.0, 1, te::LoopKind::kUnrolled));
+    ASSERT_NE(unrolled.find("KILN_UNROLL(13)"), std::string::npos) << unrolled;
+    EXPECT_EQ(kernel_body(plain)->find("KILN_UNROLL("), std::string::npos);
+    EXPECT_LT(quick_compile_cost(plain), quick_compile_cost(longer));
+    EXPECT_LT(quick_compile_cost(plain), quick_compile_cost(unrolled));
+    // The prelude every kernel shares is not counted: a kernel's cost is its own text's.
+    const size_t body = kernel_body(plain)->size();
+    EXPECT_EQ(quick_compile_cost(plain), 7000 + (body * 193 + body * 67) / 100);
 }
 
 TEST(KernelUnits, UnrolledLoopsWeighOnTheCompileCost) {
@@ -194,6 +224,25 @@ TEST(KernelUnits, QuickKernelsAreReplacedByTheirO3Builds) {
     exe.replace_kernels(ids, libraries, symbols);
     for (size_t k = 0; k < sources.size(); ++k) EXPECT_NE(exe.kernel_fn(static_cast<int>(k)), before[k]) << k;
     expect_kernels_match_interpreter(exe, funcs);
+}
+
+// The quick tier drops the schedule's unroll requests (KILN_QUICK_TIER), -O3 keeps them: both
+// builds of kernels with an unrolled loop match the interpreter.
+TEST(KernelUnits, UnrolledLoopsMatchTheInterpreterAtBothTiers) {
+    FreshCache cache;
+    std::vector<tir::PrimFunc> funcs;
+    std::vector<std::string> sources;
+    for (int k = 0; k < 4; ++k) {
+        funcs.push_back(scaled_rows(0.75 + k, 1 + k % 2, te::LoopKind::kUnrolled));
+        sources.push_back(emit_c(funcs.back()));
+    }
+    for (Optimization opt : {Optimization::kQuick, Optimization::kHot}) {
+        runtime::Executable exe;
+        for (const KernelBuild& b : compile_c_kernels(sources, 2, opt))
+            exe.kernels.push_back({b.library.path, b.symbol, "unrolled kernel"});
+        exe.load();
+        expect_kernels_match_interpreter(exe, funcs);
+    }
 }
 
 TEST(KernelUnits, AKernelThatFailsInAUnitIsReportedByItself) {

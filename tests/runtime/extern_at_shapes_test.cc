@@ -1,7 +1,8 @@
 // A oneDNN convolution on symbolic batch x H x W (runtime/extern_at_shapes.h): one step run at
 // several shapes (odd sizes, a stride-2 window with a fused Relu, a depthwise conv; plain NCHW and
 // Kiln's blocked NCHW16c) against a direct loop nest; shapes made once and kept least recently
-// used out; a shape the window cannot take is an error naming the dims.
+// used out; a shape the window cannot take is an error naming the dims; a run at new dims makes
+// its steps' kernels together first (runtime/prepare_externs.h), each once.
 #include "runtime/extern_at_shapes.h"
 
 #include <gtest/gtest.h>
@@ -9,9 +10,11 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "runtime/caching_allocator.h"
 #include "runtime/executable.h"
+#include "runtime/prepare_externs.h"
 #include "runtime/sequential_executor.h"
 #include "runtime/thread_pool.h"
 #include "support/error.h"
@@ -253,6 +256,98 @@ TEST(ExternAtShapes, ShapesTheWindowCannotTakeAreErrors) {
     EXPECT_NE(st.message().find("1,16,4,4"), std::string::npos) << st.message();
     const int64_t too_small[5] = {1, 2, 9, 1, 4};  // H 2 < the 3-tap window, no pads
     st = exe.run_kernel(0, args, too_small, pool.kernel_env());
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("smaller than the window"), std::string::npos) << st.message();
+}
+
+/// Two same-padded 3x3 convs in sequence, X [n, 8, h, w] -> Y [n, 16, h, w] -> Z [n, 16, h, w],
+/// on the dims (n, h, w) bound from X per run.
+struct TwoConvs {
+    Conv first{8, 16, 1, 3, 1, 1, "relu"}, second{16, 16, 1, 3, 1, 1, ""};
+    Tensor w1, b1, w2, b2;
+    std::shared_ptr<Executable> exe = std::make_shared<Executable>();
+
+    TwoConvs() {
+        std::tie(w1, b1) = weights(first);
+        std::tie(w2, b2) = weights(second);
+        exe->dims = {"n", "h", "w"};
+        auto add = [&](const char* name, Shape shape, BufferRole role, std::vector<int> dim_of, Tensor constant) {
+            BufferDesc d{name, DType::kFloat32, std::move(shape), role};
+            d.dim_of = std::move(dim_of);
+            d.constant = std::move(constant);
+            exe->buffers.push_back(d);
+        };
+        add("X", {1, 8, 1, 1}, BufferRole::kInput, {0, -1, 1, 2}, {});
+        add("W1", w1.shape(), BufferRole::kConstant, {}, w1);
+        add("B1", b1.shape(), BufferRole::kConstant, {}, b1);
+        add("Y", {1, 16, 1, 1}, BufferRole::kIntermediate, {0, -1, 1, 2}, {});
+        add("W2", w2.shape(), BufferRole::kConstant, {}, w2);
+        add("B2", b2.shape(), BufferRole::kConstant, {}, b2);
+        add("Z", {1, 16, 1, 1}, BufferRole::kOutput, {0, -1, 1, 2}, {});
+        for (const Conv* cv : {&first, &second}) {
+            KernelDesc kd;
+            kd.description = "Conv";
+            kd.extern_name = "dnnl_conv";
+            kd.extern_params = params_of(*cv);
+            kd.takes_dims = true;
+            exe->kernels.push_back(kd);
+        }
+        StepDesc one{0, {0, 1, 2, 3}, "conv1", 3}, two{1, {3, 4, 5, 6}, "conv2", 3};
+        one.dims = two.dims = {0, 1, 2};
+        exe->steps = {one, two};
+        exe->inputs = {0};
+        exe->outputs = {6};
+        exe->load();
+    }
+    const ExternAtShapes& kernel(int k) const { return dynamic_cast<const ExternAtShapes&>(*exe->extern_kernel(k)); }
+    /// Runs the executable at (n, h, w) against the loop nests, in double.
+    void check(SequentialExecutor& run, int64_t n, int64_t h, int64_t wd) const {
+        Tensor x(DType::kFloat32, {n, 8, h, wd});
+        std::mt19937 rng(static_cast<unsigned>(n * 100 + h * 10 + wd));
+        std::uniform_real_distribution<float> u(-1, 1);
+        for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = u(rng);
+        std::vector<Tensor> out;
+        const Status st = run.run({x}, out);
+        ASSERT_TRUE(st.ok()) << st.message();
+        ASSERT_EQ(out.at(0).shape(), (Shape{n, 16, h, wd}));
+        const std::vector<double> y = conv_reference(first, std::vector<float>(x.data_as<float>(), x.data_as<float>() + x.numel()),
+                                                     w1, b1, n, h, wd, h, wd);
+        const std::vector<double> z = conv_reference(second, std::vector<float>(y.begin(), y.end()), w2, b2, n, h, wd, h, wd);
+        // Tolerance: two float accumulations of at most 144 terms, the second of values below 10.
+        for (size_t i = 0; i < z.size(); ++i)
+            ASSERT_NEAR(out[0].data_as<float>()[i], z[i], 1e-3 + 1e-5 * std::fabs(z[i])) << n << "x" << h << "x" << wd;
+    }
+};
+
+TEST(ExternAtShapes, PreparedKernelsOfNewDimsAreMadeOnceAndRunByTheSteps) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    TwoConvs m;
+    ThreadPool pool(2);
+    prepare_externs_at(*m.exe, {2, 9, 11}, pool.kernel_env());
+    for (int k : {0, 1}) EXPECT_EQ(m.kernel(k).made(), 1u) << "kernel " << k;
+    auto alloc = make_session_allocator(0);
+    SequentialExecutor run(m.exe, &pool, alloc.get());
+    m.check(run, 2, 9, 11);
+    for (int k : {0, 1}) EXPECT_EQ(m.kernel(k).made(), 1u) << "the run found kernel " << k << " made";
+    m.check(run, 1, 5, 6);  // new dims: the run prepares both kernels before its first step
+    m.check(run, 1, 5, 6);
+    m.check(run, 2, 9, 11);  // still held
+    for (int k : {0, 1}) EXPECT_EQ(m.kernel(k).made(), 2u) << "kernel " << k;
+}
+
+TEST(ExternAtShapes, AKernelThatCannotBePreparedIsLeftToItsStep) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    const Conv cv{8, 16, 1, 3, 1, 0, ""};  // no pads: H and W of at least 3
+    auto [w, b] = weights(cv);
+    Executable exe;
+    conv_exe(exe, cv, w, b);
+    exe.load();
+    ThreadPool pool(2);
+    const int64_t too_small[5] = {1, 2, 9, 0, 7};
+    exe.extern_kernel(0)->prepare_at(too_small, 2);  // no throw
+    std::vector<float> x(8 * 2 * 9), y(16 * 7);
+    void* args[4] = {x.data(), const_cast<void*>(w.data()), const_cast<void*>(b.data()), y.data()};
+    const Status st = exe.run_kernel(0, args, too_small, pool.kernel_env());
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.message().find("smaller than the window"), std::string::npos) << st.message();
 }

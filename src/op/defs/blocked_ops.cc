@@ -197,12 +197,19 @@ void blocked_window_schedule(te::Schedule& s, const std::vector<te::Tensor>& out
             order.push_back(o);
             owi = i;
         }
+        // The window's maximum or sum accumulates in registers, a tile of t columns by the
+        // channel block, stored once per tile (an unblocked row, t = 1, takes one column per
+        // tile); the output as the accumulator was initialized by a serial pass and
+        // read-modified-written per window position (2-3x ONNX Runtime's pools, GoogLeNet).
+        const bool local = (t > 1 ? t : 1) * sh[4] <= te::Stage::kMaxLocalElems;
+        if (local && t == 1) order.push_back(owi);
         for (const auto& r : st.all_reduce_axes()) order.push_back(r);
-        order.push_back(owi);
+        if (!(local && t == 1)) order.push_back(owi);
         order.push_back(st.axis(4));
         st.reorder(order);
         if (t > 1) st.unroll(owi);
         st.vectorize(st.axis(4));
+        if (local) st.cache_write_local();
         if (par) st.parallel(nbh);
     }
     default_schedule(s, outputs);  // epilogues: bias, the average's division, fused consumers

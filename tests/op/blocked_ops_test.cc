@@ -121,6 +121,9 @@ void add_blocked_op_cases(std::vector<Case>& c) {
     add("avgpool_nchwc_3x3_s1_include_pad_28", ap, {in(F32, {1, 4, 28, 28, 16})},
         {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"count_include_pad", int64_t{1}}},
         blocked_pool_ref(false));
+    // Undilated windows past the input's end (ceil mode) read the clamped edge, no select.
+    add("maxpool_nchwc_ceil_clamped", mp, {in(F32, {1, 1, 12, 11, 16})},
+        {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}, blocked_pool_ref(true));
     add("maxpool_nchwc_block160", mp, {in(F32, {1, 1, 6, 17, 160})}, {{"kernel_shape", Ints{2, 2}}},
         blocked_pool_ref(true));
     add("gap_nchwc", "KilnGlobalAveragePoolNCHWc", {in(F32, {1, 3, 7, 7, 16})}, {}, blocked_global_ref(false));

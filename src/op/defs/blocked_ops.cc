@@ -117,7 +117,7 @@ std::vector<te::Tensor> max_pool_compute(const ComputeArgs& a) {
     const te::Tensor& x = a.in(0);
     if (!x->is_static()) return {sym_window_pool(a, true, 1)};
     WindowGeometry g = pool_geometry(a.node, to_dims(x->shape), 1);
-    te::Tensor src = padded_source(x, g, lowest_value(x->dtype), "maxpool_nchwc_pad", 1);
+    te::Tensor src = max_pool_source(x, g, "maxpool_nchwc_pad", 1);
     return {max_pool_tensor(src, g, a.out_shape(), a.out_dtype(), a.node.op())};
 }
 

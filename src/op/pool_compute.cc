@@ -67,7 +67,8 @@ te::Tensor padded_source(const te::Tensor& x, const WindowGeometry& g, Expr fill
 
 te::Tensor max_pool_source(const te::Tensor& x, const WindowGeometry& g, const std::string& name, int trailing) {
     const int sp = g.spatial();
-    KILN_ICHECK(x->ndim() == 2 + sp + trailing) << "pool source of rank " << x->ndim() << " for " << sp << " spatial dims";
+    KILN_ICHECK(x->ndim() == 2 + sp + trailing)
+        << "pool source of rank " << x->ndim() << " for " << sp << " spatial dims";
     std::vector<int64_t> in(x->shape.begin() + 2, x->shape.begin() + 2 + sp);
     if (!g.any_padding(in)) return x;
     for (int d = 0; d < sp; ++d) {
@@ -80,7 +81,8 @@ te::Tensor max_pool_source(const te::Tensor& x, const WindowGeometry& g, const s
     return te::compute(
         ps, [&](const std::vector<Var>& i) {
             std::vector<Expr> idx(i.begin(), i.end());
-            for (int d = 0; d < sp; ++d) idx[2 + d] = clamp_index(Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]), in[d]);
+            for (int d = 0; d < sp; ++d)
+                idx[2 + d] = clamp_index(Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]), in[d]);
             return te::read(x, idx);
         },
         name, x->dtype);

@@ -65,6 +65,29 @@ te::Tensor padded_source(const te::Tensor& x, const WindowGeometry& g, Expr fill
         name, x->dtype);
 }
 
+te::Tensor max_pool_source(const te::Tensor& x, const WindowGeometry& g, const std::string& name, int trailing) {
+    const int sp = g.spatial();
+    KILN_ICHECK(x->ndim() == 2 + sp + trailing)
+        << "pool source of rank " << x->ndim() << " for " << sp << " spatial dims";
+    std::vector<int64_t> in(x->shape.begin() + 2, x->shape.begin() + 2 + sp);
+    if (!g.any_padding(in)) return x;
+    for (int d = 0; d < sp; ++d) {
+        const int64_t last = (g.out[d] - 1) * g.strides[d] - g.pads_begin[d];  // the last window's start
+        if (g.dilations[d] != 1 || g.kernel[d] - 1 < g.pads_begin[d] || last > in[d] - 1)
+            return padded_source(x, g, lowest_value(x->dtype), name, trailing);
+    }
+    Shape ps = x->shape;
+    for (int i = 0; i < sp; ++i) ps[2 + i] = g.padded_extent(i, in[i]);
+    return te::compute(
+        ps, [&](const std::vector<Var>& i) {
+            std::vector<Expr> idx(i.begin(), i.end());
+            for (int d = 0; d < sp; ++d)
+                idx[2 + d] = clamp_index(Expr(i[2 + d]) - te::int_imm(g.pads_begin[d]), in[d]);
+            return te::read(x, idx);
+        },
+        name, x->dtype);
+}
+
 std::vector<te::IterVar> window_axes(const WindowGeometry& g) {
     std::vector<te::IterVar> rk;
     for (int i = 0; i < g.spatial(); ++i) rk.push_back(te::reduce_axis(g.kernel[i], "rk" + std::to_string(i)));

@@ -33,6 +33,12 @@ std::vector<ir::Dim> pool_out_shape(const std::vector<ir::Dim>& x, const WindowG
 te::Tensor padded_source(const te::Tensor& x, const WindowGeometry& g, te::Expr fill, const std::string& name,
                          int trailing = 0);
 
+/// The source a MaxPool's windows read: where the windows are undilated and each holds an input
+/// position, a padded position reads the input clamped to its edge (one of the window's own
+/// positions, so the maximum is the same) and no select guards the reads; otherwise
+/// padded_source filled with the lowest value.
+te::Tensor max_pool_source(const te::Tensor& x, const WindowGeometry& g, const std::string& name, int trailing = 0);
+
 /// One reduce axis per spatial dim, over the kernel.
 std::vector<te::IterVar> window_axes(const WindowGeometry& g);
 

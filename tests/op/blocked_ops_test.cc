@@ -113,6 +113,19 @@ void add_blocked_op_cases(std::vector<Case>& c) {
     add("avgpool_nchwc_include_pad", ap, {in(F32, {1, 1, 8, 10, 16})},
         {{"kernel_shape", Ints{2, 3}}, {"pads", Ints{1, 1, 0, 2}}, {"count_include_pad", int64_t{1}}},
         blocked_pool_ref(false));
+    // The register-tile accumulation of the window schedule: an unblocked row of 13 columns (one
+    // column per tile), 28 columns in tiles of 7 (in parallel), and a 160-channel block whose
+    // tile of 8 columns is over the local limit (the output stays the accumulator).
+    add("maxpool_nchwc_3x3_s1_cols13", mp, {in(F32, {1, 3, 13, 13, 16})},
+        {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}, blocked_pool_ref(true));
+    add("avgpool_nchwc_3x3_s1_include_pad_28", ap, {in(F32, {1, 4, 28, 28, 16})},
+        {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"count_include_pad", int64_t{1}}},
+        blocked_pool_ref(false));
+    // Undilated windows past the input's end (ceil mode) read the clamped edge, no select.
+    add("maxpool_nchwc_ceil_clamped", mp, {in(F32, {1, 1, 12, 11, 16})},
+        {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}, blocked_pool_ref(true));
+    add("maxpool_nchwc_block160", mp, {in(F32, {1, 1, 6, 17, 160})}, {{"kernel_shape", Ints{2, 2}}},
+        blocked_pool_ref(true));
     add("gap_nchwc", "KilnGlobalAveragePoolNCHWc", {in(F32, {1, 3, 7, 7, 16})}, {}, blocked_global_ref(false));
     add("gmp_nchwc", "KilnGlobalMaxPoolNCHWc", {in(F32, {2, 2, 5, 4, 8})}, {}, blocked_global_ref(true));
 }

@@ -117,7 +117,7 @@ std::vector<te::Tensor> max_pool_compute(const ComputeArgs& a) {
     const te::Tensor& x = a.in(0);
     if (!x->is_static()) return {sym_window_pool(a, true, 1)};
     WindowGeometry g = pool_geometry(a.node, to_dims(x->shape), 1);
-    te::Tensor src = padded_source(x, g, lowest_value(x->dtype), "maxpool_nchwc_pad", 1);
+    te::Tensor src = max_pool_source(x, g, "maxpool_nchwc_pad", 1);
     return {max_pool_tensor(src, g, a.out_shape(), a.out_dtype(), a.node.op())};
 }
 
@@ -197,12 +197,19 @@ void blocked_window_schedule(te::Schedule& s, const std::vector<te::Tensor>& out
             order.push_back(o);
             owi = i;
         }
+        // The window's maximum or sum accumulates in registers, a tile of t columns by the
+        // channel block, stored once per tile (an unblocked row, t = 1, takes one column per
+        // tile); the output as the accumulator was initialized by a serial pass and
+        // read-modified-written per window position (2-3x ONNX Runtime's pools, GoogLeNet).
+        const bool local = (t > 1 ? t : 1) * sh[4] <= te::Stage::kMaxLocalElems;
+        if (local && t == 1) order.push_back(owi);
         for (const auto& r : st.all_reduce_axes()) order.push_back(r);
-        order.push_back(owi);
+        if (!(local && t == 1)) order.push_back(owi);
         order.push_back(st.axis(4));
         st.reorder(order);
         if (t > 1) st.unroll(owi);
         st.vectorize(st.axis(4));
+        if (local) st.cache_write_local();
         if (par) st.parallel(nbh);
     }
     default_schedule(s, outputs);  // epilogues: bias, the average's division, fused consumers

@@ -6,6 +6,7 @@
 
 #include "runtime/async_kernel.h"
 #include "runtime/index_check.h"
+#include "support/huge_pages.h"
 
 namespace kiln::runtime {
 
@@ -104,7 +105,13 @@ Status BufferTable::prepare() {
 }
 
 Status BufferTable::place_at_dims(const std::vector<int64_t>& dims) {
-    if (dims_planned_ && dims_plan_.dims == dims) return Status::ok_status();
+    if (dims_planned_ && dims_plan_.dims == dims) {
+        if (!arena_huge_) {  // a second run at these dims: the arena's pages exist now
+            advise_huge_pages(arena_, arena_capacity_);
+            arena_huge_ = true;
+        }
+        return Status::ok_status();
+    }
     dims_planned_ = false;
     Status st = plan_at_dims(*exe_, dims, dims_plan_);
     if (!st.ok()) return st;
@@ -115,6 +122,10 @@ Status BufferTable::place_at_dims(const std::vector<int64_t>& dims) {
             arena_capacity_ = 0;
             arena_ = alloc_->allocate(dims_plan_.arena_bytes, "arena for the model intermediates at these dimensions");
             arena_capacity_ = dims_plan_.arena_bytes;
+            // A first call at new dims writes it: 4 KB pages, not a synchronous compaction for
+            // 2 MB ones (support/huge_pages.h; MiniLM at 8x256: first / warm 1.55 -> 1.16).
+            advise_small_pages(arena_, arena_capacity_);
+            arena_huge_ = false;
         }
     } catch (const Error& e) {
         return Status::from(e);

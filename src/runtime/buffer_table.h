@@ -74,6 +74,9 @@ private:
     DimsPlan dims_plan_;
     bool dims_planned_ = false;
     size_t arena_capacity_ = 0;  // bytes of arena_ (a symbolic executable's grows)
+    /// A symbolic executable's arena starts in 4 KB pages (its first touch is on a run's path)
+    /// and is advised for huge pages at its second run (khugepaged collapses it in the background).
+    bool arena_huge_ = true;
     void release();
     std::shared_ptr<Executable> exe_;
     Allocator* alloc_;

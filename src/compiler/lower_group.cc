@@ -43,11 +43,15 @@ bool depends_on(const te::TensorNode* t, const te::TensorNode* r, int depth = 0)
 }
 
 /// True when every read of `r` in `e`, looking through inlined stages, is at exactly `axes`
-/// (the reading stage's own index): then `r` may share the reader's buffer.
+/// (the reading stage's own index): then `r` may share the reader's buffer. The reader must be
+/// the kernel's last stage (every other materialized stage has finished when it runs).
 bool reads_only_at(const te::Expr& e, const te::TensorNode* r, const std::vector<const te::VarNode*>& axes,
                    const te::Schedule& sch) {
     return te::all_reads(e, [&](const te::TensorReadNode& n) {
         if (!depends_on(n.tensor.get(), r)) return true;
+        // A materialized stage computed from r (Softmax's row sums of exp) is a buffer finished
+        // before the reader starts, whatever index the reader takes it at.
+        if (n.tensor.get() != r && sch.has_stage(n.tensor) && !sch[n.tensor].is_inlined()) return true;
         // Identity: each index is our axis, or 0 on a dim of extent 1 (broadcasting writes a
         // size-1 dim's index as 0; the output's dim is then 1 too).
         bool identity = n.indices.size() == axes.size();
@@ -67,26 +71,32 @@ bool reads_only_at(const te::Expr& e, const te::TensorNode* r, const std::vector
     });
 }
 
-/// A fused kernel with one output O whose last materialized stage before O is a reduction R of
-/// O's shape and dtype, read by O only at O's own index (an elementwise epilogue): R writes O's
-/// buffer directly and the epilogue updates it in place, so the kernel needs no temporary of
-/// the output's size.
-void store_reduction_in_output(te::Schedule& sch, const std::vector<te::Tensor>& outs) {
+/// A fused kernel with one output O and a materialized stage T of O's shape and dtype that O reads
+/// only at O's own index: T writes O's buffer directly and O then updates it in place, so the
+/// kernel needs no temporary of the output's size. T is the nearest such stage before O: a
+/// reduction with an elementwise epilogue, or Softmax's exp(x - max), which the row sums read
+/// before O divides it (a temporary of the attention scores' size, 25 MB at 8x12x256x256, that
+/// a symbolic kernel allocated on every call). Stages between T and O may read T anywhere: they
+/// all finish before O starts.
+void store_stage_in_output(te::Schedule& sch, const std::vector<te::Tensor>& outs) {
     if (outs.size() != 1) return;
     const te::Tensor& o = outs[0];
     std::vector<te::Stage*> live;
     for (te::Stage& st : sch.stages())
         if (!st.is_inlined()) live.push_back(&st);
     if (live.size() < 2 || live.back()->tensor() != o) return;
-    te::Stage* r = live[live.size() - 2];
-    const te::Tensor& rt = r->tensor();
-    if (r->all_reduce_axes().empty() || rt->shape != o->shape || rt->dtype != o->dtype) return;
-    if (!te::same_dims(rt->shape_exprs(), o->shape_exprs())) return;
-    if (te::compute_dtype(rt->dtype) != rt->dtype) return;  // f16/bf16 accumulate elsewhere
     std::vector<const te::VarNode*> axes;
     for (const te::IterVar& iv : o->axis) axes.push_back(iv->var.get());
-    if (!reads_only_at(o->body, rt.get(), axes, sch)) return;
-    r->store_in(o);
+    for (size_t k = live.size() - 1; k-- > 0;) {
+        te::Stage* t = live[k];
+        const te::Tensor& tt = t->tensor();
+        if (tt->shape != o->shape || tt->dtype != o->dtype) continue;
+        if (!te::same_dims(tt->shape_exprs(), o->shape_exprs())) continue;
+        if (te::compute_dtype(tt->dtype) != tt->dtype) return;  // f16/bf16 accumulate elsewhere
+        if (!reads_only_at(o->body, tt.get(), axes, sch)) continue;
+        t->store_in(o);
+        return;
+    }
 }
 
 /// A stage computed from a reduction and far smaller than the kernel's largest output (the
@@ -283,7 +293,7 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     const std::vector<te::Tensor>& anchor_outs = c.anchor_outs;
     if (c.anchor && anchor_def->schedule) anchor_def->schedule(sch, anchor_outs);
     op::default_schedule(sch, outs);
-    store_reduction_in_output(sch, outs);
+    store_stage_in_output(sch, outs);
     for (const te::Tensor& o : outs) params.push_back(o);
     // unswitch_loops and partition_loops between two simplifies: the first puts comparisons in
     // `i < c` form, the second folds each piece's selects and clamps.

@@ -558,10 +558,13 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             lowered.push_back(std::move(k));
             continue;
         }
-        // Memory planning: pairs this step may compute in place; such kernels drop `restrict`.
-        step_inplace.push_back(inplace_pairs(unit, buffer_of));
-        lowered.push_back(lower_tuned(unit, !step_inplace.back().empty(), tuned, opts.symbolic ? &sym : nullptr, opts,
-                                      stale_tuned));
+        // Memory planning: the (output, input) pairs this step may compute in place, as its
+        // lowered schedule allows (LoweredKernel::inplace_inputs); such kernels drop `restrict`.
+        lowered.push_back(lower_tuned(unit, true, tuned, opts.symbolic ? &sym : nullptr, opts, stale_tuned));
+        std::vector<std::pair<int, int>> inplace;
+        for (int i : lowered.back().inplace_inputs)
+            inplace.emplace_back(buffer_of.at(unit.outputs[0]), buffer_of.at(unit.inputs.at(static_cast<size_t>(i))));
+        step_inplace.push_back(std::move(inplace));
     }
 
     warn_stale_tuning(stale_tuned);

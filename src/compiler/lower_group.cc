@@ -99,6 +99,52 @@ void store_stage_in_output(te::Schedule& sch, const std::vector<te::Tensor>& out
     }
 }
 
+/// Whether `e` reads `x`, directly or through inlined stages (a materialized stage computed from
+/// x is a buffer of its own, not a read of x).
+bool reads_tensor(const te::Expr& e, const te::TensorNode* x, const te::Schedule& sch) {
+    return !te::all_reads(e, [&](const te::TensorReadNode& n) {
+        if (n.tensor.get() == x) return false;
+        if (sch.has_stage(n.tensor) && sch[n.tensor].is_inlined()) return !reads_tensor(n.tensor->body, x, sch);
+        return true;
+    });
+}
+
+/// The unit inputs whose memory its one output may take (LoweredKernel::inplace_inputs): of the
+/// output's dtype and dims, not constants, read only by the stages before W, the first stage
+/// that writes the output's buffer, and by W itself at W's own index. An elementwise chain
+/// qualifies (its one stage reads each input at its own index); so does Softmax (the row max
+/// reads x, exp(x - max) is written into the output at x's own index, the sums and the
+/// division read the output). `single_stage`: only kernels of one stage (a preemptible
+/// compile: a kernel cut mid-way resumes only if it reads nothing it wrote, and a kernel of one
+/// elementwise stage was the only in-place kind before).
+std::vector<int> inplace_inputs(const te::Schedule& sch, const ComposedUnit& c, const KernelUnit& unit,
+                                bool single_stage) {
+    std::vector<int> out;
+    if (c.outs.size() != 1) return out;
+    const te::Tensor& o = c.outs[0];
+    std::vector<const te::Stage*> live;
+    for (const te::Stage& st : sch.stages())
+        if (!st.is_inlined()) live.push_back(&st);
+    if (single_stage && live.size() != 1) return out;
+    size_t w = 0;
+    while (w < live.size() && live[w]->tensor() != o && live[w]->storage() != o) ++w;
+    if (w == live.size()) return out;
+    const te::Tensor& wt = live[w]->tensor();
+    std::vector<const te::VarNode*> axes;
+    for (const te::IterVar& iv : wt->axis) axes.push_back(iv->var.get());
+    for (size_t i = 0; i < c.params.size() && i < unit.inputs.size(); ++i) {
+        const te::Tensor& x = c.params[i];
+        if (unit.inputs[i]->is_constant() || x->dtype != o->dtype || x->shape != o->shape) continue;
+        if (!te::same_dims(x->shape_exprs(), o->shape_exprs())) continue;
+        if (!reads_only_at(wt->body, x.get(), axes, sch)) continue;
+        bool read_later = false;
+        for (size_t k = w + 1; k < live.size() && !read_later; ++k)
+            read_later = reads_tensor(live[k]->tensor()->body, x.get(), sch);
+        if (!read_later) out.push_back(static_cast<int>(i));
+    }
+    return out;
+}
+
 /// A stage computed from a reduction and far smaller than the kernel's largest output (the
 /// sigmoid of squeeze-and-excitation's channel scale, which a Mul broadcasts over the whole
 /// activation): computed once into a temporary, not once per output element.
@@ -294,13 +340,14 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     if (c.anchor && anchor_def->schedule) anchor_def->schedule(sch, anchor_outs);
     op::default_schedule(sch, outs);
     store_stage_in_output(sch, outs);
+    if (params_may_alias) k.inplace_inputs = inplace_inputs(sch, c, unit, preemptible);
     for (const te::Tensor& o : outs) params.push_back(o);
     // unswitch_loops and partition_loops between two simplifies: the first puts comparisons in
     // `i < c` form, the second folds each piece's selects and clamps.
     // fuse_elementwise_loops last: it needs the loops' final form (partitioned, guards dropped).
     k.func = tir::fuse_elementwise_loops(tir::drop_tile_guards(tir::simplify(
         tir::partition_loops(tir::unswitch_loops(tir::simplify(tir::lower(sch, params, "kiln_kernel")))))));
-    k.func.params_may_alias = params_may_alias;
+    k.func.params_may_alias = !k.inplace_inputs.empty();
     k.source = codegen::emit_c(k.func);
     k.num_inputs = static_cast<int>(unit.inputs.size());
     k.space = sch.config().space();

@@ -47,6 +47,10 @@ struct LoweredKernel {
     /// The schedule templates' knobs (te/schedule_config.h) and the values they took.
     std::vector<te::Knob> space;
     te::KnobValues knobs;
+    /// Indices of the unit inputs the output may be computed in place of (the memory plan's
+    /// candidates; the kernel is then emitted without `restrict`). Filled when lower_unit is
+    /// asked (params_may_alias) and the schedule allows it.
+    std::vector<int> inplace_inputs;
 };
 
 /// The symbolic dims of a symbolic compile (docs/dynamic_shapes.md): each symbol of the
@@ -79,7 +83,9 @@ ComposedUnit compose_unit(const KernelUnit& unit, const SymbolicDims* dims = nul
 void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const ComposedUnit& c);
 
 /// Lowers a unit to one kernel whose parameters are the unit's inputs then its outputs.
-/// `params_may_alias`: emit without `restrict` (the memory plan may compute it in place).
+/// `params_may_alias`: the memory plan may compute the output in place of an input: the kernel
+/// lists the inputs its schedule allows (LoweredKernel::inplace_inputs; in a preemptible compile
+/// only kernels of one stage) and, when there are any, is emitted without `restrict`.
 /// `knobs`: the schedule templates' tunable choices (empty: the untuned defaults).
 /// `dims`: a symbolic compile's dims; the unit's tensors are then built over them and the
 /// kernel takes those it uses as parameters (tir PrimFunc::dims). `threads`: the intra-op

@@ -12,27 +12,6 @@ namespace kiln::compiler {
 
 using runtime::BufferRole;
 
-std::vector<std::pair<int, int>> inplace_pairs(const KernelUnit& unit,
-                                               const std::unordered_map<const ir::Value*, int>& buffer_of) {
-    std::vector<std::pair<int, int>> out;
-    const op::OpRegistry& reg = op::OpRegistry::global();
-    for (const ir::Node* n : unit.nodes) {
-        const op::OpDef* def = reg.find(n->op());
-        if (!def || (def->pattern != op::OpPattern::kElemWise && def->pattern != op::OpPattern::kBroadcast)) return out;
-    }
-    if (unit.outputs.size() != 1) return out;
-    const ir::Value* o = unit.outputs[0];
-    auto oit = buffer_of.find(o);
-    if (oit == buffer_of.end() || !o->type().is_static()) return out;
-    for (const ir::Value* v : unit.inputs) {
-        if (v->is_constant() || !v->type().is_static()) continue;
-        if (v->type().dtype != o->type().dtype || v->type().static_shape() != o->type().static_shape()) continue;
-        auto it = buffer_of.find(v);
-        if (it != buffer_of.end()) out.emplace_back(oit->second, it->second);
-    }
-    return out;
-}
-
 ExecutablePlan plan_executable(runtime::Executable& exe, const std::vector<std::vector<std::pair<int, int>>>& inplace,
                                bool concurrent) {
     ExecutablePlan out;

@@ -24,17 +24,10 @@ struct ExecutablePlan {
     std::string report;  // plan::plan_report
 };
 
-/// (output buffer, input buffer) pairs a kernel unit may compute in place: every op of the unit
-/// is elementwise or broadcast (OpDef::pattern kElemWise / kBroadcast: shapes only grow along
-/// the chain, so an input of the output's shape is read exactly at the index written), the unit
-/// has one output, and the input has the output's dtype and shape.
-std::vector<std::pair<int, int>> inplace_pairs(const KernelUnit& unit,
-                                               const std::unordered_map<const ir::Value*, int>& buffer_of);
-
 /// Plans every kIntermediate buffer of `exe` into one arena (sets BufferDesc::arena_offset and
 /// Executable::arena_bytes). `inplace[s]` lists (output buffer, input buffer) pairs step s
-/// computes elementwise (the output may take the input's memory); its kernel must be emitted
-/// with params_may_alias. Steps need StepDesc::num_inputs; a buffer written by a step whose
+/// may compute in place (the output may take the input's memory: LoweredKernel::inplace_inputs,
+/// or an extern's residual); its kernel must be emitted with params_may_alias. Steps need StepDesc::num_inputs; a buffer written by a step whose
 /// inputs are unknown, or by two steps, is left to its own allocation. `concurrent`: plan for
 /// the dataflow executor. Executable::planned_for_concurrency is set when the plan is concurrent
 /// or shares no memory at all. Verifies the plan with

@@ -11,6 +11,7 @@
 #include "compiler/compile.h"
 #include "compiler/optimizer_spec.h"
 #include "compiler/training_checkpoint.h"
+#include "distributed/collectives.h"
 #include "distributed/microbatch.h"
 #include "distributed/pipeline_checkpoint.h"
 #include "frontend/onnx/importer.h"
@@ -307,12 +308,14 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
     double loss = 0;
     if (stage_->graph().computes_loss) {
         loss = loss_stage_step(micro);
+        average_over_replicas(&loss);
         Tensor t(DType::kFloat64, {});
         t.set_f64(0, loss);
         for (int r = 0; r < last; ++r) rv_->send(loss_key(last, r, step_), t);
         stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
     } else {
         inner_stage_step(micro);
+        average_over_replicas(nullptr);
         stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
         loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
     }
@@ -320,6 +323,27 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
     stats_ = {std::chrono::duration<double>(Clock::now() - t0).count(), stage_->forward_s, stage_->backward_s,
               stage_->apply_s, peak_stashed_, grad_norm_};
     return loss;
+}
+
+void PipelineParallel::average_over_replicas(double* loss) {
+    if (popts_.replicas == nullptr || popts_.replicas->size() == 1) return;
+    // The stage's gradients (model order: the same on every replica of the stage) in one call,
+    // fused per dtype; the loss stage adds the replica's loss. In place: the stage's sums.
+    std::vector<NamedTensor> ts;
+    for (const std::string& p : stage_->parameter_names()) {
+        auto it = stage_->gradients().find(p);
+        KILN_CHECK(it != stage_->gradients().end(), kInternal)
+            << "bug in Kiln: stage " << comm_.rank() << " has no gradient of '" << p << "' after its backwards";
+        ts.push_back({"grad/" + p, it->second});
+    }
+    Tensor l(DType::kFloat64, {});
+    if (loss) {
+        l.set_f64(0, *loss);
+        ts.push_back({"loss", l});
+    }
+    if (ts.empty()) return;  // a stage without parameters, not the loss stage: nothing to average
+    allreduce(*popts_.replicas, ts, ReduceOp::kMean);
+    if (loss) *loss = l.get_f64(0);
 }
 
 double PipelineParallel::clip_factor() {
@@ -340,6 +364,7 @@ double PipelineParallel::clip_factor() {
 
 void PipelineParallel::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
     ++checkpoints_;
+    if (!writes()) return;  // another replica's state is replica 0's
     auto key = [&](int src, const std::string& name) {
         TransferKey k = step_key(src, 0, "checkpoint/" + name, step_);
         k.iter = checkpoints_;  // two checkpoints of one step (--checkpoint-every and the epoch's end) differ
@@ -394,6 +419,7 @@ std::map<std::string, Tensor> PipelineParallel::gather_parameters() {
 }
 
 void PipelineParallel::export_onnx(const std::string& path) {
+    if (!writes()) return;
     std::map<std::string, Tensor> values = gather_parameters();
     if (comm_.rank() == 0) compiler::write_file_atomically(path, frontend::onnx_with_initializers(path_, values));
 }

@@ -64,6 +64,11 @@ struct PipelineParallelOptions {
     /// of every microbatch until its backward (pipeline_stage_graph.h): less memory, more work.
     bool rematerialize = false;
     PipelineSchedule schedule = PipelineSchedule::kGPipe;
+    /// Data parallelism: the ranks holding this rank's stage in every replica, ranked by replica
+    /// (PipelineGroups::replicas_of_stage), which must outlive the pipeline; null for one replica.
+    /// Every replica starts from the model file's initializers (the same on every rank). Replica
+    /// 0 alone writes checkpoints and the export; every replica loads a checkpoint.
+    Communicator* replicas = nullptr;
 };
 
 /// Seconds of the last step on this rank.
@@ -110,13 +115,16 @@ public:
     const std::vector<std::string>& parameter_names() const { return params_; }
     /// The parameters of this rank's stage.
     const PipelineStage& stage() const { return *stage_; }
-    /// Every stage's parameters, on rank 0 (empty elsewhere). Every rank calls it.
+    /// Every stage's parameters, on rank 0 of each replica's pipeline (empty elsewhere). Every
+    /// rank calls it.
     std::map<std::string, Tensor> gather_parameters();
-    /// Rank 0 writes the model with every stage's trained parameters as ONNX. Every rank calls it.
+    /// Rank 0 (of replica 0) writes the model with every stage's trained parameters as ONNX.
+    /// Every rank calls it.
     void export_onnx(const std::string& path);
     /// Rank 0 gathers every stage's parameters and optimizer state and writes them, the step
     /// count and `extra` (plus the split: pipeline_checkpoint.h) to `path` atomically. Every rank
-    /// calls it; the others send their stage's tensors and return.
+    /// calls it; the others send their stage's tensors and return (the other replicas at once:
+    /// their state is replica 0's).
     void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra);
     /// Every rank reads `path` (a checkpoint of this model and optimizer, written by a pipeline of
     /// any split or by TrainingSession) and takes its stage's tensors and the step count;
@@ -140,6 +148,9 @@ private:
     void send_outputs(const std::vector<Tensor>& outs, int64_t m);
     void send_input_grads(const Values& grads, int64_t m);
     double clip_factor();
+    void average_over_replicas(double* loss);
+    /// Whether this rank's replica writes checkpoints and exports (replica 0).
+    bool writes() const { return popts_.replicas == nullptr || popts_.replicas->rank() == 0; }
     std::vector<Values> microbatches(const std::map<std::string, Tensor>& batch) const;
 
     Communicator& comm_;

@@ -40,6 +40,10 @@ public:
     /// The eval graph on `feeds` (as forward): the values it sends, or on the loss stage the
     /// loss and the model output. Compiled on its first call.
     std::vector<Tensor> evaluate(const Values& feeds);
+    /// The step's gradients summed over its microbatches so far, by parameter name (after the
+    /// backwards, before apply): data parallelism averages them in place across the replicas
+    /// of this stage (pipeline_parallel.h). Empty on a stage without parameters.
+    Values& gradients() { return grads_; }
     /// The sum of the squares of the step's summed gradients (double; 0 for a stage without
     /// parameters): this stage's part of the global gradient norm of clipping.
     double gradient_square_sum() const;

@@ -309,15 +309,24 @@ void check_pipeline_combinations(const TrainArgs& a) {
                              : !a.stages.empty()              ? "--stage"
                              : a.rematerialize                ? "--rematerialize"
                              : a.pipeline_schedule != "gpipe" ? "--pipeline-schedule"
+                             : a.pipeline_stages != 0         ? "--pipeline-stages"
                                                               : nullptr;
         KILN_CHECK(option == nullptr, kInvalidArgument) << option << " goes with --pipeline-parallel";
         return;
     }
-    const char* other = a.data_parallel ? "--data-parallel" : a.parameter_servers > 0 ? "--parameter-servers" : nullptr;
-    KILN_CHECK(other == nullptr, kUnsupported)
-        << "--pipeline-parallel cannot be combined with " << other
-        << ": each rank holds one stage of the model, not a replica of it (pipeline and data parallelism together "
-           "are not built)";
+    KILN_CHECK(a.parameter_servers == 0, kUnsupported)
+        << "--pipeline-parallel cannot be combined with --parameter-servers: each rank holds one stage of the model, "
+           "not a replica of it";
+    if (!a.data_parallel) return;
+    KILN_CHECK(a.pipeline_stages > 0, kInvalidArgument)
+        << "--pipeline-parallel with --data-parallel needs --pipeline-stages S: the job's ranks are S stages x "
+           "(ranks / S) data-parallel replicas";
+    const char* dp_only = a.sync_batch_norm ? "--sync-batch-norm" : a.bucket_mb >= 0 ? "--bucket-mb"
+                          : a.no_overlap                                          ? "--no-overlap"
+                                                                                  : nullptr;
+    KILN_CHECK(dp_only == nullptr, kUnsupported)
+        << dp_only << " does not go with --pipeline-parallel: the replicas of a pipeline stage average its gradients "
+        << "in one fused allreduce after its last backward (and the pipeline refuses BatchNormalization)";
 }
 
 int train(TrainArgs a) {
@@ -326,7 +335,8 @@ int train(TrainArgs a) {
     if (a.data_parallel || a.parameter_servers > 0 || a.pipeline_parallel) {
         comm = &distributed::Communicator::get();
         a.rank = comm->rank();
-        // Pipeline-parallel: every rank reads the whole global batch (each feeds its stage).
+        // Pipeline-parallel: every rank reads the whole global batch (each feeds its stage); with
+        // --data-parallel, its replica's slice (train_pipeline sets it once the ranks are grouped).
         a.data.shard_count = a.pipeline_parallel ? 1 : comm->size();
         a.data.shard_index = a.pipeline_parallel ? 0 : comm->rank();
     }
@@ -440,6 +450,12 @@ void add_train_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--pipeline-parallel", a->pipeline_parallel,
                   "Train pipeline-parallel over the ranks of mpirun: the model split into one stage per rank, each "
                   "--batch-size batch cut into --microbatches, GPipe's schedule (docs/distributed.md)");
+    sub->add_option("--pipeline-stages", a->pipeline_stages,
+                    "--pipeline-parallel: stages per pipeline (default: every rank); with --data-parallel the ranks "
+                    "are S stages x (ranks / S) replicas, each on its slice of every global batch of replicas x "
+                    "--batch-size records, each stage's gradients averaged over its replicas")
+        ->type_name("S")
+        ->check(CLI::PositiveNumber);
     sub->add_option("--microbatches", a->microbatches,
                     "--pipeline-parallel: microbatches per step (must divide --batch-size)")
         ->capture_default_str()

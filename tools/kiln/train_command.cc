@@ -25,7 +25,8 @@
 // loss, writes the metrics and the export (it gathers the other servers' shards at the end).
 // Pipeline-parallel (`mpirun -np N kiln train ... --pipeline-parallel --microbatches M`,
 // distributed/pipeline_parallel.h): each rank holds one stage of the model and runs GPipe's
-// schedule over M microbatches of each --batch-size batch; the loop is train_pipeline.cc's.
+// schedule over M microbatches of each --batch-size batch; the loop is train_pipeline.cc's. With
+// --data-parallel and --pipeline-stages S, the ranks are S stages x (N / S) replicas.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -394,8 +394,17 @@ void PipelineParallel::save_checkpoint(const std::string& path, const std::map<s
     compiler::write_checkpoint(path, c);
 }
 
+std::set<std::string> PipelineParallel::checkpoint_names() const {
+    std::set<std::string> own;
+    for (const std::string& p : stage_->parameter_names()) own.insert(checkpoint_param_name(p));
+    for (const auto& [name, t] : stage_->optimizer_state()) own.insert(checkpoint_state_name(name));
+    return own;
+}
+
 std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::string& path) {
-    compiler::Checkpoint c = compiler::read_checkpoint(path);
+    // Only this stage's tensors are copied out of the file; the others' types are checked.
+    const std::set<std::string> own = checkpoint_names();
+    compiler::Checkpoint c = compiler::read_checkpoint(path, [&](const std::string& name) { return own.count(name) > 0; });
     check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, compiler::optimizer_spec(opts_.optimizer)));
     PipelineStage::Values params, state;
     for (const std::string& p : stage_->parameter_names()) params[p] = c.tensors.at(checkpoint_param_name(p));

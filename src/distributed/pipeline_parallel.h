@@ -127,10 +127,13 @@ public:
     /// their state is replica 0's).
     void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra);
     /// Every rank reads `path` (a checkpoint of this model and optimizer, written by a pipeline of
-    /// any split or by TrainingSession) and takes its stage's tensors and the step count;
+    /// any split or by TrainingSession) and takes its stage's tensors and the step count; it
+    /// copies only those out of the file (checkpoint_names(); the others' types are checked);
     /// returns its `extra`. kInvalidArgument naming the tensor when the checkpoint does not fit
     /// the whole model (the same on every rank), kIOError/kInvalidModel for an unreadable file.
     std::map<std::string, std::string> load_checkpoint(const std::string& path);
+    /// The checkpoint names of this rank's stage's tensors: "param:<name>" and "state:opt/...".
+    std::set<std::string> checkpoint_names() const;
     /// The stage split as a checkpoint records it (pipeline_checkpoint.h's stage_split_text).
     const std::string& stage_split() const { return split_; }
     /// One line per stage: its rank, nodes, parameters and estimated cost.

@@ -2,6 +2,7 @@
 #include "compiler/training_checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,21 @@ void write_all(int fd, const std::string& bytes, const std::string& tmp) {
         }
         done += static_cast<size_t>(n);
     }
+}
+
+/// hash64 of [data, data + n), a part of a read-only file mapping that starts page-aligned, in
+/// chunks, each dropped from this process's memory once hashed (MADV_DONTNEED: clean file pages
+/// stay in the page cache, a later read faults them back in), so checksumming a large file
+/// never holds more than a chunk of it.
+uint64_t hash_mapped(const uint8_t* data, size_t n) {
+    constexpr size_t kChunk = size_t{8} << 20;  // a multiple of any page size
+    Hasher64 h;
+    for (size_t at = 0; at < n; at += kChunk) {
+        const size_t len = std::min(kChunk, n - at);
+        h.update(data + at, len);
+        (void)::madvise(const_cast<uint8_t*>(data + at), len, MADV_DONTNEED);  // advice only
+    }
+    return h.digest();
 }
 
 /// One tensor entry of a checkpoint at `r`: kept (copied into c.tensors) or only its type noted.
@@ -145,7 +161,7 @@ Checkpoint read_checkpoint(const std::string& path, const std::function<bool(con
     KILN_CHECK(version == kVersion, kInvalidModel) << what << " has format version " << version << ", expected " << kVersion;
     // The checksum covers everything, so a truncated file (whose last 8 bytes are data) or a
     // flipped byte fails here with one clear message rather than somewhere in the parse.
-    KILN_CHECK(hash64(bytes.data(), body) == stored, kInvalidModel)
+    KILN_CHECK(hash_mapped(file->data(), body) == stored, kInvalidModel)
         << what << " is corrupt or truncated (checksum mismatch over " << body << " bytes)";
     Checkpoint c;
     c.step = r.i64("step");

@@ -11,7 +11,6 @@
 #include "compiler/compile.h"
 #include "compiler/optimizer_spec.h"
 #include "compiler/training_checkpoint.h"
-#include "distributed/collectives.h"
 #include "distributed/microbatch.h"
 #include "distributed/pipeline_checkpoint.h"
 #include "frontend/onnx/importer.h"
@@ -140,6 +139,10 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
     for (const auto& [name, t] : stages.initial) param_types_[name] = {t.dtype(), t.shape()};
     stage_ = std::make_unique<PipelineStage>(std::move(stages.stages[static_cast<size_t>(comm.rank())]), spec, opts,
                                              stages.initial);
+    if (popts.replicas != nullptr && popts.replicas->size() > 1) {
+        replica_grads_ = std::make_unique<ReplicaGradients>(*popts.replicas, *stage_, popts.replica_buckets);
+        if (replica_grads_->empty()) replica_grads_.reset();  // a stage without parameters: nothing to average
+    }
     rv_ = std::make_unique<Rendezvous>(comm);
 }
 
@@ -182,7 +185,9 @@ double PipelineParallel::loss_stage_step(const std::vector<Values>& micro) {
         Values feeds = receive_inputs(static_cast<int64_t>(m));
         feeds.insert(micro[m].begin(), micro[m].end());
         double loss = 0;
-        send_input_grads(stage_->backward(feeds, &loss), static_cast<int64_t>(m));
+        const bool last = m + 1 == micro.size();
+        send_input_grads(stage_->backward(feeds, &loss, last ? last_backward_reports() : nullptr),
+                         static_cast<int64_t>(m));
         sum += loss;
     }
     return sum / static_cast<double>(micro.size());
@@ -202,7 +207,8 @@ void PipelineParallel::backward_microbatch(const Values& micro, Values& kept, in
     feeds.insert(kept.begin(), kept.end());
     kept.clear();  // the stash of microbatch m is no longer needed once its backward runs
     feeds.insert(micro.begin(), micro.end());
-    send_input_grads(stage_->backward(feeds, nullptr), m);
+    const bool last = m + 1 == static_cast<int64_t>(popts_.microbatches);
+    send_input_grads(stage_->backward(feeds, nullptr, last ? last_backward_reports() : nullptr), m);
 }
 
 void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
@@ -306,6 +312,7 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
     std::vector<Values> micro = microbatches(batch);
     const int last = comm_.size() - 1;
     double loss = 0;
+    if (replica_grads_) replica_grads_->begin();
     if (stage_->graph().computes_loss) {
         loss = loss_stage_step(micro);
         average_over_replicas(&loss);
@@ -320,30 +327,24 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
         loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
     }
     ++step_;
-    stats_ = {std::chrono::duration<double>(Clock::now() - t0).count(), stage_->forward_s, stage_->backward_s,
-              stage_->apply_s, peak_stashed_, grad_norm_};
+    stats_.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    stats_.forward_s = stage_->forward_s;
+    stats_.backward_s = stage_->backward_s;
+    stats_.apply_s = stage_->apply_s;
+    stats_.peak_stashed = peak_stashed_;
+    stats_.grad_norm = grad_norm_;
     return loss;
 }
 
 void PipelineParallel::average_over_replicas(double* loss) {
-    if (popts_.replicas == nullptr || popts_.replicas->size() == 1) return;
-    // The stage's gradients (model order: the same on every replica of the stage) in one call,
-    // fused per dtype; the loss stage adds the replica's loss. In place: the stage's sums.
-    std::vector<NamedTensor> ts;
-    for (const std::string& p : stage_->parameter_names()) {
-        auto it = stage_->gradients().find(p);
-        KILN_CHECK(it != stage_->gradients().end(), kInternal)
-            << "bug in Kiln: stage " << comm_.rank() << " has no gradient of '" << p << "' after its backwards";
-        ts.push_back({"grad/" + p, it->second});
-    }
-    Tensor l(DType::kFloat64, {});
-    if (loss) {
-        l.set_f64(0, *loss);
-        ts.push_back({"loss", l});
-    }
-    if (ts.empty()) return;  // a stage without parameters, not the loss stage: nothing to average
-    allreduce(*popts_.replicas, ts, ReduceOp::kMean);
-    if (loss) *loss = l.get_f64(0);
+    if (!replica_grads_) return;
+    replica_grads_->finish(stage_->gradients(), loss);
+    stats_.replica_buckets = static_cast<int>(replica_grads_->buckets());
+    stats_.replica_buckets_started_early = static_cast<int>(replica_grads_->started_during_backward());
+}
+
+const PipelineStage::GradientReady* PipelineParallel::last_backward_reports() const {
+    return replica_grads_ ? replica_grads_->on_sum() : nullptr;
 }
 
 double PipelineParallel::clip_factor() {

@@ -40,9 +40,11 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/data_parallel.h"
 #include "distributed/pipeline_stage.h"
 #include "distributed/rank_assignment.h"
 #include "distributed/rendezvous.h"
+#include "distributed/replica_gradients.h"
 #include "kiln/session.h"
 #include "kiln/training.h"
 
@@ -69,6 +71,9 @@ struct PipelineParallelOptions {
     /// Every replica starts from the model file's initializers (the same on every rank). Replica
     /// 0 alone writes checkpoints and the export; every replica loads a checkpoint.
     Communicator* replicas = nullptr;
+    /// With replicas: the gradient buckets' size, whether they start during the step's last
+    /// backward (overlap), the progress thread's period (replica_gradients.h).
+    DataParallelOptions replica_buckets = DataParallelOptions::from_env();
 };
 
 /// Seconds of the last step on this rank.
@@ -80,6 +85,8 @@ struct PipelineStepStats {
     int peak_stashed = 0;
     /// The global gradient norm over every stage before clipping (0 without clip_norm).
     double grad_norm = 0;
+    /// With replicas: the stage's gradient buckets, and how many started during its last backward.
+    int replica_buckets = 0, replica_buckets_started_early = 0;
 };
 
 class PipelineParallel {
@@ -139,6 +146,7 @@ public:
     /// One line per stage: its rank, nodes, parameters and estimated cost.
     const std::string& describe() const { return describe_; }
     const PipelineStepStats& last_step_stats() const { return stats_; }
+    const PipelineParallelOptions& options() const { return popts_; }
 
 private:
     using Values = std::map<std::string, Tensor>;
@@ -152,6 +160,8 @@ private:
     void send_input_grads(const Values& grads, int64_t m);
     double clip_factor();
     void average_over_replicas(double* loss);
+    /// The step's last backward's `on_sum` (null without replicas or overlap).
+    const PipelineStage::GradientReady* last_backward_reports() const;
     /// Whether this rank's replica writes checkpoints and exports (replica 0).
     bool writes() const { return popts_.replicas == nullptr || popts_.replicas->rank() == 0; }
     std::vector<Values> microbatches(const std::map<std::string, Tensor>& batch) const;
@@ -171,6 +181,7 @@ private:
     int64_t shared_ = 0;        // from_loss_stage calls so far
     double grad_norm_ = 0;
     std::unique_ptr<PipelineStage> stage_;
+    std::unique_ptr<ReplicaGradients> replica_grads_;  // null for one replica
     std::unique_ptr<Rendezvous> rv_;
     std::string describe_;
     PipelineStepStats stats_;

@@ -40,6 +40,7 @@ def run(tmp, name, model, data, batch, *extra, ranks=1, epochs=2):
     ("sgd", "--shuffle", [], []),
     ("adam", "--no-shuffle", [], ["--pipeline-schedule", "1f1b"]),
     ("momentum", "--no-shuffle", ["--clip-norm", "0.3"], []),
+    ("adam", "--shuffle", [], ["--bucket-mb", "0", "--no-overlap"]),
 ])
 def test_stages_x_replicas_train_as_one_process_with_the_global_batch(tmp_path, optimizer, order, extra,
                                                                      pipeline_extra):
@@ -55,6 +56,7 @@ def test_stages_x_replicas_train_as_one_process_with_the_global_batch(tmp_path, 
     assert pd.returncode == 0, pd.stderr
     assert "pipeline-parallel over 2 ranks per replica, 2 replicas" in pd.stderr
     assert "data-parallel: 2 replicas of the pipeline x batch 8 = 16 records per step" in pd.stderr
+    assert "gradient buckets per step" in pd.stderr
     assert pd.stderr.count("trained 26 steps") == 1  # world rank 0 alone reports
     assert pd.stderr.count("epoch 2/2 eval: loss") == 1 and "(52 records)" in pd.stderr
     start, want, got = initializers(model), initializers(tmp_path / "one.onnx"), initializers(tmp_path / "pd.onnx")
@@ -107,7 +109,7 @@ def test_resumed_run_matches_uninterrupted_and_one_replica_refuses_the_checkpoin
     (2, ["--pipeline-parallel", "--data-parallel"], ["--pipeline-parallel with --data-parallel needs --pipeline-stages S"]),
     (4, ["--pipeline-parallel", "--pipeline-stages", "2"],
      ["--pipeline-stages 2 over 4 ranks would make 2 replicas of the pipeline: add --data-parallel"]),
-    (2, [*PP_DP, "--no-overlap"], ["--no-overlap does not go with --pipeline-parallel"]),
+    (2, [*PP_DP, "--sync-batch-norm"], ["--sync-batch-norm does not go with --pipeline-parallel"]),
     (1, ["--pipeline-stages", "2"], ["--pipeline-stages goes with --pipeline-parallel"]),
 ])
 def test_misconfigurations_are_clean_errors(tmp_path, ranks, extra, needles):

@@ -7,8 +7,9 @@
 // the tensor's largest magnitude, SGD with momentum and Adam; with clip_norm (binding), the norm
 // every rank reports is the session's whole gradient's. Under 4 ranks (ctest
 // distributed_pipeline_data_parallel_np4) that is 2 x 2; under 2 ranks one replica, the plain
-// pipeline through the same code; 3 ranks skip. Also: the split's ranks (Communicator::split) and
-// a stage count not dividing the ranks, refused on every rank before any MPI call.
+// pipeline through the same code; 3 ranks skip. The buckets overlap the last backward (and give
+// the same weights without overlap). Also: the split's ranks (Communicator::split) and a stage
+// count not dividing the ranks, refused on every rank before any MPI call.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -107,6 +108,39 @@ TEST(PipelineDataParallel, ClipNormIsTheGlobalGradientsNorm) {
     if (!runs_here()) GTEST_SKIP() << "2 stages do not divide " << world().size() << " ranks";
     train_and_compare("sgd", 0.05);
     train_and_compare("adam", 0.05);
+}
+
+// The buckets (one gradient each here) start while the stage's last backward still runs: some
+// before its last gradient sum is reported, none without overlap; the weights are the same bit
+// for bit either way (overlap changes when a bucket's sum starts, not what it sums).
+TEST(PipelineDataParallel, BucketsStartDuringTheLastBackward) {
+    if (!runs_here()) GTEST_SKIP() << "2 stages do not divide " << world().size() << " ranks";
+    PipelineGroups g = split_pipeline_groups(world(), kStages);
+    if (g.replicas < 2) GTEST_SKIP() << "one replica: nothing to average";
+    const int64_t total = kPerReplica * g.replicas;
+    TrainingOptions o = options("sgd");
+    o.session.dims = {{"N", kPerReplica}};
+    PipelineParallelOptions po;
+    po.microbatches = 2;
+    po.replicas = g.replicas_of_stage.get();
+    po.replica_buckets.bucket_bytes = 1;  // a bucket per gradient
+    PipelineParallel overlapped(*g.pipeline, model_path(), o, po);
+    po.replica_buckets.overlap = false;
+    PipelineParallel after(*g.pipeline, model_path(), o, po);
+    for (int step = 0; step < 3; ++step) {
+        std::map<std::string, Tensor> mine;
+        for (const auto& [name, t] : global_batch(step, total)) mine[name] = rows(t, kPerReplica * g.replica, kPerReplica);
+        overlapped.step(mine);
+        after.step(mine);
+        const PipelineStepStats &a = overlapped.last_step_stats(), &b = after.last_step_stats();
+        EXPECT_EQ(a.replica_buckets, static_cast<int>(overlapped.stage().parameter_names().size()));
+        EXPECT_GE(a.replica_buckets_started_early, 1) << "step " << step << ": no bucket overlapped the backward";
+        EXPECT_EQ(b.replica_buckets_started_early, 0) << "step " << step;
+        for (const std::string& p : overlapped.stage().parameter_names()) {
+            const Tensor &x = overlapped.stage().parameter(p), &y = after.stage().parameter(p);
+            ASSERT_EQ(std::memcmp(x.data(), y.data(), x.nbytes()), 0) << p << " after step " << step;
+        }
+    }
 }
 
 TEST(PipelineDataParallel, GroupsTheRanksByReplicaAndStage) {

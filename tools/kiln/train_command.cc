@@ -322,12 +322,9 @@ void check_pipeline_combinations(const TrainArgs& a) {
     KILN_CHECK(a.pipeline_stages > 0, kInvalidArgument)
         << "--pipeline-parallel with --data-parallel needs --pipeline-stages S: the job's ranks are S stages x "
            "(ranks / S) data-parallel replicas";
-    const char* dp_only = a.sync_batch_norm ? "--sync-batch-norm" : a.bucket_mb >= 0 ? "--bucket-mb"
-                          : a.no_overlap                                          ? "--no-overlap"
-                                                                                  : nullptr;
-    KILN_CHECK(dp_only == nullptr, kUnsupported)
-        << dp_only << " does not go with --pipeline-parallel: the replicas of a pipeline stage average its gradients "
-        << "in one fused allreduce after its last backward (and the pipeline refuses BatchNormalization)";
+    KILN_CHECK(!a.sync_batch_norm, kUnsupported)
+        << "--sync-batch-norm does not go with --pipeline-parallel: the pipeline refuses BatchNormalization (its "
+           "statistics would be a microbatch's)";
 }
 
 int train(TrainArgs a) {
@@ -424,7 +421,8 @@ void add_train_command(CLI::App& app, CommandAction& action) {
         ->type_name("MB")
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--no-overlap", a->no_overlap,
-                  "--data-parallel: start the gradient allreduces after the backward pass instead of during it");
+                  "--data-parallel: start the gradient allreduces after the backward pass instead of during it (with "
+                  "--pipeline-parallel: after each stage's last backward)");
     sub->add_flag("--sync-batch-norm", a->sync_batch_norm,
                   "--data-parallel: BatchNormalization normalizes with the global batch's statistics (every rank's, "
                   "as PyTorch's SyncBatchNorm) instead of each rank's own")

@@ -83,6 +83,14 @@ void print_summary(const std::vector<distributed::PipelineStepStats>& steps, dou
                "ms, optimizer {:.1f} ms; the rest waits for other stages. At most {} microbatches' forward values "
                "held at once\n",
                1e3 * median(step), 1e3 * median(fwd), 1e3 * median(bwd), 1e3 * median(apply), stashed);
+    if (!steps.empty() && steps.back().replica_buckets > 0) {
+        std::vector<double> early;
+        for (const distributed::PipelineStepStats& s : steps) early.push_back(s.replica_buckets_started_early);
+        fmt::print(stderr,
+                   "data-parallel on rank 0: {} gradient buckets per step, {:.1f} (median) started during the "
+                   "stage's last backward\n",
+                   steps.back().replica_buckets, median(early));
+    }
 }
 
 /// The held-out set through the pipeline (PipelineParallel::eval_step), its figures summed on
@@ -202,9 +210,11 @@ void print_header(const TrainArgs& a, const distributed::PipelineParallel& pp, c
                                replicas > 1 ? " per replica" : "", a.microbatches, steps_per_epoch, compile_s));
     if (replicas > 1)
         bar.print_line(fmt::format("data-parallel: {} replicas of the pipeline x batch {} = {} records per step; each "
-                                   "stage's gradients averaged over its replicas (one fused allreduce after its last "
-                                   "backward)",
-                                   replicas, a.data.batch_size, replicas * a.data.batch_size));
+                                   "stage's gradients averaged over its replicas in buckets of {:.3g} MB, {}",
+                                   replicas, a.data.batch_size, replicas * a.data.batch_size,
+                                   static_cast<double>(pp.options().replica_buckets.bucket_bytes) / (1 << 20),
+                                   pp.options().replica_buckets.overlap ? "started during its last backward"
+                                                              : "after its last backward"));
     std::string stages = pp.describe();
     if (!stages.empty() && stages.back() == '\n') stages.pop_back();
     bar.print_line(fmt::format("pipeline-parallel over {} ranks{} ({}; {} schedule; the backward {}):\n{}",
@@ -241,6 +251,8 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
     distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
     if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
     po.replicas = groups.replicas_of_stage.get();
+    if (a.bucket_mb >= 0) po.replica_buckets.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
+    if (a.no_overlap) po.replica_buckets.overlap = false;
     distributed::PipelineParallel pp(groups.pipeline ? *groups.pipeline : world, a.model, opts, po);
     const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
     Position pos;

@@ -2,15 +2,18 @@
 #include "compiler/training_checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <functional>
+#include <memory>
+#include <string_view>
 
+#include "runtime/mapped_file.h"
 #include "support/byte_io.h"
 #include "support/error.h"
 #include "support/hash64.h"
@@ -39,13 +42,50 @@ void write_all(int fd, const std::string& bytes, const std::string& tmp) {
     }
 }
 
-std::string read_bytes(const std::string& path) {
-    KILN_CHECK(std::filesystem::is_regular_file(path), kIOError) << "cannot open checkpoint '" << path << "': no such file";
-    std::ifstream in(path, std::ios::binary);
-    KILN_CHECK(in.good(), kIOError) << "cannot open checkpoint '" << path << "' for reading";
-    std::ostringstream os;
-    os << in.rdbuf();
-    return os.str();
+/// hash64 of [data, data + n), a part of a read-only file mapping that starts page-aligned, in
+/// chunks, each dropped from this process's memory once hashed (MADV_DONTNEED: clean file pages
+/// stay in the page cache, a later read faults them back in), so checksumming a large file
+/// never holds more than a chunk of it.
+uint64_t hash_mapped(const uint8_t* data, size_t n) {
+    constexpr size_t kChunk = size_t{8} << 20;  // a multiple of any page size
+    Hasher64 h;
+    for (size_t at = 0; at < n; at += kChunk) {
+        const size_t len = std::min(kChunk, n - at);
+        h.update(data + at, len);
+        (void)::madvise(const_cast<uint8_t*>(data + at), len, MADV_DONTNEED);  // advice only
+    }
+    return h.digest();
+}
+
+/// One tensor entry of a checkpoint at `r`: kept (copied into c.tensors) or only its type noted.
+void read_tensor(ByteReader& r, const std::string& what, const std::function<bool(const std::string&)>& keep,
+                 Checkpoint& c) {
+    std::string name = r.str("tensor name");
+    const int32_t dt = r.i32("tensor dtype");
+    KILN_CHECK(dt >= 0 && dt <= static_cast<int32_t>(DType::kFloat4E2M1) && static_cast<DType>(dt) != DType::kString,
+               kInvalidModel)
+        << what << ": tensor '" << name << "' has an unknown dtype code " << dt;
+    const uint32_t rank = r.count("tensor rank", 8);
+    Shape shape;
+    for (uint32_t k = 0; k < rank; ++k) {
+        shape.push_back(r.i64("tensor dim"));
+        KILN_CHECK(shape.back() >= 0, kInvalidModel) << what << ": tensor '" << name << "' has a negative dimension";
+    }
+    const std::string_view data = r.str_view("tensor data");
+    // The element count, capped so a corrupt shape never drives a huge allocation.
+    uint64_t bytes_needed = dtype_size(static_cast<DType>(dt));
+    for (int64_t d : shape)
+        if (__builtin_mul_overflow(bytes_needed, static_cast<uint64_t>(d), &bytes_needed)) bytes_needed = ~uint64_t{0};
+    KILN_CHECK(bytes_needed == data.size(), kInvalidModel)
+        << what << ": tensor '" << name << "' " << shape_str(shape) << " needs " << bytes_needed << " bytes, holds "
+        << data.size();
+    if (!keep(name)) {
+        c.skipped[name] = {static_cast<DType>(dt), std::move(shape)};
+        return;
+    }
+    Tensor t(static_cast<DType>(dt), shape);
+    std::memcpy(t.data(), data.data(), data.size());
+    c.tensors[name] = std::move(t);
 }
 
 }  // namespace
@@ -101,7 +141,13 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
-    const std::string bytes = read_bytes(path);
+    return read_checkpoint(path, [](const std::string&) { return true; });
+}
+
+Checkpoint read_checkpoint(const std::string& path, const std::function<bool(const std::string&)>& keep) {
+    KILN_CHECK(std::filesystem::is_regular_file(path), kIOError) << "cannot open checkpoint '" << path << "': no such file";
+    const std::shared_ptr<runtime::MappedFile> file = runtime::MappedFile::open(path, false);
+    const std::string_view bytes(reinterpret_cast<const char*>(file->data()), file->size());
     const std::string what = "checkpoint '" + path + "'";
     KILN_CHECK(bytes.size() >= sizeof kMagic + 4 + 8 && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0, kInvalidModel)
         << what << " is not a Kiln training checkpoint (no KILNCKPT header)";
@@ -115,7 +161,7 @@ Checkpoint read_checkpoint(const std::string& path) {
     KILN_CHECK(version == kVersion, kInvalidModel) << what << " has format version " << version << ", expected " << kVersion;
     // The checksum covers everything, so a truncated file (whose last 8 bytes are data) or a
     // flipped byte fails here with one clear message rather than somewhere in the parse.
-    KILN_CHECK(hash64(bytes.data(), body) == stored, kInvalidModel)
+    KILN_CHECK(hash_mapped(file->data(), body) == stored, kInvalidModel)
         << what << " is corrupt or truncated (checksum mismatch over " << body << " bytes)";
     Checkpoint c;
     c.step = r.i64("step");
@@ -125,30 +171,7 @@ Checkpoint read_checkpoint(const std::string& path) {
         c.extra[k] = r.str("extra value");
     }
     const uint32_t n = r.count("tensor count", 16);
-    for (uint32_t i = 0; i < n; ++i) {
-        std::string name = r.str("tensor name");
-        const int32_t dt = r.i32("tensor dtype");
-        KILN_CHECK(dt >= 0 && dt <= static_cast<int32_t>(DType::kFloat4E2M1) && static_cast<DType>(dt) != DType::kString,
-                   kInvalidModel)
-            << what << ": tensor '" << name << "' has an unknown dtype code " << dt;
-        const uint32_t rank = r.count("tensor rank", 8);
-        Shape shape;
-        for (uint32_t k = 0; k < rank; ++k) {
-            shape.push_back(r.i64("tensor dim"));
-            KILN_CHECK(shape.back() >= 0, kInvalidModel) << what << ": tensor '" << name << "' has a negative dimension";
-        }
-        std::string data = r.str("tensor data");
-        // The element count, capped so a corrupt shape never drives a huge allocation.
-        uint64_t bytes_needed = dtype_size(static_cast<DType>(dt));
-        for (int64_t d : shape)
-            if (__builtin_mul_overflow(bytes_needed, static_cast<uint64_t>(d), &bytes_needed)) bytes_needed = ~uint64_t{0};
-        KILN_CHECK(bytes_needed == data.size(), kInvalidModel)
-            << what << ": tensor '" << name << "' " << shape_str(shape) << " needs " << bytes_needed << " bytes, holds "
-            << data.size();
-        Tensor t(static_cast<DType>(dt), shape);
-        std::memcpy(t.data(), data.data(), data.size());
-        c.tensors[name] = std::move(t);
-    }
+    for (uint32_t i = 0; i < n; ++i) read_tensor(r, what, keep, c);
     r.expect_end();
     return c;
 }

@@ -78,10 +78,33 @@ Communicator::Communicator(const CommOptions& opts) : opts_(opts) {
     g_comm = this;
 }
 
-Communicator::~Communicator() = default;
+Communicator::Communicator(const CommOptions& opts, MPI_Comm comm, std::string label)
+    : opts_(opts), label_(std::move(label)), comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const std::string& label) {
+    KILN_CHECK(color >= 0, kInvalidArgument) << who() << ": split into '" << label << "' with color " << color;
+    MPI_Comm sub = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &sub), "splitting the communicator into '" + label + "'");
+    return std::unique_ptr<Communicator>(new Communicator(opts_, sub, label));
+}
+
+Communicator::~Communicator() {
+    // The world communicator is never destroyed (get()); a split one frees its MPI communicator.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!label_.empty() && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+std::string Communicator::who() const {
+    return label_.empty() ? "rank " + std::to_string(rank_) : "rank " + std::to_string(rank_) + " of " + label_;
+}
 
 void Communicator::check(int rc, const std::string& what) const {
-    KILN_CHECK(rc == MPI_SUCCESS, kIOError) << "rank " << rank_ << ": " << what << " failed: " << mpi_error_string(rc);
+    KILN_CHECK(rc == MPI_SUCCESS, kIOError) << who() << ": " << what << " failed: " << mpi_error_string(rc);
 }
 
 void Communicator::wait_all(std::vector<MPI_Request>& requests, const std::string& what) {
@@ -100,7 +123,7 @@ void Communicator::wait_all(std::vector<MPI_Request>& requests, const std::strin
         // ranks that compute.
         if (waited < 2e-3) continue;
         KILN_CHECK(opts_.collective_timeout_s <= 0 || waited <= opts_.collective_timeout_s, kIOError)
-            << "rank " << rank_ << ": " << what << " did not complete within " << opts_.collective_timeout_s
+            << who() << ": " << what << " did not complete within " << opts_.collective_timeout_s
             << " s while every rank's heartbeat is alive: another rank is not taking part (a different "
             << "number of steps or collectives?); KILN_DIST_TIMEOUT sets the limit";
         if (waited < 20e-3)
@@ -111,6 +134,7 @@ void Communicator::wait_all(std::vector<MPI_Request>& requests, const std::strin
 }
 
 void Communicator::finalize() {
+    KILN_CHECK(label_.empty(), kInternal) << "bug in Kiln: finalize() on the split communicator '" << label_ << "'";
     if (finalized_) return;
     MPI_Request barrier = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(comm_, &barrier), "the final barrier");
@@ -122,6 +146,7 @@ void Communicator::finalize() {
 }
 
 void Communicator::abort(int code, const std::string& why) {
+    if (!label_.empty()) get().abort(code, why);  // named by its world rank
     std::fprintf(stderr, "kiln distributed: rank %d of %d aborting the job: %s\n", rank_, size_, why.c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, code);

@@ -59,8 +59,14 @@ public:
     /// Changes the fusion limit of later calls (every rank alike: the agreement check does not
     /// cover it, and buffers need not match across ranks anyway).
     void set_fusion_bytes(size_t bytes) { opts_.fusion_bytes = bytes; }
-    /// The communicator collectives run on (a duplicate of MPI_COMM_WORLD).
+    /// The communicator collectives run on (a duplicate of MPI_COMM_WORLD, or split() of one).
     MPI_Comm comm() const { return comm_; }
+    /// A sub-communicator (MPI_Comm_split): the ranks of this one that pass the same `color`,
+    /// ranked by `key`, with this one's options and deadlines. It has no heartbeat of its own:
+    /// the world's covers every rank. `label` names it in errors ("rank 1 of stage 0's
+    /// replicas: ..."). Every rank of this communicator calls it (a collective call); the result
+    /// must be destroyed before finalize().
+    std::unique_ptr<Communicator> split(int color, int key, const std::string& label);
 
     /// Waits for every request, polling. kiln::Error (kIOError) naming `what` and this rank on an
     /// MPI error or after options().collective_timeout_s.
@@ -81,8 +87,12 @@ public:
 
 private:
     explicit Communicator(const CommOptions& opts);
+    Communicator(const CommOptions& opts, MPI_Comm comm, std::string label);
+    /// "rank R" (the world) or "rank R of LABEL" (a split).
+    std::string who() const;
 
     CommOptions opts_;
+    std::string label_;  // empty for the world communicator
     int rank_ = 0, size_ = 1;
     MPI_Comm comm_ = MPI_COMM_NULL;
     std::unique_ptr<Heartbeat> heartbeat_;

@@ -1,6 +1,8 @@
 // Pipeline-parallel checkpoints (pipeline_checkpoint.h).
 #include "distributed/pipeline_checkpoint.h"
 
+#include <optional>
+
 #include <sstream>
 
 #include "support/error.h"
@@ -40,20 +42,28 @@ CheckpointLayout checkpoint_layout(const std::map<std::string, std::pair<DType, 
 }
 
 void check_checkpoint_tensors(const std::string& path, const compiler::Checkpoint& c, const CheckpointLayout& layout) {
+    // A tensor of the file, read (c.tensors) or skipped (c.skipped: its type only).
+    auto type_of = [&](const std::string& name) -> std::optional<std::pair<DType, Shape>> {
+        if (auto it = c.tensors.find(name); it != c.tensors.end()) return std::pair{it->second.dtype(), it->second.shape()};
+        if (auto it = c.skipped.find(name); it != c.skipped.end()) return it->second;
+        return std::nullopt;
+    };
     for (const auto& [name, type] : layout) {
-        auto it = c.tensors.find(name);
-        KILN_CHECK(it != c.tensors.end(), kInvalidArgument)
+        const std::optional<std::pair<DType, Shape>> t = type_of(name);
+        KILN_CHECK(t.has_value(), kInvalidArgument)
             << "checkpoint '" << path << "' has no tensor '" << name
             << "' (written for another model, trainable set or optimizer?)";
-        const Tensor& t = it->second;
-        KILN_CHECK(t.dtype() == type.first && t.shape() == type.second, kInvalidArgument)
-            << "checkpoint '" << path << "': tensor '" << name << "' is " << dtype_name(t.dtype())
-            << shape_str(t.shape()) << ", this model's is " << dtype_name(type.first) << shape_str(type.second);
+        KILN_CHECK(*t == type, kInvalidArgument)
+            << "checkpoint '" << path << "': tensor '" << name << "' is " << dtype_name(t->first) << shape_str(t->second)
+            << ", this model's is " << dtype_name(type.first) << shape_str(type.second);
     }
-    for (const auto& [name, t] : c.tensors)
+    auto check_known = [&](const std::string& name) {
         KILN_CHECK(layout.count(name), kInvalidArgument)
             << "checkpoint '" << path << "' holds tensor '" << name
             << "' that this model and optimizer do not have (written for another model, trainable set or optimizer?)";
+    };
+    for (const auto& [name, t] : c.tensors) check_known(name);
+    for (const auto& [name, t] : c.skipped) check_known(name);
 }
 
 std::string stage_split_text(const std::vector<std::vector<std::string>>& stage_params) {

@@ -8,9 +8,10 @@
 // split it was written with is recorded ("pipeline_stages", "pipeline_microbatches") so that a
 // resume can say what changed.
 //
-// Every rank reads the whole file on resume (so the directory must be visible to every rank, as
-// for data-parallel checkpoints) and checks it against the whole model's layout, so that every
-// rank accepts or refuses it alike: a missing, extra or differently shaped tensor (another model,
+// Every rank reads the file on resume (so the directory must be visible to every rank, as for
+// data-parallel checkpoints), but copies only its own stage's tensors out of it (the file is
+// mapped: compiler::read_checkpoint's `keep`), and checks every tensor's name, dtype and shape
+// against the whole model's layout, so that every rank accepts or refuses it alike: a missing, extra or differently shaped tensor (another model,
 // trainable set or optimizer) is a kInvalidArgument naming it.
 #pragma once
 
@@ -40,7 +41,7 @@ CheckpointLayout checkpoint_layout(const std::map<std::string, std::pair<DType, 
                                    const autodiff::OptimizerSpec& optimizer);
 
 /// kInvalidArgument, naming the checkpoint `path` and the tensor, unless `c` holds exactly the
-/// tensors of `layout` with their dtypes and shapes.
+/// tensors of `layout` with their dtypes and shapes (read, or skipped: Checkpoint::skipped).
 void check_checkpoint_tensors(const std::string& path, const compiler::Checkpoint& c, const CheckpointLayout& layout);
 
 /// The stage split as recorded: each stage's parameters, comma-separated, stages separated by

@@ -139,6 +139,10 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
     for (const auto& [name, t] : stages.initial) param_types_[name] = {t.dtype(), t.shape()};
     stage_ = std::make_unique<PipelineStage>(std::move(stages.stages[static_cast<size_t>(comm.rank())]), spec, opts,
                                              stages.initial);
+    if (popts.replicas != nullptr && popts.replicas->size() > 1) {
+        replica_grads_ = std::make_unique<ReplicaGradients>(*popts.replicas, *stage_, popts.replica_buckets);
+        if (replica_grads_->empty()) replica_grads_.reset();  // a stage without parameters: nothing to average
+    }
     rv_ = std::make_unique<Rendezvous>(comm);
 }
 
@@ -181,7 +185,9 @@ double PipelineParallel::loss_stage_step(const std::vector<Values>& micro) {
         Values feeds = receive_inputs(static_cast<int64_t>(m));
         feeds.insert(micro[m].begin(), micro[m].end());
         double loss = 0;
-        send_input_grads(stage_->backward(feeds, &loss), static_cast<int64_t>(m));
+        const bool last = m + 1 == micro.size();
+        send_input_grads(stage_->backward(feeds, &loss, last ? last_backward_reports() : nullptr),
+                         static_cast<int64_t>(m));
         sum += loss;
     }
     return sum / static_cast<double>(micro.size());
@@ -201,7 +207,8 @@ void PipelineParallel::backward_microbatch(const Values& micro, Values& kept, in
     feeds.insert(kept.begin(), kept.end());
     kept.clear();  // the stash of microbatch m is no longer needed once its backward runs
     feeds.insert(micro.begin(), micro.end());
-    send_input_grads(stage_->backward(feeds, nullptr), m);
+    const bool last = m + 1 == static_cast<int64_t>(popts_.microbatches);
+    send_input_grads(stage_->backward(feeds, nullptr, last ? last_backward_reports() : nullptr), m);
 }
 
 void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
@@ -305,21 +312,39 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
     std::vector<Values> micro = microbatches(batch);
     const int last = comm_.size() - 1;
     double loss = 0;
+    if (replica_grads_) replica_grads_->begin();
     if (stage_->graph().computes_loss) {
         loss = loss_stage_step(micro);
+        average_over_replicas(&loss);
         Tensor t(DType::kFloat64, {});
         t.set_f64(0, loss);
         for (int r = 0; r < last; ++r) rv_->send(loss_key(last, r, step_), t);
         stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
     } else {
         inner_stage_step(micro);
+        average_over_replicas(nullptr);
         stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
         loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
     }
     ++step_;
-    stats_ = {std::chrono::duration<double>(Clock::now() - t0).count(), stage_->forward_s, stage_->backward_s,
-              stage_->apply_s, peak_stashed_, grad_norm_};
+    stats_.step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    stats_.forward_s = stage_->forward_s;
+    stats_.backward_s = stage_->backward_s;
+    stats_.apply_s = stage_->apply_s;
+    stats_.peak_stashed = peak_stashed_;
+    stats_.grad_norm = grad_norm_;
     return loss;
+}
+
+void PipelineParallel::average_over_replicas(double* loss) {
+    if (!replica_grads_) return;
+    replica_grads_->finish(stage_->gradients(), loss);
+    stats_.replica_buckets = static_cast<int>(replica_grads_->buckets());
+    stats_.replica_buckets_started_early = static_cast<int>(replica_grads_->started_during_backward());
+}
+
+const PipelineStage::GradientReady* PipelineParallel::last_backward_reports() const {
+    return replica_grads_ ? replica_grads_->on_sum() : nullptr;
 }
 
 double PipelineParallel::clip_factor() {
@@ -340,6 +365,7 @@ double PipelineParallel::clip_factor() {
 
 void PipelineParallel::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
     ++checkpoints_;
+    if (!writes()) return;  // another replica's state is replica 0's
     auto key = [&](int src, const std::string& name) {
         TransferKey k = step_key(src, 0, "checkpoint/" + name, step_);
         k.iter = checkpoints_;  // two checkpoints of one step (--checkpoint-every and the epoch's end) differ
@@ -369,8 +395,17 @@ void PipelineParallel::save_checkpoint(const std::string& path, const std::map<s
     compiler::write_checkpoint(path, c);
 }
 
+std::set<std::string> PipelineParallel::checkpoint_names() const {
+    std::set<std::string> own;
+    for (const std::string& p : stage_->parameter_names()) own.insert(checkpoint_param_name(p));
+    for (const auto& [name, t] : stage_->optimizer_state()) own.insert(checkpoint_state_name(name));
+    return own;
+}
+
 std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::string& path) {
-    compiler::Checkpoint c = compiler::read_checkpoint(path);
+    // Only this stage's tensors are copied out of the file; the others' types are checked.
+    const std::set<std::string> own = checkpoint_names();
+    compiler::Checkpoint c = compiler::read_checkpoint(path, [&](const std::string& name) { return own.count(name) > 0; });
     check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, compiler::optimizer_spec(opts_.optimizer)));
     PipelineStage::Values params, state;
     for (const std::string& p : stage_->parameter_names()) params[p] = c.tensors.at(checkpoint_param_name(p));
@@ -394,6 +429,7 @@ std::map<std::string, Tensor> PipelineParallel::gather_parameters() {
 }
 
 void PipelineParallel::export_onnx(const std::string& path) {
+    if (!writes()) return;
     std::map<std::string, Tensor> values = gather_parameters();
     if (comm_.rank() == 0) compiler::write_file_atomically(path, frontend::onnx_with_initializers(path_, values));
 }

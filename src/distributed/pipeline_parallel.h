@@ -40,9 +40,11 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/data_parallel.h"
 #include "distributed/pipeline_stage.h"
 #include "distributed/rank_assignment.h"
 #include "distributed/rendezvous.h"
+#include "distributed/replica_gradients.h"
 #include "kiln/session.h"
 #include "kiln/training.h"
 
@@ -64,6 +66,14 @@ struct PipelineParallelOptions {
     /// of every microbatch until its backward (pipeline_stage_graph.h): less memory, more work.
     bool rematerialize = false;
     PipelineSchedule schedule = PipelineSchedule::kGPipe;
+    /// Data parallelism: the ranks holding this rank's stage in every replica, ranked by replica
+    /// (PipelineGroups::replicas_of_stage), which must outlive the pipeline; null for one replica.
+    /// Every replica starts from the model file's initializers (the same on every rank). Replica
+    /// 0 alone writes checkpoints and the export; every replica loads a checkpoint.
+    Communicator* replicas = nullptr;
+    /// With replicas: the gradient buckets' size, whether they start during the step's last
+    /// backward (overlap), the progress thread's period (replica_gradients.h).
+    DataParallelOptions replica_buckets = DataParallelOptions::from_env();
 };
 
 /// Seconds of the last step on this rank.
@@ -75,6 +85,8 @@ struct PipelineStepStats {
     int peak_stashed = 0;
     /// The global gradient norm over every stage before clipping (0 without clip_norm).
     double grad_norm = 0;
+    /// With replicas: the stage's gradient buckets, and how many started during its last backward.
+    int replica_buckets = 0, replica_buckets_started_early = 0;
 };
 
 class PipelineParallel {
@@ -110,24 +122,31 @@ public:
     const std::vector<std::string>& parameter_names() const { return params_; }
     /// The parameters of this rank's stage.
     const PipelineStage& stage() const { return *stage_; }
-    /// Every stage's parameters, on rank 0 (empty elsewhere). Every rank calls it.
+    /// Every stage's parameters, on rank 0 of each replica's pipeline (empty elsewhere). Every
+    /// rank calls it.
     std::map<std::string, Tensor> gather_parameters();
-    /// Rank 0 writes the model with every stage's trained parameters as ONNX. Every rank calls it.
+    /// Rank 0 (of replica 0) writes the model with every stage's trained parameters as ONNX.
+    /// Every rank calls it.
     void export_onnx(const std::string& path);
     /// Rank 0 gathers every stage's parameters and optimizer state and writes them, the step
     /// count and `extra` (plus the split: pipeline_checkpoint.h) to `path` atomically. Every rank
-    /// calls it; the others send their stage's tensors and return.
+    /// calls it; the others send their stage's tensors and return (the other replicas at once:
+    /// their state is replica 0's).
     void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra);
     /// Every rank reads `path` (a checkpoint of this model and optimizer, written by a pipeline of
-    /// any split or by TrainingSession) and takes its stage's tensors and the step count;
+    /// any split or by TrainingSession) and takes its stage's tensors and the step count; it
+    /// copies only those out of the file (checkpoint_names(); the others' types are checked);
     /// returns its `extra`. kInvalidArgument naming the tensor when the checkpoint does not fit
     /// the whole model (the same on every rank), kIOError/kInvalidModel for an unreadable file.
     std::map<std::string, std::string> load_checkpoint(const std::string& path);
+    /// The checkpoint names of this rank's stage's tensors: "param:<name>" and "state:opt/...".
+    std::set<std::string> checkpoint_names() const;
     /// The stage split as a checkpoint records it (pipeline_checkpoint.h's stage_split_text).
     const std::string& stage_split() const { return split_; }
     /// One line per stage: its rank, nodes, parameters and estimated cost.
     const std::string& describe() const { return describe_; }
     const PipelineStepStats& last_step_stats() const { return stats_; }
+    const PipelineParallelOptions& options() const { return popts_; }
 
 private:
     using Values = std::map<std::string, Tensor>;
@@ -140,6 +159,11 @@ private:
     void send_outputs(const std::vector<Tensor>& outs, int64_t m);
     void send_input_grads(const Values& grads, int64_t m);
     double clip_factor();
+    void average_over_replicas(double* loss);
+    /// The step's last backward's `on_sum` (null without replicas or overlap).
+    const PipelineStage::GradientReady* last_backward_reports() const;
+    /// Whether this rank's replica writes checkpoints and exports (replica 0).
+    bool writes() const { return popts_.replicas == nullptr || popts_.replicas->rank() == 0; }
     std::vector<Values> microbatches(const std::map<std::string, Tensor>& batch) const;
 
     Communicator& comm_;
@@ -157,6 +181,7 @@ private:
     int64_t shared_ = 0;        // from_loss_stage calls so far
     double grad_norm_ = 0;
     std::unique_ptr<PipelineStage> stage_;
+    std::unique_ptr<ReplicaGradients> replica_grads_;  // null for one replica
     std::unique_ptr<Rendezvous> rv_;
     std::string describe_;
     PipelineStepStats stats_;

@@ -2,6 +2,8 @@
 #include "distributed/pipeline_stage.h"
 
 #include <chrono>
+#include <exception>
+#include <mutex>
 #include <initializer_list>
 
 #include "autodiff/optimizer.h"
@@ -88,7 +90,8 @@ std::unique_ptr<PipelineStage::Compiled> PipelineStage::compile(ir::Graph& g) {
     return c;
 }
 
-std::vector<Tensor> PipelineStage::run(Compiled& c, const Values& feeds, const Values& extra) {
+std::vector<Tensor> PipelineStage::run(Compiled& c, const Values& feeds, const Values& extra,
+                                       const runtime::RunControls& controls) {
     const runtime::Executable& exe = *c.prepared->exe;
     std::vector<Tensor> inputs;
     for (int id : exe.inputs) {
@@ -105,7 +108,7 @@ std::vector<Tensor> PipelineStage::run(Compiled& c, const Values& feeds, const V
         inputs.push_back(*t);
     }
     std::vector<Tensor> outputs;
-    runner_->run(*c.prepared, inputs, outputs, runtime::RunControls{}).throw_if_error();
+    runner_->run(*c.prepared, inputs, outputs, controls).throw_if_error();
     return outputs;
 }
 
@@ -117,20 +120,50 @@ std::vector<Tensor> PipelineStage::forward(const Values& feeds) {
     return out;
 }
 
-PipelineStage::Values PipelineStage::backward(const Values& feeds, double* loss) {
+PipelineStage::Values PipelineStage::backward(const Values& feeds, double* loss, const GradientReady* on_sum) {
     const auto t0 = Clock::now();
-    std::vector<Tensor> out = run(*backward_, feeds, {});
+    // Per backward output: its kind ("grad", "input_grad", "loss") and name.
+    auto role = [&](size_t i) {
+        const std::string& r = g_.backward_outputs[i];
+        const size_t colon = r.find(':');
+        return std::pair{r.substr(0, colon), colon == std::string::npos ? std::string() : r.substr(colon + 1)};
+    };
+    std::vector<char> summed(g_.backward_outputs.size(), 0);  // per output: added by the callback
+    std::exception_ptr error;
+    std::mutex error_mu;
+    runtime::OutputReadyFn ready = [&](size_t i, const Tensor& value) {
+        if (i >= summed.size()) return;
+        auto [kind, name] = role(i);
+        if (kind != "grad") return;
+        try {
+            Tensor& sum = grads_.at(name);  // no insertion here: the map is not changed concurrently
+            accumulate(sum, value);
+            summed[i] = 1;
+            (*on_sum)(name, sum);
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(error_mu);
+            if (!error) error = std::current_exception();
+        }
+    };
+    runtime::RunControls controls;
+    if (on_sum) {
+        for (const std::string& p : g_.params) grads_[p];  // every key exists before the run
+        controls.on_output_ready = &ready;
+    }
+    std::vector<Tensor> out = run(*backward_, feeds, {}, controls);
+    if (error) std::rethrow_exception(error);
     KILN_CHECK(out.size() == g_.backward_outputs.size(), kInternal)
         << "bug in Kiln: the backward graph has " << out.size() << " outputs, expected " << g_.backward_outputs.size();
     Values input_grads;
     for (size_t i = 0; i < out.size(); ++i) {
-        const std::string& role = g_.backward_outputs[i];
-        const size_t colon = role.find(':');
-        const std::string kind = role.substr(0, colon), name = colon == std::string::npos ? "" : role.substr(colon + 1);
+        auto [kind, name] = role(i);
         if (kind == "loss" && loss) *loss = out[i].get_f64(0);
-        else if (kind == "grad") accumulate(grads_[name], std::move(out[i]));
-        else if (kind == "input_grad") input_grads[name] = std::move(out[i]);
+        else if (kind == "grad" && !summed[i]) {
+            accumulate(grads_[name], std::move(out[i]));
+            if (on_sum) (*on_sum)(name, grads_[name]);
+        } else if (kind == "input_grad") input_grads[name] = std::move(out[i]);
     }
+    std::erase_if(grads_, [](const auto& kv) { return !kv.second.defined(); });  // keys made for the callback
     backward_s += since(t0);
     return input_grads;
 }

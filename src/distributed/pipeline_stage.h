@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,13 +34,22 @@ public:
     /// The forward graph on `feeds` (batch inputs and received activations by input name; the
     /// parameters are the stage's): the values it sends, in send_keys order.
     std::vector<Tensor> forward(const Values& feeds);
+    /// Told a parameter's name and its gradient sum once the sum is final (gradients()'s tensor).
+    using GradientReady = std::function<void(const std::string& name, const Tensor& sum)>;
     /// The backward graph on `feeds` (as forward, plus the seed inputs): adds the parameters'
     /// gradients into the step's sums (in call order), returns the received inputs' gradients by
-    /// input name and sets `*loss` on the loss stage.
-    Values backward(const Values& feeds, double* loss);
+    /// input name and sets `*loss` on the loss stage. With `on_sum` (the step's last backward),
+    /// each parameter's sum is added as soon as the run has written its gradient, while later
+    /// steps of the graph still run (runtime/output_ready.h), and `on_sum` is told it, from the
+    /// executor's thread (or the caller's at the end); it must not throw.
+    Values backward(const Values& feeds, double* loss, const GradientReady* on_sum = nullptr);
     /// The eval graph on `feeds` (as forward): the values it sends, or on the loss stage the
     /// loss and the model output. Compiled on its first call.
     std::vector<Tensor> evaluate(const Values& feeds);
+    /// The step's gradients summed over its microbatches so far, by parameter name (after the
+    /// backwards, before apply): data parallelism averages them in place across the replicas
+    /// of this stage (pipeline_parallel.h). Empty on a stage without parameters.
+    Values& gradients() { return grads_; }
     /// The sum of the squares of the step's summed gradients (double; 0 for a stage without
     /// parameters): this stage's part of the global gradient norm of clipping.
     double gradient_square_sum() const;
@@ -63,7 +73,8 @@ public:
 private:
     struct Compiled;
     std::unique_ptr<Compiled> compile(ir::Graph& g);
-    std::vector<Tensor> run(Compiled& c, const Values& feeds, const Values& extra);
+    std::vector<Tensor> run(Compiled& c, const Values& feeds, const Values& extra,
+                            const runtime::RunControls& controls = {});
 
     PipelineStageGraph g_;
     TrainingOptions opts_;

@@ -55,10 +55,12 @@ double ByteReader::f64(const char* field) {
     return v;
 }
 
-std::string ByteReader::str(const char* field) {
+std::string ByteReader::str(const char* field) { return std::string(str_view(field)); }
+
+std::string_view ByteReader::str_view(const char* field) {
     uint32_t n = u32(field);
     const uint8_t* p = need(n, field);
-    return std::string(reinterpret_cast<const char*>(p), n);
+    return std::string_view(reinterpret_cast<const char*>(p), n);
 }
 
 uint32_t ByteReader::count(const char* field, size_t min_item_bytes) {

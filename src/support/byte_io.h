@@ -50,6 +50,8 @@ public:
     int64_t i64(const char* field) { return static_cast<int64_t>(u64(field)); }
     double f64(const char* field);
     std::string str(const char* field);
+    /// As str, without copying: a view of the reader's bytes.
+    std::string_view str_view(const char* field);
     /// A u32 count of items that each take at least `min_item_bytes`: refused (kInvalidModel)
     /// when the bytes left cannot hold that many, so a corrupt count never drives a huge allocation.
     uint32_t count(const char* field, size_t min_item_bytes);

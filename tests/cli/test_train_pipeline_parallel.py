@@ -79,7 +79,7 @@ def test_annotated_stages(tmp_path):
 
 @pytest.mark.parametrize("ranks,extra,needles", [
     (1, [], ["pipeline-parallel training needs at least 2 ranks (one stage each); the job has 1"]),
-    (2, ["--data-parallel"], ["--pipeline-parallel cannot be combined with --data-parallel", "not a replica"]),
+    (2, ["--data-parallel"], ["--pipeline-parallel with --data-parallel needs --pipeline-stages S"]),
     (2, ["--parameter-servers", "1"], ["--pipeline-parallel cannot be combined with --parameter-servers"]),
     (2, ["--microbatches", "3"], ["--microbatches 3 does not divide N=16"]),
     (4, [], ["has 3 nodes to train, fewer than the ranks"]),

@@ -6,12 +6,18 @@
 //  - the file is TrainingSession's: a TrainingSession loads it and holds the pipeline's
 //    parameters bit for bit, and a pipeline loads a TrainingSession's checkpoint;
 //  - a checkpoint of another optimizer, or with a tensor missing or of another shape, is a
-//    kInvalidArgument naming the tensor, on every rank (the load has no transfer: no hang).
+//    kInvalidArgument naming the tensor, on every rank (the load has no transfer: no hang), also
+//    on the ranks that skip that tensor;
+//  - each stage copies only its own tensors out of the file (compiler::read_checkpoint's `keep`,
+//    with the stage's checkpoint_names()): they equal the whole read's bit for bit, the others
+//    are skipped with their types, and a flipped byte in a skipped tensor is still the checksum
+//    error.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -151,6 +157,56 @@ TEST(PipelineCheckpoint, AnotherModelOrOptimizerIsAnErrorNamingTheTensor) {
     EXPECT_EQ(sgd.steps(), 0);  // nothing was taken from a refused checkpoint
     // The pipeline still trains afterwards.
     EXPECT_TRUE(std::isfinite(sgd.step(batch_of(0))));
+    barrier();
+}
+
+TEST(PipelineCheckpoint, EachStageCopiesOnlyItsOwnTensors) {
+    const std::string model = model_path();
+    const fs::path dir = shared_dir();
+    const std::string path = (dir / "own.kiln").string(), flipped = (dir / "flipped.kiln").string();
+    PipelineParallel pp(comm(), model, options("adam"), micro());
+    pp.step(batch_of(0));
+    pp.save_checkpoint(path, {});
+    barrier();
+    const std::set<std::string> own = pp.checkpoint_names();
+    ASSERT_FALSE(own.empty());
+    auto keep = [&](const std::string& name) { return own.count(name) > 0; };
+    const compiler::Checkpoint whole = compiler::read_checkpoint(path);
+    const compiler::Checkpoint mine = compiler::read_checkpoint(path, keep);
+    EXPECT_TRUE(whole.skipped.empty());
+    EXPECT_EQ(mine.tensors.size(), own.size());
+    EXPECT_EQ(mine.tensors.size() + mine.skipped.size(), whole.tensors.size());
+    EXPECT_FALSE(mine.skipped.empty()) << "every stage owns part of the model";
+    EXPECT_EQ(mine.step, whole.step);
+    EXPECT_EQ(mine.extra, whole.extra);
+    for (const auto& [name, t] : whole.tensors) {
+        if (keep(name)) {
+            ASSERT_TRUE(mine.tensors.count(name)) << name;
+            expect_bitwise(mine.tensors.at(name), t, name);
+        } else {
+            ASSERT_TRUE(mine.skipped.count(name)) << name;
+            EXPECT_EQ(mine.skipped.at(name), std::make_pair(t.dtype(), t.shape())) << name;
+        }
+    }
+    // A byte flipped in the middle of the file: the checksum still covers what is skipped.
+    if (comm().rank() == 0) {
+        std::string bytes(fs::file_size(path), '\0');
+        FILE* f = std::fopen(path.c_str(), "rb");
+        ASSERT_EQ(std::fread(bytes.data(), 1, bytes.size(), f), bytes.size());
+        std::fclose(f);
+        bytes[bytes.size() / 2] ^= 0x40;
+        f = std::fopen(flipped.c_str(), "wb");
+        std::fwrite(bytes.data(), 1, bytes.size(), f);
+        std::fclose(f);
+    }
+    barrier();
+    try {
+        compiler::read_checkpoint(flipped, [](const std::string&) { return false; });
+        ADD_FAILURE() << "a flipped byte was not noticed";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("is corrupt or truncated (checksum mismatch"), std::string::npos)
+            << e.what();
+    }
     barrier();
 }
 

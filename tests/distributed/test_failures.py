@@ -83,15 +83,15 @@ KILN = os.environ.get("KILN_BIN") or os.path.join(os.path.dirname(os.path.abspat
                                                   "bin", "kiln")
 
 
-def train_and_lose_rank(tmp_path, train_args, lost, sig):
-    """`kiln train` of the CLI tests' MLP on 3 ranks with `train_args`, rank `lost` sent `sig` once
+def train_and_lose_rank(tmp_path, train_args, lost, sig, ranks=3):
+    """`kiln train` of the CLI tests' MLP on `ranks` ranks with `train_args`, rank `lost` sent `sig` once
     rank 0 has logged its fifth step: (the job's exit status, its whole output, seconds from the
     signal to the end). The heartbeat's timeout is 3 s here."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
     import pathlib
     from test_train import blobs, mlp
     model, data = mlp(pathlib.Path(tmp_path / "mlp.onnx")), blobs(pathlib.Path(tmp_path / "blobs.npz"), n=256)
-    args = [MPIEXEC, "-n", "3", KILN, "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
+    args = [MPIEXEC, "-n", str(ranks), KILN, "train", str(model), "--data", str(data), "--batch-size", "8", "--threads", "1",
             "--epochs", "100000", "--log-every", "1", *train_args]
     with mpi_job(args, KILN_DIST_HEARTBEAT_TIMEOUT="3") as proc:
         lines = []
@@ -137,4 +137,21 @@ def test_lost_pipeline_stage_ends_the_job(tmp_path, sig):
     else:
         assert "lost rank 1" in out or ("rank 1" in out and "exited on signal 9" in out), out[-2000:]
     print(f"pipeline stage {sig}: the job ended {seconds:.1f} s after the signal")
+    assert seconds < 10, (seconds, out[-2000:])
+
+
+@pytest.mark.skipif(not os.path.exists(KILN), reason="kiln binary not built")
+def test_lost_replica_stage_ends_the_job(tmp_path):
+    """Pipeline and data parallelism together on 4 ranks (2 stages x 2 replicas, batch 8 per
+    replica): rank 2 (replica 1's first stage) stopped mid-training. Rank 3 waits on it in its
+    replica's rendezvous receives, rank 0 in the stage's gradient allreduce over the replicas
+    (both on split communicators); the world's heartbeat ends the job non-zero, naming rank 2,
+    within 10 s of the signal (timeout 3 s here)."""
+    import signal
+    returncode, out, seconds = train_and_lose_rank(
+        tmp_path, ["--pipeline-parallel", "--pipeline-stages", "2", "--data-parallel", "--microbatches", "2"], 2,
+        signal.SIGSTOP, ranks=4)
+    assert returncode != 0, out[-2000:]
+    assert "lost rank 2: no heartbeat for" in out, out[-2000:]
+    print(f"replica stage SIGSTOP: the job ended {seconds:.1f} s after the signal")
     assert seconds < 10, (seconds, out[-2000:])

@@ -39,6 +39,7 @@ struct TrainArgs {
     std::string ps_mode = "sync";
     int staleness = 2;
     bool pipeline_parallel = false;
+    int pipeline_stages = 0;  // --pipeline-parallel: stages per replica (0: every rank, one replica)
     int microbatches = 1;
     bool rematerialize = false;  // --pipeline-parallel: recompute each stage's forward in its backward
     std::string pipeline_schedule = "gpipe";  // --pipeline-parallel: gpipe or 1f1b

@@ -25,7 +25,8 @@
 // loss, writes the metrics and the export (it gathers the other servers' shards at the end).
 // Pipeline-parallel (`mpirun -np N kiln train ... --pipeline-parallel --microbatches M`,
 // distributed/pipeline_parallel.h): each rank holds one stage of the model and runs GPipe's
-// schedule over M microbatches of each --batch-size batch; the loop is train_pipeline.cc's.
+// schedule over M microbatches of each --batch-size batch; the loop is train_pipeline.cc's. With
+// --data-parallel and --pipeline-stages S, the ranks are S stages x (N / S) replicas.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -309,15 +310,21 @@ void check_pipeline_combinations(const TrainArgs& a) {
                              : !a.stages.empty()              ? "--stage"
                              : a.rematerialize                ? "--rematerialize"
                              : a.pipeline_schedule != "gpipe" ? "--pipeline-schedule"
+                             : a.pipeline_stages != 0         ? "--pipeline-stages"
                                                               : nullptr;
         KILN_CHECK(option == nullptr, kInvalidArgument) << option << " goes with --pipeline-parallel";
         return;
     }
-    const char* other = a.data_parallel ? "--data-parallel" : a.parameter_servers > 0 ? "--parameter-servers" : nullptr;
-    KILN_CHECK(other == nullptr, kUnsupported)
-        << "--pipeline-parallel cannot be combined with " << other
-        << ": each rank holds one stage of the model, not a replica of it (pipeline and data parallelism together "
-           "are not built)";
+    KILN_CHECK(a.parameter_servers == 0, kUnsupported)
+        << "--pipeline-parallel cannot be combined with --parameter-servers: each rank holds one stage of the model, "
+           "not a replica of it";
+    if (!a.data_parallel) return;
+    KILN_CHECK(a.pipeline_stages > 0, kInvalidArgument)
+        << "--pipeline-parallel with --data-parallel needs --pipeline-stages S: the job's ranks are S stages x "
+           "(ranks / S) data-parallel replicas";
+    KILN_CHECK(!a.sync_batch_norm, kUnsupported)
+        << "--sync-batch-norm does not go with --pipeline-parallel: the pipeline refuses BatchNormalization (its "
+           "statistics would be a microbatch's)";
 }
 
 int train(TrainArgs a) {
@@ -326,7 +333,8 @@ int train(TrainArgs a) {
     if (a.data_parallel || a.parameter_servers > 0 || a.pipeline_parallel) {
         comm = &distributed::Communicator::get();
         a.rank = comm->rank();
-        // Pipeline-parallel: every rank reads the whole global batch (each feeds its stage).
+        // Pipeline-parallel: every rank reads the whole global batch (each feeds its stage); with
+        // --data-parallel, its replica's slice (train_pipeline sets it once the ranks are grouped).
         a.data.shard_count = a.pipeline_parallel ? 1 : comm->size();
         a.data.shard_index = a.pipeline_parallel ? 0 : comm->rank();
     }
@@ -413,7 +421,8 @@ void add_train_command(CLI::App& app, CommandAction& action) {
         ->type_name("MB")
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--no-overlap", a->no_overlap,
-                  "--data-parallel: start the gradient allreduces after the backward pass instead of during it");
+                  "--data-parallel: start the gradient allreduces after the backward pass instead of during it (with "
+                  "--pipeline-parallel: after each stage's last backward)");
     sub->add_flag("--sync-batch-norm", a->sync_batch_norm,
                   "--data-parallel: BatchNormalization normalizes with the global batch's statistics (every rank's, "
                   "as PyTorch's SyncBatchNorm) instead of each rank's own")
@@ -440,6 +449,12 @@ void add_train_command(CLI::App& app, CommandAction& action) {
     sub->add_flag("--pipeline-parallel", a->pipeline_parallel,
                   "Train pipeline-parallel over the ranks of mpirun: the model split into one stage per rank, each "
                   "--batch-size batch cut into --microbatches, GPipe's schedule (docs/distributed.md)");
+    sub->add_option("--pipeline-stages", a->pipeline_stages,
+                    "--pipeline-parallel: stages per pipeline (default: every rank); with --data-parallel the ranks "
+                    "are S stages x (ranks / S) replicas, each on its slice of every global batch of replicas x "
+                    "--batch-size records, each stage's gradients averaged over its replicas")
+        ->type_name("S")
+        ->check(CLI::PositiveNumber);
     sub->add_option("--microbatches", a->microbatches,
                     "--pipeline-parallel: microbatches per step (must divide --batch-size)")
         ->capture_default_str()

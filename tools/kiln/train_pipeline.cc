@@ -12,6 +12,7 @@
 
 #include "distributed/communicator.h"
 #include "distributed/pipeline_checkpoint.h"
+#include "distributed/pipeline_groups.h"
 #include "distributed/pipeline_parallel.h"
 #include "kiln/kiln.h"
 #include "name_value_args.h"
@@ -32,6 +33,21 @@ void check_pipeline_args(const TrainArgs& a) {
     KILN_CHECK(std::filesystem::is_regular_file(a.model), kIOError)
         << "cannot open model '" << a.model << "': no such file";
     KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
+}
+
+/// The job's ranks as pipelines: one (every rank a stage) without --data-parallel, else
+/// --pipeline-stages S stages x (ranks / S) replicas (distributed/pipeline_groups.h).
+distributed::PipelineGroups group_ranks(const TrainArgs& a, distributed::Communicator& world) {
+    if (a.data_parallel) return distributed::split_pipeline_groups(world, a.pipeline_stages);
+    KILN_CHECK(a.pipeline_stages == 0 || a.pipeline_stages == world.size(), kInvalidArgument)
+        << "--pipeline-stages " << a.pipeline_stages << " over " << world.size() << " ranks would make "
+        << (a.pipeline_stages > 0 && world.size() % a.pipeline_stages == 0 ? std::to_string(world.size() / a.pipeline_stages)
+                                                                            : std::string("several"))
+        << " replicas of the pipeline: add --data-parallel (or leave --pipeline-stages out: one stage per rank)";
+    distributed::PipelineGroups g;
+    g.stages = world.size();
+    g.stage = world.rank();
+    return g;
 }
 
 /// The class count of a classification loss's output (label checks), 0 otherwise.
@@ -67,6 +83,14 @@ void print_summary(const std::vector<distributed::PipelineStepStats>& steps, dou
                "ms, optimizer {:.1f} ms; the rest waits for other stages. At most {} microbatches' forward values "
                "held at once\n",
                1e3 * median(step), 1e3 * median(fwd), 1e3 * median(bwd), 1e3 * median(apply), stashed);
+    if (!steps.empty() && steps.back().replica_buckets > 0) {
+        std::vector<double> early;
+        for (const distributed::PipelineStepStats& s : steps) early.push_back(s.replica_buckets_started_early);
+        fmt::print(stderr,
+                   "data-parallel on rank 0: {} gradient buckets per step, {:.1f} (median) started during the "
+                   "stage's last backward\n",
+                   steps.back().replica_buckets, median(early));
+    }
 }
 
 /// The held-out set through the pipeline (PipelineParallel::eval_step), its figures summed on
@@ -114,6 +138,9 @@ struct PipelineLoop {
     std::vector<distributed::PipelineStepStats> stats;
     double seconds = 0;
 
+    /// Records per step over every replica.
+    int64_t records_per_step() const { return a.data.batch_size * a.data.shard_count; }
+
     /// Every rank takes part (each sends its stage's tensors); rank 0 writes.
     void save() {
         if (checkpoint.empty()) return;
@@ -139,7 +166,7 @@ struct PipelineLoop {
             pos.ema = kSmoothing * pos.ema + (1 - kSmoothing) * loss;
             ++pos.ema_steps;
             const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-            samples_per_s = elapsed > 0 ? static_cast<double>(epoch_batches * a.data.batch_size) / elapsed : 0;
+            samples_per_s = elapsed > 0 ? static_cast<double>(epoch_batches * records_per_step()) / elapsed : 0;
             if (csv) csv->row(pos.epoch + 1, pp.steps(), loss, std::nullopt, std::nullopt, lr, samples_per_s);
             const double per_step = (seconds + elapsed) / static_cast<double>(stats.size());
             bar.update({pos.epoch, a.epochs, pos.batch, steps_per_epoch, pp.steps(),
@@ -176,14 +203,23 @@ struct PipelineLoop {
 void print_header(const TrainArgs& a, const distributed::PipelineParallel& pp, const TrainData& data,
                   int64_t steps_per_epoch, double compile_s, ProgressBar& bar) {
     bar.print_line(data.describe);
-    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {} in {} microbatches, {} steps per epoch; "
+    const int replicas = a.data.shard_count;
+    bar.print_line(fmt::format("model: {} ({} parameters to train), batch {}{} in {} microbatches, {} steps per epoch; "
                                "rank 0's stage compiled in {:.2f} s",
-                               a.model, pp.parameter_names().size(), a.data.batch_size, a.microbatches, steps_per_epoch,
-                               compile_s));
+                               a.model, pp.parameter_names().size(), a.data.batch_size,
+                               replicas > 1 ? " per replica" : "", a.microbatches, steps_per_epoch, compile_s));
+    if (replicas > 1)
+        bar.print_line(fmt::format("data-parallel: {} replicas of the pipeline x batch {} = {} records per step; each "
+                                   "stage's gradients averaged over its replicas in buckets of {:.3g} MB, {}",
+                                   replicas, a.data.batch_size, replicas * a.data.batch_size,
+                                   static_cast<double>(pp.options().replica_buckets.bucket_bytes) / (1 << 20),
+                                   pp.options().replica_buckets.overlap ? "started during its last backward"
+                                                              : "after its last backward"));
     std::string stages = pp.describe();
     if (!stages.empty() && stages.back() == '\n') stages.pop_back();
-    bar.print_line(fmt::format("pipeline-parallel over {} ranks ({}; {} schedule; the backward {}):\n{}",
-                               distributed::Communicator::get().size(),
+    bar.print_line(fmt::format("pipeline-parallel over {} ranks{} ({}; {} schedule; the backward {}):\n{}",
+                               distributed::Communicator::get().size() / replicas,
+                               replicas > 1 ? fmt::format(" per replica, {} replicas", replicas) : "",
                                a.stages.empty() ? "cost-balanced stages or kiln.rank" : "--stage",
                                a.pipeline_schedule == "1f1b" ? "1F1B" : "GPipe",
                                a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
@@ -193,20 +229,31 @@ void print_header(const TrainArgs& a, const distributed::PipelineParallel& pp, c
 
 int train_pipeline(TrainArgs a, ProgressBar& bar) {
     check_pipeline_args(a);
+    distributed::Communicator& world = distributed::Communicator::get();
+    const distributed::PipelineGroups groups = group_ranks(a, world);
+    a.data.shard_count = groups.replicas;  // each replica reads its slice of every global batch
+    a.data.shard_index = groups.replica;
     const std::string checkpoint = checkpoint_path(a);
     std::unique_ptr<Session> model = Session::load(a.model);
     std::map<std::string, int64_t> dims = parse_dims(a.dims);
     bind_batch_dim(model->inputs(), a.data.batch_size, dims);
     TrainData data = open_train_sources(a.data);
-    KILN_CHECK(data.train_source->size() >= a.data.batch_size, kInvalidArgument)
+    const int64_t global_batch = a.data.batch_size * groups.replicas;
+    KILN_CHECK(data.train_source->size() >= global_batch, kInvalidArgument)
         << "--data '" << a.data.data << "' has " << data.train_source->size()
-        << " training records, fewer than one batch (" << a.data.batch_size << ")";
-    const int64_t steps_per_epoch = data.train_source->size() / a.data.batch_size;
-    const TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
+        << " training records, fewer than one batch (" << groups.replicas << " replicas x --batch-size "
+        << a.data.batch_size << ")";
+    const int64_t steps_per_epoch = data.train_source->size() / global_batch;
+    TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
+    // Each replica draws its own dropout masks, as data-parallel ranks do (the shuffle seed stays common).
+    opts.seed += static_cast<uint64_t>(groups.replica) * 0x9e3779b97f4a7c15ull;
     const auto t_compile = Clock::now();
     distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
     if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
-    distributed::PipelineParallel pp(distributed::Communicator::get(), a.model, opts, po);
+    po.replicas = groups.replicas_of_stage.get();
+    if (a.bucket_mb >= 0) po.replica_buckets.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
+    if (a.no_overlap) po.replica_buckets.overlap = false;
+    distributed::PipelineParallel pp(groups.pipeline ? *groups.pipeline : world, a.model, opts, po);
     const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
     Position pos;
     if (a.resume) pos = resume(pp, checkpoint, a, bar);  // before the pipelines: it sets the data order
@@ -229,7 +276,7 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
         loop.end_epoch();
     }
     bar.finish();
-    if (a.rank == 0) print_summary(loop.stats, loop.seconds, a.data.batch_size);
+    if (a.rank == 0) print_summary(loop.stats, loop.seconds, global_batch);
     if (!a.export_path.empty()) {
         pp.export_onnx(a.export_path);
         if (a.rank == 0) fmt::print(stderr, "wrote {}\n", a.export_path);

@@ -32,9 +32,9 @@ void assign_int8_layouts(const ir::Graph& g, const std::vector<const KernelUnit*
         const LoweredKernel* k = kernels[i];
         const std::string name = k ? k->extern_name : "";
         std::set<const ir::Value*> layout_free;
-        if (name == "dnnl_qconv" || name == "kiln_qadd") {
+        if (name == "dnnl_qconv" || name == "kiln_qmaxpool" || name == "kiln_qadd") {
             const runtime::ExternParams p(k->extern_params);
-            if (name == "dnnl_qconv") {
+            if (name != "kiln_qadd") {  // a conv or max pool reads x and writes y in either layout
                 layout_free.insert(arg_value(u, p, "x"));
                 nhwc.insert(arg_value(u, p, "y"));
             } else {
@@ -64,7 +64,7 @@ void assign_int8_layouts(const ir::Graph& g, const std::vector<const KernelUnit*
     }
     for (size_t i = 0; i < units.size(); ++i) {
         LoweredKernel* k = kernels[i];
-        if (!k || k->extern_name != "dnnl_qconv") continue;
+        if (!k || (k->extern_name != "dnnl_qconv" && k->extern_name != "kiln_qmaxpool")) continue;
         const runtime::ExternParams p(k->extern_params);
         const bool x = nhwc.count(arg_value(*units[i], p, "x")) > 0, y = nhwc.count(arg_value(*units[i], p, "y")) > 0;
         if (x) k->extern_params += ";x_layout=nhwc";

@@ -100,7 +100,8 @@ def test_qdq_conv_matches_ort(tmp_path, name):
 
 
 def _small_net(path, batch):
-    """A float conv net (what quantize_static reads): a stem and a max pool, a residual block whose
+    """A float conv net (what quantize_static reads): a stem and a max pool (kiln_qmaxpool, NHWC in
+    and out), a residual block whose
     sum feeds another conv (so the 8-bit activations between the int8 kernels stay NHWC:
     compiler/int8_layout.h), a second residual add and a last conv whose result is the output."""
     rng = np.random.default_rng(7)
@@ -155,6 +156,9 @@ def test_quantize_static_net_matches_ort(tmp_path, batch):
     assert kernels.count("[kiln_qadd]") == 2, f"the residual adds are not the int8 add:\n{kernels}"
     full = run_kiln(["inspect", q]).stdout
     assert "x_layout=nhwc" in full and "y_layout=nhwc" in full, "no activation stays NHWC between int8 kernels"
+    # The max pool between the stem conv and the block reads and writes NHWC (runtime/qmaxpool_kernel.h).
+    pool = [line for line in full.splitlines() if "extern kernel kiln_qmaxpool" in line]
+    assert len(pool) == 1 and "x_layout=nhwc" in pool[0] and "y_layout=nhwc" in pool[0], f"the int8 max pool: {pool}"
     feed = {"x": rng.standard_normal(shape).astype(np.float32)}
     np.savez(tmp_path / "in.npz", **feed)
     ref = ort_outputs(q, feed)["y"]

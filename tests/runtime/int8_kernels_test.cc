@@ -14,6 +14,7 @@
 #include "runtime/executable.h"
 #include "runtime/extern_kernel.h"
 #include "runtime/thread_pool.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 namespace {
@@ -378,6 +379,75 @@ TEST(Int8Kernels, QAddEqualsFloatFormulaOnAllPairs) {
         check_qadd_all_pairs(scale(rng), rng() % 256, scale(rng), static_cast<int64_t>(rng() % 256) - 128, scale(rng),
                              static_cast<int64_t>(rng() % 256) - (s8 ? 128 : 0), s8 ? DType::kInt8 : DType::kUInt8);
     }
+}
+
+// kiln_qadd with a float result and NHWC operands (ab_layout=nhwc: compiler/int8_layout.h keeps
+// ResNet's last block NHWC): y is NCHW, y[n][c][p] the dequantized sum of a[n][p][c] and
+// b[n][p][c], bit for bit ONNX's formula; 2 images of 37 channels and 5x7 pixels (tiles of 16
+// pixels: the last one partial), 1 and 3 threads.
+TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
+    const int64_t N = 2, C = 37, H = 5, W = 7, n = N * C * H * W;
+    std::mt19937 rng(9);
+    Tensor a(DType::kUInt8, {N, H, W, C}), b(DType::kUInt8, {N, H, W, C});
+    for (int64_t i = 0; i < n; ++i) a.set_i64(i, rng() % 256), b.set_i64(i, rng() % 256);
+    const float as = 0.031f, bs = 0.017f, ys = 0.043f;
+    const int64_t az = 3, bz = 140, yz = 0;
+    for (int threads : {1, 3}) {
+        Executable exe;
+        exe.buffers.push_back({"a", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+        exe.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+        exe.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+        exe.buffers.push_back({"b", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+        exe.buffers.push_back(constant("bs", scalar(DType::kFloat32, bs)));
+        exe.buffers.push_back(constant("bz", scalar(DType::kUInt8, bz)));
+        exe.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+        exe.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+        exe.buffers.push_back({"y", DType::kFloat32, {N, C, H, W}, BufferRole::kOutput});
+        KernelDesc kd;
+        kd.description = "DequantizeLinear+DequantizeLinear+Add+QuantizeLinear+DequantizeLinear";
+        kd.extern_name = "kiln_qadd";
+        kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"},
+                                                      {"bz", "5"}, {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", "f32"},
+                                                      {"ab_layout", "nhwc"}, {"shape", "2,37,5,7"}});
+        exe.kernels.push_back(kd);
+        exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
+        exe.load();
+        Tensor y(DType::kFloat32, {N, C, H, W});
+        void* args[9] = {a.data(), nullptr, nullptr, b.data(), nullptr, nullptr, nullptr, nullptr, y.data()};
+        ThreadPool pool(threads);
+        Status st = exe.run_kernel(0, args, pool.kernel_env());
+        ASSERT_TRUE(st.ok()) << st.message();
+        for (int64_t img = 0; img < N; ++img)
+            for (int64_t c = 0; c < C; ++c)
+                for (int64_t p = 0; p < H * W; ++p) {
+                    const int64_t src = (img * H * W + p) * C + c;
+                    const float v = (static_cast<float>(a.get_i64(src) - az) * as + static_cast<float>(b.get_i64(src) - bz) * bs) / ys;
+                    const float q = static_cast<float>(std::clamp(std::nearbyint(static_cast<double>(v)) + yz, 0.0, 255.0));
+                    const float want = (q - static_cast<float>(yz)) * ys;
+                    ASSERT_EQ(static_cast<const float*>(y.data())[(img * C + c) * H * W + p], want)
+                        << "threads " << threads << " image " << img << " channel " << c << " pixel " << p;
+                }
+    }
+    // The shape must be the tensors' (a forged one would index past them).
+    Executable bad;
+    bad.buffers.push_back({"a", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+    bad.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+    bad.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+    bad.buffers.push_back({"b", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+    bad.buffers.push_back(constant("bs", scalar(DType::kFloat32, bs)));
+    bad.buffers.push_back(constant("bz", scalar(DType::kUInt8, bz)));
+    bad.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+    bad.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+    bad.buffers.push_back({"y", DType::kFloat32, {N, C, H, W}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "qadd";
+    kd.extern_name = "kiln_qadd";
+    kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"}, {"bz", "5"},
+                                                  {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", "f32"},
+                                                  {"ab_layout", "nhwc"}, {"shape", "2,37,5,8"}});
+    bad.kernels.push_back(kd);
+    bad.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
+    EXPECT_THROW(bad.load(), Error);
 }
 
 }  // namespace

@@ -208,8 +208,11 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     // are O(n^2) per line; runtime/index_kernels.h).
     if (auto c = topi::match_index_kernel(unit.nodes, unit.inputs, unit.outputs)) return c;
     if (auto c = topi::match_qadd(unit.nodes, unit.inputs, unit.outputs)) return c;  // int8 residual add
-    if (source != KernelSource::kGenerated)  // dynamic quantization's DynamicQuantizeLinear
+    if (source != KernelSource::kGenerated) {
+        // dynamic quantization's DynamicQuantizeLinear; an int8 MaxPool (NHWC between int8 convs)
         if (auto c = topi::match_dynamic_quantize(unit.nodes, unit.inputs, unit.outputs)) return c;
+        if (auto c = topi::match_qmaxpool(unit.nodes, unit.inputs, unit.outputs)) return c;
+    }
     if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
     if (auto c = topi::match_max_pool_indices(unit.nodes, unit.inputs, unit.outputs)) return c;  // + its Indices
     if (auto c = topi::match_batchnorm_training(unit.nodes, unit.inputs, unit.outputs)) return c;  // BN training, 2 passes

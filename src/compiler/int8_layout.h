@@ -2,11 +2,11 @@
 //
 // oneDNN's int8 convolutions read and write NHWC; Kiln's tensors are NCHW, so a dnnl_qconv
 // step reorders its input to NHWC and its output back (runtime/dnnl_int8_kernels.cc), as costly
-// as a 1x1 conv itself. A value written by a dnnl_qconv or kiln_qadd step and read only by
-// dnnl_qconv steps (as x) and kiln_qadd steps (elementwise: fine in any layout as long as its
-// a, b and y share one) is kept in NHWC: the steps' parameters say so (x_layout / y_layout =
-// nhwc). Graph outputs, values read by any other kernel (a pool, a view) and 8-bit values of
-// a kiln_qadd with a float output stay NCHW. The buffers are the same size: only their element
+// as a 1x1 conv itself. A value written by a dnnl_qconv, kiln_qmaxpool or kiln_qadd step and
+// read only by dnnl_qconv and kiln_qmaxpool steps (as x) and kiln_qadd steps (elementwise: fine
+// in any layout as long as its a, b and y share one) is kept in NHWC: the steps' parameters say
+// so (x_layout / y_layout = nhwc). Graph outputs, values read by any other kernel (a generated
+// pool, a view) and 8-bit values of a kiln_qadd with a float output stay NCHW. The buffers are the same size: only their element
 // order changes, which only these kernels see.
 #pragma once
 
@@ -17,7 +17,7 @@
 namespace kiln::compiler {
 
 /// `units[i]` lowered to `kernels[i]` (nullptr: a view or a step of no kernel). Rewrites the
-/// extern parameters of dnnl_qconv steps whose input or output stays NHWC.
+/// extern parameters of dnnl_qconv and kiln_qmaxpool steps whose input or output stays NHWC.
 void assign_int8_layouts(const ir::Graph& g, const std::vector<const KernelUnit*>& units,
                          const std::vector<LoweredKernel*>& kernels);
 

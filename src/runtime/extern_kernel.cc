@@ -12,6 +12,7 @@
 #include "runtime/maxpool_grad_kernel.h"
 #include "runtime/maxpool_kernel.h"
 #include "runtime/qadd_kernel.h"
+#include "runtime/qmaxpool_kernel.h"
 #include "runtime/rnn_kernel.h"
 #include "support/error.h"
 
@@ -81,6 +82,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_cumsum") return &make_cumsum_kernel;
     if (name == "kiln_scatternd") return &make_scatternd_kernel;
     if (name == "kiln_qadd") return &make_qadd_kernel;
+    if (name == "kiln_qmaxpool") return &make_qmaxpool_kernel;
     if (name == "kiln_dql") return &make_dql_kernel;
     if (name == "kiln_maxpool") return &make_maxpool_kernel;
     if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;

@@ -1,8 +1,10 @@
 #include "runtime/qadd_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "runtime/executable.h"
 #include "runtime/quant_rounding.h"
@@ -12,7 +14,6 @@ namespace kiln::runtime {
 namespace {
 
 using quant::kChunk;
-using quant::round_magic;
 
 struct QAddScales {
     float as, bs, ys, az, bz, yz, lo, hi;
@@ -21,14 +22,17 @@ struct QAddScales {
 // y = quantize(dequantize(a) + dequantize(b)) over n elements; restrict: a, b and y never alias
 // (the plan gives the output its own buffer). KILN_QUANT_LOOP (quant_rounding.h): the baseline
 // build took 468 us for a 512x28x28 add on one thread, the AVX-512 clone 65 us.
+//
+// rint, half to even (the FPU's default mode), is nearbyint: in the AVX clones one vrndscaleps
+// / vroundps, for any magnitude, so the quotient needs no clamp into the +-2^22 where the
+// 1.5 * 2^23 trick (round_magic) rounds; that trick and its clamp took four operations of
+// about twenty per vector, and the add 27% longer (an 802816-byte add, 131 -> 96 us). The
+// saturation clamps a huge or infinite quotient as the clamp did.
 template <typename A, typename B, typename Y>
 KILN_QUANT_LOOP void qadd_loop(const A* __restrict a, const B* __restrict b, Y* __restrict y, int64_t n, QAddScales s) {
-    // rint for |v| < 2^22, half to even (the FPU's default mode): adding and removing m leaves
-    // the nearest integer, and vectorizes where a call to nearbyint does not.
-    const float m = round_magic();
     for (int64_t i = 0; i < n; ++i) {
         const float v = ((static_cast<float>(a[i]) - s.az) * s.as + (static_cast<float>(b[i]) - s.bz) * s.bs) / s.ys;
-        const float q = std::min(s.hi, std::max(s.lo, ((std::min(4e6f, std::max(-4e6f, v)) + m) - m) + s.yz));
+        const float q = std::min(s.hi, std::max(s.lo, std::nearbyint(v) + s.yz));
         if constexpr (std::is_same_v<Y, float>) y[i] = (q - s.yz) * s.ys;
         else y[i] = static_cast<Y>(q);
     }
@@ -57,6 +61,11 @@ public:
         KILN_CHECK(f32_out_ ? y.dtype == DType::kFloat32 : y.dtype == yz.dtype, kInvalidModel) << "kiln_qadd: y's dtype";
         as_ = scalar(arg("as")), bs_ = scalar(arg("bs")), ys_ = scalar(arg("ys"));
         az_ = scalar(arg("az")), bz_ = scalar(arg("bz")), yz_ = scalar(yz);
+        if (p.has("ab_layout") && p.str("ab_layout") == "nhwc") {
+            nchw_ = p.ints("shape");
+            KILN_CHECK(f32_out_ && nchw_.size() == 4 && nchw_[0] * nchw_[1] * nchw_[2] * nchw_[3] == n_, kInvalidModel)
+                << "kiln_qadd: ab_layout=nhwc needs out=f32 and the 4-D shape (N,C,H,W) of its " << n_ << " elements";
+        }
     }
 
     Status run(void* const* args, const kiln_kernel_env& env, int) override {
@@ -64,6 +73,17 @@ public:
             const QAddKernel* self;
             void* const* args;
         } ctx{this, args};
+        if (!nchw_.empty()) {  // NHWC a, b -> NCHW float y, by tiles of pixels
+            const int64_t tiles = nchw_[0] * ((nchw_[2] * nchw_[3] + kTilePixels - 1) / kTilePixels);
+            env.parallel_for(env.pool, tiles,
+                             [](int64_t b, int64_t e, void* c) {
+                                 auto* x = static_cast<Ctx*>(c);
+                                 for (int64_t i = b; i < e; ++i) x->self->transposed_tile(x->args, i);
+                             },
+                             &ctx);
+            if (env.stop && *env.stop) return kernel_stopped_status();
+            return Status::ok_status();
+        }
         env.parallel_for(env.pool, (n_ + kChunk - 1) / kChunk,
                          [](int64_t b, int64_t e, void* c) {
                              auto* x = static_cast<Ctx*>(c);
@@ -98,18 +118,37 @@ private:
         else loop(a, b, static_cast<uint8_t*>(y) + off, n);
     }
 
-    void chunk(void* const* args, int64_t off) const {
-        const int64_t n = std::min(kChunk, n_ - off);
+    /// Elements [off, off + n) of a and b into elements [y_off, y_off + n) of y (args[y_], or a
+    /// tile's buffer).
+    void compute(void* const* args, int64_t off, void* y, int64_t y_off, int64_t n) const {
         const void *a = static_cast<const uint8_t*>(args[a_]) + off, *b = static_cast<const uint8_t*>(args[b_]) + off;
-        if (a_signed_ && b_signed_) with_y(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), args[y_], off, n);
-        else if (a_signed_) with_y(static_cast<const int8_t*>(a), static_cast<const uint8_t*>(b), args[y_], off, n);
-        else if (b_signed_) with_y(static_cast<const uint8_t*>(a), static_cast<const int8_t*>(b), args[y_], off, n);
-        else with_y(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), args[y_], off, n);
+        if (a_signed_ && b_signed_) with_y(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), y, y_off, n);
+        else if (a_signed_) with_y(static_cast<const int8_t*>(a), static_cast<const uint8_t*>(b), y, y_off, n);
+        else if (b_signed_) with_y(static_cast<const uint8_t*>(a), static_cast<const int8_t*>(b), y, y_off, n);
+        else with_y(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), y, y_off, n);
     }
+
+    void chunk(void* const* args, int64_t off) const { compute(args, off, args[y_], off, std::min(kChunk, n_ - off)); }
+
+    /// Pixels [p0, p0 + kTilePixels) of one image of NHWC a and b: the sums in NHWC order into a
+    /// buffer (the vector loop), then each channel's run of pixels into the NCHW y.
+    void transposed_tile(void* const* args, int64_t tile) const {
+        const int64_t c = nchw_[1], hw = nchw_[2] * nchw_[3], per_image = (hw + kTilePixels - 1) / kTilePixels;
+        const int64_t n = tile / per_image, p0 = (tile % per_image) * kTilePixels, p1 = std::min(hw, p0 + kTilePixels);
+        std::vector<float> buf(static_cast<size_t>((p1 - p0) * c));
+        const int64_t off = (n * hw + p0) * c;
+        compute(args, off, buf.data(), 0, (p1 - p0) * c);
+        float* y = static_cast<float*>(args[y_]) + n * c * hw;
+        for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t p = p0; p < p1; ++p) y[ch * hw + p] = buf[static_cast<size_t>((p - p0) * c + ch)];
+    }
+
+    static constexpr int64_t kTilePixels = 16;
 
     int64_t a_ = -1, b_ = -1, y_ = -1, n_ = 0;
     bool f32_out_ = false, a_signed_ = false, b_signed_ = false, y_signed_ = false;
     float as_ = 1, bs_ = 1, ys_ = 1, az_ = 0, bz_ = 0, yz_ = 0;
+    std::vector<int64_t> nchw_;  // ab_layout=nhwc: y's N,C,H,W (a and b NHWC); empty: one layout
 };
 
 }  // namespace

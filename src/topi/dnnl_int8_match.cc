@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "op/pool_compute.h"
 #include "op/window.h"
 
 namespace kiln::topi {
@@ -280,6 +281,33 @@ std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, cons
     for (const auto& [key, v] : p)
         if (v == "-1") return std::nullopt;
     return ExternChoice{"kiln_qadd", std::move(p)};
+}
+
+std::optional<ExternChoice> match_qmaxpool(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                           const std::vector<ir::Value*>& outputs) {
+    if (nodes.size() != 1 || nodes[0]->op() != "MaxPool" || outputs.size() != 1) return std::nullopt;
+    const ir::Node& n = *nodes[0];
+    if (n.num_outputs() > 1 && !n.output(1)->users().empty()) return std::nullopt;  // Indices read
+    const ir::Value *x = n.input(0), *y = n.output(0);
+    if (outputs[0] != y || !x->type().is_static() || !y->type().is_static() || x->type().rank() != 4 ||
+        !is_q8(x->type().dtype) || y->type().dtype != x->type().dtype)
+        return std::nullopt;
+    const int xi = arg_of(inputs, x);
+    if (xi < 0) return std::nullopt;
+    const op::WindowGeometry g = op::pool_geometry(n, x->type().shape);
+    const Shape xs = x->type().static_shape(), ys = y->type().static_shape();
+    if (g.spatial() != 2 || ys.size() != 4 || ys[2] != g.out[0] || ys[3] != g.out[1] || g.kernel[0] > 64)
+        return std::nullopt;
+    return ExternChoice{"kiln_qmaxpool",
+                        {{"x", std::to_string(xi)},
+                         {"y", std::to_string(inputs.size())},
+                         {"src", join(xs)},
+                         {"out", join(g.out)},
+                         {"kernel", join(g.kernel)},
+                         {"strides", join(g.strides)},
+                         {"dilations", join(g.dilations)},
+                         {"pads", join(g.pads_begin)},
+                         {"type", q8_name(x->type().dtype)}}};
 }
 
 std::optional<ExternChoice> match_dynamic_quantize(const std::vector<ir::Node*>& nodes,

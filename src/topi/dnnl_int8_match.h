@@ -21,6 +21,12 @@ namespace kiln::topi {
 std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                        const std::vector<ir::Value*>& outputs);
 
+/// A 2-D MaxPool of a static 8-bit x (its Indices unread) -> runtime kernel "kiln_qmaxpool"
+/// (runtime/qmaxpool_kernel.h), which compiler/int8_layout.h may give NHWC operands. Not oneDNN:
+/// matched for every kernel source but generated.
+std::optional<ExternChoice> match_qmaxpool(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                           const std::vector<ir::Value*>& outputs);
+
 /// DynamicQuantizeLinear of a static float32 x -> runtime kernel "kiln_dql" (runtime/dql_kernel.h).
 /// Not oneDNN: matched for every kernel source but generated.
 std::optional<ExternChoice> match_dynamic_quantize(const std::vector<ir::Node*>& nodes,

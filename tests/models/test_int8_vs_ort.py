@@ -100,7 +100,8 @@ def test_qdq_conv_matches_ort(tmp_path, name):
 
 
 def _small_net(path, batch):
-    """A float conv net (what quantize_static reads): a stem and a max pool, a residual block whose
+    """A float conv net (what quantize_static reads): a stem and a max pool (kiln_qmaxpool, NHWC in
+    and out), a residual block whose
     sum feeds another conv (so the 8-bit activations between the int8 kernels stay NHWC:
     compiler/int8_layout.h), a second residual add and a last conv whose result is the output."""
     rng = np.random.default_rng(7)
@@ -155,6 +156,9 @@ def test_quantize_static_net_matches_ort(tmp_path, batch):
     assert kernels.count("[kiln_qadd]") == 2, f"the residual adds are not the int8 add:\n{kernels}"
     full = run_kiln(["inspect", q]).stdout
     assert "x_layout=nhwc" in full and "y_layout=nhwc" in full, "no activation stays NHWC between int8 kernels"
+    # The max pool between the stem conv and the block reads and writes NHWC (runtime/qmaxpool_kernel.h).
+    pool = [line for line in full.splitlines() if "extern kernel kiln_qmaxpool" in line]
+    assert len(pool) == 1 and "x_layout=nhwc" in pool[0] and "y_layout=nhwc" in pool[0], f"the int8 max pool: {pool}"
     feed = {"x": rng.standard_normal(shape).astype(np.float32)}
     np.savez(tmp_path / "in.npz", **feed)
     ref = ort_outputs(q, feed)["y"]
@@ -165,6 +169,50 @@ def test_quantize_static_net_matches_ort(tmp_path, batch):
         steps = np.rint(np.abs(outs["y"] - ref) / scale)
         assert steps.max() <= 1, f"--threads {threads}: {steps.max()} steps off"
         assert (steps > 0).mean() <= 0.05, f"--threads {threads}: {(steps > 0).mean():.2%} of the outputs 1 step off"
+
+
+def test_pool_into_a_view_stays_nchw(tmp_path):
+    """conv -> max pool -> Flatten -> Gemm: the pool's output is read through a view (no kernel of its
+    own), so it must stay NCHW (compiler/int8_layout.h); written NHWC, the classifier read its
+    features in the wrong order (the digits CNN's int8 accuracy fell to 17%)."""
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array((rng.standard_normal((16, 3, 3, 3)) / 5).astype(np.float32), "cw"),
+             numpy_helper.from_array((rng.standard_normal(16) * 0.1).astype(np.float32), "cb"),
+             numpy_helper.from_array((rng.standard_normal((16 * 4 * 4, 10)) / 16).astype(np.float32), "fw"),
+             numpy_helper.from_array((rng.standard_normal(10) * 0.1).astype(np.float32), "fb")]
+    nodes = [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("Gemm", ["f", "fw", "fb"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((4, 3, 8, 8)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    kernels = _kernels(q)
+    assert "[dnnl_qconv]" in kernels and "[kiln_qmaxpool]" in kernels, kernels
+    pool = [line for line in run_kiln(["inspect", q]).stdout.splitlines() if "extern kernel kiln_qmaxpool" in line]
+    assert len(pool) == 1 and "y_layout=nhwc" not in pool[0], f"the pool read through a view writes NHWC: {pool}"
+    feed = {"x": rng.standard_normal((4, 3, 8, 8)).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feed)
+    ref = ort_outputs(q, feed)["y"]
+    outs, _ = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / "o"))
+    step = next(numpy_helper.to_array(t) for t in onnx.load(q).graph.initializer if t.name == "y_scale")
+    steps = np.rint(np.abs(outs["y"] - ref) / step)
+    assert steps.max() <= 1 and (steps > 0).mean() <= 0.05, f"{steps.max()} steps off, {(steps > 0).mean():.2%}"
 
 
 def test_quantize_static_mlp_matches_ort(tmp_path):

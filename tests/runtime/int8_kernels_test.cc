@@ -14,6 +14,7 @@
 #include "runtime/executable.h"
 #include "runtime/extern_kernel.h"
 #include "runtime/thread_pool.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 namespace {
@@ -309,6 +310,144 @@ TEST(Int8Kernels, QAddMatchesFloatFormula) {
         ASSERT_EQ(y.get_i64(i), static_cast<int64_t>(want)) << "element " << i;
     }
     EXPECT_GT(saturated, 0);  // the data reach both ends of u8
+}
+
+/// kiln_qadd on every (a, b) pair of u8 x s8 for the scales given, against ONNX's formula with
+/// its division by y_s; y u8, s8 or dequantized f32. Returns how many quotients were exact halves.
+int64_t check_qadd_all_pairs(float as, int64_t az, float bs, int64_t bz, float ys, int64_t yz, DType ydt) {
+    const int64_t n = 256 * 256;
+    Tensor a(DType::kUInt8, {n}), b(DType::kInt8, {n});
+    for (int64_t i = 0; i < n; ++i) a.set_i64(i, i / 256), b.set_i64(i, i % 256 - 128);
+    const bool f32 = ydt == DType::kFloat32, s8 = ydt == DType::kInt8;
+    const DType zdt = s8 ? DType::kInt8 : DType::kUInt8;
+    Executable exe;
+    exe.buffers.push_back({"a", DType::kUInt8, {n}, BufferRole::kInput});
+    exe.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+    exe.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+    exe.buffers.push_back({"b", DType::kInt8, {n}, BufferRole::kInput});
+    exe.buffers.push_back(constant("bs", scalar(DType::kFloat32, bs)));
+    exe.buffers.push_back(constant("bz", scalar(DType::kInt8, bz)));
+    exe.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+    exe.buffers.push_back(constant("yz", scalar(zdt, yz)));
+    exe.buffers.push_back({"y", ydt, {n}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "DequantizeLinear+DequantizeLinear+Add+QuantizeLinear";
+    kd.extern_name = "kiln_qadd";
+    kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"}, {"bz", "5"},
+                                                  {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", f32 ? "f32" : "q8"}});
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
+    exe.load();
+    Tensor y(ydt, {n});
+    void* args[9] = {a.data(), nullptr, nullptr, b.data(), nullptr, nullptr, nullptr, nullptr, y.data()};
+    ThreadPool pool(2);
+    Status st = exe.run_kernel(0, args, pool.kernel_env());
+    EXPECT_TRUE(st.ok()) << st.message();
+    int64_t halves = 0;
+    const double lo = s8 ? -128 : 0, hi = s8 ? 127 : 255;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = (static_cast<float>(a.get_i64(i) - az) * as + static_cast<float>(b.get_i64(i) - bz) * bs) / ys;
+        halves += v - std::floor(v) == 0.5f;
+        const double q = std::clamp(std::nearbyint(static_cast<double>(v)) + yz, lo, hi);
+        if (f32) {
+            const float want = static_cast<float>(q - yz) * ys;
+            const float got = static_cast<const float*>(y.data())[i];
+            if (got != want) ADD_FAILURE() << "element " << i << ": " << got << " != " << want;
+        } else if (y.get_i64(i) != static_cast<int64_t>(q)) {
+            ADD_FAILURE() << "element " << i << " (a " << a.get_i64(i) << ", b " << b.get_i64(i) << "): " << y.get_i64(i)
+                          << " != " << q << " (quotient " << v << ")";
+        }
+        if (::testing::Test::HasFailure()) break;
+    }
+    return halves;
+}
+
+// kiln_qadd rounds with nearbyint, unclamped (qadd_kernel.cc): equal to ONNX's formula on every
+// input pair, for scales whose quotients fall exactly on halves (ties to even), that saturate at
+// both ends, s8 and f32 results, and random ones.
+TEST(Int8Kernels, QAddEqualsFloatFormulaOnAllPairs) {
+    check_qadd_all_pairs(0.1f, 0, 0.1f, 0, 0.2f, 0, DType::kUInt8);
+    EXPECT_GT(check_qadd_all_pairs(0.5f, 3, 0.25f, -7, 1.f, 128, DType::kUInt8), 1000);
+    check_qadd_all_pairs(0.0234f, 12, 0.0517f, 5, 0.07f, 9, DType::kUInt8);
+    check_qadd_all_pairs(0.3f, 0, 0.3f, 0, 0.6f, 0, DType::kInt8);
+    check_qadd_all_pairs(0.05f, 20, 0.11f, -3, 0.0123f, 130, DType::kUInt8);  // saturates at both ends
+    check_qadd_all_pairs(0.0517f, 7, 0.0234f, 0, 0.1f, 0, DType::kFloat32);
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> scale(0.001f, 0.2f);
+    for (int t = 0; t < 6; ++t) {
+        const bool s8 = t % 2;
+        check_qadd_all_pairs(scale(rng), rng() % 256, scale(rng), static_cast<int64_t>(rng() % 256) - 128, scale(rng),
+                             static_cast<int64_t>(rng() % 256) - (s8 ? 128 : 0), s8 ? DType::kInt8 : DType::kUInt8);
+    }
+}
+
+// kiln_qadd with a float result and NHWC operands (ab_layout=nhwc: compiler/int8_layout.h keeps
+// ResNet's last block NHWC): y is NCHW, y[n][c][p] the dequantized sum of a[n][p][c] and
+// b[n][p][c], bit for bit ONNX's formula; 2 images of 37 channels and 5x7 pixels (tiles of 16
+// pixels: the last one partial), 1 and 3 threads.
+TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
+    const int64_t N = 2, C = 37, H = 5, W = 7, n = N * C * H * W;
+    std::mt19937 rng(9);
+    Tensor a(DType::kUInt8, {N, H, W, C}), b(DType::kUInt8, {N, H, W, C});
+    for (int64_t i = 0; i < n; ++i) a.set_i64(i, rng() % 256), b.set_i64(i, rng() % 256);
+    const float as = 0.031f, bs = 0.017f, ys = 0.043f;
+    const int64_t az = 3, bz = 140, yz = 0;
+    for (int threads : {1, 3}) {
+        Executable exe;
+        exe.buffers.push_back({"a", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+        exe.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+        exe.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+        exe.buffers.push_back({"b", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+        exe.buffers.push_back(constant("bs", scalar(DType::kFloat32, bs)));
+        exe.buffers.push_back(constant("bz", scalar(DType::kUInt8, bz)));
+        exe.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+        exe.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+        exe.buffers.push_back({"y", DType::kFloat32, {N, C, H, W}, BufferRole::kOutput});
+        KernelDesc kd;
+        kd.description = "DequantizeLinear+DequantizeLinear+Add+QuantizeLinear+DequantizeLinear";
+        kd.extern_name = "kiln_qadd";
+        kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"},
+                                                      {"bz", "5"}, {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", "f32"},
+                                                      {"ab_layout", "nhwc"}, {"shape", "2,37,5,7"}});
+        exe.kernels.push_back(kd);
+        exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
+        exe.load();
+        Tensor y(DType::kFloat32, {N, C, H, W});
+        void* args[9] = {a.data(), nullptr, nullptr, b.data(), nullptr, nullptr, nullptr, nullptr, y.data()};
+        ThreadPool pool(threads);
+        Status st = exe.run_kernel(0, args, pool.kernel_env());
+        ASSERT_TRUE(st.ok()) << st.message();
+        for (int64_t img = 0; img < N; ++img)
+            for (int64_t c = 0; c < C; ++c)
+                for (int64_t p = 0; p < H * W; ++p) {
+                    const int64_t src = (img * H * W + p) * C + c;
+                    const float v = (static_cast<float>(a.get_i64(src) - az) * as + static_cast<float>(b.get_i64(src) - bz) * bs) / ys;
+                    const float q = static_cast<float>(std::clamp(std::nearbyint(static_cast<double>(v)) + yz, 0.0, 255.0));
+                    const float want = (q - static_cast<float>(yz)) * ys;
+                    ASSERT_EQ(static_cast<const float*>(y.data())[(img * C + c) * H * W + p], want)
+                        << "threads " << threads << " image " << img << " channel " << c << " pixel " << p;
+                }
+    }
+    // The shape must be the tensors' (a forged one would index past them).
+    Executable bad;
+    bad.buffers.push_back({"a", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+    bad.buffers.push_back(constant("as", scalar(DType::kFloat32, as)));
+    bad.buffers.push_back(constant("az", scalar(DType::kUInt8, az)));
+    bad.buffers.push_back({"b", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});
+    bad.buffers.push_back(constant("bs", scalar(DType::kFloat32, bs)));
+    bad.buffers.push_back(constant("bz", scalar(DType::kUInt8, bz)));
+    bad.buffers.push_back(constant("ys", scalar(DType::kFloat32, ys)));
+    bad.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
+    bad.buffers.push_back({"y", DType::kFloat32, {N, C, H, W}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "qadd";
+    kd.extern_name = "kiln_qadd";
+    kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"}, {"bz", "5"},
+                                                  {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", "f32"},
+                                                  {"ab_layout", "nhwc"}, {"shape", "2,37,5,8"}});
+    bad.kernels.push_back(kd);
+    bad.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
+    EXPECT_THROW(bad.load(), Error);
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ bool dnnl_conv_split_rows(int64_t n, int64_t c, int64_t m, int64_t groups, int64
                           int threads) {
     if (threads < 2 || n != 1 || groups != 1 || out_rows < 8 * threads || m % 16 == 0 || m >= 32 * threads)
         return false;
+    // A stem's few input channels (an image's 3): channel parts would each read and reorder the
+    // whole image, bands of rows only theirs.
+    if (c < 8) return true;
     return 2.0 * c * taps * m / (8.0 * (c + m)) >= 32;  // FLOPs per byte copied
 }
 

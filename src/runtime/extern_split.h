@@ -33,7 +33,9 @@ ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int t
 /// (fewer than 32 per thread), no multiple of 16 (24: channel parts of 8 and 16, each padded to
 /// a lone 16-channel block, where oneDNN's jit conv ran at half its rate: PP-OCR det's 96->24
 /// 3x3 at 160x160 took as long in two parts as in one), at least 8 rows per part, and at least
-/// 32 FLOPs per byte the bands' copies of their rows move (read and written once each way).
+/// 32 FLOPs per byte the bands' copies of their rows move (read and written once each way), or
+/// fewer than 8 input channels (a stem: every channel part reordered the whole image;
+/// ShuffleNetV2's 3 -> 24 3x3 stride 2 took 155 us on two parts of 8 and 16 channels, 151 on one).
 /// Whole 16-channel blocks stay split by channels (U-Net's 32->32 3x3 at 128x128 measured
 /// slower by rows), as do many channels (RegNet's 440).
 bool dnnl_conv_split_rows(int64_t n, int64_t c, int64_t m, int64_t groups, int64_t out_rows, int64_t taps,

@@ -468,6 +468,54 @@ TEST(CEmitter, OneVectorLoopKeepsItsLoopForTheVectorizer) {
         }
 }
 
+// A window max / min accumulated in place, as a MaxPool's register tile is: Y[l] = max(Y[l],
+// X[t, l]) over taps t, 16 lanes vectorized. The prelude's max keeps the NaN check on its second
+// operand only (the tap), the accumulator's NaN carried by vmaxps itself: every lane must be NaN
+// where any of its taps is (first, middle, last, every one), whichever the tap values around
+// it, and otherwise the naive maximum / minimum; in f32 and f64.
+TEST(CEmitter, WindowMaxAndMinKeepANaNFromAnyTap) {
+    const int64_t taps = 9, lanes = 16;
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+        for (BinaryOp op : {BinaryOp::kMax, BinaryOp::kMin}) {
+            auto X = te::make_buffer("X", t, {taps * lanes});
+            auto Y = te::make_buffer("Y", t, {lanes});
+            te::Var k = te::make_var("k"), l = te::make_var("l");
+            Expr x_at = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, k, i64(lanes)), l);
+            tir::Stmt body = tir::make_for(
+                k, i64(taps), LoopKind::kSerial,
+                tir::make_for(l, i64(lanes), LoopKind::kVectorized, tir::make_store(Y, l, bin(op, load(Y, l), load(X, x_at)))));
+            PrimFunc f{"window_minmax", {X, Y}, body};
+            LoadedKernel kern = compile_func(f);
+            const double init = op == BinaryOp::kMax ? -INFINITY : INFINITY;
+            // Lane l: NaN at tap (l % 10) for l < 10 (tap 9 = none), every tap NaN at lane 10, else
+            // finite values with infinities mixed in.
+            auto value = [&](int64_t tap, int64_t lane) -> double {
+                if (lane == 10 || (lane < 10 && tap == lane % 10)) return NAN;
+                if (lane == 11 && tap == 4) return INFINITY;
+                if (lane == 12 && tap == 2) return -INFINITY;
+                return std::sin(0.7 * tap + 1.3 * lane) * 100.0;
+            };
+            auto args = make_args(f, [&](size_t p, int64_t i) { return p == 0 ? value(i / lanes, i % lanes) : init; });
+            ASSERT_EQ(kern.run(args), 0);
+            for (int64_t lane = 0; lane < lanes; ++lane) {
+                bool nan = false;
+                double want = init;
+                for (int64_t tap = 0; tap < taps; ++tap) {
+                    double v = value(tap, lane);
+                    if (std::isnan(v)) nan = true;
+                    if (t == DType::kFloat32) v = static_cast<float>(v);
+                    want = op == BinaryOp::kMax ? std::max(want, v) : std::min(want, v);
+                }
+                const double got = args[1].get_f64(lane);
+                const std::string label = std::string(dtype_name(t)) + " " + te::binary_op_name(op) + " lane " +
+                                          std::to_string(lane);
+                if (nan) EXPECT_TRUE(std::isnan(got)) << label << ": " << got;
+                else EXPECT_EQ(got, want) << label;
+            }
+        }
+    }
+}
+
 TEST(CEmitter, Float16LoadsAreExactForAllBitPatterns) {
     const int64_t n = 65536;
     for (DType ht : {DType::kFloat16, DType::kBFloat16}) {

@@ -170,6 +170,9 @@ CASES = {
     "conv3x3_rows": lambda r: conv_case(r, 64, 24, 20, 3, 1, 1, post=("relu",)),
     "conv3x3_s2_rows": lambda r: conv_case(r, 64, 24, 35, 3, 2, 1),
     "conv5x5_rows_residual": lambda r: conv_case(r, 32, 24, 16, 5, 1, 2, post=("residual",)),
+    # A stem of 3 input channels: bands of rows whatever the FLOPs per byte (channel parts each
+    # reordered the whole image; runtime/extern_split.h).
+    "stem3_s2_rows": lambda r: conv_case(r, 3, 24, 66, 3, 2, 1, post=("relu",)),
     "deconv_k2_to_one_channel": lambda r: deconv_case(r, 24, 1, 20, 2, False),  # PP-OCR det's last
     "deconv_k2_bias": lambda r: deconv_case(r, 32, 16, 12, 2, True),
     "deconv_k3_batch2": lambda r: deconv_case(r, 8, 5, 7, 3, True, batch=2),

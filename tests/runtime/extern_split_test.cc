@@ -39,6 +39,8 @@ TEST(ExternSplit, FewOutputChannelsOffTheBlockSplitByRows) {
     EXPECT_FALSE(dnnl_conv_split_rows(1, 440, 440, 1, 56, 1, 2)) << "many channels";
     EXPECT_FALSE(dnnl_conv_split_rows(1, 16, 24, 1, 56, 1, 2)) << "a 1x1 of few channels: copies dominate";
     EXPECT_FALSE(dnnl_conv_split_rows(1, 96, 24, 2, 160, 9, 2)) << "grouped";
+    EXPECT_TRUE(dnnl_conv_split_rows(1, 3, 24, 1, 112, 9, 2)) << "ShuffleNetV2's stem: 3 input channels";
+    EXPECT_FALSE(dnnl_conv_split_rows(1, 3, 32, 1, 112, 9, 2)) << "a stem of whole 16-channel blocks";
 }
 
 TEST(ExternSplit, ConvSplitsImagesEvenWhenTheyDoNotDivideTheThreads) {

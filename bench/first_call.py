@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """First call at a new shape against a warm call at that shape (issue 23's target: at most 1.2x),
 one symbolic session alone, Kiln through the C API and ONNX Runtime, each in a process of its own.
+Kiln's calls are timed around kiln_session_run with the inputs borrowed beforehand (a C
+caller's call; see c_call), ONNX Runtime's around InferenceSession.run.
 
 The model is bench/dynamic_shapes.py's MiniLM-style encoder (batch and seq symbolic). Each
 process makes one session and walks the shapes in increasing order (batch 1 then 8, lengths
@@ -12,7 +14,9 @@ compare as `--lib A.so,B.so` (each a libkiln.so), alternating by round.
     python3 bench/first_call.py [--lib build/lib/libkiln.so] [--ort] [--rounds 2] [--threads 2]
 
 ORT needs onnxruntime (the peers venv: /work/peers-venv/bin/python). Prints one row per shape
-and build: first, warm, first / warm, and the median and largest ratio over the shapes.
+and build: the medians over processes of the first call and the warm call, the median of the
+processes' first / warm ratios (a single first call is one sample: a VM's jitter of a few
+hundred microseconds moves a 2 ms call's ratio by 0.2 or more), and each process's ratio.
 """
 import argparse
 import json
@@ -28,11 +32,41 @@ REPO = os.path.dirname(HERE)
 SHAPES = [(b, q) for b in (1, 8) for q in (8, 16, 32, 64, 128, 256)]
 
 
+def c_call(sess, feed):
+    """A call of kiln_session_run on `feed` with its borrowed tensors made beforehand (a C
+    caller's call: what CapiSession.run adds around it in Python, ctypes arrays built per call,
+    costs about 0.25 ms more on its first call in a process), the output copied into numpy."""
+    import ctypes
+    import numpy as np
+    import kiln_capi
+    lib = kiln_capi._load()
+    arrays = [np.ascontiguousarray(v) for v in feed.values()]
+    names = (ctypes.c_char_p * len(arrays))(*[k.encode() for k in feed])
+    tensors = (ctypes.c_void_p * len(arrays))()
+    for i, a in enumerate(arrays):
+        t = ctypes.c_void_p()
+        shape = (ctypes.c_int64 * a.ndim)(*a.shape)
+        kiln_capi._check(lib.kiln_tensor_borrow(kiln_capi._CODES[a.dtype], shape, a.ndim,
+                                                a.ctypes.data_as(ctypes.c_void_p), ctypes.byref(t)), "borrow")
+        tensors[i] = t.value
+    outs = (ctypes.c_void_p * len(sess.output_names))()
+
+    def run(_feed):
+        kiln_capi._check(lib.kiln_session_run(sess._s, None, names, tensors, len(arrays), outs, len(outs)), "run")
+        result = [kiln_capi._to_numpy(lib, o) for o in outs]
+        for o in outs:
+            lib.kiln_tensor_free(o)
+        return result
+    run.keep = (arrays, names, tensors)  # borrowed: alive as long as the closure
+    return run
+
+
 def child(engine, model, threads, warm):
     """One process: one session over every shape; prints JSON rows [batch, seq, first, warm]."""
     sys.path.insert(0, HERE)
     sys.path.insert(0, os.path.join(REPO, "tests", "models"))
     from dynamic_shapes import feed_of
+    from kiln_capi import CapiSession
     if engine == "ort":
         import onnxruntime as ort
         so = ort.SessionOptions()
@@ -41,11 +75,12 @@ def child(engine, model, threads, warm):
         sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         run = lambda f: sess.run(None, f)  # noqa: E731
     else:
-        from kiln_capi import CapiSession
-        run = CapiSession(model, threads=threads).run
+        sess = CapiSession(model, threads=threads)
     rows = []
     for b, q in SHAPES:
         feed = feed_of(b, q)
+        if engine == "kiln":
+            run = c_call(sess, feed)
         times = []
         for _ in range(1 + warm):
             time.sleep(0.002)
@@ -97,16 +132,18 @@ def main():
     print(f"first call / warm call, {a.threads} threads, {a.rounds} processes per build (ms)")
     for label, runs in results.items():
         print(f"\n{label}")
-        print("batch  seq    first     warm   ratio (per process)")
+        print("batch  seq    first     warm   median ratio   ratio (per process)")
+        medians = []
         for k, (b, q) in enumerate(SHAPES):
             firsts = [r[k][2] for r in runs]
             warms = [r[k][3] for r in runs]
-            ratios = " ".join(f"{r[k][2] / r[k][3]:.2f}" for r in runs)
-            print(f"{b:5d} {q:4d} {statistics.median(firsts):8.2f} {statistics.median(warms):8.2f}   {ratios}")
+            ratio = [r[k][2] / r[k][3] for r in runs]
+            medians.append(statistics.median(ratio))
+            print(f"{b:5d} {q:4d} {statistics.median(firsts):8.2f} {statistics.median(warms):8.2f}   "
+                  f"{medians[-1]:12.2f}   {' '.join(f'{x:.2f}' for x in ratio)}")
         later = [r[k][2] / r[k][3] for r in runs for k in range(1, len(SHAPES))]
-        first = [r[0][2] / r[0][3] for r in runs]
-        print(f"the process's first call: {' '.join(f'{x:.2f}' for x in first)}; the other shapes: "
-              f"median {statistics.median(later):.2f}, largest {max(later):.2f}")
+        print(f"the process's first call: median {medians[0]:.2f}; the other shapes' medians: "
+              f"{min(medians[1:]):.2f}-{max(medians[1:]):.2f} (single processes up to {max(later):.2f})")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@
 #include <map>
 #include <memory>
 
+#include "runtime/cpu_placement.h"
+
 namespace kiln::runtime {
 
 using Clock = std::chrono::steady_clock;
@@ -45,6 +47,7 @@ struct ThreadPool::Job {
     std::atomic<int64_t> next_iter{0}; // next iteration to claim (dynamic)
     std::atomic<int> refs{0};  // helpers inside the job
     std::atomic<int>* open = nullptr;  // the pool's count of jobs with unclaimed chunks
+    int caller_cpu = -1;               // where the caller published it (cpu_placement.h)
     std::mutex mu;             // guards error, and the final wake-up of the caller
     std::condition_variable cv;
     std::exception_ptr error;
@@ -179,6 +182,7 @@ void ThreadPool::worker_loop() {
             --sleeping_;
             if (stop_ && !job) return;
         }
+        move_off_cpu(job->caller_cpu);  // woken on the caller's CPU: both would share it
         run_chunks(*job);
         {
             // Drop the reference under the job's mutex: the caller takes it before returning, so
@@ -234,6 +238,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 void ThreadPool::run_job(Job& job) {
     int sleeping;
     job.open = &open_jobs_;
+    job.caller_cpu = current_cpu();
     {
         std::lock_guard<std::mutex> lock(mu_);
         active_.push_back(&job);

@@ -157,6 +157,7 @@ ThreadPool::Job* ThreadPool::claimable_locked() {
 void ThreadPool::worker_loop() {
     for (;;) {
         Job* job = nullptr;
+        bool alone = false;  // the only caller in the pool (not inter-op threads sharing it)
         // Spin (yielding the core) for a while before sleeping.
         auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
         for (;;) {
@@ -169,6 +170,7 @@ void ThreadPool::worker_loop() {
                 if (lock.owns_lock()) {
                     if (stop_) return;
                     job = claimable_locked();
+                    alone = active_.size() == 1;
                     if (job) break;
                 }
             }
@@ -181,8 +183,11 @@ void ThreadPool::worker_loop() {
             work_cv_.wait(lock, [&] { return stop_ || (job = claimable_locked()) != nullptr; });
             --sleeping_;
             if (stop_ && !job) return;
+            alone = active_.size() == 1;
         }
-        move_off_cpu(job->caller_cpu);  // woken on the caller's CPU: both would share it
+        // Woken on its caller's CPU, the two would share it. Only for a lone caller: with
+        // several (the dataflow executor's inter-op threads) some caller sits on every CPU.
+        if (alone) move_off_cpu(job->caller_cpu);
         run_chunks(*job);
         {
             // Drop the reference under the job's mutex: the caller takes it before returning, so

@@ -77,7 +77,7 @@ TEST(serve_Server, DigitsMatchesADirectSessionRun) {
     ASSERT_EQ(a.response.outputs.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
         EXPECT_EQ(a.response.outputs[i].name, ref->outputs()[i].name);
-        EXPECT_TRUE(bit_equal(a.response.outputs[i].tensor, want[i])) << ref->outputs()[i].name;
+        EXPECT_TRUE(same_values(a.response.outputs[i].tensor, want[i])) << ref->outputs()[i].name;
     }
     std::string json;
     ASSERT_TRUE(s->model_config_json("digits", "", json).ok());
@@ -130,7 +130,7 @@ TEST(serve_Server, DynamicBatchingIsBitIdenticalToUnbatchedRuns) {
         Answer a = answers[i].get();
         ASSERT_TRUE(a.failure.ok()) << a.failure.message;
         auto want = ref->run({{"x", xs[i]}});
-        EXPECT_TRUE(bit_equal(a.response.outputs[0].tensor, want[0])) << "request " << i;
+        EXPECT_TRUE(same_values(a.response.outputs[0].tensor, want[0])) << "request " << i;
     }
     std::vector<ModelStatistics> stats;
     ASSERT_TRUE(s->statistics("mlp", "1", stats).ok());
@@ -196,7 +196,7 @@ TEST(serve_Server, EveryRequestAnsweredExactlyOnceUnderConcurrency) {
             }
             for (auto& [x, f] : mine) {
                 Answer a = f.get();
-                if (!a.failure.ok() || !bit_equal(a.response.outputs[0].tensor, ref->run({{"x", x}})[0])) ++wrong;
+                if (!a.failure.ok() || !same_values(a.response.outputs[0].tensor, ref->run({{"x", x}})[0])) ++wrong;
             }
         });
     for (auto& c : clients) c.join();
@@ -253,8 +253,8 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     Answer be_a = be_answer->get_future().get();
     ASSERT_TRUE(rt_a.failure.ok()) << rt_a.failure.message;
     ASSERT_TRUE(be_a.failure.ok()) << be_a.failure.message;
-    EXPECT_TRUE(bit_equal(rt_a.response.outputs[0].tensor, ref->run({{"x", small}})[0]));
-    EXPECT_TRUE(bit_equal(be_a.response.outputs[0].tensor, ref->run({{"x", big}})[0]));
+    EXPECT_TRUE(same_values(rt_a.response.outputs[0].tensor, ref->run({{"x", small}})[0]));
+    EXPECT_TRUE(same_values(be_a.response.outputs[0].tensor, ref->run({{"x", big}})[0]));
     const std::string metrics = s->metrics_text();
     EXPECT_GE(counter_value(metrics, "kiln_preemptions_total"), 1) << metrics;
     EXPECT_LT(rt_done_at.load(), be_done_at.load()) << "the real-time request finished after the best-effort run";
@@ -338,7 +338,7 @@ TEST(serve_Server, OneSessionServesEveryBatchSizeSharingItsWeights) {
         weight_bytes = ref->stats().weight_bytes;
         ASSERT_EQ(a.response.outputs.size(), want.size());
         for (size_t i = 0; i < want.size(); ++i)
-            EXPECT_TRUE(bit_equal(a.response.outputs[i].tensor, want[i])) << "batch " << rows << " output " << i;
+            EXPECT_TRUE(same_values(a.response.outputs[i].tensor, want[i])) << "batch " << rows << " output " << i;
     }
     const std::string text = s->metrics_text();
     EXPECT_EQ(metric_value(text, "kiln_model_sessions", "digits"), 1) << text;

@@ -76,6 +76,9 @@ def _cases():
         ("transpose_nchw_nhwc", op("Transpose", perm=[0, 2, 3, 1]), [2, 24, 10, 50], F),
         ("transpose_210_tails", op("Transpose", perm=[2, 1, 0]), [37, 5, 41], F),
         ("transpose_short_rows", op("Transpose", perm=[2, 1, 0]), [3, 20, 3], F),
+        # Batch 1: the q blocks share the parallel loop with the one outer row (MLP-Mixer's tokens).
+        ("transpose_batch1_tokens", op("Transpose", perm=[0, 2, 1]), [1, 196, 512], F),
+        ("transpose_batch1_tail", op("Transpose", perm=[0, 2, 1]), [1, 37, 120], F),
     ]
 
 

@@ -24,8 +24,8 @@ import sys
 import tempfile
 
 
-def kernel_minima(kiln: str, model: str, inputs: str, threads: int, repeat: int) -> dict[tuple, float]:
-    """Microseconds per (step, kernel name): the minimum over the process's timed runs."""
+def kernel_events(kiln: str, model: str, inputs: str, threads: int, repeat: int) -> list[dict]:
+    """The kernel events of `kiln run --profile` over the process's runs (Chrome trace format)."""
     fd, trace = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     cmd = [kiln, "run", model, "--inputs", inputs, "--threads", str(threads), "--repeat", str(repeat),
@@ -36,11 +36,16 @@ def kernel_minima(kiln: str, model: str, inputs: str, threads: int, repeat: int)
     with open(trace) as f:
         data = json.load(f)
     os.unlink(trace)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+
+
+def kernel_minima(kiln: str, model: str, inputs: str, threads: int, repeat: int) -> dict[tuple, float]:
+    """Microseconds per (step, kernel name): the minimum over the process's timed runs."""
     minima: dict[tuple, float] = {}
-    for e in data["traceEvents"] if isinstance(data, dict) else data:
-        if e.get("ph") == "X" and e.get("cat") == "kernel":
-            key = (e["args"]["step"], e["name"])
-            minima[key] = min(minima.get(key, float("inf")), e["dur"])
+    for e in kernel_events(kiln, model, inputs, threads, repeat):
+        key = (e["args"]["step"], e["name"])
+        minima[key] = min(minima.get(key, float("inf")), e["dur"])
     return minima
 
 

@@ -17,30 +17,22 @@ import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernel_ab import kernel_events  # noqa: E402
+
 
 def kiln_minima(kiln: str, model: str, inputs: str, threads: int, repeat: int) -> dict[str, tuple[float, str]]:
     """Microseconds per step: (minimum, kernel name and node)."""
-    fd, trace = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    cmd = [kiln, "run", model, "--inputs", inputs, "--threads", str(threads), "--repeat", str(repeat), "--profile", trace]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"{kiln} failed on {model}:\n{proc.stderr[-2000:]}")
-    with open(trace) as f:
-        data = json.load(f)
-    os.unlink(trace)
     out: dict[str, tuple[float, str]] = {}
-    for e in data["traceEvents"] if isinstance(data, dict) else data:
-        if e.get("ph") == "X" and e.get("cat") == "kernel":
-            key = str(e["args"]["step"])
-            label = f"{e['name']}  {e['args'].get('node', '')}"
-            out[key] = (min(out.get(key, (float("inf"), ""))[0], e["dur"]), label)
+    for e in kernel_events(kiln, model, inputs, threads, repeat):
+        key = str(e["args"]["step"])
+        label = f"{e['name']}  {e['args'].get('node', '')}"
+        out[key] = (min(out.get(key, (float("inf"), ""))[0], e["dur"]), label)
     return out
 
 

@@ -4,14 +4,15 @@ one symbolic session alone, Kiln through the C API and ONNX Runtime, each in a p
 Kiln's calls are timed around kiln_session_run with the inputs borrowed beforehand (a C
 caller's call; see c_call), ONNX Runtime's around InferenceSession.run.
 
-The model is bench/dynamic_shapes.py's MiniLM-style encoder (batch and seq symbolic). Each
+The model is bench/dynamic_shapes.py's MiniLM-style encoder (batch and seq symbolic), or with
+--bert-base the same encoder at BERT-base's size. Each
 process makes one session and walks the shapes in increasing order (batch 1 then 8, lengths
 8..256): per shape the first call, then --warm calls (the median), with a 2 ms pause before
 each call. The first shape's first call is also the process's first run. A first Kiln process
 fills the kernel cache (not reported), so the reported ones compile nothing. Kiln builds
 compare as `--lib A.so,B.so` (each a libkiln.so), alternating by round.
 
-    python3 bench/first_call.py [--lib build/lib/libkiln.so] [--ort] [--rounds 2] [--threads 2]
+    python3 bench/first_call.py [--lib build/lib/libkiln.so] [--ort] [--rounds 2] [--threads 2] [--bert-base]
 
 ORT needs onnxruntime (the peers venv: /work/peers-venv/bin/python). Prints one row per shape
 and build: the medians over processes of the first call and the warm call, the median of the
@@ -110,6 +111,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warm", type=int, default=5, help="warm calls per shape (their median)")
     ap.add_argument("--model", default="", help="the model file (default: generated)")
+    ap.add_argument("--bert-base", action="store_true",
+                    help="generate a BERT-base-sized encoder (12 layers, hidden 768, FFN 3072) instead of MiniLM's")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -119,8 +122,11 @@ def main():
     if not model:
         sys.path.insert(0, HERE)
         from dynamic_shapes import minilm_model
-        model = os.path.join(tempfile.mkdtemp(prefix="kiln-first-call-"), "minilm.onnx")
-        minilm_model(model)
+        model = os.path.join(tempfile.mkdtemp(prefix="kiln-first-call-"), "encoder.onnx")
+        if a.bert_base:
+            minilm_model(model, layers=12, hidden=768, heads=12, ffn=3072)
+        else:
+            minilm_model(model)
     libs = [x for x in a.lib.split(",") if x]
     for lib in libs:  # fills the kernel cache: the reported processes compile nothing
         measure("kiln", lib, model, a.threads, 1)

@@ -64,6 +64,9 @@ Rendezvous::~Rendezvous() {
     // Unwinding from an error, a peer may never receive what is pending (a master whose worker
     // failed): waiting would hold back the abort that ends the job. The sends are abandoned.
     if (std::uncaught_exceptions() > 0) return;
+    int finalized = 0;  // an owner outliving MPI (a Python object collected after the exit hook)
+    MPI_Finalized(&finalized);
+    if (finalized) return;
     for (auto& s : sends_) MPI_Waitall(2, s->reqs, MPI_STATUSES_IGNORE);
     MPI_Comm_free(&p2p_);
 }

@@ -2,6 +2,7 @@
 TrainingSession (include/kiln/training.h).
 
     from kiln.training import CheckpointState, Module, Optimizer, LinearLRScheduler
+    from kiln.training import DataParallel, PipelineParallel      # under mpirun
 
 docs/training.md describes the API and how it differs from ONNX Runtime's.
 """
@@ -11,6 +12,7 @@ from .checkpoint_state import CheckpointState, Parameter, Parameters, Properties
 from .lr_scheduler import CosineLRScheduler, LinearLRScheduler
 from .module import Module
 from .optimizer import Optimizer
+from .pipeline_parallel import PipelineParallel
 
-__all__ = ["artifacts", "CheckpointState", "DataParallel", "Parameter", "Parameters", "Properties", "Module", "Optimizer",
+__all__ = ["artifacts", "CheckpointState", "DataParallel", "Parameter", "Parameters", "Properties", "Module", "Optimizer", "PipelineParallel",
            "LinearLRScheduler", "CosineLRScheduler"]

@@ -17,6 +17,7 @@ parameters are copied to every rank before the first step (and after the module 
 session for new shapes). MPI starts with the first DataParallel and is finalized at exit.
 """
 import atexit
+import weakref
 
 import numpy as np
 
@@ -24,12 +25,23 @@ from .. import _kiln
 from .._errors import InvalidArgument
 
 _finalize_registered = False
+# Wrappers whose native objects hold MPI communicators: released before MPI ends (the exit hook
+# runs before the interpreter collects them, and MPI forbids freeing a communicator after it).
+_holders = weakref.WeakSet()
 
 
-def _register_finalize():
+def _finalize():
+    for holder in list(_holders):
+        holder._release()
+    _kiln.mpi_finalize()
+
+
+def _register_finalize(holder=None):
     global _finalize_registered
+    if holder is not None:
+        _holders.add(holder)
     if not _finalize_registered:
-        atexit.register(_kiln.mpi_finalize)
+        atexit.register(_finalize)
         _finalize_registered = True
 
 

@@ -1,0 +1,96 @@
+// kiln/pipeline_parallel.h over distributed::PipelineParallel: the job's ranks grouped into
+// pipelines (and replicas of them) as `kiln train --pipeline-parallel` groups them.
+#include "kiln/pipeline_parallel.h"
+
+#include "distributed/communicator.h"
+#include "distributed/pipeline_groups.h"
+#include "distributed/pipeline_parallel.h"
+#include "support/error.h"
+
+namespace kiln {
+
+namespace {
+
+distributed::PipelineGroups group_ranks(const PipelineTrainerOptions& o, distributed::Communicator& world) {
+    if (o.data_parallel) return distributed::split_pipeline_groups(world, o.pipeline_stages);
+    KILN_CHECK(o.pipeline_stages == 0 || o.pipeline_stages == world.size(), kInvalidArgument)
+        << "pipeline_stages " << o.pipeline_stages << " over the job's " << world.size()
+        << " ranks would make several replicas of the pipeline: set data_parallel (or pipeline_stages 0: one stage "
+           "per rank)";
+    distributed::PipelineGroups g;
+    g.stages = world.size();
+    g.stage = world.rank();
+    return g;
+}
+
+distributed::PipelineParallelOptions pipeline_options(const PipelineTrainerOptions& o,
+                                                      const distributed::PipelineGroups& g) {
+    KILN_CHECK(o.schedule == "gpipe" || o.schedule == "1f1b", kInvalidArgument)
+        << "pipeline schedule must be 'gpipe' or '1f1b', got '" << o.schedule << "'";
+    distributed::PipelineParallelOptions po;
+    po.microbatches = o.microbatches;
+    po.stages = o.stages;
+    po.rematerialize = o.rematerialize;
+    if (o.schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
+    po.replicas = g.replicas_of_stage.get();
+    if (o.bucket_bytes > 0) po.replica_buckets.bucket_bytes = o.bucket_bytes;
+    return po;
+}
+
+}  // namespace
+
+struct PipelineTrainer::Impl {
+    distributed::PipelineGroups groups;
+    std::unique_ptr<distributed::PipelineParallel> pp;
+};
+
+PipelineTrainer::PipelineTrainer(const std::string& onnx_path, const TrainingOptions& opts,
+                                 const PipelineTrainerOptions& popts)
+    : impl_(new Impl) {
+    distributed::Communicator& world = distributed::Communicator::get();
+    impl_->groups = group_ranks(popts, world);
+    TrainingOptions o = opts;
+    // Each replica draws its own dropout masks, as data-parallel ranks do.
+    o.seed += static_cast<uint64_t>(impl_->groups.replica) * 0x9e3779b97f4a7c15ull;
+    const distributed::PipelineParallelOptions po = pipeline_options(popts, impl_->groups);
+    distributed::Communicator& pipeline = impl_->groups.pipeline ? *impl_->groups.pipeline : world;
+    impl_->pp = std::make_unique<distributed::PipelineParallel>(pipeline, onnx_path, o, po);
+}
+
+PipelineTrainer::~PipelineTrainer() = default;
+
+const std::vector<TensorInfo>& PipelineTrainer::batch_inputs() const { return impl_->pp->batch_inputs(); }
+double PipelineTrainer::step(const std::map<std::string, Tensor>& batch) { return impl_->pp->step(batch); }
+
+StepResult PipelineTrainer::eval_step(const std::map<std::string, Tensor>& batch) {
+    std::optional<StepResult> r = impl_->pp->eval_step(batch);
+    const double loss = impl_->pp->from_loss_stage({r ? r->loss : 0.0}).at(0);
+    StepResult out = r ? std::move(*r) : StepResult{};
+    out.loss = loss;
+    return out;
+}
+
+int64_t PipelineTrainer::steps() const { return impl_->pp->steps(); }
+int PipelineTrainer::stage() const { return impl_->groups.stage; }
+int PipelineTrainer::stages() const { return impl_->groups.stages; }
+int PipelineTrainer::replica() const { return impl_->groups.replica; }
+int PipelineTrainer::replicas() const { return impl_->groups.replicas; }
+const std::string& PipelineTrainer::describe() const { return impl_->pp->describe(); }
+std::vector<std::string> PipelineTrainer::stage_parameter_names() const { return impl_->pp->stage().parameter_names(); }
+std::map<std::string, Tensor> PipelineTrainer::gather_parameters() { return impl_->pp->gather_parameters(); }
+void PipelineTrainer::export_onnx(const std::string& path) { impl_->pp->export_onnx(path); }
+
+void PipelineTrainer::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
+    impl_->pp->save_checkpoint(path, extra);
+}
+
+std::map<std::string, std::string> PipelineTrainer::load_checkpoint(const std::string& path) {
+    return impl_->pp->load_checkpoint(path);
+}
+
+PipelineTrainerStats PipelineTrainer::last_step_stats() const {
+    const distributed::PipelineStepStats& s = impl_->pp->last_step_stats();
+    return {s.step_s, s.forward_s, s.backward_s, s.apply_s, s.peak_stashed};
+}
+
+}  // namespace kiln

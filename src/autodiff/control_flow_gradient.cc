@@ -46,7 +46,9 @@ void check_tensor(const ir::Node& n, const ir::Value* v, const std::string& what
 
 ir::Value* add1(ir::Graph& g, const std::string& op, const std::vector<ir::Value*>& ins, ir::AttrMap attrs,
                 const ir::TensorType& t, const std::string& name, const std::string& node_name) {
-    return g.add_node(op, ins, std::move(attrs), {t}, {name}, node_name)->output(0);
+    ir::Node* n = g.add_node(op, ins, std::move(attrs), {t}, {name}, node_name);
+    n->set_role(ir::NodeRole::kBackward);
+    return n->output(0);
 }
 
 ir::Value* zeros(ir::Graph& g, const ir::TensorType& t) {
@@ -188,6 +190,7 @@ ControlFlowGradient if_gradient(ir::Graph& g, ir::Node& n, const std::vector<ir:
         names.push_back(g.fresh_name("grad/" + label(n) + "/"));
     }
     ir::Node* back = g.add_node("If", {n.input(0)}, attrs, types, names, "grad/" + label(n));
+    back->set_role(ir::NodeRole::kBackward);
     for (size_t c = 0; c < wanted.size(); ++c) out.grads[wanted[c]] = back->output(c);
     return out;
 }
@@ -347,6 +350,7 @@ ControlFlowGradient loop_gradient(ir::Graph& g, ir::Node& n, const std::vector<i
     std::vector<std::string> out_names;
     for (size_t k = 0; k < types.size(); ++k) out_names.push_back(g.fresh_name(who + "/"));
     ir::Node* back = g.add_node("Loop", ins, {{"body", ir::GraphAttr(bb.r)}}, types, out_names, who);
+    back->set_role(ir::NodeRole::kBackward);
     ControlFlowGradient out;
     out.grads.assign(reads.size(), nullptr);
     out.superseded = &n;
@@ -514,6 +518,7 @@ ControlFlowGradient scan_gradient(ir::Graph& g, ir::Node& n, const std::vector<i
                       {"scan_input_axes", in.axes},    {"scan_input_directions", in.dirs},
                       {"scan_output_axes", out_axes},  {"scan_output_directions", out_dirs}};
     ir::Node* back = g.add_node("Scan", in.values, attrs, types, out_names, who);
+    back->set_role(ir::NodeRole::kBackward);
     ControlFlowGradient out;
     out.grads.assign(reads.size(), nullptr);
     out.superseded = &n;

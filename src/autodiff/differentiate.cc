@@ -51,6 +51,7 @@ public:
                 << "' of non-static type " << in->type().str();
         ir::Node* n = pass::add_inferred_node(g_, op, inputs, std::move(attrs), num_outputs, name + "/");
         n->set_name(name);
+        n->set_role(ir::NodeRole::kBackward);
         return n->outputs();
     }
 
@@ -314,6 +315,6 @@ std::vector<ir::Value*> float_constants(const ir::Graph& g) {
     return out;
 }
 
-bool is_backward_node(const ir::Node& n) { return n.name().rfind(kGradPrefix, 0) == 0; }
+bool is_backward_node(const ir::Node& n) { return n.role() == ir::NodeRole::kBackward; }
 
 }  // namespace kiln::autodiff

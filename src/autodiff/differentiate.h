@@ -22,8 +22,9 @@
 // before the call is stale (the old node is erased): look such values up again by name.
 //
 // Naming: every node differentiate() adds is named "grad/<forward node name or op>", and every
-// gradient value "grad/<value name>" where it is the final gradient of a wrt value; the
-// recompute pass (autodiff/recompute.h) tells forward from backward nodes by this prefix.
+// gradient value "grad/<value name>" where it is the final gradient of a wrt value. The names are
+// for people reading the graph: the nodes' role (ir::NodeRole::kBackward) is what the recompute
+// pass (autodiff/recompute.h) and the pipeline's split tell forward from backward nodes by.
 #pragma once
 
 #include <map>
@@ -70,7 +71,8 @@ std::vector<ir::Value*> vjp(ir::Graph& g, const std::vector<ir::Value*>& ys, con
 /// Every floating-point constant of `g` (the trainable parameters by default), in order.
 std::vector<ir::Value*> float_constants(const ir::Graph& g);
 
-/// Whether a node was added by differentiate() (its name starts with kGradPrefix).
+/// Whether a node was added by differentiate() (its role, ir::NodeRole::kBackward; the name
+/// prefix is for people reading the graph).
 bool is_backward_node(const ir::Node& n);
 
 }  // namespace kiln::autodiff

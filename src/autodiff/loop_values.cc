@@ -103,6 +103,7 @@ ir::Node* keep_body_values(ir::Graph& g, ir::Node& n, const std::vector<const ir
     attrs["body"] = ir::GraphAttr(b);
     for (const auto& [k, v] : update) attrs[k] = v;
     ir::Node* m = g.add_node(n.op(), n.inputs(), attrs, types, out_names, n.name());
+    m->set_role(n.role());
     for (size_t k = 0; k < n.num_outputs(); ++k) g.replace_all_uses(n.output(k), m->output(k));
     std::vector<ir::Node*> order;
     for (ir::Node* x : g.nodes()) {

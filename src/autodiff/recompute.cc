@@ -181,6 +181,7 @@ void apply(ir::Graph& g, const Split& s, const CopyPlan& plan, const std::vector
         for (const ir::Value* o : f->outputs()) types.push_back(o->type());
         ir::Node* c = g.add_node(f->op(), inputs, f->attrs(), types, {},
                                  pass::kRecomputePrefix + (f->name().empty() ? f->op() : f->name()));
+        c->set_role(ir::NodeRole::kRecompute);
         for (size_t i = 0; i < f->num_outputs(); ++i) copy_of[f->output(i)] = c->output(i);
         new_order.push_back(c);
     }

@@ -12,11 +12,11 @@
 //
 // The copies compute exactly what the forward nodes computed (same ops, same inputs, same
 // kernels), so gradients are bit-identical. Random ops (Dropout's mask, Random*) are never
-// copied: their outputs are kept. Copies are named "recompute/..." (pass/rewrite.h: CSE and
-// fusion keep them apart from the forward nodes).
+// copied: their outputs are kept. Copies are ir::NodeRole::kRecompute nodes, named
+// "recompute/..." (pass/rewrite.h: CSE and fusion keep them apart from the forward nodes).
 //
-// Preconditions: `g` is a forward graph followed by the nodes differentiate() added (named
-// "grad/...") and any nodes after them (the optimizer), with static shapes.
+// Preconditions: `g` is a forward graph followed by the nodes differentiate() added (role
+// kBackward) and any nodes after them (the optimizer), with static shapes.
 #pragma once
 
 #include <cstddef>

@@ -93,6 +93,7 @@ void clone_nodes(ir::Graph& dst, const ir::Graph& src, std::unordered_map<const 
         for (auto& [k, a] : attrs)
             if (auto* sub = std::get_if<ir::GraphAttr>(&a); sub && *sub) a = ir::GraphAttr(copy_graph(**sub));
         ir::Node* copy = dst.add_node(n->op(), ins, std::move(attrs), types, names, n->name());
+        copy->set_role(n->role());
         for (size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = copy->output(i);
     }
 }

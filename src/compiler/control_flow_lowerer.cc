@@ -193,6 +193,7 @@ void ControlFlowLowerer::compile_segment(Scope& s, const std::vector<const ir::N
         for (const ir::Value* o : n->outputs()) names.push_back(o->name());
         ir::Node* copy = sg.add_node(n->op(), ins, n->attrs(), std::vector<ir::TensorType>(n->num_outputs()), names,
                                      n->name());
+        copy->set_role(n->role());
         op::infer_node(*copy);
         // Folded as it is added (shape arithmetic on the now static shapes), so that a later
         // node's value input (a Pad's pads computed from a Shape) is a constant when inferred.
@@ -258,6 +259,7 @@ void ControlFlowLowerer::interpret_segment(Scope& s, const std::vector<const ir:
             types.push_back(o->type());
         }
         ir::Node* copy = g->add_node(n->op(), ins, n->attrs(), types, names, n->name());
+        copy->set_role(n->role());
         for (size_t k = 0; k < n->num_outputs(); ++k) map[n->output(k)] = copy->output(k);
     }
     for (const ir::Value* o : segment_outputs(s, nodes)) {

@@ -394,6 +394,7 @@ ir::Node* one_node_graph(ir::Graph& g, const ir::Node& n, const std::vector<Datu
     }
     while (!ins.empty() && ins.back() == nullptr) ins.pop_back();
     ir::Node* node = g.add_node(n.op(), ins, n.attrs(), std::vector<ir::TensorType>(n.num_outputs()), {}, n.name());
+    node->set_role(n.role());
     op::infer_node(*node);
     for (ir::Value* o : node->outputs()) g.add_output(o);
     return node;

@@ -121,6 +121,7 @@ private:
                     s.frame + "/" + (n->name().empty() ? n->op() + std::to_string(counter_++) : n->name());
                 std::vector<ir::TensorType> types(n->num_outputs(), ir::TensorType(DType::kFloat32, {}));
                 ir::Node* m = g_.add_node(n->op(), ins, n->attrs(), types, {}, name);
+                m->set_role(n->role());
                 op::infer_node(*m);
                 outs = m->outputs();
             }

@@ -93,6 +93,7 @@ ir::Graph build_stage(const ir::Graph& g, const std::vector<const ir::Node*>& no
         std::vector<std::string> names;
         for (const ir::Value* o : n->outputs()) types.push_back(o->type()), names.push_back(o->name());
         ir::Node* copy = s.add_node(n->op(), ins, n->attrs(), types, names, n->name());
+        copy->set_role(n->role());
         for (size_t i = 0; i < n->num_outputs(); ++i) map[n->output(i)] = copy->output(i);
     }
     const std::vector<ir::Value*>& model_outs = g.outputs();

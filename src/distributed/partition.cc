@@ -89,6 +89,7 @@ private:
             names.push_back(v->name());
         }
         ir::Node* copy = p_.ranks[r].graph.add_node(n.op(), ins, std::move(attrs), types, names, n.name());
+        copy->set_role(n.role());
         for (size_t i = 0; i < n.num_outputs(); ++i) local_[r][n.output(i)] = copy->output(i);
     }
 

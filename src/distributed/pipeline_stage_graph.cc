@@ -143,6 +143,7 @@ void outputs_to_backward(ir::Graph& g, size_t first) {
         if (outs[i]->producer() && autodiff::is_backward_node(*outs[i]->producer())) continue;
         ir::Node* n = pass::add_inferred_node(g, "Identity", {outs[i]}, {}, 1, "grad/out");
         n->set_name(g.fresh_name(std::string(autodiff::kGradPrefix) + "out"));
+        n->set_role(ir::NodeRole::kBackward);
         outs[i] = n->output(0);
     }
     g.set_outputs(outs);

@@ -59,6 +59,18 @@ private:
     std::vector<Node*> users_;
 };
 
+/// What a node is for in a training graph. Set by whoever makes the node (the differentiation
+/// its backward nodes, the recomputation its copies), carried by the code that copies nodes,
+/// and read by the passes that must tell them apart (CSE and fusion keep recomputations apart;
+/// the recomputation and the pipeline split at the backward); never inferred from a name, so
+/// an imported node called "grad/x" or "recompute/x" is an ordinary forward node.
+enum class NodeRole : uint8_t {
+    kForward,    // the model's own computation (every imported node)
+    kBackward,   // added by the differentiation (autodiff/differentiate.h)
+    kRecompute,  // a copy of a forward node for the backward pass (autodiff/recompute.h)
+};
+const char* node_role_name(NodeRole r);
+
 class Node {
 public:
     const std::string& op() const { return op_; }
@@ -92,10 +104,14 @@ public:
     int group() const { return group_; }
     void set_group(int g) { group_ = g; }
 
+    NodeRole role() const { return role_; }
+    void set_role(NodeRole r) { role_ = r; }
+
 private:
     friend class Graph;
     std::string op_;
     std::string name_;
+    NodeRole role_ = NodeRole::kForward;
     std::vector<Value*> inputs_;
     std::vector<Value*> outputs_;
     AttrMap attrs_;
@@ -121,7 +137,7 @@ public:
     /// Adds a constant (initializer); its type is derived from the tensor.
     Value* add_constant(const std::string& name, Tensor data);
     /// Appends a node at the end of the order. Output values are created with the given types
-    /// and names (empty name: a fresh "%N"-style name is made up).
+    /// and names (empty name: a fresh "%N"-style name is made up). Its role is kForward.
     Node* add_node(const std::string& op, const std::vector<Value*>& inputs, AttrMap attrs,
                    const std::vector<TensorType>& output_types, const std::vector<std::string>& output_names = {},
                    const std::string& node_name = "");

@@ -31,6 +31,7 @@ bool drop_unused_trailing_outputs(ir::Graph& g, ir::Node* n, const std::unordere
         o->set_name(g.fresh_name(o->name() + ".dropped"));
     }
     ir::Node* m = g.add_node(n->op(), n->inputs(), n->attrs(), types, names, n->name());
+    m->set_role(n->role());
     for (size_t i = 0; i < keep; ++i) g.replace_all_uses(n->output(i), m->output(i));
     g.erase_node(n);
     return true;

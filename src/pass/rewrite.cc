@@ -41,7 +41,7 @@ std::optional<double> uniform_constant(const ir::Value* v) {
     return first;
 }
 
-bool is_recomputation(const ir::Node& n) { return n.name().rfind(kRecomputePrefix, 0) == 0; }
+bool is_recomputation(const ir::Node& n) { return n.role() == ir::NodeRole::kRecompute; }
 
 bool is_random_op(const std::string& op) {
     return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";

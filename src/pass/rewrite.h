@@ -27,10 +27,11 @@ std::optional<double> uniform_constant(const ir::Value* v);
 /// Multinomial): never folded, never merged.
 bool is_random_op(const std::string& op);
 
-/// Nodes named with this prefix recompute a forward value for the backward pass
-/// (autodiff/recompute.h): CSE must not merge them with the forward node they copy, and fusion
-/// must not group them with nodes of the forward pass, or the copy would run in the forward
-/// pass and keep its result alive until the backward pass, which is what recomputation avoids.
+/// A recomputation (ir::NodeRole::kRecompute; autodiff/recompute.h names them with this prefix
+/// for people reading the graph) recomputes a forward value for the backward pass: CSE must not
+/// merge it with the forward node it copies, and fusion must not group it with nodes of the
+/// forward pass, or the copy would run in the forward pass and keep its result alive until the
+/// backward pass, which is what recomputation avoids.
 inline constexpr const char* kRecomputePrefix = "recompute/";
 bool is_recomputation(const ir::Node& n);
 

@@ -5,6 +5,7 @@
 #include "pass/eliminate_dead_code.h"
 #include "pass/fold_constants.h"
 #include "pass/infer_shapes.h"
+#include "pass/rewrite.h"
 #include "pass_test_util.h"
 
 namespace kiln::pass {
@@ -169,6 +170,31 @@ graph g(%x: f32[2,3]) {
   %z = Sub(%c, %d) : f32[2,3]
   return %y, %z
 })");
+}
+
+// A recomputation is told by its role, never by its name: an imported node that happens to be
+// called "recompute/..." is merged like any other, a node the recomputation made is kept apart.
+TEST(EliminateCommonSubexpressions, KeepsRecomputationsApartByRoleNotByName) {
+    const char* text = R"(
+graph g(%x: f32[2,3]) {
+  %a = Relu(%x) : f32[2,3]
+  %b = Relu(%x) : f32[2,3]
+  %y = Add(%a, %b) : f32[2,3]
+  return %y
+})";
+    auto relus = [](const ir::Graph& g) {
+        int n = 0;
+        for (const ir::Node* node : g.nodes()) n += node->op() == "Relu";
+        return n;
+    };
+    for (bool made_by_recompute : {false, true}) {
+        ir::Graph g = ir::parse_graph(text);
+        for (ir::Node* n : g.nodes())
+            if (n->op() == "Relu") n->set_name(std::string(kRecomputePrefix) + n->output(0)->name());
+        if (made_by_recompute) g.find_value("b")->producer()->set_role(ir::NodeRole::kRecompute);
+        eliminate_common_subexpressions(g, compiler::pass_context());
+        EXPECT_EQ(relus(g), made_by_recompute ? 2 : 1) << (made_by_recompute ? "a recomputation" : "a name");
+    }
 }
 
 TEST(InferShapes, ShapeArithmeticMakesTheReshapeTargetStatic) {

@@ -337,6 +337,9 @@ std::optional<ExternChoice> match_qconv_add(const std::vector<ir::Node*>& nodes,
     base->params.push_back({"sum_zp", std::to_string((*b)[2]->constant().get_i64(0))});
     base->params.push_back({"sum_type", q8_name((*b)[0]->type().dtype)});
     base->params.push_back({"qs", std::to_string(qs)});
+    // y may take the residual's buffer (the sum post-op accumulates onto dst), unless the conv
+    // also reads it as x (conv(r) + r).
+    if ((*b)[0] != conv->input(0)) base->inplace_input = sum;
     return base;
 }
 

@@ -12,7 +12,9 @@
 // images (or bands of rows of one image) straight into an NHWC y (y_layout=nhwc), else NHWC into
 // its own buffer reordered into its slice of y. oneDNN itself runs single-threaded, as in
 // runtime/dnnl_kernels.cc. Constant weights are reordered once, when a thread count's parts
-// are made.
+// are made. A residual add fused into the conv (topi::match_qconv_add) runs as post-ops after
+// the output scales: round and clip (the conv's own QuantizeLinear), linear, sum onto the
+// residual, which a part copies into its dst first unless y already holds it (in place).
 #if KILN_HAVE_DNNL
 #include "runtime/extern_parts.h"
 #include "runtime/dnnl_int8_kernels.h"
@@ -190,7 +192,9 @@ private:
                            rs.dtype == DType::kFloat32 && shape_numel(rs.shape) == 1 && qs.dtype == DType::kFloat32 &&
                            shape_numel(qs.shape) == 1,
                        kInvalidModel)
-                << "dnnl_qconv: the fused residual must be an 8-bit tensor of y's size with one-element scales";
+                << "dnnl_qconv: the fused residual must be an 8-bit (" << p.str("sum_type") << ") tensor of y's "
+                << shape_numel(y.shape) << " elements with one-element f32 scales; got " << shape_numel(r.shape)
+                << " elements, scales of " << shape_numel(rs.shape) << " and " << shape_numel(qs.shape);
             const float s_sum = *static_cast<const float*>(qs.constant);
             conv_ratio_ = sy / s_sum;
             sum_ratio_ = *static_cast<const float*>(rs.constant) / s_sum;

@@ -233,7 +233,9 @@ def main():
             sys.exit(f"MISMATCH: Kiln's int8 output is {worst:g} steps from ONNX Runtime's")
         print(f"WARNING: Kiln's int8 output is {worst:g} steps from ONNX Runtime's (timing anyway)")
     kernels = subprocess.run([args.kiln, "inspect", q, "--kernels"], capture_output=True, text=True).stdout
-    print(f"Kiln int8 kernels: {kernels.count('[dnnl_qconv]')} dnnl_qconv, {kernels.count('[kiln_qadd]')} kiln_qadd, "
+    fused = kernels.count("Add+QuantizeLinear") - kernels.count("[kiln_qadd]")  # residual adds in their convs
+    print(f"Kiln int8 kernels: {kernels.count('[dnnl_qconv]')} dnnl_qconv ({fused} with the residual add fused), "
+          f"{kernels.count('[kiln_qadd]')} kiln_qadd, "
           f"{kernels.count('[dnnl_qmatmul]')} dnnl_qmatmul, {kernels.count('[dnnl_dqmatmul]')} dnnl_dqmatmul, "
           f"{kernels.count('QLinearConv') - kernels.count('[dnnl_qconv]')} generated QLinearConv")
     if args.smoke:

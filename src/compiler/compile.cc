@@ -33,6 +33,7 @@
 #include "compiler/index_checks.h"
 #include "compiler/kernel_probe.h"
 #include "compiler/int8_layout.h"
+#include "compiler/qconv_add_fusion.h"
 #include "compiler/kernel_upgrade.h"
 #include "compiler/lower_group.h"
 #include "compiler/lower_frame_control.h"
@@ -483,7 +484,10 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     for (ir::Value* in : g.inputs()) exe->inputs.push_back(add_buffer(in, BufferRole::kInput));
     // Views: units of one reinterpreting node (not fused into a kernel); none at -O0, where
     // every node is its own kernel by definition.
-    if (opts.opt_level > 0 && opts.tuned.empty() && !opts.symbolic) detach_dnnl_anchors(g, opts.kernels, opts.intra_op_threads);
+    if (opts.opt_level > 0 && opts.tuned.empty() && !opts.symbolic) {
+        detach_dnnl_anchors(g, opts.kernels, opts.intra_op_threads);
+        fuse_qconv_residual_adds(g, opts.kernels, opts.intra_op_threads);
+    }
     if (opts.symbolic) detach_symbolic_conv_anchors(g);
     std::vector<KernelUnit> units = partition_kernels(g);
     std::set<const ir::Node*> views;

@@ -37,6 +37,10 @@ void assign_int8_layouts(const ir::Graph& g, const std::vector<const KernelUnit*
             if (name != "kiln_qadd") {  // a conv or max pool reads x and writes y in either layout
                 layout_free.insert(arg_value(u, p, "x"));
                 nhwc.insert(arg_value(u, p, "y"));
+                if (p.has("sum")) {  // a conv's fused residual: in y's layout, as an add's operand
+                    adds.push_back({arg_value(u, p, "sum"), arg_value(u, p, "y"), nullptr});
+                    layout_free.insert(adds.back()[0]);
+                }
             } else {
                 const bool q8 = p.str("out") == "q8";
                 adds.push_back({arg_value(u, p, "a"), arg_value(u, p, "b"), q8 ? arg_value(u, p, "y") : nullptr});

@@ -6,7 +6,8 @@
 // read only by dnnl_qconv and kiln_qmaxpool steps (as x) and kiln_qadd steps (elementwise: fine
 // in any layout as long as its a, b and y share one) is kept in NHWC: the steps' parameters say
 // so (x_layout / y_layout = nhwc). Graph outputs, values read by any other kernel (a generated
-// pool, a view) and 8-bit values of a kiln_qadd with a float output stay NCHW. The buffers are the same size: only their element
+// pool, a view) and 8-bit values of a kiln_qadd with a float output stay NCHW. A dnnl_qconv's
+// fused residual (sum) is in its y's layout: both NHWC or neither. The buffers are the same size: only their element
 // order changes, which only these kernels see.
 #pragma once
 

@@ -12,7 +12,9 @@
 // images (or bands of rows of one image) straight into an NHWC y (y_layout=nhwc), else NHWC into
 // its own buffer reordered into its slice of y. oneDNN itself runs single-threaded, as in
 // runtime/dnnl_kernels.cc. Constant weights are reordered once, when a thread count's parts
-// are made.
+// are made. A residual add fused into the conv (topi::match_qconv_add) runs as post-ops after
+// the output scales: round and clip (the conv's own QuantizeLinear), linear, sum onto the
+// residual, which a part copies into its dst first unless y already holds it (in place).
 #if KILN_HAVE_DNNL
 #include "runtime/extern_parts.h"
 #include "runtime/dnnl_int8_kernels.h"
@@ -88,7 +90,8 @@ struct QPart {
     std::vector<int32_t> bias;      // this part's B_q slice (empty: none)
     memory::desc bias_md, dst_nhwc, dst_kiln, src_nhwc, scratch_md;
     int64_t src_off = 0, dst_off = 0;  // bytes into the NHWC x and Kiln's y
-    dnnl::reorder dst_reorder;
+    dnnl::reorder dst_reorder, sum_reorder;  // sum_reorder: the residual's slice into dst_tmp
+    memory::desc sum_kiln, sum_nhwc;
     std::unique_ptr<BytePool> dst_tmp, scratch;
 };
 
@@ -97,6 +100,9 @@ struct QPart {
 ///   src=N,C,H,W  dst=N,M,OH,OW  kernel=KH,KW  groups  strides  dilations (ONNX: 1 = dense)
 ///   pads_begin  pads_end  x_zp, y_zp (the zero points' values)  per_channel=0|1
 ///   x_type, y_type: u8 | s8;  x_layout, y_layout: nhwc (default: Kiln's NCHW)
+/// A fused residual add (topi::match_qconv_add): sum, sum_s, qs (arguments), c_zp, c_type,
+/// sum_zp, sum_type; ys is then the conv's own scale and y_zp / y_type the sum's. The
+/// residual, in y's layout, is copied into each part's dst before oneDNN's sum post-op reads it.
 class DnnlQConv final : public ExternKernel {
 public:
     DnnlQConv(const ExternParams& p, const std::vector<ExternArg>* args) {
@@ -118,6 +124,13 @@ public:
             << "dnnl_qconv: a 2-D convolution's parameters expected";
         src_dt_ = p.str("x_type") == "s8" ? dt::s8 : dt::u8;
         dst_dt_ = p.str("y_type") == "s8" ? dt::s8 : dt::u8;
+        if (p.has("sum")) {
+            sum_arg_ = p.integer("sum");
+            c_zp_ = static_cast<int32_t>(p.integer("c_zp"));
+            sum_zp_ = static_cast<int32_t>(p.integer("sum_zp"));
+            c_signed_ = p.str("c_type") == "s8";
+            sum_dt_ = p.str("sum_type") == "s8" ? dt::s8 : dt::u8;
+        }
         scales_.assign(per_channel_ ? dst_[1] : 1, 1.f);  // placeholders for implementation()
         if (args) read_arguments(p, *args);
     }
@@ -129,8 +142,9 @@ public:
             if (!x_nhwc_) reorder_src(static_cast<const uint8_t*>(args[x_arg_]), src.get(), env, threads);
             uint8_t* src_nhwc = x_nhwc_ ? static_cast<uint8_t*>(args[x_arg_]) : src.get();
             uint8_t* dst = static_cast<uint8_t*>(args[y_arg_]);
+            const uint8_t* sum = sum_arg_ >= 0 ? static_cast<const uint8_t*>(args[sum_arg_]) : nullptr;
             Status st = run_extern_parts(env, static_cast<int64_t>(parts.size()),
-                                         [&](int64_t i) { return run_part(parts[i], src_nhwc, dst); });
+                                         [&](int64_t i) { return run_part(parts[i], src_nhwc, dst, sum); });
             if (st.ok() && env.stop && *env.stop) return kernel_stopped_status();
             return st;
         } catch (const Error& e) {
@@ -172,6 +186,19 @@ private:
             const float step = sx * sw[c];  // f32 with a rounding per operation, as ONNX's multiplier
             scales_[c] = step / sy;
         }
+        if (sum_arg_ >= 0) {  // the add's scales, as ratios to the sum's (ONNX Runtime's QLinearAdd)
+            const ExternArg &r = arg("sum", false), &rs = arg("sum_s", true), &qs = arg("qs", true);
+            KILN_CHECK(is_q8(r.dtype) && dnnl_type(r.dtype) == sum_dt_ && shape_numel(r.shape) == shape_numel(y.shape) &&
+                           rs.dtype == DType::kFloat32 && shape_numel(rs.shape) == 1 && qs.dtype == DType::kFloat32 &&
+                           shape_numel(qs.shape) == 1,
+                       kInvalidModel)
+                << "dnnl_qconv: the fused residual must be an 8-bit (" << p.str("sum_type") << ") tensor of y's "
+                << shape_numel(y.shape) << " elements with one-element f32 scales; got " << shape_numel(r.shape)
+                << " elements, scales of " << shape_numel(rs.shape) << " and " << shape_numel(qs.shape);
+            const float s_sum = *static_cast<const float*>(qs.constant);
+            conv_ratio_ = sy / s_sum;
+            sum_ratio_ = *static_cast<const float*>(rs.constant) / s_sum;
+        }
         if (p.has("b")) {
             const ExternArg& b = arg("b", true);
             KILN_CHECK(b.dtype == DType::kInt32 && shape_numel(b.shape) == m, kInvalidModel) << "dnnl_qconv: bias";
@@ -206,6 +233,7 @@ private:
         else attr.set_output_scales(0, scales_);
         if (x_zp_ != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {x_zp_});
         if (y_zp_ != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {y_zp_});
+        if (sum_arg_ >= 0) attr.set_post_ops(sum_post_ops());
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         memory::dims dil = {dil_[0] - 1, dil_[1] - 1};
         using C = dnnl::convolution_forward;
@@ -213,6 +241,19 @@ private:
         return C::primitive_desc(C::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
                                          wei, bias, dst, {strides_[0], strides_[1]}, dil, top, bottom),
                                  attr, cpu_engine());
+    }
+
+    /// The fused residual add: the conv's value rounded (half to even) and saturated to its own
+    /// 8-bit type, less its zero point, as the file's QuantizeLinear does; then times s_c / s_y
+    /// plus (r - r_zp) * s_r / s_y, where oneDNN adds y_zp, rounds and saturates once more.
+    dnnl::post_ops sum_post_ops() const {
+        dnnl::post_ops po;
+        const float lo = c_signed_ ? -128.f : 0.f, hi = c_signed_ ? 127.f : 255.f;
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, lo - static_cast<float>(c_zp_), hi - static_cast<float>(c_zp_));
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, conv_ratio_, 0.f);
+        po.append_sum(sum_ratio_, sum_zp_, sum_dt_);
+        return po;
     }
 
     /// Output rows [o0, o1) of one image and the input rows they read (with the window's halo).
@@ -285,6 +326,11 @@ private:
             p.dst_kiln = memory::desc({n, mc, dst_[2], dst_[3]}, dst_dt_, st);
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst_nhwc, cpu_engine(), p.dst_kiln));
             p.dst_tmp = std::make_unique<BytePool>(p.dst_nhwc.get_size());
+            if (sum_arg_ >= 0) {  // the residual's slice, in Kiln's layout, into the part's NHWC buffer
+                p.sum_kiln = memory::desc({n, mc, dst_[2], dst_[3]}, sum_dt_, st);
+                p.sum_nhwc = nhwc(n, mc, dst_[2], dst_[3], sum_dt_);
+                p.sum_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.sum_kiln, cpu_engine(), p.sum_nhwc));
+            }
         }
         return p;
     }
@@ -352,12 +398,19 @@ private:
         s.wait();
     }
 
-    Status run_part(QPart& p, uint8_t* src, uint8_t* dst) {
+    Status run_part(QPart& p, uint8_t* src, uint8_t* dst, const uint8_t* sum) {
         try {
             omp_set_num_threads(1);
             dnnl::stream s(cpu_engine());
             Lease tmp(p.dst_tmp.get()), scratch(p.scratch.get());
             memory out(p.dst_nhwc, cpu_engine(), p.dst_tmp ? tmp.get() : dst + p.dst_off);
+            if (sum && p.dst_tmp) {  // the residual where oneDNN's sum post-op reads it: dst itself
+                memory from(p.sum_kiln, cpu_engine(), const_cast<uint8_t*>(sum) + p.dst_off);
+                memory to(p.sum_nhwc, cpu_engine(), tmp.get());
+                p.sum_reorder.execute(s, from, to);
+            } else if (sum && sum != dst) {  // one contiguous run (whole NHWC images or a band of rows)
+                std::memcpy(dst + p.dst_off, sum + p.dst_off, p.dst_nhwc.get_size());
+            }
             std::unordered_map<int, memory> m = {
                 {DNNL_ARG_SRC, memory(p.src_nhwc, cpu_engine(), src + p.src_off)},
                 {DNNL_ARG_WEIGHTS, p.weights},
@@ -379,6 +432,12 @@ private:
     std::vector<int64_t> src_, dst_, kernel_, strides_, dil_, pb_, pe_;
     int64_t groups_ = 1, x_arg_ = -1, y_arg_ = -1;
     int32_t x_zp_ = 0, y_zp_ = 0;
+    // A fused residual add (sum_arg_ >= 0): the conv's own zero point and type, the residual's.
+    int64_t sum_arg_ = -1;
+    int32_t c_zp_ = 0, sum_zp_ = 0;
+    bool c_signed_ = false;
+    dt sum_dt_ = dt::u8;
+    float conv_ratio_ = 1.f, sum_ratio_ = 1.f;  // s_c / s_y, s_r / s_y
     bool per_channel_ = false, has_bias_ = false;
     bool x_nhwc_ = false, y_nhwc_ = false;  // the activations' layouts in Kiln's buffers (else NCHW)
     dt src_dt_, dst_dt_;

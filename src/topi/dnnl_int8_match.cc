@@ -283,6 +283,66 @@ std::optional<ExternChoice> match_qadd(const std::vector<ir::Node*>& nodes, cons
     return ExternChoice{"kiln_qadd", std::move(p)};
 }
 
+namespace {
+
+/// Whether one-element constants `a` and `b` hold the same value (a scale or a zero point).
+bool same_scalar(const ir::Value* a, const ir::Value* b) {
+    if (a == b) return true;
+    if (!a || !b || !a->is_constant() || !b->is_constant() || a->type().dtype != b->type().dtype) return false;
+    const Tensor &x = a->constant(), &y = b->constant();
+    if (x.numel() != 1 || y.numel() != 1) return false;
+    return a->type().dtype == DType::kFloat32 ? x.get_f64(0) == y.get_f64(0) : x.get_i64(0) == y.get_i64(0);
+}
+
+}  // namespace
+
+std::optional<ExternChoice> match_qconv_add(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                            const std::vector<ir::Value*>& outputs) {
+    if (nodes.size() != 5 || outputs.size() != 1) return std::nullopt;
+    const std::vector<const ir::Node*> unit(nodes.begin(), nodes.end());
+    const ir::Node *conv = nullptr, *add = nullptr;
+    for (const ir::Node* n : nodes) {
+        if (n->op() == "QLinearConv") conv = n;
+        if (n->op() == "Add") add = n;
+    }
+    if (!conv || !add || add->num_inputs() != 2 || add->output(0)->users().size() != 1) return std::nullopt;
+    const ir::Value* c = conv->output(0);
+    if (c->users().size() != 1 || c->users()[0]->op() != "DequantizeLinear") return std::nullopt;
+    const ir::Node* q = add->output(0)->users()[0];
+    if (q->op() != "QuantizeLinear" || !is_q8(q->output(0)->type().dtype) || !q->input(2) ||
+        !constant_of(q->input(1), DType::kFloat32, 1) || !constant_of(q->input(2), q->output(0)->type().dtype, 1) ||
+        outputs[0] != q->output(0))
+        return std::nullopt;
+    auto a = dequantized_input(add->input(0), unit), b = dequantized_input(add->input(1), unit);
+    if (!a || !b || (*a)[0] == (*b)[0]) return std::nullopt;
+    if ((*b)[0] == c) std::swap(a, b);  // a: the conv's output, b: the residual
+    // The conv's output dequantized with the conv's own scale and zero point (a QDQ file's pair).
+    if ((*a)[0] != c || !same_scalar((*a)[1], conv->input(6)) || !same_scalar((*a)[2], conv->input(7))) return std::nullopt;
+    if (!c->type().is_static() || !(*b)[0]->type().is_static() ||
+        (*b)[0]->type().static_shape() != c->type().static_shape())
+        return std::nullopt;
+    std::optional<ExternChoice> base = match_qlinear_conv(*conv, inputs);
+    if (!base) return std::nullopt;
+    const ir::Value* y = q->output(0);
+    for (auto& [key, v] : base->params) {  // oneDNN's dst is the sum's: its type and zero point
+        if (key == "y_zp") v = std::to_string(q->input(2)->constant().get_i64(0));
+        if (key == "y_type") v = q8_name(y->type().dtype);
+    }
+    const int sum = arg_of(inputs, (*b)[0]), ss = arg_of(inputs, (*b)[1]), qs = arg_of(inputs, q->input(1));
+    if (sum < 0 || ss < 0 || qs < 0) return std::nullopt;
+    base->params.push_back({"c_zp", std::to_string(conv->input(7)->constant().get_i64(0))});
+    base->params.push_back({"c_type", q8_name(c->type().dtype)});
+    base->params.push_back({"sum", std::to_string(sum)});
+    base->params.push_back({"sum_s", std::to_string(ss)});
+    base->params.push_back({"sum_zp", std::to_string((*b)[2]->constant().get_i64(0))});
+    base->params.push_back({"sum_type", q8_name((*b)[0]->type().dtype)});
+    base->params.push_back({"qs", std::to_string(qs)});
+    // y may take the residual's buffer (the sum post-op accumulates onto dst), unless the conv
+    // also reads it as x (conv(r) + r).
+    if ((*b)[0] != conv->input(0)) base->inplace_input = sum;
+    return base;
+}
+
 std::optional<ExternChoice> match_qmaxpool(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                            const std::vector<ir::Value*>& outputs) {
     if (nodes.size() != 1 || nodes[0]->op() != "MaxPool" || outputs.size() != 1) return std::nullopt;
@@ -331,6 +391,7 @@ std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes,
                                             const std::vector<ir::Value*>& outputs) {
     for (const ir::Node* n : nodes)
         if (n->op() == "MatMulInteger") return match_dynamic_matmul(nodes, inputs, outputs);
+    if (nodes.size() == 5) return match_qconv_add(nodes, inputs, outputs);
     if (nodes.size() != 1 || outputs.size() != 1 || outputs[0] != nodes[0]->output(0)) return std::nullopt;
     if (nodes[0]->op() == "QLinearConv") return match_qlinear_conv(*nodes[0], inputs);
     if (nodes[0]->op() == "QLinearMatMul") return match_qlinear_matmul(*nodes[0], inputs);

@@ -33,6 +33,17 @@ std::optional<ExternChoice> match_dynamic_quantize(const std::vector<ir::Node*>&
                                                    const std::vector<ir::Value*>& inputs,
                                                    const std::vector<ir::Value*>& outputs);
 
+/// A QLinearConv whose output only a quantized residual add reads (QLinearConv -> DequantizeLinear,
+/// with the conv's own scale and zero point, + DequantizeLinear(r) -> Add -> QuantizeLinear, one
+/// unit: compiler/qconv_add_fusion.h) -> "dnnl_qconv" with the add fused as post-ops: the conv's
+/// rounding and saturation to its own 8-bit type exactly (round, clip), then
+/// y = saturate(rint(c * (s_c / s_y) + (r - r_zp) * (s_r / s_y)) + y_zp), ONNX Runtime's
+/// QLinearAdd formula (the file's ((c * s_c + (r - r_zp) * s_r) / s_y) up to the last bit of
+/// the quotient). Parameters beyond dnnl_qconv's: c_zp, c_type (the conv's own output), sum,
+/// sum_s (argument indices of r and its scale), sum_zp, sum_type, qs (the sum's scale).
+std::optional<ExternChoice> match_qconv_add(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                            const std::vector<ir::Value*>& outputs);
+
 std::optional<ExternChoice> match_dnnl_int8(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                             const std::vector<ir::Value*>& outputs);
 

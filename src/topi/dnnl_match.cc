@@ -643,8 +643,8 @@ std::optional<ExternChoice> match_dnnl(const std::vector<ir::Node*>& nodes, cons
     if (op == "MatMul" || op == "Gemm" || op == "KilnMatMulPackedB") return match_matmul(nodes, inputs, outputs);
     if (op == "RNN" || op == "GRU" || op == "LSTM") return match_rnn(nodes, inputs, outputs);
     if (op == "QLinearConv" || op == "QLinearMatMul") return match_dnnl_int8(nodes, inputs, outputs);
-    for (const ir::Node* n : nodes)  // the dynamic-quantization rescale may come first
-        if (n->op() == "MatMulInteger") return match_dnnl_int8(nodes, inputs, outputs);
+    for (const ir::Node* n : nodes)  // the dynamic-quantization rescale, a residual's DequantizeLinear may come first
+        if (n->op() == "MatMulInteger" || n->op() == "QLinearConv") return match_dnnl_int8(nodes, inputs, outputs);
     return std::nullopt;
 }
 

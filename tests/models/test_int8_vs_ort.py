@@ -131,8 +131,13 @@ def _small_net(path, batch):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
+@pytest.mark.parametrize("fuse_add", [True, False])
 @pytest.mark.parametrize("batch", [1, 2])
-def test_quantize_static_net_matches_ort(tmp_path, batch):
+def test_quantize_static_net_matches_ort(tmp_path, monkeypatch, batch, fuse_add):
+    """fuse_add: each residual add fused into the conv that feeds it (dnnl_qconv's sum post-op,
+    compiler/qconv_add_fusion.h); else (KILN_INT8_FUSE_ADD=0) the separate kiln_qadd."""
+    if not fuse_add:
+        monkeypatch.setenv("KILN_INT8_FUSE_ADD", "0")
     if not kiln_has_dnnl():
         pytest.skip("kiln built without oneDNN")
     quantization = pytest.importorskip("onnxruntime.quantization")
@@ -153,8 +158,13 @@ def test_quantize_static_net_matches_ort(tmp_path, batch):
                                  weight_type=quantization.QuantType.QInt8)
     kernels = _kernels(q)
     assert kernels.count("[dnnl_qconv]") == 5, f"not every conv runs as the int8 kernel:\n{kernels}"
-    assert kernels.count("[kiln_qadd]") == 2, f"the residual adds are not the int8 add:\n{kernels}"
     full = run_kiln(["inspect", q]).stdout
+    fused = [line for line in full.splitlines() if "extern kernel dnnl_qconv" in line and ";sum=" in line]
+    if fuse_add:  # both adds: c3's and c4's output feed only their add
+        assert kernels.count("[kiln_qadd]") == 0 and len(fused) == 2, f"the adds are not fused:\n{kernels}"
+        assert all("y_layout=nhwc" in line for line in fused), f"the fused residuals stay NCHW: {fused}"
+    else:
+        assert kernels.count("[kiln_qadd]") == 2 and not fused, f"the residual adds are not the int8 add:\n{kernels}"
     assert "x_layout=nhwc" in full and "y_layout=nhwc" in full, "no activation stays NHWC between int8 kernels"
     # The max pool between the stem conv and the block reads and writes NHWC (runtime/qmaxpool_kernel.h).
     pool = [line for line in full.splitlines() if "extern kernel kiln_qmaxpool" in line]

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "runtime/executable.h"
@@ -37,6 +38,9 @@ struct ConvCase {
     int64_t n, c, h, w, m, k, stride, pad, groups;
     int threads;
     bool nhwc = false;  // x and y in NHWC (x_layout, y_layout), as between int8 kernels
+    // A fused residual add (topi::match_qconv_add): none, its own buffer, or y's buffer (in place).
+    enum { kNone, kResidual, kInPlace } residual = kNone;
+    bool residual_s8 = false;
 };
 
 #if KILN_HAVE_DNNL
@@ -63,6 +67,16 @@ void check_qconv(const ConvCase& cc) {
     exe.buffers.push_back(constant("yz", scalar(DType::kUInt8, yz)));
     exe.buffers.push_back(constant("b", b));
     exe.buffers.push_back({"y", DType::kUInt8, {cc.n, cc.m, oh, ow}, BufferRole::kOutput});
+    // The residual add's operand r (in y's layout), its scale and zero point, the sum's.
+    const bool fused = cc.residual != ConvCase::kNone;
+    const DType rt = cc.residual_s8 ? DType::kInt8 : DType::kUInt8;
+    const float rs = 0.7f, qs = 1.3f;
+    const int64_t rz = cc.residual_s8 ? -9 : 20, qz = 10;
+    Tensor r(rt, {cc.n, cc.m, oh, ow});
+    for (int64_t i = 0; i < r.numel(); ++i) r.set_i64(i, static_cast<int64_t>(rng() % 256) - (cc.residual_s8 ? 128 : 0));
+    exe.buffers.push_back({"r", rt, r.shape(), BufferRole::kInput});
+    exe.buffers.push_back(constant("rs", scalar(DType::kFloat32, rs)));
+    exe.buffers.push_back(constant("qs", scalar(DType::kFloat32, qs)));
     auto s = [](int64_t v) { return std::to_string(v); };
     KernelDesc kd;
     kd.description = "QLinearConv";
@@ -74,7 +88,10 @@ void check_qconv(const ConvCase& cc) {
         {"groups", s(cc.groups)}, {"strides", s(cc.stride) + "," + s(cc.stride)}, {"dilations", "1,1"},
         {"pads_begin", s(cc.pad) + "," + s(cc.pad)},
         {"pads_end", s((oh - 1) * cc.stride + cc.k - cc.h - cc.pad) + "," + s((ow - 1) * cc.stride + cc.k - cc.w - cc.pad)},
-        {"x_zp", s(xz)}, {"y_zp", s(yz)}, {"per_channel", "1"}, {"x_type", "u8"}, {"y_type", "u8"}});
+        {"x_zp", s(xz)}, {"y_zp", s(fused ? qz : yz)}, {"per_channel", "1"}, {"x_type", "u8"}, {"y_type", "u8"}});
+    if (fused)
+        kd.extern_params += ";c_zp=" + s(yz) + ";c_type=u8;sum=10;sum_s=11;sum_zp=" + s(rz) +
+                            ";sum_type=" + (cc.residual_s8 ? "s8" : "u8") + ";qs=12";
     if (cc.nhwc) kd.extern_params += ";x_layout=nhwc;y_layout=nhwc";
     // Element offsets of x[n, c, r, q] and y[n, m, i, j] in the layout the kernel reads and writes.
     auto x_at = [&](int64_t n, int64_t c, int64_t r, int64_t q) {
@@ -84,13 +101,20 @@ void check_qconv(const ConvCase& cc) {
         return cc.nhwc ? ((n * oh + i) * ow + j) * cc.m + m : ((n * cc.m + m) * oh + i) * ow + j;
     };
     exe.kernels.push_back(kd);
-    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "qconv", 9});
+    // Arguments: inputs, then the output; the residual's three after y (the kernel reads them
+    // by index wherever they are).
+    exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, "qconv", 9});
     exe.load();
     Tensor y(DType::kUInt8, {cc.n, cc.m, oh, ow});
-    void* args[10] = {x.data(), nullptr, nullptr, w.data(), ws.data(), wz.data(), nullptr, nullptr, b.data(), y.data()};
+    Tensor r_in = r;  // what the reference reads (an in-place run overwrites r)
+    if (cc.residual == ConvCase::kInPlace) r_in = Tensor(rt, r.shape()), std::memcpy(r_in.data(), r.data(), r.numel());
+    void* out = cc.residual == ConvCase::kInPlace ? r.data() : y.data();
+    void* args[13] = {x.data(), nullptr, nullptr, w.data(), ws.data(), wz.data(), nullptr, nullptr, b.data(), out,
+                      fused ? r.data() : nullptr, nullptr, nullptr};
     ThreadPool pool(cc.threads);
     Status st = exe.run_kernel(0, args, pool.kernel_env());
     ASSERT_TRUE(st.ok()) << st.message();
+    if (cc.residual == ConvCase::kInPlace) std::memcpy(y.data(), r.data(), y.numel());
     int64_t off = 0, total = 0;
     for (int64_t n = 0; n < cc.n; ++n)
         for (int64_t m = 0; m < cc.m; ++m)
@@ -107,7 +131,12 @@ void check_qconv(const ConvCase& cc) {
                                 acc += (xv - xz) * w.get_i64(((m * cg + c) * cc.k + u) * cc.k + v);
                             }
                     const float mult = static_cast<float>(xs * static_cast<float>(ws.get_f64(m))) / ys;
-                    const double want = std::clamp(std::nearbyint(static_cast<double>(acc) * mult + yz), 0.0, 255.0);
+                    double want = std::clamp(std::nearbyint(static_cast<double>(acc) * mult + yz), 0.0, 255.0);
+                    if (fused) {  // ONNX Runtime's QLinearAdd of the conv's 8-bit output and r
+                        const double rv = static_cast<double>(r_in.get_i64(y_at(n, m, i, j)) - rz);
+                        const double sum = (want - yz) * (ys / qs) + rv * (rs / qs);
+                        want = std::clamp(std::nearbyint(sum) + qz, 0.0, 255.0);
+                    }
                     const int64_t got = y.get_i64(y_at(n, m, i, j));
                     ASSERT_LE(std::fabs(got - want), 1.0) << "n " << n << " m " << m << " at " << i << "," << j;
                     off += got != static_cast<int64_t>(want);
@@ -268,6 +297,18 @@ TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {
     check_qconv({1, 16, 15, 11, 48, 3, 2, 1, 1, 2, true});  // strided: a band's first input row
     check_qconv({1, 8, 9, 9, 16, 5, 1, 2, 1, 2, true});     // a 5x5 window, pads of 2
     check_qconv({1, 32, 10, 10, 32, 3, 1, 1, 32, 2, true}); // depthwise
+}
+
+// The residual add fused as post-ops: the conv's value rounded and saturated to its own u8, then
+// added to r as ONNX Runtime's QLinearAdd does, into each kind of part (whole images, row bands
+// in place in NHWC, blocks of channels through a buffer in NCHW), r in y's buffer or its own, u8 or s8.
+TEST(Int8Kernels, DnnlQConvFusedResidualAdd) {
+    using R = ConvCase;
+    check_qconv({1, 16, 9, 9, 32, 3, 1, 1, 1, 1, false, R::kResidual});
+    check_qconv({2, 8, 7, 7, 16, 1, 1, 0, 1, 2, true, R::kResidual});              // whole images, NHWC
+    check_qconv({1, 16, 13, 9, 32, 3, 1, 1, 1, 2, true, R::kInPlace});             // row bands, in place
+    check_qconv({1, 16, 9, 9, 48, 3, 2, 1, 1, 2, false, R::kInPlace, true});       // channel blocks, s8 r
+    check_qconv({1, 16, 15, 11, 64, 1, 1, 0, 1, 2, true, R::kResidual, true});     // a 1x1, bands, s8 r
 }
 #endif
 

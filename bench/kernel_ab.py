@@ -12,7 +12,7 @@ minima (each kernel the minimum over all its runs) and the part of it in the ker
 contains each `--group` string.
 
     python3 bench/kernel_ab.py --kiln A/kiln,B/kiln --models googlenet,inception_v3
-        [--zoo-dir /work/zoo] [--threads 2] [--rounds 2] [--repeat 100] [--group Pool]
+        [--zoo-dir /work/zoo] [--batch 1] [--threads 2] [--rounds 2] [--repeat 100] [--group Pool]
 """
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--models", required=True)
     ap.add_argument("--zoo-dir", default="/work/zoo")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1, help="the export's batch (<model>_b<batch>.onnx)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=100)
     ap.add_argument("--group", action="append", default=[], help="kernel-name substring summed apart (repeatable)")
@@ -64,8 +65,8 @@ def main() -> None:
     print(f"| model | {head} | later / first |")
     print("|---|" + "---|" * (len(kilns) + 1))
     for model in args.models.split(","):
-        path = os.path.join(args.zoo_dir, f"{model}_b1.onnx")
-        inputs = os.path.join(args.zoo_dir, f"{model}_b1_inputs.npz")
+        path = os.path.join(args.zoo_dir, f"{model}_b{args.batch}.onnx")
+        inputs = os.path.join(args.zoo_dir, f"{model}_b{args.batch}_inputs.npz")
         best: dict[str, dict[tuple, float]] = {k: {} for k in kilns}
         for r in range(args.rounds):
             for k in kilns if r % 2 == 0 else kilns[::-1]:

@@ -9,7 +9,7 @@ differ between engines (ORT's fused nodes are named after their last output, Ope
 the ONNX node with `/WithoutBiases`), so the lists are side by side, not joined.
 
     /work/peers-venv/bin/python bench/node_minima.py --model squeezenet [--kiln build/bin/kiln]
-        [--zoo-dir /work/zoo] [--threads 1] [--repeat 200] [--top 30] [--engines kiln,ort,ov]
+        [--zoo-dir /work/zoo] [--batch 1] [--threads 1] [--repeat 200] [--top 30] [--engines kiln,ort,ov]
 """
 from __future__ import annotations
 
@@ -79,7 +79,8 @@ def ov_minima(model: str, feeds: dict, threads: int, repeat: int) -> dict[str, t
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="zoo name (ZOO/<name>_b1.onnx and its _inputs.npz)")
+    ap.add_argument("--model", required=True, help="zoo name (ZOO/<name>_b<batch>.onnx and its _inputs.npz)")
+    ap.add_argument("--batch", type=int, default=1, help="the export's batch")
     ap.add_argument("--kiln", default="build/bin/kiln")
     ap.add_argument("--zoo-dir", default="/work/zoo")
     ap.add_argument("--threads", type=int, default=1)
@@ -87,8 +88,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--engines", default="kiln,ort,ov")
     args = ap.parse_args()
-    model = os.path.join(args.zoo_dir, f"{args.model}_b1.onnx")
-    inputs = os.path.join(args.zoo_dir, f"{args.model}_b1_inputs.npz")
+    model = os.path.join(args.zoo_dir, f"{args.model}_b{args.batch}.onnx")
+    inputs = os.path.join(args.zoo_dir, f"{args.model}_b{args.batch}_inputs.npz")
     npz = np.load(inputs)
     feeds = {k: npz[k] for k in npz.files}
     engines = args.engines.split(",")

@@ -16,9 +16,10 @@ to the same rounds, and each Kiln binary's minimum against the best peer's. `--s
 and compares the outputs with ORT's (no timing).
 
     python3 bench/zoo_ab.py --kiln A/kiln[,B/kiln,...] [--models efficientnet_b0,...]
-        [--zoo-dir /work/zoo] [--threads 2] [--rounds 6] [--repeat 8] [--smoke]
+        [--zoo-dir /work/zoo] [--threads 2] [--batch 1] [--rounds 6] [--repeat 8] [--smoke]
 
-The models are scripts/export_zoo.py's `<name>_b1.onnx` with `<name>_b1_inputs.npz`.
+The models are scripts/export_zoo.py's `<name>_b<batch>.onnx` with `<name>_b<batch>_inputs.npz`
+(`--batch`, default 1).
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def kiln_output_files(names: list[str]) -> list[str]:
 
 def smoke(args, kilns: list[str]) -> None:
     for name in args.models.split(","):
-        model, inputs = (os.path.join(args.zoo_dir, f"{name}_b1{s}") for s in (".onnx", "_inputs.npz"))
+        model, inputs = (os.path.join(args.zoo_dir, f"{name}_b{args.batch}{s}") for s in (".onnx", "_inputs.npz"))
         sess = ort_session(model, args.threads)
         feed = dict(np.load(inputs))
         ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
@@ -97,7 +98,7 @@ def smoke(args, kilns: list[str]) -> None:
 
 def timed(args, kilns: list[str]) -> None:
     for name in args.models.split(","):
-        model, inputs = (os.path.join(args.zoo_dir, f"{name}_b1{s}") for s in (".onnx", "_inputs.npz"))
+        model, inputs = (os.path.join(args.zoo_dir, f"{name}_b{args.batch}{s}") for s in (".onnx", "_inputs.npz"))
         sess = ort_session(model, args.threads)
         feed = dict(np.load(inputs))
         sess.run(None, feed)
@@ -136,6 +137,7 @@ def main() -> int:
     ap.add_argument("--models", default=DEFAULT_MODELS)
     ap.add_argument("--zoo-dir", default="/work/zoo")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1, help="the export's batch (<name>_b<batch>.onnx)")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=8)
     ap.add_argument("--openvino", action="store_true", help="OpenVINO in the same rounds (f32)")

@@ -3,7 +3,9 @@
 // time decides, on the machine that compiles. Both candidates run on the same random inputs in
 // this process (tune/measure.h's worker, no cache flushing, 1 intra-op thread, a few
 // milliseconds each), oneDNN's output must match the generated kernel's, and the other kernel
-// replaces the rule's pick only when it measured at least 10% faster (a near tie is noise). Verdicts are cached in memory and in `kernel_probe.jsonl` beside the kernel cache, keyed
+// replaces the rule's pick only when it measured at least 10% faster (a near tie is noise), and
+// only after further rounds confirmed it (six in all, the candidates' order alternating: on a
+// loaded machine two short measurements can both be descheduled). Verdicts are cached in memory and in `kernel_probe.jsonl` beside the kernel cache, keyed
 // by the generated kernel's source, oneDNN's parameters and the CPU, so a workload is measured
 // once per machine. A tuning log's choice (`kiln tune`) overrides the probe.
 //

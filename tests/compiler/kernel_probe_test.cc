@@ -2,7 +2,9 @@
 // grouped one) is measured once, its verdict lands in kernel_probe.jsonl beside the kernel cache
 // with both times, the compiled model takes the kernel the verdict names, and a second compile
 // measures nothing; a convolution the rule is sure about (1x1, 64 channels, 28x28) is not
-// measured; KILN_KERNEL_PROBE=0 measures nothing.
+// measured; KILN_KERNEL_PROBE=0 measures nothing; a cached verdict against the rule that was not
+// confirmed (a line without `rounds`, as written before confirmation) is measured again and
+// confirmed, a confirmed one is taken as it is.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -61,8 +63,9 @@ std::vector<nlohmann::json> verdicts(const fs::path& dir) {
 
 struct ScopedCacheDir {
     fs::path dir;
-    explicit ScopedCacheDir(const std::string& probe) {
-        dir = fs::temp_directory_path() / ("kiln_probe_test_" + std::to_string(::getpid()) + "_" + probe);
+    // `tag`: a directory of its own (the probe keeps each verdict file it read in memory by path).
+    explicit ScopedCacheDir(const std::string& probe, const std::string& tag = "") {
+        dir = fs::temp_directory_path() / ("kiln_probe_test_" + std::to_string(::getpid()) + "_" + probe + tag);
         fs::remove_all(dir);
         fs::create_directories(dir);
         ::setenv("KILN_CACHE_DIR", dir.c_str(), 1);
@@ -107,6 +110,55 @@ TEST(KernelProbe, OffMeasuresNothing) {
     CompiledModel m = compile(g, {});
     EXPECT_FALSE(fs::exists(cache.dir / "kernel_probe.jsonl"));
     EXPECT_EQ(extern_kernels(m), 2);  // the rule: oneDNN for both
+}
+
+void write_verdicts(const fs::path& dir, const std::vector<nlohmann::json>& lines) {
+    std::ofstream out(dir / "kernel_probe.jsonl");
+    for (const nlohmann::json& j : lines) out << j.dump() << "\n";
+}
+
+TEST(KernelProbe, ConfirmsACachedVerdictAgainstTheRuleBeforeTakingIt) {
+    if (!runtime::have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    std::string key, workload;
+    {
+        ScopedCacheDir first("1", "_key");
+        ir::Graph g = two_convs();
+        compile(g, {});
+        std::vector<nlohmann::json> v = verdicts(first.dir);
+        ASSERT_EQ(v.size(), 1u);
+        EXPECT_GE(v[0].at("rounds").get<int>(), 2) << v[0].dump();
+        key = v[0].at("key"), workload = v[0].at("workload");
+    }
+    // A verdict of the old format (no rounds) that overrides the rule (oneDNN) for the grouped
+    // conv by a margin no real measurement gives: measured again, six rounds in all, and the
+    // new times are real ones (minima over the cached and the new rounds).
+    nlohmann::json unconfirmed = {{"key", key},       {"workload", workload}, {"generated_s", 1.0},
+                                  {"dnnl_s", 1000.0}, {"choice", "generated"}};
+    {
+        ScopedCacheDir cache("1", "_unconfirmed");
+        write_verdicts(cache.dir, {unconfirmed});
+        ir::Graph g = two_convs();
+        CompiledModel m = compile(g, {});
+        std::vector<nlohmann::json> v = verdicts(cache.dir);
+        ASSERT_EQ(v.size(), 2u) << "not measured again";
+        EXPECT_EQ(v[1].at("key"), key);
+        EXPECT_EQ(v[1].at("rounds").get<int>(), 6) << v[1].dump();
+        const double gen = v[1].at("generated_s"), dnnl = v[1].at("dnnl_s");
+        EXPECT_LT(gen, 1.0) << v[1].dump();
+        EXPECT_LT(dnnl, 1000.0) << v[1].dump();
+        EXPECT_EQ(extern_kernels(m), 1 + (!(gen * 1.1 < dnnl) ? 1 : 0)) << v[1].dump();
+    }
+    // The same verdict confirmed (six rounds) is taken as it is: the grouped conv generated.
+    {
+        ScopedCacheDir cache("1", "_confirmed");
+        nlohmann::json confirmed = unconfirmed;
+        confirmed["rounds"] = 6;
+        write_verdicts(cache.dir, {confirmed});
+        ir::Graph g = two_convs();
+        CompiledModel m = compile(g, {});
+        EXPECT_EQ(verdicts(cache.dir).size(), 1u) << "measured again";
+        EXPECT_EQ(extern_kernels(m), 1);
+    }
 }
 
 }  // namespace

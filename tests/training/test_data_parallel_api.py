@@ -13,6 +13,9 @@ import pytest
 
 from linear_classifier import np_loss_grads, save_linear_model
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "distributed"))
+from mpi_jobs import mpi_env  # noqa: E402
+
 MPIEXEC = shutil.which("mpiexec")
 RNG = np.random.default_rng(11)
 W0 = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -50,10 +53,8 @@ def test_two_ranks_step_as_one_process_on_the_global_batch(tmp_path):
     np.savez(data, x=X, y=Y, lr=LR)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
     proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script), model, data, str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, env=env)
+                          capture_output=True, text=True, timeout=300, env=mpi_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     w, b = W0.astype(np.float64), B0.astype(np.float64)

@@ -15,6 +15,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "distributed"))
+from mpi_jobs import mpi_env  # noqa: E402
+
 MPIEXEC = shutil.which("mpiexec")
 RNG = np.random.default_rng(5)
 W1 = (RNG.standard_normal((8, 4)) * 0.5).astype(np.float32)
@@ -97,10 +100,8 @@ def run_job(tmp_path, ranks, mode):
     np.savez(data, x=X, y=Y, lr=LR)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
     proc = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, str(script), model, data, str(tmp_path), mode],
-                          capture_output=True, text=True, timeout=300, env=env)
+                          capture_output=True, text=True, timeout=300, env=mpi_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return [np.load(tmp_path / f"rank{r}.npz") for r in range(ranks)]
 
@@ -160,9 +161,8 @@ def test_one_rank_and_a_bad_schedule_are_refused_with_clear_errors(tmp_path):
     np.savez(data, x=X, y=Y)
     script = tmp_path / "one_rank.py"
     script.write_text(ONE_RANK)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     proc = subprocess.run([sys.executable, str(script), model, data], capture_output=True, text=True, timeout=120,
-                          env=env)
+                          env=mpi_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 2, proc.stdout + proc.stderr

@@ -65,10 +65,7 @@ void CoreScheduler::dispatch_locked() {
         Waiter* w = rt_waiting_.front();
         if (free_ < w->want) {
             if (opts_.preemption) preempt_locked(w->want - free_, !opts_.be_padding);
-            // The cores of BE runs already asked to stop are lent to RT: their threads finish
-            // the chunk in hand (a thread the OS descheduled mid-chunk finishes when it runs
-            // again) while RT starts, instead of RT waiting for the last of them.
-            if (!opts_.preemption || free_ + stopping_locked() < w->want) return;  // BE never overtakes a waiting RT run
+            return;  // BE never overtakes a waiting RT run
         }
         rt_waiting_.pop_front();
         grant_locked(w, w->want);
@@ -84,13 +81,6 @@ void CoreScheduler::dispatch_locked() {
         be_waiting_.pop_front();
         grant_locked(w, std::min(w->want, free_ - claimed));
     }
-}
-
-int CoreScheduler::stopping_locked() const {
-    int n = 0;
-    for (const auto& [id, r] : running_)
-        if (r.asked_to_stop) n += r.cores;
-    return n;
 }
 
 void CoreScheduler::grant_locked(Waiter* w, int cores) {

@@ -15,11 +15,6 @@
 // resumes (possibly with fewer cores), it is not restarted. The preemption latency (request()
 // to the run returning suspended) is reported through on_preempted.
 //
-// An RT run does not wait for the BE runs it asked to stop: their cores are lent to it at
-// once (free_ goes below zero until they return), so RT starts while the BE threads finish the
-// chunk in hand -- which a BE thread the OS has descheduled mid-chunk may take milliseconds to
-// do -- and the cores are oversubscribed for at most that chunk.
-//
 // An RT request claims its cores when it is queued (claim_for_real_time, on the thread that
 // received it), before its model's worker thread runs: a claim counts like a waiting RT run
 // (BE runs are asked to stop for it and no BE run is granted what it covers), so the BE threads
@@ -98,8 +93,6 @@ private:
     };
 
     void dispatch_locked();
-    /// Cores of running BE runs asked to stop (on their way back).
-    int stopping_locked() const;
     int want_of(int want) const { return want <= 0 ? opts_.cores : std::min(want, opts_.cores); }
     void grant_locked(Waiter* w, int cores);
     void count_in_use_locked(Priority priority, int delta);
@@ -110,7 +103,7 @@ private:
     Options opts_;
     mutable std::mutex mu_;
     std::condition_variable granted_cv_;
-    int free_;  // negative while RT runs on cores lent by BE runs still stopping
+    int free_;
     int rt_running_ = 0;
     int rt_claimed_ = 0;  // the sum of open claims' wants (each capped at opts_.cores)
     int in_use_[2] = {0, 0};  // cores held, by Priority

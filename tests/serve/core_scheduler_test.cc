@@ -21,12 +21,14 @@ TEST(serve_CoreScheduler, RealTimePreemptsBestEffortWhichResumes) {
     Preemption be;
     auto g = cs.acquire(Priority::kBestEffort, 0, &be);
     EXPECT_EQ(g.cores, 4);
-    // The RT arrival asks the BE run to stop and starts on its cores at once: it does not wait
-    // for the BE threads to finish the chunks in hand (this thread never releases before).
-    auto rg = cs.acquire(Priority::kRealTime, 2, nullptr);
-    EXPECT_EQ(rg.cores, 2);
+    auto rt = std::async(std::launch::async, [&] { return cs.acquire(Priority::kRealTime, 2, nullptr); });
+    // The RT arrival asks the BE run to stop; it has not got cores yet.
+    for (int i = 0; i < 200 && !be.requested(); ++i) std::this_thread::sleep_for(1ms);
     EXPECT_TRUE(be.requested());
+    EXPECT_EQ(rt.wait_for(20ms), std::future_status::timeout);
     cs.release(g, /*suspended=*/true);  // the BE run stopped
+    auto rg = rt.get();
+    EXPECT_EQ(rg.cores, 2);
     // The BE run resumes on the cores RT leaves free (padding), its request cleared.
     auto g2 = cs.acquire(Priority::kBestEffort, 0, &be);
     EXPECT_EQ(g2.cores, 2);
@@ -37,26 +39,6 @@ TEST(serve_CoreScheduler, RealTimePreemptsBestEffortWhichResumes) {
     EXPECT_EQ(preempted.load(), 1);
 }
 
-// Lent cores are not counted twice: while the stopping BE run still holds them, a second RT run
-// that needs more waits, and no BE run is granted anything until the stopped run returns them.
-TEST(serve_CoreScheduler, LentCoresAreLentOnce) {
-    CoreScheduler cs({2, /*be_padding=*/true, /*preemption=*/true});
-    Preemption be, be2;
-    auto g = cs.acquire(Priority::kBestEffort, 0, &be);
-    auto rg = cs.acquire(Priority::kRealTime, 2, nullptr);  // both of the stopping run's cores
-    EXPECT_TRUE(be.requested());
-    auto rt2 = std::async(std::launch::async, [&] { return cs.acquire(Priority::kRealTime, 1, nullptr); });
-    auto be_wait = std::async(std::launch::async, [&] { return cs.acquire(Priority::kBestEffort, 0, &be2); });
-    EXPECT_EQ(rt2.wait_for(30ms), std::future_status::timeout);
-    cs.release(g, /*suspended=*/true);  // the cores come back, still all RT's
-    EXPECT_EQ(rt2.wait_for(30ms), std::future_status::timeout);
-    EXPECT_EQ(be_wait.wait_for(0ms), std::future_status::timeout);
-    cs.release(rg, false);
-    auto r2 = rt2.get();  // RT before the BE run that waited as long
-    EXPECT_EQ(r2.cores, 1);
-    EXPECT_EQ(be_wait.get().cores, 1);
-}
-
 // on_cores_in_use reports each class's cores held after every grant and release (the server's
 // kiln_cores_in_use gauge), including a BE run's cores returning when it is preempted.
 TEST(serve_CoreScheduler, ReportsCoresInUsePerClass) {
@@ -65,15 +47,17 @@ TEST(serve_CoreScheduler, ReportsCoresInUsePerClass) {
     cs.on_cores_in_use = [&](Priority p, int cores) { seen.emplace_back(p, cores); };
     Preemption be;
     auto g = cs.acquire(Priority::kBestEffort, 0, &be);
-    auto rg = cs.acquire(Priority::kRealTime, 3, nullptr);  // on cores lent by the stopping BE run
+    auto rt = std::async(std::launch::async, [&] { return cs.acquire(Priority::kRealTime, 3, nullptr); });
+    for (int i = 0; i < 200 && !be.requested(); ++i) std::this_thread::sleep_for(1ms);
     ASSERT_TRUE(be.requested());
     cs.release(g, /*suspended=*/true);
+    auto rg = rt.get();
     auto g2 = cs.acquire(Priority::kBestEffort, 0, &be);  // resumes on the one core RT leaves
     cs.release(rg, false);
     cs.release(g2, false);
     const std::vector<std::pair<Priority, int>> expected = {
-        {Priority::kBestEffort, 4}, {Priority::kRealTime, 3}, {Priority::kBestEffort, 0},
-        {Priority::kBestEffort, 1}, {Priority::kRealTime, 0}, {Priority::kBestEffort, 0}};
+        {Priority::kBestEffort, 4}, {Priority::kBestEffort, 0}, {Priority::kRealTime, 3},
+        {Priority::kBestEffort, 1}, {Priority::kRealTime, 0},   {Priority::kBestEffort, 0}};
     EXPECT_EQ(seen, expected);
 }
 

@@ -9,9 +9,10 @@ CoreScheduler::CoreScheduler(const Options& opts) : opts_(opts), free_(std::max(
     opts_.cores = free_;
 }
 
-CoreScheduler::Grant CoreScheduler::acquire(Priority priority, int want, Preemption* preempt) {
-    Waiter w{priority, want <= 0 ? opts_.cores : std::min(want, opts_.cores), preempt, {}};
+CoreScheduler::Grant CoreScheduler::acquire(Priority priority, int want, Preemption* preempt, bool claimed) {
+    Waiter w{priority, want_of(want), preempt, {}};
     std::unique_lock<std::mutex> lock(mu_);
+    if (claimed && priority == Priority::kRealTime) rt_claimed_ = std::max(0, rt_claimed_ - w.want);
     (priority == Priority::kRealTime ? rt_waiting_ : be_waiting_).push_back(&w);
     dispatch_locked();
     granted_cv_.wait(lock, [&] { return w.grant.cores > 0; });
@@ -37,6 +38,23 @@ void CoreScheduler::release(const Grant& grant, bool suspended) {
     if (latency.count() >= 0 && on_preempted) on_preempted(latency);
 }
 
+void CoreScheduler::claim_for_real_time(int want) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rt_claimed_ += want_of(want);
+    dispatch_locked();
+}
+
+void CoreScheduler::unclaim_for_real_time(int want) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rt_claimed_ = std::max(0, rt_claimed_ - want_of(want));
+    dispatch_locked();
+}
+
+int CoreScheduler::claimed_for_real_time() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::min(rt_claimed_, opts_.cores);
+}
+
 uint64_t CoreScheduler::preemptions() const {
     std::lock_guard<std::mutex> lock(mu_);
     return preemptions_;
@@ -54,11 +72,14 @@ void CoreScheduler::dispatch_locked() {
         // Without padding no BE run may share the machine with an RT run.
         if (opts_.preemption && !opts_.be_padding) preempt_locked(0, true);
     }
-    if (!opts_.be_padding && rt_running_ > 0) return;
-    while (!be_waiting_.empty() && free_ > 0) {
+    // Claimed cores are held for the RT runs on their way: BE is asked off them and not given them.
+    const int claimed = std::min(rt_claimed_, opts_.cores);
+    if (claimed > 0 && opts_.preemption) preempt_locked(claimed - free_, !opts_.be_padding);
+    if (!opts_.be_padding && (rt_running_ > 0 || claimed > 0)) return;
+    while (!be_waiting_.empty() && free_ - claimed > 0) {
         Waiter* w = be_waiting_.front();
         be_waiting_.pop_front();
-        grant_locked(w, std::min(w->want, free_));
+        grant_locked(w, std::min(w->want, free_ - claimed));
     }
 }
 

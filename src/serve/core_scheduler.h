@@ -14,8 +14,16 @@
 // A preempted BE run releases its cores and acquires again with the same Preemption object: it
 // resumes (possibly with fewer cores), it is not restarted. The preemption latency (request()
 // to the run returning suspended) is reported through on_preempted.
+//
+// An RT request claims its cores when it is queued (claim_for_real_time, on the thread that
+// received it), before its model's worker thread runs: a claim counts like a waiting RT run
+// (BE runs are asked to stop for it and no BE run is granted what it covers), so the BE threads
+// give the cores up while the RT worker is still waking, and the worker -- which would
+// otherwise wait for the OS to schedule it on cores that BE threads hold -- finds them free.
+// The RT run's acquire takes the claim over (acquire's `claimed`); unclaim drops one unused.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -49,7 +57,15 @@ public:
     /// Blocks until the run may start and returns its cores (at least 1). `want` <= 0 means all.
     /// `preempt`: the run's Preemption (BE runs; nullptr = cannot be preempted). Its request flag
     /// is cleared when the grant is made.
-    Grant acquire(Priority priority, int want, Preemption* preempt);
+    /// `claimed`: an RT run whose cores were claimed (claim_for_real_time with the same `want`);
+    /// the claim ends when the run waits in its place.
+    Grant acquire(Priority priority, int want, Preemption* preempt, bool claimed = false);
+    /// An RT run asking for `want` cores (<= 0: all) is on its way: counts as a waiting RT run
+    /// until acquire(kRealTime, want, nullptr, true) or unclaim_for_real_time(want).
+    void claim_for_real_time(int want);
+    void unclaim_for_real_time(int want);
+    /// Cores claimed by RT runs that have not acquired yet (at most cores()).
+    int claimed_for_real_time() const;
     /// The run returned; `suspended`: it was preempted and will acquire again.
     void release(const Grant& grant, bool suspended);
 
@@ -77,6 +93,7 @@ private:
     };
 
     void dispatch_locked();
+    int want_of(int want) const { return want <= 0 ? opts_.cores : std::min(want, opts_.cores); }
     void grant_locked(Waiter* w, int cores);
     void count_in_use_locked(Priority priority, int delta);
     /// Asks running BE runs to stop until `deficit` cores are on their way back (all when
@@ -88,6 +105,7 @@ private:
     std::condition_variable granted_cv_;
     int free_;
     int rt_running_ = 0;
+    int rt_claimed_ = 0;  // the sum of open claims' wants (each capped at opts_.cores)
     int in_use_[2] = {0, 0};  // cores held, by Priority
     uint64_t next_id_ = 1;
     uint64_t preemptions_ = 0;

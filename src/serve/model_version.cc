@@ -170,6 +170,7 @@ void ModelVersion::stop(bool drain) {
         }
         if (!draining_)
             for (int c = 0; c < 2; ++c) dropped[c] = queues_[c].take_all();
+        drop_claim_if_unqueued_locked();
         work_cv_.notify_all();
     }
     fail_all(dropped[0], {Code::kUnavailable, "model '" + model_ + "' version " + version_str_ + " was unloaded"});
@@ -220,6 +221,7 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
                                                priority_name(static_cast<Priority>(cls)) + " " + in.refused};
         } else {
             if (in.deadline && ctx_.deadline_added) ctx_.deadline_added(*in.deadline);
+            if (cls == static_cast<int>(Priority::kRealTime)) claim_cores_locked();
             ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
             work_cv_.notify_all();
             return;
@@ -238,6 +240,7 @@ std::optional<Clock::time_point> ModelVersion::expire(Clock::time_point now) {
             auto d = queues_[c].next_deadline();
             if (d && (!next || *d < *next)) next = d;
         }
+        drop_claim_if_unqueued_locked();
         if (!expired[0].empty() || !expired[1].empty())
             ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
     }
@@ -271,17 +274,31 @@ void ModelVersion::worker(Priority cls) {
             continue;
         }
         ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
+        const bool claimed = cls == Priority::kRealTime && rt_claimed_;
+        if (claimed) rt_claimed_ = false;  // this batch's run takes the claim over
         lock.unlock();
-        run_batch(batch, cls);
+        run_batch(batch, cls, claimed);
         lock.lock();
     }
+}
+
+void ModelVersion::claim_cores_locked() {
+    if (!ctx_.preemption || rt_claimed_) return;
+    rt_claimed_ = true;
+    ctx_.cores->claim_for_real_time(settings_.threads);
+}
+
+void ModelVersion::drop_claim_if_unqueued_locked() {
+    if (!rt_claimed_ || !queues_[static_cast<int>(Priority::kRealTime)].empty()) return;
+    rt_claimed_ = false;
+    ctx_.cores->unclaim_for_real_time(settings_.threads);
 }
 
 // Runs `feed` on cores the core scheduler grants; a preempted best-effort run resumes with the
 // same Preemption (on the cores it gets next) until it finishes. `batch` and `queued` are for the
 // preemption trace only.
 std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls,
-                                               const Batch& batch, Clock::duration queued) {
+                                               const Batch& batch, Clock::duration queued, bool& claimed) {
     Preemption preemption;
     RunOptions ro;
     ro.preempt = cls == Priority::kBestEffort ? &preemption : nullptr;
@@ -290,7 +307,8 @@ std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tenso
     for (;;) {
         RunTimes t;
         t.asked = Clock::now();
-        CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt);
+        CoreScheduler::Grant grant = ctx_.cores->acquire(cls, settings_.threads, ro.preempt, claimed);
+        claimed = false;
         t.granted = Clock::now();
         if (!started) started = t.granted;
         ro.max_threads = grant.cores;
@@ -315,8 +333,17 @@ std::vector<Tensor> ModelVersion::run_on_cores(const std::map<std::string, Tenso
     }
 }
 
-void ModelVersion::run_batch(Batch& batch, Priority cls) {
+void ModelVersion::run_batch(Batch& batch, Priority cls, bool claimed) {
     auto start = Clock::now();
+    // A run that fails before it acquires (a bad batch, a compile error) gives its claim back.
+    struct ClaimGuard {
+        CoreScheduler* cores;
+        int want;
+        bool held;
+        ~ClaimGuard() {
+            if (held) cores->unclaim_for_real_time(want);
+        }
+    } claim{ctx_.cores, settings_.threads, claimed};
     for (auto& r : batch) ctx_.metrics->queued(model_, cls, start - r->arrival);
     try {
         const auto& infos = session_->inputs();
@@ -337,7 +364,7 @@ void ModelVersion::run_batch(Batch& batch, Priority cls) {
         session_->specialize(symbol_dims(infos, feed));
         auto inputs_done = Clock::now();
 
-        std::vector<Tensor> outs = run_on_cores(feed, cls, batch, start - batch.front()->arrival);
+        std::vector<Tensor> outs = run_on_cores(feed, cls, batch, start - batch.front()->arrival, claim.held);
         auto infer_done = Clock::now();
         ctx_.metrics->computed(model_, cls, infer_done - inputs_done);
         ctx_.metrics->batch(model_, rows);

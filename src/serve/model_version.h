@@ -80,9 +80,15 @@ public:
 private:
     void load_session();
     void worker(Priority cls);
-    void run_batch(Batch& batch, Priority cls);
+    /// `claimed`: the batch takes over the version's claim on the cores (CoreScheduler::
+    /// claim_for_real_time); the run's acquire consumes it, and it is dropped if the run fails first.
+    void run_batch(Batch& batch, Priority cls, bool claimed);
     std::vector<Tensor> run_on_cores(const std::map<std::string, Tensor>& feed, Priority cls, const Batch& batch,
-                                     Clock::duration queued);
+                                     Clock::duration queued, bool& claimed);
+    /// Under mu_: claims cores for the RT queue's next run if none is claimed (preemption on).
+    void claim_cores_locked();
+    /// Under mu_: drops the claim when the RT queue emptied without a run taking it.
+    void drop_claim_if_unqueued_locked();
     void finish(PendingRequest& r, Failure failure, InferResponse response);
     void fail_all(Batch& batch, const Failure& failure);
 
@@ -109,6 +115,10 @@ private:
     std::vector<std::string> warnings_;
     bool stopping_ = false, draining_ = false;
     RequestQueue queues_[2];  // by Priority
+    // Whether the version holds a claim on cores for its next real-time run (at most one: with
+    // several instances the others acquire as usual). Set when an RT request is queued, taken
+    // over by the worker that takes the next RT batch.
+    bool rt_claimed_ = false;
     std::vector<std::thread> workers_;
 };
 

@@ -61,6 +61,44 @@ TEST(serve_CoreScheduler, ReportsCoresInUsePerClass) {
     EXPECT_EQ(seen, expected);
 }
 
+// An RT request claims its cores when it is queued, before its worker thread acquires: the
+// running BE run is asked to stop at once, and its resume is not given the claimed cores; the
+// RT run's acquire takes the claim over and finds them free.
+TEST(serve_CoreScheduler, ClaimedCoresStopBestEffortBeforeTheRealTimeRunAcquires) {
+    CoreScheduler cs({4, /*be_padding=*/true, /*preemption=*/true});
+    Preemption be;
+    auto g = cs.acquire(Priority::kBestEffort, 0, &be);
+    ASSERT_EQ(g.cores, 4);
+    cs.claim_for_real_time(3);
+    EXPECT_TRUE(be.requested());  // asked under the claim's call, no RT thread involved
+    EXPECT_EQ(cs.claimed_for_real_time(), 3);
+    cs.release(g, /*suspended=*/true);
+    // The BE run resumes on the one core the claim leaves.
+    auto g2 = cs.acquire(Priority::kBestEffort, 0, &be);
+    EXPECT_EQ(g2.cores, 1);
+    // The RT run takes its claimed cores without waiting for anyone.
+    auto rg = cs.acquire(Priority::kRealTime, 3, nullptr, /*claimed=*/true);
+    EXPECT_EQ(rg.cores, 3);
+    EXPECT_EQ(cs.claimed_for_real_time(), 0);
+    cs.release(rg, false);
+    cs.release(g2, false);
+    EXPECT_EQ(cs.preemptions(), 1u);
+}
+
+// A claim blocks every BE grant it covers until it is taken over or dropped; dropping it lets
+// the waiting BE run start.
+TEST(serve_CoreScheduler, UnclaimedCoresGoBackToBestEffort) {
+    CoreScheduler cs({2, /*be_padding=*/true, /*preemption=*/true});
+    cs.claim_for_real_time(0);  // all cores
+    EXPECT_EQ(cs.claimed_for_real_time(), 2);
+    Preemption be;
+    auto pending = std::async(std::launch::async, [&] { return cs.acquire(Priority::kBestEffort, 0, &be); });
+    EXPECT_EQ(pending.wait_for(30ms), std::future_status::timeout);
+    cs.unclaim_for_real_time(0);
+    EXPECT_EQ(pending.get().cores, 2);
+    EXPECT_EQ(cs.claimed_for_real_time(), 0);
+}
+
 TEST(serve_CoreScheduler, WithoutPaddingBestEffortWaitsForRealTime) {
     CoreScheduler cs({4, /*be_padding=*/false, /*preemption=*/true});
     auto rg = cs.acquire(Priority::kRealTime, 1, nullptr);

@@ -260,6 +260,44 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     EXPECT_LT(rt_done_at.load(), be_done_at.load()) << "the real-time request finished after the best-effort run";
 }
 
+// An RT request claims the cores when it is queued (CoreScheduler::claim_for_real_time), before
+// its worker takes it. A claimed request that leaves the queue without running (its deadline
+// passed while an earlier RT run held the worker) must give the claim back: a leaked claim
+// would keep every best-effort run off those cores for good. RT request A (512 rows) holds the
+// worker; B, queued behind it with a 1 ms timeout, expires; a BE request after them must run.
+TEST(serve_Server, AnExpiredRealTimeRequestGivesItsClaimOnTheCoresBack) {
+    TempRepo repo("claim");
+    repo.add("deep", deep_model(256, 64), "max_batch_size: 512\n");
+    ServerOptions opts;
+    opts.threads = 2;
+    auto s = start(repo, opts);
+    auto ref = Session::load((repo.root / "deep" / "1" / "model.onnx").string());
+    InferRequest a = request("deep", "x", random_tensor({512, 256}, 1));
+    a.priority = Priority::kRealTime;
+    auto a_answer = send(*s, std::move(a));
+    const std::string rt_cores = "kiln_cores_in_use{priority=\"realtime\"} 2\n";
+    for (int i = 0; i < 100000 && s->metrics_text().find(rt_cores) == std::string::npos &&
+                    a_answer.wait_for(0s) != std::future_status::ready;
+         ++i)
+        std::this_thread::sleep_for(100us);
+    InferRequest b = request("deep", "x", random_tensor({1, 256}, 2));
+    b.priority = Priority::kRealTime;
+    b.timeout = 1ms;
+    Answer b_a = send(*s, std::move(b)).get();
+    ASSERT_EQ(b_a.failure.code, Code::kDeadlineExceeded) << "B ran: the test did not expire a claimed request";
+    ASSERT_TRUE(a_answer.get().failure.ok());
+    Tensor small = random_tensor({1, 256}, 3);
+    InferRequest c = request("deep", "x", small.clone());
+    c.priority = Priority::kBestEffort;
+    auto c_answer = send(*s, std::move(c));
+    // A leaked claim never lets C start; the wait only bounds how long the test hangs.
+    ASSERT_EQ(c_answer.wait_for(120s), std::future_status::ready) << "the BE request never ran: the claim leaked";
+    Answer c_a = c_answer.get();
+    ASSERT_TRUE(c_a.failure.ok()) << c_a.failure.message;
+    EXPECT_TRUE(same_values(c_a.response.outputs[0].tensor, ref->run({{"x", small}})[0]));
+    s->shutdown();
+}
+
 /// The nice value of every thread of this process (/proc/self/task/TID/stat, field 19).
 std::vector<int> thread_nice_values() {
     std::vector<int> out;

@@ -4,7 +4,7 @@
 // travel between the stages; with data parallelism the job's ranks form several replicas of
 // the pipeline, each on its own part of the global batch, whose stage gradients are averaged
 // before the update. What `mpirun -np N kiln train --pipeline-parallel` runs; the Python
-// package wraps it (kiln.training.PipelineParallel).
+// package wraps it as its PipelineParallel class.
 // Implemented by the kiln_distributed library (it brings MPI).
 #pragma once
 
@@ -16,10 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "kiln/session.h"
 #include "kiln/tensor.h"
-#include "kiln/training.h"
 
 namespace kiln {
+
+struct TrainingOptions;  // kiln/training.h
+struct StepResult;
 
 /// How a PipelineTrainer splits the job and schedules a step.
 struct PipelineTrainerOptions {

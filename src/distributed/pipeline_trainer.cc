@@ -5,6 +5,7 @@
 #include "distributed/communicator.h"
 #include "distributed/pipeline_groups.h"
 #include "distributed/pipeline_parallel.h"
+#include "kiln/training.h"
 #include "support/error.h"
 
 namespace kiln {

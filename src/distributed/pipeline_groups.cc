@@ -24,4 +24,20 @@ PipelineGroups split_pipeline_groups(Communicator& world, int stages) {
     return g;
 }
 
+PipelineGroups group_pipeline_ranks(Communicator& world, int stages, bool data_parallel) {
+    if (data_parallel) return split_pipeline_groups(world, stages);
+    KILN_CHECK(stages == 0 || stages == world.size(), kInvalidArgument)
+        << "--pipeline-stages " << stages << " over " << world.size() << " ranks would make "
+        << (stages > 0 && world.size() % stages == 0 ? std::to_string(world.size() / stages) : std::string("several"))
+        << " replicas of the pipeline: add --data-parallel (or leave --pipeline-stages out: one stage per rank)";
+    PipelineGroups g;
+    g.stages = world.size();
+    g.stage = world.rank();
+    return g;
+}
+
+uint64_t replica_seed(uint64_t seed, int replica) {
+    return seed + static_cast<uint64_t>(replica) * 0x9e3779b97f4a7c15ull;
+}
+
 }  // namespace kiln::distributed

@@ -9,6 +9,7 @@
 //    averages the stage's gradients before its optimizer step.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "distributed/communicator.h"
@@ -26,5 +27,15 @@ struct PipelineGroups {
 /// it. kInvalidArgument, naming the counts, when `stages` is below 2 or does not divide the
 /// job's ranks (checked on every rank alike before any MPI call).
 PipelineGroups split_pipeline_groups(Communicator& world, int stages);
+
+/// The job's ranks as pipelines, as `kiln train --pipeline-parallel` and kiln::PipelineTrainer
+/// group them: with `data_parallel`, split_pipeline_groups(world, stages); without, one pipeline
+/// of every rank (`stages` 0 or the job's size; any other count is kInvalidArgument naming the
+/// replicas it would make).
+PipelineGroups group_pipeline_ranks(Communicator& world, int stages, bool data_parallel);
+
+/// The training seed of replica `replica`: each replica draws its own dropout masks, as
+/// data-parallel ranks do.
+uint64_t replica_seed(uint64_t seed, int replica);
 
 }  // namespace kiln::distributed

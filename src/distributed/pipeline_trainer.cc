@@ -12,18 +12,6 @@ namespace kiln {
 
 namespace {
 
-distributed::PipelineGroups group_ranks(const PipelineTrainerOptions& o, distributed::Communicator& world) {
-    if (o.data_parallel) return distributed::split_pipeline_groups(world, o.pipeline_stages);
-    KILN_CHECK(o.pipeline_stages == 0 || o.pipeline_stages == world.size(), kInvalidArgument)
-        << "pipeline_stages " << o.pipeline_stages << " over the job's " << world.size()
-        << " ranks would make several replicas of the pipeline: set data_parallel (or pipeline_stages 0: one stage "
-           "per rank)";
-    distributed::PipelineGroups g;
-    g.stages = world.size();
-    g.stage = world.rank();
-    return g;
-}
-
 distributed::PipelineParallelOptions pipeline_options(const PipelineTrainerOptions& o,
                                                       const distributed::PipelineGroups& g) {
     KILN_CHECK(o.schedule == "gpipe" || o.schedule == "1f1b", kInvalidArgument)
@@ -49,10 +37,9 @@ PipelineTrainer::PipelineTrainer(const std::string& onnx_path, const TrainingOpt
                                  const PipelineTrainerOptions& popts)
     : impl_(new Impl) {
     distributed::Communicator& world = distributed::Communicator::get();
-    impl_->groups = group_ranks(popts, world);
+    impl_->groups = distributed::group_pipeline_ranks(world, popts.pipeline_stages, popts.data_parallel);
     TrainingOptions o = opts;
-    // Each replica draws its own dropout masks, as data-parallel ranks do.
-    o.seed += static_cast<uint64_t>(impl_->groups.replica) * 0x9e3779b97f4a7c15ull;
+    o.seed = distributed::replica_seed(o.seed, impl_->groups.replica);
     const distributed::PipelineParallelOptions po = pipeline_options(popts, impl_->groups);
     distributed::Communicator& pipeline = impl_->groups.pipeline ? *impl_->groups.pipeline : world;
     impl_->pp = std::make_unique<distributed::PipelineParallel>(pipeline, onnx_path, o, po);

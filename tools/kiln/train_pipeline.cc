@@ -35,21 +35,6 @@ void check_pipeline_args(const TrainArgs& a) {
     KILN_CHECK(a.epochs > 0, kInvalidArgument) << "--epochs must be positive, got " << a.epochs;
 }
 
-/// The job's ranks as pipelines: one (every rank a stage) without --data-parallel, else
-/// --pipeline-stages S stages x (ranks / S) replicas (distributed/pipeline_groups.h).
-distributed::PipelineGroups group_ranks(const TrainArgs& a, distributed::Communicator& world) {
-    if (a.data_parallel) return distributed::split_pipeline_groups(world, a.pipeline_stages);
-    KILN_CHECK(a.pipeline_stages == 0 || a.pipeline_stages == world.size(), kInvalidArgument)
-        << "--pipeline-stages " << a.pipeline_stages << " over " << world.size() << " ranks would make "
-        << (a.pipeline_stages > 0 && world.size() % a.pipeline_stages == 0 ? std::to_string(world.size() / a.pipeline_stages)
-                                                                            : std::string("several"))
-        << " replicas of the pipeline: add --data-parallel (or leave --pipeline-stages out: one stage per rank)";
-    distributed::PipelineGroups g;
-    g.stages = world.size();
-    g.stage = world.rank();
-    return g;
-}
-
 /// The class count of a classification loss's output (label checks), 0 otherwise.
 int64_t class_count(const Session& model, const TrainArgs& a) {
     if (a.loss != "cross_entropy" && a.loss != "nll") return 0;
@@ -230,7 +215,7 @@ void print_header(const TrainArgs& a, const distributed::PipelineParallel& pp, c
 int train_pipeline(TrainArgs a, ProgressBar& bar) {
     check_pipeline_args(a);
     distributed::Communicator& world = distributed::Communicator::get();
-    const distributed::PipelineGroups groups = group_ranks(a, world);
+    const distributed::PipelineGroups groups = distributed::group_pipeline_ranks(world, a.pipeline_stages, a.data_parallel);
     a.data.shard_count = groups.replicas;  // each replica reads its slice of every global batch
     a.data.shard_index = groups.replica;
     const std::string checkpoint = checkpoint_path(a);
@@ -245,8 +230,7 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
         << a.data.batch_size << ")";
     const int64_t steps_per_epoch = data.train_source->size() / global_batch;
     TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
-    // Each replica draws its own dropout masks, as data-parallel ranks do (the shuffle seed stays common).
-    opts.seed += static_cast<uint64_t>(groups.replica) * 0x9e3779b97f4a7c15ull;
+    opts.seed = distributed::replica_seed(opts.seed, groups.replica);  // the shuffle seed stays common
     const auto t_compile = Clock::now();
     distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
     if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;

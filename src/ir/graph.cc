@@ -27,15 +27,6 @@ void Value::set_name(std::string n) {
 
 // ---------------------------------------------------------------- Node
 
-const char* node_role_name(NodeRole r) {
-    switch (r) {
-        case NodeRole::kForward: return "forward";
-        case NodeRole::kBackward: return "backward";
-        case NodeRole::kRecompute: return "recompute";
-    }
-    return "?";
-}
-
 std::string Node::describe() const {
     if (!name_.empty()) return "node '" + name_ + "' (" + op_ + ")";
     if (!outputs_.empty() && outputs_[0])

@@ -69,7 +69,6 @@ enum class NodeRole : uint8_t {
     kBackward,   // added by the differentiation (autodiff/differentiate.h)
     kRecompute,  // a copy of a forward node for the backward pass (autodiff/recompute.h)
 };
-const char* node_role_name(NodeRole r);
 
 class Node {
 public:

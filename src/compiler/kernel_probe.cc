@@ -165,11 +165,12 @@ std::optional<bool> probe_prefers_dnnl(const KernelUnit& unit, const topi::Exter
         return std::nullopt;
     }
     // A verdict holds for the oneDNN kernel it timed: plain 1x1 convs moved from a reordered
-    // brgemm conv to the GEMM conv (runtime/dnnl_kernels.cc), so a GEMM verdict keys on it.
+    // brgemm conv to the GEMM conv, 3x3 convs to Winograd (runtime/dnnl_kernels.cc), so a GEMM
+    // or Winograd verdict keys on the implementation.
     const std::string params = runtime::ExternParams::format(c.params);
     const std::string impl = runtime::dnnl_implementation(c.name, params);
     const std::string key = hex_hash(source + "\n" + c.name + ":" + params + "\n" + tune::host_target() +
-                                     (impl.find("gemm") != std::string::npos ? "\n" + impl : ""));
+                                     (impl.find("gemm") != std::string::npos || impl.find("wino") != std::string::npos ? "\n" + impl : ""));
     static std::mutex mu;
     static auto* known = new std::map<std::string, std::map<std::string, Verdict>>();  // by file
     std::lock_guard<std::mutex> lock(mu);  // one measurement at a time: probes must not overlap

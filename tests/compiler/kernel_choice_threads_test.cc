@@ -112,15 +112,41 @@ TEST(KernelChoiceThreads, SixtyFourChannelConvIsOneDnnOnTwoThreadsAndGeneratedOn
     EXPECT_EQ(choices(convs(64, 64, 56), 4).at("conv3x3"), "dnnl_conv");
 }
 
+/// Sets KILN_CONV_WINOGRAD for the scope (oneDNN's direct conv with "0").
+struct WinogradSwitch {
+    explicit WinogradSwitch(const char* v) { ::setenv("KILN_CONV_WINOGRAD", v, 1); }
+    ~WinogradSwitch() { ::unsetenv("KILN_CONV_WINOGRAD"); }
+};
+
 TEST(KernelChoiceThreads, GeneratedBelowTwoThirdsOfTheThreadsInOneDnnParts) {
     if (!runtime::have_dnnl()) GTEST_SKIP() << "built without oneDNN";
     ProbeOff probe_off;
-    // oneDNN's edge per busy thread is ~1.5x (measured on the Xeon): generated below threads / 1.5.
+    WinogradSwitch direct("0");
+    // oneDNN's direct conv's edge per busy thread is ~1.5x (measured on the Xeon): generated
+    // below threads / 1.5.
     EXPECT_EQ(choices(convs(64, 128, 28), 16).at("conv3x3"), "generated");  // 8 parts of 16
     EXPECT_EQ(choices(convs(64, 160, 28), 16).at("conv3x3"), "generated");  // 10
     EXPECT_EQ(choices(convs(64, 176, 28), 16).at("conv3x3"), "dnnl_conv");  // 11
     EXPECT_EQ(choices(convs(64, 64, 28), 8).at("conv3x3"), "generated");    // 4 of 8
     EXPECT_EQ(choices(convs(64, 96, 28), 8).at("conv3x3"), "dnnl_conv");    // 6 of 8
+}
+
+TEST(KernelChoiceThreads, WinogradPartsAreTakenAsThreeDirectOnes) {
+    if (!runtime::have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    ProbeOff probe_off;
+    const std::string impl = runtime::dnnl_implementation(
+        "dnnl_conv", "x=0;w=1;y=2;wei=oihw;src=1,64,28,28;dst=1,128,28,28;kernel=3,3;strides=1,1;dilations=1,1;"
+                     "pads_begin=1,1;pads_end=1,1");
+    if (impl.find("wino") == std::string::npos) GTEST_SKIP() << "no Winograd kernel on this machine: " << impl;
+    // Generated below threads / 3 Winograd parts (compile.cc dnnl_leaves_threads_idle).
+    EXPECT_EQ(choices(convs(64, 128, 28), 16).at("conv3x3"), "dnnl_conv");  // 8 parts of 16
+    EXPECT_EQ(choices(convs(64, 96, 28), 16).at("conv3x3"), "dnnl_conv");   // 6
+    EXPECT_EQ(choices(convs(64, 80, 28), 16).at("conv3x3"), "generated");   // 5
+    EXPECT_EQ(choices(convs(64, 64, 28), 8).at("conv3x3"), "dnnl_conv");    // 4 of 8
+    // One image of 7x7 outputs: Winograd, where the direct conv left it to the generated kernel.
+    EXPECT_EQ(choices(convs(512, 512, 7), 2).at("conv3x3"), "dnnl_conv");
+    WinogradSwitch direct("0");
+    EXPECT_EQ(choices(convs(512, 512, 7), 2).at("conv3x3"), "generated");
 }
 
 TEST(KernelChoiceThreads, MobileNetBlockKeepsOneDnnWhereTheGeneratedKernelWasSlower) {

@@ -177,6 +177,74 @@ TEST(ExternKernel, DnnlDeconvMatchesScatterLoop) {
     }
 }
 
+/// y[m, i, j] = b[m] + sum x[c, i + u - 1, j + v - 1] w[m, c, u, v]: a 3x3 conv with pads 1 in
+/// float64; `mass` gets each output's sum of |terms| (the scale of its rounding error).
+std::vector<double> conv3x3_reference(const std::vector<float>& x, const Tensor& w, const Tensor& b, int64_t c,
+                                      int64_t m, int64_t h, std::vector<double>& mass) {
+    std::vector<double> y(static_cast<size_t>(m * h * h));
+    mass.assign(y.size(), 0.0);
+    for (int64_t o = 0; o < m; ++o)
+        for (int64_t i = 0; i < h; ++i)
+            for (int64_t j = 0; j < h; ++j) {
+                double acc = b.data_as<float>()[o], abs_sum = std::fabs(acc);
+                for (int64_t ci = 0; ci < c; ++ci)
+                    for (int64_t u = 0; u < 3; ++u)
+                        for (int64_t v = 0; v < 3; ++v) {
+                            const int64_t r = i + u - 1, q = j + v - 1;
+                            if (r < 0 || q < 0 || r >= h || q >= h) continue;
+                            const double t = double(x[(ci * h + r) * h + q]) * w.data_as<float>()[((o * c + ci) * 3 + u) * 3 + v];
+                            acc += t;
+                            abs_sum += std::fabs(t);
+                        }
+                y[(o * h + i) * h + j] = acc;
+                mass[(o * h + i) * h + j] = abs_sum;
+            }
+    return y;
+}
+
+TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    // 64 -> 64 channels, 3x3, stride 1, pads 1 at 14x14: oneDNN's Winograd kernel
+    // (runtime/dnnl_kernels.cc winograd_shape), whole and split by channels over two threads.
+    const int64_t c = 64, m = 64, h = 14;
+    const Pairs params = {{"wei", "oihw"},       {"src", "1,64,14,14"}, {"dst", "1,64,14,14"}, {"kernel", "3,3"},
+                          {"strides", "1,1"},    {"dilations", "1,1"},  {"pads_begin", "1,1"},  {"pads_end", "1,1"},
+                          {"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}};
+    const std::string impl = dnnl_implementation("dnnl_conv", ExternParams::format(params));
+    if (impl.find("wino") == std::string::npos) GTEST_SKIP() << "oneDNN offers no Winograd kernel here: " << impl;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    Tensor w(DType::kFloat32, {m, c, 3, 3}), b(DType::kFloat32, {m});
+    for (int64_t i = 0; i < m * c * 9; ++i) w.data_as<float>()[i] = u(rng);
+    for (int64_t i = 0; i < m; ++i) b.data_as<float>()[i] = u(rng);
+    std::vector<float> x(static_cast<size_t>(c * h * h));
+    for (float& v : x) v = u(rng);
+    std::vector<double> mass;
+    const std::vector<double> ref = conv3x3_reference(x, w, b, c, m, h, mass);
+    Executable exe;
+    conv_step(exe, {1, c, h, h}, w, b, {1, m, h, h}, Pairs(params.begin(), params.end() - 4));
+    exe.load();
+    for (int threads : {1, 2}) {
+        std::vector<float> y(ref.size(), -7.f);
+        void* args[4] = {x.data(), w.data(), b.data(), y.data()};
+        ThreadPool pool(threads);
+        Status st = exe.run_kernel(0, args, pool.kernel_env());
+        ASSERT_TRUE(st.ok()) << st.message();
+        // F(4x4,3x3)'s transforms round more than a direct sum: within 1e-5 of the terms' size
+        // (a direct float sum of 577 terms stays within ~1e-6 of it).
+        for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 * mass[i]) << i;
+    }
+    // The switch keeps the direct kernel; 16 channels stay direct (Winograd was slower there).
+    ::setenv("KILN_CONV_WINOGRAD", "0", 1);
+    const std::string off = dnnl_implementation("dnnl_conv", ExternParams::format(params));
+    ::unsetenv("KILN_CONV_WINOGRAD");
+    EXPECT_EQ(off.find("wino"), std::string::npos) << off;
+    const Pairs narrow = {{"wei", "oihw"},    {"src", "1,16,14,14"}, {"dst", "1,16,14,14"}, {"kernel", "3,3"},
+                          {"strides", "1,1"}, {"dilations", "1,1"},  {"pads_begin", "1,1"},  {"pads_end", "1,1"},
+                          {"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}};
+    EXPECT_EQ(dnnl_implementation("dnnl_conv", ExternParams::format(narrow)).find("wino"), std::string::npos);
+}
+
 TEST(ExternKernel, DnnlConvRejectsBuffersOfTheWrongSize) {
     if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
     // Parameters that say 64 output channels over buffers of 32: a forged step must not load.

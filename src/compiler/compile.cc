@@ -204,6 +204,15 @@ bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& 
     return 10 * split.parts * edge_tenths < 100 * threads && dst[0] * dst[2] >= threads;
 }
 
+/// A dnnl_conv that oneDNN runs by Winograd has its parts planned for the compile's thread
+/// count, whatever a run's thread count or preemption (runtime/dnnl_kernels.cc winograd_shape:
+/// its rounding depends on the split, and a run's results must not).
+void plan_winograd_for(std::optional<topi::ExternChoice>& c, int threads) {
+    if (!c || c->name != "dnnl_conv") return;
+    c->params.emplace_back("plan_threads", std::to_string(std::max(1, threads)));
+    if (dnnl_conv_impl(*c).find("wino") == std::string::npos) c->params.pop_back();
+}
+
 }  // namespace
 
 bool is_view_op(const std::string& op) {
@@ -229,10 +238,13 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {
         if (tuned->second != 1) return std::nullopt;
-        return topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+        std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+        plan_winograd_for(c, threads);
+        return c;
     }
     if (source == KernelSource::kGenerated) return std::nullopt;
     std::optional<topi::ExternChoice> c = topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);
+    plan_winograd_for(c, threads);
     // A shape the matcher passes but oneDNN rejects stays generated (never a load-time failure).
     if (c && (c->name == "dnnl_conv" || c->name == "dnnl_qconv" || c->name == "dnnl_conv_bwd") && dnnl_conv_impl(*c).empty())
         return std::nullopt;

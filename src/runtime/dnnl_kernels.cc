@@ -188,11 +188,12 @@ class DnnlKernel : public ExternKernel {
 public:
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
-            Plan* chosen = &plan_for(std::max(1, threads));
+            const int fixed = fixed_plan_threads();
+            Plan* chosen = &plan_for(fixed > 0 ? fixed : std::max(1, threads));
             // A preemptible call (env.stop) takes finer parts where the step splits that far: a
             // stop then waits for a fraction of a thread's share instead of all of it. Parts
             // split images, channel blocks or rows, so the result is the same.
-            for (int k = kPreemptPartsPerThread; env.stop && k >= 2; --k) {
+            for (int k = kPreemptPartsPerThread; env.stop && fixed == 0 && k >= 2; --k) {
                 Plan& fine = plan_for(std::max(1, threads) * k);
                 if (fine.parts.size() > chosen->parts.size()) {
                     chosen = &fine;
@@ -235,6 +236,9 @@ public:
 protected:
     /// Splits the step into at most `parts` parts and makes their primitives.
     virtual Plan make_plan(int parts) = 0;
+    /// A kernel whose result depends on its split returns the thread count its plan is made
+    /// for, at every call (0: planned per call, parts never change the result).
+    virtual int fixed_plan_threads() const { return 0; }
     /// The shapes, for KILN_DNNL_VERBOSE.
     virtual std::string describe() const = 0;
     /// Argument indices: src (activation or A), dst, bias (-1: none), runtime weights or B (-1:
@@ -469,6 +473,9 @@ public:
         pads_b_ = p.ints("pads_begin");
         pads_e_ = p.ints("pads_end");
         wei_ = p.str("wei");
+        plan_threads_ = p.integer_or("plan_threads", 0);
+        KILN_CHECK(plan_threads_ >= 0 && plan_threads_ <= 4096, kInvalidModel)
+            << "dnnl_conv: plan_threads must be 0 to 4096, got " << plan_threads_;
         post_ = parse_post_ops(p);
         const size_t sp = kernel_.size();
         taps_begin_ = p.has("taps_begin") ? p.ints("taps_begin") : std::vector<int64_t>(sp, 0);
@@ -629,9 +636,12 @@ private:
     /// its taps, stride 1, no dilation, one group, at least 32 channels on both sides. There it
     /// took 0.33-0.63x direct's time on one thread (ResNet's 3x3 convs at batch 1 and 8; 16
     /// channels: 1.10x), with a largest error 1-5x direct's (max 1.7e-6 of max |y|).
-    /// KILN_CONV_WINOGRAD=0 keeps the direct conv (for A/Bs and bitwise comparisons).
+    /// Its rounding depends on the split (the tiles of a band of rows, the variant oneDNN picks
+    /// for a part's channels), so only a conv whose plan is fixed (`plan_threads`, written by
+    /// the compiler) takes it: every call, whatever its threads or preemption, runs the same
+    /// parts. KILN_CONV_WINOGRAD=0 keeps the direct conv (for A/Bs).
     bool winograd_shape(int64_t in, int64_t out) const {
-        if (deconv_ || kernel_.size() != 2 || groups_ != 1 || in < 32 || out < 32) return false;
+        if (plan_threads_ == 0 || deconv_ || kernel_.size() != 2 || groups_ != 1 || in < 32 || out < 32) return false;
         for (size_t d = 0; d < 2; ++d)
             if (kernel_[d] != 3 || taps_[d] != 3 || strides_[d] != 1 || dil_[d] != 1) return false;
         const char* v = std::getenv("KILN_CONV_WINOGRAD");  // read when the kernel plans
@@ -893,8 +903,11 @@ private:
                (post_.ops.empty() ? "" : " post " + std::to_string(post_.ops.size()));
     }
 
+    int fixed_plan_threads() const override { return static_cast<int>(plan_threads_); }
+
     bool deconv_ = false;
     int64_t w_, groups_, src_block_, dst_block_;
+    int64_t plan_threads_ = 0;  // the thread count every call's plan is made for (0: the call's)
     std::vector<int64_t> src_, dst_, kernel_, taps_begin_, taps_, strides_, dil_, pads_b_, pads_e_;
     std::string wei_;
     const float* kiln_weights_ = nullptr;  // the Executable's constant, alive as long as it is

@@ -136,7 +136,7 @@ TEST(KernelChoiceThreads, WinogradPartsAreTakenAsThreeDirectOnes) {
     ProbeOff probe_off;
     const std::string impl = runtime::dnnl_implementation(
         "dnnl_conv", "x=0;w=1;y=2;wei=oihw;src=1,64,28,28;dst=1,128,28,28;kernel=3,3;strides=1,1;dilations=1,1;"
-                     "pads_begin=1,1;pads_end=1,1");
+                     "pads_begin=1,1;pads_end=1,1;plan_threads=16");
     if (impl.find("wino") == std::string::npos) GTEST_SKIP() << "no Winograd kernel on this machine: " << impl;
     // Generated below threads / 3 Winograd parts (compile.cc dnnl_leaves_threads_idle).
     EXPECT_EQ(choices(convs(64, 128, 28), 16).at("conv3x3"), "dnnl_conv");  // 8 parts of 16

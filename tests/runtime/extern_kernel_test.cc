@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "runtime/executable.h"
@@ -205,11 +206,11 @@ std::vector<double> conv3x3_reference(const std::vector<float>& x, const Tensor&
 TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
     if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
     // 64 -> 64 channels, 3x3, stride 1, pads 1 at 14x14: oneDNN's Winograd kernel
-    // (runtime/dnnl_kernels.cc winograd_shape), whole and split by channels over two threads.
+    // (runtime/dnnl_kernels.cc winograd_shape), its parts planned for two threads at every call.
     const int64_t c = 64, m = 64, h = 14;
     const Pairs params = {{"wei", "oihw"},       {"src", "1,64,14,14"}, {"dst", "1,64,14,14"}, {"kernel", "3,3"},
                           {"strides", "1,1"},    {"dilations", "1,1"},  {"pads_begin", "1,1"},  {"pads_end", "1,1"},
-                          {"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}};
+                          {"plan_threads", "2"}, {"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}};
     const std::string impl = dnnl_implementation("dnnl_conv", ExternParams::format(params));
     if (impl.find("wino") == std::string::npos) GTEST_SKIP() << "oneDNN offers no Winograd kernel here: " << impl;
     std::mt19937 rng(5);
@@ -224,7 +225,8 @@ TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
     Executable exe;
     conv_step(exe, {1, c, h, h}, w, b, {1, m, h, h}, Pairs(params.begin(), params.end() - 4));
     exe.load();
-    for (int threads : {1, 2}) {
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
         std::vector<float> y(ref.size(), -7.f);
         void* args[4] = {x.data(), w.data(), b.data(), y.data()};
         ThreadPool pool(threads);
@@ -233,15 +235,21 @@ TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
         // F(4x4,3x3)'s transforms round more than a direct sum: within 1e-5 of the terms' size
         // (a direct float sum of 577 terms stays within ~1e-6 of it).
         for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 * mass[i]) << i;
+        // The same parts at every thread count: the same bits.
+        if (first.empty()) first = y;
+        EXPECT_EQ(std::memcmp(y.data(), first.data(), y.size() * sizeof(float)), 0) << threads << " threads";
     }
-    // The switch keeps the direct kernel; 16 channels stay direct (Winograd was slower there).
+    // The switch keeps the direct kernel, as does a plan made per call (no plan_threads); 16
+    // channels stay direct (Winograd was slower there).
     ::setenv("KILN_CONV_WINOGRAD", "0", 1);
     const std::string off = dnnl_implementation("dnnl_conv", ExternParams::format(params));
     ::unsetenv("KILN_CONV_WINOGRAD");
     EXPECT_EQ(off.find("wino"), std::string::npos) << off;
-    const Pairs narrow = {{"wei", "oihw"},    {"src", "1,16,14,14"}, {"dst", "1,16,14,14"}, {"kernel", "3,3"},
-                          {"strides", "1,1"}, {"dilations", "1,1"},  {"pads_begin", "1,1"},  {"pads_end", "1,1"},
-                          {"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}};
+    Pairs per_call = params;
+    per_call.erase(per_call.begin() + 8);
+    EXPECT_EQ(dnnl_implementation("dnnl_conv", ExternParams::format(per_call)).find("wino"), std::string::npos);
+    Pairs narrow = params;
+    narrow[1].second = narrow[2].second = "1,16,14,14";
     EXPECT_EQ(dnnl_implementation("dnnl_conv", ExternParams::format(narrow)).find("wino"), std::string::npos);
 }
 

@@ -213,6 +213,20 @@ void plan_winograd_for(std::optional<topi::ExternChoice>& c, int threads) {
     if (dnnl_conv_impl(*c).find("wino") == std::string::npos) c->params.pop_back();
 }
 
+/// plan_winograd_for on symbolic shapes, where oneDNN cannot be asked before the run: a 2-D
+/// 3x3 conv of stride 1, no dilation and one group (the shapes winograd_shape may take; its
+/// kernel at each run-time shape asks oneDNN, and stays direct where oneDNN declines).
+void plan_symbolic_winograd_for(std::optional<topi::ExternChoice>& c, int threads) {
+    if (!c || c->name != "dnnl_conv") return;
+    const runtime::ExternParams p(runtime::ExternParams::format(c->params));
+    const std::vector<int64_t> ones = {1, 1};
+    if (p.has("kind") && p.str("kind") != "conv") return;
+    if (p.ints("kernel") != std::vector<int64_t>{3, 3} || p.ints("strides") != ones || p.ints("dilations") != ones ||
+        p.integer_or("groups", 1) != 1)
+        return;
+    c->params.emplace_back("plan_threads", std::to_string(std::max(1, threads)));
+}
+
 }  // namespace
 
 bool is_view_op(const std::string& op) {
@@ -565,8 +579,14 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
             lowered.push_back(lower_frame_control(unit));
             continue;
         }
-        if (auto ext = opts.symbolic ? symbolic_extern_choice(unit)
-                                     : extern_choice(unit, opts.kernels, knobs, opts.intra_op_threads)) {
+        std::optional<topi::ExternChoice> ext;
+        if (opts.symbolic) {
+            ext = symbolic_extern_choice(unit);
+            plan_symbolic_winograd_for(ext, opts.intra_op_threads);
+        } else {
+            ext = extern_choice(unit, opts.kernels, knobs, opts.intra_op_threads);
+        }
+        if (ext) {
             // In place only over the residual that oneDNN's sum post-op accumulates onto.
             std::vector<std::pair<int, int>> inplace;
             if (ext->inplace_input >= 0) {

@@ -1,7 +1,8 @@
-// oneDNN's Winograd kernels against its direct conv on 3x3 stride-1 convs, one thread: time
+// oneDNN's Winograd kernels (both variants; -1: not offered) against its direct conv on 3x3
+// stride-1 convs, one thread: time
 // (the fastest of 35 calls after 5: other processes only add time) and largest error against a float64 sum, per shape and batch.
 // The figures behind dnnl_conv's winograd_shape (docs/kernels.md, "Winograd").
-// Run: build/bin/kiln-bench-winograd-sweep (OMP_NUM_THREADS=1 is set by the program).
+// Run: build/bin/kiln-bench-winograd-sweep (oneDNN on one OpenMP thread, set by the program).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 using dnnl::memory;
@@ -22,8 +24,9 @@ struct Result {
 };
 
 // y = relu(conv3x3(x, w)), pads 1, activations nChw16c as Kiln hands them to oneDNN.
-Result measure(dnnl::engine& eng, dnnl::stream& s, dnnl::algorithm alg, int n, int c, int m, int h,
-               const std::vector<float>& x, const std::vector<float>& w, const std::vector<double>& ref) {
+// The kernel is oneDNN's implementation whose name contains `impl` (any: "").
+Result measure(dnnl::engine& eng, dnnl::stream& s, dnnl::algorithm alg, const std::string& impl, int n, int c, int m,
+               int h, const std::vector<float>& x, const std::vector<float>& w, const std::vector<double>& ref) {
     const auto f32 = memory::data_type::f32;
     const memory::desc xs({n, c, h, h}, f32, tag::nchw), ws({m, c, 3, 3}, f32, tag::oihw), ys({n, m, h, h}, f32, tag::nchw);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, alg,
@@ -40,6 +43,8 @@ Result measure(dnnl::engine& eng, dnnl::stream& s, dnnl::algorithm alg, int n, i
     } catch (const dnnl::error&) {
         return r;  // no kernel for this shape
     }
+    while (std::string(pd.impl_info_str()).find(impl) == std::string::npos)
+        if (!pd.next_impl()) return r;
     r.impl = pd.impl_info_str();
     std::vector<float> y(static_cast<size_t>(n) * m * h * h);
     memory ux(xs, eng, const_cast<float*>(x.data())), uw(ws, eng, const_cast<float*>(w.data())), uy(ys, eng, y.data());
@@ -83,12 +88,12 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
 }
 
 int main() {
-    setenv("OMP_NUM_THREADS", "1", 1);
+    omp_set_num_threads(1);  // libgomp read OMP_NUM_THREADS before main
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream s(eng);
     const int shapes[][2] = {{16, 56}, {32, 56}, {64, 56}, {128, 28}, {256, 14}, {512, 7}};
-    std::printf("| batch | channels | HxW | direct us | Winograd us | Winograd / direct | kernel | max err / max|y|: direct, Winograd |\n");
-    std::printf("|---:|---:|---:|---:|---:|---:|---|---|\n");
+    std::printf("| batch | channels | HxW | direct us | F(2x2,3x3) us | F(4x4,3x3) us | Kiln's pick / direct | max err / max|y|: direct, F(2x2), F(4x4) |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (int n : {1, 8})
         for (const auto& sh : shapes) {
             const int c = sh[0], h = sh[1];
@@ -100,10 +105,13 @@ int main() {
             const std::vector<double> ref = reference(x, w, n, c, c, h);
             double ymax = 1e-30;
             for (double v : ref) ymax = std::max(ymax, v);
-            const Result d = measure(eng, s, dnnl::algorithm::convolution_direct, n, c, c, h, x, w, ref);
-            const Result wi = measure(eng, s, dnnl::algorithm::convolution_winograd, n, c, c, h, x, w, ref);
-            std::printf("| %d | %d | %dx%d | %.1f | %.1f | %.2f | %s | %.1e, %.1e |\n", n, c, h, h, d.us, wi.us,
-                        wi.us > 0 ? wi.us / d.us : -1.0, wi.impl.empty() ? "none" : wi.impl.c_str(), d.err / ymax,
-                        wi.err / ymax);
+            const auto wino = dnnl::algorithm::convolution_winograd;
+            const Result d = measure(eng, s, dnnl::algorithm::convolution_direct, "", n, c, c, h, x, w, ref);
+            const Result f2 = measure(eng, s, wino, "wino_2x3", n, c, c, h, x, w, ref);
+            const Result f4 = measure(eng, s, wino, "wino_4x3", n, c, c, h, x, w, ref);
+            // dnnl_conv takes F(4x4,3x3) where oneDNN offers it (prefer_f4x4), else F(2x2,3x3).
+            const Result& kiln = f4.us > 0 ? f4 : f2;
+            std::printf("| %d | %d | %dx%d | %.1f | %.1f | %.1f | %.2f | %.1e, %.1e, %.1e |\n", n, c, h, h, d.us, f2.us,
+                        f4.us, kiln.us > 0 ? kiln.us / d.us : -1.0, d.err / ymax, f2.err / ymax, f4.err / ymax);
         }
 }

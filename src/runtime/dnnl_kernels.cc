@@ -619,6 +619,7 @@ private:
                 try {
                     pd.emplace(C::desc(prop, dnnl::algorithm::convolution_winograd, src, w, bias, dst, s, dil, pb, pe),
                                post_attr(dst_kiln), cpu_engine());
+                    if (dst.dims()[2] * dst.dims()[3] >= 28 * 28) prefer_f4x4(*pd);
                     if (!winograd_weights_reorderable(pd->weights_desc())) pd.reset();
                 } catch (const dnnl::error&) {  // not for these layouts or post-ops: direct
                     pd.reset();
@@ -646,6 +647,18 @@ private:
             if (kernel_[d] != 3 || taps_[d] != 3 || strides_[d] != 1 || dil_[d] != 1) return false;
         const char* v = std::getenv("KILN_CONV_WINOGRAD");  // read when the kernel plans
         return !(v && std::string(v) == "0");
+    }
+    /// Moves `pd` to oneDNN's F(4x4,3x3) kernel where it offers one. Asked for outputs of at
+    /// least 28x28: oneDNN lists F(2x2,3x3) first for one image, and F(4x4,3x3) took 0.8x its
+    /// time at 56x56 (64->64: 366 vs 449 us on one thread, bench/winograd_sweep.cc); at 14x14 the
+    /// two tie, and at 7x7 F(4x4)'s transformed weights (36 floats a tap pair against 16: 38 MB
+    /// for 512->512) made it 2.4x slower.
+    static void prefer_f4x4(dnnl::convolution_forward::primitive_desc& pd) {
+        const dnnl::convolution_forward::primitive_desc first = pd;
+        do {
+            if (std::string(pd.impl_info_str()).find("wino_4x3") != std::string::npos) return;
+        } while (pd.next_impl());
+        pd = first;
     }
     /// Whether the plain oihw weights reorder into a Winograd primitive's layout `want` (oneDNN
     /// transforms them in the reorder; it takes dense oihw).

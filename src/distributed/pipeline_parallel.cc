@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "autodiff/training_graph.h"
 #include "compiler/compile.h"
@@ -13,6 +14,8 @@
 #include "compiler/training_checkpoint.h"
 #include "distributed/microbatch.h"
 #include "distributed/pipeline_checkpoint.h"
+#include "distributed/pipeline_plan_shipping.h"
+#include "distributed/rank_graph_shipping.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/model_initializers.h"
 #include "pass/infer_shapes.h"
@@ -52,58 +55,16 @@ TransferKey step_key(int src, int dst, std::string tensor, int64_t step) {
 
 TransferKey loss_key(int last, int dst, int64_t step) { return step_key(last, dst, "loss", step); }
 
-autodiff::LossSpec loss_spec(const LossOptions& o) { return {o.kind, o.output, o.labels}; }
-
-/// The dims of a microbatch (the batch dim, dim 0 of the model's first input, divided by M);
-/// `batched` gets the inputs whose leading dim is the batch dim, and the labels.
-std::map<std::string, int64_t> microbatch_dims(const std::string& path, const TrainingOptions& opts, int microbatches,
-                                               std::set<std::string>& batched) {
-    const std::map<std::string, int64_t>& dims = opts.session.dims;
-    ir::Graph g = frontend::import_onnx_file(path);
-    KILN_CHECK(!g.inputs().empty() && g.inputs()[0]->type().rank() > 0, kInvalidArgument)
-        << "pipeline-parallel training: model '" << path << "' has no batched first input";
-    const ir::Dim& d = g.inputs()[0]->type().shape[0];
-    KILN_CHECK(!d.is_static(), kInvalidArgument)
-        << "pipeline-parallel training: input '" << g.inputs()[0]->name() << "' has a fixed batch dim (" << d.value
-        << "); microbatches need a symbolic one";
-    auto it = dims.find(d.symbol);
-    KILN_CHECK(it != dims.end(), kInvalidArgument)
-        << "pipeline-parallel training: bind the batch dim '" << d.symbol << "' (the global batch)";
-    KILN_CHECK(microbatches >= 1 && it->second % microbatches == 0, kInvalidArgument)
-        << "--microbatches " << microbatches << " does not divide " << d.symbol << "=" << it->second;
-    std::map<std::string, int64_t> micro = dims;
-    micro[d.symbol] = it->second / microbatches;
-    for (const ir::Value* in : g.inputs()) {
-        const ir::TensorType& t = in->type();
-        if (t.rank() > 0 && !t.shape[0].is_static() && t.shape[0].symbol == d.symbol) batched.insert(in->name());
-    }
-    if (opts.loss.kind != "output") batched.insert(opts.loss.labels);
-    return micro;
+/// Master dispatch's keys (pipeline_parallel.h): orders and their inputs (0 -> w, step = the
+/// order's number), a worker's error report (w -> 0).
+TransferKey order_key(int worker, int64_t order) { return TransferKey{0, 1, worker, "order", 0, 0, order}; }
+TransferKey input_key(int worker, const std::string& name, int64_t order) {
+    return TransferKey{0, 1, worker, "input:" + name, 0, 0, order};
 }
+TransferKey error_key(int worker) { return TransferKey{worker, 1, 0, "error", 0, 0, 0}; }
 
-/// The inputs of a step at the global batch: the model's and the labels (the eval graph's).
-std::vector<TensorInfo> global_batch_inputs(const std::string& path, const TrainingOptions& opts) {
-    ir::Graph g = frontend::import_onnx_file(path);
-    compiler::bind_input_shapes(g, opts.session.dims);
-    pass::infer_shapes(g, compiler::pass_context());
-    const autodiff::ModelState state =
-        autodiff::find_model_state(g, frontend::onnx_initializer_names(path), opts.trainable);
-    autodiff::TrainingGraph eval = autodiff::build_training_graph(std::move(g), state, loss_spec(opts.loss), {},
-                                                                  autodiff::TrainingGraphKind::kEval);
-    std::vector<TensorInfo> out;
-    for (const ir::Value* v : eval.graph.inputs()) {
-        if (std::find(state.params.begin(), state.params.end(), v->name()) != state.params.end()) continue;
-        TensorInfo t;
-        t.name = v->name();
-        t.dtype = v->type().dtype;
-        for (int64_t s : v->type().static_shape()) {
-            t.shape.push_back(s);
-            t.symbols.emplace_back();
-        }
-        out.push_back(std::move(t));
-    }
-    return out;
-}
+/// How long a failed worker waits for the master to end the job before ending it itself.
+constexpr double kWorkerGraceSeconds = 5.0;
 
 }  // namespace
 
@@ -115,38 +76,136 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
         << " (checkpointing within one training graph); --rematerialize recomputes each stage's forward instead";
     KILN_CHECK(comm.size() >= 2, kInvalidArgument)
         << "pipeline-parallel training needs at least 2 ranks (one stage each); the job has " << comm.size();
-    batch_inputs_ = global_batch_inputs(onnx_path, opts);
-    PipelineTrainingSpec spec;
-    spec.onnx_path = onnx_path;
-    spec.dims = microbatch_dims(onnx_path, opts, popts.microbatches, batched_);
-    spec.loss = loss_spec(opts.loss);
-    spec.trainable = opts.trainable;
-    spec.num_ranks = comm.size();
-    spec.stages = popts.stages;
-    spec.microbatches = popts.microbatches;
-    spec.seed = opts.seed;
-    spec.rematerialize = popts.rematerialize;
-    PipelineStages stages = build_pipeline_stages(spec);
-    params_ = stages.params;
-    std::ostringstream os;
-    for (const PipelineStageGraph& s : stages.stages) {
-        stage_params_.push_back(s.params);
-        os << "stage " << s.rank << ": " << s.params.size() << " parameters, " << s.recv_keys.size()
-           << " tensors in, estimated forward " << s.estimated_seconds * 1e3 << " ms per microbatch\n";
-    }
-    describe_ = os.str();
-    split_ = stage_split_text(stage_params_);
-    for (const auto& [name, t] : stages.initial) param_types_[name] = {t.dtype(), t.shape()};
-    stage_ = std::make_unique<PipelineStage>(std::move(stages.stages[static_cast<size_t>(comm.rank())]), spec, opts,
-                                             stages.initial);
-    if (popts.replicas != nullptr && popts.replicas->size() > 1) {
-        replica_grads_ = std::make_unique<ReplicaGradients>(*popts.replicas, *stage_, popts.replica_buckets);
-        if (replica_grads_->empty()) replica_grads_.reset();  // a stage without parameters: nothing to average
-    }
     rv_ = std::make_unique<Rendezvous>(comm);
+    if (is_worker()) {
+        try {
+            init(receive_pipeline_stage(*rv_, comm.rank(), comm.size()));
+        } catch (...) {
+            report_failure();
+        }
+        return;
+    }
+    const PipelinePlanOptions plan_options{comm.size(), popts.microbatches, popts.stages, popts.rematerialize};
+    PipelinePlan plan = make_pipeline_plan(onnx_path, opts, plan_options, is_master() ? -1 : comm.rank());
+    if (is_master()) {
+        rv_->set_wait_check([this] { check_workers(); });
+        const autodiff::OptimizerSpec spec = compiler::optimizer_spec(opts.optimizer);
+        worker_inputs_.resize(static_cast<size_t>(comm.size()));
+        worker_names_.resize(static_cast<size_t>(comm.size()));
+        for (int r = 1; r < comm.size(); ++r) {
+            std::map<std::string, std::pair<DType, Shape>> theirs;
+            for (const std::string& p : plan.stage_params[static_cast<size_t>(r)]) theirs[p] = plan.param_types.at(p);
+            for (const auto& [name, type] : checkpoint_layout(theirs, spec)) worker_names_[static_cast<size_t>(r)].push_back(name);
+            worker_inputs_[static_cast<size_t>(r)] = plan.stages[static_cast<size_t>(r)].inputs;
+            ship_pipeline_stage(*rv_, plan, r);  // before compiling ours: the workers compile meanwhile
+        }
+    }
+    init(std::move(plan));
 }
 
-PipelineParallel::~PipelineParallel() = default;
+void PipelineParallel::init(PipelinePlan plan) {
+    batch_inputs_ = std::move(plan.batch_inputs);
+    batched_ = std::move(plan.batched);
+    params_ = std::move(plan.params);
+    stage_params_ = std::move(plan.stage_params);
+    param_types_ = std::move(plan.param_types);
+    split_ = std::move(plan.split);
+    describe_ = std::move(plan.describe);
+    PipelineStagePlan& own = plan.stages.at(static_cast<size_t>(comm_.rank()));
+    stage_inputs_ = own.inputs;
+    stage_ = std::make_unique<PipelineStage>(std::move(own.graph), std::move(own.apply), opts_, own.initial);
+    if (popts_.replicas != nullptr && popts_.replicas->size() > 1) {
+        replica_grads_ = std::make_unique<ReplicaGradients>(*popts_.replicas, *stage_, popts_.replica_buckets);
+        if (replica_grads_->empty()) replica_grads_.reset();  // a stage without parameters: nothing to average
+    }
+}
+
+PipelineParallel::~PipelineParallel() {
+    if (is_master() && !stopped_ && std::uncaught_exceptions() == 0) {
+        try {
+            stop();
+        } catch (...) {  // a destructor must not throw; the job is ending anyway
+        }
+    }
+    if (rv_) rv_->set_wait_check({});
+}
+
+int64_t PipelineParallel::order(Order kind, double arg, const std::map<std::string, Tensor>* batch) {
+    KILN_CHECK(!stopped_, kInvalidArgument) << "pipeline-parallel: an order after the workers were stopped";
+    KILN_CHECK(kind == kStep || queued_.empty(), kInvalidArgument)
+        << "pipeline-parallel: " << queued_.size() << " step(s) enqueued and not run before another call";
+    const int64_t n = next_order_++;
+    Tensor o(DType::kFloat64, {2});
+    o.set_f64(0, static_cast<double>(kind));
+    o.set_f64(1, arg);
+    for (int w = 1; w < comm_.size(); ++w) {
+        rv_->send(order_key(w, n), o);
+        if (batch)
+            for (const std::string& name : worker_inputs_[static_cast<size_t>(w)])
+                rv_->send(input_key(w, name, n), batch->at(name));
+    }
+    return n;
+}
+
+void PipelineParallel::stop() {
+    if (!is_master() || stopped_) return;
+    order(kStop, 0);
+    stopped_ = true;
+}
+
+void PipelineParallel::check_workers() {
+    for (int w = 1; w < comm_.size(); ++w)
+        if (std::optional<Tensor> e = rv_->try_recv(error_key(w))) {
+            std::ostringstream who;
+            who << "worker rank " << w;
+            if (popts_.replicas != nullptr) who << " of replica " << popts_.replicas->rank() << "'s pipeline";
+            KILN_THROW(kIOError) << who.str() << " failed: " << tensor_as_text(*e);
+        }
+}
+
+void PipelineParallel::report_failure() {
+    const std::exception_ptr error = std::current_exception();
+    std::string what = "an unknown error";
+    try {
+        std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+        what = e.what();
+    } catch (...) {
+    }
+    rv_->send(error_key(comm_.rank()), text_as_tensor(what));
+    // The master ends the job when it next waits; should it not, the caller's abort ends it.
+    const auto until = Clock::now() + std::chrono::duration<double>(kWorkerGraceSeconds);
+    while (Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::rethrow_exception(error);
+}
+
+void PipelineParallel::serve() {
+    KILN_CHECK(is_worker(), kInvalidArgument) << "pipeline-parallel: serve() is a worker's (master dispatch, rank > 0)";
+    try {
+        for (int64_t n = 0;; ++n) {
+            // No deadline: the master may pause (evaluation, a checkpoint); a lost master is the heartbeat's.
+            const Tensor o = rv_->recv(order_key(comm_.rank(), n), 0);
+            const auto kind = static_cast<Order>(static_cast<int>(o.get_f64(0)));
+            const double arg = o.get_f64(1);
+            Values batch;
+            if (kind == kStep || kind == kEval)
+                for (const std::string& name : stage_inputs_) batch[name] = rv_->recv(input_key(comm_.rank(), name, n), 0);
+            switch (kind) {
+                case kStop: return;
+                case kStep: run_step(batch, arg); break;
+                case kEval: eval_step(batch); break;
+                case kSave: save_checkpoint("", {}); break;
+                case kLoad: receive_checkpoint(static_cast<int64_t>(arg), n); break;
+                case kGather: gather_parameters(); break;
+                default: KILN_THROW(kInvalidArgument) << "pipeline-parallel worker: unknown order " << o.get_f64(0);
+            }
+        }
+    } catch (...) {
+        report_failure();
+    }
+}
+
+
 
 PipelineParallel::Values PipelineParallel::receive_inputs(int64_t m) {
     Values in;
@@ -238,10 +297,15 @@ void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
                             next_backward);
 }
 
-std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::map<std::string, Tensor>& batch) const {
+void PipelineParallel::check_batch(const std::map<std::string, Tensor>& batch) const {
     for (const TensorInfo& info : batch_inputs_)
-        KILN_CHECK(batch.count(info.name), kInvalidArgument)
-            << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+        if (!is_worker() || stage_inputs_.count(info.name))  // a worker is sent only what its stage reads
+            KILN_CHECK(batch.count(info.name), kInvalidArgument)
+                << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+}
+
+std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::map<std::string, Tensor>& batch) const {
+    check_batch(batch);
     // The batched inputs cut along their leading axis; the others (no batch dim) go whole to each.
     Values batched, whole;
     for (const auto& [name, t] : batch) (batched_.count(name) ? batched : whole).emplace(name, t);
@@ -251,6 +315,10 @@ std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::
 }
 
 std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string, Tensor>& batch) {
+    if (is_master()) {
+        check_batch(batch);
+        order(kEval, 0, &batch);
+    }
     const std::vector<Values> micro = microbatches(batch);
     const PipelineStageGraph& g = stage_->graph();
     // The training keys in frame 1 + the evaluation's batch count: never a training step's (frame 0).
@@ -274,16 +342,45 @@ std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string
         for (size_t i = 0; i < g.send_keys.size(); ++i)
             for (const std::string& k : g.send_keys[i]) rv_->send(key(k, static_cast<int64_t>(m)), outs.at(i));
     }
-    ++eval_batches_;
-    if (!g.computes_loss) return std::nullopt;
+    if (!g.computes_loss) return eval_result(std::nullopt);
     StepResult r;
     r.loss = loss / static_cast<double>(micro.size());
     if (!outputs.empty())
         r.outputs = join_microbatches(outputs, {opts_.loss.output.empty() ? "the loss's output" : opts_.loss.output});
+    return eval_result(std::move(r));
+}
+
+std::optional<StepResult> PipelineParallel::eval_result(std::optional<StepResult> own) {
+    const int64_t frame = 1 + eval_batches_++;
+    if (popts_.dispatch != PipelineDispatch::kMaster) return own;
+    // Under master dispatch the loss stage's results go to the master, which alone returns them.
+    const int last = comm_.size() - 1;
+    auto key = [&](const std::string& what, int64_t i) {
+        TransferKey k = step_key(last, 0, "eval/" + what, step_);
+        k.frame = frame;
+        k.iter = i;
+        return k;
+    };
+    if (own) {  // the loss stage, a worker
+        Tensor loss(DType::kFloat64, {});
+        loss.set_f64(0, own->loss);
+        rv_->send(key("loss", 0), loss);
+        Tensor count(DType::kInt64, {1});
+        count.set_i64(0, static_cast<int64_t>(own->outputs.size()));
+        rv_->send(key("outputs", 0), count);
+        for (size_t i = 0; i < own->outputs.size(); ++i) rv_->send(key("output", static_cast<int64_t>(i)), own->outputs[i]);
+        return std::nullopt;
+    }
+    if (!is_master()) return std::nullopt;
+    StepResult r;
+    r.loss = rv_->recv(key("loss", 0)).get_f64(0);
+    const int64_t count = rv_->recv(key("outputs", 0)).get_i64(0);
+    for (int64_t i = 0; i < count; ++i) r.outputs.push_back(rv_->recv(key("output", i)));
     return r;
 }
 
 std::vector<double> PipelineParallel::from_loss_stage(const std::vector<double>& values) {
+    if (is_master()) return values;  // eval_step gave the master the loss stage's results
     const int last = comm_.size() - 1;
     const int64_t call = ++shared_;  // every rank counts its calls alike
     auto key = [&](int dst) {
@@ -305,7 +402,29 @@ std::vector<double> PipelineParallel::from_loss_stage(const std::vector<double>&
     return out;
 }
 
+void PipelineParallel::enqueue(const std::map<std::string, Tensor>& batch) {
+    KILN_CHECK(!is_worker(), kInvalidArgument) << "pipeline-parallel: a worker's steps are the master's orders";
+    check_batch(batch);
+    const int64_t step = step_ + static_cast<int64_t>(queued_.size());
+    if (is_master()) order(kStep, opts_.schedule.at(step, opts_.optimizer.lr), &batch);
+    queued_.push_back(batch);
+}
+
+double PipelineParallel::step() {
+    KILN_CHECK(!queued_.empty(), kInvalidArgument) << "pipeline-parallel: step() without an enqueued batch";
+    const std::map<std::string, Tensor> batch = std::move(queued_.front());
+    queued_.pop_front();
+    return run_step(batch, opts_.schedule.at(step_, opts_.optimizer.lr));
+}
+
 double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
+    KILN_CHECK(queued_.empty(), kInvalidArgument)
+        << "pipeline-parallel: step(batch) with " << queued_.size() << " step(s) enqueued; call step()";
+    enqueue(batch);
+    return step();
+}
+
+double PipelineParallel::run_step(const std::map<std::string, Tensor>& batch, double lr) {
     const auto t0 = Clock::now();
     stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
     peak_stashed_ = 0;
@@ -319,11 +438,11 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
         Tensor t(DType::kFloat64, {});
         t.set_f64(0, loss);
         for (int r = 0; r < last; ++r) rv_->send(loss_key(last, r, step_), t);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
+        stage_->apply(step_, lr, clip_factor());
     } else {
         inner_stage_step(micro);
         average_over_replicas(nullptr);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
+        stage_->apply(step_, lr, clip_factor());
         loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
     }
     ++step_;
@@ -366,6 +485,7 @@ double PipelineParallel::clip_factor() {
 void PipelineParallel::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
     ++checkpoints_;
     if (!writes()) return;  // another replica's state is replica 0's
+    if (is_master()) order(kSave, 0);
     auto key = [&](int src, const std::string& name) {
         TransferKey k = step_key(src, 0, "checkpoint/" + name, step_);
         k.iter = checkpoints_;  // two checkpoints of one step (--checkpoint-every and the epoch's end) differ
@@ -402,11 +522,28 @@ std::set<std::string> PipelineParallel::checkpoint_names() const {
     return own;
 }
 
+void PipelineParallel::receive_checkpoint(int64_t step, int64_t order) {
+    auto key = [&](const std::string& name) { return input_key(comm_.rank(), "checkpoint/" + name, order); };
+    PipelineStage::Values params, state;
+    for (const std::string& p : stage_->parameter_names()) params[p] = rv_->recv(key(checkpoint_param_name(p)), 0);
+    for (const auto& [name, t] : stage_->optimizer_state()) state[name] = rv_->recv(key(checkpoint_state_name(name)), 0);
+    stage_->load_state(params, state);
+    step_ = step;
+}
+
 std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::string& path) {
-    // Only this stage's tensors are copied out of the file; the others' types are checked.
+    // Only this stage's tensors are copied out of the file (the master's: every stage's, which it
+    // sends its workers); the others' types are checked.
     const std::set<std::string> own = checkpoint_names();
-    compiler::Checkpoint c = compiler::read_checkpoint(path, [&](const std::string& name) { return own.count(name) > 0; });
+    compiler::Checkpoint c = compiler::read_checkpoint(
+        path, [&](const std::string& name) { return is_master() || own.count(name) > 0; });
     check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, compiler::optimizer_spec(opts_.optimizer)));
+    if (is_master()) {
+        const int64_t n = order(kLoad, static_cast<double>(c.step));
+        for (int w = 1; w < comm_.size(); ++w)
+            for (const std::string& name : worker_names_[static_cast<size_t>(w)])
+                rv_->send(input_key(w, "checkpoint/" + name, n), c.tensors.at(name));
+    }
     PipelineStage::Values params, state;
     for (const std::string& p : stage_->parameter_names()) params[p] = c.tensors.at(checkpoint_param_name(p));
     for (const auto& [name, t] : stage_->optimizer_state()) state[name] = c.tensors.at(checkpoint_state_name(name));
@@ -418,6 +555,7 @@ std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::
 std::map<std::string, Tensor> PipelineParallel::gather_parameters() {
     auto key = [&](int src, const std::string& name) { return step_key(src, 0, "param/" + name, step_); };
     std::map<std::string, Tensor> all;
+    if (is_master()) order(kGather, 0);
     if (comm_.rank() != 0) {
         for (const std::string& p : stage_->parameter_names()) rv_->send(key(comm_.rank(), p), stage_->parameter(p));
         return all;

@@ -3,9 +3,11 @@
 // stage and a checkpoint send to and from the master.
 #include <chrono>
 #include <exception>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "compiler/training_checkpoint.h"
 #include "distributed/pipeline_checkpoint.h"
 #include "distributed/pipeline_parallel.h"
 #include "distributed/rank_graph_shipping.h"
@@ -164,11 +166,17 @@ void PipelineParallel::receive_checkpoint(int64_t step, int64_t order) {
     step_ = step;
 }
 
-void PipelineParallel::send_checkpoint(const compiler::Checkpoint& c) {
-    const int64_t n = order(kLoad, static_cast<double>(c.step));
-    for (int w = 1; w < comm_.size(); ++w)
-        for (const std::string& name : worker_names_[static_cast<size_t>(w)])
-            rv_->send(input_key(w, "checkpoint/" + name, n), c.tensors.at(name));
+void PipelineParallel::send_checkpoint(const std::string& path, int64_t step) {
+    const int64_t n = order(kLoad, static_cast<double>(step));
+    // One worker's stage at a time: the master never holds the whole model's state (each read
+    // maps the file and checksums it whole, as every rank's read does without a master).
+    for (int w = 1; w < comm_.size(); ++w) {
+        const std::vector<std::string>& names = worker_names_[static_cast<size_t>(w)];
+        const std::set<std::string> keep(names.begin(), names.end());
+        const compiler::Checkpoint c =
+            compiler::read_checkpoint(path, [&](const std::string& name) { return keep.count(name) > 0; });
+        for (const std::string& name : names) rv_->send(input_key(w, "checkpoint/" + name, n), c.tensors.at(name));
+    }
 }
 
 }  // namespace kiln::distributed

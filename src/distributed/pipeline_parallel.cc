@@ -382,13 +382,12 @@ std::set<std::string> PipelineParallel::checkpoint_names() const {
 }
 
 std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::string& path) {
-    // Only this stage's tensors are copied out of the file (the master's: every stage's, which it
-    // sends its workers); the others' types are checked.
+    // Only this stage's tensors are copied out of the file; the others' types are checked. A
+    // master then reads each worker's stage in turn and sends it (send_checkpoint).
     const std::set<std::string> own = checkpoint_names();
-    compiler::Checkpoint c = compiler::read_checkpoint(
-        path, [&](const std::string& name) { return is_master() || own.count(name) > 0; });
+    compiler::Checkpoint c = compiler::read_checkpoint(path, [&](const std::string& name) { return own.count(name) > 0; });
     check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, compiler::optimizer_spec(opts_.optimizer)));
-    if (is_master()) send_checkpoint(c);
+    if (is_master()) send_checkpoint(path, c.step);
     PipelineStage::Values params, state;
     for (const std::string& p : stage_->parameter_names()) params[p] = c.tensors.at(checkpoint_param_name(p));
     for (const auto& [name, t] : stage_->optimizer_state()) state[name] = c.tensors.at(checkpoint_state_name(name));

@@ -66,10 +66,6 @@
 #include "kiln/session.h"
 #include "kiln/training.h"
 
-namespace kiln::compiler {
-struct Checkpoint;  // compiler/training_checkpoint.h
-}  // namespace kiln::compiler
-
 namespace kiln::distributed {
 
 /// The order of a step's forwards and backwards on a stage.
@@ -201,7 +197,8 @@ private:
     void check_workers();
     [[noreturn]] void report_failure();
     void receive_checkpoint(int64_t step, int64_t order);
-    void send_checkpoint(const compiler::Checkpoint& c);  // the master's: each worker its stage's tensors
+    /// The master's --resume: orders the load, then reads and sends each worker its stage's tensors.
+    void send_checkpoint(const std::string& path, int64_t step);
     std::optional<StepResult> eval_result(std::optional<StepResult> own);
     double loss_stage_step(const std::vector<Values>& micro);
     void inner_stage_step(const std::vector<Values>& micro);

@@ -11,8 +11,9 @@ one-command-line-per-rank form), so they cannot read the model, the data or a ch
   (the two-layer MLP on the whole batch): the master-dispatched weights within rtol 1e-5.
 - A run resumed from a checkpoint under master dispatch (the master reads the file and sends each
   worker its stage's tensors) ends bitwise equal to the uninterrupted run.
-- A worker that cannot compile (KILN_CC=false on rank 1) is reported by the master: the job ends
-  non-zero with `worker rank 1 failed: ... 'false' ...`, within seconds, not a hang.
+- A worker that cannot compile (KILN_CC=false on rank 1), or whose step throws (its command line
+  names another optimizer than the master's), is reported by the master: the job ends non-zero
+  with `worker rank 1 failed: ...`, within seconds, not a hang.
 
 The binary is $KILN_BIN, or <repo>/build/bin/kiln; mpiexec from PATH."""
 import pathlib
@@ -164,6 +165,24 @@ def test_a_worker_that_cannot_compile_is_reported_by_the_master(tmp_path):
     assert "worker rank 1 failed" in out, out[-3000:]
     assert "false" in out.split("worker rank 1 failed", 1)[1], out[-3000:]
     assert elapsed < 60, elapsed  # loosely: measured well under 5 s
+
+
+def test_a_worker_whose_step_fails_is_reported_by_the_master(tmp_path):
+    """Rank 1's command line names another optimizer (SGD) than the master's (Adam): its stage
+    compiles the master's Adam update but feeds it SGD's scalars, so its first step throws; the
+    master ends the job with the worker's message, naming rank 1."""
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=64)
+    common = ["--batch-size", "16", "--threads", "1", "--epochs", "1", "--lr", "0.01", "--pipeline-parallel",
+              "--microbatches", "2", "--dispatch", "master"]
+    t0 = time.monotonic()
+    r = subprocess.run([MPIEXEC, "-n", "1", str(KILN), "train", str(model), "--data", str(data), *common, "--optimizer",
+                        "adam", ":", "-n", "1", str(KILN), "train", str(model), "--data", str(data), *common,
+                        "--optimizer", "sgd"], capture_output=True, text=True, timeout=240, env=mpi_env())
+    elapsed = time.monotonic() - t0
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "worker rank 1 failed: InvalidArgument: pipeline stage 1: no value for input 'opt/" in out, out[-3000:]
+    assert elapsed < 60, elapsed
 
 
 def test_dispatch_goes_with_pipeline_parallel(tmp_path):

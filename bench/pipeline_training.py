@@ -22,6 +22,12 @@ writes them), all with SGD with momentum (Adam's g / (sqrt(v) + eps) magnifies t
 gradients near 0 past the 1e-5 check); one process with and without --clip-norm 0.1 gives the
 weights' references (and shows that the clip binds).
 
+--dispatch: master dispatch against every rank reading the model instead: 2 ranks as they are
+(`--dispatch replicated`, the default), with `--dispatch master` (rank 0 builds both stages and
+ships rank 1 its own, feeds it and orders each step ahead), and, with --baseline BIN, another
+kiln binary as it is (a session's starting build); the master's weights must be bitwise the
+replicated run's; each run's wall time (mpiexec start to exit: import, build, compile, train)
+is printed too.
 --smoke: a 2-layer, hidden-64 encoder, one short round, checks only (scripts/test.sh). The
 machine this was written on has 2 cores shared with other work: figures are indicative only.
 """
@@ -33,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnx
@@ -43,9 +50,14 @@ sys.path.insert(0, str(REPO / "bench"))
 from pipeline_parallel import batch_symbolic_bert, mpi_env  # noqa: E402
 
 
+WALL = {}  # the last run's wall seconds per command (--dispatch)
+
+
 def train(cmd, env=None):
     """samples/s, and for a pipeline rank 0's median step: (step ms, compute ms) (else None)."""
+    t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    WALL[tuple(map(str, cmd))] = time.monotonic() - t0
     if proc.returncode != 0:
         sys.exit(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     m = re.search(r"trained \d+ steps in [0-9.]+ s \(([0-9.]+) samples/s\)", proc.stderr)
@@ -82,6 +94,17 @@ def configurations(a, model, data, work):
                 pipe + ["--checkpoint-dir", str(work / "ck"), "--checkpoint-every", "1", "--export",
                         str(work / "pp_ck.onnx")], mpi_env()),
         }
+    if a.dispatch:
+        out = {
+            "1 rank x 1 thread": (base + ["--threads", "1", "--export", str(work / "one.onnx")], None),
+            "2 ranks, --dispatch replicated": (pipe + ["--export", str(work / "pp.onnx")], mpi_env()),
+            "2 ranks, --dispatch master": (pipe + ["--dispatch", "master", "--export", str(work / "pp_master.onnx")],
+                                           mpi_env()),
+        }
+        if a.baseline:
+            baseline = [a.baseline if x == a.kiln else x for x in pipe]
+            out["2 ranks, --baseline (replicated)"] = (baseline + ["--export", str(work / "pp_base.onnx")], mpi_env())
+        return out
     return {
         "1 rank x 1 thread": (base + ["--threads", "1", "--export", str(work / "one.onnx")], None),
         "1 rank x 2 threads": (base + ["--threads", "2", "--export", str(work / "two_threads.onnx")], None),
@@ -100,14 +123,20 @@ def bench(a, work):
              labels=rng.standard_normal(shape).astype(np.float32))
     configs = configurations(a, model, data, work)
     rates, stages = {k: [] for k in configs}, {k: [] for k in configs}
+    walls = {k: [] for k in configs}
     for _ in range(a.rounds):
         for name, (cmd, env) in configs.items():
             rate, stage = train(cmd, env)
             rates[name].append(rate)
+            walls[name].append(WALL[tuple(map(str, cmd))])
             if stage:
                 stages[name].append(stage)
+    if a.dispatch:  # the master computes what every rank reading the model computes, bit for bit
+        got, want = weights(work / "pp_master.onnx"), weights(work / "pp.onnx")
+        assert all(np.array_equal(got[k], want[k]) for k in want), "--dispatch master differs from replicated"
     refs = ({"pp.onnx": "one.onnx", "pp_clip.onnx": "one_clip.onnx", "pp_ck.onnx": "one.onnx"} if a.features else
-            {f: "one.onnx" for f in ["two_threads.onnx", "pp.onnx", "pp_remat.onnx"]})
+            {f: "one.onnx" for f in ["pp.onnx", "pp_master.onnx"] + (["pp_base.onnx"] if a.baseline else [])}
+            if a.dispatch else {f: "one.onnx" for f in ["two_threads.onnx", "pp.onnx", "pp_remat.onnx"]})
     diffs = {f: worst_difference(work / f, work / ref) for f, ref in refs.items()}
     if a.features:  # the clip binds: the clipped weights are not the unclipped ones
         diffs["one_clip.onnx vs one.onnx (must differ)"] = worst_difference(work / "one_clip.onnx", work / "one.onnx")
@@ -118,14 +147,15 @@ def bench(a, work):
           f"{a.records // a.batch} steps x {a.epochs} epochs per run, {a.rounds} rounds. Weights vs 1 rank x 1 thread, "
           f"max |diff| / max |w|: " + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()))
     print("| configuration | samples/s (median) | vs 1 rank x 1 thread | samples/s per round "
-          "| rank 0 per step: step / compute (ms, median of rounds) |")
-    print("|---|---:|---:|---|---|")
+          "| rank 0 per step: step / compute (ms, median of rounds) | wall s per round |")
+    print("|---|---:|---:|---|---|---|")
     for name, r in rates.items():
         med = statistics.median(r)
         st = stages[name]
         stage = (f"{statistics.median(x[0] for x in st):.1f} / {statistics.median(x[1] for x in st):.1f}"
                  if st else "")
-        print(f"| {name} | {med:.1f} | {med / ref:.2f}x | {' '.join(f'{v:.1f}' for v in r)} | {stage} |")
+        print(f"| {name} | {med:.1f} | {med / ref:.2f}x | {' '.join(f'{v:.1f}' for v in r)} | {stage} "
+              f"| {' '.join(f'{w:.2f}' for w in walls[name])} |")
 
 
 def main():
@@ -142,6 +172,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--features", action="store_true", help="time --clip-norm and checkpoints instead")
+    ap.add_argument("--dispatch", action="store_true", help="time --dispatch master against replicated instead")
+    ap.add_argument("--baseline", help="with --dispatch: another kiln binary, run replicated in the same rounds")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     if a.smoke:

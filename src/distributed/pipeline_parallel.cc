@@ -13,6 +13,7 @@
 #include "compiler/training_checkpoint.h"
 #include "distributed/microbatch.h"
 #include "distributed/pipeline_checkpoint.h"
+#include "distributed/pipeline_plan_shipping.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/model_initializers.h"
 #include "pass/infer_shapes.h"
@@ -52,59 +53,6 @@ TransferKey step_key(int src, int dst, std::string tensor, int64_t step) {
 
 TransferKey loss_key(int last, int dst, int64_t step) { return step_key(last, dst, "loss", step); }
 
-autodiff::LossSpec loss_spec(const LossOptions& o) { return {o.kind, o.output, o.labels}; }
-
-/// The dims of a microbatch (the batch dim, dim 0 of the model's first input, divided by M);
-/// `batched` gets the inputs whose leading dim is the batch dim, and the labels.
-std::map<std::string, int64_t> microbatch_dims(const std::string& path, const TrainingOptions& opts, int microbatches,
-                                               std::set<std::string>& batched) {
-    const std::map<std::string, int64_t>& dims = opts.session.dims;
-    ir::Graph g = frontend::import_onnx_file(path);
-    KILN_CHECK(!g.inputs().empty() && g.inputs()[0]->type().rank() > 0, kInvalidArgument)
-        << "pipeline-parallel training: model '" << path << "' has no batched first input";
-    const ir::Dim& d = g.inputs()[0]->type().shape[0];
-    KILN_CHECK(!d.is_static(), kInvalidArgument)
-        << "pipeline-parallel training: input '" << g.inputs()[0]->name() << "' has a fixed batch dim (" << d.value
-        << "); microbatches need a symbolic one";
-    auto it = dims.find(d.symbol);
-    KILN_CHECK(it != dims.end(), kInvalidArgument)
-        << "pipeline-parallel training: bind the batch dim '" << d.symbol << "' (the global batch)";
-    KILN_CHECK(microbatches >= 1 && it->second % microbatches == 0, kInvalidArgument)
-        << "--microbatches " << microbatches << " does not divide " << d.symbol << "=" << it->second;
-    std::map<std::string, int64_t> micro = dims;
-    micro[d.symbol] = it->second / microbatches;
-    for (const ir::Value* in : g.inputs()) {
-        const ir::TensorType& t = in->type();
-        if (t.rank() > 0 && !t.shape[0].is_static() && t.shape[0].symbol == d.symbol) batched.insert(in->name());
-    }
-    if (opts.loss.kind != "output") batched.insert(opts.loss.labels);
-    return micro;
-}
-
-/// The inputs of a step at the global batch: the model's and the labels (the eval graph's).
-std::vector<TensorInfo> global_batch_inputs(const std::string& path, const TrainingOptions& opts) {
-    ir::Graph g = frontend::import_onnx_file(path);
-    compiler::bind_input_shapes(g, opts.session.dims);
-    pass::infer_shapes(g, compiler::pass_context());
-    const autodiff::ModelState state =
-        autodiff::find_model_state(g, frontend::onnx_initializer_names(path), opts.trainable);
-    autodiff::TrainingGraph eval = autodiff::build_training_graph(std::move(g), state, loss_spec(opts.loss), {},
-                                                                  autodiff::TrainingGraphKind::kEval);
-    std::vector<TensorInfo> out;
-    for (const ir::Value* v : eval.graph.inputs()) {
-        if (std::find(state.params.begin(), state.params.end(), v->name()) != state.params.end()) continue;
-        TensorInfo t;
-        t.name = v->name();
-        t.dtype = v->type().dtype;
-        for (int64_t s : v->type().static_shape()) {
-            t.shape.push_back(s);
-            t.symbols.emplace_back();
-        }
-        out.push_back(std::move(t));
-    }
-    return out;
-}
-
 }  // namespace
 
 PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_path, const TrainingOptions& opts,
@@ -115,38 +63,59 @@ PipelineParallel::PipelineParallel(Communicator& comm, const std::string& onnx_p
         << " (checkpointing within one training graph); --rematerialize recomputes each stage's forward instead";
     KILN_CHECK(comm.size() >= 2, kInvalidArgument)
         << "pipeline-parallel training needs at least 2 ranks (one stage each); the job has " << comm.size();
-    batch_inputs_ = global_batch_inputs(onnx_path, opts);
-    PipelineTrainingSpec spec;
-    spec.onnx_path = onnx_path;
-    spec.dims = microbatch_dims(onnx_path, opts, popts.microbatches, batched_);
-    spec.loss = loss_spec(opts.loss);
-    spec.trainable = opts.trainable;
-    spec.num_ranks = comm.size();
-    spec.stages = popts.stages;
-    spec.microbatches = popts.microbatches;
-    spec.seed = opts.seed;
-    spec.rematerialize = popts.rematerialize;
-    PipelineStages stages = build_pipeline_stages(spec);
-    params_ = stages.params;
-    std::ostringstream os;
-    for (const PipelineStageGraph& s : stages.stages) {
-        stage_params_.push_back(s.params);
-        os << "stage " << s.rank << ": " << s.params.size() << " parameters, " << s.recv_keys.size()
-           << " tensors in, estimated forward " << s.estimated_seconds * 1e3 << " ms per microbatch\n";
-    }
-    describe_ = os.str();
-    split_ = stage_split_text(stage_params_);
-    for (const auto& [name, t] : stages.initial) param_types_[name] = {t.dtype(), t.shape()};
-    stage_ = std::make_unique<PipelineStage>(std::move(stages.stages[static_cast<size_t>(comm.rank())]), spec, opts,
-                                             stages.initial);
-    if (popts.replicas != nullptr && popts.replicas->size() > 1) {
-        replica_grads_ = std::make_unique<ReplicaGradients>(*popts.replicas, *stage_, popts.replica_buckets);
-        if (replica_grads_->empty()) replica_grads_.reset();  // a stage without parameters: nothing to average
-    }
     rv_ = std::make_unique<Rendezvous>(comm);
+    if (is_worker()) {
+        try {
+            init(receive_pipeline_stage(*rv_, comm.rank(), comm.size()));
+        } catch (...) {
+            report_failure();
+        }
+        return;
+    }
+    const PipelinePlanOptions plan_options{comm.size(), popts.microbatches, popts.stages, popts.rematerialize};
+    PipelinePlan plan = make_pipeline_plan(onnx_path, opts, plan_options, is_master() ? -1 : comm.rank());
+    if (is_master()) {
+        rv_->set_wait_check([this] { check_workers(); });
+        const autodiff::OptimizerSpec spec = compiler::optimizer_spec(opts.optimizer);
+        worker_inputs_.resize(static_cast<size_t>(comm.size()));
+        worker_names_.resize(static_cast<size_t>(comm.size()));
+        for (int r = 1; r < comm.size(); ++r) {
+            std::map<std::string, std::pair<DType, Shape>> theirs;
+            for (const std::string& p : plan.stage_params[static_cast<size_t>(r)]) theirs[p] = plan.param_types.at(p);
+            for (const auto& [name, type] : checkpoint_layout(theirs, spec)) worker_names_[static_cast<size_t>(r)].push_back(name);
+            worker_inputs_[static_cast<size_t>(r)] = plan.stages[static_cast<size_t>(r)].inputs;
+            ship_pipeline_stage(*rv_, plan, r);  // before compiling ours: the workers compile meanwhile
+        }
+    }
+    init(std::move(plan));
 }
 
-PipelineParallel::~PipelineParallel() = default;
+void PipelineParallel::init(PipelinePlan plan) {
+    batch_inputs_ = std::move(plan.batch_inputs);
+    batched_ = std::move(plan.batched);
+    params_ = std::move(plan.params);
+    stage_params_ = std::move(plan.stage_params);
+    param_types_ = std::move(plan.param_types);
+    split_ = std::move(plan.split);
+    describe_ = std::move(plan.describe);
+    PipelineStagePlan& own = plan.stages.at(static_cast<size_t>(comm_.rank()));
+    stage_inputs_ = own.inputs;
+    stage_ = std::make_unique<PipelineStage>(std::move(own.graph), std::move(own.apply), opts_, own.initial);
+    if (popts_.replicas != nullptr && popts_.replicas->size() > 1) {
+        replica_grads_ = std::make_unique<ReplicaGradients>(*popts_.replicas, *stage_, popts_.replica_buckets);
+        if (replica_grads_->empty()) replica_grads_.reset();  // a stage without parameters: nothing to average
+    }
+}
+
+PipelineParallel::~PipelineParallel() {
+    if (is_master() && !stopped_ && std::uncaught_exceptions() == 0) {
+        try {
+            stop();
+        } catch (...) {  // a destructor must not throw; the job is ending anyway
+        }
+    }
+    if (rv_) rv_->set_wait_check({});
+}
 
 PipelineParallel::Values PipelineParallel::receive_inputs(int64_t m) {
     Values in;
@@ -238,10 +207,15 @@ void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
                             next_backward);
 }
 
-std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::map<std::string, Tensor>& batch) const {
+void PipelineParallel::check_batch(const std::map<std::string, Tensor>& batch) const {
     for (const TensorInfo& info : batch_inputs_)
-        KILN_CHECK(batch.count(info.name), kInvalidArgument)
-            << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+        if (!is_worker() || stage_inputs_.count(info.name))  // a worker is sent only what its stage reads
+            KILN_CHECK(batch.count(info.name), kInvalidArgument)
+                << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+}
+
+std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::map<std::string, Tensor>& batch) const {
+    check_batch(batch);
     // The batched inputs cut along their leading axis; the others (no batch dim) go whole to each.
     Values batched, whole;
     for (const auto& [name, t] : batch) (batched_.count(name) ? batched : whole).emplace(name, t);
@@ -251,6 +225,10 @@ std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::
 }
 
 std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string, Tensor>& batch) {
+    if (is_master()) {
+        check_batch(batch);
+        order(kEval, 0, &batch);
+    }
     const std::vector<Values> micro = microbatches(batch);
     const PipelineStageGraph& g = stage_->graph();
     // The training keys in frame 1 + the evaluation's batch count: never a training step's (frame 0).
@@ -274,16 +252,16 @@ std::optional<StepResult> PipelineParallel::eval_step(const std::map<std::string
         for (size_t i = 0; i < g.send_keys.size(); ++i)
             for (const std::string& k : g.send_keys[i]) rv_->send(key(k, static_cast<int64_t>(m)), outs.at(i));
     }
-    ++eval_batches_;
-    if (!g.computes_loss) return std::nullopt;
+    if (!g.computes_loss) return eval_result(std::nullopt);
     StepResult r;
     r.loss = loss / static_cast<double>(micro.size());
     if (!outputs.empty())
         r.outputs = join_microbatches(outputs, {opts_.loss.output.empty() ? "the loss's output" : opts_.loss.output});
-    return r;
+    return eval_result(std::move(r));
 }
 
 std::vector<double> PipelineParallel::from_loss_stage(const std::vector<double>& values) {
+    if (is_master()) return values;  // eval_step gave the master the loss stage's results
     const int last = comm_.size() - 1;
     const int64_t call = ++shared_;  // every rank counts its calls alike
     auto key = [&](int dst) {
@@ -305,7 +283,7 @@ std::vector<double> PipelineParallel::from_loss_stage(const std::vector<double>&
     return out;
 }
 
-double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
+double PipelineParallel::run_step(const std::map<std::string, Tensor>& batch, double lr) {
     const auto t0 = Clock::now();
     stage_->forward_s = stage_->backward_s = stage_->apply_s = 0;
     peak_stashed_ = 0;
@@ -319,11 +297,11 @@ double PipelineParallel::step(const std::map<std::string, Tensor>& batch) {
         Tensor t(DType::kFloat64, {});
         t.set_f64(0, loss);
         for (int r = 0; r < last; ++r) rv_->send(loss_key(last, r, step_), t);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
+        stage_->apply(step_, lr, clip_factor());
     } else {
         inner_stage_step(micro);
         average_over_replicas(nullptr);
-        stage_->apply(step_, opts_.schedule.at(step_, opts_.optimizer.lr), clip_factor());
+        stage_->apply(step_, lr, clip_factor());
         loss = rv_->recv(loss_key(last, comm_.rank(), step_)).get_f64(0);
     }
     ++step_;
@@ -366,6 +344,7 @@ double PipelineParallel::clip_factor() {
 void PipelineParallel::save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra) {
     ++checkpoints_;
     if (!writes()) return;  // another replica's state is replica 0's
+    if (is_master()) order(kSave, 0);
     auto key = [&](int src, const std::string& name) {
         TransferKey k = step_key(src, 0, "checkpoint/" + name, step_);
         k.iter = checkpoints_;  // two checkpoints of one step (--checkpoint-every and the epoch's end) differ
@@ -403,10 +382,12 @@ std::set<std::string> PipelineParallel::checkpoint_names() const {
 }
 
 std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::string& path) {
-    // Only this stage's tensors are copied out of the file; the others' types are checked.
+    // Only this stage's tensors are copied out of the file; the others' types are checked. A
+    // master then reads each worker's stage in turn and sends it (send_checkpoint).
     const std::set<std::string> own = checkpoint_names();
     compiler::Checkpoint c = compiler::read_checkpoint(path, [&](const std::string& name) { return own.count(name) > 0; });
     check_checkpoint_tensors(path, c, checkpoint_layout(param_types_, compiler::optimizer_spec(opts_.optimizer)));
+    if (is_master()) send_checkpoint(path, c.step);
     PipelineStage::Values params, state;
     for (const std::string& p : stage_->parameter_names()) params[p] = c.tensors.at(checkpoint_param_name(p));
     for (const auto& [name, t] : stage_->optimizer_state()) state[name] = c.tensors.at(checkpoint_state_name(name));
@@ -418,6 +399,7 @@ std::map<std::string, std::string> PipelineParallel::load_checkpoint(const std::
 std::map<std::string, Tensor> PipelineParallel::gather_parameters() {
     auto key = [&](int src, const std::string& name) { return step_key(src, 0, "param/" + name, step_); };
     std::map<std::string, Tensor> all;
+    if (is_master()) order(kGather, 0);
     if (comm_.rank() != 0) {
         for (const std::string& p : stage_->parameter_names()) rv_->send(key(comm_.rank(), p), stage_->parameter(p));
         return all;

@@ -29,9 +29,26 @@
 // t and the iteration to the microbatch: "0/1 -> 1 'h1' frame 0:3 step 7" is microbatch 3's
 // activation h1 of step 7, and its gradient travels back as "1/1 -> 0 'grad/h1' frame 0:3 step 7".
 // A lost rank is the heartbeat's (communicator.h): every wait is a receive with a deadline.
+//
+// Master dispatch (PipelineDispatch::kMaster): rank 0 of the pipeline, the master, alone reads
+// the model. It builds every stage's plan (pipeline_plan.h) and ships each worker its own
+// (pipeline_plan_shipping.h) before compiling its stage; a worker compiles what it receives and
+// then serve()s the master's orders until told to stop, never reading the model, the data or a
+// checkpoint file. Each public call on the master (step, eval_step, save_checkpoint,
+// load_checkpoint, gather_parameters, export_onnx) orders the workers to do their part: an
+// order "order" (0 -> w, step n: f64[2] {kind, argument}, the learning rate of a step) with, for
+// a step or an evaluation, the batch inputs the worker's graphs read ("input:NAME", whole: the
+// worker cuts them into microbatches). Steps are ordered ahead: enqueue(batch) posts a step's
+// orders at once (non-blocking sends) and step() runs the oldest enqueued, so the master can
+// order step i+1 before step i ends and a worker finds its next order waiting. The loss stage
+// sends evaluation results to the master, which alone holds them (eval_step returns them on
+// rank 0, from_loss_stage is the master's own values). A worker that fails (its compile, a step)
+// sends the master its message ("error", w -> 0), and the master's next wait ends with
+// `worker rank 1 failed: ...`; should the master not be waiting, the worker rethrows after 5 s.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +58,7 @@
 
 #include "distributed/communicator.h"
 #include "distributed/data_parallel.h"
+#include "distributed/pipeline_plan.h"
 #include "distributed/pipeline_stage.h"
 #include "distributed/rank_assignment.h"
 #include "distributed/rendezvous.h"
@@ -54,6 +72,12 @@ namespace kiln::distributed {
 enum class PipelineSchedule {
     kGPipe,                  // every microbatch's forward, then every backward
     kOneForwardOneBackward,  // 1F1B (PipeDream-flush): at most N microbatches stashed, not M
+};
+
+/// Who reads the model (file comment).
+enum class PipelineDispatch {
+    kReplicated,  // every rank reads the model and builds its own stage
+    kMaster,      // rank 0 builds every stage and ships it; the other ranks serve() its orders
 };
 
 struct PipelineParallelOptions {
@@ -74,6 +98,8 @@ struct PipelineParallelOptions {
     /// With replicas: the gradient buckets' size, whether they start during the step's last
     /// backward (overlap), the progress thread's period (replica_gradients.h).
     DataParallelOptions replica_buckets = DataParallelOptions::from_env();
+    /// kMaster: rank 0 (of each replica's pipeline) reads the model; the others ignore the path.
+    PipelineDispatch dispatch = PipelineDispatch::kReplicated;
 };
 
 /// Seconds of the last step on this rank.
@@ -106,8 +132,21 @@ public:
     /// The global batch's inputs: the model's inputs and the labels (as
     /// TrainingSession::batch_inputs() at the global batch).
     const std::vector<TensorInfo>& batch_inputs() const { return batch_inputs_; }
-    /// One GPipe step on the global batch (the same on every rank); returns the batch's mean loss.
+    /// One GPipe step on the global batch (the same on every rank; the master's alone under master
+    /// dispatch); returns the batch's mean loss. Nothing may be enqueued.
     double step(const std::map<std::string, Tensor>& batch);
+    /// Queues the step on `batch` (checked here); a master orders it from its workers at once.
+    void enqueue(const std::map<std::string, Tensor>& batch);
+    /// Runs the oldest enqueued step; returns its loss.
+    double step();
+    size_t enqueued() const { return queued_.size(); }
+    /// A worker under master dispatch: runs the master's orders until it says stop. An error is
+    /// reported to the master and rethrown after a grace period.
+    void serve();
+    /// The master: orders the workers to stop (the destructor does it otherwise).
+    void stop();
+    bool is_master() const { return popts_.dispatch == PipelineDispatch::kMaster && comm_.rank() == 0; }
+    bool is_worker() const { return popts_.dispatch == PipelineDispatch::kMaster && comm_.rank() != 0; }
     /// Steps done.
     int64_t steps() const { return step_; }
     /// Evaluates the global batch `batch` (the same on every rank; as step's, no update): each
@@ -150,6 +189,17 @@ public:
 
 private:
     using Values = std::map<std::string, Tensor>;
+    enum Order { kStop = 0, kStep, kEval, kSave, kLoad, kGather };
+    void init(PipelinePlan plan);
+    double run_step(const std::map<std::string, Tensor>& batch, double lr);
+    /// The master: sends every worker order `kind` (with the batch inputs it reads); returns its number.
+    int64_t order(Order kind, double arg, const std::map<std::string, Tensor>* batch = nullptr);
+    void check_workers();
+    [[noreturn]] void report_failure();
+    void receive_checkpoint(int64_t step, int64_t order);
+    /// The master's --resume: orders the load, then reads and sends each worker its stage's tensors.
+    void send_checkpoint(const std::string& path, int64_t step);
+    std::optional<StepResult> eval_result(std::optional<StepResult> own);
     double loss_stage_step(const std::vector<Values>& micro);
     void inner_stage_step(const std::vector<Values>& micro);
     void forward_microbatch(const Values& micro, Values& kept, int64_t m);
@@ -165,6 +215,7 @@ private:
     /// Whether this rank's replica writes checkpoints and exports (replica 0).
     bool writes() const { return popts_.replicas == nullptr || popts_.replicas->rank() == 0; }
     std::vector<Values> microbatches(const std::map<std::string, Tensor>& batch) const;
+    void check_batch(const std::map<std::string, Tensor>& batch) const;
 
     Communicator& comm_;
     std::string path_;
@@ -187,6 +238,13 @@ private:
     PipelineStepStats stats_;
     int peak_stashed_ = 0;
     int64_t step_ = 0;
+    // Master dispatch.
+    std::set<std::string> stage_inputs_;                 // the batch inputs this stage's graphs read
+    std::vector<std::set<std::string>> worker_inputs_;   // the master's: per rank (0's unused)
+    std::vector<std::vector<std::string>> worker_names_;  // the master's: per rank, its checkpoint names
+    std::deque<std::map<std::string, Tensor>> queued_;   // enqueued steps' batches
+    int64_t next_order_ = 0;
+    bool stopped_ = false;
 };
 
 }  // namespace kiln::distributed

@@ -22,19 +22,27 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-/// The optimizer update of the stage's parameters alone (autodiff's apply graph).
-autodiff::TrainingGraph apply_graph(const PipelineTrainingSpec& spec, const std::vector<std::string>& params,
-                                    const autodiff::OptimizerSpec& optimizer) {
+/// The stage's optimizer spec: the clip factor is an input (the norm spans the stages, and
+/// PipelineParallel computes the factor).
+autodiff::OptimizerSpec stage_optimizer(const OptimizerOptions& o) {
+    autodiff::OptimizerSpec optimizer = compiler::optimizer_spec(o);
+    optimizer.clip_from_input = true;
+    autodiff::check_optimizer_options(optimizer);
+    return optimizer;
+}
+
+}  // namespace
+
+autodiff::TrainingGraph stage_apply_graph(const PipelineTrainingSpec& spec, const std::vector<std::string>& params,
+                                          const OptimizerOptions& optimizer) {
     ir::Graph model = frontend::import_onnx_file(spec.onnx_path);
     compiler::bind_input_shapes(model, spec.dims);
     pass::infer_shapes(model, compiler::pass_context());
     autodiff::ModelState state;
     state.params = params;
-    return autodiff::build_training_graph(std::move(model), state, spec.loss, optimizer,
+    return autodiff::build_training_graph(std::move(model), state, spec.loss, stage_optimizer(optimizer),
                                           autodiff::TrainingGraphKind::kApply);
 }
-
-}  // namespace
 
 struct PipelineStage::Compiled {
     std::shared_ptr<runtime::PreparedExecutable> prepared;
@@ -56,13 +64,11 @@ void accumulate(Tensor& sum, Tensor t) {
     for (int64_t i = 0; i < sum.numel(); ++i) sum.set_f64(i, sum.get_f64(i) + t.get_f64(i));
 }
 
-PipelineStage::PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpec& spec, const TrainingOptions& opts,
+PipelineStage::PipelineStage(PipelineStageGraph graph, autodiff::TrainingGraph apply, const TrainingOptions& opts,
                              const std::map<std::string, Tensor>& initial)
     : g_(std::move(graph)), opts_(opts),
       runner_(std::make_unique<runtime::ModelRunner>(runtime::runner_options(opts.session))) {
-    autodiff::OptimizerSpec optimizer = compiler::optimizer_spec(opts.optimizer);
-    optimizer.clip_from_input = true;  // the norm spans the stages: PipelineParallel computes the factor
-    autodiff::check_optimizer_options(optimizer);
+    const autodiff::OptimizerSpec optimizer = stage_optimizer(opts.optimizer);
     for (const std::string& p : g_.params) {
         params_[p] = initial.at(p).clone();
         for (const std::string& slot : autodiff::optimizer_state_slots(optimizer))
@@ -71,9 +77,8 @@ PipelineStage::PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpe
     if (!g_.computes_loss) forward_ = compile(g_.forward);
     backward_ = compile(g_.backward);
     if (!g_.params.empty()) {
-        autodiff::TrainingGraph a = apply_graph(spec, g_.params, optimizer);
-        apply_outputs_ = a.outputs;
-        apply_ = compile(a.graph);
+        apply_outputs_ = apply.outputs;
+        apply_ = compile(apply.graph);
     }
 }
 

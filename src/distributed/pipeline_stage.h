@@ -23,9 +23,10 @@ class PipelineStage {
 public:
     using Values = std::map<std::string, Tensor>;
 
-    /// Compiles `graph`'s forward (not on the loss stage), backward and apply graphs with
-    /// `opts` (threads, kernels, optimizer); `initial` holds at least the stage's parameters.
-    PipelineStage(PipelineStageGraph graph, const PipelineTrainingSpec& spec, const TrainingOptions& opts,
+    /// Compiles `graph`'s forward (not on the loss stage), backward and `apply` (stage_apply_graph;
+    /// ignored for a stage without parameters) with `opts` (threads, kernels, optimizer);
+    /// `initial` holds at least the stage's parameters.
+    PipelineStage(PipelineStageGraph graph, autodiff::TrainingGraph apply, const TrainingOptions& opts,
                   const std::map<std::string, Tensor>& initial);
     ~PipelineStage();
     PipelineStage(const PipelineStage&) = delete;
@@ -83,6 +84,11 @@ private:
     std::vector<std::string> apply_outputs_;  // role keys ("param:W", "state:opt/W/momentum")
     Values params_, state_, grads_;
 };
+
+/// The optimizer update of `params` alone (autodiff's apply graph, the clip factor an input:
+/// the norm spans the stages), from the model file of `spec`.
+autodiff::TrainingGraph stage_apply_graph(const PipelineTrainingSpec& spec, const std::vector<std::string>& params,
+                                          const OptimizerOptions& optimizer);
 
 /// sum += t, elementwise (same dtype and shape); an empty `sum` becomes `t`.
 void accumulate(Tensor& sum, Tensor t);

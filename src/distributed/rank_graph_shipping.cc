@@ -11,10 +11,12 @@
 namespace kiln::distributed {
 namespace {
 
-/// The keys of one shipment: "plan:graph" (the text), "plan:inputs" (how many of the text's
-/// graph inputs are the rank's own; the rest are shipped constants, in order), "const:NAME".
-TransferKey shipping_key(int rank, const std::string& what) {
-    return TransferKey{0, 1, rank, what, 0, 0, /*step=*/0};
+/// The keys of one shipment under `label`: "LABEL:graph" (the text), "LABEL:inputs" (how many of
+/// the text's graph inputs are the rank's own; the rest are shipped constants, in order), and
+/// "LABEL:const:NAME" ("const:NAME" for the label "plan", a rank graph of inference).
+TransferKey shipping_key(int rank, const std::string& label, const std::string& what) {
+    const bool constant = what.rfind("const:", 0) == 0;
+    return TransferKey{0, 1, rank, constant && label == "plan" ? what : label + ":" + what, 0, 0, /*step=*/0};
 }
 
 bool ships_apart(const ir::Value& c) {
@@ -35,8 +37,16 @@ std::string tensor_as_text(const Tensor& t) {
     return std::string(static_cast<const char*>(t.data()), t.nbytes());
 }
 
-void ship_rank_graph(Rendezvous& rv, RankGraph rg) {
-    ir::Graph& g = rg.graph;
+void ship_rank_graph(Rendezvous& rv, RankGraph rg) { ship_graph(rv, rg.rank, std::move(rg.graph), "plan"); }
+
+RankGraph receive_rank_graph(Rendezvous& rv, int rank) {
+    RankGraph rg;
+    rg.rank = rank;
+    rg.graph = receive_graph(rv, rank, "plan");
+    return rg;
+}
+
+void ship_graph(Rendezvous& rv, int rank, ir::Graph g, const std::string& label) {
     const int64_t own_inputs = static_cast<int64_t>(g.inputs().size());
     std::vector<std::pair<std::string, Tensor>> apart;
     for (ir::Value* c : g.constants()) {
@@ -51,23 +61,21 @@ void ship_rank_graph(Rendezvous& rv, RankGraph rg) {
     }
     Tensor count(DType::kInt64, {1});
     count.set_i64(0, own_inputs);
-    rv.send(shipping_key(rg.rank, "plan:inputs"), count);
-    rv.send(shipping_key(rg.rank, "plan:graph"), text_as_tensor(ir::print_graph(g)));
-    for (const auto& [name, data] : apart) rv.send(shipping_key(rg.rank, "const:" + name), data);
+    rv.send(shipping_key(rank, label, "inputs"), count);
+    rv.send(shipping_key(rank, label, "graph"), text_as_tensor(ir::print_graph(g)));
+    for (const auto& [name, data] : apart) rv.send(shipping_key(rank, label, "const:" + name), data);
 }
 
-RankGraph receive_rank_graph(Rendezvous& rv, int rank) {
-    RankGraph rg;
-    rg.rank = rank;
-    const int64_t own_inputs = rv.recv(shipping_key(rank, "plan:inputs"), 0).get_i64(0);
-    rg.graph = ir::parse_graph(tensor_as_text(rv.recv(shipping_key(rank, "plan:graph"), 0)));
-    const std::vector<ir::Value*> inputs = rg.graph.inputs();
+ir::Graph receive_graph(Rendezvous& rv, int rank, const std::string& label) {
+    const int64_t own_inputs = rv.recv(shipping_key(rank, label, "inputs"), 0).get_i64(0);
+    ir::Graph g = ir::parse_graph(tensor_as_text(rv.recv(shipping_key(rank, label, "graph"), 0)));
+    const std::vector<ir::Value*> inputs = g.inputs();
     KILN_CHECK(own_inputs >= 0 && own_inputs <= static_cast<int64_t>(inputs.size()), kInvalidArgument)
-        << "rank " << rank << ": the shipped graph has " << inputs.size() << " inputs, the master said " << own_inputs
-        << " are the rank's own";
+        << "rank " << rank << ": the shipped graph '" << label << "' has " << inputs.size()
+        << " inputs, the master said " << own_inputs << " are the rank's own";
     for (size_t i = static_cast<size_t>(own_inputs); i < inputs.size(); ++i)
-        rg.graph.freeze_input(inputs[i], rv.recv(shipping_key(rank, "const:" + inputs[i]->name()), 0));
-    return rg;
+        g.freeze_input(inputs[i], rv.recv(shipping_key(rank, label, "const:" + inputs[i]->name()), 0));
+    return g;
 }
 
 }  // namespace kiln::distributed

@@ -28,6 +28,12 @@ std::string tensor_as_text(const Tensor& t);
 /// rg.rank; returns at once (non-blocking sends).
 void ship_rank_graph(Rendezvous& rv, RankGraph rg);
 
+/// The same for any graph, under `label` ("plan" is ship_rank_graph's): the keys are
+/// "LABEL:graph", "LABEL:inputs" and "LABEL:const:NAME" (for "plan": "const:NAME"), so several
+/// graphs can go to one rank (pipeline_stage_shipping.h ships a training stage's four).
+void ship_graph(Rendezvous& rv, int rank, ir::Graph g, const std::string& label);
+ir::Graph receive_graph(Rendezvous& rv, int rank, const std::string& label);
+
 /// Worker side: the graph rank 0 sent to this rank (waits for it without a deadline: the master
 /// may still be partitioning; a lost master is the heartbeat's to report). kInvalidArgument when
 /// the text does not parse or a constant's type differs from its input's.

@@ -122,15 +122,17 @@ def test_lost_parameter_server_or_worker_ends_the_job(tmp_path, mode, lost):
 
 @pytest.mark.skipif(not os.path.exists(KILN), reason="kiln binary not built")
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
-def test_lost_pipeline_stage_ends_the_job(tmp_path, sig):
+@pytest.mark.parametrize("dispatch", ["replicated", "master"])
+def test_lost_pipeline_stage_ends_the_job(tmp_path, sig, dispatch):
     """`kiln train --pipeline-parallel` on 3 ranks (the MLP's Gemm, Relu and Gemm, one stage
     each): the middle stage killed (the launcher notices) or stopped (only the heartbeat notices,
     timeout 3 s here) mid-training. Its neighbours wait on it in rendezvous receives (activations
-    on rank 2, gradients on rank 0); the job ends non-zero, naming rank 1, within 10 s of the
-    signal."""
+    on rank 2, gradients on rank 0; under --dispatch master rank 2 may also wait for its next
+    order, which has no deadline of its own); the job ends non-zero, naming rank 1, within 10 s
+    of the signal."""
     import signal
     returncode, out, seconds = train_and_lose_rank(
-        tmp_path, ["--pipeline-parallel", "--microbatches", "2"], 1, getattr(signal, sig))
+        tmp_path, ["--pipeline-parallel", "--microbatches", "2", "--dispatch", dispatch], 1, getattr(signal, sig))
     assert returncode != 0, out[-2000:]
     if sig == "SIGSTOP":
         assert "lost rank 1: no heartbeat for" in out, out[-2000:]

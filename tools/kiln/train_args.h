@@ -44,6 +44,7 @@ struct TrainArgs {
     bool rematerialize = false;  // --pipeline-parallel: recompute each stage's forward in its backward
     std::string pipeline_schedule = "gpipe";  // --pipeline-parallel: gpipe or 1f1b
     std::vector<std::string> stages;  // --stage NODE=RANK,... (pipeline-parallel)
+    std::string dispatch = "replicated";  // --pipeline-parallel: replicated (every rank reads the model) or master
     int rank = 0;  // in the MPI job (0 outside one): rank 0 prints and writes
 };
 

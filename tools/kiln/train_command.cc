@@ -311,6 +311,7 @@ void check_pipeline_combinations(const TrainArgs& a) {
                              : a.rematerialize                ? "--rematerialize"
                              : a.pipeline_schedule != "gpipe" ? "--pipeline-schedule"
                              : a.pipeline_stages != 0         ? "--pipeline-stages"
+                             : a.dispatch != "replicated"     ? "--dispatch"
                                                               : nullptr;
         KILN_CHECK(option == nullptr, kInvalidArgument) << option << " goes with --pipeline-parallel";
         return;
@@ -467,6 +468,12 @@ void add_train_command(CLI::App& app, CommandAction& action) {
                     "backward in turn: at most ranks, not --microbatches, microbatches' activations held)")
         ->capture_default_str()
         ->check(CLI::IsMember({"gpipe", "1f1b"}));
+    sub->add_option("--dispatch", a->dispatch,
+                    "--pipeline-parallel: replicated (every rank reads the model and the data and builds its stage) or "
+                    "master (rank 0 builds every stage and ships it, feeds the stages and orders each step; the other "
+                    "ranks read no file)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"replicated", "master"}));
     sub->add_option("--stage", a->stages,
                     "--pipeline-parallel: place nodes of the model on ranks (NODE=RANK,...; the nodes after one follow "
                     "it); else a cost-balanced split")

@@ -133,6 +133,17 @@ struct PipelineLoop {
         pp.save_checkpoint(checkpoint, position_extra(pos, a));
     }
 
+    /// Enqueues the epoch's next batch, if it has one left; false otherwise.
+    bool enqueue_next() {
+        if (pos.batch + static_cast<int64_t>(pp.enqueued()) >= steps_per_epoch) return false;
+        std::optional<data::Batch> batch = data.train->next();
+        if (!batch) return false;
+        std::map<std::string, Tensor> inputs = step_batch(*batch, data, step);
+        for (auto& [name, t] : inputs) t = t.clone();  // held past the pipeline's next batch
+        pp.enqueue(inputs);
+        return true;
+    }
+
     /// The rest of epoch pos.epoch from batch pos.batch; returns its samples/s.
     double train_epoch() {
         const auto epoch_start = Clock::now();
@@ -140,9 +151,13 @@ struct PipelineLoop {
         double samples_per_s = 0;
         // A checkpoint taken after the epoch's last step resumes straight at the epoch's end.
         if (pos.batch < steps_per_epoch) data.train->start_epoch(pos.epoch, pos.batch);
-        while (auto batch = pos.batch < steps_per_epoch ? data.train->next() : std::nullopt) {
+        // A master orders step i+1 before step i runs, unless a checkpoint comes between them.
+        const bool ahead = pp.is_master();
+        while (pp.enqueued() > 0 || enqueue_next()) {
+            const bool checkpoint_next = a.checkpoint_every > 0 && (pp.steps() + 1) % a.checkpoint_every == 0;
+            if (ahead && !checkpoint_next) enqueue_next();
             const double lr = opts.schedule.at(pp.steps(), a.lr);
-            const double loss = pp.step(step_batch(*batch, data, step));
+            const double loss = pp.step();
             KILN_CHECK(std::isfinite(loss), kInvalidArgument)
                 << "the training loss is " << loss << " at step " << pp.steps() << ": lower --lr or use --clip-norm";
             stats.push_back(pp.last_step_stats());
@@ -210,12 +225,33 @@ void print_header(const TrainArgs& a, const distributed::PipelineParallel& pp, c
                                a.rematerialize ? "recomputes the forward" : "reads the forward's stash", stages));
 }
 
+/// The options of the pipeline from the command line.
+distributed::PipelineParallelOptions pipeline_options(const TrainArgs& a, const distributed::PipelineGroups& groups) {
+    distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
+    if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
+    po.replicas = groups.replicas_of_stage.get();
+    if (a.bucket_mb >= 0) po.replica_buckets.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
+    if (a.no_overlap) po.replica_buckets.overlap = false;
+    if (a.dispatch == "master") po.dispatch = distributed::PipelineDispatch::kMaster;
+    return po;
+}
+
+/// A worker under --dispatch master: its stage comes from the master, and so do its orders.
+int serve_as_worker(const TrainArgs& a, distributed::Communicator& pipeline, const distributed::PipelineGroups& groups) {
+    const TrainingOptions opts = training_options(a, {}, 0);  // the session and optimizer options
+    distributed::PipelineParallel pp(pipeline, a.model, opts, pipeline_options(a, groups));
+    pp.serve();
+    return 0;
+}
+
 }  // namespace
 
 int train_pipeline(TrainArgs a, ProgressBar& bar) {
-    check_pipeline_args(a);
     distributed::Communicator& world = distributed::Communicator::get();
     const distributed::PipelineGroups groups = distributed::group_pipeline_ranks(world, a.pipeline_stages, a.data_parallel);
+    distributed::Communicator& pipeline = groups.pipeline ? *groups.pipeline : world;
+    if (a.dispatch == "master" && pipeline.rank() != 0) return serve_as_worker(a, pipeline, groups);
+    check_pipeline_args(a);
     a.data.shard_count = groups.replicas;  // each replica reads its slice of every global batch
     a.data.shard_index = groups.replica;
     const std::string checkpoint = checkpoint_path(a);
@@ -232,12 +268,7 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
     TrainingOptions opts = training_options(a, dims, steps_per_epoch * a.epochs);
     opts.seed = distributed::replica_seed(opts.seed, groups.replica);  // the shuffle seed stays common
     const auto t_compile = Clock::now();
-    distributed::PipelineParallelOptions po{a.microbatches, distributed::parse_stage_map(a.stages), a.rematerialize};
-    if (a.pipeline_schedule == "1f1b") po.schedule = distributed::PipelineSchedule::kOneForwardOneBackward;
-    po.replicas = groups.replicas_of_stage.get();
-    if (a.bucket_mb >= 0) po.replica_buckets.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
-    if (a.no_overlap) po.replica_buckets.overlap = false;
-    distributed::PipelineParallel pp(groups.pipeline ? *groups.pipeline : world, a.model, opts, po);
+    distributed::PipelineParallel pp(pipeline, a.model, opts, pipeline_options(a, groups));
     const double compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
     Position pos;
     if (a.resume) pos = resume(pp, checkpoint, a, bar);  // before the pipelines: it sets the data order
@@ -265,6 +296,7 @@ int train_pipeline(TrainArgs a, ProgressBar& bar) {
         pp.export_onnx(a.export_path);
         if (a.rank == 0) fmt::print(stderr, "wrote {}\n", a.export_path);
     }
+    pp.stop();  // a master's workers
     return 0;
 }
 

@@ -32,6 +32,7 @@
 
 #include "runtime/dnnl_engine.h"
 #include "runtime/executable.h"
+#include "runtime/int8_dwconv.h"
 #include "runtime/int8_gemv.h"
 #include "support/huge_pages.h"
 #include "support/error.h"
@@ -137,6 +138,7 @@ public:
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
+            if (dw_) return run_depthwise(args, env);
             std::vector<QPart>& parts = parts_for(std::max(1, threads));
             Lease src(x_nhwc_ ? nullptr : src_pool_.get());
             if (!x_nhwc_) reorder_src(static_cast<const uint8_t*>(args[x_arg_]), src.get(), env, threads);
@@ -206,6 +208,44 @@ private:
             bias_.assign(bv, bv + m);
         }
         if (!x_nhwc_) src_pool_ = std::make_unique<BytePool>(static_cast<size_t>(src_[0] * src_[1] * src_[2] * src_[3]));
+        maybe_depthwise();
+    }
+
+    /// A depthwise conv between int8 kernels (NHWC both sides, no fused add) runs on Kiln's own
+    /// VNNI kernel (runtime/int8_dwconv.h) where it handles the window; KILN_INT8_DW=0 keeps oneDNN.
+    void maybe_depthwise() {
+        const char* env = std::getenv("KILN_INT8_DW");
+        if ((env && std::string(env) == "0") || !Int8DwConv::available()) return;
+        if (groups_ != src_[1] || dst_[1] != src_[1] || !x_nhwc_ || !y_nhwc_ || sum_arg_ >= 0 ||
+            !Int8DwConv::handles(kernel_[0], kernel_[1], strides_[0], strides_[1], dil_[0], dil_[1], pb_[0], pb_[1]))
+            return;
+        Int8DwShape s;
+        s.n = src_[0], s.c = src_[1], s.h = src_[2], s.w = src_[3], s.oh = dst_[2], s.ow = dst_[3];
+        s.k = kernel_[0], s.stride = strides_[0], s.pad_top = pb_[0], s.pad_left = pb_[1];
+        std::vector<float> scales(static_cast<size_t>(s.c), scales_[0]);
+        if (per_channel_) scales = scales_;
+        dw_ = std::make_unique<Int8DwConv>(s, weights_, bias_.empty() ? nullptr : bias_.data(), scales, x_zp_,
+                                           src_dt_ == dt::s8, y_zp_, dst_dt_ == dt::s8);
+        if (std::getenv("KILN_DNNL_VERBOSE"))
+            std::fprintf(stderr, "kiln dnnl_qconv: %ldx%ldx%ldx%ld depthwise %ldx%ld/%ld: kiln int8_dwconv (VNNI)\n",
+                         long(s.n), long(s.c), long(s.h), long(s.w), long(s.k), long(s.k), long(s.stride));
+    }
+
+    /// The depthwise kernel over bands of output rows across the pool.
+    Status run_depthwise(void* const* args, const kiln_kernel_env& env) {
+        struct Ctx {
+            const Int8DwConv* dw;
+            const uint8_t* x;
+            uint8_t* y;
+        } ctx{dw_.get(), static_cast<const uint8_t*>(args[x_arg_]), static_cast<uint8_t*>(args[y_arg_])};
+        env.parallel_for(env.pool, dw_->rows(),
+                         [](int64_t b, int64_t e, void* p) {
+                             auto* cx = static_cast<Ctx*>(p);
+                             cx->dw->run(cx->x, cx->y, b, e);
+                         },
+                         &ctx);
+        if (env.stop && *env.stop) return kernel_stopped_status();
+        return Status::ok_status();
     }
 
     memory::desc nhwc(int64_t n, int64_t c, int64_t h, int64_t w, dt t) const {
@@ -445,6 +485,7 @@ private:
     std::vector<int32_t> bias_;
     const int8_t* weights_ = nullptr;
     std::unique_ptr<BytePool> src_pool_;
+    std::unique_ptr<Int8DwConv> dw_;  // Kiln's depthwise kernel, where it runs the step
     std::mutex mu_;
     std::map<int, std::vector<QPart>> plans_;
 

@@ -296,7 +296,9 @@ TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {
     check_qconv({1, 16, 13, 9, 32, 3, 1, 1, 1, 2, true});
     check_qconv({1, 16, 15, 11, 48, 3, 2, 1, 1, 2, true});  // strided: a band's first input row
     check_qconv({1, 8, 9, 9, 16, 5, 1, 2, 1, 2, true});     // a 5x5 window, pads of 2
-    check_qconv({1, 32, 10, 10, 32, 3, 1, 1, 32, 2, true}); // depthwise
+    check_qconv({1, 32, 10, 10, 32, 3, 1, 1, 32, 2, true}); // depthwise (NHWC: runtime/int8_dwconv.h on VNNI)
+    check_qconv({1, 40, 9, 11, 40, 3, 2, 1, 40, 2, true});  // depthwise, stride 2, a partial channel block
+    check_qconv({2, 24, 10, 10, 24, 5, 1, 2, 24, 1, true}); // depthwise 5x5, two images
 }
 
 // The residual add fused as post-ops: the conv's value rounded and saturated to its own u8, then

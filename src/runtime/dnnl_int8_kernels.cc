@@ -211,12 +211,12 @@ private:
         maybe_depthwise();
     }
 
-    /// A depthwise conv between int8 kernels (NHWC both sides, no fused add) runs on Kiln's own
+    /// A depthwise conv between int8 kernels (NHWC both sides, u8 x, no fused add) runs on Kiln's own
     /// VNNI kernel (runtime/int8_dwconv.h) where it handles the window; KILN_INT8_DW=0 keeps oneDNN.
     void maybe_depthwise() {
         const char* env = std::getenv("KILN_INT8_DW");
         if ((env && std::string(env) == "0") || !Int8DwConv::available()) return;
-        if (groups_ != src_[1] || dst_[1] != src_[1] || !x_nhwc_ || !y_nhwc_ || sum_arg_ >= 0 ||
+        if (groups_ != src_[1] || dst_[1] != src_[1] || !x_nhwc_ || !y_nhwc_ || sum_arg_ >= 0 || src_dt_ != dt::u8 ||
             !Int8DwConv::handles(kernel_[0], kernel_[1], strides_[0], strides_[1], dil_[0], dil_[1], pb_[0], pb_[1]))
             return;
         Int8DwShape s;
@@ -224,8 +224,8 @@ private:
         s.k = kernel_[0], s.stride = strides_[0], s.pad_top = pb_[0], s.pad_left = pb_[1];
         std::vector<float> scales(static_cast<size_t>(s.c), scales_[0]);
         if (per_channel_) scales = scales_;
-        dw_ = std::make_unique<Int8DwConv>(s, weights_, bias_.empty() ? nullptr : bias_.data(), scales, x_zp_,
-                                           src_dt_ == dt::s8, y_zp_, dst_dt_ == dt::s8);
+        dw_ = std::make_unique<Int8DwConv>(s, weights_, bias_.empty() ? nullptr : bias_.data(), scales, x_zp_, y_zp_,
+                                           dst_dt_ == dt::s8);
         if (std::getenv("KILN_DNNL_VERBOSE"))
             std::fprintf(stderr, "kiln dnnl_qconv: %ldx%ldx%ldx%ld depthwise %ldx%ld/%ld: kiln int8_dwconv (VNNI)\n",
                          long(s.n), long(s.c), long(s.h), long(s.w), long(s.k), long(s.k), long(s.stride));

@@ -20,60 +20,77 @@ struct Block {
     const int32_t* w;      // k * k vectors of 16 int32
     __m512i bias, zp, yzp;
     __m512 scale, lo, hi;
-    __m128i flip;
     __mmask16 mask;        // the block's channels (< 16 in a last partial block)
     int64_t c, w_in, pl;   // x's channels (pixel stride), width, left pad
 };
 
-/// 16 channels of x at column iw of `row`, widened to int32 lanes (u8 terms); x_zp outside.
-template <bool kEdge>
-KILN_DW_INLINE __m512i load_pixel(const Block& b, const uint8_t* row, int64_t iw) {
+/// 16 channels of x at px (column iw), widened to int32 lanes; x_zp outside the row.
+/// kMasked: a last block of fewer than 16 channels (a full 16-byte load could run past x's end).
+template <bool kEdge, bool kMasked>
+KILN_DW_INLINE __m512i load_pixel(const Block& b, const uint8_t* px, int64_t iw) {
     if (kEdge && (iw < 0 || iw >= b.w_in)) return b.zp;
-    const __m128i v = _mm_maskz_loadu_epi8(b.mask, row + iw * b.c);
-    return _mm512_cvtepu8_epi32(_mm_xor_si128(v, b.flip));
+    if (kMasked) return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(b.mask, px));
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(px)));
 }
 
+/// (Fully unrolled, so that acc stays in registers: the library builds at -O2.)
 /// Output pixels [ow0, ow0 + kT) of one row and channel block: accumulate the window over the
 /// k input rows, then requantize and store. kEdge: some columns read fall outside x.
-template <int kK, int kS, int kT, bool kEdge>
+template <int kK, int kS, int kT, bool kEdge, bool kMasked>
 KILN_DW_INLINE void strip(const Block& b, const uint8_t* const* rows, int64_t ow0, uint8_t* out) {
     __m512i acc[kT];
+#pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) acc[t] = b.bias;
+    __m512i wv[kK * kK];  // the window's weights in registers (as memory operands they doubled the loads)
+#pragma GCC unroll 25
+    for (int i = 0; i < kK * kK; ++i) wv[i] = _mm512_loadu_si512(b.w + i * kLanes);
     const int64_t iw0 = ow0 * kS - b.pl;
     constexpr int kCols = (kT - 1) * kS + kK;  // input columns the strip reads
+#pragma GCC unroll 5
     for (int kh = 0; kh < kK; ++kh) {
-        for (int j = 0; j < kCols; ++j) {
-            const __m512i x = load_pixel<kEdge>(b, rows[kh], iw0 + j);
+        const uint8_t* px = rows[kh] + iw0 * b.c;  // column iw0 + j: one add a column, not
+#pragma GCC unroll 32                            // kCols offsets kept live (they spilled)
+        for (int j = 0; j < kCols; ++j, px += b.c) {
+            const __m512i x = load_pixel<kEdge, kMasked>(b, px, iw0 + j);
+#pragma GCC unroll 5
             for (int kw = 0; kw < kK; ++kw) {
                 const int d = j - kw;
                 if (d < 0 || d % kS != 0 || d / kS >= kT) continue;
-                const __m512i w = _mm512_loadu_si512(b.w + (kh * kK + kw) * kLanes);
-                acc[d / kS] = _mm512_dpbusd_epi32(acc[d / kS], x, w);
+                acc[d / kS] = _mm512_dpbusd_epi32(acc[d / kS], x, wv[kh * kK + kw]);
             }
         }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) {
         __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[t]), b.scale);
         f = _mm512_min_ps(_mm512_max_ps(f, b.lo), b.hi);
         const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), b.yzp);  // nearest even (MXCSR default)
-        _mm512_mask_cvtepi32_storeu_epi8(out + (ow0 + t) * b.c, b.mask, q);
+        __m128i bytes = _mm512_cvtepi32_epi8(q);
+        // In a register, then stored: GCC would fuse them into vpmovdb to memory, several
+        // times slower on this host (AMD Zen 5) than vpmovdb + a store.
+        __asm__("" : "+v"(bytes));
+        if (kMasked) _mm_mask_storeu_epi8(out + (ow0 + t) * b.c, b.mask, bytes);
+        else _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (ow0 + t) * b.c), bytes);
     }
 }
 
 /// One output row of one channel block: strips of 8, then 4, then single pixels; the strips
-/// that read outside the row's columns check each column.
-template <int kK, int kS>
+/// that read outside the row's columns check each column. A partial last block (kMasked) runs
+/// pixel by pixel.
+template <int kK, int kS, bool kMasked>
 KILN_DW_INLINE void row_block(const Block& b, const uint8_t* const* rows, int64_t ow, uint8_t* out) {
     // Output columns whose window lies inside x: first_in <= o <= last_in.
     const int64_t first_in = (b.pl + kS - 1) / kS;
     const int64_t span = b.w_in - kK + b.pl;  // may be negative: floor division
     const int64_t last_in = span >= 0 ? span / kS : -((-span + kS - 1) / kS);
     int64_t o = 0;
-    for (; o < ow && o < first_in; ++o) strip<kK, kS, 1, true>(b, rows, o, out);
-    for (; o + 8 - 1 <= last_in && o + 8 <= ow; o += 8) strip<kK, kS, 8, false>(b, rows, o, out);
-    for (; o + 4 - 1 <= last_in && o + 4 <= ow; o += 4) strip<kK, kS, 4, false>(b, rows, o, out);
-    for (; o <= last_in && o < ow; ++o) strip<kK, kS, 1, false>(b, rows, o, out);
-    for (; o < ow; ++o) strip<kK, kS, 1, true>(b, rows, o, out);
+    for (; o < ow && o < first_in; ++o) strip<kK, kS, 1, true, kMasked>(b, rows, o, out);
+    if (!kMasked) {
+        for (; o + 8 - 1 <= last_in && o + 8 <= ow; o += 8) strip<kK, kS, 8, false, false>(b, rows, o, out);
+        for (; o + 4 - 1 <= last_in && o + 4 <= ow; o += 4) strip<kK, kS, 4, false, false>(b, rows, o, out);
+    }
+    for (; o <= last_in && o < ow; ++o) strip<kK, kS, 1, false, kMasked>(b, rows, o, out);
+    for (; o < ow; ++o) strip<kK, kS, 1, true, kMasked>(b, rows, o, out);
 }
 
 struct Plan {
@@ -83,7 +100,6 @@ struct Plan {
     const uint8_t* pad_row;
     int64_t blocks;
     int32_t x_zp, y_zp;
-    uint8_t flip;
     float lo, hi;
 };
 
@@ -95,7 +111,6 @@ KILN_DW_TARGET void run_rows(const Plan& p, const uint8_t* x, uint8_t* y, int64_
     b.yzp = _mm512_set1_epi32(p.y_zp);
     b.lo = _mm512_set1_ps(p.lo);
     b.hi = _mm512_set1_ps(p.hi);
-    b.flip = _mm_set1_epi8(static_cast<char>(p.flip));
     b.c = s.c, b.w_in = s.w, b.pl = s.pad_left;
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t img = r / s.oh, orow = r % s.oh;
@@ -113,7 +128,8 @@ KILN_DW_TARGET void run_rows(const Plan& p, const uint8_t* x, uint8_t* y, int64_
             b.mask = static_cast<__mmask16>(s.c - c0 >= kLanes ? 0xFFFF : (1u << (s.c - c0)) - 1);
             const uint8_t* block_rows[kK];
             for (int kh = 0; kh < kK; ++kh) block_rows[kh] = rows[kh] + c0;
-            row_block<kK, kS>(b, block_rows, s.ow, out + c0);
+            if (s.c - c0 >= kLanes) row_block<kK, kS, false>(b, block_rows, s.ow, out + c0);
+            else row_block<kK, kS, true>(b, block_rows, s.ow, out + c0);
         }
     }
 }
@@ -132,9 +148,9 @@ bool Int8DwConv::handles(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t
 }
 
 Int8DwConv::Int8DwConv(const Int8DwShape& shape, const int8_t* w, const int32_t* bias,
-                       const std::vector<float>& scales, int32_t x_zp, bool x_signed, int32_t y_zp, bool y_signed)
+                       const std::vector<float>& scales, int32_t x_zp, int32_t y_zp, bool y_signed)
     : s_(shape) {
-    KILN_CHECK(handles(s_.k, s_.k, s_.stride, s_.stride, 1, 1, s_.pad_top, s_.pad_left) && s_.c > 0 && s_.n > 0 &&
+    KILN_CHECK(handles(s_.k, s_.k, s_.stride, s_.stride, 1, 1, s_.pad_top, s_.pad_left) && s_.c > 0 && s_.n > 0 && x_zp >= 0 && x_zp <= 255 &&
                    s_.oh > 0 && s_.ow > 0 && (s_.oh - 1) * s_.stride - s_.pad_top < s_.h &&
                    (s_.ow - 1) * s_.stride - s_.pad_left < s_.w && static_cast<int64_t>(scales.size()) == s_.c,
                kInvalidModel)
@@ -143,8 +159,7 @@ Int8DwConv::Int8DwConv(const Int8DwShape& shape, const int8_t* w, const int32_t*
         << s_.c << " channels is not one it runs";
     const int64_t taps = s_.k * s_.k;
     blocks_ = (s_.c + kLanes - 1) / kLanes;
-    flip_ = x_signed ? 0x80 : 0;
-    x_zp_ = x_signed ? x_zp + 128 : x_zp;
+    x_zp_ = x_zp;
     y_zp_ = y_zp;
     lo_ = static_cast<float>((y_signed ? -128 : 0) - y_zp);
     hi_ = static_cast<float>((y_signed ? 127 : 255) - y_zp);
@@ -165,8 +180,8 @@ Int8DwConv::Int8DwConv(const Int8DwShape& shape, const int8_t* w, const int32_t*
 }
 
 void Int8DwConv::run(const uint8_t* x, uint8_t* y, int64_t r0, int64_t r1) const {
-    const Plan p{&s_, weights_.data(), bias_.data(), scales_.data(), pad_row_.data(), blocks_, x_zp_, y_zp_,
-                 flip_, lo_, hi_};
+    const Plan p{&s_, weights_.data(), bias_.data(), scales_.data(), pad_row_.data(), blocks_, x_zp_, y_zp_, lo_,
+                 hi_};
     r1 = std::min(r1, rows());
     if (s_.k == 3 && s_.stride == 1) run_rows<3, 1>(p, x, y, r0, r1);
     else if (s_.k == 3) run_rows<3, 2>(p, x, y, r0, r1);

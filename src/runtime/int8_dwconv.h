@@ -11,8 +11,8 @@
 // The arithmetic is ONNX's (ONNX Runtime's QLinearConv): acc = B_q[c] + sum (x - x_zp) * w, the
 // padding x_zp (contributing 0); y = rint(clamp(f32(acc) * m[c], qmin - y_zp, qmax - y_zp)) + y_zp
 // with m[c] = x_s * W_s[c] / y_s in f32 and rint to nearest even. The x_zp term is folded into
-// the bias (B_q - x_zp * sum w) and padded taps read x_zp, so acc is exact int32; s8 activations
-// are flipped to u8 (x + 128, the zero point with them).
+// the bias (B_q - x_zp * sum w) and padded taps read x_zp, so acc is exact int32. x is u8
+// (vpdpbusd's unsigned operand; s8 activations stay on oneDNN), y u8 or s8.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ public:
     /// w: [C][k][k] s8 (ONNX's [C, 1, k, k]); bias: C int32 or null; scales: C floats
     /// (m[c] = x_s * W_s[c] / y_s). Throws kiln::Error (kInvalidModel) on a shape it cannot run.
     Int8DwConv(const Int8DwShape& shape, const int8_t* w, const int32_t* bias, const std::vector<float>& scales,
-               int32_t x_zp, bool x_signed, int32_t y_zp, bool y_signed);
+               int32_t x_zp, int32_t y_zp, bool y_signed);
 
     /// Output rows: N * OH (image-major), the unit run() splits by.
     int64_t rows() const { return s_.n * s_.oh; }
@@ -54,8 +54,7 @@ private:
     std::vector<int32_t> bias_;      // [blocks * 16]: B_q - x_zp' * sum w
     std::vector<float> scales_;      // [blocks * 16]
     std::vector<uint8_t> pad_row_;   // W * C bytes of x_zp: the rows above and below the image
-    int32_t x_zp_ = 0;               // in u8 terms (+128 for s8 x)
-    uint8_t flip_ = 0;               // 0x80 for s8 x
+    int32_t x_zp_ = 0;
     int32_t y_zp_ = 0;
     float lo_ = 0, hi_ = 0;          // qmin - y_zp, qmax - y_zp
 };

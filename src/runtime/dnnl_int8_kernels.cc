@@ -34,6 +34,7 @@
 #include "runtime/executable.h"
 #include "runtime/int8_dwconv.h"
 #include "runtime/int8_gemv.h"
+#include "runtime/u8_nchw_to_nhwc.h"
 #include "support/huge_pages.h"
 #include "support/error.h"
 
@@ -428,6 +429,14 @@ private:
         const int64_t n = src_[0], c = src_[1], h = src_[2], w = src_[3];
         const int64_t h0 = h * band / bands, h1 = h * (band + 1) / bands;
         if (h1 <= h0) return;
+        if (fast_interleave(c)) {  // a 3-channel stem's input: byte permutes, not oneDNN's reorder
+            for (int64_t img = 0; img < n; ++img) {
+                const uint8_t* planes[3];
+                for (int64_t ch = 0; ch < 3; ++ch) planes[ch] = x + ((img * c + ch) * h + h0) * w;
+                interleave_planes(planes, c, (h1 - h0) * w, out + ((img * h + h0) * w) * c);
+            }
+            return;
+        }
         memory::dims dims = {n, c, h1 - h0, w};
         memory::desc from(dims, src_dt_, memory::dims{c * h * w, h * w, w, 1});
         memory::desc to(dims, src_dt_, memory::dims{h * w * c, 1, w * c, c});

@@ -74,9 +74,17 @@ KILN_DW_INLINE void strip(const Block& b, const uint8_t* const* rows, int64_t ow
     }
 }
 
-/// One output row of one channel block: strips of 8, then 4, then single pixels; the strips
-/// that read outside the row's columns check each column. A partial last block (kMasked) runs
-/// pixel by pixel.
+/// kT pixels from column o on: the checked strip where its window leaves x's columns.
+template <int kK, int kS, int kT, bool kMasked>
+KILN_DW_INLINE void strip_at(const Block& b, const uint8_t* const* rows, int64_t o, int64_t first_in, int64_t last_in,
+                             uint8_t* out) {
+    if (o < first_in || o + kT - 1 > last_in) strip<kK, kS, kT, true, kMasked>(b, rows, o, out);
+    else strip<kK, kS, kT, false, kMasked>(b, rows, o, out);
+}
+
+/// One output row of one channel block: strips of 8, the rest as 4 + 2 + 1; a strip whose
+/// window reads outside the row's columns (the first and last, on narrow rows all) checks each
+/// column. A partial last block (kMasked) runs pixel by pixel.
 template <int kK, int kS, bool kMasked>
 KILN_DW_INLINE void row_block(const Block& b, const uint8_t* const* rows, int64_t ow, uint8_t* out) {
     // Output columns whose window lies inside x: first_in <= o <= last_in.
@@ -84,13 +92,12 @@ KILN_DW_INLINE void row_block(const Block& b, const uint8_t* const* rows, int64_
     const int64_t span = b.w_in - kK + b.pl;  // may be negative: floor division
     const int64_t last_in = span >= 0 ? span / kS : -((-span + kS - 1) / kS);
     int64_t o = 0;
-    for (; o < ow && o < first_in; ++o) strip<kK, kS, 1, true, kMasked>(b, rows, o, out);
     if (!kMasked) {
-        for (; o + 8 - 1 <= last_in && o + 8 <= ow; o += 8) strip<kK, kS, 8, false, false>(b, rows, o, out);
-        for (; o + 4 - 1 <= last_in && o + 4 <= ow; o += 4) strip<kK, kS, 4, false, false>(b, rows, o, out);
+        for (; o + 8 <= ow; o += 8) strip_at<kK, kS, 8, false>(b, rows, o, first_in, last_in, out);
+        if (o + 4 <= ow) strip_at<kK, kS, 4, false>(b, rows, o, first_in, last_in, out), o += 4;
+        if (o + 2 <= ow) strip_at<kK, kS, 2, false>(b, rows, o, first_in, last_in, out), o += 2;
     }
-    for (; o <= last_in && o < ow; ++o) strip<kK, kS, 1, false, kMasked>(b, rows, o, out);
-    for (; o < ow; ++o) strip<kK, kS, 1, true, kMasked>(b, rows, o, out);
+    for (; o < ow; ++o) strip_at<kK, kS, 1, kMasked>(b, rows, o, first_in, last_in, out);
 }
 
 struct Plan {

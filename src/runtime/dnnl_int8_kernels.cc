@@ -232,14 +232,14 @@ private:
                          long(s.n), long(s.c), long(s.h), long(s.w), long(s.k), long(s.k), long(s.stride));
     }
 
-    /// The depthwise kernel over bands of output rows across the pool.
+    /// The depthwise kernel over (output row, channel block) tasks across the pool.
     Status run_depthwise(void* const* args, const kiln_kernel_env& env) {
         struct Ctx {
             const Int8DwConv* dw;
             const uint8_t* x;
             uint8_t* y;
         } ctx{dw_.get(), static_cast<const uint8_t*>(args[x_arg_]), static_cast<uint8_t*>(args[y_arg_])};
-        env.parallel_for(env.pool, dw_->rows(),
+        env.parallel_for(env.pool, dw_->tasks(),
                          [](int64_t b, int64_t e, void* p) {
                              auto* cx = static_cast<Ctx*>(p);
                              cx->dw->run(cx->x, cx->y, b, e);

@@ -111,7 +111,7 @@ struct Plan {
 };
 
 template <int kK, int kS>
-KILN_DW_TARGET void run_rows(const Plan& p, const uint8_t* x, uint8_t* y, int64_t r0, int64_t r1) {
+KILN_DW_TARGET void run_tasks(const Plan& p, const uint8_t* x, uint8_t* y, int64_t t0, int64_t t1) {
     const Int8DwShape& s = *p.s;
     Block b;
     b.zp = _mm512_set1_epi32(p.x_zp);
@@ -119,15 +119,16 @@ KILN_DW_TARGET void run_rows(const Plan& p, const uint8_t* x, uint8_t* y, int64_
     b.lo = _mm512_set1_ps(p.lo);
     b.hi = _mm512_set1_ps(p.hi);
     b.c = s.c, b.w_in = s.w, b.pl = s.pad_left;
-    for (int64_t r = r0; r < r1; ++r) {
-        const int64_t img = r / s.oh, orow = r % s.oh;
+    for (int64_t task = t0; task < t1;) {
+        const int64_t r = task / p.blocks, img = r / s.oh, orow = r % s.oh;
         const uint8_t* rows[kK];
         for (int kh = 0; kh < kK; ++kh) {
             const int64_t ih = orow * kS - s.pad_top + kh;
             rows[kh] = ih >= 0 && ih < s.h ? x + (img * s.h + ih) * s.w * s.c : p.pad_row;
         }
         uint8_t* out = y + (img * s.oh + orow) * s.ow * s.c;
-        for (int64_t cb = 0; cb < p.blocks; ++cb) {
+        const int64_t cb_end = std::min(p.blocks, task - r * p.blocks + (t1 - task));
+        for (int64_t cb = task - r * p.blocks; cb < cb_end; ++cb, ++task) {
             const int64_t c0 = cb * kLanes;
             b.w = p.weights + cb * kK * kK * kLanes;
             b.bias = _mm512_loadu_si512(p.bias + c0);
@@ -186,14 +187,14 @@ Int8DwConv::Int8DwConv(const Int8DwShape& shape, const int8_t* w, const int32_t*
     pad_row_.assign(static_cast<size_t>(s_.w * s_.c), static_cast<uint8_t>(x_zp));
 }
 
-void Int8DwConv::run(const uint8_t* x, uint8_t* y, int64_t r0, int64_t r1) const {
+void Int8DwConv::run(const uint8_t* x, uint8_t* y, int64_t t0, int64_t t1) const {
     const Plan p{&s_, weights_.data(), bias_.data(), scales_.data(), pad_row_.data(), blocks_, x_zp_, y_zp_, lo_,
                  hi_};
-    r1 = std::min(r1, rows());
-    if (s_.k == 3 && s_.stride == 1) run_rows<3, 1>(p, x, y, r0, r1);
-    else if (s_.k == 3) run_rows<3, 2>(p, x, y, r0, r1);
-    else if (s_.stride == 1) run_rows<5, 1>(p, x, y, r0, r1);
-    else run_rows<5, 2>(p, x, y, r0, r1);
+    t1 = std::min(t1, tasks());
+    if (s_.k == 3 && s_.stride == 1) run_tasks<3, 1>(p, x, y, t0, t1);
+    else if (s_.k == 3) run_tasks<3, 2>(p, x, y, t0, t1);
+    else if (s_.stride == 1) run_tasks<5, 1>(p, x, y, t0, t1);
+    else run_tasks<5, 2>(p, x, y, t0, t1);
 }
 
 }  // namespace kiln::runtime

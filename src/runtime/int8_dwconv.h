@@ -41,11 +41,12 @@ public:
     Int8DwConv(const Int8DwShape& shape, const int8_t* w, const int32_t* bias, const std::vector<float>& scales,
                int32_t x_zp, int32_t y_zp, bool y_signed);
 
-    /// Output rows: N * OH (image-major), the unit run() splits by.
-    int64_t rows() const { return s_.n * s_.oh; }
+    /// The units run() splits by: (output row, block of 16 channels) pairs, N * OH * ceil(C / 16),
+    /// row-major (MobileNetV2's 7-row layers split over two threads by rows ran 4 rows against 3).
+    int64_t tasks() const { return s_.n * s_.oh * blocks_; }
 
-    /// Writes output rows [r0, r1) of y (NHWC) from x (NHWC).
-    void run(const uint8_t* x, uint8_t* y, int64_t r0, int64_t r1) const;
+    /// Writes tasks [t0, t1) of y (NHWC) from x (NHWC).
+    void run(const uint8_t* x, uint8_t* y, int64_t t0, int64_t t1) const;
 
 private:
     Int8DwShape s_;

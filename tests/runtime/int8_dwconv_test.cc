@@ -40,12 +40,13 @@ void check(const DwCase& dc) {
     for (float& v : scales) v = dc.scale_max * static_cast<float>(1 + rng() % 1000) / 1000.f;
     const int32_t x_zp = 131, y_zp = dc.y_signed ? 5 : 60;
     Int8DwConv dw(s, w.data(), bias.data(), scales, x_zp, y_zp, dc.y_signed);
-    ASSERT_EQ(dw.rows(), dc.n * s.oh);
+    ASSERT_EQ(dw.tasks(), dc.n * s.oh * ((dc.c + 15) / 16));
     std::vector<uint8_t> y(static_cast<size_t>(dc.n * s.oh * s.ow * dc.c), 0xAB);
-    // Two calls splitting the rows, as two threads would.
-    const int64_t half = dw.rows() / 2;
-    dw.run(x.data(), y.data(), 0, half);
-    dw.run(x.data(), y.data(), half, dw.rows());
+    // Three calls splitting the tasks, as three threads would (a split inside a row's blocks).
+    const int64_t third = dw.tasks() / 3;
+    dw.run(x.data(), y.data(), 0, third);
+    dw.run(x.data(), y.data(), third, 2 * third);
+    dw.run(x.data(), y.data(), 2 * third, dw.tasks());
     const float qmin = dc.y_signed ? -128.f : 0.f, qmax = dc.y_signed ? 127.f : 255.f;
     for (int64_t n = 0; n < dc.n; ++n)
         for (int64_t i = 0; i < s.oh; ++i)

@@ -95,7 +95,15 @@ struct QPart {
     dnnl::reorder dst_reorder, sum_reorder;  // sum_reorder: the residual's slice into dst_tmp
     memory::desc sum_kiln, sum_nhwc;
     std::unique_ptr<BytePool> dst_tmp, scratch;
+    // A block of channels of an NHWC y: its pixels and channels, copied pixel by pixel between
+    // y's strided slice and dst_tmp (oneDNN's reorder of a 7x7x1024 slice took ~15 us).
+    int64_t slice_pixels = 0, slice_channels = 0;
 };
+
+/// `pixels` runs of `bytes` from src (a run every src_stride bytes) to dst (every dst_stride).
+void copy_runs(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t pixels, int64_t bytes) {
+    for (int64_t i = 0; i < pixels; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, static_cast<size_t>(bytes));
+}
 
 /// Parameters (all argument indices into the step's arguments, inputs then outputs):
 ///   x, xs, xz, w, ws, wz, ys, yz, y; b (optional: int32 bias)
@@ -365,6 +373,7 @@ private:
             p.dst_off = y_nhwc_ ? n0 * m * ohw + m0 : (n0 * m + m0) * ohw;
             memory::dims st = y_nhwc_ ? memory::dims{m * ohw, 1, dst_[3] * m, m} : memory::dims{m * ohw, ohw, dst_[3], 1};
             p.dst_kiln = memory::desc({n, mc, dst_[2], dst_[3]}, dst_dt_, st);
+            if (y_nhwc_) p.slice_pixels = n * ohw, p.slice_channels = mc;
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst_nhwc, cpu_engine(), p.dst_kiln));
             p.dst_tmp = std::make_unique<BytePool>(p.dst_nhwc.get_size());
             if (sum_arg_ >= 0) {  // the residual's slice, in Kiln's layout, into the part's NHWC buffer
@@ -387,7 +396,7 @@ private:
         const int64_t n = src_[0], m = dst_[1];
         if (threads > 1 && n % threads == 0) {
             for (int64_t i = 0; i < threads; ++i) parts.push_back(make_part(i * (n / threads), n / threads, 0, m));
-        } else if (threads > 1 && n == 1 && y_nhwc_ && dst_[2] >= 2 * threads) {
+        } else if (threads > 1 && n == 1 && y_nhwc_ && dst_[2] >= 2 * threads && rows_balance(threads)) {
             const int64_t oh = dst_[2];
             for (int64_t i = 0; i < threads; ++i) parts.push_back(make_row_part(band_of(oh * i / threads, oh * (i + 1) / threads), parts));
         } else if (threads > 1 && groups_ == 1 && m >= 32 && m % 16 == 0) {
@@ -405,6 +414,20 @@ private:
                          long(src_[0]), long(src_[1]), long(src_[2]), long(src_[3]), long(dst_[1]), threads,
                          parts.size(), make_pd(src_[0], 0, dst_[1]).impl_info_str());
         return plans_.emplace(threads, std::move(parts)).first->second;
+    }
+
+    /// Whether bands of output rows split evenly enough over `threads` (the largest band at most
+    /// 10% over the mean): a 7-row layer over two threads ran 4 rows against 3, where blocks of
+    /// output channels split evenly but each goes through a buffer of its own and a reorder into
+    /// y, a few us: worth it from about 32M multiply-adds (ResNet-50's 7x7 layers, 51-115M;
+    /// MobileNetV2's, 7-20M, were slower so). KILN_INT8_ROW_BANDS=1: bands always.
+    bool rows_balance(int threads) const {
+        const char* env = std::getenv("KILN_INT8_ROW_BANDS");
+        const int64_t macs = dst_[1] * dst_[2] * dst_[3] * (src_[1] / groups_) * kernel_[0] * kernel_[1];
+        if ((env && std::string(env) == "1") || groups_ != 1 || dst_[1] < 32 || dst_[1] % 16 != 0 || macs < (32 << 20))
+            return true;
+        const int64_t oh = dst_[2], largest = (oh + threads - 1) / threads;
+        return largest * threads * 10 <= oh * 11;
     }
 
     /// x (NCHW) -> NHWC in bands of rows across the pool.
@@ -453,7 +476,10 @@ private:
             dnnl::stream s(cpu_engine());
             Lease tmp(p.dst_tmp.get()), scratch(p.scratch.get());
             memory out(p.dst_nhwc, cpu_engine(), p.dst_tmp ? tmp.get() : dst + p.dst_off);
-            if (sum && p.dst_tmp) {  // the residual where oneDNN's sum post-op reads it: dst itself
+            const int64_t mc = p.slice_channels, m_all = dst_[1];
+            if (sum && p.dst_tmp && mc > 0) {  // the residual where oneDNN's sum post-op reads it: dst itself
+                copy_runs(tmp.get(), mc, sum + p.dst_off, m_all, p.slice_pixels, mc);
+            } else if (sum && p.dst_tmp) {
                 memory from(p.sum_kiln, cpu_engine(), const_cast<uint8_t*>(sum) + p.dst_off);
                 memory to(p.sum_nhwc, cpu_engine(), tmp.get());
                 p.sum_reorder.execute(s, from, to);
@@ -467,11 +493,14 @@ private:
             if (!p.bias.empty()) m[DNNL_ARG_BIAS] = memory(p.bias_md, cpu_engine(), p.bias.data());
             if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
             p.prim.execute(s, m);
-            if (p.dst_tmp) {
+            s.wait();
+            if (p.dst_tmp && mc > 0) {
+                copy_runs(dst + p.dst_off, m_all, tmp.get(), mc, p.slice_pixels, mc);
+            } else if (p.dst_tmp) {
                 memory kiln(p.dst_kiln, cpu_engine(), dst + p.dst_off);
                 p.dst_reorder.execute(s, out, kiln);
+                s.wait();
             }
-            s.wait();
             return Status::ok_status();
         } catch (const dnnl::error& e) {
             return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());

@@ -418,13 +418,14 @@ private:
 
     /// Whether bands of output rows split evenly enough over `threads` (the largest band at most
     /// 10% over the mean): a 7-row layer over two threads ran 4 rows against 3, where blocks of
-    /// output channels split evenly but each goes through a buffer of its own and a reorder into
-    /// y, a few us: worth it from about 32M multiply-adds (ResNet-50's 7x7 layers, 51-115M;
-    /// MobileNetV2's, 7-20M, were slower so). KILN_INT8_ROW_BANDS=1: bands always.
+    /// output channels split evenly but each goes through a buffer of its own, copied into y's
+    /// slice pixel by pixel (1-2 us): worth it from a few million multiply-adds (per-node minima at
+    /// two threads: ResNet-50's 7x7 layers, 51-115M, 1311-1471 -> 1123-1207 us; MobileNetV2's
+    /// 7x7 1x1 convs, 7-20M, 100-103 -> 96-98 us). KILN_INT8_ROW_BANDS=1: bands always.
     bool rows_balance(int threads) const {
         const char* env = std::getenv("KILN_INT8_ROW_BANDS");
         const int64_t macs = dst_[1] * dst_[2] * dst_[3] * (src_[1] / groups_) * kernel_[0] * kernel_[1];
-        if ((env && std::string(env) == "1") || groups_ != 1 || dst_[1] < 32 || dst_[1] % 16 != 0 || macs < (32 << 20))
+        if ((env && std::string(env) == "1") || groups_ != 1 || dst_[1] < 32 || dst_[1] % 16 != 0 || macs < (4 << 20))
             return true;
         const int64_t oh = dst_[2], largest = (oh + threads - 1) / threads;
         return largest * threads * 10 <= oh * 11;

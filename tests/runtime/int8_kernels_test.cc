@@ -311,11 +311,11 @@ TEST(Int8Kernels, DnnlQConvFusedResidualAdd) {
     check_qconv({1, 16, 13, 9, 32, 3, 1, 1, 1, 2, true, R::kInPlace});             // row bands, in place
     check_qconv({1, 16, 9, 9, 48, 3, 2, 1, 1, 2, false, R::kInPlace, true});       // channel blocks, s8 r
     check_qconv({1, 16, 15, 11, 64, 1, 1, 0, 1, 2, true, R::kResidual, true});     // a 1x1, bands, s8 r
-    // Seven output rows over two threads, a large conv (>= 32M multiply-adds): blocks of output
+    // Seven output rows over two threads, a conv of >= 4M multiply-adds: blocks of output
     // channels into the NHWC y (bands of 4 and 3 rows would be uneven), through each part's
     // buffer, r in its own buffer and in y's.
-    check_qconv({1, 1024, 7, 7, 1024, 1, 1, 0, 1, 2, true, R::kResidual});
-    check_qconv({1, 256, 7, 7, 512, 3, 1, 1, 1, 2, true, R::kInPlace, true});
+    check_qconv({1, 256, 7, 7, 352, 1, 1, 0, 1, 2, true, R::kResidual});
+    check_qconv({1, 64, 7, 7, 160, 3, 1, 1, 1, 2, true, R::kInPlace, true});
 }
 #endif
 

@@ -35,9 +35,10 @@ KILN_DW_INLINE __m512i load_pixel(const Block& b, const uint8_t* px, int64_t iw)
 
 /// (Fully unrolled, so that acc stays in registers: the library builds at -O2.)
 /// Output pixels [ow0, ow0 + kT) of one row and channel block: accumulate the window over the
-/// k input rows, then requantize and store. kEdge: some columns read fall outside x.
+/// k input rows, then requantize and store. kEdge: some columns read fall outside x (read as
+/// x_zp), and only the first `valid` pixels are stored (a row's last strip may pass its end).
 template <int kK, int kS, int kT, bool kEdge, bool kMasked>
-KILN_DW_INLINE void strip(const Block& b, const uint8_t* const* rows, int64_t ow0, uint8_t* out) {
+KILN_DW_INLINE void strip(const Block& b, const uint8_t* const* rows, int64_t ow0, uint8_t* out, int64_t valid = kT) {
     __m512i acc[kT];
 #pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) acc[t] = b.bias;
@@ -62,6 +63,7 @@ KILN_DW_INLINE void strip(const Block& b, const uint8_t* const* rows, int64_t ow
     }
 #pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) {
+        if (kEdge && t >= valid) break;  // a row's last strip: pixels past its end not stored
         __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[t]), b.scale);
         f = _mm512_min_ps(_mm512_max_ps(f, b.lo), b.hi);
         const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), b.yzp);  // nearest even (MXCSR default)
@@ -82,8 +84,9 @@ KILN_DW_INLINE void strip_at(const Block& b, const uint8_t* const* rows, int64_t
     else strip<kK, kS, kT, false, kMasked>(b, rows, o, out);
 }
 
-/// One output row of one channel block: strips of 8, the rest as 4 + 2 + 1; a strip whose
-/// window reads outside the row's columns (the first and last, on narrow rows all) checks each
+/// One output row of one channel block: strips of 8, the rest one strip of 8 or 4 whose pixels
+/// past the row's end are computed but not stored (on narrow rows, 7 or 14 pixels, strips of
+/// 4 + 2 + 1 took longer); a strip whose window reads outside the row's columns checks each
 /// column. A partial last block (kMasked) runs pixel by pixel.
 template <int kK, int kS, bool kMasked>
 KILN_DW_INLINE void row_block(const Block& b, const uint8_t* const* rows, int64_t ow, uint8_t* out) {
@@ -91,13 +94,14 @@ KILN_DW_INLINE void row_block(const Block& b, const uint8_t* const* rows, int64_
     const int64_t first_in = (b.pl + kS - 1) / kS;
     const int64_t span = b.w_in - kK + b.pl;  // may be negative: floor division
     const int64_t last_in = span >= 0 ? span / kS : -((-span + kS - 1) / kS);
-    int64_t o = 0;
-    if (!kMasked) {
-        for (; o + 8 <= ow; o += 8) strip_at<kK, kS, 8, false>(b, rows, o, first_in, last_in, out);
-        if (o + 4 <= ow) strip_at<kK, kS, 4, false>(b, rows, o, first_in, last_in, out), o += 4;
-        if (o + 2 <= ow) strip_at<kK, kS, 2, false>(b, rows, o, first_in, last_in, out), o += 2;
+    if (kMasked) {
+        for (int64_t o = 0; o < ow; ++o) strip_at<kK, kS, 1, true>(b, rows, o, first_in, last_in, out);
+        return;
     }
-    for (; o < ow; ++o) strip_at<kK, kS, 1, kMasked>(b, rows, o, first_in, last_in, out);
+    int64_t o = 0;
+    for (; o + 8 <= ow; o += 8) strip_at<kK, kS, 8, false>(b, rows, o, first_in, last_in, out);
+    if (ow - o > 4) strip<kK, kS, 8, true, false>(b, rows, o, out, ow - o);
+    else if (o < ow) strip<kK, kS, 4, true, false>(b, rows, o, out, ow - o);
 }
 
 struct Plan {

@@ -15,6 +15,9 @@
 // are made. A residual add fused into the conv (topi::match_qconv_add) runs as post-ops after
 // the output scales: round and clip (the conv's own QuantizeLinear), linear, sum onto the
 // residual, which a part copies into its dst first unless y already holds it (in place).
+// Not oneDNN: a depthwise conv between int8 kernels on a VNNI host (runtime/int8_dwconv.h), a
+// 3-channel NCHW input's reorder (runtime/u8_nchw_to_nhwc.h), the batch-1 classifier GEMV
+// (runtime/int8_gemv.h), and a channel block's copies into and out of an NHWC y (memcpy per pixel).
 #if KILN_HAVE_DNNL
 #include "runtime/extern_parts.h"
 #include "runtime/dnnl_int8_kernels.h"

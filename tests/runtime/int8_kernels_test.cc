@@ -433,8 +433,9 @@ TEST(Int8Kernels, QAddEqualsFloatFormulaOnAllPairs) {
 // ResNet's last block NHWC): y is NCHW, y[n][c][p] the dequantized sum of a[n][p][c] and
 // b[n][p][c], bit for bit ONNX's formula; 2 images of 37 channels and 5x7 pixels (tiles of 16
 // pixels: the last one partial), 1 and 3 threads.
-TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
-    const int64_t N = 2, C = 37, H = 5, W = 7, n = N * C * H * W;
+// C = 600: tiles of 256 channels, a partial one (the threads split pixels and channels).
+void check_qadd_nhwc_into_nchw(int64_t C) {
+    const int64_t N = 2, H = 5, W = 7, n = N * C * H * W;
     std::mt19937 rng(9);
     Tensor a(DType::kUInt8, {N, H, W, C}), b(DType::kUInt8, {N, H, W, C});
     for (int64_t i = 0; i < n; ++i) a.set_i64(i, rng() % 256), b.set_i64(i, rng() % 256);
@@ -456,7 +457,7 @@ TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
         kd.extern_name = "kiln_qadd";
         kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"},
                                                       {"bz", "5"}, {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", "f32"},
-                                                      {"ab_layout", "nhwc"}, {"shape", "2,37,5,7"}});
+                                                      {"ab_layout", "nhwc"}, {"shape", "2," + std::to_string(C) + ",5,7"}});
         exe.kernels.push_back(kd);
         exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
         exe.load();
@@ -476,6 +477,14 @@ TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
                         << "threads " << threads << " image " << img << " channel " << c << " pixel " << p;
                 }
     }
+}
+
+TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
+    check_qadd_nhwc_into_nchw(37);
+    check_qadd_nhwc_into_nchw(600);
+    const int64_t N = 2, C = 37, H = 5, W = 7;
+    const float as = 0.031f, bs = 0.017f, ys = 0.043f;
+    const int64_t az = 3, bz = 140, yz = 0;
     // The shape must be the tensors' (a forged one would index past them).
     Executable bad;
     bad.buffers.push_back({"a", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});

@@ -15,6 +15,9 @@
 // are made. A residual add fused into the conv (topi::match_qconv_add) runs as post-ops after
 // the output scales: round and clip (the conv's own QuantizeLinear), linear, sum onto the
 // residual, which a part copies into its dst first unless y already holds it (in place).
+// Not oneDNN: a depthwise conv between int8 kernels on a VNNI host (runtime/int8_dwconv.h), a
+// 3-channel NCHW input's reorder (runtime/u8_nchw_to_nhwc.h), the batch-1 classifier GEMV
+// (runtime/int8_gemv.h), and a channel block's copies into and out of an NHWC y (memcpy per pixel).
 #if KILN_HAVE_DNNL
 #include "runtime/extern_parts.h"
 #include "runtime/dnnl_int8_kernels.h"
@@ -32,7 +35,9 @@
 
 #include "runtime/dnnl_engine.h"
 #include "runtime/executable.h"
+#include "runtime/int8_dwconv.h"
 #include "runtime/int8_gemv.h"
+#include "runtime/u8_nchw_to_nhwc.h"
 #include "support/huge_pages.h"
 #include "support/error.h"
 
@@ -93,7 +98,15 @@ struct QPart {
     dnnl::reorder dst_reorder, sum_reorder;  // sum_reorder: the residual's slice into dst_tmp
     memory::desc sum_kiln, sum_nhwc;
     std::unique_ptr<BytePool> dst_tmp, scratch;
+    // A block of channels of an NHWC y: its pixels and channels, copied pixel by pixel between
+    // y's strided slice and dst_tmp (oneDNN's reorder of a 7x7x1024 slice took ~15 us).
+    int64_t slice_pixels = 0, slice_channels = 0;
 };
+
+/// `pixels` runs of `bytes` from src (a run every src_stride bytes) to dst (every dst_stride).
+void copy_runs(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t pixels, int64_t bytes) {
+    for (int64_t i = 0; i < pixels; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, static_cast<size_t>(bytes));
+}
 
 /// Parameters (all argument indices into the step's arguments, inputs then outputs):
 ///   x, xs, xz, w, ws, wz, ys, yz, y; b (optional: int32 bias)
@@ -137,6 +150,7 @@ public:
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         try {
+            if (dw_) return run_depthwise(args, env);
             std::vector<QPart>& parts = parts_for(std::max(1, threads));
             Lease src(x_nhwc_ ? nullptr : src_pool_.get());
             if (!x_nhwc_) reorder_src(static_cast<const uint8_t*>(args[x_arg_]), src.get(), env, threads);
@@ -206,6 +220,44 @@ private:
             bias_.assign(bv, bv + m);
         }
         if (!x_nhwc_) src_pool_ = std::make_unique<BytePool>(static_cast<size_t>(src_[0] * src_[1] * src_[2] * src_[3]));
+        maybe_depthwise();
+    }
+
+    /// A depthwise conv between int8 kernels (NHWC both sides, u8 x, no fused add) runs on Kiln's own
+    /// VNNI kernel (runtime/int8_dwconv.h) where it handles the window; KILN_INT8_DW=0 keeps oneDNN.
+    void maybe_depthwise() {
+        const char* env = std::getenv("KILN_INT8_DW");
+        if ((env && std::string(env) == "0") || !Int8DwConv::available()) return;
+        if (groups_ != src_[1] || dst_[1] != src_[1] || !x_nhwc_ || !y_nhwc_ || sum_arg_ >= 0 || src_dt_ != dt::u8 ||
+            !Int8DwConv::handles(kernel_[0], kernel_[1], strides_[0], strides_[1], dil_[0], dil_[1], pb_[0], pb_[1]))
+            return;
+        Int8DwShape s;
+        s.n = src_[0], s.c = src_[1], s.h = src_[2], s.w = src_[3], s.oh = dst_[2], s.ow = dst_[3];
+        s.k = kernel_[0], s.stride = strides_[0], s.pad_top = pb_[0], s.pad_left = pb_[1];
+        std::vector<float> scales(static_cast<size_t>(s.c), scales_[0]);
+        if (per_channel_) scales = scales_;
+        dw_ = std::make_unique<Int8DwConv>(s, weights_, bias_.empty() ? nullptr : bias_.data(), scales, x_zp_, y_zp_,
+                                           dst_dt_ == dt::s8);
+        if (std::getenv("KILN_DNNL_VERBOSE"))
+            std::fprintf(stderr, "kiln dnnl_qconv: %ldx%ldx%ldx%ld depthwise %ldx%ld/%ld: kiln int8_dwconv (VNNI)\n",
+                         long(s.n), long(s.c), long(s.h), long(s.w), long(s.k), long(s.k), long(s.stride));
+    }
+
+    /// The depthwise kernel over (output row, channel block) tasks across the pool.
+    Status run_depthwise(void* const* args, const kiln_kernel_env& env) {
+        struct Ctx {
+            const Int8DwConv* dw;
+            const uint8_t* x;
+            uint8_t* y;
+        } ctx{dw_.get(), static_cast<const uint8_t*>(args[x_arg_]), static_cast<uint8_t*>(args[y_arg_])};
+        env.parallel_for(env.pool, dw_->tasks(),
+                         [](int64_t b, int64_t e, void* p) {
+                             auto* cx = static_cast<Ctx*>(p);
+                             cx->dw->run(cx->x, cx->y, b, e);
+                         },
+                         &ctx);
+        if (env.stop && *env.stop) return kernel_stopped_status();
+        return Status::ok_status();
     }
 
     memory::desc nhwc(int64_t n, int64_t c, int64_t h, int64_t w, dt t) const {
@@ -324,6 +376,7 @@ private:
             p.dst_off = y_nhwc_ ? n0 * m * ohw + m0 : (n0 * m + m0) * ohw;
             memory::dims st = y_nhwc_ ? memory::dims{m * ohw, 1, dst_[3] * m, m} : memory::dims{m * ohw, ohw, dst_[3], 1};
             p.dst_kiln = memory::desc({n, mc, dst_[2], dst_[3]}, dst_dt_, st);
+            if (y_nhwc_) p.slice_pixels = n * ohw, p.slice_channels = mc;
             p.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.dst_nhwc, cpu_engine(), p.dst_kiln));
             p.dst_tmp = std::make_unique<BytePool>(p.dst_nhwc.get_size());
             if (sum_arg_ >= 0) {  // the residual's slice, in Kiln's layout, into the part's NHWC buffer
@@ -346,7 +399,7 @@ private:
         const int64_t n = src_[0], m = dst_[1];
         if (threads > 1 && n % threads == 0) {
             for (int64_t i = 0; i < threads; ++i) parts.push_back(make_part(i * (n / threads), n / threads, 0, m));
-        } else if (threads > 1 && n == 1 && y_nhwc_ && dst_[2] >= 2 * threads) {
+        } else if (threads > 1 && n == 1 && y_nhwc_ && dst_[2] >= 2 * threads && rows_balance(threads)) {
             const int64_t oh = dst_[2];
             for (int64_t i = 0; i < threads; ++i) parts.push_back(make_row_part(band_of(oh * i / threads, oh * (i + 1) / threads), parts));
         } else if (threads > 1 && groups_ == 1 && m >= 32 && m % 16 == 0) {
@@ -364,6 +417,21 @@ private:
                          long(src_[0]), long(src_[1]), long(src_[2]), long(src_[3]), long(dst_[1]), threads,
                          parts.size(), make_pd(src_[0], 0, dst_[1]).impl_info_str());
         return plans_.emplace(threads, std::move(parts)).first->second;
+    }
+
+    /// Whether bands of output rows split evenly enough over `threads` (the largest band at most
+    /// 10% over the mean): a 7-row layer over two threads ran 4 rows against 3, where blocks of
+    /// output channels split evenly but each goes through a buffer of its own, copied into y's
+    /// slice pixel by pixel (1-2 us): worth it from a few million multiply-adds (per-node minima at
+    /// two threads: ResNet-50's 7x7 layers, 51-115M, 1311-1471 -> 1123-1207 us; MobileNetV2's
+    /// 7x7 1x1 convs, 7-20M, 100-103 -> 96-98 us). KILN_INT8_ROW_BANDS=1: bands always.
+    bool rows_balance(int threads) const {
+        const char* env = std::getenv("KILN_INT8_ROW_BANDS");
+        const int64_t macs = dst_[1] * dst_[2] * dst_[3] * (src_[1] / groups_) * kernel_[0] * kernel_[1];
+        if ((env && std::string(env) == "1") || groups_ != 1 || dst_[1] < 32 || dst_[1] % 16 != 0 || macs < (4 << 20))
+            return true;
+        const int64_t oh = dst_[2], largest = (oh + threads - 1) / threads;
+        return largest * threads * 10 <= oh * 11;
     }
 
     /// x (NCHW) -> NHWC in bands of rows across the pool.
@@ -388,6 +456,14 @@ private:
         const int64_t n = src_[0], c = src_[1], h = src_[2], w = src_[3];
         const int64_t h0 = h * band / bands, h1 = h * (band + 1) / bands;
         if (h1 <= h0) return;
+        if (fast_interleave(c)) {  // a 3-channel stem's input: byte permutes, not oneDNN's reorder
+            for (int64_t img = 0; img < n; ++img) {
+                const uint8_t* planes[3];
+                for (int64_t ch = 0; ch < 3; ++ch) planes[ch] = x + ((img * c + ch) * h + h0) * w;
+                interleave_planes(planes, c, (h1 - h0) * w, out + ((img * h + h0) * w) * c);
+            }
+            return;
+        }
         memory::dims dims = {n, c, h1 - h0, w};
         memory::desc from(dims, src_dt_, memory::dims{c * h * w, h * w, w, 1});
         memory::desc to(dims, src_dt_, memory::dims{h * w * c, 1, w * c, c});
@@ -404,7 +480,10 @@ private:
             dnnl::stream s(cpu_engine());
             Lease tmp(p.dst_tmp.get()), scratch(p.scratch.get());
             memory out(p.dst_nhwc, cpu_engine(), p.dst_tmp ? tmp.get() : dst + p.dst_off);
-            if (sum && p.dst_tmp) {  // the residual where oneDNN's sum post-op reads it: dst itself
+            const int64_t mc = p.slice_channels, m_all = dst_[1];
+            if (sum && p.dst_tmp && mc > 0) {  // the residual where oneDNN's sum post-op reads it: dst itself
+                copy_runs(tmp.get(), mc, sum + p.dst_off, m_all, p.slice_pixels, mc);
+            } else if (sum && p.dst_tmp) {
                 memory from(p.sum_kiln, cpu_engine(), const_cast<uint8_t*>(sum) + p.dst_off);
                 memory to(p.sum_nhwc, cpu_engine(), tmp.get());
                 p.sum_reorder.execute(s, from, to);
@@ -418,11 +497,14 @@ private:
             if (!p.bias.empty()) m[DNNL_ARG_BIAS] = memory(p.bias_md, cpu_engine(), p.bias.data());
             if (scratch.get()) m[DNNL_ARG_SCRATCHPAD] = memory(p.scratch_md, cpu_engine(), scratch.get());
             p.prim.execute(s, m);
-            if (p.dst_tmp) {
+            s.wait();
+            if (p.dst_tmp && mc > 0) {
+                copy_runs(dst + p.dst_off, m_all, tmp.get(), mc, p.slice_pixels, mc);
+            } else if (p.dst_tmp) {
                 memory kiln(p.dst_kiln, cpu_engine(), dst + p.dst_off);
                 p.dst_reorder.execute(s, out, kiln);
+                s.wait();
             }
-            s.wait();
             return Status::ok_status();
         } catch (const dnnl::error& e) {
             return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
@@ -445,6 +527,7 @@ private:
     std::vector<int32_t> bias_;
     const int8_t* weights_ = nullptr;
     std::unique_ptr<BytePool> src_pool_;
+    std::unique_ptr<Int8DwConv> dw_;  // Kiln's depthwise kernel, where it runs the step
     std::mutex mu_;
     std::map<int, std::vector<QPart>> plans_;
 

@@ -11,6 +11,9 @@ namespace kiln::runtime {
 namespace {
 
 constexpr int64_t kLanes = 16;  // int32 lanes of a zmm: columns per block
+constexpr int64_t kTile = 4;    // blocks per tile: a group's 4 x 64 bytes are one contiguous run
+constexpr int64_t kTileBytes = kTile * kLanes * 4;
+constexpr int64_t kAhead = 16;  // groups prefetched ahead (4 KB; 32 was slower)
 
 /// Four activation bytes (k = 4g .. 4g+3, zero past K) as one int32 for vpbroadcastd, in u8
 /// (s8 activations shifted by 128: the zero point moves with them).
@@ -29,10 +32,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile(const std::vect
     __m512i acc[kRows][kBlocks];
     for (int r = 0; r < kRows; ++r)
         for (int c = 0; c < kBlocks; ++c) acc[r][c] = _mm512_setzero_si512();
-    const int64_t block_bytes = groups * kLanes * 4;
     for (int64_t g = 0; g < groups; ++g) {
+        // B streams from L3 (ResNet-50's 2 MB, MobileNetV2's 1.3 MB): its lines requested
+        // kAhead groups early.
+        for (int c = 0; c < kBlocks; ++c)
+            _mm_prefetch(reinterpret_cast<const char*>(b + (g + kAhead) * kTileBytes + c * kLanes * 4), _MM_HINT_T0);
         __m512i w[kBlocks];
-        for (int c = 0; c < kBlocks; ++c) w[c] = _mm512_loadu_si512(b + c * block_bytes + g * kLanes * 4);
+        for (int c = 0; c < kBlocks; ++c) w[c] = _mm512_loadu_si512(b + g * kTileBytes + c * kLanes * 4);
         for (int r = 0; r < kRows; ++r) {
             const __m512i x = _mm512_set1_epi32(quads[r][static_cast<size_t>(g)]);
             for (int c = 0; c < kBlocks; ++c) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], x, w[c]);
@@ -57,13 +63,15 @@ void tile_blocks(int blocks, const std::vector<int32_t>* quads, const int8_t* b,
 bool Int8Gemv::available() { return missing_cpu_features({"avx512f", "avx512bw", "avx512vnni"}).empty(); }
 
 Int8Gemv::Int8Gemv(const int8_t* b, int64_t k, int64_t n) : k_(k), n_(n), groups_((k + 3) / 4) {
-    const int64_t blocks = (n + kLanes - 1) / kLanes;
-    packed_.assign(static_cast<size_t>(blocks * groups_ * kLanes * 4), 0);
+    const int64_t tiles = (n + kTile * kLanes - 1) / (kTile * kLanes);
+    packed_.assign(static_cast<size_t>(tiles * groups_ * kTileBytes), 0);
     column_sums_.assign(static_cast<size_t>(n), 0);
     for (int64_t t = 0; t < k; ++t)
         for (int64_t j = 0; j < n; ++j) {
             const int8_t v = b[t * n + j];
-            packed_[static_cast<size_t>(((j / kLanes * groups_ + t / 4) * kLanes + j % kLanes) * 4 + t % 4)] = v;
+            const int64_t tile = j / (kTile * kLanes), block = j % (kTile * kLanes) / kLanes;
+            packed_[static_cast<size_t>((tile * groups_ + t / 4) * kTileBytes + (block * kLanes + j % kLanes) * 4 +
+                                        t % 4)] = v;
             column_sums_[static_cast<size_t>(j)] += v;
         }
 }
@@ -79,17 +87,20 @@ void Int8Gemv::run(const void* a, int64_t rows, bool a_signed, int32_t zp, int64
     }
     const int64_t width = c1 - c0;
     std::vector<int32_t> block(static_cast<size_t>(kMaxRows * 4 * kLanes));
-    for (int64_t j = c0; j < c1; j += 4 * kLanes) {
-        const int blocks = static_cast<int>(std::min<int64_t>(4, (c1 - j + kLanes - 1) / kLanes));
-        const int8_t* b = packed_.data() + j / kLanes * groups_ * kLanes * 4;
+    for (int64_t j = c0, blocks = 0; j < c1; j += blocks * kLanes) {
+        // The blocks of j's tile from j's on (a range may start inside a tile).
+        const int64_t first = j % (kTile * kLanes) / kLanes;
+        blocks = std::min<int64_t>(kTile - first, (c1 - j + kLanes - 1) / kLanes);
+        const int8_t* b = packed_.data() + j / (kTile * kLanes) * groups_ * kTileBytes + first * kLanes * 4;
         const int64_t ld = 4 * kLanes;
+        const int nb = static_cast<int>(blocks);
         switch (rows) {
-            case 1: tile_blocks<1>(blocks, quads, b, groups_, block.data(), ld); break;
-            case 2: tile_blocks<2>(blocks, quads, b, groups_, block.data(), ld); break;
-            case 3: tile_blocks<3>(blocks, quads, b, groups_, block.data(), ld); break;
-            default: tile_blocks<4>(blocks, quads, b, groups_, block.data(), ld); break;
+            case 1: tile_blocks<1>(nb, quads, b, groups_, block.data(), ld); break;
+            case 2: tile_blocks<2>(nb, quads, b, groups_, block.data(), ld); break;
+            case 3: tile_blocks<3>(nb, quads, b, groups_, block.data(), ld); break;
+            default: tile_blocks<4>(nb, quads, b, groups_, block.data(), ld); break;
         }
-        const int64_t cols = std::min<int64_t>(4 * kLanes, c1 - j);
+        const int64_t cols = std::min<int64_t>(blocks * kLanes, c1 - j);
         for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < cols; ++c)
                 acc[r * width + (j - c0) + c] =

@@ -16,6 +16,8 @@ rounding, so a value within float rounding of a half may round the other way: me
 cases, at most 1 step on at most ~1% of the elements of a single conv, a few % through the net
 (differences propagate). The generated path (--kernels generated) is held to the same bound.
 """
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -324,3 +326,70 @@ def test_dynamic_quantize_linear_equals_ort(tmp_path, case):
         outs, _ = kiln_run_model(path, str(tmp_path / "in.npz"), str(tmp_path / source), extra=["--kernels", source])
         for name in ("y", "ys", "yz"):
             np.testing.assert_array_equal(outs[name], ref[name], err_msg=f"--kernels {source}: {name}")
+
+
+def _inverted_residual(path, cmid, k, stride):
+    """MobileNetV2's block: 1x1 expand + ReLU6, depthwise k x k + ReLU6, 1x1 project. Between the
+    two 1x1 int8 convs the depthwise conv reads and writes NHWC (runtime/int8_dwconv.h)."""
+    rng = np.random.default_rng(11 + cmid + k + stride)
+    inits, nodes = [], []
+
+    def conv(name, x, cin, cout, kk, s, group=1, clip=True):
+        w = (rng.standard_normal((cout, cin // group, kk, kk)) / np.sqrt(cin // group * kk * kk)).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, name + "_w"),
+                      numpy_helper.from_array((rng.standard_normal(cout) * 0.1).astype(np.float32), name + "_b")])
+        nodes.append(helper.make_node("Conv", [x, name + "_w", name + "_b"], [name], kernel_shape=[kk, kk],
+                                      strides=[s, s], pads=[kk // 2] * 4, group=group))
+        if not clip:
+            return name
+        nodes.append(helper.make_node("Clip", [name, "lo", "hi"], [name + "_r"]))
+        return name + "_r"
+
+    inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"), numpy_helper.from_array(np.array(6, np.float32), "hi")]
+    a = conv("expand", "x", 16, cmid, 1, 1)
+    b = conv("dw", a, cmid, cmid, k, stride, group=cmid)
+    conv("y", b, cmid, 24, 1, 1, clip=False)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 19, 19])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+@pytest.mark.parametrize("cmid,k,stride", [(48, 3, 1), (96, 3, 2), (40, 3, 1), (32, 5, 2)])
+def test_depthwise_between_int8_convs_matches_ort(tmp_path, monkeypatch, cmid, k, stride):
+    """The depthwise conv of an inverted residual block, quantized by ORT's quantize_static, runs on
+    Kiln's VNNI depthwise kernel where the host has VNNI (KILN_DNNL_VERBOSE names it), and the
+    block's output is within 1 step of ORT's; also with the kernel off (KILN_INT8_DW=0: oneDNN's)."""
+    if not kiln_has_dnnl():
+        pytest.skip("kiln built without oneDNN")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
+    _inverted_residual(f32, cmid, k, stride)
+    rng = np.random.default_rng(5)
+    shape = (1, 16, 19, 19)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    assert _kernels(q).count("[dnnl_qconv]") == 3, _kernels(q)
+    feed = {"x": rng.standard_normal(shape).astype(np.float32)}
+    np.savez(tmp_path / "in.npz", **feed)
+    ref = ort_outputs(q, feed)["y"]
+    scale = next(numpy_helper.to_array(t) for t in onnx.load(q).graph.initializer if t.name == "y_scale")
+    monkeypatch.setenv("KILN_DNNL_VERBOSE", "1")
+    vnni = os.path.exists("/proc/cpuinfo") and "avx512_vnni" in open("/proc/cpuinfo").read()
+    for dw in ("1", "0"):
+        monkeypatch.setenv("KILN_INT8_DW", dw)
+        for threads in ("1", "2"):
+            outs, proc = kiln_run_model(q, str(tmp_path / "in.npz"), str(tmp_path / f"o{dw}{threads}"),
+                                        extra=["--threads", threads])
+            assert ("kiln int8_dwconv" in proc.stderr) == (vnni and dw == "1"), proc.stderr
+            steps = np.rint(np.abs(outs["y"] - ref) / scale)
+            assert steps.max() <= 1, f"KILN_INT8_DW={dw} --threads {threads}: {steps.max()} steps off"
+            assert (steps > 0).mean() <= 0.05, f"KILN_INT8_DW={dw} --threads {threads}: {(steps > 0).mean():.2%} 1 step off"

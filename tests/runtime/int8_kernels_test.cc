@@ -296,7 +296,9 @@ TEST(Int8Kernels, DnnlQConvMatchesIntegerLoop) {
     check_qconv({1, 16, 13, 9, 32, 3, 1, 1, 1, 2, true});
     check_qconv({1, 16, 15, 11, 48, 3, 2, 1, 1, 2, true});  // strided: a band's first input row
     check_qconv({1, 8, 9, 9, 16, 5, 1, 2, 1, 2, true});     // a 5x5 window, pads of 2
-    check_qconv({1, 32, 10, 10, 32, 3, 1, 1, 32, 2, true}); // depthwise
+    check_qconv({1, 32, 10, 10, 32, 3, 1, 1, 32, 2, true}); // depthwise (NHWC: runtime/int8_dwconv.h on VNNI)
+    check_qconv({1, 40, 9, 11, 40, 3, 2, 1, 40, 2, true});  // depthwise, stride 2, a partial channel block
+    check_qconv({2, 24, 10, 10, 24, 5, 1, 2, 24, 1, true}); // depthwise 5x5, two images
 }
 
 // The residual add fused as post-ops: the conv's value rounded and saturated to its own u8, then
@@ -309,6 +311,11 @@ TEST(Int8Kernels, DnnlQConvFusedResidualAdd) {
     check_qconv({1, 16, 13, 9, 32, 3, 1, 1, 1, 2, true, R::kInPlace});             // row bands, in place
     check_qconv({1, 16, 9, 9, 48, 3, 2, 1, 1, 2, false, R::kInPlace, true});       // channel blocks, s8 r
     check_qconv({1, 16, 15, 11, 64, 1, 1, 0, 1, 2, true, R::kResidual, true});     // a 1x1, bands, s8 r
+    // Seven output rows over two threads, a conv of >= 4M multiply-adds: blocks of output
+    // channels into the NHWC y (bands of 4 and 3 rows would be uneven), through each part's
+    // buffer, r in its own buffer and in y's.
+    check_qconv({1, 256, 7, 7, 352, 1, 1, 0, 1, 2, true, R::kResidual});
+    check_qconv({1, 64, 7, 7, 160, 3, 1, 1, 1, 2, true, R::kInPlace, true});
 }
 #endif
 
@@ -426,8 +433,9 @@ TEST(Int8Kernels, QAddEqualsFloatFormulaOnAllPairs) {
 // ResNet's last block NHWC): y is NCHW, y[n][c][p] the dequantized sum of a[n][p][c] and
 // b[n][p][c], bit for bit ONNX's formula; 2 images of 37 channels and 5x7 pixels (tiles of 16
 // pixels: the last one partial), 1 and 3 threads.
-TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
-    const int64_t N = 2, C = 37, H = 5, W = 7, n = N * C * H * W;
+// C = 600: tiles of 256 channels, a partial one (the threads split pixels and channels).
+void check_qadd_nhwc_into_nchw(int64_t C) {
+    const int64_t N = 2, H = 5, W = 7, n = N * C * H * W;
     std::mt19937 rng(9);
     Tensor a(DType::kUInt8, {N, H, W, C}), b(DType::kUInt8, {N, H, W, C});
     for (int64_t i = 0; i < n; ++i) a.set_i64(i, rng() % 256), b.set_i64(i, rng() % 256);
@@ -449,7 +457,7 @@ TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
         kd.extern_name = "kiln_qadd";
         kd.extern_params = ExternParams::format(Pairs{{"a", "0"}, {"as", "1"}, {"az", "2"}, {"b", "3"}, {"bs", "4"},
                                                       {"bz", "5"}, {"ys", "6"}, {"yz", "7"}, {"y", "8"}, {"out", "f32"},
-                                                      {"ab_layout", "nhwc"}, {"shape", "2,37,5,7"}});
+                                                      {"ab_layout", "nhwc"}, {"shape", "2," + std::to_string(C) + ",5,7"}});
         exe.kernels.push_back(kd);
         exe.steps.push_back({0, {0, 1, 2, 3, 4, 5, 6, 7, 8}, "qadd", 8});
         exe.load();
@@ -469,6 +477,14 @@ TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
                         << "threads " << threads << " image " << img << " channel " << c << " pixel " << p;
                 }
     }
+}
+
+TEST(Int8Kernels, QAddNhwcOperandsIntoNchwFloat) {
+    check_qadd_nhwc_into_nchw(37);
+    check_qadd_nhwc_into_nchw(600);
+    const int64_t N = 2, C = 37, H = 5, W = 7;
+    const float as = 0.031f, bs = 0.017f, ys = 0.043f;
+    const int64_t az = 3, bz = 140, yz = 0;
     // The shape must be the tensors' (a forged one would index past them).
     Executable bad;
     bad.buffers.push_back({"a", DType::kUInt8, {N, C, H, W}, BufferRole::kInput});

@@ -56,26 +56,44 @@ std::string layout_name(ConvBwdLayout l) {
     return "any";
 }
 
+namespace {
+
+struct Switches {
+    std::string algo;  // auto | direct | winograd
+    bool layout_auto = true;
+    ConvBwdLayout layout = ConvBwdLayout::kAny;
+};
+
+Switches read_switches() {
+    Switches sw;
+    sw.algo = env_or_auto("KILN_CONV_BWD_ALGO");
+    KILN_CHECK(sw.algo == "auto" || sw.algo == "direct" || sw.algo == "winograd", kInvalidArgument)
+        << "KILN_CONV_BWD_ALGO: expected auto, direct or winograd, got '" << sw.algo << "'";
+    const std::string layout = env_or_auto("KILN_CONV_BWD_LAYOUT");
+    if (layout == "auto") return sw;
+    sw.layout_auto = false;
+    bool known = false;
+    for (ConvBwdLayout l : {ConvBwdLayout::kAny, ConvBwdLayout::kNhwc, ConvBwdLayout::kNchw, ConvBwdLayout::kNChw16c})
+        if (layout == layout_name(l)) sw.layout = l, known = true;
+    KILN_CHECK(known, kInvalidArgument)
+        << "KILN_CONV_BWD_LAYOUT: expected auto, any, nhwc, nchw or nChw16c, got '" << layout << "'";
+    return sw;
+}
+
+}  // namespace
+
+void check_conv_backward_switches() { read_switches(); }
+
 ConvBwdChoice choose_conv_backward(const ConvBwdGeometry& g) {
     KILN_CHECK(g.kernel.size() == g.strides.size() && g.kernel.size() == g.dilates.size() &&
                    g.kernel.size() == g.out_plane.size(),
                kInvalidModel)
         << "conv backward choice: " << g.kernel.size() << " kernel dims against " << g.strides.size() << " strides, "
         << g.dilates.size() << " dilations and " << g.out_plane.size() << " output dims";
+    const Switches sw = read_switches();
     ConvBwdChoice c;
-    const std::string algo = env_or_auto("KILN_CONV_BWD_ALGO"), layout = env_or_auto("KILN_CONV_BWD_LAYOUT");
-    KILN_CHECK(algo == "auto" || algo == "direct" || algo == "winograd", kInvalidArgument)
-        << "KILN_CONV_BWD_ALGO: expected auto, direct or winograd, got '" << algo << "'";
-    c.winograd = algo == "auto" ? auto_winograd(g) : algo == "winograd" && winograd_applies(g);
-    if (layout == "auto") {
-        c.layout = auto_layout(g);
-    } else {
-        bool known = false;
-        for (ConvBwdLayout l : {ConvBwdLayout::kAny, ConvBwdLayout::kNhwc, ConvBwdLayout::kNchw, ConvBwdLayout::kNChw16c})
-            if (layout == layout_name(l)) c.layout = l, known = true;
-        KILN_CHECK(known, kInvalidArgument)
-            << "KILN_CONV_BWD_LAYOUT: expected auto, any, nhwc, nchw or nChw16c, got '" << layout << "'";
-    }
+    c.winograd = sw.algo == "auto" ? auto_winograd(g) : sw.algo == "winograd" && winograd_applies(g);
+    c.layout = sw.layout_auto ? auto_layout(g) : sw.layout;
     // The activation tags name 4-D layouts; Winograd runs on oneDNN's blocked ones.
     if (g.kernel.size() != 2 || c.winograd) c.layout = ConvBwdLayout::kAny;
     return c;

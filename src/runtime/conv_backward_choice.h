@@ -41,6 +41,11 @@ struct ConvBwdChoice {
 /// any where oneDNN rejects it); the environment switches above override the measured rule.
 ConvBwdChoice choose_conv_backward(const ConvBwdGeometry& g);
 
+/// Throws a kInvalidArgument kiln::Error naming the variable when either switch above holds an
+/// unknown value (dnnl_conv_backward_implementation calls it first, so a typo stops the compile
+/// instead of reading as "oneDNN rejects the conv").
+void check_conv_backward_switches();
+
 /// Whether oneDNN 2.6's Winograd kernel can run the conv at all (3x3, stride 1, no dilation,
 /// one group, 2-D).
 bool winograd_applies(const ConvBwdGeometry& g);

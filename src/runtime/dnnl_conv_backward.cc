@@ -342,6 +342,7 @@ std::unique_ptr<ExternKernel> make_dnnl_conv_backward(const ExternParams& p, con
 }
 
 std::string dnnl_conv_backward_implementation(const ExternParams& p) {
+    check_conv_backward_switches();  // a bad switch is the user's error, not a rejected conv
     try {
         // Only the argument types are checked here: stand-ins of the shapes the parameters name.
         const bool data = p.str("kind") == "data";

@@ -108,6 +108,16 @@ TEST(ConvBackwardChoice, KernelRunsTheChoice) {
         EXPECT_EQ(jit.find("wino"), std::string::npos) << jit;
         EXPECT_FALSE(jit.empty());
     }
+    {  // a typo in a switch stops the compile instead of reading as "oneDNN rejects the conv"
+        ScopedEnv typo("KILN_CONV_BWD_LAYOUT", "NHWC");
+        try {
+            impl("data", "16,64,28,28", "64,64,3,3", "16,64,28,28", "1,1", "1,1");
+            ADD_FAILURE() << "a bad KILN_CONV_BWD_LAYOUT was accepted";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+            EXPECT_NE(std::string(e.what()).find("KILN_CONV_BWD_LAYOUT"), std::string::npos) << e.what();
+        }
+    }
     // A forced layout oneDNN has only its reference kernel for (the stem's weight gradient, a
     // 3-channel input in 16-channel blocks): the kernel falls back to oneDNN's own pick.
     ScopedEnv nchw16("KILN_CONV_BWD_LAYOUT", "nChw16c");

@@ -20,6 +20,7 @@
 #include "runtime/conv_backward_choice.h"
 #include "runtime/conv_weight_gemm.h"
 #include "runtime/dnnl_engine.h"
+#include "runtime/dnnl_scratch_pool.h"
 #include "runtime/dnnl_temp_pool.h"
 #include "runtime/executable.h"
 #include "support/error.h"
@@ -52,7 +53,7 @@ struct Side {
 struct Part {
     dnnl::primitive prim;
     Side in0, in1, out;  // data: diff_dst, weights -> diff_src; weights: src, diff_dst -> diff_weights
-    std::shared_ptr<TempPool> scratchpad;
+    memory::desc scratchpad;  // size 0: none; lent from ScratchPool per call
     std::shared_ptr<TempPool> partial;  // weights, parts after the first: their plain dW
     int64_t images = 0;
 };
@@ -207,7 +208,7 @@ private:
             scratch = pd.scratchpad_desc();
             impl_ = pd.impl_info_str();
         }
-        if (scratch.get_size() > 0) part.scratchpad = std::make_shared<TempPool>(scratch);
+        part.scratchpad = scratch;
         layout_ = layout_name(c.layout);
         return part;
     }
@@ -265,11 +266,13 @@ private:
                 std::memset(static_cast<float*>(args[p.out.arg]) + p.out.off, 0, p.images * shape_numel(src_) / src_[0] * sizeof(float));
             memory result = p.out.tmp ? lease(p.out.tmp) : out;
             m[data_ ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS] = result;
-            if (p.scratchpad) m[DNNL_ARG_SCRATCHPAD] = lease(p.scratchpad);
+            std::optional<memory> scratch;
+            if (p.scratchpad.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = *(scratch = ScratchPool::instance().take(p.scratchpad));
             p.prim.execute(st, m);
             if (p.out.tmp) p.out.reorder.execute(st, result, out);
             st.wait();
             for (auto& [pool, mem] : leased) pool->give(std::move(mem));
+            if (scratch) ScratchPool::instance().give(*scratch);
             return Status::ok_status();
         } catch (const dnnl::error& e) {
             return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());

@@ -17,8 +17,10 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/conv_backward_choice.h"
 #include "runtime/conv_weight_gemm.h"
 #include "runtime/dnnl_engine.h"
+#include "runtime/dnnl_scratch_pool.h"
 #include "runtime/dnnl_temp_pool.h"
 #include "runtime/executable.h"
 #include "support/error.h"
@@ -51,7 +53,7 @@ struct Side {
 struct Part {
     dnnl::primitive prim;
     Side in0, in1, out;  // data: diff_dst, weights -> diff_src; weights: src, diff_dst -> diff_weights
-    std::shared_ptr<TempPool> scratchpad;
+    memory::desc scratchpad;  // size 0: none; lent from ScratchPool per call
     std::shared_ptr<TempPool> partial;  // weights, parts after the first: their plain dW
     int64_t images = 0;
 };
@@ -91,6 +93,9 @@ public:
                            args[args_[i]].dtype == DType::kFloat32 && args[args_[i]].shape == want[i],
                        kInvalidModel)
                 << "dnnl_conv_bwd: argument " << args_[i] << " is not a float32 buffer of shape " << shape_str(want[i]);
+        ConvBwdGeometry geo{data_, src_[1], wei_[0], groups_, std::vector<int64_t>(wei_.begin() + 2, wei_.end()),
+                            strides_, dilates_, std::vector<int64_t>(dst_.begin() + 2, dst_.end())};
+        choice_ = choose_conv_backward(geo);
         if (!data_ && groups_ == 1 && rank == 4) {
             const ConvWeightGemmShape s{src_[0], src_[1], src_[2], src_[3], crop_[0], crop_[1], wei_[0], wei_[2],
                                         wei_[3], dst_[2], dst_[3], strides_[0], strides_[1], dilates_[0] + 1,
@@ -140,9 +145,27 @@ public:
     }
 
 private:
-    /// Images [n0, n0 + n) as a part: the primitive descriptors (format any) and the reorders
-    /// between Kiln's plain slices and oneDNN's layouts.
+    /// Images [n0, n0 + n) as a part: the algorithm and activation layout choose_conv_backward
+    /// picked (conv_backward_choice.h), else oneDNN's direct kernel on its own layouts where it
+    /// rejects that or answers with its reference kernel.
     Part make_part(int64_t n0, int64_t n) {
+        std::vector<ConvBwdChoice> tries;
+        for (ConvBwdChoice c : {choice_, ConvBwdChoice{choice_.winograd, ConvBwdLayout::kAny}, ConvBwdChoice{}})
+            if (tries.empty() || c.winograd != tries.back().winograd || c.layout != tries.back().layout) tries.push_back(c);
+        for (size_t i = 0; i + 1 < tries.size(); ++i) {
+            try {
+                Part part = make_part_as(n0, n, tries[i]);
+                if (impl_.rfind("ref", 0) != 0) return part;
+            } catch (const dnnl::error&) {
+                // oneDNN has no kernel for this choice: the next one
+            }
+        }
+        return make_part_as(n0, n, tries.back());
+    }
+
+    /// make_part with `c`'s algorithm and activation layout (weights: format any), and the
+    /// reorders between Kiln's plain slices and the layouts oneDNN's primitive takes.
+    Part make_part_as(int64_t n0, int64_t n, const ConvBwdChoice& c) {
         memory::dims x = dims_of(src_), y = dims_of(dst_), w = dims_of(wei_);
         x[0] = y[0] = n;
         memory::dims x_full = x;  // the buffer's; x: what the windows read
@@ -151,11 +174,13 @@ private:
             w[0] = wei_[0] / groups_;
             w.insert(w.begin(), groups_);
         }
+        const memory::format_tag act_tag = activation_tag(c.layout);
         auto any = [](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); };
+        auto act = [&](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, act_tag); };
         const memory::dims s = dims_of(strides_), d = dims_of(dilates_), pl = dims_of(pad_l_), pr = dims_of(pad_r_);
-        const auto algo = dnnl::algorithm::convolution_direct;
+        const auto algo = c.winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
         dnnl::convolution_forward::primitive_desc fwd(
-            dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x), any(w), any(y), s, d, pl, pr),
+            dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, act(x), any(w), act(y), s, d, pl, pr),
             cpu_engine());
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, per call: concurrent runs
@@ -165,7 +190,7 @@ private:
         memory::desc scratch;
         if (data_) {
             dnnl::convolution_backward_data::primitive_desc pd(
-                dnnl::convolution_backward_data::desc(algo, any(x), any(w), any(y), s, d, pl, pr), attr, cpu_engine(), fwd);
+                dnnl::convolution_backward_data::desc(algo, act(x), any(w), act(y), s, d, pl, pr), attr, cpu_engine(), fwd);
             part.prim = dnnl::convolution_backward_data(pd);
             part.in0 = input_side(args_[0], y_off, plain_desc(y), pd.diff_dst_desc());
             part.in1 = input_side(args_[1], 0, plain_desc(w), pd.weights_desc());
@@ -174,7 +199,7 @@ private:
             impl_ = pd.impl_info_str();
         } else {
             dnnl::convolution_backward_weights::primitive_desc pd(
-                dnnl::convolution_backward_weights::desc(algo, any(x), any(w), any(y), s, d, pl, pr), attr, cpu_engine(), fwd);
+                dnnl::convolution_backward_weights::desc(algo, act(x), any(w), act(y), s, d, pl, pr), attr, cpu_engine(), fwd);
             part.prim = dnnl::convolution_backward_weights(pd);
             part.in0 = input_side(args_[0], x_off, plain_desc(x, x_full), pd.src_desc());
             part.in1 = input_side(args_[1], y_off, plain_desc(y), pd.diff_dst_desc());
@@ -183,8 +208,19 @@ private:
             scratch = pd.scratchpad_desc();
             impl_ = pd.impl_info_str();
         }
-        if (scratch.get_size() > 0) part.scratchpad = std::make_shared<TempPool>(scratch);
+        part.scratchpad = scratch;
+        layout_ = layout_name(c.layout);
         return part;
+    }
+
+    static memory::format_tag activation_tag(ConvBwdLayout l) {
+        switch (l) {
+            case ConvBwdLayout::kNhwc: return memory::format_tag::nhwc;
+            case ConvBwdLayout::kNchw: return memory::format_tag::nchw;
+            case ConvBwdLayout::kNChw16c: return memory::format_tag::nChw16c;
+            case ConvBwdLayout::kAny: break;
+        }
+        return memory::format_tag::any;
     }
 
     static Side input_side(int arg, int64_t off, const memory::desc& plain, const memory::desc& want) {
@@ -230,11 +266,13 @@ private:
                 std::memset(static_cast<float*>(args[p.out.arg]) + p.out.off, 0, p.images * shape_numel(src_) / src_[0] * sizeof(float));
             memory result = p.out.tmp ? lease(p.out.tmp) : out;
             m[data_ ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS] = result;
-            if (p.scratchpad) m[DNNL_ARG_SCRATCHPAD] = lease(p.scratchpad);
+            std::optional<memory> scratch;
+            if (p.scratchpad.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = *(scratch = ScratchPool::instance().take(p.scratchpad));
             p.prim.execute(st, m);
             if (p.out.tmp) p.out.reorder.execute(st, result, out);
             st.wait();
             for (auto& [pool, mem] : leased) pool->give(std::move(mem));
+            if (scratch) ScratchPool::instance().give(*scratch);
             return Status::ok_status();
         } catch (const dnnl::error& e) {
             return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());
@@ -277,9 +315,9 @@ private:
         }
         plan.impl = impl_;
         if (std::getenv("KILN_DNNL_VERBOSE"))
-            std::fprintf(stderr, "kiln dnnl: conv backward %s src %s wei %s, %d thread(s): %zu part(s), %s\n",
+            std::fprintf(stderr, "kiln dnnl: conv backward %s src %s wei %s, %d thread(s): %zu part(s), %s on %s\n",
                          data_ ? "data" : "weights", shape_str(src_).c_str(), shape_str(wei_).c_str(), threads,
-                         plan.parts.size(), plan.impl.c_str());
+                         plan.parts.size(), plan.impl.c_str(), layout_.c_str());
         return plans_.emplace(threads, std::move(plan)).first->second;
     }
 
@@ -288,7 +326,8 @@ private:
     bool cropped_ = false;
     int64_t groups_ = 1;
     int args_[3] = {0, 0, 0};  // in0, in1, out
-    std::string impl_;
+    std::string impl_, layout_;  // the last part's oneDNN implementation and activation layout asked
+    ConvBwdChoice choice_;        // what make_part asks for first (conv_backward_choice.h)
     std::mutex mu_;
     std::map<int, Plan> plans_;
     std::unique_ptr<ConvWeightGemm> gemm_;  // the weight gradient as im2col + sgemm (conv_weight_gemm.h)
@@ -306,6 +345,7 @@ std::unique_ptr<ExternKernel> make_dnnl_conv_backward(const ExternParams& p, con
 }
 
 std::string dnnl_conv_backward_implementation(const ExternParams& p) {
+    check_conv_backward_switches();  // a bad switch is the user's error, not a rejected conv
     try {
         // Only the argument types are checked here: stand-ins of the shapes the parameters name.
         const bool data = p.str("kind") == "data";

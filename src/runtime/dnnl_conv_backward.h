@@ -15,11 +15,14 @@
 // split by images into one part per intra-op thread, each a primitive of its own run on Kiln's
 // pool. A data gradient's parts write disjoint images; a weight gradient's parts each reduce
 // their images, part 0 into the output and the others into buffers added to it after (the
-// batch is reduced inside the kernel: no [N, ...] partial products). Buffers stay plain;
-// where oneDNN's kernel wants a blocked layout (format any) each part reorders its slices in
-// and its result out per call, except a data gradient's W, which every part reads whole: it is
-// reordered once per call, before the parts. Small-plane weight gradients of large layers run
-// as one GEMM instead (runtime/conv_weight_gemm.h).
+// batch is reduced inside the kernel: no [N, ...] partial products). The algorithm (direct or
+// Winograd) and the activation layout oneDNN is asked for (its own pick, NHWC or NCHW) are
+// chosen per layer (runtime/conv_backward_choice.h; oneDNN's direct kernel on its own layouts
+// where it has nothing for that choice). Buffers stay plain; where the primitive's layout
+// differs, each part reorders its slices in and its result out per call, except a data
+// gradient's W, which every part reads whole: it is reordered once per call, before the parts.
+// Small-plane weight gradients of large layers run as one GEMM instead
+// (runtime/conv_weight_gemm.h).
 #pragma once
 
 #include "runtime/extern_kernel.h"

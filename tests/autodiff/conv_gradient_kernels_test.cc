@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "../scoped_env.h"
 #include "gradient_check.h"
 #include "runtime/extern_kernel.h"
 
@@ -136,6 +137,23 @@ TEST(ConvGradientKernels, WeightGradientAsGemm) {
     check({{2, 8, 9, 9}, {12, 8, 3, 3}, {{"dilations", Ints{2, 1}}, {"pads", Ints{2, 1, 2, 1}}}});
     check({{2, 2, 6, 7}, {2, 2, 3, 3}, {{"strides", Ints{2, 3}}}});
     ::unsetenv("KILN_CONV_WGRAD");
+}
+
+// oneDNN's Winograd kernels (jit_wino_4x3), which the kernel picks for 3x3 stride-1 layers of
+// 32+ channels on planes of 14x14 and up (runtime/conv_backward_choice.h; ResNet-18's layer1
+// and layer2), within the same tolerance; then every forced algorithm and activation layout
+// (KILN_CONV_BWD_ALGO / KILN_CONV_BWD_LAYOUT) on a padded, a strided and a cropped shape.
+TEST(ConvGradientKernels, WinogradLayer) { check({{2, 32, 14, 14}, {32, 32, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}}); }
+
+TEST(ConvGradientKernels, ForcedAlgorithmsAndLayouts) {
+    for (const char* algo : {"winograd", "direct"})
+        for (const char* layout : {"any", "nhwc", "nchw", "nChw16c"}) {
+            SCOPED_TRACE(std::string(algo) + " on " + layout);
+            kiln::testing::ScopedEnv a("KILN_CONV_BWD_ALGO", algo), l("KILN_CONV_BWD_LAYOUT", layout);
+            check({{2, 16, 9, 10}, {16, 16, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}});
+            check({{3, 5, 11, 9}, {7, 5, 3, 3}, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 2, 1}}}});
+            check({{2, 4, 6, 7}, {8, 4, 1, 1}, {{"strides", Ints{2, 3}}}});
+        }
 }
 
 // A training step's forward Conv reads its weights as a run-time input: oneDNN's kernel asks

@@ -266,13 +266,12 @@ private:
                 std::memset(static_cast<float*>(args[p.out.arg]) + p.out.off, 0, p.images * shape_numel(src_) / src_[0] * sizeof(float));
             memory result = p.out.tmp ? lease(p.out.tmp) : out;
             m[data_ ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS] = result;
-            std::optional<memory> scratch;
-            if (p.scratchpad.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = *(scratch = ScratchPool::instance().take(p.scratchpad));
+            ScratchLease scratch(p.scratchpad);
+            if (scratch) m[DNNL_ARG_SCRATCHPAD] = scratch.get();
             p.prim.execute(st, m);
             if (p.out.tmp) p.out.reorder.execute(st, result, out);
             st.wait();
             for (auto& [pool, mem] : leased) pool->give(std::move(mem));
-            if (scratch) ScratchPool::instance().give(*scratch);
             return Status::ok_status();
         } catch (const dnnl::error& e) {
             return Status(ErrorKind::kInternal, std::string("oneDNN: ") + e.what());

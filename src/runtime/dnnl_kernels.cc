@@ -35,6 +35,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/dnnl_engine.h"
+#include "runtime/dnnl_scratch_pool.h"
 #include "runtime/dnnl_temp_pool.h"
 #include "runtime/dnnl_weight_copies.h"
 #include "support/huge_pages.h"
@@ -156,7 +157,7 @@ struct Part {
     /// Activations oneDNN wants in another layout: reordered into a buffer of `src_tmp` before
     /// the primitive and out of one of `dst_tmp` after it (null: Kiln's layout is used).
     std::shared_ptr<TempPool> src_tmp, dst_tmp;
-    std::shared_ptr<TempPool> scratchpad;  // the primitive's scratchpad (null: it needs none)
+    memory::desc scratchpad;  // the primitive's scratchpad, lent per call by ScratchPool (size 0: none)
     dnnl::reorder src_reorder, dst_reorder, sum_reorder;
     bool src_ncw = false, dst_ncw = false;  // those reorders are ncw <-> nwc: by transpose_2d
     /// Weights read per call (a training step's parameters, a computed matmul B): this part's
@@ -273,7 +274,7 @@ protected:
     /// reorders where oneDNN chose another activation layout than Kiln's.
     template <typename PD>
     void finish_part(Part& p, const PD& pd) {
-        if (pd.scratchpad_desc().get_size() > 0) p.scratchpad = std::make_shared<TempPool>(pd.scratchpad_desc());
+        p.scratchpad = pd.scratchpad_desc();
         if (pd.src_desc() != p.src) {
             p.src_tmp = std::make_shared<TempPool>(pd.src_desc());
             p.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), p.src, cpu_engine(), pd.src_desc()));
@@ -341,7 +342,8 @@ private:
             omp_set_num_threads(1);
             dnnl::stream s(cpu_engine());
             std::unordered_map<int, memory> m;
-            TempLease src_tmp(p.src_tmp), dst_tmp(p.dst_tmp), scratchpad(p.scratchpad);
+            TempLease src_tmp(p.src_tmp), dst_tmp(p.dst_tmp);
+            ScratchLease scratchpad(p.scratchpad);
             if (scratchpad) m[DNNL_ARG_SCRATCHPAD] = scratchpad.get();
             memory src(p.src, cpu_engine(), at(args[src_arg_], p.src_off));
             if (src_tmp && p.src_ncw) {

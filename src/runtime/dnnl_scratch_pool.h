@@ -4,8 +4,9 @@
 // holds about one buffer per concurrently running part, each the largest size asked. The
 // Winograd backward convolutions (conv_backward_choice.h) need 5-15 MB each for ResNet-18 at
 // batch 16: as buffers of their own they added ~150 MB (1 thread) to 220 MB (2 threads) of
-// peak RSS to a training session. Used by dnnl_conv_backward.cc; include only where
-// KILN_HAVE_DNNL is set.
+// peak RSS to a training session, and the forward Winograd convs' ~100 MB to ResNet-50's
+// inference session. Used by dnnl_conv_backward.cc and dnnl_kernels.cc (ScratchLease);
+// include only where KILN_HAVE_DNNL is set.
 #pragma once
 
 #include <cstdlib>
@@ -78,6 +79,26 @@ private:
     std::mutex mu_;
     std::vector<Buffer> free_;
     std::unordered_map<void*, Buffer> lent_;
+};
+
+/// A scratchpad of `desc` from ScratchPool::instance() for one call (none for size 0), given
+/// back when the lease ends (also when the primitive throws).
+class ScratchLease {
+public:
+    explicit ScratchLease(const dnnl::memory::desc& desc) {
+        if (desc.get_size() > 0) mem_ = ScratchPool::instance().take(desc), held_ = true;
+    }
+    ~ScratchLease() {
+        if (held_) ScratchPool::instance().give(mem_);
+    }
+    ScratchLease(const ScratchLease&) = delete;
+    ScratchLease& operator=(const ScratchLease&) = delete;
+    explicit operator bool() const { return held_; }
+    dnnl::memory& get() { return mem_; }
+
+private:
+    dnnl::memory mem_;
+    bool held_ = false;
 };
 
 }  // namespace kiln::runtime

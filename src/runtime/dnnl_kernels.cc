@@ -642,9 +642,14 @@ private:
     /// Its rounding depends on the split (the tiles of a band of rows, the variant oneDNN picks
     /// for a part's channels), so only a conv whose plan is fixed (`plan_threads`, written by
     /// the compiler) takes it: every call, whatever its threads or preemption, runs the same
-    /// parts. KILN_CONV_WINOGRAD=0 keeps the direct conv (for A/Bs).
+    /// parts. Constant weights only: weights read per call (a training step's forward) would be
+    /// transformed per call, and oneDNN 2.6's `wino_reorder` takes ~0.2 ms for 32x64x3x3
+    /// (ResNet-18's step went from 229 to 436 ms on one thread). KILN_CONV_WINOGRAD=0 keeps
+    /// the direct conv (for A/Bs).
     bool winograd_shape(int64_t in, int64_t out) const {
-        if (plan_threads_ == 0 || deconv_ || kernel_.size() != 2 || groups_ != 1 || in < 32 || out < 32) return false;
+        if (plan_threads_ == 0 || !kiln_weights_ || deconv_ || kernel_.size() != 2 || groups_ != 1 || in < 32 ||
+            out < 32)
+            return false;
         for (size_t d = 0; d < 2; ++d)
             if (kernel_[d] != 3 || taps_[d] != 3 || strides_[d] != 1 || dil_[d] != 1) return false;
         const char* v = std::getenv("KILN_CONV_WINOGRAD");  // read when the kernel plans

@@ -793,7 +793,7 @@ private:
         // Split: whole images, else channel blocks or groups of one image (runtime/extern_split.h).
         // A mixed conv's NHWC output is reordered from oneDNN's layout anyway: any 8 channels slice it.
         const bool nhwc_dst = has_nhwc_side() && nhwc_memory(dst_block_, m);
-        ConvSplit split = dnnl_conv_split(n, c, m, g, threads, nhwc_dst ? 0 : dst_block_);
+        ConvSplit split = dnnl_conv_split(n, c, m, g, threads, nhwc_dst ? 0 : dst_block_, src_block_);
         if (has_nhwc_side() && split.by == ConvSplit::kGroups) split = ConvSplit{};  // channels of NHWC: not a slice
         // A plain 1x1 conv's GEMM takes any rows of W: 58 or 116 output channels split evenly.
         if (split.by == ConvSplit::kNone && n == 1 && plain_pointwise() && std::min<int64_t>(threads, m / 8) > 1)

@@ -7,7 +7,8 @@
 
 namespace kiln::runtime {
 
-ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads, int64_t dst_block) {
+ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads, int64_t dst_block,
+                          int64_t src_block) {
     ConvSplit s;
     if (threads <= 1 || n < 1 || c < 1 || m < 1 || groups < 1) return s;
     if (n > 1) {
@@ -22,8 +23,10 @@ ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int t
         }
     } else {
         const int64_t cg = c / groups, mg = m / groups;
+        // A unit's channels are whole blocks of each side (a slice of them is contiguous).
+        const int64_t cb = src_block == 8 ? 8 : 16, mb = dst_block == 8 ? 8 : 16;
         for (int64_t u = 1; u <= groups && !s.unit_g; ++u)
-            if (groups % u == 0 && (u * cg) % 16 == 0 && (u * mg) % 16 == 0) s.unit_g = u;
+            if (groups % u == 0 && (u * cg) % cb == 0 && (u * mg) % mb == 0) s.unit_g = u;
         if (s.unit_g) {
             s.by = ConvSplit::kGroups;
             s.parts = std::min<int64_t>(groups / s.unit_g, threads);

@@ -25,8 +25,11 @@ struct ConvSplit {
 /// `groups` groups over `threads` threads, its output in blocks of `dst_block` channels (0:
 /// plain): at most `threads` parts, fewer where the step has fewer units (a 64-channel conv of
 /// one image: 4 parts at any thread count from 4; MobileNetV2's 24-channel projections, in
-/// blocks of 8: 3).
-ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads, int64_t dst_block = 16);
+/// blocks of 8: 3). Groups split in units of whole 16-channel blocks, or of 8-channel ones where
+/// that side is in blocks of 8 (`src_block`: the input's block): RegNetY's 13 and 55 groups of
+/// 8 channels, MNASNet's 72-channel depthwise convs, were one part on any thread count.
+ConvSplit dnnl_conv_split(int64_t n, int64_t c, int64_t m, int64_t groups, int threads, int64_t dst_block = 16,
+                          int64_t src_block = 16);
 
 /// Whether one image (`n` 1) of a 2-D dense conv with `out_rows` output rows and a window of
 /// `taps` taps splits by bands of output rows instead of output channels: few output channels

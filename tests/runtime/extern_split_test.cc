@@ -60,6 +60,14 @@ TEST(ExternSplit, GroupedConvSplitsByGroupsOfSixteenChannels) {
     // 8 groups of 8 -> 8 channels: two groups make a unit of 16.
     EXPECT_EQ(dnnl_conv_split(1, 64, 64, 8, 16).unit_g, 2);
     EXPECT_EQ(dnnl_conv_split(1, 64, 64, 8, 16).parts, 4);
+    // In blocks of 8 on both sides a group of 8 channels is a unit: RegNetY's 13 groups of 8
+    // (104 channels) and MNASNet's 72-channel depthwise conv split; with 16-blocks they cannot.
+    EXPECT_EQ(dnnl_conv_split(1, 104, 104, 13, 2, 8, 8).unit_g, 1);
+    EXPECT_EQ(dnnl_conv_split(1, 104, 104, 13, 2, 8, 8).parts, 2);
+    EXPECT_EQ(dnnl_conv_split(1, 72, 72, 72, 2, 8, 8).unit_g, 8);
+    EXPECT_EQ(dnnl_conv_split(1, 72, 72, 72, 2, 8, 8).parts, 2);
+    EXPECT_EQ(dnnl_conv_split(1, 104, 104, 13, 2, 8, 16).parts, 1);  // the input's 16-blocks
+    EXPECT_EQ(dnnl_conv_split(1, 104, 104, 13, 2).parts, 1);
 }
 
 TEST(ExternSplit, MatmulSplitsRowsColumnsOrBatch) {

@@ -73,6 +73,22 @@ def _within_one_step(got, ref, label, max_off_fraction):
     assert (d > 0).mean() <= max_off_fraction, f"{label}: {(d > 0).mean():.2%} of the elements 1 step off"
 
 
+def _ort_quantize_static(quantization, f32, q, rng, shape):
+    """ONNX Runtime's quantize_static of `f32` into `q`: QDQ, per-channel s8 weights, u8
+    activations, calibrated on 8 normal inputs `x` of `shape` drawn from `rng`."""
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+
+
 def _kernels(path):
     proc = run_kiln(["inspect", path, "--kernels"])
     assert proc.returncode == 0, proc.stderr
@@ -148,16 +164,7 @@ def test_quantize_static_net_matches_ort(tmp_path, monkeypatch, batch, fuse_add)
     rng = np.random.default_rng(3)
     shape = (batch, 3, 24, 24)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-                                 activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
+    _ort_quantize_static(quantization, f32, q, rng, shape)
     kernels = _kernels(q)
     assert kernels.count("[dnnl_qconv]") == 5, f"not every conv runs as the int8 kernel:\n{kernels}"
     full = run_kiln(["inspect", q]).stdout
@@ -204,16 +211,7 @@ def test_pool_into_a_view_stays_nchw(tmp_path):
     f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((4, 3, 8, 8)).astype(np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-                                 activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
+    _ort_quantize_static(quantization, f32, q, rng, (4, 3, 8, 8))
     kernels = _kernels(q)
     assert "[dnnl_qconv]" in kernels and "[kiln_qmaxpool]" in kernels, kernels
     pool = [line for line in run_kiln(["inspect", q]).stdout.splitlines() if "extern kernel kiln_qmaxpool" in line]
@@ -243,16 +241,7 @@ def test_quantize_static_mlp_matches_ort(tmp_path):
     f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-                                 activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
+    _ort_quantize_static(quantization, f32, q, rng, (2, 16, 64))
     kernels = _kernels(q)
     assert kernels.count("[dnnl_qmatmul]") == 2, f"not every MatMul runs as the int8 kernel:\n{kernels}"
     feed = {"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
@@ -367,16 +356,7 @@ def test_depthwise_between_int8_convs_matches_ort(tmp_path, monkeypatch, cmid, k
     rng = np.random.default_rng(5)
     shape = (1, 16, 19, 19)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-                                 activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
+    _ort_quantize_static(quantization, f32, q, rng, shape)
     assert _kernels(q).count("[dnnl_qconv]") == 3, _kernels(q)
     feed = {"x": rng.standard_normal(shape).astype(np.float32)}
     np.savez(tmp_path / "in.npz", **feed)

@@ -203,16 +203,14 @@ std::vector<double> conv3x3_reference(const std::vector<float>& x, const Tensor&
     return y;
 }
 
-TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
-    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
-    // 64 -> 64 channels, 3x3, stride 1, pads 1 at 14x14: oneDNN's Winograd kernel
-    // (runtime/dnnl_kernels.cc winograd_shape), its parts planned for two threads at every call.
-    const int64_t c = 64, m = 64, h = 14;
-    const Pairs params = {{"wei", "oihw"},       {"src", "1,64,14,14"}, {"dst", "1,64,14,14"}, {"kernel", "3,3"},
-                          {"strides", "1,1"},    {"dilations", "1,1"},  {"pads_begin", "1,1"},  {"pads_end", "1,1"},
-                          {"plan_threads", "2"}, {"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}};
-    const std::string impl = dnnl_implementation("dnnl_conv", ExternParams::format(params));
-    if (impl.find("wino") == std::string::npos) GTEST_SKIP() << "oneDNN offers no Winograd kernel here: " << impl;
+/// The 3x3 conv C -> M (stride 1, pads 1) at HxH as one dnnl_conv step with `plan_threads` 2,
+/// against the float64 sum at 1, 2 and 3 threads, the same bits at each.
+void check_winograd_conv(int64_t c, int64_t m, int64_t h) {
+    const std::string src = "1," + std::to_string(c) + "," + std::to_string(h) + "," + std::to_string(h);
+    const std::string dst = "1," + std::to_string(m) + "," + std::to_string(h) + "," + std::to_string(h);
+    const Pairs params = {{"wei", "oihw"},       {"src", src},         {"dst", dst},         {"kernel", "3,3"},
+                          {"strides", "1,1"},    {"dilations", "1,1"}, {"pads_begin", "1,1"}, {"pads_end", "1,1"},
+                          {"plan_threads", "2"}};
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1, 1);
     Tensor w(DType::kFloat32, {m, c, 3, 3}), b(DType::kFloat32, {m});
@@ -223,7 +221,7 @@ TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
     std::vector<double> mass;
     const std::vector<double> ref = conv3x3_reference(x, w, b, c, m, h, mass);
     Executable exe;
-    conv_step(exe, {1, c, h, h}, w, b, {1, m, h, h}, Pairs(params.begin(), params.end() - 4));
+    conv_step(exe, {1, c, h, h}, w, b, {1, m, h, h}, params);
     exe.load();
     std::vector<float> first;
     for (int threads : {1, 2, 3}) {
@@ -234,11 +232,25 @@ TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
         ASSERT_TRUE(st.ok()) << st.message();
         // F(4x4,3x3)'s transforms round more than a direct sum: within 1e-5 of the terms' size
         // (a direct float sum of 577 terms stays within ~1e-6 of it).
-        for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 * mass[i]) << i;
+        for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-5 * mass[i]) << c << "->" << m << " " << i;
         // The same parts at every thread count: the same bits.
         if (first.empty()) first = y;
         EXPECT_EQ(std::memcmp(y.data(), first.data(), y.size() * sizeof(float)), 0) << threads << " threads";
     }
+}
+
+TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    // oneDNN's Winograd kernel (runtime/dnnl_kernels.cc winograd_shape), its parts planned for
+    // two threads at every call: 64 -> 64 channels at 14x14 splits by channels (32 each), 64 ->
+    // 32 by bands of 7 rows (channel halves of 16 would leave Winograd).
+    const Pairs params = {{"wei", "oihw"},       {"src", "1,64,14,14"}, {"dst", "1,64,14,14"}, {"kernel", "3,3"},
+                          {"strides", "1,1"},    {"dilations", "1,1"},  {"pads_begin", "1,1"},  {"pads_end", "1,1"},
+                          {"plan_threads", "2"}, {"x", "0"}, {"w", "1"}, {"b", "2"}, {"y", "3"}};
+    const std::string impl = dnnl_implementation("dnnl_conv", ExternParams::format(params));
+    if (impl.find("wino") == std::string::npos) GTEST_SKIP() << "oneDNN offers no Winograd kernel here: " << impl;
+    check_winograd_conv(64, 64, 14);
+    check_winograd_conv(64, 32, 14);
     // The switch keeps the direct kernel, as does a plan made per call (no plan_threads); 16
     // channels stay direct (Winograd was slower there).
     ::setenv("KILN_CONV_WINOGRAD", "0", 1);

@@ -788,10 +788,14 @@ private:
             return make_row_plan(std::min<int64_t>(threads, dst_[2]));
         // A Winograd conv of one image whose channel parts would fall below Winograd's 32
         // channels (DenseNet's 128->32 3x3 convs on two threads: halves of 16, direct) splits
-        // by bands of at least 7 output rows, each all channels.
+        // by bands of at least 7 output rows, each all channels, where that makes as many parts
+        // as the channel split would (on many threads the channel split keeps more busy).
         if (src_.size() == 4 && src_[0] == 1 && threads > 1 && post_.binary.empty() &&
-            winograd_shape(src_[1], dst_[1]) && dst_[1] / threads < 32 && dst_[2] >= 14)
-            return make_row_plan(std::min<int64_t>(threads, dst_[2] / 7));
+            winograd_shape(src_[1], dst_[1]) && dst_[1] / threads < 32 && dst_[2] >= 14) {
+            const int64_t bands = std::min<int64_t>(threads, dst_[2] / 7);
+            if (bands >= dnnl_conv_split(1, src_[1], dst_[1], 1, threads, dst_block_, src_block_).parts)
+                return make_row_plan(bands);
+        }
         const int64_t n = src_[0], c = src_[1], m = dst_[1], g = groups_;
         const int64_t cg = c / g, mg = m / g;
         const int64_t sin = product(std::vector<int64_t>(src_.begin() + 2, src_.end()));

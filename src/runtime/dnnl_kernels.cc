@@ -500,6 +500,9 @@ public:
         if (!kiln_weights_) w_arg_ = w_;
         KILN_CHECK(kiln_weights_ || wei_ == "oihw" || wei_ == "iohw", kInvalidModel)
             << "dnnl_conv: weights in layout '" << wei_ << "' must be a constant";
+        // The plan is fixed only where a part may run by Winograd (no part has more channels
+        // than the whole step); a direct conv keeps planning per call (finer preemptible parts).
+        fixed_threads_ = winograd_shape(src_[1], dst_[1]) ? static_cast<int>(plan_threads_) : 0;
     }
 
     /// Every argument the parameters name is a float32 buffer of the size they imply (REVIEW.md
@@ -933,11 +936,12 @@ private:
                (post_.ops.empty() ? "" : " post " + std::to_string(post_.ops.size()));
     }
 
-    int fixed_plan_threads() const override { return static_cast<int>(plan_threads_); }
+    int fixed_plan_threads() const override { return fixed_threads_; }
 
     bool deconv_ = false;
     int64_t w_, groups_, src_block_, dst_block_;
-    int64_t plan_threads_ = 0;  // the thread count every call's plan is made for (0: the call's)
+    int64_t plan_threads_ = 0;  // the compile's thread count, for a conv that may run by Winograd
+    int fixed_threads_ = 0;     // the thread count every call's plan is made for (0: the call's)
     std::vector<int64_t> src_, dst_, kernel_, taps_begin_, taps_, strides_, dil_, pads_b_, pads_e_;
     std::string wei_;
     const float* kiln_weights_ = nullptr;  // the Executable's constant, alive as long as it is

@@ -93,3 +93,19 @@ def parse_median_ms(text):
     """The `median X.XX ms` line `kiln run --repeat N` prints, or None."""
     m = MEDIAN_RE.search(text)
     return float(m.group(1)) if m else None
+
+
+def ort_quantize_static(quantization, f32, q, shape, rng):
+    """ONNX Runtime's quantize_static (module `quantization`) of `f32` into `q`: QDQ, per-channel
+    s8 weights, u8 activations, calibrated on 8 normal inputs `x` of `shape` drawn from `rng`."""
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)

@@ -26,7 +26,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from kiln_helpers import kiln_has_dnnl, kiln_run_model, run_kiln
+from kiln_helpers import kiln_has_dnnl, kiln_run_model, ort_quantize_static, run_kiln
 
 S, H, HEADS, FFN = 16, 64, 4, 128
 
@@ -97,19 +97,6 @@ def _gemm_mlp(path, rng):
     return [24, 64]
 
 
-def _quantize(quantization, f32, q, shape, rng):
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-                                 activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
-
-
 def _ort_qdq_reference(q, feed):
     """ORT running the QDQ file as written (no QDQ -> integer-op fusion)."""
     import onnxruntime as ort
@@ -138,7 +125,7 @@ def test_static_qdq_transformer_matches_ort(tmp_path, model, kernel, count):
     rng = np.random.default_rng(5)
     f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
     shape = (_bert_layer if model == "bert_layer" else _gemm_mlp)(f32, rng)
-    _quantize(quantization, f32, q, shape, rng)
+    ort_quantize_static(quantization, f32, q, shape, rng)
     kernels = run_kiln(["inspect", q, "--kernels"]).stdout
     assert kernels.count(kernel) == count, f"expected {count} {kernel}:\n{kernels}"
     feed = {"x": rng.standard_normal(shape).astype(np.float32)}

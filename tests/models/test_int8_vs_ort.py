@@ -23,7 +23,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from kiln_helpers import kiln_has_dnnl, kiln_run_model, ort_outputs, run_kiln
+from kiln_helpers import kiln_has_dnnl, kiln_run_model, ort_outputs, ort_quantize_static, run_kiln
 
 
 def _qdq_conv(rng, cin, cout, hw, k, stride, pad, group=1, per_channel=True, act=np.uint8, relu_zp=None, w_zp=0):
@@ -71,22 +71,6 @@ def _within_one_step(got, ref, label, max_off_fraction):
     d = np.abs(got.astype(np.int64) - ref.astype(np.int64))
     assert d.max() <= 1, f"{label}: {d.max()} steps off at {np.unravel_index(d.argmax(), d.shape)}"
     assert (d > 0).mean() <= max_off_fraction, f"{label}: {(d > 0).mean():.2%} of the elements 1 step off"
-
-
-def _ort_quantize_static(quantization, f32, q, rng, shape):
-    """ONNX Runtime's quantize_static of `f32` into `q`: QDQ, per-channel s8 weights, u8
-    activations, calibrated on 8 normal inputs `x` of `shape` drawn from `rng`."""
-
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(f32, q, Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-                                 activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
 
 
 def _kernels(path):
@@ -164,7 +148,7 @@ def test_quantize_static_net_matches_ort(tmp_path, monkeypatch, batch, fuse_add)
     rng = np.random.default_rng(3)
     shape = (batch, 3, 24, 24)
 
-    _ort_quantize_static(quantization, f32, q, rng, shape)
+    ort_quantize_static(quantization, f32, q, shape, rng)
     kernels = _kernels(q)
     assert kernels.count("[dnnl_qconv]") == 5, f"not every conv runs as the int8 kernel:\n{kernels}"
     full = run_kiln(["inspect", q]).stdout
@@ -211,7 +195,7 @@ def test_pool_into_a_view_stays_nchw(tmp_path):
     f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
 
-    _ort_quantize_static(quantization, f32, q, rng, (4, 3, 8, 8))
+    ort_quantize_static(quantization, f32, q, (4, 3, 8, 8), rng)
     kernels = _kernels(q)
     assert "[dnnl_qconv]" in kernels and "[kiln_qmaxpool]" in kernels, kernels
     pool = [line for line in run_kiln(["inspect", q]).stdout.splitlines() if "extern kernel kiln_qmaxpool" in line]
@@ -241,7 +225,7 @@ def test_quantize_static_mlp_matches_ort(tmp_path):
     f32, q = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f32)
 
-    _ort_quantize_static(quantization, f32, q, rng, (2, 16, 64))
+    ort_quantize_static(quantization, f32, q, (2, 16, 64), rng)
     kernels = _kernels(q)
     assert kernels.count("[dnnl_qmatmul]") == 2, f"not every MatMul runs as the int8 kernel:\n{kernels}"
     feed = {"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
@@ -356,7 +340,7 @@ def test_depthwise_between_int8_convs_matches_ort(tmp_path, monkeypatch, cmid, k
     rng = np.random.default_rng(5)
     shape = (1, 16, 19, 19)
 
-    _ort_quantize_static(quantization, f32, q, rng, shape)
+    ort_quantize_static(quantization, f32, q, shape, rng)
     assert _kernels(q).count("[dnnl_qconv]") == 3, _kernels(q)
     feed = {"x": rng.standard_normal(shape).astype(np.float32)}
     np.savez(tmp_path / "in.npz", **feed)

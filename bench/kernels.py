@@ -4,7 +4,8 @@ Kiln's kernel choices and ONNX Runtime, 1 thread, in GFLOP/s and % of the measur
 
 Workloads:
 * sgemm: MatMul of an activation [M, K] by a constant weight [K, N] for M=N=K=1024 and the
-  BERT-base shapes [128,768]x[768,768], [128,768]x[768,3072], [128,3072]x[3072,768]; the
+  BERT-base shapes [128,768]x[768,768], [128,768]x[768,3072], [128,3072]x[3072,768], ViT-B/16's
+  MLP at batch 8 [1576,768]x[768,3072]; the
   attention batch MatMul [12,128,64]x[12,64,128] (both operands activations).
 * conv: each distinct (C, M, H, W, KH, KW, stride, pad) of the resnet50 model of
   scripts/make_models.py (batch 1, constant weights, no bias; `xN` = how often it occurs).
@@ -55,6 +56,7 @@ SGEMMS = [("sgemm 1024^3", [1024, 1024], [1024, 1024], True),
           ("bert qkv/out [128,768]x[768,768]", [128, 768], [768, 768], True),
           ("bert ffn1 [128,768]x[768,3072]", [128, 768], [768, 3072], True),
           ("bert ffn2 [128,3072]x[3072,768]", [128, 3072], [3072, 768], True),
+          ("vit-b/16 mlp, batch 8 [1576,768]x[768,3072]", [1576, 768], [768, 3072], True),
           ("attention [12,128,64]x[12,64,128]", [12, 128, 64], [12, 64, 128], False)]
 
 

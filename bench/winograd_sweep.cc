@@ -110,8 +110,10 @@ int main() {
             const Result f2 = measure(eng, s, wino, "wino_2x3", n, c, c, h, x, w, ref);
             const Result f4 = measure(eng, s, wino, "wino_4x3", n, c, c, h, x, w, ref);
             // dnnl_conv takes F(4x4,3x3) where oneDNN offers it for outputs of 28x28 and more
-            // (prefer_f4x4), else oneDNN's first offer (F(2x2,3x3) where it has one).
-            const Result& kiln = f4.us > 0 && (h * h >= 28 * 28 || f2.us < 0) ? f4 : f2;
+            // (prefer_f4x4), else oneDNN's first offer (F(2x2,3x3) where it has one); fewer
+            // than 32 channels stay direct (winograd_shape).
+            const Result& winograd = f4.us > 0 && (h * h >= 28 * 28 || f2.us < 0) ? f4 : f2;
+            const Result& kiln = c >= 32 ? winograd : d;
             std::printf("| %d | %d | %dx%d | %.1f | %.1f | %.1f | %.2f | %.1e, %.1e, %.1e |\n", n, c, h, h, d.us, f2.us,
                         f4.us, kiln.us > 0 ? kiln.us / d.us : -1.0, d.err / ymax, f2.err / ymax, f4.err / ymax);
         }

@@ -622,9 +622,9 @@ private:
             std::optional<C::primitive_desc> pd;
             if (winograd_shape(src.dims()[1], dst.dims()[1])) {
                 try {
-                    pd.emplace(C::desc(prop, dnnl::algorithm::convolution_winograd, src, w, bias, dst, s, dil, pb, pe),
-                               post_attr(dst_kiln), cpu_engine());
-                    if (dst.dims()[2] * dst.dims()[3] >= 28 * 28) prefer_f4x4(*pd);
+                    const C::desc d(prop, dnnl::algorithm::convolution_winograd, src, w, bias, dst, s, dil, pb, pe);
+                    pd.emplace(d, post_attr(dst_kiln), cpu_engine());
+                    if (dst.dims()[2] * dst.dims()[3] >= 28 * 28) prefer_f4x4(*pd, d, post_attr(dst_kiln));
                     if (!winograd_weights_reorderable(pd->weights_desc())) pd.reset();
                 } catch (const dnnl::error&) {  // not for these layouts or post-ops: direct
                     pd.reset();
@@ -658,17 +658,24 @@ private:
         const char* v = std::getenv("KILN_CONV_WINOGRAD");  // read when the kernel plans
         return !(v && std::string(v) == "0");
     }
-    /// Moves `pd` to oneDNN's F(4x4,3x3) kernel where it offers one. Asked for outputs of at
-    /// least 28x28: oneDNN lists F(2x2,3x3) first for one image, and F(4x4,3x3) took 0.8x its
-    /// time at 56x56 (64->64: 366 vs 449 us on one thread, bench/winograd_sweep.cc); at 14x14 the
-    /// two tie, and at 7x7 F(4x4)'s transformed weights (36 floats a tap pair against 16: 38 MB
-    /// for 512->512) made it 2.4x slower.
-    static void prefer_f4x4(dnnl::convolution_forward::primitive_desc& pd) {
-        const dnnl::convolution_forward::primitive_desc first = pd;
+    /// Moves `pd` to oneDNN's F(4x4,3x3) kernel where it offers one: oneDNN lists F(2x2,3x3)
+    /// first for one image. Asked for outputs of at least 28x28. Alone (bench/winograd_sweep.cc,
+    /// one thread, weights hot) F(4x4) took 0.66-0.8x F(2x2)'s time down to 14x14 on an Intel
+    /// Xeon, but inside ResNet-50 its 14x14 256->256 convs took 2.0 ms against F(2x2)'s 1.3:
+    /// there each call reads its transformed weights from memory (36 floats a tap pair against
+    /// 16: 9.4 MB against 4.2), and at 7x7 (38 MB for 512->512) it lost alone too (1.1x Xeon,
+    /// 2.4x AMD EPYC). The walk needs the op descriptor `d` alive: walked from a pd made of a
+    /// temporary one, oneDNN 2.6's `next_impl` ended at once, so until 2026-11-28 Kiln's calls
+    /// never reached F(4x4).
+    static void prefer_f4x4(dnnl::convolution_forward::primitive_desc& pd, const dnnl::convolution_forward::desc& d,
+                            const dnnl::primitive_attr& attr) {
+        dnnl::convolution_forward::primitive_desc walk(d, attr, cpu_engine());
         do {
-            if (std::string(pd.impl_info_str()).find("wino_4x3") != std::string::npos) return;
-        } while (pd.next_impl());
-        pd = first;
+            if (std::string(walk.impl_info_str()).find("wino_4x3") != std::string::npos) {
+                pd = walk;
+                return;
+            }
+        } while (walk.next_impl());
     }
     /// Whether the plain oihw weights reorder into a Winograd primitive's layout `want` (oneDNN
     /// transforms them in the reorder; it takes dense oihw).

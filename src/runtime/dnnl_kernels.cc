@@ -664,9 +664,9 @@ private:
     /// Xeon, but inside ResNet-50 its 14x14 256->256 convs took 2.0 ms against F(2x2)'s 1.3:
     /// there each call reads its transformed weights from memory (36 floats a tap pair against
     /// 16: 9.4 MB against 4.2), and at 7x7 (38 MB for 512->512) it lost alone too (1.1x Xeon,
-    /// 2.4x AMD EPYC). The walk needs the op descriptor `d` alive: walked from a pd made of a
-    /// temporary one, oneDNN 2.6's `next_impl` ended at once, so until 2026-11-28 Kiln's calls
-    /// never reached F(4x4).
+    /// 2.4x AMD EPYC). The walk is a primitive descriptor of its own, made from `d`: walking
+    /// `pd` itself after copying it (to restore it) ended at once in oneDNN 2.6, so until
+    /// 2026-11-28 Kiln's calls never reached F(4x4) (the cause inside oneDNN was not pinned down).
     static void prefer_f4x4(dnnl::convolution_forward::primitive_desc& pd, const dnnl::convolution_forward::desc& d,
                             const dnnl::primitive_attr& attr) {
         dnnl::convolution_forward::primitive_desc walk(d, attr, cpu_engine());

@@ -23,6 +23,16 @@ export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$BUILD/kernel_cache}"
 # debug build does: the build is RelWithDebInfo (NDEBUG), where it is off by default.
 export KILN_VERIFY_PASSES=1
 
+# A full run writes about 4 GB under $BUILD (build trees, venv, models, kernel cache) and
+# build-python/; a CI run once ended in ENOSPC in its last minutes, so say up front how much
+# room there is.
+mkdir -p "$BUILD"
+free_kb=$(df -Pk "$BUILD" | awk 'NR == 2 {print $4}')
+echo "test.sh: $((free_kb / 1024)) MB free under $BUILD (a full run needs about 5000 MB)"
+if [ "$free_kb" -lt $((5 * 1024 * 1024)) ]; then
+  echo "test.sh: warning: less than 5 GB free; the run may end in 'No space left on device'" >&2
+fi
+
 "$ROOT/scripts/install_deps.sh"
 "$ROOT/scripts/build.sh"
 

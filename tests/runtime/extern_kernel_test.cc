@@ -251,6 +251,15 @@ TEST(ExternKernel, DnnlWinogradConvMatchesTheDirectSum) {
     if (impl.find("wino") == std::string::npos) GTEST_SKIP() << "oneDNN offers no Winograd kernel here: " << impl;
     check_winograd_conv(64, 64, 14);
     check_winograd_conv(64, 32, 14);
+    // From 28x28 outputs on, F(4x4,3x3) where oneDNN has it (prefer_f4x4; on avx512_core it has
+    // both variants): until 2026-11-28 the walk to it never got past F(2x2,3x3).
+    Pairs large = params;
+    large[1].second = large[2].second = "1,64,28,28";
+    const std::string impl28 = dnnl_implementation("dnnl_conv", ExternParams::format(large));
+    if (impl28.find("avx512_core") != std::string::npos && impl28.find("wino") != std::string::npos)
+        EXPECT_NE(impl28.find("wino_4x3"), std::string::npos) << impl28;
+    EXPECT_EQ(impl.find("wino_4x3"), std::string::npos) << "14x14 keeps F(2x2,3x3): " << impl;
+    check_winograd_conv(64, 64, 28);
     // The switch keeps the direct kernel, as does a plan made per call (no plan_threads); 16
     // channels stay direct (Winograd was slower there).
     ::setenv("KILN_CONV_WINOGRAD", "0", 1);

@@ -18,6 +18,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/conv_backward_choice.h"
+#include "runtime/conv_strided_1x1.h"
 #include "runtime/conv_weight_gemm.h"
 #include "runtime/dnnl_engine.h"
 #include "runtime/dnnl_scratch_pool.h"
@@ -96,17 +97,28 @@ public:
         ConvBwdGeometry geo{data_, src_[1], wei_[0], groups_, std::vector<int64_t>(wei_.begin() + 2, wei_.end()),
                             strides_, dilates_, std::vector<int64_t>(dst_.begin() + 2, dst_.end())};
         choice_ = choose_conv_backward(geo);
-        if (!data_ && groups_ == 1 && rank == 4) {
+        if (groups_ == 1 && rank == 4) {
             const ConvWeightGemmShape s{src_[0], src_[1], src_[2], src_[3], crop_[0], crop_[1], wei_[0], wei_[2],
                                         wei_[3], dst_[2], dst_[3], strides_[0], strides_[1], dilates_[0] + 1,
                                         dilates_[1] + 1, pad_l_[0], pad_l_[1]};
-            if (conv_weight_gemm_preferred(s)) gemm_ = std::make_unique<ConvWeightGemm>(s);
+            if (conv_strided_1x1_applies(s)) strided_1x1_ = std::make_unique<ConvStrided1x1>(s);
+            else if (!data_ && conv_weight_gemm_preferred(s)) gemm_ = std::make_unique<ConvWeightGemm>(s);
         }
     }
 
-    std::string implementation() { return gemm_ ? "gemm:im2col+sgemm" : plan_for(1).impl; }
+    std::string implementation() {
+        if (strided_1x1_) return "gemm:strided-1x1";
+        return gemm_ ? "gemm:im2col+sgemm" : plan_for(1).impl;
+    }
 
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
+        if (strided_1x1_) {
+            const auto* a = static_cast<const float*>(args[args_[0]]);
+            const auto* b = static_cast<const float*>(args[args_[1]]);
+            auto* out = static_cast<float*>(args[args_[2]]);
+            return data_ ? strided_1x1_->run_data(a, b, out, env, std::max(1, threads))
+                         : strided_1x1_->run_weights(a, b, out, env, std::max(1, threads));
+        }
         if (gemm_)
             return gemm_->run(static_cast<const float*>(args[args_[0]]), static_cast<const float*>(args[args_[1]]),
                               static_cast<float*>(args[args_[2]]), env, std::max(1, threads));
@@ -330,6 +342,7 @@ private:
     std::mutex mu_;
     std::map<int, Plan> plans_;
     std::unique_ptr<ConvWeightGemm> gemm_;  // the weight gradient as im2col + sgemm (conv_weight_gemm.h)
+    std::unique_ptr<ConvStrided1x1> strided_1x1_;  // both gradients of a strided 1x1 conv (conv_strided_1x1.h)
 };
 
 }  // namespace

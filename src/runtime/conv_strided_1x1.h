@@ -24,8 +24,9 @@
 namespace kiln::runtime {
 
 /// Whether `s` is a 2-D 1x1 conv with a stride above 1, no leading padding and every window
-/// inside the read extents (crop_h, crop_w), and KILN_CONV_BWD_1X1 is not `dnnl`.
-bool conv_strided_1x1_applies(const ConvWeightGemmShape& s);
+/// inside the read extents (crop_h, crop_w), its data gradient (`data`) or its weight gradient
+/// on planes of at least 64 output points, and KILN_CONV_BWD_1X1 is not `dnnl`.
+bool conv_strided_1x1_applies(const ConvWeightGemmShape& s, bool data);
 
 class ConvStrided1x1 {
 public:
@@ -34,8 +35,8 @@ public:
     /// dX [N, C, H, W] of dY [N, M, OH, OW] and W [M, C]: parts of (image, block of channels);
     /// planes under 64 points pack dY first and split channels.
     Status run_data(const float* dy, const float* w, float* dx, const kiln_kernel_env& env, int threads) const;
-    /// dW [M, C] of X [N, C, H, W] and dY: Xs packed by images, then blocks of dW's rows (one
-    /// sgemm per image, or under 64 points per plane one over dY packed as [M, N * P]).
+    /// dW [M, C] of X [N, C, H, W] and dY: Xs packed by images, then blocks of dW's rows, one
+    /// sgemm per image.
     Status run_weights(const float* x, const float* dy, float* dw, const kiln_kernel_env& env, int threads) const;
 
 private:

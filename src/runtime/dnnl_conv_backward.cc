@@ -101,7 +101,7 @@ public:
             const ConvWeightGemmShape s{src_[0], src_[1], src_[2], src_[3], crop_[0], crop_[1], wei_[0], wei_[2],
                                         wei_[3], dst_[2], dst_[3], strides_[0], strides_[1], dilates_[0] + 1,
                                         dilates_[1] + 1, pad_l_[0], pad_l_[1]};
-            if (conv_strided_1x1_applies(s)) strided_1x1_ = std::make_unique<ConvStrided1x1>(s);
+            if (conv_strided_1x1_applies(s, data_)) strided_1x1_ = std::make_unique<ConvStrided1x1>(s);
             else if (!data_ && conv_weight_gemm_preferred(s)) gemm_ = std::make_unique<ConvWeightGemm>(s);
         }
     }

@@ -54,7 +54,7 @@ void check(const ConvWeightGemmShape& s, int threads) {
     SCOPED_TRACE("N" + std::to_string(s.n) + " C" + std::to_string(s.c) + " M" + std::to_string(s.m) + " " +
                  std::to_string(s.h) + "x" + std::to_string(s.w) + " stride " + std::to_string(s.stride_h) + "," +
                  std::to_string(s.stride_w) + " threads " + std::to_string(threads));
-    ASSERT_TRUE(conv_strided_1x1_applies(s));
+    ASSERT_TRUE(conv_strided_1x1_applies(s, true));
     const std::vector<float> x = random_floats(s.n * s.c * s.h * s.w, 1);
     const std::vector<float> dy = random_floats(s.n * s.m * s.oh * s.ow, 2);
     const std::vector<float> w = random_floats(s.m * s.c, 3);
@@ -100,18 +100,20 @@ TEST(ConvStrided1x1, CropsStridesAndLongRows) {
 
 TEST(ConvStrided1x1, AppliesOnlyToStridedUnpadded1x1) {
     ConvWeightGemmShape s = shape(2, 4, 4, 8, 8, 2, 2);
-    EXPECT_TRUE(conv_strided_1x1_applies(s));
+    EXPECT_TRUE(conv_strided_1x1_applies(s, true));
+    EXPECT_FALSE(conv_strided_1x1_applies(s, false));  // 4x4 outputs: ConvWeightGemm's
+    EXPECT_TRUE(conv_strided_1x1_applies(shape(2, 4, 4, 16, 16, 2, 2), false));
     ConvWeightGemmShape dense = shape(2, 4, 4, 8, 8, 1, 1);
-    EXPECT_FALSE(conv_strided_1x1_applies(dense));
+    EXPECT_FALSE(conv_strided_1x1_applies(dense, true));
     ConvWeightGemmShape padded = s;
     padded.pad_t = 1;
-    EXPECT_FALSE(conv_strided_1x1_applies(padded));
+    EXPECT_FALSE(conv_strided_1x1_applies(padded, true));
     ConvWeightGemmShape k3 = s;
     k3.kh = k3.kw = 3;
-    EXPECT_FALSE(conv_strided_1x1_applies(k3));
+    EXPECT_FALSE(conv_strided_1x1_applies(k3, true));
     ConvWeightGemmShape past = s;  // a window on the right padding
     past.ow += 1;
-    EXPECT_FALSE(conv_strided_1x1_applies(past));
+    EXPECT_FALSE(conv_strided_1x1_applies(past, true));
 }
 
 }  // namespace

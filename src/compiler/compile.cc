@@ -385,6 +385,7 @@ std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions&
         << "kernels=dnnl: this build of Kiln has no oneDNN (install libdnnl-dev and rebuild)";
     pass::PassContext ctx = pass_context();
     ctx.nhwc_8_channel_blocks = nhwc_8_channel_blocks(opts);
+    ctx.preemptible = opts.preemptible;
     if (opts.symbolic) {
         name_unknown_input_dims(g);
         bind_known_dims(g, opts.dims);

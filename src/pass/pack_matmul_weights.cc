@@ -49,7 +49,7 @@ ir::Value* packed(ir::Graph& g, ir::Value* b, bool trans_b, int64_t nb, PackCach
     return p;
 }
 
-bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache) {
+bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache, bool preemptible) {
     const bool gemm = n->op() == "Gemm";
     if (n->num_outputs() != 1 || (gemm && n->attr_int("transA", 0) != 0)) return false;
     ir::Value* a = n->input(0);
@@ -64,7 +64,8 @@ bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache) {
     int64_t rows = 1;
     for (size_t d = 0; d + 1 < as.size(); ++d) rows *= as[d];
     if (cols < 8 || rows * cols < 64) return false;  // too small to gain from a packed panel
-    const int64_t nb = op::matmul_packed_block(m, cols, !a->type().shape[as.size() - 2].is_static());
+    int64_t nb = op::matmul_packed_block(m, cols, !a->type().shape[as.size() - 2].is_static());
+    if (preemptible) nb = op::preemptible_packed_block(nb, trans_b ? bs[1] : bs[0]);
     std::vector<ir::Value*> ins = {a, packed(g, b, trans_b, nb, cache)};
     ir::AttrMap attrs = {{"n", ir::Attr(cols)}};
     if (gemm) {
@@ -85,12 +86,12 @@ bool rewrite(ir::Graph& g, ir::Node* n, PackCache& cache) {
 
 }  // namespace
 
-bool pack_matmul_weights(ir::Graph& g, const PassContext&) {
+bool pack_matmul_weights(ir::Graph& g, const PassContext& ctx) {
     bool changed = false;
     PackCache cache;
     for (ir::Node* n : g.nodes()) {
         if (n->op() != "MatMul" && n->op() != "Gemm") continue;
-        if (rewrite(g, n, cache)) changed = true;
+        if (rewrite(g, n, cache, ctx.preemptible)) changed = true;
     }
     return changed;
 }

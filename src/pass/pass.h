@@ -35,6 +35,10 @@ struct PassContext {
     /// block instead of blocks of 8: set where oneDNN computes the convolutions (its brgemm
     /// convs read NHWC; Kiln's generated conv vectorizes one block, so it keeps blocks of 8).
     bool nhwc_8_channel_blocks = false;
+    /// The kernels are compiled for runs that will be preempted (SessionOptions::preemptible):
+    /// pack_matmul_weights keeps a column panel of a packed B small enough that the iteration
+    /// that first reads it stays short (op::preemptible_packed_block).
+    bool preemptible = false;
 };
 
 struct Pass {

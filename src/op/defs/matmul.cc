@@ -565,6 +565,12 @@ int64_t matmul_packed_block(int64_t m, int64_t n, bool sym_m) {
     return n <= t.nc ? n : t.nc;
 }
 
+int64_t preemptible_packed_block(int64_t nb, int64_t k) {
+    constexpr int64_t kVec = 16, kPanelBytes = 384 << 10;
+    while (nb > kVec && nb % kVec == 0 && k * nb * 4 > kPanelBytes) nb -= kVec;
+    return nb;
+}
+
 std::vector<ir::Dim> matmul_output_dims(const ir::Node& n, const ir::TensorType& a, const ir::TensorType& b) {
     KILN_CHECK(a.rank() >= 1 && b.rank() >= 1, kInvalidModel)
         << node_label(n) << ": inputs must have rank >= 1, got A " << dims_str(a.shape) << " and B "

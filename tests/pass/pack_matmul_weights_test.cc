@@ -65,6 +65,31 @@ TEST(PackMatmulWeights, MatMulWithConstantBIsPackedAndKeepsBatchDims) {
     EXPECT_EQ(g.outputs()[0]->type().static_shape(), Shape({2, 5, n}));
 }
 
+TEST(PackMatmulWeights, PreemptibleCompilesKeepPanelsUnder384KB) {
+    // BERT-base's FFN output projection: K = 3072, 64-wide panels are 768 KB; 32-wide 384 KB.
+    EXPECT_EQ(op::matmul_packed_block(128, 768), 64);
+    EXPECT_EQ(op::preemptible_packed_block(64, 3072), 32);
+    EXPECT_EQ(op::preemptible_packed_block(64, 768), 64);     // 192 KB: kept
+    EXPECT_EQ(op::preemptible_packed_block(64, 100000), 16);  // never below one vector
+    EXPECT_EQ(op::preemptible_packed_block(40, 100000), 40);  // N itself (one block): kept
+    const int64_t m = 128, k = 3072, n = 768;
+    Tensor w = weights({k, n});
+    ir::Graph g;
+    ir::Value* a = g.add_input("a", ir::TensorType::of_static(DType::kFloat32, {m, k}));
+    g.add_output(add_inferred_node(g, "MatMul", {a, g.add_constant("w", w)})->output(0));
+    PassContext ctx = compiler::pass_context();
+    ctx.preemptible = true;
+    ASSERT_TRUE(pack_matmul_weights(g, ctx));
+    fold_constants(g, ctx);
+    const ir::Node* p = only(g, "KilnMatMulPackedB");
+    ASSERT_NE(p, nullptr);
+    const Tensor& bp = p->input(1)->constant();
+    ASSERT_EQ(bp.shape(), Shape({n / 32, k, 32}));
+    for (int64_t kk : {int64_t{0}, k - 1})
+        for (int64_t j : {int64_t{0}, int64_t{33}, n - 1})
+            EXPECT_EQ(bp.get_f64((j / 32 * k + kk) * 32 + j % 32), w.get_f64(kk * n + j)) << kk << " " << j;
+}
+
 TEST(PackMatmulWeights, GemmTransBIsPackedWithAlphaBetaAndC) {
     const int64_t m = 6, k = 12, n = 32;
     Tensor w = weights({n, k});  // transB: B is [N, K]

@@ -150,6 +150,25 @@ def test_preemptible_sessions_match_numpy(mlp_model):
     assert loop_ir["0"] and loop_ir["1"] and loop_ir["0"] != loop_ir["1"], "kiln.preemptible changed no kernel"
 
 
+def test_preemptible_deep_matmul_packs_narrow_panels(tmp_path):
+    """A 3072-deep product compiled for preemption packs B in 32-column panels (384 KB, so the
+    iteration that first reads one stays short: op::preemptible_packed_block), 64 otherwise;
+    both match numpy."""
+    model, reference = _wide_matmul_model(np.random.default_rng(12), rows=16, inner=3072, cols=128)
+    x = np.random.default_rng(7).standard_normal((16, 3072)).astype(np.float32)
+    packed = {}
+    for preemptible in ("0", "1"):
+        so = kiln.SessionOptions()
+        so.intra_op_num_threads = 2
+        so.add_session_config_entry("kiln.preemptible", preemptible)
+        so.add_session_config_entry("kiln.kernels", "generated")
+        sess = kiln.InferenceSession(model.SerializeToString(), so)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], reference(x), rtol=1e-4, atol=1e-4)
+        ir = sess.inspect().partition("// loop IR:")[0]
+        packed[preemptible] = [w for w in ("f32[2,3072,64]", "f32[4,3072,32]") if w in ir]
+    assert packed == {"0": ["f32[2,3072,64]"], "1": ["f32[4,3072,32]"]}, packed
+
+
 def test_missing_tuning_log_is_invalid_argument(mlp_model, tmp_path):
     so = kiln.SessionOptions()
     so.add_session_config_entry("kiln.tuning_log", str(tmp_path / "absent.jsonl"))

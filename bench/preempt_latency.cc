@@ -1,13 +1,15 @@
 // How long a preemptible run takes to stop once asked, without the server around it (issue 29's
 // preemption latency, whose server figure also holds the HTTP and worker threads' scheduling).
 //
-//   build/bin/kiln-bench-preempt MODEL.onnx [--threads 2] [--stops 300] [--gap-ms 0.5,3]
+//   build/bin/kiln-bench-preempt MODEL.onnx [--threads 2] [--stops 300] [--gap-ms 0.5,3] [--busy-us 0]
 //
 // One thread runs MODEL in a loop as `kiln serve` runs best-effort work (SessionOptions::
 // preemptible, RunOptions::preempt; a suspended run is resumed at once); another asks it to stop
 // after a random gap (uniform in --gap-ms), waits until run() has returned, clears the request
 // and sleeps again. Per stop: request() -> the executor's stop (the runtime's own stamp) and ->
-// run() returned. Prints their percentiles and, for the slowest tenth, the kernels that held
+// run() returned. --busy-us N: the asking thread then computes for N us before it sleeps, as the
+// server's real-time worker prepares its batch while the stopping threads share the cores with
+// it. Prints their percentiles and, for the slowest tenth, the kernels that held
 // the stop up (a kernel cut inside, cut=1, or the last one that finished).
 #include <algorithm>
 #include <atomic>
@@ -62,16 +64,17 @@ int64_t now_ns() {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s MODEL.onnx [--threads N] [--stops N] [--gap-ms LO,HI]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s MODEL.onnx [--threads N] [--stops N] [--gap-ms LO,HI] [--busy-us N]\n", argv[0]);
         return 2;
     }
     int threads = 2, stops = 300;
-    double gap_lo = 0.5, gap_hi = 3.0;
+    double gap_lo = 0.5, gap_hi = 3.0, busy_us = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "--threads") threads = std::atoi(argv[i + 1]);
         else if (a == "--stops") stops = std::atoi(argv[i + 1]);
         else if (a == "--gap-ms") std::sscanf(argv[i + 1], "%lf,%lf", &gap_lo, &gap_hi);
+        else if (a == "--busy-us") busy_us = std::atof(argv[i + 1]);
         else {
             std::fprintf(stderr, "unknown flag %s\n", a.c_str());
             return 2;
@@ -115,6 +118,8 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(gap(rng) * 1000)));
             returned_ns.store(0);
             p.request();
+            for (const auto t0 = Clock::now(); std::chrono::duration<double, std::micro>(Clock::now() - t0).count() < busy_us;) {
+            }
             returned_ns.wait(0);  // asleep: the requester must not take a core from the stopping threads
             const int64_t r = returned_ns.load();
             const Preemption::State& st = *p.state();

@@ -127,6 +127,7 @@ void HttpFrontendImpl::infer(const httplib::Request& req, httplib::Response& res
     parsed.request.model = req.matches[1];
     parsed.request.version = req.matches[2];
     parsed.request.arrival = arrival;
+    parsed.request.caller_waits = true;  // this thread waits for the answer below
 
     auto pending = std::make_shared<PendingInfer>();
     server_.infer(std::move(parsed.request), [pending](Failure failure, InferResponse response) {

@@ -210,7 +210,10 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
     if (!bad.ok()) return finish(*r, bad, {});
     r->priority = r->request.priority.value_or(settings_.default_priority);
     const int cls = static_cast<int>(r->priority);
+    const bool caller_waits = r->request.caller_waits;
     Failure refused;
+    Batch inline_batch;
+    bool claimed = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (state_ != State::kReady || stopping_) {
@@ -221,11 +224,27 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
                                                priority_name(static_cast<Priority>(cls)) + " " + in.refused};
         } else {
             if (in.deadline && ctx_.deadline_added) ctx_.deadline_added(*in.deadline);
-            if (cls == static_cast<int>(Priority::kRealTime)) claim_cores_locked();
+            const bool rt = cls == static_cast<int>(Priority::kRealTime);
+            if (rt) claim_cores_locked();
+            if (rt && ctx_.preemption && caller_waits && rt_in_flight_ == 0 && queues_[cls].size() == 1) {
+                Clock::time_point wake;
+                inline_batch = queues_[cls].take_batch(batch_policy_no_delay_, Clock::now(), wake);
+            }
             ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
-            work_cv_.notify_all();
-            return;
+            if (inline_batch.empty()) {
+                work_cv_.notify_all();
+                return;
+            }
+            claimed = rt_claimed_;
+            rt_claimed_ = false;  // this run takes the claim over, as a worker would
+            ++rt_in_flight_;
         }
+    }
+    if (!inline_batch.empty()) {
+        run_batch(inline_batch, Priority::kRealTime, claimed);
+        std::lock_guard<std::mutex> lock(mu_);
+        --rt_in_flight_;
+        return;
     }
     finish(*r, refused, {});
 }
@@ -276,9 +295,11 @@ void ModelVersion::worker(Priority cls) {
         ctx_.metrics->queue_depth(model_, version_str_, queues_[0].size() + queues_[1].size());
         const bool claimed = cls == Priority::kRealTime && rt_claimed_;
         if (claimed) rt_claimed_ = false;  // this batch's run takes the claim over
+        if (cls == Priority::kRealTime) ++rt_in_flight_;
         lock.unlock();
         run_batch(batch, cls, claimed);
         lock.lock();
+        if (cls == Priority::kRealTime) --rt_in_flight_;
     }
 }
 

@@ -67,6 +67,10 @@ struct InferRequest {
     /// The arrival time (set by the frontend when it has parsed the request; defaults to
     /// when infer() was called).
     std::optional<std::chrono::steady_clock::time_point> arrival;
+    /// The caller blocks until the answer anyway (the HTTP frontend's handler thread): a
+    /// real-time request may then run on the caller's thread instead of waking the model's
+    /// worker (ModelVersion::infer).
+    bool caller_waits = false;
 };
 
 struct InferResponse {

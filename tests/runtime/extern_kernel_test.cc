@@ -108,6 +108,55 @@ TEST(ExternKernel, DnnlMatmulMatchesTripleLoop) {
     check_dnnl_matmul(1, 32, 200, 2);  // one row: columns split
 }
 
+/// A @ B of two activations through dnnl_matmul (a training step's gradients: no bias, no
+/// post-ops, so dnnl_sgemm), A stored [m, k] or transposed [k, m], B [k, n] or [n, k], on
+/// `threads` threads, against a double loop.
+void check_activation_matmul(int64_t m, int64_t k, int64_t n, bool ta, bool tb, int threads) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) + (ta ? " A^T" : "") +
+                 (tb ? " B^T" : "") + " threads " + std::to_string(threads));
+    std::mt19937 rng(static_cast<unsigned>(m * 7 + k * 3 + n));
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), y(static_cast<size_t>(m * n), -7.f);
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    const std::string as = ta ? "0,1," + std::to_string(m) : "0," + std::to_string(k) + ",1";
+    const std::string bs = tb ? "0,1," + std::to_string(k) : "0," + std::to_string(n) + ",1";
+    Executable exe;
+    exe.buffers.push_back({"A", DType::kFloat32, ta ? Shape{k, m} : Shape{m, k}, BufferRole::kInput});
+    exe.buffers.push_back({"B", DType::kFloat32, tb ? Shape{n, k} : Shape{k, n}, BufferRole::kInput});
+    exe.buffers.push_back({"Y", DType::kFloat32, {m, n}, BufferRole::kOutput});
+    KernelDesc kd;
+    kd.description = "Gemm";
+    kd.extern_name = "dnnl_matmul";
+    kd.extern_params = ExternParams::format({{"a", "0"}, {"bm", "1"}, {"out", "2"}, {"batch", "1"}, {"m", std::to_string(m)},
+                                            {"k", std::to_string(k)}, {"n", std::to_string(n)}, {"a_strides", as},
+                                            {"b_strides", bs}});
+    exe.kernels.push_back(kd);
+    exe.steps.push_back({0, {0, 1, 2}, "mm", 2});
+    exe.load();
+    void* args[3] = {a.data(), b.data(), y.data()};
+    ThreadPool pool(threads);
+    Status st = exe.run_kernel(0, args, pool.kernel_env());
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t t = 0; t < k; ++t)
+                acc += static_cast<double>(ta ? a[t * m + i] : a[i * k + t]) * (tb ? b[j * k + t] : b[t * n + j]);
+            ASSERT_NEAR(y[i * n + j], acc, 1e-4 + 1e-5 * std::fabs(acc)) << i << "," << j;
+        }
+}
+
+TEST(ExternKernel, DnnlMatmulOfActivationsMatchesTheLoop) {
+    if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
+    for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+            check_activation_matmul(37, 50, 70, ta, tb, 2);  // rows split (uneven blocks of 8)
+            check_activation_matmul(1, 64, 200, ta, tb, 2);  // one row: columns split
+            check_activation_matmul(20, 1, 33, ta, tb, 1);   // depth 1
+        }
+}
+
 /// Makes `exe` one dnnl_conv step over X (input), W and B (constants) and Y (output) with
 /// parameters `params` (x=0;w=1;b=2;y=3 added).
 void conv_step(Executable& exe, const Shape& xs, const Tensor& w, const Tensor& b, const Shape& ys, Pairs params) {

@@ -127,6 +127,18 @@ def _wide_matmul_model(rng, rows=512, inner=512, cols=1024):
     return model, lambda x: np.maximum(x.astype(np.float64) @ w.astype(np.float64) + b, 0.0)
 
 
+def _checked_generated_session(model, reference, x, preemptible):
+    """A 2-thread session of `model` with generated kernels, kiln.preemptible as given, whose
+    output for x matched reference(x)."""
+    so = kiln.SessionOptions()
+    so.intra_op_num_threads = 2
+    so.add_session_config_entry("kiln.preemptible", preemptible)
+    so.add_session_config_entry("kiln.kernels", "generated")
+    sess = kiln.InferenceSession(model.SerializeToString(), so)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], reference(x), rtol=1e-4, atol=1e-4)
+    return sess
+
+
 def test_preemptible_sessions_match_numpy(mlp_model):
     """A session compiled for preemption gives the results of one that is not, both against a
     numpy reference: the mlp, and a matmul wide enough that the preemptible schedule differs
@@ -140,12 +152,7 @@ def test_preemptible_sessions_match_numpy(mlp_model):
     x = np.random.default_rng(6).standard_normal((512, 512)).astype(np.float32)
     loop_ir = {}
     for preemptible in ("0", "1"):
-        so = kiln.SessionOptions()
-        so.intra_op_num_threads = 2
-        so.add_session_config_entry("kiln.preemptible", preemptible)
-        so.add_session_config_entry("kiln.kernels", "generated")
-        sess = kiln.InferenceSession(model.SerializeToString(), so)
-        np.testing.assert_allclose(sess.run(None, {"x": x})[0], reference(x), rtol=1e-4, atol=1e-4)
+        sess = _checked_generated_session(model, reference, x, preemptible)
         loop_ir[preemptible] = sess.inspect().partition("// loop IR:")[2]
     assert loop_ir["0"] and loop_ir["1"] and loop_ir["0"] != loop_ir["1"], "kiln.preemptible changed no kernel"
 
@@ -158,13 +165,7 @@ def test_preemptible_deep_matmul_packs_narrow_panels(tmp_path):
     x = np.random.default_rng(7).standard_normal((16, 3072)).astype(np.float32)
     packed = {}
     for preemptible in ("0", "1"):
-        so = kiln.SessionOptions()
-        so.intra_op_num_threads = 2
-        so.add_session_config_entry("kiln.preemptible", preemptible)
-        so.add_session_config_entry("kiln.kernels", "generated")
-        sess = kiln.InferenceSession(model.SerializeToString(), so)
-        np.testing.assert_allclose(sess.run(None, {"x": x})[0], reference(x), rtol=1e-4, atol=1e-4)
-        ir = sess.inspect().partition("// loop IR:")[0]
+        ir = _checked_generated_session(model, reference, x, preemptible).inspect().partition("// loop IR:")[0]
         packed[preemptible] = [w for w in ("f32[2,3072,64]", "f32[4,3072,32]") if w in ir]
     assert packed == {"0": ["f32[2,3072,64]"], "1": ["f32[4,3072,32]"]}, packed
 

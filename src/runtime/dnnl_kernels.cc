@@ -987,6 +987,11 @@ public:
     /// runs as oneDNN's sgemm: 2.6's brgemm matmul copies a plain [K, N] B into its blocks per
     /// call, at 47-56 GFLOP/s on one Xeon thread for BERT's N = 3072 gradients (sgemm 148-160;
     /// elsewhere sgemm was even or 5-15% ahead). KILN_MATMUL_SGEMM=0 keeps the primitive (A/B).
+    /// The sgemm path makes no primitives (nor their weight buffers).
+    void prepare(int threads) override {
+        if (!sgemm_) DnnlKernel::prepare(threads);
+    }
+
     Status run(void* const* args, const kiln_kernel_env& env, int threads) override {
         if (!sgemm_) return DnnlKernel::run(args, env, threads);
         const MatmulSplit split = dnnl_matmul_split(1, m_, n_, std::max(1, threads));

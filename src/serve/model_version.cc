@@ -241,9 +241,14 @@ void ModelVersion::infer(InferRequest request, InferCallback done, Clock::time_p
         }
     }
     if (!inline_batch.empty()) {
+        struct InFlight {  // counted down however run_batch leaves
+            ModelVersion* v;
+            ~InFlight() {
+                std::lock_guard<std::mutex> lock(v->mu_);
+                --v->rt_in_flight_;
+            }
+        } in_flight{this};
         run_batch(inline_batch, Priority::kRealTime, claimed);
-        std::lock_guard<std::mutex> lock(mu_);
-        --rt_in_flight_;
         return;
     }
     finish(*r, refused, {});

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -258,6 +259,47 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
     const std::string metrics = s->metrics_text();
     EXPECT_GE(counter_value(metrics, "kiln_preemptions_total"), 1) << metrics;
     EXPECT_LT(rt_done_at.load(), be_done_at.load()) << "the real-time request finished after the best-effort run";
+}
+
+// InferRequest::caller_waits (the HTTP frontend's): an RT request with no other RT request of its
+// version queued or running runs on the calling thread, so infer() returns with it answered; it
+// still preempts the BE run that holds the cores, and both answers are right.
+TEST(serve_Server, ACallerWaitsRealTimeRequestRunsOnTheCallersThread) {
+    TempRepo repo("inline");
+    repo.add("deep", deep_model(256, 64), "max_batch_size: 512\n");
+    ServerOptions opts;
+    opts.threads = 2;
+    auto s = start(repo, opts);
+    auto ref = Session::load((repo.root / "deep" / "1" / "model.onnx").string());
+    Tensor big = random_tensor({512, 256}, 1), small = random_tensor({1, 256}, 2);
+    InferRequest be = request("deep", "x", big.clone());
+    be.priority = Priority::kBestEffort;
+    auto be_answer = send(*s, std::move(be));
+    const std::string be_cores = "kiln_cores_in_use{priority=\"best_effort\"} 2\n";
+    for (int i = 0; i < 100000 && s->metrics_text().find(be_cores) == std::string::npos &&
+                    be_answer.wait_for(0s) != std::future_status::ready;
+         ++i)
+        std::this_thread::sleep_for(100us);
+    ASSERT_NE(be_answer.wait_for(0s), std::future_status::ready) << "the BE run ended before the RT request came";
+    InferRequest rt = request("deep", "x", small.clone());
+    rt.priority = Priority::kRealTime;
+    rt.caller_waits = true;
+    const std::thread::id caller = std::this_thread::get_id();
+    std::thread::id answered_on;
+    std::optional<Answer> rt_a;
+    s->infer(std::move(rt), [&](Failure f, InferResponse r) {
+        answered_on = std::this_thread::get_id();
+        rt_a = Answer{std::move(f), std::move(r)};
+    });
+    ASSERT_TRUE(rt_a.has_value()) << "infer() returned before the caller-waits RT request was answered";
+    EXPECT_EQ(answered_on, caller);
+    ASSERT_TRUE(rt_a->failure.ok()) << rt_a->failure.message;
+    EXPECT_TRUE(same_values(rt_a->response.outputs[0].tensor, ref->run({{"x", small}})[0]));
+    Answer be_a = be_answer.get();
+    ASSERT_TRUE(be_a.failure.ok()) << be_a.failure.message;
+    EXPECT_TRUE(same_values(be_a.response.outputs[0].tensor, ref->run({{"x", big}})[0]));
+    EXPECT_GE(counter_value(s->metrics_text(), "kiln_preemptions_total"), 1);
+    s->shutdown();
 }
 
 // An RT request claims the cores when it is queued (CoreScheduler::claim_for_real_time), before

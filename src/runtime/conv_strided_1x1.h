@@ -6,10 +6,10 @@
 //   dX_n = scatter(W^T . dY_n)            (zero at every pixel no window reads)
 //   dW   = sum_n dY_n . Xs_n^T            (the batch reduced inside the sgemm calls, beta = 1)
 //
-// oneDNN 2.6's backward primitives ran these at 33-80 (data) and 48-94 GFLOP/s (weights) on one
-// Xeon thread in ResNet-18's step (their plain-layout kernel is gemm-based too, but packs whole
-// columns and zero-fills dX apart); here the gather / scatter of a row of 2-stride pixels is one
-// AVX-512 permute per 16 outputs and each image's W^T . dY_n stays in L2 until it is spread.
+// In ResNet-18's step on one Xeon thread the data gradients ran at 33-80 GFLOP/s in oneDNN 2.6's
+// backward primitive and the weight gradients at 48-94 as im2col + sgemm (ConvWeightGemm, whose
+// im2col reads one pixel per channel row); here the gather / scatter of a row of 2-stride pixels
+// is one AVX-512 permute per 16 outputs, and each image's W^T . dY_n stays in L2 until spread.
 // DnnlConvBackward (dnnl_conv_backward.cc) chooses it where conv_strided_1x1_applies;
 // KILN_CONV_BWD_1X1=dnnl keeps oneDNN's primitive (A/B). tests/runtime/conv_strided_1x1_test.cc
 // checks both gradients against float64 loops over the definition.

@@ -984,9 +984,9 @@ public:
     }
 
     /// A 2-D product of two activations (a training step's gradients) without bias or post-ops
-    /// runs as oneDNN's sgemm: 2.6's brgemm matmul copies a plain [K, N] B into its blocks per
-    /// call, at 47-56 GFLOP/s on one Xeon thread for BERT's N = 3072 gradients (sgemm 148-160;
-    /// elsewhere sgemm was even or 5-15% ahead). KILN_MATMUL_SGEMM=0 keeps the primitive (A/B).
+    /// runs as oneDNN's sgemm: 2.6's brgemm matmul ran BERT's N = 3072 gradients with a plain
+    /// [K, N] B at 47-56 GFLOP/s on one Xeon thread (sgemm 148-160; why, inside oneDNN, not
+    /// traced; elsewhere sgemm was even or 5-15% ahead). KILN_MATMUL_SGEMM=0 keeps the primitive.
     /// The sgemm path makes no primitives (nor their weight buffers).
     void prepare(int threads) override {
         if (!sgemm_) DnnlKernel::prepare(threads);

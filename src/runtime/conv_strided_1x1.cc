@@ -102,14 +102,6 @@ std::pair<int64_t, int64_t> block(int64_t total, int64_t parts, int64_t i) {
     return {total * i / parts, total * (i + 1) / parts};
 }
 
-/// Rows [m0, m1) of dYp [M, N * OH * OW]: each channel's planes of all images side by side.
-void pack_dy(const ConvWeightGemmShape& s, const float* dy, float* dyp, int64_t m0, int64_t m1) {
-    const int64_t plane = s.oh * s.ow;
-    for (int64_t m = m0; m < m1; ++m)
-        for (int64_t n = 0; n < s.n; ++n)
-            std::memcpy(dyp + (m * s.n + n) * plane, dy + (n * s.m + m) * plane, static_cast<size_t>(plane) * sizeof(float));
-}
-
 /// Below this many output points per image one sgemm per image is mostly its own overhead
 /// (ResNet-18's 4x4 planes: 92 against 169 GFLOP/s on one thread): the data gradient packs dY
 /// first and one sgemm spans the batch; the weight gradient is left to ConvWeightGemm.
@@ -176,7 +168,7 @@ Status ConvStrided1x1::run_data_packed(const float* dy, const float* w, float* d
     const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, std::min(s_.m, s_.c)));
     Status st = run_extern_parts(env, parts, [&](int64_t i) {
         const auto [m0, m1] = block(s_.m, parts, i);
-        pack_dy(s_, dy, dyp, m0, m1);
+        pack_dy_by_channel(s_, dy, dyp, m0, m1);
         return Status::ok_status();
     });
     if (st.ok() && !(env.stop && *env.stop))

@@ -62,12 +62,11 @@ void ConvWeightGemm::im2col_rows(const float* x, float* col, int64_t p0, int64_t
     }
 }
 
-void ConvWeightGemm::pack_dy(const float* dy, float* dyp, int64_t m0, int64_t m1) const {
-    const int64_t plane = s_.oh * s_.ow;
+void pack_dy_by_channel(const ConvWeightGemmShape& s, const float* dy, float* dyp, int64_t m0, int64_t m1) {
+    const int64_t plane = s.oh * s.ow;
     for (int64_t m = m0; m < m1; ++m)
-        for (int64_t n = 0; n < s_.n; ++n)
-            std::memcpy(dyp + m * cols_ + n * plane, dy + (n * s_.m + m) * plane,
-                        static_cast<size_t>(plane) * sizeof(float));
+        for (int64_t n = 0; n < s.n; ++n)
+            std::memcpy(dyp + (m * s.n + n) * plane, dy + (n * s.m + m) * plane, static_cast<size_t>(plane) * sizeof(float));
 }
 
 std::vector<float>* ConvWeightGemm::take() {
@@ -96,7 +95,7 @@ Status ConvWeightGemm::run(const float* x, const float* dy, float* dw, const kil
         const auto [p0, p1] = block(cols_, i);
         im2col_rows(x, col, p0, p1);
         const auto [m0, m1] = block(s_.m, i);
-        pack_dy(dy, dyp, m0, m1);
+        pack_dy_by_channel(s_, dy, dyp, m0, m1);
         return Status::ok_status();
     });
     if (st.ok() && !(env.stop && *env.stop)) {

@@ -37,6 +37,10 @@ struct ConvWeightGemmShape {
 /// forces one or the other (for A/B measurements).
 bool conv_weight_gemm_preferred(const ConvWeightGemmShape& s);
 
+/// Rows [m0, m1) of dYp [M, N * OH * OW]: dY [N, M, OH, OW] with each channel's planes of all
+/// images side by side (the batch moved next to the plane, the depth of a weight-gradient GEMM).
+void pack_dy_by_channel(const ConvWeightGemmShape& s, const float* dy, float* dyp, int64_t m0, int64_t m1);
+
 class ConvWeightGemm {
 public:
     explicit ConvWeightGemm(const ConvWeightGemmShape& s);
@@ -47,7 +51,6 @@ public:
     void im2col_rows(const float* x, float* col, int64_t p0, int64_t p1) const;
 
 private:
-    void pack_dy(const float* dy, float* dyp, int64_t m0, int64_t m1) const;
     std::vector<float>* take();
     void give(std::vector<float>* b);
 

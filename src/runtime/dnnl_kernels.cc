@@ -1000,13 +1000,8 @@ public:
         auto* c = static_cast<float*>(args[dst_arg_]);
         Status st = run_extern_parts(env, split.parts, [&](int64_t i) {
             int64_t m0 = 0, mm = m_, n0 = 0, nn = n_;
-            auto range = [&](int64_t total, int64_t align, int64_t& lo, int64_t& len) {
-                const int64_t units = total / align;
-                lo = align * (units * i / split.parts);
-                len = (i + 1 == split.parts ? total : align * (units * (i + 1) / split.parts)) - lo;
-            };
-            if (split.by == MatmulSplit::kRows) range(m_, 8, m0, mm);
-            if (split.by == MatmulSplit::kCols) range(n_, 16, n0, nn);
+            if (split.by == MatmulSplit::kRows) part_range(m_, 8, split.parts, i, m0, mm);
+            if (split.by == MatmulSplit::kCols) part_range(n_, 16, split.parts, i, n0, nn);
             omp_set_num_threads(1);  // this part is one of Kiln's threads
             const dnnl_status_t r = dnnl_sgemm(ta_, tb_, mm, nn, k_, 1.0f, a + m0 * as_[1], lda_, b + n0 * bs_[2], ldb_,
                                                0.0f, c + m0 * n_ + n0, n_);
@@ -1060,14 +1055,9 @@ private:
         Plan plan;
         for (int64_t i = 0; i < parts; ++i) {
             int64_t b0 = 0, bb = batch_, m0 = 0, mm = m_, n0 = 0, nn = n_;
-            auto range = [&](int64_t total, int64_t align, int64_t& lo, int64_t& len) {
-                const int64_t units = total / align;
-                lo = align * (units * i / parts);
-                len = (i + 1 == parts ? total : align * (units * (i + 1) / parts)) - lo;
-            };
-            if (split.by == MatmulSplit::kBatch) range(batch_, 1, b0, bb);
-            if (split.by == MatmulSplit::kRows) range(m_, 8, m0, mm);
-            if (split.by == MatmulSplit::kCols) range(n_, 16, n0, nn);
+            if (split.by == MatmulSplit::kBatch) part_range(batch_, 1, parts, i, b0, bb);
+            if (split.by == MatmulSplit::kRows) part_range(m_, 8, parts, i, m0, mm);
+            if (split.by == MatmulSplit::kCols) part_range(n_, 16, parts, i, n0, nn);
             Part p;
             const int64_t bbatch = bshared ? 1 : bb;
             p.src = memory::desc({bb, mm, k_}, memory::data_type::f32, memory::dims{as_[0], as_[1], as_[2]});
@@ -1105,6 +1095,14 @@ private:
     std::string describe() const override {
         return "matmul " + std::to_string(batch_) + "x" + std::to_string(m_) + "x" + std::to_string(k_) + "x" +
                std::to_string(n_);
+    }
+
+    /// Part i of `parts` of [0, total): [lo, lo + len), lo a multiple of `align`, the last part
+    /// taking the remainder.
+    static void part_range(int64_t total, int64_t align, int64_t parts, int64_t i, int64_t& lo, int64_t& len) {
+        const int64_t units = total / align;
+        lo = align * (units * i / parts);
+        len = (i + 1 == parts ? total : align * (units * (i + 1) / parts)) - lo;
     }
 
     /// Sets ta_, tb_, lda_, ldb_ when A and B are row- or column-major matrices sgemm can read.

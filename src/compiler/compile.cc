@@ -230,7 +230,7 @@ void plan_symbolic_winograd_for(std::optional<topi::ExternChoice>& c, int thread
 }  // namespace
 
 bool is_view_op(const std::string& op) {
-    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "KilnReshape"};
+    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "KilnReshape", "KilnDeviceCopy"};
     return ops.count(op) != 0;
 }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/nvrtc_compile.h"
 #include "compiler/compile.h"
@@ -12,7 +13,9 @@
 #include "compiler/cuda_lower.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/half_precision.h"
+#include "ir/printer.h"
 #include "ir/verifier.h"
+#include "pass/insert_device_copies.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/extern_kernel.h"
 #include "pass/pass_manager.h"
@@ -94,6 +97,82 @@ bool add_host_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& bu
     return true;
 }
 
+/// A unit compiled for the CPU as a program of its own (a unit pinned there): the unit's
+/// non-constant inputs are the program's inputs, its constants stay constants, its outputs are
+/// the program's outputs; the step's args are the same values' buffers in that order.
+void add_host_program_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const KernelUnit& unit) {
+    ir::Graph sub;
+    sub.name = "host/" + unit.nodes.front()->name();
+    std::unordered_map<const ir::Value*, ir::Value*> value_of;
+    runtime::cuda::CudaStepDesc step;
+    step.node_name = unit.nodes.front()->name();
+    for (const ir::Value* v : unit.inputs) {
+        if (v->is_constant()) {
+            value_of[v] = sub.add_constant(v->name(), v->constant());
+            continue;
+        }
+        value_of[v] = sub.add_input(v->name(), v->type());
+        step.args.push_back(buffer_of.at(v));
+    }
+    for (const ir::Node* n : unit.nodes) {
+        std::vector<ir::Value*> ins;
+        for (const ir::Value* v : n->inputs()) ins.push_back(v ? value_of.at(v) : nullptr);
+        std::vector<ir::TensorType> types;
+        std::vector<std::string> names;
+        for (const ir::Value* v : n->outputs()) {
+            types.push_back(v->type());
+            names.push_back(v->name());
+        }
+        ir::AttrMap attrs = n->attrs();
+        attrs.erase(pass::kDeviceAttr);
+        ir::Node* copy = sub.add_node(n->op(), ins, std::move(attrs), types, names, n->name());
+        for (size_t i = 0; i < n->num_outputs(); ++i) value_of[n->output(i)] = copy->output(i);
+    }
+    step.num_inputs = static_cast<int>(step.args.size());
+    for (const ir::Value* v : unit.outputs) {
+        sub.add_output(value_of.at(v));
+        step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));
+    }
+    CompileOptions co;
+    co.compile_jobs = 1;
+    step.host_program = compile(sub, co).executable;
+    p.steps.push_back(std::move(step));
+}
+
+/// A unit the placement put on the CPU: the runtime's own kernel where it has one (TopK,
+/// CumSum, ScatterND), else a CPU program of the unit.
+void add_unit_on_host(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const KernelUnit& unit,
+                      const pass::NodePlace& place, bool cpu_fallback) {
+    if (place.reason == pass::PlaceReason::kNoKernel) check_unit_has_cuda_kernel(unit, cpu_fallback);
+    KILN_CHECK(cpu_fallback, kUnsupported) << unit.nodes.front()->describe() << " is placed on the CPU ("
+                                           << pass::place_reason_name(place.reason) << ") but CPU placement is off";
+    if (!add_host_step(p, buffer_of, unit)) add_host_program_step(p, buffer_of, unit);
+}
+
+/// Every unit's device (pass/place_devices.h): pins, then the rule that a unit only the CPU
+/// runtime computes (an extern kernel) or an op without a compute goes to the host, then the
+/// GPU, or the cost model's choice with place_by_cost. Shapes are static and folded here, so the
+/// shape-computation rule is off.
+pass::Placement place_units(const ir::Graph& g, const std::vector<KernelUnit>& units, const CudaCompileOptions& opts) {
+    static const te::KnobValues kUntuned;
+    auto host_only = std::make_shared<std::unordered_set<const ir::Node*>>();
+    for (const KernelUnit& u : units)
+        if (extern_choice(u, KernelSource::kGenerated, kUntuned)) host_only->insert(u.nodes.begin(), u.nodes.end());
+    pass::PlacementOptions po;
+    po.target = pass::Device::kCuda;
+    po.pins = opts.pins;
+    po.op_pins = opts.op_pins;
+    po.has_kernel = [host_only](const ir::Node& n, pass::Device d) {
+        if (d == pass::Device::kCpu) return true;
+        const op::OpDef* def = op::OpRegistry::global().find(n.op());
+        return def && def->compute && !host_only->count(&n);
+    };
+    po.host_shape_elements = -1;
+    po.by_cost = opts.place_by_cost;
+    po.cost = opts.cost;
+    return pass::place_devices(g, po);
+}
+
 /// A step cuBLAS computes: args A, B, out; a Gemm's beta*C as a constant copied into out first.
 void add_cublas_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& buffer_of, const ir::Node& n,
                      CublasChoice c) {
@@ -164,11 +243,27 @@ void add_row_kernel_step(CudaCompiledModel& out, std::unordered_map<const ir::Va
     ++out.row_kernel_steps;
 }
 
+/// The GPU pipeline and the vendor libraries' splits (cuBLAS's products leave their fusion
+/// groups, cuDNN's convs their biases) where those libraries load.
+void prepare_graph_for_gpu(ir::Graph& g, const CudaCompileOptions& opts, bool cublas, bool cudnn) {
+    optimize_for_gpu(g, opts);
+    if (cublas && opts.opt_level > 0) detach_cublas_anchors(g);
+    if (cudnn) split_cudnn_convs(g);
+}
+
 }  // namespace
+
+std::string cuda_placement_report(ir::Graph& g, const CudaCompileOptions& opts) {
+    prepare_graph_for_gpu(g, opts, opts.use_cublas && runtime::cuda::cublas_api(nullptr) != nullptr,
+                          opts.use_cudnn && runtime::cuda::cudnn_api(nullptr) != nullptr);
+    const pass::Placement placement = place_units(g, partition_kernels(g), opts);
+    const std::string summary = pass::placement_summary(g, placement);
+    pass::insert_device_copies(g, placement);
+    return ir::print_graph(g, {.max_constant_elements = 16}) + summary;
+}
 
 CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
     const auto t0 = std::chrono::steady_clock::now();
-    optimize_for_gpu(g, opts);
 
     CudaCompiledModel out;
     out.program = std::make_shared<CudaProgram>();
@@ -176,18 +271,23 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
     p.arch = opts.arch;
     p.tf32 = opts.math != GpuMath::kFp32;
     std::unordered_map<const ir::Value*, int> buffer_of;
-    for (ir::Value* in : g.inputs()) p.inputs.push_back(add_buffer(p, buffer_of, in, BufferRole::kInput));
     const bool cublas = opts.use_cublas && runtime::cuda::cublas_api(nullptr) != nullptr;
-    if (cublas && opts.opt_level > 0) detach_cublas_anchors(g);
     const bool cudnn = opts.use_cudnn && runtime::cuda::cudnn_api(nullptr) != nullptr;
-    if (cudnn) split_cudnn_convs(g);
+    prepare_graph_for_gpu(g, opts, cublas, cudnn);
+    for (ir::Value* in : g.inputs()) p.inputs.push_back(add_buffer(p, buffer_of, in, BufferRole::kInput));
     std::vector<KernelUnit> units = partition_kernels(g);
+    out.placement = place_units(g, units, opts);
     std::unordered_map<std::string, int> kernel_of_source;
     for (const KernelUnit& unit : units) {
         for (const ir::Value* in : unit.inputs)
             if (in->is_constant() && !buffer_of.count(in)) add_buffer(p, buffer_of, in, BufferRole::kConstant);
         if (is_view_unit(unit, g, opts.opt_level)) {  // a view: the input's buffer
             buffer_of[unit.nodes[0]->output(0)] = buffer_of.at(unit.nodes[0]->input(0));
+            continue;
+        }
+        if (const pass::NodePlace& place = out.placement.of.at(unit.nodes.front()); place.device == pass::Device::kCpu) {
+            add_unit_on_host(p, buffer_of, unit, place, opts.cpu_fallback);
+            ++out.host_steps;
             continue;
         }
         if (cudnn && unit.nodes.size() == 1) {
@@ -211,10 +311,6 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
             }
         }
         check_unit_has_cuda_kernel(unit, opts.cpu_fallback);
-        if (opts.cpu_fallback && add_host_step(p, buffer_of, unit)) {
-            ++out.host_steps;
-            continue;
-        }
         runtime::cuda::CudaStepDesc step;
         for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
         for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));

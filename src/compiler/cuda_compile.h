@@ -3,8 +3,10 @@
 // (compiler/cuda_lower.h) and compiled by NVRTC into the kernel cache; views (Reshape, Flatten,
 // ...) alias their input's buffer; matrix products cuBLAS takes and convolutions cuDNN takes run
 // there (their epilogues stay generated kernels); units only the CPU runtime's own kernels compute (TopK, CumSum,
-// ScatterND) are placed on the host with copies around them (cpu_fallback). A node with no CUDA
-// kernel and no such placement (an op without a TE compute) is a kUnsupported error naming it.
+// ScatterND) are placed on the host with copies around them (cpu_fallback), as are the units
+// the user pins to the CPU (pass/place_devices.h: the placement decides every unit's device; its
+// cost model only with place_by_cost). A node with no CUDA kernel and no such placement (an op
+// without a TE compute) is a kUnsupported error naming it.
 // Static shapes only (symbolic dims must be bound).
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "pass/place_devices.h"
 #include "runtime/cuda/cuda_program.h"
 
 namespace kiln::compiler {
@@ -35,6 +38,15 @@ struct CudaCompileOptions {
     /// Units the CPU runtime computes with its own kernel (TopK, CumSum, ScatterND) run on the
     /// host between device copies (the runner waits for the GPU there); false: kUnsupported.
     bool cpu_fallback = true;
+    /// Units to compute on the CPU (or on the GPU) whatever the rules say: by node name (or first
+    /// output's) and by op type (pass::PlacementOptions). A generated unit pinned to the CPU is
+    /// compiled for the CPU as a program of its own and run on the host between device copies.
+    std::map<std::string, pass::Device> pins, op_pins;
+    /// Units no pin or rule places go where the placement's cost model says (kernel estimate +
+    /// copies); false: on the GPU. Off by default until measured on a GPU: the runner waits for
+    /// the stream at every host step, which the cost model does not price.
+    bool place_by_cost = false;
+    const pass::DeviceCostModel* cost = nullptr;  // with place_by_cost; nullptr: the nominal roofline
     GpuMath math = GpuMath::kFp32;
     /// Long reductions with few outputs as one warp per output (codegen::CudaEmitOptions); false:
     /// one thread per output (what the CUDA emulation can run).
@@ -51,10 +63,16 @@ struct CudaCompiledModel {
     int cudnn_steps = 0;            // convolutions on cuDNN
     int row_kernel_steps = 0;       // layer norms and softmaxes as one row kernel each
     int host_steps = 0;             // steps placed on the CPU
+    pass::Placement placement;      // of the optimized graph's nodes (the caller's graph)
     double seconds = 0;
     std::vector<std::string> kernel_sources;  // per kernel, the CUDA C (for inspection)
 };
 
 CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts = {});
+
+/// What `kiln inspect --place cuda` prints: `g` as compile_cuda optimizes and places it (no
+/// kernel is compiled), with a KilnDeviceCopy at every device boundary (pass/insert_device_copies.h)
+/// and every node's kiln.device, then pass::placement_summary.
+std::string cuda_placement_report(ir::Graph& g, const CudaCompileOptions& opts = {});
 
 }  // namespace kiln::compiler

@@ -1,22 +1,21 @@
-// The estimated cost of a node, from the op registry's row: a roofline time
-// max(flops / kNominalFlops, bytes / kNominalBytes), where flops is OpDef::flops (one per output
-// element when the row has none) and bytes is what the node reads and writes (its inputs,
-// constants included, and outputs). The nominal figures are one core's order of magnitude; only
-// ratios matter, since the cost-balanced split compares stages of the same graph.
+// The estimated cost of a node for the pipeline split: a roofline time
+// max(flops / kNominalFlops, bytes / kNominalBytes) of the node's work (op/node_cost.h). The
+// nominal figures are one core's order of magnitude; only ratios matter, since the cost-balanced
+// split compares stages of the same graph.
 #pragma once
 
 #include <cstdint>
 
 #include "ir/graph.h"
+#include "op/node_cost.h"
 
 namespace kiln::distributed {
 
 inline constexpr double kNominalFlops = 50e9;  // FLOP/s, one core with FMA vectors
 inline constexpr double kNominalBytes = 10e9;  // bytes/s, one core's share of memory bandwidth
 
-/// Elements of a tensor type (unknown dims count as 1) and its bytes.
-int64_t type_elements(const ir::TensorType& t);
-int64_t type_bytes(const ir::TensorType& t);
+using op::type_bytes;
+using op::type_elements;
 
 struct NodeCost {
     double flops = 0;

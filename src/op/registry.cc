@@ -92,6 +92,12 @@ void check_node(ir::Node& n, const OpDef& def) {
                 << node_label(n) << ": attribute 'kiln.rank' must be an int, got " << ir::attr_kind_name(value);
             continue;
         }
+        // The device placement's pin and record (pass/place_devices.h): any op, "cpu" or "cuda".
+        if (name == "kiln.device") {
+            KILN_CHECK(std::holds_alternative<std::string>(value), kInvalidModel)
+                << node_label(n) << ": attribute 'kiln.device' must be a string, got " << ir::attr_kind_name(value);
+            continue;
+        }
         const AttrSpec* spec = nullptr;
         for (const auto& s : def.attrs)
             if (s.name == name) spec = &s;

@@ -178,6 +178,41 @@ TEST(CudaCodegen, OpsWithoutCudaKernelsArePlacedOnTheHost) {
     }
 }
 
+// The placement the GPU compile makes, as `kiln inspect --place cuda` prints it: CumSum on the
+// host by rule, a copy at each boundary, pins honoured, bad pins clear errors.
+TEST(CudaCodegen, PlacementReportShowsRulesPinsAndCopies) {
+    ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
+    const std::string report = compiler::cuda_placement_report(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
+    EXPECT_NE(report.find("cpu   no kernel          node"), std::string::npos) << report;
+    EXPECT_NE(report.find("(CumSum)"), std::string::npos) << report;
+    size_t copies = 0;
+    for (size_t at = report.find("= KilnDeviceCopy("); at != std::string::npos; at = report.find("= KilnDeviceCopy(", at + 1)) ++copies;
+    EXPECT_EQ(copies, 4u) << report;  // x in, Neg's result out, CumSum's back in, y out
+    ir::Graph pinned = ir::parse_graph(gpu_testing::pinned_case());
+    compiler::CudaCompileOptions o{.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false};
+    o.pins = {{"m", pass::Device::kCpu}};
+    EXPECT_NE(compiler::cuda_placement_report(pinned, o).find("cpu   pinned"), std::string::npos);
+    ir::Graph bad = ir::parse_graph(gpu_testing::pinned_case());
+    o.pins = {{"matmul", pass::Device::kCpu}};
+    try {
+        compiler::compile_cuda(bad, o);
+        FAIL() << "expected kInvalidArgument";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("'matmul=cpu'"), std::string::npos) << e.what();
+    }
+    ir::Graph no_fallback = ir::parse_graph(gpu_testing::pinned_case());
+    o.pins = {{"m", pass::Device::kCpu}};
+    o.cpu_fallback = false;
+    try {
+        compiler::compile_cuda(no_fallback, o);
+        FAIL() << "expected kUnsupported";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+        EXPECT_NE(std::string(e.what()).find("pinned"), std::string::npos) << e.what();
+    }
+}
+
 TEST(CudaCodegen, BindLaunchesTheBoundExtents) {
     te::Tensor a = te::placeholder({1024}, DType::kFloat32, "a");
     te::Tensor b = te::compute({1024}, [&](const std::vector<te::Var>& i) { return te::read(a, i) * te::read(a, i); }, "b");

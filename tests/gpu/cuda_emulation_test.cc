@@ -20,6 +20,7 @@
 #include "gpu_test_util.h"
 #include "ir/parser.h"
 #include "runtime/extern_kernel.h"
+#include "runtime/sequential_executor.h"
 
 namespace kiln {
 namespace {
@@ -98,6 +99,17 @@ std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vec
     static int built = 0;  // a fresh file name per library: dlopen returns a loaded path's old handle
     for (size_t k = 0; k < p.kernels.size(); ++k) libs.push_back(build_host_library(m.kernel_sources[k], "k" + std::to_string(built++)));
     for (const runtime::cuda::CudaStepDesc& s : p.steps) {
+        if (s.host_program) {  // a unit pinned to the CPU: its CPU program on host memory
+            std::vector<Tensor> ins(mem.begin(), mem.begin()), outs;
+            for (int i = 0; i < s.num_inputs; ++i) ins.push_back(mem[s.args[i]]);
+            auto alloc = std::make_shared<runtime::CpuAllocator>();
+            runtime::SequentialExecutor ex(s.host_program, nullptr, alloc.get());
+            Status st = ex.run(ins, outs);
+            EXPECT_TRUE(st.ok()) << st.message();
+            for (size_t i = static_cast<size_t>(s.num_inputs); i < s.args.size() && st.ok(); ++i)
+                std::memcpy(mem[s.args[i]].data(), outs.at(i - s.num_inputs).data(), mem[s.args[i]].nbytes());
+            continue;
+        }
         if (!s.host_extern.empty()) {  // placed on the CPU: the runtime's kernel on host memory
             std::vector<runtime::ExternArg> types;
             std::vector<void*> ptrs;
@@ -179,6 +191,24 @@ TEST(CudaEmulation, HostPlacedStepsMatchTheCpu) {
     compiler::CudaCompiledModel m = compiler::compile_cuda(g, kGenerated);
     ASSERT_EQ(m.host_steps, 1);
     const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(gpu_testing::placement_case()), in));
+    EXPECT_LE(err, 1e-5);
+}
+
+// Units pinned to the CPU (pass/place_devices.h) between GPU kernels: each runs as a CPU
+// program of its own, its arguments copied around it; the whole matches the CPU session.
+TEST(CudaEmulation, UnitsPinnedToTheCpuMatchTheCpu) {
+    if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
+    ir::Graph g = ir::parse_graph(gpu_testing::pinned_case());
+    std::vector<Tensor> in = gpu_testing::random_inputs(g, 4);
+    compiler::CudaCompileOptions o = kGenerated;
+    o.pins = {{"m", pass::Device::kCpu}};  // the product and its Relu (one group) on the host
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, o);
+    EXPECT_EQ(m.host_steps, 1);
+    int programs = 0;
+    for (const runtime::cuda::CudaStepDesc& s : m.program->steps) programs += s.host_program != nullptr;
+    EXPECT_EQ(programs, 1);
+    EXPECT_EQ(m.program->steps.size(), 3u);  // softmax on the GPU, the CPU program, softmax on the GPU
+    const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(gpu_testing::pinned_case()), in));
     EXPECT_LE(err, 1e-5);
 }
 

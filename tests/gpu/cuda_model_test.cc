@@ -200,6 +200,24 @@ TEST(CudaRuntime, HostPlacedStepMatchesTheCpu) {
     EXPECT_EQ(runner.run(in, gpu).kind(), ErrorKind::kUnsupported);
 }
 
+TEST(CudaRuntime, UnitPinnedToTheCpuMatchesTheCpu) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::pinned_case());
+    std::vector<Tensor> in = random_inputs(g, 8);
+    std::vector<Tensor> cpu = run_cpu(ir::parse_graph(gpu_testing::pinned_case()), in);
+    compiler::CudaCompileOptions o{.dims = {}, .opt_level = 3, .arch = dev->arch()};
+    o.pins = {{"m", pass::Device::kCpu}};
+    compiler::CudaCompiledModel cm = compiler::compile_cuda(g, o);
+    ASSERT_EQ(cm.host_steps, 1);
+    CudaRunner runner(cm.program, *dev, 0);
+    std::vector<Tensor> gpu;
+    for (int r = 0; r < 2; ++r) {
+        Status s = runner.run(in, gpu);
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_LE(max_rel_error(gpu, cpu), 1e-5);
+    }
+}
+
 TEST(CudaRuntime, WrongInputShapeIsAnError) {
     KILN_REQUIRE_GPU(dev);
     ir::Graph g = ir::parse_graph(gpu_testing::schedule_cases()[1].graph);

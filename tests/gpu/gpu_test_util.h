@@ -136,6 +136,18 @@ graph g(%x: f32[4,300]) {
 })";
 }
 
+/// Three units: a softmax, a product with its Relu (named "m", for pins), a softmax.
+inline const char* pinned_case() {
+    return R"(
+graph g(%x: f32[8,77], %w: f32[77,40]) {
+  %s = Softmax(%x) {axis=1} : f32[8,77] # name="s"
+  %m = MatMul(%s, %w) : f32[8,40] # name="m"
+  %r = Relu(%m) : f32[8,40] # name="r"
+  %y = Softmax(%r) {axis=1} : f32[8,40] # name="y"
+  return %y
+})";
+}
+
 /// A model of scripts/make_models.py: in $KILN_GPU_MODELS when set (the GPU machine), else in
 /// the build's test_models/ (the make_test_models fixture).
 inline std::string test_model_path(const std::string& name) {

@@ -35,3 +35,34 @@ def test_unknown_device_is_rejected(tmp_path):
     _relu_model(model)
     proc = run_kiln(["run", model, "--device", "tpu"])
     assert proc.returncode != 0 and "tpu" in (proc.stderr + proc.stdout)
+
+
+def _two_op_model(path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], name="soft", axis=1),
+             helper.make_node("Exp", ["s"], ["y"], name="exp")]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "two", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]),
+              str(path))
+
+
+def test_inspect_place_shows_pins_and_copies(tmp_path):
+    """`kiln inspect --place cuda` needs no GPU: the GPU compile's placement, a copy at each
+    device boundary, and the pinned node named."""
+    model = tmp_path / "two.onnx"
+    _two_op_model(model)
+    proc = run_kiln(["inspect", model, "--place", "cuda", "--pin", "exp=cpu"])
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert 'Exp(%"s/cpu")' in text and 'kiln.device="cpu"' in text, text
+    assert text.count("= KilnDeviceCopy(") == 2, text  # x to the GPU, s back to the host
+    assert "pinned" in text and "node 'exp' (Exp)" in text, text
+
+
+def test_bad_device_pins_are_clear_errors(tmp_path):
+    model = tmp_path / "two.onnx"
+    _two_op_model(model)
+    proc = run_kiln(["inspect", model, "--place", "cuda", "--pin", "nope=cpu"])
+    assert_clean_error(proc, must_contain=("nope=cpu", "no node of that name"))
+    proc = run_kiln(["inspect", model, "--place", "cuda", "--pin-op", "Exp=tpu"])
+    assert_clean_error(proc, must_contain=("unknown device 'tpu'",))

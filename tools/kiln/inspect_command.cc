@@ -4,7 +4,9 @@
 // artifact (`kiln compile`): what it records (metadata, CPU features) and its kernels and steps.
 // With --memory --train: the memory plan of a training step (TrainingSession::memory_report).
 // With --partition N: each rank's subgraph with its Send/Recv nodes, the transfers and the
-// stages' estimated costs (distributed/partition.h).
+// stages' estimated costs (distributed/partition.h). With --place cuda: the graph as the GPU
+// compile places it, copies at the device boundaries, and why each node is where it is
+// (compiler/cuda_compile.h cuda_placement_report).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -13,6 +15,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "compiler/cuda_compile.h"
+#include "device_placement_args.h"
 #include "distributed/partition_model.h"
 #include "frontend/onnx/importer.h"
 #include "kiln/kiln.h"
@@ -41,6 +45,8 @@ struct InspectArgs {
     std::string loss = "cross_entropy", optimizer = "sgd", recompute = "none", memory_limit;
     int partition = 0;                // > 0: print the model split over this many ranks
     std::vector<std::string> stages;  // with --partition: NODE=RANK,... (else cost-balanced)
+    std::string place;                // "cuda": print the GPU compile's placement
+    DevicePlacementArgs placement;    // --pin, --pin-op, --place-by-cost
 };
 
 const char* role_name(runtime::BufferRole r) {
@@ -148,6 +154,15 @@ int inspect_model(const InspectArgs& args) {
         fmt::print("{}", distributed::partition_report(distributed::partition_model(g, parse_dims(args.dims), popts, args.opt_level)));
         return 0;
     }
+    if (!args.place.empty()) {
+        compiler::CudaCompileOptions copts;
+        copts.dims = parse_dims(args.dims);
+        copts.opt_level = args.opt_level;
+        apply_device_placement(args.placement, copts);
+        ir::Graph g = frontend::import_onnx_file(args.model);
+        fmt::print("{}", compiler::cuda_placement_report(g, copts));
+        return 0;
+    }
     SessionOptions opts;
     opts.dims = parse_dims(args.dims);
     opts.executor = args.executor == "sequential" ? ExecutorKind::kSequential
@@ -216,6 +231,12 @@ void add_inspect_command(CLI::App& app, CommandAction& action) {
     sub->add_option("--stage", args->stages, "With --partition: place nodes on ranks (else a cost-balanced split)")
         ->type_name("NODE=RANK,...")
         ->allow_extra_args(false);
+    sub->add_option("--place", args->place,
+                    "Print the model as the GPU compile places it: every node's device (kiln.device), the copies at "
+                    "device boundaries, and the nodes placed by a pin or rule")
+        ->type_name("DEVICE")
+        ->check(CLI::IsMember({"cuda"}));
+    add_device_placement_options(sub, args->placement);
     sub->callback([args, &action] { action = [args] { return inspect_model(*args); }; });
 }
 

@@ -63,6 +63,7 @@ struct RunArgs {
     std::string device = "cpu";         // cpu | cuda (run_cuda.h)
     bool compare_cpu = false;           // with --device cuda
     std::string gpu_math = "fp32";      // with --device cuda: fp32 | tf32 | fp16
+    DevicePlacementArgs placement;      // with --device cuda: --pin, --pin-op, --place-by-cost
     int partition = 0;                  // > 0: run split over this many ranks in one process
     std::vector<std::string> stages;    // with --partition: NODE=RANK,... (else cost-balanced)
     int microbatches = 1;               // with --partition: cut each run's inputs into this many
@@ -391,7 +392,7 @@ int run_model(const RunArgs& args) {
     if (args.device == "cuda")
         return run_model_cuda({args.model, args.inputs, parse_dims(args.dims), args.repeat, args.seed, args.memory_limit,
                                args.opt_level, args.compare_cpu, args.output_dir, args.kernels != "generated",
-                               args.inputs_npz, args.gpu_math, args.profile_summary});
+                               args.inputs_npz, args.gpu_math, args.profile_summary, args.placement});
     const bool artifact = runtime::is_artifact_file(args.model);
     if (!args.compile_options_given.empty() && artifact) {
         std::string given;
@@ -593,6 +594,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
                     "outputs stay FP32)")
         ->capture_default_str()
         ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
+    add_device_placement_options(sub, args->placement);
     sub->add_flag("--memory", args->memory_report, "Print the memory plan and the allocator's statistics");
     sub->add_option("--partition", args->partition,
                     "Split the model over N ranks: in this process, transfers through an in-memory rendezvous; "

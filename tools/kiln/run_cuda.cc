@@ -119,6 +119,7 @@ int run_model_cuda(const CudaRunArgs& args) {
     copts.math = args.gpu_math == "fp16" ? compiler::GpuMath::kFp16
                  : args.gpu_math == "tf32" ? compiler::GpuMath::kTf32
                                            : compiler::GpuMath::kFp32;
+    apply_device_placement(args.placement, copts);
     compiler::CudaCompiledModel cm = compiler::compile_cuda(g, copts);
     fmt::print("device {} (sm_{}, {} SMs, {:.1f} GiB)\n", dev->name(), dev->arch(), dev->multiprocessors(),
                static_cast<double>(dev->total_memory()) / (1 << 30));

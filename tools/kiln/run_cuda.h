@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "device_placement_args.h"
+
 namespace kiln::cli {
 
 struct CudaRunArgs {
@@ -25,6 +27,7 @@ struct CudaRunArgs {
     std::string inputs_npz;            // --inputs FILE.npz (by name)
     std::string gpu_math = "fp32";     // --gpu-math fp32 | tf32 | fp16
     bool profile_summary = false;      // --profile-summary: the steps' GPU time by kind
+    DevicePlacementArgs placement;     // --pin, --pin-op, --place-by-cost
 };
 
 int run_model_cuda(const CudaRunArgs& args);

@@ -5,6 +5,7 @@
 // entries). Built by compiler/cuda_compile.h, run by CudaRunner (runtime/cuda/cuda_runner.h).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,13 +49,16 @@ struct CudaConvDesc {
 };
 
 struct CudaStepDesc {
-    int kernel = -1;  // -1: a cuBLAS step (gemm), a cuDNN step (conv) or a host step (host_extern)
+    int kernel = -1;  // -1: a cuBLAS step (gemm), a cuDNN step (conv) or a host step (host_extern/_program)
     CudaGemmDesc gemm;  // args: A, B, then out
     bool is_conv = false;
     CudaConvDesc conv;  // a cuDNN step: args X, W, then Y
     /// Placement on the CPU: a runtime extern kernel (runtime/extern_kernel.h: TopK, CumSum,
     /// ScatterND) run on the host between copies of its inputs from and outputs to the device.
     std::string host_extern, host_params;
+    /// Or a CPU program of the step's nodes (a unit pinned to the CPU): its inputs and outputs
+    /// are the step's args in order.
+    std::shared_ptr<Executable> host_program;
     int num_inputs = -1;  // of a host step
     std::vector<int> args;  // buffer ids: inputs, then outputs
     std::string node_name;

@@ -74,7 +74,7 @@ void CudaRunner::allocate_buffers() {
 
 void CudaRunner::prepare_launches() {
     for (const CudaStepDesc& s : prog_->steps) {
-        if (!s.host_extern.empty()) {
+        if (!s.host_extern.empty() || s.host_program) {
             prepare_host_step(s);
             continue;
         }
@@ -125,20 +125,27 @@ void CudaRunner::prepare_conv_step(const CudaStepDesc& s) {
 }
 
 void CudaRunner::prepare_host_step(const CudaStepDesc& s) {
-    ExternKernelFactory make = find_extern_kernel(s.host_extern);
-    KILN_CHECK(make != nullptr, kUnsupported) << "step " << s.node_name << ": no CPU kernel '" << s.host_extern << "'";
-    HostStep h{&s, nullptr, {}};
+    HostStep h{&s, nullptr, nullptr, {}};
     std::vector<ExternArg> types;
     for (int b : s.args) {
         const BufferDesc& d = prog_->buffers.at(b);
         h.args.emplace_back(d.dtype, d.shape);
         types.push_back({d.dtype, d.shape, d.role == BufferRole::kConstant ? d.constant.data() : nullptr});
     }
-    h.kernel = make(ExternParams(s.host_params), types);
-    KILN_CHECK(h.kernel != nullptr, kUnsupported) << "step " << s.node_name << ": CPU kernel '" << s.host_extern
-                                                  << "' refused its arguments";
+    std::string what;
+    if (s.host_program) {
+        h.program = std::make_unique<SequentialExecutor>(s.host_program, nullptr, host_alloc_.get());
+        what = "CPU step " + s.node_name + " (a CPU program)";
+    } else {
+        ExternKernelFactory make = find_extern_kernel(s.host_extern);
+        KILN_CHECK(make != nullptr, kUnsupported) << "step " << s.node_name << ": no CPU kernel '" << s.host_extern << "'";
+        h.kernel = make(ExternParams(s.host_params), types);
+        KILN_CHECK(h.kernel != nullptr, kUnsupported) << "step " << s.node_name << ": CPU kernel '" << s.host_extern
+                                                      << "' refused its arguments";
+        what = "CPU step " + s.node_name + " (" + s.host_extern + ")";
+    }
     hosts_.push_back(std::move(h));
-    Launch l{nullptr, 0, 0, {}, {}, "CPU step " + s.node_name + " (" + s.host_extern + ")"};
+    Launch l{nullptr, 0, 0, {}, {}, what};
     l.host = static_cast<int>(hosts_.size()) - 1;
     launches_.push_back(std::move(l));
 }
@@ -157,10 +164,16 @@ Status CudaRunner::run_host_step(HostStep& h) {
     }
     Status s = stream_.synchronize();
     if (!s.ok()) return s;
-    std::vector<void*> ptrs;
-    for (Tensor& t : h.args) ptrs.push_back(t.data());
-    const kiln_kernel_env env{nullptr, serial_for, nullptr};
-    s = h.kernel->run(ptrs.data(), env, 1);
+    if (h.program) {
+        std::vector<Tensor> outs;
+        s = h.program->run(std::vector<Tensor>(h.args.begin(), h.args.begin() + static_cast<std::ptrdiff_t>(nin)), outs);
+        for (size_t i = nin; i < args.size() && s.ok(); ++i) h.args[i] = outs.at(i - nin);
+    } else {
+        std::vector<void*> ptrs;
+        for (Tensor& t : h.args) ptrs.push_back(t.data());
+        const kiln_kernel_env env{nullptr, serial_for, nullptr};
+        s = h.kernel->run(ptrs.data(), env, 1);
+    }
     if (!s.ok()) return Status(s.kind(), s.message() + " (CPU step " + h.step->node_name + ")");
     for (size_t i = nin; i < args.size() && s.ok(); ++i)  // pageable source: staged by the driver before returning
         s = copy_to_device_async(dev_, buffer_ptr_[args[i]], h.args[i].data(), h.args[i].nbytes(), stream_);

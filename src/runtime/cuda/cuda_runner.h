@@ -12,6 +12,7 @@
 #include "runtime/cuda/cublas_gemm.h"
 #include "runtime/cuda/cudnn_conv.h"
 #include "runtime/extern_kernel.h"
+#include "runtime/sequential_executor.h"
 #include "runtime/cuda/cuda_program.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "support/status.h"
@@ -60,10 +61,11 @@ private:
         int conv = -1;                       // a cuDNN step: index into convs_
         int host = -1;                       // a host step: index into hosts_
     };
-    /// A step placed on the CPU: its kernel and host copies of its arguments.
+    /// A step placed on the CPU: its kernel (or CPU program) and host copies of its arguments.
     struct HostStep {
         const CudaStepDesc* step;
         std::unique_ptr<ExternKernel> kernel;
+        std::unique_ptr<SequentialExecutor> program;
         std::vector<Tensor> args;
     };
     void load_modules();
@@ -96,6 +98,7 @@ private:
     void* conv_workspace_ = nullptr;      // shared by the cuDNN steps (one stream: never two at once)
     size_t conv_workspace_bytes_ = 0;
     std::vector<HostStep> hosts_;
+    std::shared_ptr<CpuAllocator> host_alloc_ = std::make_shared<CpuAllocator>();  // host programs' buffers
     bool use_graph_ = false;
     CUgraph graph_ = nullptr;
     CUgraphExec graph_exec_ = nullptr;

@@ -16,6 +16,8 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "pass/insert_device_copies.h"
+#include "plan/memory_plan.h"
+#include "plan/plan_checker.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/extern_kernel.h"
 #include "pass/pass_manager.h"
@@ -180,6 +182,7 @@ void add_cublas_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& 
     step.node_name = n.name();
     step.args = {buffer_of.at(n.input(0)), buffer_of.at(n.input(1)),
                  add_buffer(p, buffer_of, n.output(0), BufferRole::kIntermediate)};
+    step.num_inputs = 2;
     if (c.init.defined()) {
         BufferDesc b;
         b.name = n.name() + ".beta_c";
@@ -204,6 +207,7 @@ void add_cudnn_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& b
     step.conv = conv;
     step.args = {buffer_of.at(n.input(0)), buffer_of.at(n.input(1)),
                  add_buffer(p, buffer_of, n.output(0), BufferRole::kIntermediate)};
+    step.num_inputs = 2;
     step.flops = conv.flops();
     p.steps.push_back(std::move(step));
 }
@@ -236,11 +240,44 @@ void add_row_kernel_step(CudaCompiledModel& out, std::unordered_map<const ir::Va
     step.node_name = n.name();
     for (const ir::Value* v : n.inputs())
         if (v) step.args.push_back(buffer_of.at(v));
+    step.num_inputs = static_cast<int>(step.args.size());
     step.args.push_back(add_buffer(p, buffer_of, n.output(0), BufferRole::kIntermediate));
     step.flops = 8.0 * static_cast<double>(spec.rows) * spec.cols;
     step.kernel = add_kernel(out, kernel_of_source, codegen::emit_row_kernel(spec), n.op() + " (row kernel)", arch);
     p.steps.push_back(std::move(step));
     ++out.row_kernel_steps;
+}
+
+/// The static memory plan of the intermediates (plan/memory_plan.h; sequential, as the steps
+/// run in order on one stream): each gets an offset in one device arena, reusing the bytes of
+/// buffers no later step reads. Inputs, outputs and constants keep allocations of their own.
+/// No step computes in place: a generated kernel may read an input after writing its output.
+void plan_device_memory(CudaProgram& p) {
+    plan::PlanProblem prob;
+    prob.num_steps = static_cast<int>(p.steps.size());
+    prob.tensors.resize(p.buffers.size());
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+        prob.tensors[b].name = p.buffers[b].name;
+        prob.tensors[b].bytes = p.buffers[b].nbytes();
+        prob.tensors[b].pinned = p.buffers[b].role != BufferRole::kIntermediate;
+    }
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+        const runtime::cuda::CudaStepDesc& s = p.steps[i];
+        KILN_ICHECK(s.num_inputs >= 0) << "step " << s.node_name << " has no input count";
+        for (size_t a = 0; a < s.args.size(); ++a) {
+            plan::PlanTensor& t = prob.tensors[s.args[a]];
+            if (static_cast<int>(a) < s.num_inputs) {
+                t.readers.push_back(static_cast<int>(i));
+            } else if (t.producer < 0) {
+                t.producer = static_cast<int>(i);
+            }
+        }
+    }
+    for (plan::PlanTensor& t : prob.tensors) t.pinned |= t.producer < 0;
+    const plan::MemoryPlan plan = plan::plan_memory(prob);
+    plan::verify_plan(prob, plan);
+    for (size_t b = 0; b < p.buffers.size(); ++b) p.buffers[b].arena_offset = plan.offsets[b];
+    p.arena_bytes = plan.arena_bytes;
 }
 
 /// The GPU pipeline and the vendor libraries' splits (cuBLAS's products leave their fusion
@@ -313,6 +350,7 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
         check_unit_has_cuda_kernel(unit, opts.cpu_fallback);
         runtime::cuda::CudaStepDesc step;
         for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
+        step.num_inputs = static_cast<int>(step.args.size());
         for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));
         CudaLoweredKernel k = lower_unit_cuda(unit, {.warp_reductions = opts.warp_reductions});
         step.node_name = k.node_name;
@@ -326,6 +364,7 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
         if (p.buffers[id].role == BufferRole::kIntermediate) p.buffers[id].role = BufferRole::kOutput;
         p.outputs.push_back(id);
     }
+    plan_device_memory(p);
     out.kernels = static_cast<int>(p.kernels.size());
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;

@@ -80,8 +80,13 @@ TEST(CudaCodegen, TestModelsCompileForSm90) {
             for (const ir::Dim& d : in->type().shape)
                 if (!d.is_static()) dims[d.symbol] = 1;
         compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
-        std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs\n", name, m.kernels, m.program->steps.size(), m.compiled);
+        size_t planned = 0;  // the intermediates the device arena holds (compile_cuda verified the plan)
+        for (const runtime::BufferDesc& b : m.program->buffers)
+            if (b.arena_offset >= 0) planned += b.nbytes();
+        std::printf("%s: %d CUDA kernels, %zu steps, %d NVRTC runs, intermediates %zu bytes in a %zu-byte arena\n", name,
+                    m.kernels, m.program->steps.size(), m.compiled, planned, m.program->arena_bytes);
         EXPECT_GT(m.program->steps.size(), 1u);
+        if (std::string(name) != "mlp") EXPECT_LT(m.program->arena_bytes, planned);  // dead buffers' bytes reused
         ir::Graph g2 = frontend::import_onnx_file(path);
         compiler::CudaCompiledModel v = compiler::compile_cuda(g2, {.dims = dims, .opt_level = 3, .arch = 90, .use_cublas = true, .use_cudnn = true});
         std::printf("%s with cuBLAS and cuDNN: %d CUDA kernels, %zu steps, %d on cuBLAS, %d on cuDNN\n", name, v.kernels,

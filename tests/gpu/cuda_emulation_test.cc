@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include "compiler/cuda_compile.h"
@@ -91,16 +92,26 @@ void call_entry(Entry f, std::vector<void*>& a) {
 /// Runs the program's steps on the host (see the file comment).
 std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vector<Tensor>& inputs) {
     const CudaProgram& p = *m.program;
-    std::vector<Tensor> mem;  // per buffer (host memory standing in for the device's)
-    for (const runtime::BufferDesc& b : p.buffers)
-        mem.push_back(b.role == runtime::BufferRole::kConstant ? b.constant.clone() : Tensor(b.dtype, b.shape));
+    // Per buffer, host memory standing in for the device's: the planned intermediates at their
+    // offsets in one arena filled with NaN, so a plan that lets two live buffers share bytes or
+    // a kernel that reads what it never wrote shows in the outputs.
+    std::vector<float> arena((p.arena_bytes + 3) / 4, std::numeric_limits<float>::quiet_NaN());
+    std::vector<Tensor> mem;
+    for (const runtime::BufferDesc& b : p.buffers) {
+        if (b.arena_offset >= 0) {
+            EXPECT_LE(static_cast<size_t>(b.arena_offset) + b.nbytes(), p.arena_bytes) << b.name;
+            mem.push_back(Tensor::borrow(b.dtype, b.shape, reinterpret_cast<char*>(arena.data()) + b.arena_offset));
+        } else {
+            mem.push_back(b.role == runtime::BufferRole::kConstant ? b.constant.clone() : Tensor(b.dtype, b.shape));
+        }
+    }
     for (size_t i = 0; i < inputs.size(); ++i) mem[p.inputs[i]] = inputs[i].clone();
     std::vector<void*> libs;
     static int built = 0;  // a fresh file name per library: dlopen returns a loaded path's old handle
     for (size_t k = 0; k < p.kernels.size(); ++k) libs.push_back(build_host_library(m.kernel_sources[k], "k" + std::to_string(built++)));
     for (const runtime::cuda::CudaStepDesc& s : p.steps) {
         if (s.host_program) {  // a unit pinned to the CPU: its CPU program on host memory
-            std::vector<Tensor> ins(mem.begin(), mem.begin()), outs;
+            std::vector<Tensor> ins, outs;
             for (int i = 0; i < s.num_inputs; ++i) ins.push_back(mem[s.args[i]]);
             auto alloc = std::make_shared<runtime::CpuAllocator>();
             runtime::SequentialExecutor ex(s.host_program, nullptr, alloc.get());
@@ -142,7 +153,7 @@ std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vec
     }
     for (void* h : libs) dlclose(h);
     std::vector<Tensor> outs;
-    for (int o : p.outputs) outs.push_back(mem[o]);
+    for (int o : p.outputs) outs.push_back(mem[o].clone());
     return outs;
 }
 

@@ -59,19 +59,22 @@ struct CudaStepDesc {
     /// Or a CPU program of the step's nodes (a unit pinned to the CPU): its inputs and outputs
     /// are the step's args in order.
     std::shared_ptr<Executable> host_program;
-    int num_inputs = -1;  // of a host step
+    int num_inputs = -1;  // args[0, num_inputs) are read, the rest written
     std::vector<int> args;  // buffer ids: inputs, then outputs
     std::string node_name;
     double flops = 0;
 };
 
 struct CudaProgram {
-    /// BufferDesc::arena_offset is unused: each buffer is its own allocation. A view (Reshape,
+    /// An intermediate with BufferDesc::arena_offset >= 0 lives at that offset in one device
+    /// arena of arena_bytes (the compiler's static plan); every other buffer is its own
+    /// allocation. A view (Reshape,
     /// Flatten...) has no buffer: its value maps to its input's id.
     std::vector<BufferDesc> buffers;
     std::vector<CudaKernelDesc> kernels;
     std::vector<CudaStepDesc> steps;
     std::vector<int> inputs, outputs;  // buffer ids in model order
+    size_t arena_bytes = 0;
     int arch = 90;                     // the sm_ the cubins are built for
     /// cuBLAS and cuDNN may use TF32 tensor cores for FP32 products (PyTorch's
     /// allow_tf32): ~10 mantissa bits per product; false: FP32 arithmetic throughout.

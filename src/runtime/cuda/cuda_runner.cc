@@ -58,8 +58,17 @@ void CudaRunner::load_modules() {
 
 void CudaRunner::allocate_buffers() {
     buffer_ptr_.assign(prog_->buffers.size(), nullptr);
+    char* arena = nullptr;
+    if (prog_->arena_bytes) {
+        arena = static_cast<char*>(alloc_->allocate(prog_->arena_bytes, "the arena of the model's intermediates"));
+        owned_.push_back({arena, prog_->arena_bytes});
+    }
     for (size_t i = 0; i < prog_->buffers.size(); ++i) {
         const BufferDesc& b = prog_->buffers[i];
+        if (b.arena_offset >= 0 && arena) {
+            buffer_ptr_[i] = arena + b.arena_offset;
+            continue;
+        }
         const size_t bytes = b.nbytes();
         void* p = alloc_->allocate(bytes ? bytes : 1, b.name);
         owned_.push_back({p, bytes ? bytes : 1});

@@ -205,6 +205,18 @@ private:
 
 }  // namespace
 
+// CudaEmitOptions::stop_flag: the two parameters, and the block-uniform check at each entry's
+// start (a block's threads all skip or all run: a warp reduction's shuffles need every lane).
+constexpr const char* kStopParams = "const volatile int* __restrict__ kiln_stop, int* __restrict__ kiln_cut";
+constexpr const char* kStopCheck =
+    "  __shared__ int kiln_stopped;\n"
+    "  if (threadIdx.x == 0) kiln_stopped = *kiln_stop;\n"
+    "  __syncthreads();\n"
+    "  if (kiln_stopped) {\n"
+    "    if (threadIdx.x == 0) *kiln_cut = 1;\n"
+    "    return;\n"
+    "  }\n";
+
 CudaKernel emit_cuda(const tir::PrimFunc& f, const CudaEmitOptions& opts) {
     KILN_CHECK(f.dims.empty(), kUnsupported) << "CUDA emitter: kernel '" << f.name << "' has symbolic dims";
     CudaKernel k;
@@ -229,6 +241,7 @@ CudaKernel emit_cuda(const tir::PrimFunc& f, const CudaEmitOptions& opts) {
     for (const te::BufferNode* b : buffers)
         signature += std::string(signature.empty() ? "" : ", ") + dtype_c_type(b->dtype) +
                      (f.params_may_alias ? "* " : "* __restrict__ ") + names.buffer(b);
+    if (opts.stop_flag) signature += std::string(signature.empty() ? "" : ", ") + kStopParams;
     std::ostringstream os;
     os << cuda_prelude() << "\n";
     for (size_t s = 0; s < nests.size(); ++s) {
@@ -243,7 +256,7 @@ CudaKernel emit_cuda(const tir::PrimFunc& f, const CudaEmitOptions& opts) {
         names.reserve_name(l.entry);
         os << "extern \"C\" __global__ void __launch_bounds__(" << std::min<int64_t>(l.block, 1024) << ") " << l.entry
            << "(" << signature << ") {\n"
-           << nest.str() << "}\n\n";
+           << (opts.stop_flag ? kStopCheck : "") << nest.str() << "}\n\n";
         k.launches.push_back(l);
     }
     k.source = os.str();

@@ -44,6 +44,15 @@ struct CudaEmitOptions {
     /// shuffle). False: as lowered (the CUDA emulation test runs threads one at a time, which
     /// cannot emulate a shuffle).
     bool warp_reductions = true;
+    /// Best-effort kernels cut at thread-block boundaries (REEF's reset-based preemption of
+    /// idempotent kernels): every entry takes two more parameters after the scratch buffers,
+    /// `const volatile int* kiln_stop` and `int* kiln_cut`. Thread 0 of each block reads the
+    /// stop flag into shared memory as the block starts; a block that finds it set computes
+    /// nothing, and one of its threads sets *kiln_cut. The blocks that started before the flag
+    /// was set finish, so the entry is cut at a block boundary; the runner finds the first entry
+    /// whose cut flag is set and runs it again from its first block (an entry never reads what
+    /// it writes, so recomputing its finished blocks gives the same values).
+    bool stop_flag = false;
 };
 
 /// kUnsupported for a symbolic kernel or a loop bound to an index with a non-constant extent.

@@ -213,15 +213,16 @@ void add_cudnn_step(CudaProgram& p, std::unordered_map<const ir::Value*, int>& b
 }
 
 /// The kernel `k` in the program (NVRTC, or the kernel cache; one copy per distinct source):
-/// its index.
+/// its index. `stoppable`: emitted with the stop flag (CudaCompileOptions::preemptible).
 int add_kernel(CudaCompiledModel& out, std::unordered_map<std::string, int>& kernel_of_source, const codegen::CudaKernel& k,
-               const std::string& description, int arch) {
+               const std::string& description, int arch, bool stoppable = false) {
     CudaProgram& p = *out.program;
     auto [it, fresh] = kernel_of_source.emplace(k.source, static_cast<int>(p.kernels.size()));
     if (fresh) {
         codegen::CompiledCubin cubin = codegen::compile_cuda(k.source, arch);
         out.compiled += cubin.from_cache ? 0 : 1;
-        runtime::cuda::CudaKernelDesc kd{std::move(cubin.cubin), {}, k.scratch_bytes, k.scratch_names, description};
+        runtime::cuda::CudaKernelDesc kd{std::move(cubin.cubin), {}, k.scratch_bytes, k.scratch_names, description,
+                                         stoppable};
         for (const codegen::CudaLaunch& l : k.launches)
             kd.entries.push_back({l.entry, static_cast<unsigned>(l.grid), static_cast<unsigned>(l.block)});
         p.kernels.push_back(std::move(kd));
@@ -341,7 +342,7 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
                 continue;
             }
         }
-        if (opts.row_kernels) {
+        if (opts.row_kernels && !opts.preemptible) {
             if (std::optional<codegen::RowKernelSpec> rk = row_kernel_choice(unit)) {
                 add_row_kernel_step(out, buffer_of, kernel_of_source, *unit.nodes[0], *rk, opts.arch);
                 continue;
@@ -352,10 +353,10 @@ CudaCompiledModel compile_cuda(ir::Graph& g, const CudaCompileOptions& opts) {
         for (const ir::Value* v : unit.inputs) step.args.push_back(buffer_of.at(v));
         step.num_inputs = static_cast<int>(step.args.size());
         for (const ir::Value* v : unit.outputs) step.args.push_back(add_buffer(p, buffer_of, v, BufferRole::kIntermediate));
-        CudaLoweredKernel k = lower_unit_cuda(unit, {.warp_reductions = opts.warp_reductions});
+        CudaLoweredKernel k = lower_unit_cuda(unit, {.warp_reductions = opts.warp_reductions, .stop_flag = opts.preemptible});
         step.node_name = k.node_name;
         step.flops = k.flops;
-        step.kernel = add_kernel(out, kernel_of_source, k.cuda, k.description, opts.arch);
+        step.kernel = add_kernel(out, kernel_of_source, k.cuda, k.description, opts.arch, opts.preemptible);
         p.steps.push_back(std::move(step));
     }
     for (ir::Value* v : g.outputs()) {

@@ -54,6 +54,10 @@ struct CudaCompileOptions {
     /// Last-axis LayerNormalization and Softmax as one row kernel each (codegen/cuda_row_kernels.h);
     /// false: lowered like any unit.
     bool row_kernels = true;
+    /// Best-effort work that real-time work may cut (docs/gpu.md, "Preemption"): every generated
+    /// kernel checks a stop flag as each thread block starts (codegen::CudaEmitOptions::stop_flag);
+    /// the row kernels are off (they have no check).
+    bool preemptible = false;
 };
 
 struct CudaCompiledModel {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <fstream>
 
 #include "compiler/cuda_compile.h"
@@ -37,6 +38,8 @@ extern "C" void kiln_emu_set(unsigned b, unsigned t) { blockIdx.x = b; threadIdx
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
+#define __shared__ static
+#define __syncthreads()
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 #undef INFINITY
 #undef NAN
@@ -157,6 +160,78 @@ std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vec
     return outs;
 }
 
+/// A preemptible program (CudaCompileOptions::preemptible) run with its stop flag set as block
+/// `stop_block` of launch `stop_launch` (counted over the whole program) starts, then resumed
+/// as the runner resumes it: the flag cleared, every launch from the first one whose cut flag
+/// is set run again from its first block. `cut_launches` gets the launches whose cut flag was
+/// set. Generated kernels only (no host steps).
+std::vector<Tensor> emulate_stopped_and_resumed(const compiler::CudaCompiledModel& m, const std::vector<Tensor>& inputs,
+                                                int stop_launch, unsigned stop_block, std::vector<int>& cut_launches) {
+    const CudaProgram& p = *m.program;
+    std::vector<Tensor> mem;
+    for (const runtime::BufferDesc& b : p.buffers)
+        mem.push_back(b.role == runtime::BufferRole::kConstant ? b.constant.clone() : Tensor(b.dtype, b.shape));
+    for (size_t i = 0; i < inputs.size(); ++i) mem[p.inputs[i]] = inputs[i].clone();
+    static std::map<std::string, void*> built;  // per source, kept for the process: the cut cases share them
+    std::vector<void*> libs;
+    for (size_t k = 0; k < p.kernels.size(); ++k) {
+        void*& h = built[m.kernel_sources[k]];
+        if (!h) h = build_host_library(m.kernel_sources[k], "p" + std::to_string(built.size()));
+        libs.push_back(h);
+    }
+    struct Launch {
+        int kernel;
+        const runtime::cuda::CudaEntry* entry;
+        std::vector<void*> args;  // buffers, scratch (the step's own), then stop and cut
+    };
+    std::vector<Launch> launches;
+    std::vector<std::vector<std::vector<char>>> scratch(p.steps.size());
+    int volatile stop = 0;
+    std::vector<int> cut;
+    for (size_t si = 0; si < p.steps.size(); ++si) {
+        const runtime::cuda::CudaStepDesc& s = p.steps[si];
+        EXPECT_GE(s.kernel, 0) << "a vendor or host step in the preemption test";
+        const runtime::cuda::CudaKernelDesc& k = p.kernels[s.kernel];
+        EXPECT_TRUE(k.stoppable);
+        for (size_t bytes : k.scratch_bytes) scratch[si].emplace_back(bytes);
+        for (const runtime::cuda::CudaEntry& e : k.entries) {
+            Launch l{s.kernel, &e, {}};
+            for (int b : s.args) l.args.push_back(mem[b].data());
+            for (auto& sc : scratch[si]) l.args.push_back(sc.data());
+            launches.push_back(std::move(l));
+        }
+    }
+    cut.assign(launches.size(), 0);
+    for (size_t i = 0; i < launches.size(); ++i) {
+        launches[i].args.push_back(const_cast<int*>(&stop));
+        launches[i].args.push_back(&cut[i]);
+    }
+    auto run = [&](size_t from, bool stopping) {
+        for (size_t i = from; i < launches.size(); ++i) {
+            const Launch& l = launches[i];
+            auto set = reinterpret_cast<void (*)(unsigned, unsigned)>(dlsym(libs[l.kernel], "kiln_emu_set"));
+            auto f = reinterpret_cast<Entry>(dlsym(libs[l.kernel], l.entry->name.c_str()));
+            ASSERT_TRUE(f && set) << l.entry->name;
+            std::vector<void*> args = l.args;
+            for (unsigned b = 0; b < l.entry->grid; ++b) {
+                if (stopping && static_cast<int>(i) == stop_launch && b == stop_block) stop = 1;
+                for (unsigned t = 0; t < l.entry->block; ++t) {
+                    set(b, t);
+                    call_entry(f, args);
+                }
+            }
+        }
+    };
+    run(0, true);
+    for (size_t i = 0; i < cut.size(); ++i)
+        if (cut[i]) cut_launches.push_back(static_cast<int>(i));
+    stop = 0;  // real-time work done: resume from the first cut launch
+    if (!cut_launches.empty()) run(static_cast<size_t>(cut_launches.front()), false);
+    std::vector<Tensor> outs;
+    for (int o : p.outputs) outs.push_back(mem[o].clone());
+    return outs;
+}
+
 /// The emulator needs a host C++ compiler (the development and CI machines have one).
 bool have_host_cxx() { return std::system("c++ --version > /dev/null 2>&1") == 0; }
 
@@ -221,6 +296,48 @@ TEST(CudaEmulation, UnitsPinnedToTheCpuMatchTheCpu) {
     EXPECT_EQ(m.program->steps.size(), 3u);  // softmax on the GPU, the CPU program, softmax on the GPU
     const double err = gpu_testing::max_rel_error(emulate(m, in), gpu_testing::run_cpu(ir::parse_graph(gpu_testing::pinned_case()), in));
     EXPECT_LE(err, 1e-5);
+}
+
+// REEF's cut on the GPU (CudaCompileOptions::preemptible): a stop flag set as some thread block
+// of some launch starts makes that block and every later one of the run compute nothing and
+// mark their launches cut; resumed from the first cut launch, the outputs are the CPU's. Cut
+// at each launch's first block, at a middle block, and never.
+TEST(CudaEmulation, PreemptedKernelsResumeFromTheFirstCutLaunch) {
+    if (!have_host_cxx()) GTEST_SKIP() << "no host C++ compiler (c++)";
+    ir::Graph g = ir::parse_graph(gpu_testing::pinned_case());
+    std::vector<Tensor> in = gpu_testing::random_inputs(g, 12);
+    compiler::CudaCompileOptions o = kGenerated;
+    o.preemptible = true;
+    compiler::CudaCompiledModel m = compiler::compile_cuda(g, o);
+    for (const std::string& src : m.kernel_sources) EXPECT_NE(src.find("kiln_stopped"), std::string::npos);
+    const std::vector<Tensor> cpu = gpu_testing::run_cpu(ir::parse_graph(gpu_testing::pinned_case()), in);
+    std::vector<unsigned> grids;  // per launch
+    for (const runtime::cuda::CudaStepDesc& s : m.program->steps)
+        for (const runtime::cuda::CudaEntry& e : m.program->kernels[s.kernel].entries) grids.push_back(e.grid);
+    const int launches = static_cast<int>(grids.size());
+    ASSERT_GE(launches, 3);
+    struct Cut {
+        int launch;
+        unsigned block;
+    };
+    std::vector<Cut> cuts = {{launches, 0}};  // never
+    for (int l = 0; l < launches; ++l) {
+        cuts.push_back({l, 0});
+        if (grids[l] >= 2) cuts.push_back({l, grids[l] / 2});  // some blocks done, the rest cut
+    }
+    for (const Cut& c : cuts) {
+        SCOPED_TRACE("stop at launch " + std::to_string(c.launch) + " block " + std::to_string(c.block));
+        std::vector<int> cut;
+        const std::vector<Tensor> out = emulate_stopped_and_resumed(m, in, c.launch, c.block, cut);
+        if (c.launch >= launches) {
+            EXPECT_TRUE(cut.empty());
+        } else {
+            ASSERT_FALSE(cut.empty());
+            EXPECT_EQ(cut.front(), c.launch);  // later launches are all cut too
+            EXPECT_EQ(cut.back(), launches - 1);
+        }
+        EXPECT_LE(gpu_testing::max_rel_error(out, cpu), 1e-5);
+    }
 }
 
 TEST(CudaEmulation, TestModelsMatchTheCpu) {

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "compiler/compile.h"
 #include "compiler/cuda_compile.h"
@@ -216,6 +219,45 @@ TEST(CudaRuntime, UnitPinnedToTheCpuMatchesTheCpu) {
         ASSERT_TRUE(s.ok()) << s.message();
         EXPECT_LE(max_rel_error(gpu, cpu), 1e-5);
     }
+}
+
+// REEF on the GPU (CudaCompileOptions::preemptible): with the stop flag set, a best-effort run
+// on a low-priority stream computes nothing and waits; an RT run on a high-priority stream goes
+// meanwhile; cleared, the BE run resumes from its first cut launch and answers bit for bit what
+// an uncut run answers.
+TEST(CudaRuntime, PreemptedRunResumesWithTheSameOutputs) {
+    KILN_REQUIRE_GPU(dev);
+    ir::Graph g = ir::parse_graph(gpu_testing::pinned_case());
+    std::vector<Tensor> in = random_inputs(g, 8);
+    compiler::CudaCompileOptions o{.dims = {}, .opt_level = 3, .arch = dev->arch(), .use_cublas = false, .use_cudnn = false};
+    o.preemptible = true;
+    compiler::CudaCompiledModel be = compiler::compile_cuda(g, o);
+    CudaRunner be_runner(be.program, *dev, 0, runtime::cuda::CudaStream::Priority::kLow);
+    ASSERT_TRUE(be_runner.preemptible());
+    std::vector<Tensor> uncut;
+    ASSERT_TRUE(be_runner.run(in, uncut).ok());
+    EXPECT_EQ(be_runner.resumes(), 0u);
+    EXPECT_LE(max_rel_error(uncut, run_cpu(ir::parse_graph(gpu_testing::pinned_case()), in)), 1e-5);
+
+    be_runner.request_stop();  // real-time work arrives before the BE run starts
+    std::vector<Tensor> cut;
+    Status cut_status;
+    std::thread be_thread([&] { cut_status = be_runner.run(in, cut); });
+    ir::Graph rt_g = ir::parse_graph(gpu_testing::schedule_cases()[0].graph);
+    compiler::CudaCompiledModel rt = compiler::compile_cuda(rt_g, {.dims = {}, .opt_level = 3, .arch = dev->arch()});
+    CudaRunner rt_runner(rt.program, *dev, 0, runtime::cuda::CudaStream::Priority::kHigh);
+    std::vector<Tensor> rt_in = random_inputs(rt_g, 3), rt_out;
+    EXPECT_TRUE(rt_runner.run(rt_in, rt_out).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(cut.empty()) << "the stopped BE run finished before clear_stop()";
+    be_runner.clear_stop();
+    be_thread.join();
+    ASSERT_TRUE(cut_status.ok()) << cut_status.message();
+    EXPECT_EQ(be_runner.resumes(), 1u);
+    ASSERT_EQ(cut.size(), uncut.size());
+    for (size_t i = 0; i < cut.size(); ++i) EXPECT_EQ(std::memcmp(cut[i].data(), uncut[i].data(), cut[i].nbytes()), 0);
+    be_runner.set_use_graph(true);
+    EXPECT_EQ(be_runner.run(in, cut).kind(), ErrorKind::kUnsupported);
 }
 
 TEST(CudaRuntime, WrongInputShapeIsAnError) {

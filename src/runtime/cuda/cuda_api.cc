@@ -69,6 +69,8 @@ std::unique_ptr<DriverApi> load_driver(std::string& why) {
     resolve(lib, a->cuGraphLaunch, "cuGraphLaunch", &optional);
     resolve(lib, a->cuGraphExecDestroy, "cuGraphExecDestroy", &optional);
     resolve(lib, a->cuGraphDestroy, "cuGraphDestroy", &optional);
+    resolve(lib, a->cuStreamCreateWithPriority, "cuStreamCreateWithPriority", &optional);
+    resolve(lib, a->cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", &optional);
     if (!missing.empty()) {
         why = path + " lacks " + missing + " (driver too old?)";
         return nullptr;

@@ -71,6 +71,9 @@ struct DriverApi {
     CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
     CUresult (*cuGraphExecDestroy)(CUgraphExec);
     CUresult (*cuGraphDestroy)(CUgraph);
+    // Stream priorities (optional: null means every stream has the default priority).
+    CUresult (*cuStreamCreateWithPriority)(CUstream*, unsigned, int);
+    CUresult (*cuCtxGetStreamPriorityRange)(int*, int*);
     bool has_graphs() const { return cuStreamBeginCapture && cuStreamEndCapture && cuGraphInstantiate && cuGraphLaunch; }
 };
 

@@ -24,6 +24,9 @@ struct CudaKernelDesc {
     std::vector<size_t> scratch_bytes;
     std::vector<std::string> scratch_names;
     std::string description;  // "MatMul+Add+Relu"
+    /// Its entries take the stop flag and their cut flag after the scratch buffers
+    /// (codegen::CudaEmitOptions::stop_flag).
+    bool stoppable = false;
 };
 
 /// A product cuBLAS computes (the vendor candidate): out = alpha * A op(B) (+ the `init` buffer's

@@ -1,6 +1,8 @@
 #include "runtime/cuda/cuda_runner.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <sstream>
 
@@ -8,13 +10,15 @@
 
 namespace kiln::runtime::cuda {
 
-CudaRunner::CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& dev, size_t budget_bytes)
-    : prog_(std::move(program)), dev_(dev), alloc_(make_cuda_session_allocator(dev, budget_bytes)), stream_(dev),
+CudaRunner::CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& dev, size_t budget_bytes,
+                       CudaStream::Priority priority)
+    : prog_(std::move(program)), dev_(dev), alloc_(make_cuda_session_allocator(dev, budget_bytes)), stream_(dev, priority),
       start_(dev), kernels_start_(dev), kernels_end_(dev), end_(dev), staging_in_(dev), staging_out_(dev) {
     dev_.make_current();
     try {
         load_modules();
         allocate_buffers();
+        allocate_stop_flags();
         prepare_launches();
     } catch (...) {
         release();  // the destructor does not run for a constructor that throws
@@ -38,6 +42,48 @@ void CudaRunner::release() {
     modules_.clear();
     convs_.clear();  // descriptors before their handle
     cudnn_.reset();
+    if (stop_flag_) dev_.api().cuMemFreeHost(stop_flag_);
+    if (cut_flags_) dev_.api().cuMemFreeHost(cut_flags_);
+    stop_flag_ = cut_flags_ = nullptr;
+}
+
+void CudaRunner::allocate_stop_flags() {
+    size_t launches = 0;
+    for (const CudaStepDesc& s : prog_->steps)
+        if (s.kernel >= 0 && prog_->kernels.at(s.kernel).stoppable) launches += prog_->kernels.at(s.kernel).entries.size();
+    if (launches == 0) return;
+    void* p = nullptr;
+    check_cuda(dev_.api().cuMemAllocHost(&p, sizeof(int)), "cuMemAllocHost (the stop flag)");
+    stop_flag_ = static_cast<int*>(p);
+    *stop_flag_ = 0;
+    check_cuda(dev_.api().cuMemAllocHost(&p, launches * sizeof(int)), "cuMemAllocHost (the cut flags)");
+    cut_flags_ = static_cast<int*>(p);
+    std::memset(cut_flags_, 0, launches * sizeof(int));
+}
+
+void CudaRunner::request_stop() {
+    if (stop_flag_) __atomic_store_n(stop_flag_, 1, __ATOMIC_RELEASE);
+}
+
+void CudaRunner::clear_stop() {
+    if (stop_flag_) __atomic_store_n(stop_flag_, 0, __ATOMIC_RELEASE);
+}
+
+Status CudaRunner::resume_cut_launches() {
+    for (;;) {
+        size_t first = launches_.size();
+        for (size_t i = 0; i < launches_.size() && first == launches_.size(); ++i)
+            if (cut_slot_[i] >= 0 && __atomic_load_n(&cut_flags_[cut_slot_[i]], __ATOMIC_ACQUIRE)) first = i;
+        if (first == launches_.size()) return Status();
+        while (__atomic_load_n(stop_flag_, __ATOMIC_ACQUIRE))  // the real-time work runs
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        for (int slot : cut_slot_)
+            if (slot >= 0) cut_flags_[slot] = 0;
+        ++resumes_;
+        Status s = enqueue_steps(nullptr, first);
+        if (s.ok()) s = stream_.synchronize();
+        if (!s.ok()) return s;
+    }
 }
 
 void CudaRunner::load_modules() {
@@ -110,6 +156,13 @@ void CudaRunner::prepare_launches() {
         for (size_t e = 0; e < k.entries.size(); ++e) {
             Launch l{functions_[s.kernel][e], k.entries[e].grid, k.entries[e].block, values, {},
                      k.entries[e].name + " of " + s.node_name + " (" + k.description + ")"};
+            if (k.stoppable) {  // the stop flag, then this launch's cut flag
+                const int slot = cut_slot_.empty() ? 0 : *std::max_element(cut_slot_.begin(), cut_slot_.end()) + 1;
+                l.values.push_back(dptr(stop_flag_));
+                l.values.push_back(dptr(cut_flags_ + slot));
+                cut_slot_.resize(launches_.size(), -1);
+                cut_slot_.push_back(slot);
+            }
             launches_.push_back(std::move(l));
         }
     }
@@ -117,6 +170,7 @@ void CudaRunner::prepare_launches() {
         conv_workspace_ = alloc_->allocate(conv_workspace_bytes_, "the cuDNN workspace");
         owned_.push_back({conv_workspace_, conv_workspace_bytes_});
     }
+    cut_slot_.resize(launches_.size(), -1);
     for (Launch& l : launches_)  // pointers into each launch's own (now final) values
         for (CUdeviceptr& v : l.values) l.params.push_back(&v);
 }
@@ -207,12 +261,12 @@ Status CudaRunner::run_conv(const Launch& l) {
     return convs_[l.conv]->enqueue(f(l.values[0]), f(l.values[1]), f(l.values[2]), conv_workspace_);
 }
 
-Status CudaRunner::enqueue_steps(std::vector<std::unique_ptr<CudaEvent>>* step_ends) {
+Status CudaRunner::enqueue_steps(std::vector<std::unique_ptr<CudaEvent>>* step_ends, size_t from) {
     if (cudnn_) {
         Status s = cudnn_->set_stream(stream_);
         if (!s.ok()) return s;
     }
-    for (size_t i = 0; i < launches_.size(); ++i) {
+    for (size_t i = from; i < launches_.size(); ++i) {
         if (step_ends && i > 0) {  // the previous launch's end
             Status s = (*step_ends)[i - 1]->record(stream_);
             if (!s.ok()) return s;
@@ -303,7 +357,13 @@ Status CudaRunner::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& o
             at += n;
         }
         if (s.ok()) s = kernels_start_.record(stream_);
+        if (s.ok() && use_graph_ && preemptible())
+            s = Status(ErrorKind::kUnsupported, "a preemptible program is not replayed as a CUDA graph");
         if (s.ok()) s = use_graph_ ? enqueue_graph() : enqueue_steps();
+        if (s.ok() && preemptible()) {  // a cut run waits for clear_stop() and resumes
+            s = stream_.synchronize();
+            if (s.ok()) s = resume_cut_launches();
+        }
         if (s.ok()) s = kernels_end_.record(stream_);
         for (size_t i = 0, at = 0; s.ok() && i < prog_->outputs.size(); ++i) {
             const size_t n = prog_->buffers[prog_->outputs[i]].nbytes();

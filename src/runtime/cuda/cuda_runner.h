@@ -29,7 +29,10 @@ class CudaRunner {
 public:
     /// budget_bytes == 0: unlimited. Throws kiln::Error (kOutOfMemory naming the buffer over
     /// the budget, kUnsupported when a cubin does not load on this GPU).
-    CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& dev, size_t budget_bytes);
+    /// `priority`: its stream's (real-time runs kHigh, best-effort kLow: the GPU's block
+    /// scheduler then starts RT blocks ahead of queued BE blocks).
+    CudaRunner(std::shared_ptr<const CudaProgram> program, CudaDevice& dev, size_t budget_bytes,
+               CudaStream::Priority priority = CudaStream::Priority::kDefault);
     ~CudaRunner();
     CudaRunner(const CudaRunner&) = delete;
     CudaRunner& operator=(const CudaRunner&) = delete;
@@ -45,6 +48,18 @@ public:
     /// in order, named as errors name them ("kiln_cuda_s0 of node (Add+Relu)", "cuBLAS gemm of
     /// node", ...). The copies are left out.
     Status profile_steps(const std::vector<Tensor>& inputs, std::vector<std::pair<std::string, float>>& steps);
+    /// A program compiled preemptible (CudaCompileOptions::preemptible; its kernels stoppable):
+    /// request_stop() (any thread) sets the flag its kernels read as each thread block starts,
+    /// so the GPU leaves the rest of the run's blocks to other streams' work within one block's
+    /// time; the run in progress then waits for clear_stop() and runs again from the first
+    /// launch that was cut (from that launch's first block: a launch never reads what it
+    /// writes). The answers are those of an uncut run. A program without stoppable kernels
+    /// ignores both. Not with graph replay.
+    bool preemptible() const { return stop_flag_ != nullptr; }
+    void request_stop();
+    void clear_stop();
+    /// Runs that were cut and resumed since the runner was made.
+    uint64_t resumes() const { return resumes_; }
     /// Device bytes this runner holds (buffers, scratch).
     size_t device_bytes() const { return alloc_->bytes_in_use(); }
     /// Per kernel entry: registers and static shared memory as the driver reports them.
@@ -72,7 +87,11 @@ private:
     void allocate_buffers();
     void release();
     void prepare_launches();
-    Status enqueue_steps(std::vector<std::unique_ptr<CudaEvent>>* step_ends = nullptr);
+    Status enqueue_steps(std::vector<std::unique_ptr<CudaEvent>>* step_ends = nullptr, size_t from = 0);
+    /// After a preemptible run's steps finished: while a launch was cut, waits for clear_stop()
+    /// and enqueues the steps again from the first cut launch.
+    Status resume_cut_launches();
+    void allocate_stop_flags();
     Status run_gemm(const Launch& l);
     Status run_conv(const Launch& l);
     void prepare_conv_step(const CudaStepDesc& s);
@@ -98,6 +117,12 @@ private:
     void* conv_workspace_ = nullptr;      // shared by the cuDNN steps (one stream: never two at once)
     size_t conv_workspace_bytes_ = 0;
     std::vector<HostStep> hosts_;
+    // Pinned host memory the GPU reads and writes (unified addressing): the stop flag, and per
+    // stoppable launch its cut flag (-1 in cut_slot_: a launch that cannot be cut).
+    int* stop_flag_ = nullptr;
+    int* cut_flags_ = nullptr;
+    std::vector<int> cut_slot_;  // per launch
+    uint64_t resumes_ = 0;
     std::shared_ptr<CpuAllocator> host_alloc_ = std::make_shared<CpuAllocator>();  // host programs' buffers
     bool use_graph_ = false;
     CUgraph graph_ = nullptr;

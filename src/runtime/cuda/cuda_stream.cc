@@ -2,9 +2,17 @@
 
 namespace kiln::runtime::cuda {
 
-CudaStream::CudaStream(CudaDevice& dev) : dev_(dev) {
+CudaStream::CudaStream(CudaDevice& dev, Priority priority) : dev_(dev) {
     dev.make_current();
-    check_cuda(dev.api().cuStreamCreate(&s_, kStreamNonBlocking), "cuStreamCreate");
+    const DriverApi& api = dev.api();
+    int least = 0, greatest = 0;  // CUDA: a smaller number is a higher priority
+    if (priority != Priority::kDefault && api.cuStreamCreateWithPriority && api.cuCtxGetStreamPriorityRange &&
+        api.cuCtxGetStreamPriorityRange(&least, &greatest) == 0) {
+        check_cuda(api.cuStreamCreateWithPriority(&s_, kStreamNonBlocking, priority == Priority::kHigh ? greatest : least),
+                   "cuStreamCreateWithPriority");
+        return;
+    }
+    check_cuda(api.cuStreamCreate(&s_, kStreamNonBlocking), "cuStreamCreate");
 }
 
 CudaStream::~CudaStream() {

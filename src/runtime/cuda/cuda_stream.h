@@ -11,8 +11,12 @@ namespace kiln::runtime::cuda {
 
 class CudaStream {
 public:
-    /// A non-blocking stream of `dev` (throws kiln::Error if the driver refuses).
-    explicit CudaStream(CudaDevice& dev);
+    /// The GPU's scheduling class of a stream's work: its blocks go first (real-time), after
+    /// everything else (best-effort), or as any stream's.
+    enum class Priority { kDefault, kHigh, kLow };
+    /// A non-blocking stream of `dev` (throws kiln::Error if the driver refuses). A priority
+    /// the driver cannot give (no cuStreamCreateWithPriority) is the default.
+    explicit CudaStream(CudaDevice& dev, Priority priority = Priority::kDefault);
     ~CudaStream();
     CudaStream(const CudaStream&) = delete;
     CudaStream& operator=(const CudaStream&) = delete;

@@ -8,13 +8,34 @@
 // that. Here the weights are packed once at load into one contiguous stream per block of 8 units
 // ([block][k][gate][8]), so a step reads exactly the weights, in order, with the gates of a unit
 // block side by side in registers. AVX2 + FMA (cloned at load by the CPU's features); without
-// them the kernel keeps oneDNN's matmul (supported() is false).
+// them the kernel keeps oneDNN's matmul (supported() is false). With AVX-512 and two or four
+// gates, one 512-bit load takes two gates of a block (their 16 floats are adjacent), and the
+// packed weights start on a cache line so no load straddles two.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <vector>
 
 namespace kiln::runtime::rnn {
+
+/// Storage on 64-byte boundaries (a cache line, and an AVX-512 load's width).
+template <typename T>
+struct CacheLineAllocator {
+    using value_type = T;
+    CacheLineAllocator() = default;
+    template <typename U>
+    CacheLineAllocator(const CacheLineAllocator<U>&) {}
+    T* allocate(size_t n) {
+        void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+        if (!p) throw std::bad_alloc();
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, size_t) { std::free(p); }
+    template <typename U>
+    bool operator==(const CacheLineAllocator<U>&) const { return true; }
+};
 
 class PackedGemv {
 public:
@@ -29,10 +50,15 @@ public:
     bool empty() const { return w_.empty(); }
     /// Whether this CPU runs the packed kernel (AVX2 and FMA).
     static bool supported();
+    /// Whether run() takes the AVX-512 kernel (this CPU has AVX-512F, two or four gates, and
+    /// KILN_RNN_GEMV_AVX512 is not 0); off: the AVX2 one (tests run both).
+    bool avx512() const { return avx512_; }
+    void set_avx512(bool on);
 
 private:
     int64_t k_ = 0, nq_ = 0, hp_ = 0;
-    std::vector<float> w_;  // [ceil(hp / 8)][K][nq][8], zero past hp
+    std::vector<float, CacheLineAllocator<float>> w_;  // [ceil(hp / 8)][K][nq][8], zero past hp
+    bool avx512_ = false;
 };
 
 }  // namespace kiln::runtime::rnn

@@ -24,15 +24,18 @@ void check_gemv(int64_t H, int64_t K, int64_t gates, int64_t q0, int64_t nq, int
     std::vector<float> r(static_cast<size_t>(gates * H * K)), h(static_cast<size_t>(K));
     for (float& x : r) x = u(rng);
     for (float& x : h) x = u(rng);
-    const PackedGemv g(r.data(), H, K, q0, nq, j0, hp);
-    for (bool backward : {false, true}) {
+    PackedGemv g(r.data(), H, K, q0, nq, j0, hp);
+    for (int isa = 0; isa < 4; ++isa) {  // AVX-512 where this CPU and the gate count allow it, then AVX2
+        const bool backward = isa % 2 == 1;
+        g.set_avx512(isa < 2);
         std::vector<float> y(static_cast<size_t>(nq * hp), NAN);
         g.run(h.data(), y.data(), backward);
         for (int64_t q = 0; q < nq; ++q)
             for (int64_t j = 0; j < hp; ++j) {
                 double want = 0;
                 for (int64_t k = 0; k < K; ++k) want += double(r[((q0 + q) * H + j0 + j) * K + k]) * h[k];
-                ASSERT_NEAR(y[q * hp + j], want, 1e-4) << "H=" << H << " K=" << K << " q=" << q << " j=" << j;
+                ASSERT_NEAR(y[q * hp + j], want, 1e-4) << "H=" << H << " K=" << K << " q=" << q << " j=" << j
+                                                        << " avx512=" << g.avx512();
             }
     }
 }
@@ -45,6 +48,8 @@ TEST(RnnGemv, MatchesADotProductForEveryGateCountAndRaggedParts) {
     check_gemv(37, 37, 3, 2, 1, 16, 21);    // GRU's h gate on r * h
     check_gemv(5, 5, 1, 0, 1, 0, 5);        // an RNN smaller than one block
     check_gemv(40, 24, 3, 0, 3, 8, 32);     // K other than H
+    check_gemv(64, 67, 4, 0, 4, 0, 64);     // K not a multiple of the AVX-512 kernel's unroll
+    check_gemv(30, 30, 3, 0, 2, 0, 30);     // two gates (GRU's z, r) on the AVX-512 kernel, a partial block
 }
 
 /// Runs a loop of `steps` x `parts` items on `tasks` threads; checks the order invariant.

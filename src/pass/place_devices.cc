@@ -52,7 +52,7 @@ double RooflineCostModel::kernel_seconds(const std::vector<const ir::Node*>& nod
         for (const ir::Value* v : n->inputs())
             if (v && !inside.count(v->producer())) bytes += static_cast<double>(op::type_bytes(v->type()));
         for (const ir::Value* v : n->outputs()) {
-            bool read_outside = v->users().empty();  // a model output
+            bool read_outside = v->users().empty();  // unread here: a model output
             for (const ir::Node* u : v->users()) read_outside |= !inside.count(u);
             if (read_outside) bytes += static_cast<double>(op::type_bytes(v->type()));
         }
@@ -76,6 +76,10 @@ bool is_integer(DType t) {
     return t == DType::kInt64 || t == DType::kInt32 || t == DType::kInt16 || t == DType::kInt8 || t == DType::kUInt8 ||
            t == DType::kBool;
 }
+
+/// Each sweep lowers the estimate or ends the search; 16 is far more than the test models need
+/// (one or two), and bounds the time on a graph of thousands of nodes.
+constexpr int kMaxSweeps = 16;
 
 struct Cluster {
     std::vector<const ir::Node*> nodes;
@@ -104,8 +108,8 @@ public:
             for (Device d : {Device::kCpu, Device::kCuda}) c.seconds[static_cast<int>(d)] = cost_->kernel_seconds(c.nodes, d);
         if (o_.by_cost) {
             greedy();
-            for (int sweep = 0; sweep < 16 && improve(); ++sweep) {
-            }
+            for (int sweep = 0; sweep < kMaxSweeps; ++sweep)
+                if (!improve()) break;
         } else {
             for (Cluster& c : clusters_)
                 if (!c.fixed) c.place = {o_.target, PlaceReason::kTarget};

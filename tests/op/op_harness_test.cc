@@ -168,6 +168,11 @@ std::vector<Case> all_cases() {
     // KilnReshape (symbolic compiles' Reshape to dims as text); static dims here.
     add("kiln_reshape", "KilnReshape", {in(F32, {2, 3, 4})}, {{"dims", std::vector<std::string>{"4", "1", "6"}}},
         copy_ref());
+    // KilnDeviceCopy (a placement's copy between host and device): its value is its input's.
+    add("device_copy_f32", "KilnDeviceCopy", {in(F32, {2, 3, 4})},
+        {{"from", std::string("cpu")}, {"to", std::string("cuda")}}, copy_ref());
+    add("device_copy_i64", "KilnDeviceCopy", {in(I64, {5}, -9, 9)}, {{"from", std::string("cuda")}, {"to", std::string("cpu")}},
+        copy_ref());
     add("transpose_default", "Transpose", {in(F32, {2, 3, 4})}, {}, transpose_ref());
     add("transpose_perm_u8", "Transpose", {in(U8, {2, 3, 4, 5}, 0, 255)}, {{"perm", Ints{0, 2, 3, 1}}}, transpose_ref());
     add("concat_axis1", "Concat", {in(F32, {2, 3}), in(F32, {2, 1}), in(F32, {2, 4})}, {{"axis", int64_t{1}}}, concat_ref());

@@ -157,17 +157,17 @@ void add_unit_on_host(CudaProgram& p, std::unordered_map<const ir::Value*, int>&
 /// shape-computation rule is off.
 pass::Placement place_units(const ir::Graph& g, const std::vector<KernelUnit>& units, const CudaCompileOptions& opts) {
     static const te::KnobValues kUntuned;
-    auto host_only = std::make_shared<std::unordered_set<const ir::Node*>>();
+    std::unordered_set<const ir::Node*> host_only;
     for (const KernelUnit& u : units)
-        if (extern_choice(u, KernelSource::kGenerated, kUntuned)) host_only->insert(u.nodes.begin(), u.nodes.end());
+        if (extern_choice(u, KernelSource::kGenerated, kUntuned)) host_only.insert(u.nodes.begin(), u.nodes.end());
     pass::PlacementOptions po;
     po.target = pass::Device::kCuda;
     po.pins = opts.pins;
     po.op_pins = opts.op_pins;
-    po.has_kernel = [host_only](const ir::Node& n, pass::Device d) {
+    po.has_kernel = [&host_only](const ir::Node& n, pass::Device d) {  // called inside place_devices only
         if (d == pass::Device::kCpu) return true;
         const op::OpDef* def = op::OpRegistry::global().find(n.op());
-        return def && def->compute && !host_only->count(&n);
+        return def && def->compute && !host_only.count(&n);
     };
     po.host_shape_elements = -1;
     po.by_cost = opts.place_by_cost;

@@ -1,13 +1,13 @@
 #include "compiler/lower_group.h"
 
 #include <algorithm>
-#include <map>
 #include <queue>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "codegen/c_emitter.h"
+#include "ir/fusion_groups.h"
 #include "op/registry.h"
 #include "op/schedule_util.h"
 #include "support/error.h"
@@ -200,22 +200,12 @@ std::string KernelUnit::ops() const {
 }
 
 std::vector<KernelUnit> partition_kernels(const ir::Graph& g) {
-    std::vector<ir::Node*> nodes = g.nodes();
+    const std::vector<ir::Node*> nodes = g.nodes();
+    ir::FusionGroups groups = ir::fusion_groups(g);
     std::unordered_map<const ir::Node*, int> unit_of;
-    std::vector<KernelUnit> units;
-    std::map<int, int> unit_of_group;
-    for (ir::Node* n : nodes) {
-        int u;
-        if (n->group() >= 0 && unit_of_group.count(n->group())) {
-            u = unit_of_group[n->group()];
-        } else {
-            u = static_cast<int>(units.size());
-            units.emplace_back();
-            if (n->group() >= 0) unit_of_group[n->group()] = u;
-        }
-        units[u].nodes.push_back(n);
-        unit_of[n] = u;
-    }
+    for (size_t i = 0; i < nodes.size(); ++i) unit_of[nodes[i]] = groups.set_of[i];
+    std::vector<KernelUnit> units(groups.sets.size());
+    for (size_t u = 0; u < units.size(); ++u) units[u].nodes = std::move(groups.sets[u]);
     std::unordered_set<const ir::Value*> graph_outputs(g.outputs().begin(), g.outputs().end());
     const int nu = static_cast<int>(units.size());
     std::vector<std::set<int>> succ(nu);

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "ir/fusion_groups.h"
 #include "op/node_cost.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -126,18 +127,11 @@ private:
     }
 
     void make_clusters() {
-        std::map<int, int> of_group;
-        for (const ir::Node* n : g_.nodes()) {
-            int c;
-            if (n->group() >= 0 && of_group.count(n->group())) {
-                c = of_group[n->group()];
-            } else {
-                c = static_cast<int>(clusters_.size());
-                clusters_.emplace_back();
-                if (n->group() >= 0) of_group[n->group()] = c;
-            }
-            clusters_[c].nodes.push_back(n);
-            cluster_of_[n] = c;
+        const ir::FusionGroups groups = ir::fusion_groups(g_);
+        clusters_.resize(groups.sets.size());
+        for (size_t c = 0; c < clusters_.size(); ++c) {
+            clusters_[c].nodes.assign(groups.sets[c].begin(), groups.sets[c].end());
+            for (const ir::Node* n : groups.sets[c]) cluster_of_[n] = static_cast<int>(c);
         }
         for (Cluster& c : clusters_) {
             std::set<const ir::Value*> reads, writes;

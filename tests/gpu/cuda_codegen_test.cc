@@ -165,6 +165,18 @@ TEST(CudaCodegen, MovingTheBiasOutOfTheConvKeepsItsValues) {
     }
 }
 
+/// compile_cuda of the graph `text` fails with `kind`, its message naming `needle`.
+void expect_compile_error(const char* text, const compiler::CudaCompileOptions& o, ErrorKind kind, const std::string& needle) {
+    ir::Graph g = ir::parse_graph(text);
+    try {
+        compiler::compile_cuda(g, o);
+        ADD_FAILURE() << "expected " << error_kind_name(kind) << " naming " << needle;
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), kind) << e.what();
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+}
+
 TEST(CudaCodegen, OpsWithoutCudaKernelsArePlacedOnTheHost) {
     ir::Graph g = ir::parse_graph(gpu_testing::placement_case());
     compiler::CudaCompiledModel m = compiler::compile_cuda(g, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false});
@@ -173,14 +185,9 @@ TEST(CudaCodegen, OpsWithoutCudaKernelsArePlacedOnTheHost) {
     for (const runtime::cuda::CudaStepDesc& s : m.program->steps) host += !s.host_extern.empty();
     EXPECT_EQ(host, 1);
     EXPECT_GE(m.program->steps.size(), 3u);  // Neg on the GPU, CumSum on the host, Relu on the GPU
-    ir::Graph g2 = ir::parse_graph(gpu_testing::placement_case());
-    try {
-        compiler::compile_cuda(g2, {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false, .cpu_fallback = false});
-        FAIL() << "expected kUnsupported";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-        EXPECT_NE(std::string(e.what()).find("CumSum"), std::string::npos) << e.what();
-    }
+    expect_compile_error(gpu_testing::placement_case(),
+                         {.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false, .cpu_fallback = false},
+                         ErrorKind::kUnsupported, "CumSum");
 }
 
 // The placement the GPU compile makes, as `kiln inspect --place cuda` prints it: CumSum on the
@@ -197,25 +204,11 @@ TEST(CudaCodegen, PlacementReportShowsRulesPinsAndCopies) {
     compiler::CudaCompileOptions o{.dims = {}, .opt_level = 3, .arch = 90, .use_cublas = false, .use_cudnn = false};
     o.pins = {{"m", pass::Device::kCpu}};
     EXPECT_NE(compiler::cuda_placement_report(pinned, o).find("cpu   pinned"), std::string::npos);
-    ir::Graph bad = ir::parse_graph(gpu_testing::pinned_case());
     o.pins = {{"matmul", pass::Device::kCpu}};
-    try {
-        compiler::compile_cuda(bad, o);
-        FAIL() << "expected kInvalidArgument";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-        EXPECT_NE(std::string(e.what()).find("'matmul=cpu'"), std::string::npos) << e.what();
-    }
-    ir::Graph no_fallback = ir::parse_graph(gpu_testing::pinned_case());
+    expect_compile_error(gpu_testing::pinned_case(), o, ErrorKind::kInvalidArgument, "'matmul=cpu'");
     o.pins = {{"m", pass::Device::kCpu}};
     o.cpu_fallback = false;
-    try {
-        compiler::compile_cuda(no_fallback, o);
-        FAIL() << "expected kUnsupported";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-        EXPECT_NE(std::string(e.what()).find("pinned"), std::string::npos) << e.what();
-    }
+    expect_compile_error(gpu_testing::pinned_case(), o, ErrorKind::kUnsupported, "pinned");
 }
 
 TEST(CudaCodegen, BindLaunchesTheBoundExtents) {

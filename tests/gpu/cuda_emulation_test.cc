@@ -92,13 +92,11 @@ void call_entry(Entry f, std::vector<void*>& a) {
     FAIL() << "emulator: " << a.size() << " kernel arguments";
 }
 
-/// Runs the program's steps on the host (see the file comment).
-std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vector<Tensor>& inputs) {
-    const CudaProgram& p = *m.program;
-    // Per buffer, host memory standing in for the device's: the planned intermediates at their
-    // offsets in one arena filled with NaN, so a plan that lets two live buffers share bytes or
-    // a kernel that reads what it never wrote shows in the outputs.
-    std::vector<float> arena((p.arena_bytes + 3) / 4, std::numeric_limits<float>::quiet_NaN());
+/// Per buffer, host memory standing in for the device's: the planned intermediates at their
+/// offsets in `arena` (filled with NaN, so a plan that lets two live buffers share bytes or a
+/// kernel that reads what it never wrote shows in the outputs), the inputs copied in.
+std::vector<Tensor> device_memory(const CudaProgram& p, const std::vector<Tensor>& inputs, std::vector<float>& arena) {
+    arena.assign((p.arena_bytes + 3) / 4, std::numeric_limits<float>::quiet_NaN());
     std::vector<Tensor> mem;
     for (const runtime::BufferDesc& b : p.buffers) {
         if (b.arena_offset >= 0) {
@@ -109,6 +107,21 @@ std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vec
         }
     }
     for (size_t i = 0; i < inputs.size(); ++i) mem[p.inputs[i]] = inputs[i].clone();
+    return mem;
+}
+
+/// Copies of the program's outputs out of `mem` (before the arena goes).
+std::vector<Tensor> outputs_of(const CudaProgram& p, const std::vector<Tensor>& mem) {
+    std::vector<Tensor> outs;
+    for (int o : p.outputs) outs.push_back(mem[o].clone());
+    return outs;
+}
+
+/// Runs the program's steps on the host (see the file comment).
+std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vector<Tensor>& inputs) {
+    const CudaProgram& p = *m.program;
+    std::vector<float> arena;
+    std::vector<Tensor> mem = device_memory(p, inputs, arena);
     std::vector<void*> libs;
     static int built = 0;  // a fresh file name per library: dlopen returns a loaded path's old handle
     for (size_t k = 0; k < p.kernels.size(); ++k) libs.push_back(build_host_library(m.kernel_sources[k], "k" + std::to_string(built++)));
@@ -155,9 +168,7 @@ std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vec
         }
     }
     for (void* h : libs) dlclose(h);
-    std::vector<Tensor> outs;
-    for (int o : p.outputs) outs.push_back(mem[o].clone());
-    return outs;
+    return outputs_of(p, mem);
 }
 
 /// A preemptible program (CudaCompileOptions::preemptible) run with its stop flag set as block
@@ -168,10 +179,8 @@ std::vector<Tensor> emulate(const compiler::CudaCompiledModel& m, const std::vec
 std::vector<Tensor> emulate_stopped_and_resumed(const compiler::CudaCompiledModel& m, const std::vector<Tensor>& inputs,
                                                 int stop_launch, unsigned stop_block, std::vector<int>& cut_launches) {
     const CudaProgram& p = *m.program;
-    std::vector<Tensor> mem;
-    for (const runtime::BufferDesc& b : p.buffers)
-        mem.push_back(b.role == runtime::BufferRole::kConstant ? b.constant.clone() : Tensor(b.dtype, b.shape));
-    for (size_t i = 0; i < inputs.size(); ++i) mem[p.inputs[i]] = inputs[i].clone();
+    std::vector<float> arena;
+    std::vector<Tensor> mem = device_memory(p, inputs, arena);
     static std::map<std::string, void*> built;  // per source, kept for the process: the cut cases share them
     std::vector<void*> libs;
     for (size_t k = 0; k < p.kernels.size(); ++k) {
@@ -227,9 +236,7 @@ std::vector<Tensor> emulate_stopped_and_resumed(const compiler::CudaCompiledMode
         if (cut[i]) cut_launches.push_back(static_cast<int>(i));
     stop = 0;  // real-time work done: resume from the first cut launch
     if (!cut_launches.empty()) run(static_cast<size_t>(cut_launches.front()), false);
-    std::vector<Tensor> outs;
-    for (int o : p.outputs) outs.push_back(mem[o].clone());
-    return outs;
+    return outputs_of(p, mem);
 }
 
 /// The emulator needs a host C++ compiler (the development and CI machines have one).

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <optional>
@@ -45,6 +46,17 @@ InferRequest request(const std::string& model, const std::string& input, Tensor 
     r.model = model;
     r.inputs.push_back({input, std::move(t)});
     return r;
+}
+
+/// Waits (up to 10 s) until the server's metrics show runs of `priority` holding `cores`
+/// cores, or `finished()` (the run ended first); whether the metrics showed it.
+bool wait_for_cores(Server& s, const char* priority, int cores, const std::function<bool()>& finished) {
+    const std::string line = std::string("kiln_cores_in_use{priority=\"") + priority + "\"} " + std::to_string(cores) + "\n";
+    for (int i = 0; i < 100000 && !finished(); ++i) {
+        if (s.metrics_text().find(line) != std::string::npos) return true;
+        std::this_thread::sleep_for(100us);
+    }
+    return s.metrics_text().find(line) != std::string::npos;
 }
 
 std::unique_ptr<Server> start(const TempRepo& repo, ServerOptions opts = {}) {
@@ -236,11 +248,9 @@ TEST(serve_Server, RealTimeDuringBestEffortBothCorrect) {
         be_answer->set_value({std::move(f), std::move(r)});
     });
     // infer() queued the request before returning; the model's worker takes it and runs it.
-    const std::string be_cores = "kiln_cores_in_use{priority=\"best_effort\"} 2\n";
-    for (int i = 0; i < 100000 && s->metrics_text().find(be_cores) == std::string::npos && be_done_at == 0; ++i)
-        std::this_thread::sleep_for(100us);
+    const bool held = wait_for_cores(*s, "best_effort", 2, [&] { return be_done_at != 0; });
     ASSERT_EQ(be_done_at.load(), 0) << "the BE run ended before the test saw it hold its cores";
-    ASSERT_NE(s->metrics_text().find(be_cores), std::string::npos) << "the BE run never held both cores";
+    ASSERT_TRUE(held) << "the BE run never held both cores";
     InferRequest rt = request("deep", "x", small.clone());
     rt.priority = Priority::kRealTime;
     // Both answer times are taken in the answer callbacks (a time taken after the future
@@ -275,11 +285,7 @@ TEST(serve_Server, ACallerWaitsRealTimeRequestRunsOnTheCallersThread) {
     InferRequest be = request("deep", "x", big.clone());
     be.priority = Priority::kBestEffort;
     auto be_answer = send(*s, std::move(be));
-    const std::string be_cores = "kiln_cores_in_use{priority=\"best_effort\"} 2\n";
-    for (int i = 0; i < 100000 && s->metrics_text().find(be_cores) == std::string::npos &&
-                    be_answer.wait_for(0s) != std::future_status::ready;
-         ++i)
-        std::this_thread::sleep_for(100us);
+    wait_for_cores(*s, "best_effort", 2, [&] { return be_answer.wait_for(0s) == std::future_status::ready; });
     ASSERT_NE(be_answer.wait_for(0s), std::future_status::ready) << "the BE run ended before the RT request came";
     InferRequest rt = request("deep", "x", small.clone());
     rt.priority = Priority::kRealTime;
@@ -317,11 +323,7 @@ TEST(serve_Server, AnExpiredRealTimeRequestGivesItsClaimOnTheCoresBack) {
     InferRequest a = request("deep", "x", random_tensor({512, 256}, 1));
     a.priority = Priority::kRealTime;
     auto a_answer = send(*s, std::move(a));
-    const std::string rt_cores = "kiln_cores_in_use{priority=\"realtime\"} 2\n";
-    for (int i = 0; i < 100000 && s->metrics_text().find(rt_cores) == std::string::npos &&
-                    a_answer.wait_for(0s) != std::future_status::ready;
-         ++i)
-        std::this_thread::sleep_for(100us);
+    wait_for_cores(*s, "realtime", 2, [&] { return a_answer.wait_for(0s) == std::future_status::ready; });
     InferRequest b = request("deep", "x", random_tensor({1, 256}, 2));
     b.priority = Priority::kRealTime;
     b.timeout = 1ms;

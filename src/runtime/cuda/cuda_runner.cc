@@ -128,6 +128,7 @@ void CudaRunner::allocate_buffers() {
 }
 
 void CudaRunner::prepare_launches() {
+    int next_cut_slot = 0;  // cut flags in launch order
     for (const CudaStepDesc& s : prog_->steps) {
         if (!s.host_extern.empty() || s.host_program) {
             prepare_host_step(s);
@@ -157,11 +158,10 @@ void CudaRunner::prepare_launches() {
             Launch l{functions_[s.kernel][e], k.entries[e].grid, k.entries[e].block, values, {},
                      k.entries[e].name + " of " + s.node_name + " (" + k.description + ")"};
             if (k.stoppable) {  // the stop flag, then this launch's cut flag
-                const int slot = cut_slot_.empty() ? 0 : *std::max_element(cut_slot_.begin(), cut_slot_.end()) + 1;
                 l.values.push_back(dptr(stop_flag_));
-                l.values.push_back(dptr(cut_flags_ + slot));
+                l.values.push_back(dptr(cut_flags_ + next_cut_slot));
                 cut_slot_.resize(launches_.size(), -1);
-                cut_slot_.push_back(slot);
+                cut_slot_.push_back(next_cut_slot++);
             }
             launches_.push_back(std::move(l));
         }

@@ -15,6 +15,7 @@
 #include "pass/fuse_operators.h"
 #include "pass/fuse_qdq.h"
 #include "pass/infer_shapes.h"
+#include "pass/lift_conv_1d.h"
 #include "pass/pack_matmul_weights.h"
 #include "pass/lower_einsum.h"
 #include "pass/simplify_algebra.h"
@@ -41,6 +42,8 @@ const std::vector<Pass>& all_passes() {
         {"eliminate-dead-code", 1, "drop unused nodes and constants", eliminate_dead_code},
         // After BN folding (the blocked conv takes the folded weights); its weight repacking is
         // constant-only nodes, evaluated right after, and the unpacked weights then die.
+        // Before transform-layout, which then blocks the lifted convs as 2-D ones.
+        {"lift-conv-1d", 3, "1-D convs as 2-D over a unit height, their elementwise ops lifted too", lift_conv_1d},
         {"transform-layout", 3, "blocked NCHWc convolutions, layout transforms hoisted", transform_layout},
         // Before the fold below, which evaluates the packing (constant B -> [N/nb, K, nb]).
         {"pack-matmul-weights", 3, "MatMul/Gemm with constant B read a packed B", pack_matmul_weights},

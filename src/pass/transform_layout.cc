@@ -292,7 +292,8 @@ int64_t per_channel(const ir::Value* v, int64_t channels) {
 }
 
 const std::set<std::string>& unary_ops() {
-    static const std::set<std::string> ops = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish"};
+    static const std::set<std::string> ops = {"Relu",        "Clip",      "LeakyRelu", "Sigmoid",
+                                              "Tanh",        "HardSigmoid", "HardSwish", "Erf"};
     return ops;
 }
 

@@ -10,7 +10,7 @@
 // The packing nodes are constant-only: fold_constants evaluates them (weights are packed at
 // compile time). Then, to a fixed point, FromBlocked moves below the ops that can run blocked:
 //  - ToBlocked(FromBlocked(t)) with the same block is t (a chain of convs stays blocked);
-//  - an elementwise op (Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish; Add, Sub,
+//  - an elementwise op (Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Erf; Add, Sub,
 //    Mul, Div) whose tensor operands are FromBlocked values of the same block, constants that
 //    are scalars or per-channel, or (for a binary op with a blocked operand) NCHW values of the
 //    output's type, runs in the blocked layout (per-channel constants become

@@ -11,6 +11,8 @@ every source must agree with ONNX
 Runtime at 1 and 2 threads. Tolerance: FMA and reassociated
 reductions of at most a few hundred O(1) terms: rtol/atol 1e-4.
 """
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -197,3 +199,67 @@ def test_conv1d_channels_last_reorders_match_ort(tmp_path, batch, cin, cout, wid
     for threads in ("1", "2"):
         outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"t{threads}"), extra=["--threads", threads])
         assert_matches_ort(outs, ref, f"conv1d b{batch} c{cin}->{cout} w{width} --threads {threads}", RTOL, ATOL)
+
+
+def _conv1d_stack(rng, tmp_path, batch, channels, width):
+    """A 1-D conv stack as a TCN or an audio front end has it: a dilated conv with bias, ReLU, a
+    per-channel scale [C, 1], a strided grouped conv with asymmetric pads, GELU (Erf form), PReLU
+    with a [C, 1] slope, a residual add of a strided 1x1 conv of the input, and the ReLU's output
+    as a second graph output (a value inside the lifted region)."""
+    c = channels
+
+    def w(cout, cin, k):
+        return numpy_helper.from_array((_rand(rng, cout, cin, k) / np.sqrt(cin * k)).astype(np.float32), f"w{len(inits)}")
+
+    inits = []
+    inits.append(w(c, c, 3))                                                      # w0
+    inits.append(numpy_helper.from_array(_rand(rng, c), "b0"))
+    inits.append(numpy_helper.from_array((_rand(rng, c, 1) + 1).astype(np.float32), "scale"))
+    inits.append(w(c, c // 2, 5))                                                 # w3: group 2
+    inits.append(numpy_helper.from_array(np.array(np.sqrt(2), np.float32), "sqrt2"))
+    inits.append(numpy_helper.from_array(np.array(1, np.float32), "one"))
+    inits.append(numpy_helper.from_array(np.array(0.5, np.float32), "half"))
+    inits.append(numpy_helper.from_array((_rand(rng, c, 1) * 0.5).astype(np.float32), "slope"))
+    inits.append(w(c, c, 1))                                                      # w8
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w0", "b0"], ["c0"], dilations=[4], pads=[4, 4]),
+        n("Relu", ["c0"], ["r0"]),
+        n("Mul", ["r0", "scale"], ["s0"]),
+        n("Conv", ["s0", "w3"], ["c1"], group=2, strides=[2], pads=[1, 3]),
+        n("Div", ["c1", "sqrt2"], ["g0"]), n("Erf", ["g0"], ["g1"]), n("Add", ["g1", "one"], ["g2"]),
+        n("Mul", ["c1", "g2"], ["g3"]), n("Mul", ["g3", "half"], ["g4"]),
+        n("PRelu", ["g4", "slope"], ["p0"]),
+        n("Conv", ["x", "w8"], ["skip"], strides=[2]),
+        n("Add", ["p0", "skip"], ["y"]),
+    ]
+    out_w = (width - 1) // 2 + 1
+    g = helper.make_graph(nodes, "tcn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, c, width])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, c, out_w]),
+                           helper.make_tensor_value_info("r0", TensorProto.FLOAT, [batch, c, width])], inits)
+    path = tmp_path / "tcn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "in.npz", x=_rand(rng, batch, c, width))
+    return str(path), str(tmp_path / "in.npz")
+
+
+@pytest.mark.parametrize("batch,channels,width,blocked", [(1, 32, 1024, 3), (2, 24, 61, 2), (1, 10, 40, 0)])
+def test_conv1d_stack_lifted_to_2d_matches_ort(tmp_path, batch, channels, width, blocked):
+    """pass/lift_conv_1d.h: the 1-D convs run as 2-D ones over a unit height, blocked where the
+    channels allow (32: blocks of 16; 24: one NHWC block, the grouped conv's 12 channels a group
+    plain; 10: no block, plain 2-D convs), with their elementwise ops; at -O2 (no lifting) the same model runs 1-D. Both against ORT."""
+    path, inputs = _conv1d_stack(np.random.default_rng(channels), tmp_path, batch, channels, width)
+    ir = run_kiln(["inspect", path])
+    assert ir.returncode == 0, ir.stderr
+    graph = ir.stdout.split("// passes")[0]
+    convs = [ln for ln in graph.splitlines() if re.search(r"= (Conv|KilnConv2dNCHWc)\(", ln)]
+    ranks = [len(re.search(r": f32\[([^\]]*)\]", ln).group(1).split(",")) for ln in convs]
+    assert len(convs) == 3 and all(r >= 4 for r in ranks), graph  # no conv left 1-D
+    assert graph.count("KilnConv2dNCHWc(") == blocked, graph
+    feed = dict(np.load(inputs))
+    ref = ort_outputs(path, feed)
+    for opt in ("3", "2"):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"O{opt}t{threads}"),
+                                     extra=["--threads", threads, "-O", opt])
+            assert_matches_ort(outs, ref, f"conv1d stack c{channels} w{width} -O{opt} --threads {threads}", RTOL, ATOL)

@@ -33,6 +33,10 @@ using te::Var;
 // (every output element fused, in parallel when large, the window loops innermost; default),
 // 1 = the leading output axes fused (in parallel when large), then the window loops, then the
 // last output axis innermost and vectorized.
+/// The longest output row a window reduction accumulates in a local tile (a row of floats in
+/// registers and L1; longer rows accumulate in the output).
+constexpr int64_t kMaxLocalPoolRow = 256;
+
 void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         const te::Tensor& t = st.tensor();
@@ -63,6 +67,9 @@ void pool_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
         order.push_back(st.axis(nd - 1));
         st.reorder(order);
         st.vectorize(st.axis(nd - 1));
+        // The row accumulates in a local tile, written once: into the output, its zeroing was a
+        // serial loop of its own and every window tap a load and store of the row.
+        if (t->shape[nd - 1] <= kMaxLocalPoolRow) st.cache_write_local();
         int64_t work = t->numel();
         for (const auto& r : st.all_reduce_axes()) work *= r->extent;
         if (work > kParallelMin && t->numel() / t->shape[nd - 1] > 1) st.parallel(f);

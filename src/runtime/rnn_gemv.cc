@@ -91,8 +91,11 @@ __attribute__((target("avx512f"))) void block512(const float* w, const float* h,
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) {
         const __m512 s = _mm512_add_ps(_mm512_add_ps(a[0][p], a[1][p]), _mm512_add_ps(a[2][p], a[3][p]));
-        _mm256_storeu_ps(out + 2 * p * stride, _mm512_castps512_ps256(s));
-        _mm256_storeu_ps(out + (2 * p + 1) * stride, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+        // Each half by a masked store (lanes 8-15 land at gate 2p + 1's row; masked-off lanes are
+        // not touched): with the 256-bit cast and extract GCC 12 warned of an uninitialized
+        // operand inside its own intrinsics.
+        _mm512_mask_storeu_ps(out + 2 * p * stride, 0x00FF, s);
+        _mm512_mask_storeu_ps(out + (2 * p + 1) * stride - 8, 0xFF00, s);
     }
 }
 

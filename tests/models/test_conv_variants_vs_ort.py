@@ -263,3 +263,54 @@ def test_conv1d_stack_lifted_to_2d_matches_ort(tmp_path, batch, channels, width,
             outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"O{opt}t{threads}"),
                                      extra=["--threads", threads, "-O", opt])
             assert_matches_ort(outs, ref, f"conv1d stack c{channels} w{width} -O{opt} --threads {threads}", RTOL, ATOL)
+
+
+def _conv1d_then(tmp_path, rng, tail, auto_pad=None):
+    """x [2, 16, 50] -> Conv1d 16->32 (k3; pads 1 or auto_pad) + Relu -> `tail` nodes reading "r"."""
+    c_attrs = dict(auto_pad=auto_pad, strides=[2]) if auto_pad else dict(pads=[1, 1])
+    w = numpy_helper.from_array((_rand(rng, 32, 16, 3) / 7).astype(np.float32), "w")
+    w2 = numpy_helper.from_array((_rand(rng, 32, 32, 1) / 6).astype(np.float32), "w2")
+    proj = numpy_helper.from_array((_rand(rng, 32, 8) / 6).astype(np.float32), "proj")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3], **c_attrs),
+             helper.make_node("Relu", ["c"], ["r"])] + tail
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 50])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, w2, proj])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "in.npz", x=_rand(rng, 2, 16, 50))
+    return str(path), str(tmp_path / "in.npz")
+
+
+N_ = helper.make_node
+LIFTED_TAILS = {
+    # a 1-D MaxPool between two convs: the lifted region ends before it and starts again after
+    "maxpool_then_conv": [N_("MaxPool", ["r"], ["p"], kernel_shape=[2], strides=[2]),
+                          N_("Conv", ["p", "w2"], ["y"])],
+    # the audio-encoder pattern: conv front end, then [N, W, C] for a projection
+    "transpose_matmul": [N_("Transpose", ["r"], ["t"], perm=[0, 2, 1]), N_("MatMul", ["t", "proj"], ["y"])],
+    "global_pool": [N_("Conv", ["r", "w2"], ["c2"]), N_("GlobalAveragePool", ["c2"], ["y"])],
+    "reduce_mean_last": [N_("Conv", ["r", "w2"], ["c2"]), N_("ReduceMean", ["c2"], ["y"], axes=[2], keepdims=0)],
+}
+
+
+@pytest.mark.parametrize("tail", sorted(LIFTED_TAILS))
+def test_lifted_conv1d_region_ends_where_1d_ops_start(tmp_path, tail):
+    """pass/lift_conv_1d.h: the lifted region meets ops that stay 1-D (pools, transposes, products,
+    reductions over the width) through the squeezing Reshape; the results against ONNX Runtime."""
+    path, inputs = _conv1d_then(tmp_path, np.random.default_rng(len(tail)), LIFTED_TAILS[tail])
+    ref = ort_outputs(path, dict(np.load(inputs)))
+    for threads in ("1", "2"):
+        outs, _ = kiln_run_model(path, inputs, str(tmp_path / f"t{threads}"), extra=["--threads", threads])
+        assert_matches_ort(outs, ref, f"{tail} --threads {threads}", RTOL, ATOL)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_lifted_conv1d_keeps_auto_pad(tmp_path, auto_pad):
+    """auto_pad with stride 2 on an even width: SAME_UPPER and SAME_LOWER pad the two ends
+    differently; the lifted 2-D conv pads only the width."""
+    path, inputs = _conv1d_then(tmp_path, np.random.default_rng(3), [N_("Conv", ["r", "w2"], ["y"])], auto_pad)
+    ir = run_kiln(["inspect", path])
+    assert ir.returncode == 0 and "kernel_shape=[1,3]" in ir.stdout.replace(" ", ""), ir.stdout[-2000:]
+    ref = ort_outputs(path, dict(np.load(inputs)))
+    outs, _ = kiln_run_model(path, inputs, str(tmp_path / "out"), extra=["--threads", "2"])
+    assert_matches_ort(outs, ref, f"auto_pad {auto_pad}", RTOL, ATOL)

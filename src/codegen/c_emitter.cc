@@ -83,6 +83,12 @@ public:
                 stmt(a.body);
                 break;
             }
+            case StmtKind::kPrefetch: {
+                const auto& pf = static_cast<const tir::PrefetchNode&>(*s);
+                use_buffer(pf.buffer.get());
+                expr(pf.index);
+                break;
+            }
         }
     }
     void bind_var(const te::VarNode* v) { bound_vars_.insert(v); }
@@ -155,6 +161,7 @@ bool stores_depend_on(const tir::Stmt& s, const te::VarNode* v) {
             return stores_depend_on(i.then_case, v) && stores_depend_on(i.else_case, v);
         }
         case StmtKind::kAllocate: return stores_depend_on(static_cast<const tir::AllocateNode&>(*s).body, v);
+        case StmtKind::kPrefetch: return true;  // stores nothing
     }
     return true;
 }
@@ -254,6 +261,13 @@ private:
             case StmtKind::kSeq:
                 for (const auto& x : static_cast<const tir::SeqNode&>(*s).stmts) stmt(x, sc);
                 break;
+            case StmtKind::kPrefetch: {  // into L2 (locality 2: prefetcht1), for a read
+                const auto& pf = static_cast<const tir::PrefetchNode&>(*s);
+                pad(sc);
+                *sc.out << "__builtin_prefetch(&" << names_.buffer(pf.buffer.get()) << "[" << strip_parens(e(pf.index))
+                        << "], 0, 2);\n";
+                break;
+            }
             case StmtKind::kIf: {
                 const auto& i = static_cast<const tir::IfNode&>(*s);
                 pad(sc);

@@ -116,6 +116,7 @@ public:
                 pad(indent) << "}\n";
                 break;
             }
+            case StmtKind::kPrefetch: break;  // a CPU cache hint
         }
     }
 

@@ -40,6 +40,7 @@ public:
                 break;
             }
             case StmtKind::kAllocate: stmt(static_cast<const tir::AllocateNode&>(*s).body); break;
+            case StmtKind::kPrefetch: expr(static_cast<const tir::PrefetchNode&>(*s).index); break;
         }
     }
 

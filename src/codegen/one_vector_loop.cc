@@ -66,6 +66,7 @@ bool accesses_ok(const tir::Stmt& s, const te::VarNode* v) {
             return loads_ok(i.cond, v) && accesses_ok(i.then_case, v) && accesses_ok(i.else_case, v);
         }
         case StmtKind::kAllocate: return accesses_ok(static_cast<const tir::AllocateNode&>(*s).body, v);
+        case StmtKind::kPrefetch: return false;  // one per lane would be no vector operation
     }
     return false;
 }

@@ -191,6 +191,14 @@ void Stage::cache_write_local() {
     local_ = true;
 }
 
+void Stage::prefetch(const Tensor& t, const IterVar& at, std::vector<Expr> index) {
+    leaf_pos(at);  // throws kInvalidArgument if `at` is not a loop of this stage
+    KILN_CHECK(t && index.size() == t->shape.size(), kInvalidArgument)
+        << "stage '" << tensor_->name << "': prefetch of " << (t ? t->name : std::string("a null tensor")) << " needs "
+        << (t ? t->shape.size() : 0) << " index expressions, got " << index.size();
+    prefetches_.push_back({t, at, std::move(index)});
+}
+
 LoopKind Stage::loop_kind(const IterVar& iv) const {
     auto it = kinds_.find(iv.get());
     return it == kinds_.end() ? LoopKind::kSerial : it->second;

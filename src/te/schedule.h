@@ -87,6 +87,18 @@ public:
     bool writes_local() const { return local_; }
     static constexpr int64_t kMaxLocalElems = 1024;
 
+    /// A software prefetch (TVM's prefetch): at the top of leaf `at`'s loop body, the hint that
+    /// t[index] will be read soon (tir::PrefetchNode; the C emitter fetches its cache line into
+    /// L2). `index` (one Expr per dim of t) may use the vars of any IterVar of this stage: its
+    /// leaves, or the parents and parts of its splits and fuses, recovered as for the body.
+    struct Prefetch {
+        Tensor tensor;
+        IterVar at;
+        std::vector<Expr> index;
+    };
+    void prefetch(const Tensor& t, const IterVar& at, std::vector<Expr> index);
+    const std::vector<Prefetch>& prefetches() const { return prefetches_; }
+
     bool is_inlined() const { return inlined_; }
     LoopKind loop_kind(const IterVar& iv) const;
     const std::vector<SplitRelation>& splits() const { return splits_; }
@@ -108,6 +120,7 @@ private:
     bool inlined_ = false;
     bool is_output_ = false;
     bool local_ = false;
+    std::vector<Prefetch> prefetches_;
     Tensor storage_;
 };
 

@@ -214,6 +214,7 @@ public:
                 return;
             }
             case StmtKind::kIf: return scan_if(static_cast<const IfNode&>(*s), sc);
+            case StmtKind::kPrefetch: return;  // reads nothing
         }
     }
 
@@ -296,6 +297,7 @@ private:
                 return ok;
             }
             case StmtKind::kStore: return store_ok(static_cast<const StoreNode&>(*s), r, inner, g, stored);
+            case StmtKind::kPrefetch: return true;  // touches no memory: any index is safe
             default: return false;
         }
     }
@@ -366,7 +368,8 @@ Stmt splice(const Stmt& s, const std::set<const IfNode*>& drop) {
             const auto& n = static_cast<const AllocateNode&>(*s);
             return std::make_shared<AllocateNode>(n.buffer, splice(n.body, drop));
         }
-        case StmtKind::kStore: return s;
+        case StmtKind::kStore:
+        case StmtKind::kPrefetch: return s;
     }
     return s;
 }

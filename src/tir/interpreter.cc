@@ -384,6 +384,7 @@ FFn Compiler::compile_float(const Expr& e) {
 SFn Compiler::compile_stmt(const Stmt& s) {
     if (!s) return [](Frame&) {};
     switch (s->kind) {
+        case StmtKind::kPrefetch: return [](Frame&) {};  // a hint: reads and writes nothing
         case StmtKind::kFor: {
             const auto& n = static_cast<const ForNode&>(*s);
             IFn ext = int_fn(n.extent);

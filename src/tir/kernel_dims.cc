@@ -38,7 +38,8 @@ void collect_allocs(const Stmt& s, std::vector<Buffer>& out) {
             collect_allocs(n.body, out);
             break;
         }
-        case StmtKind::kStore: break;
+        case StmtKind::kStore:
+        case StmtKind::kPrefetch: break;
     }
 }
 }  // namespace

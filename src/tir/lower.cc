@@ -320,6 +320,29 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         }
     }
 
+    // Prefetches (Stage::prefetch) at the top of their leaf's loop body: their indices over the
+    // stage's IterVars, recovered as the body's are.
+    std::vector<std::vector<Stmt>> prefetch_at(n);
+    if (!st.prefetches().empty()) {
+        std::unordered_map<const te::VarNode*, Expr> ivmap;
+        for (const auto& [iv, e] : val) ivmap[iv->var.get()] = e;
+        for (const te::Stage::Prefetch& pf : st.prefetches()) {
+            std::vector<Expr> idx;
+            for (const Expr& i : pf.index) idx.push_back(te::substitute(i, ivmap));
+            auto b = buffers_.find(pf.tensor.get());
+            KILN_ICHECK(b != buffers_.end()) << "prefetch of " << pf.tensor->name << ", which has no buffer";
+            prefetch_at.at(leaf_of_var.at(pf.at->var.get()))
+                .push_back(make_prefetch(b->second, flat_index(pf.tensor->shape_exprs(), idx)));
+        }
+    }
+    // The body of leaf d's loop, after its prefetches.
+    auto loop_body = [&](size_t d, Stmt body) {
+        if (prefetch_at[d].empty()) return body;
+        std::vector<Stmt> seq = prefetch_at[d];
+        seq.push_back(std::move(body));
+        return make_seq(std::move(seq));
+    };
+
     // 3./4. Body and reduction structure.
     Expr out_index = flat_index(t->shape_exprs(), out_idx);
     Stmt main_store, init_store;
@@ -402,7 +425,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
         std::vector<Stmt> parts;
         auto part = [&](int64_t rows, const Expr& offset, const Expr& when) {
             override_guard[si] = te::binary(te::BinaryOp::kLT, sp.inner->var, te::int_imm(rows));
-            Stmt body = substitute(build(d + 1, dropped), {{leaves[d]->var.get(), full}, {tail_offset[si].get(), offset}});
+            Stmt body = substitute(loop_body(d, build(d + 1, dropped)), {{leaves[d]->var.get(), full}, {tail_offset[si].get(), offset}});
             parts.push_back(make_if(when, body));
         };
         if (!other_symbolic_split) {
@@ -437,12 +460,12 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
                 std::vector<bool> main_dropped = dropped;
                 main_dropped[static_cast<size_t>(peel)] = true;
                 const Expr full = full_tiles(st.splits()[static_cast<size_t>(peel)]);
-                Stmt main = make_for(v, full, kind, build(d + 1, main_dropped));
+                Stmt main = make_for(v, full, kind, loop_body(d, build(d + 1, main_dropped)));
                 Stmt tail = remainder_cases(peel) ? remainder_tail(d, peel, full, dropped)
-                                                  : substitute(build(d + 1, dropped), {{v.get(), full}});
+                                                  : substitute(loop_body(d, build(d + 1, dropped)), {{v.get(), full}});
                 inner = make_seq({main, tail});
             } else {
-                inner = make_for(v, leaves[d]->extent_expr(), kind, build(d + 1, dropped));
+                inner = make_for(v, leaves[d]->extent_expr(), kind, loop_body(d, build(d + 1, dropped)));
             }
         }
         if (use_local && d == first_reduce) {

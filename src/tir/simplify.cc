@@ -506,6 +506,10 @@ Stmt Simplifier::mutate(const Stmt& s) {
             Stmt body = mutate(n.body);
             return body ? make_allocate(n.buffer, body) : nullptr;
         }
+        case StmtKind::kPrefetch: {
+            const auto& n = static_cast<const PrefetchNode&>(*s);
+            return make_prefetch(n.buffer, mutate(n.index));
+        }
     }
     return s;
 }

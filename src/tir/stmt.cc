@@ -24,6 +24,11 @@ Stmt make_store(Buffer b, Expr index, Expr value) {
                                        std::move(value));
 }
 
+Stmt make_prefetch(Buffer b, Expr index) {
+    KILN_ICHECK(b && index) << "make_prefetch with a null operand";
+    return std::make_shared<PrefetchNode>(std::move(b), te::cast(DType::kInt64, std::move(index)));
+}
+
 Stmt make_seq(std::vector<Stmt> stmts) {
     std::vector<Stmt> flat;
     for (auto& s : stmts) {
@@ -79,6 +84,10 @@ Stmt substitute(const Stmt& s, const std::unordered_map<const te::VarNode*, Expr
             const auto& n = static_cast<const AllocateNode&>(*s);
             return std::make_shared<AllocateNode>(n.buffer, substitute(n.body, vmap));
         }
+        case StmtKind::kPrefetch: {
+            const auto& n = static_cast<const PrefetchNode&>(*s);
+            return std::make_shared<PrefetchNode>(n.buffer, te::substitute(n.index, vmap));
+        }
     }
     return s;
 }
@@ -129,6 +138,10 @@ std::string stmt_str(const Stmt& s, int indent) {
             return pad(indent) + (n.buffer->local ? "local " : "allocate ") + n.buffer->name + ": " + shape_text(n.buffer) +
                    " {\n" + stmt_str(n.body, indent + 1) + pad(indent) + "}\n";
         }
+        case StmtKind::kPrefetch: {
+            const auto& n = static_cast<const PrefetchNode&>(*s);
+            return pad(indent) + "prefetch " + n.buffer->name + "[" + te::expr_str(n.index) + "]\n";
+        }
     }
     return pad(indent) + "<?>\n";
 }
@@ -167,7 +180,8 @@ Stmt rewrite_loops(const Stmt& s, const std::function<Stmt(const ForNode& loop, 
             const auto& n = static_cast<const AllocateNode&>(*s);
             return make_allocate(n.buffer, rewrite_loops(n.body, on_for));
         }
-        case StmtKind::kStore: return s;
+        case StmtKind::kStore:
+        case StmtKind::kPrefetch: return s;
     }
     return s;
 }

@@ -17,7 +17,7 @@ using te::Buffer;
 using te::Expr;
 using te::Var;
 
-enum class StmtKind { kFor, kStore, kSeq, kIf, kAllocate };
+enum class StmtKind { kFor, kStore, kSeq, kIf, kAllocate, kPrefetch };
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -61,7 +61,17 @@ struct AllocateNode : StmtNode {
     AllocateNode(Buffer b, Stmt s) : StmtNode(StmtKind::kAllocate), buffer(std::move(b)), body(std::move(s)) {}
 };
 
+/// A hint that buffer[index] will be read soon (te::Stage::prefetch): the C emitter fetches its
+/// line into the core's L2 ahead of the loads; it reads and writes nothing, so the interpreter
+/// and the CUDA emitter skip it and an index past the buffer is harmless (never dereferenced).
+struct PrefetchNode : StmtNode {
+    Buffer buffer;
+    Expr index;
+    PrefetchNode(Buffer b, Expr i) : StmtNode(StmtKind::kPrefetch), buffer(std::move(b)), index(std::move(i)) {}
+};
+
 Stmt make_for(Var v, Expr extent, te::LoopKind k, Stmt body);
+Stmt make_prefetch(Buffer b, Expr index);
 Stmt make_store(Buffer b, Expr index, Expr value);
 Stmt make_seq(std::vector<Stmt> stmts);  // flattens nested Seqs, drops nulls
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr);

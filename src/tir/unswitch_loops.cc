@@ -32,7 +32,8 @@ void bound_vars(const Stmt& s, VarSet& out) {
             return;
         }
         case StmtKind::kAllocate: return bound_vars(static_cast<const AllocateNode&>(*s).body, out);
-        case StmtKind::kStore: return;
+        case StmtKind::kStore:
+        case StmtKind::kPrefetch: return;
     }
 }
 
@@ -103,6 +104,7 @@ Expr find_in_stmt(const Stmt& s, const VarSet& vars, const VarSet& outer) {
             if (Expr e = find_in_expr(n.index, vars, outer)) return e;
             return find_in_expr(n.value, vars, outer);
         }
+        case StmtKind::kPrefetch: return nullptr;
     }
     return nullptr;
 }
@@ -165,6 +167,7 @@ Stmt decide(const Stmt& s, const std::string& cond, bool take) {
             const auto& n = static_cast<const StoreNode&>(*s);
             return make_store(n.buffer, decide(n.index, cond, take), decide(n.value, cond, take));
         }
+        case StmtKind::kPrefetch: return s;
     }
     return s;
 }

@@ -69,7 +69,8 @@ void allocations(const tir::Stmt& s, std::vector<std::string>& out) {
             allocations(n.body, out);
             break;
         }
-        case tir::StmtKind::kStore: break;
+        case tir::StmtKind::kStore:
+        case tir::StmtKind::kPrefetch: break;
     }
 }
 

@@ -148,3 +148,27 @@ def test_batched_matmul_of_two_activations_broadcasts(tmp_path):
            helper.make_tensor_value_info("b", TensorProto.FLOAT, list(b.shape))], [2, 3, 11, 37], [])
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(_run(tmp_path, model, {"a": a, "b": b}), ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("m,prefetches", [(128, True), (33, True), (2, False)])
+def test_packed_matmul_prefetches_the_next_panel(tmp_path, m, prefetches):
+    """op/defs/matmul.cc's prefetch_next_panel: with at least as many row tiles as cache lines in
+    a panel row (4 for 64 columns), every k step hints one line of the next column tile's panel
+    (__builtin_prefetch in the kernel's C); a GEMV-sized product has too few row tiles and gets
+    none. Against numpy in both cases, at 1 and 2 threads (the panels split across threads)."""
+    rng = np.random.default_rng(m)
+    k, n = 96, 320
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    model = tmp_path / "mm.onnx"
+    _save(model, [helper.make_node("MatMul", ["a", "B"], ["y"])],
+          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])], [m, n], [numpy_helper.from_array(b, "B")])
+    src = _inspect(model)
+    assert "KilnMatMulPackedB" in src
+    assert ("__builtin_prefetch(&" in src) == prefetches, src[-3000:]
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for threads in ("1", "2"):
+        run_dir = tmp_path / f"t{threads}"
+        run_dir.mkdir()
+        out = _run(run_dir, model, {"a": a}, extra=["--threads", threads])
+        np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL, err_msg=f"M={m} --threads {threads}")

@@ -133,7 +133,28 @@ constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 22;
 //    than kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside,
 //    2 = (rows, j-outer, i-outer) fused (declared when the stage runs in parallel and i-outer
 //    has more than one iteration).
-void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0) {
+// The next column tile's panel of a packed B ([N/nb, K, nb]), fetched into L2 while this tile
+// computes, spread evenly over its row tiles: step s = io * K + k of the tile prefetches line
+// floor(s / r) of panel jo + 1 (its row k' = line / lines, its (line mod lines)-th cache line),
+// r = row_tiles / lines steps per line, so the panel arrives at the rate the tile computes.
+// Without it the first row tile of each column tile read its panel from memory at the FMA
+// rate: BERT-style FFN products whose weights stream from memory (12 layers, 226 MB) ran at
+// 226-235 GFLOP/s against 275-315 with the weights in L3.
+void prefetch_next_panel(te::Stage& st, const te::Tensor& bp, const te::IterVar& jo, const te::IterVar& io,
+                         const te::IterVar& k, int64_t row_tiles) {
+    const int64_t panels = bp->shape[0], K = bp->shape[1], nb = bp->shape[2];
+    const int64_t elem = static_cast<int64_t>(dtype_size(bp->dtype)), lines = std::max<int64_t>(1, nb * elem / 64);
+    if (panels < 2 || row_tiles < lines) return;
+    const int64_t r = row_tiles / lines;
+    Expr line = te::floordiv(Expr(io->var) * te::int_imm(K) + Expr(k->var), te::int_imm(r));
+    Expr next = te::min(Expr(jo->var) + te::int_imm(1), te::int_imm(panels - 1));
+    Expr row = te::min(te::floordiv(line, te::int_imm(lines)), te::int_imm(K - 1));
+    Expr col = te::floormod(line, te::int_imm(lines)) * te::int_imm(64 / elem);
+    st.prefetch(bp, k, {next, row, col});
+}
+
+void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0,
+                           const te::Tensor& packed_b = nullptr) {
     const int nd = st.tensor()->ndim();
     if (nd == 0) return;
     const Shape& sh = st.tensor()->shape;
@@ -224,6 +245,7 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     }
     if (par_mode == 2) outer = st.fuse(outer, io);
     if (k_unrolled) st.unroll(k_unrolled);
+    if (packed_b && !k_unrolled && reduce.size() == 1 && !sym_m && !sym_n) prefetch_next_panel(st, packed_b, jo, io, reduce[0], io_extent);
     if (tile.mr > 1) st.unroll(ii);
     if (n > 1) st.vectorize(ji);
     st.cache_write_local();
@@ -435,9 +457,11 @@ void packed_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (te::Stage& st : s.stages()) {
         if (!stage_untouched(st) || st.all_reduce_axes().empty()) continue;
         int64_t nb = 0;  // the packed operand's block: the tile's columns
+        te::Tensor bp;
         for (const te::Tensor& in : st.tensor()->inputs())
-            if (in->ndim() == 3 && in->is_placeholder) nb = in->shape[2];
-        schedule_matmul_stage(st, s.config(), nb > 0 && nb <= 64 ? nb : 0);
+            if (in->ndim() == 3 && in->is_placeholder) nb = in->shape[2], bp = in;
+        const bool fixed = nb > 0 && nb <= 64;
+        schedule_matmul_stage(st, s.config(), fixed ? nb : 0, fixed ? bp : te::Tensor());
     }
     default_schedule(s, outputs);
 }

@@ -208,10 +208,11 @@ void PipelineParallel::inner_stage_step(const std::vector<Values>& micro) {
 }
 
 void PipelineParallel::check_batch(const std::map<std::string, Tensor>& batch) const {
-    for (const TensorInfo& info : batch_inputs_)
-        if (!is_worker() || stage_inputs_.count(info.name))  // a worker is sent only what its stage reads
-            KILN_CHECK(batch.count(info.name), kInvalidArgument)
-                << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+    for (const TensorInfo& info : batch_inputs_) {
+        if (is_worker() && !stage_inputs_.count(info.name)) continue;  // a worker is sent only what its stage reads
+        KILN_CHECK(batch.count(info.name), kInvalidArgument)
+            << "pipeline-parallel step: the batch has no input '" << info.name << "'";
+    }
 }
 
 std::vector<PipelineParallel::Values> PipelineParallel::microbatches(const std::map<std::string, Tensor>& batch) const {

@@ -554,13 +554,6 @@ std::optional<ExternChoice> match_conv(const std::vector<ir::Node*>& nodes, cons
     return choice("dnnl_conv", std::move(p), *ep);
 }
 
-/// Element strides of a row-major tensor of shape `s`.
-std::vector<int64_t> strides_of(const Shape& s) {
-    std::vector<int64_t> st(s.size(), 1);
-    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
-    return st;
-}
-
 std::optional<ExternChoice> match_matmul(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
                                          const std::vector<ir::Value*>& outputs) {
     const ir::Node* mm = nodes[0];

@@ -56,9 +56,10 @@ OpDef merge_op() {
     d.infer = [](const ir::Node& n) {
         KILN_CHECK(n.input(0) != nullptr, kInvalidModel) << node_label(n) << ": input 0 is required";
         const ir::TensorType& t = n.input(0)->type();
-        if (n.input(1))
+        if (n.input(1)) {
             KILN_CHECK(n.input(1)->type() == t, kInvalidModel)
                 << node_label(n) << ": inputs differ in type: " << t.str() << " vs " << n.input(1)->type().str();
+        }
         return std::vector<ir::TensorType>{t};
     };
     return d;

@@ -49,15 +49,16 @@ bool lift_conv(ir::Graph& g, ir::Node* n) {
     ir::Value* w = n->input(1);
     ir::Value* b = n->num_inputs() > 2 ? n->input(2) : nullptr;
     if (!static_f32(x, 3) || !static_f32(w, 3) || !static_f32(n->output(0), 3) || !is_constant_expr(w)) return false;
-    const std::vector<int64_t> pads = n->attr_ints("pads", {0, 0});
-    if (pads.size() != 2) return false;
+    const std::vector<int64_t> pads = n->attr_ints("pads", {0, 0}), strides = n->attr_ints("strides", {1}),
+                               dilations = n->attr_ints("dilations", {1});
+    if (pads.size() != 2 || strides.size() != 1 || dilations.size() != 1) return false;
     ir::AttrMap attrs;
     if (n->has_attr("auto_pad")) attrs["auto_pad"] = n->attrs().at("auto_pad");
     attrs["group"] = ir::Attr(n->attr_int("group", 1));
     const Shape ws = w->type().static_shape();
     attrs["kernel_shape"] = ir::Attr(std::vector<int64_t>{1, ws[2]});
-    attrs["strides"] = ir::Attr(std::vector<int64_t>{1, n->attr_ints("strides", {1}).at(0)});
-    attrs["dilations"] = ir::Attr(std::vector<int64_t>{1, n->attr_ints("dilations", {1}).at(0)});
+    attrs["strides"] = ir::Attr(std::vector<int64_t>{1, strides[0]});
+    attrs["dilations"] = ir::Attr(std::vector<int64_t>{1, dilations[0]});
     attrs["pads"] = ir::Attr(std::vector<int64_t>{0, pads[0], 0, pads[1]});
     std::vector<ir::Value*> ins = {reshape(g, x, lifted_shape(x->type().static_shape())), reshape(g, w, lifted_shape(ws))};
     if (b) ins.push_back(b);

@@ -331,8 +331,11 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
             for (const Expr& i : pf.index) idx.push_back(te::substitute(i, ivmap));
             auto b = buffers_.find(pf.tensor.get());
             KILN_ICHECK(b != buffers_.end()) << "prefetch of " << pf.tensor->name << ", which has no buffer";
-            prefetch_at.at(leaf_of_var.at(pf.at->var.get()))
-                .push_back(make_prefetch(b->second, flat_index(pf.tensor->shape_exprs(), idx)));
+            auto at = leaf_of_var.find(pf.at->var.get());
+            KILN_CHECK(at != leaf_of_var.end(), kInvalidArgument)
+                << "stage '" << t->name << "': prefetch of " << pf.tensor->name << " at " << pf.at->var->name
+                << ", which a later split or fuse made no loop";
+            prefetch_at[at->second].push_back(make_prefetch(b->second, flat_index(pf.tensor->shape_exprs(), idx)));
         }
     }
     // The body of leaf d's loop, after its prefetches.

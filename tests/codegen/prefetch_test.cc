@@ -101,6 +101,9 @@ TEST(Prefetch, AtALoopOfAnotherStageOrWithTheWrongIndexCountIsAnError) {
     EXPECT_THROW(st.prefetch(A, st.axis(1), {Expr(o->var), Expr(i->var)}), kiln::Error);  // split away: not a loop
     EXPECT_THROW(st.prefetch(A, o, {Expr(o->var)}), kiln::Error);                         // A has two dims
     EXPECT_NO_THROW(st.prefetch(A, o, {te::ex(st.axis(0)->var), Expr(o->var) * te::int_imm(4)}));
+    // A loop split after the prefetch named it: lowering says so.
+    st.split(o, 2);
+    EXPECT_THROW(tir::lower(s, {A, B}, "moved"), kiln::Error);
 }
 
 }  // namespace

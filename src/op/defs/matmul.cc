@@ -115,24 +115,6 @@ MatmulTile matmul_tile(int64_t m, int64_t n, int64_t vec, int64_t fixed_nc = 0, 
 /// product split, so sessions that are not preempted keep their column tiles.
 constexpr int64_t kMaxParallelIterationWork = int64_t{1} << 22;
 
-// Schedules a [rows..., i, j] x [k] reduction stage as a register-tiled micro-kernel:
-// (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,
-// j-inner vectorized) accumulated in a local array (Stage::cache_write_local) and written
-// once. Every k step broadcasts mr values of A against nc/vec contiguous vectors of B's row k.
-//
-// Knobs (default: matmul_tile's choice and the loop structure above):
-//  - "matmul.nr": the tile's columns in vectors, 1..4 up to N's (declared when the columns are
-//    not fixed by a packed B and N spans more than one vector);
-//  - "matmul.mr": the tile's rows, {1, 2, 3, 4, 6, 8} up to M with mr * nr <= 24 accumulators
-//    (declared when M > 1);
-//  - "matmul.ku": the k loop split by ku with the inner part unrolled, ku in {1, 2, 4} dividing
-//    K (declared when K >= 8 and even);
-//  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
-//    (default; 2 where (rows, j-outer) has fewer iterations than the threads the kernel will run
-//    on, above 2 threads, or, in a preemptible kernel, where one of its iterations holds more
-//    than kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside,
-//    2 = (rows, j-outer, i-outer) fused (declared when the stage runs in parallel and i-outer
-//    has more than one iteration).
 // The next column tile's panel of a packed B ([N/nb, K, nb]), fetched into L2 while this tile
 // computes, spread evenly over its row tiles: step s = io * K + k of the tile prefetches line
 // floor(s / r) of panel jo + 1 (its row k' = line / lines, its (line mod lines)-th cache line),
@@ -153,6 +135,26 @@ void prefetch_next_panel(te::Stage& st, const te::Tensor& bp, const te::IterVar&
     st.prefetch(bp, k, {next, row, col});
 }
 
+// Schedules a [rows..., i, j] x [k] reduction stage as a register-tiled micro-kernel:
+// (rows, j-outer) fused and parallel, i-outer, then k, then the mr x nc tile (i-inner unrolled,
+// j-inner vectorized) accumulated in a local array (Stage::cache_write_local) and written
+// once. Every k step broadcasts mr values of A against nc/vec contiguous vectors of B's row k.
+// With a packed B (`packed_b`, its block the tile's columns) every k step also prefetches a line
+// of the next column tile's panel (prefetch_next_panel).
+//
+// Knobs (default: matmul_tile's choice and the loop structure above):
+//  - "matmul.nr": the tile's columns in vectors, 1..4 up to N's (declared when the columns are
+//    not fixed by a packed B and N spans more than one vector);
+//  - "matmul.mr": the tile's rows, {1, 2, 3, 4, 6, 8} up to M with mr * nr <= 24 accumulators
+//    (declared when M > 1);
+//  - "matmul.ku": the k loop split by ku with the inner part unrolled, ku in {1, 2, 4} dividing
+//    K (declared when K >= 8 and even);
+//  - "matmul.par": which loops run in parallel: 0 = (rows, j-outer) with i-outer serial inside
+//    (default; 2 where (rows, j-outer) has fewer iterations than the threads the kernel will run
+//    on, above 2 threads, or, in a preemptible kernel, where one of its iterations holds more
+//    than kMaxParallelIterationWork multiply-adds), 1 = (rows, i-outer) with j-outer serial inside,
+//    2 = (rows, j-outer, i-outer) fused (declared when the stage runs in parallel and i-outer
+//    has more than one iteration).
 void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed_nc = 0,
                            const te::Tensor& packed_b = nullptr) {
     const int nd = st.tensor()->ndim();
@@ -245,7 +247,8 @@ void schedule_matmul_stage(te::Stage& st, te::ScheduleConfig& cfg, int64_t fixed
     }
     if (par_mode == 2) outer = st.fuse(outer, io);
     if (k_unrolled) st.unroll(k_unrolled);
-    if (packed_b && !k_unrolled && reduce.size() == 1 && !sym_m && !sym_n) prefetch_next_panel(st, packed_b, jo, io, reduce[0], io_extent);
+    if (packed_b && !k_unrolled && reduce.size() == 1 && !sym_m && !sym_n)
+        prefetch_next_panel(st, packed_b, jo, io, reduce[0], io_extent);
     if (tile.mr > 1) st.unroll(ii);
     if (n > 1) st.vectorize(ji);
     st.cache_write_local();

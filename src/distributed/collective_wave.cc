@@ -24,13 +24,15 @@ std::string describe_node(const CollectiveNode& c, const Tensor& t) {
 /// Errors every rank finds alike (the model is the same everywhere): attributes that do not fit
 /// the job, before anything moves.
 void check_fits_job(const CollectiveNode& c, int size) {
-    if (c.op == "Broadcast")
+    if (c.op == "Broadcast") {
         KILN_CHECK(c.root >= 0 && c.root < size, kInvalidArgument)
             << label(c) << ": root " << c.root << " is not a rank of this job of " << size << " rank(s)";
-    if (c.op == "AllGather" || c.op == "ReduceScatter")
+    }
+    if (c.op == "AllGather" || c.op == "ReduceScatter") {
         KILN_CHECK(c.world_size == size, kInvalidArgument)
             << label(c) << ": world_size=" << c.world_size << " in the model, but the job has " << size
             << " rank(s) (its output type was inferred for world_size ranks)";
+    }
 }
 
 /// `t` as [outer, dim, inner] around `axis`, copied to [dim, outer * inner] (to_front), or the

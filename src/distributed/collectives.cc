@@ -67,6 +67,18 @@ void unpack(std::vector<Packed>& packed, std::vector<NamedTensor>& ts) {
     }
 }
 
+/// The agreement check's hash of `ts` (agreement.h): each tensor's name, dtype and shape.
+uint64_t call_hash(const std::vector<NamedTensor>& ts) {
+    uint64_t h = hash_bytes(nullptr, 0);
+    for (const NamedTensor& t : ts) {
+        const uint64_t head[2] = {t.name.size(), static_cast<uint64_t>(t.tensor.dtype()) << 32 | t.tensor.shape().size()};
+        h = hash_bytes(head, sizeof(head), h);
+        h = hash_bytes(t.name.data(), t.name.size(), h);
+        h = hash_bytes(t.tensor.shape().data(), t.tensor.shape().size() * sizeof(int64_t), h);
+    }
+    return h;
+}
+
 std::string call_name(const char* collective, const std::vector<NamedTensor>& ts) {
     std::string out = std::string(collective) + " of ";
     if (ts.empty()) return out + "no tensors";
@@ -141,9 +153,45 @@ void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
         KILN_CHECK(t.tensor.defined(), kInvalidArgument) << collective << ": tensor '" << t.name << "' has no data";
         (void)mpi_datatype(t.tensor.dtype(), t.name);
     }
-    if (comm.options().check_agreement) check_agreement(comm, collective, descriptions(ts));
+    if (comm.size() == 1) return;  // the reduction of one rank, also its mean
+    auto describe = [&] { return descriptions(ts); };
+    if (comm.options().check_agreement && ts.size() == 1 && ts[0].tensor.nbytes() <= kRidingBytes) {
+        // One message does both, in place (the common small call: a loss, a count, a norm).
+        Tensor& t = ts[0].tensor;
+        RidingAllreduce riding{t.data(), t.dtype(), op, static_cast<size_t>(t.numel())};
+        ++data_calls;
+        check_agreement(comm, collective, call_hash(ts), describe, &riding);
+        if (op == ReduceOp::kMean) divide_in_place(t.data(), t.dtype(), riding.count, comm.size());
+        return;
+    }
     // The tensors share storage with the caller's: reduced in place, fusion buffers copied back.
-    start_allreduce(comm, ts, op).wait();
+    std::vector<Packed> packed = pack(ts, comm.options().fusion_bytes, true);
+    auto finish = [&] {
+        if (op == ReduceOp::kMean)
+            for (Packed& p : packed)
+                divide_in_place(p.data(), p.plan.dtype, p.plan.bytes / dtype_size(p.plan.dtype), comm.size());
+        unpack(packed, ts);
+    };
+    if (comm.options().check_agreement) {
+        if (packed.size() == 1 && packed[0].plan.bytes <= kRidingBytes) {  // several small tensors of one dtype
+            RidingAllreduce riding{packed[0].data(), packed[0].plan.dtype, op,
+                                   packed[0].plan.bytes / dtype_size(packed[0].plan.dtype)};
+            ++data_calls;
+            check_agreement(comm, collective, call_hash(ts), describe, &riding);
+            return finish();
+        }
+        check_agreement(comm, collective, call_hash(ts), describe);
+    }
+    // Blocking calls (under the heartbeat's watchdog): Open MPI's tuned MPI_Allreduce beats its
+    // non-blocking one at every size (docs/distributed.md, the allreduce micro-benchmark).
+    const std::string what = call_name(collective.c_str(), ts);
+    for (Packed& p : packed) {
+        int count = mpi_count(p.plan.bytes / dtype_size(p.plan.dtype), what);
+        MPI_Datatype type = mpi_datatype(p.plan.dtype, ts[p.plan.members[0]].name);
+        ++data_calls;
+        comm.blocking(what, [&] { return MPI_Allreduce(MPI_IN_PLACE, p.data(), count, type, mpi_op(op, p.plan.dtype), comm.comm()); });
+    }
+    finish();
 }
 
 void broadcast(Communicator& comm, std::vector<NamedTensor>& ts, int root) {
@@ -151,20 +199,16 @@ void broadcast(Communicator& comm, std::vector<NamedTensor>& ts, int root) {
         << "broadcast: root rank " << root << " out of range (" << comm.size() << " ranks)";
     const std::string collective = "broadcast(from rank " + std::to_string(root) + ")";
     for (const NamedTensor& t : ts) (void)mpi_datatype(t.tensor.dtype(), t.name);
-    if (comm.options().check_agreement) check_agreement(comm, collective, descriptions(ts));
+    if (comm.options().check_agreement) check_agreement(comm, collective, call_hash(ts), [&] { return descriptions(ts); });
     if (comm.size() == 1) return;
     const std::string what = call_name("broadcast", ts);
     std::vector<Packed> packed = pack(ts, comm.options().fusion_bytes, comm.rank() == root);
-    std::vector<MPI_Request> reqs(packed.size(), MPI_REQUEST_NULL);
-    for (size_t i = 0; i < packed.size(); ++i) {
-        Packed& p = packed[i];
+    for (Packed& p : packed) {
         int count = mpi_count(p.plan.bytes / dtype_size(p.plan.dtype), what);
+        MPI_Datatype type = mpi_datatype(p.plan.dtype, ts[p.plan.members[0]].name);
         ++data_calls;
-        comm.check(MPI_Ibcast(p.data(), count, mpi_datatype(p.plan.dtype, ts[p.plan.members[0]].name), root, comm.comm(),
-                              &reqs[i]),
-                   what);
+        comm.blocking(what, [&] { return MPI_Bcast(p.data(), count, type, root, comm.comm()); });
     }
-    comm.wait_all(reqs, what);
     if (comm.rank() != root) unpack(packed, ts);
 }
 
@@ -181,9 +225,7 @@ Tensor allgather(Communicator& comm, const NamedTensor& t) {
     const int n = comm.size();
     int64_t rows = shape[0];
     std::vector<int64_t> all_rows(n);
-    std::vector<MPI_Request> req(1);
-    comm.check(MPI_Iallgather(&rows, 1, MPI_INT64_T, all_rows.data(), 1, MPI_INT64_T, comm.comm(), &req[0]), what);
-    comm.wait_all(req, what);
+    comm.blocking(what, [&] { return MPI_Allgather(&rows, 1, MPI_INT64_T, all_rows.data(), 1, MPI_INT64_T, comm.comm()); });
     const size_t row = static_cast<size_t>(shape_numel(rest));
     std::vector<int> counts(n), offsets(n);
     int64_t total = 0;
@@ -197,10 +239,10 @@ Tensor allgather(Communicator& comm, const NamedTensor& t) {
     Tensor out(t.tensor.dtype(), out_shape);
     (void)mpi_count(static_cast<size_t>(total) * row, what);
     ++data_calls;
-    comm.check(MPI_Iallgatherv(t.tensor.data(), counts[comm.rank()], type, out.data(), counts.data(), offsets.data(), type,
-                               comm.comm(), &req[0]),
-               what);
-    comm.wait_all(req, what);
+    comm.blocking(what, [&] {
+        return MPI_Allgatherv(t.tensor.data(), counts[comm.rank()], type, out.data(), counts.data(), offsets.data(), type,
+                              comm.comm());
+    });
     return out;
 }
 
@@ -220,12 +262,10 @@ Tensor reduce_scatter(Communicator& comm, const NamedTensor& t, ReduceOp op) {
     Shape out_shape = rest;
     out_shape.insert(out_shape.begin(), rows / n + (comm.rank() < rows % n ? 1 : 0));
     Tensor out(t.tensor.dtype(), out_shape);
-    std::vector<MPI_Request> req(1);
     ++data_calls;
-    comm.check(MPI_Ireduce_scatter(t.tensor.data(), out.data(), counts.data(), type, mpi_op(op, t.tensor.dtype()), comm.comm(),
-                                   &req[0]),
-               what);
-    comm.wait_all(req, what);
+    comm.blocking(what, [&] {
+        return MPI_Reduce_scatter(t.tensor.data(), out.data(), counts.data(), type, mpi_op(op, t.tensor.dtype()), comm.comm());
+    });
     if (op == ReduceOp::kMean) divide_in_place(out.data(), out.dtype(), static_cast<size_t>(out.numel()), n);
     return out;
 }

@@ -4,9 +4,11 @@
 //
 // Every call is collective: each rank of the communicator makes it with the same tensors in the
 // same order. That is checked first (agreement.h), so a mismatch is an error naming the rank
-// and the tensor. Transfers are non-blocking MPI calls waited on with a deadline
+// and the tensor. The synchronous calls below are blocking MPI calls under the heartbeat's
+// watchdog (Communicator::blocking; a small allreduce rides in the agreement check's own
+// message), start_allreduce non-blocking ones waited on with a deadline
 // (Communicator::wait_all); allreduce and broadcast pack their tensors into fusion buffers
-// (fusion.h), all in flight at once.
+// (fusion.h).
 #pragma once
 
 #include <cstddef>
@@ -66,9 +68,10 @@ Tensor allgather(Communicator& comm, const NamedTensor& tensor);
 /// than the rank count (some ranks then get zero rows).
 Tensor reduce_scatter(Communicator& comm, const NamedTensor& tensor, ReduceOp op);
 
-/// Collective data transfers this process has issued so far: one per MPI_Iallreduce, MPI_Ibcast,
-/// MPI_Iallgatherv and MPI_Ireduce_scatter (a fused buffer is one); the agreement check's small
-/// messages and allgather's row counts are not counted. Tests compare it before and after a call
+/// Collective data transfers this process has issued so far: one per allreduce, broadcast,
+/// allgatherv and reduce-scatter MPI call (a fused buffer is one; an allreduce riding in the
+/// agreement check is one); the agreement check's own messages and allgather's row counts are
+/// not counted. Tests compare it before and after a call
 /// to see what tensor fusion saved.
 size_t collective_data_calls();
 

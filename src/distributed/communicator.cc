@@ -71,6 +71,7 @@ Communicator::Communicator(const CommOptions& opts) : opts_(opts) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    who_ = "rank " + std::to_string(rank_);
     MPI_Comm hb = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &hb);
     MPI_Comm_set_errhandler(hb, MPI_ERRORS_RETURN);
@@ -83,6 +84,7 @@ Communicator::Communicator(const CommOptions& opts, MPI_Comm comm, std::string l
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    who_ = "rank " + std::to_string(rank_) + " of " + label_;
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const std::string& label) {
@@ -99,8 +101,14 @@ Communicator::~Communicator() {
     if (!label_.empty() && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
-std::string Communicator::who() const {
-    return label_.empty() ? "rank " + std::to_string(rank_) : "rank " + std::to_string(rank_) + " of " + label_;
+void Communicator::watch(const std::string& what) {
+    Communicator& world = label_.empty() ? *this : get();
+    if (world.heartbeat_) world.heartbeat_->watch(&who_, &what, opts_.collective_timeout_s);
+}
+
+void Communicator::unwatch() {
+    Communicator& world = label_.empty() ? *this : get();
+    if (world.heartbeat_) world.heartbeat_->unwatch();
 }
 
 void Communicator::check(int rc, const std::string& what) const {

@@ -6,7 +6,10 @@
 // becomes a kiln::Error instead of Open MPI's abort.
 //
 // Failures never hang: every wait polls its requests (MPI_Testall; polling is also what makes
-// Open MPI's non-blocking transfers advance) and gives up on a deadline, and the heartbeat
+// Open MPI's non-blocking transfers advance) and gives up on a deadline; a blocking call (the
+// synchronous collectives: Open MPI's tuned blocking algorithms are several times faster than
+// its non-blocking ones on small buffers) runs under the heartbeat thread's watchdog, which
+// aborts the job past the same deadline; and the heartbeat
 // (heartbeat.h) aborts the whole job, naming the lost rank, when a peer stops answering. A
 // rank that fails on its own (a kiln::Error) must call abort() rather than return: its peers
 // would otherwise wait in the next collective.
@@ -73,6 +76,16 @@ public:
     void wait_all(std::vector<MPI_Request>& requests, const std::string& what);
     /// Throws a kiln::Error (kIOError) for a failed MPI call `rc`.
     void check(int rc, const std::string& what) const;
+    /// Runs `call`, a blocking MPI call on comm() returning its error code, then check()s it.
+    /// Past options().collective_timeout_s the heartbeat thread aborts the job, naming `what`
+    /// and this rank (the blocking call cannot give up by itself).
+    template <typename Call>
+    void blocking(const std::string& what, Call&& call) {
+        watch(what);
+        int rc = call();
+        unwatch();
+        check(rc, what);
+    }
 
     /// The normal end: a barrier (a rank still working keeps its peers' heartbeats satisfied),
     /// then the heartbeat stops and MPI finalises. Called once, by every rank.
@@ -89,10 +102,15 @@ private:
     explicit Communicator(const CommOptions& opts);
     Communicator(const CommOptions& opts, MPI_Comm comm, std::string label);
     /// "rank R" (the world) or "rank R of LABEL" (a split).
-    std::string who() const;
+    const std::string& who() const { return who_; }
+    /// blocking()'s two halves: the world's heartbeat watches `what` (a split communicator has
+    /// none of its own).
+    void watch(const std::string& what);
+    void unwatch();
 
     CommOptions opts_;
     std::string label_;  // empty for the world communicator
+    std::string who_;
     int rank_ = 0, size_ = 1;
     MPI_Comm comm_ = MPI_COMM_NULL;
     std::unique_ptr<Heartbeat> heartbeat_;

@@ -44,6 +44,35 @@ Heartbeat::~Heartbeat() {
     }
 }
 
+void Heartbeat::watch(const std::string* who, const std::string* what, double timeout_s) {
+    if (timeout_s <= 0) return;
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    watched_who_ = who;
+    watched_what_ = what;
+    watch_timeout_ = timeout_s;
+    watch_deadline_.store(now_s() + timeout_s, std::memory_order_release);
+}
+
+void Heartbeat::unwatch() {
+    if (watch_deadline_.load(std::memory_order_acquire) == 0) return;
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    watch_deadline_.store(0, std::memory_order_release);
+    watched_who_ = watched_what_ = nullptr;
+}
+
+bool Heartbeat::watched_call_in_time(double now) {
+    double deadline = watch_deadline_.load(std::memory_order_acquire);
+    if (deadline == 0 || now <= deadline) return true;
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    if (watch_deadline_.load(std::memory_order_acquire) == 0) return true;  // returned meanwhile
+    std::fprintf(stderr,
+                 "kiln distributed: %s: %s did not complete within %.0f s while every rank's heartbeat is alive: "
+                 "another rank is not taking part (a different number of steps or collectives?); "
+                 "KILN_DIST_TIMEOUT sets the limit; aborting the job\n",
+                 watched_who_->c_str(), watched_what_->c_str(), watch_timeout_);
+    return false;
+}
+
 /// Takes every beat that arrived; false after printing when a receive failed (the peer's
 /// connection broke: that peer is lost too).
 bool Heartbeat::poll_receives(std::vector<double>& last_seen, double now) {
@@ -94,6 +123,7 @@ void Heartbeat::run() {
                          rank_, p, now - last_seen[p]);
             ok = false;
         }
+        if (ok) ok = watched_call_in_time(now);
         if (!ok) {
             std::fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, 3);

@@ -7,11 +7,17 @@
 // lost and aborts the job (MPI_Abort), whatever the main thread is doing (computing, or waiting
 // in a collective). Polling on this thread also advances Open MPI's non-blocking transfers
 // while the main thread computes (Open MPI makes no progress by itself).
+//
+// It is also the watchdog of the main thread's blocking MPI calls (watch()): a blocking
+// collective cannot give up by itself, so the thread aborts the job, naming the call, when one
+// has not returned by its deadline while every peer is alive.
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,9 +33,17 @@ public:
     Heartbeat(const Heartbeat&) = delete;
     Heartbeat& operator=(const Heartbeat&) = delete;
 
+    /// A blocking call of `who` (this rank) doing `what` starts: unless unwatch() comes within
+    /// `timeout_s` (0: never), the thread prints both and aborts the job. `what` must live until
+    /// unwatch(). One call is watched at a time.
+    void watch(const std::string* who, const std::string* what, double timeout_s);
+    void unwatch();
+
 private:
     void run();
     bool poll_receives(std::vector<double>& last_seen, double now);
+    /// False after printing when the watched call is past its deadline.
+    bool watched_call_in_time(double now);
 
     MPI_Comm comm_;
     int rank_ = 0, size_ = 1;
@@ -37,6 +51,11 @@ private:
     std::vector<MPI_Request> recvs_, sends_;
     std::vector<int> recv_buf_, send_buf_;
     std::atomic<bool> stop_{false};
+    std::mutex watch_mutex_;  // guards the watched call's names against unwatch()
+    const std::string* watched_who_ = nullptr;
+    const std::string* watched_what_ = nullptr;
+    double watch_timeout_ = 0;
+    std::atomic<double> watch_deadline_{0};  // 0: nothing watched
     std::thread thread_;
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/agreement.h"
 #include "distributed/collectives.h"
 #include "kiln/error.h"
 
@@ -69,6 +70,33 @@ TEST(Collectives, AllreduceEveryDtypeAndOp) {
                 double want = reference(i, t.dtype(), op, n);
                 ASSERT_NEAR(t.get_f64(i), want, tolerance(t.dtype(), op, want))
                     << ts[k].name << " " << reduce_op_name(op) << " element " << i;
+            }
+        }
+    }
+}
+
+// Calls whose data packs into one buffer of at most kRidingBytes travel in the agreement
+// check's record (one tensor in place; several of one dtype packed); one element more takes the
+// separate blocking allreduce. Each is one data call.
+TEST(Collectives, SmallAllreducesRideInTheAgreementCheck) {
+    const int n = comm().size(), me = comm().rank();
+    for (ReduceOp op : kOps) {
+        for (DType dt : kDtypes) {
+            const int64_t fits = static_cast<int64_t>(kRidingBytes / dtype_size(dt));
+            for (std::vector<Shape> shapes : {std::vector<Shape>{{3}}, {{}}, {{2}, {}}, {{fits}}, {{fits + 1}},
+                                              {{fits - 1}, {}}, {{fits}, {}}}) {
+                std::vector<NamedTensor> ts;
+                for (size_t k = 0; k < shapes.size(); ++k) ts.push_back({"t" + std::to_string(k), make(me, dt, op, shapes[k])});
+                const size_t calls = collective_data_calls();
+                allreduce(comm(), ts, op);
+                EXPECT_EQ(collective_data_calls(), calls + 1) << dtype_name(dt);
+                for (const NamedTensor& t : ts)
+                    for (int64_t i = 0; i < t.tensor.numel(); ++i) {
+                        double want = reference(i, dt, op, n);
+                        ASSERT_NEAR(t.tensor.get_f64(i), want, tolerance(dt, op, want))
+                            << t.name << " " << dtype_name(dt) << shape_str(t.tensor.shape()) << " "
+                            << reduce_op_name(op) << " element " << i;
+                    }
             }
         }
     }

@@ -1,7 +1,10 @@
 // A small MPI program for the failure tests (test_failures.py): every rank allreduces a
 // tensor every 20 ms for --steps steps; at --at-step, rank --rank raises --signal on itself
 // (KILL: dies; STOP: stops, alive but silent) or throws a kiln::Error (--signal ERROR), which
-// the program handles as the CLI does: print, then abort the job. Exit 0 after a clean run.
+// the program handles as the CLI does: print, then abort the job; or (--signal SKIP) stays alive
+// with its heartbeat and sleeps 60 s instead of joining the step's allreduce, which the other
+// ranks wait for in a blocking call until the watchdog's deadline (KILN_DIST_TIMEOUT). Exit 0
+// after a clean run.
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,6 +39,10 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "fault_probe: rank %d: %s at step %d\n", comm.rank(), signal_name.c_str(), step);
                 std::fflush(stderr);
                 if (signal_name == "ERROR") KILN_THROW(kInvalidArgument) << "a bad batch on rank " << comm.rank();
+                if (signal_name == "SKIP") {
+                    std::this_thread::sleep_for(std::chrono::seconds(60));
+                    continue;
+                }
                 raise(signal_name == "STOP" ? SIGSTOP : SIGKILL);
             }
             Tensor t(DType::kFloat32, {16});

@@ -242,7 +242,9 @@ TEST_F(ParameterServerTest, AsyncTrainsWithinTheStalenessBound) {
         }
         worker.finish();
         EXPECT_LE(worker.stats().max_staleness, kStaleness);
-        if (w == 0 && worker.layout().workers >= 2) EXPECT_EQ(worker.stats().max_staleness, kStaleness);
+        if (w == 0 && worker.layout().workers >= 2) {
+            EXPECT_EQ(worker.stats().max_staleness, kStaleness);
+        }
     }
 }
 

@@ -85,7 +85,9 @@ void train_and_compare(const std::string& optimizer, double clip_norm) {
         const double loss = pp.step(mine);
         const double want = ref->train_step(batch).loss;
         EXPECT_NEAR(loss, want, 1e-6 * std::abs(want)) << at << " on world rank " << world().rank();
-        if (clip_norm > 0) EXPECT_NEAR(pp.last_step_stats().grad_norm, norm, 1e-5 * norm) << at;
+        if (clip_norm > 0) {
+            EXPECT_NEAR(pp.last_step_stats().grad_norm, norm, 1e-5 * norm) << at;
+        }
         for (const std::string& p : pp.stage().parameter_names())
             expect_close(pp.stage().parameter(p), ref->parameter(p), at + " " + p + " on world rank " +
                                                                          std::to_string(world().rank()));

@@ -153,7 +153,9 @@ TEST(PipelineParallel, SkipConnectionAndAnUnbatchedInputMatchOneProcess) {
             expect_close(pp.stage().parameter(p), ref->parameter(p), p + " after step " + std::to_string(step));
     }
     // r0 goes to every later stage: one transfer per destination, their gradients summed.
-    if (comm().rank() == 0) EXPECT_EQ(pp.stage().graph().send_keys.at(0).size(), static_cast<size_t>(n - 1));
+    if (comm().rank() == 0) {
+        EXPECT_EQ(pp.stage().graph().send_keys.at(0).size(), static_cast<size_t>(n - 1));
+    }
 }
 
 TEST(PipelineParallel, RefusesWhatItCannotDo) {

@@ -57,6 +57,15 @@ def test_stopped_rank_is_noticed_by_the_heartbeat():
     assert seconds < 30, (seconds, out)
 
 
+def test_rank_that_skips_a_collective_ends_the_job_at_the_deadline():
+    # Rank 1 is alive (its heartbeat beats) but never joins step 25's allreduce: rank 0 waits in
+    # a blocking MPI call, which only the heartbeat thread's watchdog can end.
+    rc, out, seconds = run_probe(2, "--rank", "1", "--at-step", "25", "--signal", "SKIP", KILN_DIST_TIMEOUT="2")
+    assert rc != 0, out
+    assert "rank 0: allreduce(sum) did not complete within 2 s while every rank's heartbeat is alive" in out, out
+    assert seconds < 30, (seconds, out)
+
+
 def test_error_on_one_rank_aborts_every_rank():
     rc, out, seconds = run_probe(2, "--rank", "0", "--at-step", "25", "--signal", "ERROR")
     assert rc != 0, out

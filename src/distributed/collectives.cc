@@ -87,6 +87,28 @@ std::string call_name(const char* collective, const std::vector<NamedTensor>& ts
     return out;
 }
 
+/// allreduce() of one tensor, in place and without packing (the common call: a loss, a norm,
+/// a bucket). Up to kRidingBytes it rides in the agreement check.
+void allreduce_one(Communicator& comm, const std::string& collective, std::vector<NamedTensor>& ts, ReduceOp op) {
+    Tensor& t = ts[0].tensor;
+    const size_t count = static_cast<size_t>(t.numel());
+    const bool check = comm.options().check_agreement;
+    auto describe = [&] { return descriptions(ts); };
+    if (check && t.nbytes() <= kRidingBytes) {
+        RidingAllreduce riding{t.data(), t.dtype(), op, count};
+        ++data_calls;
+        check_agreement(comm, collective, call_hash(ts), describe, &riding);
+    } else {
+        if (check) check_agreement(comm, collective, call_hash(ts), describe);
+        const std::string what = call_name(collective.c_str(), ts);
+        const int n = mpi_count(count, what);
+        MPI_Datatype type = mpi_datatype(t.dtype(), ts[0].name);
+        ++data_calls;
+        comm.blocking(what, [&] { return MPI_Allreduce(MPI_IN_PLACE, t.data(), n, type, mpi_op(op, t.dtype()), comm.comm()); });
+    }
+    if (op == ReduceOp::kMean) divide_in_place(t.data(), t.dtype(), count, comm.size());
+}
+
 }  // namespace
 
 size_t collective_data_calls() { return data_calls.load(); }
@@ -154,16 +176,8 @@ void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
         (void)mpi_datatype(t.tensor.dtype(), t.name);
     }
     if (comm.size() == 1) return;  // the reduction of one rank, also its mean
+    if (ts.size() == 1) return allreduce_one(comm, collective, ts, op);
     auto describe = [&] { return descriptions(ts); };
-    if (comm.options().check_agreement && ts.size() == 1 && ts[0].tensor.nbytes() <= kRidingBytes) {
-        // One message does both, in place (the common small call: a loss, a count, a norm).
-        Tensor& t = ts[0].tensor;
-        RidingAllreduce riding{t.data(), t.dtype(), op, static_cast<size_t>(t.numel())};
-        ++data_calls;
-        check_agreement(comm, collective, call_hash(ts), describe, &riding);
-        if (op == ReduceOp::kMean) divide_in_place(t.data(), t.dtype(), riding.count, comm.size());
-        return;
-    }
     // The tensors share storage with the caller's: reduced in place, fusion buffers copied back.
     std::vector<Packed> packed = pack(ts, comm.options().fusion_bytes, true);
     auto finish = [&] {

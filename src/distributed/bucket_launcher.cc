@@ -7,16 +7,14 @@
 
 namespace kiln::distributed {
 
-BucketLauncher::BucketLauncher(Communicator& comm, const std::vector<size_t>& sizes, bool reduce, int progress_us)
+BucketLauncher::BucketLauncher(Communicator& comm, const std::vector<size_t>& sizes, bool reduce, bool comm_thread)
     : comm_(comm), reduce_(reduce), reported_at_start_(sizes.size(), -1) {
     for (size_t n : sizes) {
         tensors_.emplace_back(n);
         filled_.emplace_back(n, false);
         missing_.push_back(n);
     }
-    // Started whether or not there is anything to poll (overlap off, allreduce removed), so that
-    // the configurations a benchmark compares run the same threads (docs/distributed.md).
-    if (progress_us > 0 && comm_.size() > 1) progress_ = std::thread([this, progress_us] { progress_loop(progress_us); });
+    if (comm_thread && comm_.size() > 1) comm_thread_ = std::thread([this] { comm_loop(); });
 }
 
 BucketLauncher::~BucketLauncher() {
@@ -24,8 +22,8 @@ BucketLauncher::~BucketLauncher() {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
     }
-    stop_cv_.notify_all();
-    if (progress_.joinable()) progress_.join();
+    cv_.notify_all();
+    if (comm_thread_.joinable()) comm_thread_.join();
 }
 
 void BucketLauncher::put(size_t bucket, size_t pos, NamedTensor t, bool gradient) {
@@ -35,11 +33,7 @@ void BucketLauncher::put(size_t bucket, size_t pos, NamedTensor t, bool gradient
     tensors_[bucket][pos] = std::move(t);
     --missing_[bucket];
     if (gradient) ++reported_;
-    try {
-        start_ready_locked();
-    } catch (...) {
-        if (!error_) error_ = std::current_exception();
-    }
+    start_ready_locked();
 }
 
 bool BucketLauncher::has(size_t bucket, size_t pos) {
@@ -47,55 +41,67 @@ bool BucketLauncher::has(size_t bucket, size_t pos) {
     return filled_.at(bucket).at(pos);
 }
 
-// Buckets start in order: the next one only when complete, however many later ones are.
+// Buckets are ready in order: the next one only when complete, however many later ones are.
 void BucketLauncher::start_ready_locked() {
-    while (pending_.size() < tensors_.size() && missing_[pending_.size()] == 0 && !error_) {
-        const size_t b = pending_.size();
-        reported_at_start_[b] = reported_;
-        if (reduce_) {
-            pending_.push_back(start_allreduce(comm_, tensors_[b], ReduceOp::kMean));
-        } else {
-            pending_.push_back(start_allreduce(comm_, {}, ReduceOp::kSum));  // nothing to send
-        }
-        done_.push_back(false);
+    const size_t before = ready_;
+    while (ready_ < tensors_.size() && missing_[ready_] == 0) {
+        // Handed to the communication thread, it is under way as far as the step is concerned.
+        if (comm_thread_.joinable()) reported_at_start_[ready_] = reported_, started_ = ready_ + 1;
+        ++ready_;
     }
+    if (ready_ != before) cv_.notify_all();
 }
 
-// Open MPI advances non-blocking collectives only inside MPI calls: poll while the backward
-// pass computes, so a bucket's transfer is done (or nearly) when the optimizer needs it.
-void BucketLauncher::progress_loop(int progress_us) {
+void BucketLauncher::reduce_bucket(size_t b) {
+    if (reduce_) allreduce_prechecked(comm_, tensors_[b], ReduceOp::kMean);
+}
+
+// Takes the ready buckets in order. A bucket's tensors are complete and no longer written once
+// it is ready, so the allreduce runs outside the lock.
+void BucketLauncher::comm_loop() {
     std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-        for (size_t b = 0; b < pending_.size() && !error_; ++b) {
-            if (done_[b]) continue;
-            try {
-                done_[b] = pending_[b].test();
-            } catch (...) {
-                error_ = std::current_exception();
-            }
+    for (;;) {
+        cv_.wait(lock, [&] { return stop_ || error_ || done_ < ready_; });
+        if (stop_ || error_) return;
+        const size_t b = done_;
+        lock.unlock();
+        std::exception_ptr error;
+        try {
+            reduce_bucket(b);
+        } catch (...) {
+            error = std::current_exception();
         }
-        stop_cv_.wait_for(lock, std::chrono::microseconds(progress_us));
+        lock.lock();
+        if (error) error_ = error;
+        else ++done_;
+        cv_.notify_all();
     }
 }
 
 void BucketLauncher::finish() {
-    {
-        std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    start_ready_locked();
+    for (size_t b = 0; b < missing_.size(); ++b)
+        KILN_CHECK(missing_[b] == 0, kInternal) << "bug in Kiln: data-parallel bucket " << b << " lacks "
+                                                << missing_[b] << " of its tensors at the end of the step";
+    if (comm_thread_.joinable()) {
+        cv_.wait(lock, [&] { return error_ || done_ == tensors_.size(); });
         if (error_) std::rethrow_exception(error_);
-        start_ready_locked();
-        for (size_t b = 0; b < missing_.size(); ++b)
-            KILN_CHECK(missing_[b] == 0, kInternal) << "bug in Kiln: data-parallel bucket " << b << " lacks "
-                                                    << missing_[b] << " of its tensors at the end of the step";
-        stop_ = true;  // the waits below poll on this thread
+        return;
     }
-    stop_cv_.notify_all();
-    if (progress_.joinable()) progress_.join();
-    for (PendingAllreduce& p : pending_) p.wait();
+    for (size_t b = done_; b < tensors_.size(); ++b) {
+        reported_at_start_[b] = reported_;
+        started_ = b + 1;
+        lock.unlock();
+        reduce_bucket(b);
+        lock.lock();
+        done_ = b + 1;
+    }
 }
 
 size_t BucketLauncher::started() {
     std::lock_guard<std::mutex> lock(mu_);
-    return pending_.size();
+    return started_;
 }
 
 std::vector<int> BucketLauncher::reported_at_start() {

@@ -89,10 +89,10 @@ std::string call_name(const char* collective, const std::vector<NamedTensor>& ts
 
 /// allreduce() of one tensor, in place and without packing (the common call: a loss, a norm,
 /// a bucket). Up to kRidingBytes it rides in the agreement check.
-void allreduce_one(Communicator& comm, const std::string& collective, std::vector<NamedTensor>& ts, ReduceOp op) {
+void allreduce_one(Communicator& comm, const std::string& collective, std::vector<NamedTensor>& ts, ReduceOp op,
+                   bool check) {
     Tensor& t = ts[0].tensor;
     const size_t count = static_cast<size_t>(t.numel());
-    const bool check = comm.options().check_agreement;
     auto describe = [&] { return descriptions(ts); };
     if (check && t.nbytes() <= kRidingBytes) {
         RidingAllreduce riding{t.data(), t.dtype(), op, count};
@@ -109,74 +109,14 @@ void allreduce_one(Communicator& comm, const std::string& collective, std::vecto
     if (op == ReduceOp::kMean) divide_in_place(t.data(), t.dtype(), count, comm.size());
 }
 
-}  // namespace
-
-size_t collective_data_calls() { return data_calls.load(); }
-
-std::string describe(const NamedTensor& t) {
-    return t.name + " " + dtype_name(t.tensor.dtype()) + shape_str(t.tensor.shape());
-}
-
-struct PendingAllreduce::State {
-    Communicator* comm = nullptr;
-    std::vector<NamedTensor> ts;
-    ReduceOp op = ReduceOp::kSum;
-    std::string what;
-    std::vector<Packed> packed;
-    std::vector<MPI_Request> reqs;
-    bool waited = false;
-};
-
-PendingAllreduce::PendingAllreduce(std::unique_ptr<State> s) : s_(std::move(s)) {}
-PendingAllreduce::~PendingAllreduce() = default;
-PendingAllreduce::PendingAllreduce(PendingAllreduce&&) noexcept = default;
-
-bool PendingAllreduce::test() {
-    if (s_->reqs.empty()) return true;
-    int done = 0;
-    s_->comm->check(MPI_Testall(static_cast<int>(s_->reqs.size()), s_->reqs.data(), &done, MPI_STATUSES_IGNORE), s_->what);
-    return done != 0;
-}
-
-void PendingAllreduce::wait() {
-    State& s = *s_;
-    KILN_CHECK(!s.waited, kInternal) << "bug in Kiln: " << s.what << " waited for twice";
-    s.waited = true;
-    if (!s.reqs.empty()) s.comm->wait_all(s.reqs, s.what);
-    if (s.op == ReduceOp::kMean)
-        for (Packed& p : s.packed)
-            divide_in_place(p.data(), p.plan.dtype, p.plan.bytes / dtype_size(p.plan.dtype), s.comm->size());
-    unpack(s.packed, s.ts);
-}
-
-PendingAllreduce start_allreduce(Communicator& comm, std::vector<NamedTensor> ts, ReduceOp op) {
-    auto s = std::make_unique<PendingAllreduce::State>();
-    s->comm = &comm;
-    s->op = op;
-    s->what = call_name((std::string("allreduce(") + reduce_op_name(op) + ")").c_str(), ts);
-    s->ts = std::move(ts);
-    if (comm.size() == 1 && op != ReduceOp::kMean) return PendingAllreduce(std::move(s));
-    s->packed = pack(s->ts, comm.options().fusion_bytes, true);
-    s->reqs.assign(s->packed.size(), MPI_REQUEST_NULL);
-    for (size_t i = 0; i < s->packed.size(); ++i) {
-        Packed& p = s->packed[i];
-        int count = mpi_count(p.plan.bytes / dtype_size(p.plan.dtype), s->what);
-        ++data_calls;
-        comm.check(MPI_Iallreduce(MPI_IN_PLACE, p.data(), count, mpi_datatype(p.plan.dtype, s->ts[p.plan.members[0]].name),
-                                  mpi_op(op, p.plan.dtype), comm.comm(), &s->reqs[i]),
-                   s->what);
-    }
-    return PendingAllreduce(std::move(s));
-}
-
-void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
+void allreduce_checked(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op, bool check) {
     const std::string collective = std::string("allreduce(") + reduce_op_name(op) + ")";
     for (const NamedTensor& t : ts) {
         KILN_CHECK(t.tensor.defined(), kInvalidArgument) << collective << ": tensor '" << t.name << "' has no data";
         (void)mpi_datatype(t.tensor.dtype(), t.name);
     }
     if (comm.size() == 1) return;  // the reduction of one rank, also its mean
-    if (ts.size() == 1) return allreduce_one(comm, collective, ts, op);
+    if (ts.size() == 1) return allreduce_one(comm, collective, ts, op, check);
     auto describe = [&] { return descriptions(ts); };
     // The tensors share storage with the caller's: reduced in place, fusion buffers copied back.
     std::vector<Packed> packed = pack(ts, comm.options().fusion_bytes, true);
@@ -186,7 +126,7 @@ void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
                 divide_in_place(p.data(), p.plan.dtype, p.plan.bytes / dtype_size(p.plan.dtype), comm.size());
         unpack(packed, ts);
     };
-    if (comm.options().check_agreement) {
+    if (check) {
         if (packed.size() == 1 && packed[0].plan.bytes <= kRidingBytes) {  // several small tensors of one dtype
             RidingAllreduce riding{packed[0].data(), packed[0].plan.dtype, op,
                                    packed[0].plan.bytes / dtype_size(packed[0].plan.dtype)};
@@ -206,6 +146,22 @@ void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
         comm.blocking(what, [&] { return MPI_Allreduce(MPI_IN_PLACE, p.data(), count, type, mpi_op(op, p.plan.dtype), comm.comm()); });
     }
     finish();
+}
+
+}  // namespace
+
+size_t collective_data_calls() { return data_calls.load(); }
+
+std::string describe(const NamedTensor& t) {
+    return t.name + " " + dtype_name(t.tensor.dtype()) + shape_str(t.tensor.shape());
+}
+
+void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
+    allreduce_checked(comm, ts, op, comm.options().check_agreement);
+}
+
+void allreduce_prechecked(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
+    allreduce_checked(comm, ts, op, false);
 }
 
 void broadcast(Communicator& comm, std::vector<NamedTensor>& ts, int root) {

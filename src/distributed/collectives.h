@@ -4,11 +4,9 @@
 //
 // Every call is collective: each rank of the communicator makes it with the same tensors in the
 // same order. That is checked first (agreement.h), so a mismatch is an error naming the rank
-// and the tensor. The synchronous calls below are blocking MPI calls under the heartbeat's
-// watchdog (Communicator::blocking; a small allreduce rides in the agreement check's own
-// message), start_allreduce non-blocking ones waited on with a deadline
-// (Communicator::wait_all); allreduce and broadcast pack their tensors into fusion buffers
-// (fusion.h).
+// and the tensor. The calls are blocking MPI calls under the heartbeat's watchdog
+// (Communicator::blocking; a small allreduce rides in the agreement check's own message);
+// allreduce and broadcast pack their tensors into fusion buffers (fusion.h).
 #pragma once
 
 #include <cstddef>
@@ -32,29 +30,10 @@ struct NamedTensor {
 /// reduction (ranks' shapes and dtypes must agree).
 void allreduce(Communicator& comm, std::vector<NamedTensor>& tensors, ReduceOp op);
 
-/// An allreduce in flight (start_allreduce). Its transfers advance while anything polls MPI
-/// (test(), Communicator::wait_all, the heartbeat thread); Open MPI makes no progress by itself.
-class PendingAllreduce {
-public:
-    struct State;
-    explicit PendingAllreduce(std::unique_ptr<State> s);
-    ~PendingAllreduce();
-    PendingAllreduce(PendingAllreduce&&) noexcept;
-    /// Polls the transfers once (MPI_Testall): whether they are all done.
-    bool test();
-    /// Waits for the transfers (Communicator::wait_all: the deadline applies) and ends the call:
-    /// the mean's division, fusion buffers copied back into the tensors. Once.
-    void wait();
-
-private:
-    std::unique_ptr<State> s_;
-};
-
-/// Starts allreduce(comm, tensors, op) and returns without waiting, for a caller that overlaps
-/// it with computation (data_parallel.h). No agreement check: the caller checks the whole set of
-/// calls up front. Every rank must start the same calls in the same order; the tensors must
-/// stay alive and untouched until wait() returns.
-PendingAllreduce start_allreduce(Communicator& comm, std::vector<NamedTensor> tensors, ReduceOp op);
+/// allreduce() without the agreement check, for a caller that checks the whole set of its calls
+/// up front (data_parallel.h's buckets, one check per step). Every rank must make the same calls
+/// in the same order.
+void allreduce_prechecked(Communicator& comm, std::vector<NamedTensor>& tensors, ReduceOp op);
 
 /// Copies rank `root`'s tensors into every rank's tensors, in place.
 void broadcast(Communicator& comm, std::vector<NamedTensor>& tensors, int root);

@@ -72,6 +72,10 @@ Communicator::Communicator(const CommOptions& opts) : opts_(opts) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     who_ = "rank " + std::to_string(rank_);
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
     MPI_Comm hb = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &hb);
     MPI_Comm_set_errhandler(hb, MPI_ERRORS_RETURN);
@@ -84,6 +88,7 @@ Communicator::Communicator(const CommOptions& opts, MPI_Comm comm, std::string l
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    local_size_ = get().local_size();  // the node's ranks of the whole job share its cores
     who_ = "rank " + std::to_string(rank_) + " of " + label_;
 }
 
@@ -106,9 +111,9 @@ void Communicator::watch(const std::string& what) {
     if (world.heartbeat_) world.heartbeat_->watch(&who_, &what, opts_.collective_timeout_s);
 }
 
-void Communicator::unwatch() {
+void Communicator::unwatch(const std::string& what) {
     Communicator& world = label_.empty() ? *this : get();
-    if (world.heartbeat_) world.heartbeat_->unwatch();
+    if (world.heartbeat_) world.heartbeat_->unwatch(&what);
 }
 
 void Communicator::check(int rc, const std::string& what) const {

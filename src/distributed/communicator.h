@@ -58,6 +58,8 @@ public:
 
     int rank() const { return rank_; }
     int size() const { return size_; }
+    /// Ranks of the whole job on this rank's node (sharing its memory), this one included.
+    int local_size() const { return local_size_; }
     const CommOptions& options() const { return opts_; }
     /// Changes the fusion limit of later calls (every rank alike: the agreement check does not
     /// cover it, and buffers need not match across ranks anyway).
@@ -83,7 +85,7 @@ public:
     void blocking(const std::string& what, Call&& call) {
         watch(what);
         int rc = call();
-        unwatch();
+        unwatch(what);
         check(rc, what);
     }
 
@@ -106,12 +108,12 @@ private:
     /// blocking()'s two halves: the world's heartbeat watches `what` (a split communicator has
     /// none of its own).
     void watch(const std::string& what);
-    void unwatch();
+    void unwatch(const std::string& what);
 
     CommOptions opts_;
     std::string label_;  // empty for the world communicator
     std::string who_;
-    int rank_ = 0, size_ = 1;
+    int rank_ = 0, size_ = 1, local_size_ = 1;
     MPI_Comm comm_ = MPI_COMM_NULL;
     std::unique_ptr<Heartbeat> heartbeat_;
     bool finalized_ = false;

@@ -1,9 +1,12 @@
 // Data-parallel steps (data_parallel.h).
 #include "distributed/data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
 
 #include "distributed/agreement.h"
 #include "distributed/bucket_launcher.h"
@@ -40,8 +43,16 @@ DataParallelOptions DataParallelOptions::from_env() {
     o.overlap = env_flag("KILN_DIST_OVERLAP", true);
     const double mb = env_number("KILN_DIST_BUCKET_MB", static_cast<double>(o.bucket_bytes) / (1 << 20));
     o.bucket_bytes = static_cast<size_t>(mb * (1 << 20));
-    o.progress_us = static_cast<int>(env_number("KILN_DIST_PROGRESS_US", o.progress_us));
+    const char* ct = std::getenv("KILN_DIST_COMM_THREAD");
+    if (ct && *ct && std::string(ct) != "auto") o.comm_thread = env_flag("KILN_DIST_COMM_THREAD", true) ? 1 : 0;
     return o;
+}
+
+bool DataParallelOptions::use_comm_thread(const Communicator& comm) const {
+    if (comm_thread >= 0) return comm_thread == 1;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = compute_threads > 0 ? compute_threads : cores;
+    return comm.local_size() * threads < cores;
 }
 
 DataParallel::DataParallel(Communicator& comm, TrainingSession& session, DataParallelOptions opts)
@@ -91,7 +102,7 @@ double DataParallel::step(const std::map<std::string, Tensor>& batch) {
     if (reduce && comm_.options().check_agreement) check_agreement(comm_, "data-parallel step", descriptions_);
     std::vector<size_t> sizes;
     for (const auto& b : buckets_) sizes.push_back(b.size());
-    BucketLauncher launcher(comm_, sizes, reduce, opts_.progress_us);
+    BucketLauncher launcher(comm_, sizes, reduce, opts_.use_comm_thread(comm_));
     auto put = [&](const std::string& name, const Tensor& g) {
         auto s = slot_.find(name);
         if (s != slot_.end()) launcher.put(s->second.first, s->second.second, {"grad/" + name, g}, true);

@@ -12,8 +12,8 @@
 // Overlap with the backward pass (DDP's): the session reports each gradient as soon as the
 // runtime has written it for good (TrainingSession::gradients_as_ready, runtime/output_ready.h),
 // and a bucket's non-blocking allreduce starts, on the reporting thread, once its last gradient
-// is in, while the rest of the backward pass runs; a progress thread polls the transfers in
-// flight (Open MPI makes no progress by itself). Buckets start strictly in bucket order, so
+// is in, while the rest of the backward pass runs, on a communication thread where the node has
+// a core to spare (DataParallelOptions::comm_thread). Buckets start strictly in bucket order, so
 // every rank issues the same collectives in the same order whatever order its executor finished
 // them in. The optimizer waits for every bucket. One agreement check per step covers every
 // bucket (the same names, dtypes and shapes on every rank) before any of them starts.
@@ -40,9 +40,15 @@ struct DataParallelOptions {
     /// Start buckets while the backward pass runs (KILN_DIST_OVERLAP=0 turns it off: every
     /// bucket then starts after the last gradient, as before; results are the same bit for bit).
     bool overlap = true;
-    /// Microseconds between the progress thread's polls of the transfers in flight
-    /// (KILN_DIST_PROGRESS_US).
-    int progress_us = 100;
+    /// Run the buckets' allreduces on a communication thread while the backward pass goes on
+    /// (bucket_launcher.h): 1, or 0 (on the step's thread after the backward pass), or -1 (auto:
+    /// only where the node has a core to spare, more cores than its ranks' compute threads; on
+    /// a fully used machine the thread takes its CPU time from the backward pass, and a
+    /// 2-rank x 1-thread step on 2 cores was 8-10% slower with it). KILN_DIST_COMM_THREAD.
+    int comm_thread = -1;
+    /// Intra-op threads of each rank's step, for comm_thread's auto (0: unknown, taken as every
+    /// core).
+    int compute_threads = 0;
     /// BatchNormalization statistics over the global batch (every rank's), as PyTorch's
     /// SyncBatchNorm (sync_batch_norm_gradients.h; `kiln train --sync-batch-norm`). Off: each
     /// rank normalizes with its own batch's statistics (DDP's default). No effect on a model
@@ -54,6 +60,8 @@ struct DataParallelOptions {
 
     /// The defaults, overridden by the environment variables above.
     static DataParallelOptions from_env();
+    /// comm_thread resolved for a job on `comm` (its node's ranks: Communicator::local_size).
+    bool use_comm_thread(const Communicator& comm) const;
 };
 
 /// What the last step did (for tests, logs and benchmarks).

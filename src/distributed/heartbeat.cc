@@ -47,30 +47,34 @@ Heartbeat::~Heartbeat() {
 void Heartbeat::watch(const std::string* who, const std::string* what, double timeout_s) {
     if (timeout_s <= 0) return;
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    watched_who_ = who;
-    watched_what_ = what;
-    watch_timeout_ = timeout_s;
-    watch_deadline_.store(now_s() + timeout_s, std::memory_order_release);
+    watched_.push_back({who, what, timeout_s, now_s() + timeout_s});
+    watching_.store(static_cast<int>(watched_.size()), std::memory_order_release);
 }
 
-void Heartbeat::unwatch() {
-    if (watch_deadline_.load(std::memory_order_acquire) == 0) return;
+void Heartbeat::unwatch(const std::string* what) {
+    if (watching_.load(std::memory_order_acquire) == 0) return;
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    watch_deadline_.store(0, std::memory_order_release);
-    watched_who_ = watched_what_ = nullptr;
+    for (size_t i = 0; i < watched_.size(); ++i)
+        if (watched_[i].what == what) {
+            watched_.erase(watched_.begin() + static_cast<std::ptrdiff_t>(i));
+            break;
+        }
+    watching_.store(static_cast<int>(watched_.size()), std::memory_order_release);
 }
 
 bool Heartbeat::watched_call_in_time(double now) {
-    double deadline = watch_deadline_.load(std::memory_order_acquire);
-    if (deadline == 0 || now <= deadline) return true;
+    if (watching_.load(std::memory_order_acquire) == 0) return true;
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    if (watch_deadline_.load(std::memory_order_acquire) == 0) return true;  // returned meanwhile
-    std::fprintf(stderr,
-                 "kiln distributed: %s: %s did not complete within %.0f s while every rank's heartbeat is alive: "
-                 "another rank is not taking part (a different number of steps or collectives?); "
-                 "KILN_DIST_TIMEOUT sets the limit; aborting the job\n",
-                 watched_who_->c_str(), watched_what_->c_str(), watch_timeout_);
-    return false;
+    for (const Watched& w : watched_) {
+        if (now <= w.deadline) continue;
+        std::fprintf(stderr,
+                     "kiln distributed: %s: %s did not complete within %.0f s while every rank's heartbeat is alive: "
+                     "another rank is not taking part (a different number of steps or collectives?); "
+                     "KILN_DIST_TIMEOUT sets the limit; aborting the job\n",
+                     w.who->c_str(), w.what->c_str(), w.timeout_s);
+        return false;
+    }
+    return true;
 }
 
 /// Takes every beat that arrived; false after printing when a receive failed (the peer's

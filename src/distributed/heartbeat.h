@@ -33,11 +33,11 @@ public:
     Heartbeat(const Heartbeat&) = delete;
     Heartbeat& operator=(const Heartbeat&) = delete;
 
-    /// A blocking call of `who` (this rank) doing `what` starts: unless unwatch() comes within
-    /// `timeout_s` (0: never), the thread prints both and aborts the job. `what` must live until
-    /// unwatch(). One call is watched at a time.
+    /// A blocking call of `who` (this rank) doing `what` starts: unless unwatch(what) comes
+    /// within `timeout_s` (0: never), the thread prints both and aborts the job. Both must live
+    /// until unwatch(). Any number of threads may be watched at once.
     void watch(const std::string* who, const std::string* what, double timeout_s);
-    void unwatch();
+    void unwatch(const std::string* what);
 
 private:
     void run();
@@ -51,11 +51,14 @@ private:
     std::vector<MPI_Request> recvs_, sends_;
     std::vector<int> recv_buf_, send_buf_;
     std::atomic<bool> stop_{false};
-    std::mutex watch_mutex_;  // guards the watched call's names against unwatch()
-    const std::string* watched_who_ = nullptr;
-    const std::string* watched_what_ = nullptr;
-    double watch_timeout_ = 0;
-    std::atomic<double> watch_deadline_{0};  // 0: nothing watched
+    struct Watched {
+        const std::string* who;
+        const std::string* what;
+        double timeout_s, deadline;
+    };
+    std::mutex watch_mutex_;
+    std::vector<Watched> watched_;     // the blocking calls under way
+    std::atomic<int> watching_{0};     // watched_.size(), read without the lock
     std::thread thread_;
 };
 

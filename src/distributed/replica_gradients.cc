@@ -40,7 +40,7 @@ void ReplicaGradients::begin() {
     checked_ = true;
     std::vector<size_t> sizes;
     for (const auto& b : buckets_) sizes.push_back(b.size());
-    launcher_ = std::make_unique<BucketLauncher>(comm_, sizes, true, opts_.progress_us);
+    launcher_ = std::make_unique<BucketLauncher>(comm_, sizes, true, opts_.use_comm_thread(comm_));
 }
 
 void ReplicaGradients::finish(std::map<std::string, Tensor>& sums, double* loss) {

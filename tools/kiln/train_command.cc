@@ -155,6 +155,7 @@ int train_run(TrainArgs a, ProgressBar& bar) {
         if (a.bucket_mb >= 0) dpo.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
         if (a.no_overlap) dpo.overlap = false;
         dpo.sync_batch_norm = a.sync_batch_norm;
+        dpo.compute_threads = opts.session.threads;
         dp = std::make_unique<distributed::DataParallel>(distributed::Communicator::get(), *session, dpo);
         if (!a.resume) dp->broadcast_parameters();  // a resumed run: every rank loaded the same checkpoint
     }

@@ -232,6 +232,7 @@ distributed::PipelineParallelOptions pipeline_options(const TrainArgs& a, const 
     po.replicas = groups.replicas_of_stage.get();
     if (a.bucket_mb >= 0) po.replica_buckets.bucket_bytes = static_cast<size_t>(a.bucket_mb * (1 << 20));
     if (a.no_overlap) po.replica_buckets.overlap = false;
+    po.replica_buckets.compute_threads = a.threads;
     if (a.dispatch == "master") po.dispatch = distributed::PipelineDispatch::kMaster;
     return po;
 }

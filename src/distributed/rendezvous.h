@@ -73,6 +73,7 @@ private:
     std::condition_variable wake_;
     bool stop_ = false;
     std::vector<std::unique_ptr<PendingSend>> sends_;
+    size_t posted_ = 0;  // sends ever posted (the progress thread's cue to poll fast again)
     std::thread progress_;  // advances pending sends while the caller runs kernels
     std::function<void()> wait_check_;
     bool in_wait_check_ = false;  // the check's own try_recv calls do not check again

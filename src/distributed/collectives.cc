@@ -109,7 +109,7 @@ void allreduce_one(Communicator& comm, const std::string& collective, std::vecto
     if (op == ReduceOp::kMean) divide_in_place(t.data(), t.dtype(), count, comm.size());
 }
 
-void allreduce_checked(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op, bool check) {
+void allreduce_checked(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op, bool check, size_t fusion_bytes) {
     const std::string collective = std::string("allreduce(") + reduce_op_name(op) + ")";
     for (const NamedTensor& t : ts) {
         KILN_CHECK(t.tensor.defined(), kInvalidArgument) << collective << ": tensor '" << t.name << "' has no data";
@@ -119,7 +119,7 @@ void allreduce_checked(Communicator& comm, std::vector<NamedTensor>& ts, ReduceO
     if (ts.size() == 1) return allreduce_one(comm, collective, ts, op, check);
     auto describe = [&] { return descriptions(ts); };
     // The tensors share storage with the caller's: reduced in place, fusion buffers copied back.
-    std::vector<Packed> packed = pack(ts, comm.options().fusion_bytes, true);
+    std::vector<Packed> packed = pack(ts, fusion_bytes, true);
     auto finish = [&] {
         if (op == ReduceOp::kMean)
             for (Packed& p : packed)
@@ -157,11 +157,11 @@ std::string describe(const NamedTensor& t) {
 }
 
 void allreduce(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
-    allreduce_checked(comm, ts, op, comm.options().check_agreement);
+    allreduce_checked(comm, ts, op, comm.options().check_agreement, comm.options().fusion_bytes);
 }
 
-void allreduce_prechecked(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op) {
-    allreduce_checked(comm, ts, op, false);
+void allreduce_prechecked(Communicator& comm, std::vector<NamedTensor>& ts, ReduceOp op, size_t fusion_bytes) {
+    allreduce_checked(comm, ts, op, false, fusion_bytes > 0 ? fusion_bytes : comm.options().fusion_bytes);
 }
 
 void broadcast(Communicator& comm, std::vector<NamedTensor>& ts, int root) {

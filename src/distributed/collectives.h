@@ -32,8 +32,9 @@ void allreduce(Communicator& comm, std::vector<NamedTensor>& tensors, ReduceOp o
 
 /// allreduce() without the agreement check, for a caller that checks the whole set of its calls
 /// up front (data_parallel.h's buckets, one check per step). Every rank must make the same calls
-/// in the same order.
-void allreduce_prechecked(Communicator& comm, std::vector<NamedTensor>& tensors, ReduceOp op);
+/// in the same order. `fusion_bytes` (0: the communicator's) bounds the fusion buffers: a tensor
+/// larger than it is reduced alone, in place, without the copies in and out.
+void allreduce_prechecked(Communicator& comm, std::vector<NamedTensor>& tensors, ReduceOp op, size_t fusion_bytes = 0);
 
 /// Copies rank `root`'s tensors into every rank's tensors, in place.
 void broadcast(Communicator& comm, std::vector<NamedTensor>& tensors, int root);

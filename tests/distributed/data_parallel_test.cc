@@ -4,6 +4,9 @@
 // order within the byte limit. References are computed here from each rank's known gradients.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "distributed/data_parallel.h"
 #include "kiln/error.h"
 
@@ -57,6 +60,29 @@ private:
     std::vector<TensorInfo> inputs_;
     std::map<std::string, Tensor> params_;
 };
+
+// The communication thread runs where the node has a core to spare: never when the node's ranks'
+// compute threads take every core; an explicit setting wins. The node's ranks are this job's
+// on one host (all of them under mpiexec here; 1 each across network namespaces).
+TEST(DataParallel, CommunicationThreadOnlyWhereACoreIsSpare) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    EXPECT_GE(comm().local_size(), 1);
+    EXPECT_LE(comm().local_size(), comm().size());
+    DataParallelOptions o;
+    o.comm_thread = -1;
+    o.compute_threads = cores;
+    EXPECT_FALSE(o.use_comm_thread(comm())) << "no core is spare when each rank computes on every core";
+    o.compute_threads = 0;  // unknown: every core
+    EXPECT_FALSE(o.use_comm_thread(comm()));
+    o.compute_threads = 1;
+    EXPECT_EQ(o.use_comm_thread(comm()), comm().local_size() < cores);
+    o.comm_thread = 1;
+    o.compute_threads = cores;
+    EXPECT_TRUE(o.use_comm_thread(comm()));
+    o.comm_thread = 0;
+    o.compute_threads = 1;
+    EXPECT_FALSE(o.use_comm_thread(comm()));
+}
 
 TEST(DataParallel, BroadcastsRankZerosParameters) {
     FakeSession s(comm().rank());

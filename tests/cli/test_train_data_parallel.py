@@ -1,10 +1,11 @@
 """`mpirun -np 2 kiln train ... --data-parallel` (docs/distributed.md) against one process, as
-PyTorch tests DDP: 2 ranks x batch 8 train the same parameters as 1 process x batch 16 (the
-global batch i of the single process is the concatenation of the ranks' batches i, with and
-without shuffling), within 1e-6 relative (the gradient sums are grouped differently, so not
-bitwise). Checkpoints are written by rank 0 and resumed on every rank, bitwise.
+PyTorch tests DDP: 2 ranks x batch 16 train the same parameters as 1 process x batch 32 for 50
+SGD and 50 Adam steps (the global batch i of the single process is the concatenation of the
+ranks' batches i, with and without shuffling): every step's global loss and the final parameters
+within 1e-6 relative (the gradient sums are grouped differently, so not bitwise). Checkpoints are written by rank 0 and resumed on every rank, bitwise.
 
 The binary is $KILN_BIN, or <repo>/build/bin/kiln; mpiexec from PATH."""
+import csv
 import os
 import pathlib
 import shutil
@@ -44,14 +45,24 @@ def assert_close(got, want):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6 * scale, err_msg=name)
 
 
+def step_losses(csv_path):
+    with open(csv_path) as f:
+        return [float(row["train_loss"]) for row in csv.DictReader(f) if row["train_loss"]]
+
+
 @pytest.mark.parametrize("optimizer,order", [("sgd", "--shuffle"), ("adam", "--no-shuffle")])
 def test_two_ranks_train_as_one_process_with_twice_the_batch(tmp_path, optimizer, order):
-    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=260)  # 16 global batches + 4 dropped
+    model, data = mlp(tmp_path / "mlp.onnx"), blobs(tmp_path / "blobs.npz", n=804)  # 25 global batches + 4 dropped
     lr = "0.1" if optimizer == "sgd" else "0.01"
-    train(tmp_path, "one", model, data, 16, "--optimizer", optimizer, "--lr", lr, order)
-    r = train(tmp_path, "two", model, data, 8, "--optimizer", optimizer, "--lr", lr, order, ranks=2)
-    assert "data-parallel: 2 ranks x batch 8 = 16 records per step" in r.stderr
-    assert r.stderr.count("trained 32 steps") == 1  # rank 0 alone reports
+    train(tmp_path, "one", model, data, 32, "--optimizer", optimizer, "--lr", lr, order,
+          "--metrics-csv", tmp_path / "one.csv")
+    r = train(tmp_path, "two", model, data, 16, "--optimizer", optimizer, "--lr", lr, order,
+              "--metrics-csv", tmp_path / "two.csv", ranks=2)
+    assert "data-parallel: 2 ranks x batch 16 = 32 records per step" in r.stderr
+    assert r.stderr.count("trained 50 steps") == 1  # rank 0 alone reports
+    one_losses, two_losses = step_losses(tmp_path / "one.csv"), step_losses(tmp_path / "two.csv")
+    assert len(one_losses) == len(two_losses) == 50
+    np.testing.assert_allclose(two_losses, one_losses, rtol=1e-6, err_msg="a step's global loss")
     start, one, two = initializers(model), initializers(tmp_path / "one.onnx"), initializers(tmp_path / "two.onnx")
     assert any(np.max(np.abs(one[k] - start[k])) > 1e-2 for k in start)  # it did train
     assert_close(two, one)

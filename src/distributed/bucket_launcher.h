@@ -1,11 +1,12 @@
 // The allreduces of one data-parallel step's buckets (data_parallel.h). Tensors come in as the
 // backward pass reports them (put, from any thread); a bucket starts as soon as it is complete
 // and every earlier bucket has started, so every rank issues the same collectives in the same
-// order. A communication thread of the launcher runs each started bucket's mean allreduce as a
-// blocking MPI call, in order, while the backward pass goes on (Horovod's background thread):
-// Open MPI's blocking algorithms are faster than its non-blocking ones, and nothing wakes
-// periodically to poll (a 100 us polling thread cost a 2-rank step on 2 cores a quarter of its
-// speed: docs/distributed.md). finish() waits for all of them.
+// order. With comm_thread, a communication thread of the launcher runs each started bucket's
+// mean allreduce as a blocking MPI call, in order, while the backward pass goes on (Horovod's
+// background thread); without it, finish() runs them. Open MPI's blocking algorithms are faster
+// than its non-blocking ones, and nothing wakes periodically to poll (a 100 us polling thread
+// cost a 2-rank step on 2 cores a quarter of its speed: docs/distributed.md). finish() waits
+// for all of them.
 #pragma once
 
 #include <condition_variable>

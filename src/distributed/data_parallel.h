@@ -11,9 +11,10 @@
 //
 // Overlap with the backward pass (DDP's): the session reports each gradient as soon as the
 // runtime has written it for good (TrainingSession::gradients_as_ready, runtime/output_ready.h),
-// and a bucket's non-blocking allreduce starts, on the reporting thread, once its last gradient
-// is in, while the rest of the backward pass runs, on a communication thread where the node has
-// a core to spare (DataParallelOptions::comm_thread). Buckets start strictly in bucket order, so
+// and a bucket is ready once its last gradient is in. Where the node has a core to spare
+// (DataParallelOptions::comm_thread), a communication thread runs each ready bucket's blocking
+// mean allreduce while the rest of the backward pass runs; elsewhere the buckets run after the
+// backward pass, on the step's thread (bucket_launcher.h). Buckets start strictly in bucket order, so
 // every rank issues the same collectives in the same order whatever order its executor finished
 // them in. The optimizer waits for every bucket. One agreement check per step covers every
 // bucket (the same names, dtypes and shapes on every rank) before any of them starts.

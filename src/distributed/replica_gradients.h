@@ -25,7 +25,7 @@ class ReplicaGradients {
 public:
     /// `replicas`: the ranks holding this stage in every replica; `stage`'s parameters (model
     /// order) and whether it computes the loss are the plan. `opts`: bucket_bytes, overlap,
-    /// progress_us (DataParallelOptions::from_env, `--bucket-mb`, `--no-overlap`).
+    /// comm_thread, compute_threads (DataParallelOptions::from_env, `--bucket-mb`, `--no-overlap`).
     ReplicaGradients(Communicator& replicas, const PipelineStage& stage, const DataParallelOptions& opts);
     ~ReplicaGradients();
 

@@ -2,6 +2,7 @@
 #include "autodiff/training_graph.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "autodiff/region.h"
 #include "autodiff/sync_batch_norm.h"
 #include "op/registry.h"
+#include "pass/gelu_from_erf.h"
 #include "pass/rewrite.h"
 #include "support/error.h"
 
@@ -219,6 +221,9 @@ std::vector<std::pair<std::string, ir::Value*>> convert_for_training(ir::Graph& 
     dropout_to_training(g, seed);
     max_pool_with_indices(g);
     transposed_weights_to_gemm(g);
+    // KILN_TRAIN_GELU=0 keeps the written-out form (for A/Bs).
+    const char* gelu = std::getenv("KILN_TRAIN_GELU");
+    if (!(gelu && std::string(gelu) == "0")) pass::gelu_from_erf(g);
     return stat_updates;
 }
 

@@ -25,6 +25,7 @@
 #include <limits>
 #include <string>
 
+#include "op/defs/flush_subnormal.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -281,7 +282,7 @@ OpDef attention_op() {
             "attn_max", cdt);
         te::Tensor ex = te::compute(
             sshape, [&](const std::vector<Var>& i) {
-                return te::unary(te::UnaryOp::kExp, te::read(logits, i) - te::read(mx, row(i, te::int_imm(0))));
+                return flushed_exp(te::read(logits, i) - te::read(mx, row(i, te::int_imm(0))), cdt);
             },
             "attn_exp", cdt);
         te::IterVar r2 = te::reduce_axis(total, "rt");
@@ -289,7 +290,10 @@ OpDef attention_op() {
             red, [&](const std::vector<Var>& i) { return te::sum(te::read(ex, row(i, r2->var)), {r2}); }, "attn_sum",
             cdt);
         te::Tensor probs = te::compute(
-            sshape, [&](const std::vector<Var>& i) { return te::read(ex, i) / te::read(sm, row(i, te::int_imm(0))); },
+            sshape,
+            [&](const std::vector<Var>& i) {
+                return flush_subnormal(te::read(ex, i) / te::read(sm, row(i, te::int_imm(0))), cdt);
+            },
             "attn_probs", cdt);
         // Y = probs @ V.
         te::IterVar r3 = te::reduce_axis(total, "rt");

@@ -13,6 +13,7 @@
 // Hardmax is piecewise constant and has none.
 #include <string>
 
+#include "op/defs/flush_subnormal.h"
 #include "op/defs/row_reduce.h"
 #include "op/op_util.h"
 #include "op/registry.h"
@@ -93,7 +94,7 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
     te::Tensor e = te::sym_compute(
         xs, [&](const std::vector<Var>& i) {
             std::vector<Expr> idx(i.begin(), i.end());
-            return te::unary(te::UnaryOp::kExp, xv(idx) - te::read(m, at0(i)));
+            return flushed_exp(xv(idx) - te::read(m, at0(i)), cdt);
         },
         name + "_exp", cdt);
     if (lanes > 0) {
@@ -105,7 +106,7 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
         te::Tensor y = te::sym_compute(
             xs,
             [&](const std::vector<Var>& i) {
-                return te::read(e, i) * (te::make_const(cdt, 1) / te::read(s, at0(i)));
+                return flush_subnormal(te::read(e, i) * (te::make_const(cdt, 1) / te::read(s, at0(i))), cdt);
             },
             name, a.out_dtype());
         return {y};
@@ -114,7 +115,7 @@ std::vector<te::Tensor> softmax_compute(const ComputeArgs& a, Kind kind, const s
         red, [&](const std::vector<Var>& i) { return te::sum(te::read(e, with_axis(i, axis, r2->var)), {r2}); },
         name + "_sum", cdt);
     te::Tensor y = te::sym_compute(
-        xs, [&](const std::vector<Var>& i) { return te::read(e, i) / te::read(s, at0(i)); }, name,
+        xs, [&](const std::vector<Var>& i) { return flush_subnormal(te::read(e, i) / te::read(s, at0(i)), cdt); }, name,
         a.out_dtype());
     return {y};
 }

@@ -116,6 +116,20 @@ OpDef clip_op() {
     return d;
 }
 
+/// 2 or 3 when `exponent` is a constant whose every element is that value (a float base then
+/// takes products: the written-out LayerNorm's and RMSNorm's Pow(d, 2), GELU-tanh's Pow(x, 3)
+/// ran as a libm powf per element, 4.3 ms for a [8, 128, 384] RMSNorm at one thread against
+/// 0.14 with products; x * x is powf's correctly rounded x^2, x * x * x within an ulp of x^3),
+/// else 0.
+int small_integer_exponent(const Tensor* exponent) {
+    if (!exponent || exponent->numel() == 0) return 0;
+    const double e = exponent->get_f64(0);
+    if (e != 2.0 && e != 3.0) return 0;
+    for (int64_t k = 1; k < exponent->numel(); ++k)
+        if (exponent->get_f64(k) != e) return 0;
+    return static_cast<int>(e);
+}
+
 OpDef pow_op() {
     OpDef d;
     d.name = "Pow";
@@ -134,11 +148,14 @@ OpDef pow_op() {
     d.compute = [](const ComputeArgs& a) {
         te::Tensor x = a.in(0), y = a.in(1);
         const DType xt = a.in(0)->dtype, yt = a.in(1)->dtype;
+        const int small = small_integer_exponent(a.constant_input(1));
         auto out = te::sym_compute(
             a.out_dims(), [&](const std::vector<Var>& i) {
                 Expr base = broadcast_read(x, i), ex = broadcast_read(y, i);
                 if (dtype_is_float(xt)) {
                     const DType cdt = te::compute_dtype(xt);
+                    if (small == 2) return te::cast(cdt, base) * te::cast(cdt, base);
+                    if (small == 3) return te::cast(cdt, base) * te::cast(cdt, base) * te::cast(cdt, base);
                     return te::binary(te::BinaryOp::kPow, base, te::cast(cdt, ex));
                 }
                 if (dtype_is_int(yt))  // exact integer power (negative exponents: C semantics of the helper)

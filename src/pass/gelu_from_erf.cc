@@ -23,25 +23,29 @@ ir::Value* other(const ir::Node* n, const ir::Value* v) {
     return nullptr;
 }
 
-/// The GELU whose Erf is `erf`: its input x and its last node, or {nullptr, nullptr}.
-std::pair<ir::Value*, ir::Node*> match(const ir::Graph& g, ir::Node* erf) {
-    const std::pair<ir::Value*, ir::Node*> none{nullptr, nullptr};
+/// The GELU whose Erf is `erf`: its input x and its five nodes, first to last (empty if none).
+struct Match {
+    ir::Value* x = nullptr;
+    std::vector<ir::Node*> nodes;
+};
+
+Match match(const ir::Graph& g, ir::Node* erf) {
     ir::Node* scale = erf->input(0)->producer();
-    if (!scale || scale->num_inputs() != 2 || sole_user(g, scale->output(0)) != erf) return none;
+    if (!scale || scale->num_inputs() != 2 || sole_user(g, scale->output(0)) != erf) return {};
     ir::Value* x = nullptr;
     if (scale->op() == "Div" && near(scale->input(1), std::sqrt(2.0))) x = scale->input(0);
     else if (scale->op() == "Mul" && near(scale->input(1), std::sqrt(0.5))) x = scale->input(0);
     else if (scale->op() == "Mul" && near(scale->input(0), std::sqrt(0.5))) x = scale->input(1);
-    if (!x || x->type().dtype != erf->output(0)->type().dtype || x->type() != erf->output(0)->type()) return none;
+    if (!x || x->type() != erf->output(0)->type()) return {};
     ir::Node* plus = sole_user(g, erf->output(0));
-    if (!plus || plus->op() != "Add" || !near(other(plus, erf->output(0)), 1.0)) return none;
+    if (!plus || plus->op() != "Add" || !near(other(plus, erf->output(0)), 1.0)) return {};
     ir::Node* times = sole_user(g, plus->output(0));
-    if (!times || times->op() != "Mul" || other(times, plus->output(0)) != x) return none;
+    if (!times || times->op() != "Mul" || other(times, plus->output(0)) != x) return {};
     ir::Node* half = sole_user(g, times->output(0));
-    if (!half || half->op() != "Mul" || !near(other(half, times->output(0)), 0.5)) return none;
+    if (!half || half->op() != "Mul" || !near(other(half, times->output(0)), 0.5)) return {};
     for (const ir::Node* n : {plus, times, half})
-        if (n->output(0)->type() != x->type()) return none;
-    return {x, half};
+        if (n->output(0)->type() != x->type()) return {};
+    return {x, {scale, erf, plus, times, half}};
 }
 
 }  // namespace
@@ -52,17 +56,13 @@ bool gelu_from_erf(ir::Graph& g) {
         if (n->op() == "Erf" && n->num_inputs() == 1 && n->num_outputs() == 1) erfs.push_back(n);
     bool changed = false;
     for (ir::Node* erf : erfs) {
-        auto [x, last] = match(g, erf);
-        if (!x) continue;
-        ir::Node* gelu = add_inferred_node(g, "Gelu", {x}, {{"approximate", ir::Attr(std::string("none"))}}, 1,
+        const Match m = match(g, erf);
+        if (!m.x) continue;
+        ir::Node* last = m.nodes.back();
+        ir::Node* gelu = add_inferred_node(g, "Gelu", {m.x}, {{"approximate", ir::Attr(std::string("none"))}}, 1,
                                            last->name().empty() ? "gelu" : last->name());
-        std::vector<ir::Node*> chain = {erf->input(0)->producer(), erf};
-        for (ir::Node* n = erf; n != last;) {
-            n = sole_user(g, n->output(0));
-            chain.push_back(n);
-        }
         replace_keeping_output_name(g, last->output(0), gelu->output(0));
-        for (auto it = chain.rbegin(); it != chain.rend(); ++it) g.erase_node(*it);
+        for (auto it = m.nodes.rbegin(); it != m.nodes.rend(); ++it) g.erase_node(*it);
         changed = true;
     }
     if (changed) g.topo_sort();

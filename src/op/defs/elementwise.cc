@@ -154,8 +154,9 @@ OpDef pow_op() {
                 Expr base = broadcast_read(x, i), ex = broadcast_read(y, i);
                 if (dtype_is_float(xt)) {
                     const DType cdt = te::compute_dtype(xt);
-                    if (small == 2) return te::cast(cdt, base) * te::cast(cdt, base);
-                    if (small == 3) return te::cast(cdt, base) * te::cast(cdt, base) * te::cast(cdt, base);
+                    const Expr b = te::cast(cdt, base);
+                    if (small == 2) return b * b;
+                    if (small == 3) return b * b * b;
                     return te::binary(te::BinaryOp::kPow, base, te::cast(cdt, ex));
                 }
                 if (dtype_is_int(yt))  // exact integer power (negative exponents: C semantics of the helper)

@@ -22,6 +22,7 @@ namespace kiln::op {
 inline te::Expr flushed_exp(const te::Expr& d, DType cdt) {
     if (cdt != DType::kFloat32) return te::unary(te::UnaryOp::kExp, d);
     const te::Expr lo = te::make_const(cdt, -87.0);
+    // Selects, not max(d, lo): a NaN d (a row of -inf) must reach the exp as NaN.
     return te::select(d < lo, te::make_const(cdt, 0), te::unary(te::UnaryOp::kExp, te::select(d < lo, lo, d)));
 }
 

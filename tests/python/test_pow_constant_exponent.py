@@ -1,8 +1,9 @@
-"""Pow with a constant exponent of 2 or 3 computes by products (op/defs/elementwise.cc): the
-written-out LayerNorm and RMSNorm of opset-14 exports and GELU-tanh's x^3 had run a powf per
-element (15-22x ONNX Runtime's time, bench/cliffs_ops.py). The reference is numpy in float64:
-x^2 is powf's correctly rounded value, x^3 within two roundings; special values (zeros of both
-signs, infinities, NaN, overflow) as C's pow gives them. Other exponents keep powf."""
+"""Pow with a constant exponent of 2 or 3 computes by products, 0.5 by sqrt, -1 and -0.5 by a
+division (op/defs/elementwise.cc pow_by_constant): the written-out LayerNorm and RMSNorm of
+opset-14 exports and GELU-tanh's x^3 had run a powf per element (15-22x ONNX Runtime's time,
+bench/cliffs_ops.py). The reference is numpy in float64: x^2, x^0.5 and x^-1 are correctly
+rounded, x^3 and x^-0.5 within two roundings; special values (zeros of both signs, infinities,
+NaN, negative bases, overflow) as C's pow gives them. Other exponents keep powf."""
 import numpy as np
 import onnx
 import pytest
@@ -27,14 +28,19 @@ def _inputs(n):
     return x
 
 
-@pytest.mark.parametrize("exponent", [2.0, 3.0, [2.0, 2.0, 2.0], 2.5, [2.0, 3.0, 2.0]])
+@pytest.mark.parametrize("exponent", [2.0, 3.0, [2.0, 2.0, 2.0], 2.5, [2.0, 3.0, 2.0], 0.5, -1.0, -0.5,
+                                      [0.5, 0.5, 0.5], [0.5, -0.5, 0.5]])
 def test_pow_matches_numpy(tmp_path, exponent):
     x = _inputs(3 * 1000).reshape(1000, 3)
     path = str(tmp_path / "pow.onnx")
     _pow_model(path, exponent, [1000, 3])
     got = kiln.InferenceSession(path).run(None, {"x": x})[0]
     with np.errstate(all="ignore"):
-        want = np.power(x.astype(np.float64), np.asarray(exponent, np.float64)).astype(np.float32)
+        # An exponent array as wide as x: numpy's scalar 0.5 takes sqrt (NaN at -inf, -0 at -0),
+        # an array exponent C's pow (+inf, +0: ONNX Runtime's answer too).
+        x64 = x.astype(np.float64)
+        e64 = np.ascontiguousarray(np.broadcast_to(np.asarray(exponent, np.float64), x64.shape))
+        want = np.power(x64, e64).astype(np.float32)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
     np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)

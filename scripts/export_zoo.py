@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exports the benchmark zoo: 30 architectures beyond bench/peers.py's five, chosen for breadth.
+"""Exports the benchmark zoo: 37 architectures beyond bench/peers.py's five, chosen for breadth.
 
 Run by Debian's PyTorch (python3-torch 1.13 + python3-torchvision 0.14, installed by
 scripts/install_deps.sh): `/usr/bin/python3 scripts/export_zoo.py`. Random weights (seeded),
@@ -13,7 +13,9 @@ DenseNet, ConvNeXt, ViT, Swin, MNASNet, SqueezeNet, Inception, GoogLeNet), segme
 three widths and a GPT-2-style decoder with a causal mask (written out here with plain Linear /
 MatMul / Softmax / LayerNorm, as exporters of HF models emit them), recurrent models (the LSTM
 and GRU ops: stacked, bidirectional), 1-D convolution stacks (dilated temporal convs, a strided
-audio front end), an MLP-Mixer and a small U-Net with ConvTranspose.
+audio front end), an MLP-Mixer and a small U-Net with ConvTranspose; and (scripts/zoo_modern.py)
+EfficientNetV2-S, a LLaMA-style decoder, a Whisper-style encoder, a wav2vec2-style feature
+extractor, a Stable-Diffusion UNet block and a YOLOv5-style detector.
 
     /usr/bin/python3 scripts/export_zoo.py --out build/zoo [--only a,b] [--batch 1,8] [--list]
 """
@@ -25,6 +27,9 @@ import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo_modern  # noqa: E402
 
 OPSET = 17
 SEED = 0
@@ -267,6 +272,18 @@ ZOO = {
                      "strided 1-D convs, GELU"),
     "mixer_s16": (mixer_model, [IMG], "MLP-Mixer: token-mixing transposes, LayerNorm"),
     "unet_small": (unet_model, [("image", (3, 128, 128), "float")], "ConvTranspose, skip concats"),
+    # Session 21's families (scripts/zoo_modern.py).
+    "efficientnet_v2_s": (_tv("efficientnet_v2_s"), [IMG], "fused MBConv, SiLU, SE"),
+    "llama_decoder": (lambda: zoo_modern.llama_decoder(), [("ids", (128,), ("int", 8000))],
+                      "RMSNorm, rotary embeddings, SiLU-gated MLP, causal mask"),
+    "whisper_encoder": (lambda: zoo_modern.whisper_encoder(), [("mel", (80, 3000), "float")],
+                        "strided 1-D convs, attention over 1500 frames"),
+    "wav2vec_features": (lambda: zoo_modern.wav2vec_features(), [("wave", (1, 16000), "float")],
+                         "GroupNorm over time, strided 1-D convs, GELU"),
+    "sd_unet_block": (lambda: zoo_modern.sd_unet_block(), [("latent", (320, 32, 32), "float")],
+                      "GroupNorm, SiLU, attention over 1024 tokens, GEGLU"),
+    "yolo_nano": (lambda: zoo_modern.yolo_nano(), [("image", (3, 320, 320), "float")],
+                  "SiLU, C3 blocks, SPPF max pools, nearest upsampling"),
 }
 
 

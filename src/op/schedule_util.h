@@ -34,6 +34,12 @@ void schedule_injective(te::Stage& st, te::ScheduleConfig& cfg, int64_t vec_defa
 /// symbolic dims, a last axis of one vector or less joins the row: fuse all but the last two).
 /// Avoids the div/mod of a fully fused index for stages with structured bodies (padding copies).
 void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg);
+/// Tiles of 8 channels x `vectors` vectors of the last axis (fewer where it is shorter) for a
+/// stage [n, C, L] or [n, C, h, w] that reads a channel-blocked tensor: (n, C-tile[, h])
+/// parallel, then (L-tile, channel, vectorized run), so the blocked lines a tile reads stay in L1
+/// (conv_nchwc.cc's from_blocked_schedule says why 8). False (nothing done) for other ranks,
+/// symbolic channels, or a last axis shorter than a vector.
+bool schedule_channel_tiles(te::Stage& st, int64_t vectors = 1);
 /// Fuse data-parallel axes (parallel when large), reduce loops serial inside.
 void schedule_reduction(te::Stage& st);
 

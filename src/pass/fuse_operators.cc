@@ -186,7 +186,7 @@ bool fuse_operators(ir::Graph& g, const PassContext&) {
         else if (gp <= OpPattern::kBroadcast)
             try_fuse(fg, groups, i, sink, prologue_path);
         else if (gp == OpPattern::kInjective)
-            try_fuse(fg, groups, i, sink, injective_path);
+            try_fuse(fg, groups, i, sink, fg.nodes[i]->op() == "KilnLayoutFromBlocked" ? elemwise_path : injective_path);
     }
     fold_relu_into_batch_norm(g, fg, groups);
     // Number the groups of two or more nodes in order of their first node.

@@ -125,11 +125,99 @@ Stmt partition_for(const ForNode& n) {
     return make_seq(std::move(pieces));
 }
 
+// The cuts of the select conditions in `e` (their comparisons of a * var + k with constants).
+void select_cuts(const Expr& e, const te::VarNode* var, std::set<int64_t>& cuts) {
+    if (!e) return;
+    switch (e->kind) {
+        case te::ExprKind::kSelect: {
+            const auto& s = static_cast<const te::SelectNode&>(*e);
+            collect_cuts(s.cond, var, cuts);
+            select_cuts(s.t, var, cuts);
+            select_cuts(s.f, var, cuts);
+            return;
+        }
+        case te::ExprKind::kBinary: {
+            const auto& b = static_cast<const te::BinaryNode&>(*e);
+            select_cuts(b.a, var, cuts);
+            select_cuts(b.b, var, cuts);
+            return;
+        }
+        case te::ExprKind::kUnary: return select_cuts(static_cast<const te::UnaryNode&>(*e).a, var, cuts);
+        case te::ExprKind::kCast: return select_cuts(static_cast<const te::CastNode&>(*e).a, var, cuts);
+        default: return;
+    }
+}
+
+void stmt_select_cuts(const Stmt& s, const te::VarNode* var, std::set<int64_t>& cuts) {
+    if (!s) return;
+    switch (s->kind) {
+        case StmtKind::kStore: return select_cuts(static_cast<const StoreNode&>(*s).value, var, cuts);
+        case StmtKind::kSeq:
+            for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts) stmt_select_cuts(c, var, cuts);
+            return;
+        case StmtKind::kIf: {
+            const auto& n = static_cast<const IfNode&>(*s);
+            stmt_select_cuts(n.then_case, var, cuts);
+            return stmt_select_cuts(n.else_case, var, cuts);
+        }
+        case StmtKind::kFor: return stmt_select_cuts(static_cast<const ForNode&>(*s).body, var, cuts);
+        case StmtKind::kAllocate: return stmt_select_cuts(static_cast<const AllocateNode&>(*s).body, var, cuts);
+        default: return;
+    }
+}
+
+bool holds_vector_loop(const Stmt& s) {
+    if (!s) return false;
+    switch (s->kind) {
+        case StmtKind::kFor: {
+            const auto& n = static_cast<const ForNode&>(*s);
+            return n.loop_kind == te::LoopKind::kVectorized || holds_vector_loop(n.body);
+        }
+        case StmtKind::kSeq:
+            for (const Stmt& c : static_cast<const SeqNode&>(*s).stmts)
+                if (holds_vector_loop(c)) return true;
+            return false;
+        case StmtKind::kIf: {
+            const auto& n = static_cast<const IfNode&>(*s);
+            return holds_vector_loop(n.then_case) || holds_vector_loop(n.else_case);
+        }
+        case StmtKind::kAllocate: return holds_vector_loop(static_cast<const AllocateNode&>(*s).body);
+        default: return false;
+    }
+}
+
+// A serial loop around a vectorized one, split where a select on its variable flips: a Concat
+// along the last axis at a multiple of the vector length (`select(i_o < 100, a, b)` once the
+// simplifier dropped the aligned lane, YOLO's heads) reads both inputs in every lane otherwise.
+// Only select conditions cut here: a serial loop's clamps (a pad's edge rows) stay whole.
+Stmt partition_serial(const ForNode& n, const Stmt& body) {
+    int64_t extent;
+    if (n.loop_kind != te::LoopKind::kSerial || !int_imm(n.extent, &extent) || !holds_vector_loop(body)) return nullptr;
+    std::set<int64_t> cuts;
+    stmt_select_cuts(body, n.var.get(), cuts);
+    std::vector<int64_t> at = {0};
+    for (int64_t c : cuts)
+        if (c > 0 && c < extent) at.push_back(c);
+    if (at.size() == 1 || at.size() > kMaxPieces) return nullptr;
+    at.push_back(extent);
+    std::vector<Stmt> pieces;
+    for (size_t k = 0; k + 1 < at.size(); ++k) {
+        Var v = te::make_var(n.var->name + "_p" + std::to_string(k));
+        Stmt piece = substitute(body, {{n.var.get(), Expr(v) + te::int_imm(at[k])}});
+        pieces.push_back(make_for(v, te::int_imm(at[k + 1] - at[k]), n.loop_kind, piece));
+    }
+    return make_seq(std::move(pieces));
+}
+
 }  // namespace
 
 PrimFunc partition_loops(PrimFunc f) {
-    // Only a loop without nested loops splits, so rewriting innermost first changes nothing.
-    f.body = rewrite_loops(f.body, [](const ForNode& n, const Stmt&) { return partition_for(n); });
+    // Innermost first: a vectorized loop without nested loops splits on its own (its body is
+    // unchanged by the rewrite); a serial loop splits around its rewritten body.
+    f.body = rewrite_loops(f.body, [](const ForNode& n, const Stmt& body) {
+        if (n.loop_kind == te::LoopKind::kVectorized) return partition_for(n);
+        return partition_serial(n, body);
+    });
     return f;
 }
 

@@ -8,7 +8,10 @@
 // clamps to plain affine indices, so each piece is a unit-stride (or strided) vector loop. A
 // clamp min/max(a*i + k, c) cuts where it stops binding too (a separable MaxPool's edge taps:
 // max(2*i - 1, 0) binds at i = 0 only). Cuts come from a*i + k (a > 0) against a constant,
-// only static extents, at most kMaxPieces (8) pieces per loop. Run before the final simplify.
+// only static extents, at most kMaxPieces (8) pieces per loop. A serial loop around a vectorized
+// one splits the same way where a select's condition on its own variable flips (a Concat's
+// boundary at a multiple of the vector length, `select(i_o < 100, ..)` once the simplifier
+// dropped the aligned lane term); its clamps do not cut. Run before the final simplify.
 #pragma once
 
 #include "tir/stmt.h"

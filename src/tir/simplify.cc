@@ -14,6 +14,7 @@
 #include "tir/simplify.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 
@@ -118,6 +119,7 @@ private:
     Expr simplify_binary(BinaryOp op, const Expr& a, const Expr& b);
     Expr simplify_int(BinaryOp op, const Expr& a, const Expr& b);
     Expr divide_affine(bool is_div, const Expr& a, int64_t c);
+    Expr drop_aligned_remainder(BinaryOp op, const Expr& a, int64_t c);
 
     std::unordered_map<const te::VarNode*, Range> ranges_;
 };
@@ -167,6 +169,29 @@ std::optional<Range> Simplifier::bound(const Expr& e) const {
         }
         default: return std::nullopt;
     }
+}
+
+// m*A + r < c  ->  A < c/m  (and >= alike) when every other term's coefficient is a multiple of
+// m, the remainder term r lies in [0, m) and m divides c: a Concat's boundary at a multiple of
+// the vector length, seen from a loop split by it (`i_o*16 + i_i < 1600` is `i_o < 100`), so
+// that the condition no longer reads the inner loop and unswitch_loops can hoist it.
+Expr Simplifier::drop_aligned_remainder(BinaryOp op, const Expr& a, int64_t c) {
+    AffineSum sa = to_affine(a);
+    if (sa.constant != 0 || sa.terms.size() < 2) return nullptr;
+    for (size_t j = 0; j < sa.terms.size(); ++j) {
+        if (sa.terms[j].second != 1) continue;
+        int64_t m = 0;
+        for (size_t k = 0; k < sa.terms.size(); ++k)
+            if (k != j) m = std::gcd(m, sa.terms[k].second);
+        if (m <= 1 || c % m != 0) continue;
+        auto r = bound(sa.terms[j].first);
+        if (!r || r->lo < 0 || r->hi >= m) continue;
+        AffineSum q;
+        for (size_t k = 0; k < sa.terms.size(); ++k)
+            if (k != j) q.terms.emplace_back(sa.terms[k].first, sa.terms[k].second / m);
+        return simplify_binary(op, from_affine(q), te::int_imm(c / m));
+    }
+    return nullptr;
 }
 
 Expr Simplifier::simplify_int(BinaryOp op, const Expr& a, const Expr& b) {
@@ -257,6 +282,8 @@ Expr Simplifier::simplify_int(BinaryOp op, const Expr& a, const Expr& b) {
                     return simplify_binary(op, from_affine(sa), te::int_imm(c - k0));
                 }
             }
+            if (bc && t == DType::kInt64 && (op == BinaryOp::kLT || op == BinaryOp::kGE))
+                if (Expr r = drop_aligned_remainder(op, a, c)) return r;
             const bool lt = ra->hi < rb->lo;
             const bool ge = ra->lo >= rb->hi;
             const bool le = ra->hi <= rb->lo;

@@ -83,6 +83,41 @@ TEST(PartitionLoops, ClampsOfAStridedIndexCutWhereTheyStopBinding) {
             EXPECT_DOUBLE_EQ(args[1].get_f64(r * n + j), at(r, 2 * j - 1) + at(r, 2 * j + 1)) << r << "," << j;
 }
 
+// A Concat along the last axis under a split by the vector length, its boundary a multiple of
+// it (YOLO's heads: 1600 of 2000): the simplifier turns `i_o*16 + i_i < 48` into `i_o < 3`, and
+// the serial i_o loop around the vectorized one splits there into two select-free loops.
+TEST(PartitionLoops, SerialLoopAroundAVectorLoopSplitsAtAnAlignedConcatBoundary) {
+    const int64_t rows = 3, na = 48, nb = 32, n = na + nb;
+    te::Tensor a = te::placeholder({rows, na}, DType::kFloat32, "a");
+    te::Tensor b = te::placeholder({rows, nb}, DType::kFloat32, "b");
+    te::Tensor y = te::compute({rows, n}, [&](const std::vector<te::Var>& i) {
+        te::Expr j = i[1];
+        te::Expr ja = te::min(j, te::int_imm(na - 1));
+        te::Expr jb = te::max(j - te::int_imm(na), te::int_imm(0));
+        return te::select(j < te::int_imm(na), te::read(a, {te::Expr(i[0]), ja}), te::read(b, {te::Expr(i[0]), jb}));
+    }, "y");
+    te::Schedule s = te::create_schedule({y});
+    auto [jo, ji] = s[y].split(s[y].axis(1), 16);
+    s[y].vectorize(ji);
+    PrimFunc whole = simplify(lower(s, {a, b, y}, "k"));
+    PrimFunc f = simplify(partition_loops(whole));
+    const std::string before = stmt_str(whole.body), after = stmt_str(f.body);
+    EXPECT_EQ(count(before, "select"), 1) << before;
+    EXPECT_EQ(count(after, "select"), 0) << after;
+    EXPECT_EQ(count(after, "vectorized"), 2) << after;
+
+    Tensor ta(DType::kFloat32, {rows, na}), tb(DType::kFloat32, {rows, nb});
+    for (int64_t i = 0; i < rows * na; ++i) ta.set_f64(i, fill(i));
+    for (int64_t i = 0; i < rows * nb; ++i) tb.set_f64(i, fill(i + 100));
+    std::vector<Tensor> args = {ta, tb, Tensor(DType::kFloat32, {rows, n})};
+    interpret(f, args);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+            const double want = j < na ? ta.get_f64(r * na + j) : tb.get_f64(r * nb + j - na);
+            EXPECT_DOUBLE_EQ(args[2].get_f64(r * n + j), want) << r << "," << j;
+        }
+}
+
 // The same select on a serial loop, and on a vectorized loop with nine pieces, stays whole.
 TEST(PartitionLoops, LeavesSerialLoopsAndTooManyPieces) {
     te::Tensor a = te::placeholder({2, 32}, DType::kFloat32, "a");

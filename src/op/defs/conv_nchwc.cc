@@ -113,15 +113,7 @@ std::vector<te::Tensor> from_blocked_compute(const ComputeArgs& a) {
 void from_blocked_schedule(te::Schedule& s, const std::vector<te::Tensor>& outputs) {
     for (const te::Tensor& out : outputs) {
         te::Stage& st = s[out];
-        const Shape& sh = out->shape;  // [n, C, h, w]
-        const int64_t vw = vector_width(out->dtype);
-        if (!stage_untouched(st) || st.is_inlined() || sh.size() != 4 || assumed(sh[3]) < vw || sh[1] < std::min<int64_t>(vw, 8)) continue;
-        auto [co, ci] = st.split(st.axis(1), std::min<int64_t>(vw, 8));
-        auto [wo, wi] = st.split(st.axis(3), vw);
-        st.reorder({st.axis(0), co, st.axis(2), wo, ci, wi});
-        te::IterVar outer = st.fuse(st.fuse(st.axis(0), co), st.axis(2));
-        st.vectorize(wi);
-        if (assumed_numel(out) >= kParallelMin) st.parallel(outer);
+        if (stage_untouched(st) && !st.is_inlined() && out->ndim() == 4) schedule_channel_tiles(st);
     }
 }
 

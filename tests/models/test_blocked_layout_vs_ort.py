@@ -187,3 +187,33 @@ def test_padded_depthwise_matches_ort(tmp_path, channels, stride):
                                      extra=["--kernels", source, "--threads", threads])
             assert_matches_ort(outs, ref, f"{channels} channels stride {stride} --kernels {source} --threads {threads}",
                                RTOL, ATOL)
+
+
+def detector_heads_model(b):
+    """A YOLO-style neck and heads: two blocked maps (40x40 and 20x20, a stride-2 conv between),
+    a 1x1 head conv of 255 channels (not a whole number of blocks) on each, flattened, joined
+    along the positions and through a sigmoid: the blocked-to-plain transposes run alone
+    (pass/fuse_operators.cc flattened_from_blocked), the Concat+Sigmoid kernel splits at the
+    boundary (1600, a multiple of the vector length)."""
+    p3 = b.op("Relu", [b.conv("x", 8, 32, k=3)])
+    p4 = b.op("Relu", [b.conv(p3, 32, 64, k=3, strides=[2, 2])])
+    shape = b.name("shape")
+    b.inits.append(numpy_helper.from_array(np.array([1, 255, -1], np.int64), shape))
+    flat = [b.op("Reshape", [b.conv(p, c, 255), shape]) for p, c in ((p3, 32), (p4, 64))]
+    return b.op("Sigmoid", [b.op("Concat", flat, axis=2)]), [1, 8, 40, 40]
+
+
+def test_detector_heads_match_ort(tmp_path):
+    rng = np.random.default_rng(7)
+    b = Builder(rng)
+    out, x_shape = detector_heads_model(b)
+    path = tmp_path / "m.onnx"
+    b.save(path, x_shape, out)
+    np.savez(tmp_path / "in.npz", x=rng.standard_normal(x_shape).astype(np.float32))
+    ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
+    assert next(iter(ref.values())).shape == (1, 255, 2000)
+    for source in ("auto", "generated"):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            assert_matches_ort(outs, ref, f"heads --kernels {source} --threads {threads}", RTOL, ATOL)

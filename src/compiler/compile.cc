@@ -58,6 +58,7 @@
 #include "topi/batchnorm_training_match.h"
 #include "topi/pool_grad_match.h"
 #include "topi/index_match.h"
+#include "topi/softmax_match.h"
 #include "runtime/extern_kernel.h"
 
 namespace kiln::compiler {
@@ -244,6 +245,7 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
         // dynamic quantization's DynamicQuantizeLinear; an int8 MaxPool (NHWC between int8 convs)
         if (auto c = topi::match_dynamic_quantize(unit.nodes, unit.inputs, unit.outputs)) return c;
         if (auto c = topi::match_qmaxpool(unit.nodes, unit.inputs, unit.outputs)) return c;
+        if (auto c = topi::match_row_softmax(unit.nodes, unit.inputs, unit.outputs)) return c;  // one pass per row
     }
     if (auto c = topi::match_pool_grad(unit.nodes, unit.inputs, unit.outputs)) return c;  // MaxPool gradient scatter
     if (auto c = topi::match_max_pool_indices(unit.nodes, unit.inputs, unit.outputs)) return c;  // + its Indices

@@ -9,6 +9,7 @@
 #include "runtime/dnnl_int8_kernels.h"
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
+#include "runtime/softmax_kernel.h"
 #include "runtime/maxpool_grad_kernel.h"
 #include "runtime/maxpool_kernel.h"
 #include "runtime/qadd_kernel.h"
@@ -88,6 +89,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "kiln_maxpool_grad") return &make_maxpool_grad_kernel;
     if (name == "kiln_bn_train") return &make_bn_train_kernel;
     if (name == "kiln_bn_grad") return &make_bn_grad_kernel;
+    if (name == "kiln_softmax") return &make_softmax_kernel;
 #if KILN_HAVE_DNNL
     if (name == "dnnl_conv") return &make_dnnl_conv;
     if (name == "dnnl_matmul") return &make_dnnl_matmul;

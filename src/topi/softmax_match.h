@@ -1,0 +1,20 @@
+// Which Softmax nodes run as the runtime's row kernel (runtime/softmax_kernel.h): a unit of one
+// float32 Softmax over the last axis with static shapes and rows of at least 16 (a vector). The
+// generated kernel streams the tensor once per stage; the row kernel reads it once (attention
+// scores over long sequences ran 3.3x ONNX Runtime's time).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+#include "topi/dnnl_match.h"
+
+namespace kiln::topi {
+
+/// The kiln_softmax kernel computing the unit, or nullopt. `inputs` and `outputs` are the unit's
+/// arguments in order (the kernel's args are inputs then outputs).
+std::optional<ExternChoice> match_row_softmax(const std::vector<ir::Node*>& nodes, const std::vector<ir::Value*>& inputs,
+                                              const std::vector<ir::Value*>& outputs);
+
+}  // namespace kiln::topi

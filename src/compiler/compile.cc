@@ -186,12 +186,18 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
 /// 440 channels ran at 2.5 GFLOP/s), not depthwise, and with an epilogue of Relu / residual Add
 /// (fused into the tile's store; MobileNetV2's Clip runs as a second pass: its 16->96 expand conv
 /// took 760 us generated on 16 threads, 209 us on 4 oneDNN parts, and its depthwise convs
-/// generated 3.5x oneDNN's one-thread time). Two threads never reach this (a part is at least 1).
+/// generated 3.5x oneDNN's one-thread time). On two threads only a conv of one part, 16 output
+/// channels, qualifies, with SiLU (Sigmoid, Mul) too: YOLO-style 16-channel convs ran on one
+/// thread (3 -> 16 k6 s2 at 320x320: oneDNN 757 us, generated 461; 16 -> 16 3x3 + SiLU +
+/// residual at 80x80: 346 against 187).
 bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& c, int threads) {
     const ir::Node* conv = unit.nodes.front();
-    if (threads <= 2 || c.name != "dnnl_conv" || conv->op() != "KilnConv2dNCHWc") return false;
-    for (size_t i = 1; i < unit.nodes.size(); ++i)
-        if (unit.nodes[i]->op() != "Relu" && unit.nodes[i]->op() != "Add") return false;
+    if (threads < 2 || c.name != "dnnl_conv" || conv->op() != "KilnConv2dNCHWc") return false;
+    for (size_t i = 1; i < unit.nodes.size(); ++i) {
+        const std::string& op = unit.nodes[i]->op();
+        const bool swish = threads == 2 && (op == "Sigmoid" || op == "Mul");
+        if (op != "Relu" && op != "Add" && !swish) return false;
+    }
     const Shape y = conv->output(0)->type().static_shape();
     if (y.size() != 5 || y[4] != 16) return false;
     const runtime::ExternParams p(runtime::ExternParams::format(c.params));
@@ -202,6 +208,7 @@ bool dnnl_leaves_threads_idle(const KernelUnit& unit, const topi::ExternChoice& 
     // A Winograd part does the work of about two direct ones (0.33-0.63x their time on one
     // thread): its edge is taken as 3x, an estimate not yet measured on 16 cores.
     const int edge_tenths = dnnl_conv_impl(c).find("wino") != std::string::npos ? 30 : 15;
+    if (threads == 2 && split.parts > 1) return false;
     return 10 * split.parts * edge_tenths < 100 * threads && dst[0] * dst[2] >= threads;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exports the benchmark zoo: 37 architectures beyond bench/peers.py's five, chosen for breadth.
+"""Exports the benchmark zoo: 42 architectures beyond bench/peers.py's five, chosen for breadth.
 
 Run by Debian's PyTorch (python3-torch 1.13 + python3-torchvision 0.14, installed by
 scripts/install_deps.sh): `/usr/bin/python3 scripts/export_zoo.py`. Random weights (seeded),
@@ -15,7 +15,8 @@ MatMul / Softmax / LayerNorm, as exporters of HF models emit them), recurrent mo
 and GRU ops: stacked, bidirectional), 1-D convolution stacks (dilated temporal convs, a strided
 audio front end), an MLP-Mixer and a small U-Net with ConvTranspose; and (scripts/zoo_modern.py)
 EfficientNetV2-S, a LLaMA-style decoder, a Whisper-style encoder, a wav2vec2-style feature
-extractor, a Stable-Diffusion UNet block and a YOLOv5-style detector.
+extractor, a Stable-Diffusion UNet block, a YOLOv5-style detector, a HiFi-GAN vocoder, Conformer
+blocks, ESPCN super-resolution, PointNet and a DCGAN generator.
 
     /usr/bin/python3 scripts/export_zoo.py --out build/zoo [--only a,b] [--batch 1,8] [--list]
 """
@@ -284,6 +285,15 @@ ZOO = {
                       "GroupNorm, SiLU, attention over 1024 tokens, GEGLU"),
     "yolo_nano": (lambda: zoo_modern.yolo_nano(), [("image", (3, 320, 320), "float")],
                   "SiLU, C3 blocks, SPPF max pools, nearest upsampling"),
+    "hifigan": (lambda: zoo_modern.hifigan_generator(), [("mel", (80, 64), "float")],
+                "ConvTranspose1d upsampling, dilated 1-D convs, LeakyReLU"),
+    "conformer": (lambda: zoo_modern.conformer_block(), [("feats", (400, 256), "float")],
+                  "GLU, depthwise Conv1d of 31 taps, BatchNorm1d, SiLU, attention"),
+    "espcn": (lambda: zoo_modern.espcn(), [("image", (3, 224, 224), "float")], "Tanh, PixelShuffle (DepthToSpace)"),
+    "pointnet": (lambda: zoo_modern.pointnet(), [("points", (3, 4096), "float")],
+                 "1x1 Conv1d MLPs over points, max over points"),
+    "dcgan": (lambda: zoo_modern.dcgan_generator(), [("z", (100, 1, 1), "float")],
+              "ConvTranspose2d 4x4 stride 2 stacks, BatchNorm, Tanh"),
 }
 
 

@@ -2,8 +2,9 @@
 (imported by scripts/export_zoo.py): a LLaMA-style decoder (RMSNorm, rotary embeddings, a
 SiLU-gated MLP), a Whisper-style audio encoder (strided 1-D convs, attention over 1500 frames), a
 wav2vec2-style feature extractor (GroupNorm over time, strided 1-D convs), a Stable-Diffusion
-UNet block (GroupNorm, SiLU, attention over 32x32 tokens, GEGLU) and a YOLOv5-style detector
-(SiLU, C3 blocks, SPPF max pools, nearest upsampling, concats)."""
+UNet block (GroupNorm, SiLU, attention over 32x32 tokens, GEGLU), a YOLOv5-style detector
+(SiLU, C3 blocks, SPPF max pools, nearest upsampling, concats), a HiFi-GAN vocoder, Conformer
+blocks, ESPCN super-resolution, PointNet and a DCGAN generator."""
 from __future__ import annotations
 
 import math
@@ -225,3 +226,112 @@ def yolo_nano(width=16, classes=80):
             return torch.cat(outs, 2).sigmoid()
 
     return Model()
+
+
+def hifigan_generator(mels=80, base=128):
+    """A HiFi-GAN-style vocoder: ConvTranspose1d upsampling (8, 8, 2, 2), each followed by
+    residual blocks of dilated 1-D convs (1, 3, 5) with LeakyReLU."""
+    torch, nn = _nn()
+
+    class ResBlock(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.convs = nn.ModuleList([nn.Conv1d(c, c, 3, dilation=d, padding=d) for d in (1, 3, 5)])
+
+        def forward(self, x):
+            for conv in self.convs:
+                x = x + conv(nn.functional.leaky_relu(x, 0.1))
+            return x
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre = nn.Conv1d(mels, base, 7, padding=3)
+            ups, blocks, c = [], [], base
+            for r in (8, 8, 2, 2):
+                ups.append(nn.ConvTranspose1d(c, c // 2, 2 * r, stride=r, padding=r // 2))
+                c //= 2
+                blocks.append(ResBlock(c))
+            self.ups, self.blocks = nn.ModuleList(ups), nn.ModuleList(blocks)
+            self.post = nn.Conv1d(c, 1, 7, padding=3)
+
+        def forward(self, mel):
+            x = self.pre(mel)
+            for up, block in zip(self.ups, self.blocks):
+                x = block(up(nn.functional.leaky_relu(x, 0.1)))
+            return torch.tanh(self.post(nn.functional.leaky_relu(x, 0.1)))
+
+    return Model()
+
+
+def conformer_block(dim=256, heads=4, kernel=31, layers=2, frames=400):
+    """Conformer encoder blocks: half-step feed-forwards with SiLU, attention, and the conv
+    module (pointwise conv, GLU, depthwise Conv1d of 31 taps, BatchNorm1d, SiLU)."""
+    torch, nn = _nn()
+
+    def ff():
+        return nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.SiLU(), nn.Linear(4 * dim, dim))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ff1, self.ff2 = ff(), ff()
+            self.ln_att, self.ln_conv, self.ln_out = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.qkv, self.o = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.pw1, self.pw2 = nn.Conv1d(dim, 2 * dim, 1), nn.Conv1d(dim, dim, 1)
+            self.dw = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=dim)
+            self.bn = nn.BatchNorm1d(dim)
+
+        def forward(self, x):
+            x = x + 0.5 * self.ff1(x)
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.ln_att(x)).chunk(3, dim=-1)
+            split = lambda t: t.reshape(b, s, heads, dim // heads).transpose(1, 2)  # noqa: E731
+            y = ((split(q) @ split(k).transpose(-1, -2)) / math.sqrt(dim // heads)).softmax(-1) @ split(v)
+            x = x + self.o(y.transpose(1, 2).reshape(b, s, dim))
+            c = self.ln_conv(x).transpose(1, 2)
+            c = nn.functional.glu(self.pw1(c), dim=1)
+            c = self.pw2(nn.functional.silu(self.bn(self.dw(c))))
+            x = x + c.transpose(1, 2)
+            return self.ln_out(x + 0.5 * self.ff2(x))
+
+    return nn.Sequential(*[Block() for _ in range(layers)])
+
+
+def espcn(scale=3, channels=64):
+    """ESPCN super-resolution: convs with Tanh, then PixelShuffle (DepthToSpace)."""
+    _, nn = _nn()
+    return nn.Sequential(nn.Conv2d(3, channels, 5, padding=2), nn.Tanh(), nn.Conv2d(channels, 32, 3, padding=1),
+                         nn.Tanh(), nn.Conv2d(32, 3 * scale * scale, 3, padding=1), nn.PixelShuffle(scale))
+
+
+def pointnet(points=4096, classes=40):
+    """PointNet classification: shared 1x1 Conv1d MLPs with BatchNorm and ReLU, a max over the
+    points, a classifier MLP."""
+    torch, nn = _nn()
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            chans = [3, 64, 64, 64, 128, 1024]
+            layers = []
+            for a, b in zip(chans, chans[1:]):
+                layers += [nn.Conv1d(a, b, 1), nn.BatchNorm1d(b), nn.ReLU()]
+            self.mlp = nn.Sequential(*layers)
+            self.head = nn.Sequential(nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                                      nn.Linear(256, classes))
+
+        def forward(self, pts):
+            return self.head(torch.max(self.mlp(pts), 2)[0])
+
+    return Model()
+
+
+def dcgan_generator(z=100, base=64):
+    """DCGAN's generator: ConvTranspose2d 4x4 stride 2 stacks with BatchNorm, ReLU, Tanh."""
+    _, nn = _nn()
+    layers = [nn.ConvTranspose2d(z, base * 8, 4, 1, 0, bias=False), nn.BatchNorm2d(base * 8), nn.ReLU()]
+    for a, b in ((8, 4), (4, 2), (2, 1)):
+        layers += [nn.ConvTranspose2d(base * a, base * b, 4, 2, 1, bias=False), nn.BatchNorm2d(base * b), nn.ReLU()]
+    layers += [nn.ConvTranspose2d(base, 3, 4, 2, 1, bias=False), nn.Tanh()]
+    return nn.Sequential(*layers)

@@ -17,6 +17,7 @@
 #include "pass/infer_shapes.h"
 #include "pass/lift_conv_1d.h"
 #include "pass/pack_matmul_weights.h"
+#include "pass/polyphase_conv_transpose.h"
 #include "pass/lower_einsum.h"
 #include "pass/simplify_algebra.h"
 #include "pass/transform_layout.h"
@@ -43,6 +44,8 @@ const std::vector<Pass>& all_passes() {
         // After BN folding (the blocked conv takes the folded weights); its weight repacking is
         // constant-only nodes, evaluated right after, and the unpacked weights then die.
         // Before transform-layout, which then blocks the lifted convs as 2-D ones.
+        {"polyphase-conv-transpose", 3, "ConvTranspose with kernel a multiple of its stride -> Conv + pixel shuffle",
+         polyphase_conv_transpose},
         {"lift-conv-1d", 3, "1-D convs as 2-D over a unit height, their elementwise ops lifted too", lift_conv_1d},
         {"transform-layout", 3, "blocked NCHWc convolutions, layout transforms hoisted", transform_layout},
         // Before the fold below, which evaluates the packing (constant B -> [N/nb, K, nb]).

@@ -133,6 +133,9 @@ void add_nn_cases(std::vector<Case>& c) {
         return Refs{y};
     };
     add("lp_norm_p2_last", "LpNormalization", {in(F32, {3, 4, 5})}, {}, lp_norm_ref);
+    // Rows of at least two vectors reduce in lanes (a row of 70: four lane steps and a tail of 6).
+    add("lp_norm_p2_lanes_tail", "LpNormalization", {in(F32, {3, 70})}, {}, lp_norm_ref);
+    add("lp_norm_p1_lanes", "LpNormalization", {in(F32, {2, 2, 64})}, {{"p", int64_t{1}}}, lp_norm_ref);
     add("lp_norm_p1_axis0_f64", "LpNormalization", {in(F64, {4, 3})}, {{"axis", int64_t{0}}, {"p", int64_t{1}}},
         lp_norm_ref);
     // LRN across channels.

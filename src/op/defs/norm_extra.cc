@@ -11,7 +11,8 @@
 //   GroupNormalization: stat [N, G], group = C/G channels x spatial; scale / bias have C entries
 //     (opset 21) or G entries (opset 18); the shape tells which (identical when G == C).
 //   MeanVarianceNormalization: stat = x's shape with the `axes` dims set to 1.
-// LpNormalization: y = x / (sum over the axis of |x|^p)^(1/p), p in {1, 2}.
+// LpNormalization: y = x / (sum over the axis of |x|^p)^(1/p), p in {1, 2}; over the last axis
+// the sums reduce in vector lanes (row_reduce.h lane_reduce).
 // LRN: sq[n,c,..] = sum of x[n,c',..]^2 over c' in [c - (size-1)/2, c + size/2] within [0, C),
 //      y = x / (bias + alpha / size * sq)^beta.
 // The statistics compute in the input's compute type (f32 for f16/bf16). Where each group is one
@@ -21,6 +22,7 @@
 #include <string>
 
 #include "op/defs/flat_reduce.h"
+#include "op/defs/row_reduce.h"
 #include "op/op_util.h"
 #include "op/registry.h"
 #include "support/error.h"
@@ -289,15 +291,30 @@ OpDef lp_norm_op() {
         const DType cdt = te::compute_dtype(x->dtype);
         Shape red = x->shape;
         red[axis] = 1;
-        te::IterVar r = te::reduce_axis(x->shape[axis], "r");
-        te::Tensor acc = te::compute(
-            red, [&](const std::vector<Var>& i) {
-                std::vector<Expr> idx(i.begin(), i.end());
-                idx[axis] = r->var;
-                Expr v = te::cast(cdt, te::read(x, idx));
-                return te::sum(l1 ? te::unary(te::UnaryOp::kAbs, v) : v * v, {r});
-            },
-            "lpnorm_sum", cdt);
+        auto term = [&](Expr v) { return l1 ? te::unary(te::UnaryOp::kAbs, v) : v * v; };
+        // Along the last axis the sums reduce in vector lanes (row_reduce.h): one add chain per
+        // row ran latency-bound ([64, 4096] at one thread: 480 us, ORT 295).
+        const int64_t lanes = axis == x->ndim() - 1 ? row_lanes(cdt, x->shape[axis]) : 0;
+        te::Tensor acc;
+        if (lanes > 0) {
+            acc = lane_reduce(
+                x->shape_exprs(), lanes, te::ReduceOp::kSum, cdt,
+                [&](const std::vector<Var>& i, Expr k) {
+                    std::vector<Expr> idx(i.begin(), i.end());
+                    idx[axis] = k;
+                    return term(te::cast(cdt, te::read(x, idx)));
+                },
+                "lpnorm_sum");
+        } else {
+            te::IterVar r = te::reduce_axis(x->shape[axis], "r");
+            acc = te::compute(
+                red, [&](const std::vector<Var>& i) {
+                    std::vector<Expr> idx(i.begin(), i.end());
+                    idx[axis] = r->var;
+                    return te::sum(term(te::cast(cdt, te::read(x, idx))), {r});
+                },
+                "lpnorm_sum", cdt);
+        }
         te::Tensor y = te::compute(
             x->shape, [&](const std::vector<Var>& i) {
                 std::vector<Expr> s(i.begin(), i.end());
@@ -308,6 +325,7 @@ OpDef lp_norm_op() {
             "LpNormalization", a.out_dtype());
         return std::vector<te::Tensor>{y};
     };
+    d.schedule = row_reduce_schedule;
     return d;
 }
 

@@ -310,6 +310,7 @@ bool generated_symbolic_conv(const ir::Node* conv) {
 /// run-time shape (runtime/extern_at_shapes.h); everything else is generated over the dims.
 std::optional<topi::ExternChoice> symbolic_extern_choice(const KernelUnit& unit) {
     const std::string& op = unit.nodes.front()->op();
+    if (op == "Softmax") return topi::match_row_softmax(unit.nodes, unit.inputs, unit.outputs, true);
     if (!runtime::have_dnnl() || !(is_conv_anchor(op) || is_recurrent(op))) return std::nullopt;
     if (generated_symbolic_conv(unit.nodes.front())) return std::nullopt;
     return topi::match_dnnl(unit.nodes, unit.inputs, unit.outputs);

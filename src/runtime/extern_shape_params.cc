@@ -1,4 +1,5 @@
-// extern_shape_pairs (extern_shape_params.h): the dnnl_conv window and kiln_rnn's lengths at run-time shapes.
+// extern_shape_pairs (extern_shape_params.h): the dnnl_conv window, kiln_rnn's lengths and
+// kiln_softmax's rows at run-time shapes.
 #include "runtime/extern_shape_params.h"
 
 #include <algorithm>
@@ -111,16 +112,34 @@ ParamPairs rnn_pairs(const ExternParams& p, const std::vector<Shape>& shapes, bo
     return {{"seq", std::to_string(seq)}, {"batch", std::to_string(batch)}};
 }
 
+/// kiln_softmax (runtime/softmax_kernel.h): the rows and their length from X's shape, Y's the same.
+ParamPairs softmax_pairs(const ExternParams& p, const std::vector<Shape>& shapes, bool* empty) {
+    const int64_t n = static_cast<int64_t>(shapes.size()), x = p.integer("x"), y = p.integer("y");
+    KILN_CHECK(x >= 0 && x < n && y >= 0 && y < n, kInvalidModel) << "kiln_softmax: argument index out of range of " << n;
+    const Shape& xs = shapes[static_cast<size_t>(x)];
+    KILN_CHECK(!xs.empty(), kInvalidModel) << "kiln_softmax: X must have rank 1 or more";
+    KILN_CHECK(shapes[static_cast<size_t>(y)] == xs, kInvalidArgument)
+        << "kiln_softmax: the output has shape " << shape_str(shapes[static_cast<size_t>(y)]) << ", expected X's "
+        << shape_str(xs);
+    const int64_t len = xs.back(), numel = shape_numel(xs);
+    *empty = numel == 0;
+    return {{"rows", std::to_string(len > 0 ? numel / len : 0)}, {"len", std::to_string(len)}};
+}
+
 }  // namespace
 
-bool extern_takes_shapes(const std::string& name) { return name == "dnnl_conv" || name == "kiln_rnn"; }
+bool extern_takes_shapes(const std::string& name) {
+    return name == "dnnl_conv" || name == "kiln_rnn" || name == "kiln_softmax";
+}
 
 std::optional<ParamPairs> extern_shape_pairs(const std::string& name, const ExternParams& p,
                                              const std::vector<Shape>& shapes) {
     KILN_CHECK(extern_takes_shapes(name), kUnsupported)
-        << "extern kernel '" << name << "' cannot run on symbolic shapes (only dnnl_conv and kiln_rnn can)";
+        << "extern kernel '" << name << "' cannot run on symbolic shapes (only dnnl_conv, kiln_rnn and kiln_softmax can)";
     bool empty = false;
-    ParamPairs pairs = name == "kiln_rnn" ? rnn_pairs(p, shapes, &empty) : conv_pairs(p, shapes, &empty);
+    ParamPairs pairs = name == "kiln_rnn"       ? rnn_pairs(p, shapes, &empty)
+                       : name == "kiln_softmax" ? softmax_pairs(p, shapes, &empty)
+                                                : conv_pairs(p, shapes, &empty);
     if (empty) return std::nullopt;
     return pairs;
 }

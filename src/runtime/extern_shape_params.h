@@ -11,6 +11,9 @@
 //
 // kiln_rnn (RNN, GRU, LSTM: runtime/rnn_kernel.h): `seq` and `batch` from X's shape (the hidden
 // and input sizes are static), checked against Y's.
+//
+// kiln_softmax (runtime/softmax_kernel.h): `len` is X's last dim, `rows` the product of the
+// others; Y must have X's shape.
 #pragma once
 
 #include <optional>

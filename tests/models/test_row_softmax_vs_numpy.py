@@ -41,9 +41,9 @@ def _inputs(shape):
     n = shape[-1]
     rows[0, n // 2:] = -100.0  # a masked half: e^-100 relative, flushed to 0
     rows[1, 1::3] = np.finfo(np.float32).min  # Hugging Face's padding mask
-    rows[2, 3] = np.nan
+    rows[2, min(3, n - 1)] = np.nan
     rows[3, :] = -np.inf
-    rows[4, 5] = np.inf
+    rows[4, min(5, n - 1)] = np.inf
     rows[5, :] *= 30.0  # large magnitudes: most entries underflow
     return x
 
@@ -81,3 +81,24 @@ def test_row_softmax_matches_numpy(tmp_path, shape, scaled):
             assert not ((p != 0) & (np.abs(p) < TINY)).any(), f"{label}: a subnormal probability"
             # float32 x - max is rounded to half an ulp of |x - max| (up to ~87): e^d within 1e-5.
             np.testing.assert_allclose(p, want, rtol=1e-5, atol=0, err_msg=label)
+
+
+@pytest.mark.parametrize("dims", [(2, 5), (1, 40), (3, 16)])
+def test_symbolic_row_softmax_matches_numpy(tmp_path, dims):
+    """A symbolic compile ([b, 3, s, s] scores, one model for every size): the row kernel's
+    shape rule sets its rows and length per run, rows shorter than a vector included."""
+    b, s = dims
+    path = str(tmp_path / "m.onnx")
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["p"], axis=-1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3, "s", "s"])],
+                          [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["b", 3, "s", "s"])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    x = _inputs([b, 3, s, s])
+    np.savez(tmp_path / "in.npz", x=x)
+    want = _reference(x)
+    got, proc = kiln_run_model(path, str(tmp_path / "in.npz"), str(tmp_path / "out"),
+                               extra=["--symbolic-shapes", "--threads", "2", "--profile-summary"])
+    assert "kiln_softmax" in proc.stdout, proc.stdout
+    p = got["p"]
+    np.testing.assert_array_equal(np.isnan(p), np.isnan(want))
+    np.testing.assert_allclose(p, want, rtol=1e-5, atol=0)

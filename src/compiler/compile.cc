@@ -59,6 +59,7 @@
 #include "topi/pool_grad_match.h"
 #include "topi/index_match.h"
 #include "topi/softmax_match.h"
+#include "topi/attention_match.h"
 #include "runtime/extern_kernel.h"
 
 namespace kiln::compiler {
@@ -258,6 +259,8 @@ std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSo
     if (auto c = topi::match_max_pool_indices(unit.nodes, unit.inputs, unit.outputs)) return c;  // + its Indices
     if (auto c = topi::match_batchnorm_training(unit.nodes, unit.inputs, unit.outputs)) return c;  // BN training, 2 passes
     if (!runtime::have_dnnl()) return std::nullopt;
+    if (source != KernelSource::kGenerated)  // long-sequence attention by blocks of queries
+        if (auto c = topi::match_blocked_attention(unit.nodes, unit.inputs, unit.outputs)) return c;
     auto tuned = knobs.find(kSourceKnob);
     if (tuned != knobs.end()) {
         if (tuned->second != 1) return std::nullopt;

@@ -8,6 +8,7 @@ const OpRegistry& OpRegistry::global() {
         OpRegistry r;
         // keep-sorted
         register_attention_ops(r);
+        register_blocked_attention_ops(r);
         register_affine_grid_ops(r);
         register_blocked_ops(r);
         register_cast_ops(r);

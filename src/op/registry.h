@@ -55,6 +55,7 @@ void register_grid_sample_ops(OpRegistry& r);  // GridSample
 void register_max_unpool_ops(OpRegistry& r);   // MaxUnpool
 void register_deform_conv_ops(OpRegistry& r);  // DeformConv
 void register_attention_ops(OpRegistry& r);  // Attention, RotaryEmbedding
+void register_blocked_attention_ops(OpRegistry& r);  // KilnBlockedAttention
 void register_rms_norm_ops(OpRegistry& r);   // RMSNormalization
 void register_loss_ops(OpRegistry& r);       // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_recurrent_ops(OpRegistry& r);  // RNN, GRU, LSTM

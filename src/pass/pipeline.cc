@@ -13,6 +13,7 @@
 #include "pass/fold_batch_norm.h"
 #include "pass/fold_constants.h"
 #include "pass/fuse_operators.h"
+#include "pass/fuse_long_attention.h"
 #include "pass/fuse_qdq.h"
 #include "pass/infer_shapes.h"
 #include "pass/lift_conv_1d.h"
@@ -44,6 +45,8 @@ const std::vector<Pass>& all_passes() {
         // After BN folding (the blocked conv takes the folded weights); its weight repacking is
         // constant-only nodes, evaluated right after, and the unpacked weights then die.
         // Before transform-layout, which then blocks the lifted convs as 2-D ones.
+        {"fuse-long-attention", 3, "MatMul -> scale -> Softmax -> MatMul over 512+ keys -> KilnBlockedAttention",
+         fuse_long_attention},
         {"polyphase-conv-transpose", 3, "ConvTranspose with kernel a multiple of its stride -> Conv + pixel shuffle",
          polyphase_conv_transpose},
         {"lift-conv-1d", 3, "1-D convs as 2-D over a unit height, their elementwise ops lifted too", lift_conv_1d},

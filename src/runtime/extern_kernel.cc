@@ -10,6 +10,7 @@
 #include "runtime/dnnl_kernels.h"
 #include "runtime/index_kernels.h"
 #include "runtime/softmax_kernel.h"
+#include "runtime/attention_kernel.h"
 #include "runtime/maxpool_grad_kernel.h"
 #include "runtime/maxpool_kernel.h"
 #include "runtime/qadd_kernel.h"
@@ -98,6 +99,7 @@ ExternKernelFactory find_extern_kernel(const std::string& name) {
     if (name == "dnnl_qmatmul") return &make_dnnl_qmatmul;
     if (name == "dnnl_dqmatmul") return &make_dnnl_dqmatmul;
     if (name == "kiln_rnn") return &make_rnn_kernel;
+    if (name == "kiln_attention") return &make_attention_kernel;
 #endif
     (void)name;
     return nullptr;

@@ -73,7 +73,7 @@ using ExternKernelFactory = std::unique_ptr<ExternKernel> (*)(const ExternParams
                                                               const std::vector<ExternArg>& args);
 
 /// The factory of extern kernel `name` ("dnnl_conv", "dnnl_matmul", "dnnl_conv_bwd", "kiln_rnn",
-/// "kiln_topk", "kiln_cumsum", "kiln_scatternd", "kiln_qadd", "kiln_qmaxpool", "kiln_maxpool", "kiln_maxpool_grad", "kiln_softmax",
+/// "kiln_topk", "kiln_cumsum", "kiln_scatternd", "kiln_qadd", "kiln_qmaxpool", "kiln_maxpool", "kiln_maxpool_grad", "kiln_softmax", "kiln_attention",
 /// "kiln_bn_train", "kiln_bn_grad"), nullptr when
 /// unknown or when
 /// its library is not built into this runtime.

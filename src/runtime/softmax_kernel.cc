@@ -132,6 +132,18 @@ bool have_avx512() {
     return ok;
 }
 
+}  // namespace
+
+void softmax_rows(const float* x, float* y, int64_t rows, int64_t len) {
+    const bool wide = have_avx512();
+    for (int64_t r = 0; r < rows; ++r) {
+        if (wide) softmax_row_avx512(x + r * len, y + r * len, len, r + 1 < rows ? x + (r + 1) * len : nullptr);
+        else softmax_row_scalar(x + r * len, y + r * len, len);
+    }
+}
+
+namespace {
+
 class RowSoftmax final : public ExternKernel {
 public:
     RowSoftmax(const ExternParams& p, const std::vector<ExternArg>& args)
@@ -159,13 +171,9 @@ public:
         auto* y = static_cast<float*>(args[y_]);
         // Bands of rows, a few per thread (parts of a preemptible run stay short).
         const int64_t parts = std::min<int64_t>(rows_, std::max(1, threads) * 4);
-        const bool wide = have_avx512();
         return run_extern_parts(env, parts, [&](int64_t part) {
             const int64_t r0 = rows_ * part / parts, r1 = rows_ * (part + 1) / parts;
-            for (int64_t r = r0; r < r1; ++r) {
-                if (wide) softmax_row_avx512(x + r * len_, y + r * len_, len_, r + 1 < r1 ? x + (r + 1) * len_ : nullptr);
-                else softmax_row_scalar(x + r * len_, y + r * len_, len_);
-            }
+            softmax_rows(x + r0 * len_, y + r0 * len_, r1 - r0, len_);
             return Status::ok_status();
         });
     }

@@ -16,6 +16,7 @@
 // Parameters: x, y (argument indices), rows, len (y is x's shape, rows * len elements).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -24,5 +25,9 @@
 namespace kiln::runtime {
 
 std::unique_ptr<ExternKernel> make_softmax_kernel(const ExternParams& params, const std::vector<ExternArg>& args);
+
+/// The rows' softmax on the calling thread: `rows` rows of `len` from x into y (y may be x).
+/// The blocked attention kernel's too (runtime/attention_kernel.h).
+void softmax_rows(const float* x, float* y, int64_t rows, int64_t len);
 
 }  // namespace kiln::runtime

@@ -138,6 +138,34 @@ void add_nn_cases(std::vector<Case>& c) {
     add("lp_norm_p1_lanes", "LpNormalization", {in(F32, {2, 2, 64})}, {{"p", int64_t{1}}}, lp_norm_ref);
     add("lp_norm_p1_axis0_f64", "LpNormalization", {in(F64, {4, 3})}, {{"axis", int64_t{0}}, {"p", int64_t{1}}},
         lp_norm_ref);
+    // KilnBlockedAttention (pass/fuse_long_attention.h): softmax(scale * Q Kt) V per (b, h), in
+    // double; the op's TE compute is the reference kernel (the runtime's blocked one:
+    // tests/models/test_long_attention_vs_numpy.py).
+    add("blocked_attention", "KilnBlockedAttention", {in(F32, {2, 2, 5, 4}), in(F32, {2, 2, 4, 7}), in(F32, {2, 2, 7, 3})},
+        {{"scale", 0.5}}, [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>& out) {
+            const double scale = n.attr_float("scale", 1.0);
+            Arr y(out[0]);
+            const int64_t B = 2, H = 2, S = 5, D = 4, T = 7, Dv = 3;
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t h = 0; h < H; ++h)
+                    for (int64_t s = 0; s < S; ++s) {
+                        std::vector<double> e(T);
+                        double m = -1e300, sum = 0;
+                        for (int64_t t = 0; t < T; ++t) {
+                            double qk = 0;
+                            for (int64_t d = 0; d < D; ++d) qk += x[0].at({b, h, s, d}) * x[1].at({b, h, d, t});
+                            e[t] = qk * scale;
+                            m = std::max(m, e[t]);
+                        }
+                        for (double& v : e) sum += v = std::exp(v - m);
+                        for (int64_t j = 0; j < Dv; ++j) {
+                            double acc = 0;
+                            for (int64_t t = 0; t < T; ++t) acc += e[t] / sum * x[2].at({b, h, t, j});
+                            y.v[y.ravel({b, h, s, j})] = acc;
+                        }
+                    }
+            return Refs{y};
+        });
     // LRN across channels.
     auto lrn_ref = [](const std::vector<Arr>& x, const ir::Node& n, const std::vector<Shape>&) {
         const int64_t size = n.attr_int("size", 1), C = x[0].shape[1];

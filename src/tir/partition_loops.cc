@@ -105,12 +105,9 @@ bool body_cuts(const Stmt& s, const te::VarNode* var, std::set<int64_t>& cuts) {
     }
 }
 
-Stmt partition_for(const ForNode& n) {
-    int64_t extent;
-    std::set<int64_t> cuts;
-    if (n.loop_kind != te::LoopKind::kVectorized || !int_imm(n.extent, &extent) ||
-        !body_cuts(n.body, n.var.get(), cuts))
-        return nullptr;
+// Loop n (of static `extent`, around `body`) as one loop per piece between the cuts inside it,
+// each over its range with the variable offset; null for no cut or more than kMaxPieces pieces.
+Stmt split_at_cuts(const ForNode& n, const Stmt& body, int64_t extent, const std::set<int64_t>& cuts) {
     std::vector<int64_t> at = {0};
     for (int64_t c : cuts)
         if (c > 0 && c < extent) at.push_back(c);
@@ -119,10 +116,19 @@ Stmt partition_for(const ForNode& n) {
     std::vector<Stmt> pieces;
     for (size_t k = 0; k + 1 < at.size(); ++k) {
         Var v = te::make_var(n.var->name + "_p" + std::to_string(k));
-        Stmt body = substitute(n.body, {{n.var.get(), Expr(v) + te::int_imm(at[k])}});
-        pieces.push_back(make_for(v, te::int_imm(at[k + 1] - at[k]), n.loop_kind, body));
+        Stmt piece = substitute(body, {{n.var.get(), Expr(v) + te::int_imm(at[k])}});
+        pieces.push_back(make_for(v, te::int_imm(at[k + 1] - at[k]), n.loop_kind, piece));
     }
     return make_seq(std::move(pieces));
+}
+
+Stmt partition_for(const ForNode& n) {
+    int64_t extent;
+    std::set<int64_t> cuts;
+    if (n.loop_kind != te::LoopKind::kVectorized || !int_imm(n.extent, &extent) ||
+        !body_cuts(n.body, n.var.get(), cuts))
+        return nullptr;
+    return split_at_cuts(n, n.body, extent, cuts);
 }
 
 // The cuts of the select conditions in `e` (their comparisons of a * var + k with constants).
@@ -195,18 +201,7 @@ Stmt partition_serial(const ForNode& n, const Stmt& body) {
     if (n.loop_kind != te::LoopKind::kSerial || !int_imm(n.extent, &extent) || !holds_vector_loop(body)) return nullptr;
     std::set<int64_t> cuts;
     stmt_select_cuts(body, n.var.get(), cuts);
-    std::vector<int64_t> at = {0};
-    for (int64_t c : cuts)
-        if (c > 0 && c < extent) at.push_back(c);
-    if (at.size() == 1 || at.size() > kMaxPieces) return nullptr;
-    at.push_back(extent);
-    std::vector<Stmt> pieces;
-    for (size_t k = 0; k + 1 < at.size(); ++k) {
-        Var v = te::make_var(n.var->name + "_p" + std::to_string(k));
-        Stmt piece = substitute(body, {{n.var.get(), Expr(v) + te::int_imm(at[k])}});
-        pieces.push_back(make_for(v, te::int_imm(at[k + 1] - at[k]), n.loop_kind, piece));
-    }
-    return make_seq(std::move(pieces));
+    return split_at_cuts(n, body, extent, cuts);
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ std::vector<te::Tensor> blocked_attention_compute(const ComputeArgs& a) {
 OpDef blocked_attention_op() {
     OpDef d;
     d.name = "KilnBlockedAttention";
+    d.internal = true;  // made by pass/fuse_long_attention.h
     d.min_inputs = d.max_inputs = 3;
     d.attrs = {{"scale", AttrKind::kFloat, ir::Attr(1.0)}};
     d.pattern = OpPattern::kOpaque;

@@ -17,7 +17,8 @@ KILN = pathlib.Path(os.environ.get("KILN_BIN", REPO / "build" / "bin" / "kiln"))
 pytestmark = pytest.mark.skipif(not KILN.is_file(), reason=f"kiln binary not built: {KILN}")
 
 PASSES = ["infer-shapes", "fuse-qdq", "lower-einsum", "simplify-algebra", "fold-constants", "fold-batch-norm",
-          "eliminate-common-subexpressions", "eliminate-dead-code", "lift-conv-1d", "transform-layout",
+          "eliminate-common-subexpressions", "eliminate-dead-code", "fuse-long-attention", "polyphase-conv-transpose",
+          "lift-conv-1d", "transform-layout",
           "pack-matmul-weights",
           "fuse-operators"]
 

@@ -116,12 +116,14 @@ ParamPairs rnn_pairs(const ExternParams& p, const std::vector<Shape>& shapes, bo
 ParamPairs softmax_pairs(const ExternParams& p, const std::vector<Shape>& shapes, bool* empty) {
     const int64_t n = static_cast<int64_t>(shapes.size()), x = p.integer("x"), y = p.integer("y");
     KILN_CHECK(x >= 0 && x < n && y >= 0 && y < n, kInvalidModel) << "kiln_softmax: argument index out of range of " << n;
-    const Shape& xs = shapes[static_cast<size_t>(x)];
-    KILN_CHECK(!xs.empty(), kInvalidModel) << "kiln_softmax: X must have rank 1 or more";
-    KILN_CHECK(shapes[static_cast<size_t>(y)] == xs, kInvalidArgument)
-        << "kiln_softmax: the output has shape " << shape_str(shapes[static_cast<size_t>(y)]) << ", expected X's "
-        << shape_str(xs);
-    const int64_t len = xs.back(), numel = shape_numel(xs);
+    // The rows from Y's shape, the Softmax's own: X's buffer may be a view's source of another
+    // shape (an opset-11 Softmax coerced to 2-D).
+    const Shape& ys = shapes[static_cast<size_t>(y)];
+    KILN_CHECK(!ys.empty(), kInvalidModel) << "kiln_softmax: Y must have rank 1 or more";
+    KILN_CHECK(shape_numel(shapes[static_cast<size_t>(x)]) == shape_numel(ys), kInvalidArgument)
+        << "kiln_softmax: the output has shape " << shape_str(ys) << ", X " << shape_str(shapes[static_cast<size_t>(x)])
+        << ": not as many elements";
+    const int64_t len = ys.back(), numel = shape_numel(ys);
     *empty = numel == 0;
     return {{"rows", std::to_string(len > 0 ? numel / len : 0)}, {"len", std::to_string(len)}};
 }

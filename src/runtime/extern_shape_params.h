@@ -12,8 +12,9 @@
 // kiln_rnn (RNN, GRU, LSTM: runtime/rnn_kernel.h): `seq` and `batch` from X's shape (the hidden
 // and input sizes are static), checked against Y's.
 //
-// kiln_softmax (runtime/softmax_kernel.h): `len` is X's last dim, `rows` the product of the
-// others; Y must have X's shape.
+// kiln_softmax (runtime/softmax_kernel.h): `len` is Y's last dim, `rows` the product of the
+// others (Y's shape is the Softmax's own; X's buffer may be a view's source); X must hold as
+// many elements.
 #pragma once
 
 #include <optional>

@@ -27,7 +27,10 @@ def _model_files(models_dir, name):
 #  - resnet50: the same effect over 53 conv + BN layers: ORT is 3.4e-5 from float64 (|logit|
 #    up to 3), Kiln 4.0e-5; they differ by 4.8e-5.
 # bert_base (LayerNorm keeps activations normalized) and full-size mobilenetv2 meet the default.
-TOLERANCE = {"mobilenetv2_96": (2e-3, 5e-4), "resnet50": (1e-3, 1e-4)}
+# mobilenetv2 (logits up to 1.08): summation order alone moves its smallest logits by ~1e-5;
+# oneDNN's 16-channel convs were 9.1e-6 off ONNX Runtime at most, the generated ones that two
+# threads take since 2026-11-29 (compiler/compile.cc dnnl_leaves_threads_idle) 1.04e-5.
+TOLERANCE = {"mobilenetv2_96": (2e-3, 5e-4), "resnet50": (1e-3, 1e-4), "mobilenetv2": (1e-4, 2e-5)}
 
 
 @pytest.mark.parametrize("name", list(make_models.TEST_MODELS))

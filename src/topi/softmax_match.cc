@@ -16,8 +16,8 @@ std::optional<ExternChoice> match_row_softmax(const std::vector<ir::Node*>& node
     if (op::normalize_axis(n, n.attr_int("axis", -1), t.rank()) != t.rank() - 1) return std::nullopt;
     // Symbolic shapes: rows and len are placeholders the shape rule rewrites per run
     // (runtime/extern_shape_params.h); a symbolic row may be of any length.
+    if (!symbolic && t.shape.back().value < 16) return std::nullopt;
     const int64_t len = symbolic ? 16 : t.shape.back().value;
-    if (len < 16 && !(symbolic && !t.shape.back().is_static())) return std::nullopt;
     auto x = std::find(inputs.begin(), inputs.end(), n.input(0));
     auto y = std::find(outputs.begin(), outputs.end(), n.output(0));
     if (x == inputs.end() || y == outputs.end()) return std::nullopt;

@@ -31,7 +31,9 @@ std::vector<ir::TensorType> blocked_attention_infer(const ir::Node& n) {
     const auto& q = input_type(n, 0, "Q");
     const auto& kt = input_type(n, 1, "Kt");
     const auto& v = input_type(n, 2, "V");
-    for (const auto* t : {&q, &kt, &v}) check_dtype(n, "Q", t->dtype, {DType::kFloat32});
+    check_dtype(n, "Q", q.dtype, {DType::kFloat32});
+    check_dtype(n, "Kt", kt.dtype, {DType::kFloat32});
+    check_dtype(n, "V", v.dtype, {DType::kFloat32});
     check_rank(n, "Q", q.rank(), 4);
     check_rank(n, "Kt", kt.rank(), 4);
     check_rank(n, "V", v.rank(), 4);

@@ -40,6 +40,14 @@ void schedule_rows(te::Stage& st, te::ScheduleConfig& cfg);
 /// (conv_nchwc.cc's from_blocked_schedule says why 8). False (nothing done) for other ranks,
 /// symbolic channels, or a last axis shorter than a vector.
 bool schedule_channel_tiles(te::Stage& st, int64_t vectors = 1);
+/// The plain-to-blocked transpose out[n, C/c, h, w, c] (a stage named KilnLayoutToBlocked, with
+/// whatever elementwise math is inlined into it) as rows of the input: (n, C-block, h) parallel,
+/// then each of the block's c channels, its w run vectorized. The reads walk contiguous input
+/// rows; the strided stores stay within one [w, c] tile of the output (for a plain copy the
+/// op's own order, w then c unrolled, is faster: 0.64 against 0.96 ns an element for SD's
+/// [320, 32, 32]; with a sigmoid inlined this one is: 0.9 against 8.7). False (nothing done)
+/// unless rank 5 with a static block of 8 or more and a w of a vector or more.
+bool schedule_to_blocked_rows(te::Stage& st);
 /// Fuse data-parallel axes (parallel when large), reduce loops serial inside.
 void schedule_reduction(te::Stage& st);
 

@@ -217,3 +217,44 @@ def test_detector_heads_match_ort(tmp_path):
             outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
                                      extra=["--kernels", source, "--threads", threads])
             assert_matches_ort(outs, ref, f"heads --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
+def group_norm_silu(b, x, c, groups):
+    """GroupNorm as PyTorch exports it at opset 17 (Reshape, InstanceNormalization over the
+    groups, Reshape back, the affine Mul and Add), then SiLU."""
+    shape_g, shape_back = b.name("shape"), b.name("shape")
+    b.inits.append(numpy_helper.from_array(np.array([0, groups, -1], np.int64), shape_g))
+    b.inits.append(numpy_helper.from_array(np.array([1, c, 32, 32], np.int64), shape_back))
+    g = b.op("Reshape", [x, shape_g])
+    g = b.op("InstanceNormalization", [g, b.const(np.ones(groups)), b.const(np.zeros(groups))], epsilon=1e-5)
+    g = b.op("Reshape", [g, shape_back])
+    scale = b.const(b.rng.uniform(0.5, 1.5, (c, 1, 1)))
+    g = b.op("Add", [b.op("Mul", [g, scale]), b.const(b.rng.standard_normal((c, 1, 1)) * 0.1)])
+    return b.op("Mul", [g, b.op("Sigmoid", [g])])
+
+
+def test_res_block_with_group_norm_matches_ort(tmp_path):
+    """A Stable-Diffusion-style residual block over 32x32 maps (each channel's plane 4 KB): the
+    GroupNorm+SiLU before each conv writes the blocked layout (op_def.cc
+    schedule_to_blocked_rows), and the block's input, added after the last conv, is transposed
+    to blocked on its own so that the conv keeps oneDNN's sum post-op
+    (pass/fuse_operators.cc blocked_into_anchor_epilogue)."""
+    rng = np.random.default_rng(11)
+    b = Builder(rng)
+    h = b.conv(group_norm_silu(b, "x", 64, 8), 64, 64, k=3)
+    h = b.conv(group_norm_silu(b, h, 64, 8), 64, 64, k=3)
+    out = b.op("Add", [h, "x"])
+    path = tmp_path / "m.onnx"
+    b.save(path, [1, 64, 32, 32], out)
+    np.savez(tmp_path / "in.npz", x=rng.standard_normal((1, 64, 32, 32)).astype(np.float32))
+    ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
+    lines = run_kiln(["inspect", str(path), "--kernels"]).stdout.splitlines()
+    last_conv = [ln for ln in lines if "KilnConv2dNCHWc" in ln][-1]
+    assert "KilnLayoutToBlocked" not in last_conv, lines
+    if kiln_has_dnnl():
+        assert "[dnnl_conv]" in last_conv, lines
+    for source in ("auto", "generated"):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            assert_matches_ort(outs, ref, f"res block --kernels {source} --threads {threads}", RTOL, ATOL)

@@ -97,6 +97,11 @@ OpDef blocked_attention_op() {
     d.min_inputs = d.max_inputs = 3;
     d.attrs = {{"scale", AttrKind::kFloat, ir::Attr(1.0)}};
     d.pattern = OpPattern::kOpaque;
+    d.flops = [](const ir::Node& n) {  // the two products: 2 * B * H * S * T * (D + Dv)
+        const Shape q = n.input(0)->type().static_shape(), v = n.input(2)->type().static_shape();
+        return 2.0 * static_cast<double>(shape_numel(q) / q[3]) * static_cast<double>(v[2]) *
+               static_cast<double>(q[3] + v[3]);
+    };
     d.infer = blocked_attention_infer;
     d.compute = blocked_attention_compute;
     return d;

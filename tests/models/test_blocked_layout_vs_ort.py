@@ -258,3 +258,40 @@ def test_res_block_with_group_norm_matches_ort(tmp_path):
             outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
                                      extra=["--kernels", source, "--threads", threads])
             assert_matches_ort(outs, ref, f"res block --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
+def conv1d(b, x, cin, cout):
+    w = b.rng.standard_normal((cout, cin, 1)) / np.sqrt(cin)
+    return b.op("Relu", [b.op("Conv", [x, b.const(w), b.const(b.rng.standard_normal(cout) * 0.1)], kernel_shape=[1])])
+
+
+@pytest.mark.parametrize("case", ["max1d", "max1d_keep", "mean2d", "max2d_neg", "max_channels"])
+def test_global_reduce_of_blocked_matches_ort(tmp_path, case):
+    """ReduceMax / ReduceMean over a conv's whole map (PointNet's max over points after 1-D
+    convs, a mean over H and W) runs as the blocked global pool (transform_layout.cc
+    sink_reduce), no transpose to plain; a reduction over the channels stays as it was."""
+    rng = np.random.default_rng(13)
+    b = Builder(rng)
+    if case.startswith("max1d"):
+        h = conv1d(b, conv1d(b, "x", 3, 32), 32, 64)
+        out, x_shape = b.op("ReduceMax", [h], axes=[2], keepdims=int(case == "max1d_keep")), [2, 3, 200]
+    else:
+        h = b.op("Relu", [b.conv(b.op("Relu", [b.conv("x", 8, 32, k=3)]), 32, 48, k=3)])
+        op, axes, keep = {"mean2d": ("ReduceMean", [2, 3], 1), "max2d_neg": ("ReduceMax", [-1, -2], 0),
+                          "max_channels": ("ReduceMax", [1], 0)}[case]
+        out, x_shape = b.op(op, [h], axes=axes, keepdims=keep), [2, 8, 20, 24]
+    path = tmp_path / "m.onnx"
+    b.save(path, x_shape, out)
+    np.savez(tmp_path / "in.npz", x=rng.standard_normal(x_shape).astype(np.float32))
+    ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
+    kernels = run_kiln(["inspect", str(path), "--kernels"]).stdout
+    if case == "max_channels":
+        assert "GlobalMaxPoolNCHWc" not in kernels, kernels
+    else:
+        assert "GlobalMaxPoolNCHWc" in kernels or "GlobalAveragePoolNCHWc" in kernels, kernels
+        assert "KilnLayoutFromBlocked\n" not in kernels, kernels
+    for source in ("auto", "generated"):
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            assert_matches_ort(outs, ref, f"{case} --kernels {source} --threads {threads}", RTOL, ATOL)

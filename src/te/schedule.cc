@@ -185,6 +185,18 @@ void Stage::store_in(const Tensor& target) {
     storage_ = target;
 }
 
+void Stage::fuse_epilogue(Stage& epilogue) {
+    KILN_CHECK(local_ && !reduce_axes_.empty(), kInvalidArgument)
+        << "stage '" << tensor_->name << "': fuse_epilogue applies to a reduction accumulating in a local tile";
+    KILN_CHECK(&epilogue != this && !epilogue.inlined_ && epilogue.reduce_axes_.empty() && !epilogue.fused_epilogue_,
+               kInvalidArgument)
+        << "stage '" << tensor_->name << "': the epilogue '" << epilogue.tensor_->name
+        << "' must be a materialized elementwise stage";
+    store_in(epilogue.tensor_);
+    epilogue_ = epilogue.tensor_;
+    epilogue.fused_epilogue_ = true;
+}
+
 void Stage::cache_write_local() {
     KILN_CHECK(!reduce_axes_.empty() && !inlined_, kInvalidArgument)
         << "stage '" << tensor_->name << "': cache_write_local applies to a materialized reduction";

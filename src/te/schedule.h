@@ -78,6 +78,19 @@ public:
     /// The tensor whose buffer this stage writes (nullptr: its own).
     const Tensor& storage() const { return storage_; }
 
+    /// A local-tile reduction (cache_write_local) computes `epilogue`'s values as it writes
+    /// each tile back: the epilogue's body at the tile element's index, its reads of this
+    /// stage replaced by the accumulated value, stored in the epilogue's buffer (store_in);
+    /// the epilogue stage gets no loops of its own. The output is written once, from
+    /// registers, instead of written and then read back by a second pass. The caller promises
+    /// what store_in asks, that the epilogue reads this stage only at its own index (through
+    /// inlined stages), and that no stage runs between the two.
+    void fuse_epilogue(Stage& epilogue);
+    /// The epilogue this reduction applies at its write-back (nullptr: none).
+    const Tensor& epilogue() const { return epilogue_; }
+    /// True when a reduction's write-back computes this stage (fuse_epilogue).
+    bool is_fused_epilogue() const { return fused_epilogue_; }
+
     /// Register-tile accumulation (TVM's cache_write to "local"): a reduction stage accumulates
     /// into a small local array indexed by the data-parallel leaves nested inside its outermost
     /// reduce leaf (the tile); the array is initialized just outside that reduce leaf and
@@ -122,6 +135,8 @@ private:
     bool local_ = false;
     std::vector<Prefetch> prefetches_;
     Tensor storage_;
+    Tensor epilogue_;
+    bool fused_epilogue_ = false;
 };
 
 class Schedule {

@@ -28,7 +28,9 @@
 //     local array indexed by the tile (the data-parallel leaves nested inside the outermost
 //     reduce leaf). Just outside that reduce leaf: Allocate(local) { init every tile element;
 //     the reduce loops; for each tile element in range (the tile leaves' tail guards):
-//     out[idx] = local[tile idx] }. The order of additions per element is unchanged.
+//     out[idx] = local[tile idx] }. The order of additions per element is unchanged. With a
+//     fused epilogue (Stage::fuse_epilogue) the write-back stores epilogue(local[tile idx]) in
+//     the epilogue's buffer instead, and the epilogue stage lowers to nothing.
 // f16/bf16 reductions accumulate in an f32 buffer (Allocated around the stage) and are narrowed
 // into the output once, after the reduction.
 // Stages not in `args` are intermediates: their buffers are Allocated around the whole body,
@@ -172,6 +174,17 @@ public:
     }
 
     Stmt lower_stage(const te::Stage& st);
+    /// The value `epilogue` (te::Stage::fuse_epilogue) stores at index `idx` of its output,
+    /// its reads of `producer` taken as `acc` (the reduction's value there).
+    Expr epilogue_value(const te::Tensor& producer, const te::Tensor& epilogue, const std::vector<Expr>& idx,
+                        const Expr& acc) {
+        std::unordered_map<const te::VarNode*, Expr> vmap;
+        for (size_t k = 0; k < epilogue->axis.size(); ++k) vmap[epilogue->axis[k]->var.get()] = idx[k];
+        read_as_[producer.get()] = acc;
+        Expr v = convert(te::substitute(epilogue->body, vmap));
+        read_as_.erase(producer.get());
+        return v;
+    }
     /// Serial loop nest over t's axes running store(flat index).
     Stmt over_output(const te::Tensor& t, const std::string& suffix,
                      const std::function<Stmt(const Expr&)>& store);
@@ -181,6 +194,7 @@ private:
         std::vector<Expr> idx;
         for (const auto& i : r.indices) idx.push_back(convert(i));
         const te::Tensor& t = r.tensor;
+        if (auto a = read_as_.find(t.get()); a != read_as_.end()) return a->second;
         auto sit = stages_.find(t.get());
         if (sit != stages_.end() && sit->second->is_inlined()) {
             std::unordered_map<const te::VarNode*, Expr> vmap;
@@ -198,6 +212,7 @@ private:
     const te::Schedule& sch_;
     std::unordered_map<const te::TensorNode*, const te::Stage*> stages_;
     std::unordered_map<const te::TensorNode*, Buffer> buffers_;
+    std::unordered_map<const te::TensorNode*, Expr> read_as_;  // epilogue_value's reads of its producer
     std::unordered_set<std::string> used_names_;
 };
 
@@ -208,7 +223,9 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
 //     local array indexed by the tile (the data-parallel leaves nested inside the outermost
 //     reduce leaf). Just outside that reduce leaf: Allocate(local) { init every tile element;
 //     the reduce loops; for each tile element in range (the tile leaves' tail guards):
-//     out[idx] = local[tile idx] }. The order of additions per element is unchanged.
+//     out[idx] = local[tile idx] }. The order of additions per element is unchanged. With a
+//     fused epilogue (Stage::fuse_epilogue) the write-back stores epilogue(local[tile idx]) in
+//     the epilogue's buffer instead, and the epilogue stage lowers to nothing.
 // f16/bf16 reductions accumulate in an f32 buffer, narrowed once at the end.
     Buffer buf = out_buf;
     const bool is_reduce = t->body->kind == ExprKind::kReduce;
@@ -396,7 +413,7 @@ Stmt Lowerer::lower_stage(const te::Stage& st) {
             Expr acc = std::make_shared<te::BufferLoadNode>(r.dtype, local, local_index);
             main_store = make_store(local, local_index, combine(r.op, acc, src));
             local_init = make_store(local, local_index, te::reduce_identity(r.op, r.dtype));
-            local_write = make_store(buf, out_index, acc);
+            local_write = make_store(buf, out_index, st.epilogue() ? epilogue_value(t, st.epilogue(), out_idx, acc) : acc);
         } else {
             Expr acc = std::make_shared<te::BufferLoadNode>(r.dtype, buf, out_index);
             main_store = make_store(buf, out_index, combine(r.op, acc, src));
@@ -606,6 +623,7 @@ PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args, con
                 << "' is inlined but also a kernel argument";
             continue;
         }
+        if (st.is_fused_epilogue()) continue;  // its producer's tile write-back computes it
         if (!lw.has_buffer(t)) {
             if (st.storage())
                 lw.alias_buffer(t, st.storage());

@@ -147,6 +147,11 @@ bool auto_prefers_dnnl(const KernelUnit& unit, const topi::ExternChoice& c) {
             const int64_t g = conv->attr_int("group", 1);
             const Shape x = conv->input(0)->type().static_shape(), y = conv->output(0)->type().static_shape();
             if (g > 1 && x[1] == g && y[1] > g) return false;
+            // A few output maps over a long last axis (HiFi-GAN's 8 -> 1 channel k7 conv over
+            // 16384 samples): oneDNN pads the output channels to a block of 16 and ran it at
+            // 5.6 GFLOP/s (336 us, one thread); the NCHW schedule's tiles of 64 in registers,
+            // in parallel (op/defs/conv.cc few_long_maps), 74 us.
+            if (y.size() >= 3 && y[0] * y[1] <= 4 && y.back() >= 256) return false;
         }
         // One image of at most 7x7 outputs (ResNet's last stage): Kiln's micro-kernel keeps
         // its 2 x 16-channel x T-column tile busy where oneDNN 2.6's jit conv runs at 55-70 %

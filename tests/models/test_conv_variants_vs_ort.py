@@ -117,11 +117,15 @@ CASES = {
     # Dense convs with 8-channel output blocks (the layout pass's KilnConv2dNCHWc [..., 8]).
     "block8_1x1": lambda r, t: conv(r, t, 48, 24, [10, 10], 1),
     "block8_3x3_relu": lambda r, t: conv(r, t, 32, 40, [9, 9], 3, pads=[1] * 4, relu=True),
+    # A few output maps over a long last axis (a vocoder's final conv): tiles of 64 in registers,
+    # in parallel (conv.cc few_long_maps); 3001 samples end in a partial tile.
+    "few_maps_1d": lambda r, t: conv(r, t, 8, 1, [3001], 7, pads=[3, 3]),
+    "few_maps_2d": lambda r, t: conv(r, t, 16, 2, [6, 300], 3, pads=[1] * 4, relu=True),
 }
 
 
 # Cases auto leaves to Kiln's generated kernel, its fast path there (docs/kernels.md's rule).
-AUTO_GENERATED = {"depthwise_multiplier2"}
+AUTO_GENERATED = {"depthwise_multiplier2", "few_maps_1d", "few_maps_2d"}
 # ConvTransposes whose kernel is a multiple of the stride run as a conv over their phases
 # (pass/polyphase_conv_transpose.h): oneDNN's kernel is a plain convolution.
 POLYPHASE = {"deconv1d_s2", "deconv2d_s2_k4_nobias"}

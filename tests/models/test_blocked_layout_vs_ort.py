@@ -20,6 +20,20 @@ from kiln_helpers import assert_matches_ort, kiln_has_dnnl, kiln_run_model, ort_
 RTOL, ATOL = 1e-4, 1e-4
 
 
+def every_source():
+    """The kernel sources this build has."""
+    return ("auto", "generated") + (("dnnl",) if kiln_has_dnnl() else ())
+
+
+def assert_every_source_matches(tmp_path, path, ref, label, sources=("auto", "generated")):
+    """`kiln run` of the model with each kernel source at one and two threads, against `ref`."""
+    for source in sources:
+        for threads in ("1", "2"):
+            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
+                                     extra=["--kernels", source, "--threads", threads])
+            assert_matches_ort(outs, ref, f"{label} --kernels {source} --threads {threads}", RTOL, ATOL)
+
+
 class Builder:
     """A small ONNX graph: nodes, constant initializers and fresh value names."""
 
@@ -151,11 +165,7 @@ def test_block_stays_blocked_and_matches_ort(tmp_path, name):
     if name != "groups_of_4_stay_nchw":
         assert not [ln for ln in middle if "KilnLayout" in ln or "BatchNormalization" in ln], "\n".join(middle)
     ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
-    for source in ("auto", "generated") + (("dnnl",) if kiln_has_dnnl() else ()):
-        for threads in ("1", "2"):
-            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
-                                     extra=["--kernels", source, "--threads", threads])
-            assert_matches_ort(outs, ref, f"{name} --kernels {source} --threads {threads}", RTOL, ATOL)
+    assert_every_source_matches(tmp_path, path, ref, name, every_source())
 
 
 def padded_depthwise_model(b, channels, stride):
@@ -181,12 +191,8 @@ def test_padded_depthwise_matches_ort(tmp_path, channels, stride):
     assert proc.returncode == 0, proc.stderr
     assert "KilnDepthwiseConv2dNCHWc" in proc.stdout, proc.stdout
     ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
-    for source in ("auto", "generated") + (("dnnl",) if kiln_has_dnnl() else ()):
-        for threads in ("1", "2"):
-            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
-                                     extra=["--kernels", source, "--threads", threads])
-            assert_matches_ort(outs, ref, f"{channels} channels stride {stride} --kernels {source} --threads {threads}",
-                               RTOL, ATOL)
+    assert_every_source_matches(tmp_path, path, ref, f"{channels} channels stride {stride}",
+                                every_source())
 
 
 def detector_heads_model(b):
@@ -212,11 +218,7 @@ def test_detector_heads_match_ort(tmp_path):
     np.savez(tmp_path / "in.npz", x=rng.standard_normal(x_shape).astype(np.float32))
     ref = ort_outputs(str(path), dict(np.load(tmp_path / "in.npz")))
     assert next(iter(ref.values())).shape == (1, 255, 2000)
-    for source in ("auto", "generated"):
-        for threads in ("1", "2"):
-            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
-                                     extra=["--kernels", source, "--threads", threads])
-            assert_matches_ort(outs, ref, f"heads --kernels {source} --threads {threads}", RTOL, ATOL)
+    assert_every_source_matches(tmp_path, path, ref, "heads")
 
 
 def group_norm_silu(b, x, c, groups):
@@ -253,11 +255,7 @@ def test_res_block_with_group_norm_matches_ort(tmp_path):
     assert "KilnLayoutToBlocked" not in last_conv, lines
     if kiln_has_dnnl():
         assert "[dnnl_conv]" in last_conv, lines
-    for source in ("auto", "generated"):
-        for threads in ("1", "2"):
-            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
-                                     extra=["--kernels", source, "--threads", threads])
-            assert_matches_ort(outs, ref, f"res block --kernels {source} --threads {threads}", RTOL, ATOL)
+    assert_every_source_matches(tmp_path, path, ref, "res block")
 
 
 def conv1d(b, x, cin, cout):
@@ -290,8 +288,4 @@ def test_global_reduce_of_blocked_matches_ort(tmp_path, case):
     else:
         assert "GlobalMaxPoolNCHWc" in kernels or "GlobalAveragePoolNCHWc" in kernels, kernels
         assert "KilnLayoutFromBlocked\n" not in kernels, kernels
-    for source in ("auto", "generated"):
-        for threads in ("1", "2"):
-            outs, _ = kiln_run_model(str(path), str(tmp_path / "in.npz"), str(tmp_path / f"{source}{threads}"),
-                                     extra=["--kernels", source, "--threads", threads])
-            assert_matches_ort(outs, ref, f"{case} --kernels {source} --threads {threads}", RTOL, ATOL)
+    assert_every_source_matches(tmp_path, path, ref, case)

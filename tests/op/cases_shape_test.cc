@@ -76,12 +76,16 @@ void add_shape_cases(std::vector<Case>& c) {
     add("depth_to_space_dcr", "DepthToSpace", {in(F32, {2, 8, 2, 3})}, {{"blocksize", int64_t{2}}}, d2s_ref);
     add("depth_to_space_crd_u16", "DepthToSpace", {in(U16, {1, 18, 2, 2}, 0, 999)},
         {{"blocksize", int64_t{3}}, {"mode", std::string("CRD")}}, d2s_ref);
-    add("space_to_depth", "SpaceToDepth", {in(F32, {2, 3, 4, 6})}, {{"blocksize", int64_t{2}}},
-        elem_ref([](const std::vector<Arr>& x, const ir::Node&, const std::vector<int64_t>& o) {
-            const int64_t b = 2, C = x[0].shape[1];
-            const int64_t blk = o[1] / C, c = o[1] % C;
-            return x[0].at({o[0], c, o[2] * b + blk / b, o[3] * b + blk % b});
-        }));
+    auto s2d_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
+        const int64_t b = n.attr_int("blocksize", 1), C = x[0].shape[1];
+        const int64_t blk = o[1] / C, c = o[1] % C;
+        return x[0].at({o[0], c, o[2] * b + blk / b, o[3] * b + blk % b});
+    });
+    add("space_to_depth", "SpaceToDepth", {in(F32, {2, 3, 4, 6})}, {{"blocksize", int64_t{2}}}, s2d_ref);
+    // Rows of a vector and more: movement.cc's space_to_depth_schedule (b phases unrolled inside
+    // the vectorized columns), at blocksize 2 and 3 with a partial vector.
+    add("space_to_depth_rows_b2", "SpaceToDepth", {in(F32, {1, 5, 6, 40})}, {{"blocksize", int64_t{2}}}, s2d_ref);
+    add("space_to_depth_rows_b3", "SpaceToDepth", {in(F32, {2, 2, 9, 57})}, {{"blocksize", int64_t{3}}}, s2d_ref);
     // Trilu (k read at run time).
     auto trilu_ref = elem_ref([](const std::vector<Arr>& x, const ir::Node& n, const std::vector<int64_t>& o) {
         const int64_t k = x.size() > 1 ? static_cast<int64_t>(x[1].v[0]) : 0;

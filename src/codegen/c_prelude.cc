@@ -332,7 +332,8 @@ static inline float kiln_erf_f32(float x) {
     q = q * z + 1.1388075928371746e-01f;
     q = q * z + 4.9741173006453926e-01f;
     q = q * z + 1.0f;
-    float small = a * 1.128379225730896f + a * (z * (p / q) - 5.6590808483747423e-08f);
+    float r = 1.0f / q; /* one division for both forms (a vector division is ~16 FMAs' time) */
+    float small = a * 1.128379225730896f + a * (z * (p * r) - 5.6590808483747423e-08f);
     float b = -1.2828699075262406e-08f;
     b = b * z + 4.6145934412475387e-06f;
     b = b * z + 3.7696224344463273e-04f;
@@ -340,7 +341,7 @@ static inline float kiln_erf_f32(float x) {
     b = b * z + 5.4249459198423500e-02f;
     b = b * z + 1.8514256200409784e-01f;
     b = b * z + 1.1283791691400875e+00f;
-    float big = a * b / q;
+    float big = a * b * r;
     float y = ax < 1.0f ? small : big;
     y = y > 1.0f ? 1.0f : y;
     y = ax >= 3.925f ? 1.0f : y;

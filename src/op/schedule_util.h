@@ -46,7 +46,8 @@ bool schedule_channel_tiles(te::Stage& st, int64_t vectors = 1);
 /// rows; the strided stores stay within one [w, c] tile of the output (for a plain copy the
 /// op's own order, w then c unrolled, is faster: 0.64 against 0.96 ns an element for SD's
 /// [320, 32, 32]; with a sigmoid inlined this one is: 0.9 against 8.7). False (nothing done)
-/// unless rank 5 with a static block of 8 or more and a w of a vector or more.
+/// unless rank 5 with a static block of 8 or more and a static w of a vector or more, at most
+/// 64 or a multiple of 64 (the runs).
 bool schedule_to_blocked_rows(te::Stage& st);
 /// Fuse data-parallel axes (parallel when large), reduce loops serial inside.
 void schedule_reduction(te::Stage& st);

@@ -35,6 +35,7 @@
 #include "codegen/c_prelude.h"
 #include "codegen/invariant_divisions.h"
 #include "codegen/one_vector_loop.h"
+#include "codegen/staged_gathers.h"
 #include "support/error.h"
 
 namespace kiln::codegen {
@@ -342,6 +343,10 @@ private:
             return;
         }
         if (f.loop_kind == LoopKind::kVectorized && stores_depend_on(f.body, f.var.get())) {
+            if (const auto gathers = gathers_to_stage(f); !gathers.empty()) {
+                emit_staged(f, gathers, sc);
+                return;
+            }
             if (keep_for_vectorizer(f)) {
                 pad(sc);
                 *sc.out << "#pragma GCC unroll 1\n";
@@ -369,6 +374,43 @@ private:
         const size_t hoisted = serial ? hoist_divisions(f.body, sc) : 0;
         stmt(f.body, sc);
         names_.pop_hoisted(hoisted);
+        --sc.indent;
+        pad(sc);
+        *sc.out << "}\n";
+    }
+
+    /// Vectorized loop `f` with its `gathers` read ahead into arrays, one scalar loop each
+    /// (codegen/staged_gathers.h); the loop then reads them with unit stride and vectorizes.
+    void emit_staged(const tir::ForNode& f, const std::vector<te::Expr>& gathers, Scope& sc) {
+        const std::string v = names_.var(f.var.get());
+        const std::string n = e(f.extent);
+        pad(sc);
+        *sc.out << "{\n";
+        ++sc.indent;
+        for (const te::Expr& g : gathers) {
+            const std::string text = e(g);
+            const std::string name = "kiln_g" + std::to_string(staged_count_++);
+            names_.reserve_name(name);
+            pad(sc);
+            *sc.out << dtype_c_type(g->dtype) << " " << name << "[" << n << "] __attribute__((aligned(64)));\n";
+            pad(sc);
+            *sc.out << "for (int64_t " << v << " = 0; " << v << " < " << n << "; ++" << v << ") " << name << "[" << v
+                    << "] = " << strip_parens(text) << ";\n";
+            names_.push_hoisted(text, name + "[" + v + "]");
+        }
+        pad(sc);
+        *sc.out << "#pragma GCC unroll 1\n";
+        pad(sc);
+        *sc.out << "#pragma GCC ivdep\n";
+        pad(sc);
+        *sc.out << "for (int64_t " << v << " = 0; " << v << " < " << n << "; ++" << v << ") {  /* vectorized, "
+                << gathers.size() << " gather(s) staged */\n";
+        ++sc.indent;
+        stmt(f.body, sc);
+        --sc.indent;
+        pad(sc);
+        *sc.out << "}\n";
+        names_.pop_hoisted(gathers.size());
         --sc.indent;
         pad(sc);
         *sc.out << "}\n";
@@ -467,6 +509,7 @@ private:
     CNames names_;
     std::ostringstream tasks_;
     int task_count_ = 0;
+    int staged_count_ = 0;
     std::unordered_set<std::string> hoisted_names_;
 };
 

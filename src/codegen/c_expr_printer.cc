@@ -199,7 +199,7 @@ public:
                 if (l.buffer->dtype == DType::kFloat16) return "kiln_f16_to_f32(" + ref + ")";
                 if (l.buffer->dtype == DType::kBFloat16) return "kiln_bf16_to_f32(" + ref + ")";
                 if (dtype_is_lowp_float(l.buffer->dtype)) return lowp_load(l.buffer->dtype, ref);
-                return ref;
+                return or_hoisted(ref);  // a gather the emitter staged (codegen/staged_gathers.h)
             }
             case ExprKind::kTensorRead:
                 KILN_ICHECK(false) << "TensorRead reached the C emitter (tir must use BufferLoad)";

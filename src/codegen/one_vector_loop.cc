@@ -10,15 +10,9 @@ namespace {
 using te::ExprKind;
 using tir::StmtKind;
 
-/// Whether index `e` moves by 0 or 1 elements per step of `v`: `v` appears only as a term of
-/// coefficient 1 of its affine form (never inside a floordiv, a floormod or a load).
 bool unit_or_invariant(const te::Expr& e, const te::VarNode* v) {
-    if (!expr_uses_var(e, v)) return true;
-    for (const auto& [atom, coeff] : tir::to_affine(e).terms) {
-        if (!expr_uses_var(atom, v)) continue;
-        if (atom.get() != v || coeff != 1) return false;
-    }
-    return true;
+    const std::optional<int64_t> step = index_step(e, v);
+    return step == 0 || step == 1;
 }
 
 /// Whether every load inside `e` has a unit-stride or invariant index in `v`.
@@ -72,6 +66,17 @@ bool accesses_ok(const tir::Stmt& s, const te::VarNode* v) {
 }
 
 }  // namespace
+
+std::optional<int64_t> index_step(const te::Expr& e, const te::VarNode* v) {
+    int64_t step = 0;
+    if (!expr_uses_var(e, v)) return step;
+    for (const auto& [atom, coeff] : tir::to_affine(e).terms) {
+        if (!expr_uses_var(atom, v)) continue;
+        if (atom.get() != v) return std::nullopt;
+        step = coeff;  // atoms are distinct: v is one term at most
+    }
+    return step;
+}
 
 bool keep_for_vectorizer(const tir::ForNode& f) {
     if (f.loop_kind != te::LoopKind::kVectorized || f.extent->kind != ExprKind::kIntImm) return false;

@@ -14,9 +14,17 @@
 // channel scale reading an 8-channel block into 16 lanes, 38 -> 60 us kept).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include "tir/stmt.h"
 
 namespace kiln::codegen {
+
+/// How far index `e` moves per step of `v`: its coefficient of `v` in the affine form (0 where
+/// `e` does not use `v`), or nullopt where `v` enters other than linearly (inside a floordiv, a
+/// floormod, a load or a product of vars).
+std::optional<int64_t> index_step(const te::Expr& e, const te::VarNode* v);
 
 /// True for a vectorized loop that should get `#pragma GCC unroll 1`: a constant extent of at
 /// most 16 (one vector on every target) and only unit-stride or loop-invariant accesses.

@@ -1,7 +1,7 @@
 // gathers_to_stage (see the header): one walk over the loop body's stores and their values.
 #include "codegen/staged_gathers.h"
 
-#include "codegen/c_expr_printer.h"
+#include "codegen/one_vector_loop.h"
 #include "tir/affine.h"
 
 namespace kiln::codegen {
@@ -11,15 +11,6 @@ using te::BinaryOp;
 using te::ExprKind;
 using te::UnaryOp;
 using tir::StmtKind;
-
-/// Whether `v` enters index `e` only linearly (as itself, any coefficient) or not at all: GCC
-/// vectorizes such a load (contiguous or strided).
-bool linear_in(const te::Expr& e, const te::VarNode* v) {
-    if (!expr_uses_var(e, v)) return true;
-    for (const auto& [atom, coeff] : tir::to_affine(e).terms)
-        if (expr_uses_var(atom, v) && atom.get() != v) return false;
-    return true;
-}
 
 bool has_load(const te::Expr& e) {
     switch (e->kind) {
@@ -80,7 +71,7 @@ struct Walk {
             }
             case ExprKind::kBufferLoad: {
                 const auto& l = static_cast<const te::BufferLoadNode&>(*e);
-                if (linear_in(l.index, v)) {
+                if (index_step(l.index, v)) {  // linear: GCC vectorizes it (contiguous or strided)
                     value(l.index);
                     return;
                 }
@@ -103,12 +94,9 @@ struct Walk {
         switch (s->kind) {
             case StmtKind::kStore: {
                 const auto& st = static_cast<const tir::StoreNode&>(*s);
-                // Unit stride in v, else the math loop would not vectorize either.
-                bool unit = true;
-                if (expr_uses_var(st.index, v))
-                    for (const auto& [atom, coeff] : tir::to_affine(st.index).terms)
-                        if (expr_uses_var(atom, v) && (atom.get() != v || coeff != 1)) unit = false;
-                if (!unit || has_load(st.index)) {
+                // Unit stride in v (or invariant), else the math loop would not vectorize either.
+                const std::optional<int64_t> step = index_step(st.index, v);
+                if (!(step == 0 || step == 1) || has_load(st.index)) {
                     ok = false;
                     return;
                 }

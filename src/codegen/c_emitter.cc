@@ -36,6 +36,7 @@
 #include "codegen/invariant_divisions.h"
 #include "codegen/one_vector_loop.h"
 #include "codegen/staged_gathers.h"
+#include "codegen/transpose_tiles.h"
 #include "support/error.h"
 
 namespace kiln::codegen {
@@ -198,6 +199,7 @@ public:
         std::ostringstream out;
         out << "/* Kiln generated kernel '" << f_.name << "'. */\n" << c_prelude() << "\n";
         if (!f_.dims.empty()) out << c_prelude_dims() << "\n";
+        if (uses_transpose_tile_) out << c_prelude_transpose() << "\n";
         out << tasks_.str() << body.str();
         return out.str();
     }
@@ -342,6 +344,12 @@ private:
             emit_parallel(f, sc);
             return;
         }
+        if (!f_.params_may_alias) {
+            if (const auto tile = match_transpose_tile(f)) {
+                emit_transpose_tile(f, *tile, sc);
+                return;
+            }
+        }
         if (f.loop_kind == LoopKind::kVectorized && stores_depend_on(f.body, f.var.get())) {
             if (const auto gathers = gathers_to_stage(f); !gathers.empty()) {
                 emit_staged(f, gathers, sc);
@@ -374,6 +382,26 @@ private:
         const size_t hoisted = serial ? hoist_divisions(f.body, sc) : 0;
         stmt(f.body, sc);
         names_.pop_hoisted(hoisted);
+        --sc.indent;
+        pad(sc);
+        *sc.out << "}\n";
+    }
+
+    /// The 16 x 16 tile loop nest `f` (codegen/transpose_tiles.h) as one call of the prelude's
+    /// helper, its two loop indices 0 in the addresses of the tile's first elements.
+    void emit_transpose_tile(const tir::ForNode& f, const TransposeTile& t, Scope& sc) {
+        uses_transpose_tile_ = true;
+        names_.mark_nonnegative(t.inner);
+        pad(sc);
+        *sc.out << "{  /* a 16 x 16 transpose tile */\n";
+        ++sc.indent;
+        pad(sc);
+        *sc.out << "const int64_t " << names_.var(f.var.get()) << " = 0, " << names_.var(t.inner) << " = 0;\n";
+        pad(sc);
+        *sc.out << "kiln_transpose_16x16_4b(&" << names_.buffer(t.store->buffer.get()) << "["
+                << strip_parens(e(t.store->index)) << "], " << t.out_stride << "LL, &"
+                << names_.buffer(t.load->buffer.get()) << "[" << strip_parens(e(t.load->index)) << "], "
+                << t.in_stride << "LL);\n";
         --sc.indent;
         pad(sc);
         *sc.out << "}\n";
@@ -510,6 +538,7 @@ private:
     std::ostringstream tasks_;
     int task_count_ = 0;
     int staged_count_ = 0;
+    bool uses_transpose_tile_ = false;  // a kernel calling kiln_transpose_16x16_4b gets its prelude
     std::unordered_set<std::string> hoisted_names_;
 };
 

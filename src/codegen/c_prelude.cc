@@ -454,4 +454,78 @@ typedef int32_t (*kiln_kernel_dims_fn)(void* const* args, const int64_t* dims, c
 )KILN";
 }
 
+const char* c_prelude_transpose() {
+    return R"KILN(
+#ifndef KILN_TRANSPOSE_TILE_
+#define KILN_TRANSPOSE_TILE_
+/* dst[r * ds + c] = src[c * ss + r] for r, c in [0, 16): one 16 x 16 tile of 4-byte elements
+ * (codegen/transpose_tiles.h). AVX-512: 16 row loads, four rounds of shuffles (pairs of rows
+ * interleaved, then groups of four, then 128-bit lanes twice), 16 row stores; AVX: four 8 x 8
+ * tiles the same way; otherwise a scalar loop. dst and src do not overlap. */
+#if defined(__AVX512F__) || defined(__AVX__)
+#include <immintrin.h>
+#endif
+#if defined(__AVX512F__)
+static inline void kiln_transpose_16x16_4b(void* restrict dst, int64_t ds, const void* restrict src, int64_t ss) {
+    const float* s = (const float*)src;
+    float* d = (float*)dst;
+    __m512 r[16], t[16], u[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(s + i * ss);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* u[4g + c], 128-bit lane L: column 4L + c of rows 4g .. 4g + 3 */
+    for (int g = 0; g < 4; ++g) {
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; ++c) {
+        const __m512 p0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), p1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        const __m512 p2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), p3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        _mm512_storeu_ps(d + (0 + c) * ds, _mm512_shuffle_f32x4(p0, p2, 0x88));
+        _mm512_storeu_ps(d + (4 + c) * ds, _mm512_shuffle_f32x4(p0, p2, 0xDD));
+        _mm512_storeu_ps(d + (8 + c) * ds, _mm512_shuffle_f32x4(p1, p3, 0x88));
+        _mm512_storeu_ps(d + (12 + c) * ds, _mm512_shuffle_f32x4(p1, p3, 0xDD));
+    }
+}
+#elif defined(__AVX__)
+static inline void kiln_transpose_8x8_4b(float* restrict d, int64_t ds, const float* restrict s, int64_t ss) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(s + i * ss);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 2; ++g) {
+        u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; ++c) {
+        _mm256_storeu_ps(d + c * ds, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+        _mm256_storeu_ps(d + (4 + c) * ds, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+    }
+}
+static inline void kiln_transpose_16x16_4b(void* restrict dst, int64_t ds, const void* restrict src, int64_t ss) {
+    const float* s = (const float*)src;
+    float* d = (float*)dst;
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 16; j += 8) kiln_transpose_8x8_4b(d + i * ds + j, ds, s + j * ss + i, ss);
+}
+#else
+static inline void kiln_transpose_16x16_4b(void* restrict dst, int64_t ds, const void* restrict src, int64_t ss) {
+    const uint32_t* s = (const uint32_t*)src;
+    uint32_t* d = (uint32_t*)dst;
+    for (int r = 0; r < 16; ++r)
+        for (int c = 0; c < 16; ++c) d[r * ds + c] = s[c * ss + r];
+}
+#endif
+#endif /* KILN_TRANSPOSE_TILE_ */
+)KILN";
+}
+
 }  // namespace kiln::codegen

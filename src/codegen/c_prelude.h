@@ -9,5 +9,8 @@ const char* c_prelude();
 /// The part of the ABI only kernels with symbolic dims use (kiln_kernel_dims_fn,
 /// KILN_KERNEL_BAD_DIMS), printed after c_prelude() for them alone.
 const char* c_prelude_dims();
+/// The 16 x 16 tile transpose helper (codegen/transpose_tiles.h), printed after the prelude (and
+/// c_prelude_dims()) for kernels that call it; guarded, so a kernel unit may hold it twice.
+const char* c_prelude_transpose();
 
 }  // namespace kiln::codegen

@@ -508,6 +508,48 @@ TEST(CEmitter, GatherUnderCostlyMathIsStagedAheadOfTheVectorLoop) {
     EXPECT_EQ(in_place.find("staged"), std::string::npos) << in_place;
 }
 
+// A transpose's 16 x 16 tile nest (op/defs/shape.cc, transpose_schedule): Y[r, c] = X[c, r]
+// for X [48, 64], tiles (row tile, column tile) then (row, vectorized column). Printed as one
+// call of the prelude's tile helper; each of its three forms (AVX-512, AVX 8 x 8, scalar: the
+// ISA macros undefined ahead of the source) moves every element exactly, NaN payloads and
+// int32 bit patterns included. Not a tile: a copy within one buffer, a store that does not
+// move by one element per vectorized step.
+TEST(CEmitter, TransposeTileNestIsOneShuffleTile) {
+    const int64_t rows = 64, cols = 48, t = 16;
+    for (DType dt : {DType::kFloat32, DType::kInt32}) {
+        auto X = te::make_buffer("X", dt, {cols * rows});
+        auto Y = te::make_buffer("Y", dt, {rows * cols});
+        te::Var ro = te::make_var("ro"), co = te::make_var("co"), ri = te::make_var("ri"), ci = te::make_var("ci");
+        auto at = [&](Expr o, Expr i) { return bin(BinaryOp::kAdd, bin(BinaryOp::kMul, o, i64(t)), i); };
+        auto nest = [&](const te::Buffer& dst, int64_t inner_step) {
+            Expr y_at = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, at(ro, ri), i64(cols)), bin(BinaryOp::kMul, at(co, ci), i64(inner_step)));
+            Expr x_at = bin(BinaryOp::kAdd, bin(BinaryOp::kMul, at(co, ci), i64(rows)), at(ro, ri));
+            tir::Stmt tile = tir::make_for(
+                ri, i64(t), LoopKind::kSerial, tir::make_for(ci, i64(t), LoopKind::kVectorized, tir::make_store(dst, y_at, load(X, x_at))));
+            return tir::make_for(ro, i64(rows / t), LoopKind::kParallel,
+                                 tir::make_for(co, i64(cols / (t * inner_step)), LoopKind::kSerial, tile));
+        };
+        PrimFunc f{"transpose_tiles", {X, Y}, nest(Y, 1)};
+        const std::string source = emit_c(f);
+        ASSERT_NE(source.find("kiln_transpose_16x16_4b(&"), std::string::npos) << source;
+        for (const char* isa : {"", "#undef __AVX512F__\n", "#undef __AVX512F__\n#undef __AVX__\n"}) {
+            LoadedKernel k = load_source(std::string(isa) + source, f.name);
+            auto args = make_args(f, [](size_t p, int64_t n) { return p == 0 ? (n % 7 == 3 ? NAN : n * 1.25 - 900.0) : 0.0; });
+            if (dt == DType::kInt32)
+                for (int64_t n = 0; n < cols * rows; ++n) args[0].data_as<int32_t>()[n] = static_cast<int32_t>(n * 2654435761u);
+            runtime::ThreadPool pool(2);
+            ASSERT_EQ(k.run(args, &pool), 0);
+            const auto* x = static_cast<const uint32_t*>(args[0].data());
+            const auto* y = static_cast<const uint32_t*>(args[1].data());
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < cols; ++c)
+                    ASSERT_EQ(y[r * cols + c], x[c * rows + r]) << dtype_name(dt) << " '" << isa << "' at " << r << ", " << c;
+        }
+        EXPECT_EQ(emit_c(PrimFunc{"in_place", {X}, nest(X, 1)}).find("kiln_transpose"), std::string::npos);
+        EXPECT_EQ(emit_c(PrimFunc{"strided_store", {X, Y}, nest(Y, 2)}).find("kiln_transpose"), std::string::npos);
+    }
+}
+
 // A window max / min accumulated in place, as a MaxPool's register tile is: Y[l] = max(Y[l],
 // X[t, l]) over taps t, 16 lanes vectorized. The prelude's max keeps the NaN check on its second
 // operand only (the tap), the accumulator's NaN carried by vmaxps itself: every lane must be NaN

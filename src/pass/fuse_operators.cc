@@ -180,6 +180,21 @@ bool flattened_from_blocked(const ir::Node& n) {
     return false;
 }
 
+/// A Transpose that moves the input's contiguous axis, read by a Reshape or Flatten (the
+/// attention's head merge of a transposed key gradient, [8, 12, 64, 128] -> [8, 128, 12, 64] ->
+/// [1024, 768]). Fused, its stage is inlined into the Reshape's and takes the default rows, each
+/// element gathered from another line; alone, it takes its 16 x 16 tiles (transpose_schedule,
+/// codegen/transpose_tiles.h) and the Reshape is a view. It fuses only with elementwise consumers.
+bool transpose_into_reshape(const ir::Node& n) {
+    if (n.op() != "Transpose" || !n.input(0) || n.input(0)->type().rank() < 2) return false;
+    const std::vector<int64_t> perm = n.attr_ints("perm");
+    const int64_t last = n.input(0)->type().rank() - 1;
+    if (!perm.empty() && perm.back() == last) return false;  // the contiguous axis stays last
+    for (const ir::Node* u : n.output(0)->users())
+        if (u->op() == "Reshape" || u->op() == "Flatten") return true;
+    return false;
+}
+
 /// A plain-to-blocked transpose that would join a conv's or product's group through its epilogue
 /// (a residual Add whose other side arrives plain: SD's UNet block adds its input after the last
 /// conv). Inlined there, the group is no longer a oneDNN convolution with a sum post-op but a
@@ -210,7 +225,8 @@ bool fuse_operators(ir::Graph& g, const PassContext&) {
             try_fuse(fg, groups, i, sink, prologue_path);
         else if (gp == OpPattern::kInjective) {
             if (blocked_into_anchor_epilogue(*fg.nodes[i], groups, sink)) continue;
-            try_fuse(fg, groups, i, sink, flattened_from_blocked(*fg.nodes[i]) ? elemwise_path : injective_path);
+            const bool alone = flattened_from_blocked(*fg.nodes[i]) || transpose_into_reshape(*fg.nodes[i]);
+            try_fuse(fg, groups, i, sink, alone ? elemwise_path : injective_path);
         }
     }
     fold_relu_into_batch_norm(g, fg, groups);

@@ -1,9 +1,9 @@
 """Transposes that move the contiguous axis, against numpy, exactly: the 16 x 16 tiles the C
 emitter prints as one shuffle network (codegen/transpose_tiles.h; a dim of 28 tiles its first 16
 and leaves the rest to loops) and the ones it leaves as loops (two dims of 37 and 40, a last axis
-that stays, a Transpose inside the Reshape of a head merge). Single
-Transposes, and the attention's head split and merge, where a Reshape joins the Transpose in
-one kernel (the unit then takes the Transpose's schedule). Tiled ones must show the tile helper
+that stays). Single Transposes, and the attention's head split (a Reshape joins the Transpose in
+one kernel, which then takes the Transpose's schedule) and merge (the Transpose stays a kernel of
+its own, pass/fuse_operators.cc). Tiled ones must show the tile helper
 in `kiln inspect`; float32 and int32 (the tile moves 4-byte words), NaNs kept bit for bit; at
 1 and 2 threads."""
 import os
@@ -22,7 +22,7 @@ CASES = {
     "batched_2d": ([4, 96, 64], None, [0, 2, 1], None, True),
     "scores_transposed": ([2, 3, 128, 128], None, [0, 1, 3, 2], None, True),
     "heads_split_keys": ([256, 192], [2, 128, 3, 64], [0, 2, 3, 1], None, True),
-    "heads_merge_from_keys": ([2, 3, 64, 128], None, [0, 3, 1, 2], [256, 192], False),
+    "heads_merge_from_keys": ([2, 3, 64, 128], None, [0, 3, 1, 2], [256, 192], True),
     "heads_split_values": ([256, 192], [2, 128, 3, 64], [0, 2, 1, 3], None, False),
     "ragged_tiles": ([3, 40, 37], None, [0, 2, 1], None, False),
     "nchw_to_nhwc": ([1, 64, 28, 28], None, [0, 2, 3, 1], None, True),

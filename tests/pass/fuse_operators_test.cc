@@ -145,5 +145,34 @@ graph g(%x: f32[2,3], %w: f32[3,4]) {
 })");
 }
 
+// The attention's head merge: a Transpose that moves the contiguous axis stays out of the
+// Reshape after it (alone it takes its tiled schedule; the Reshape is then a view), while one
+// that keeps the last axis, and a Reshape before a Transpose (the head split), still fuse.
+TEST(FuseOperators, ATransposeMovingTheLastAxisStaysOutOfTheReshapeAfterIt) {
+    EXPECT_PASS_GIVES(fuse_operators, R"(
+graph g(%k: f32[2,3,4,8], %v: f32[2,3,8,4], %x: f32[16,12]) {
+  const %s: i64[2] = [16, 12]
+  const %h: i64[4] = [2, 8, 3, 4]
+  %kt = Transpose(%k) {perm=[0,3,1,2]} : f32[2,8,3,4]
+  %km = Reshape(%kt, %s) : f32[16,12]
+  %vt = Transpose(%v) {perm=[0,2,1,3]} : f32[2,8,3,4]
+  %vm = Reshape(%vt, %s) : f32[16,12]
+  %xr = Reshape(%x, %h) : f32[2,8,3,4]
+  %xt = Transpose(%xr) {perm=[0,2,3,1]} : f32[2,3,4,8]
+  return %km, %vm, %xt
+})", R"(
+graph g(%k: f32[2,3,4,8], %v: f32[2,3,8,4], %x: f32[16,12]) {
+  const %s: i64[2] = [16, 12]
+  const %h: i64[4] = [2, 8, 3, 4]
+  %kt = Transpose(%k) {perm=[0,3,1,2]} : f32[2,8,3,4]
+  %km = Reshape(%kt, %s) : f32[16,12]
+  %vt = Transpose(%v) {perm=[0,2,1,3]} : f32[2,8,3,4] # group=0
+  %vm = Reshape(%vt, %s) : f32[16,12] # group=0
+  %xr = Reshape(%x, %h) : f32[2,8,3,4] # group=1
+  %xt = Transpose(%xr) {perm=[0,2,3,1]} : f32[2,3,4,8] # group=1
+  return %km, %vm, %xt
+})");
+}
+
 }  // namespace
 }  // namespace kiln::pass

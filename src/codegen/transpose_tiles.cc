@@ -2,7 +2,6 @@
 #include "codegen/transpose_tiles.h"
 
 #include "codegen/one_vector_loop.h"
-#include "kiln/dtype.h"
 
 namespace kiln::codegen {
 namespace {

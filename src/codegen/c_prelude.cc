@@ -518,10 +518,10 @@ static inline void kiln_transpose_16x16_4b(void* restrict dst, int64_t ds, const
 }
 #else
 static inline void kiln_transpose_16x16_4b(void* restrict dst, int64_t ds, const void* restrict src, int64_t ss) {
-    const uint32_t* s = (const uint32_t*)src;
-    uint32_t* d = (uint32_t*)dst;
+    const unsigned char* s = (const unsigned char*)src; /* bytes: any 4-byte type, no aliasing question */
+    unsigned char* d = (unsigned char*)dst;
     for (int r = 0; r < 16; ++r)
-        for (int c = 0; c < 16; ++c) d[r * ds + c] = s[c * ss + r];
+        for (int c = 0; c < 16; ++c) memcpy(d + 4 * (r * ds + c), s + 4 * (c * ss + r), 4);
 }
 #endif
 #endif /* KILN_TRANSPOSE_TILE_ */

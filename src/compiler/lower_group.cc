@@ -336,13 +336,18 @@ ComposedUnit compose_unit(const KernelUnit& unit, const SymbolicDims* dims) {
             throw;
         }
     }
-    // A unit of injective ops only (a Reshape and a Transpose: the attention's head split) has
+    // A unit of data movement only (a Reshape and a Transpose: the attention's head split) has
     // no anchor; its Transpose's schedule tiles it where it can (a Transpose stage that is the
     // output, reading the input's contiguous axis along another one) instead of the default
     // rows, which gathered every element from another line: 1.42 -> 0.53 ms for BERT's
     // [1024, 768] -> [8, 12, 64, 128] key split on one thread, with the tile of
-    // codegen/transpose_tiles.h. A CUDA unit only takes the anchor's name.
-    if (!anchor)
+    // codegen/transpose_tiles.h. A unit with math (a polyphase interleave and its Tanh) keeps
+    // the default rows (codegen/staged_gathers.h vectorizes its math). A CUDA unit only takes
+    // the anchor's name.
+    static const std::set<std::string> kMovement = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    const bool movement_only = std::all_of(unit.nodes.begin(), unit.nodes.end(),
+                                           [](const ir::Node* n) { return kMovement.count(n->op()) > 0; });
+    if (!anchor && movement_only)
         for (const ir::Node* n : unit.nodes)
             if (n->op() == "Transpose") {
                 anchor = n;

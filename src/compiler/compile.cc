@@ -28,6 +28,7 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/compile_driver.h"
+#include "compiler/donation.h"
 #include "compiler/fold_constant_node.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/index_checks.h"
@@ -44,6 +45,7 @@
 #include "compiler/workload.h"
 #include "ir/verifier.h"
 #include "op/registry.h"
+#include "op/view_ops.h"
 #include "pass/pass_manager.h"
 #include "pass/pipeline.h"
 #include "runtime/async_kernel.h"
@@ -89,7 +91,7 @@ Shape bind_shape(const ir::Value& v, const std::map<std::string, int64_t>& dims)
 /// Ops that only reinterpret their input's buffer: with the same dtype and element count, the
 /// output is a view (the input's buffer under another shape) with no kernel and no copy.
 bool is_view_node(const ir::Node* n, const ir::Graph& g) {
-    if (!is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
+    if (!op::is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
     const ir::Value* in = n->input(0);
     const ir::Value* out = n->output(0);
     if (!in->type().is_static() || !out->type().is_static() || in->type().dtype != out->type().dtype ||
@@ -248,11 +250,6 @@ void plan_symbolic_winograd_for(std::optional<topi::ExternChoice>& c, int thread
 }
 
 }  // namespace
-
-bool is_view_op(const std::string& op) {
-    static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "KilnReshape", "KilnDeviceCopy"};
-    return ops.count(op) != 0;
-}
 
 std::optional<topi::ExternChoice> extern_choice(const KernelUnit& unit, KernelSource source, const te::KnobValues& knobs,
                                                 int threads) {
@@ -478,12 +475,18 @@ codegen::Optimization first_tier(const std::vector<std::string>& sources, const 
 /// setting was chosen in (te::space_fingerprint), else untuned, adding the unit's description to
 /// `stale`: a template that changed since the tuning must not get half a setting.
 LoweredKernel lower_tuned(const KernelUnit& unit, bool params_may_alias, const te::TunedKnobs* tuned,
-                          const SymbolicDims* sym, const CompileOptions& opts, std::vector<std::string>& stale) {
+                          const SymbolicDims* sym, const CompileOptions& opts, std::vector<std::string>& stale,
+                          bool donations) {
     LoweredKernel k = lower_unit(unit, params_may_alias, tuned ? tuned->values : te::KnobValues{}, sym,
-                                 opts.intra_op_threads, opts.preemptible);
+                                 opts.intra_op_threads, opts.preemptible, donations);
     if (!tuned || te::space_fingerprint(k.space) == tuned->space) return k;
     stale.push_back(k.description);
-    return lower_unit(unit, params_may_alias, {}, sym, opts.intra_op_threads, opts.preemptible);
+    return lower_unit(unit, params_may_alias, {}, sym, opts.intra_op_threads, opts.preemptible, donations);
+}
+
+/// Whether one of the unit's outputs is a graph output the caller offers to write over an input.
+bool writes_offered_output(const KernelUnit& unit, const std::set<const ir::Value*>& offered) {
+    return std::any_of(unit.outputs.begin(), unit.outputs.end(), [&](const ir::Value* v) { return offered.count(v) > 0; });
 }
 
 void warn_stale_tuning(const std::vector<std::string>& stale) {
@@ -549,6 +552,9 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
     }
     if (opts.symbolic) detach_symbolic_conv_anchors(g);
     std::vector<KernelUnit> units = partition_kernels(g);
+    std::set<const ir::Value*> offered;  // graph outputs the caller offers to write over an input
+    for (const auto& [o, i] : opts.donate)
+        if (o >= 0 && static_cast<size_t>(o) < g.outputs().size()) offered.insert(g.outputs()[static_cast<size_t>(o)]);
     std::set<const ir::Node*> views;
     for (const KernelUnit& unit : units)
         if (opts.symbolic ? unit.nodes.size() == 1 && opts.opt_level > 0 && is_symbolic_view(unit.nodes[0], g)
@@ -632,7 +638,8 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         }
         // Memory planning: the (output, input) pairs this step may compute in place, as its
         // lowered schedule allows (LoweredKernel::inplace_inputs); such kernels drop `restrict`.
-        lowered.push_back(lower_tuned(unit, true, tuned, opts.symbolic ? &sym : nullptr, opts, stale_tuned));
+        lowered.push_back(lower_tuned(unit, true, tuned, opts.symbolic ? &sym : nullptr, opts, stale_tuned,
+                                      writes_offered_output(unit, offered)));
         std::vector<std::pair<int, int>> inplace;
         for (int i : lowered.back().inplace_inputs)
             inplace.emplace_back(buffer_of.at(unit.outputs[0]), buffer_of.at(unit.inputs.at(static_cast<size_t>(i))));
@@ -707,6 +714,18 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
                     if (d >= 0 && std::find(step.dims.begin(), step.dims.end(), d) == step.dims.end())
                         step.dims.push_back(d);
         exe->steps.push_back(std::move(step));
+    }
+    {  // Donated inputs (compiler/donation.h): the pairs each step may write over.
+        std::vector<std::vector<std::pair<int, int>>> writes_over = step_inplace;
+        writes_over.resize(lowered.size());
+        for (size_t s = 0; s < lowered_units.size() && s < lowered.size(); ++s)
+            for (const auto& [o, i] : lowered[s].donatable)
+                writes_over[s].emplace_back(buffer_of.at(lowered_units[s]->outputs.at(static_cast<size_t>(o))),
+                                            buffer_of.at(lowered_units[s]->inputs.at(static_cast<size_t>(i))));
+        exe->donations = verified_donations(*exe, writes_over, opts.donate);
+        result.memory.donated = static_cast<int>(exe->donations.size());
+        for (const auto& [o, i] : exe->donations)
+            result.memory.donated_bytes += exe->buffers[static_cast<size_t>(exe->outputs[static_cast<size_t>(o)])].nbytes();
     }
     // oneDNN steps from ops not seen above: the set-up runs while the C compiler does.
     for (const LoweredKernel& k : lowered)
@@ -812,6 +831,10 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts) {
         result.memory.inplace_steps = mem.plan.inplace_count;
         result.memory.report = mem.report;
     }
+    if (!opts.donate.empty())
+        result.memory.report += "donated inputs: " + std::to_string(result.memory.donated) + " of " +
+                                std::to_string(opts.donate.size()) + " offered outputs written over their input (" +
+                                std::to_string(result.memory.donated_bytes) + " bytes)\n";
     if (opts.symbolic) {
         exe->dims = sym.names;
         exe->dim_limits = dim_limits_of(g, sym);

@@ -70,6 +70,10 @@ struct CompileOptions {
     /// than compiler processes run at once: the model first runs on quickly compiled kernels,
     /// CompiledModel::upgrade builds them at -O3 in the background. Not with one_library.
     bool tiered = false;
+    /// (graph output, graph input) positions whose input the caller gives up to the output: the
+    /// output may be written over the input's memory (compiler/donation.h). The pairs that hold
+    /// become Executable::donations; the others keep fresh outputs.
+    std::vector<std::pair<int, int>> donate;
 };
 
 /// The knob that picks a unit's kernel source in tuned values (0 generated, 1 oneDNN).
@@ -98,6 +102,8 @@ struct MemoryFigures {
     size_t naive_sum = 0;    // one buffer per intermediate
     size_t lower_bound = 0;  // largest total live at one step
     int inplace_steps = 0;   // steps computing their output in place of an input
+    int donated = 0;         // outputs written over a donated input (CompileOptions::donate)
+    size_t donated_bytes = 0;
     std::string report;      // the text `kiln inspect --memory` prints
 };
 
@@ -127,10 +133,6 @@ CompiledModel compile(ir::Graph& g, const CompileOptions& opts = {});
 /// compile()'s first step: checks what the graph needs, binds the input dims and runs the pass
 /// pipeline in place. The kernel units are then partition_kernels(g).
 std::vector<pass::PassRecord> optimize_graph(ir::Graph& g, const CompileOptions& opts);
-
-/// Whether `op` only reinterprets its input's buffer (Reshape, Flatten, Squeeze, Unsqueeze,
-/// Identity): with the same dtype and element count its output is a view, not a copy.
-bool is_view_op(const std::string& op);
 
 /// A unit of one reinterpreting node (Reshape, Flatten, ...) that compile() turns into a view of
 /// its input's buffer: no kernel runs for it.

@@ -9,6 +9,7 @@
 #include "compiler/host_folds.h"
 #include "op/op_def.h"
 #include "op/registry.h"
+#include "op/view_ops.h"
 #include "runtime/buffer_table.h"
 #include "runtime/executable.h"
 #include "support/error.h"
@@ -134,7 +135,7 @@ void replace_by_results(ir::Graph& g, Fold& f) {
 /// fold is that: the constant's bytes under the output's shape, without a kernel (a layout
 /// pass's weight Reshape between a pad and a transpose cost a compile of its own).
 bool fold_view(ir::Graph& g, ir::Node* n, int64_t max_elements) {
-    if (!is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0) ||
+    if (!op::is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0) ||
         !n->input(0)->is_constant())
         return false;
     const ir::Value* in = n->input(0);

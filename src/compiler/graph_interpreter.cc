@@ -14,6 +14,7 @@
 #include "compiler/graph_plan.h"
 #include "ir/attr.h"
 #include "op/registry.h"
+#include "op/view_ops.h"
 #include "runtime/sequential_executor.h"
 #include "support/error.h"
 #include "te/schedule.h"
@@ -151,7 +152,7 @@ struct GraphInterpreter::SpecializedNode {
     std::vector<ir::TensorType> output_types;
     tir::PreparedFunc func;                                 // interpreted, or
     std::unique_ptr<runtime::SequentialExecutor> executor;  // compiled, or
-    bool view = false;  // output 0 is input 0 under another shape (compile.h is_view_op)
+    bool view = false;  // output 0 is input 0 under another shape (op/view_ops.h is_view_op)
     int interpreted_runs = 0;
     bool compile_when_hot = false;  // interpreted now, compiled on its kHotRuns-th run
 };
@@ -417,7 +418,7 @@ std::unique_ptr<GraphInterpreter::SpecializedNode> GraphInterpreter::specialize(
         output_elements += shape_numel(o->type().static_shape());
     }
     const double work = def.flops ? def.flops(*node) : static_cast<double>(output_elements);
-    if (is_view_op(n.op()) && node->num_outputs() == 1 && node->num_inputs() >= 1 && node->input(0) &&
+    if (op::is_view_op(n.op()) && node->num_outputs() == 1 && node->num_inputs() >= 1 && node->input(0) &&
         node->input(0)->type().dtype == sn->output_types[0].dtype &&
         shape_numel(node->input(0)->type().static_shape()) == output_elements) {
         sn->view = true;  // no copy: the output shares the input's data (values are never written)

@@ -8,7 +8,7 @@
 //    string tensor, a sequence or an empty optional;
 //  - otherwise its TE compute, specialized to the run-time shapes with its value inputs frozen
 //    to their run-time values:
-//    - a reshape-like op (compile.h is_view_op) is a view: its output shares the input's data;
+//    - a reshape-like op (op/view_ops.h is_view_op) is a view: its output shares the input's data;
 //    - new nodes (inputs and outputs up to kInterpretElements elements, work up to
 //      kInterpretWork) are lowered unscheduled and run by the tir interpreter (no compiler
 //      call), and compiled as below once they have run kHotRuns times, unless tiny; a node

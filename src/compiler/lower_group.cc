@@ -10,6 +10,7 @@
 #include "ir/fusion_groups.h"
 #include "op/registry.h"
 #include "op/schedule_util.h"
+#include "op/view_ops.h"
 #include "support/error.h"
 #include "te/schedule.h"
 #include "tir/drop_tile_guards.h"
@@ -188,6 +189,49 @@ std::vector<int> inplace_inputs(const te::Schedule& sch, const ComposedUnit& c, 
     return out;
 }
 
+/// The (output, input) pairs of a kernel of several outputs in which each output may be written
+/// over the input's memory (LoweredKernel::donatable): every stage that is not inlined is
+/// elementwise over one shape (no reduction axes), the input is not a constant and has the
+/// output's dtype and dims, the output's stage reads it only at its own index, earlier stages
+/// only at theirs (loops of one shape may fuse, so an earlier stage's iteration i runs after the
+/// output's iteration i-1 wrote over it), and no later stage reads it. The training step's
+/// optimizer update is such a kernel: w' = w - lr * m' beside m' = mu * m + g.
+std::vector<std::pair<int, int>> donatable_pairs(const te::Schedule& sch, const ComposedUnit& c, const KernelUnit& unit) {
+    std::vector<std::pair<int, int>> out;
+    if (c.outs.size() < 2) return out;
+    std::vector<const te::Stage*> live;
+    for (const te::Stage& st : sch.stages())
+        if (!st.is_inlined()) live.push_back(&st);
+    const te::Tensor& first = c.outs[0];
+    for (const te::Stage* st : live) {
+        if (!st->all_reduce_axes().empty() || !te::same_dims(st->tensor()->shape_exprs(), first->shape_exprs())) return {};
+    }
+    auto axes_of = [](const te::Tensor& t) {
+        std::vector<const te::VarNode*> axes;
+        for (const te::IterVar& iv : t->axis) axes.push_back(iv->var.get());
+        return axes;
+    };
+    for (size_t ko = 0; ko < c.outs.size(); ++ko) {
+        const te::Tensor& o = c.outs[ko];
+        size_t w = 0;
+        while (w < live.size() && live[w]->tensor() != o && live[w]->storage() != o) ++w;
+        if (w == live.size()) continue;
+        for (size_t i = 0; i < c.params.size() && i < unit.inputs.size(); ++i) {
+            const te::Tensor& x = c.params[i];
+            if (unit.inputs[i]->is_constant() || x->dtype != o->dtype || !te::same_dims(x->shape_exprs(), o->shape_exprs()))
+                continue;
+            bool ok = true;
+            for (size_t k = 0; k < live.size() && ok; ++k) {
+                const te::Tensor& t = live[k]->tensor();
+                if (!reads_tensor(t->body, x.get(), sch)) continue;
+                ok = k <= w && reads_only_at(t->body, x.get(), axes_of(t), sch);
+            }
+            if (ok) out.emplace_back(static_cast<int>(ko), static_cast<int>(i));
+        }
+    }
+    return out;
+}
+
 /// A stage computed from a reduction and far smaller than the kernel's largest output (the
 /// sigmoid of squeeze-and-excitation's channel scale, which a Mul broadcasts over the whole
 /// activation): computed once into a temporary, not once per output element.
@@ -344,9 +388,8 @@ ComposedUnit compose_unit(const KernelUnit& unit, const SymbolicDims* dims) {
     // codegen/transpose_tiles.h. A unit with math (a polyphase interleave and its Tanh) keeps
     // the default rows (codegen/staged_gathers.h vectorizes its math). A CUDA unit only takes
     // the anchor's name.
-    static const std::set<std::string> kMovement = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
     const bool movement_only = std::all_of(unit.nodes.begin(), unit.nodes.end(),
-                                           [](const ir::Node* n) { return kMovement.count(n->op()) > 0; });
+                                           [](const ir::Node* n) { return op::is_data_movement_op(n->op()); });
     if (!anchor && movement_only)
         for (const ir::Node* n : unit.nodes)
             if (n->op() == "Transpose") {
@@ -374,7 +417,7 @@ void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const Compos
 }
 
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs,
-                         const SymbolicDims* dims, int threads, bool preemptible) {
+                         const SymbolicDims* dims, int threads, bool preemptible, bool donations) {
     ComposedUnit c = compose_unit(unit, dims);
     LoweredKernel k;
     k.description = unit.ops();
@@ -393,13 +436,14 @@ LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te
     op::default_schedule(sch, outs);
     store_stage_in_output(sch, outs);
     if (params_may_alias) k.inplace_inputs = inplace_inputs(sch, c, unit, preemptible);
+    if (donations) k.donatable = donatable_pairs(sch, c, unit);
     for (const te::Tensor& o : outs) params.push_back(o);
     // unswitch_loops and partition_loops between two simplifies: the first puts comparisons in
     // `i < c` form, the second folds each piece's selects and clamps.
     // fuse_elementwise_loops last: it needs the loops' final form (partitioned, guards dropped).
     k.func = tir::fuse_elementwise_loops(tir::drop_tile_guards(tir::simplify(
         tir::partition_loops(tir::unswitch_loops(tir::simplify(tir::lower(sch, params, "kiln_kernel")))))));
-    k.func.params_may_alias = !k.inplace_inputs.empty();
+    k.func.params_may_alias = !k.inplace_inputs.empty() || !k.donatable.empty();
     k.source = codegen::emit_c(k.func);
     k.num_inputs = static_cast<int>(unit.inputs.size());
     k.space = sch.config().space();

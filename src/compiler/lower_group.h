@@ -11,6 +11,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -51,6 +52,10 @@ struct LoweredKernel {
     /// candidates; the kernel is then emitted without `restrict`). Filled when lower_unit is
     /// asked (params_may_alias) and the schedule allows it.
     std::vector<int> inplace_inputs;
+    /// A kernel of several outputs: (output, input) index pairs where the output may be written
+    /// over the input's memory, the input donated by the caller (compiler/donation.h). Filled
+    /// when lower_unit is asked (`donations`); the kernel is then emitted without `restrict`.
+    std::vector<std::pair<int, int>> donatable;
 };
 
 /// The symbolic dims of a symbolic compile (docs/dynamic_shapes.md): each symbol of the
@@ -91,8 +96,11 @@ void inline_unit_members(te::Schedule& sch, const KernelUnit& unit, const Compos
 /// kernel takes those it uses as parameters (tir PrimFunc::dims). `threads`: the intra-op
 /// threads it will run on (te::ScheduleConfig::threads, a hint for the parallel split).
 /// `preemptible`: its runs will be preempted (te::ScheduleConfig::preemptible).
+/// `donations`: a kernel of several outputs lists the inputs each may be written over
+/// (LoweredKernel::donatable).
 LoweredKernel lower_unit(const KernelUnit& unit, bool params_may_alias, const te::KnobValues& knobs = {},
-                         const SymbolicDims* dims = nullptr, int threads = 1, bool preemptible = false);
+                         const SymbolicDims* dims = nullptr, int threads = 1, bool preemptible = false,
+                         bool donations = false);
 
 /// Estimated floating-point operations of one run of the unit (StepDesc::flops).
 double unit_flops(const KernelUnit& unit);

@@ -10,6 +10,7 @@
 
 #include "compiler/compile.h"
 #include "ir/dim_expr.h"
+#include "op/view_ops.h"
 #include "pass/rewrite.h"
 #include "runtime/extern_kernel.h"
 #include "support/error.h"
@@ -109,7 +110,7 @@ std::string node_refusal(const ir::Node* n, Equalities& eq) {
         return "";
     }
     if (n->op().rfind("Reduce", 0) == 0) return "";  // along any axes, symbolic ones in symbolic loops  // the input's dims, permuted or one of them
-    if (is_view_op(n->op())) {
+    if (op::is_view_op(n->op())) {
         // Inside a fused kernel (not a view): inserting or removing axes of size 1, or reshaping
         // static trailing dims behind shared leading ones (op/defs/shape.cc computes both).
         auto rest = [](const std::vector<ir::Dim>& dims) {
@@ -418,7 +419,7 @@ SymbolicDims symbolic_dims_of(const ir::Graph& g) {
 }
 
 bool is_symbolic_view(const ir::Node* n, const ir::Graph& g) {
-    if (!is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
+    if (!op::is_view_op(n->op()) || n->num_outputs() != 1 || n->num_inputs() < 1 || !n->input(0)) return false;
     const ir::TensorType& in = n->input(0)->type();
     const ir::TensorType& out = n->output(0)->type();
     if (in.dtype != out.dtype || in.dtype == DType::kString || factors(in) != factors(out)) return false;

@@ -6,11 +6,18 @@
 // interpreter instead. Their executables share one runner (one set of thread pools): the runner switches
 // executables when a call needs another graph. Every graph input is named, and the session
 // feeds it by name from the batch, the parameters, the running statistics, the optimizer state
-// or the step's scalars; the step's outputs (fresh tensors) replace the stored values, no copy.
+// or the step's scalars; the step's outputs replace the stored values, no copy. The train and
+// apply steps write the new parameters, optimizer state and running statistics over the old ones
+// where the compiler finds that exact (buffer donation, compiler/donation.h): the session gives
+// those inputs up, so a step holds one copy of them, not two. A step that fails part-way may
+// then leave some of them updated (as PyTorch's in-place optimizers do); every check that can
+// fail on a user's input (shapes, index ranges) runs before the first update.
 #include <cmath>
 #include <memory>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "autodiff/recompute.h"
 #include "autodiff/training_graph.h"
@@ -53,8 +60,27 @@ struct CompiledGraph {
     std::unique_ptr<compiler::GraphInterpreter> interp;
     std::vector<std::string> inputs;   // graph input names, in executable order
     std::vector<std::string> outputs;  // role keys (TrainingGraph::outputs)
+    /// (output, input) positions whose output the run writes over the input (donation).
+    std::vector<std::pair<int, int>> donations;
     compiler::MemoryFigures memory;
 };
+
+/// The step's donation offers: each new parameter, optimizer state or running statistic over the
+/// input of the same name.
+std::vector<std::pair<int, int>> donation_offers(const autodiff::TrainingGraph& tg) {
+    std::vector<std::pair<int, int>> offers;
+    const std::vector<ir::Value*>& inputs = tg.graph.inputs();
+    for (size_t j = 0; j < tg.outputs.size(); ++j) {
+        const std::string& key = tg.outputs[j];
+        const size_t colon = key.find(':');
+        if (colon == std::string::npos) continue;
+        const std::string role = key.substr(0, colon), name = key.substr(colon + 1);
+        if (role != "param" && role != "state" && role != "stat") continue;
+        for (size_t i = 0; i < inputs.size(); ++i)
+            if (inputs[i]->name() == name) offers.emplace_back(static_cast<int>(j), static_cast<int>(i));
+    }
+    return offers;
+}
 
 class TrainingSessionImpl final : public TrainingSession, public compiler::TrainingGraphSource {
 public:
@@ -75,8 +101,9 @@ public:
                 autodiff::build_training_graph(bound_model(), state_, loss_, spec_, TrainingGraphKind::kEval);
             batch_inputs_.push_back(info_of(*eval.graph.find_value(loss_.labels)));
         }
-        for (const std::string& name : state_.params) params_[name] = g.find_value(name)->constant();
-        for (const std::string& name : state_.stats) stats_[name] = g.find_value(name)->constant();
+        // Copies the steps may write over (donation), never the model's constants themselves.
+        for (const std::string& name : state_.params) params_[name] = g.find_value(name)->constant().clone();
+        for (const std::string& name : state_.stats) stats_[name] = g.find_value(name)->constant().clone();
         for (const std::string& name : state_.params)
             for (const std::string& slot : autodiff::optimizer_state_slots(spec_)) {
                 const Tensor& p = params_.at(name);
@@ -269,11 +296,13 @@ private:
         compiler::CompileOptions copts =
             compiler::compile_options_for(opts_.session, runner_.stats().intra_op_threads);
         copts.plan_for_concurrency = runner_.plans_for_concurrency();
+        if (kind == TrainingGraphKind::kTrainStep || kind == TrainingGraphKind::kApply) copts.donate = donation_offers(tg);
         compiler::CompiledModel m = compiler::compile(tg.graph, copts);
         auto c = std::make_unique<CompiledGraph>();
         c->exe = m.executable;
         for (ir::Value* in : tg.graph.inputs()) c->inputs.push_back(in->name());
         c->outputs = tg.outputs;
+        c->donations = m.executable->donations;
         c->memory = m.memory;
         c->memory.report = recompute_line + c->memory.report;
         KILN_CHECK(c->exe->inputs.size() == c->inputs.size() && c->exe->outputs.size() == c->outputs.size(), kInternal)
@@ -361,6 +390,13 @@ private:
             }
             runtime::RunControls controls;
             if (grad_ready) controls.on_output_ready = &on_output;
+            // Donated inputs: the output is written over the stored tensor the input shares.
+            std::vector<const Tensor*> into;
+            if (!c.donations.empty()) {
+                into.assign(c.outputs.size(), nullptr);
+                for (const auto& [o, i] : c.donations) into[static_cast<size_t>(o)] = &inputs[static_cast<size_t>(i)];
+                controls.outputs_into = &into;
+            }
             runner_.run(inputs, outs, controls).throw_if_error();
         }
         StepResult r;

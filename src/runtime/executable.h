@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/kernel_abi.h"
@@ -140,6 +141,12 @@ public:
     std::vector<StepDesc> steps;
     std::vector<int> inputs;   // buffer ids of the model inputs, in model order
     std::vector<int> outputs;  // buffer ids of the model outputs, in model order
+    /// (output, input) positions in `outputs` / `inputs`: the output may be written over the
+    /// input's memory when the caller gives the input up (binds that output to the input's tensor
+    /// through RunControls::outputs_into); the compiler checked that this computes what a fresh
+    /// output would (compiler/donation.h), and the step graph orders the output's writer after
+    /// every other reader of the input (step_graph.h).
+    std::vector<std::pair<int, int>> donations;
     /// Set by the memory planner when its plan lets no two steps that may run concurrently (per
     /// the step dependency graph) share memory; the DataflowExecutor requires it whenever
     /// intermediates share memory. An executable without shared memory may set it directly.

@@ -16,6 +16,11 @@ StepGraph build_step_graph(const Executable& exe) {
     g.level.assign(n, 0);
     std::vector<int> last_writer(exe.buffers.size(), -1);
     std::vector<std::vector<int>> readers(exe.buffers.size());
+    // A donated output's writer may write over its input: it waits for the input's readers too.
+    std::vector<int> donated_from(exe.buffers.size(), -1);
+    for (const auto& [o, i] : exe.donations)
+        if (o >= 0 && static_cast<size_t>(o) < exe.outputs.size() && i >= 0 && static_cast<size_t>(i) < exe.inputs.size())
+            donated_from.at(static_cast<size_t>(exe.outputs[o])) = exe.inputs[i];
     std::vector<int> deps;
     for (size_t s = 0; s < n; ++s) {
         const StepDesc& st = exe.steps[s];
@@ -28,6 +33,10 @@ StepGraph build_step_graph(const Executable& exe) {
             bool writes = ni < 0 || static_cast<int>(i) >= ni;
             if (last_writer[b] >= 0) deps.push_back(last_writer[b]);
             if (writes) deps.insert(deps.end(), readers[b].begin(), readers[b].end());
+            if (writes && donated_from[b] >= 0) {
+                const auto& over = readers[static_cast<size_t>(donated_from[b])];
+                deps.insert(deps.end(), over.begin(), over.end());
+            }
             (void)reads;
         }
         std::sort(deps.begin(), deps.end());

@@ -22,7 +22,8 @@ struct StepGraph {
 /// Builds the dependencies that keep every run equivalent to the static order: a step waits for
 /// the last writer of each buffer it reads or writes (read-after-write, write-after-write) and
 /// for the readers of each buffer it writes since that buffer's last write (write-after-read).
-/// Args past StepDesc::num_inputs are writes; with num_inputs == -1 every arg is both.
+/// Args past StepDesc::num_inputs are writes; with num_inputs == -1 every arg is both. The
+/// writer of a donated output (Executable::donations) also waits for its input's readers.
 StepGraph build_step_graph(const Executable& exe);
 
 /// The most steps at one dependency level whose StepDesc::flops is at least min_flops: an

@@ -80,6 +80,30 @@ def test_fused_step_equals_separate(model):
     np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
+def test_fused_step_writes_over_its_parameters_and_keeps_the_callers_arrays(model):
+    # SGD with momentum, two fused steps: the step writes the new parameters and momenta over
+    # the old ones (buffer donation, memory_report says how many), the values are numpy's
+    # closed form, and arrays the caller read before a step keep their values.
+    state = CheckpointState()
+    m, opt = make(model, fused=True, state=state, lr=0.5, momentum=0.9)
+    w, b, vw, vb = W0.copy(), B0.copy(), np.zeros_like(W0), np.zeros_like(B0)
+    for s in range(2):
+        before = params(state)
+        before_copy = [a.copy() for a in before]
+        m(X[s], Y[s])
+        opt.step()
+        m.lazy_reset_grad()
+        _, gw, gb = np_loss_grads(w, b, X[s], Y[s])
+        vw, vb = 0.9 * vw + gw, 0.9 * vb + gb
+        w, b = w - 0.5 * vw, b - 0.5 * vb
+        np.testing.assert_allclose(params(state)[0], w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(params(state)[1], b, rtol=1e-5, atol=1e-6)
+        for got, want in zip(before, before_copy):
+            np.testing.assert_array_equal(got, want)
+    donated = [line for line in m.memory_report().splitlines() if line.startswith("donated inputs:")]
+    assert donated and int(donated[0].split()[2]) >= 1, m.memory_report()
+
+
 def test_fused_step_refuses_deferred_patterns(model):
     m, opt = make(model, fused=True, lr=0.1)
     m(X[0], Y[0])

@@ -9,7 +9,7 @@
 //
 // KilnDeviceCopy is their form inside one process: a tensor copied between the host and a
 // device at a placement boundary (pass/insert_device_copies.h). Its value is its input's; on
-// the CPU it is a view of its input (compile.h is_view_op), so a placed graph computes what the
+// the CPU it is a view of its input (op/view_ops.h is_view_op), so a placed graph computes what the
 // graph did before placement, bit for bit. It is opaque: nothing fuses across a device boundary.
 //
 //   %x.cuda = KilnDeviceCopy(%x) {from="cpu", to="cuda"}

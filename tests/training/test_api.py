@@ -104,6 +104,28 @@ def test_fused_step_writes_over_its_parameters_and_keeps_the_callers_arrays(mode
     assert donated and int(donated[0].split()[2]) >= 1, m.memory_report()
 
 
+def test_a_fused_step_refused_for_its_labels_updates_nothing(model):
+    # The step writes over its parameters and momenta, but the labels are checked by the loss,
+    # which every update waits for: a refused batch leaves the state as it was, so training on
+    # continues exactly as if the batch had never come.
+    def train(with_bad_batch):
+        state = CheckpointState()
+        m, opt = make(model, fused=True, state=state, lr=0.5, momentum=0.9)
+        for s in range(3):
+            if with_bad_batch and s == 1:
+                bad = Y[1].copy()
+                bad[2] = 7
+                with pytest.raises(kiln.InvalidArgument, match="outside"):
+                    m(X[1], bad)
+            m(X[s], Y[s])
+            opt.step()
+            m.lazy_reset_grad()
+        return params(state)
+
+    for got, want in zip(train(True), train(False)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_fused_step_refuses_deferred_patterns(model):
     m, opt = make(model, fused=True, lr=0.1)
     m(X[0], Y[0])

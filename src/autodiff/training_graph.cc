@@ -198,6 +198,11 @@ TrainingGraph build_apply_graph(const ir::Graph& model, const ModelState& state,
 
 std::string gradient_input_name(const std::string& param) { return "grad/" + param; }
 
+std::pair<std::string, std::string> split_role_key(const std::string& key) {
+    const size_t colon = key.find(':');
+    return {key.substr(0, colon), colon == std::string::npos ? std::string() : key.substr(colon + 1)};
+}
+
 ir::Value* append_loss(ir::Graph& g, ir::Value* out, const LossSpec& loss) {
     auto add = [&](const std::string& op, const std::vector<ir::Value*>& in, ir::AttrMap attrs = {}) {
         ir::Node* n = pass::add_inferred_node(g, op, in, std::move(attrs), 1, "loss/" + op);

@@ -104,4 +104,8 @@ ir::Value* append_loss(ir::Graph& g, ir::Value* out, const LossSpec& loss);
 /// The name of the gradient input of `param` in the apply graph: "grad/<param>".
 std::string gradient_input_name(const std::string& param);
 
+/// A role key of TrainingGraph::outputs split at its first ':': ("param", "<name>"); a key
+/// without one ("loss") has an empty name.
+std::pair<std::string, std::string> split_role_key(const std::string& key);
+
 }  // namespace kiln::autodiff

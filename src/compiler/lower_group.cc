@@ -110,6 +110,35 @@ bool cheap_epilogue(const te::Expr& e, const te::Schedule& sch, int depth = 0) {
     }
 }
 
+/// The loop variables of `t`'s axes, in order (its own index, for reads_only_at).
+std::vector<const te::VarNode*> axis_vars(const te::Tensor& t) {
+    std::vector<const te::VarNode*> axes;
+    for (const te::IterVar& iv : t->axis) axes.push_back(iv->var.get());
+    return axes;
+}
+
+/// The stages that are not inlined, in schedule order (each a loop nest of the kernel).
+std::vector<const te::Stage*> live_stages(const te::Schedule& sch) {
+    std::vector<const te::Stage*> live;
+    for (const te::Stage& st : sch.stages())
+        if (!st.is_inlined()) live.push_back(&st);
+    return live;
+}
+
+/// The position in `live` of the first stage that writes output `o`'s buffer (`live.size()`
+/// when none does).
+size_t stage_writing(const std::vector<const te::Stage*>& live, const te::Tensor& o) {
+    size_t w = 0;
+    while (w < live.size() && live[w]->tensor() != o && live[w]->storage() != o) ++w;
+    return w;
+}
+
+/// Whether unit input `input` (placeholder `x`) could share output `o`'s buffer at all: not a
+/// constant, of `o`'s dtype and dims.
+bool same_buffer_type(const ir::Value* input, const te::Tensor& x, const te::Tensor& o) {
+    return !input->is_constant() && x->dtype == o->dtype && te::same_dims(x->shape_exprs(), o->shape_exprs());
+}
+
 /// A fused kernel with one output O and a materialized stage T of O's shape and dtype that O reads
 /// only at O's own index: T writes O's buffer directly and O then updates it in place, so the
 /// kernel needs no temporary of the output's size. T is the nearest such stage before O: a
@@ -127,8 +156,7 @@ void store_stage_in_output(te::Schedule& sch, const std::vector<te::Tensor>& out
     for (te::Stage& st : sch.stages())
         if (!st.is_inlined()) live.push_back(&st);
     if (live.size() < 2 || live.back()->tensor() != o) return;
-    std::vector<const te::VarNode*> axes;
-    for (const te::IterVar& iv : o->axis) axes.push_back(iv->var.get());
+    const std::vector<const te::VarNode*> axes = axis_vars(o);
     for (size_t k = live.size() - 1; k-- > 0;) {
         te::Stage* t = live[k];
         const te::Tensor& tt = t->tensor();
@@ -166,20 +194,15 @@ std::vector<int> inplace_inputs(const te::Schedule& sch, const ComposedUnit& c, 
     std::vector<int> out;
     if (c.outs.size() != 1) return out;
     const te::Tensor& o = c.outs[0];
-    std::vector<const te::Stage*> live;
-    for (const te::Stage& st : sch.stages())
-        if (!st.is_inlined()) live.push_back(&st);
+    const std::vector<const te::Stage*> live = live_stages(sch);
     if (single_stage && live.size() != 1) return out;
-    size_t w = 0;
-    while (w < live.size() && live[w]->tensor() != o && live[w]->storage() != o) ++w;
+    const size_t w = stage_writing(live, o);
     if (w == live.size()) return out;
     const te::Tensor& wt = live[w]->tensor();
-    std::vector<const te::VarNode*> axes;
-    for (const te::IterVar& iv : wt->axis) axes.push_back(iv->var.get());
+    const std::vector<const te::VarNode*> axes = axis_vars(wt);
     for (size_t i = 0; i < c.params.size() && i < unit.inputs.size(); ++i) {
         const te::Tensor& x = c.params[i];
-        if (unit.inputs[i]->is_constant() || x->dtype != o->dtype || x->shape != o->shape) continue;
-        if (!te::same_dims(x->shape_exprs(), o->shape_exprs())) continue;
+        if (!same_buffer_type(unit.inputs[i], x, o) || x->shape != o->shape) continue;
         if (!reads_only_at(wt->body, x.get(), axes, sch)) continue;
         bool read_later = false;
         for (size_t k = w + 1; k < live.size() && !read_later; ++k)
@@ -199,32 +222,22 @@ std::vector<int> inplace_inputs(const te::Schedule& sch, const ComposedUnit& c, 
 std::vector<std::pair<int, int>> donatable_pairs(const te::Schedule& sch, const ComposedUnit& c, const KernelUnit& unit) {
     std::vector<std::pair<int, int>> out;
     if (c.outs.size() < 2) return out;
-    std::vector<const te::Stage*> live;
-    for (const te::Stage& st : sch.stages())
-        if (!st.is_inlined()) live.push_back(&st);
-    const te::Tensor& first = c.outs[0];
-    for (const te::Stage* st : live) {
-        if (!st->all_reduce_axes().empty() || !te::same_dims(st->tensor()->shape_exprs(), first->shape_exprs())) return {};
-    }
-    auto axes_of = [](const te::Tensor& t) {
-        std::vector<const te::VarNode*> axes;
-        for (const te::IterVar& iv : t->axis) axes.push_back(iv->var.get());
-        return axes;
-    };
+    const std::vector<const te::Stage*> live = live_stages(sch);
+    for (const te::Stage* st : live)
+        if (!st->all_reduce_axes().empty() || !te::same_dims(st->tensor()->shape_exprs(), c.outs[0]->shape_exprs()))
+            return out;
     for (size_t ko = 0; ko < c.outs.size(); ++ko) {
         const te::Tensor& o = c.outs[ko];
-        size_t w = 0;
-        while (w < live.size() && live[w]->tensor() != o && live[w]->storage() != o) ++w;
+        const size_t w = stage_writing(live, o);
         if (w == live.size()) continue;
         for (size_t i = 0; i < c.params.size() && i < unit.inputs.size(); ++i) {
             const te::Tensor& x = c.params[i];
-            if (unit.inputs[i]->is_constant() || x->dtype != o->dtype || !te::same_dims(x->shape_exprs(), o->shape_exprs()))
-                continue;
+            if (!same_buffer_type(unit.inputs[i], x, o)) continue;
             bool ok = true;
             for (size_t k = 0; k < live.size() && ok; ++k) {
                 const te::Tensor& t = live[k]->tensor();
                 if (!reads_tensor(t->body, x.get(), sch)) continue;
-                ok = k <= w && reads_only_at(t->body, x.get(), axes_of(t), sch);
+                ok = k <= w && reads_only_at(t->body, x.get(), axis_vars(t), sch);
             }
             if (ok) out.emplace_back(static_cast<int>(ko), static_cast<int>(i));
         }

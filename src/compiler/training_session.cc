@@ -71,10 +71,7 @@ std::vector<std::pair<int, int>> donation_offers(const autodiff::TrainingGraph& 
     std::vector<std::pair<int, int>> offers;
     const std::vector<ir::Value*>& inputs = tg.graph.inputs();
     for (size_t j = 0; j < tg.outputs.size(); ++j) {
-        const std::string& key = tg.outputs[j];
-        const size_t colon = key.find(':');
-        if (colon == std::string::npos) continue;
-        const std::string role = key.substr(0, colon), name = key.substr(colon + 1);
+        const auto [role, name] = autodiff::split_role_key(tg.outputs[j]);
         if (role != "param" && role != "state" && role != "stat") continue;
         for (size_t i = 0; i < inputs.size(); ++i)
             if (inputs[i]->name() == name) offers.emplace_back(static_cast<int>(j), static_cast<int>(i));
@@ -401,9 +398,7 @@ private:
         }
         StepResult r;
         for (size_t i = 0; i < c.outputs.size(); ++i) {
-            const std::string& key = c.outputs[i];
-            const size_t colon = key.find(':');
-            const std::string role = key.substr(0, colon), name = colon == std::string::npos ? "" : key.substr(colon + 1);
+            const auto [role, name] = autodiff::split_role_key(c.outputs[i]);
             if (role == "loss") r.loss = outs[i].get_f64(0);
             else if (role == "output") r.outputs.push_back(std::move(outs[i]));
             else if (role == "param") params_[name] = std::move(outs[i]);

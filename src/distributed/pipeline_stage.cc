@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "autodiff/optimizer.h"
+#include "autodiff/training_graph.h"
 #include "compiler/compile.h"
 #include "compiler/graph_interpreter.h"
 #include "compiler/model_compile_options.h"
@@ -128,11 +129,7 @@ std::vector<Tensor> PipelineStage::forward(const Values& feeds) {
 PipelineStage::Values PipelineStage::backward(const Values& feeds, double* loss, const GradientReady* on_sum) {
     const auto t0 = Clock::now();
     // Per backward output: its kind ("grad", "input_grad", "loss") and name.
-    auto role = [&](size_t i) {
-        const std::string& r = g_.backward_outputs[i];
-        const size_t colon = r.find(':');
-        return std::pair{r.substr(0, colon), colon == std::string::npos ? std::string() : r.substr(colon + 1)};
-    };
+    auto role = [&](size_t i) { return autodiff::split_role_key(g_.backward_outputs[i]); };
     std::vector<char> summed(g_.backward_outputs.size(), 0);  // per output: added by the callback
     std::exception_ptr error;
     std::mutex error_mu;
@@ -218,9 +215,8 @@ void PipelineStage::apply(int64_t step, double lr, double clip_factor) {
     for (auto& [name, g] : grads_) extra[autodiff::gradient_input_name(name)] = std::move(g);
     std::vector<Tensor> out = run(*apply_, {}, extra);
     for (size_t i = 0; i < out.size(); ++i) {
-        const std::string& role = apply_outputs_.at(i);
-        const size_t colon = role.find(':');
-        (role.compare(0, colon, "param") == 0 ? params_ : state_)[role.substr(colon + 1)] = std::move(out[i]);
+        const auto [role, name] = autodiff::split_role_key(apply_outputs_.at(i));
+        (role == "param" ? params_ : state_)[name] = std::move(out[i]);
     }
     grads_.clear();
     apply_s += since(t0);

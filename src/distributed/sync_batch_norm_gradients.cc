@@ -56,9 +56,7 @@ std::map<std::string, Tensor> SyncBatchNormGradients::gradients(const std::map<s
         << outputs_.size();
     std::map<std::string, Tensor> grads;
     for (size_t i = 0; i < outs.size(); ++i) {
-        const std::string& key = outputs_[i];
-        const size_t colon = key.find(':');
-        const std::string role = key.substr(0, colon), name = colon == std::string::npos ? "" : key.substr(colon + 1);
+        const auto [role, name] = autodiff::split_role_key(outputs_[i]);
         if (role == "loss" && loss) *loss = outs[i].get_f64(0);
         else if (role == "grad") grads[name] = outs[i];
         else if (role == "stat") stats[name] = outs[i];
